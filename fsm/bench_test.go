@@ -1,0 +1,207 @@
+package fsm
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// lockKey is the i-th benchmark key: 16 bytes, like "lock-00000000042".
+func lockKey(i int) string { return fmt.Sprintf("lock-%011d", i) }
+
+func lockKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = lockKey(i)
+	}
+	return keys
+}
+
+// heldMachine returns a machine holding n locks with hour-long leases,
+// granted a nanosecond apart as a busy leader would stamp them.
+func heldMachine(n int) *Machine {
+	m := New(nil)
+	for i, k := range lockKeys(n) {
+		m.Apply(acquire(time.Duration(i), k, numberedOwner(i), time.Hour, 0))
+	}
+	return m
+}
+
+func BenchmarkApplyAcquireRelease(b *testing.B) {
+	for _, held := range []int{0, 100_000} {
+		b.Run(fmt.Sprintf("held=%d", held), func(b *testing.B) {
+			m := heldMachine(held)
+			keys := lockKeys(1024)
+			for i := range keys {
+				keys[i] = "bench/" + keys[i]
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				k := keys[i%len(keys)]
+				stamp := time.Duration(i) * time.Microsecond
+				if r := m.Apply(acquire(stamp, k, ownerA, time.Second, 0)); r.Status != StatusGranted {
+					b.Fatal(r)
+				}
+				if r := m.Apply(release(stamp, k, ownerA)); r.Status != StatusReleased {
+					b.Fatal(r)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkApplyHandOff(b *testing.B) {
+	// A key with 100 waiters: each iteration the holder releases (the head
+	// is granted in the same apply) and queues again at the back.
+	const waiters = 100
+	m := New(nil)
+	owners := make([]Owner, waiters+1)
+	for i := range owners {
+		owners[i] = numberedOwner(i)
+		m.Apply(acquire(0, "hot", owners[i], time.Second, time.Hour))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		o := owners[i%len(owners)]
+		stamp := time.Duration(i) * time.Microsecond
+		if r := m.Apply(release(stamp, "hot", o)); r.Status != StatusReleased || r.Waiters != waiters-1 {
+			b.Fatal(r)
+		}
+		if r := m.Apply(acquire(stamp, "hot", o, time.Second, time.Hour)); r.Status != StatusQueued {
+			b.Fatal(r)
+		}
+	}
+}
+
+func BenchmarkApplyExtend(b *testing.B) {
+	const n = 100_000
+	m := heldMachine(n)
+	keys := lockKeys(n)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		j := i % n
+		if r := m.Apply(extend(n+time.Duration(i), keys[j], numberedOwner(j), time.Hour)); r.Status != StatusExtended {
+			b.Fatal(r)
+		}
+	}
+}
+
+var benchCommand = acquire(123456789*time.Microsecond, "service/orders/42", ownerA, 30*time.Second, 5*time.Second)
+
+func BenchmarkEncodeCommand(b *testing.B) {
+	buf := make([]byte, 0, 64)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		var err error
+		if buf, err = benchCommand.AppendBinary(buf[:0]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(int64(len(buf)))
+}
+
+func BenchmarkDecodeCommand(b *testing.B) {
+	enc, err := benchCommand.AppendBinary(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(enc)))
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := DecodeCommand(enc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeBatch(b *testing.B) {
+	cmds := newCommandLog(1).take(64)
+	valid := cmds[:0]
+	for _, c := range cmds {
+		if c.Validate() == nil {
+			valid = append(valid, c)
+		}
+	}
+	enc, err := AppendBatch(nil, valid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(enc)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := DecodeBatch(enc); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(valid)), "cmds/batch")
+}
+
+func BenchmarkSnapshot(b *testing.B) {
+	m := heldMachine(100_000)
+	b.ReportAllocs()
+	b.ResetTimer()
+	var n int
+	for i := 0; i < b.N; i++ {
+		n = len(m.Snapshot())
+	}
+	b.ReportMetric(float64(n), "snapshot-bytes")
+}
+
+func BenchmarkRestore(b *testing.B) {
+	snap := heldMachine(100_000).Snapshot()
+	m := New(nil)
+	b.SetBytes(int64(len(snap)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := m.Restore(snap); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestMemoryPerHeldLock measures the heap cost of a held lock at a million
+// locks. It is slow, so it runs only with FSM_MEMORY=1 and without -short.
+func TestMemoryPerHeldLock(t *testing.T) {
+	if testing.Short() || os.Getenv("FSM_MEMORY") == "" {
+		t.Skip("set FSM_MEMORY=1 (without -short) to measure memory per held lock")
+	}
+	const n = 1_000_000
+	keys := lockKeys(n)
+	measure := func(build func() *Machine) float64 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		m := build()
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(m)
+		return float64(after.HeapAlloc-before.HeapAlloc) / n
+	}
+	applied := measure(func() *Machine {
+		m := New(nil)
+		for i, k := range keys {
+			m.Apply(acquire(time.Duration(i), k, numberedOwner(i), time.Hour, 0))
+		}
+		return m
+	})
+	snap := heldMachine(n).Snapshot()
+	restored := measure(func() *Machine {
+		m := New(nil)
+		if err := m.Restore(snap); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	})
+	t.Logf("bytes per held lock (%d-byte keys): %.0f after applies, %.0f after restore", len(keys[0]), applied, restored)
+	assert.LessOrEqual(t, applied, 250.0)
+	assert.LessOrEqual(t, restored, 250.0)
+}

@@ -1,0 +1,220 @@
+package fsm
+
+import (
+	"errors"
+	"strconv"
+	"time"
+)
+
+// Input limits, enforced by Validate and relied on by every layer above.
+const (
+	MaxKeyLen  = 512              // bytes; keys are 1..MaxKeyLen bytes of any content
+	MinTTL     = time.Millisecond // shortest lease
+	MaxTTL     = 24 * time.Hour   // longest lease
+	MaxWait    = 24 * time.Hour   // longest a waiter may queue
+	MaxWaiters = 1 << 16          // waiters per key; beyond this an acquire answers StatusQueueFull
+
+	// MaxStamp is the latest log time a command may carry (about 146 years).
+	// Bounding it keeps now+TTL and now+Wait far from overflow.
+	MaxStamp = time.Duration(1 << 62)
+)
+
+// Validation errors. Messages carry no package prefix: callers wrap them.
+var (
+	ErrEmptyKey    = errors.New("key is empty")
+	ErrKeyTooLong  = errors.New("key is longer than 512 bytes")
+	ErrZeroOwner   = errors.New("owner is zero")
+	ErrTTLRange    = errors.New("ttl must be between 1ms and 24h")
+	ErrWaitRange   = errors.New("wait must be between 0 and 24h")
+	ErrStampRange  = errors.New("stamp must be between 0 and MaxStamp")
+	ErrUnusedField = errors.New("command sets a field its op does not use")
+	ErrUnknownOp   = errors.New("unknown command")
+	ErrBadEncoding = errors.New("malformed encoding")
+	ErrBadVersion  = errors.New("unsupported encoding version")
+)
+
+// Owner identifies one acquisition: 128 random bits minted by the client.
+// The zero Owner is invalid.
+type Owner [ownerLen]byte
+
+const ownerLen = 16
+
+// IsZero reports whether o is the zero (invalid) owner.
+func (o Owner) IsZero() bool { return o == Owner{} }
+
+// Op is a command's kind.
+type Op uint8
+
+const (
+	OpAcquire    Op = 1 // Key, Owner, TTL, Wait
+	OpRelease    Op = 2 // Key, Owner
+	OpExtend     Op = 3 // Key, Owner, TTL
+	OpCancelWait Op = 4 // Key, Owner: leave the queue; if already granted, release
+	OpTick       Op = 5 // only advances the clock (and so processes due deadlines)
+)
+
+func (op Op) String() string {
+	switch op {
+	case OpAcquire:
+		return "acquire"
+	case OpRelease:
+		return "release"
+	case OpExtend:
+		return "extend"
+	case OpCancelWait:
+		return "cancel-wait"
+	case OpTick:
+		return "tick"
+	}
+	return "op(" + strconv.Itoa(int(op)) + ")"
+}
+
+// Command is one state transition. Stamp is the leader's log clock: log time
+// as a duration since the log clock began. Fields an Op does not use must be zero.
+type Command struct {
+	Op    Op
+	Stamp time.Duration
+	Key   string
+	Owner Owner
+	TTL   time.Duration
+	Wait  time.Duration // acquire only: 0 means never queue
+}
+
+// Validate checks a command against the input limits without applying it.
+// It returns one of the validation sentinels above.
+func (c Command) Validate() error {
+	if c.Stamp < 0 || c.Stamp > MaxStamp {
+		return ErrStampRange
+	}
+	switch c.Op {
+	case OpAcquire, OpRelease, OpExtend, OpCancelWait:
+	case OpTick:
+		if c.Key != "" || !c.Owner.IsZero() || c.TTL != 0 || c.Wait != 0 {
+			return ErrUnusedField
+		}
+		return nil
+	default:
+		return ErrUnknownOp
+	}
+	if c.Key == "" {
+		return ErrEmptyKey
+	}
+	if len(c.Key) > MaxKeyLen {
+		return ErrKeyTooLong
+	}
+	if c.Owner.IsZero() {
+		return ErrZeroOwner
+	}
+	switch c.Op {
+	case OpAcquire:
+		if c.TTL < MinTTL || c.TTL > MaxTTL {
+			return ErrTTLRange
+		}
+		if c.Wait < 0 || c.Wait > MaxWait {
+			return ErrWaitRange
+		}
+	case OpExtend:
+		if c.TTL < MinTTL || c.TTL > MaxTTL {
+			return ErrTTLRange
+		}
+		if c.Wait != 0 {
+			return ErrUnusedField
+		}
+	default: // release, cancel-wait
+		if c.TTL != 0 || c.Wait != 0 {
+			return ErrUnusedField
+		}
+	}
+	return nil
+}
+
+// Status says exactly what a command did.
+type Status uint8
+
+const (
+	StatusGranted   Status = 1  // acquire: Owner holds Key (new grant, or the idempotent repeat of a live one)
+	StatusQueued    Status = 2  // acquire: held by another; Owner queued (or was already queued)
+	StatusHeld      Status = 3  // acquire with Wait 0: held by another; nothing changed
+	StatusQueueFull Status = 4  // acquire: held by another and MaxWaiters already wait
+	StatusExtended  Status = 5  // extend: lease now ends at ExpiresAt
+	StatusReleased  Status = 6  // release, or cancel-wait of an owner that had been granted
+	StatusCanceled  Status = 7  // cancel-wait: Owner left the queue
+	StatusNotHeld   Status = 8  // release/extend/cancel-wait: Owner neither holds nor waits
+	StatusTicked    Status = 9  // tick
+	StatusInvalid   Status = 10 // the command failed Validate; nothing changed except the clock
+)
+
+func (s Status) String() string {
+	switch s {
+	case StatusGranted:
+		return "granted"
+	case StatusQueued:
+		return "queued"
+	case StatusHeld:
+		return "held"
+	case StatusQueueFull:
+		return "queue-full"
+	case StatusExtended:
+		return "extended"
+	case StatusReleased:
+		return "released"
+	case StatusCanceled:
+		return "canceled"
+	case StatusNotHeld:
+		return "not-held"
+	case StatusTicked:
+		return "ticked"
+	case StatusInvalid:
+		return "invalid"
+	}
+	return "status(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Result of one applied command.
+type Result struct {
+	Status    Status
+	Token     uint64        // granted/extended/released: the owner's lease token; held/queued/queue-full: the holder's
+	ExpiresAt time.Duration // granted/extended: when the owner's lease ends; held/queued/queue-full: the holder's
+	Now       time.Duration // the machine's log time after this command (the L of DESIGN.md)
+	Waiters   int           // queued: the owner's 1-based position; otherwise the queue length after the command
+}
+
+// EventKind names something that happened to an owner other than through its own command's Result.
+type EventKind uint8
+
+const (
+	EventGranted     EventKind = 1 // a queued Owner was handed Key (hand-off on release, expiry or cancel)
+	EventWaitExpired EventKind = 2 // a queued Owner reached its wait deadline and was dropped
+	EventExpired     EventKind = 3 // Owner's lease on Key ran out
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventGranted:
+		return "granted"
+	case EventWaitExpired:
+		return "wait-expired"
+	case EventExpired:
+		return "expired"
+	}
+	return "event(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Event is reported through the observer given to New, in apply order, during Apply.
+type Event struct {
+	Kind      EventKind
+	Key       string
+	Owner     Owner
+	Token     uint64        // granted/expired: the lease's token
+	ExpiresAt time.Duration // granted: when the new lease ends; expired: when the lease ended
+	At        time.Duration // log time at which it happened
+}
+
+// KeyState is what a read sees of one key at a given log time.
+type KeyState struct {
+	Held      bool
+	Owner     Owner // never expose beyond the node: whoever knows it can release the lock
+	Token     uint64
+	ExpiresAt time.Duration
+	Waiters   int
+}

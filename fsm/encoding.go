@@ -1,0 +1,286 @@
+package fsm
+
+import (
+	"fmt"
+	"time"
+)
+
+// Wire format, version 1. All integers are unsigned LEB128 varints in their
+// shortest form (a longer form is rejected, so every command has exactly one
+// encoding and decode followed by encode gives back the same bytes).
+//
+//	command := version op body
+//	batch   := version count body*      (each body preceded by its op)
+//	body    := acquire: stamp key owner ttl wait
+//	           release, cancel-wait: stamp key owner
+//	           extend: stamp key owner ttl
+//	           tick: stamp
+//	key     := length bytes
+//	owner   := 16 bytes
+//
+// Durations are nanoseconds. An op's layout has no room for the fields it
+// does not use, and every field is checked against the limits of Validate.
+const encodingVersion = 1
+
+// minBodyLen is the shortest encoded command without version: a tick at stamp
+// zero (op byte plus one varint byte). It bounds the count of a batch.
+const minBodyLen = 2
+
+// AppendBinary appends the command's versioned binary encoding to b. An
+// invalid command (see Validate) is not encoded: b is returned unchanged with
+// the validation error.
+func (c Command) AppendBinary(b []byte) ([]byte, error) {
+	if err := c.Validate(); err != nil {
+		return b, err
+	}
+	b = append(b, encodingVersion)
+	return c.appendBody(b), nil
+}
+
+// appendBody encodes a valid command without the version byte.
+func (c Command) appendBody(b []byte) []byte {
+	b = append(b, byte(c.Op))
+	b = appendUvarint(b, uint64(c.Stamp))
+	if c.Op == OpTick {
+		return b
+	}
+	b = appendUvarint(b, uint64(len(c.Key)))
+	b = append(b, c.Key...)
+	b = append(b, c.Owner[:]...)
+	switch c.Op {
+	case OpAcquire:
+		b = appendUvarint(b, uint64(c.TTL))
+		b = appendUvarint(b, uint64(c.Wait))
+	case OpExtend:
+		b = appendUvarint(b, uint64(c.TTL))
+	}
+	return b
+}
+
+// DecodeCommand decodes one command. Bad bytes give an error wrapping
+// ErrBadEncoding or ErrBadVersion (and the validation sentinel, when a field
+// is out of its limits), never a panic.
+func DecodeCommand(b []byte) (Command, error) {
+	d := decoder{b: b}
+	d.version()
+	c := d.command()
+	d.end()
+	if d.err != nil {
+		return Command{}, d.err
+	}
+	return c, nil
+}
+
+// AppendBatch appends the versioned encoding of several commands (one raft
+// entry). If any command is invalid, b is returned unchanged with an error
+// naming the command's index.
+func AppendBatch(b []byte, cmds []Command) ([]byte, error) {
+	for i := range cmds {
+		if err := cmds[i].Validate(); err != nil {
+			return b, fmt.Errorf("command %d: %w", i, err)
+		}
+	}
+	b = append(b, encodingVersion)
+	b = appendUvarint(b, uint64(len(cmds)))
+	for i := range cmds {
+		b = cmds[i].appendBody(b)
+	}
+	return b, nil
+}
+
+// DecodeBatch decodes what AppendBatch wrote. The whole batch is rejected if
+// any part of it is malformed.
+func DecodeBatch(b []byte) ([]Command, error) {
+	d := decoder{b: b}
+	d.version()
+	n := d.uvarint()
+	// Every command takes at least minBodyLen bytes, so the count is bounded
+	// by the input before anything is allocated from it.
+	if d.err == nil && n > uint64(len(d.b)-d.off)/minBodyLen {
+		d.fail("batch count exceeds its bytes")
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	cmds := make([]Command, n)
+	for i := range cmds {
+		cmds[i] = d.command()
+		if d.err != nil {
+			return nil, fmt.Errorf("command %d: %w", i, d.err)
+		}
+	}
+	d.end()
+	if d.err != nil {
+		return nil, d.err
+	}
+	return cmds, nil
+}
+
+// decoder reads the wire format. The first error sticks; later reads return
+// zero values so callers check once.
+type decoder struct {
+	b   []byte
+	off int
+	err error
+}
+
+func (d *decoder) fail(what string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: %s at byte %d", ErrBadEncoding, what, d.off)
+	}
+}
+
+func (d *decoder) failLimit(field string, err error) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: %s: %w", ErrBadEncoding, field, err)
+	}
+}
+
+func (d *decoder) version() {
+	v := d.byte()
+	if d.err == nil && v != encodingVersion {
+		d.err = fmt.Errorf("%w: %d", ErrBadVersion, v)
+	}
+}
+
+func (d *decoder) end() {
+	if d.err == nil && d.off != len(d.b) {
+		d.fail("trailing bytes")
+	}
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil {
+		return 0
+	}
+	if d.off >= len(d.b) {
+		d.fail("truncated")
+		return 0
+	}
+	v := d.b[d.off]
+	d.off++
+	return v
+}
+
+// uvarint reads a shortest-form LEB128 varint of at most 64 bits.
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	var x uint64
+	for i := 0; i < 10; i++ {
+		if d.off >= len(d.b) {
+			d.fail("truncated varint")
+			return 0
+		}
+		c := d.b[d.off]
+		d.off++
+		if i == 9 && c > 1 {
+			d.fail("varint overflows 64 bits")
+			return 0
+		}
+		x |= uint64(c&0x7f) << (7 * i)
+		if c < 0x80 {
+			if c == 0 && i > 0 {
+				d.fail("varint not in shortest form")
+				return 0
+			}
+			return x
+		}
+	}
+	d.fail("varint too long")
+	return 0
+}
+
+// duration reads a non-negative duration no larger than limit.
+func (d *decoder) duration(field string, limit time.Duration, limitErr error) time.Duration {
+	v := d.uvarint()
+	if d.err == nil && v > uint64(limit) {
+		d.failLimit(field, limitErr)
+		return 0
+	}
+	return time.Duration(v)
+}
+
+func (d *decoder) key() string {
+	n := d.uvarint()
+	if d.err != nil {
+		return ""
+	}
+	switch {
+	case n == 0:
+		d.failLimit("key", ErrEmptyKey)
+		return ""
+	case n > MaxKeyLen:
+		d.failLimit("key", ErrKeyTooLong)
+		return ""
+	case n > uint64(len(d.b)-d.off):
+		d.fail("truncated key")
+		return ""
+	}
+	k := string(d.b[d.off : d.off+int(n)])
+	d.off += int(n)
+	return k
+}
+
+func (d *decoder) owner() Owner {
+	var o Owner
+	if d.err != nil {
+		return o
+	}
+	if len(d.b)-d.off < len(o) {
+		d.fail("truncated owner")
+		return o
+	}
+	copy(o[:], d.b[d.off:])
+	d.off += len(o)
+	if o.IsZero() {
+		d.failLimit("owner", ErrZeroOwner)
+	}
+	return o
+}
+
+// command reads one op and its body.
+func (d *decoder) command() Command {
+	var c Command
+	c.Op = Op(d.byte())
+	if d.err != nil {
+		return Command{}
+	}
+	switch c.Op {
+	case OpAcquire, OpRelease, OpExtend, OpCancelWait, OpTick:
+	default:
+		d.failLimit("op "+c.Op.String(), ErrUnknownOp)
+		return Command{}
+	}
+	c.Stamp = d.duration("stamp", MaxStamp, ErrStampRange)
+	if c.Op != OpTick {
+		c.Key = d.key()
+		c.Owner = d.owner()
+	}
+	switch c.Op {
+	case OpAcquire:
+		c.TTL = d.duration("ttl", MaxTTL, ErrTTLRange)
+		c.Wait = d.duration("wait", MaxWait, ErrWaitRange)
+	case OpExtend:
+		c.TTL = d.duration("ttl", MaxTTL, ErrTTLRange)
+	}
+	if d.err != nil {
+		return Command{}
+	}
+	// The layout already excludes unused fields; Validate adds the lower
+	// bounds (a TTL under MinTTL).
+	if err := c.Validate(); err != nil {
+		d.failLimit(c.Op.String(), err)
+		return Command{}
+	}
+	return c
+}
+
+func appendUvarint(b []byte, v uint64) []byte {
+	for v >= 0x80 {
+		b = append(b, byte(v)|0x80)
+		v >>= 7
+	}
+	return append(b, byte(v))
+}

@@ -1,0 +1,239 @@
+package fsm
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+)
+
+const ms = time.Millisecond
+
+// owners used across tests. Their byte order (ownerC < ownerA < ownerB) is
+// deliberately different from their letters, so tie tests show that order
+// comes from the owner's bytes, not from the order of arrival.
+var (
+	ownerA = Owner{0x20, 15: 1}
+	ownerB = Owner{0x30, 15: 2}
+	ownerC = Owner{0x10, 15: 3}
+	ownerD = Owner{0x40, 15: 4}
+)
+
+// numberedOwner is the i-th of many distinct owners.
+func numberedOwner(i int) Owner {
+	return Owner{0xff, byte(i >> 24), byte(i >> 16), byte(i >> 8), byte(i), 15: 0xee}
+}
+
+func acquire(at time.Duration, key string, o Owner, ttl, wait time.Duration) Command {
+	return Command{Op: OpAcquire, Stamp: at, Key: key, Owner: o, TTL: ttl, Wait: wait}
+}
+
+func release(at time.Duration, key string, o Owner) Command {
+	return Command{Op: OpRelease, Stamp: at, Key: key, Owner: o}
+}
+
+func extend(at time.Duration, key string, o Owner, ttl time.Duration) Command {
+	return Command{Op: OpExtend, Stamp: at, Key: key, Owner: o, TTL: ttl}
+}
+
+func cancelWait(at time.Duration, key string, o Owner) Command {
+	return Command{Op: OpCancelWait, Stamp: at, Key: key, Owner: o}
+}
+
+func tick(at time.Duration) Command { return Command{Op: OpTick, Stamp: at} }
+
+// recorder is a machine with its events captured.
+type recorder struct {
+	*Machine
+	events []Event
+}
+
+func newRecorder() *recorder {
+	r := &recorder{}
+	r.Machine = New(func(e Event) { r.events = append(r.events, e) })
+	return r
+}
+
+// apply applies c and returns its result and the events it caused.
+func (r *recorder) apply(c Command) (Result, []Event) {
+	r.events = nil
+	res := r.Apply(c)
+	return res, r.events
+}
+
+// checkInternals verifies the machine's internal invariants: the deadline
+// index is a heap whose positions are mirrored in entries and waiters, holds
+// exactly the pending deadlines, and nothing pending is already due.
+func checkInternals(m *Machine) error {
+	want := 0
+	for k, e := range m.keys {
+		if e.key != k {
+			return fmt.Errorf("entry under %q has key %q", k, e.key)
+		}
+		if e.owner.IsZero() || e.token == 0 || e.token > m.lastToken {
+			return fmt.Errorf("key %q: bad holder %x token %d (last %d)", k, e.owner, e.token, m.lastToken)
+		}
+		if e.expiresAt <= m.now {
+			return fmt.Errorf("key %q: lease ended at %v but now is %v", k, e.expiresAt, m.now)
+		}
+		if e.index < 0 || e.index >= len(m.deadlines) || m.deadlines[e.index].e != e || m.deadlines[e.index].w != nil || m.deadlines[e.index].at != e.expiresAt {
+			return fmt.Errorf("key %q: lease not at its index %d", k, e.index)
+		}
+		want++
+		if e.waiters == nil {
+			continue
+		}
+		if e.waiters.len() == 0 {
+			return fmt.Errorf("key %q: empty queue kept", k)
+		}
+		n := 0
+		var prev *waiter
+		for w := e.waiters.head; w != nil; w = w.next {
+			n++
+			if w.prev != prev {
+				return fmt.Errorf("key %q: broken back link", k)
+			}
+			prev = w
+			if w.owner == e.owner {
+				return fmt.Errorf("key %q: holder %x also waits", k, w.owner)
+			}
+			if e.waiters.byOwner[w.owner] != w {
+				return fmt.Errorf("key %q: waiter %x missing from index", k, w.owner)
+			}
+			if w.deadline <= m.now {
+				return fmt.Errorf("key %q: waiter %x past its deadline", k, w.owner)
+			}
+			if w.index < 0 || w.index >= len(m.deadlines) || m.deadlines[w.index].w != w || m.deadlines[w.index].e != e || m.deadlines[w.index].at != w.deadline {
+				return fmt.Errorf("key %q: waiter %x not at its index", k, w.owner)
+			}
+			want++
+		}
+		if e.waiters.tail != prev || n != e.waiters.len() {
+			return fmt.Errorf("key %q: queue length %d, index %d", k, n, e.waiters.len())
+		}
+	}
+	if len(m.deadlines) != want {
+		return fmt.Errorf("deadline index holds %d, want %d", len(m.deadlines), want)
+	}
+	for i := 1; i < len(m.deadlines); i++ {
+		if m.deadlines[i].before(&m.deadlines[(i-1)/2]) {
+			return fmt.Errorf("deadline index not a heap at %d", i)
+		}
+	}
+	return nil
+}
+
+// earliestDeadline finds the next deadline by brute force.
+func earliestDeadline(m *Machine) (time.Duration, bool) {
+	var best time.Duration
+	found := false
+	for _, e := range m.keys {
+		if !found || e.expiresAt < best {
+			best, found = e.expiresAt, true
+		}
+		if e.waiters != nil {
+			for w := e.waiters.head; w != nil; w = w.next {
+				if w.deadline < best {
+					best = w.deadline
+				}
+			}
+		}
+	}
+	return best, found
+}
+
+// holders lists, in key order, the key=owner:token of every held key.
+func holders(m *Machine) []string {
+	var out []string
+	for k, e := range m.keys {
+		out = append(out, fmt.Sprintf("%s=%x:%d", k, e.owner[:1], e.token))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// commandLog generates random command logs from a seed: a few keys and
+// owners so that contention, queues, expiry and retries are common; stamps
+// that mostly advance and sometimes step back a little (as batched commands
+// stamped on a leader do); and a sprinkle of invalid commands.
+type commandLog struct {
+	r      *rand.Rand
+	clock  time.Duration
+	keys   []string
+	owners []Owner
+}
+
+func newCommandLog(seed uint64) *commandLog {
+	g := &commandLog{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	g.keys = []string{"a", "jobs/1", "jobs/2"}
+	for i := range 5 {
+		g.owners = append(g.owners, Owner{byte(0x10 * (5 - i)), 15: byte(i + 1)})
+	}
+	return g
+}
+
+func (g *commandLog) next() Command {
+	g.clock += time.Duration(g.r.IntN(1000)) * time.Microsecond
+	stamp := g.clock
+	if g.r.IntN(5) == 0 {
+		stamp = max(0, stamp-time.Duration(g.r.IntN(2000))*time.Microsecond)
+	}
+	key := g.keys[g.r.IntN(len(g.keys))]
+	o := g.owners[g.r.IntN(len(g.owners))]
+	ttl := time.Duration(1+g.r.IntN(20)) * ms
+	var wait time.Duration
+	if g.r.IntN(2) == 0 {
+		wait = time.Duration(1+g.r.IntN(30000)) * time.Microsecond
+	}
+	switch n := g.r.IntN(100); {
+	case n < 45:
+		return acquire(stamp, key, o, ttl, wait)
+	case n < 65:
+		return release(stamp, key, o)
+	case n < 75:
+		return extend(stamp, key, o, ttl)
+	case n < 85:
+		return cancelWait(stamp, key, o)
+	case n < 95:
+		return tick(stamp)
+	default:
+		return acquire(stamp, key, o, 0, wait) // invalid: no TTL
+	}
+}
+
+func (g *commandLog) take(n int) []Command {
+	cmds := make([]Command, n)
+	for i := range cmds {
+		cmds[i] = g.next()
+	}
+	return cmds
+}
+
+// randomSeeds returns the seeds a randomized test runs: a few by default,
+// FSM_SEEDS=n for a longer run, FSM_SEED=s to replay one reported seed.
+func randomSeeds(t *testing.T, short int) []uint64 {
+	if s := os.Getenv("FSM_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("FSM_SEED: %v", err)
+		}
+		return []uint64{v}
+	}
+	n := short
+	if s := os.Getenv("FSM_SEEDS"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatalf("FSM_SEEDS: %v", err)
+		}
+		n = v
+	}
+	base := uint64(time.Now().UnixNano())
+	seeds := []uint64{1, 2, 3}
+	for i := 0; len(seeds) < n; i++ {
+		seeds = append(seeds, base+uint64(i))
+	}
+	return seeds[:n]
+}

@@ -1,0 +1,272 @@
+package fsm
+
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
+// entry is one held key. A key exists in the machine exactly while it is
+// held: whenever a lease ends, the head waiter (if any) is granted in the
+// same step, so a key never has waiters without a holder.
+type entry struct {
+	key       string
+	owner     Owner
+	token     uint64
+	expiresAt time.Duration
+	waiters   *queue // nil while nobody waits
+	index     int    // position of the lease's end in the deadline index
+}
+
+// Machine is the lock state machine. It is not safe for concurrent use:
+// callers serialize Apply, reads, Snapshot and Restore.
+type Machine struct {
+	now       time.Duration
+	lastToken uint64
+	keys      map[string]*entry
+	deadlines deadlines
+	observe   func(Event)
+}
+
+// New returns an empty machine. observe (may be nil) receives events during
+// Apply, synchronously and in order; it must not call back into the machine.
+func New(observe func(Event)) *Machine {
+	return &Machine{keys: make(map[string]*entry), observe: observe}
+}
+
+// Apply applies one command: now = max(now, Stamp); every deadline at or before
+// now is processed in (time, kind, key, owner) order; then the command itself.
+//
+// A command that fails Validate answers StatusInvalid. Its stamp still moves
+// the clock (and so processes due deadlines, like a tick) when the stamp
+// itself is in range; nothing else changes.
+func (m *Machine) Apply(c Command) Result {
+	if c.Stamp > m.now && c.Stamp <= MaxStamp {
+		m.now = c.Stamp
+	}
+	m.expire()
+	if c.Validate() != nil {
+		return Result{Status: StatusInvalid, Now: m.now}
+	}
+	switch c.Op {
+	case OpAcquire:
+		return m.acquire(c)
+	case OpRelease:
+		return m.release(c)
+	case OpExtend:
+		return m.extend(c)
+	case OpCancelWait:
+		return m.cancelWait(c)
+	default: // OpTick; Validate admits no other op
+		return Result{Status: StatusTicked, Now: m.now}
+	}
+}
+
+func (m *Machine) acquire(c Command) Result {
+	e := m.keys[c.Key]
+	if e == nil {
+		// Clone so that the machine never pins a larger buffer the caller's
+		// key was sliced from (a decoded batch, a request).
+		e = &entry{key: strings.Clone(c.Key), owner: c.Owner}
+		m.grant(e, c.TTL)
+		m.keys[e.key] = e
+		m.deadlines.push(deadline{at: e.expiresAt, e: e})
+		return Result{Status: StatusGranted, Token: e.token, ExpiresAt: e.expiresAt, Now: m.now}
+	}
+	held := Result{Token: e.token, ExpiresAt: e.expiresAt, Now: m.now, Waiters: e.waiters.len()}
+	if e.owner == c.Owner {
+		// A retry by the live holder: the same grant, not lengthened.
+		held.Status = StatusGranted
+		return held
+	}
+	if w := e.waiters.find(c.Owner); w != nil {
+		// A retry by a queued owner keeps its place and its deadline.
+		held.Status = StatusQueued
+		held.Waiters = e.waiters.position(w)
+		return held
+	}
+	switch {
+	case c.Wait == 0:
+		held.Status = StatusHeld
+		return held
+	case held.Waiters >= MaxWaiters:
+		held.Status = StatusQueueFull
+		return held
+	}
+	if e.waiters == nil {
+		e.waiters = &queue{}
+	}
+	w := &waiter{owner: c.Owner, ttl: c.TTL, deadline: m.now + c.Wait}
+	e.waiters.pushBack(w)
+	m.deadlines.push(deadline{at: w.deadline, e: e, w: w})
+	held.Status = StatusQueued
+	held.Waiters = e.waiters.len()
+	return held
+}
+
+func (m *Machine) release(c Command) Result {
+	e := m.keys[c.Key]
+	if e == nil || e.owner != c.Owner {
+		return m.notHeld(e)
+	}
+	return m.releaseHeld(e)
+}
+
+// releaseHeld ends e's live lease by its owner's request and hands the key on.
+func (m *Machine) releaseHeld(e *entry) Result {
+	token := e.token
+	m.handOff(e)
+	return Result{Status: StatusReleased, Token: token, Now: m.now, Waiters: m.waiting(e)}
+}
+
+func (m *Machine) extend(c Command) Result {
+	e := m.keys[c.Key]
+	if e == nil || e.owner != c.Owner {
+		return m.notHeld(e)
+	}
+	e.expiresAt = m.now + c.TTL
+	m.deadlines.fix(e.index, e.expiresAt)
+	return Result{Status: StatusExtended, Token: e.token, ExpiresAt: e.expiresAt, Now: m.now, Waiters: e.waiters.len()}
+}
+
+func (m *Machine) cancelWait(c Command) Result {
+	e := m.keys[c.Key]
+	if e == nil {
+		return m.notHeld(e)
+	}
+	if e.owner == c.Owner {
+		// Granted while the caller gave up: give the key back at once.
+		return m.releaseHeld(e)
+	}
+	w := e.waiters.find(c.Owner)
+	if w == nil {
+		return m.notHeld(e)
+	}
+	m.removeWaiter(e, w)
+	return Result{Status: StatusCanceled, Token: e.token, ExpiresAt: e.expiresAt, Now: m.now, Waiters: e.waiters.len()}
+}
+
+func (m *Machine) notHeld(e *entry) Result {
+	return Result{Status: StatusNotHeld, Now: m.now, Waiters: m.waiting(e)}
+}
+
+// waiting is the queue length of e's key, 0 if e is no longer in the machine.
+func (m *Machine) waiting(e *entry) int {
+	if e == nil || m.keys[e.key] != e {
+		return 0
+	}
+	return e.waiters.len()
+}
+
+// grant gives e to e.owner with a fresh token for ttl from now.
+func (m *Machine) grant(e *entry, ttl time.Duration) {
+	m.lastToken++
+	e.token = m.lastToken
+	e.expiresAt = m.now + ttl
+}
+
+// handOff ends e's lease (released or expired) and grants the key to the head
+// of its queue, or forgets the key when nobody waits. Every queued waiter has
+// a deadline later than the moment the lease ended, because due wait
+// deadlines are processed first.
+func (m *Machine) handOff(e *entry) {
+	q := e.waiters
+	if q.len() == 0 {
+		m.deadlines.remove(e.index)
+		delete(m.keys, e.key)
+		return
+	}
+	w := q.head
+	m.removeWaiter(e, w)
+	e.owner = w.owner
+	m.grant(e, w.ttl)
+	m.deadlines.fix(e.index, e.expiresAt)
+	m.emit(Event{Kind: EventGranted, Key: e.key, Owner: e.owner, Token: e.token, ExpiresAt: e.expiresAt, At: m.now})
+}
+
+func (m *Machine) removeWaiter(e *entry, w *waiter) {
+	m.deadlines.remove(w.index)
+	e.waiters.unlink(w)
+	if e.waiters.len() == 0 {
+		e.waiters = nil
+	}
+}
+
+// expire processes every deadline at or before now, earliest first. Each is
+// judged at its own time: a lease that ended at t goes to the head waiter,
+// whose deadline is later than t. New grants end after now, so the loop ends.
+func (m *Machine) expire() {
+	for len(m.deadlines) > 0 && m.deadlines[0].at <= m.now {
+		d := m.deadlines[0]
+		if d.w != nil {
+			m.removeWaiter(d.e, d.w)
+			m.emit(Event{Kind: EventWaitExpired, Key: d.e.key, Owner: d.w.owner, At: d.at})
+			continue
+		}
+		e := d.e
+		m.emit(Event{Kind: EventExpired, Key: e.key, Owner: e.owner, Token: e.token, ExpiresAt: e.expiresAt, At: d.at})
+		m.handOff(e)
+	}
+}
+
+func (m *Machine) emit(ev Event) {
+	if m.observe != nil {
+		m.observe(ev)
+	}
+}
+
+// Now is the machine's log time.
+func (m *Machine) Now() time.Duration { return m.now }
+
+// NextDeadline is the earliest pending lease expiry or wait deadline.
+func (m *Machine) NextDeadline() (time.Duration, bool) {
+	if len(m.deadlines) == 0 {
+		return 0, false
+	}
+	return m.deadlines[0].at, true
+}
+
+// Lookup reports key as seen at log time max(Now(), at): a lease whose
+// ExpiresAt is at or before that time is not Held. Lookup does not play the
+// hand-off forward: a key whose lease has ended by then reads as free (with
+// its Waiters) until a command or tick at that time grants it to the head
+// waiter.
+func (m *Machine) Lookup(key string, at time.Duration) KeyState {
+	e := m.keys[key]
+	if e == nil {
+		return KeyState{}
+	}
+	return m.state(e, max(m.now, at))
+}
+
+func (m *Machine) state(e *entry, t time.Duration) KeyState {
+	if e.expiresAt <= t {
+		return KeyState{Waiters: e.waiters.len()}
+	}
+	return KeyState{Held: true, Owner: e.owner, Token: e.token, ExpiresAt: e.expiresAt, Waiters: e.waiters.len()}
+}
+
+// Range calls fn for every held key with the given prefix in key order, as seen
+// at max(Now(), at), until fn returns false. It sorts the matching keys at call
+// time; fn must not call back into the machine.
+func (m *Machine) Range(prefix string, at time.Duration, fn func(key string, st KeyState) bool) {
+	t := max(m.now, at)
+	var matched []*entry
+	for k, e := range m.keys { // order restored by the sort below
+		if strings.HasPrefix(k, prefix) && e.expiresAt > t {
+			matched = append(matched, e)
+		}
+	}
+	slices.SortFunc(matched, func(a, b *entry) int { return strings.Compare(a.key, b.key) })
+	for _, e := range matched {
+		if !fn(e.key, m.state(e, t)) {
+			return
+		}
+	}
+}
+
+// Len is the number of keys with a holder or waiters.
+func (m *Machine) Len() int { return len(m.keys) }
+
+// LastToken is the highest fencing token ever granted.
+func (m *Machine) LastToken() uint64 { return m.lastToken }

@@ -1,0 +1,211 @@
+package fsm
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// observer rebuilds, from Results and Events alone, who holds and who waits
+// for each key, and checks every outcome against the rules: one holder per
+// key, tokens strictly increasing, hand-offs in FIFO order, no owner both
+// holding and waiting for a key.
+type observer struct {
+	holder    map[string]Owner
+	token     map[string]uint64
+	queue     map[string][]Owner
+	lastToken uint64
+}
+
+func newObserver() *observer {
+	return &observer{holder: map[string]Owner{}, token: map[string]uint64{}, queue: map[string][]Owner{}}
+}
+
+func (o *observer) newToken(tok uint64) error {
+	if tok <= o.lastToken {
+		return fmt.Errorf("token %d not above %d", tok, o.lastToken)
+	}
+	o.lastToken = tok
+	return nil
+}
+
+func (o *observer) event(e Event) error {
+	switch e.Kind {
+	case EventWaitExpired:
+		i := slices.Index(o.queue[e.Key], e.Owner)
+		if i < 0 {
+			return fmt.Errorf("wait expired for %x, not queued on %q", e.Owner[:1], e.Key)
+		}
+		o.queue[e.Key] = slices.Delete(o.queue[e.Key], i, i+1)
+	case EventExpired:
+		h, ok := o.holder[e.Key]
+		if !ok || h != e.Owner || o.token[e.Key] != e.Token {
+			return fmt.Errorf("expired %x:%d on %q, holder is %x:%d", e.Owner[:1], e.Token, e.Key, h[:1], o.token[e.Key])
+		}
+		if e.At != e.ExpiresAt {
+			return fmt.Errorf("expiry at %v of a lease ending at %v", e.At, e.ExpiresAt)
+		}
+		delete(o.holder, e.Key)
+	case EventGranted:
+		if h, ok := o.holder[e.Key]; ok {
+			return fmt.Errorf("granted %q to %x while %x holds it", e.Key, e.Owner[:1], h[:1])
+		}
+		q := o.queue[e.Key]
+		if len(q) == 0 || q[0] != e.Owner {
+			return fmt.Errorf("granted %q to %x, queue is %x", e.Key, e.Owner[:1], q)
+		}
+		o.queue[e.Key] = q[1:]
+		o.holder[e.Key], o.token[e.Key] = e.Owner, e.Token
+		return o.newToken(e.Token)
+	default:
+		return fmt.Errorf("unknown event %v", e.Kind)
+	}
+	return nil
+}
+
+func (o *observer) result(c Command, r Result) error {
+	h, held := o.holder[c.Key]
+	q := o.queue[c.Key]
+	pos := slices.Index(q, c.Owner)
+	switch r.Status {
+	case StatusInvalid:
+		if c.Validate() == nil {
+			return fmt.Errorf("valid command answered invalid")
+		}
+		return nil
+	case StatusTicked:
+		return nil
+	case StatusGranted:
+		if pos >= 0 {
+			return fmt.Errorf("granted to an owner still queued")
+		}
+		if held {
+			if h != c.Owner || r.Token != o.token[c.Key] {
+				return fmt.Errorf("granted %x:%d while %x:%d holds", c.Owner[:1], r.Token, h[:1], o.token[c.Key])
+			}
+			return nil
+		}
+		if r.ExpiresAt != r.Now+c.TTL {
+			return fmt.Errorf("grant ends at %v, want now+ttl %v", r.ExpiresAt, r.Now+c.TTL)
+		}
+		o.holder[c.Key], o.token[c.Key] = c.Owner, r.Token
+		return o.newToken(r.Token)
+	case StatusQueued, StatusHeld:
+		if !held || h == c.Owner || r.Token != o.token[c.Key] {
+			return fmt.Errorf("%s while holder is %x (held %v)", r.Status, h[:1], held)
+		}
+		if r.Status == StatusHeld {
+			if pos >= 0 || c.Wait != 0 {
+				return fmt.Errorf("held answered to a waiter or a waiting acquire")
+			}
+			return nil
+		}
+		if pos < 0 {
+			if c.Wait == 0 {
+				return fmt.Errorf("queued an acquire without wait")
+			}
+			o.queue[c.Key] = append(q, c.Owner)
+			pos = len(q)
+		}
+		if r.Waiters != pos+1 {
+			return fmt.Errorf("queued at %d, observed %d", r.Waiters, pos+1)
+		}
+	case StatusExtended:
+		if !held || h != c.Owner || r.Token != o.token[c.Key] || r.ExpiresAt != r.Now+c.TTL {
+			return fmt.Errorf("bad extend")
+		}
+	case StatusReleased:
+		if !held || h != c.Owner || r.Token != o.token[c.Key] {
+			return fmt.Errorf("released %x:%d, holder %x:%d", c.Owner[:1], r.Token, h[:1], o.token[c.Key])
+		}
+		delete(o.holder, c.Key)
+	case StatusCanceled:
+		if pos < 0 {
+			return fmt.Errorf("canceled an owner not queued")
+		}
+		o.queue[c.Key] = slices.Delete(q, pos, pos+1)
+	case StatusNotHeld:
+		if held && h == c.Owner {
+			return fmt.Errorf("not held answered to the holder")
+		}
+		if c.Op == OpCancelWait && pos >= 0 {
+			return fmt.Errorf("cancel-wait of a queued owner answered not held")
+		}
+	default:
+		return fmt.Errorf("unexpected status %v", r.Status)
+	}
+	return nil
+}
+
+func TestRandomSequencesKeepInvariants(t *testing.T) {
+	const steps = 3000
+	for _, seed := range randomSeeds(t, 8) {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			g := newCommandLog(seed)
+			m := newRecorder()
+			obs := newObserver()
+			for i := range steps {
+				c := g.next()
+				r, events := m.apply(c)
+				fail := func(err error) {
+					t.Fatalf("seed %d step %d %s %+v -> %+v events %+v: %v", seed, i, c.Op, c, r, events, err)
+				}
+				// Events from deadlines come before the command; a release
+				// (or cancel-wait of a holder) adds one grant after it.
+				var after []Event
+				if r.Status == StatusReleased && len(events) > 0 {
+					if last := events[len(events)-1]; last.Kind == EventGranted && last.Key == c.Key && last.Owner != c.Owner {
+						events, after = events[:len(events)-1], events[len(events)-1:]
+					}
+				}
+				for _, e := range events {
+					if e.At > r.Now {
+						fail(fmt.Errorf("event in the future"))
+					}
+					if err := obs.event(e); err != nil {
+						fail(err)
+					}
+				}
+				if err := obs.result(c, r); err != nil {
+					fail(err)
+				}
+				for _, e := range after {
+					if err := obs.event(e); err != nil {
+						fail(err)
+					}
+				}
+				if err := checkInternals(m.Machine); err != nil {
+					fail(err)
+				}
+				// The observer's view is the machine's view.
+				for _, k := range g.keys {
+					st := m.Lookup(k, 0)
+					h, held := obs.holder[k]
+					if st.Held != held || st.Owner != h || st.Waiters != len(obs.queue[k]) {
+						fail(fmt.Errorf("key %q: machine %+v, observed holder %x queue %d", k, st, h[:1], len(obs.queue[k])))
+					}
+					if e := m.keys[k]; e != nil && e.waiters != nil {
+						var order []Owner
+						for w := e.waiters.head; w != nil; w = w.next {
+							order = append(order, w.owner)
+						}
+						if !slices.Equal(order, obs.queue[k]) {
+							fail(fmt.Errorf("key %q: queue order differs", k))
+						}
+					}
+				}
+				want, wantOK := earliestDeadline(m.Machine)
+				got, ok := m.NextDeadline()
+				if got != want || ok != wantOK {
+					fail(fmt.Errorf("next deadline %v,%v want %v,%v", got, ok, want, wantOK))
+				}
+				if m.LastToken() != obs.lastToken {
+					fail(fmt.Errorf("last token %d, observed %d", m.LastToken(), obs.lastToken))
+				}
+			}
+			require.Positive(t, obs.lastToken)
+		})
+	}
+}

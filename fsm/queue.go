@@ -1,0 +1,75 @@
+package fsm
+
+import "time"
+
+// waiter is one owner queued for a key.
+type waiter struct {
+	owner      Owner
+	ttl        time.Duration // the lease it asked for, granted when its turn comes
+	deadline   time.Duration // when it gives up
+	prev, next *waiter
+	index      int // position in the deadline index
+}
+
+// queue is a key's FIFO of waiters: a doubly linked list, so a waiter whose
+// deadline passes leaves from the middle in O(1), plus an index by owner so an
+// acquire can tell a retry from a newcomer without walking the list. It
+// exists only while someone waits, so a held key without waiters pays one
+// nil pointer.
+type queue struct {
+	head, tail *waiter
+	byOwner    map[Owner]*waiter
+}
+
+func (q *queue) len() int {
+	if q == nil {
+		return 0
+	}
+	return len(q.byOwner)
+}
+
+func (q *queue) find(o Owner) *waiter {
+	if q == nil {
+		return nil
+	}
+	return q.byOwner[o]
+}
+
+func (q *queue) pushBack(w *waiter) {
+	if q.byOwner == nil {
+		q.byOwner = make(map[Owner]*waiter)
+	}
+	q.byOwner[w.owner] = w
+	w.prev = q.tail
+	if q.tail != nil {
+		q.tail.next = w
+	} else {
+		q.head = w
+	}
+	q.tail = w
+}
+
+func (q *queue) unlink(w *waiter) {
+	delete(q.byOwner, w.owner)
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		q.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		q.tail = w.prev
+	}
+	w.prev, w.next = nil, nil
+}
+
+// position is w's 1-based place in the queue. It walks the list, which only
+// an acquire retry by an already queued owner needs.
+func (q *queue) position(w *waiter) int {
+	n := 1
+	for x := q.head; x != w; x = x.next {
+		n++
+	}
+	return n
+}

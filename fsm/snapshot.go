@@ -1,0 +1,163 @@
+package fsm
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Snapshot format, version 1 (varints as in the command encoding):
+//
+//	snapshot := version now lastToken count key*
+//	key      := length bytes owner token expiresAt waiters waiter*
+//	waiter   := owner ttl deadline
+//
+// Keys are in ascending byte order and waiters in queue order, so equal
+// states give equal bytes.
+const snapshotVersion = 1
+
+// Shortest encodings of a key record (1-byte key, no waiters) and of a
+// waiter record; they bound counts read from a snapshot before allocating.
+const (
+	minKeyRecord    = 1 + 1 + ownerLen + 1 + 1 + 1
+	minWaiterRecord = ownerLen + 1 + 1
+)
+
+// Snapshot returns the machine's whole state, deterministically encoded and versioned.
+func (m *Machine) Snapshot() []byte {
+	// Sort (key, entry) pairs rather than entries: comparisons then read
+	// the key header from the slice instead of chasing each entry pointer.
+	type keyed struct {
+		key string
+		e   *entry
+	}
+	keys := make([]keyed, 0, len(m.keys))
+	size := 1 + 3*10
+	for k, e := range m.keys { // order restored by the sort below
+		keys = append(keys, keyed{k, e})
+		size += 2 + len(k) + ownerLen + 2*9 + 3 + e.waiters.len()*(ownerLen+2*9)
+	}
+	slices.SortFunc(keys, func(a, b keyed) int { return strings.Compare(a.key, b.key) })
+
+	b := make([]byte, 0, size)
+	b = append(b, snapshotVersion)
+	b = appendUvarint(b, uint64(m.now))
+	b = appendUvarint(b, m.lastToken)
+	b = appendUvarint(b, uint64(len(keys)))
+	for _, ke := range keys {
+		e := ke.e
+		b = appendUvarint(b, uint64(len(e.key)))
+		b = append(b, e.key...)
+		b = append(b, e.owner[:]...)
+		b = appendUvarint(b, e.token)
+		b = appendUvarint(b, uint64(e.expiresAt))
+		b = appendUvarint(b, uint64(e.waiters.len()))
+		if e.waiters == nil {
+			continue
+		}
+		for w := e.waiters.head; w != nil; w = w.next {
+			b = append(b, w.owner[:]...)
+			b = appendUvarint(b, uint64(w.ttl))
+			b = appendUvarint(b, uint64(w.deadline))
+		}
+	}
+	return b
+}
+
+// Restore replaces the state with a snapshot's. It checks everything a
+// machine could not have produced (limits, order, duplicates, leases and
+// deadlines already past, tokens beyond the counter) and returns an error
+// wrapping ErrBadEncoding or ErrBadVersion; on error the state is unchanged.
+// The observer is kept.
+func (m *Machine) Restore(b []byte) error {
+	d := decoder{b: b}
+	v := d.byte()
+	if d.err == nil && v != snapshotVersion {
+		return fmt.Errorf("%w: snapshot version %d", ErrBadVersion, v)
+	}
+	now := d.duration("now", MaxStamp, ErrStampRange)
+	lastToken := d.uvarint()
+	n := d.uvarint()
+	if d.err == nil && n > uint64(len(b)-d.off)/minKeyRecord {
+		d.fail("key count exceeds its bytes")
+	}
+	if d.err != nil {
+		return d.err
+	}
+
+	keys := make(map[string]*entry, n)
+	heap := make(deadlines, 0, n)
+	tokens := make([]uint64, 0, n)
+	prev := ""
+	for i := uint64(0); i < n; i++ {
+		e := &entry{}
+		e.key = d.key()
+		if d.err == nil && i > 0 && e.key <= prev {
+			d.fail("keys not in strictly ascending order")
+		}
+		prev = e.key
+		e.owner = d.owner()
+		e.token = d.uvarint()
+		if d.err == nil && (e.token == 0 || e.token > lastToken) {
+			d.fail("token outside 1..last token")
+		}
+		e.expiresAt = d.deadline("lease end", now, MaxTTL)
+		waiters := d.uvarint()
+		if d.err == nil && (waiters > MaxWaiters || waiters > uint64(len(b)-d.off)/minWaiterRecord) {
+			d.fail("waiter count out of range")
+		}
+		if d.err != nil {
+			return d.err
+		}
+		tokens = append(tokens, e.token)
+		heap = append(heap, deadline{at: e.expiresAt, e: e})
+		if waiters > 0 {
+			e.waiters = &queue{byOwner: make(map[Owner]*waiter, waiters)}
+		}
+		for j := uint64(0); j < waiters; j++ {
+			w := &waiter{owner: d.owner()}
+			ttl := d.duration("waiter ttl", MaxTTL, ErrTTLRange)
+			if d.err == nil && ttl < MinTTL {
+				d.failLimit("waiter ttl", ErrTTLRange)
+			}
+			w.ttl = ttl
+			w.deadline = d.deadline("wait deadline", now, MaxWait)
+			if d.err == nil && (w.owner == e.owner || e.waiters.find(w.owner) != nil) {
+				d.fail("owner queued twice or queued for a key it holds")
+			}
+			if d.err != nil {
+				return d.err
+			}
+			e.waiters.pushBack(w)
+			heap = append(heap, deadline{at: w.deadline, e: e, w: w})
+		}
+		keys[e.key] = e
+	}
+	d.end()
+	if d.err != nil {
+		return d.err
+	}
+	slices.Sort(tokens)
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] == tokens[i-1] {
+			return fmt.Errorf("%w: token %d granted twice", ErrBadEncoding, tokens[i])
+		}
+	}
+
+	heap.init()
+	m.now, m.lastToken, m.keys, m.deadlines = now, lastToken, keys, heap
+	return nil
+}
+
+// deadline reads a moment that must still be pending at now and no further
+// than limit beyond it: a machine never keeps a lease or wait that is over,
+// nor one longer than the limits allow.
+func (d *decoder) deadline(field string, now, limit time.Duration) time.Duration {
+	v := d.uvarint()
+	if d.err == nil && (v <= uint64(now) || v > uint64(now+limit)) {
+		d.fail(field + " not within the limit after now")
+		return 0
+	}
+	return time.Duration(v)
+}

@@ -1,0 +1,170 @@
+package fsm
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// populated returns a machine with held keys, queues and a moved clock.
+func populated(t *testing.T) *Machine {
+	t.Helper()
+	m := New(nil)
+	for _, c := range []Command{
+		acquire(1*ms, "b", ownerA, 10*ms, 0),
+		acquire(2*ms, "a", ownerB, 20*ms, 0),
+		acquire(3*ms, "a", ownerC, 5*ms, 40*ms),
+		acquire(3*ms, "a", ownerA, 6*ms, 30*ms),
+		acquire(4*ms, "c", ownerD, 10*ms, 0),
+		release(5*ms, "c", ownerD),
+		acquire(6*ms, "\x00bin", ownerD, time.Hour, 0),
+	} {
+		require.NotEqual(t, StatusInvalid, m.Apply(c).Status)
+	}
+	return m
+}
+
+func TestSnapshotRestoreRoundTrip(t *testing.T) {
+	for name, m := range map[string]*Machine{"empty": New(nil), "populated": populated(t)} {
+		t.Run(name, func(t *testing.T) {
+			snap := m.Snapshot()
+			r := New(nil)
+			require.NoError(t, r.Restore(snap))
+			assert.Equal(t, snap, r.Snapshot())
+			assert.Equal(t, m.Now(), r.Now())
+			assert.Equal(t, m.Len(), r.Len())
+			assert.Equal(t, m.LastToken(), r.LastToken())
+			next, ok := m.NextDeadline()
+			rnext, rok := r.NextDeadline()
+			assert.Equal(t, ok, rok)
+			assert.Equal(t, next, rnext)
+			require.NoError(t, checkInternals(r))
+			assert.Equal(t, holders(m), holders(r))
+		})
+	}
+}
+
+func TestSnapshotIsDeterministic(t *testing.T) {
+	// Map iteration order is random in Go: repeated snapshots of one state,
+	// and of that state rebuilt from a snapshot (with keys inserted in
+	// sorted order instead), must still be byte-identical.
+	m := New(nil)
+	for i := range 300 {
+		key := string([]byte{byte('a' + i%26), byte('a' + i/26)})
+		m.Apply(acquire(time.Duration(i)*ms, key, numberedOwner(i), time.Hour, 0))
+		if i%3 == 0 {
+			m.Apply(acquire(time.Duration(i)*ms, key, numberedOwner(i+1000), time.Hour, time.Hour))
+		}
+	}
+	first := m.Snapshot()
+	for range 5 {
+		require.Equal(t, first, m.Snapshot())
+	}
+	r := New(nil)
+	require.NoError(t, r.Restore(first))
+	assert.Equal(t, first, r.Snapshot())
+}
+
+func TestRestoreReplacesState(t *testing.T) {
+	m := populated(t)
+	require.NoError(t, m.Restore(New(nil).Snapshot()))
+	assert.Zero(t, m.Len())
+	assert.Zero(t, m.Now())
+	_, ok := m.NextDeadline()
+	assert.False(t, ok)
+	assert.Equal(t, KeyState{}, m.Lookup("a", 0))
+}
+
+// snapshotBuilder writes snapshots field by field, to reach states a
+// machine never produces.
+type snapshotBuilder []byte
+
+func (s snapshotBuilder) uv(v uint64) snapshotBuilder { return appendUvarint(s, v) }
+func (s snapshotBuilder) key(k string) snapshotBuilder {
+	return append(appendUvarint(s, uint64(len(k))), k...)
+}
+func (s snapshotBuilder) owner(o Owner) snapshotBuilder { return append(s, o[:]...) }
+
+// header: version 1, now 100, last token 10, n keys.
+func header(n uint64) snapshotBuilder { return snapshotBuilder{snapshotVersion}.uv(100).uv(10).uv(n) }
+
+// lease appends a key record without waiters.
+func (s snapshotBuilder) lease(k string, o Owner, token, expires uint64) snapshotBuilder {
+	return s.key(k).owner(o).uv(token).uv(expires).uv(0)
+}
+
+func TestRestoreRejects(t *testing.T) {
+	queued := func(w ...snapshotBuilder) snapshotBuilder {
+		s := header(1).key("k").owner(ownerA).uv(1).uv(200).uv(uint64(len(w)))
+		for _, x := range w {
+			s = append(s, x...)
+		}
+		return s
+	}
+	waiter := func(o Owner, ttl, deadline uint64) snapshotBuilder {
+		return snapshotBuilder{}.owner(o).uv(ttl).uv(deadline)
+	}
+	okWaiter := waiter(ownerB, uint64(ms), 150)
+	valid := queued(okWaiter)
+	require.NoError(t, New(nil).Restore(valid), "the base case is valid")
+
+	tests := []struct {
+		name string
+		in   []byte
+		want error
+	}{
+		{"empty", nil, ErrBadEncoding},
+		{"bad version", append([]byte{2}, valid[1:]...), ErrBadVersion},
+		{"trailing bytes", append(valid, 0), ErrBadEncoding},
+		{"truncated", valid[:len(valid)-1], ErrBadEncoding},
+		{"now beyond MaxStamp", snapshotBuilder{snapshotVersion}.uv(uint64(MaxStamp) + 1).uv(0).uv(0), ErrStampRange},
+		{"key count beyond the bytes", header(2).lease("k", ownerA, 1, 200), ErrBadEncoding},
+		{"huge key count", header(1 << 50), ErrBadEncoding},
+		{"keys out of order", header(2).lease("b", ownerA, 1, 200).lease("a", ownerA, 2, 200), ErrBadEncoding},
+		{"duplicate key", header(2).lease("a", ownerA, 1, 200).lease("a", ownerB, 2, 200), ErrBadEncoding},
+		{"empty key", header(1).lease("", ownerA, 1, 200), ErrEmptyKey},
+		{"zero holder", header(1).lease("k", Owner{}, 1, 200), ErrZeroOwner},
+		{"token zero", header(1).lease("k", ownerA, 0, 200), ErrBadEncoding},
+		{"token beyond the counter", header(1).lease("k", ownerA, 11, 200), ErrBadEncoding},
+		{"token granted twice", header(2).lease("a", ownerA, 3, 200).lease("b", ownerA, 3, 200), ErrBadEncoding},
+		{"lease already over", header(1).lease("k", ownerA, 1, 100), ErrBadEncoding},
+		{"lease longer than MaxTTL", header(1).lease("k", ownerA, 1, 100+uint64(MaxTTL)+1), ErrBadEncoding},
+		{"too many waiters", header(1).key("k").owner(ownerA).uv(1).uv(200).uv(MaxWaiters + 1), ErrBadEncoding},
+		{"waiter count beyond the bytes", queued(okWaiter)[:len(valid)-len(okWaiter)], ErrBadEncoding},
+		{"zero waiter", queued(waiter(Owner{}, uint64(ms), 150)), ErrZeroOwner},
+		{"holder also waits", queued(waiter(ownerA, uint64(ms), 150)), ErrBadEncoding},
+		{"owner waits twice", queued(okWaiter, okWaiter), ErrBadEncoding},
+		{"waiter ttl below MinTTL", queued(waiter(ownerB, uint64(MinTTL)-1, 150)), ErrTTLRange},
+		{"waiter ttl above MaxTTL", queued(waiter(ownerB, uint64(MaxTTL)+1, 150)), ErrTTLRange},
+		{"wait already over", queued(waiter(ownerB, uint64(ms), 100)), ErrBadEncoding},
+		{"wait longer than MaxWait", queued(waiter(ownerB, uint64(ms), 100+uint64(MaxWait)+1)), ErrBadEncoding},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := populated(t)
+			before := m.Snapshot()
+			next, _ := m.NextDeadline()
+			err := m.Restore(tt.in)
+			require.Error(t, err)
+			assert.ErrorIs(t, err, tt.want)
+			assert.Equal(t, before, m.Snapshot(), "state unchanged")
+			after, _ := m.NextDeadline()
+			assert.Equal(t, next, after)
+			assert.NoError(t, checkInternals(m))
+		})
+	}
+}
+
+func TestRestoreKeepsObserverAndQueueOrder(t *testing.T) {
+	var events []Event
+	m := New(func(e Event) { events = append(events, e) })
+	require.NoError(t, m.Restore(populated(t).Snapshot()))
+	// "a" is held by B until 22ms with C then A queued.
+	res := m.Apply(release(7*ms, "a", ownerB))
+	assert.Equal(t, StatusReleased, res.Status)
+	assert.Equal(t, 1, res.Waiters)
+	require.Len(t, events, 1)
+	assert.Equal(t, Event{Kind: EventGranted, Key: "a", Owner: ownerC, Token: 5, ExpiresAt: 12 * ms, At: 7 * ms}, events[0])
+}
