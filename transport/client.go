@@ -1,0 +1,317 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// maxCallAttempts bounds how often one Call moves on after finding its
+// pooled connection dead before its request was written (a peer restart
+// noticed just now). Only such certainly-unsent requests are retried.
+const maxCallAttempts = 3
+
+// Call sends req to the peer at addr and waits for its answer or ctx. Many
+// calls to one peer share pooled connections and are in flight at once.
+//
+// Call returns no later than ctx allows. When ctx ends first, the peer is
+// sent a cancel (its handler's ctx ends) and the error matches ctx.Err()
+// (and ErrNotSent as well if the request had not been written yet). Other
+// errors match ErrNotSent, ErrConnLost, ErrRemote, ErrTooLarge or ErrClosed;
+// see their docs. req is copied: the caller may reuse it once Call returns.
+func (t *Transport) Call(ctx context.Context, addr string, req []byte) ([]byte, error) {
+	if len(req) > MaxFrameSize {
+		return nil, fmt.Errorf("%w: request of %d bytes to %s (limit %d)", ErrTooLarge, len(req), addr, MaxFrameSize)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: call %s: %w", ErrNotSent, addr, err)
+	}
+	p, err := t.peer(addr)
+	if err != nil {
+		return nil, err
+	}
+	// The writer may still be writing req after an abandoned Call returned,
+	// so it works on a copy. Lock commands are small; the copy is cheap.
+	body := bytes.Clone(req)
+	if body == nil {
+		body = []byte{}
+	}
+	for attempt := 1; ; attempt++ {
+		c, err := p.conn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		res, stale := c.roundTrip(ctx, body)
+		if stale && attempt < maxCallAttempts && ctx.Err() == nil {
+			continue
+		}
+		return res.body, res.err
+	}
+}
+
+// peer returns the connection pool for addr, creating it on first use.
+func (t *Transport) peer(addr string) (*peerPool, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, fmt.Errorf("%w: call %s: %w", ErrNotSent, addr, ErrClosed)
+	}
+	p := t.peers[addr]
+	if p == nil {
+		p = &peerPool{t: t, addr: addr, slots: make([]poolSlot, t.cfg.MaxIdleConns)}
+		t.peers[addr] = p
+	}
+	return p, nil
+}
+
+// peerPool holds up to MaxIdleConns connections to one peer. Calls go round
+// robin over the slots; a slot dials on first use and again once its
+// connection has died, so a restarted peer is reached anew without errors.
+type peerPool struct {
+	t     *Transport
+	addr  string
+	next  atomic.Uint32
+	slots []poolSlot
+}
+
+type poolSlot struct {
+	mu      sync.Mutex   // protects conn and dialing
+	conn    *clientConn  // nil, live or dead
+	dialing *dialAttempt // the dial in progress, if any
+}
+
+// dialAttempt is one dial shared by every call that needs the slot meanwhile.
+type dialAttempt struct {
+	done chan struct{} // closed when conn or err is set
+	conn *clientConn
+	err  error
+}
+
+// conn returns a live connection from the next slot, dialling if needed.
+func (p *peerPool) conn(ctx context.Context) (*clientConn, error) {
+	s := &p.slots[p.next.Add(1)%uint32(len(p.slots))]
+	s.mu.Lock()
+	if c := s.conn; c != nil && !c.dead() {
+		s.mu.Unlock()
+		return c, nil
+	}
+	s.conn = nil
+	a := s.dialing
+	if a == nil {
+		a = &dialAttempt{done: make(chan struct{})}
+		// The dial runs on its own goroutine so that a caller whose ctx
+		// ends leaves it to finish for the next caller.
+		if !p.t.spawn(func() { p.dial(s, a) }) {
+			s.mu.Unlock()
+			return nil, fmt.Errorf("%w: call %s: %w", ErrNotSent, p.addr, ErrClosed)
+		}
+		s.dialing = a
+	}
+	s.mu.Unlock()
+	select {
+	case <-a.done:
+		return a.conn, a.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: call %s: dialling: %w", ErrNotSent, p.addr, ctx.Err())
+	}
+}
+
+func (p *peerPool) dial(s *poolSlot, a *dialAttempt) {
+	c, err := p.t.dialRPC(p.addr)
+	s.mu.Lock()
+	s.dialing = nil
+	if err == nil && !c.dead() {
+		s.conn = c
+	}
+	s.mu.Unlock()
+	a.conn, a.err = c, err
+	close(a.done)
+}
+
+// dialRPC opens and starts a client connection. It runs on a goroutine
+// the transport tracks.
+func (t *Transport) dialRPC(addr string) (*clientConn, error) {
+	ctx, cancel := context.WithTimeout(t.ctx, t.cfg.DialTimeout)
+	nc, err := t.dial(ctx, addr, kindRPC)
+	cancel()
+	if err != nil {
+		if t.isClosed() {
+			return nil, fmt.Errorf("%w: call %s: %w", ErrNotSent, addr, ErrClosed)
+		}
+		return nil, fmt.Errorf("%w: dial %s: %w", ErrNotSent, addr, err)
+	}
+	c := &clientConn{
+		framedConn: newFramedConn(nc, addr),
+		t:          t,
+		calls:      make(map[uint64]*call),
+	}
+	if !t.trackRPC(c) {
+		nc.Close()
+		return nil, fmt.Errorf("%w: call %s: %w", ErrNotSent, addr, ErrClosed)
+	}
+	t.wg.Add(2)
+	go func() {
+		defer t.wg.Done()
+		c.shutdown(c.writeLoop())
+	}()
+	go func() {
+		defer t.wg.Done()
+		c.shutdown(c.readLoop())
+	}()
+	return c, nil
+}
+
+// clientConn is the dialling end of an RPC connection: it writes requests
+// and cancels, and one reader routes responses to their calls by ID.
+type clientConn struct {
+	framedConn
+	t      *Transport
+	nextID uint64           // protected by mu
+	calls  map[uint64]*call // calls awaiting an answer; protected by mu
+}
+
+// call is one request awaiting its answer on a clientConn.
+type call struct {
+	id   uint64
+	done chan callResult // size 1: the one result is sent without waiting for the caller
+	// Protected by the conn's mu.
+	written   bool // the writer took the request: the peer may have it
+	abandoned bool // the caller gave up first: the writer must skip it
+}
+
+type callResult struct {
+	body []byte
+	err  error
+}
+
+// roundTrip sends body and waits for the answer or ctx. stale reports that
+// the connection had died before the request was written, so the call can
+// safely move to another connection.
+func (c *clientConn) roundTrip(ctx context.Context, body []byte) (res callResult, stale bool) {
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		res.err = c.failure(err, false)
+		return res, errors.Is(res.err, errStale)
+	}
+	c.nextID++
+	cl := &call{id: c.nextID, done: make(chan callResult, 1)}
+	c.calls[cl.id] = cl
+	c.enqueueLocked(frame{typ: frameRequest, id: cl.id, body: body, call: cl})
+	c.mu.Unlock()
+	c.wake()
+
+	select {
+	case res = <-cl.done:
+		return res, errors.Is(res.err, errStale)
+	case <-ctx.Done():
+	}
+	c.mu.Lock()
+	if _, waiting := c.calls[cl.id]; !waiting {
+		// The answer (or the connection's failure) won the race; take it.
+		c.mu.Unlock()
+		res = <-cl.done
+		return res, errors.Is(res.err, errStale)
+	}
+	delete(c.calls, cl.id)
+	written := cl.written
+	if written {
+		c.enqueueLocked(frame{typ: frameCancel, id: cl.id})
+	} else {
+		cl.abandoned = true
+	}
+	c.mu.Unlock()
+	if written {
+		c.wake()
+		return callResult{err: fmt.Errorf("transport: call %s: %w", c.peer, ctx.Err())}, false
+	}
+	return callResult{err: fmt.Errorf("%w: call %s: %w", ErrNotSent, c.peer, ctx.Err())}, false
+}
+
+// errStale marks (inside ErrNotSent) a request that found its connection
+// dead before it was written; Call tries another connection.
+var errStale = errors.New("connection already closed")
+
+// failure is the error a call gets when its connection ends with cause.
+func (c *clientConn) failure(cause error, written bool) error {
+	switch {
+	case errors.Is(cause, ErrClosed) && written:
+		return fmt.Errorf("%w: call %s: %w", ErrConnLost, c.peer, ErrClosed)
+	case errors.Is(cause, ErrClosed):
+		return fmt.Errorf("%w: call %s: %w", ErrNotSent, c.peer, ErrClosed)
+	case written:
+		return fmt.Errorf("%w: call %s: %v", ErrConnLost, c.peer, cause)
+	default:
+		return fmt.Errorf("%w: call %s: %w (%v)", ErrNotSent, c.peer, errStale, cause)
+	}
+}
+
+func (c *clientConn) readLoop() error {
+	var hdr [frameHeaderSize]byte
+	for {
+		f, err := readFrame(c.br, &hdr)
+		if err != nil {
+			return err
+		}
+		var res callResult
+		switch f.typ {
+		case frameResponse:
+			res.body = f.body
+			if res.body == nil {
+				res.body = []byte{}
+			}
+		case frameError:
+			res.err = remoteError(c.peer, f.body)
+		default:
+			return fmt.Errorf("%w: frame type %d from a server", errProtocol, f.typ)
+		}
+		c.mu.Lock()
+		cl := c.calls[f.id]
+		delete(c.calls, f.id)
+		c.mu.Unlock()
+		if cl != nil { // nil: the caller gave up and sent a cancel
+			cl.done <- res
+		}
+	}
+}
+
+// remoteError decodes an error frame's body (a code byte, then the message).
+func remoteError(peer string, body []byte) error {
+	msg := string(body[1:])
+	if body[0] == errCodeTooLarge {
+		return fmt.Errorf("%w: %s: %w: %s", ErrRemote, peer, ErrTooLarge, msg)
+	}
+	return fmt.Errorf("%w: %s: %s", ErrRemote, peer, msg)
+}
+
+// shutdown ends the connection once, failing every call still waiting:
+// with ErrConnLost if its request was written, else with ErrNotSent.
+func (c *clientConn) shutdown(cause error) {
+	if cause == nil {
+		return // the writer saw done closed: someone else shut down
+	}
+	if c.t.isClosed() && !errors.Is(cause, ErrClosed) {
+		cause = fmt.Errorf("%w (%v)", ErrClosed, cause)
+	}
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err = cause
+	calls := c.calls
+	c.calls = nil
+	c.queue = nil
+	c.mu.Unlock()
+	c.nc.Close()
+	close(c.done)
+	c.t.untrackRPC(c)
+	c.t.logConnEnd("client", c.peer, cause)
+	for _, cl := range calls {
+		cl.done <- callResult{err: c.failure(cause, cl.written)}
+	}
+}

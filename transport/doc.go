@@ -1,0 +1,79 @@
+// Package transport is a raftlock node's network: one TCP listener that
+// carries both raft's traffic and the forwarding RPC followers use to hand
+// lock commands to the leader.
+//
+// # One port, two protocols
+//
+// Every connection starts with one byte naming its protocol, written by the
+// dialler right after TCP (and TLS) is up:
+//
+//	'R'  raft: hashicorp/raft's NetworkTransport protocol follows
+//	'F'  forwarding RPC, wire version 1: frames follow
+//
+// An accepted connection must send that byte within Config.HeaderTimeout.
+// A connection that sends an unknown byte, nothing in time, or (with TLS) a
+// bad handshake is closed with one log line; the listener keeps serving.
+// A new incompatible RPC wire format gets a new byte, so old and new nodes
+// tell each other apart at once during a rolling upgrade.
+//
+// With Config.ServerTLS and ClientTLS set, TLS wraps every connection before
+// the first byte, so raft and RPC alike are encrypted and authenticated.
+//
+// # The raft side
+//
+// StreamLayer returns a raft.StreamLayer for raft.NewNetworkTransport(WithConfig).
+// Its Close, which raft's NetworkTransport.Close calls, closes the raft side
+// only: Accept and Dial then fail with ErrClosed and every raft connection is
+// closed (ending raft's connection goroutines), but the listener and the RPC
+// stay up, because a node may still answer RPCs while raft shuts down.
+// Transport.Close closes everything. The raft side cannot be reopened: a
+// restarted raft needs a new Transport.
+//
+// # The RPC
+//
+// Call sends a request to a peer and waits for its answer. Frames are
+//
+//	type (1 byte) | request ID (8 bytes, big endian) | body length (4 bytes, big endian) | body
+//
+// of type request, response, error (body: a code byte and a message) or
+// cancel (empty body). A body is at most MaxFrameSize bytes; a peer that
+// sends a larger or malformed frame has its connection closed with a log
+// line, and the caller of an oversized request gets ErrTooLarge without
+// anything being sent.
+//
+// Requests are pipelined: one connection carries many calls at once, one
+// writer goroutine sends what is queued in a single flush, one reader routes
+// answers to their calls by ID, and the server runs each request's handler
+// on its own goroutine, so answers come back in any order and a waiting
+// acquire never holds up the requests behind it. When a caller's ctx ends,
+// Call returns at once and sends a cancel frame; the handler's ctx ends. The
+// handler's ctx also ends when the connection drops or the transport closes.
+//
+// A Transport keeps up to Config.MaxIdleConns connections per peer, dialled
+// on demand and used round robin. A dead connection is replaced on the next
+// call, so a restarted peer is reached again without the caller doing
+// anything; a call that finds its connection dead before its request was
+// written moves to a fresh one by itself.
+//
+// Errors tell the caller what it may do next, as an etcd or Consul client
+// would want: ErrNotSent means the peer certainly never saw the request (safe
+// to retry anywhere), ErrConnLost means it may have (retry only if the
+// command is idempotent, which raftlock's are per owner), ErrRemote carries
+// the handler's error text, and a done ctx gives ctx.Err().
+//
+// # Lifetime
+//
+// Close stops the listener, closes every connection, fails calls in flight
+// with ErrClosed, cancels running handlers' contexts, and returns only when
+// every goroutine the transport started has ended — handlers included, so a
+// handler must return once its ctx is done. After Close, nothing the
+// transport started touches the node's state.
+//
+// A write that makes no progress for 10 seconds drops its connection, so a
+// peer that stops reading cannot wedge the calls queued behind it.
+//
+// Peers are trusted cluster members (authenticate them with mutual TLS): a
+// connection may run any number of handlers at once, and pools are kept
+// for every address ever called. A frame's body is allocated as its bytes
+// arrive, not as announced, so a bogus length costs no memory.
+package transport

@@ -1,0 +1,170 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"math/big"
+	"net"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/stretchr/testify/require"
+)
+
+// logBuffer collects a transport's log lines for assertions.
+type logBuffer struct {
+	mu  sync.Mutex // protects buf
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *logBuffer) logger() hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Output: b, Level: hclog.Debug})
+}
+
+// requireNoLeaks registers a cleanup, run after every transport of the test
+// has been closed, that fails if any goroutine the package started is left.
+// Call it first in a test so its cleanup runs last.
+func requireNoLeaks(t testing.TB) {
+	t.Helper()
+	t.Cleanup(func() {
+		require.Eventually(t, func() bool { return len(transportGoroutines()) == 0 }, 2*time.Second, 5*time.Millisecond,
+			"goroutines left behind:\n%s", strings.Join(transportGoroutines(), "\n\n"))
+	})
+}
+
+// transportGoroutines lists the stacks of live goroutines started by this
+// package's non-test code (the test's own goroutines are created by Test
+// functions and do not match).
+func transportGoroutines() []string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	var ours []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "created by github.com/raftlock/raftlock/transport.Listen") ||
+			strings.Contains(g, "created by github.com/raftlock/raftlock/transport.(*") {
+			ours = append(ours, g)
+		}
+	}
+	return ours
+}
+
+// listen starts a transport on 127.0.0.1:0 that is closed when the test ends.
+func listen(t testing.TB, cfg Config) *Transport {
+	t.Helper()
+	if cfg.BindAddr == "" {
+		cfg.BindAddr = "127.0.0.1:0"
+	}
+	tr, err := Listen(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+func echo(_ context.Context, req []byte) ([]byte, error) { return req, nil }
+
+// testCtx is a context that ends well within the test's budget.
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// selfSignedTLS returns mutual-TLS configs built on a certificate for
+// 127.0.0.1 made on the spot.
+func selfSignedTLS(t testing.TB) (server, client *tls.Config) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "raftlock test"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	parsed, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	pool.AddCert(parsed)
+	cert := tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	server = &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		ClientCAs:    pool,
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		MinVersion:   tls.VersionTLS13,
+	}
+	client = &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		RootCAs:      pool,
+		MinVersion:   tls.VersionTLS13,
+	}
+	return server, client
+}
+
+// liveClientConns counts t's live client connections to addr.
+func liveClientConns(t *Transport, addr string) int {
+	t.mu.Lock()
+	p := t.peers[addr]
+	t.mu.Unlock()
+	if p == nil {
+		return 0
+	}
+	n := 0
+	for i := range p.slots {
+		s := &p.slots[i]
+		s.mu.Lock()
+		if s.conn != nil && !s.conn.dead() {
+			n++
+		}
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// serverConns counts t's accepted RPC connections.
+func serverConns(t *Transport) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for c := range t.rpcConns {
+		if _, ok := c.(*serverConn); ok {
+			n++
+		}
+	}
+	return n
+}

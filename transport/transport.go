@@ -1,0 +1,409 @@
+package transport
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// Handler serves one RPC request. It runs on its own goroutine, so a slow
+// request (a waiting acquire) never blocks others on the same connection.
+// ctx is cancelled when the caller's context ends (the caller sends a cancel
+// frame), the connection drops, or the transport closes; Close waits for
+// handlers to return, so a handler must return soon after ctx is done. A
+// returned error reaches the caller as ErrRemote. The handler may keep req;
+// it must not modify the slice it returns. A panic in a handler is recovered,
+// logged, and reported to the caller as ErrRemote.
+type Handler func(ctx context.Context, req []byte) ([]byte, error)
+
+// Config configures a Transport. Zero fields take the defaults noted.
+type Config struct {
+	BindAddr      string        // "127.0.0.1:0" picks a free port
+	AdvertiseAddr string        // what peers dial; default: the bound address. A missing or zero port means the bound port
+	Logger        hclog.Logger  // used as given (name it, e.g. Named("transport")); default: hclog.NewNullLogger()
+	DialTimeout   time.Duration // default 2s
+	HeaderTimeout time.Duration // an accepted conn must send its first byte within this; default 5s
+	MaxIdleConns  int           // pooled RPC conns per peer; default 2
+	// ServerTLS and ClientTLS, when set, wrap every accepted and dialled
+	// connection (raft and RPC alike). Both or neither. When
+	// ClientTLS.ServerName is empty, the host part of the dialled address is
+	// verified, as tls.Dial does.
+	ServerTLS *tls.Config
+	ClientTLS *tls.Config
+}
+
+const (
+	defaultDialTimeout   = 2 * time.Second
+	defaultHeaderTimeout = 5 * time.Second
+	defaultMaxIdleConns  = 2
+)
+
+// withDefaults validates cfg and fills its zero fields.
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = defaultDialTimeout
+	}
+	if cfg.HeaderTimeout <= 0 {
+		cfg.HeaderTimeout = defaultHeaderTimeout
+	}
+	if cfg.MaxIdleConns <= 0 {
+		cfg.MaxIdleConns = defaultMaxIdleConns
+	}
+	if (cfg.ServerTLS == nil) != (cfg.ClientTLS == nil) {
+		return cfg, errors.New("transport: set both ServerTLS and ClientTLS, or neither")
+	}
+	if s := cfg.ServerTLS; s != nil && len(s.Certificates) == 0 && s.GetCertificate == nil && s.GetConfigForClient == nil {
+		return cfg, errors.New("transport: ServerTLS has no certificate")
+	}
+	return cfg, nil
+}
+
+// Transport is one TCP listener per node, demultiplexed by the first byte of
+// each connection: raft's stream layer, or the pipelined RPC. All methods
+// may be called concurrently.
+type Transport struct {
+	cfg     Config
+	logger  hclog.Logger
+	ln      net.Listener
+	addr    net.Addr
+	handler atomic.Pointer[Handler]
+
+	ctx    context.Context // cancelled by Close: aborts dials, ends handler contexts
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // every goroutine the transport starts; Close waits for them
+
+	raftAccept chan net.Conn // unbuffered: hands each raft conn straight to raft's Accept
+	raftDone   chan struct{} // closed when the raft side closes
+
+	mu          sync.Mutex // protects the fields below
+	closed      bool
+	raftClosed  bool
+	peers       map[string]*peerPool
+	headerConns map[net.Conn]struct{} // accepted, first byte not read yet
+	rpcConns    map[rpcConn]struct{}  // RPC conns of either side
+	raftConns   map[*raftConn]struct{}
+}
+
+// rpcConn is either end of an RPC connection, as Close sees it.
+type rpcConn interface {
+	shutdown(cause error)
+}
+
+// Listen binds and starts accepting.
+func Listen(cfg Config) (*Transport, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.BindAddr)
+	if err != nil {
+		return nil, fmt.Errorf("transport: listen: %w", err)
+	}
+	addr, err := advertised(cfg.AdvertiseAddr, ln.Addr().(*net.TCPAddr))
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &Transport{
+		cfg:         cfg,
+		logger:      cfg.Logger,
+		ln:          ln,
+		addr:        addr,
+		ctx:         ctx,
+		cancel:      cancel,
+		raftAccept:  make(chan net.Conn),
+		raftDone:    make(chan struct{}),
+		peers:       make(map[string]*peerPool),
+		headerConns: make(map[net.Conn]struct{}),
+		rpcConns:    make(map[rpcConn]struct{}),
+		raftConns:   make(map[*raftConn]struct{}),
+	}
+	t.wg.Add(1)
+	go t.acceptLoop()
+	return t, nil
+}
+
+// advertised works out the address peers dial: adv, or the bound address,
+// with the bound port when adv has none.
+func advertised(adv string, bound *net.TCPAddr) (net.Addr, error) {
+	if adv == "" {
+		if bound.IP.IsUnspecified() {
+			return nil, fmt.Errorf("transport: bound address %s cannot be dialled by peers; set AdvertiseAddr", bound)
+		}
+		return bound, nil
+	}
+	host, port, err := net.SplitHostPort(adv)
+	if err != nil {
+		return nil, fmt.Errorf("transport: AdvertiseAddr %q: %w", adv, err)
+	}
+	if port == "" || port == "0" {
+		port = strconv.Itoa(bound.Port)
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return nil, fmt.Errorf("transport: AdvertiseAddr %q: bad port", adv)
+	}
+	if host == "" {
+		return nil, fmt.Errorf("transport: AdvertiseAddr %q has no host", adv)
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		if ip.IsUnspecified() {
+			return nil, fmt.Errorf("transport: AdvertiseAddr %q cannot be dialled by peers", adv)
+		}
+		return &net.TCPAddr{IP: ip, Port: int(p)}, nil
+	}
+	return hostAddr(net.JoinHostPort(host, port)), nil
+}
+
+// hostAddr is an advertised address with a DNS name rather than an IP.
+type hostAddr string
+
+func (a hostAddr) Network() string { return "tcp" }
+func (a hostAddr) String() string  { return string(a) }
+
+// Addr is the address peers should dial (advertised, with the real port).
+func (t *Transport) Addr() net.Addr { return t.addr }
+
+// Handle sets the RPC handler; nil removes it. Requests that arrive while
+// there is no handler are answered with an error (ErrRemote for the caller).
+func (t *Transport) Handle(h Handler) {
+	if h == nil {
+		t.handler.Store(nil)
+		return
+	}
+	t.handler.Store(&h)
+}
+
+// Close stops the listener and closes every connection, raft's included;
+// in-flight calls end with ErrClosed and handler contexts are cancelled.
+// It returns once every goroutine the transport started has ended, which
+// includes running handlers. Calling it again is harmless.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		t.wg.Wait()
+		return nil
+	}
+	t.closed = true
+	headers := make([]net.Conn, 0, len(t.headerConns))
+	for nc := range t.headerConns {
+		headers = append(headers, nc)
+	}
+	conns := make([]rpcConn, 0, len(t.rpcConns))
+	for c := range t.rpcConns {
+		conns = append(conns, c)
+	}
+	t.mu.Unlock()
+
+	t.cancel()
+	err := t.ln.Close()
+	if errors.Is(err, net.ErrClosed) {
+		err = nil
+	}
+	t.closeRaft()
+	for _, nc := range headers {
+		nc.Close()
+	}
+	for _, c := range conns {
+		c.shutdown(ErrClosed)
+	}
+	t.wg.Wait()
+	if err != nil {
+		return fmt.Errorf("transport: close listener: %w", err)
+	}
+	return nil
+}
+
+func (t *Transport) isClosed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.closed
+}
+
+// spawn runs f on a goroutine Close waits for, unless the transport is
+// closed. For goroutines started by callers' goroutines (those started by
+// the transport's own goroutines use wg directly, since the count is then
+// known to be above zero).
+func (t *Transport) spawn(f func()) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		f()
+	}()
+	return true
+}
+
+func (t *Transport) acceptLoop() {
+	defer t.wg.Done()
+	const maxBackoff = time.Second
+	var backoff time.Duration
+	for {
+		nc, err := t.ln.Accept()
+		if err != nil {
+			if t.isClosed() {
+				return
+			}
+			// Out of file descriptors and the like: wait and retry, as
+			// net/http does, instead of spinning or giving up.
+			backoff = min(max(2*backoff, 5*time.Millisecond), maxBackoff)
+			t.logger.Error("accept failed", "error", err, "retry_in", backoff)
+			select {
+			case <-time.After(backoff):
+				continue
+			case <-t.ctx.Done():
+				return
+			}
+		}
+		backoff = 0
+		t.mu.Lock()
+		if t.closed {
+			t.mu.Unlock()
+			nc.Close()
+			return
+		}
+		t.headerConns[nc] = struct{}{}
+		t.wg.Add(1)
+		t.mu.Unlock()
+		go t.serveConn(nc)
+	}
+}
+
+// serveConn reads the first byte of an accepted connection and routes it.
+// Every incoming connection passes through here (the place for a future
+// fault table).
+func (t *Transport) serveConn(raw net.Conn) {
+	defer t.wg.Done()
+	nc := raw
+	if t.cfg.ServerTLS != nil {
+		nc = tls.Server(raw, t.cfg.ServerTLS)
+	}
+	var kind [1]byte
+	err := raw.SetDeadline(time.Now().Add(t.cfg.HeaderTimeout))
+	if err == nil {
+		// With TLS this read runs the handshake, under the same deadline.
+		_, err = io.ReadFull(nc, kind[:])
+	}
+	if err == nil {
+		err = raw.SetDeadline(time.Time{})
+	}
+
+	t.mu.Lock()
+	delete(t.headerConns, raw)
+	closed := t.closed
+	t.mu.Unlock()
+	if err != nil || closed {
+		nc.Close()
+		switch {
+		case closed:
+		case errors.Is(err, io.EOF):
+			// Port probes and health checks connect and leave: not worth a warning.
+			t.logger.Debug("connection closed before its first byte", "remote", raw.RemoteAddr())
+		default:
+			t.logger.Warn("dropped connection: no valid first byte", "remote", raw.RemoteAddr(), "error", err)
+		}
+		return
+	}
+	switch kind[0] {
+	case kindRaft:
+		t.handOffRaft(nc)
+	case kindRPC:
+		t.serveRPC(nc)
+	default:
+		nc.Close()
+		t.logger.Warn("dropped connection: unknown first byte", "remote", raw.RemoteAddr(), "byte", fmt.Sprintf("%#02x", kind[0]))
+	}
+}
+
+// dial opens a connection of the given kind to addr: TCP, then TLS when
+// configured, then the kind byte. Every outgoing connection, raft's and the
+// RPC's, goes through here (the place for a future fault table).
+func (t *Transport) dial(ctx context.Context, addr string, kind byte) (net.Conn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if cfg := t.cfg.ClientTLS; cfg != nil {
+		if cfg.ServerName == "" && !cfg.InsecureSkipVerify {
+			host, _, err := net.SplitHostPort(addr)
+			if err != nil {
+				nc.Close()
+				return nil, err
+			}
+			cfg = cfg.Clone()
+			cfg.ServerName = host
+		}
+		tc := tls.Client(nc, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("tls handshake: %w", err)
+		}
+		nc = tc
+	}
+	if deadline, ok := ctx.Deadline(); ok {
+		err = nc.SetWriteDeadline(deadline)
+	}
+	if err == nil {
+		_, err = nc.Write([]byte{kind})
+	}
+	if err == nil {
+		err = nc.SetWriteDeadline(time.Time{})
+	}
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return nc, nil
+}
+
+// trackRPC registers c so that Close reaches it; false when closed.
+func (t *Transport) trackRPC(c rpcConn) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.rpcConns[c] = struct{}{}
+	return true
+}
+
+func (t *Transport) untrackRPC(c rpcConn) {
+	t.mu.Lock()
+	delete(t.rpcConns, c)
+	t.mu.Unlock()
+}
+
+// logConnEnd writes the one log line for an RPC connection that ended.
+func (t *Transport) logConnEnd(side, peer string, cause error) {
+	switch {
+	case errors.Is(cause, errProtocol):
+		t.logger.Warn("dropped connection: bad frame", "side", side, "remote", peer, "error", cause)
+	case errors.Is(cause, ErrClosed), errors.Is(cause, io.EOF), errors.Is(cause, net.ErrClosed):
+		t.logger.Debug("connection closed", "side", side, "remote", peer, "cause", cause)
+	default:
+		t.logger.Info("connection lost", "side", side, "remote", peer, "error", cause)
+	}
+}
+
+// StreamLayer is the raft side; pass it to raft.NewNetworkTransport(WithConfig).
+func (t *Transport) StreamLayer() raft.StreamLayer { return streamLayer{t} }
