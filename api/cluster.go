@@ -1,0 +1,91 @@
+package api
+
+import "time"
+
+// Cluster is what the API learns about the node's cluster, beyond the locks
+// themselves: who leads, who the members are, and the raft figures /metrics
+// exports. Package api does not import package cluster; the binary passes an
+// adapter from *cluster.Node in Config.Cluster (or the store itself implements
+// Cluster).
+//
+// Status is called once per /v1/cluster, /healthz or /metrics request, from
+// any goroutine, possibly concurrently; it must be cheap (no raft round trip)
+// and must not block on the leader: it reports what this node knows now.
+type Cluster interface {
+	Status() ClusterStatus
+}
+
+// Raft roles of a node (ClusterStatus.Role), lowercase as raft prints them.
+const (
+	RoleLeader    = "leader"
+	RoleFollower  = "follower"
+	RoleCandidate = "candidate"
+	RoleShutdown  = "shutdown"
+)
+
+// Member suffrages (Member.Suffrage).
+const (
+	SuffrageVoter    = "voter"
+	SuffrageNonvoter = "nonvoter"
+	SuffrageStaging  = "staging"
+)
+
+// ClusterStatus is one node's view of its cluster. It is served as JSON by
+// GET /v1/cluster and read back by Client.Cluster. Zero fields mean "not
+// known"; the JSON omits none of the identity fields so a missing leader
+// shows as "".
+type ClusterStatus struct {
+	NodeID     string   `json:"node_id"`     // this node's raft server ID
+	Role       string   `json:"role"`        // this node's raft state: RoleLeader, RoleFollower, ...
+	LeaderID   string   `json:"leader_id"`   // "" while no leader is known
+	LeaderAddr string   `json:"leader_addr"` // the leader's raft address; "" while no leader is known
+	Members    []Member `json:"members"`     // the raft configuration, in a stable order
+
+	Term         uint64 `json:"term"`          // current raft term
+	CommitIndex  uint64 `json:"commit_index"`  // highest log index known committed
+	AppliedIndex uint64 `json:"applied_index"` // highest log index applied to this node's state machine
+
+	// LeaderChanges counts the times this node saw the leader change (to
+	// another node or to none) since it started. Monotonic.
+	LeaderChanges uint64 `json:"leader_changes"`
+	// Commit times proposals from submission to commit, on the leader.
+	// Apply times applying committed entries to the state machine. Both are
+	// cumulative since the node started.
+	Commit Timing `json:"commit"`
+	Apply  Timing `json:"apply"`
+
+	// Locks is the lock state machine as this node sees it; nil when the
+	// adapter does not count it.
+	Locks *LockStats `json:"locks,omitempty"`
+
+	// Raft holds raft's own statistics (raft.Raft.Stats) for people to read;
+	// the API shows them and does not interpret them.
+	Raft map[string]string `json:"raft,omitempty"`
+}
+
+// HasLeader reports whether the node knows a leader.
+func (s ClusterStatus) HasLeader() bool { return s.LeaderID != "" || s.LeaderAddr != "" }
+
+// Member is one server of the raft configuration.
+type Member struct {
+	ID       string `json:"id"`
+	Address  string `json:"address"`            // raft address
+	APIAddr  string `json:"api_addr,omitempty"` // HTTP API address, when known (from gossip)
+	Suffrage string `json:"suffrage"`           // SuffrageVoter, SuffrageNonvoter or SuffrageStaging
+	Leader   bool   `json:"leader"`
+}
+
+// Timing is a cumulative count and total duration of one kind of event, as a
+// Prometheus summary without quantiles: rate(total)/rate(count) is the mean.
+type Timing struct {
+	Count uint64        `json:"count"`
+	Total time.Duration `json:"total_ns"`
+}
+
+// LockStats counts what the lock state machine holds and did.
+type LockStats struct {
+	Held     int    `json:"held"`     // keys with a live lease
+	Waiters  int    `json:"waiters"`  // callers queued, over all keys
+	Handoffs uint64 `json:"handoffs"` // grants to a queued waiter (on release, expiry or cancel), cumulative
+	Expired  uint64 `json:"expired"`  // leases that ran out, cumulative
+}

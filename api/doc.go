@@ -1,0 +1,192 @@
+// Package api is the HTTP/JSON API every raftlock node serves, and a Go
+// client for it.
+//
+// A node is a lock.Store (a *cluster.Node, or a lock.MemoryStore in tests).
+// NewHandler puts that store on HTTP; NewServer wraps the handler in an
+// *http.Server with timeouts that suit long-polling acquires. Programs in
+// other languages, scripts and operators use the routes below with any HTTP
+// client (curl examples follow). Go programs that prefer not to embed a node
+// use NewClient: *Client implements lock.Store and lock.Lister, so package
+// lock runs unchanged against a remote node:
+//
+//	c, err := api.NewClient("http://10.0.0.7:8300", api.ClientConfig{})
+//	locks := lock.New(c)
+//	ran, err := locks.Lock("reports/daily").Run(ctx, work)
+//
+// Cluster facts (leader, members, raft figures) come through the small
+// Cluster interface, so this package never imports package cluster.
+//
+// # Decisions
+//
+// Keys are any 1..lock.MaxKeyLen bytes, '/' and non-UTF-8 bytes included, so a
+// key never appears in a URL path, where proxies and routers clean "..",
+// merge "//" and unescape "%2F". Writes are POSTs with the key in the JSON
+// body: "key" for UTF-8 text, or "key_b64" (standard base64) for other bytes
+// (a JSON string cannot hold them; the node refuses a body that is not UTF-8
+// rather than let a decoder turn bytes into U+FFFD). Reads are GETs with the
+// key percent-encoded in the query (?key=), which carries any byte. Answers
+// name a key the same way: "key", or "key_b64" when it is not UTF-8.
+//
+// Durations are strings in Go's form ("30s", "1m30s", "250ms") or whole
+// milliseconds in the _ms twin of the field ("ttl_ms": 30000), never both.
+// Answers give milliseconds (ttl_ms, remaining_ms), rounded down.
+//
+// An acquire may name its owner (32 hex digits, 128 random bits). Without one
+// the node mints one and returns it: it is the only proof of ownership, needed
+// to release or extend, so keep it secret. Naming the owner is what makes a
+// retry safe: when an acquire's outcome is unknown (a timeout, a lost
+// connection, 503 unknown_outcome), sending it again with the same owner
+// returns the same grant and token if it had succeeded, as in etcd's
+// session-owned keys. Release and extend act only for the owner.
+//
+// Held and not-held are both 409 Conflict, told apart by their codes (locked,
+// not_held): the request was well formed and conflicts with the lock's
+// state. (423 Locked is WebDAV's and tells a not-held release nothing.) A
+// locked answer carries the holder's fencing token and remaining time, never
+// its owner; neither does any inspect or list answer.
+//
+// Remaining times are counted by the node from when it received the request.
+// The caller sent it earlier, so a caller that counts the figure from its own
+// send time (as Client and package lock do) never believes a lease lasts
+// longer than the cluster holds it.
+//
+// Waiting is server-side: an acquire with "wait" long-polls, queued in FIFO
+// order in the store, and is answered as soon as the lock is handed to it (a
+// release, an expiry or a cancel hands it over in one commit) or the wait runs
+// out (409 locked). The wait is at most lock.MaxWait. A client that hangs up
+// leaves the queue (the store cancels a wait whose context ends), and a grant
+// that raced with the hang-up is released at once rather than held by an
+// owner nobody knows until its TTL. A node notices a hang-up only some time
+// later, so a release also gives up the same owner's acquires still in
+// progress on that node (they answer 409 canceled) and answers only once they
+// are out of the store. Client relies on that: when its context ends after an
+// acquire went out, it sends that release before returning, so that, as
+// lock.Store promises, the caller is out of the queue when Acquire returns.
+// (Through a load balancer the release may reach another node; then the
+// hang-up alone takes the waiter out, a moment later.)
+//
+// Every request body is limited (Config.MaxBodyBytes, 64 KiB by default; 413
+// beyond), strict (unknown fields and query parameters are errors, not
+// ignored) and read to its end. Each store call has a time limit
+// (Config.OpTimeout plus the acquire's wait); a write that runs out answers
+// unknown_outcome, since it may have been committed.
+//
+// # Routes
+//
+// Every answer is JSON, errors included. Examples assume a node on
+// 127.0.0.1:8300.
+//
+// POST /v1/acquire takes a lock: key (or key_b64), ttl (or ttl_ms), optional
+// wait (or wait_ms; 0 or absent: never queue), optional owner.
+//
+//	curl -s -X POST localhost:8300/v1/acquire -d '{"key":"jobs/nightly","ttl":"30s","wait":"10s"}'
+//	{"key":"jobs/nightly","owner":"9f0c1e...","token":42,"ttl_ms":30000,"remaining_ms":29998}
+//
+// A held key answers 409:
+//
+//	{"error":{"code":"locked","message":"lock: \"jobs/nightly\" held by another owner (token 41, 2.95s left)","token":41,"remaining_ms":2950}}
+//
+// POST /v1/release ends the owner's lease and hands the key to the next
+// waiter. 409 not_held when the owner does not hold the key (any more). It
+// also gives up the owner's acquires of the key still waiting on this node.
+//
+//	curl -s -X POST localhost:8300/v1/release -d '{"key":"jobs/nightly","owner":"9f0c1e..."}'
+//	{"key":"jobs/nightly","released":true}
+//
+// POST /v1/extend makes the owner's lease end ttl from now; same token. 409
+// not_held once the lease is lost.
+//
+//	curl -s -X POST localhost:8300/v1/extend -d '{"key":"jobs/nightly","owner":"9f0c1e...","ttl":"30s"}'
+//	{"key":"jobs/nightly","owner":"9f0c1e...","token":42,"ttl_ms":30000,"remaining_ms":29999}
+//
+// GET /v1/inspect?key=K tells anyone whether K is held: its token, the time
+// left and the number of waiters; never the owner.
+//
+//	curl -s 'localhost:8300/v1/inspect?key=jobs%2Fnightly'
+//	{"key":"jobs/nightly","locked":true,"token":42,"remaining_ms":29412,"waiters":1}
+//
+// GET /v1/locks?prefix=P&after=A&limit=N lists held keys starting with P and
+// sorting after A, in byte order, at most N (and at most Config.ListPageSize)
+// per page; "more" says whether to ask again with after set to the page's last
+// key. Client.List follows the pages. A store that cannot list (it is not a
+// lock.Lister) answers 501 not_implemented.
+//
+//	curl -s 'localhost:8300/v1/locks?prefix=jobs/&limit=100'
+//	{"locks":[{"key":"jobs/nightly","locked":true,"token":42,"remaining_ms":29001,"waiters":1}],"more":false}
+//
+// GET /v1/cluster is the node's view of its cluster (ClusterStatus): its ID
+// and role, the leader, the members with their suffrage, raft indexes and
+// statistics. 404 not_a_cluster when the store is not a cluster.
+//
+//	curl -s localhost:8300/v1/cluster
+//	{"node_id":"n1","role":"follower","leader_id":"n2","leader_addr":"10.0.0.8:8301","members":[...],"term":7,...}
+//
+// GET /healthz is 200 when the node knows a leader (always, for a store that
+// is not a cluster) and 503 no_leader otherwise, so a load balancer sends lock
+// traffic only to nodes that can serve it. HEAD works too.
+//
+//	curl -s localhost:8300/healthz
+//	{"status":"ok","node_id":"n1","role":"follower","leader_id":"n2","leader_addr":"10.0.0.8:8301"}
+//
+// GET /metrics is Prometheus' text format, from a registry of the handler's
+// own (Handler.Registry), so several nodes can share a process:
+//
+//	raftlock_api_operations_total{op,result}          lock operations; op is acquire, acquire_wait
+//	                                                  (an acquire that may queue), release, extend,
+//	                                                  inspect or list; result is ok or the error code
+//	                                                  (canceled also when the client went away)
+//	raftlock_api_operation_duration_seconds{op}       histogram of the time to answer
+//	raftlock_api_waiting_requests                     long-polls in progress on this node
+//	raftlock_cluster_has_leader, _is_leader           0 or 1 (cluster only, as everything below)
+//	raftlock_cluster_members{suffrage}                voters, nonvoters, staging
+//	raftlock_cluster_leader_changes_total             leader changes this node saw
+//	raftlock_raft_term, _commit_index, _applied_index
+//	raftlock_raft_commit_duration_seconds             summary: proposal to commit, on the leader
+//	raftlock_raft_apply_duration_seconds              summary: applying committed entries
+//	raftlock_locks_held, raftlock_locks_waiters       the state machine as this node sees it
+//	raftlock_locks_handoffs_total                     grants to a queued waiter
+//	raftlock_locks_expired_total                      leases that ran out
+//
+// plus the Go runtime's and the process's metrics.
+//
+// # Errors
+//
+// An error answer is {"error":{"code":C,"message":M}}; clients match on the
+// code, which is stable, never on the message. Client turns each code into the
+// error in the last column (matched with errors.Is; a *ServerError carries the
+// status, code and message).
+//
+//	status  code               meaning                                            Client error
+//	400     bad_request        malformed JSON or query, unknown field or          ErrBadRequest
+//	                           parameter, body not UTF-8, trailing data
+//	400     invalid_key        key missing, empty, longer than lock.MaxKeyLen,    lock.ErrInvalidKey
+//	                           bad key_b64, both key and key_b64
+//	400     invalid_ttl        ttl missing, malformed, outside                    lock.ErrInvalidTTL
+//	                           lock.MinTTL..lock.MaxTTL
+//	400     invalid_wait       wait malformed, negative, over lock.MaxWait        lock.ErrInvalidWait
+//	400     invalid_owner      owner missing (release, extend), not 32 hex        lock.ErrInvalidOwner
+//	                           digits, or zero
+//	400     invalid_list       list limit not a positive integer                  lock.ErrInvalidList
+//	404     not_found          no such route                                      ErrUnexpectedResponse
+//	404     not_a_cluster      /v1/cluster on a store that is not a cluster       ErrNotCluster
+//	405     method_not_allowed wrong method; the Allow header has the right one   ErrUnexpectedResponse
+//	409     locked             held by another owner; token, remaining_ms         *lock.HeldError
+//	409     not_held           release or extend by an owner that holds nothing   release: (false, nil);
+//	                                                                              extend: lock.ErrNotHeld
+//	409     canceled           acquire given up by a release of the same owner    lock.ErrNotHeld
+//	413     body_too_large     body over Config.MaxBodyBytes                      ErrBadRequest
+//	429     queue_full         lock.MaxWaiters already wait for the key           lock.ErrQueueFull
+//	500     internal           a bug; the node's log has more                     ErrInternal
+//	501     not_implemented    /v1/locks on a store that cannot list              errors.ErrUnsupported
+//	503     unavailable        no leader or no quorum; nothing was done           lock.ErrUnavailable
+//	503     unknown_outcome    may or may not have been done: retry with the      lock.ErrUnknownOutcome
+//	                           same owner                                         and lock.ErrUnavailable
+//	503     closed             the node is shutting down                          lock.ErrClosed
+//	503     no_leader          /healthz only                                      (Health.Ready false)
+//
+// Beyond answers, Client reports a request that never left (connection
+// refused) as lock.ErrUnavailable, and a write whose connection failed after
+// it was sent as lock.ErrUnknownOutcome (and lock.ErrUnavailable); a 502, 503
+// or 504 that is not a node's JSON (a proxy) counts as the same. A done
+// context gives an error matching ctx.Err().
+package api

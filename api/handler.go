@@ -1,0 +1,456 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/raftlock/raftlock/lock"
+)
+
+// Defaults for the zero Config.
+const (
+	DefaultMaxBodyBytes = 64 << 10
+	DefaultOpTimeout    = 30 * time.Second
+	DefaultListPageSize = 1000
+)
+
+// writeSlack is added to a request's write deadline beyond its store call's
+// own time limit, for the answer itself to go out.
+const writeSlack = 10 * time.Second
+
+// Config tunes a Handler. The zero value is usable.
+type Config struct {
+	// Cluster supplies /v1/cluster, /healthz and the raft metrics. Nil: the
+	// store itself when it implements Cluster; otherwise the node is not a
+	// cluster, /v1/cluster answers 404 not_a_cluster and /healthz is always 200.
+	Cluster Cluster
+	// MaxBodyBytes bounds a request body; a larger one gets 413. Default DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// OpTimeout bounds one store call, beyond an acquire's own wait. A write
+	// that runs out answers 503 unknown_outcome, a read 503 unavailable.
+	// Default DefaultOpTimeout.
+	OpTimeout time.Duration
+	// ListPageSize is the most locks one GET /v1/locks returns, whatever
+	// limit the caller asks. Default DefaultListPageSize.
+	ListPageSize int
+	// Logger receives what a client cannot be told (internal errors, failed
+	// clean-ups). Default: discard.
+	Logger hclog.Logger
+}
+
+// Handler serves the HTTP/JSON API of one node over a lock.Store (doc.go lists
+// the routes). It is safe for concurrent use. Each Handler has its own
+// Prometheus registry, so several nodes may live in one process.
+type Handler struct {
+	store    lock.Store
+	lister   lock.Lister // nil when the store cannot list
+	cluster  Cluster     // nil when the store is not a cluster
+	cfg      Config
+	log      hclog.Logger
+	metrics  *metrics
+	scrape   http.Handler
+	acquires acquires // in progress, for releases to give up
+	routes   map[string]route
+}
+
+type route struct {
+	method string
+	serve  http.HandlerFunc
+}
+
+var _ http.Handler = (*Handler)(nil)
+
+// NewHandler returns the API over store.
+func NewHandler(store lock.Store, cfg Config) *Handler {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.OpTimeout <= 0 {
+		cfg.OpTimeout = DefaultOpTimeout
+	}
+	if cfg.ListPageSize <= 0 {
+		cfg.ListPageSize = DefaultListPageSize
+	}
+	h := &Handler{store: store, cfg: cfg, log: cfg.Logger}
+	if h.log == nil {
+		h.log = hclog.NewNullLogger()
+	}
+	h.lister, _ = store.(lock.Lister)
+	h.cluster = cfg.Cluster
+	if h.cluster == nil {
+		h.cluster, _ = store.(Cluster)
+	}
+	h.metrics = newMetrics(h.cluster)
+	h.scrape = promhttp.HandlerFor(h.metrics.registry, promhttp.HandlerOpts{Registry: h.metrics.registry})
+	h.routes = map[string]route{
+		"/v1/acquire": {http.MethodPost, h.op(opAcquire, h.acquire)},
+		"/v1/release": {http.MethodPost, h.op(opRelease, h.release)},
+		"/v1/extend":  {http.MethodPost, h.op(opExtend, h.extend)},
+		"/v1/inspect": {http.MethodGet, h.op(opInspect, h.inspect)},
+		"/v1/locks":   {http.MethodGet, h.op(opList, h.list)},
+		"/v1/cluster": {http.MethodGet, h.clusterView},
+		"/healthz":    {http.MethodGet, h.healthz},
+		"/metrics":    {http.MethodGet, h.scrape.ServeHTTP},
+	}
+	return h
+}
+
+// Registry is the handler's own Prometheus registry, served at /metrics; the
+// binary may register more collectors in it.
+func (h *Handler) Registry() *prometheus.Registry { return h.metrics.registry }
+
+// ServeHTTP routes by exact path: keys never appear in paths, so there is
+// nothing to clean or unescape, and unknown routes and wrong methods get the
+// same JSON errors as everything else.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rt, ok := h.routes[r.URL.Path]
+	if !ok {
+		writeError(w, newAPIError(http.StatusNotFound, CodeNotFound, "api: no route %s", r.URL.Path))
+		return
+	}
+	// HEAD is a GET without the body (net/http drops it), for probes that use it.
+	if r.Method != rt.method && !(r.Method == http.MethodHead && rt.method == http.MethodGet) {
+		allow := rt.method
+		if rt.method == http.MethodGet {
+			allow += ", " + http.MethodHead
+		}
+		w.Header().Set("Allow", allow)
+		writeError(w, newAPIError(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "api: %s wants %s, not %s", r.URL.Path, rt.method, r.Method))
+		return
+	}
+	// The server has no WriteTimeout (it would cut long-polls short), so
+	// each answer gets a deadline of its own; an acquire that waits moves it.
+	// Recorders in tests do not support deadlines; that is fine.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h.cfg.OpTimeout + writeSlack))
+	rt.serve(w, r)
+}
+
+// Operation names, the op label of the metrics.
+const (
+	opAcquire     = "acquire"
+	opAcquireWait = "acquire_wait" // an acquire that may queue: its latency includes the wait
+	opRelease     = "release"
+	opExtend      = "extend"
+	opInspect     = "inspect"
+	opList        = "list"
+)
+
+// opCall is one lock operation in progress.
+type opCall struct {
+	op    string // may be refined by the operation (acquire -> acquire_wait)
+	start time.Time
+	w     http.ResponseWriter
+}
+
+// setWriteDeadline gives the answer until d from the start of the operation.
+func (c *opCall) setWriteDeadline(d time.Duration) {
+	_ = http.NewResponseController(c.w).SetWriteDeadline(c.start.Add(d))
+}
+
+type opFunc func(r *http.Request, c *opCall) (any, *apiError)
+
+// op wraps a lock operation: write deadline, metrics, and the JSON answer.
+func (h *Handler) op(name string, fn opFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c := &opCall{op: name, start: time.Now(), w: w}
+		body, apiErr := fn(r, c)
+		result := "ok"
+		if apiErr != nil {
+			result = apiErr.detail.Code
+		}
+		h.metrics.observe(c.op, result, time.Since(c.start))
+		if apiErr != nil {
+			if apiErr.status == http.StatusInternalServerError {
+				h.log.Error("api: internal error", "op", c.op, "error", apiErr.detail.Message)
+			}
+			writeError(w, apiErr)
+			return
+		}
+		writeJSON(w, http.StatusOK, body)
+	}
+}
+
+func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
+	var req acquireRequest
+	if e := readJSON(c.w, r, h.cfg.MaxBodyBytes, &req); e != nil {
+		return nil, e
+	}
+	key, e := req.key()
+	if e != nil {
+		return nil, e
+	}
+	ttl, present, err := durationField("ttl", req.TTL, req.TTLMS)
+	if err != nil {
+		return nil, newAPIError(http.StatusBadRequest, CodeInvalidTTL, "api: %v", err)
+	}
+	if !present {
+		return nil, newAPIError(http.StatusBadRequest, CodeInvalidTTL, "api: ttl is required (ttl as \"30s\" or ttl_ms)")
+	}
+	wait, _, err := durationField("wait", req.Wait, req.WaitMS)
+	if err != nil {
+		return nil, newAPIError(http.StatusBadRequest, CodeInvalidWait, "api: %v", err)
+	}
+	owner := lock.NewOwner()
+	if req.Owner != nil {
+		if owner, err = lock.ParseOwner(*req.Owner); err != nil {
+			return nil, newAPIError(http.StatusBadRequest, CodeInvalidOwner, "%v", err)
+		}
+	}
+	if wait > 0 {
+		c.op = opAcquireWait
+		h.metrics.waiting.Inc()
+		defer h.metrics.waiting.Dec()
+	}
+	// The store enforces the limits (lock.MaxWait among them); the deadlines
+	// here only need to outlast a valid wait.
+	limit := clampAdd(wait, h.cfg.OpTimeout)
+	c.setWriteDeadline(clampAdd(limit, writeSlack))
+	ctx, cancel := context.WithTimeout(r.Context(), limit)
+	defer cancel()
+	ctx, giveUp := context.WithCancelCause(ctx)
+	defer giveUp(nil)
+	pending := h.acquires.start(key, owner, giveUp)
+	defer h.acquires.finish(key, owner, pending) // after the clean-up below
+
+	lease, err := h.store.Acquire(ctx, lock.AcquireRequest{Key: key, Owner: owner, TTL: ttl, Wait: wait})
+	givenUp := errors.Is(context.Cause(ctx), errGivenUp)
+	if err == nil && (givenUp || r.Context().Err() != nil) {
+		// The lock was granted as the client went away or a release gave the
+		// acquire up: nobody will be told of the grant, so nobody would
+		// release it before its TTL. Release it now, as the Store contract
+		// asks of a done context.
+		h.releaseAbandoned(key, owner)
+		err = context.Cause(ctx)
+	}
+	if givenUp {
+		return nil, newAPIError(http.StatusConflict, CodeCanceled, "%v", errGivenUp)
+	}
+	if err != nil {
+		return nil, storeError(err, true)
+	}
+	return leaseResponse{
+		keyOut:      makeKeyOut(key),
+		Owner:       owner.String(),
+		Token:       lease.Token,
+		TTLMS:       millis(ttl),
+		RemainingMS: millis(lease.Remaining),
+	}, nil
+}
+
+func (h *Handler) releaseAbandoned(key string, owner lock.Owner) {
+	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.OpTimeout)
+	defer cancel()
+	if _, err := h.store.Release(ctx, key, owner); err != nil {
+		h.log.Warn("api: releasing a lock granted to a client that went away", "key", key, "error", err)
+	}
+}
+
+func (h *Handler) release(r *http.Request, c *opCall) (any, *apiError) {
+	var req releaseRequest
+	if e := readJSON(c.w, r, h.cfg.MaxBodyBytes, &req); e != nil {
+		return nil, e
+	}
+	key, e := req.key()
+	if e != nil {
+		return nil, e
+	}
+	owner, e := requiredOwner(req.Owner)
+	if e != nil {
+		return nil, e
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
+	defer cancel()
+	// A release also gives up the owner's acquires still in progress here,
+	// and answers once they are out of the store: see acquires.
+	if err := h.acquires.giveUp(ctx, key, owner); err != nil {
+		return nil, storeError(err, true)
+	}
+	released, err := h.store.Release(ctx, key, owner)
+	if err != nil {
+		return nil, storeError(err, true)
+	}
+	if !released {
+		return nil, newAPIError(http.StatusConflict, CodeNotHeld, "%v: owner does not hold %q", lock.ErrNotHeld, key)
+	}
+	return releaseResponse{keyOut: makeKeyOut(key), Released: true}, nil
+}
+
+func (h *Handler) extend(r *http.Request, c *opCall) (any, *apiError) {
+	var req extendRequest
+	if e := readJSON(c.w, r, h.cfg.MaxBodyBytes, &req); e != nil {
+		return nil, e
+	}
+	key, e := req.key()
+	if e != nil {
+		return nil, e
+	}
+	owner, e := requiredOwner(req.Owner)
+	if e != nil {
+		return nil, e
+	}
+	ttl, present, err := durationField("ttl", req.TTL, req.TTLMS)
+	if err != nil {
+		return nil, newAPIError(http.StatusBadRequest, CodeInvalidTTL, "api: %v", err)
+	}
+	if !present {
+		return nil, newAPIError(http.StatusBadRequest, CodeInvalidTTL, "api: ttl is required (ttl as \"30s\" or ttl_ms)")
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
+	defer cancel()
+	lease, err := h.store.Extend(ctx, key, owner, ttl)
+	if err != nil {
+		return nil, storeError(err, true)
+	}
+	return leaseResponse{
+		keyOut:      makeKeyOut(key),
+		Owner:       owner.String(),
+		Token:       lease.Token,
+		TTLMS:       millis(ttl),
+		RemainingMS: millis(lease.Remaining),
+	}, nil
+}
+
+func requiredOwner(s *string) (lock.Owner, *apiError) {
+	if s == nil {
+		return lock.Owner{}, newAPIError(http.StatusBadRequest, CodeInvalidOwner, "api: owner is required (the owner the acquire answered with)")
+	}
+	owner, err := lock.ParseOwner(*s)
+	if err != nil {
+		return lock.Owner{}, newAPIError(http.StatusBadRequest, CodeInvalidOwner, "%v", err)
+	}
+	return owner, nil
+}
+
+// query parses the query string strictly: a malformed one, an unknown
+// parameter or a repeated one is an error rather than silently ignored.
+func query(r *http.Request, allowed ...string) (url.Values, *apiError) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, badRequest("api: malformed query string: %v", err)
+	}
+	for name, values := range q {
+		known := false
+		for _, a := range allowed {
+			known = known || name == a
+		}
+		if !known {
+			return nil, badRequest("api: unknown query parameter %q (this route takes %v)", name, allowed)
+		}
+		if len(values) > 1 {
+			return nil, badRequest("api: query parameter %q given %d times", name, len(values))
+		}
+	}
+	return q, nil
+}
+
+func (h *Handler) inspect(r *http.Request, c *opCall) (any, *apiError) {
+	q, e := query(r, "key")
+	if e != nil {
+		return nil, e
+	}
+	if !q.Has("key") {
+		return nil, newAPIError(http.StatusBadRequest, CodeInvalidKey, "api: key is required (?key=, percent-encoded)")
+	}
+	key := q.Get("key")
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
+	defer cancel()
+	info, err := h.store.Inspect(ctx, key)
+	if err != nil {
+		return nil, storeError(err, false)
+	}
+	return makeKeyInfo(key, info), nil
+}
+
+func (h *Handler) list(r *http.Request, c *opCall) (any, *apiError) {
+	q, e := query(r, "prefix", "after", "limit")
+	if e != nil {
+		return nil, e
+	}
+	if h.lister == nil {
+		return nil, newAPIError(http.StatusNotImplemented, CodeNotImplemented, "api: this node's store cannot list locks")
+	}
+	limit := h.cfg.ListPageSize
+	if q.Has("limit") {
+		n, err := parseLimit(q.Get("limit"))
+		if err != nil {
+			return nil, newAPIError(http.StatusBadRequest, CodeInvalidList, "api: %v", err)
+		}
+		limit = min(n, limit)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
+	defer cancel()
+	// One more than the page, to learn whether there is a next page.
+	locks, err := h.lister.List(ctx, lock.ListRequest{Prefix: q.Get("prefix"), After: q.Get("after"), Limit: limit + 1})
+	if err != nil {
+		return nil, storeError(err, false)
+	}
+	resp := listResponse{Locks: make([]keyInfo, 0, min(len(locks), limit))}
+	for i, l := range locks {
+		if i == limit {
+			resp.More = true
+			break
+		}
+		resp.Locks = append(resp.Locks, makeKeyInfo(l.Key, l.KeyInfo))
+	}
+	return resp, nil
+}
+
+func (h *Handler) clusterView(w http.ResponseWriter, r *http.Request) {
+	if e := noQuery(r); e != nil {
+		writeError(w, e)
+		return
+	}
+	if h.cluster == nil {
+		writeError(w, newAPIError(http.StatusNotFound, CodeNotCluster, "api: this node's store is not a cluster"))
+		return
+	}
+	st := h.cluster.Status()
+	if st.Members == nil {
+		st.Members = []Member{}
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// healthz is ready (200) when a leader is known, so that a load balancer
+// sends lock traffic only to nodes that can serve it. A store that is not a
+// cluster is always ready.
+func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) {
+	if e := noQuery(r); e != nil {
+		writeError(w, e)
+		return
+	}
+	if h.cluster == nil {
+		writeJSON(w, http.StatusOK, healthResponse{Status: "ok"})
+		return
+	}
+	st := h.cluster.Status()
+	resp := healthResponse{Status: "ok", NodeID: st.NodeID, Role: st.Role, LeaderID: st.LeaderID, LeaderAddr: st.LeaderAddr}
+	if !st.HasLeader() {
+		resp.Status = CodeNoLeader
+		resp.Error = &errorDetail{Code: CodeNoLeader, Message: fmt.Sprintf("api: node %s knows no leader", st.NodeID)}
+		writeJSON(w, http.StatusServiceUnavailable, resp)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func noQuery(r *http.Request) *apiError {
+	_, e := query(r)
+	return e
+}
+
+// clampAdd is a+b, saturating instead of overflowing.
+func clampAdd(a, b time.Duration) time.Duration {
+	if s := a + b; s >= a {
+		return s
+	}
+	return time.Duration(1<<63 - 1)
+}

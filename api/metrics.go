@@ -1,0 +1,139 @@
+package api
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// latencyBuckets span a memory-store answer (tens of microseconds) to a
+// long-poll that waited minutes.
+var latencyBuckets = []float64{
+	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+	0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300,
+}
+
+// metrics are one Handler's, in its own registry.
+type metrics struct {
+	registry *prometheus.Registry
+	ops      *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	waiting  prometheus.Gauge
+}
+
+func newMetrics(cluster Cluster) *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		ops: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "raftlock_api_operations_total",
+			Help: "Lock operations served over HTTP, by operation and result (ok or the error code).",
+		}, []string{"op", "result"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "raftlock_api_operation_duration_seconds",
+			Help:    "Time to answer a lock operation over HTTP, by operation; acquire_wait includes the wait.",
+			Buckets: latencyBuckets,
+		}, []string{"op"}),
+		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "raftlock_api_waiting_requests",
+			Help: "Acquires with a wait (long-polls) in progress on this node.",
+		}),
+	}
+	m.registry.MustRegister(m.ops, m.latency, m.waiting,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if cluster != nil {
+		m.registry.MustRegister(newClusterCollector(cluster))
+	}
+	return m
+}
+
+func (m *metrics) observe(op, result string, took time.Duration) {
+	m.ops.WithLabelValues(op, result).Inc()
+	m.latency.WithLabelValues(op).Observe(took.Seconds())
+}
+
+// clusterCollector turns one Cluster.Status per scrape into metrics: the
+// cluster keeps plain counters, and this is the only place that knows
+// Prometheus.
+type clusterCollector struct {
+	cluster Cluster
+
+	hasLeader, isLeader, members                   *prometheus.Desc
+	term, commitIndex, appliedIndex                *prometheus.Desc
+	leaderChanges, commitTime, applyTime           *prometheus.Desc
+	locksHeld, locksWaiters, handoffs, expirations *prometheus.Desc
+}
+
+func newClusterCollector(c Cluster) *clusterCollector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, labels, nil)
+	}
+	return &clusterCollector{
+		cluster:       c,
+		hasLeader:     d("raftlock_cluster_has_leader", "1 when this node knows a leader, else 0."),
+		isLeader:      d("raftlock_cluster_is_leader", "1 when this node is the leader, else 0."),
+		members:       d("raftlock_cluster_members", "Servers in the raft configuration, by suffrage.", "suffrage"),
+		term:          d("raftlock_raft_term", "Current raft term."),
+		commitIndex:   d("raftlock_raft_commit_index", "Highest raft log index known committed."),
+		appliedIndex:  d("raftlock_raft_applied_index", "Highest raft log index applied to this node's state machine."),
+		leaderChanges: d("raftlock_cluster_leader_changes_total", "Times this node saw the leader change since it started."),
+		commitTime:    d("raftlock_raft_commit_duration_seconds", "Time from proposing a raft entry to its commit, on the leader."),
+		applyTime:     d("raftlock_raft_apply_duration_seconds", "Time to apply committed entries to the lock state machine."),
+		locksHeld:     d("raftlock_locks_held", "Keys with a live lease, as this node's state machine sees them."),
+		locksWaiters:  d("raftlock_locks_waiters", "Callers queued for held keys, over all keys."),
+		handoffs:      d("raftlock_locks_handoffs_total", "Locks handed to a queued waiter on release, expiry or cancel."),
+		expirations:   d("raftlock_locks_expired_total", "Leases that ran out."),
+	}
+}
+
+func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{
+		c.hasLeader, c.isLeader, c.members, c.term, c.commitIndex, c.appliedIndex,
+		c.leaderChanges, c.commitTime, c.applyTime,
+		c.locksHeld, c.locksWaiters, c.handoffs, c.expirations,
+	} {
+		ch <- d
+	}
+}
+
+func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.cluster.Status()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v)
+	}
+	timing := func(d *prometheus.Desc, t Timing) {
+		ch <- prometheus.MustNewConstSummary(d, t.Count, t.Total.Seconds(), nil)
+	}
+	gauge(c.hasLeader, boolFloat(st.HasLeader()))
+	gauge(c.isLeader, boolFloat(st.Role == RoleLeader))
+	bySuffrage := map[string]int{SuffrageVoter: 0, SuffrageNonvoter: 0, SuffrageStaging: 0}
+	for _, m := range st.Members {
+		bySuffrage[m.Suffrage]++
+	}
+	for suffrage, n := range bySuffrage {
+		gauge(c.members, float64(n), suffrage)
+	}
+	gauge(c.term, float64(st.Term))
+	gauge(c.commitIndex, float64(st.CommitIndex))
+	gauge(c.appliedIndex, float64(st.AppliedIndex))
+	counter(c.leaderChanges, float64(st.LeaderChanges))
+	timing(c.commitTime, st.Commit)
+	timing(c.applyTime, st.Apply)
+	if l := st.Locks; l != nil {
+		gauge(c.locksHeld, float64(l.Held))
+		gauge(c.locksWaiters, float64(l.Waiters))
+		counter(c.handoffs, float64(l.Handoffs))
+		counter(c.expirations, float64(l.Expired))
+	}
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,146 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftlock/raftlock/lock"
+)
+
+// testNode is a Handler over a fresh memory store, served on 127.0.0.1.
+type testNode struct {
+	store   *lock.MemoryStore
+	handler *Handler
+	url     string
+	client  *Client
+}
+
+func newTestNode(t testing.TB, cfg Config) *testNode {
+	t.Helper()
+	store := lock.NewMemoryStore()
+	return newTestNodeOver(t, store, cfg, func() { _ = store.Close() })
+}
+
+// newTestNodeOver serves store; closeStore (may be nil) runs before the
+// server closes, so that long-polls still parked in the store end and the
+// server's Close does not wait for them.
+func newTestNodeOver(t testing.TB, store lock.Store, cfg Config, closeStore func()) *testNode {
+	t.Helper()
+	h := NewHandler(store, cfg)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	if closeStore != nil {
+		t.Cleanup(closeStore)
+	}
+	c, err := NewClient(srv.URL, ClientConfig{})
+	require.NoError(t, err)
+	n := &testNode{handler: h, url: srv.URL, client: c}
+	n.store, _ = store.(*lock.MemoryStore)
+	return n
+}
+
+// answer is a decoded JSON answer, with the status.
+type answer struct {
+	status int
+	header http.Header
+	raw    string
+	body   map[string]any
+}
+
+// errorCode is the answer's error code, "" when it is not an error answer.
+func (a answer) errorCode() string {
+	e, _ := a.body["error"].(map[string]any)
+	code, _ := e["code"].(string)
+	return code
+}
+
+func (a answer) errorField(name string) any {
+	e, _ := a.body["error"].(map[string]any)
+	return e[name]
+}
+
+// do sends a raw request, for the tests that check the wire itself.
+func (n *testNode) do(t testing.TB, method, path, body string) answer {
+	t.Helper()
+	a, err := n.send(context.Background(), method, path, body)
+	require.NoError(t, err)
+	return a
+}
+
+// send is do for other goroutines than the test's: it reports instead of failing.
+func (n *testNode) send(ctx context.Context, method, path, body string) (answer, error) {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, n.url+path, rd)
+	if err != nil {
+		return answer{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return answer{}, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return answer{}, err
+	}
+	a := answer{status: resp.StatusCode, header: resp.Header, raw: string(raw)}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		return a, fmt.Errorf("answer is %q, not JSON: %s", ct, raw)
+	}
+	if err := json.Unmarshal(raw, &a.body); err != nil {
+		return a, fmt.Errorf("answer is not a JSON object: %w: %s", err, raw)
+	}
+	return a, nil
+}
+
+// fakeCluster is a Cluster whose status the test sets.
+type fakeCluster struct {
+	mu sync.Mutex // protects st
+	st ClusterStatus
+}
+
+func (f *fakeCluster) Status() ClusterStatus {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.st
+}
+
+func (f *fakeCluster) set(st ClusterStatus) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.st = st
+}
+
+func leaderStatus() ClusterStatus {
+	return ClusterStatus{
+		NodeID:     "n1",
+		Role:       RoleFollower,
+		LeaderID:   "n2",
+		LeaderAddr: "127.0.0.1:7002",
+		Members: []Member{
+			{ID: "n1", Address: "127.0.0.1:7001", Suffrage: SuffrageVoter},
+			{ID: "n2", Address: "127.0.0.1:7002", APIAddr: "127.0.0.1:8002", Suffrage: SuffrageVoter, Leader: true},
+			{ID: "n3", Address: "127.0.0.1:7003", Suffrage: SuffrageNonvoter},
+		},
+		Term:          7,
+		CommitIndex:   120,
+		AppliedIndex:  118,
+		LeaderChanges: 3,
+		Commit:        Timing{Count: 100, Total: 250_000_000},
+		Apply:         Timing{Count: 100, Total: 50_000_000},
+		Locks:         &LockStats{Held: 4, Waiters: 2, Handoffs: 9, Expired: 5},
+		Raft:          map[string]string{"state": "Follower", "term": "7"},
+	}
+}

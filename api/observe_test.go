@@ -1,0 +1,248 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftlock/raftlock/lock"
+)
+
+// scrape reads the node's /metrics over HTTP and parses the text format.
+func scrape(t *testing.T, n *testNode) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(n.url + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	require.NoError(t, err)
+	return families
+}
+
+// sample finds the metric of family name whose labels include want.
+func sample(families map[string]*dto.MetricFamily, name string, want map[string]string) (*dto.Metric, error) {
+	f, ok := families[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", errNoMetric, name)
+	}
+next:
+	for _, m := range f.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		for k, v := range want {
+			if labels[k] != v {
+				continue next
+			}
+		}
+		return m, nil
+	}
+	return nil, fmt.Errorf("%w: %s%v", errNoMetric, name, want)
+}
+
+func gaugeValue(t *testing.T, n *testNode, name string) float64 {
+	t.Helper()
+	m, err := sample(scrape(t, n), name, nil)
+	require.NoError(t, err)
+	return m.GetGauge().GetValue()
+}
+
+func TestMetricsCountOperations(t *testing.T) {
+	n := newTestNode(t, Config{})
+	ctx := context.Background()
+	a, b := lock.NewOwner(), lock.NewOwner()
+
+	_, err := n.client.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: a, TTL: time.Minute})
+	require.NoError(t, err)
+	_, err = n.client.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: b, TTL: time.Minute})
+	require.ErrorIs(t, err, lock.ErrLocked)
+	_, err = n.client.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: b, TTL: time.Minute, Wait: time.Millisecond})
+	require.ErrorIs(t, err, lock.ErrLocked)
+	_, err = n.client.Extend(ctx, "k", a, time.Minute)
+	require.NoError(t, err)
+	_, err = n.client.Inspect(ctx, "k")
+	require.NoError(t, err)
+	ok, err := n.client.Release(ctx, "k", b)
+	require.NoError(t, err)
+	require.False(t, ok)
+	ok, err = n.client.Release(ctx, "k", a)
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, err = n.client.List(ctx, lock.ListRequest{})
+	require.NoError(t, err)
+	bad := n.do(t, "POST", "/v1/acquire", `{"key":"k"}`)
+	require.Equal(t, CodeInvalidTTL, bad.errorCode())
+
+	families := scrape(t, n)
+	for _, c := range []struct {
+		op, result string
+		want       float64
+	}{
+		{opAcquire, "ok", 1},
+		{opAcquire, CodeLocked, 1},
+		{opAcquire, CodeInvalidTTL, 1},
+		{opAcquireWait, CodeLocked, 1},
+		{opExtend, "ok", 1},
+		{opInspect, "ok", 1},
+		{opRelease, CodeNotHeld, 1},
+		{opRelease, "ok", 1},
+		{opList, "ok", 1},
+	} {
+		m, err := sample(families, "raftlock_api_operations_total", map[string]string{"op": c.op, "result": c.result})
+		if assert.NoError(t, err) {
+			assert.Equal(t, c.want, m.GetCounter().GetValue(), "%s/%s", c.op, c.result)
+		}
+	}
+	m, err := sample(families, "raftlock_api_operation_duration_seconds", map[string]string{"op": opAcquire})
+	require.NoError(t, err)
+	assert.EqualValues(t, 3, m.GetHistogram().GetSampleCount())
+	assert.Positive(t, m.GetHistogram().GetSampleSum())
+	m, err = sample(families, "raftlock_api_waiting_requests", nil)
+	require.NoError(t, err)
+	assert.Zero(t, m.GetGauge().GetValue())
+	assert.Contains(t, families, "go_goroutines", "the runtime's metrics come along")
+	assert.NotContains(t, families, "raftlock_cluster_has_leader", "no cluster, no cluster metrics")
+}
+
+func TestMetricsFromCluster(t *testing.T) {
+	fc := &fakeCluster{st: leaderStatus()}
+	n := newTestNode(t, Config{Cluster: fc})
+
+	families := scrape(t, n)
+	value := func(name string, labels map[string]string) float64 {
+		t.Helper()
+		m, err := sample(families, name, labels)
+		require.NoError(t, err)
+		switch {
+		case m.Counter != nil:
+			return m.GetCounter().GetValue()
+		case m.Gauge != nil:
+			return m.GetGauge().GetValue()
+		}
+		t.Fatalf("%s is neither counter nor gauge", name)
+		return 0
+	}
+	assert.Equal(t, 1.0, value("raftlock_cluster_has_leader", nil))
+	assert.Equal(t, 0.0, value("raftlock_cluster_is_leader", nil))
+	assert.Equal(t, 2.0, value("raftlock_cluster_members", map[string]string{"suffrage": SuffrageVoter}))
+	assert.Equal(t, 1.0, value("raftlock_cluster_members", map[string]string{"suffrage": SuffrageNonvoter}))
+	assert.Equal(t, 3.0, value("raftlock_cluster_leader_changes_total", nil))
+	assert.Equal(t, 7.0, value("raftlock_raft_term", nil))
+	assert.Equal(t, 120.0, value("raftlock_raft_commit_index", nil))
+	assert.Equal(t, 118.0, value("raftlock_raft_applied_index", nil))
+	assert.Equal(t, 4.0, value("raftlock_locks_held", nil))
+	assert.Equal(t, 2.0, value("raftlock_locks_waiters", nil))
+	assert.Equal(t, 9.0, value("raftlock_locks_handoffs_total", nil))
+	assert.Equal(t, 5.0, value("raftlock_locks_expired_total", nil))
+
+	commit, err := sample(families, "raftlock_raft_commit_duration_seconds", nil)
+	require.NoError(t, err)
+	assert.EqualValues(t, 100, commit.GetSummary().GetSampleCount())
+	assert.InDelta(t, 0.25, commit.GetSummary().GetSampleSum(), 1e-9)
+	apply, err := sample(families, "raftlock_raft_apply_duration_seconds", nil)
+	require.NoError(t, err)
+	assert.InDelta(t, 0.05, apply.GetSummary().GetSampleSum(), 1e-9)
+
+	// Each scrape reads the cluster afresh.
+	st := leaderStatus()
+	st.LeaderID, st.LeaderAddr, st.LeaderChanges, st.Locks = "", "", 4, nil
+	fc.set(st)
+	families = scrape(t, n)
+	assert.Equal(t, 0.0, value("raftlock_cluster_has_leader", nil))
+	assert.Equal(t, 4.0, value("raftlock_cluster_leader_changes_total", nil))
+	assert.NotContains(t, families, "raftlock_locks_held", "lock stats the cluster does not report are left out")
+}
+
+// TestTwoHandlersInOneProcess: each handler counts in its own registry.
+func TestTwoHandlersInOneProcess(t *testing.T) {
+	one, two := newTestNode(t, Config{}), newTestNode(t, Config{})
+	_, err := one.client.Inspect(context.Background(), "k")
+	require.NoError(t, err)
+
+	m, err := sample(scrape(t, one), "raftlock_api_operations_total", map[string]string{"op": opInspect})
+	require.NoError(t, err)
+	assert.Equal(t, 1.0, m.GetCounter().GetValue())
+	_, err = sample(scrape(t, two), "raftlock_api_operations_total", map[string]string{"op": opInspect})
+	assert.ErrorIs(t, err, errNoMetric, "the other node served nothing")
+}
+
+func TestHealthz(t *testing.T) {
+	t.Run("not a cluster: always ready", func(t *testing.T) {
+		n := newTestNode(t, Config{})
+		a := n.do(t, "GET", "/healthz", "")
+		assert.Equal(t, http.StatusOK, a.status)
+		assert.Equal(t, "ok", a.body["status"])
+		h, err := n.client.Health(context.Background())
+		require.NoError(t, err)
+		assert.True(t, h.Ready)
+
+		resp, err := http.Head(n.url + "/healthz")
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		assert.Equal(t, http.StatusOK, resp.StatusCode, "probes may use HEAD")
+		resp, err = http.Head(n.url + "/v1/acquire")
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode, "HEAD stands in for GET only")
+	})
+
+	fc := &fakeCluster{st: leaderStatus()}
+	n := newTestNode(t, Config{Cluster: fc})
+
+	t.Run("leader known", func(t *testing.T) {
+		fc.set(leaderStatus())
+		a := n.do(t, "GET", "/healthz", "")
+		assert.Equal(t, http.StatusOK, a.status, a.raw)
+		assert.Equal(t, "n2", a.body["leader_id"])
+		h, err := n.client.Health(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, Health{Ready: true, NodeID: "n1", Role: RoleFollower, LeaderID: "n2", LeaderAddr: "127.0.0.1:7002"}, h)
+	})
+
+	t.Run("no leader", func(t *testing.T) {
+		st := leaderStatus()
+		st.Role, st.LeaderID, st.LeaderAddr = RoleCandidate, "", ""
+		fc.set(st)
+		a := n.do(t, "GET", "/healthz", "")
+		assert.Equal(t, http.StatusServiceUnavailable, a.status, a.raw)
+		assert.Equal(t, CodeNoLeader, a.errorCode())
+		h, err := n.client.Health(context.Background())
+		require.NoError(t, err, "a node without a leader is an answer, not an error")
+		assert.Equal(t, Health{Ready: false, NodeID: "n1", Role: RoleCandidate}, h)
+	})
+}
+
+func TestClusterView(t *testing.T) {
+	fc := &fakeCluster{st: leaderStatus()}
+	n := newTestNode(t, Config{Cluster: fc})
+	got, err := n.client.Cluster(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, leaderStatus(), got, "the view survives the JSON round trip")
+
+	plain := newTestNode(t, Config{})
+	_, err = plain.client.Cluster(context.Background())
+	assert.ErrorIs(t, err, ErrNotCluster)
+
+	// A store that is itself a Cluster needs no Config.Cluster.
+	store := lock.NewMemoryStore()
+	both := newTestNodeOver(t, clusterStore{store, fc}, Config{}, func() { _ = store.Close() })
+	got, err = both.client.Cluster(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, "n1", got.NodeID)
+}
+
+type clusterStore struct {
+	*lock.MemoryStore
+	*fakeCluster
+}

@@ -1,0 +1,172 @@
+package cluster
+
+import (
+	"crypto/tls"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Peer names one member of the initial configuration of a bootstrapped cluster.
+type Peer struct {
+	ID   string // the peer's Config.NodeID
+	Addr string // the peer's advertised address (host:port)
+}
+
+// Config configures a Node. Start from DefaultConfig and set NodeID, DataDir,
+// BindAddr and one of Bootstrap or Join.
+type Config struct {
+	// NodeID names this node in the raft configuration. It must stay the same
+	// across restarts on the same DataDir.
+	NodeID string
+	// DataDir holds the raft log and stable store (raft.db) and the snapshots.
+	// It is created if missing.
+	DataDir string
+	// BindAddr is the TCP address to listen on; "127.0.0.1:0" picks a free port.
+	BindAddr string
+	// AdvertiseAddr is the address peers dial; default: the bound address.
+	AdvertiseAddr string
+
+	// Bootstrap starts a new cluster on a fresh DataDir. Peers lists the
+	// initial voters; empty means this node alone. Ignored when DataDir
+	// already holds raft state (a restart never bootstraps again).
+	Bootstrap bool
+	Peers     []Peer
+	// Join lists addresses of running members. A node with a fresh DataDir asks
+	// them, in turn, to add it; one with existing state just restarts.
+	Join []string
+
+	// Raft timings; see raft.Config. Leases stand still while no leader is
+	// elected, so shorter timeouts mean shorter pauses of the lock clock.
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+
+	// Snapshotting; see raft.Config.
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	TrailingLogs      uint64
+	// SnapshotsRetained is how many snapshot files to keep in DataDir.
+	SnapshotsRetained int
+
+	// RequestTimeout bounds one lock command or read (finding the leader,
+	// forwarding, committing, retrying across leader changes) when the
+	// caller's context allows longer. A command that runs out of it fails
+	// with lock.ErrUnavailable. A waiting Acquire's wait is not bounded by it.
+	// It also bounds joining a cluster in New.
+	RequestTimeout time.Duration
+
+	// Logger receives the node's and raft's logs; nil means warnings and
+	// errors to stderr.
+	Logger hclog.Logger
+
+	// Clock is the node's source of time; nil means the host's clocks. See Clock.
+	Clock Clock
+
+	// ServerTLS and ClientTLS, when set, wrap every connection (raft and
+	// forwarding alike). Both or neither.
+	ServerTLS *tls.Config
+	ClientTLS *tls.Config
+}
+
+// DefaultConfig returns a Config with raft's default timings (1s heartbeat
+// and election timeouts) and snapshot settings suited to a lock service:
+// the lock state is small, so snapshots are cheap and taken often.
+func DefaultConfig() Config {
+	return Config{
+		BindAddr:           "127.0.0.1:0",
+		HeartbeatTimeout:   time.Second,
+		ElectionTimeout:    time.Second,
+		LeaderLeaseTimeout: 500 * time.Millisecond,
+		CommitTimeout:      50 * time.Millisecond,
+		SnapshotThreshold:  8192,
+		SnapshotInterval:   2 * time.Minute,
+		TrailingLogs:       10240,
+		SnapshotsRetained:  2,
+		RequestTimeout:     10 * time.Second,
+	}
+}
+
+// Validate reports the first problem with c, as an error matching
+// ErrInvalidConfig. Whether a node with neither Bootstrap nor Join may
+// start depends on its DataDir, so New checks that.
+func (c Config) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case c.NodeID == "":
+		return bad("NodeID is empty")
+	case len(c.NodeID) > 255:
+		return bad("NodeID is longer than 255 bytes")
+	case c.DataDir == "":
+		return bad("DataDir is empty")
+	case c.BindAddr == "":
+		return bad("BindAddr is empty")
+	case c.Bootstrap && len(c.Join) > 0:
+		return bad("Bootstrap and Join are exclusive: bootstrap a new cluster or join a running one")
+	case !c.Bootstrap && len(c.Peers) > 0:
+		return bad("Peers is only used with Bootstrap")
+	case (c.ServerTLS == nil) != (c.ClientTLS == nil):
+		return bad("set both ServerTLS and ClientTLS, or neither")
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"HeartbeatTimeout", c.HeartbeatTimeout},
+		{"ElectionTimeout", c.ElectionTimeout},
+		{"LeaderLeaseTimeout", c.LeaderLeaseTimeout},
+		{"CommitTimeout", c.CommitTimeout},
+		{"SnapshotInterval", c.SnapshotInterval},
+		{"RequestTimeout", c.RequestTimeout},
+	} {
+		if d.v <= 0 {
+			return bad("%s must be positive (start from DefaultConfig)", d.name)
+		}
+	}
+	// raft.ValidateConfig's own rules, so that a bad value is reported in our terms.
+	switch {
+	case c.HeartbeatTimeout < 5*time.Millisecond:
+		return bad("HeartbeatTimeout is too low (minimum 5ms)")
+	case c.ElectionTimeout < 5*time.Millisecond:
+		return bad("ElectionTimeout is too low (minimum 5ms)")
+	case c.ElectionTimeout < c.HeartbeatTimeout:
+		return bad("ElectionTimeout must be at least HeartbeatTimeout")
+	case c.LeaderLeaseTimeout < 5*time.Millisecond:
+		return bad("LeaderLeaseTimeout is too low (minimum 5ms)")
+	case c.LeaderLeaseTimeout > c.HeartbeatTimeout:
+		return bad("LeaderLeaseTimeout must be at most HeartbeatTimeout")
+	case c.SnapshotInterval < 5*time.Millisecond:
+		return bad("SnapshotInterval is too low (minimum 5ms)")
+	case c.SnapshotThreshold == 0:
+		return bad("SnapshotThreshold must be positive")
+	case c.SnapshotsRetained < 1:
+		return bad("SnapshotsRetained must be at least 1")
+	}
+	seen := make(map[string]bool, len(c.Peers))
+	self := false
+	for i, p := range c.Peers {
+		switch {
+		case p.ID == "":
+			return bad("Peers[%d] has no ID", i)
+		case p.Addr == "":
+			return bad("Peers[%d] (%s) has no Addr", i, p.ID)
+		case seen[p.ID]:
+			return bad("Peers lists %s twice", p.ID)
+		}
+		seen[p.ID] = true
+		self = self || p.ID == c.NodeID
+	}
+	if len(c.Peers) > 0 && !self {
+		return bad("Peers must include this node (%s)", c.NodeID)
+	}
+	for i, a := range c.Join {
+		if a == "" {
+			return bad("Join[%d] is empty", i)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,85 @@
+package cluster
+
+import (
+	"crypto/tls"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestConfigValidate(t *testing.T) {
+	valid := func() Config {
+		cfg := DefaultConfig()
+		cfg.NodeID, cfg.DataDir, cfg.Bootstrap = "n0", "/tmp/x", true
+		return cfg
+	}
+	require.NoError(t, valid().Validate())
+	for _, tc := range []struct {
+		name   string
+		change func(*Config)
+		want   string
+	}{
+		{"no id", func(c *Config) { c.NodeID = "" }, "NodeID is empty"},
+		{"no data dir", func(c *Config) { c.DataDir = "" }, "DataDir is empty"},
+		{"no bind addr", func(c *Config) { c.BindAddr = "" }, "BindAddr is empty"},
+		{"bootstrap and join", func(c *Config) { c.Join = []string{"10.0.0.1:7000"} }, "Bootstrap and Join are exclusive"},
+		{"peers without bootstrap", func(c *Config) {
+			c.Bootstrap, c.Join = false, []string{"a:1"}
+			c.Peers = []Peer{{ID: "n0", Addr: "a:2"}}
+		}, "Peers is only used with Bootstrap"},
+		{"peers without self", func(c *Config) { c.Peers = []Peer{{ID: "n1", Addr: "a:1"}} }, "Peers must include this node"},
+		{"peer twice", func(c *Config) { c.Peers = []Peer{{ID: "n0", Addr: "a:1"}, {ID: "n0", Addr: "a:2"}} }, "Peers lists n0 twice"},
+		{"peer without addr", func(c *Config) { c.Peers = []Peer{{ID: "n0"}} }, "has no Addr"},
+		{"zero timing", func(c *Config) { c.HeartbeatTimeout = 0 }, "HeartbeatTimeout must be positive"},
+		{"election below heartbeat", func(c *Config) { c.ElectionTimeout = c.HeartbeatTimeout / 2 }, "ElectionTimeout must be at least HeartbeatTimeout"},
+		{"lease above heartbeat", func(c *Config) { c.LeaderLeaseTimeout = 2 * c.HeartbeatTimeout }, "LeaderLeaseTimeout must be at most HeartbeatTimeout"},
+		{"tiny timing", func(c *Config) { c.CommitTimeout = time.Microsecond; c.HeartbeatTimeout = time.Millisecond }, "too low"},
+		{"no request timeout", func(c *Config) { c.RequestTimeout = 0 }, "RequestTimeout must be positive"},
+		{"no snapshot threshold", func(c *Config) { c.SnapshotThreshold = 0 }, "SnapshotThreshold"},
+		{"no snapshots kept", func(c *Config) { c.SnapshotsRetained = 0 }, "SnapshotsRetained"},
+		{"half tls", func(c *Config) { c.ServerTLS = nil; c.ClientTLS = &tls.Config{} }, "ServerTLS and ClientTLS"},
+		{"empty join address", func(c *Config) { c.Bootstrap, c.Join = false, []string{""} }, "Join[0] is empty"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := valid()
+			tc.change(&cfg)
+			err := cfg.Validate()
+			assert.ErrorIs(t, err, ErrInvalidConfig)
+			assert.ErrorContains(t, err, "cluster: invalid config: ")
+			assert.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+func TestNewOnFreshDataDirNeedsBootstrapOrJoin(t *testing.T) {
+	cfg := testConfig(t, "n0")
+	_, err := New(cfg)
+	assert.ErrorIs(t, err, ErrInvalidConfig)
+	assert.ErrorContains(t, err, "set Bootstrap to start a new cluster or Join to join one")
+}
+
+// A restart needs neither Bootstrap nor Join, and Bootstrap on existing state
+// is ignored rather than bootstrapping over it.
+func TestRestartNeedsNoBootstrapAndNeverRebootstraps(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	_, lease := acquire(t, c.nodes[0], "k", time.Hour)
+	c.stop(0)
+
+	cfg := c.cfgs[0] // Bootstrap still set
+	n := startNode(t, cfg)
+	c.nodes[0] = n
+	c.waitLeader()
+	info, err := n.Inspect(testCtx(t), "k")
+	require.NoError(t, err)
+	assert.Equal(t, lease.Token, info.Token)
+}
+
+func TestJoinFailsClearlyWhenNobodyAnswers(t *testing.T) {
+	cfg := testConfig(t, "n1")
+	cfg.RequestTimeout = 300 * time.Millisecond
+	cfg.Join = []string{"127.0.0.1:1"}
+	_, err := New(cfg)
+	assert.ErrorIs(t, err, ErrJoin)
+}

@@ -1,0 +1,155 @@
+// Package cluster is a raftlock node: a hashicorp/raft peer whose replicated
+// state machine is the lock table of package fsm, and a lock.Store that the
+// application embedding it calls directly.
+//
+//	cfg := cluster.DefaultConfig()
+//	cfg.NodeID, cfg.DataDir, cfg.BindAddr = "web-1", "/var/lib/app/raftlock", "10.0.0.1:7400"
+//	cfg.Join = []string{"10.0.0.2:7400", "10.0.0.3:7400"} // or Bootstrap on the first node
+//	node, err := cluster.New(cfg)
+//	...
+//	client := lock.New(node)
+//
+// Every method of a Node is safe for concurrent use.
+//
+// # Starting, restarting, stopping
+//
+// New (there is no separate Open) listens on one TCP port (package
+// transport carries raft and the forwarding RPC on it), opens the raft log and
+// stable store (raft-boltdb/v2 in DataDir/raft.db, fsync on every write; a
+// 512-entry cache in front) and the file snapshot store in DataDir, and starts
+// raft. On a fresh DataDir it must be told to Bootstrap a new cluster (alone
+// or with Peers) or to Join running members; both, or neither, is a config
+// error. On a DataDir with raft state it does neither: it comes back with every
+// lock, waiter and the token counter from its snapshot and log, and never
+// bootstraps over existing state.
+//
+// Close stops the node without leaving: other members count it as down until
+// it returns. Leave is the graceful exit: a leader first transfers leadership,
+// then the leader removes the node from the configuration, then it closes.
+// Calls blocked in a closing node return lock.ErrClosed.
+//
+// Join asks the listed addresses in turn to add this node as a voter; a member
+// that does not lead answers with the leader's address and Join asks that one.
+// (Keeping a bounded number of voters and promoting non-voters is the
+// membership layer's job, DESIGN.md "Membership"; this package adds voters.)
+//
+// # The state machine adapter
+//
+// One raft LogCommand entry carries one fsm batch (fsm.AppendBatch). The
+// adapter is a raft.BatchingFSM: ApplyBatch applies each entry's commands in
+// order and answers each entry with its []fsm.Result; configuration entries
+// only advance the applied index, and raft's no-op and barrier entries never
+// reach it. A mutex serializes the machine between raft's FSM goroutine and
+// the node's reads. Snapshot copies the machine's encoded state under that
+// mutex, so Persist writes it while applying goes on. A snapshot is a version
+// byte, the applied index, and fsm.Machine.Snapshot's bytes.
+//
+// The machine's events (a queued owner granted on hand-off, or dropped at its
+// wait deadline) go to the node's waiter registry, which wakes the local
+// caller waiting for that (key, owner) — on every node, leader or follower,
+// since each applies the same log. A snapshot installed from the leader
+// carries no events, so after a restore the registry wakes any local waiter
+// that the restored state shows holding its key.
+//
+// # The log clock
+//
+// Only the leader stamps commands. When raft makes a node leader, it waits for
+// a barrier (every earlier entry applied), takes the machine's log time as
+// base, and from then on stamps base + the monotonic time elapsed since,
+// never less than its previous stamp. Stamps are taken by one goroutine per
+// term, so they are non-decreasing in log order. Until the barrier completes
+// the term answers nothing: queued commands wait for it.
+//
+// The Clock seam has two readings, because a host has two clocks: a wall
+// clock (Now) that may step and differs between hosts, and a monotonic one
+// (Monotonic) whose readings only mean something subtracted from each other.
+// The log clock uses differences of Monotonic readings only; Now is merely
+// reported (Stats.WallTime). So a leader's wall clock stepping by an hour, or
+// a new leader whose clocks read hours apart from the old one's, neither ends a
+// lease early nor shortens a remaining time. While no leader is elected, log
+// time stands still: leases get longer by the election, never shorter.
+//
+// The leader keeps a timer for the machine's next deadline (a lease end or a
+// wait deadline) on the log clock, re-armed after every apply, and proposes a
+// tick when it is due, so an expired lock passes to its next waiter without
+// anyone polling. A new leader's clock starts from the last committed stamp,
+// so the time since then would be added to every lease on a leader change;
+// while any lease or wait is pending, the leader therefore also ticks when
+// the committed log time lags its clock by a second. A leader change then
+// lengthens leases by at most about a second plus the election.
+//
+// # Commands, forwarding and retries
+//
+// A command on the leader joins the term's proposal queue. A command on a
+// follower is sent over transport.Call to the leader, which stamps, proposes
+// and answers with the fsm.Result. The RPC's messages are this package's own
+// compact binary encoding with a version byte (wire.go); decoding garbage
+// gives an error, never a panic, and a leader answers a malformed or
+// forbidden request (a tick, a stamped command) with a bad-request reply.
+//
+// Proposal batching (group commit): one goroutine per term drains the queue
+// into a single raft entry (up to 512 commands) and keeps up to two entries
+// in flight; what arrives while they commit goes out together next. Under
+// load one fsync carries many lock operations, local and forwarded alike.
+//
+// A command is retried across leader changes within the caller's context and
+// Config.RequestTimeout:
+//   - rejected before it could take effect (no leader known, not the leader,
+//     transport.ErrNotSent, raft.ErrNotLeader): retried at once against the
+//     leader a member names, or as soon as raft reports a leader change (a
+//     short, growing pause of 5–100ms is the fallback);
+//   - outcome unknown (raft.ErrLeadershipLost or the leader shutting down
+//     after proposing, transport.ErrConnLost): retried the same way with the
+//     same owner, which the state machine makes idempotent.
+//
+// When retries run out the caller gets lock.ErrUnavailable (no leader, no
+// quorum), or ctx's error when its ctx ended (also matching ErrUnavailable if
+// the last attempt found no leader) — within its context, never a hang. If
+// any attempt's outcome was unknown, the error also matches
+// lock.ErrUnknownOutcome: retrying with the same owner is safe.
+//
+// Release after an unknown outcome: if the retry finds the owner no longer
+// holding the key, Release reports true — the first attempt most likely
+// released it, and a release is idempotent, as an etcd or Consul unlock is.
+// Whether the lease had already run out just before cannot be known then;
+// the holder's own deadline (lock.Lock.Remaining) tells it.
+//
+// # Waiting
+//
+// An Acquire with Wait registers (key, owner) in this node's waiter registry
+// before the acquire is proposed, so a hand-off applied before the "queued"
+// answer arrives is not missed. It then blocks until:
+//   - its node applies the hand-off: the grant was stamped on the leader,
+//     perhaps a while before this node applied it, so the node asks the
+//     leader for the lease left (a linearizable read, not a commit), counted
+//     from when the question was sent. The Lease's Remaining counts from when
+//     Acquire was called (the Store contract): the time until the question
+//     plus the leader's answer, or the TTL if that is larger (both never
+//     overstate, since the grant came after the call). It may exceed the TTL
+//     after a long wait; the holder's deadline is call time + Remaining.
+//   - the machine drops it at its wait deadline: a *lock.HeldError describing
+//     the holder. Should that event never arrive (no leader at the time), the
+//     node gives up on its own clock an election timeout after the wait, and
+//     withdraws the request.
+//   - ctx ends: the node withdraws the request (cancel-wait, which also
+//     releases the lock if it was handed over meanwhile) and returns ctx's
+//     error; if the withdrawal cannot be confirmed within twice the election
+//     timeout, the error also matches lock.ErrUnknownOutcome.
+//
+// # Reads
+//
+// Inspect is linearizable: it is answered by the leader, which notes its
+// commit index, confirms it still leads with a round of heartbeats
+// (VerifyLeader), waits until its state machine has applied up to that
+// index, and reads the key at its log clock. (Entries up to the term's ready
+// barrier are known applied; every later entry is one the adapter counts.) A
+// follower forwards the read. Remaining is the leader's figure and counts from
+// when the question was sent. InspectStale reads the local state machine
+// without asking anyone: fast and available without a quorum, but it may be
+// behind, and its Remaining may overstate.
+//
+// # Visibility
+//
+// ID, Addr, Leader, State, IsLeader, Servers and Stats (raft's figures plus
+// the lock table's) describe the node for the HTTP API and metrics.
+package cluster

@@ -1,0 +1,26 @@
+package cluster
+
+import "errors"
+
+// Errors of this package; match them with errors.Is. Lock operations report
+// the lock package's sentinels instead (lock.ErrUnavailable, lock.ErrClosed,
+// lock.ErrUnknownOutcome, ...), because a Node is a lock.Store.
+var (
+	// ErrInvalidConfig: Config.Validate or New found a problem with the Config.
+	ErrInvalidConfig = errors.New("cluster: invalid config")
+	// ErrJoin: a node with a fresh data dir could not get a running member to add it.
+	ErrJoin = errors.New("cluster: join failed")
+	// ErrBadRequest: a forwarded request could not be decoded or is not allowed.
+	ErrBadRequest = errors.New("cluster: bad request")
+)
+
+// Internal outcomes of one attempt, which the retry loop in forward.go tells apart.
+var (
+	// errNotLeader: the request reached no leader and certainly took no effect.
+	errNotLeader = errors.New("cluster: not the leader")
+	// errLostLeadership: the request was proposed, but leadership was lost
+	// before it committed; it may still take effect.
+	errLostLeadership = errors.New("cluster: leadership lost while committing")
+	// errShuttingDown: the node serving the request is shutting down.
+	errShuttingDown = errors.New("cluster: node shutting down")
+)

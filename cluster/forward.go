@@ -1,0 +1,401 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/transport"
+)
+
+// Retry pacing when no leader change is signalled: a leader that is known
+// but does not answer (it is dying, or its term is not ready yet) is asked
+// again after a short, growing pause. Normally a retry waits for raft to
+// report a new leader instead.
+const (
+	minRetryBackoff = 5 * time.Millisecond
+	maxRetryBackoff = 100 * time.Millisecond
+)
+
+// do runs req at the leader — on this node when it leads, otherwise over the
+// transport — and retries across leader changes until it has an answer, ctx
+// ends, the node closes, or RequestTimeout passes.
+//
+// Retries: an attempt rejected before it could take effect (no leader known,
+// not the leader, transport.ErrNotSent) is retried at once against the new
+// leader, or when raft reports a leader change. An attempt whose outcome is
+// unknown (leadership lost after proposing, transport.ErrConnLost, the
+// leader shutting down) is retried the same way: commands carry the caller's
+// owner, which makes them idempotent. Once any attempt's outcome was
+// unknown, a final error also matches lock.ErrUnknownOutcome, and the
+// answer's retried flag is set (Release uses it).
+//
+// Errors: lock.ErrClosed once the node closes; ctx's error when ctx ends
+// (also matching lock.ErrUnavailable if the last attempt found no leader);
+// lock.ErrUnavailable when RequestTimeout passes; ErrBadRequest when the
+// leader rejects the request itself.
+func (n *Node) do(ctx context.Context, req request) (rep reply, retried bool, err error) {
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
+	defer cancel()
+
+	var (
+		unknown bool   // an attempt may have taken effect
+		lastErr error  // why the last attempt did not answer
+		hint    string // a leader address learned from a "not leader" reply
+		tried   string // the address the last attempt went to
+	)
+	backoff := minRetryBackoff
+	hops := 0 // hints followed in a row without a pause
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	var body []byte
+	for {
+		if n.closed() {
+			return reply{}, unknown, n.closedError(unknown)
+		}
+		changed := n.leaderChanged.wait()
+
+		var attemptErr error
+		if t := n.term.Load(); t != nil {
+			tried = ""
+			rep, attemptErr = n.serve(ctx, t, req)
+		} else {
+			addr := hint
+			hint = ""
+			if addr == "" {
+				a, _ := n.raft.LeaderWithID()
+				addr = string(a)
+			}
+			switch {
+			case addr == "":
+				attemptErr = errNoLeader
+			case addr == n.Addr():
+				// raft already says we lead; our term is about to start.
+				attemptErr = errNotLeader
+			default:
+				tried = addr
+				if body == nil {
+					if body, err = req.appendBinary(nil); err != nil {
+						return reply{}, false, err
+					}
+				}
+				rep, attemptErr = n.call(ctx, addr, body)
+			}
+		}
+		if attemptErr == nil {
+			switch rep.code {
+			case codeOK:
+				return rep, unknown, nil
+			case codeBadRequest:
+				return reply{}, unknown, fmt.Errorf("%w: %s", ErrBadRequest, rep.msg)
+			case codeNotLeader:
+				attemptErr, hint = errNotLeader, rep.leader
+			case codeLostLeadership:
+				attemptErr = errLostLeadership
+			case codeShuttingDown:
+				attemptErr = errLeaderClosing
+			default: // codeUnavailable
+				attemptErr = fmt.Errorf("cluster: leader: %s", rep.msg)
+			}
+		}
+
+		switch {
+		case errors.Is(attemptErr, errNoLeader), errors.Is(attemptErr, errNotLeader),
+			errors.Is(attemptErr, transport.ErrNotSent), errors.Is(attemptErr, transport.ErrRemote):
+			// Certainly not applied: retry. (Our handler never fails, so
+			// ErrRemote means the peer is still starting: no handler yet.)
+		case errors.Is(attemptErr, errLostLeadership), errors.Is(attemptErr, errLeaderClosing),
+			errors.Is(attemptErr, transport.ErrConnLost):
+			unknown = unknown || req.kind == kindCommand
+		case errors.Is(attemptErr, errShuttingDown), errors.Is(attemptErr, transport.ErrClosed):
+			return reply{}, unknown, n.closedError(unknown || req.kind == kindCommand)
+		case ctx.Err() != nil:
+			// The attempt was cut short by ctx: it may have been sent.
+			unknown = unknown || req.kind == kindCommand
+			return reply{}, unknown, n.endedError(parent, ctx, unknown, lastErr)
+		case errors.Is(attemptErr, ErrBadRequest), errors.Is(attemptErr, transport.ErrTooLarge):
+			return reply{}, unknown, attemptErr
+		default:
+			// codeUnavailable and the unexpected: retry after a pause.
+		}
+		lastErr = attemptErr
+		if ctx.Err() != nil {
+			return reply{}, unknown, n.endedError(parent, ctx, unknown, lastErr)
+		}
+		if hint != "" && hint != tried && hint != n.Addr() && hops < 2 {
+			hops++
+			continue // a follower told us who leads: ask it at once
+		}
+		hops = 0
+		timer.Reset(backoff)
+		select {
+		case <-changed:
+			backoff = minRetryBackoff
+		case <-timer.C:
+			backoff = min(2*backoff, maxRetryBackoff)
+		case <-ctx.Done():
+			return reply{}, unknown, n.endedError(parent, ctx, unknown, lastErr)
+		case <-n.closing:
+			return reply{}, unknown, n.closedError(unknown)
+		}
+		timer.Stop()
+	}
+}
+
+var (
+	errNoLeader      = errors.New("cluster: no leader")
+	errLeaderClosing = errors.New("cluster: leader shutting down")
+)
+
+// call sends one request to addr and decodes the reply.
+func (n *Node) call(ctx context.Context, addr string, body []byte) (reply, error) {
+	resp, err := n.tr.Call(ctx, addr, body)
+	if err != nil {
+		return reply{}, err
+	}
+	rep, err := decodeReply(resp)
+	if err != nil {
+		return reply{}, fmt.Errorf("reply from %s: %w", addr, err)
+	}
+	return rep, nil
+}
+
+// closedError is what a call on a closing node returns.
+func (n *Node) closedError(unknown bool) error {
+	if unknown {
+		return fmt.Errorf("%w: %w", lock.ErrUnknownOutcome, lock.ErrClosed)
+	}
+	return lock.ErrClosed
+}
+
+// endedError is what do returns when its context ends: the caller's own
+// error when the caller's ctx ended, lock.ErrUnavailable when
+// RequestTimeout did; in both cases also lock.ErrUnavailable when the last
+// attempt found no usable leader.
+func (n *Node) endedError(parent, ctx context.Context, unknown bool, lastErr error) error {
+	var err error
+	switch {
+	case parent.Err() != nil && lastErr != nil:
+		err = fmt.Errorf("%w (%v): %w", lock.ErrUnavailable, lastErr, parent.Err())
+	case parent.Err() != nil:
+		err = parent.Err()
+	case lastErr != nil:
+		err = fmt.Errorf("%w: no answer within %v (%v)", lock.ErrUnavailable, n.cfg.RequestTimeout, lastErr)
+	default:
+		err = fmt.Errorf("%w: no answer within %v", lock.ErrUnavailable, n.cfg.RequestTimeout)
+	}
+	if unknown {
+		err = fmt.Errorf("%w: %w", lock.ErrUnknownOutcome, err)
+	}
+	return err
+}
+
+// command runs one lock command at the leader; see do.
+func (n *Node) command(ctx context.Context, cmd fsm.Command) (fsm.Result, bool, error) {
+	rep, retried, err := n.do(ctx, request{kind: kindCommand, cmd: cmd})
+	if err != nil {
+		return fsm.Result{}, retried, err
+	}
+	if rep.kind != kindCommand {
+		return fsm.Result{}, retried, fmt.Errorf("%w: %v reply to a command", ErrBadRequest, rep.kind)
+	}
+	return rep.result, retried, nil
+}
+
+// read asks the leader about key at its log time (a linearizable read);
+// with owner, also whether owner holds it.
+func (n *Node) read(ctx context.Context, key string, owner *fsm.Owner) (readResult, error) {
+	req := request{kind: kindRead, key: key}
+	if owner != nil {
+		req.owner, req.withOwner = *owner, true
+	}
+	rep, _, err := n.do(ctx, req)
+	if err != nil {
+		return readResult{}, err
+	}
+	if rep.kind != kindRead {
+		return readResult{}, fmt.Errorf("%w: %v reply to a read", ErrBadRequest, rep.kind)
+	}
+	return rep.read, nil
+}
+
+// serve runs req on this node as leader of term t. Its errors are
+// errNotLeader, errLostLeadership, errShuttingDown, ctx's, or a message for
+// codeUnavailable.
+func (n *Node) serve(ctx context.Context, t *leaderTerm, req request) (reply, error) {
+	switch req.kind {
+	case kindCommand:
+		res, err := t.propose(ctx, req.cmd)
+		if err != nil {
+			return reply{}, err
+		}
+		return reply{code: codeOK, kind: kindCommand, result: res}, nil
+	case kindRead:
+		rr, err := n.readAtLeader(ctx, t, req)
+		if err != nil {
+			return reply{}, err
+		}
+		return reply{code: codeOK, kind: kindRead, read: rr}, nil
+	case kindJoin:
+		if err := n.addVoter(ctx, req.id, req.addr); err != nil {
+			return reply{}, err
+		}
+		return reply{code: codeOK, kind: kindJoin}, nil
+	case kindRemove:
+		if err := n.removeServer(ctx, req.id); err != nil {
+			return reply{}, err
+		}
+		return reply{code: codeOK, kind: kindRemove}, nil
+	}
+	return reply{}, fmt.Errorf("%w: unknown request kind %v", ErrBadRequest, req.kind)
+}
+
+// handleRPC serves requests forwarded by other nodes. It always answers
+// with a reply (never a transport error), so the caller can tell "not the
+// leader" from "bad request" from "outcome unknown".
+func (n *Node) handleRPC(ctx context.Context, body []byte) ([]byte, error) {
+	req, err := decodeRequest(body)
+	if err == nil {
+		err = checkForwarded(req)
+	}
+	if err != nil {
+		n.log.Debug("rejecting forwarded request", "error", err)
+		return reply{code: codeBadRequest, msg: err.Error()}.appendBinary(nil), nil
+	}
+	t := n.term.Load()
+	if t == nil {
+		return n.notLeaderReply(req.kind).appendBinary(nil), nil
+	}
+	rep, err := n.serve(ctx, t, req)
+	if err != nil {
+		rep = n.errorReply(req.kind, err)
+	}
+	return rep.appendBinary(nil), nil
+}
+
+// checkForwarded admits what a follower may ask of the leader: the four
+// client commands, valid, and unstamped (only the leader stamps).
+func checkForwarded(req request) error {
+	switch req.kind {
+	case kindCommand:
+		switch req.cmd.Op {
+		case fsm.OpAcquire, fsm.OpRelease, fsm.OpExtend, fsm.OpCancelWait:
+		default:
+			return fmt.Errorf("%w: %v may not be forwarded", ErrBadRequest, req.cmd.Op)
+		}
+		if req.cmd.Stamp != 0 {
+			return fmt.Errorf("%w: forwarded command carries a stamp", ErrBadRequest)
+		}
+		if err := req.cmd.Validate(); err != nil {
+			return fmt.Errorf("%w: %w", ErrBadRequest, err)
+		}
+	case kindRead:
+		if err := lock.ValidateKey(req.key); err != nil {
+			return fmt.Errorf("%w: %w", ErrBadRequest, err)
+		}
+		if req.withOwner && req.owner.IsZero() {
+			return fmt.Errorf("%w: zero owner", ErrBadRequest)
+		}
+	case kindJoin:
+		if req.id == "" || req.addr == "" {
+			return fmt.Errorf("%w: join needs an id and an address", ErrBadRequest)
+		}
+	case kindRemove:
+		if req.id == "" {
+			return fmt.Errorf("%w: remove needs an id", ErrBadRequest)
+		}
+	}
+	return nil
+}
+
+func (n *Node) notLeaderReply(kind requestKind) reply {
+	addr, _ := n.raft.LeaderWithID()
+	if string(addr) == n.Addr() {
+		addr = "" // raft says we lead but our term is not running yet
+	}
+	return reply{code: codeNotLeader, kind: kind, leader: string(addr)}
+}
+
+func (n *Node) errorReply(kind requestKind, err error) reply {
+	switch {
+	case errors.Is(err, errNotLeader):
+		return n.notLeaderReply(kind)
+	case errors.Is(err, errLostLeadership):
+		return reply{code: codeLostLeadership, kind: kind, msg: err.Error()}
+	case errors.Is(err, errShuttingDown):
+		return reply{code: codeShuttingDown, kind: kind, msg: err.Error()}
+	case errors.Is(err, ErrBadRequest):
+		return reply{code: codeBadRequest, kind: kind, msg: err.Error()}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// The caller gave up; nobody reads this. Say what is true of a command.
+		return reply{code: codeLostLeadership, kind: kind, msg: err.Error()}
+	default:
+		return reply{code: codeUnavailable, kind: kind, msg: err.Error()}
+	}
+}
+
+// readAtLeader answers a read at the leader's log time, after making sure
+// the read sees every write that committed before it began (read index):
+// remember the commit index, confirm leadership with a round of heartbeats,
+// then wait until the state machine has applied up to that index.
+func (n *Node) readAtLeader(ctx context.Context, t *leaderTerm, req request) (readResult, error) {
+	select {
+	case <-t.ready:
+	case <-t.stop:
+		return readResult{}, errNotLeader
+	case <-ctx.Done():
+		return readResult{}, ctx.Err()
+	case <-n.closing:
+		return readResult{}, errShuttingDown
+	}
+	commit := n.raft.CommitIndex()
+	if err := n.waitFuture(ctx, n.raft.VerifyLeader()); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+			return readResult{}, errNotLeader // a read never takes effect: safe to retry
+		}
+		if errors.Is(err, raft.ErrRaftShutdown) {
+			return readResult{}, errShuttingDown
+		}
+		return readResult{}, err
+	}
+	for {
+		applied, changed := n.sm.appliedIndex()
+		// Entries after readyIndex are all commands or configuration
+		// changes, which the state machine counts; entries up to it (the
+		// term's no-op and barrier among them) were applied before ready.
+		if applied >= commit || t.readyIndex >= commit {
+			break
+		}
+		select {
+		case <-changed:
+		case <-t.stop:
+			return readResult{}, errNotLeader
+		case <-ctx.Done():
+			return readResult{}, ctx.Err()
+		case <-n.closing:
+			return readResult{}, errShuttingDown
+		}
+	}
+	st, at := n.sm.lookup(req.key, t.clock.now())
+	return toReadResult(st, at, req), nil
+}
+
+func toReadResult(st fsm.KeyState, at time.Duration, req request) readResult {
+	if !st.Held {
+		return readResult{waiters: st.Waiters}
+	}
+	return readResult{
+		held:      true,
+		mine:      req.withOwner && st.Owner == req.owner,
+		token:     st.Token,
+		remaining: max(st.ExpiresAt-at, 0),
+		waiters:   st.Waiters,
+	}
+}

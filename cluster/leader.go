@@ -1,0 +1,360 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// Proposal batching (group commit): the proposer drains everything queued
+// into one raft entry, up to maxBatch commands, and keeps up to maxInflight
+// entries between raft.Apply and their commit. While the entries in flight
+// are being written and replicated, new commands pile up and go out together
+// in the next entry, so under load one fsync carries many lock operations.
+const (
+	maxBatch    = 512
+	maxInflight = 2
+)
+
+// clockSync is how far the log time committed may lag the leader's log
+// clock while any lease or wait is pending; see runExpiryTimer.
+const clockSync = time.Second
+
+// proposal is one command waiting for the leader to stamp, propose and apply it.
+type proposal struct {
+	cmd fsm.Command
+	// done receives exactly one answer. Size one, so the proposer never
+	// blocks on a caller that gave up.
+	done chan proposalResult
+}
+
+type proposalResult struct {
+	res fsm.Result
+	err error // errNotLeader, errLostLeadership, errShuttingDown
+}
+
+// leaderTerm is this node's leadership, from raft telling it that it leads
+// until raft telling it that it no longer does. It owns the log clock, the
+// proposer and the expiry timer of that term.
+type leaderTerm struct {
+	n *Node
+
+	ready      chan struct{} // closed once every earlier entry is applied and clock is set
+	clock      *logClock     // set before ready closes
+	readyIndex uint64        // raft's commit index when ready closed; set before ready closes
+
+	stop    chan struct{} // closed when the term ends
+	stopped sync.WaitGroup
+
+	mu       sync.Mutex // protects queue, closed
+	queue    []*proposal
+	closed   bool
+	enqueued chan struct{} // size one: "the queue is not empty"
+
+	poke chan struct{} // size one: "the state machine applied something; recheck the next deadline"
+}
+
+func newLeaderTerm(n *Node) *leaderTerm {
+	return &leaderTerm{
+		n:        n,
+		ready:    make(chan struct{}),
+		stop:     make(chan struct{}),
+		enqueued: make(chan struct{}, 1),
+		poke:     make(chan struct{}, 1),
+	}
+}
+
+func (t *leaderTerm) start() {
+	t.stopped.Add(1)
+	go func() {
+		defer t.stopped.Done()
+		if !t.becomeReady() {
+			<-t.stop
+			t.rejectQueued()
+			return
+		}
+		t.stopped.Add(1)
+		go func() {
+			defer t.stopped.Done()
+			t.runExpiryTimer()
+		}()
+		t.runProposer()
+	}()
+}
+
+// end stops the term's goroutines and rejects every command not yet
+// proposed with errNotLeader, which callers retry at the next leader.
+// Commands already proposed are answered by raft (ErrLeadershipLost).
+func (t *leaderTerm) end() {
+	close(t.stop)
+	t.stopped.Wait()
+}
+
+// becomeReady waits until every entry committed in earlier terms is applied
+// (a barrier), then starts the log clock at the machine's log time. Until
+// then nothing is stamped: a stamp from a clock not yet past every applied
+// stamp would be harmless (the machine keeps the max) but the remaining
+// times answered from it would overstate.
+func (t *leaderTerm) becomeReady() bool {
+	n := t.n
+	for {
+		errc := make(chan error, 1)
+		go func() { errc <- n.raft.Barrier(0).Error() }()
+		var err error
+		select {
+		case err = <-errc:
+		case <-t.stop:
+			return false
+		}
+		if err == nil {
+			break
+		}
+		// Lost leadership (the term is about to end) or a leadership
+		// transfer is in progress (it may fail, and we keep leading):
+		// try again until one or the other is settled.
+		n.log.Debug("leadership barrier failed", "error", err)
+		select {
+		case <-t.stop:
+			return false
+		case <-time.After(n.cfg.CommitTimeout):
+		}
+	}
+	t.clock = newLogClock(n.clock, n.sm.now())
+	// Every entry after the barrier is a command or configuration entry,
+	// which the state machine counts, so reads may treat everything up to
+	// here as applied (see readAtLeader).
+	t.readyIndex = n.raft.CommitIndex()
+	close(t.ready)
+	n.log.Info("leading", "term", n.raft.CurrentTerm(), "log_time", t.clock.now())
+	n.leaderChanged.fire()
+	return true
+}
+
+// propose queues cmd and waits for its result. It never blocks past ctx,
+// the node's closing, or the term's end (before cmd was proposed).
+func (t *leaderTerm) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
+	p := &proposal{cmd: cmd, done: make(chan proposalResult, 1)}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return fsm.Result{}, errNotLeader
+	}
+	t.queue = append(t.queue, p)
+	t.mu.Unlock()
+	select {
+	case t.enqueued <- struct{}{}:
+	default:
+	}
+	select {
+	case r := <-p.done:
+		return r.res, r.err
+	case <-ctx.Done():
+		return fsm.Result{}, ctx.Err()
+	case <-t.n.closing:
+		return fsm.Result{}, errShuttingDown
+	}
+}
+
+func (t *leaderTerm) take() []*proposal {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := min(len(t.queue), maxBatch)
+	batch := t.queue[:n:n]
+	t.queue = t.queue[n:]
+	if len(t.queue) == 0 {
+		t.queue = nil // let the backing array go
+	} else {
+		select {
+		case t.enqueued <- struct{}{}:
+		default:
+		}
+	}
+	return batch
+}
+
+func (t *leaderTerm) rejectQueued() {
+	t.mu.Lock()
+	t.closed = true
+	rest := t.queue
+	t.queue = nil
+	t.mu.Unlock()
+	for _, p := range rest {
+		p.done <- proposalResult{err: errNotLeader}
+	}
+}
+
+// runProposer is the only goroutine that stamps and proposes in this term,
+// so stamps are non-decreasing in log order.
+func (t *leaderTerm) runProposer() {
+	defer t.rejectQueued()
+	slots := make(chan struct{}, maxInflight)
+	var inflight sync.WaitGroup
+	defer inflight.Wait()
+	var buf []byte
+	var cmds []fsm.Command
+	for {
+		select {
+		case <-t.stop:
+			return
+		case <-t.enqueued:
+		}
+		select {
+		case <-t.stop:
+			return
+		case slots <- struct{}{}:
+		}
+		batch := t.take()
+		if len(batch) == 0 {
+			<-slots
+			continue
+		}
+		stamp := t.clock.now()
+		cmds = cmds[:0]
+		for _, p := range batch {
+			c := p.cmd
+			c.Stamp = stamp
+			cmds = append(cmds, c)
+		}
+		var err error
+		buf, err = fsm.AppendBatch(buf[:0], cmds)
+		if err != nil {
+			// Commands are validated before they are queued; this is a bug.
+			t.n.log.Error("encoding batch", "error", err)
+			for _, p := range batch {
+				p.done <- proposalResult{res: fsm.Result{Status: fsm.StatusInvalid, Now: stamp}}
+			}
+			<-slots
+			continue
+		}
+		// raft keeps the slice until it is written; give it its own copy.
+		f := t.n.raft.Apply(append([]byte(nil), buf...), 0)
+		inflight.Add(1)
+		go func() {
+			defer inflight.Done()
+			defer func() { <-slots }()
+			answer(batch, f, t.n.closing)
+		}()
+	}
+}
+
+// answer waits for one proposed entry and answers each of its commands.
+//
+// raft does not answer an entry that was committed but not yet applied when
+// it shut down, so the wait also ends when the node closes; the goroutine
+// left waiting on such a future is the price of not hanging Close.
+func answer(batch []*proposal, f raft.ApplyFuture, closing <-chan struct{}) {
+	var (
+		results []fsm.Result
+		invalid bool // applied, but not as the batch we sent (a bug)
+	)
+	errc := make(chan error, 1)
+	go func() { errc <- f.Error() }()
+	var err error
+	select {
+	case err = <-errc:
+	case <-closing:
+		err = raft.ErrRaftShutdown
+	}
+	if err == nil {
+		results, _ = f.Response().([]fsm.Result)
+		invalid = len(results) != len(batch)
+	}
+	for i, p := range batch {
+		switch {
+		case err != nil:
+			p.done <- proposalResult{err: classifyApplyError(err)}
+		case invalid:
+			p.done <- proposalResult{res: fsm.Result{Status: fsm.StatusInvalid}}
+		default:
+			p.done <- proposalResult{res: results[i]}
+		}
+	}
+}
+
+// classifyApplyError sorts raft's answers into the retry classes: rejected
+// before the entry reached the log (safe to retry anywhere), or proposed
+// with an unknown outcome.
+func classifyApplyError(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader),
+		errors.Is(err, raft.ErrLeadershipTransferInProgress),
+		errors.Is(err, raft.ErrEnqueueTimeout),
+		errors.Is(err, raft.ErrAbortedByRestore):
+		return errNotLeader
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return errShuttingDown
+	default: // raft.ErrLeadershipLost and anything unexpected
+		return errLostLeadership
+	}
+}
+
+// runExpiryTimer proposes a tick when the machine's next deadline (a lease
+// end or a waiter's wait deadline) is due on the log clock, so an expired
+// lock passes to its next waiter with nobody polling; and, while anything
+// is pending, at least every clockSync.
+func (t *leaderTerm) runExpiryTimer() {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	tickDone := make(chan struct{}, 1)
+	ticking := false
+	for first := true; ; first = false {
+		// The first pass needs no signal: deadlines of the previous term may
+		// be due already, with nothing being applied to poke us.
+		if !first {
+			select {
+			case <-t.stop:
+				return
+			case <-t.poke:
+			case <-timer.C:
+			case <-tickDone:
+				ticking = false
+			}
+		}
+		at, ok := t.n.sm.nextDeadline()
+		if !ok {
+			timer.Stop()
+			continue
+		}
+		// While anything is pending, keep the committed log time within
+		// clockSync of the leader's clock: a new leader starts its clock
+		// from the last committed stamp, so this bounds how much a leader
+		// change can lengthen a lease.
+		at = min(at, t.n.sm.now()+clockSync)
+		if wait := t.clock.until(at); wait > 0 {
+			timer.Reset(wait)
+			continue
+		}
+		if ticking {
+			continue // the tick in flight will poke when applied
+		}
+		ticking = true
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), t.n.cfg.RequestTimeout)
+			defer cancel()
+			go func() {
+				select {
+				case <-t.stop:
+					cancel()
+				case <-ctx.Done():
+				}
+			}()
+			if _, err := t.propose(ctx, fsm.Command{Op: fsm.OpTick}); err != nil {
+				t.n.log.Debug("tick", "error", err)
+			}
+			tickDone <- struct{}{}
+		}()
+	}
+}
+
+func (t *leaderTerm) pokeExpiryTimer() {
+	select {
+	case t.poke <- struct{}{}:
+	default:
+	}
+}

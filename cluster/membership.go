@@ -1,0 +1,142 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/raftlock/raftlock/lock"
+)
+
+// join asks the members listed in Config.Join, in turn, to add this node as
+// a voter. A member that does not lead answers with the leader's address,
+// which join then asks directly. It retries with a growing pause until ctx ends.
+func (n *Node) join(ctx context.Context) error {
+	body, err := request{kind: kindJoin, id: n.cfg.NodeID, addr: n.Addr()}.appendBinary(nil)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrJoin, err)
+	}
+	backoff := 50 * time.Millisecond
+	var lastErr error
+	for {
+		for _, addr := range n.cfg.Join {
+			// A member that does not lead points at the leader; follow at
+			// most a few such hints, so two confused members cannot loop.
+			for hops := 0; hops < 3 && addr != "" && addr != n.Addr(); hops++ {
+				rep, err := n.call(ctx, addr, body)
+				if err != nil {
+					lastErr = fmt.Errorf("%s: %w", addr, err)
+					break
+				}
+				switch rep.code {
+				case codeOK:
+					n.log.Info("joined cluster", "via", addr)
+					return nil
+				case codeNotLeader:
+					lastErr = fmt.Errorf("%s: not the leader", addr)
+					addr = rep.leader
+					continue
+				case codeBadRequest:
+					return fmt.Errorf("%w: %s refused: %s", ErrJoin, addr, rep.msg)
+				default:
+					lastErr = fmt.Errorf("%s: %s", addr, rep.msg)
+				}
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: no member of %v added this node (last error: %v)", ErrJoin, n.cfg.Join, lastErr)
+		case <-n.closing:
+			return fmt.Errorf("%w: node closed", ErrJoin)
+		case <-time.After(backoff):
+			backoff = min(2*backoff, time.Second)
+		}
+	}
+}
+
+// addVoter runs on the leader for a joining node. Adding a server that is
+// already a voter at the same address is a no-op, so a join retried after
+// an unknown outcome succeeds.
+func (n *Node) addVoter(ctx context.Context, id, addr string) error {
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return configChangeError(err)
+	}
+	for _, s := range cf.Configuration().Servers {
+		if string(s.ID) == id && string(s.Address) == addr && s.Suffrage == raft.Voter {
+			return nil
+		}
+	}
+	n.log.Info("adding voter", "id", id, "addr", addr)
+	return configChangeError(n.waitFuture(ctx, n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 0)))
+}
+
+// removeServer runs on the leader for a leaving node. Removing a server
+// that is not a member is a no-op.
+func (n *Node) removeServer(ctx context.Context, id string) error {
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return configChangeError(err)
+	}
+	member := false
+	for _, s := range cf.Configuration().Servers {
+		member = member || string(s.ID) == id
+	}
+	if !member {
+		return nil
+	}
+	n.log.Info("removing server", "id", id)
+	return configChangeError(n.waitFuture(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, 0)))
+}
+
+func configChangeError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return errNotLeader
+	case errors.Is(err, raft.ErrLeadershipLost):
+		return errLostLeadership
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return errShuttingDown
+	}
+	return err
+}
+
+// Leave takes the node out of the cluster gracefully and closes it. A
+// leader first hands leadership to another voter, so the cluster does not
+// wait out an election timeout; then the leader removes this node from the
+// configuration (a joint decision committed like any entry); then the node
+// closes. The last member of a cluster just closes. If Leave fails the node
+// is still open and still a member; Close it, or try again.
+func (n *Node) Leave(ctx context.Context) error {
+	if n.closed() {
+		return fmt.Errorf("cluster: leave: %w", lock.ErrClosed)
+	}
+	servers, err := n.Servers()
+	if err != nil {
+		return fmt.Errorf("cluster: leave: %w", err)
+	}
+	others := 0
+	for id := range servers {
+		if id != n.cfg.NodeID {
+			others++
+		}
+	}
+	if others > 0 {
+		if n.IsLeader() {
+			if err := n.waitFuture(ctx, n.raft.LeadershipTransfer()); err != nil {
+				// The leader can still remove itself; raft then steps it down.
+				n.log.Warn("leadership transfer before leaving failed", "error", err)
+			}
+		}
+		if _, _, err := n.do(ctx, request{kind: kindRemove, id: n.cfg.NodeID}); err != nil {
+			return fmt.Errorf("cluster: leave: %w", err)
+		}
+	}
+	return n.Close()
+}

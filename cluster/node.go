@@ -1,0 +1,390 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/transport"
+)
+
+// Node is one member of a raftlock cluster: a raft peer whose replicated
+// state machine is the lock table, and a lock.Store that any goroutine may
+// use. Create it with New; stop it with Close (or Leave, which also takes it
+// out of the cluster).
+type Node struct {
+	cfg   Config
+	log   hclog.Logger
+	clock Clock
+
+	tr      *transport.Transport
+	store   *raftboltdb.BoltStore
+	raft    *raft.Raft
+	sm      *stateMachine
+	waiters *waiterRegistry
+
+	// term is this node's current leadership, nil while it follows.
+	term atomic.Pointer[leaderTerm]
+	// leaderChanged fires when raft reports a new leader (or none) and when
+	// this node's term becomes ready: what a retry waits for.
+	leaderChanged *broadcast
+
+	closing   chan struct{} // closed when Close begins
+	closeOnce sync.Once
+	closeErr  error
+	wg        sync.WaitGroup // the node's own goroutines
+}
+
+var _ lock.Store = (*Node)(nil)
+
+// New opens (or creates) the node's data directory, starts its listener and
+// raft, and then either bootstraps a new cluster, joins a running one, or —
+// when the data directory already holds raft state — simply rejoins with
+// every lock and waiter it had. With Join it returns once a member added it
+// (bounded by RequestTimeout); it does not wait for a leader otherwise.
+func New(cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = hclog.New(&hclog.LoggerOptions{Name: "raftlock", Level: hclog.Warn})
+	}
+	logger = logger.With("node", cfg.NodeID)
+	clock := cfg.Clock
+	if clock == nil {
+		clock = processClock
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("cluster: data dir: %w", err)
+	}
+
+	n := &Node{
+		cfg:           cfg,
+		log:           logger,
+		clock:         clock,
+		waiters:       newWaiterRegistry(),
+		leaderChanged: newBroadcast(),
+		closing:       make(chan struct{}),
+	}
+	n.sm = newStateMachine(logger.Named("fsm"), n.waiters.deliver)
+	n.sm.afterApply = n.pokeExpiryTimer
+	n.sm.afterRestore = n.settleWaiters
+
+	ok := false
+	var cleanup []func()
+	defer func() {
+		if !ok {
+			for i := len(cleanup) - 1; i >= 0; i-- {
+				cleanup[i]()
+			}
+		}
+	}()
+
+	tr, err := transport.Listen(transport.Config{
+		BindAddr:      cfg.BindAddr,
+		AdvertiseAddr: cfg.AdvertiseAddr,
+		Logger:        logger.Named("transport"),
+		ServerTLS:     cfg.ServerTLS,
+		ClientTLS:     cfg.ClientTLS,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	n.tr = tr
+	cleanup = append(cleanup, func() { tr.Close() })
+
+	// fsync on every write (NoSync false): a lock granted is a lock on disk.
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: opening raft store: %w", err)
+	}
+	n.store = store
+	cleanup = append(cleanup, func() { store.Close() })
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, cfg.SnapshotsRetained, logger.Named("snapshots"))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: opening snapshot store: %w", err)
+	}
+	existing, err := raft.HasExistingState(store, store, snaps)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: reading raft state: %w", err)
+	}
+	if !existing && !cfg.Bootstrap && len(cfg.Join) == 0 {
+		return nil, fmt.Errorf("%w: data dir %s holds no cluster state: set Bootstrap to start a new cluster or Join to join one", ErrInvalidConfig, cfg.DataDir)
+	}
+	logs, err := raft.NewLogCache(512, store)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+
+	netTrans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  tr.StreamLayer(),
+		MaxPool: 3,
+		Timeout: 10 * time.Second,
+		Logger:  logger.Named("raft-net"),
+	})
+	cleanup = append(cleanup, func() { netTrans.Close() })
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.NodeID)
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = cfg.CommitTimeout
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.Logger = logger.Named("raft")
+	if err := raft.ValidateConfig(rc); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+
+	r, err := raft.NewRaft(rc, n.sm, logs, store, snaps, netTrans)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: starting raft: %w", err)
+	}
+	n.raft = r
+	cleanup = append(cleanup, func() { r.Shutdown().Error() })
+
+	if !existing && cfg.Bootstrap {
+		servers := []raft.Server{{ID: rc.LocalID, Address: netTrans.LocalAddr()}}
+		for _, p := range cfg.Peers {
+			if p.ID != cfg.NodeID {
+				servers = append(servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
+			}
+		}
+		if err := r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
+			return nil, fmt.Errorf("cluster: bootstrap: %w", err)
+		}
+	}
+
+	observations := make(chan raft.Observation, 16)
+	r.RegisterObserver(raft.NewObserver(observations, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	}))
+	tr.Handle(n.handleRPC)
+	n.wg.Add(1)
+	go n.watchLeadership(observations)
+	cleanup = append(cleanup, func() { close(n.closing); n.wg.Wait() })
+
+	if !existing && len(cfg.Join) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.RequestTimeout)
+		defer cancel()
+		if err := n.join(ctx); err != nil {
+			return nil, err
+		}
+	}
+	ok = true
+	return n, nil
+}
+
+// watchLeadership starts a leader term when raft makes this node leader and
+// ends it when raft says leadership is lost.
+func (n *Node) watchLeadership(observations <-chan raft.Observation) {
+	defer n.wg.Done()
+	defer n.endTerm()
+	for {
+		select {
+		case leading := <-n.raft.LeaderCh():
+			// Two trues in a row mean leadership was lost and regained in
+			// between (raft keeps only the latest signal): a new term either way.
+			n.endTerm()
+			if leading {
+				t := newLeaderTerm(n)
+				n.term.Store(t)
+				t.start()
+			}
+			n.leaderChanged.fire()
+		case <-observations:
+			n.leaderChanged.fire()
+		case <-n.closing:
+			return
+		}
+	}
+}
+
+func (n *Node) endTerm() {
+	if t := n.term.Swap(nil); t != nil {
+		t.end()
+	}
+}
+
+func (n *Node) pokeExpiryTimer() {
+	if t := n.term.Load(); t != nil {
+		t.pokeExpiryTimer()
+	}
+}
+
+// settleWaiters wakes local waiters whose grant arrived inside a snapshot
+// this node installed, which carries no events.
+func (n *Node) settleWaiters() {
+	n.waiters.settle(func(key string, owner fsm.Owner) (fsm.KeyState, bool) {
+		st, _ := n.sm.lookup(key, 0)
+		return st, st.Held && st.Owner == owner
+	})
+}
+
+// Close stops the node without leaving the cluster: raft, the listener and
+// every goroutine of the node. Calls blocked in it (a waiting Acquire, a
+// command in flight) return lock.ErrClosed. The data directory keeps the
+// node's state for a restart. Close is idempotent.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		close(n.closing)
+		var errs []error
+		if err := n.raft.Shutdown().Error(); err != nil {
+			errs = append(errs, fmt.Errorf("cluster: raft shutdown: %w", err))
+		}
+		n.wg.Wait()
+		if err := n.tr.Close(); err != nil && !errors.Is(err, transport.ErrClosed) {
+			errs = append(errs, fmt.Errorf("cluster: closing transport: %w", err))
+		}
+		if err := n.store.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("cluster: closing raft store: %w", err))
+		}
+		n.closeErr = errors.Join(errs...)
+	})
+	return n.closeErr
+}
+
+func (n *Node) closed() bool {
+	select {
+	case <-n.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// ID is the node's NodeID.
+func (n *Node) ID() string { return n.cfg.NodeID }
+
+// Addr is the address peers dial to reach this node (raft and forwarding).
+func (n *Node) Addr() string { return n.tr.Addr().String() }
+
+// Leader returns the current leader's ID and address as this node knows
+// them; empty while no leader is known.
+func (n *Node) Leader() (id, addr string) {
+	a, i := n.raft.LeaderWithID()
+	return string(i), string(a)
+}
+
+// State is the node's raft state: Follower, Candidate, Leader or Shutdown.
+func (n *Node) State() raft.RaftState { return n.raft.State() }
+
+// IsLeader reports whether raft says this node leads.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// Stats describes a node for status pages and metrics.
+type Stats struct {
+	ID, Addr     string
+	State        string // raft state
+	LeaderID     string
+	LeaderAddr   string
+	Term         uint64
+	CommitIndex  uint64
+	AppliedIndex uint64        // last entry the lock state machine applied
+	Keys         int           // keys held (each may have waiters)
+	LastToken    uint64        // highest fencing token granted
+	LogTime      time.Duration // the state machine's log time (the leader's clock runs ahead of it between commands)
+	WallTime     time.Time     // the node's wall clock when Stats was read, next to LogTime
+	LocalWaiters int           // callers of this node blocked in a waiting Acquire
+	Restores     uint64        // snapshots restored since New (at start-up, or sent by the leader)
+	Raft         map[string]string
+}
+
+// Stats returns the node's current figures. It reads local state only.
+func (n *Node) Stats() Stats {
+	keys, lastToken, logTime := n.sm.counts()
+	applied, _ := n.sm.appliedIndex()
+	lid, laddr := n.Leader()
+	s := Stats{
+		ID:           n.ID(),
+		Addr:         n.Addr(),
+		State:        n.raft.State().String(),
+		LeaderID:     lid,
+		LeaderAddr:   laddr,
+		Term:         n.raft.CurrentTerm(),
+		CommitIndex:  n.raft.CommitIndex(),
+		AppliedIndex: applied,
+		Keys:         keys,
+		LastToken:    lastToken,
+		LogTime:      logTime,
+		WallTime:     n.clock.Now(),
+		LocalWaiters: n.waiters.len(),
+		Restores:     n.sm.restores.Load(),
+		Raft:         n.raft.Stats(),
+	}
+	if t := n.term.Load(); t != nil {
+		select {
+		case <-t.ready:
+			s.LogTime = t.clock.now()
+		default:
+		}
+	}
+	return s
+}
+
+// Servers returns the raft configuration as this node knows it: IDs to addresses.
+func (n *Node) Servers() (map[string]string, error) {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	out := make(map[string]string)
+	for _, s := range f.Configuration().Servers {
+		out[string(s.ID)] = string(s.Address)
+	}
+	return out, nil
+}
+
+// broadcast wakes every goroutine waiting for "something changed".
+type broadcast struct {
+	mu sync.Mutex // protects ch
+	ch chan struct{}
+}
+
+func newBroadcast() *broadcast { return &broadcast{ch: make(chan struct{})} }
+
+// wait returns a channel closed at the next fire. Take it before looking at
+// the state it guards, so that a change in between is not missed.
+func (b *broadcast) wait() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ch
+}
+
+func (b *broadcast) fire() {
+	b.mu.Lock()
+	close(b.ch)
+	b.ch = make(chan struct{})
+	b.mu.Unlock()
+}
+
+// waitFuture waits for a raft future, ctx or the node's closing. raft's
+// futures cannot be cancelled; the goroutine waiting on one ends when raft
+// answers it.
+func (n *Node) waitFuture(ctx context.Context, f raft.Future) error {
+	errc := make(chan error, 1)
+	go func() { errc <- f.Error() }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.closing:
+		return errShuttingDown
+	}
+}

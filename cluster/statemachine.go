@@ -1,0 +1,213 @@
+package cluster
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// stateMachine adapts fsm.Machine to raft: one raft log entry of type
+// LogCommand carries one fsm batch (fsm.AppendBatch), and applying it answers
+// the proposer with one fsm.Result per command, in order.
+//
+// raft calls Apply, ApplyBatch, Snapshot and Restore from its FSM goroutine;
+// the node reads concurrently (Lookup for reads, NextDeadline for the expiry
+// timer), so mu serializes every touch of the machine.
+type stateMachine struct {
+	log hclog.Logger
+
+	mu      sync.Mutex // protects m, applied, progress
+	m       *fsm.Machine
+	applied uint64        // index of the last log entry applied (commands and configuration changes)
+	changed chan struct{} // closed and replaced whenever applied advances
+
+	// afterApply runs after each applied batch, outside mu (the node pokes
+	// the leader's expiry timer with it). Set before raft starts.
+	afterApply func()
+	// afterRestore runs after a snapshot replaced the state, outside mu (the
+	// node settles local waiters whose grant came inside the snapshot).
+	afterRestore func()
+	// pause is held (Lock) by tests to stop this node applying entries, as
+	// a slow or suspended node would; ApplyBatch passes it with RLock.
+	pause sync.RWMutex
+
+	restores atomic.Uint64 // snapshots restored since start
+}
+
+var (
+	_ raft.FSM         = (*stateMachine)(nil)
+	_ raft.BatchingFSM = (*stateMachine)(nil)
+)
+
+func newStateMachine(log hclog.Logger, observe func(fsm.Event)) *stateMachine {
+	return &stateMachine{
+		log:     log,
+		m:       fsm.New(observe),
+		changed: make(chan struct{}),
+	}
+}
+
+// Apply applies one log entry; raft uses ApplyBatch, this is for completeness.
+func (s *stateMachine) Apply(l *raft.Log) any {
+	return s.ApplyBatch([]*raft.Log{l})[0]
+}
+
+// ApplyBatch applies committed entries in log order. Each LogCommand entry
+// answers []fsm.Result, or an error if its data is not a batch (which cannot
+// come from our proposer; every node answers the same, so state stays equal).
+// Configuration entries only advance the applied index.
+func (s *stateMachine) ApplyBatch(logs []*raft.Log) []any {
+	s.pause.RLock()
+	s.pause.RUnlock()
+	out := make([]any, len(logs))
+	s.mu.Lock()
+	for i, l := range logs {
+		if l.Type == raft.LogCommand {
+			out[i] = s.applyEntry(l)
+		}
+		if l.Index > s.applied {
+			s.applied = l.Index
+		}
+	}
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.mu.Unlock()
+	if s.afterApply != nil {
+		s.afterApply()
+	}
+	return out
+}
+
+func (s *stateMachine) applyEntry(l *raft.Log) any {
+	cmds, err := fsm.DecodeBatch(l.Data)
+	if err != nil {
+		s.log.Error("skipping undecodable log entry", "index", l.Index, "error", err)
+		return fmt.Errorf("cluster: log entry %d: %w", l.Index, err)
+	}
+	results := make([]fsm.Result, len(cmds))
+	for i, c := range cmds {
+		results[i] = s.m.Apply(c)
+	}
+	return results
+}
+
+// appliedIndex returns the last applied index and a channel closed when it
+// next advances.
+func (s *stateMachine) appliedIndex() (uint64, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.applied, s.changed
+}
+
+// now is the machine's log time.
+func (s *stateMachine) now() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m.Now()
+}
+
+func (s *stateMachine) nextDeadline() (time.Duration, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m.NextDeadline()
+}
+
+// lookup reads key as seen at log time at (or the machine's own, if later),
+// and the machine's log time.
+func (s *stateMachine) lookup(key string, at time.Duration) (fsm.KeyState, time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := max(at, s.m.Now())
+	return s.m.Lookup(key, now), now
+}
+
+// counts returns the number of keys held and the highest token granted.
+func (s *stateMachine) counts() (keys int, lastToken uint64, logTime time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m.Len(), s.m.LastToken(), s.m.Now()
+}
+
+// Snapshot copies the state, so that Persist can write it while Apply goes on.
+func (s *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return &snapshot{applied: s.applied, state: s.m.Snapshot()}, nil
+}
+
+// Restore replaces the state with a snapshot's. raft calls it at start-up
+// (the latest snapshot) and when the leader sends one to a lagging follower.
+func (s *stateMachine) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		return fmt.Errorf("cluster: reading snapshot: %w", err)
+	}
+	applied, state, err := decodeSnapshot(b)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	err = s.m.Restore(state)
+	if err == nil {
+		s.applied = applied
+		close(s.changed)
+		s.changed = make(chan struct{})
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("cluster: restoring snapshot: %w", err)
+	}
+	s.restores.Add(1)
+	if s.afterRestore != nil {
+		s.afterRestore()
+	}
+	return nil
+}
+
+// snapshotVersion prefixes our snapshot format: version, applied index
+// (8 bytes big endian), then the machine's own versioned snapshot.
+const snapshotVersion = 1
+
+var errBadSnapshot = errors.New("cluster: malformed snapshot")
+
+type snapshot struct {
+	applied uint64
+	state   []byte
+}
+
+func (s *snapshot) Persist(sink raft.SnapshotSink) error {
+	var hdr [9]byte
+	hdr[0] = snapshotVersion
+	binary.BigEndian.PutUint64(hdr[1:], s.applied)
+	if _, err := sink.Write(hdr[:]); err != nil {
+		sink.Cancel()
+		return fmt.Errorf("cluster: writing snapshot: %w", err)
+	}
+	if _, err := sink.Write(s.state); err != nil {
+		sink.Cancel()
+		return fmt.Errorf("cluster: writing snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s *snapshot) Release() {}
+
+func decodeSnapshot(b []byte) (applied uint64, state []byte, err error) {
+	if len(b) < 9 {
+		return 0, nil, fmt.Errorf("%w: %d bytes", errBadSnapshot, len(b))
+	}
+	if b[0] != snapshotVersion {
+		return 0, nil, fmt.Errorf("%w: version %d", errBadSnapshot, b[0])
+	}
+	return binary.BigEndian.Uint64(b[1:9]), b[9:], nil
+}

@@ -1,0 +1,337 @@
+package cluster
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// The forwarding RPC's messages. Every message starts with wireVersion; a
+// node that reads another version answers codeBadRequest, so a rolling
+// upgrade that changes the format fails loudly instead of misreading.
+//
+//	request: version | kind | body
+//	  kindCommand: the command's own fsm encoding (fsm.Command.AppendBinary)
+//	  kindRead:    uvarint key length | key | 0, or 1 and a 16-byte owner
+//	  kindJoin:    string id | string address    (string = uvarint length | bytes)
+//	  kindRemove:  string id
+//	reply: version | code | kind | body
+//	  codeOK, kindCommand: status | uvarint token | varint expiresAt | varint now | uvarint waiters
+//	  codeOK, kindRead:    flags (1 held, 2 held by the asking owner) | uvarint token | varint remaining | uvarint waiters
+//	  codeOK, kindJoin/kindRemove: empty
+//	  codeNotLeader: string leader address (may be empty)
+//	  other codes: string message
+const wireVersion = 1
+
+type requestKind byte
+
+const (
+	kindCommand requestKind = 1 // a lock command for the leader to stamp and propose
+	kindRead    requestKind = 2 // a linearizable read of one key, at the leader's log time
+	kindJoin    requestKind = 3 // add a voter
+	kindRemove  requestKind = 4 // remove a server (graceful leave)
+)
+
+func (k requestKind) String() string {
+	switch k {
+	case kindCommand:
+		return "command"
+	case kindRead:
+		return "read"
+	case kindJoin:
+		return "join"
+	case kindRemove:
+		return "remove"
+	}
+	return fmt.Sprintf("kind(%d)", byte(k))
+}
+
+type request struct {
+	kind requestKind
+	cmd  fsm.Command // kindCommand
+
+	key       string    // kindRead
+	owner     fsm.Owner // kindRead, when withOwner
+	withOwner bool      // kindRead: also say whether owner is the holder
+
+	id   string // kindJoin, kindRemove
+	addr string // kindJoin
+}
+
+type replyCode byte
+
+const (
+	codeOK             replyCode = 1
+	codeNotLeader      replyCode = 2 // not dispatched; the body hints at the leader
+	codeLostLeadership replyCode = 3 // proposed, then leadership was lost: outcome unknown
+	codeShuttingDown   replyCode = 4 // the leader is closing; outcome unknown
+	codeBadRequest     replyCode = 5 // malformed or not allowed; retrying will not help
+	codeUnavailable    replyCode = 6 // the leader could not do it now (e.g. a config change failed)
+)
+
+// readResult is what a read tells: never the holder's owner, only whether
+// the asking owner is the holder.
+type readResult struct {
+	held      bool
+	mine      bool
+	token     uint64
+	remaining time.Duration // the holder's lease left at the leader's log time when it answered
+	waiters   int
+}
+
+type reply struct {
+	code   replyCode
+	kind   requestKind
+	result fsm.Result // codeOK, kindCommand
+	read   readResult // codeOK, kindRead
+	leader string     // codeNotLeader
+	msg    string     // other codes
+}
+
+func (r request) appendBinary(b []byte) ([]byte, error) {
+	b = append(b, wireVersion, byte(r.kind))
+	switch r.kind {
+	case kindCommand:
+		return r.cmd.AppendBinary(b)
+	case kindRead:
+		b = appendString(b, r.key)
+		if r.withOwner {
+			b = append(b, 1)
+			b = append(b, r.owner[:]...)
+		} else {
+			b = append(b, 0)
+		}
+	case kindJoin:
+		b = appendString(b, r.id)
+		b = appendString(b, r.addr)
+	case kindRemove:
+		b = appendString(b, r.id)
+	default:
+		return nil, fmt.Errorf("%w: cannot encode request %v", ErrBadRequest, r.kind)
+	}
+	return b, nil
+}
+
+// decodeRequest never panics: bad bytes give an error matching ErrBadRequest.
+func decodeRequest(b []byte) (request, error) {
+	d := wireDecoder{b: b}
+	d.version()
+	r := request{kind: requestKind(d.byte())}
+	switch r.kind {
+	case kindCommand:
+		if d.err == nil {
+			cmd, err := fsm.DecodeCommand(d.b)
+			if err != nil {
+				return request{}, fmt.Errorf("%w: command: %w", ErrBadRequest, err)
+			}
+			r.cmd, d.b = cmd, nil
+		}
+	case kindRead:
+		r.key = d.string(fsm.MaxKeyLen)
+		switch d.byte() {
+		case 0:
+		case 1:
+			r.withOwner = true
+			copy(r.owner[:], d.bytes(len(r.owner)))
+		default:
+			d.fail("owner flag")
+		}
+	case kindJoin:
+		r.id = d.string(maxIDLen)
+		r.addr = d.string(maxAddrLen)
+	case kindRemove:
+		r.id = d.string(maxIDLen)
+	default:
+		d.fail("request kind")
+	}
+	d.end()
+	if d.err != nil {
+		return request{}, d.err
+	}
+	return r, nil
+}
+
+// Limits on names in requests, generous but bounded.
+const (
+	maxIDLen   = 255
+	maxAddrLen = 1024
+	maxMsgLen  = 4096
+)
+
+func (r reply) appendBinary(b []byte) []byte {
+	b = append(b, wireVersion, byte(r.code), byte(r.kind))
+	switch r.code {
+	case codeOK:
+		switch r.kind {
+		case kindCommand:
+			b = append(b, byte(r.result.Status))
+			b = binary.AppendUvarint(b, r.result.Token)
+			b = binary.AppendVarint(b, int64(r.result.ExpiresAt))
+			b = binary.AppendVarint(b, int64(r.result.Now))
+			b = binary.AppendUvarint(b, uint64(max(r.result.Waiters, 0)))
+		case kindRead:
+			var flags byte
+			if r.read.held {
+				flags |= 1
+			}
+			if r.read.mine {
+				flags |= 2
+			}
+			b = append(b, flags)
+			b = binary.AppendUvarint(b, r.read.token)
+			b = binary.AppendVarint(b, int64(r.read.remaining))
+			b = binary.AppendUvarint(b, uint64(max(r.read.waiters, 0)))
+		}
+	case codeNotLeader:
+		b = appendString(b, r.leader)
+	default:
+		msg := r.msg
+		if len(msg) > maxMsgLen {
+			msg = msg[:maxMsgLen]
+		}
+		b = appendString(b, msg)
+	}
+	return b
+}
+
+// decodeReply never panics: bad bytes give an error matching ErrBadRequest.
+func decodeReply(b []byte) (reply, error) {
+	d := wireDecoder{b: b}
+	d.version()
+	r := reply{code: replyCode(d.byte()), kind: requestKind(d.byte())}
+	switch r.code {
+	case codeOK:
+		switch r.kind {
+		case kindCommand:
+			r.result.Status = fsm.Status(d.byte())
+			r.result.Token = d.uvarint()
+			r.result.ExpiresAt = time.Duration(d.varint())
+			r.result.Now = time.Duration(d.varint())
+			r.result.Waiters = d.count()
+		case kindRead:
+			flags := d.byte()
+			if flags&^3 != 0 {
+				d.fail("read flags")
+			}
+			r.read.held, r.read.mine = flags&1 != 0, flags&2 != 0
+			r.read.token = d.uvarint()
+			r.read.remaining = time.Duration(d.varint())
+			r.read.waiters = d.count()
+		case kindJoin, kindRemove:
+		default:
+			d.fail("reply kind")
+		}
+	case codeNotLeader:
+		r.leader = d.string(maxAddrLen)
+	case codeLostLeadership, codeShuttingDown, codeBadRequest, codeUnavailable:
+		r.msg = d.string(maxMsgLen)
+	default:
+		d.fail("reply code")
+	}
+	d.end()
+	if d.err != nil {
+		return reply{}, d.err
+	}
+	return r, nil
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// wireDecoder reads a message front to back; the first problem sticks in err
+// and every later read returns a zero value.
+type wireDecoder struct {
+	b   []byte
+	err error
+}
+
+func (d *wireDecoder) fail(what string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: bad %s", ErrBadRequest, what)
+	}
+	d.b = nil
+}
+
+func (d *wireDecoder) version() {
+	if v := d.byte(); d.err == nil && v != wireVersion {
+		d.err = fmt.Errorf("%w: wire version %d, want %d", ErrBadRequest, v, wireVersion)
+	}
+}
+
+func (d *wireDecoder) end() {
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("trailing bytes")
+	}
+}
+
+func (d *wireDecoder) byte() byte {
+	if d.err != nil || len(d.b) == 0 {
+		d.fail("length")
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *wireDecoder) bytes(n int) []byte {
+	if d.err != nil || len(d.b) < n {
+		d.fail("length")
+		return nil
+	}
+	p := d.b[:n]
+	d.b = d.b[n:]
+	return p
+}
+
+func (d *wireDecoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("uvarint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *wireDecoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// count reads a non-negative int that fits any queue length.
+func (d *wireDecoder) count() int {
+	v := d.uvarint()
+	if v > 1<<31 {
+		d.fail("count")
+		return 0
+	}
+	return int(v)
+}
+
+func (d *wireDecoder) string(limit int) string {
+	n := d.uvarint()
+	if d.err != nil {
+		return ""
+	}
+	if n > uint64(limit) {
+		d.fail("string length")
+		return ""
+	}
+	return string(d.bytes(int(n)))
+}

@@ -1,0 +1,175 @@
+package cluster
+
+import (
+	"bytes"
+	"crypto/rand"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/transport"
+)
+
+var testOwner = fsm.Owner{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+
+func sampleRequests() []request {
+	return []request{
+		{kind: kindCommand, cmd: fsm.Command{Op: fsm.OpAcquire, Key: "k", Owner: testOwner, TTL: time.Second, Wait: time.Minute}},
+		{kind: kindCommand, cmd: fsm.Command{Op: fsm.OpRelease, Key: "k", Owner: testOwner}},
+		{kind: kindRead, key: "some/key"},
+		{kind: kindRead, key: "k", owner: testOwner, withOwner: true},
+		{kind: kindJoin, id: "n3", addr: "10.0.0.3:7000"},
+		{kind: kindRemove, id: "n3"},
+	}
+}
+
+func sampleReplies() []reply {
+	return []reply{
+		{code: codeOK, kind: kindCommand, result: fsm.Result{Status: fsm.StatusGranted, Token: 7, ExpiresAt: 9 * time.Second, Now: 4 * time.Second, Waiters: 2}},
+		{code: codeOK, kind: kindRead, read: readResult{held: true, mine: true, token: 3, remaining: time.Second, waiters: 1}},
+		{code: codeOK, kind: kindRead},
+		{code: codeOK, kind: kindJoin},
+		{code: codeNotLeader, kind: kindCommand, leader: "10.0.0.1:7000"},
+		{code: codeNotLeader, kind: kindRead},
+		{code: codeLostLeadership, kind: kindCommand, msg: "lost"},
+		{code: codeBadRequest, kind: kindRead, msg: "bad"},
+	}
+}
+
+func TestWireRoundTrip(t *testing.T) {
+	for _, req := range sampleRequests() {
+		b, err := req.appendBinary(nil)
+		require.NoError(t, err)
+		got, err := decodeRequest(b)
+		require.NoError(t, err)
+		assert.Equal(t, req, got)
+	}
+	for _, rep := range sampleReplies() {
+		got, err := decodeReply(rep.appendBinary(nil))
+		require.NoError(t, err)
+		assert.Equal(t, rep, got)
+	}
+}
+
+// Every proper prefix of a valid message is rejected, never misread.
+func TestWireRejectsTruncation(t *testing.T) {
+	for _, req := range sampleRequests() {
+		b, err := req.appendBinary(nil)
+		require.NoError(t, err)
+		for i := range len(b) {
+			_, err := decodeRequest(b[:i])
+			assert.ErrorIs(t, err, ErrBadRequest, "%v cut at %d", req.kind, i)
+		}
+		_, err = decodeRequest(append(b, 0))
+		assert.ErrorIs(t, err, ErrBadRequest, "trailing byte")
+	}
+	for _, rep := range sampleReplies() {
+		b := rep.appendBinary(nil)
+		for i := range len(b) {
+			_, err := decodeReply(b[:i])
+			assert.ErrorIs(t, err, ErrBadRequest, "cut at %d", i)
+		}
+	}
+}
+
+func FuzzDecodeRequest(f *testing.F) {
+	for _, req := range sampleRequests() {
+		b, _ := req.appendBinary(nil)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		req, err := decodeRequest(b)
+		if err != nil {
+			return
+		}
+		again, err := req.appendBinary(nil)
+		require.NoError(t, err)
+		got, err := decodeRequest(again)
+		require.NoError(t, err)
+		assert.Equal(t, req, got)
+	})
+}
+
+func FuzzDecodeReply(f *testing.F) {
+	for _, rep := range sampleReplies() {
+		f.Add(rep.appendBinary(nil))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		rep, err := decodeReply(b)
+		if err != nil {
+			return
+		}
+		got, err := decodeReply(rep.appendBinary(nil))
+		require.NoError(t, err)
+		assert.Equal(t, rep, got)
+	})
+}
+
+// Garbage on the node's port is dropped by the transport; malformed or
+// forbidden forwarded requests get a bad-request answer; the node serves on.
+func TestGarbageAndMalformedRequests(t *testing.T) {
+	n := newCluster(t, 1, nil).nodes[0]
+	ctx := testCtx(t)
+
+	noise := make([]byte, 4096)
+	_, err := rand.Read(noise)
+	require.NoError(t, err)
+	for _, junk := range [][]byte{
+		{0},
+		[]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
+		append([]byte{'F'}, bytes.Repeat([]byte{0xff}, 64)...),
+		noise,
+	} {
+		conn, err := net.Dial("tcp", n.Addr())
+		require.NoError(t, err)
+		require.NoError(t, conn.SetDeadline(time.Now().Add(patience)))
+		conn.Write(junk) // the node may hang up before all is written
+		_, err = io.Copy(io.Discard, conn)
+		if ne, ok := err.(net.Error); ok {
+			assert.False(t, ne.Timeout(), "the node must hang up on garbage, not wait")
+		}
+		conn.Close()
+	}
+
+	client, err := transport.Listen(transport.Config{BindAddr: "127.0.0.1:0", Logger: testLogger("client")})
+	require.NoError(t, err)
+	t.Cleanup(func() { client.Close() })
+	encode := func(r request) []byte {
+		b, err := r.appendBinary(nil)
+		require.NoError(t, err)
+		return b
+	}
+	acquireReq := request{kind: kindCommand, cmd: fsm.Command{Op: fsm.OpAcquire, Key: "k", Owner: testOwner, TTL: time.Second}}
+	valid := encode(acquireReq)
+	stamped := acquireReq
+	stamped.cmd.Stamp = time.Hour
+	for name, body := range map[string][]byte{
+		"empty":            {},
+		"other version":    {99, byte(kindCommand)},
+		"unknown kind":     {wireVersion, 99},
+		"truncated":        valid[:len(valid)-2],
+		"trailing bytes":   append(append([]byte{}, valid...), 1),
+		"noise":            noise,
+		"stamped command":  encode(stamped),
+		"tick":             encode(request{kind: kindCommand, cmd: fsm.Command{Op: fsm.OpTick}}),
+		"read of no key":   encode(request{kind: kindRead}),
+		"read, zero owner": encode(request{kind: kindRead, key: "k", withOwner: true}),
+		"join without id":  encode(request{kind: kindJoin, addr: "127.0.0.1:1"}),
+		"remove nobody":    encode(request{kind: kindRemove}),
+	} {
+		resp, err := client.Call(ctx, n.Addr(), body)
+		require.NoError(t, err, name)
+		rep, err := decodeReply(resp)
+		require.NoError(t, err, name)
+		assert.Equal(t, codeBadRequest, rep.code, "%s: %s", name, rep.msg)
+	}
+
+	_, err = n.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Second})
+	assert.NoError(t, err, "the node still serves")
+}

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/cluster"
+)
+
+// agentFlags are the flags of `raftlock agent`.
+type agentFlags struct {
+	dev                bool
+	nodeID, dataDir    string
+	bind, advertise    string
+	httpAddr           string
+	bootstrap          bool
+	peers, join        string
+	logLevel           string
+	leaveOnTerminate   bool
+	shutdownGrace      time.Duration
+	heartbeat, electTO time.Duration
+}
+
+func runAgent(args []string, stdout, stderr io.Writer) int {
+	env := map[string]string{
+		"dev": "RAFTLOCK_DEV", "node-id": "RAFTLOCK_NODE_ID", "data-dir": "RAFTLOCK_DATA_DIR",
+		"bind": "RAFTLOCK_BIND", "advertise": "RAFTLOCK_ADVERTISE", "http": "RAFTLOCK_HTTP_ADDR",
+		"bootstrap": "RAFTLOCK_BOOTSTRAP", "peers": "RAFTLOCK_PEERS", "join": "RAFTLOCK_JOIN",
+		"log-level": "RAFTLOCK_LOG_LEVEL", "leave-on-terminate": "RAFTLOCK_LEAVE_ON_TERMINATE",
+	}
+	fs := newFlagSet("agent", "[-dev] [-node-id ID -data-dir DIR (-bootstrap [-peers ...] | -join ADDR,...)] [FLAGS]",
+		"Runs a raftlock node: a member of the Raft cluster that keeps the locks, serving the\n"+
+			"HTTP API. -dev runs a single-node cluster on a temporary data dir, for trying things out.\n\n"+
+			"A new cluster: start every member with -bootstrap and the same -peers list, or one member\n"+
+			"with -bootstrap and the others with -join pointing at it. A restarted member finds its\n"+
+			"state in -data-dir and needs neither. SIGINT or SIGTERM makes the node leave the cluster\n"+
+			"gracefully (unless -leave-on-terminate=false) and exit.",
+		stdout, stderr)
+	var f agentFlags
+	fs.BoolVar(&f.dev, "dev", false, "single-node cluster with a temporary data dir (env RAFTLOCK_DEV)")
+	fs.StringVar(&f.nodeID, "node-id", "", "this node's unique, stable ID (env RAFTLOCK_NODE_ID; default: the host name)")
+	fs.StringVar(&f.dataDir, "data-dir", "", "where the raft log and snapshots live (env RAFTLOCK_DATA_DIR)")
+	fs.StringVar(&f.bind, "bind", "127.0.0.1:7071", "TCP address for raft and forwarding between nodes (env RAFTLOCK_BIND)")
+	fs.StringVar(&f.advertise, "advertise", "", "address other nodes dial to reach -bind (env RAFTLOCK_ADVERTISE; default: -bind)")
+	fs.StringVar(&f.httpAddr, "http", "127.0.0.1:7070", "address of the HTTP API (env RAFTLOCK_HTTP_ADDR)")
+	fs.BoolVar(&f.bootstrap, "bootstrap", false, "start a new cluster if the data dir is empty (env RAFTLOCK_BOOTSTRAP)")
+	fs.StringVar(&f.peers, "peers", "", "with -bootstrap: the initial members, ID=HOST:PORT,... including this node (env RAFTLOCK_PEERS)")
+	fs.StringVar(&f.join, "join", "", "addresses (-bind of running members), HOST:PORT,..., to join (env RAFTLOCK_JOIN)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "trace, debug, info, warn or error (env RAFTLOCK_LOG_LEVEL)")
+	fs.BoolVar(&f.leaveOnTerminate, "leave-on-terminate", true, "leave the cluster on SIGINT/SIGTERM (env RAFTLOCK_LEAVE_ON_TERMINATE)")
+	durationVar(fs, &f.shutdownGrace, "shutdown-grace", 10*time.Second, "how long a graceful stop may take")
+	defaults := cluster.DefaultConfig()
+	durationVar(fs, &f.heartbeat, "raft-heartbeat", defaults.HeartbeatTimeout, "raft heartbeat timeout")
+	durationVar(fs, &f.electTO, "raft-election", defaults.ElectionTimeout, "raft election timeout")
+	if code := parseFlags(fs, args, env, stderr); code >= 0 {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "raftlock agent: unexpected argument %q (see raftlock agent -h)\n", fs.Arg(0))
+		return exitUsage
+	}
+	level := hclog.LevelFromString(f.logLevel)
+	if level == hclog.NoLevel {
+		fmt.Fprintf(stderr, "raftlock agent: -log-level %q: want trace, debug, info, warn or error\n", f.logLevel)
+		return exitUsage
+	}
+	logger := hclog.New(&hclog.LoggerOptions{Name: "raftlock", Level: level, Output: stderr})
+
+	cfg, cleanup, err := f.clusterConfig(fs, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "raftlock agent: %v\n", err)
+		return exitUsage
+	}
+	defer cleanup()
+
+	// The HTTP port is taken first: a port in use is a usage error to report
+	// before a node joins anything.
+	httpLn, err := net.Listen("tcp", f.httpAddr)
+	if err != nil {
+		fmt.Fprintf(stderr, "raftlock agent: -http %s: %v\n", f.httpAddr, err)
+		return exitUsage
+	}
+	node, err := cluster.New(cfg)
+	if err != nil {
+		httpLn.Close()
+		fmt.Fprintf(stderr, "raftlock agent: %v\n", err)
+		if errors.Is(err, cluster.ErrInvalidConfig) {
+			return exitUsage
+		}
+		return exitError
+	}
+	handler := api.NewHandler(node, api.Config{Cluster: nodeStatus{node}, Logger: logger.Named("http")})
+	srv := api.NewServer(httpLn.Addr().String(), handler)
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(httpLn) }()
+
+	fmt.Fprintf(stdout, "raftlock agent %s: raft on %s, HTTP API on http://%s, data in %s\n",
+		node.ID(), node.Addr(), httpLn.Addr(), cfg.DataDir)
+
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(signals)
+
+	code := exitOK
+	select {
+	case sig := <-signals:
+		logger.Info("stopping", "signal", sig.String())
+	case err := <-serveErr:
+		logger.Error("HTTP server stopped", "error", err)
+		code = exitError
+	}
+
+	// A second signal cuts the graceful stop short.
+	ctx, cancel := context.WithTimeout(context.Background(), f.shutdownGrace)
+	defer cancel()
+	go func() {
+		select {
+		case <-signals:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := srv.Shutdown(ctx); err != nil {
+		srv.Close()
+	}
+	left := false
+	if f.leaveOnTerminate && !f.dev {
+		if err := node.Leave(ctx); err != nil {
+			logger.Warn("leaving the cluster failed; closing without leaving", "error", err)
+		} else {
+			left = true // Leave closes the node
+		}
+	}
+	if !left {
+		if err := node.Close(); err != nil {
+			logger.Warn("closing the node", "error", err)
+		}
+	}
+	return code
+}
+
+// clusterConfig turns the flags into a cluster.Config. cleanup removes what
+// -dev made.
+func (f *agentFlags) clusterConfig(fs *flagSet, logger hclog.Logger) (cluster.Config, func(), error) {
+	cfg := cluster.DefaultConfig()
+	cfg.Logger = logger
+	cfg.HeartbeatTimeout, cfg.ElectionTimeout = f.heartbeat, f.electTO
+	if cfg.LeaderLeaseTimeout > cfg.HeartbeatTimeout {
+		cfg.LeaderLeaseTimeout = cfg.HeartbeatTimeout
+	}
+	cleanup := func() {}
+	given := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+
+	if f.dev {
+		for _, name := range []string{"bootstrap", "peers", "join", "data-dir"} {
+			if given[name] {
+				return cfg, cleanup, fmt.Errorf("-dev makes its own single-node cluster; drop -%s", name)
+			}
+		}
+		dir, err := os.MkdirTemp("", "raftlock-dev-")
+		if err != nil {
+			return cfg, cleanup, err
+		}
+		cleanup = func() { os.RemoveAll(dir) }
+		cfg.NodeID = "dev"
+		if f.nodeID != "" {
+			cfg.NodeID = f.nodeID
+		}
+		cfg.DataDir = dir
+		cfg.BindAddr = "127.0.0.1:0"
+		if given["bind"] {
+			cfg.BindAddr = f.bind
+		}
+		cfg.AdvertiseAddr = f.advertise
+		cfg.Bootstrap = true
+		return cfg, cleanup, nil
+	}
+
+	if f.nodeID == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			return cfg, cleanup, errors.New("-node-id is required (the host name is unknown)")
+		}
+		f.nodeID = host
+	}
+	if f.dataDir == "" {
+		return cfg, cleanup, errors.New("-data-dir is required (or use -dev)")
+	}
+	cfg.NodeID, cfg.DataDir = f.nodeID, f.dataDir
+	cfg.BindAddr, cfg.AdvertiseAddr = f.bind, f.advertise
+	cfg.Bootstrap = f.bootstrap
+	if f.peers != "" {
+		if !f.bootstrap {
+			return cfg, cleanup, errors.New("-peers only makes sense with -bootstrap")
+		}
+		for _, item := range splitList(f.peers) {
+			id, addr, ok := strings.Cut(item, "=")
+			if !ok || id == "" || addr == "" {
+				return cfg, cleanup, fmt.Errorf("-peers: %q is not ID=HOST:PORT", item)
+			}
+			if _, _, err := net.SplitHostPort(addr); err != nil {
+				return cfg, cleanup, fmt.Errorf("-peers: %q: %v", item, err)
+			}
+			cfg.Peers = append(cfg.Peers, cluster.Peer{ID: id, Addr: addr})
+		}
+	}
+	for _, addr := range splitList(f.join) {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return cfg, cleanup, fmt.Errorf("-join: %q: %v", addr, err)
+		}
+		cfg.Join = append(cfg.Join, addr)
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, cleanup, err
+	}
+	return cfg, cleanup, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+var _ http.Handler = (*api.Handler)(nil)

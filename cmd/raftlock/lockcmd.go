@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/raftlock/raftlock/lock"
+)
+
+// runLock is `raftlock lock`: like consul lock or flock, it runs a command
+// only while holding a lock, keeps the lease alive while the command runs, and
+// stops the command if the lease is lost.
+func runLock(args []string, stdout, stderr io.Writer) int {
+	env := map[string]string{"ttl": "RAFTLOCK_TTL", "wait": "RAFTLOCK_WAIT", "kill-after": "RAFTLOCK_KILL_AFTER"}
+	fs := newFlagSet("lock", "[-ttl 30s] [-wait 0] KEY -- COMMAND [ARG...]",
+		"Runs COMMAND while holding the lock KEY, and releases the lock when it exits.\n"+
+			"The lease is extended while COMMAND runs. If the lock is lost anyway, COMMAND gets\n"+
+			"SIGTERM, then SIGKILL after -kill-after. COMMAND finds the lock's fencing token in\n"+
+			"RAFTLOCK_TOKEN and its key in RAFTLOCK_KEY: pass the token to what you protect.\n\n"+
+			"Exit status: COMMAND's own; 75 when the lock is held and -wait ran out (or is 0);\n"+
+			"76 when the lock was lost and COMMAND was stopped; 69 when no agent or leader\n"+
+			"answers; 2 for usage errors; 1 otherwise. SIGINT and SIGTERM are passed to COMMAND.",
+		stdout, stderr)
+	addr := addrFlag(fs, env)
+	var ttl, wait, killAfter time.Duration
+	durationVar(fs, &ttl, "ttl", lock.DefaultTTL, "lease length; kept alive while COMMAND runs (env RAFTLOCK_TTL)")
+	durationVar(fs, &wait, "wait", 0, "how long to wait for a held lock; 0 fails at once (env RAFTLOCK_WAIT)")
+	durationVar(fs, &killAfter, "kill-after", 10*time.Second, "after SIGTERM, how long COMMAND has before SIGKILL (env RAFTLOCK_KILL_AFTER)")
+	if code := parseFlags(fs, args, env, stderr); code >= 0 {
+		return code
+	}
+	rest := fs.Args()
+	if len(rest) > 0 && rest[0] == "--" {
+		rest = rest[1:]
+	}
+	if len(rest) < 2 {
+		fmt.Fprintln(stderr, "raftlock lock: want KEY -- COMMAND [ARG...] (see raftlock lock -h)")
+		return exitUsage
+	}
+	key, argv := rest[0], rest[1:]
+	if len(argv) > 0 && argv[0] == "--" {
+		argv = argv[1:]
+	}
+	if len(argv) == 0 {
+		fmt.Fprintln(stderr, "raftlock lock: no COMMAND given after KEY")
+		return exitUsage
+	}
+	if killAfter <= 0 {
+		fmt.Fprintln(stderr, "raftlock lock: -kill-after must be positive")
+		return exitUsage
+	}
+	// The same validation the store runs, so bad input fails here in one line.
+	if err := lock.ValidateAcquire(lock.AcquireRequest{Key: key, Owner: lock.NewOwner(), TTL: ttl, Wait: wait}); err != nil {
+		fmt.Fprintf(stderr, "raftlock lock: %v\n", err)
+		return exitUsage
+	}
+	client, err := newAPIClient(*addr)
+	if err != nil {
+		fmt.Fprintf(stderr, "raftlock lock: %v\n", err)
+		return exitUsage
+	}
+
+	l := lock.New(client).Lock(key, lock.TTL(ttl))
+	child := &childRun{argv: argv, key: key, stdout: stdout, stderr: stderr, killAfter: killAfter, token: l.Token}
+	ctx := context.Background()
+	var ran bool
+	if wait > 0 {
+		ran, err = l.Run(ctx, child.run, lock.Wait(wait))
+	} else {
+		ran, err = l.TryRun(ctx, child.run)
+	}
+
+	var exit *childExit
+	switch {
+	case errors.As(err, &exit) && !errors.Is(err, lock.ErrNotHeld):
+		if exit.startErr != nil {
+			fmt.Fprintf(stderr, "raftlock lock: %v\n", exit.startErr)
+			return exitError
+		}
+		return exit.status
+	case ran && errors.Is(err, lock.ErrNotHeld):
+		fmt.Fprintf(stderr, "raftlock lock: lost the lock %q while the command ran; the command was stopped\n", key)
+		return exitLost
+	case ran && err == nil:
+		return exitOK
+	case !ran && (err == nil || errors.Is(err, lock.ErrLocked)):
+		fmt.Fprintf(stderr, "raftlock lock: %s\n", heldMessage(client, key, err))
+		return exitHeld
+	case errors.Is(err, lock.ErrUnavailable):
+		fmt.Fprintf(stderr, "raftlock lock: %v\n", err)
+		return exitUnavailable
+	default:
+		fmt.Fprintf(stderr, "raftlock lock: %v\n", err)
+		return exitError
+	}
+}
+
+// heldMessage says who holds key, as much as anyone may know.
+func heldMessage(store lock.Store, key string, err error) string {
+	var held *lock.HeldError
+	if errors.As(err, &held) {
+		return fmt.Sprintf("%q is held by another owner (fencing token %d, %v left)", key, held.Token, held.Remaining.Round(time.Millisecond))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if info, ierr := store.Inspect(ctx, key); ierr == nil && info.Locked {
+		return fmt.Sprintf("%q is held by another owner (fencing token %d, %v left)", key, info.Token, info.Remaining.Round(time.Millisecond))
+	}
+	return fmt.Sprintf("%q is held by another owner", key)
+}
+
+// childRun runs the locked command as the callback of lock.Run.
+type childRun struct {
+	argv           []string
+	key            string
+	stdout, stderr io.Writer
+	killAfter      time.Duration
+	token          func() uint64
+}
+
+// childExit carries the command's exit status (or why it did not start) out
+// of lock.Run, which returns the callback's error.
+type childExit struct {
+	status   int
+	startErr error
+}
+
+func (e *childExit) Error() string {
+	if e.startErr != nil {
+		return e.startErr.Error()
+	}
+	return fmt.Sprintf("command exited with status %d", e.status)
+}
+
+func (c *childRun) run(ctx context.Context) error {
+	cmd := exec.Command(c.argv[0], c.argv[1:]...)
+	cmd.Env = append(os.Environ(), "RAFTLOCK_KEY="+c.key, fmt.Sprintf("RAFTLOCK_TOKEN=%d", c.token()))
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, c.stdout, c.stderr
+	// Its own process group, so that stopping it reaches what it started too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(signals)
+
+	if err := cmd.Start(); err != nil {
+		return &childExit{startErr: fmt.Errorf("starting %s: %w", c.argv[0], err)}
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+
+	var kill <-chan time.Time
+	for {
+		select {
+		case err := <-done:
+			return &childExit{status: exitStatus(err)}
+		case sig := <-signals:
+			// Ours to pass on: the command decides how to end, and the lock is
+			// released once it has.
+			_ = syscall.Kill(-cmd.Process.Pid, sig.(syscall.Signal))
+		case <-ctx.Done():
+			if kill == nil {
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+				kill = time.After(c.killAfter)
+			}
+			ctx = context.Background() // stop selecting on the closed channel
+		case <-kill:
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			kill = nil
+		}
+	}
+}
+
+// exitStatus maps a finished command to a shell-style status: its exit code,
+// or 128+N when signal N ended it.
+func exitStatus(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	return exitError
+}

@@ -1,0 +1,340 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/lock"
+)
+
+// binary is the raftlock binary built once for these tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "raftlock-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "raftlock")
+	build := exec.Command("go", "build", "-race", "-o", binary, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building raftlock:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// agent is a running `raftlock agent` process.
+type agent struct {
+	cmd      *exec.Cmd
+	raftAddr string
+	httpAddr string
+	logs     *syncBuffer
+	done     chan struct{}
+}
+
+var listening = regexp.MustCompile(`raftlock agent (\S+): raft on (\S+), HTTP API on http://(\S+), data in`)
+
+// startAgent runs `raftlock agent ARGS...` and waits for its "listening" line.
+func startAgent(t *testing.T, args ...string) *agent {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"agent", "-log-level", "warn", "-http", "127.0.0.1:0"}, args...)...)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	a := &agent{cmd: cmd, logs: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stderr = a.logs
+	require.NoError(t, cmd.Start())
+	go func() { cmd.Wait(); close(a.done) }()
+	t.Cleanup(func() {
+		a.kill(syscall.SIGKILL)
+		if t.Failed() {
+			t.Logf("agent %s logs:\n%s", a.raftAddr, a.logs.String())
+		}
+	})
+
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	select {
+	case line := <-lines:
+		m := listening.FindStringSubmatch(line)
+		require.NotNil(t, m, "unexpected first line %q", line)
+		a.raftAddr, a.httpAddr = m[2], m[3]
+		go func() {
+			for range lines {
+			}
+		}()
+	case <-time.After(30 * time.Second):
+		t.Fatalf("agent did not start; logs:\n%s", a.logs.String())
+	}
+	return a
+}
+
+func (a *agent) kill(sig syscall.Signal) {
+	_ = a.cmd.Process.Signal(sig)
+	<-a.done
+}
+
+func (a *agent) client(t *testing.T) *api.Client {
+	c, err := api.NewClient(a.httpAddr, api.ClientConfig{})
+	require.NoError(t, err)
+	return c
+}
+
+// waitLeader waits until the agent's node knows a leader.
+func (a *agent) waitLeader(t *testing.T) {
+	t.Helper()
+	c := a.client(t)
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		h, err := c.Health(ctx)
+		return err == nil && h.LeaderID != ""
+	}, 20*time.Second, 20*time.Millisecond)
+}
+
+// cli runs a client subcommand of the binary against the agent.
+func cli(t *testing.T, a *agent, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	full := append([]string{args[0], "-addr", a.httpAddr}, args[1:]...)
+	cmd := exec.Command(binary, full...)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return out.String(), errOut.String(), ee.ExitCode()
+	}
+	require.NoError(t, err)
+	return out.String(), errOut.String(), 0
+}
+
+func TestLockCommandExcludesAndWaits(t *testing.T) {
+	a := startAgent(t, "-dev")
+	a.waitLeader(t)
+	dir := t.TempDir()
+	started, release := filepath.Join(dir, "started"), filepath.Join(dir, "release")
+
+	// The first holder runs until told to stop, so the test decides when the
+	// lock is free.
+	first := exec.Command(binary, "lock", "-addr", a.httpAddr, "job", "--", "sh", "-c",
+		fmt.Sprintf(`echo "$RAFTLOCK_TOKEN" > %s; while [ ! -f %s ]; do sleep 0.01; done; exit 3`, started, release))
+	var firstErr bytes.Buffer
+	first.Stderr = &firstErr
+	require.NoError(t, first.Start())
+	t.Cleanup(func() { first.Process.Kill() })
+	require.Eventually(t, func() bool { _, err := os.Stat(started); return err == nil }, 20*time.Second, 10*time.Millisecond)
+	tokenText, err := os.ReadFile(started)
+	require.NoError(t, err)
+	assert.Regexp(t, `^[1-9][0-9]*\n$`, string(tokenText), "RAFTLOCK_TOKEN holds the fencing token")
+
+	// Without -wait, a second lock on the key fails at once with the distinct status.
+	_, stderr, code := cli(t, a, "lock", "job", "--", "echo", "should not run")
+	assert.Equal(t, exitHeld, code)
+	assert.Contains(t, stderr, `"job" is held by another owner`)
+	assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
+
+	// With -wait, it runs after the first finishes; the first's exit status is its command's.
+	waiter := exec.Command(binary, "lock", "-addr", a.httpAddr, "-wait", "30s", "job", "--", "sh", "-c", `echo "ran with $RAFTLOCK_TOKEN"`)
+	var waiterOut bytes.Buffer
+	waiter.Stdout = &waiterOut
+	require.NoError(t, waiter.Start())
+	c := a.client(t)
+	require.Eventually(t, func() bool {
+		info, err := c.Inspect(context.Background(), "job")
+		return err == nil && info.Waiters == 1
+	}, 20*time.Second, 10*time.Millisecond, "the second lock queues")
+	require.NoError(t, os.WriteFile(release, nil, 0o600))
+
+	err = first.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	assert.Equal(t, 3, ee.ExitCode(), "raftlock lock exits with its command's status")
+	require.NoError(t, waiter.Wait())
+	var firstToken, secondToken uint64
+	fmt.Sscan(string(tokenText), &firstToken)
+	_, err = fmt.Sscanf(waiterOut.String(), "ran with %d", &secondToken)
+	require.NoError(t, err)
+	assert.Greater(t, secondToken, firstToken, "the next holder's fencing token is higher")
+
+	info, err := c.Inspect(context.Background(), "job")
+	require.NoError(t, err)
+	assert.False(t, info.Locked, "both commands released the lock")
+}
+
+func TestLockCommandStopsCommandWhenLockIsLost(t *testing.T) {
+	a := startAgent(t, "-dev")
+	a.waitLeader(t)
+	dir := t.TempDir()
+	started := filepath.Join(dir, "started")
+	cmd := exec.Command(binary, "lock", "-addr", a.httpAddr, "-ttl", "2s", "-kill-after", "1s", "lost", "--",
+		"sh", "-c", fmt.Sprintf(`touch %s; exec sleep 60`, started))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { cmd.Process.Kill() })
+	require.Eventually(t, func() bool { _, err := os.Stat(started); return err == nil }, 20*time.Second, 10*time.Millisecond)
+
+	// Take the agent away: the keep-alive cannot extend the lease, so once
+	// the lease's conservative deadline passes the lock may be lost, and the
+	// command must be stopped.
+	a.kill(syscall.SIGKILL)
+
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	assert.Equal(t, exitLost, ee.ExitCode(), "stderr: %s", stderr.String())
+	assert.Contains(t, stderr.String(), "lost the lock")
+}
+
+func TestUsageErrorsAreOneLine(t *testing.T) {
+	for _, args := range [][]string{
+		{"lock", "-bogus"},
+		{"lock", "onlykey"},
+		{"lock", "-ttl", "0", "k", "--", "true"},
+		{"lock", "-ttl", "48h", "k", "--", "true"},
+		{"lock", "-wait", "-1s", "k", "--", "true"},
+		{"release", "-owner", "zz", "k"},
+		{"agent", "-dev", "-join", "127.0.0.1:1"},
+		{"agent", "-data-dir", "/nonexistent/x", "-node-id", "a"},
+		{"agent", "-log-level", "loud", "-dev"},
+		{"nosuchcommand"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			cmd := exec.Command(binary, args...)
+			cmd.Stdout, cmd.Stderr = &out, &errOut
+			err := cmd.Run()
+			var ee *exec.ExitError
+			require.ErrorAs(t, err, &ee)
+			assert.Equal(t, exitUsage, ee.ExitCode())
+			assert.Equal(t, 1, strings.Count(errOut.String(), "\n"), "one line: %q", errOut.String())
+			assert.Empty(t, out.String())
+		})
+	}
+}
+
+func TestHelpExplainsEveryFlag(t *testing.T) {
+	for _, c := range commands() {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := exec.Command(binary, c.name, "-h").Output()
+			require.NoError(t, err)
+			assert.Contains(t, string(out), "Usage: raftlock "+c.name)
+			assert.NotContains(t, string(out), "\n  -"+"\n", "every flag has a description")
+		})
+	}
+}
+
+func TestUnreachableAgentIsOneLine(t *testing.T) {
+	var errOut bytes.Buffer
+	cmd := exec.Command(binary, "status", "-addr", "127.0.0.1:1")
+	cmd.Stderr = &errOut
+	err := cmd.Run()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	assert.Equal(t, exitUnavailable, ee.ExitCode())
+	assert.Equal(t, 1, strings.Count(errOut.String(), "\n"), "one line: %q", errOut.String())
+}
+
+func TestThreeAgentClusterSurvivesLeaderKill(t *testing.T) {
+	dir := t.TempDir()
+	first := startAgent(t, "-node-id", "a", "-data-dir", filepath.Join(dir, "a"), "-bind", "127.0.0.1:0", "-bootstrap")
+	first.waitLeader(t)
+	agents := []*agent{first}
+	for _, id := range []string{"b", "c"} {
+		agents = append(agents, startAgent(t, "-node-id", id, "-data-dir", filepath.Join(dir, id), "-bind", "127.0.0.1:0", "-join", first.raftAddr))
+	}
+	for _, a := range agents {
+		a.waitLeader(t)
+	}
+
+	// Every node serves the API: a lock taken through one is seen through all.
+	owner := lock.NewOwner()
+	lease, err := agents[2].client(t).Acquire(context.Background(), lock.AcquireRequest{Key: "shared", Owner: owner, TTL: time.Minute})
+	require.NoError(t, err)
+	for _, a := range agents {
+		info, err := a.client(t).Inspect(context.Background(), "shared")
+		require.NoError(t, err)
+		assert.True(t, info.Locked)
+		assert.Equal(t, lease.Token, info.Token)
+	}
+	st, err := agents[0].client(t).Cluster(context.Background())
+	require.NoError(t, err)
+	require.Len(t, st.Members, 3)
+
+	// Kill the leader with -9; a survivor serves the held lock and new ones.
+	var leader *agent
+	var survivors []*agent
+	for _, a := range agents {
+		if a.raftAddr == st.LeaderAddr {
+			leader = a
+		} else {
+			survivors = append(survivors, a)
+		}
+	}
+	require.NotNil(t, leader, "leader %s is one of the agents", st.LeaderAddr)
+	leader.kill(syscall.SIGKILL)
+
+	c := survivors[0].client(t)
+	var next lock.Lease
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		next, err = c.Acquire(ctx, lock.AcquireRequest{Key: "after-failover", Owner: lock.NewOwner(), TTL: time.Minute})
+		return err == nil
+	}, 30*time.Second, 50*time.Millisecond)
+	assert.Greater(t, next.Token, lease.Token, "tokens keep increasing across the leader change")
+	info, err := survivors[1].client(t).Inspect(context.Background(), "shared")
+	require.NoError(t, err)
+	assert.True(t, info.Locked, "the lock held before the failover is still held")
+	released, err := c.Release(context.Background(), "shared", owner)
+	require.NoError(t, err)
+	assert.True(t, released, "its owner can still release it")
+}
+
+// syncBuffer is a bytes.Buffer safe for a process's writes and the test's reads.
+type syncBuffer struct {
+	mu  sync.Mutex // protects buf
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+var _ io.Writer = (*syncBuffer)(nil)

@@ -1,0 +1,114 @@
+// Package lock is raftlock's user API: named, leased, fenced locks that
+// exclude callers across processes and hosts, kept by a Store.
+//
+//	c := lock.New(store)                            // a cluster node, an API client, or lock.NewMemoryStore()
+//	ran, err := c.Lock("invoice:42").Run(ctx, func(ctx context.Context) error {
+//		return charge(ctx, invoice)                  // only one caller at a time, anywhere
+//	})
+//
+// Reach for a lock when doing a thing twice at once would be wrong (charging
+// a card, running a migration, one cron tick across replicas), not merely
+// wasteful.
+//
+// # Handles
+//
+// Client.Lock(key, opts...) returns a *Lock, a handle on one key with a TTL
+// (DefaultTTL, 30s, unless given the TTL option). It touches nothing until
+// used:
+//
+//   - Run(ctx, fn, opts...) acquires (waiting until ctx is done, or for the
+//     Wait option), runs fn, and always releases, also when fn returns an
+//     error or panics. It keeps the lease alive while fn runs (an extend every
+//     TTL/3) and cancels fn's context as soon as the lease is or may be lost.
+//     TryRun never waits. Prefer these: they cannot forget the release.
+//   - Acquire(ctx, opts...) and TryAcquire(ctx), then Release(ctx), when the
+//     lock's lifetime does not fit one callback.
+//   - Extend(ctx, opts...) pushes the expiry out (ErrNotHeld once the lease is
+//     lost: never a silent no-op); IsLocked, IsExpired, Remaining, Token.
+//   - Serialize and Client.Restore hand a held lock to another process, which
+//     can then extend or release the same lease.
+//
+// # Semantics
+//
+// These follow what etcd, Consul and Redis lock users expect; DESIGN.md leaves
+// them to this package.
+//
+//   - A lock always expires. There is no hold-forever mode: a holder that
+//     crashes blocks others for at most its TTL. Pick a TTL comfortably longer
+//     than the work, or use Run, which extends it for you.
+//   - Waiting. Acquire and Run wait while the key is held, until ctx is done
+//     (the error matches ctx.Err()) or the Wait option runs out (Acquire:
+//     *HeldError; Run: ran == false and no error). Wait(0) never waits. With
+//     neither a Wait nor a context deadline, the store queues the caller for up
+//     to MaxWait. Waiters are served in FIFO order, and the store hands the key
+//     to the next waiter the moment it is released or expires: nobody polls.
+//   - Contention is an error value, not a string: an acquire that finds the key
+//     held returns a *HeldError (errors.Is(err, ErrLocked)) with the key, the
+//     holder's fencing token and its remaining lease, never the holder's owner.
+//   - Ownership. Each acquisition mints a random 128-bit owner, and release and
+//     extend act only when the owner matches. So when A's lease expires and B
+//     takes the key, A's late Release returns false and A's Extend returns
+//     ErrNotHeld; neither touches B's lock.
+//   - One holder per handle. A handle's methods are safe for concurrent use, but
+//     a handle holds at most one acquisition: acquiring on a handle that holds
+//     the lock or is acquiring it fails with ErrInUse. Give each goroutine its
+//     own handle (they are cheap). After Release, or after the lease was lost,
+//     the handle may acquire again, with a fresh owner and a new token.
+//   - Unknown outcomes. When the store cannot tell whether an acquire took
+//     effect (ErrUnknownOutcome), the handle keeps that owner: the next acquire
+//     is the store's idempotent retry (same grant, same token), and Release
+//     gives back whatever may have been granted.
+//   - Remaining is conservative: the lease's end counted on this process's
+//     monotonic clock from when the acquire or extend was sent. The store's
+//     lease never ends before it, whatever the wall clocks do.
+//   - Extend sets the lease to end TTL from now (which may shorten it, as
+//     Redis PEXPIRE does); TTL(d) on Extend also becomes the handle's TTL.
+//   - Hooks (WithHooks) observe every handle of a client: acquired, released
+//     (once per acquisition, including when the loss of the lease is
+//     discovered), contended. They run without any internal lock held; a
+//     panicking hook is recovered and logged, and the lock carries on.
+//
+// # Safety: what a lease promises
+//
+// A lease is a promise with a deadline, not a mutex. A process that stalls
+// (a GC pause, a swapped-out VM, a slow disk) can wake after its lease ended
+// and another holder began, and keep writing. Run cancels its callback's
+// context when the lease is or may be lost, which shortens that window but
+// cannot close it. Close it at the resource: pass the fencing token (Token)
+// with every write, and have the resource refuse a token lower than the
+// highest it has seen. Tokens strictly increase across all keys and all
+// grants of a store.
+//
+// Treat a serialized lock (Serialize) like the lock itself: whoever has the
+// string can release it.
+//
+// MemoryStore excludes callers in THIS PROCESS ONLY. Two replicas of a
+// service that each use a MemoryStore both take every lock, and nothing warns
+// them. It is for tests, examples and single-process programs; a cluster node
+// (package cluster) or the API client (package api) is the store that
+// excludes across processes.
+//
+// # Stores
+//
+// Store is the seam, as database/sql/driver is for database/sql: the memory
+// store, a cluster node and the HTTP API client implement it, and the lock
+// API is written once on top. A store must:
+//
+//   - make Acquire atomic, and Release and Extend compare-and-act on the owner;
+//   - treat a repeated acquire by the live holder as the same grant (same
+//     token, lease not lengthened), so that a retry is safe;
+//   - queue waiters in FIFO order and hand the key over on release, expiry or
+//     cancel; leave the queue (and release a grant that raced) when the wait
+//     runs out or ctx is done;
+//   - give every grant a fencing token larger than any before it;
+//   - report durations counted from when the caller sent the request, never
+//     overstating the lease;
+//   - validate input with ValidateAcquire, ValidateRelease, ValidateExtend and
+//     ValidateKey before anything else, so that bad input is reported
+//     identically everywhere and changes nothing;
+//   - never reveal an owner through Inspect, List or a *HeldError.
+//
+// Package locktest holds the conformance suite every store runs
+// (locktest.TestStore). A store may also implement Lister, found by type
+// assertion, to list held locks by prefix (Client.List).
+package lock

@@ -1,0 +1,56 @@
+package lock
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Errors every Store and the lock API report; match them with errors.Is.
+var (
+	// ErrLocked: the key is held by another owner. Returned as a *HeldError.
+	ErrLocked = errors.New("lock: held by another owner")
+	// ErrNotHeld: the caller does not hold the lock (never acquired, released, or lost).
+	ErrNotHeld = errors.New("lock: not held")
+	// ErrInvalidKey: the key is empty or longer than MaxKeyLen bytes.
+	ErrInvalidKey = errors.New("lock: invalid key")
+	// ErrInvalidTTL: the TTL is outside MinTTL..MaxTTL.
+	ErrInvalidTTL = errors.New("lock: invalid ttl")
+	// ErrInvalidWait: the wait is negative or longer than MaxWait.
+	ErrInvalidWait = errors.New("lock: invalid wait")
+	// ErrInvalidOwner: the owner is zero or malformed.
+	ErrInvalidOwner = errors.New("lock: invalid owner")
+	// ErrQueueFull: too many callers already wait for the key.
+	ErrQueueFull = errors.New("lock: too many waiters")
+	// ErrUnavailable: the store cannot answer now (no leader, no quorum); the
+	// operation did not take effect, or its outcome is unknown if the error also
+	// matches ErrUnknownOutcome.
+	ErrUnavailable = errors.New("lock: store unavailable")
+	// ErrUnknownOutcome: the request may or may not have taken effect. Retrying
+	// with the same owner is safe: acquire, release and extend are idempotent per owner.
+	ErrUnknownOutcome = errors.New("lock: outcome unknown")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("lock: store closed")
+	// ErrInUse: the handle already holds the lock or is acquiring it. A handle
+	// is one holder at a time; give each goroutine its own (Client.Lock is cheap).
+	ErrInUse = errors.New("lock: handle already holds or is acquiring the lock")
+	// ErrInvalidList: a ListRequest has a negative limit.
+	ErrInvalidList = errors.New("lock: invalid list request")
+	// ErrBadSerialized: Client.Restore was given something Lock.Serialize did not write.
+	ErrBadSerialized = errors.New("lock: malformed serialized lock")
+)
+
+// HeldError reports that another owner holds the key. It carries only what
+// is safe to tell anyone: never the holder's owner.
+type HeldError struct {
+	Key       string
+	Token     uint64        // the holder's fencing token
+	Remaining time.Duration // the holder's lease left when we looked
+}
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("lock: %q held by another owner (token %d, %v left)", e.Key, e.Token, e.Remaining.Round(time.Millisecond))
+}
+
+// Is makes errors.Is(err, ErrLocked) true.
+func (e *HeldError) Is(target error) bool { return target == ErrLocked }

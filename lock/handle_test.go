@@ -1,0 +1,739 @@
+package lock_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftlock/raftlock/lock"
+)
+
+const patience = 10 * time.Second
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*patience)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// fakeStore wraps a store and lets a test replace what some calls do.
+type fakeStore struct {
+	lock.Store
+	acquire func(ctx context.Context, req lock.AcquireRequest) (lock.Lease, error)
+	extend  func(ctx context.Context, key string, owner lock.Owner, ttl time.Duration) (lock.Lease, error)
+	release func(ctx context.Context, key string, owner lock.Owner) (bool, error)
+	extends atomic.Int32
+}
+
+func (f *fakeStore) Release(ctx context.Context, key string, owner lock.Owner) (bool, error) {
+	if f.release != nil {
+		return f.release(ctx, key, owner)
+	}
+	return f.Store.Release(ctx, key, owner)
+}
+
+func (f *fakeStore) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease, error) {
+	if f.acquire != nil {
+		return f.acquire(ctx, req)
+	}
+	return f.Store.Acquire(ctx, req)
+}
+
+func (f *fakeStore) Extend(ctx context.Context, key string, owner lock.Owner, ttl time.Duration) (lock.Lease, error) {
+	f.extends.Add(1)
+	if f.extend != nil {
+		return f.extend(ctx, key, owner, ttl)
+	}
+	return f.Store.Extend(ctx, key, owner, ttl)
+}
+
+func TestHandleInUse(t *testing.T) {
+	ctx := testCtx(t)
+	st := newMemoryStore(t)
+	c := lock.New(st)
+	l := c.Lock("k")
+
+	require.NoError(t, l.Acquire(ctx))
+	token := l.Token()
+	assert.ErrorIs(t, l.Acquire(ctx), lock.ErrInUse, "Acquire on a held handle")
+	_, err := l.TryAcquire(ctx)
+	assert.ErrorIs(t, err, lock.ErrInUse, "TryAcquire on a held handle")
+	ran, err := l.TryRun(ctx, func(context.Context) error { return nil })
+	assert.ErrorIs(t, err, lock.ErrInUse, "TryRun on a held handle")
+	assert.False(t, ran)
+	assert.Equal(t, token, l.Token(), "the failed acquires changed nothing")
+	ok, err := l.Release(ctx)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	t.Run("inside Run", func(t *testing.T) {
+		ran, err := l.Run(ctx, func(ctx context.Context) error {
+			return l.Acquire(ctx)
+		})
+		assert.True(t, ran)
+		assert.ErrorIs(t, err, lock.ErrInUse)
+		locked, err := l.IsLocked(ctx)
+		require.NoError(t, err)
+		assert.False(t, locked, "Run released")
+	})
+
+	t.Run("while acquiring", func(t *testing.T) {
+		holder := c.Lock("k")
+		require.NoError(t, holder.Acquire(ctx))
+		done := make(chan error, 1)
+		go func() { done <- l.Acquire(ctx) }()
+		require.Eventually(t, func() bool {
+			info, err := st.Inspect(ctx, "k")
+			return err == nil && info.Waiters == 1
+		}, patience, time.Millisecond)
+		_, err := l.TryAcquire(ctx)
+		assert.ErrorIs(t, err, lock.ErrInUse, "a handle that is acquiring is in use")
+		ok, err := holder.Release(ctx)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.NoError(t, <-done)
+		ok, err = l.Release(ctx)
+		require.NoError(t, err)
+		assert.True(t, ok)
+	})
+}
+
+func TestNewRejectsNilStore(t *testing.T) {
+	assert.PanicsWithValue(t, "lock: New called with a nil Store", func() { lock.New(nil) })
+	st := newMemoryStore(t)
+	assert.Same(t, st, lock.New(st).Store())
+}
+
+func TestHandleReacquireGetsFreshOwner(t *testing.T) {
+	ctx := testCtx(t)
+	c := lock.New(newMemoryStore(t))
+	l := c.Lock("k")
+	require.NoError(t, l.Acquire(ctx))
+	first, firstSerialized := l.Token(), l.Serialize()
+	ok, err := l.Release(ctx)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, first, l.Token(), "Token keeps the last lease's token after release")
+
+	require.NoError(t, l.Acquire(ctx))
+	assert.Greater(t, l.Token(), first)
+	assert.NotEqual(t, ownerField(firstSerialized), ownerField(l.Serialize()), "a fresh owner per acquisition")
+
+	// The old owner, restored elsewhere, cannot touch the new lease.
+	stale, err := c.Restore(firstSerialized)
+	require.NoError(t, err)
+	ok, err = stale.Release(ctx)
+	require.NoError(t, err)
+	assert.False(t, ok)
+	assert.ErrorIs(t, stale.Extend(ctx), lock.ErrNotHeld)
+	expired, err := l.IsExpired(ctx)
+	require.NoError(t, err)
+	assert.False(t, expired)
+}
+
+func ownerField(serialized string) string { return strings.Split(serialized, ".")[3] }
+
+func TestHandleRemainingIsConservative(t *testing.T) {
+	ctx := testCtx(t)
+	st := newMemoryStore(t)
+	l := lock.New(st).Lock("k", lock.TTL(time.Minute))
+	_, ok := l.Remaining()
+	assert.False(t, ok, "not held yet")
+
+	require.NoError(t, l.Acquire(ctx))
+	info, err := st.Inspect(ctx, "k")
+	require.NoError(t, err)
+	left, ok := l.Remaining()
+	require.True(t, ok)
+	assert.Positive(t, left)
+	assert.LessOrEqual(t, left, info.Remaining, "the handle never believes in more lease than the store has")
+
+	require.NoError(t, l.Extend(ctx, lock.TTL(2*time.Minute)))
+	assert.Equal(t, 2*time.Minute, l.TTL(), "Extend's TTL becomes the handle's")
+	left, ok = l.Remaining()
+	require.True(t, ok)
+	assert.Greater(t, left, time.Minute)
+	assert.LessOrEqual(t, left, 2*time.Minute)
+
+	ok, err = l.Release(ctx)
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, ok = l.Remaining()
+	assert.False(t, ok, "released")
+}
+
+func TestHandleValidation(t *testing.T) {
+	ctx := testCtx(t)
+	st := newMemoryStore(t)
+	c := lock.New(st)
+	for _, tc := range []struct {
+		name string
+		l    *lock.Lock
+		opts []lock.Option
+		want error
+	}{
+		{"empty key", c.Lock(""), nil, lock.ErrInvalidKey},
+		{"long key", c.Lock(strings.Repeat("x", lock.MaxKeyLen+1)), nil, lock.ErrInvalidKey},
+		{"zero ttl", c.Lock("k", lock.TTL(0)), nil, lock.ErrInvalidTTL},
+		{"absurd ttl", c.Lock("k", lock.TTL(lock.MaxTTL+1)), nil, lock.ErrInvalidTTL},
+		{"negative wait", c.Lock("k"), []lock.Option{lock.Wait(-time.Second)}, lock.ErrInvalidWait},
+		{"negative default wait", c.Lock("k", lock.Wait(-time.Second)), nil, lock.ErrInvalidWait},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.l.Acquire(ctx, tc.opts...)
+			assert.ErrorIs(t, err, tc.want)
+			called := false
+			ran, err := tc.l.Run(ctx, func(context.Context) error { called = true; return nil }, tc.opts...)
+			assert.ErrorIs(t, err, tc.want)
+			assert.False(t, ran)
+			assert.False(t, called)
+			// The handle is not stuck: nothing was acquired and it is not in use.
+			assert.NotErrorIs(t, tc.l.Acquire(ctx, tc.opts...), lock.ErrInUse)
+			info, err := st.Inspect(ctx, "k")
+			require.NoError(t, err)
+			assert.False(t, info.Locked)
+		})
+	}
+
+	l := c.Lock("k")
+	require.NoError(t, l.Acquire(ctx))
+	err := l.Extend(ctx, lock.TTL(-1))
+	assert.ErrorIs(t, err, lock.ErrInvalidTTL)
+	assert.Contains(t, err.Error(), "got -1ns", "the message says what was wrong")
+	assert.Equal(t, lock.DefaultTTL, l.TTL(), "a rejected TTL is not adopted")
+}
+
+func TestValidateMessages(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{lock.ValidateKey(""), "lock: invalid key: key is empty"},
+		{lock.ValidateKey(strings.Repeat("k", 600)), "lock: invalid key: key is longer than 512 bytes (got 600)"},
+		{lock.ValidateRelease("k", lock.Owner{}), "lock: invalid owner: owner is zero"},
+		{lock.ValidateExtend("k", lock.NewOwner(), 0), "lock: invalid ttl: ttl must be between 1ms and 24h (got 0s)"},
+		{lock.ValidateAcquire(lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Second, Wait: -time.Second}),
+			"lock: invalid wait: wait must be between 0 and 24h (got -1s)"},
+		{lock.ValidateList(lock.ListRequest{Limit: -1}), "lock: invalid list request: limit is negative (got -1)"},
+	} {
+		require.Error(t, tc.err)
+		assert.Equal(t, tc.want, tc.err.Error())
+	}
+	assert.NoError(t, lock.ValidateAcquire(lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: lock.MinTTL, Wait: lock.MaxWait}))
+}
+
+func TestRunWaitsForTheKey(t *testing.T) {
+	ctx := testCtx(t)
+	st := newMemoryStore(t)
+	c := lock.New(st)
+	holder := c.Lock("k")
+	require.NoError(t, holder.Acquire(ctx))
+
+	type result struct {
+		ran bool
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ran, err := c.Lock("k").Run(ctx, func(context.Context) error { return nil })
+		done <- result{ran, err}
+	}()
+	require.Eventually(t, func() bool {
+		info, err := st.Inspect(ctx, "k")
+		return err == nil && info.Waiters == 1
+	}, patience, time.Millisecond)
+	ok, err := holder.Release(ctx)
+	require.NoError(t, err)
+	require.True(t, ok)
+	got := <-done
+	assert.NoError(t, got.err)
+	assert.True(t, got.ran, "Run waited for the holder's release")
+
+	t.Run("context done", func(t *testing.T) {
+		require.NoError(t, holder.Acquire(ctx))
+		waitCtx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		ran, err := c.Lock("k").Run(waitCtx, func(context.Context) error { return nil })
+		assert.False(t, ran)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		ok, err := holder.Release(ctx)
+		require.NoError(t, err)
+		assert.True(t, ok)
+	})
+}
+
+func TestRunKeepsTheLeaseAlive(t *testing.T) {
+	ctx := testCtx(t)
+	st := &fakeStore{Store: newMemoryStore(t)}
+	const ttl = 60 * time.Millisecond
+	l := lock.New(st).Lock("k", lock.TTL(ttl))
+	ran, err := l.Run(ctx, func(ctx context.Context) error {
+		// Work for several TTLs; the keep-alive must extend meanwhile.
+		require.Eventually(t, func() bool { return st.extends.Load() >= 4 }, patience, time.Millisecond)
+		expired, err := l.IsExpired(ctx)
+		require.NoError(t, err)
+		assert.False(t, expired, "still held after several TTLs")
+		left, ok := l.Remaining()
+		assert.True(t, ok)
+		assert.LessOrEqual(t, left, ttl)
+		return ctx.Err()
+	})
+	assert.True(t, ran)
+	assert.NoError(t, err)
+	expired, err := l.IsExpired(ctx)
+	require.NoError(t, err)
+	assert.False(t, expired, "released by Run, not lost")
+}
+
+// When no extend gets an answer before the lease's local deadline, Run cancels
+// fn rather than let it run on a lease that may belong to someone else by now.
+func TestRunCancelsAtTheLocalDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		extend func(ctx context.Context, key string, owner lock.Owner, ttl time.Duration) (lock.Lease, error)
+	}{
+		{"extend hangs", func(ctx context.Context, _ string, _ lock.Owner, _ time.Duration) (lock.Lease, error) {
+			<-ctx.Done()
+			return lock.Lease{}, ctx.Err()
+		}},
+		{"extend fails", func(context.Context, string, lock.Owner, time.Duration) (lock.Lease, error) {
+			return lock.Lease{}, lock.ErrUnavailable
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			st := &fakeStore{Store: newMemoryStore(t), extend: tc.extend}
+			// The store's lease is longer than the handle thinks, so the final
+			// release finds it: the loss was only possible, yet Run must not
+			// have let fn go on past the deadline.
+			st.acquire = func(ctx context.Context, req lock.AcquireRequest) (lock.Lease, error) {
+				req.TTL = time.Minute
+				lease, err := st.Store.Acquire(ctx, req)
+				lease.Remaining = 90 * time.Millisecond
+				return lease, err
+			}
+			l := lock.New(st).Lock("k", lock.TTL(90*time.Millisecond))
+			start := time.Now()
+			var cause error
+			var ranFor time.Duration
+			ran, err := l.Run(ctx, func(ctx context.Context) error {
+				<-ctx.Done()
+				ranFor, cause = time.Since(start), context.Cause(ctx)
+				return nil
+			})
+			assert.True(t, ran)
+			assert.GreaterOrEqual(t, ranFor, 90*time.Millisecond, "not canceled before the deadline")
+			assert.ErrorIs(t, cause, lock.ErrNotHeld)
+			assert.NoError(t, err, "the release found the lease intact, so it was never lost")
+			assert.GreaterOrEqual(t, st.extends.Load(), int32(1))
+			locked, err := l.IsLocked(ctx)
+			require.NoError(t, err)
+			assert.False(t, locked, "released")
+		})
+	}
+}
+
+// When Run's release fails, Run says so, and the handle keeps the owner: the
+// next Run is the idempotent re-acquire of the same lease, and Release works.
+func TestRunReleaseFails(t *testing.T) {
+	ctx := testCtx(t)
+	st := &fakeStore{Store: newMemoryStore(t)}
+	st.release = func(context.Context, string, lock.Owner) (bool, error) { return false, lock.ErrUnavailable }
+	l := lock.New(st).Lock("k", lock.TTL(time.Minute))
+	ran, err := l.Run(ctx, func(context.Context) error { return nil })
+	assert.True(t, ran)
+	assert.ErrorIs(t, err, lock.ErrUnavailable)
+	assert.NotErrorIs(t, err, lock.ErrNotHeld, "the lease was not lost, only not released")
+	first := l.Token()
+
+	st.release = nil
+	ran, err = l.Run(ctx, func(context.Context) error {
+		assert.Equal(t, first, l.Token(), "the same lease, re-acquired by its owner")
+		return nil
+	})
+	assert.True(t, ran)
+	assert.NoError(t, err)
+	locked, err := l.IsLocked(ctx)
+	require.NoError(t, err)
+	assert.False(t, locked)
+
+	t.Run("after the local deadline", func(t *testing.T) {
+		st.release = func(context.Context, string, lock.Owner) (bool, error) { return false, lock.ErrUnavailable }
+		st.extend = func(context.Context, string, lock.Owner, time.Duration) (lock.Lease, error) {
+			return lock.Lease{}, lock.ErrUnavailable
+		}
+		l := lock.New(st).Lock("k2", lock.TTL(30*time.Millisecond))
+		ran, err := l.Run(ctx, func(ctx context.Context) error {
+			<-ctx.Done()
+			return nil
+		})
+		assert.True(t, ran)
+		assert.ErrorIs(t, err, lock.ErrNotHeld, "nothing can tell whether the lease outlived its deadline")
+		assert.ErrorIs(t, err, lock.ErrUnavailable)
+	})
+}
+
+func TestRunCancelsWhenReleasedThroughTheHandle(t *testing.T) {
+	ctx := testCtx(t)
+	l := lock.New(newMemoryStore(t)).Lock("k", lock.TTL(60*time.Millisecond))
+	var cause error
+	ran, err := l.Run(ctx, func(fnCtx context.Context) error {
+		ok, err := l.Release(ctx)
+		require.NoError(t, err)
+		require.True(t, ok)
+		<-fnCtx.Done()
+		cause = context.Cause(fnCtx)
+		return nil
+	})
+	assert.True(t, ran)
+	assert.NoError(t, err, "a release through the handle is not a loss")
+	assert.ErrorIs(t, cause, lock.ErrNotHeld, "but fn is told it no longer holds the lock")
+}
+
+func TestUnknownOutcomeRetriesWithTheSameOwner(t *testing.T) {
+	ctx := testCtx(t)
+	st := &fakeStore{Store: newMemoryStore(t)}
+	var owners []lock.Owner
+	st.acquire = func(ctx context.Context, req lock.AcquireRequest) (lock.Lease, error) {
+		owners = append(owners, req.Owner)
+		lease, err := st.Store.Acquire(ctx, req)
+		if len(owners) == 1 {
+			require.NoError(t, err)
+			return lock.Lease{}, lock.ErrUnknownOutcome // granted, but the answer was lost
+		}
+		return lease, err
+	}
+	l := lock.New(st).Lock("k")
+	assert.ErrorIs(t, l.Acquire(ctx), lock.ErrUnknownOutcome)
+	require.NoError(t, l.Acquire(ctx), "the retry is the idempotent repeat")
+	require.Len(t, owners, 2)
+	assert.Equal(t, owners[0], owners[1])
+	info, err := st.Inspect(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, info.Token, l.Token())
+
+	t.Run("release after an unknown outcome", func(t *testing.T) {
+		owners = nil
+		ok, err := l.Release(ctx)
+		require.NoError(t, err)
+		require.True(t, ok)
+		assert.ErrorIs(t, l.Acquire(ctx), lock.ErrUnknownOutcome)
+		ok, err = l.Release(ctx)
+		require.NoError(t, err)
+		assert.True(t, ok, "Release gives back what may have been granted")
+		locked, err := l.IsLocked(ctx)
+		require.NoError(t, err)
+		assert.False(t, locked)
+	})
+}
+
+type hookLog struct {
+	mu     sync.Mutex
+	events []any
+}
+
+func (h *hookLog) add(e any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.events = append(h.events, e)
+}
+
+func (h *hookLog) all() []any {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]any(nil), h.events...)
+}
+
+func (h *hookLog) hooks() lock.Hooks {
+	return lock.Hooks{
+		OnAcquired:  func(_ context.Context, e lock.AcquiredEvent) { h.add(e) },
+		OnReleased:  func(_ context.Context, e lock.ReleasedEvent) { e.Held = 0; h.add(e) },
+		OnContended: func(_ context.Context, e lock.ContendedEvent) { e.Remaining = 0; h.add(e) },
+	}
+}
+
+func TestHooks(t *testing.T) {
+	ctx := testCtx(t)
+	st := newMemoryStore(t)
+	var h hookLog
+	c := lock.New(st, lock.WithHooks(h.hooks()))
+	a := c.Lock("k", lock.TTL(time.Minute))
+	b := c.Lock("k", lock.TTL(time.Minute))
+
+	require.NoError(t, a.Acquire(ctx))
+	ok, err := b.TryAcquire(ctx)
+	require.NoError(t, err)
+	require.False(t, ok)
+
+	// A waiting acquire reports the contention before it waits.
+	done := make(chan error, 1)
+	go func() { done <- b.Acquire(ctx) }()
+	require.Eventually(t, func() bool { return len(h.all()) == 3 }, patience, time.Millisecond)
+	assert.Equal(t, lock.ContendedEvent{Key: "k", Token: 1}, h.all()[2])
+	ok, err = a.Release(ctx)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NoError(t, <-done)
+	ok, err = b.Release(ctx)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	// a's release hook and b's acquire hook run on different goroutines, in
+	// either order; everything else is ordered.
+	events := h.all()
+	require.Len(t, events, 6)
+	assert.Equal(t, []any{
+		lock.AcquiredEvent{Key: "k", Token: 1, TTL: time.Minute},
+		lock.ContendedEvent{Key: "k", Token: 1},
+		lock.ContendedEvent{Key: "k", Token: 1},
+	}, events[:3])
+	assert.ElementsMatch(t, []any{
+		lock.ReleasedEvent{Key: "k", Token: 1},
+		lock.AcquiredEvent{Key: "k", Token: 2, TTL: time.Minute},
+	}, events[3:5])
+	assert.Equal(t, lock.ReleasedEvent{Key: "k", Token: 2}, events[5])
+
+	t.Run("lost lease", func(t *testing.T) {
+		h := hookLog{}
+		c := lock.New(st, lock.WithHooks(h.hooks()))
+		l := c.Lock("lost", lock.TTL(20*time.Millisecond))
+		require.NoError(t, l.Acquire(ctx))
+		require.Eventually(t, func() bool {
+			expired, err := l.IsExpired(ctx)
+			return err == nil && expired
+		}, patience, time.Millisecond)
+		ok, err := l.Release(ctx)
+		require.NoError(t, err)
+		assert.False(t, ok)
+		assert.Equal(t, []any{
+			lock.AcquiredEvent{Key: "lost", Token: 3, TTL: 20 * time.Millisecond},
+			lock.ReleasedEvent{Key: "lost", Token: 3, Lost: true},
+		}, h.all(), "released once, when the loss was found")
+	})
+}
+
+func TestHooksMayUseTheHandle(t *testing.T) {
+	ctx := testCtx(t)
+	var l *lock.Lock
+	var seen uint64
+	c := lock.New(newMemoryStore(t), lock.WithHooks(lock.Hooks{
+		OnAcquired: func(ctx context.Context, e lock.AcquiredEvent) {
+			seen = l.Token() // would deadlock if the hook ran under the handle's lock
+			_, _ = l.Remaining()
+		},
+	}))
+	l = c.Lock("k")
+	require.NoError(t, l.Acquire(ctx))
+	assert.Equal(t, l.Token(), seen)
+}
+
+func TestPanickingHookDoesNotBreakTheLock(t *testing.T) {
+	var logged bytes.Buffer
+	previous := log.Writer()
+	log.SetOutput(&logged)
+	t.Cleanup(func() { log.SetOutput(previous) })
+
+	ctx := testCtx(t)
+	st := newMemoryStore(t)
+	c := lock.New(st, lock.WithHooks(lock.Hooks{
+		OnAcquired:  func(context.Context, lock.AcquiredEvent) { panic("acquired hook") },
+		OnReleased:  func(context.Context, lock.ReleasedEvent) { panic("released hook") },
+		OnContended: func(context.Context, lock.ContendedEvent) { panic("contended hook") },
+	}))
+	l := c.Lock("k")
+	ran, err := l.Run(ctx, func(ctx context.Context) error {
+		ok, err := c.Lock("k").TryAcquire(ctx)
+		require.NoError(t, err)
+		assert.False(t, ok)
+		return nil
+	})
+	assert.True(t, ran)
+	assert.NoError(t, err)
+	locked, err := l.IsLocked(ctx)
+	require.NoError(t, err)
+	assert.False(t, locked, "released despite the panicking hooks")
+	for _, hook := range []string{"OnAcquired", "OnReleased", "OnContended"} {
+		assert.Contains(t, logged.String(), "lock: hook "+hook+` panicked for "k"`)
+	}
+}
+
+func TestSerializeRoundTrip(t *testing.T) {
+	ctx := testCtx(t)
+	c := lock.New(newMemoryStore(t))
+	urlSafe := regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+	for _, key := range []string{"k", "invoice:42", "a/b c?d=e&f#g", "\x00\xff", strings.Repeat("é", lock.MaxKeyLen/2)} {
+		l := c.Lock(key, lock.TTL(1500*time.Microsecond))
+		s := l.Serialize()
+		assert.Regexp(t, urlSafe, s)
+		assert.True(t, strings.HasPrefix(s, "v1."))
+		restored, err := c.Restore(s)
+		require.NoError(t, err)
+		assert.Equal(t, key, restored.Key())
+		assert.Equal(t, 1500*time.Microsecond, restored.TTL())
+		assert.Zero(t, restored.Token())
+		ok, err := restored.Release(ctx)
+		require.NoError(t, err)
+		assert.False(t, ok, "restored from a handle that held nothing")
+		assert.Equal(t, s, restored.Serialize(), "one form per handle")
+	}
+
+	l := c.Lock("held", lock.TTL(time.Minute))
+	require.NoError(t, l.Acquire(ctx))
+	s := l.Serialize()
+	assert.Regexp(t, `^v1\.aGVsZA\.60000000000\.[0-9a-f]{32}\.1$`, s)
+	restored, err := c.Restore(s)
+	require.NoError(t, err)
+	assert.Equal(t, s, restored.Serialize())
+	assert.Equal(t, l.Token(), restored.Token())
+	_, ok := restored.Remaining()
+	assert.False(t, ok, "unknown until the restored handle extends")
+}
+
+func TestRestoreRejectsGarbage(t *testing.T) {
+	c := lock.New(lock.NewMemoryStore())
+	owner := lock.NewOwner().String()
+	for _, tc := range []struct {
+		name, s string
+		also    error
+	}{
+		{"empty", "", nil},
+		{"not ours", "hello", nil},
+		{"future version", "v2.aw.1000000." + owner + ".1", nil},
+		{"too few fields", "v1.aw.1000000", nil},
+		{"too many fields", "v1.aw.1000000." + owner + ".1.x", nil},
+		{"key not base64", "v1.a*w.1000000..", nil},
+		{"key padded", "v1.aw==.1000000..", nil},
+		{"empty key", "v1..1000000..", lock.ErrInvalidKey},
+		{"long key", "v1." + strings.Repeat("a", 700) + ".1000000..", lock.ErrInvalidKey},
+		{"ttl not a number", "v1.aw.30s..", nil},
+		{"ttl signed", "v1.aw.+1000000..", nil},
+		{"ttl leading zero", "v1.aw.01000000..", nil},
+		{"ttl zero", "v1.aw.0..", lock.ErrInvalidTTL},
+		{"ttl negative", "v1.aw.-1000000..", nil},
+		{"ttl absurd", "v1.aw.86400000000001..", lock.ErrInvalidTTL},
+		{"ttl overflow", "v1.aw.99999999999999999999..", nil},
+		{"owner without token", "v1.aw.1000000." + owner + ".", nil},
+		{"token without owner", "v1.aw.1000000..1", nil},
+		{"owner short", "v1.aw.1000000.abcd.1", lock.ErrInvalidOwner},
+		{"owner not hex", "v1.aw.1000000." + strings.Repeat("z", 32) + ".1", lock.ErrInvalidOwner},
+		{"owner zero", "v1.aw.1000000." + strings.Repeat("0", 32) + ".1", lock.ErrInvalidOwner},
+		{"token zero", "v1.aw.1000000." + owner + ".0", nil},
+		{"token negative", "v1.aw.1000000." + owner + ".-1", nil},
+		{"token overflow", "v1.aw.1000000." + owner + ".18446744073709551616", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := c.Restore(tc.s)
+			assert.Nil(t, l)
+			require.ErrorIs(t, err, lock.ErrBadSerialized)
+			if tc.also != nil {
+				assert.ErrorIs(t, err, tc.also)
+			}
+			assert.True(t, strings.HasPrefix(err.Error(), "lock: "))
+		})
+	}
+	l, err := c.Restore("v1.aw.1000000." + owner + ".18446744073709551615")
+	require.NoError(t, err, "the largest token")
+	assert.Equal(t, "k", l.Key())
+}
+
+func TestClientList(t *testing.T) {
+	ctx := testCtx(t)
+	st := newMemoryStore(t)
+	c := lock.New(st)
+	for _, k := range []string{"job/a", "job/b", "job/c", "other"} {
+		require.NoError(t, c.Lock(k, lock.TTL(time.Minute)).Acquire(ctx))
+	}
+	short := c.Lock("job/expired", lock.TTL(lock.MinTTL))
+	require.NoError(t, short.Acquire(ctx))
+	require.Eventually(t, func() bool {
+		expired, err := short.IsExpired(ctx)
+		return err == nil && expired
+	}, patience, time.Millisecond)
+
+	keys := func(infos []lock.LockInfo) []string {
+		var out []string
+		for _, info := range infos {
+			assert.True(t, info.Locked)
+			assert.Positive(t, info.Token)
+			assert.Positive(t, info.Remaining)
+			assert.LessOrEqual(t, info.Remaining, time.Minute)
+			out = append(out, info.Key)
+		}
+		return out
+	}
+	all, err := c.List(ctx, lock.ListRequest{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"job/a", "job/b", "job/c", "other"}, keys(all))
+	page, err := c.List(ctx, lock.ListRequest{Prefix: "job/", Limit: 2})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"job/a", "job/b"}, keys(page))
+	page, err = c.List(ctx, lock.ListRequest{Prefix: "job/", After: "job/b", Limit: 2})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"job/c"}, keys(page))
+
+	_, err = c.List(ctx, lock.ListRequest{Limit: -1})
+	assert.ErrorIs(t, err, lock.ErrInvalidList)
+	_, err = c.List(ctx, lock.ListRequest{Prefix: strings.Repeat("p", lock.MaxKeyLen+1)})
+	assert.ErrorIs(t, err, lock.ErrInvalidKey)
+	_, err = lock.New(struct{ lock.Store }{st}).List(ctx, lock.ListRequest{})
+	assert.ErrorIs(t, err, errors.ErrUnsupported, "a store that cannot list")
+}
+
+func TestMemoryStoreClose(t *testing.T) {
+	ctx := testCtx(t)
+	st := lock.NewMemoryStore()
+	holder := lock.NewOwner()
+	_, err := st.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: holder, TTL: time.Minute})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() {
+		_, err := st.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Minute, Wait: time.Minute})
+		done <- err
+	}()
+	require.Eventually(t, func() bool {
+		info, err := st.Inspect(ctx, "k")
+		return err == nil && info.Waiters == 1
+	}, patience, time.Millisecond)
+
+	require.NoError(t, st.Close())
+	assert.ErrorIs(t, <-done, lock.ErrClosed, "a waiter is woken by Close")
+	require.NoError(t, st.Close(), "Close is idempotent")
+	_, err = st.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Minute})
+	assert.ErrorIs(t, err, lock.ErrClosed)
+	_, err = st.Release(ctx, "k", holder)
+	assert.ErrorIs(t, err, lock.ErrClosed)
+	_, err = st.Extend(ctx, "k", holder, time.Minute)
+	assert.ErrorIs(t, err, lock.ErrClosed)
+	_, err = st.Inspect(ctx, "k")
+	assert.ErrorIs(t, err, lock.ErrClosed)
+	_, err = st.List(ctx, lock.ListRequest{})
+	assert.ErrorIs(t, err, lock.ErrClosed)
+}
+
+// A waiter granted after queueing is told a lease counted from when its
+// acquire reached the store, so its deadline is never later than the lease's.
+func TestMemoryStoreWaiterLeaseIsConservative(t *testing.T) {
+	ctx := testCtx(t)
+	st := newMemoryStore(t)
+	holder := lock.NewOwner()
+	_, err := st.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: holder, TTL: 30 * time.Millisecond})
+	require.NoError(t, err)
+	sent := time.Now()
+	lease, err := st.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Minute, Wait: patience})
+	require.NoError(t, err)
+	info, err := st.Inspect(ctx, "k")
+	require.NoError(t, err)
+	deadline := sent.Add(lease.Remaining)
+	assert.LessOrEqual(t, time.Until(deadline), info.Remaining, "the waiter's deadline comes before the store's")
+	assert.Greater(t, lease.Remaining, time.Minute-time.Second, "but not much before: the wait is not charged to the lease")
+}

@@ -1,0 +1,55 @@
+package lockhttp
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/raftlock/raftlock/lock"
+)
+
+// body is the JSON the default responses write.
+type body struct {
+	Error string `json:"error"`           // locked, unavailable, bad_key, internal
+	Key   string `json:"key,omitempty"`   // the lock's key
+	Token uint64 `json:"token,omitempty"` // the holder's fencing token, when locked and known
+}
+
+// WriteLocked is the default OnLocked response: 409 Conflict with
+// {"error":"locked","key":...,"token":...}. An OnLocked function may call it
+// after setting headers of its own (Retry-After, for instance).
+func WriteLocked(w http.ResponseWriter, r *http.Request, held *lock.HeldError) {
+	b := body{Error: "locked"}
+	if held != nil {
+		b.Key, b.Token = held.Key, held.Token
+	}
+	writeJSON(w, http.StatusConflict, b)
+}
+
+// WriteError is the default OnError response: 400 {"error":"bad_key"} for a
+// key the store refuses, 500 {"error":"internal"} for a misconfigured
+// middleware (a TTL or Wait out of range, a nil argument), and
+// 503 {"error":"unavailable"} for everything else: the store could not answer,
+// or the request's context ended while it waited. The error's text is not
+// sent: it may name internal hosts.
+func WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, lock.ErrInvalidKey):
+		writeJSON(w, http.StatusBadRequest, body{Error: "bad_key"})
+	case errors.Is(err, lock.ErrInvalidTTL), errors.Is(err, lock.ErrInvalidWait), errors.Is(err, ErrNilArgument):
+		writeJSON(w, http.StatusInternalServerError, body{Error: "internal"})
+	default:
+		// lock.ErrUnavailable, ErrUnknownOutcome, ErrQueueFull, ErrClosed, a
+		// transport error of a remote store, or the request's context: all
+		// mean "not now", and a retry may succeed.
+		writeJSON(w, http.StatusServiceUnavailable, body{Error: "unavailable"})
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, b body) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(b) // the client may be gone; nothing to do about it
+}

@@ -1,0 +1,283 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// MemoryStore keeps locks in this process's memory. It runs the same state
+// machine as the cluster (package fsm), so it has the same semantics: FIFO
+// waiters, hand-off on release, expiry and cancel, idempotent acquire by the
+// holder, fencing tokens. It excludes only callers in this process: use it for
+// tests, examples and single-process programs, never to coordinate replicas.
+//
+// Its clock is the process's monotonic clock, and a timer armed for the
+// machine's next deadline applies expiries and wait deadlines when they fall
+// due, so a waiter is handed an expired lock without anyone polling.
+//
+// A MemoryStore is safe for concurrent use. The zero value is not usable:
+// make one with NewMemoryStore, and Close it to stop its timer.
+type MemoryStore struct {
+	start time.Time     // the machine's log time is the time since start
+	done  chan struct{} // closed by Close; wakes every waiter
+
+	mu      sync.Mutex // protects the fields below, and serializes the machine
+	machine *fsm.Machine
+	waiters map[waiterKey][]chan fsm.Event // queued acquires, woken by the machine's events
+	timer   *time.Timer                    // applies a tick at the machine's next deadline
+	armed   bool                           // the timer is set for armedAt
+	armedAt time.Duration
+	closed  bool
+}
+
+type waiterKey struct {
+	key   string
+	owner fsm.Owner
+}
+
+var (
+	_ Store  = (*MemoryStore)(nil)
+	_ Lister = (*MemoryStore)(nil)
+)
+
+// NewMemoryStore returns an empty store.
+func NewMemoryStore() *MemoryStore {
+	s := &MemoryStore{
+		start:   time.Now(),
+		done:    make(chan struct{}),
+		waiters: make(map[waiterKey][]chan fsm.Event),
+	}
+	s.machine = fsm.New(s.observe)
+	s.timer = time.AfterFunc(time.Hour, s.tick)
+	s.timer.Stop()
+	return s
+}
+
+// Close stops the store's timer. Calls after Close, and acquires waiting when
+// it is called, fail with ErrClosed. Close is idempotent.
+func (s *MemoryStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.closed = true
+		s.timer.Stop()
+		close(s.done)
+	}
+	return nil
+}
+
+// Acquire implements Store.
+func (s *MemoryStore) Acquire(ctx context.Context, req AcquireRequest) (Lease, error) {
+	if err := ValidateAcquire(req); err != nil {
+		return Lease{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Lease{}, err
+	}
+	owner := fsm.Owner(req.Owner)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return Lease{}, ErrClosed
+	}
+	res := s.applyLocked(fsm.Command{Op: fsm.OpAcquire, Key: req.Key, Owner: owner, TTL: req.TTL, Wait: req.Wait})
+	switch res.Status {
+	case fsm.StatusGranted:
+		s.mu.Unlock()
+		return Lease{Token: res.Token, Remaining: res.ExpiresAt - res.Now}, nil
+	case fsm.StatusHeld:
+		s.mu.Unlock()
+		return Lease{}, &HeldError{Key: req.Key, Token: res.Token, Remaining: res.ExpiresAt - res.Now}
+	case fsm.StatusQueueFull:
+		s.mu.Unlock()
+		return Lease{}, fmt.Errorf("%w: %d callers already wait for %q", ErrQueueFull, res.Waiters, req.Key)
+	case fsm.StatusQueued:
+	default:
+		s.mu.Unlock()
+		return Lease{}, fmt.Errorf("lock: memory store: unexpected acquire status %v", res.Status)
+	}
+
+	// Queued: the hand-off (or the wait deadline) arrives as an event.
+	wk := waiterKey{req.Key, owner}
+	woken := make(chan fsm.Event, 1) // sent to under mu, so it must never block
+	s.waiters[wk] = append(s.waiters[wk], woken)
+	queuedAt := res.Now
+	s.mu.Unlock()
+
+	select {
+	case ev := <-woken:
+		if ev.Kind == fsm.EventGranted {
+			// Counted from when the acquire reached the machine, which is after
+			// the caller sent it: the caller's deadline comes no later than
+			// ExpiresAt.
+			return Lease{Token: ev.Token, Remaining: ev.ExpiresAt - queuedAt}, nil
+		}
+		return Lease{}, s.heldError(req.Key)
+	case <-ctx.Done():
+		s.mu.Lock()
+		s.forgetWaiterLocked(wk, woken)
+		if !s.closed {
+			// Leave the queue, or give back a grant that raced with ctx.
+			s.applyLocked(fsm.Command{Op: fsm.OpCancelWait, Key: req.Key, Owner: owner})
+		}
+		s.mu.Unlock()
+		return Lease{}, fmt.Errorf("lock: waiting for %q: %w", req.Key, ctx.Err())
+	case <-s.done:
+		return Lease{}, ErrClosed
+	}
+}
+
+// heldError describes key's holder now, for a waiter whose wait ran out.
+func (s *MemoryStore) heldError(key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.machine.Lookup(key, s.now())
+	held := &HeldError{Key: key}
+	if st.Held {
+		held.Token, held.Remaining = st.Token, st.ExpiresAt-max(s.machine.Now(), s.now())
+	}
+	return held
+}
+
+// Release implements Store.
+func (s *MemoryStore) Release(ctx context.Context, key string, owner Owner) (bool, error) {
+	if err := ValidateRelease(key, owner); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false, ErrClosed
+	}
+	res := s.applyLocked(fsm.Command{Op: fsm.OpRelease, Key: key, Owner: fsm.Owner(owner)})
+	return res.Status == fsm.StatusReleased, nil
+}
+
+// Extend implements Store.
+func (s *MemoryStore) Extend(ctx context.Context, key string, owner Owner, ttl time.Duration) (Lease, error) {
+	if err := ValidateExtend(key, owner, ttl); err != nil {
+		return Lease{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return Lease{}, ErrClosed
+	}
+	res := s.applyLocked(fsm.Command{Op: fsm.OpExtend, Key: key, Owner: fsm.Owner(owner), TTL: ttl})
+	if res.Status != fsm.StatusExtended {
+		return Lease{}, fmt.Errorf("%w (key %q)", ErrNotHeld, key)
+	}
+	return Lease{Token: res.Token, Remaining: res.ExpiresAt - res.Now}, nil
+}
+
+// Inspect implements Store.
+func (s *MemoryStore) Inspect(ctx context.Context, key string) (KeyInfo, error) {
+	if err := ValidateKey(key); err != nil {
+		return KeyInfo{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return KeyInfo{}, ErrClosed
+	}
+	// A tick first, so that a lease that has just ended is already handed to
+	// its waiter rather than reported free.
+	now := s.applyLocked(fsm.Command{Op: fsm.OpTick}).Now
+	return keyInfo(s.machine.Lookup(key, now), now), nil
+}
+
+// List implements Lister.
+func (s *MemoryStore) List(ctx context.Context, req ListRequest) ([]LockInfo, error) {
+	if err := ValidateList(req); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	now := s.applyLocked(fsm.Command{Op: fsm.OpTick}).Now
+	var out []LockInfo
+	s.machine.Range(req.Prefix, now, func(key string, st fsm.KeyState) bool {
+		if key <= req.After {
+			return true
+		}
+		out = append(out, LockInfo{Key: key, KeyInfo: keyInfo(st, now)})
+		return req.Limit == 0 || len(out) < req.Limit
+	})
+	return out, nil
+}
+
+func keyInfo(st fsm.KeyState, now time.Duration) KeyInfo {
+	if !st.Held {
+		return KeyInfo{Waiters: st.Waiters}
+	}
+	return KeyInfo{Locked: true, Token: st.Token, Remaining: st.ExpiresAt - now, Waiters: st.Waiters}
+}
+
+// now is the machine's clock: the monotonic time since the store was made.
+func (s *MemoryStore) now() time.Duration { return time.Since(s.start) }
+
+// applyLocked stamps c with the clock, applies it, and re-arms the timer for
+// the machine's next deadline. Called with mu held.
+func (s *MemoryStore) applyLocked(c fsm.Command) fsm.Result {
+	c.Stamp = s.now()
+	res := s.machine.Apply(c)
+	next, ok := s.machine.NextDeadline()
+	switch {
+	case !ok:
+		if s.armed {
+			s.timer.Stop()
+			s.armed = false
+		}
+	case !s.armed || next != s.armedAt:
+		s.timer.Reset(max(next-s.now(), 0))
+		s.armed, s.armedAt = true, next
+	}
+	return res
+}
+
+// tick runs on the timer: it applies the deadlines that are due (handing
+// expired locks to waiters, dropping waiters whose wait ran out).
+func (s *MemoryStore) tick() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.armed = false
+	s.applyLocked(fsm.Command{Op: fsm.OpTick})
+}
+
+// observe receives the machine's events during Apply, with mu held, and wakes
+// the waiters they concern.
+func (s *MemoryStore) observe(ev fsm.Event) {
+	if ev.Kind != fsm.EventGranted && ev.Kind != fsm.EventWaitExpired {
+		return
+	}
+	wk := waiterKey{ev.Key, ev.Owner}
+	for _, woken := range s.waiters[wk] {
+		woken <- ev // buffered, and each waiter is woken at most once
+	}
+	delete(s.waiters, wk)
+}
+
+// forgetWaiterLocked unregisters one waiting call. Called with mu held.
+func (s *MemoryStore) forgetWaiterLocked(wk waiterKey, woken chan fsm.Event) {
+	list := s.waiters[wk]
+	for i, c := range list {
+		if c == woken {
+			list = append(list[:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(s.waiters, wk)
+	} else {
+		s.waiters[wk] = list
+	}
+}

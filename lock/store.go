@@ -1,0 +1,144 @@
+package lock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+)
+
+// Store is the seam between the lock API and whatever keeps the locks: the
+// memory store, a cluster node, or the HTTP client of a remote node. A store
+// must make Acquire atomic and make Release and Extend act only when the
+// owner matches (compare-and-act). Every method may be called concurrently.
+// Each method validates its input first (ValidateAcquire, ValidateRelease,
+// ValidateExtend, ValidateKey) and changes nothing when it is invalid.
+// locktest.TestStore checks all of this.
+//
+// Durations a store returns (Lease.Remaining, KeyInfo.Remaining) are counted
+// from the moment the caller sent the request, on the caller's own monotonic
+// clock, and must never overstate: the store's lease may end later than that
+// figure, never earlier. Counting from any later moment (when the request
+// arrived, or when a read was sent after a waiter was woken) only makes the
+// figure more conservative, and is fine. So a lease granted after a wait may
+// report more than its TTL (the wait is not charged to it), or less.
+type Store interface {
+	// Acquire takes req.Key for req.Owner for req.TTL. If the key is held by
+	// another owner and req.Wait is zero, it returns a *HeldError at once. With
+	// a positive Wait the caller queues in FIFO order and is handed the lock by
+	// the holder's release, expiry or cancel, up to Wait or until ctx is done;
+	// a wait that runs out returns a *HeldError, a done ctx returns an error
+	// matching ctx.Err(), and in both cases the store leaves the queue (and
+	// releases, if the lock was granted meanwhile). Acquire by the live holder
+	// is idempotent: the same token, the lease not lengthened; acquire by an
+	// owner already queued keeps its place in the queue.
+	Acquire(ctx context.Context, req AcquireRequest) (Lease, error)
+
+	// Release ends owner's lease on key and hands the key to the next waiter.
+	// It returns false, and changes nothing, when owner does not hold key.
+	Release(ctx context.Context, key string, owner Owner) (bool, error)
+
+	// Extend makes owner's lease on key end ttl from now (which may shorten
+	// it), keeping its token. It returns
+	// ErrNotHeld when owner does not hold key (the lease was lost).
+	Extend(ctx context.Context, key string, owner Owner, ttl time.Duration) (Lease, error)
+
+	// Inspect reports whether anyone holds key. It never reveals the owner.
+	Inspect(ctx context.Context, key string) (KeyInfo, error)
+}
+
+// AcquireRequest asks a Store for a lock.
+type AcquireRequest struct {
+	Key   string
+	Owner Owner
+	TTL   time.Duration
+	Wait  time.Duration // how long to queue when held; 0 never queues
+}
+
+// Lease is a granted or extended lock.
+type Lease struct {
+	Token     uint64        // fencing token: strictly increasing across all grants of the store
+	Remaining time.Duration // lease left, counted from when the request was sent
+}
+
+// KeyInfo is what anyone may learn about a key.
+type KeyInfo struct {
+	Locked    bool
+	Token     uint64        // the holder's fencing token, when Locked
+	Remaining time.Duration // the holder's lease left, counted from when the request was sent
+	Waiters   int           // callers queued for the key
+}
+
+// Lister is an optional Store ability, found by type assertion (like
+// database/sql/driver.Pinger): listing the held locks. Client.List uses it and
+// reports errors.ErrUnsupported for a store without it.
+type Lister interface {
+	// List returns the held keys that start with req.Prefix and sort after
+	// req.After, in byte order, at most req.Limit of them (0: no limit). Like
+	// Inspect, it never reveals owners.
+	List(ctx context.Context, req ListRequest) ([]LockInfo, error)
+}
+
+// ListRequest selects the held keys Lister.List returns. To page, pass the last
+// key of one page as After of the next.
+type ListRequest struct {
+	Prefix string // only keys with this prefix; "" for all
+	After  string // only keys sorting after this one; "" to start at the beginning
+	Limit  int    // at most this many; 0 for no limit
+}
+
+// LockInfo is one held key, as Lister.List reports it.
+type LockInfo struct {
+	Key string
+	KeyInfo
+}
+
+// ValidateList checks a ListRequest: the prefix and After at most MaxKeyLen
+// bytes, the limit not negative. The error matches ErrInvalidKey or
+// ErrInvalidList.
+func ValidateList(req ListRequest) error {
+	switch {
+	case len(req.Prefix) > MaxKeyLen:
+		return fmt.Errorf("%w: prefix is longer than %d bytes (got %d)", ErrInvalidKey, MaxKeyLen, len(req.Prefix))
+	case len(req.After) > MaxKeyLen:
+		return fmt.Errorf("%w: after is longer than %d bytes (got %d)", ErrInvalidKey, MaxKeyLen, len(req.After))
+	case req.Limit < 0:
+		return fmt.Errorf("%w: limit is negative (got %d)", ErrInvalidList, req.Limit)
+	}
+	return nil
+}
+
+// Owner identifies one holder: 128 random bits. Whoever knows a lock's owner
+// can release or extend it, so treat it as a secret.
+type Owner [16]byte
+
+// NewOwner returns a fresh random owner.
+func NewOwner() Owner {
+	var o Owner
+	if _, err := rand.Read(o[:]); err != nil {
+		panic(fmt.Sprintf("lock: reading random owner: %v", err)) // crypto/rand never fails on supported platforms
+	}
+	return o
+}
+
+// IsZero reports whether o is the zero (invalid) owner.
+func (o Owner) IsZero() bool { return o == Owner{} }
+
+// String is the owner's 32-digit lowercase hex form.
+func (o Owner) String() string { return hex.EncodeToString(o[:]) }
+
+// ParseOwner parses the form String writes.
+func ParseOwner(s string) (Owner, error) {
+	var o Owner
+	if len(s) != 2*len(o) {
+		return Owner{}, fmt.Errorf("%w: owner must be 32 hex digits", ErrInvalidOwner)
+	}
+	if _, err := hex.Decode(o[:], []byte(s)); err != nil {
+		return Owner{}, fmt.Errorf("%w: owner must be 32 hex digits", ErrInvalidOwner)
+	}
+	if o.IsZero() {
+		return Owner{}, fmt.Errorf("%w: owner is zero", ErrInvalidOwner)
+	}
+	return o, nil
+}
