@@ -58,6 +58,28 @@ func (n *Node) join(ctx context.Context) error {
 	}
 }
 
+// rejoin runs when a node with existing state is given Join addresses: it
+// asks to be added again, in the background and until it succeeds or the
+// node closes. A node that left gracefully was removed from the
+// configuration and would otherwise never be heard from again; for a node
+// that is still a member, the request is a no-op. It must not block New: after
+// a full-cluster restart no leader can exist until enough members are up.
+func (n *Node) rejoin() {
+	defer n.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-n.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := n.join(ctx); err != nil && !n.closed() {
+		n.log.Warn("rejoining the cluster failed", "error", err)
+	}
+}
+
 // addVoter runs on the leader for a joining node. Adding a server that is
 // already a voter at the same address is a no-op, so a join retried after
 // an unknown outcome succeeds.
