@@ -186,6 +186,10 @@ func New(cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
+	if existing && len(cfg.Join) > 0 {
+		n.wg.Add(1)
+		go n.rejoin()
+	}
 	ok = true
 	return n, nil
 }
