@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/raftlock/raftlock/transport"
 )
 
 // Peer names one member of the initial configuration of a bootstrapped cluster.
@@ -44,6 +46,20 @@ type Config struct {
 	LeaderLeaseTimeout time.Duration
 	CommitTimeout      time.Duration
 
+	// Voters is how many members the leader keeps as voters: the members
+	// that elect the leader and whose disks acknowledge every commit. Later
+	// members join as non-voters: they replicate every lock and serve calls
+	// like any node, but do not slow commits, so embedding a node in 30
+	// replicas of a service does not make a 30-voter quorum. When a voter
+	// leaves, or has been unreachable for DeadVoterTimeout, the leader
+	// promotes a reachable non-voter in its place (a dead voter is demoted
+	// only once its replacement votes). It must be odd: 3 tolerates one
+	// failure, 5 two. Members listed in Peers at bootstrap are all voters.
+	Voters int
+	// DeadVoterTimeout is how long a voter may miss the leader's heartbeats
+	// before a non-voter replaces it.
+	DeadVoterTimeout time.Duration
+
 	// Snapshotting; see raft.Config.
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
@@ -69,6 +85,12 @@ type Config struct {
 	// forwarding alike). Both or neither.
 	ServerTLS *tls.Config
 	ClientTLS *tls.Config
+
+	// TransportFaults, for tests only, is passed to the node's transport
+	// (transport.Config.Faults): a fault table shared by the nodes of one
+	// process, which cuts or delays traffic between chosen pairs of them.
+	// Nil, always in production, means a plain network.
+	TransportFaults *transport.Faults
 }
 
 // DefaultConfig returns a Config with raft's default timings (1s heartbeat
@@ -81,6 +103,8 @@ func DefaultConfig() Config {
 		ElectionTimeout:    time.Second,
 		LeaderLeaseTimeout: 500 * time.Millisecond,
 		CommitTimeout:      50 * time.Millisecond,
+		Voters:             3,
+		DeadVoterTimeout:   30 * time.Second,
 		SnapshotThreshold:  8192,
 		SnapshotInterval:   2 * time.Minute,
 		TrailingLogs:       10240,
@@ -122,6 +146,7 @@ func (c Config) Validate() error {
 		{"CommitTimeout", c.CommitTimeout},
 		{"SnapshotInterval", c.SnapshotInterval},
 		{"RequestTimeout", c.RequestTimeout},
+		{"DeadVoterTimeout", c.DeadVoterTimeout},
 	} {
 		if d.v <= 0 {
 			return bad("%s must be positive (start from DefaultConfig)", d.name)
@@ -141,6 +166,8 @@ func (c Config) Validate() error {
 		return bad("LeaderLeaseTimeout must be at most HeartbeatTimeout")
 	case c.SnapshotInterval < 5*time.Millisecond:
 		return bad("SnapshotInterval is too low (minimum 5ms)")
+	case c.Voters < 1 || c.Voters%2 == 0 || c.Voters > 9:
+		return bad("Voters must be odd, from 1 to 9 (3 or 5 recommended), got %d", c.Voters)
 	case c.SnapshotThreshold == 0:
 		return bad("SnapshotThreshold must be positive")
 	case c.SnapshotsRetained < 1:

@@ -21,17 +21,36 @@
 // or with Peers) or to Join running members; both, or neither, is a config
 // error. On a DataDir with raft state it does neither: it comes back with every
 // lock, waiter and the token counter from its snapshot and log, and never
-// bootstraps over existing state.
+// bootstraps over existing state. If it is also given Join addresses it asks,
+// in the background, to be added again: a member that left gracefully was
+// removed from the configuration and would otherwise never be heard from
+// (for a member that never left, the request is a no-op). The request does
+// not hold New up, since after a full-cluster restart no leader exists until
+// enough members are back.
 //
 // Close stops the node without leaving: other members count it as down until
 // it returns. Leave is the graceful exit: a leader first transfers leadership,
 // then the leader removes the node from the configuration, then it closes.
 // Calls blocked in a closing node return lock.ErrClosed.
 //
-// Join asks the listed addresses in turn to add this node as a voter; a member
-// that does not lead answers with the leader's address and Join asks that one.
-// (Keeping a bounded number of voters and promoting non-voters is the
-// membership layer's job, DESIGN.md "Membership"; this package adds voters.)
+// # Membership: a bounded number of voters
+//
+// Join asks the listed addresses in turn to add this node; a member that
+// does not lead answers with the leader's address and Join asks that one. The
+// leader adds it as a voter while fewer than Config.Voters (3 by default)
+// voters exist, and as a non-voter otherwise. Non-voters replicate every
+// lock, serve and forward calls like any node, and wake their own waiters,
+// but do not vote or acknowledge commits, so embedding a node in 30 replicas
+// of a service keeps a 3-voter quorum and 3 fsyncs per commit.
+//
+// Every node runs a voter keeper; only the leader's acts. It learns from
+// raft's heartbeat observations which members stop answering. A voter that
+// leaves is replaced at once; a voter that has missed heartbeats for
+// DeadVoterTimeout (30s) is replaced by a reachable non-voter (lowest ID
+// first, so the choice is deterministic) and then demoted, never before its
+// replacement votes, so the count of live voters never drops on the keeper's
+// account. A demoted member that returns stays a non-voter until a voter is
+// needed. Members named in Peers at bootstrap are all voters, however many.
 //
 // # The state machine adapter
 //
@@ -86,6 +105,9 @@
 // compact binary encoding with a version byte (wire.go); decoding garbage
 // gives an error, never a panic, and a leader answers a malformed or
 // forbidden request (a tick, a stamped command) with a bad-request reply.
+// A new kind of request (the list, added after the first) keeps the version:
+// a leader that does not know it answers bad request, and every other kind
+// keeps working, so a cluster can be upgraded one node at a time.
 //
 // Proposal batching (group commit): one goroutine per term drains the queue
 // into a single raft entry (up to 512 commands) and keeps up to two entries
@@ -148,8 +170,36 @@
 // without asking anyone: fast and available without a quorum, but it may be
 // behind, and its Remaining may overstate.
 //
+// List (lock.Lister) takes the same path: the leader confirms its leadership,
+// waits for its state machine, and lists the held keys at its log clock, in
+// byte order, never their owners; a lease that has run out by then is not
+// listed even if no tick has removed it yet. On the leader a listing is one
+// read. A follower forwards it, and the leader answers at most 4096 keys per
+// request (a page of the longest keys stays near 2 MB, well under the
+// transport's 16 MB frame); List follows the pages until it has req.Limit
+// keys, or all of them when Limit is 0, as the lock.Lister contract says. A
+// listing of several pages is not one snapshot, like any paged listing (etcd's
+// range with a limit, Consul's blocking KV list), and each page's Remaining is
+// counted from when List was called, which for later pages understates.
+// ListStale is the local, possibly stale twin, like InspectStale.
+//
 // # Visibility
 //
-// ID, Addr, Leader, State, IsLeader, Servers and Stats (raft's figures plus
-// the lock table's) describe the node for the HTTP API and metrics.
+// ID, Addr, Leader, State, IsLeader, Servers and Stats describe the node for
+// the HTTP API and metrics (package api's NodeStatus maps Stats to them).
+// Stats reads local state only and never waits for raft or the network:
+//   - the raft configuration's members with their suffrage (voter,
+//     nonvoter), raft's indexes and term, and LeaderChanges: every change of
+//     leader raft reported to this node, to another node or to none;
+//   - the lock table: keys held and callers queued over all keys (counted by
+//     the machine without a walk), and Handoffs and Expired: how many grants
+//     to a queued waiter and how many lease ends this node's state machine
+//     applied. These are per-node counters, not replicated state: they start
+//     at zero with the process, include log entries replayed at start-up,
+//     and do not count what a snapshot installed from the leader skipped;
+//   - Commit: on the leader, each raft entry it proposed, from raft.Apply
+//     until raft answered (replication, the quorum's fsync, and the
+//     leader's own apply); Apply: each batch of entries the state machine
+//     applied. Both are a cumulative count and total, as a Prometheus
+//     summary without quantiles.
 package cluster

@@ -80,21 +80,32 @@ func (n *Node) rejoin() {
 	}
 }
 
-// addVoter runs on the leader for a joining node. Adding a server that is
-// already a voter at the same address is a no-op, so a join retried after
-// an unknown outcome succeeds.
+// addVoter runs on the leader for a joining node. It joins as a voter while
+// fewer than Config.Voters voters exist, and as a non-voter otherwise (the
+// voter keeper promotes it later if a voter goes). Adding a member that is
+// already in the configuration at the same address is a no-op, so a join
+// retried after an unknown outcome succeeds; at a new address (a restart on
+// another port) its address is updated and its suffrage kept.
 func (n *Node) addVoter(ctx context.Context, id, addr string) error {
 	cf := n.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
 		return configChangeError(err)
 	}
+	voters := 0
 	for _, s := range cf.Configuration().Servers {
-		if string(s.ID) == id && string(s.Address) == addr && s.Suffrage == raft.Voter {
+		if string(s.ID) == id && string(s.Address) == addr {
 			return nil
 		}
+		if s.Suffrage == raft.Voter {
+			voters++
+		}
 	}
-	n.log.Info("adding voter", "id", id, "addr", addr)
-	return configChangeError(n.waitFuture(ctx, n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 0)))
+	if voters < n.cfg.Voters {
+		n.log.Info("adding voter", "id", id, "addr", addr)
+		return configChangeError(n.waitFuture(ctx, n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 0)))
+	}
+	n.log.Info("adding non-voter", "id", id, "addr", addr, "voters", voters)
+	return configChangeError(n.waitFuture(ctx, n.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 0)))
 }
 
 // removeServer runs on the leader for a leaving node. Removing a server
@@ -112,7 +123,12 @@ func (n *Node) removeServer(ctx context.Context, id string) error {
 		return nil
 	}
 	n.log.Info("removing server", "id", id)
-	return configChangeError(n.waitFuture(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, 0)))
+	if err := n.waitFuture(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, 0)); err != nil {
+		return configChangeError(err)
+	}
+	// A voter that leaves is replaced at once, not at the next review.
+	n.voters.wake()
+	return nil
 }
 
 func configChangeError(err error) error {

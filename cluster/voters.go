@@ -1,0 +1,147 @@
+package cluster
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// voterCheckInterval is how often the leader reviews its voters even when
+// raft reports nothing: a voter's death is known only by time passing.
+const voterCheckInterval = time.Second
+
+// voterKeeper is the leader's view of which members answer its heartbeats,
+// and the loop that keeps Config.Voters of the answering ones voting.
+// Every node runs the loop; only the leader acts.
+type voterKeeper struct {
+	mu      sync.Mutex                      // protects failing
+	failing map[raft.ServerID]time.Duration // Monotonic reading of the first missed heartbeat in a row
+
+	poke chan struct{} // size one: "review the voters now"
+}
+
+func newVoterKeeper() *voterKeeper {
+	return &voterKeeper{failing: make(map[raft.ServerID]time.Duration), poke: make(chan struct{}, 1)}
+}
+
+func (k *voterKeeper) wake() {
+	select {
+	case k.poke <- struct{}{}:
+	default:
+	}
+}
+
+// startVoterKeeper registers for raft's heartbeat observations and starts
+// the review loop; it stops when the node closes.
+func (n *Node) startVoterKeeper() {
+	observations := make(chan raft.Observation, 64)
+	observer := raft.NewObserver(observations, false, func(o *raft.Observation) bool {
+		switch o.Data.(type) {
+		case raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation:
+			return true
+		}
+		return false
+	})
+	n.raft.RegisterObserver(observer)
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		defer n.raft.DeregisterObserver(observer)
+		n.keepVoters(observations)
+	}()
+}
+
+func (n *Node) keepVoters(observations <-chan raft.Observation) {
+	k := n.voters
+	ticker := time.NewTicker(voterCheckInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-n.closing:
+			return
+		case o := <-observations:
+			k.mu.Lock()
+			switch o := o.Data.(type) {
+			case raft.FailedHeartbeatObservation:
+				if _, ok := k.failing[o.PeerID]; !ok {
+					k.failing[o.PeerID] = n.clock.Monotonic()
+				}
+			case raft.ResumedHeartbeatObservation:
+				delete(k.failing, o.PeerID)
+			}
+			k.mu.Unlock()
+			continue
+		case <-ticker.C:
+		case <-k.poke:
+		}
+		if !n.IsLeader() {
+			// A new leader learns afresh who answers it.
+			k.mu.Lock()
+			clear(k.failing)
+			k.mu.Unlock()
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.RequestTimeout)
+		if err := n.reviewVoters(ctx); err != nil && !n.closed() {
+			n.log.Debug("reviewing voters", "error", err)
+		}
+		cancel()
+	}
+}
+
+// reviewVoters, on the leader, promotes reachable non-voters while fewer
+// than Config.Voters live voters remain, then demotes the voters that have
+// been unreachable for DeadVoterTimeout, but only once enough live voters
+// stand without them. Non-voters are promoted in ID order, so the choice
+// does not depend on map order or timing.
+func (n *Node) reviewVoters(ctx context.Context) error {
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return err
+	}
+	now := n.clock.Monotonic()
+	n.voters.mu.Lock()
+	missing := func(id raft.ServerID) (since time.Duration, ok bool) {
+		since, ok = n.voters.failing[id]
+		return since, ok
+	}
+	var live, dead []raft.ServerID
+	var candidates []raft.Server
+	for _, s := range cf.Configuration().Servers {
+		since, failing := missing(s.ID)
+		switch {
+		case s.Suffrage == raft.Voter && failing && now-since >= n.cfg.DeadVoterTimeout && string(s.ID) != n.cfg.NodeID:
+			dead = append(dead, s.ID)
+		case s.Suffrage == raft.Voter:
+			live = append(live, s.ID)
+		case !failing:
+			candidates = append(candidates, s)
+		}
+	}
+	n.voters.mu.Unlock()
+	slices.SortFunc(candidates, func(a, b raft.Server) int { return cmp.Compare(a.ID, b.ID) })
+
+	for len(live) < n.cfg.Voters && len(candidates) > 0 {
+		c := candidates[0]
+		candidates = candidates[1:]
+		n.log.Info("promoting non-voter", "id", c.ID, "voters", len(live), "target", n.cfg.Voters)
+		if err := n.waitFuture(ctx, n.raft.AddVoter(c.ID, c.Address, 0, 0)); err != nil {
+			return configChangeError(err)
+		}
+		live = append(live, c.ID)
+	}
+	for _, id := range dead {
+		if len(live) < n.cfg.Voters {
+			break // keep it: demoting would leave fewer voters than wanted
+		}
+		n.log.Warn("demoting unreachable voter", "id", id, "timeout", n.cfg.DeadVoterTimeout)
+		if err := n.waitFuture(ctx, n.raft.DemoteVoter(id, 0, 0)); err != nil {
+			return configChangeError(err)
+		}
+	}
+	return nil
+}
