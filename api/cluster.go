@@ -4,9 +4,9 @@ import "time"
 
 // Cluster is what the API learns about the node's cluster, beyond the locks
 // themselves: who leads, who the members are, and the raft figures /metrics
-// exports. Package api does not import package cluster; the binary passes an
-// adapter from *cluster.Node in Config.Cluster (or the store itself implements
-// Cluster).
+// exports. NodeStatus is the Cluster of a *cluster.Node (NewHandler uses it
+// for such a store by itself); another store may implement Cluster, or a
+// program may pass its own in Config.Cluster.
 //
 // Status is called once per /v1/cluster, /healthz or /metrics request, from
 // any goroutine, possibly concurrently; it must be cheap (no raft round trip)

@@ -13,8 +13,11 @@
 //	locks := lock.New(c)
 //	ran, err := locks.Lock("reports/daily").Run(ctx, work)
 //
-// Cluster facts (leader, members, raft figures) come through the small
-// Cluster interface, so this package never imports package cluster.
+// Cluster facts (leader, members, raft figures, lock counters) come through
+// the small Cluster interface. NodeStatus implements it for a *cluster.Node,
+// and NewHandler uses it by itself when its store is one, so a program that
+// embeds a node serves /v1/cluster, /healthz and the cluster metrics with
+// api.NewHandler(node, api.Config{}).
 //
 // # Decisions
 //

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -29,8 +30,9 @@ const writeSlack = 10 * time.Second
 // Config tunes a Handler. The zero value is usable.
 type Config struct {
 	// Cluster supplies /v1/cluster, /healthz and the raft metrics. Nil: the
-	// store itself when it implements Cluster; otherwise the node is not a
-	// cluster, /v1/cluster answers 404 not_a_cluster and /healthz is always 200.
+	// store itself when it implements Cluster, NodeStatus(store) when it is a
+	// *cluster.Node; otherwise the node is not a cluster, /v1/cluster answers
+	// 404 not_a_cluster and /healthz is always 200.
 	Cluster Cluster
 	// MaxBodyBytes bounds a request body; a larger one gets 413. Default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
@@ -86,7 +88,12 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 	h.lister, _ = store.(lock.Lister)
 	h.cluster = cfg.Cluster
 	if h.cluster == nil {
-		h.cluster, _ = store.(Cluster)
+		switch s := store.(type) {
+		case Cluster:
+			h.cluster = s
+		case *cluster.Node:
+			h.cluster = NodeStatus(s)
+		}
 	}
 	h.metrics = newMetrics(h.cluster)
 	h.scrape = promhttp.HandlerFor(h.metrics.registry, promhttp.HandlerOpts{Registry: h.metrics.registry})

@@ -243,6 +243,12 @@ func (n *Node) serve(ctx context.Context, t *leaderTerm, req request) (reply, er
 			return reply{}, err
 		}
 		return reply{code: codeOK, kind: kindRead, read: rr}, nil
+	case kindList:
+		page, err := n.listAtLeader(ctx, t, req)
+		if err != nil {
+			return reply{}, err
+		}
+		return reply{code: codeOK, kind: kindList, list: page}, nil
 	case kindJoin:
 		if err := n.addVoter(ctx, req.id, req.addr); err != nil {
 			return reply{}, err
@@ -273,6 +279,10 @@ func (n *Node) handleRPC(ctx context.Context, body []byte) ([]byte, error) {
 	if t == nil {
 		return n.notLeaderReply(req.kind).appendBinary(nil), nil
 	}
+	if req.kind == kindList && (req.limit == 0 || req.limit > maxListPage) {
+		// The reply must fit a frame: a longer listing is paged (more).
+		req.limit = maxListPage
+	}
 	rep, err := n.serve(ctx, t, req)
 	if err != nil {
 		rep = n.errorReply(req.kind, err)
@@ -281,7 +291,8 @@ func (n *Node) handleRPC(ctx context.Context, body []byte) ([]byte, error) {
 }
 
 // checkForwarded admits what a follower may ask of the leader: the four
-// client commands, valid, and unstamped (only the leader stamps).
+// client commands, valid, and unstamped (only the leader stamps); reads and
+// listings that the store would accept; joins and removals that name a server.
 func checkForwarded(req request) error {
 	switch req.kind {
 	case kindCommand:
@@ -302,6 +313,10 @@ func checkForwarded(req request) error {
 		}
 		if req.withOwner && req.owner.IsZero() {
 			return fmt.Errorf("%w: zero owner", ErrBadRequest)
+		}
+	case kindList:
+		if err := lock.ValidateList(lock.ListRequest{Prefix: req.prefix, After: req.after, Limit: req.limit}); err != nil {
+			return fmt.Errorf("%w: %w", ErrBadRequest, err)
 		}
 	case kindJoin:
 		if req.id == "" || req.addr == "" {
@@ -341,29 +356,49 @@ func (n *Node) errorReply(kind requestKind, err error) reply {
 	}
 }
 
-// readAtLeader answers a read at the leader's log time, after making sure
-// the read sees every write that committed before it began (read index):
-// remember the commit index, confirm leadership with a round of heartbeats,
-// then wait until the state machine has applied up to that index.
+// readAtLeader answers a read at the leader's log time, once readIndex
+// says it may.
 func (n *Node) readAtLeader(ctx context.Context, t *leaderTerm, req request) (readResult, error) {
+	if err := n.readIndex(ctx, t); err != nil {
+		return readResult{}, err
+	}
+	st, at := n.sm.lookup(req.key, t.clock.now())
+	return toReadResult(st, at, req), nil
+}
+
+// listAtLeader answers a listing at the leader's log time, once readIndex
+// says it may: one consistent view of the whole page.
+func (n *Node) listAtLeader(ctx context.Context, t *leaderTerm, req request) (listPage, error) {
+	if err := n.readIndex(ctx, t); err != nil {
+		return listPage{}, err
+	}
+	return n.sm.list(req.prefix, req.after, req.limit, t.clock.now()), nil
+}
+
+// readIndex makes sure that a read on this leader sees every write that
+// committed before it began: remember the commit index, confirm leadership
+// with a round of heartbeats, then wait until the state machine has applied
+// up to that index. Its errors are errNotLeader (safe to retry: a read never
+// takes effect), errShuttingDown and ctx's.
+func (n *Node) readIndex(ctx context.Context, t *leaderTerm) error {
 	select {
 	case <-t.ready:
 	case <-t.stop:
-		return readResult{}, errNotLeader
+		return errNotLeader
 	case <-ctx.Done():
-		return readResult{}, ctx.Err()
+		return ctx.Err()
 	case <-n.closing:
-		return readResult{}, errShuttingDown
+		return errShuttingDown
 	}
 	commit := n.raft.CommitIndex()
 	if err := n.waitFuture(ctx, n.raft.VerifyLeader()); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
-			return readResult{}, errNotLeader // a read never takes effect: safe to retry
+			return errNotLeader
 		}
 		if errors.Is(err, raft.ErrRaftShutdown) {
-			return readResult{}, errShuttingDown
+			return errShuttingDown
 		}
-		return readResult{}, err
+		return err
 	}
 	for {
 		applied, changed := n.sm.appliedIndex()
@@ -371,20 +406,18 @@ func (n *Node) readAtLeader(ctx context.Context, t *leaderTerm, req request) (re
 		// changes, which the state machine counts; entries up to it (the
 		// term's no-op and barrier among them) were applied before ready.
 		if applied >= commit || t.readyIndex >= commit {
-			break
+			return nil
 		}
 		select {
 		case <-changed:
 		case <-t.stop:
-			return readResult{}, errNotLeader
+			return errNotLeader
 		case <-ctx.Done():
-			return readResult{}, ctx.Err()
+			return ctx.Err()
 		case <-n.closing:
-			return readResult{}, errShuttingDown
+			return errShuttingDown
 		}
 	}
-	st, at := n.sm.lookup(req.key, t.clock.now())
-	return toReadResult(st, at, req), nil
 }
 
 func toReadResult(st fsm.KeyState, at time.Duration, req request) readResult {

@@ -232,22 +232,26 @@ func (t *leaderTerm) runProposer() {
 			continue
 		}
 		// raft keeps the slice until it is written; give it its own copy.
+		proposed := time.Now()
 		f := t.n.raft.Apply(append([]byte(nil), buf...), 0)
 		inflight.Add(1)
 		go func() {
 			defer inflight.Done()
 			defer func() { <-slots }()
-			answer(batch, f, t.n.closing)
+			if answer(batch, f, t.n.closing) == nil {
+				t.n.commits.observe(time.Since(proposed))
+			}
 		}()
 	}
 }
 
-// answer waits for one proposed entry and answers each of its commands.
+// answer waits for one proposed entry and answers each of its commands. It
+// returns raft's error for the entry (nil once it was applied).
 //
 // raft does not answer an entry that was committed but not yet applied when
 // it shut down, so the wait also ends when the node closes; the goroutine
 // left waiting on such a future is the price of not hanging Close.
-func answer(batch []*proposal, f raft.ApplyFuture, closing <-chan struct{}) {
+func answer(batch []*proposal, f raft.ApplyFuture, closing <-chan struct{}) error {
 	var (
 		results []fsm.Result
 		invalid bool // applied, but not as the batch we sent (a bug)
@@ -274,6 +278,7 @@ func answer(batch []*proposal, f raft.ApplyFuture, closing <-chan struct{}) {
 			p.done <- proposalResult{res: results[i]}
 		}
 	}
+	return err
 }
 
 // classifyApplyError sorts raft's answers into the retry classes: rejected

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,12 +35,19 @@ type Node struct {
 	raft    *raft.Raft
 	sm      *stateMachine
 	waiters *waiterRegistry
+	voters  *voterKeeper
 
 	// term is this node's current leadership, nil while it follows.
 	term atomic.Pointer[leaderTerm]
 	// leaderChanged fires when raft reports a new leader (or none) and when
 	// this node's term becomes ready: what a retry waits for.
 	leaderChanged *broadcast
+	// leaderObserver sees every leader change raft reports; its counters
+	// are Stats.LeaderChanges.
+	leaderObserver *raft.Observer
+	// commits times raft entries this node proposed as leader, from
+	// raft.Apply to raft's answer.
+	commits timing
 
 	closing   chan struct{} // closed when Close begins
 	closeOnce sync.Once
@@ -46,7 +55,10 @@ type Node struct {
 	wg        sync.WaitGroup // the node's own goroutines
 }
 
-var _ lock.Store = (*Node)(nil)
+var (
+	_ lock.Store  = (*Node)(nil)
+	_ lock.Lister = (*Node)(nil)
+)
 
 // New opens (or creates) the node's data directory, starts its listener and
 // raft, and then either bootstraps a new cluster, joins a running one, or —
@@ -75,6 +87,7 @@ func New(cfg Config) (*Node, error) {
 		log:           logger,
 		clock:         clock,
 		waiters:       newWaiterRegistry(),
+		voters:        newVoterKeeper(),
 		leaderChanged: newBroadcast(),
 		closing:       make(chan struct{}),
 	}
@@ -98,6 +111,7 @@ func New(cfg Config) (*Node, error) {
 		Logger:        logger.Named("transport"),
 		ServerTLS:     cfg.ServerTLS,
 		ClientTLS:     cfg.ClientTLS,
+		Faults:        cfg.TransportFaults,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
@@ -170,13 +184,15 @@ func New(cfg Config) (*Node, error) {
 	}
 
 	observations := make(chan raft.Observation, 16)
-	r.RegisterObserver(raft.NewObserver(observations, false, func(o *raft.Observation) bool {
+	n.leaderObserver = raft.NewObserver(observations, false, func(o *raft.Observation) bool {
 		_, ok := o.Data.(raft.LeaderObservation)
 		return ok
-	}))
+	})
+	r.RegisterObserver(n.leaderObserver)
 	tr.Handle(n.handleRPC)
 	n.wg.Add(1)
 	go n.watchLeadership(observations)
+	n.startVoterKeeper()
 	cleanup = append(cleanup, func() { close(n.closing); n.wg.Wait() })
 
 	if !existing && len(cfg.Join) > 0 {
@@ -291,54 +307,136 @@ func (n *Node) State() raft.RaftState { return n.raft.State() }
 // IsLeader reports whether raft says this node leads.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 
-// Stats describes a node for status pages and metrics.
+// Stats describes a node for status pages and metrics. Counters are this
+// node's own, cumulative since New (not replicated, so they differ between
+// nodes), and include entries replayed from the log at start-up.
 type Stats struct {
 	ID, Addr     string
-	State        string // raft state
+	State        string // raft state: Follower, Candidate, Leader or Shutdown
 	LeaderID     string
 	LeaderAddr   string
+	Members      []Member // the raft configuration, by ID; nil if raft could not tell
 	Term         uint64
 	CommitIndex  uint64
-	AppliedIndex uint64        // last entry the lock state machine applied
+	AppliedIndex uint64 // last entry the lock state machine applied
+	// LeaderChanges counts the leader changes raft reported to this node:
+	// to another leader, or to none (an election began).
+	LeaderChanges uint64
+
 	Keys         int           // keys held (each may have waiters)
+	Waiters      int           // callers queued, over all keys (wherever they wait)
+	Handoffs     uint64        // keys this node's state machine granted to a queued waiter (on release, expiry or cancel)
+	Expired      uint64        // leases this node's state machine saw run out
 	LastToken    uint64        // highest fencing token granted
 	LogTime      time.Duration // the state machine's log time (the leader's clock runs ahead of it between commands)
 	WallTime     time.Time     // the node's wall clock when Stats was read, next to LogTime
 	LocalWaiters int           // callers of this node blocked in a waiting Acquire
 	Restores     uint64        // snapshots restored since New (at start-up, or sent by the leader)
-	Raft         map[string]string
+
+	// Commit times the raft entries this node proposed while leading (each
+	// carries a batch of commands), from raft.Apply until raft answered:
+	// replication, the quorum's fsync and the leader's own apply.
+	Commit Timing
+	// Apply times this node's state machine applying committed entries:
+	// one observation per batch raft hands it.
+	Apply Timing
+
+	Raft map[string]string // raft's own statistics, for people to read
 }
 
-// Stats returns the node's current figures. It reads local state only.
+// Member is one server of the raft configuration.
+type Member struct {
+	ID, Addr string
+	Suffrage string // SuffrageVoter or SuffrageNonvoter (or "staging", which raft no longer uses)
+	Leader   bool   // this node knows it as the leader
+}
+
+// Suffrages of a Member, as raft names them, in lower case.
+const (
+	SuffrageVoter    = "voter"
+	SuffrageNonvoter = "nonvoter"
+)
+
+// Timing is a cumulative count of events and their total duration.
+type Timing struct {
+	Count uint64
+	Total time.Duration
+}
+
+// timing accumulates a Timing; safe for concurrent use.
+type timing struct {
+	mu sync.Mutex // protects t
+	t  Timing
+}
+
+func (t *timing) observe(d time.Duration) {
+	t.mu.Lock()
+	t.t.Count++
+	t.t.Total += d
+	t.mu.Unlock()
+}
+
+func (t *timing) read() Timing {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.t
+}
+
+// Stats returns the node's current figures. It reads local state only and
+// never waits for raft or the network.
 func (n *Node) Stats() Stats {
-	keys, lastToken, logTime := n.sm.counts()
+	c := n.sm.counts()
 	applied, _ := n.sm.appliedIndex()
 	lid, laddr := n.Leader()
 	s := Stats{
-		ID:           n.ID(),
-		Addr:         n.Addr(),
-		State:        n.raft.State().String(),
-		LeaderID:     lid,
-		LeaderAddr:   laddr,
-		Term:         n.raft.CurrentTerm(),
-		CommitIndex:  n.raft.CommitIndex(),
-		AppliedIndex: applied,
-		Keys:         keys,
-		LastToken:    lastToken,
-		LogTime:      logTime,
-		WallTime:     n.clock.Now(),
-		LocalWaiters: n.waiters.len(),
-		Restores:     n.sm.restores.Load(),
-		Raft:         n.raft.Stats(),
+		ID:            n.ID(),
+		Addr:          n.Addr(),
+		State:         n.raft.State().String(),
+		LeaderID:      lid,
+		LeaderAddr:    laddr,
+		Members:       n.members(lid),
+		Term:          n.raft.CurrentTerm(),
+		CommitIndex:   n.raft.CommitIndex(),
+		AppliedIndex:  applied,
+		LeaderChanges: n.leaderObserver.GetNumObserved() + n.leaderObserver.GetNumDropped(),
+		Keys:          c.keys,
+		Waiters:       c.waiters,
+		Handoffs:      n.sm.handoffs.Load(),
+		Expired:       n.sm.expired.Load(),
+		LastToken:     c.lastToken,
+		LogTime:       c.logTime,
+		WallTime:      n.clock.Now(),
+		LocalWaiters:  n.waiters.len(),
+		Restores:      n.sm.restores.Load(),
+		Commit:        n.commits.read(),
+		Apply:         n.sm.applies.read(),
+		Raft:          n.raft.Stats(),
 	}
-	if t := n.term.Load(); t != nil {
-		select {
-		case <-t.ready:
-			s.LogTime = t.clock.now()
-		default:
-		}
+	if at := n.leaderClock(); at > 0 {
+		s.LogTime = max(s.LogTime, at)
 	}
 	return s
+}
+
+// members is the latest raft configuration (raft reads it without a round
+// trip), sorted by ID.
+func (n *Node) members(leaderID string) []Member {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil
+	}
+	servers := f.Configuration().Servers
+	out := make([]Member, 0, len(servers))
+	for _, srv := range servers {
+		out = append(out, Member{
+			ID:       string(srv.ID),
+			Addr:     string(srv.Address),
+			Suffrage: strings.ToLower(srv.Suffrage.String()),
+			Leader:   leaderID != "" && string(srv.ID) == leaderID,
+		})
+	}
+	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
+	return out
 }
 
 // Servers returns the raft configuration as this node knows it: IDs to addresses.

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/lock"
 )
 
 // stateMachine adapts fsm.Machine to raft: one raft log entry of type
@@ -41,6 +42,9 @@ type stateMachine struct {
 	pause sync.RWMutex
 
 	restores atomic.Uint64 // snapshots restored since start
+	handoffs atomic.Uint64 // EventGranted applied: keys handed to a queued waiter
+	expired  atomic.Uint64 // EventExpired applied: leases that ran out
+	applies  timing        // ApplyBatch calls and the time spent in them
 }
 
 var (
@@ -48,12 +52,22 @@ var (
 	_ raft.BatchingFSM = (*stateMachine)(nil)
 )
 
+// newStateMachine returns an empty adapter; observe (may be nil) receives
+// the machine's events, under mu, after the adapter has counted them.
 func newStateMachine(log hclog.Logger, observe func(fsm.Event)) *stateMachine {
-	return &stateMachine{
-		log:     log,
-		m:       fsm.New(observe),
-		changed: make(chan struct{}),
-	}
+	s := &stateMachine{log: log, changed: make(chan struct{})}
+	s.m = fsm.New(func(ev fsm.Event) {
+		switch ev.Kind {
+		case fsm.EventGranted:
+			s.handoffs.Add(1)
+		case fsm.EventExpired:
+			s.expired.Add(1)
+		}
+		if observe != nil {
+			observe(ev)
+		}
+	})
+	return s
 }
 
 // Apply applies one log entry; raft uses ApplyBatch, this is for completeness.
@@ -68,6 +82,8 @@ func (s *stateMachine) Apply(l *raft.Log) any {
 func (s *stateMachine) ApplyBatch(logs []*raft.Log) []any {
 	s.pause.RLock()
 	s.pause.RUnlock()
+	start := time.Now()
+	defer func() { s.applies.observe(time.Since(start)) }()
 	out := make([]any, len(logs))
 	s.mu.Lock()
 	for i, l := range logs {
@@ -130,11 +146,45 @@ func (s *stateMachine) lookup(key string, at time.Duration) (fsm.KeyState, time.
 	return s.m.Lookup(key, now), now
 }
 
-// counts returns the number of keys held and the highest token granted.
-func (s *stateMachine) counts() (keys int, lastToken uint64, logTime time.Duration) {
+// list returns, as seen at log time at (or the machine's own, if later), the
+// held keys with prefix that sort after after, in byte order: at most limit
+// of them (0: all), and whether more follow.
+func (s *stateMachine) list(prefix, after string, limit int, at time.Duration) listPage {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.m.Len(), s.m.LastToken(), s.m.Now()
+	now := max(at, s.m.Now())
+	var page listPage
+	s.m.Range(prefix, now, func(key string, st fsm.KeyState) bool {
+		if key <= after {
+			return true
+		}
+		if limit > 0 && len(page.locks) == limit {
+			page.more = true
+			return false
+		}
+		page.locks = append(page.locks, lock.LockInfo{Key: key, KeyInfo: lock.KeyInfo{
+			Locked:    true,
+			Token:     st.Token,
+			Remaining: max(st.ExpiresAt-now, 0),
+			Waiters:   st.Waiters,
+		}})
+		return true
+	})
+	return page
+}
+
+// machineCounts are the machine's figures for Stats.
+type machineCounts struct {
+	keys      int // keys held
+	waiters   int // callers queued over all keys
+	lastToken uint64
+	logTime   time.Duration
+}
+
+func (s *stateMachine) counts() machineCounts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return machineCounts{keys: s.m.Len(), waiters: s.m.Waiters(), lastToken: s.m.LastToken(), logTime: s.m.Now()}
 }
 
 // Snapshot copies the state, so that Persist can write it while Apply goes on.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
@@ -218,16 +219,96 @@ func (n *Node) InspectStale(key string) (lock.KeyInfo, error) {
 	if n.closed() {
 		return lock.KeyInfo{}, lock.ErrClosed
 	}
-	var at time.Duration
+	st, now := n.sm.lookup(key, n.leaderClock())
+	return keyInfo(toReadResult(st, now, request{key: key})), nil
+}
+
+// List implements lock.Lister with linearizable reads at the leader, as
+// Inspect: on the leader itself the whole listing is one read; a follower
+// forwards it, and the leader answers at most maxListPage keys per request
+// (so that a reply fits the transport's frame), which List follows page by
+// page until req.Limit keys (all, when 0) are read. Each page sees every
+// command that completed before it was asked for; a listing of several pages
+// is not one snapshot, as with any paged listing (etcd's, Consul's). Each
+// Remaining is the leader's figure when it answered its page, counted from
+// when List was called (for later pages, conservatively).
+func (n *Node) List(ctx context.Context, req lock.ListRequest) ([]lock.LockInfo, error) {
+	if err := lock.ValidateList(req); err != nil {
+		return nil, err
+	}
+	if n.closed() {
+		return nil, lock.ErrClosed
+	}
+	var out []lock.LockInfo
+	after := req.After
+	for {
+		want := 0
+		if req.Limit > 0 {
+			want = req.Limit - len(out)
+		}
+		rep, _, err := n.do(ctx, request{kind: kindList, prefix: req.Prefix, after: after, limit: want})
+		if err != nil {
+			return nil, err
+		}
+		if rep.kind != kindList {
+			return nil, fmt.Errorf("%w: %v reply to a list", ErrBadRequest, rep.kind)
+		}
+		page := rep.list
+		if err := checkPage(page, req.Prefix, after, want); err != nil {
+			return nil, err
+		}
+		out = append(out, page.locks...)
+		if !page.more || req.Limit > 0 && len(out) >= req.Limit {
+			return out, nil
+		}
+		if len(page.locks) == 0 {
+			return nil, fmt.Errorf("%w: list answered an empty page with more to come", ErrBadRequest)
+		}
+		after = page.locks[len(page.locks)-1].Key
+	}
+}
+
+// checkPage makes sure a leader's page is what was asked for, so that a
+// confused peer cannot make List loop or answer keys outside the request.
+func checkPage(page listPage, prefix, after string, limit int) error {
+	if limit > 0 && len(page.locks) > limit {
+		return fmt.Errorf("%w: list answered %d keys, asked for %d", ErrBadRequest, len(page.locks), limit)
+	}
+	prev := after
+	for _, l := range page.locks {
+		if l.Key <= prev || !strings.HasPrefix(l.Key, prefix) {
+			return fmt.Errorf("%w: list answered key %q out of order or outside prefix %q", ErrBadRequest, l.Key, prefix)
+		}
+		prev = l.Key
+	}
+	return nil
+}
+
+// ListStale lists from this node's own state machine, without asking the
+// leader, as InspectStale reads: fast and available without a quorum, one
+// consistent view, but possibly behind, and its Remaining figures may
+// overstate. For status pages, not for decisions.
+func (n *Node) ListStale(req lock.ListRequest) ([]lock.LockInfo, error) {
+	if err := lock.ValidateList(req); err != nil {
+		return nil, err
+	}
+	if n.closed() {
+		return nil, lock.ErrClosed
+	}
+	return n.sm.list(req.Prefix, req.After, req.Limit, n.leaderClock()).locks, nil
+}
+
+// leaderClock is the log clock's reading while this node leads with its term
+// ready, 0 (the machine's own log time) otherwise.
+func (n *Node) leaderClock() time.Duration {
 	if t := n.term.Load(); t != nil {
 		select {
 		case <-t.ready:
-			at = t.clock.now()
+			return t.clock.now()
 		default:
 		}
 	}
-	st, now := n.sm.lookup(key, at)
-	return keyInfo(toReadResult(st, now, request{key: key})), nil
+	return 0
 }
 
 func keyInfo(rr readResult) lock.KeyInfo {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/lock"
 )
 
 // The forwarding RPC's messages. Every message starts with wireVersion; a
@@ -17,12 +18,21 @@ import (
 //	  kindRead:    uvarint key length | key | 0, or 1 and a 16-byte owner
 //	  kindJoin:    string id | string address    (string = uvarint length | bytes)
 //	  kindRemove:  string id
+//	  kindList:    string prefix | string after | uvarint limit (0: the leader's page size)
 //	reply: version | code | kind | body
 //	  codeOK, kindCommand: status | uvarint token | varint expiresAt | varint now | uvarint waiters
 //	  codeOK, kindRead:    flags (1 held, 2 held by the asking owner) | uvarint token | varint remaining | uvarint waiters
 //	  codeOK, kindJoin/kindRemove: empty
+//	  codeOK, kindList:    flags (1 more keys follow) | uvarint count |
+//	                       count × (string key | uvarint token | varint remaining | uvarint waiters)
 //	  codeNotLeader: string leader address (may be empty)
 //	  other codes: string message
+//
+// New request kinds are added without a new version: a node that does not
+// know a kind answers codeBadRequest ("bad request kind"), which the asking
+// node reports as ErrBadRequest, and the kinds it knows keep working. So a
+// cluster upgraded one node at a time serves every older kind throughout;
+// kindList (added after the first release) works once the leader has it.
 const wireVersion = 1
 
 type requestKind byte
@@ -32,6 +42,15 @@ const (
 	kindRead    requestKind = 2 // a linearizable read of one key, at the leader's log time
 	kindJoin    requestKind = 3 // add a voter
 	kindRemove  requestKind = 4 // remove a server (graceful leave)
+	kindList    requestKind = 5 // a linearizable page of held keys, at the leader's log time
+)
+
+// maxListPage is the most keys one kindList reply carries. A listed key
+// encodes in at most maxListEntryLen bytes, so a full page (about 2.2 MB) stays
+// well under transport.MaxFrameSize; a longer listing takes several pages.
+const (
+	maxListPage     = 4096
+	maxListEntryLen = binary.MaxVarintLen64 + fsm.MaxKeyLen + 3*binary.MaxVarintLen64
 )
 
 func (k requestKind) String() string {
@@ -44,6 +63,8 @@ func (k requestKind) String() string {
 		return "join"
 	case kindRemove:
 		return "remove"
+	case kindList:
+		return "list"
 	}
 	return fmt.Sprintf("kind(%d)", byte(k))
 }
@@ -58,6 +79,10 @@ type request struct {
 
 	id   string // kindJoin, kindRemove
 	addr string // kindJoin
+
+	prefix string // kindList: only keys with this prefix
+	after  string // kindList: only keys sorting after this one
+	limit  int    // kindList: at most this many keys; 0 for no limit (the leader still pages)
 }
 
 type replyCode byte
@@ -81,11 +106,19 @@ type readResult struct {
 	waiters   int
 }
 
+// listPage is one kindList answer: held keys in byte order, never their
+// owners, and whether more keys match after the last one.
+type listPage struct {
+	locks []lock.LockInfo // each Locked, Remaining at the leader's log time when it answered
+	more  bool
+}
+
 type reply struct {
 	code   replyCode
 	kind   requestKind
 	result fsm.Result // codeOK, kindCommand
 	read   readResult // codeOK, kindRead
+	list   listPage   // codeOK, kindList
 	leader string     // codeNotLeader
 	msg    string     // other codes
 }
@@ -108,6 +141,10 @@ func (r request) appendBinary(b []byte) ([]byte, error) {
 		b = appendString(b, r.addr)
 	case kindRemove:
 		b = appendString(b, r.id)
+	case kindList:
+		b = appendString(b, r.prefix)
+		b = appendString(b, r.after)
+		b = binary.AppendUvarint(b, uint64(max(r.limit, 0)))
 	default:
 		return nil, fmt.Errorf("%w: cannot encode request %v", ErrBadRequest, r.kind)
 	}
@@ -143,6 +180,10 @@ func decodeRequest(b []byte) (request, error) {
 		r.addr = d.string(maxAddrLen)
 	case kindRemove:
 		r.id = d.string(maxIDLen)
+	case kindList:
+		r.prefix = d.string(fsm.MaxKeyLen)
+		r.after = d.string(fsm.MaxKeyLen)
+		r.limit = d.count()
 	default:
 		d.fail("request kind")
 	}
@@ -183,6 +224,19 @@ func (r reply) appendBinary(b []byte) []byte {
 			b = binary.AppendUvarint(b, r.read.token)
 			b = binary.AppendVarint(b, int64(r.read.remaining))
 			b = binary.AppendUvarint(b, uint64(max(r.read.waiters, 0)))
+		case kindList:
+			var flags byte
+			if r.list.more {
+				flags |= 1
+			}
+			b = append(b, flags)
+			b = binary.AppendUvarint(b, uint64(len(r.list.locks)))
+			for _, l := range r.list.locks {
+				b = appendString(b, l.Key)
+				b = binary.AppendUvarint(b, l.Token)
+				b = binary.AppendVarint(b, int64(l.Remaining))
+				b = binary.AppendUvarint(b, uint64(max(l.Waiters, 0)))
+			}
 		}
 	case codeNotLeader:
 		b = appendString(b, r.leader)
@@ -219,6 +273,8 @@ func decodeReply(b []byte) (reply, error) {
 			r.read.token = d.uvarint()
 			r.read.remaining = time.Duration(d.varint())
 			r.read.waiters = d.count()
+		case kindList:
+			r.list = d.listPage()
 		case kindJoin, kindRemove:
 		default:
 			d.fail("reply kind")
@@ -235,6 +291,33 @@ func decodeReply(b []byte) (reply, error) {
 		return reply{}, d.err
 	}
 	return r, nil
+}
+
+// listPage reads a kindList reply's body. Entries are appended as they are
+// read (a count alone allocates nothing), so a lying count fails when the
+// bytes run out.
+func (d *wireDecoder) listPage() listPage {
+	var p listPage
+	flags := d.byte()
+	if flags&^1 != 0 {
+		d.fail("list flags")
+	}
+	p.more = flags&1 != 0
+	n := d.uvarint()
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		l := lock.LockInfo{Key: d.string(fsm.MaxKeyLen)}
+		l.Locked = true
+		l.Token = d.uvarint()
+		l.Remaining = time.Duration(d.varint())
+		l.Waiters = d.count()
+		if d.err == nil {
+			p.locks = append(p.locks, l)
+		}
+	}
+	if d.err != nil {
+		return listPage{}
+	}
+	return p
 }
 
 func appendString(b []byte, s string) []byte {

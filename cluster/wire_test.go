@@ -3,8 +3,12 @@ package cluster
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/binary"
+	"fmt"
 	"io"
+	"math"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,6 +30,8 @@ func sampleRequests() []request {
 		{kind: kindRead, key: "k", owner: testOwner, withOwner: true},
 		{kind: kindJoin, id: "n3", addr: "10.0.0.3:7000"},
 		{kind: kindRemove, id: "n3"},
+		{kind: kindList},
+		{kind: kindList, prefix: "jobs/", after: "jobs/a", limit: 100},
 	}
 }
 
@@ -35,6 +41,11 @@ func sampleReplies() []reply {
 		{code: codeOK, kind: kindRead, read: readResult{held: true, mine: true, token: 3, remaining: time.Second, waiters: 1}},
 		{code: codeOK, kind: kindRead},
 		{code: codeOK, kind: kindJoin},
+		{code: codeOK, kind: kindList},
+		{code: codeOK, kind: kindList, list: listPage{more: true, locks: []lock.LockInfo{
+			{Key: "jobs/a", KeyInfo: lock.KeyInfo{Locked: true, Token: 3, Remaining: time.Second, Waiters: 2}},
+			{Key: "jobs/b", KeyInfo: lock.KeyInfo{Locked: true, Token: 9, Remaining: time.Millisecond}},
+		}}},
 		{code: codeNotLeader, kind: kindCommand, leader: "10.0.0.1:7000"},
 		{code: codeNotLeader, kind: kindRead},
 		{code: codeLostLeadership, kind: kindCommand, msg: "lost"},
@@ -76,6 +87,35 @@ func TestWireRejectsTruncation(t *testing.T) {
 			assert.ErrorIs(t, err, ErrBadRequest, "cut at %d", i)
 		}
 	}
+}
+
+// A full page of the longest keys and largest figures stays well under the
+// transport's frame limit, and within the bound the page size was chosen by.
+func TestFullListPageFitsAFrame(t *testing.T) {
+	page := listPage{more: true}
+	for i := range maxListPage {
+		page.locks = append(page.locks, lock.LockInfo{
+			Key:     fmt.Sprintf("%0*d", fsm.MaxKeyLen, i),
+			KeyInfo: lock.KeyInfo{Locked: true, Token: math.MaxUint64, Remaining: math.MinInt64, Waiters: fsm.MaxWaiters},
+		})
+	}
+	b := reply{code: codeOK, kind: kindList, list: page}.appendBinary(nil)
+	assert.LessOrEqual(t, len(b), 8+maxListPage*maxListEntryLen)
+	assert.Less(t, len(b), transport.MaxFrameSize/4)
+	got, err := decodeReply(b)
+	require.NoError(t, err)
+	assert.Equal(t, page, got.list)
+}
+
+// A reply that announces more entries than it carries is refused without
+// allocating for the count.
+func TestListReplyCountMustMatch(t *testing.T) {
+	b := []byte{wireVersion, byte(codeOK), byte(kindList), 0}
+	b = binary.AppendUvarint(b, math.MaxUint64)
+	_, err := decodeReply(b)
+	assert.ErrorIs(t, err, ErrBadRequest)
+	_, err = decodeReply([]byte{wireVersion, byte(codeOK), byte(kindList), 2, 0})
+	assert.ErrorIs(t, err, ErrBadRequest, "unknown flags")
 }
 
 func FuzzDecodeRequest(f *testing.F) {
@@ -162,6 +202,7 @@ func TestGarbageAndMalformedRequests(t *testing.T) {
 		"read, zero owner": encode(request{kind: kindRead, key: "k", withOwner: true}),
 		"join without id":  encode(request{kind: kindJoin, addr: "127.0.0.1:1"}),
 		"remove nobody":    encode(request{kind: kindRemove}),
+		"list, long after": encode(request{kind: kindList, after: strings.Repeat("a", fsm.MaxKeyLen+1)}),
 	} {
 		resp, err := client.Call(ctx, n.Addr(), body)
 		require.NoError(t, err, name)

@@ -34,7 +34,8 @@
 //     within 0..MaxStamp, still moves the clock: it acts as a tick.
 //   - A key exists in the machine only while held. The head waiter is granted
 //     in the same step as the lease ends, so there is never a queue without a
-//     holder, and Len counts held keys.
+//     holder, and Len counts held keys; Waiters counts the queued callers
+//     of all keys, in constant time.
 //   - Lookup and Range take a read time at, for a leader whose log clock has
 //     moved past the last applied stamp. They report leases that have ended by
 //     then as not held, but do not play the hand-off to waiters forward; the

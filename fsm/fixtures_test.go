@@ -118,6 +118,9 @@ func checkInternals(m *Machine) error {
 	if len(m.deadlines) != want {
 		return fmt.Errorf("deadline index holds %d, want %d", len(m.deadlines), want)
 	}
+	if waiters := want - len(m.keys); m.Waiters() != waiters {
+		return fmt.Errorf("Waiters is %d, but %d wait", m.Waiters(), waiters)
+	}
 	for i := 1; i < len(m.deadlines); i++ {
 		if m.deadlines[i].before(&m.deadlines[(i-1)/2]) {
 			return fmt.Errorf("deadline index not a heap at %d", i)

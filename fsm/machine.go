@@ -268,5 +268,10 @@ func (m *Machine) Range(prefix string, at time.Duration, fn func(key string, st 
 // Len is the number of keys with a holder or waiters.
 func (m *Machine) Len() int { return len(m.keys) }
 
+// Waiters is the number of callers queued, over all keys. The deadline index
+// holds one lease end per key and one wait deadline per waiter, so this is
+// its size less the keys': no walk over the queues.
+func (m *Machine) Waiters() int { return len(m.deadlines) - len(m.keys) }
+
 // LastToken is the highest fencing token ever granted.
 func (m *Machine) LastToken() uint64 { return m.lastToken }

@@ -393,6 +393,7 @@ func TestAccessors(t *testing.T) {
 	_, ok := m.NextDeadline()
 	assert.False(t, ok)
 	assert.Zero(t, m.Len())
+	assert.Zero(t, m.Waiters())
 	assert.Zero(t, m.LastToken())
 
 	m.Apply(acquire(3*ms, "a", ownerA, 10*ms, 0))
@@ -402,10 +403,12 @@ func TestAccessors(t *testing.T) {
 	assert.True(t, ok)
 	assert.Equal(t, 7*ms, next, "B's wait deadline is the earliest")
 	assert.Equal(t, 2, m.Len())
+	assert.Equal(t, 1, m.Waiters(), "B waits for b")
 	assert.Equal(t, uint64(2), m.LastToken())
 	assert.Equal(t, 4*ms, m.Now())
 
 	m.Apply(cancelWait(4*ms, "b", ownerB))
+	assert.Zero(t, m.Waiters(), "B left the queue")
 	next, _ = m.NextDeadline()
 	assert.Equal(t, 9*ms, next, "a canceled wait is no longer pending")
 	m.Apply(extend(4*ms, "b", ownerA, 20*ms))

@@ -40,6 +40,10 @@ type Config struct {
 	// verified, as tls.Dial does.
 	ServerTLS *tls.Config
 	ClientTLS *tls.Config
+	// Faults, for tests only, is a fault table shared by the transports of
+	// one process, which cuts or delays traffic between chosen pairs; see
+	// Faults. Nil (always, in production) means a plain network.
+	Faults *Faults
 }
 
 const (
@@ -289,8 +293,8 @@ func (t *Transport) acceptLoop() {
 }
 
 // serveConn reads the first byte of an accepted connection and routes it.
-// Every incoming connection passes through here (the place for a future
-// fault table).
+// Every incoming connection passes through here, and through the fault
+// table when there is one.
 func (t *Transport) serveConn(raw net.Conn) {
 	defer t.wg.Done()
 	nc := raw
@@ -311,6 +315,14 @@ func (t *Transport) serveConn(raw net.Conn) {
 	delete(t.headerConns, raw)
 	closed := t.closed
 	t.mu.Unlock()
+	if f := t.cfg.Faults; f != nil && err == nil && !closed {
+		// After the first byte: by then the dialler has told the table who it is.
+		var ok bool
+		if nc, ok = f.accepted(nc, t.addr.String()); !ok {
+			t.logger.Debug("dropped connection: cut by the fault table", "remote", raw.RemoteAddr())
+			return
+		}
+	}
 	if err != nil || closed {
 		nc.Close()
 		switch {
@@ -336,8 +348,14 @@ func (t *Transport) serveConn(raw net.Conn) {
 
 // dial opens a connection of the given kind to addr: TCP, then TLS when
 // configured, then the kind byte. Every outgoing connection, raft's and the
-// RPC's, goes through here (the place for a future fault table).
+// RPC's, goes through here, and through the fault table when there is one.
 func (t *Transport) dial(ctx context.Context, addr string, kind byte) (net.Conn, error) {
+	faults := t.cfg.Faults
+	if faults != nil {
+		if err := faults.checkDial(t.addr.String(), addr); err != nil {
+			return nil, err
+		}
+	}
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -359,6 +377,9 @@ func (t *Transport) dial(ctx context.Context, addr string, kind byte) (net.Conn,
 			return nil, fmt.Errorf("tls handshake: %w", err)
 		}
 		nc = tc
+	}
+	if faults != nil {
+		nc = faults.dialled(nc, t.addr.String(), addr)
 	}
 	if deadline, ok := ctx.Deadline(); ok {
 		err = nc.SetWriteDeadline(deadline)

@@ -102,7 +102,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitError
 	}
-	handler := api.NewHandler(node, api.Config{Cluster: nodeStatus{node}, Logger: logger.Named("http")})
+	handler := api.NewHandler(node, api.Config{Cluster: api.NodeStatus(node), Logger: logger.Named("http")})
 	srv := api.NewServer(httpLn.Addr().String(), handler)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(httpLn) }()

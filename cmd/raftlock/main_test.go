@@ -214,6 +214,66 @@ func TestLockCommandStopsCommandWhenLockIsLost(t *testing.T) {
 	assert.Contains(t, stderr.String(), "lost the lock")
 }
 
+// The operator commands against a real agent: locks lists what the API took
+// (never the owners), status shows the node, release frees a lock by owner.
+func TestLocksStatusAndReleaseCommands(t *testing.T) {
+	a := startAgent(t, "-dev")
+	a.waitLeader(t)
+	c := a.client(t)
+	owners := map[string]lock.Owner{}
+	tokens := map[string]uint64{}
+	for _, key := range []string{"jobs/nightly", "cache/warm"} {
+		owners[key] = lock.NewOwner()
+		lease, err := c.Acquire(context.Background(), lock.AcquireRequest{Key: key, Owner: owners[key], TTL: time.Minute})
+		require.NoError(t, err)
+		tokens[key] = lease.Token
+	}
+	row := func(key string) string {
+		return fmt.Sprintf(`^%s\s+%d\s+\S+s\s+0$`, regexp.QuoteMeta(key), tokens[key])
+	}
+	lines := func(out string) []string { return strings.Split(strings.TrimRight(out, "\n"), "\n") }
+
+	out, stderr, code := cli(t, a, "locks")
+	require.Equal(t, exitOK, code, stderr)
+	all := lines(out)
+	require.Len(t, all, 3, out)
+	assert.Regexp(t, `^KEY\s+TOKEN\s+REMAINING\s+WAITERS$`, all[0])
+	assert.Regexp(t, row("cache/warm"), all[1], "in key order")
+	assert.Regexp(t, row("jobs/nightly"), all[2])
+	for _, owner := range owners {
+		assert.NotContains(t, out, owner.String(), "owners are never listed")
+	}
+
+	out, stderr, code = cli(t, a, "locks", "jobs/")
+	require.Equal(t, exitOK, code, stderr)
+	byPrefix := lines(out)
+	require.Len(t, byPrefix, 2, out)
+	assert.Regexp(t, row("jobs/nightly"), byPrefix[1])
+
+	out, stderr, code = cli(t, a, "status")
+	require.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, out, "node:    dev (leader)\n")
+	assert.Contains(t, out, "leader:  dev at "+a.raftAddr+"\n")
+	assert.Contains(t, out, "locks:   2 held, 0 waiting\n")
+	assert.Regexp(t, `(?m)^ID\s+ADDRESS\s+SUFFRAGE\s+ROLE$`, out)
+	assert.Regexp(t, `(?m)^dev\s+`+regexp.QuoteMeta(a.raftAddr)+`\s+voter\s+leader$`, out)
+
+	out, stderr, code = cli(t, a, "release", "-owner", owners["jobs/nightly"].String(), "jobs/nightly")
+	assert.Equal(t, exitOK, code, stderr)
+	assert.Equal(t, "released \"jobs/nightly\"\n", out)
+	out, stderr, code = cli(t, a, "release", "-owner", owners["jobs/nightly"].String(), "jobs/nightly")
+	assert.Equal(t, exitError, code)
+	assert.Empty(t, out)
+	assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
+	assert.Contains(t, stderr, `"jobs/nightly" is not held by that owner`)
+
+	out, stderr, code = cli(t, a, "locks")
+	require.Equal(t, exitOK, code, stderr)
+	left := lines(out)
+	require.Len(t, left, 2, out)
+	assert.Regexp(t, row("cache/warm"), left[1], "only the lock not released is left")
+}
+
 func TestUsageErrorsAreOneLine(t *testing.T) {
 	for _, args := range [][]string{
 		{"lock", "-bogus"},

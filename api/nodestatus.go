@@ -1,0 +1,74 @@
+package api
+
+import "github.com/raftlock/raftlock/cluster"
+
+// NodeStatus shows a cluster node to the API: its Status maps
+// cluster.Node.Stats, which reads local state only, to a ClusterStatus. It
+// returns nil for a nil node. NewHandler uses it by itself when its store is
+// a *cluster.Node and Config.Cluster is nil; the agent passes it explicitly.
+func NodeStatus(n *cluster.Node) Cluster {
+	if n == nil {
+		return nil
+	}
+	return nodeStatus{n}
+}
+
+type nodeStatus struct{ node *cluster.Node }
+
+func (s nodeStatus) Status() ClusterStatus {
+	st := s.node.Stats()
+	out := ClusterStatus{
+		NodeID:        st.ID,
+		Role:          roleName(st.State),
+		LeaderID:      st.LeaderID,
+		LeaderAddr:    st.LeaderAddr,
+		Members:       make([]Member, 0, len(st.Members)),
+		Term:          st.Term,
+		CommitIndex:   st.CommitIndex,
+		AppliedIndex:  st.AppliedIndex,
+		LeaderChanges: st.LeaderChanges,
+		Commit:        Timing{Count: st.Commit.Count, Total: st.Commit.Total},
+		Apply:         Timing{Count: st.Apply.Count, Total: st.Apply.Total},
+		Locks: &LockStats{
+			Held:     st.Keys,
+			Waiters:  st.Waiters,
+			Handoffs: st.Handoffs,
+			Expired:  st.Expired,
+		},
+		Raft: st.Raft,
+	}
+	for _, m := range st.Members { // already sorted by ID
+		out.Members = append(out.Members, Member{
+			ID:       m.ID,
+			Address:  m.Addr,
+			Suffrage: suffrageName(m.Suffrage),
+			Leader:   m.Leader,
+		})
+	}
+	return out
+}
+
+// roleName maps raft's state names to the API's roles.
+func roleName(state string) string {
+	switch state {
+	case "Leader":
+		return RoleLeader
+	case "Follower":
+		return RoleFollower
+	case "Candidate":
+		return RoleCandidate
+	default:
+		return RoleShutdown
+	}
+}
+
+func suffrageName(s string) string {
+	switch s {
+	case cluster.SuffrageVoter:
+		return SuffrageVoter
+	case cluster.SuffrageNonvoter:
+		return SuffrageNonvoter
+	default:
+		return SuffrageStaging
+	}
+}

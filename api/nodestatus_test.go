@@ -1,0 +1,134 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftlock/raftlock/cluster"
+	"github.com/raftlock/raftlock/lock"
+)
+
+// newSingleNodeCluster starts a one-node cluster on 127.0.0.1 with fast raft
+// timings, waits until it leads, and closes it when the test ends.
+func newSingleNodeCluster(t *testing.T) *cluster.Node {
+	t.Helper()
+	cfg := cluster.DefaultConfig()
+	cfg.NodeID = "solo"
+	cfg.DataDir = t.TempDir()
+	cfg.BindAddr = "127.0.0.1:0"
+	cfg.Bootstrap = true
+	cfg.HeartbeatTimeout = 150 * time.Millisecond
+	cfg.ElectionTimeout = 150 * time.Millisecond
+	cfg.LeaderLeaseTimeout = 100 * time.Millisecond
+	cfg.CommitTimeout = 5 * time.Millisecond
+	cfg.RequestTimeout = 5 * time.Second
+	cfg.Logger = hclog.NewNullLogger()
+	n, err := cluster.New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { n.Close() })
+	require.Eventually(t, func() bool {
+		id, _ := n.Leader()
+		return n.IsLeader() && id == "solo"
+	}, 10*time.Second, 5*time.Millisecond, "the node elects itself")
+	return n
+}
+
+func TestNodeStatusOfARealCluster(t *testing.T) {
+	node := newSingleNodeCluster(t)
+	// No Config.Cluster: the handler finds the node's status by itself.
+	n := newTestNodeOver(t, node, Config{}, nil)
+	ctx := context.Background()
+
+	holder := lock.NewOwner()
+	_, err := n.client.Acquire(ctx, lock.AcquireRequest{Key: "jobs/a", Owner: holder, TTL: time.Minute})
+	require.NoError(t, err)
+	waiter := lock.NewOwner()
+	granted := make(chan error, 1)
+	go func() {
+		_, err := n.client.Acquire(ctx, lock.AcquireRequest{Key: "jobs/a", Owner: waiter, TTL: time.Minute, Wait: 10 * time.Second})
+		granted <- err
+	}()
+	require.Eventually(t, func() bool {
+		info, err := node.Inspect(ctx, "jobs/a")
+		return err == nil && info.Waiters == 1
+	}, 10*time.Second, 2*time.Millisecond, "the second acquire queues")
+
+	st, err := n.client.Cluster(ctx)
+	require.NoError(t, err)
+	require.NotNil(t, st.Locks)
+	assert.Equal(t, LockStats{Held: 1, Waiters: 1}, *st.Locks)
+
+	released, err := n.client.Release(ctx, "jobs/a", holder)
+	require.NoError(t, err)
+	require.True(t, released)
+	select {
+	case err := <-granted:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter was not handed the lock")
+	}
+
+	st, err = n.client.Cluster(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "solo", st.NodeID)
+	assert.Equal(t, RoleLeader, st.Role)
+	assert.Equal(t, "solo", st.LeaderID)
+	assert.Equal(t, node.Addr(), st.LeaderAddr)
+	assert.Equal(t, []Member{{ID: "solo", Address: node.Addr(), Suffrage: SuffrageVoter, Leader: true}}, st.Members)
+	assert.Positive(t, st.Term)
+	assert.Positive(t, st.CommitIndex)
+	assert.Positive(t, st.AppliedIndex)
+	assert.Positive(t, st.LeaderChanges, "the node saw itself elected")
+	assert.Positive(t, st.Commit.Count)
+	assert.Positive(t, st.Commit.Total)
+	assert.Positive(t, st.Apply.Count)
+	require.NotNil(t, st.Locks)
+	assert.Equal(t, LockStats{Held: 1, Waiters: 0, Handoffs: 1}, *st.Locks, "the waiter holds the key, handed over once")
+	assert.NotEmpty(t, st.Raft)
+
+	h, err := n.client.Health(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, Health{Ready: true, NodeID: "solo", Role: RoleLeader, LeaderID: "solo", LeaderAddr: node.Addr()}, h)
+
+	families := scrape(t, n)
+	value := func(name string, labels map[string]string) float64 {
+		t.Helper()
+		m, err := sample(families, name, labels)
+		require.NoError(t, err)
+		if m.Counter != nil {
+			return m.GetCounter().GetValue()
+		}
+		return m.GetGauge().GetValue()
+	}
+	assert.Equal(t, 1.0, value("raftlock_cluster_is_leader", nil))
+	assert.Equal(t, 1.0, value("raftlock_cluster_has_leader", nil))
+	assert.Equal(t, 1.0, value("raftlock_cluster_members", map[string]string{"suffrage": SuffrageVoter}))
+	assert.Equal(t, 0.0, value("raftlock_cluster_members", map[string]string{"suffrage": SuffrageNonvoter}))
+	assert.Equal(t, 1.0, value("raftlock_locks_held", nil))
+	assert.Equal(t, 0.0, value("raftlock_locks_waiters", nil))
+	assert.Equal(t, 1.0, value("raftlock_locks_handoffs_total", nil))
+	assert.Equal(t, 0.0, value("raftlock_locks_expired_total", nil))
+	commit, err := sample(families, "raftlock_raft_commit_duration_seconds", nil)
+	require.NoError(t, err)
+	assert.Positive(t, commit.GetSummary().GetSampleCount())
+	assert.Positive(t, commit.GetSummary().GetSampleSum())
+
+	// The node lists its locks over HTTP now that it is a lock.Lister.
+	locks, err := n.client.List(ctx, lock.ListRequest{Prefix: "jobs/"})
+	require.NoError(t, err)
+	require.Len(t, locks, 1)
+	assert.Equal(t, "jobs/a", locks[0].Key)
+	assert.True(t, locks[0].Locked)
+	a := n.do(t, http.MethodGet, "/v1/locks?prefix=jobs/&limit=1", "")
+	assert.Equal(t, http.StatusOK, a.status, a.raw)
+}
+
+func TestNodeStatusOfNilNodeIsNil(t *testing.T) {
+	assert.Nil(t, NodeStatus(nil))
+}

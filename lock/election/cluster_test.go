@@ -1,0 +1,119 @@
+package election_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftlock/raftlock/cluster"
+	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/election"
+)
+
+// Three campaigners, each on its own node of one cluster. The leader is cut
+// off from its node, so its keep-alive fails: its lease runs out in the
+// cluster, which hands the name to the campaigner queued first, with a
+// higher term; that one's resignation hands it to the last.
+func TestLeadershipMovesAcrossClusterNodes(t *testing.T) {
+	ctx := testCtx(t)
+	nodes := startCluster(t)
+	const ttl = time.Second // generous for a keep-alive through raft under -race; the failover takes about this long
+	var stores []*replicaStore
+	var elections []*election.Election
+	for i, n := range nodes {
+		stores = append(stores, replica(n, "scheduler"))
+		elections = append(elections, election.New(lock.New(stores[i]), "scheduler", election.TTL(ttl)))
+	}
+
+	first, err := elections[0].Campaign(ctx, "n0")
+	require.NoError(t, err)
+	second := campaign(ctx, elections[1], "n1")
+	waitForCampaigners(t, nodes[0], elections[0], 1)
+	third := campaign(ctx, elections[2], "n2")
+	waitForCampaigners(t, nodes[0], elections[0], 2)
+
+	stores[0].down.Store(true) // n0's campaigner is cut off: its lease is not extended
+	receive(t, first.Done(), "the first leader to learn that it lost the leadership")
+	assert.ErrorIs(t, context.Cause(first.Context()), lock.ErrNotHeld)
+
+	res := receive(t, second, "the campaigner queued first to be elected")
+	require.NoError(t, res.err)
+	assert.Greater(t, res.lead.Term(), first.Term(), "a new term")
+	got, err := elections[2].Leader(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, res.lead.Term(), got.Term, "seen from another node")
+	assert.Equal(t, "n1", got.Value)
+	select {
+	case r := <-third:
+		require.FailNow(t, "two leaders at once", "the third was elected too: %v", r.err)
+	default:
+	}
+
+	require.NoError(t, res.lead.Resign(ctx))
+	last := receive(t, third, "the last campaigner to be elected")
+	require.NoError(t, last.err)
+	assert.Greater(t, last.lead.Term(), res.lead.Term())
+	assert.Equal(t, "n2", last.lead.Value())
+
+	assert.NoError(t, first.Resign(ctx), "resigning a lost leadership is not an error")
+	require.NoError(t, last.lead.Resign(ctx))
+}
+
+// startCluster starts a three-node raftlock cluster on 127.0.0.1 with fast
+// raft timings (n0 bootstraps, n1 and n2 join it) and returns its nodes once
+// all of them know the same leader. The nodes close when the test ends.
+func startCluster(t *testing.T) []*cluster.Node {
+	t.Helper()
+	var nodes []*cluster.Node
+	for i := range 3 {
+		cfg := cluster.DefaultConfig()
+		cfg.NodeID = fmt.Sprintf("n%d", i)
+		cfg.DataDir = t.TempDir()
+		cfg.BindAddr = "127.0.0.1:0"
+		cfg.HeartbeatTimeout = 150 * time.Millisecond
+		cfg.ElectionTimeout = 150 * time.Millisecond
+		cfg.LeaderLeaseTimeout = 100 * time.Millisecond
+		cfg.CommitTimeout = 5 * time.Millisecond
+		cfg.RequestTimeout = 5 * time.Second
+		cfg.Logger = hclog.NewNullLogger()
+		if i == 0 {
+			cfg.Bootstrap = true
+		} else {
+			cfg.Join = []string{nodes[0].Addr()}
+		}
+		n, err := cluster.New(cfg)
+		require.NoError(t, err)
+		t.Cleanup(func() { n.Close() })
+		nodes = append(nodes, n)
+		if i == 0 {
+			require.Eventually(t, n.IsLeader, patience, 5*time.Millisecond, "n0 elects itself")
+		}
+	}
+	require.Eventually(t, func() bool {
+		_, leader := nodes[0].Leader()
+		for _, n := range nodes {
+			if _, addr := n.Leader(); addr == "" || addr != leader {
+				return false
+			}
+		}
+		return true
+	}, patience, 5*time.Millisecond, "the nodes agree on a leader")
+	return nodes
+}
+
+// clusterFollower returns a node of nodes that does not lead.
+func clusterFollower(t *testing.T, nodes []*cluster.Node) *cluster.Node {
+	t.Helper()
+	for _, n := range nodes {
+		if !n.IsLeader() {
+			return n
+		}
+	}
+	require.FailNow(t, "every node leads")
+	return nil
+}

@@ -1,0 +1,147 @@
+package transport
+
+import (
+	"context"
+	"io"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// faultPair is two transports sharing a fault table, each answering RPCs
+// with its own name and counting the requests that reached it.
+func faultPair(t *testing.T) (f *Faults, a, b *Transport, reachedA, reachedB *atomic.Int64) {
+	t.Helper()
+	f = NewFaults()
+	a = listen(t, Config{Faults: f})
+	b = listen(t, Config{Faults: f})
+	reachedA, reachedB = new(atomic.Int64), new(atomic.Int64)
+	a.Handle(func(context.Context, []byte) ([]byte, error) { reachedA.Add(1); return []byte("a"), nil })
+	b.Handle(func(context.Context, []byte) ([]byte, error) { reachedB.Add(1); return []byte("b"), nil })
+	return f, a, b, reachedA, reachedB
+}
+
+func TestFaultsCutIsOneWayAndHeals(t *testing.T) {
+	requireNoLeaks(t)
+	f, a, b, reachedA, reachedB := faultPair(t)
+	ctx := testCtx(t)
+	aAddr, bAddr := a.Addr().String(), b.Addr().String()
+
+	resp, err := a.Call(ctx, bAddr, []byte("hi"))
+	require.NoError(t, err)
+	require.Equal(t, "b", string(resp))
+	resp, err = b.Call(ctx, aAddr, []byte("hi"))
+	require.NoError(t, err)
+	require.Equal(t, "a", string(resp))
+	require.Equal(t, 1, liveClientConns(a, bAddr))
+
+	f.Cut(aAddr, bAddr)
+	require.Eventually(t, func() bool { return liveClientConns(a, bAddr) == 0 }, 5*time.Second, time.Millisecond,
+		"the cut closes a's open connection to b")
+
+	// a's requests never reach b: redialling is refused.
+	before := reachedB.Load()
+	_, err = a.Call(ctx, bAddr, []byte("lost"))
+	assert.ErrorIs(t, err, ErrNotSent)
+	assert.Equal(t, before, reachedB.Load(), "no request of a reached b")
+
+	// b's requests still reach a, but a's answers do not reach b.
+	before = reachedA.Load()
+	_, err = b.Call(ctx, aAddr, []byte("one way"))
+	assert.ErrorIs(t, err, ErrConnLost, "the request went out; the answer was cut")
+	assert.Equal(t, before+1, reachedA.Load(), "b's request reached a")
+
+	f.Heal(aAddr, bAddr)
+	resp, err = a.Call(ctx, bAddr, []byte("again"))
+	require.NoError(t, err)
+	assert.Equal(t, "b", string(resp))
+	resp, err = b.Call(ctx, aAddr, []byte("again"))
+	require.NoError(t, err)
+	assert.Equal(t, "a", string(resp))
+}
+
+func TestFaultsCutClosesRaftConnections(t *testing.T) {
+	requireNoLeaks(t)
+	f, a, b, _, _ := faultPair(t)
+	aAddr, bAddr := a.Addr().String(), b.Addr().String()
+
+	accepted := make(chan error, 1)
+	go func() {
+		conn, err := b.StreamLayer().Accept()
+		if err != nil {
+			accepted <- err
+			return
+		}
+		defer conn.Close()
+		// Read until the connection fails: the first bytes arrive, then
+		// the cut ends it.
+		_, err = io.Copy(io.Discard, conn)
+		if err == nil {
+			err = io.EOF
+		}
+		accepted <- err
+	}()
+	conn, err := a.StreamLayer().Dial(raft.ServerAddress(b.Addr().String()), time.Second)
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = conn.Write([]byte("append entries"))
+	require.NoError(t, err)
+
+	f.Cut(bAddr, aAddr) // b's answers may no longer reach a: the connection carries them, so it ends
+	select {
+	case err := <-accepted:
+		assert.Error(t, err, "b's end of the raft connection failed")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the cut did not close the existing raft connection")
+	}
+	_, err = conn.Read(make([]byte, 1))
+	assert.Error(t, err, "a's end failed too")
+
+	_, err = b.StreamLayer().Dial(raft.ServerAddress(a.Addr().String()), time.Second)
+	assert.ErrorIs(t, err, errCut, "b may not dial a while its bytes cannot reach a")
+	f.HealAll()
+	again, err := b.StreamLayer().Dial(raft.ServerAddress(a.Addr().String()), time.Second)
+	require.NoError(t, err)
+	again.Close()
+}
+
+func TestFaultsDelayHoldsWrites(t *testing.T) {
+	requireNoLeaks(t)
+	f, a, b, _, _ := faultPair(t)
+	ctx := testCtx(t)
+	aAddr, bAddr := a.Addr().String(), b.Addr().String()
+	_, err := a.Call(ctx, bAddr, []byte("warm up"))
+	require.NoError(t, err)
+
+	const delay = 150 * time.Millisecond
+	f.Delay(aAddr, bAddr, delay)
+	start := time.Now()
+	_, err = a.Call(ctx, bAddr, []byte("slow"))
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, time.Since(start), delay, "the request waited out the delay")
+
+	f.Delay(aAddr, bAddr, 0)
+	_, err = a.Call(ctx, bAddr, []byte("fast"))
+	require.NoError(t, err)
+}
+
+func TestTransportsWithoutSharedTableAreUnaffected(t *testing.T) {
+	requireNoLeaks(t)
+	f := NewFaults()
+	a := listen(t, Config{Faults: f})
+	plain := listen(t, Config{}) // not in the table: its connections are never wrapped
+	plain.Handle(echo)
+	a.Handle(echo)
+	f.Cut(a.Addr().String(), "127.0.0.1:1") // an unrelated link
+	ctx := testCtx(t)
+	resp, err := a.Call(ctx, plain.Addr().String(), []byte("x"))
+	require.NoError(t, err)
+	assert.Equal(t, "x", string(resp))
+	resp, err = plain.Call(ctx, a.Addr().String(), []byte("y"))
+	require.NoError(t, err)
+	assert.Equal(t, "y", string(resp))
+}
