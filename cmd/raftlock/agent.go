@@ -32,6 +32,7 @@ type agentFlags struct {
 	leaveOnTerminate   bool
 	shutdownGrace      time.Duration
 	heartbeat, electTO time.Duration
+	voters             int
 }
 
 func runAgent(args []string, stdout, stderr io.Writer) int {
@@ -39,7 +40,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		"dev": "RAFTLOCK_DEV", "node-id": "RAFTLOCK_NODE_ID", "data-dir": "RAFTLOCK_DATA_DIR",
 		"bind": "RAFTLOCK_BIND", "advertise": "RAFTLOCK_ADVERTISE", "http": "RAFTLOCK_HTTP_ADDR",
 		"bootstrap": "RAFTLOCK_BOOTSTRAP", "peers": "RAFTLOCK_PEERS", "join": "RAFTLOCK_JOIN",
-		"log-level": "RAFTLOCK_LOG_LEVEL", "leave-on-terminate": "RAFTLOCK_LEAVE_ON_TERMINATE",
+		"log-level": "RAFTLOCK_LOG_LEVEL", "voters": "RAFTLOCK_VOTERS", "leave-on-terminate": "RAFTLOCK_LEAVE_ON_TERMINATE",
 	}
 	fs := newFlagSet("agent", "[-dev] [-node-id ID -data-dir DIR (-bootstrap [-peers ...] | -join ADDR,...)] [FLAGS]",
 		"Runs a raftlock node: a member of the Raft cluster that keeps the locks, serving the\n"+
@@ -65,6 +66,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	defaults := cluster.DefaultConfig()
 	durationVar(fs, &f.heartbeat, "raft-heartbeat", defaults.HeartbeatTimeout, "raft heartbeat timeout")
 	durationVar(fs, &f.electTO, "raft-election", defaults.ElectionTimeout, "raft election timeout")
+	fs.IntVar(&f.voters, "voters", defaults.Voters, "how many members vote (odd: 3 or 5); later members join as non-voters (env RAFTLOCK_VOTERS)")
 	if code := parseFlags(fs, args, env, stderr); code >= 0 {
 		return code
 	}
@@ -158,6 +160,7 @@ func (f *agentFlags) clusterConfig(fs *flagSet, logger hclog.Logger) (cluster.Co
 	cfg := cluster.DefaultConfig()
 	cfg.Logger = logger
 	cfg.HeartbeatTimeout, cfg.ElectionTimeout = f.heartbeat, f.electTO
+	cfg.Voters = f.voters
 	if cfg.LeaderLeaseTimeout > cfg.HeartbeatTimeout {
 		cfg.LeaderLeaseTimeout = cfg.HeartbeatTimeout
 	}

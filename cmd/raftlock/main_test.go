@@ -285,6 +285,8 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		{"agent", "-dev", "-join", "127.0.0.1:1"},
 		{"agent", "-data-dir", "/nonexistent/x", "-node-id", "a"},
 		{"agent", "-log-level", "loud", "-dev"},
+		{"agent", "-dev", "-http", "127.0.0.1:0", "-voters", "2"},
+		{"agent", "-node-id", "a", "-data-dir", "d", "-bootstrap", "-peers", "a=nocolon"},
 		{"nosuchcommand"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
