@@ -1,0 +1,364 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/raftlock/raftlock/cluster"
+	"github.com/raftlock/raftlock/lock"
+)
+
+// raftlockSystem is a 3-node raftlock cluster in this process, on loopback
+// TCP, each node with its own data dir, DefaultConfig (fsync on).
+type raftlockSystem struct {
+	p     params
+	dir   string
+	cfgs  []cluster.Config
+	nodes []*cluster.Node // nil once killed
+	note  []string
+}
+
+func newRaftlock(p params) *raftlockSystem { return &raftlockSystem{p: p} }
+
+func (s *raftlockSystem) name() string { return sysRaftlock }
+func (s *raftlockSystem) members() int { return 3 }
+func (s *raftlockSystem) notes() []string {
+	return append([]string{
+		"3 nodes in one process on loopback TCP, cluster.DefaultConfig() (fsync on, 1s heartbeat/election timeouts); " +
+			"clients use lock.Client handles (a fresh owner per acquire) on their local node",
+	}, s.note...)
+}
+
+func (s *raftlockSystem) commitIndex() uint64 {
+	for _, n := range s.nodes {
+		if n != nil && n.IsLeader() {
+			return n.Stats().CommitIndex
+		}
+	}
+	return 0
+}
+
+func (s *raftlockSystem) start(ctx context.Context) error { return s.startCluster(ctx, nil) }
+
+// startCluster bootstraps node 0, joins nodes 1 and 2 to it and waits until
+// every node can take and release a lock.
+func (s *raftlockSystem) startCluster(ctx context.Context, tweak func(*cluster.Config)) error {
+	dir, err := os.MkdirTemp("", "bench-raftlock-")
+	if err != nil {
+		return err
+	}
+	s.dir, s.cfgs, s.nodes = dir, nil, nil
+	level := hclog.Off
+	if s.p.verbose {
+		level = hclog.Warn
+	}
+	for i := range 3 {
+		cfg := cluster.DefaultConfig()
+		cfg.NodeID = fmt.Sprintf("n%d", i)
+		cfg.DataDir = filepath.Join(dir, cfg.NodeID)
+		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "raftlock", Level: level, Output: os.Stderr})
+		if i == 0 {
+			cfg.Bootstrap = true
+		} else {
+			cfg.Join = []string{s.nodes[0].Addr()}
+		}
+		if tweak != nil {
+			tweak(&cfg)
+		}
+		n, err := cluster.New(cfg)
+		if err != nil {
+			return fmt.Errorf("node %s: %w", cfg.NodeID, err)
+		}
+		cfg.BindAddr = n.Addr() // a restart comes back on the same address
+		s.cfgs = append(s.cfgs, cfg)
+		s.nodes = append(s.nodes, n)
+		if i == 0 {
+			if err := s.ready(ctx, n); err != nil {
+				return err
+			}
+		}
+	}
+	for _, n := range s.nodes {
+		if err := s.ready(ctx, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ready waits until n takes and releases a lock.
+func (s *raftlockSystem) ready(ctx context.Context, n *cluster.Node) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	l := lock.New(n).Lock("bench-ready/"+n.ID(), lock.TTL(time.Second))
+	for {
+		err := cycle(ctx, lockerOf(l))
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("node %s not ready: %w", n.ID(), err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (s *raftlockSystem) stop() {
+	var wg sync.WaitGroup
+	for _, n := range s.nodes {
+		if n != nil {
+			wg.Go(func() { n.Close() })
+		}
+	}
+	wg.Wait()
+	s.nodes = nil
+	if s.dir != "" {
+		os.RemoveAll(s.dir)
+		s.dir = ""
+	}
+}
+
+func (s *raftlockSystem) leader(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		for i, n := range s.nodes {
+			if n != nil && n.IsLeader() {
+				return i, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return 0, errors.New("no leader")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// kill closes node i: raft stops without handing leadership over, so the
+// others notice only when heartbeats stop, as after a crash.
+func (s *raftlockSystem) kill(i int) error {
+	n := s.nodes[i]
+	s.nodes[i] = nil
+	return n.Close()
+}
+
+func (s *raftlockSystem) client(_ context.Context, member int) (client, error) {
+	return &raftlockClient{c: lock.New(s.nodes[member]), ttl: s.p.ttl}, nil
+}
+
+type raftlockClient struct {
+	c   *lock.Client
+	ttl time.Duration
+}
+
+func (c *raftlockClient) locker(key string) locker { return lockerOf(c.c.Lock(key, lock.TTL(c.ttl))) }
+func (c *raftlockClient) close()                   {}
+
+// raftlockLocker is a lock.Lock handle. Acquire waits as long as ctx allows.
+type raftlockLocker struct{ l *lock.Lock }
+
+func lockerOf(l *lock.Lock) locker { return raftlockLocker{l} }
+
+func (l raftlockLocker) tryAcquire(ctx context.Context) (bool, error) { return l.l.TryAcquire(ctx) }
+func (l raftlockLocker) acquire(ctx context.Context) error            { return l.l.Acquire(ctx) }
+func (l raftlockLocker) release(ctx context.Context) error {
+	ok, err := l.l.Release(ctx)
+	if err == nil && !ok {
+		err = lock.ErrNotHeld
+	}
+	return err
+}
+
+// held fills a fresh cluster with n locks and measures memory, raft's
+// snapshot and restore of that state, and the restart of a follower.
+func (s *raftlockSystem) held(ctx context.Context, n int, atPeak func()) (figs map[string]float64, err error) {
+	s.p.ttl = s.p.heldTTL // the locks must outlive the workload
+	timings := installRaftTimings()
+	defer uninstallRaftTimings()
+
+	threshold := cluster.DefaultConfig().SnapshotThreshold
+	if s.p.snapshotEvery < time.Second {
+		threshold = 256 // smoke: a tiny state, so snapshot after a few entries
+	}
+	err = s.startCluster(ctx, func(c *cluster.Config) {
+		c.SnapshotInterval = s.p.snapshotEvery
+		c.SnapshotThreshold = threshold
+		c.TrailingLogs = threshold
+	})
+	defer s.stop()
+	if err != nil {
+		return nil, fmt.Errorf("start: %w", err)
+	}
+	s.note = append(s.note, fmt.Sprintf("held: SnapshotInterval %v, SnapshotThreshold and TrailingLogs %d (DefaultConfig: %v, %d) so that raft snapshots the full state "+
+		"right after the fill; bytes per lock = heap in use after GC, growth over the empty cluster, divided by 3 nodes (they share this process's heap)",
+		s.p.snapshotEvery, threshold, cluster.DefaultConfig().SnapshotInterval, cluster.DefaultConfig().SnapshotThreshold))
+
+	var base uint64
+	took, err := fill(ctx, s, s.p, n, func() { base = heapInUse() })
+	if err != nil {
+		return nil, fmt.Errorf("fill: %w", err)
+	}
+	filled := time.Now()
+	figs = map[string]float64{"held_locks": float64(n), "held_fill_per_s": float64(n) / took.Seconds()}
+
+	// Snapshots of the full state: each node takes one once enough entries
+	// follow its last one; release-only traffic on other keys supplies them
+	// without changing what is held.
+	progress("%s: held: waiting for each node's snapshot of the full state", s.name())
+	snaps, err := s.nudgeUntilSnapshots(ctx, timings, filled)
+	if err != nil {
+		return nil, err
+	}
+	figs["held_snapshot_ms"] = mean(snaps)
+	if size := latestSnapshotSize(s.cfgs[0].DataDir); size > 0 {
+		figs["held_snapshot_bytes_per_lock"] = float64(size) / float64(n)
+	}
+	if v := timings.startedAfter("raft.fsm.snapshot", filled); len(v) > 0 {
+		s.note = append(s.note, fmt.Sprintf("held: snapshot %.0fms, of which FSM copy (Apply waits meanwhile) %.0fms, write and fsync %.0fms (mean of %d nodes; the rest is log compaction)",
+			mean(snaps), mean(v), mean(timings.startedAfter("raft.snapshot.persist", filled)), len(snaps)))
+	}
+
+	figs["held_bytes_per_lock"] = perLock(base, heapInUse(), 3, n)
+	atPeak()
+
+	progress("%s: held: %.0f bytes per lock per node; restarting a follower", s.name(), figs["held_bytes_per_lock"])
+	restart, err := s.restartFollower(ctx, timings, n)
+	if err != nil {
+		return nil, fmt.Errorf("restart: %w", err)
+	}
+	for k, v := range restart {
+		figs[k] = v
+	}
+	return figs, nil
+}
+
+// nudgeUntilSnapshots runs acquire + release cycles on scratch keys until
+// every node has taken a snapshot that started after the fill ended, and
+// returns their durations (ms).
+func (s *raftlockSystem) nudgeUntilSnapshots(ctx context.Context, timings *raftTimings, filled time.Time) ([]float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	var snaps []float64
+	err := parallel(ctx, 8, func(ctx context.Context, i int) error {
+		l := lockerOf(lock.New(s.nodes[i%3]).Lock(fmt.Sprintf("bench-nudge/%d", i), lock.TTL(s.p.ttl)))
+		for {
+			if v := timings.startedAfter("raft.snapshot.takeSnapshot", filled); len(v) >= 3 {
+				if i == 0 {
+					snaps = v[:3]
+				}
+				return nil
+			}
+			if err := cycle(ctx, l); err != nil {
+				return err
+			}
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("waiting for snapshots of the full state: %w", err)
+	}
+	return snaps, nil
+}
+
+// restartFollower closes a follower and creates it again on its data dir,
+// timing raft's restore of its snapshot, the first linearizable read it
+// answers, and when its own state machine has caught up with the leader.
+func (s *raftlockSystem) restartFollower(ctx context.Context, timings *raftTimings, n int) (map[string]float64, error) {
+	leader, err := s.leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f := (leader + 1) % 3
+	if err := s.nodes[f].Close(); err != nil {
+		return nil, fmt.Errorf("close: %w", err)
+	}
+	s.nodes[f] = nil
+	target := s.nodes[leader].Stats().AppliedIndex
+
+	t0 := time.Now()
+	node, err := cluster.New(s.cfgs[f])
+	if err != nil {
+		return nil, fmt.Errorf("new: %w", err)
+	}
+	s.nodes[f] = node
+	newTook := time.Since(t0)
+
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var readAt, caughtAt time.Duration
+	err = parallel(ctx, 2, func(ctx context.Context, i int) error {
+		if i == 0 {
+			for {
+				info, err := node.Inspect(ctx, heldKey(0))
+				if err == nil && info.Locked {
+					readAt = time.Since(t0)
+					return nil
+				}
+				if ctx.Err() != nil {
+					return fmt.Errorf("no linearizable read: %v", err)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+		for {
+			if st := node.Stats(); st.Keys >= n && st.AppliedIndex >= target {
+				caughtAt = time.Since(t0)
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return errors.New("never caught up")
+			case <-time.After(time.Millisecond):
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	figs := map[string]float64{
+		"held_restart_read_ms":     ms(readAt),
+		"held_restart_caughtup_ms": ms(caughtAt),
+	}
+	if v := timings.startedAfter("raft.fsm.restore", t0); len(v) > 0 {
+		figs["held_restore_ms"] = v[0]
+	}
+	s.note = append(s.note, fmt.Sprintf("held: restart: cluster.New returned after %.0fms (raft restores the snapshot inside it); "+
+		"a follower's linearizable read is answered by the leader, so 'caught up' (its own state machine holds every lock) is the figure comparable to etcd",
+		ms(newTook)))
+	return figs, nil
+}
+
+// latestSnapshotSize is the size of the newest snapshot's state file in a
+// node's data dir (raft's file snapshot store: snapshots/<id>/state.bin).
+func latestSnapshotSize(dataDir string) int64 {
+	matches, _ := filepath.Glob(filepath.Join(dataDir, "snapshots", "*", "state.bin"))
+	var newest os.FileInfo
+	for _, m := range matches {
+		fi, err := os.Stat(m)
+		if err == nil && (newest == nil || fi.ModTime().After(newest.ModTime())) {
+			newest = fi
+		}
+	}
+	if newest == nil {
+		return 0
+	}
+	return newest.Size()
+}
+
+func mean(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	sum := 0.0
+	for _, x := range v {
+		sum += x
+	}
+	return sum / float64(len(v))
+}

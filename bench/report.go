@@ -1,0 +1,335 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// row is one figure of the table.
+type row struct {
+	key    string
+	label  string
+	higher bool // higher is better; else lower is
+	ratio  bool // print raftlock's ratio to each peer
+	format func(sys map[string]float64) string
+}
+
+var rows = []row{
+	{key: "seq_cycles_per_s", label: "seq: try-acquire+release cycles/s, 1 client via a follower", higher: true, ratio: true},
+	{key: "seq_p50_ms", label: "seq: p50 cycle latency (ms)", ratio: true},
+	{key: "seq_p99_ms", label: "seq: p99 cycle latency (ms)", ratio: true},
+	{key: "par_cycles_per_s", label: "par64: cycles/s, 64 clients on own keys", higher: true, ratio: true},
+	{key: "contend_handoffs_per_s", label: "contend16: hand-offs/s, 16 clients on 1 key", higher: true, ratio: true},
+	{key: "contend_jain", label: "contend16: fairness, Jain's index (1 = even)", higher: true, ratio: true},
+	{key: "contend_min_max", label: "contend16: min/max acquisitions per client", higher: true, ratio: true, format: func(f map[string]float64) string {
+		return fmt.Sprintf("%.0f/%.0f", f["contend_min"], f["contend_max"])
+	}},
+	{key: "par_raft_entries_per_cycle", label: "par64: raft log entries per cycle (diagnostic)"},
+	{key: "contend_raft_entries_per_cycle", label: "contend16: raft log entries per cycle (diagnostic)"},
+	{key: "held_locks", label: "held: locks held", format: func(f map[string]float64) string { return fmt.Sprintf("%.0f", f["held_locks"]) }},
+	{key: "held_fill_per_s", label: "held: fill rate, locks/s", higher: true, ratio: true},
+	{key: "held_bytes_per_lock", label: "held: memory, bytes per lock per node", ratio: true},
+	{key: "held_snapshot_ms", label: "held: snapshot of all locks (ms)", ratio: true},
+	{key: "held_snapshot_bytes_per_lock", label: "held: snapshot size, bytes per lock", ratio: true},
+	{key: "held_restore_ms", label: "held: restore of that snapshot (ms)", ratio: true},
+	{key: "held_restart_read_ms", label: "held: restart a member -> linearizable read (ms)", ratio: true},
+	{key: "held_restart_caughtup_ms", label: "held: restart a member -> holds every lock (ms)", ratio: true},
+	{key: "failover_ms", label: "failover: leader killed -> next acquire (ms)", ratio: true},
+}
+
+// report collects every system's figures, failures and caveats.
+type report struct {
+	p         params
+	systems   []string
+	workloads []string
+	figures   map[string]map[string]float64
+	errs      map[string]map[string]string // system -> workload -> error
+	notes     map[string][]string
+	load      string
+	elapsed   time.Duration
+}
+
+func newReport(p params, systems, workloads []string) *report {
+	return &report{
+		p: p, systems: systems, workloads: workloads,
+		figures: map[string]map[string]float64{},
+		errs:    map[string]map[string]string{},
+		notes:   map[string][]string{},
+	}
+}
+
+func (r *report) add(sys string, figs map[string]float64) {
+	if r.figures[sys] == nil {
+		r.figures[sys] = map[string]float64{}
+	}
+	maps.Copy(r.figures[sys], figs)
+}
+
+func (r *report) fail(sys string, workloads []string, err error) {
+	if r.errs[sys] == nil {
+		r.errs[sys] = map[string]string{}
+	}
+	for _, w := range workloads {
+		if slices.Contains(r.workloads, w) {
+			r.errs[sys][w] = err.Error()
+		}
+	}
+}
+
+// skip marks a system that could not be had (redis-server missing): every
+// workload reads n/a, and the run does not count as failed.
+func (r *report) skip(sys string, err error) {
+	r.fail(sys, r.workloads, &notApplicable{"skipped: " + err.Error()})
+}
+
+// failures counts the workloads that failed for a reason other than n/a.
+func (r *report) failures() int {
+	n := 0
+	for _, byWorkload := range r.errs {
+		for _, msg := range byWorkload {
+			if !strings.HasPrefix(msg, "n/a") {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func (r *report) note(sys, note string) {
+	if !slices.Contains(r.notes[sys], note) {
+		r.notes[sys] = append(r.notes[sys], note)
+	}
+}
+
+// bigRows are the held rows for raftlock's run on its own at -held locks.
+func bigRows() []row {
+	var out []row
+	for _, rw := range rows {
+		if strings.HasPrefix(rw.key, "held_") {
+			big := rw
+			big.key = "big_" + rw.key
+			big.label = strings.Replace(rw.label, "held:", "held alone:", 1)
+			big.ratio = false
+			if rw.format != nil {
+				big.format = func(f map[string]float64) string {
+					return fmt.Sprintf("%.0f", f["big_held_locks"])
+				}
+			}
+			out = append(out, big)
+		}
+	}
+	return out
+}
+
+// cell is a system's figure for a row: the value, "n/a", or "FAIL".
+func (r *report) cell(sys string, rw row) string {
+	if strings.HasPrefix(rw.key, "big_") && sys != sysRaftlock {
+		return ""
+	}
+	f := r.figures[sys]
+	v, ok := f[rw.key]
+	if !ok || math.IsNaN(v) {
+		w := workloadOf(rw.key)
+		if msg, failed := r.errs[sys][w]; failed {
+			if strings.HasPrefix(msg, "n/a") {
+				return "n/a"
+			}
+			return "FAIL"
+		}
+		if !slices.Contains(r.workloads, w) {
+			return "-"
+		}
+		return "n/a"
+	}
+	if rw.format != nil {
+		return rw.format(f)
+	}
+	return formatValue(v)
+}
+
+func workloadOf(key string) string {
+	switch {
+	case strings.HasPrefix(key, "seq_"):
+		return wlSeq
+	case strings.HasPrefix(key, "par_"):
+		return wlPar
+	case strings.HasPrefix(key, "contend_"):
+		return wlContend
+	case strings.HasPrefix(key, "held_"), strings.HasPrefix(key, "big_"):
+		return wlHeld
+	}
+	return wlFailover
+}
+
+func formatValue(v float64) string {
+	switch a := math.Abs(v); {
+	case a >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.3g", v)
+	}
+}
+
+// ratio is raftlock's figure divided by peer's, when both exist.
+func (r *report) ratio(peer string, rw row) (float64, bool) {
+	a, ok1 := r.figures[sysRaftlock][rw.key]
+	b, ok2 := r.figures[peer][rw.key]
+	if !ok1 || !ok2 || b == 0 || math.IsNaN(a) || math.IsNaN(b) {
+		return 0, false
+	}
+	return a / b, true
+}
+
+func (r *report) peers() []string {
+	var out []string
+	for _, s := range r.systems {
+		if s != sysRaftlock && slices.Contains(r.systems, sysRaftlock) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (r *report) print(w io.Writer) {
+	fmt.Fprintf(w, "\nraftlock bench: %s, %d CPUs, GOMAXPROCS %d, load average at the end %s, total %v\n",
+		runtime.Version(), runtime.NumCPU(), runtime.GOMAXPROCS(0), r.load, r.elapsed.Round(time.Second))
+	fmt.Fprintf(w, "seq/par64/contend16: %v measured after %v warm-up; held: locks taken by %d clients; ratios are raftlock / peer (↑: higher is better, ↓: lower is better)\n\n",
+		r.p.duration, r.p.warmup, r.p.fillClients)
+
+	// tabwriter aligns every column alike (right, for the numbers); labels
+	// padded to one width come out left-aligned.
+	width := 0
+	for _, rw := range rows {
+		width = max(width, len([]rune(rw.label)))
+	}
+	pad := func(s string) string { return s + strings.Repeat(" ", width-len([]rune(s))) }
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	header := []string{pad("figure"), ""}
+	header = append(header, r.systems...)
+	for _, p := range r.peers() {
+		header = append(header, "rl/"+p)
+	}
+	fmt.Fprintln(tw, strings.Join(header, "\t")+"\t")
+	all := rows
+	if _, ok := r.figures[sysRaftlock]["big_held_locks"]; ok {
+		all = append(slices.Clone(rows), bigRows()...)
+	}
+	for _, rw := range all {
+		if !slices.Contains(r.workloads, workloadOf(rw.key)) {
+			continue
+		}
+		better := "↓"
+		if rw.higher {
+			better = "↑"
+		}
+		if !rw.ratio {
+			better = ""
+		}
+		cells := []string{pad(rw.label), better}
+		for _, s := range r.systems {
+			cells = append(cells, r.cell(s, rw))
+		}
+		for _, p := range r.peers() {
+			if x, ok := r.ratio(p, rw); ok && rw.ratio {
+				cells = append(cells, fmt.Sprintf("%.2f×", x))
+			} else {
+				cells = append(cells, "")
+			}
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+	}
+	tw.Flush()
+
+	fmt.Fprintln(w, "\nnotes:")
+	for _, s := range r.systems {
+		for _, n := range r.notes[s] {
+			fmt.Fprintf(w, "- %s: %s\n", s, n)
+		}
+		for _, wl := range slices.Sorted(maps.Keys(r.errs[s])) {
+			fmt.Fprintf(w, "- %s: %s: %s\n", s, wl, r.errs[s][wl])
+		}
+	}
+	if f, ok := r.figures[sysRaftlock]["failover_kill_ms"]; ok {
+		fmt.Fprintf(w, "- raftlock: failover: Close of the leader took %.0fms of that\n", f)
+	}
+	fmt.Fprintln(w, "- all: one process per system run on this machine's loopback; in-process members share CPUs and one heap, so absolute figures are lower than on 3 hosts, and the ratios are the point")
+
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "BENCH "+r.json())
+}
+
+// json is the one machine-readable line: parameters, load, every figure
+// (per system) and raftlock's ratios.
+func (r *report) json() string {
+	ratios := map[string]map[string]float64{}
+	for _, p := range r.peers() {
+		for _, rw := range rows {
+			if x, ok := r.ratio(p, rw); ok && rw.ratio {
+				if ratios[p] == nil {
+					ratios[p] = map[string]float64{}
+				}
+				ratios[p][rw.key] = round(x, 4)
+			}
+		}
+	}
+	figs := map[string]map[string]float64{}
+	for s, f := range r.figures {
+		figs[s] = map[string]float64{}
+		for k, v := range f {
+			if !math.IsNaN(v) && !math.IsInf(v, 0) {
+				figs[s][k] = round(v, 4)
+			}
+		}
+	}
+	host, _ := os.Hostname()
+	out := map[string]any{
+		"schema":    1,
+		"time":      time.Now().UTC().Format(time.RFC3339),
+		"go":        runtime.Version(),
+		"host":      host,
+		"cpus":      runtime.NumCPU(),
+		"load":      r.load,
+		"elapsed_s": round(r.elapsed.Seconds(), 1),
+		"params": map[string]any{
+			"duration_s": r.p.duration.Seconds(), "warmup_s": r.p.warmup.Seconds(),
+			"par_clients": r.p.parClients, "contend_clients": r.p.contendClient,
+			"held": r.p.held, "held_peers": r.p.heldPeers, "fill_clients": r.p.fillClients,
+			"redis_poll_ms": ms(r.p.redisPoll),
+		},
+		"systems":   r.systems,
+		"workloads": r.workloads,
+		"results":   figs,
+		"ratios":    ratios,
+		"errors":    r.errs,
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return fmt.Sprintf(`{"error":%q}`, err.Error())
+	}
+	return string(b)
+}
+
+func round(v float64, digits int) float64 {
+	p := math.Pow(10, float64(digits))
+	return math.Round(v*p) / p
+}
+
+// formatFigures is a one-line summary for the progress log.
+func formatFigures(f map[string]float64) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(f)) {
+		parts = append(parts, fmt.Sprintf("%s=%s", k, formatValue(f[k])))
+	}
+	return strings.Join(parts, " ")
+}
