@@ -93,15 +93,19 @@ type Config struct {
 	TransportFaults *transport.Faults
 }
 
-// DefaultConfig returns a Config with raft's default timings (1s heartbeat
-// and election timeouts) and snapshot settings suited to a lock service:
-// the lock state is small, so snapshots are cheap and taken often.
+// DefaultConfig returns a Config with raft timings for a LAN (500ms
+// heartbeat and election timeouts, half raft's defaults, so that a dead
+// leader is replaced and locks are served again within about a second or
+// two: while no leader serves, lock calls wait and leases stand still) and
+// snapshot settings suited to a lock service: the lock state is small, so
+// snapshots are cheap and taken often. Across a WAN, or on hosts that stall
+// for hundreds of milliseconds, raise the timeouts.
 func DefaultConfig() Config {
 	return Config{
 		BindAddr:           "127.0.0.1:0",
-		HeartbeatTimeout:   time.Second,
-		ElectionTimeout:    time.Second,
-		LeaderLeaseTimeout: 500 * time.Millisecond,
+		HeartbeatTimeout:   500 * time.Millisecond,
+		ElectionTimeout:    500 * time.Millisecond,
+		LeaderLeaseTimeout: 250 * time.Millisecond,
 		CommitTimeout:      50 * time.Millisecond,
 		Voters:             3,
 		DeadVoterTimeout:   30 * time.Second,
