@@ -2,15 +2,13 @@ package election_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/raftlock/raftlock/cluster"
+	"github.com/raftlock/raftlock/cluster/clustertest"
 	"github.com/raftlock/raftlock/lock"
 	"github.com/raftlock/raftlock/lock/election"
 )
@@ -21,7 +19,8 @@ import (
 // higher term; that one's resignation hands it to the last.
 func TestLeadershipMovesAcrossClusterNodes(t *testing.T) {
 	ctx := testCtx(t)
-	nodes := startCluster(t)
+	c := clustertest.Start(t, 3, nil)
+	nodes := c.Nodes
 	const ttl = time.Second // generous for a keep-alive through raft under -race; the failover takes about this long
 	var stores []*replicaStore
 	var elections []*election.Election
@@ -62,58 +61,4 @@ func TestLeadershipMovesAcrossClusterNodes(t *testing.T) {
 
 	assert.NoError(t, first.Resign(ctx), "resigning a lost leadership is not an error")
 	require.NoError(t, last.lead.Resign(ctx))
-}
-
-// startCluster starts a three-node raftlock cluster on 127.0.0.1 with fast
-// raft timings (n0 bootstraps, n1 and n2 join it) and returns its nodes once
-// all of them know the same leader. The nodes close when the test ends.
-func startCluster(t *testing.T) []*cluster.Node {
-	t.Helper()
-	var nodes []*cluster.Node
-	for i := range 3 {
-		cfg := cluster.DefaultConfig()
-		cfg.NodeID = fmt.Sprintf("n%d", i)
-		cfg.DataDir = t.TempDir()
-		cfg.BindAddr = "127.0.0.1:0"
-		cfg.HeartbeatTimeout = 150 * time.Millisecond
-		cfg.ElectionTimeout = 150 * time.Millisecond
-		cfg.LeaderLeaseTimeout = 100 * time.Millisecond
-		cfg.CommitTimeout = 5 * time.Millisecond
-		cfg.RequestTimeout = 5 * time.Second
-		cfg.Logger = hclog.NewNullLogger()
-		if i == 0 {
-			cfg.Bootstrap = true
-		} else {
-			cfg.Join = []string{nodes[0].Addr()}
-		}
-		n, err := cluster.New(cfg)
-		require.NoError(t, err)
-		t.Cleanup(func() { n.Close() })
-		nodes = append(nodes, n)
-		if i == 0 {
-			require.Eventually(t, n.IsLeader, patience, 5*time.Millisecond, "n0 elects itself")
-		}
-	}
-	require.Eventually(t, func() bool {
-		_, leader := nodes[0].Leader()
-		for _, n := range nodes {
-			if _, addr := n.Leader(); addr == "" || addr != leader {
-				return false
-			}
-		}
-		return true
-	}, patience, 5*time.Millisecond, "the nodes agree on a leader")
-	return nodes
-}
-
-// clusterFollower returns a node of nodes that does not lead.
-func clusterFollower(t *testing.T, nodes []*cluster.Node) *cluster.Node {
-	t.Helper()
-	for _, n := range nodes {
-		if !n.IsLeader() {
-			return n
-		}
-	}
-	require.FailNow(t, "every node leads")
-	return nil
 }

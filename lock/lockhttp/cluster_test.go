@@ -7,26 +7,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/raftlock/raftlock/cluster"
+	"github.com/raftlock/raftlock/cluster/clustertest"
 	"github.com/raftlock/raftlock/lock"
 )
 
 // Two replicas of a service, each embedding a node of one cluster: the same
 // resource requested on both at once runs on one, and the other is refused.
 func TestOneRequestPerResourceAcrossClusterNodes(t *testing.T) {
-	nodes := startCluster(t)
-	f := clusterFollower(t, nodes)
-	var other *cluster.Node
-	for _, n := range nodes {
-		if n != f {
-			other = n
-			break
-		}
-	}
+	c := clustertest.Start(t, 3, nil)
+	f, other := c.Follower(t), c.Leader(t)
 	g := newGate()
 	replicaA := accountMux(lock.New(f), g)
 	replicaB := accountMux(lock.New(other), g)
@@ -57,58 +49,4 @@ func TestOneRequestPerResourceAcrossClusterNodes(t *testing.T) {
 	info, err := f.Inspect(t.Context(), "account:42")
 	require.NoError(t, err)
 	assert.False(t, info.Locked, "released after the handler")
-}
-
-// startCluster starts a three-node raftlock cluster on 127.0.0.1 with fast
-// raft timings (n0 bootstraps, n1 and n2 join it) and returns its nodes once
-// all of them know the same leader. The nodes close when the test ends.
-func startCluster(t *testing.T) []*cluster.Node {
-	t.Helper()
-	var nodes []*cluster.Node
-	for i := range 3 {
-		cfg := cluster.DefaultConfig()
-		cfg.NodeID = fmt.Sprintf("n%d", i)
-		cfg.DataDir = t.TempDir()
-		cfg.BindAddr = "127.0.0.1:0"
-		cfg.HeartbeatTimeout = 150 * time.Millisecond
-		cfg.ElectionTimeout = 150 * time.Millisecond
-		cfg.LeaderLeaseTimeout = 100 * time.Millisecond
-		cfg.CommitTimeout = 5 * time.Millisecond
-		cfg.RequestTimeout = 5 * time.Second
-		cfg.Logger = hclog.NewNullLogger()
-		if i == 0 {
-			cfg.Bootstrap = true
-		} else {
-			cfg.Join = []string{nodes[0].Addr()}
-		}
-		n, err := cluster.New(cfg)
-		require.NoError(t, err)
-		t.Cleanup(func() { n.Close() })
-		nodes = append(nodes, n)
-		if i == 0 {
-			require.Eventually(t, n.IsLeader, patience, 5*time.Millisecond, "n0 elects itself")
-		}
-	}
-	require.Eventually(t, func() bool {
-		_, leader := nodes[0].Leader()
-		for _, n := range nodes {
-			if _, addr := n.Leader(); addr == "" || addr != leader {
-				return false
-			}
-		}
-		return true
-	}, patience, 5*time.Millisecond, "the nodes agree on a leader")
-	return nodes
-}
-
-// clusterFollower returns a node of nodes that does not lead.
-func clusterFollower(t *testing.T, nodes []*cluster.Node) *cluster.Node {
-	t.Helper()
-	for _, n := range nodes {
-		if !n.IsLeader() {
-			return n
-		}
-	}
-	require.FailNow(t, "every node leads")
-	return nil
 }

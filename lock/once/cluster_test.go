@@ -2,15 +2,13 @@ package once_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/raftlock/raftlock/cluster"
+	"github.com/raftlock/raftlock/cluster/clustertest"
 	"github.com/raftlock/raftlock/lock"
 	"github.com/raftlock/raftlock/lock/once"
 )
@@ -20,7 +18,8 @@ import (
 // lease (the window, 5 minutes, plus the skew) is counted by the cluster in
 // real time, and each tick is a key of its own.
 func TestThreeClusterNodesRunEachTickOnce(t *testing.T) {
-	nodes := startCluster(t)
+	c := clustertest.Start(t, 3, nil)
+	nodes := c.Nodes
 	clock := newFakeClock(base.Add(time.Second))
 	r := newRuns()
 	replicas(t, len(nodes), func(ctx context.Context, i int) error {
@@ -45,63 +44,9 @@ func TestThreeClusterNodesRunEachTickOnce(t *testing.T) {
 		assert.Greater(t, ticks[i].Token, ticks[i-1].Token, "each tick's lock has a higher token")
 	}
 	for _, tick := range ticks {
-		info, err := clusterFollower(t, nodes).Inspect(t.Context(), tick.Key)
+		info, err := c.Follower(t).Inspect(t.Context(), tick.Key)
 		require.NoError(t, err)
 		assert.True(t, info.Locked, "%s is kept until its window ends", tick.Key)
 		assert.Equal(t, tick.Token, info.Token)
 	}
-}
-
-// startCluster starts a three-node raftlock cluster on 127.0.0.1 with fast
-// raft timings (n0 bootstraps, n1 and n2 join it) and returns its nodes once
-// all of them know the same leader. The nodes close when the test ends.
-func startCluster(t *testing.T) []*cluster.Node {
-	t.Helper()
-	var nodes []*cluster.Node
-	for i := range 3 {
-		cfg := cluster.DefaultConfig()
-		cfg.NodeID = fmt.Sprintf("n%d", i)
-		cfg.DataDir = t.TempDir()
-		cfg.BindAddr = "127.0.0.1:0"
-		cfg.HeartbeatTimeout = 150 * time.Millisecond
-		cfg.ElectionTimeout = 150 * time.Millisecond
-		cfg.LeaderLeaseTimeout = 100 * time.Millisecond
-		cfg.CommitTimeout = 5 * time.Millisecond
-		cfg.RequestTimeout = 5 * time.Second
-		cfg.Logger = hclog.NewNullLogger()
-		if i == 0 {
-			cfg.Bootstrap = true
-		} else {
-			cfg.Join = []string{nodes[0].Addr()}
-		}
-		n, err := cluster.New(cfg)
-		require.NoError(t, err)
-		t.Cleanup(func() { n.Close() })
-		nodes = append(nodes, n)
-		if i == 0 {
-			require.Eventually(t, n.IsLeader, patience, 5*time.Millisecond, "n0 elects itself")
-		}
-	}
-	require.Eventually(t, func() bool {
-		_, leader := nodes[0].Leader()
-		for _, n := range nodes {
-			if _, addr := n.Leader(); addr == "" || addr != leader {
-				return false
-			}
-		}
-		return true
-	}, patience, 5*time.Millisecond, "the nodes agree on a leader")
-	return nodes
-}
-
-// clusterFollower returns a node of nodes that does not lead.
-func clusterFollower(t *testing.T, nodes []*cluster.Node) *cluster.Node {
-	t.Helper()
-	for _, n := range nodes {
-		if !n.IsLeader() {
-			return n
-		}
-	}
-	require.FailNow(t, "every node leads")
-	return nil
 }
