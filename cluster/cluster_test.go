@@ -259,10 +259,12 @@ func TestWaitersHandedOffInFIFOOrderAcrossNodes(t *testing.T) {
 
 // A waiter handed the lock while its node was paused must not count its
 // lease from when it was woken: the grant was stamped earlier, on the leader.
+// (Without kindAwait, so that it learns of the grant from its own node.)
 func TestWaiterOnPausedFollowerDoesNotOverstate(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	ctx := testCtx(t)
 	l, f := c.leader(), c.follower()
+	f.noAwait = true
 	holder, _ := acquire(t, l, "k", time.Minute)
 	const ttl = 3 * time.Second
 	sent := time.Now()
@@ -287,6 +289,43 @@ func TestWaiterOnPausedFollowerDoesNotOverstate(t *testing.T) {
 	assert.False(t, believed.Before(granted.Add(ttl-750*time.Millisecond)),
 		"the waiter was robbed of %v of its lease", granted.Add(ttl).Sub(believed))
 	assert.GreaterOrEqual(t, got.at.Sub(granted), time.Second, "the waiter was woken late")
+}
+
+// A waiter on a follower is told of its grant by the leader (kindAwait) as
+// soon as the leader applies it, without waiting for its own node, and the
+// lease it reports does not overstate the cluster's.
+func TestWaiterOnFollowerToldByLeader(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	l, f := c.leader(), c.follower()
+	holder, _ := acquire(t, l, "k", time.Minute)
+	const ttl = 3 * time.Second
+	sent := time.Now()
+	done := acquireAsync(ctx, f, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: ttl, Wait: patience})
+	awaitWaiters(t, l, "k", 1)
+
+	f.sm.pause.Lock() // the follower's own state machine learns nothing meanwhile
+	paused := true
+	defer func() {
+		if paused {
+			f.sm.pause.Unlock()
+		}
+	}()
+	ok, err := l.Release(ctx, "k", holder)
+	granted := time.Now()
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	got := await(t, done, "the waiter")
+	f.sm.pause.Unlock()
+	paused = false
+	require.NoError(t, got.err)
+	believed := sent.Add(got.lease.Remaining)
+	assert.False(t, believed.After(granted.Add(ttl)),
+		"the waiter believes its lease lasts %v past the cluster's expiry", believed.Sub(granted.Add(ttl)))
+	info, err := l.Inspect(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, info.Token, got.lease.Token)
 }
 
 // Without a quorum a caller gets an error within its context, not a hang.

@@ -113,6 +113,15 @@
 // into a single raft entry (up to 512 commands) and keeps up to two entries
 // in flight; what arrives while they commit goes out together next. Under
 // load one fsync carries many lock operations, local and forwarded alike.
+// (More entries in flight measured slower: raft's leader writes each
+// dispatch to its own disk before replicating it, so a third entry only
+// splits batches.) One exception to "propose at once": while the queue holds
+// nothing but acquires that will certainly be queued (they may wait, and
+// the leader's state machine shows another owner holding the key), it is
+// held back for up to 2ms. Under contention the holder's release arrives
+// meanwhile and both share one entry, so a hand-off costs one commit rather
+// than a commit stuck behind a waiter's own entry; the waiters lose nothing,
+// since they would wait anyway.
 //
 // A command is retried across leader changes within the caller's context and
 // Config.RequestTimeout:
@@ -149,6 +158,21 @@
 //     plus the leader's answer, or the TTL if that is larger (both never
 //     overstate, since the grant came after the call). It may exceed the TTL
 //     after a long wait; the holder's deadline is call time + Remaining.
+//     A leader needs no question: its own log clock gives the lease left.
+//   - on a follower, the leader tells it first: once queued, the follower
+//     also sends the leader an await request (kindAwait), which the leader
+//     parks and answers as soon as its own state machine applies the grant
+//     — applied means committed — with the lease left by its log clock,
+//     counted from when the request reached it (less 0.1% of the time
+//     parked, for a leader clock running a little fast). So a hand-off
+//     reaches a follower's waiter in one hop after the commit, instead of
+//     waiting for the leader to pass the commit index on (the next append,
+//     up to CommitTimeout later on an idle log) and then for a read's round
+//     of heartbeats. These answers need no leadership check: the grant is
+//     committed, only expiry can take the key from an owner not yet told,
+//     and no later leader's log clock is ahead of this one's. The follower's
+//     own wake-up stays the fallback (a leader change, an older leader that
+//     answers bad request); the await is asked again of each new leader.
 //   - the machine drops it at its wait deadline: a *lock.HeldError describing
 //     the holder. Should that event never arrive (no leader at the time), the
 //     node gives up on its own clock an election timeout after the wait, and

@@ -243,6 +243,12 @@ func (n *Node) serve(ctx context.Context, t *leaderTerm, req request) (reply, er
 			return reply{}, err
 		}
 		return reply{code: codeOK, kind: kindRead, read: rr}, nil
+	case kindAwait:
+		rr, err := n.awaitAtLeader(ctx, t, req)
+		if err != nil {
+			return reply{}, err
+		}
+		return reply{code: codeOK, kind: kindAwait, read: rr}, nil
 	case kindList:
 		page, err := n.listAtLeader(ctx, t, req)
 		if err != nil {
@@ -313,6 +319,13 @@ func checkForwarded(req request) error {
 		}
 		if req.withOwner && req.owner.IsZero() {
 			return fmt.Errorf("%w: zero owner", ErrBadRequest)
+		}
+	case kindAwait:
+		if err := lock.ValidateKey(req.key); err != nil {
+			return fmt.Errorf("%w: %w", ErrBadRequest, err)
+		}
+		if !req.withOwner || req.owner.IsZero() {
+			return fmt.Errorf("%w: await needs an owner", ErrBadRequest)
 		}
 	case kindList:
 		if err := lock.ValidateList(lock.ListRequest{Prefix: req.prefix, After: req.after, Limit: req.limit}); err != nil {

@@ -35,7 +35,10 @@ type Node struct {
 	raft    *raft.Raft
 	sm      *stateMachine
 	waiters *waiterRegistry
-	voters  *voterKeeper
+	// awaits holds the kindAwait requests of followers' waiting callers
+	// that this node, as leader, answers as soon as it applies their grant.
+	awaits *waiterRegistry
+	voters *voterKeeper
 
 	// term is this node's current leadership, nil while it follows.
 	term atomic.Pointer[leaderTerm]
@@ -45,6 +48,9 @@ type Node struct {
 	// leaderObserver sees every leader change raft reports; its counters
 	// are Stats.LeaderChanges.
 	leaderObserver *raft.Observer
+	// noAwait, set by tests before any call, makes a waiting Acquire on a
+	// follower rely on its own state machine alone (no kindAwait).
+	noAwait bool
 	// commits times raft entries this node proposed as leader, from
 	// raft.Apply to raft's answer.
 	commits timing
@@ -87,11 +93,15 @@ func New(cfg Config) (*Node, error) {
 		log:           logger,
 		clock:         clock,
 		waiters:       newWaiterRegistry(),
+		awaits:        newWaiterRegistry(),
 		voters:        newVoterKeeper(),
 		leaderChanged: newBroadcast(),
 		closing:       make(chan struct{}),
 	}
-	n.sm = newStateMachine(logger.Named("fsm"), n.waiters.deliver)
+	n.sm = newStateMachine(logger.Named("fsm"), func(ev fsm.Event) {
+		n.waiters.deliver(ev)
+		n.awaits.deliver(ev)
+	})
 	n.sm.afterApply = n.pokeExpiryTimer
 	n.sm.afterRestore = n.settleWaiters
 

@@ -67,7 +67,17 @@ func (n *Node) awaitGrant(ctx context.Context, req lock.AcquireRequest, w *waite
 	// the time — the caller's own clock ends the wait a little later.
 	timer := time.NewTimer(req.Wait - (n.clock.Monotonic() - sent) + n.cfg.ElectionTimeout)
 	defer timer.Stop()
+	// On a follower, also ask the leader to tell us of the grant as soon
+	// as it applies it (see await.go); our own state machine is the fallback.
+	told := make(chan grantNotice, 1)
+	if n.term.Load() == nil && !n.noAwait {
+		actx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go n.awaitFromLeader(actx, req.Key, owner, told)
+	}
 	select {
+	case g := <-told:
+		return lock.Lease{Token: g.token, Remaining: max(req.TTL, g.asked-sent+g.remaining)}, nil
 	case ev := <-w.wake:
 		if ev.Kind == fsm.EventGranted {
 			return n.grantedLease(ctx, req, sent, ev)
@@ -99,6 +109,13 @@ func (n *Node) awaitGrant(ctx context.Context, req lock.AcquireRequest, w *waite
 func (n *Node) grantedLease(ctx context.Context, req lock.AcquireRequest, sent time.Duration, ev fsm.Event) (lock.Lease, error) {
 	owner := fsm.Owner(req.Owner)
 	asked := n.clock.Monotonic()
+	if t := n.term.Load(); t != nil && t.isReady() {
+		// Leading: the grant is applied, so committed, and our own log clock
+		// tells the lease left without asking anyone (see await.go).
+		if left, ok := t.awaitLeaseLeft(ev.ExpiresAt, asked); ok {
+			return lock.Lease{Token: ev.Token, Remaining: max(req.TTL, asked-sent+left)}, nil
+		}
+	}
 	rr, err := n.read(ctx, req.Key, &owner)
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -301,12 +318,8 @@ func (n *Node) ListStale(req lock.ListRequest) ([]lock.LockInfo, error) {
 // leaderClock is the log clock's reading while this node leads with its term
 // ready, 0 (the machine's own log time) otherwise.
 func (n *Node) leaderClock() time.Duration {
-	if t := n.term.Load(); t != nil {
-		select {
-		case <-t.ready:
-			return t.clock.now()
-		default:
-		}
+	if t := n.term.Load(); t != nil && t.isReady() {
+		return t.clock.now()
 	}
 	return 0
 }

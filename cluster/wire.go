@@ -19,9 +19,11 @@ import (
 //	  kindJoin:    string id | string address    (string = uvarint length | bytes)
 //	  kindRemove:  string id
 //	  kindList:    string prefix | string after | uvarint limit (0: the leader's page size)
+//	  kindAwait:   as kindRead, always with the owner
 //	reply: version | code | kind | body
 //	  codeOK, kindCommand: status | uvarint token | varint expiresAt | varint now | uvarint waiters
 //	  codeOK, kindRead:    flags (1 held, 2 held by the asking owner) | uvarint token | varint remaining | uvarint waiters
+//	  codeOK, kindAwait:   as kindRead; remaining counts from when the request reached the leader
 //	  codeOK, kindJoin/kindRemove: empty
 //	  codeOK, kindList:    flags (1 more keys follow) | uvarint count |
 //	                       count × (string key | uvarint token | varint remaining | uvarint waiters)
@@ -32,7 +34,8 @@ import (
 // know a kind answers codeBadRequest ("bad request kind"), which the asking
 // node reports as ErrBadRequest, and the kinds it knows keep working. So a
 // cluster upgraded one node at a time serves every older kind throughout;
-// kindList (added after the first release) works once the leader has it.
+// kindList (added after the first release) works once the leader has it;
+// kindAwait only speeds up a waiter, which goes on without it.
 const wireVersion = 1
 
 type requestKind byte
@@ -43,6 +46,7 @@ const (
 	kindJoin    requestKind = 3 // add a voter
 	kindRemove  requestKind = 4 // remove a server (graceful leave)
 	kindList    requestKind = 5 // a linearizable page of held keys, at the leader's log time
+	kindAwait   requestKind = 6 // a queued owner asks to be told of its grant as soon as the leader applies it
 )
 
 // maxListPage is the most keys one kindList reply carries. A listed key
@@ -65,6 +69,8 @@ func (k requestKind) String() string {
 		return "remove"
 	case kindList:
 		return "list"
+	case kindAwait:
+		return "await"
 	}
 	return fmt.Sprintf("kind(%d)", byte(k))
 }
@@ -73,9 +79,9 @@ type request struct {
 	kind requestKind
 	cmd  fsm.Command // kindCommand
 
-	key       string    // kindRead
-	owner     fsm.Owner // kindRead, when withOwner
-	withOwner bool      // kindRead: also say whether owner is the holder
+	key       string    // kindRead, kindAwait
+	owner     fsm.Owner // kindRead when withOwner, kindAwait
+	withOwner bool      // kindRead: also say whether owner is the holder; kindAwait: always
 
 	id   string // kindJoin, kindRemove
 	addr string // kindJoin
@@ -128,7 +134,7 @@ func (r request) appendBinary(b []byte) ([]byte, error) {
 	switch r.kind {
 	case kindCommand:
 		return r.cmd.AppendBinary(b)
-	case kindRead:
+	case kindRead, kindAwait:
 		b = appendString(b, r.key)
 		if r.withOwner {
 			b = append(b, 1)
@@ -165,7 +171,7 @@ func decodeRequest(b []byte) (request, error) {
 			}
 			r.cmd, d.b = cmd, nil
 		}
-	case kindRead:
+	case kindRead, kindAwait:
 		r.key = d.string(fsm.MaxKeyLen)
 		switch d.byte() {
 		case 0:
@@ -212,7 +218,7 @@ func (r reply) appendBinary(b []byte) []byte {
 			b = binary.AppendVarint(b, int64(r.result.ExpiresAt))
 			b = binary.AppendVarint(b, int64(r.result.Now))
 			b = binary.AppendUvarint(b, uint64(max(r.result.Waiters, 0)))
-		case kindRead:
+		case kindRead, kindAwait:
 			var flags byte
 			if r.read.held {
 				flags |= 1
@@ -264,7 +270,7 @@ func decodeReply(b []byte) (reply, error) {
 			r.result.ExpiresAt = time.Duration(d.varint())
 			r.result.Now = time.Duration(d.varint())
 			r.result.Waiters = d.count()
-		case kindRead:
+		case kindRead, kindAwait:
 			flags := d.byte()
 			if flags&^3 != 0 {
 				d.fail("read flags")

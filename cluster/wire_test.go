@@ -28,6 +28,7 @@ func sampleRequests() []request {
 		{kind: kindCommand, cmd: fsm.Command{Op: fsm.OpRelease, Key: "k", Owner: testOwner}},
 		{kind: kindRead, key: "some/key"},
 		{kind: kindRead, key: "k", owner: testOwner, withOwner: true},
+		{kind: kindAwait, key: "k", owner: testOwner, withOwner: true},
 		{kind: kindJoin, id: "n3", addr: "10.0.0.3:7000"},
 		{kind: kindRemove, id: "n3"},
 		{kind: kindList},
@@ -40,6 +41,8 @@ func sampleReplies() []reply {
 		{code: codeOK, kind: kindCommand, result: fsm.Result{Status: fsm.StatusGranted, Token: 7, ExpiresAt: 9 * time.Second, Now: 4 * time.Second, Waiters: 2}},
 		{code: codeOK, kind: kindRead, read: readResult{held: true, mine: true, token: 3, remaining: time.Second, waiters: 1}},
 		{code: codeOK, kind: kindRead},
+		{code: codeOK, kind: kindAwait, read: readResult{held: true, mine: true, token: 7, remaining: time.Second}},
+		{code: codeOK, kind: kindAwait},
 		{code: codeOK, kind: kindJoin},
 		{code: codeOK, kind: kindList},
 		{code: codeOK, kind: kindList, list: listPage{more: true, locks: []lock.LockInfo{
