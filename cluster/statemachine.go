@@ -154,10 +154,7 @@ func (s *stateMachine) list(prefix, after string, limit int, at time.Duration) l
 	defer s.mu.Unlock()
 	now := max(at, s.m.Now())
 	var page listPage
-	s.m.Range(prefix, now, func(key string, st fsm.KeyState) bool {
-		if key <= after {
-			return true
-		}
+	s.m.RangeFrom(prefix, after, now, func(key string, st fsm.KeyState) bool {
 		if limit > 0 && len(page.locks) == limit {
 			page.more = true
 			return false

@@ -168,6 +168,88 @@ func BenchmarkRestore(b *testing.B) {
 	}
 }
 
+// rangePage collects one page of up to limit held keys with prefix that sort
+// after after, the way cluster's and the memory store's List page through
+// Range: skipping keys up to after.
+func rangePage(m *Machine, prefix, after string, limit int) []string {
+	page := make([]string, 0, limit)
+	m.Range(prefix, 0, func(key string, _ KeyState) bool {
+		if key <= after {
+			return true
+		}
+		page = append(page, key)
+		return len(page) < limit
+	})
+	return page
+}
+
+// rangeFromPage is rangePage through RangeFrom: a seek to after instead of
+// a walk past the keys before it.
+func rangeFromPage(m *Machine, prefix, after string, limit int) []string {
+	page := make([]string, 0, limit)
+	m.RangeFrom(prefix, after, 0, func(key string, _ KeyState) bool {
+		page = append(page, key)
+		return len(page) < limit
+	})
+	return page
+}
+
+// BenchmarkRange lists a page of 100 keys from the start and from the middle
+// of n held keys, through Range skipping to After as callers page today
+// (via=Range) and through RangeFrom (via=RangeFrom). -short leaves out the
+// million keys, which take seconds to set up.
+func BenchmarkRange(b *testing.B) {
+	const limit = 100
+	for _, n := range []int{100_000, 1_000_000} {
+		if testing.Short() && n > 100_000 {
+			continue
+		}
+		var m *Machine // built by the first sub-benchmark that runs
+		for _, from := range []struct {
+			name  string
+			after string
+		}{{"start", ""}, {"middle", lockKey(n / 2)}} {
+			for _, via := range []struct {
+				name string
+				page func(m *Machine, prefix, after string, limit int) []string
+			}{{"Range", rangePage}, {"RangeFrom", rangeFromPage}} {
+				b.Run(fmt.Sprintf("keys=%d/page=%s/via=%s", n, from.name, via.name), func(b *testing.B) {
+					if m == nil {
+						m = heldMachine(n)
+					}
+					b.ReportAllocs()
+					b.ResetTimer()
+					for i := 0; i < b.N; i++ {
+						if page := via.page(m, "lock-", from.after, limit); len(page) != limit {
+							b.Fatal(len(page))
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkEnqueueWaiters queues MaxWaiters owners behind one holder: the
+// whole queue per iteration, so ns/op is the cost of a full queue.
+func BenchmarkEnqueueWaiters(b *testing.B) {
+	owners := make([]Owner, MaxWaiters)
+	for i := range owners {
+		owners[i] = numberedOwner(i)
+	}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		m := New(nil)
+		m.Apply(acquire(0, "busy", ownerA, time.Hour, 0))
+		for j, o := range owners {
+			if r := m.Apply(acquire(0, "busy", o, time.Hour, time.Hour)); r.Status != StatusQueued || r.Waiters != j+1 {
+				b.Fatal(r)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*MaxWaiters), "ns/waiter")
+}
+
 // TestMemoryPerHeldLock measures the heap cost of a held lock at a million
 // locks. It is slow, so it runs only with FSM_MEMORY=1 and without -short.
 func TestMemoryPerHeldLock(t *testing.T) {

@@ -36,10 +36,15 @@
 //     in the same step as the lease ends, so there is never a queue without a
 //     holder, and Len counts held keys; Waiters counts the queued callers
 //     of all keys, in constant time.
-//   - Lookup and Range take a read time at, for a leader whose log clock has
-//     moved past the last applied stamp. They report leases that have ended by
-//     then as not held, but do not play the hand-off to waiters forward; the
-//     tick at that time does.
+//   - Lookup, Range and RangeFrom take a read time at, for a leader whose log
+//     clock has moved past the last applied stamp. They report leases that
+//     have ended by then as not held, but do not play the hand-off to waiters
+//     forward; the tick at that time does.
+//   - Range lists held keys in byte order, like etcd's range reads and
+//     Consul's KV listings. RangeFrom(prefix, after, ...) starts strictly
+//     after a key, which need not be held: the last key of one page is the
+//     After of the next, and a key released meanwhile does not lose the
+//     caller's place.
 //   - Event times: EventExpired and EventWaitExpired carry the deadline that
 //     was reached; EventGranted carries the machine's now, from which the new
 //     lease is counted.
@@ -59,9 +64,21 @@
 //
 // # Cost
 //
-// The machine keeps one entry per held key, a FIFO queue only for keys with
-// waiters (a linked list plus an index by owner), and one binary heap of all
-// pending deadlines that is updated in place on extend, hand-off and cancel,
-// so it never holds stale deadlines: NextDeadline is O(1), Apply is O(log n),
-// and a held lock without waiters costs well under 250 bytes.
+// The machine keeps one entry per held key in a map for the commands' point
+// lookups, the same entries in key order in a B+tree of entry pointers (9 to
+// 45 bytes a key; order.go says why it is written here), a FIFO queue only
+// for keys with waiters (a linked list plus an index by owner), and one
+// binary heap of all pending deadlines that is updated in place on extend,
+// hand-off and cancel, so it never holds stale deadlines. NextDeadline is
+// O(1) and Apply O(log n); the key order changes only when a key appears or
+// goes, never on extend or hand-off. A newcomer joins a queue in O(1) plus
+// the heap's O(log n), so filling a queue to MaxWaiters is linear; only an
+// acquire retried by an owner already queued walks the queue to report its
+// place. Range and RangeFrom seek in O(log n) and then pass only the keys
+// they report (and leases that have ended but not yet been ticked away).
+// Snapshot walks the key order instead of sorting, and Restore, whose keys
+// arrive sorted, builds it bottom-up in O(n). At 1,000,000 held locks with
+// 16-byte keys a held lock costs about 170 bytes after applies and 115
+// after a restore, within the 250-byte budget (TestMemoryPerHeldLock with
+// FSM_MEMORY=1).
 package fsm

@@ -66,7 +66,8 @@ func (r *recorder) apply(c Command) (Result, []Event) {
 
 // checkInternals verifies the machine's internal invariants: the deadline
 // index is a heap whose positions are mirrored in entries and waiters, holds
-// exactly the pending deadlines, and nothing pending is already due.
+// exactly the pending deadlines, and nothing pending is already due; the key
+// order holds exactly the map's entries, in ascending key order.
 func checkInternals(m *Machine) error {
 	want := 0
 	for k, e := range m.keys {
@@ -114,6 +115,25 @@ func checkInternals(m *Machine) error {
 		if e.waiters.tail != prev || n != e.waiters.len() {
 			return fmt.Errorf("key %q: queue length %d, index %d", k, n, e.waiters.len())
 		}
+	}
+	// The key order holds exactly the map's entries, strictly ascending.
+	if m.order.len() != len(m.keys) {
+		return fmt.Errorf("key order holds %d keys, the map %d", m.order.len(), len(m.keys))
+	}
+	var orderErr error
+	prev := ""
+	m.order.ascend("", func(e *entry) bool {
+		switch {
+		case m.keys[e.key] != e:
+			orderErr = fmt.Errorf("key order holds %q, which is not the map's entry", e.key)
+		case e.key <= prev:
+			orderErr = fmt.Errorf("key order not ascending: %q after %q", e.key, prev)
+		}
+		prev = e.key
+		return orderErr == nil
+	})
+	if orderErr != nil {
+		return orderErr
 	}
 	if len(m.deadlines) != want {
 		return fmt.Errorf("deadline index holds %d, want %d", len(m.deadlines), want)

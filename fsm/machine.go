@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"slices"
 	"strings"
 	"time"
 )
@@ -24,6 +23,7 @@ type Machine struct {
 	now       time.Duration
 	lastToken uint64
 	keys      map[string]*entry
+	order     keyOrder // the entries of keys, in key byte order
 	deadlines deadlines
 	observe   func(Event)
 }
@@ -31,7 +31,7 @@ type Machine struct {
 // New returns an empty machine. observe (may be nil) receives events during
 // Apply, synchronously and in order; it must not call back into the machine.
 func New(observe func(Event)) *Machine {
-	return &Machine{keys: make(map[string]*entry), observe: observe}
+	return &Machine{keys: make(map[string]*entry), order: newKeyOrder(), observe: observe}
 }
 
 // Apply applies one command: now = max(now, Stamp); every deadline at or before
@@ -70,6 +70,7 @@ func (m *Machine) acquire(c Command) Result {
 		e = &entry{key: strings.Clone(c.Key), owner: c.Owner}
 		m.grant(e, c.TTL)
 		m.keys[e.key] = e
+		m.order.insert(e)
 		m.deadlines.push(deadline{at: e.expiresAt, e: e})
 		return Result{Status: StatusGranted, Token: e.token, ExpiresAt: e.expiresAt, Now: m.now}
 	}
@@ -174,6 +175,7 @@ func (m *Machine) handOff(e *entry) {
 	if q.len() == 0 {
 		m.deadlines.remove(e.index)
 		delete(m.keys, e.key)
+		m.order.remove(e)
 		return
 	}
 	w := q.head
@@ -247,22 +249,33 @@ func (m *Machine) state(e *entry, t time.Duration) KeyState {
 }
 
 // Range calls fn for every held key with the given prefix in key order, as seen
-// at max(Now(), at), until fn returns false. It sorts the matching keys at call
-// time; fn must not call back into the machine.
+// at max(Now(), at), until fn returns false. It seeks to the prefix in the
+// key order and walks from there: O(log n) plus the keys it passes, which
+// are the keys it reports and any whose lease has ended by the read time.
+// fn must not call back into the machine.
 func (m *Machine) Range(prefix string, at time.Duration, fn func(key string, st KeyState) bool) {
+	m.RangeFrom(prefix, "", at, fn)
+}
+
+// RangeFrom is Range restricted to the keys that sort strictly after the
+// key after, which need not be held: the next page of a listing whose last
+// key was after, found by a seek rather than a walk past the keys before it.
+// An after of "" starts at the beginning, as no key is empty.
+func (m *Machine) RangeFrom(prefix, after string, at time.Duration, fn func(key string, st KeyState) bool) {
 	t := max(m.now, at)
-	var matched []*entry
-	for k, e := range m.keys { // order restored by the sort below
-		if strings.HasPrefix(k, prefix) && e.expiresAt > t {
-			matched = append(matched, e)
+	from := max(prefix, after)
+	m.order.ascend(from, func(e *entry) bool {
+		// Keys with the prefix are contiguous in byte order, from the
+		// prefix itself on; from is at or after the prefix, so the first key
+		// without it ends the walk.
+		if !strings.HasPrefix(e.key, prefix) {
+			return false
 		}
-	}
-	slices.SortFunc(matched, func(a, b *entry) int { return strings.Compare(a.key, b.key) })
-	for _, e := range matched {
-		if !fn(e.key, m.state(e, t)) {
-			return
+		if e.key == after || e.expiresAt <= t {
+			return true
 		}
-	}
+		return fn(e.key, m.state(e, t))
+	})
 }
 
 // Len is the number of keys with a holder or waiters.

@@ -202,10 +202,7 @@ func (s *MemoryStore) List(ctx context.Context, req ListRequest) ([]LockInfo, er
 	}
 	now := s.applyLocked(fsm.Command{Op: fsm.OpTick}).Now
 	var out []LockInfo
-	s.machine.Range(req.Prefix, now, func(key string, st fsm.KeyState) bool {
-		if key <= req.After {
-			return true
-		}
+	s.machine.RangeFrom(req.Prefix, req.After, now, func(key string, st fsm.KeyState) bool {
 		out = append(out, LockInfo{Key: key, KeyInfo: keyInfo(st, now)})
 		return req.Limit == 0 || len(out) < req.Limit
 	})
