@@ -31,7 +31,8 @@ func (s *raftlockSystem) name() string { return sysRaftlock }
 func (s *raftlockSystem) members() int { return 3 }
 func (s *raftlockSystem) notes() []string {
 	return append([]string{
-		"3 nodes in one process on loopback TCP, cluster.DefaultConfig() (fsync on, 1s heartbeat/election timeouts); " +
+		fmt.Sprintf("3 nodes in one process on loopback TCP, cluster.DefaultConfig() (fsync on, %v heartbeat, %v election timeouts); ",
+			cluster.DefaultConfig().HeartbeatTimeout, cluster.DefaultConfig().ElectionTimeout) +
 			"clients use lock.Client handles (a fresh owner per acquire) on their local node",
 	}, s.note...)
 }
