@@ -75,28 +75,52 @@ func (n *Node) awaitGrant(ctx context.Context, req lock.AcquireRequest, w *waite
 		defer cancel()
 		go n.awaitFromLeader(actx, req.Key, owner, told)
 	}
-	select {
-	case g := <-told:
-		return lock.Lease{Token: g.token, Remaining: max(req.TTL, g.asked-sent+g.remaining)}, nil
-	case ev := <-w.wake:
-		if ev.Kind == fsm.EventGranted {
-			return n.grantedLease(ctx, req, sent, ev)
+	for {
+		select {
+		case g := <-told:
+			return lock.Lease{Token: g.token, Remaining: max(req.TTL, g.asked-sent+g.remaining)}, nil
+		case ev := <-w.wake:
+			if staleEvent(ev, queued) {
+				// An outcome of an earlier acquisition by the same owner,
+				// applied again by a restarted or lagging state machine.
+				continue
+			}
+			if ev.Kind == fsm.EventGranted {
+				return n.grantedLease(ctx, req, sent, ev)
+			}
+			return lock.Lease{}, n.heldError(ctx, req.Key, queued)
+		case <-timer.C:
+			res, _, err := n.command(ctx, fsm.Command{Op: fsm.OpCancelWait, Key: req.Key, Owner: owner})
+			if err != nil {
+				return lock.Lease{}, err
+			}
+			if res.Status == fsm.StatusReleased {
+				n.log.Debug("wait ran out as the lock was handed over; released it", "key", req.Key)
+			}
+			return lock.Lease{}, n.heldError(ctx, req.Key, queued)
+		case <-ctx.Done():
+			return lock.Lease{}, n.withdraw(ctx, req.Key, owner)
+		case <-n.closing:
+			return lock.Lease{}, lock.ErrClosed
 		}
-		return lock.Lease{}, n.heldError(ctx, req.Key, queued)
-	case <-timer.C:
-		res, _, err := n.command(ctx, fsm.Command{Op: fsm.OpCancelWait, Key: req.Key, Owner: owner})
-		if err != nil {
-			return lock.Lease{}, err
-		}
-		if res.Status == fsm.StatusReleased {
-			n.log.Debug("wait ran out as the lock was handed over; released it", "key", req.Key)
-		}
-		return lock.Lease{}, n.heldError(ctx, req.Key, queued)
-	case <-ctx.Done():
-		return lock.Lease{}, n.withdraw(ctx, req.Key, owner)
-	case <-n.closing:
-		return lock.Lease{}, lock.ErrClosed
 	}
+}
+
+// staleEvent reports whether ev, delivered to a waiter whose acquire was
+// queued with result queued, belongs to an earlier acquisition by the same
+// owner: a node that restarts re-applies its log, and a lagging follower
+// applies old entries, so their events reach a new waiter keyed by the same
+// (key, owner). This waiter's grant follows the holder it queued behind on
+// that key, so it has a larger token; its wait deadline lies after the log
+// time it queued at.
+func staleEvent(ev fsm.Event, queued fsm.Result) bool {
+	switch ev.Kind {
+	case fsm.EventGranted:
+		return ev.Token <= queued.Token
+	case fsm.EventWaitExpired:
+		return ev.At <= queued.Now
+	}
+	return false
 }
 
 // grantedLease answers a waiter woken by its hand-off. The grant was stamped

@@ -16,8 +16,8 @@ type waiterKey struct {
 // machine hands it the lock or drops it from the queue.
 type waiter struct {
 	// wake receives the owner's EventGranted or EventWaitExpired. Size one:
-	// the state machine delivers without blocking, and a waiter needs only
-	// the first outcome (a later event for the same owner is stale).
+	// the state machine delivers without blocking, replacing an unread
+	// event with a newer one (see deliver).
 	wake chan fsm.Event
 }
 
@@ -60,14 +60,25 @@ func (r *waiterRegistry) deliver(ev fsm.Event) {
 		return
 	}
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	w := r.waiting[waiterKey{ev.Key, ev.Owner}]
-	r.mu.Unlock()
 	if w == nil {
 		return
 	}
-	select {
-	case w.wake <- ev:
-	default: // an earlier outcome is already waiting to be read
+	// The newest event wins: an unread one may be stale (an earlier
+	// acquisition's, re-applied), and the waiter skips stale ones, so a
+	// stale event must never crowd out the real outcome. Holding r.mu makes
+	// the drain-and-send atomic against other deliveries.
+	for {
+		select {
+		case w.wake <- ev:
+			return
+		default:
+			select {
+			case <-w.wake:
+			default:
+			}
+		}
 	}
 }
 

@@ -76,4 +76,11 @@
 // connection may run any number of handlers at once, and pools are kept
 // for every address ever called. A frame's body is allocated as its bytes
 // arrive, not as announced, so a bogus length costs no memory.
+//
+// # Fault injection
+//
+// Config.Faults, for tests only, is a table shared by the transports of one
+// process that cuts (one way, existing connections included), silently
+// drops or delays the traffic between chosen pairs of them; see Faults. The dialler and the
+// listener are the two places connections are made, and both consult it.
 package transport

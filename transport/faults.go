@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -9,21 +10,28 @@ import (
 )
 
 // Faults is a fault table for tests that run several transports in one
-// process: it cuts or delays the traffic from one transport to another, which
-// a single loopback interface cannot do otherwise (every peer is 127.0.0.1).
-// Set the same *Faults as Config.Faults of every transport that takes part;
-// leave it nil in production. Transports are named by their advertised
-// address, Addr().String().
+// process: it cuts, drops or delays the traffic from one transport to
+// another, which a single loopback interface cannot do otherwise (every
+// peer is 127.0.0.1). Set the same *Faults as Config.Faults of every
+// transport that takes part; leave it nil in production. Transports are
+// named by their advertised address, Addr().String().
 //
-// A cut works on the byte streams, in one direction: after Cut(a, b) no byte
-// that a sends reaches b, on any connection, raft's or the RPC's, whichever
-// side dialled it. Cut closes the connections open between a and b at once
-// (a partition cuts existing connections, not only new ones), a dial from a
-// to b fails, and any later write by a to b, or read by b of a's bytes,
-// closes its connection with an error. Bytes from b to a still flow: b can
-// dial a and its requests arrive, but a's answers do not. The network fails
-// fast, like a reset, rather than silently dropping packets until timeouts
-// fire; both end a raft heartbeat or an RPC the same way, one sooner.
+// Cut and Drop work on the byte streams, in one direction: afterwards no
+// byte that a sends reaches b, on any connection, raft's or the RPC's,
+// whichever side dialled it. Bytes from b to a still flow: b can reach a
+// and its requests arrive, but a's answers do not. They differ in how the
+// loss shows:
+//
+//   - Cut fails fast, like a reset: it closes the connections open between
+//     a and b at once (a partition cuts existing connections, not only new
+//     ones), a dial from a to b fails, and any later write by a to b, or
+//     read by b of a's bytes, closes its connection with an error.
+//   - Drop is silent, like a switch that loses every packet: a's writes to
+//     b succeed and vanish, a dial from a to b hangs until its deadline (or
+//     until the link heals), and nothing is closed until the link heals.
+//     Whoever waits for an answer waits for its own timeout, so calls end
+//     with unknown outcomes. A connection that lost bytes is closed when
+//     its link heals, since its stream has a hole.
 //
 // A delay holds every write from a to b for the given time before it goes
 // out, on connections open now and later, keeping the bytes in order.
@@ -33,8 +41,7 @@ import (
 // transports sharing one *Faults. All methods are safe for concurrent use.
 type Faults struct {
 	mu      sync.Mutex // protects the fields below
-	cut     map[faultLink]bool
-	delay   map[faultLink]time.Duration
+	links   map[faultLink]linkFault
 	conns   map[*faultConn]struct{}
 	dialers map[string]string // local address of a connection dialled through the table -> the dialler's address
 }
@@ -42,14 +49,20 @@ type Faults struct {
 // faultLink is one direction between two transports, by advertised address.
 type faultLink struct{ from, to string }
 
+// linkFault is what is wrong with one direction.
+type linkFault struct {
+	cut   bool
+	drop  bool
+	delay time.Duration
+}
+
 // errCut is the error of I/O across a cut link.
 var errCut = errors.New("transport: link cut by the fault table")
 
 // NewFaults returns an empty fault table: nothing cut, nothing delayed.
 func NewFaults() *Faults {
 	return &Faults{
-		cut:     make(map[faultLink]bool),
-		delay:   make(map[faultLink]time.Duration),
+		links:   make(map[faultLink]linkFault),
 		conns:   make(map[*faultConn]struct{}),
 		dialers: make(map[string]string),
 	}
@@ -59,7 +72,9 @@ func NewFaults() *Faults {
 // closes every connection between the two.
 func (f *Faults) Cut(from, to string) {
 	f.mu.Lock()
-	f.cut[faultLink{from, to}] = true
+	l := f.links[faultLink{from, to}]
+	l.cut = true
+	f.links[faultLink{from, to}] = l
 	var doomed []*faultConn
 	for c := range f.conns {
 		if (c.local == from && c.remote == to) || (c.local == to && c.remote == from) {
@@ -72,53 +87,94 @@ func (f *Faults) Cut(from, to string) {
 	}
 }
 
+// Drop silently loses the bytes from the transport at from to the one at to.
+func (f *Faults) Drop(from, to string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := f.links[faultLink{from, to}]
+	l.drop = true
+	f.links[faultLink{from, to}] = l
+}
+
 // Delay holds each write from the transport at from to the one at to for d
 // before it goes out; 0 removes the delay.
 func (f *Faults) Delay(from, to string, d time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if d <= 0 {
-		delete(f.delay, faultLink{from, to})
+	l := f.links[faultLink{from, to}]
+	l.delay = max(d, 0)
+	f.setLocked(faultLink{from, to}, l)
+}
+
+func (f *Faults) setLocked(k faultLink, l linkFault) {
+	if l == (linkFault{}) {
+		delete(f.links, k)
 		return
 	}
-	f.delay[faultLink{from, to}] = d
+	f.links[k] = l
 }
 
 // Heal lets the bytes from from reach to again and removes its delay.
-// Connections closed by the cut stay closed; new ones are dialled as needed.
+// Connections closed by a cut stay closed, and those that lost bytes to a
+// drop are closed now; new ones are dialled as needed.
 func (f *Faults) Heal(from, to string) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.cut, faultLink{from, to})
-	delete(f.delay, faultLink{from, to})
+	delete(f.links, faultLink{from, to})
+	doomed := f.holedLocked(func(c *faultConn) bool {
+		return (c.local == from && c.remote == to) || (c.local == to && c.remote == from)
+	})
+	f.mu.Unlock()
+	for _, c := range doomed {
+		c.Close()
+	}
 }
 
-// HealAll removes every cut and every delay.
+// HealAll removes every cut, drop and delay.
 func (f *Faults) HealAll() {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	clear(f.cut)
-	clear(f.delay)
-}
-
-func (f *Faults) isCut(from, to string) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.cut[faultLink{from, to}]
-}
-
-func (f *Faults) delayOf(from, to string) time.Duration {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.delay[faultLink{from, to}]
-}
-
-// checkDial fails a dial from self to addr across a cut link.
-func (f *Faults) checkDial(self, addr string) error {
-	if f.isCut(self, addr) {
-		return fmt.Errorf("dial %s: %w", addr, errCut)
+	clear(f.links)
+	doomed := f.holedLocked(func(*faultConn) bool { return true })
+	f.mu.Unlock()
+	for _, c := range doomed {
+		c.Close()
 	}
-	return nil
+}
+
+// holedLocked lists the connections that lost bytes to a drop, among those
+// that match.
+func (f *Faults) holedLocked(match func(*faultConn) bool) []*faultConn {
+	var out []*faultConn
+	for c := range f.conns {
+		if c.holed && match(c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (f *Faults) link(from, to string) linkFault {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.links[faultLink{from, to}]
+}
+
+// checkDial fails a dial from self to addr across a cut link, and holds one
+// across a dropped link until ctx ends or the link heals.
+func (f *Faults) checkDial(ctx context.Context, self, addr string) error {
+	for {
+		l := f.link(self, addr)
+		switch {
+		case l.cut:
+			return fmt.Errorf("dial %s: %w", addr, errCut)
+		case !l.drop:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("dial %s: link dropped by the fault table: %w", addr, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // dialled wraps a connection self dialled to addr and records its local
@@ -142,7 +198,7 @@ func (f *Faults) accepted(nc net.Conn, self string) (net.Conn, bool) {
 		f.mu.Unlock()
 		return nc, true
 	}
-	if f.cut[faultLink{peer, self}] {
+	if l := f.links[faultLink{peer, self}]; l.cut || l.drop {
 		f.mu.Unlock()
 		nc.Close()
 		return nil, false
@@ -160,13 +216,14 @@ type faultConn struct {
 	f             *Faults
 	local, remote string // advertised addresses of this end and the other
 	dialledBy     string // this end's local address when this end dialled; "" when it accepted
+	holed         bool   // a write was dropped: the stream has a hole (protected by f.mu)
 	once          sync.Once
 	closed        chan struct{}
 }
 
 func (c *faultConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	if n > 0 && c.f.isCut(c.remote, c.local) {
+	if n > 0 && c.f.link(c.remote, c.local).cut {
 		c.Close()
 		return 0, fmt.Errorf("read from %s: %w", c.remote, errCut)
 	}
@@ -174,7 +231,7 @@ func (c *faultConn) Read(p []byte) (int, error) {
 }
 
 func (c *faultConn) Write(p []byte) (int, error) {
-	if d := c.f.delayOf(c.local, c.remote); d > 0 {
+	if d := c.f.link(c.local, c.remote).delay; d > 0 {
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
@@ -183,9 +240,23 @@ func (c *faultConn) Write(p []byte) (int, error) {
 			return 0, net.ErrClosed
 		}
 	}
-	if c.f.isCut(c.local, c.remote) {
+	c.f.mu.Lock()
+	l := c.f.links[faultLink{c.local, c.remote}]
+	if l.drop && !l.cut {
+		c.holed = true
+	}
+	c.f.mu.Unlock()
+	switch {
+	case l.cut:
 		c.Close()
 		return 0, fmt.Errorf("write to %s: %w", c.remote, errCut)
+	case l.drop:
+		select {
+		case <-c.closed:
+			return 0, net.ErrClosed
+		default:
+			return len(p), nil // lost on the way
+		}
 	}
 	return c.Conn.Write(p)
 }

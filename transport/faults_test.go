@@ -14,11 +14,13 @@ import (
 
 // faultPair is two transports sharing a fault table, each answering RPCs
 // with its own name and counting the requests that reached it.
+// One pooled connection per peer, so that which connection a call takes
+// is known.
 func faultPair(t *testing.T) (f *Faults, a, b *Transport, reachedA, reachedB *atomic.Int64) {
 	t.Helper()
 	f = NewFaults()
-	a = listen(t, Config{Faults: f})
-	b = listen(t, Config{Faults: f})
+	a = listen(t, Config{Faults: f, MaxIdleConns: 1})
+	b = listen(t, Config{Faults: f, MaxIdleConns: 1})
 	reachedA, reachedB = new(atomic.Int64), new(atomic.Int64)
 	a.Handle(func(context.Context, []byte) ([]byte, error) { reachedA.Add(1); return []byte("a"), nil })
 	b.Handle(func(context.Context, []byte) ([]byte, error) { reachedB.Add(1); return []byte("b"), nil })
@@ -144,4 +146,70 @@ func TestTransportsWithoutSharedTableAreUnaffected(t *testing.T) {
 	resp, err = plain.Call(ctx, a.Addr().String(), []byte("y"))
 	require.NoError(t, err)
 	assert.Equal(t, "y", string(resp))
+}
+
+func TestFaultsDropIsSilentUntilHealed(t *testing.T) {
+	requireNoLeaks(t)
+	f, a, b, reachedA, reachedB := faultPair(t)
+	aAddr, bAddr := a.Addr().String(), b.Addr().String()
+	_, err := a.Call(testCtx(t), bAddr, []byte("warm up"))
+	require.NoError(t, err)
+
+	f.Drop(aAddr, bAddr)
+	before := reachedB.Load()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err = a.Call(ctx, bAddr, []byte("into the void"))
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "no answer, no error: the call waits for its own deadline")
+	assert.NotErrorIs(t, err, ErrNotSent, "the request was written: its outcome is unknown")
+	assert.Equal(t, before, reachedB.Load(), "the request was lost on the way")
+	assert.Equal(t, 1, liveClientConns(a, bAddr), "nothing was closed")
+
+	// b's requests reach a; a's answers vanish.
+	beforeA := reachedA.Load()
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel2()
+	_, err = b.Call(ctx2, aAddr, []byte("one way"))
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Equal(t, beforeA+1, reachedA.Load(), "b's request reached a")
+
+	// A new dial from a to b hangs until its deadline.
+	start := time.Now()
+	_, err = a.StreamLayer().Dial(raft.ServerAddress(bAddr), 150*time.Millisecond)
+	assert.Error(t, err)
+	assert.GreaterOrEqual(t, time.Since(start), 150*time.Millisecond, "the dial waited out its timeout")
+
+	f.Heal(aAddr, bAddr)
+	require.Eventually(t, func() bool { return liveClientConns(a, bAddr) == 0 }, 5*time.Second, time.Millisecond,
+		"healing closes the connections that lost bytes")
+	resp, err := a.Call(testCtx(t), bAddr, []byte("again"))
+	require.NoError(t, err)
+	assert.Equal(t, "b", string(resp))
+	resp, err = b.Call(testCtx(t), aAddr, []byte("again"))
+	require.NoError(t, err)
+	assert.Equal(t, "a", string(resp))
+}
+
+func TestFaultsDialAcrossDropResumesWhenHealed(t *testing.T) {
+	requireNoLeaks(t)
+	f, a, b, _, _ := faultPair(t)
+	aAddr, bAddr := a.Addr().String(), b.Addr().String()
+	f.Drop(aAddr, bAddr)
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Call(testCtx(t), bAddr, []byte("patient"))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("the call finished across a dropped link: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	f.HealAll()
+	select {
+	case err := <-done:
+		assert.NoError(t, err, "the dial went through once the link healed")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the call did not finish after the link healed")
+	}
 }

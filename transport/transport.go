@@ -41,7 +41,7 @@ type Config struct {
 	ServerTLS *tls.Config
 	ClientTLS *tls.Config
 	// Faults, for tests only, is a fault table shared by the transports of
-	// one process, which cuts or delays traffic between chosen pairs; see
+	// one process, which cuts, drops or delays traffic between chosen pairs; see
 	// Faults. Nil (always, in production) means a plain network.
 	Faults *Faults
 }
@@ -352,7 +352,7 @@ func (t *Transport) serveConn(raw net.Conn) {
 func (t *Transport) dial(ctx context.Context, addr string, kind byte) (net.Conn, error) {
 	faults := t.cfg.Faults
 	if faults != nil {
-		if err := faults.checkDial(t.addr.String(), addr); err != nil {
+		if err := faults.checkDial(ctx, t.addr.String(), addr); err != nil {
 			return nil, err
 		}
 	}

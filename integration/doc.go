@@ -1,0 +1,128 @@
+// Package integration is the evidence that raftlock never grants one lock
+// twice: multi-node and multi-process tests that run real clusters under
+// faults, record what clients saw, and check it. It holds tests only.
+//
+//	go test ./integration/...                         a short version of every scenario (~10s each)
+//	go test -race ./integration/...                   as CI runs it
+//	RAFTLOCK_LONG=1 go test -v -timeout 0 ./integration/...
+//	                                                  the long version: minutes per scenario
+//
+// # Clusters
+//
+// A process cluster runs the real binary: TestMain builds cmd/raftlock once
+// into a temporary directory (with the race detector when the tests have it,
+// so a data race in an agent under faults fails the run), and each node is a
+// `raftlock agent` process on 127.0.0.1 with its own data directory, raft
+// port and HTTP port, all kept across restarts. The nodes bootstrap together
+// with -peers, so every one of them votes (three or five). Clients use the
+// HTTP API (api.Client).
+//
+// An in-process cluster runs cluster.New nodes in the test process. Their
+// transports share a transport.Faults table (cluster.Config.TransportFaults)
+// that the transport consults wherever it dials and accepts a connection and
+// on every read and write, so a test can cut the traffic from one node to
+// another, one way or both, existing connections included, drop it
+// silently, or delay it: partitions that one loopback interface cannot make. Clients call the
+// *cluster.Node directly. Both kinds of store are lock.Store.
+//
+// # Nemeses
+//
+// While clients work, a nemesis causes one fault at a time at random, holds
+// it, heals it, and waits until the cluster commits again (a cluster that
+// does not within a minute is a problem of the run, which fails it):
+//
+//   - processes: kill -9 of the leader or of any node, then a restart;
+//     SIGSTOP of the leader for 2.5–5s (several election timeouts: the
+//     others elect a new leader meanwhile), then SIGCONT; a graceful leave (SIGTERM) and a rejoin
+//     (restart with -join); the whole cluster killed with -9 at once and
+//     restarted; SIGSTOP of a client process for two to four TTLs.
+//   - in process: the leader isolated; a majority and a minority; one-way
+//     cuts (the leader's messages lost, or the answers to them); a bridge
+//     (two pairs that cannot see each other and one node that sees all);
+//     the same as silent drops (the leader or a minority blackholed, the
+//     leader's messages vanishing), where calls hang until their timeouts
+//     instead of failing at once; slow links; a crash (Close) of the leader
+//     or any node and a restart; a graceful Leave and rejoin; all nodes
+//     crashed and restarted.
+//
+// When the leader is killed a probe times the failover: from the kill to the
+// first acquire a surviving node commits. The summary reports the worst.
+//
+// # Workloads and what is checked
+//
+// Every client operation is retried until its outcome is known, as a real
+// user would: on another node when one cannot answer (lock.ErrUnavailable:
+// nothing happened), and with the same owner when the outcome is unknown
+// (lock.ErrUnknownOutcome: the store makes that retry idempotent). An
+// operation is recorded from its first invocation to its final answer; one
+// whose outcome is never learned is recorded as porcupine expects, with its
+// return at infinity and an output that allows any effect.
+//
+// Linearizability. Many clients, each one owner, acquire, release, extend
+// and inspect a few keys through different nodes. The history is checked
+// with github.com/anishathalye/porcupine against a model partitioned by key
+// (model_test.go). Leases expire by time, which a sequential model cannot
+// see, so the TTLs are far longer than the run: no lease expires, and a key
+// is an owner-checked mutex with fencing tokens (acquire of a free key
+// grants a token above any before; the holder's repeated acquire returns the
+// same token; extend by another owner is not held; inspect tells locked and
+// the token). Expiry is tested by the fenced register. Two decisions of the
+// model:
+//
+//   - a release by an owner that does not hold the key must change nothing,
+//     but may answer true as well as false: a cluster node whose first
+//     attempt's outcome was unknown and whose retry finds the owner not
+//     holding reports true (cluster/doc.go, "Release after an unknown
+//     outcome"), and from outside that cannot be told apart from a lie;
+//   - a release by the holder may answer false only when the workload's own
+//     earlier attempt had an unknown outcome (that attempt may have released).
+//
+// Tokens are global, which the per-key model cannot see; a separate check
+// demands that no two grants share a token and that a grant invoked after
+// another grant returned gets a larger token.
+//
+// Fenced register. Holders increment a shared register by reading and
+// writing it with their fencing token; the register refuses tokens below
+// the highest it has seen. Each holder records the window in which it knew
+// it held the lock (from its acquire's return until it sent its release or
+// its own conservative deadline passed, counted from when it sent the
+// acquire or last extend). No two windows may overlap, the register may
+// never refuse a holder inside its window, and no update may be lost. With
+// long TTLs nothing may ever be refused; with short TTLs leases run out,
+// waiters are handed the lock, holders stall past their leases (a sleep, or
+// a SIGSTOP of a client process: TestMain runs this test binary as a
+// client process when RAFTLOCK_INTEGRATION_CLIENT is set) and write late,
+// and fencing must refuse the late writes that were overtaken.
+//
+// Durability. Clients own their keys, so they know what each acknowledged
+// acquire, extend and release left. Between rounds of work under the
+// nemesis, the whole cluster is killed with -9 while nothing is in flight,
+// restarted, and every key is inspected: its locked state and token must be
+// what was acknowledged. During the rounds an acknowledged lock must never
+// be found lost, and grant tokens keep rising across restarts.
+//
+// The checkers are tested too: the workloads run against stores broken on
+// purpose (sensitivity_test.go) must report violations. A bug a scenario
+// finds is pinned by a deterministic test in regression_test.go.
+//
+// # Output
+//
+// Each scenario prints one summary line (visible with go test -v): the
+// operations with a known outcome (and how many of them needed a retry
+// after an unknown outcome), the unknown outcomes, the operations that took
+// no effect, the faults injected by kind, the violations, the worst
+// failover, and the seed. On a violation the history, porcupine's
+// visualisation (open visualization.html in a browser), the nemesis
+// timeline and, for the fenced register, the windows and the register's
+// log are kept under RAFTLOCK_VIOLATIONS_DIR (default
+// $TMPDIR/raftlock-violations), and the line gives the path.
+//
+// Environment:
+//
+//	RAFTLOCK_LONG=1               the long version (3 minutes per scenario unless set below)
+//	RAFTLOCK_SCENARIO_SECONDS=N   how long each scenario's workload runs (default 10)
+//	RAFTLOCK_SEED=N               replay the nemesis schedule and the clients' choices of a run
+//	                              (timing still differs)
+//	RAFTLOCK_VIOLATIONS_DIR=DIR   where a violation's files go
+//	RAFTLOCK_AGENT_RACE=0|1       build the agents without or with the race detector
+package integration

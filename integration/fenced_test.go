@@ -1,0 +1,401 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/raftlock/raftlock/lock"
+)
+
+// The fenced-register workload. Clients take one lock and, while they hold
+// it, increment a shared register by reading it and writing it back, passing
+// their fencing token with every read and write. The register (the resource
+// the lock protects) refuses a token lower than the highest it has seen, on
+// reads and writes alike.
+//
+// Every holder notes its window: from the moment its acquire returned to
+// the moment it let go (it sent its release) or its lease may have ended,
+// whichever came first. The lease's end is the holder's own conservative
+// figure, the time it sent the acquire (or last extend) plus the Remaining
+// it was told. The checker then demands:
+//
+//   - no two windows of different tokens overlap: the lock was never held
+//     twice at once, and no lease ended in the cluster before its holder's
+//     own deadline (DESIGN.md, "The log clock");
+//   - the register never refused a holder inside its window: a refusal
+//     means a higher token reached the register while the lower one was
+//     still valid;
+//   - no update was lost: every accepted write is the previous accepted
+//     value plus one.
+//
+// With TTLs longer than the run no lease expires, so nothing may ever be
+// refused. With short TTLs (expiry mode) holders sometimes stall past their
+// lease without noticing (a GC pause, simulated by sleeping, or a SIGSTOP of
+// a client process) and then write anyway: the register must refuse them
+// once the next holder has used it, and the checks above must still hold.
+
+// register is the fenced resource.
+type register struct {
+	mu      sync.Mutex // protects the fields below
+	highest uint64
+	value   int64
+	events  []regEvent
+}
+
+// regEvent is one read or write the register saw; at is wall-clock
+// nanoseconds, comparable with the windows of client processes on this host.
+type regEvent struct {
+	at     int64
+	client int
+	token  uint64
+	write  bool
+	value  int64 // read: the value returned; write: the value written
+	ok     bool
+}
+
+// read returns the value if token is not stale.
+func (r *register) read(client int, token uint64) (int64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ok := token >= r.highest
+	if ok {
+		r.highest = token
+	}
+	r.events = append(r.events, regEvent{at: time.Now().UnixNano(), client: client, token: token, value: r.value, ok: ok})
+	return r.value, ok
+}
+
+// write stores value if token is not stale.
+func (r *register) write(client int, token uint64, value int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ok := token >= r.highest
+	if ok {
+		r.highest, r.value = token, value
+	}
+	r.events = append(r.events, regEvent{at: time.Now().UnixNano(), client: client, token: token, write: true, value: value, ok: ok})
+	return ok
+}
+
+// ServeHTTP lets client processes use the register:
+// GET /read?client=C&token=T and GET /write?client=C&token=T&value=V
+// answer {"value":V,"ok":B}.
+func (r *register) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	q := req.URL.Query()
+	client, err1 := strconv.Atoi(q.Get("client"))
+	token, err2 := strconv.ParseUint(q.Get("token"), 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var ans regAnswer
+	switch req.URL.Path {
+	case "/read":
+		ans.Value, ans.OK = r.read(client, token)
+	case "/write":
+		v, err := strconv.ParseInt(q.Get("value"), 10, 64)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		ans.Value, ans.OK = v, r.write(client, token, v)
+	default:
+		http.NotFound(w, req)
+		return
+	}
+	json.NewEncoder(w).Encode(ans)
+}
+
+type regAnswer struct {
+	Value int64 `json:"value"`
+	OK    bool  `json:"ok"`
+}
+
+// registerAPI is the register as a holder uses it: directly, or over HTTP
+// from a client process.
+type registerAPI interface {
+	read(client int, token uint64) (int64, bool, error)
+	write(client int, token uint64, value int64) (bool, error)
+}
+
+type localRegister struct{ r *register }
+
+func (l localRegister) read(client int, token uint64) (int64, bool, error) {
+	v, ok := l.r.read(client, token)
+	return v, ok, nil
+}
+
+func (l localRegister) write(client int, token uint64, value int64) (bool, error) {
+	return l.r.write(client, token, value), nil
+}
+
+type httpRegister struct {
+	base string
+	hc   *http.Client
+}
+
+func (h httpRegister) get(path string, q url.Values) (regAnswer, error) {
+	resp, err := h.hc.Get(h.base + path + "?" + q.Encode())
+	if err != nil {
+		return regAnswer{}, err
+	}
+	defer resp.Body.Close()
+	var ans regAnswer
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		return ans, fmt.Errorf("register: %s: %s", resp.Status, body)
+	}
+	return ans, json.NewDecoder(resp.Body).Decode(&ans)
+}
+
+func (h httpRegister) read(client int, token uint64) (int64, bool, error) {
+	ans, err := h.get("/read", url.Values{"client": {strconv.Itoa(client)}, "token": {strconv.FormatUint(token, 10)}})
+	return ans.Value, ans.OK, err
+}
+
+func (h httpRegister) write(client int, token uint64, value int64) (bool, error) {
+	ans, err := h.get("/write", url.Values{"client": {strconv.Itoa(client)}, "token": {strconv.FormatUint(token, 10)}, "value": {strconv.FormatInt(value, 10)}})
+	return ans.OK, err
+}
+
+// window is a span of wall-clock time in which a holder knew it held the lock.
+type window struct {
+	Client int    `json:"client"`
+	Token  uint64 `json:"token"`
+	Start  int64  `json:"start"` // its acquire returned
+	End    int64  `json:"end"`   // it sent its release, or its own deadline passed
+}
+
+// fencedConfig is how holders behave.
+type fencedConfig struct {
+	Key    string        `json:"key"`
+	TTL    time.Duration `json:"ttl"`
+	Wait   time.Duration `json:"wait"`
+	Expiry bool          `json:"expiry"` // short TTLs: leases run out, holders stall and write late
+	Stall  bool          `json:"stall"`  // holders simulate their own stalls (a sleep past the TTL)
+	Work   time.Duration `json:"work"`   // between reading and writing the register, at most
+	Writes int           `json:"writes"` // increments per holding, at most
+}
+
+// holderStats counts what one holder did.
+type holderStats struct {
+	Holds         int `json:"holds"`
+	Writes        int `json:"writes"`         // accepted writes
+	StaleRefused  int `json:"stale_refused"`  // reads or writes refused after the holder's window
+	StaleAccepted int `json:"stale_accepted"` // late reads or writes nobody had overtaken yet
+	Stalls        int `json:"stalls"`
+	Unsure        int `json:"unsure"` // acquires whose outcome was unknown (released to be sure)
+}
+
+func (a *holderStats) add(b holderStats) {
+	a.Holds += b.Holds
+	a.Writes += b.Writes
+	a.StaleRefused += b.StaleRefused
+	a.StaleAccepted += b.StaleAccepted
+	a.Stalls += b.Stalls
+	a.Unsure += b.Unsure
+}
+
+// holder is one client of the fenced-register workload.
+type holder struct {
+	*workClient
+	reg     registerAPI
+	cfg     fencedConfig
+	windows func(window)
+	stats   holderStats
+}
+
+// safetyMargin: a careful holder stops using the lock this long before its
+// deadline, to leave time for the write in flight.
+const safetyMargin = 50 * time.Millisecond
+
+// run takes the lock again and again until run ends.
+func (h *holder) run(run, budget context.Context) {
+	for run.Err() == nil {
+		h.holdOnce(budget)
+	}
+}
+
+func (h *holder) holdOnce(budget context.Context) {
+	sent := time.Now()
+	var lease lock.Lease
+	var res callResult
+	if h.cfg.Wait > 0 && h.rng.IntN(6) == 0 {
+		res = h.impatientAcquire(&lease)
+	} else {
+		res = h.call(budget, func(ctx context.Context, s lock.Store) error {
+			var err error
+			lease, err = s.Acquire(ctx, lock.AcquireRequest{Key: h.cfg.Key, Owner: h.owner, TTL: h.cfg.TTL, Wait: h.cfg.Wait})
+			return err
+		})
+	}
+	if !res.known || res.err != nil {
+		if res.unsure && (!res.known || !errors.Is(res.err, lock.ErrLocked)) {
+			// It may hold the lock: give it back rather than block everyone
+			// until the TTL.
+			h.stats.Unsure++
+			h.release(budget)
+		}
+		time.Sleep(time.Duration(h.rng.IntN(20)) * time.Millisecond)
+		return
+	}
+	start := time.Now()
+	deadline := sent.Add(lease.Remaining)
+	h.stats.Holds++
+	for i := 0; i < 1+h.rng.IntN(h.cfg.Writes); i++ {
+		late := false
+		if h.cfg.Stall && h.rng.IntN(8) == 0 {
+			// Stall past the lease without noticing, then carry on.
+			h.stats.Stalls++
+			time.Sleep(h.cfg.TTL + between(h.rng, 0, h.cfg.TTL))
+			late = true
+		} else if time.Until(deadline) < safetyMargin {
+			break // a careful holder stops when its lease may be over
+		}
+		v, ok, err := h.reg.read(h.id, lease.Token)
+		if err != nil {
+			break
+		}
+		h.countLate(late || time.Now().After(deadline), ok)
+		if !ok {
+			break
+		}
+		time.Sleep(between(h.rng, 0, h.cfg.Work))
+		ok, err = h.reg.write(h.id, lease.Token, v+1)
+		if err != nil {
+			break
+		}
+		h.countLate(late || time.Now().After(deadline), ok)
+		if !ok {
+			break
+		}
+		h.stats.Writes++
+		if h.rng.IntN(3) == 0 {
+			extSent := time.Now()
+			var ext lock.Lease
+			res := h.call(budget, func(ctx context.Context, s lock.Store) error {
+				var err error
+				ext, err = s.Extend(ctx, h.cfg.Key, h.owner, h.cfg.TTL)
+				return err
+			})
+			if res.known && res.err == nil {
+				deadline = extSent.Add(ext.Remaining)
+			} else if res.known {
+				break // lost it
+			}
+		}
+	}
+	end := time.Now()
+	if end.After(deadline) {
+		end = deadline
+	}
+	if end.After(start) {
+		h.windows(window{Client: h.id, Token: lease.Token, Start: start.UnixNano(), End: end.UnixNano()})
+	}
+	if !h.cfg.Expiry || h.rng.IntN(4) != 0 {
+		h.release(budget) // in expiry mode, one holding in four is left to run out
+	}
+}
+
+// impatientAcquire queues for the lock but gives up (its ctx ends) before
+// its wait is over, as a caller with a deadline of its own does: the store
+// must take it out of the queue, and give back a grant that raced with the
+// cancel. One attempt, on the holder's current node.
+func (h *holder) impatientAcquire(lease *lock.Lease) callResult {
+	s := h.stores.store(h.node)
+	if s == nil {
+		return callResult{}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), between(h.rng, h.cfg.Wait/10, h.cfg.Wait))
+	defer cancel()
+	var err error
+	*lease, err = s.Acquire(ctx, lock.AcquireRequest{Key: h.cfg.Key, Owner: h.owner, TTL: h.cfg.TTL, Wait: h.cfg.Wait})
+	if !expectedError(err) && !errors.Is(err, context.Canceled) {
+		h.unexpected.add(fmt.Errorf("client %d on node %d: %w", h.id, h.node, err))
+	}
+	res := callResult{err: err, known: err == nil || errors.Is(err, lock.ErrLocked), unsure: errors.Is(err, lock.ErrUnknownOutcome)}
+	h.count(res)
+	return res
+}
+
+func (h *holder) countLate(late, ok bool) {
+	switch {
+	case late && ok:
+		h.stats.StaleAccepted++
+	case late:
+		h.stats.StaleRefused++
+	}
+}
+
+func (h *holder) release(budget context.Context) {
+	h.call(budget, func(ctx context.Context, s lock.Store) error {
+		_, err := s.Release(ctx, h.cfg.Key, h.owner)
+		return err
+	})
+}
+
+// checkFenced checks the windows and the register's events (see the
+// workload's comment) and returns what it found wrong.
+func checkFenced(windows []window, events []regEvent) []string {
+	var trouble []string
+	ws := append([]window(nil), windows...)
+	sort.Slice(ws, func(i, j int) bool { return ws[i].Start < ws[j].Start })
+	// Sweep: a window overlaps an earlier one if it starts before the
+	// furthest end so far.
+	var reach window
+	for i, b := range ws {
+		if i > 0 && b.Start < reach.End && b.Token != reach.Token {
+			trouble = append(trouble, fmt.Sprintf("client %d (token %d) held the lock from %s while client %d (token %d) held it until %s",
+				b.Client, b.Token, wallString(b.Start), reach.Client, reach.Token, wallString(reach.End)))
+		}
+		if i == 0 || b.End > reach.End {
+			reach = b
+		}
+	}
+	byHolding := map[[2]uint64][]window{}
+	for _, w := range windows {
+		k := [2]uint64{uint64(w.Client), w.Token}
+		byHolding[k] = append(byHolding[k], w)
+	}
+	var last int64
+	for _, e := range events {
+		if !e.ok {
+			for _, w := range byHolding[[2]uint64{uint64(e.client), e.token}] {
+				if e.at >= w.Start && e.at < w.End {
+					trouble = append(trouble, fmt.Sprintf("the register refused client %d's %s with token %d at %s, inside its window (until %s)",
+						e.client, map[bool]string{true: "write", false: "read"}[e.write], e.token, wallString(e.at), wallString(w.End)))
+				}
+			}
+			continue
+		}
+		if e.write {
+			if e.value != last+1 {
+				trouble = append(trouble, fmt.Sprintf("lost update: client %d (token %d) wrote %d after the register held %d", e.client, e.token, e.value, last))
+			}
+			last = e.value
+		}
+	}
+	return trouble
+}
+
+func wallString(ns int64) string { return time.Unix(0, ns).Format("15:04:05.000000") }
+
+// newHolder makes a holder on stores.
+func newHolder(id int, stores storeSet, reg registerAPI, cfg fencedConfig, rng *rand.Rand, unexpected *errorLog, windows func(window)) *holder {
+	return &holder{
+		workClient: &workClient{id: id, owner: lock.NewOwner(), stores: stores, node: id % stores.size(), rng: rng, unexpected: unexpected},
+		reg:        reg,
+		cfg:        cfg,
+		windows:    windows,
+	}
+}

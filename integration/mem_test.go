@@ -1,0 +1,305 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftlock/raftlock/cluster"
+	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/transport"
+)
+
+// memCluster is a cluster of *cluster.Node in this process whose transports
+// share one fault table, so a nemesis can cut or delay the traffic between
+// chosen nodes: partitions that one loopback interface cannot make.
+type memCluster struct {
+	t        testing.TB
+	faults   *transport.Faults
+	nodes    []*memNode
+	restores atomic.Uint64 // snapshots restored by nodes since stopped
+}
+
+// memNode is one node, running or not; its address and data directory stay
+// the same across restarts.
+type memNode struct {
+	c    *memCluster
+	idx  int
+	cfg  cluster.Config
+	logs *logRing
+
+	mu    sync.Mutex // protects node and state
+	node  *cluster.Node
+	state nodeState
+}
+
+// In-process raft timings: shorter than the agents' defaults, so that a
+// short run sees many elections, and long enough for a race-enabled test
+// binary running five nodes on two cores to keep a leader.
+const (
+	memHeartbeat = 300 * time.Millisecond
+	memElection  = 300 * time.Millisecond
+)
+
+// startMemCluster starts n nodes that bootstrap one cluster together, all
+// voters, and waits until it commits.
+func startMemCluster(t testing.TB, n int) *memCluster {
+	t.Helper()
+	dir := t.TempDir()
+	addrs, err := freeAddrs(n)
+	require.NoError(t, err)
+	c := &memCluster{t: t, faults: transport.NewFaults()}
+	var peers []cluster.Peer
+	for i := range n {
+		peers = append(peers, cluster.Peer{ID: fmt.Sprintf("m%d", i+1), Addr: addrs[i]})
+	}
+	for i := range n {
+		logs := newLogRing(1 << 20)
+		cfg := cluster.DefaultConfig()
+		cfg.NodeID = peers[i].ID
+		cfg.DataDir = filepath.Join(dir, cfg.NodeID)
+		cfg.BindAddr = addrs[i]
+		cfg.Bootstrap, cfg.Peers = true, peers
+		cfg.Voters = n
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout = memHeartbeat, memElection
+		cfg.LeaderLeaseTimeout = memHeartbeat / 2
+		cfg.CommitTimeout = 5 * time.Millisecond
+		cfg.RequestTimeout = 5 * time.Second
+		// Snapshots every few dozen entries and a short log tail, so that a
+		// node back from a partition or a crash is often sent a snapshot
+		// rather than the entries it missed: restores happen under load.
+		cfg.SnapshotThreshold, cfg.SnapshotInterval, cfg.TrailingLogs = 64, 500*time.Millisecond, 64
+		cfg.TransportFaults = c.faults
+		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: cfg.NodeID, Output: logs, Level: hclog.Warn})
+		c.nodes = append(c.nodes, &memNode{c: c, idx: i, cfg: cfg, logs: logs, state: nodeDown})
+	}
+	t.Cleanup(func() {
+		c.faults.HealAll()
+		var wg sync.WaitGroup
+		for _, node := range c.nodes {
+			wg.Add(1)
+			go func() { defer wg.Done(); node.stop() }()
+		}
+		wg.Wait()
+		if t.Failed() {
+			for _, node := range c.nodes {
+				t.Logf("node %s (%s) logs, last part:\n%s", node.cfg.NodeID, node.cfg.BindAddr, lastLines(node.logs.String(), 200))
+			}
+		}
+	})
+	for _, node := range c.nodes {
+		require.NoError(t, node.start())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	require.NoError(t, c.waitReady(ctx), "the cluster elects a leader")
+	return c
+}
+
+// start starts (or restarts) the node on its data directory. After a
+// graceful leave it joins the others again.
+func (n *memNode) start() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.node != nil {
+		return nil
+	}
+	cfg := n.cfg
+	if n.state == nodeLeft {
+		cfg.Bootstrap, cfg.Peers = false, nil
+		for _, o := range n.c.nodes {
+			if o != n {
+				cfg.Join = append(cfg.Join, o.cfg.BindAddr)
+			}
+		}
+	}
+	var err error
+	for attempt := 0; attempt < 20; attempt++ {
+		var node *cluster.Node
+		if node, err = cluster.New(cfg); err == nil {
+			n.node, n.state = node, nodeUp
+			return nil
+		}
+		if !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+		time.Sleep(250 * time.Millisecond) // the port is held by a connection in flight; it goes soon
+	}
+	return fmt.Errorf("starting %s: %w", cfg.NodeID, err)
+}
+
+// stop closes the node without leaving: to the others it has crashed.
+func (n *memNode) stop() {
+	n.mu.Lock()
+	node := n.node
+	n.node = nil
+	if n.state != nodeLeft {
+		n.state = nodeDown
+	}
+	n.mu.Unlock()
+	if node != nil {
+		n.c.restores.Add(node.Stats().Restores)
+		node.Close()
+	}
+}
+
+// leave takes the node out of the cluster gracefully (cluster.Node.Leave).
+func (n *memNode) leave(ctx context.Context) error {
+	n.mu.Lock()
+	node := n.node
+	n.mu.Unlock()
+	if node == nil {
+		return errors.New("node is down")
+	}
+	restores := node.Stats().Restores
+	if err := node.Leave(ctx); err != nil {
+		return err
+	}
+	n.c.restores.Add(restores)
+	n.mu.Lock()
+	n.node, n.state = nil, nodeLeft
+	n.mu.Unlock()
+	return nil
+}
+
+func (n *memNode) current() *cluster.Node {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.node
+}
+
+func (n *memNode) addr() string { return n.cfg.BindAddr }
+
+// size and store make a memCluster a storeSet.
+func (c *memCluster) size() int { return len(c.nodes) }
+
+func (c *memCluster) store(i int) lock.Store {
+	if node := c.nodes[i].current(); node != nil {
+		return node
+	}
+	return nil
+}
+
+// leader returns the running node that leads, or nil.
+func (c *memCluster) leader() *memNode {
+	for _, n := range c.nodes {
+		if node := n.current(); node != nil && node.IsLeader() {
+			return n
+		}
+	}
+	return nil
+}
+
+// waitReady waits until every running node knows the same running leader
+// and a write commits.
+func (c *memCluster) waitReady(ctx context.Context) error {
+	var last error
+	for {
+		if last = c.ready(ctx); last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster not ready: %w (%v)", ctx.Err(), last)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (c *memCluster) ready(ctx context.Context) error {
+	l := c.leader()
+	if l == nil {
+		return errors.New("no leader")
+	}
+	for _, n := range c.nodes {
+		node := n.current()
+		if node == nil {
+			continue
+		}
+		if _, addr := node.Leader(); addr != l.addr() {
+			return fmt.Errorf("%s thinks the leader is %q, not %s", n.cfg.NodeID, addr, l.addr())
+		}
+	}
+	return probeWrite(ctx, l.current())
+}
+
+// cut makes the bytes of every node in from unable to reach every node in to.
+func (c *memCluster) cut(from, to []*memNode) {
+	for _, a := range from {
+		for _, b := range to {
+			if a != b {
+				c.faults.Cut(a.addr(), b.addr())
+			}
+		}
+	}
+}
+
+// drop makes the bytes of every node in from silently vanish on their way
+// to every node in to.
+func (c *memCluster) drop(from, to []*memNode) {
+	for _, a := range from {
+		for _, b := range to {
+			if a != b {
+				c.faults.Drop(a.addr(), b.addr())
+			}
+		}
+	}
+}
+
+// partition splits the nodes into groups that cannot talk to each other;
+// the connections between them fail at once.
+func (c *memCluster) partition(groups ...[]*memNode) {
+	for i, g := range groups {
+		for j, h := range groups {
+			if i != j {
+				c.cut(g, h)
+			}
+		}
+	}
+}
+
+// blackhole splits the nodes into groups whose traffic to each other
+// vanishes silently: calls between them wait for their timeouts.
+func (c *memCluster) blackhole(groups ...[]*memNode) {
+	for i, g := range groups {
+		for j, h := range groups {
+			if i != j {
+				c.drop(g, h)
+			}
+		}
+	}
+}
+
+func (c *memCluster) heal() { c.faults.HealAll() }
+
+// snapshotRestores counts the snapshots the nodes restored, at start-up or
+// sent by a leader, since the cluster started.
+func (c *memCluster) snapshotRestores() uint64 {
+	total := c.restores.Load()
+	for _, n := range c.nodes {
+		if node := n.current(); node != nil {
+			total += node.Stats().Restores
+		}
+	}
+	return total
+}
+
+// others lists the nodes other than n.
+func (c *memCluster) others(n *memNode) []*memNode {
+	var out []*memNode
+	for _, o := range c.nodes {
+		if o != n {
+			out = append(out, o)
+		}
+	}
+	return out
+}

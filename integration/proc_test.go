@@ -1,0 +1,446 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/lock"
+)
+
+// procCluster is a cluster of `raftlock agent` processes on 127.0.0.1, each
+// with its own data directory, raft port and HTTP port. The ports stay the
+// same across restarts (raft's configuration names a member by address).
+type procCluster struct {
+	t     testing.TB
+	nodes []*procNode
+}
+
+// nodeState is what the harness last did to a node.
+type nodeState int
+
+const (
+	nodeUp     nodeState = iota
+	nodeDown             // killed or stopped; restart it
+	nodePaused           // SIGSTOP
+	nodeLeft             // left the cluster gracefully and exited
+)
+
+func (s nodeState) String() string {
+	return [...]string{"up", "down", "paused", "left"}[s]
+}
+
+// procNode is one agent, running or not.
+type procNode struct {
+	c        *procCluster
+	id       string
+	dataDir  string
+	raftAddr string
+	httpAddr string
+	client   *api.Client
+	logs     *logRing
+
+	mu    sync.Mutex // protects cmd, done, state
+	cmd   *exec.Cmd
+	done  chan struct{} // closed when the process has exited
+	state nodeState
+}
+
+// startProcCluster starts n agents that bootstrap one cluster together
+// (every one of them a voter, and -voters n so that they stay so) and waits
+// until all of them know a leader.
+func startProcCluster(t testing.TB, n int) *procCluster {
+	t.Helper()
+	dir := t.TempDir()
+	addrs, err := freeAddrs(2 * n)
+	require.NoError(t, err)
+	c := &procCluster{t: t}
+	var peers []string
+	for i := range n {
+		node := &procNode{
+			c:        c,
+			id:       fmt.Sprintf("n%d", i+1),
+			dataDir:  filepath.Join(dir, fmt.Sprintf("n%d", i+1)),
+			raftAddr: addrs[2*i],
+			httpAddr: addrs[2*i+1],
+			logs:     newLogRing(1 << 20),
+			state:    nodeDown,
+		}
+		node.client, err = api.NewClient(node.httpAddr, api.ClientConfig{})
+		require.NoError(t, err)
+		c.nodes = append(c.nodes, node)
+		peers = append(peers, node.id+"="+node.raftAddr)
+	}
+	t.Cleanup(func() {
+		for _, node := range c.nodes {
+			node.kill()
+		}
+		for _, node := range c.nodes {
+			if t.Failed() {
+				t.Logf("agent %s (%s) logs, last part:\n%s", node.id, node.raftAddr, node.logs.String())
+			}
+		}
+	})
+	for _, node := range c.nodes {
+		require.NoError(t, node.start("-bootstrap", "-peers", strings.Join(peers, ",")))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	require.NoError(t, c.waitReady(ctx), "the cluster elects a leader")
+	return c
+}
+
+// freeAddrs finds n distinct free TCP ports on 127.0.0.1. They are free
+// when this returns; a process that binds one a moment later wins a race
+// that is rare in practice.
+func freeAddrs(n int) ([]string, error) {
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	var addrs []string
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, ln)
+		addrs = append(addrs, ln.Addr().String())
+	}
+	return addrs, nil
+}
+
+var listeningLine = regexp.MustCompile(`raftlock agent (\S+): raft on (\S+), HTTP API on http://(\S+), data in`)
+
+// start runs the agent with its fixed identity and addresses plus args,
+// and waits for its "listening" line. A port taken by someone else in the
+// meantime is retried for a while.
+func (n *procNode) start(args ...string) error {
+	var err error
+	for attempt := 0; attempt < 20; attempt++ {
+		if err = n.startOnce(args...); err == nil || !strings.Contains(err.Error(), "address already in use") {
+			return err
+		}
+		time.Sleep(250 * time.Millisecond) // the port is held by a connection in flight; it goes soon
+	}
+	return err
+}
+
+func (n *procNode) startOnce(args ...string) error {
+	full := append([]string{"agent", "-log-level", "warn", "-voters", strconv.Itoa(len(n.c.nodes)),
+		"-node-id", n.id, "-data-dir", n.dataDir, "-bind", n.raftAddr, "-http", n.httpAddr}, args...)
+	cmd := exec.Command(binary, full...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	cmd.Stderr = n.logs
+	fmt.Fprintf(n.logs, "--- harness: starting %s %s\n", binary, strings.Join(full, " "))
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(done)
+	}()
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		first := true
+		for sc.Scan() {
+			if first {
+				lines <- sc.Text()
+				first = false
+			}
+		}
+		close(lines)
+	}()
+	select {
+	case line, ok := <-lines:
+		if ok && listeningLine.MatchString(line) {
+			n.mu.Lock()
+			n.cmd, n.done, n.state = cmd, done, nodeUp
+			n.mu.Unlock()
+			return nil
+		}
+		cmd.Process.Kill()
+		<-done
+		return fmt.Errorf("agent %s did not start (first line %q): %s", n.id, line, lastLines(n.logs.String(), 5))
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		return fmt.Errorf("agent %s did not start within a minute: %s", n.id, lastLines(n.logs.String(), 5))
+	}
+}
+
+func lastLines(s string, k int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > k {
+		lines = lines[len(lines)-k:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// signal sends sig to the running agent; false when there is none.
+func (n *procNode) signal(sig syscall.Signal) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return false
+	}
+	return n.cmd.Process.Signal(sig) == nil
+}
+
+// kill ends the agent with SIGKILL (a crash: nothing is flushed, nobody is
+// told) and waits for it to be gone.
+func (n *procNode) kill() {
+	n.mu.Lock()
+	cmd, done := n.cmd, n.done
+	n.cmd = nil
+	if n.state != nodeLeft {
+		n.state = nodeDown
+	}
+	n.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Signal(syscall.SIGCONT) // a paused process dies just as well, but let it be counted as gone
+	cmd.Process.Kill()
+	<-done
+	fmt.Fprintf(n.logs, "--- harness: killed with SIGKILL\n")
+}
+
+// pause stops the agent with SIGSTOP: it keeps its sockets but answers
+// nothing, like a process stuck in a long GC pause or a frozen VM.
+func (n *procNode) pause() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.state != nodeUp {
+		return false
+	}
+	n.state = nodePaused
+	fmt.Fprintf(n.logs, "--- harness: SIGSTOP\n")
+	return n.cmd.Process.Signal(syscall.SIGSTOP) == nil
+}
+
+func (n *procNode) resume() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.state != nodePaused {
+		return
+	}
+	n.state = nodeUp
+	fmt.Fprintf(n.logs, "--- harness: SIGCONT\n")
+	n.cmd.Process.Signal(syscall.SIGCONT)
+}
+
+// leave asks the agent to leave the cluster (SIGTERM: a graceful leave and
+// exit) and waits for it to exit; past grace it is killed.
+func (n *procNode) leave(grace time.Duration) error {
+	n.mu.Lock()
+	cmd, done := n.cmd, n.done
+	if cmd == nil || n.state != nodeUp {
+		n.mu.Unlock()
+		return fmt.Errorf("agent %s is %v", n.id, n.state)
+	}
+	n.state = nodeLeft
+	n.mu.Unlock()
+	fmt.Fprintf(n.logs, "--- harness: SIGTERM (leave)\n")
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(grace):
+		n.kill()
+		return fmt.Errorf("agent %s did not leave within %v; killed", n.id, grace)
+	}
+	n.mu.Lock()
+	n.cmd = nil
+	n.mu.Unlock()
+	return nil
+}
+
+// restart starts a stopped agent again on its data directory. An agent that
+// left is told to join the others again.
+func (n *procNode) restart() error {
+	n.mu.Lock()
+	state := n.state
+	n.mu.Unlock()
+	var args []string
+	if state == nodeLeft {
+		var others []string
+		for _, o := range n.c.nodes {
+			if o != n {
+				others = append(others, o.raftAddr)
+			}
+		}
+		args = append(args, "-join", strings.Join(others, ","))
+	}
+	return n.start(args...)
+}
+
+func (n *procNode) currentState() nodeState {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.state
+}
+
+// raceReported says whether the agent's race detector reported a data race.
+func (n *procNode) raceReported() bool { return n.logs.raced() }
+
+// size and store make a procCluster a storeSet.
+func (c *procCluster) size() int { return len(c.nodes) }
+
+func (c *procCluster) store(i int) lock.Store {
+	if c.nodes[i].currentState() != nodeUp {
+		return nil
+	}
+	return c.nodes[i].client
+}
+
+// up lists the nodes that are running and not paused.
+func (c *procCluster) up() []*procNode {
+	var out []*procNode
+	for _, n := range c.nodes {
+		if n.currentState() == nodeUp {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// leader asks the running nodes who leads and returns that node, or nil when
+// none of them knows a leader that is one of ours.
+func (c *procCluster) leader(ctx context.Context) *procNode {
+	for _, n := range c.up() {
+		qctx, cancel := context.WithTimeout(ctx, time.Second)
+		h, err := n.client.Health(qctx)
+		cancel()
+		if err != nil || h.LeaderAddr == "" {
+			continue
+		}
+		for _, l := range c.nodes {
+			if l.raftAddr == h.LeaderAddr && l.currentState() == nodeUp {
+				return l
+			}
+		}
+	}
+	return nil
+}
+
+// waitReady waits until every running node knows the same leader, a
+// running one, and a write goes through.
+func (c *procCluster) waitReady(ctx context.Context) error {
+	var last error
+	for {
+		if last = c.ready(ctx); last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster not ready: %w (%v)", ctx.Err(), last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (c *procCluster) ready(ctx context.Context) error {
+	up := c.up()
+	if len(up) == 0 {
+		return errors.New("no node is running")
+	}
+	leaders := map[string]bool{}
+	for _, n := range up {
+		qctx, cancel := context.WithTimeout(ctx, time.Second)
+		h, err := n.client.Health(qctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%s: %w", n.id, err)
+		}
+		if !h.Ready {
+			return fmt.Errorf("%s knows no leader", n.id)
+		}
+		leaders[h.LeaderAddr] = true
+	}
+	if len(leaders) != 1 {
+		return fmt.Errorf("nodes disagree about the leader: %v", leaders)
+	}
+	return probeWrite(ctx, up[0].client)
+}
+
+// probeWrite takes and releases a lock of its own, proving the cluster
+// commits.
+func probeWrite(ctx context.Context, s lock.Store) error {
+	owner := lock.NewOwner()
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := s.Acquire(wctx, lock.AcquireRequest{Key: "harness/probe", Owner: owner, TTL: time.Second}); err != nil {
+		return err
+	}
+	_, err := s.Release(wctx, "harness/probe", owner)
+	return err
+}
+
+// racesReported lists the nodes whose race detector reported a data race.
+func (c *procCluster) racesReported() []string {
+	var out []string
+	for _, n := range c.nodes {
+		if n.raceReported() {
+			out = append(out, n.id)
+		}
+	}
+	return out
+}
+
+// logRing keeps the last max bytes a process wrote, and remembers whether
+// the race detector ever spoke.
+type logRing struct {
+	mu   sync.Mutex // protects buf and race
+	buf  []byte
+	max  int
+	race bool
+}
+
+func newLogRing(max int) *logRing { return &logRing{max: max} }
+
+func (r *logRing) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if bytes.Contains(p, []byte("WARNING: DATA RACE")) {
+		r.race = true
+	}
+	r.buf = append(r.buf, p...)
+	if over := len(r.buf) - r.max; over > 0 {
+		r.buf = append(r.buf[:0], r.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (r *logRing) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return string(r.buf)
+}
+
+func (r *logRing) raced() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.race
+}

@@ -1,0 +1,140 @@
+package integration
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// The scenarios. Each runs one workload against one cluster under one set
+// of nemeses for settings.workload, checks what it recorded, and prints one
+// summary line (go test -v shows it).
+
+// newNemesis schedules faults: a quiet gap of gapMin..gapMax between them.
+func newNemesis(s settings, rep *report, events *eventLog, faults []fault, ready func(context.Context) error) *nemesis {
+	gapMin, gapMax := 200*time.Millisecond, time.Second
+	if s.long {
+		gapMin, gapMax = time.Second, 5*time.Second
+	}
+	rep.events = events
+	return &nemesis{rep: rep, rng: s.rng(1), faults: faults, gapMin: gapMin, gapMax: gapMax,
+		recoverIn: defaultRecoverIn, ready: ready, events: events}
+}
+
+// TestLinearizableProcesses: three agents as processes, eight HTTP clients
+// spread over them; agents killed with -9 (the leader or any), paused with
+// SIGSTOP beyond the election timeout, leaving and rejoining gracefully,
+// and the whole cluster crashing at once.
+func TestLinearizableProcesses(t *testing.T) {
+	s := loadSettings(t)
+	rep := newReport("linearizable/3-processes", s)
+	c := startProcCluster(t, 3)
+	events := newEventLog(rep.started)
+	nem := newNemesis(s, rep, events, procFaults(c, rep, events), c.waitReady)
+	runLinearizable(t, s, rep, c, nem, 8, 4)
+	if races := c.racesReported(); len(races) > 0 {
+		rep.problem("data races reported by agents %v (their logs follow)", races)
+	}
+	rep.finish(t)
+}
+
+// TestLinearizablePartitions: five nodes in this process, clients calling
+// the nodes directly, under partitions of every shape (the leader alone, a
+// majority and a minority, one-way cuts, a bridge), slow links, crashes and
+// a graceful leave.
+func TestLinearizablePartitions(t *testing.T) {
+	s := loadSettings(t)
+	rep := newReport("linearizable/5-in-process-partitions", s)
+	c := startMemCluster(t, 5)
+	events := newEventLog(rep.started)
+	nem := newNemesis(s, rep, events, memFaults(c, rep, events), c.waitReady)
+	runLinearizable(t, s, rep, c, nem, 10, 5)
+	rep.note("%d snapshot restores", c.snapshotRestores())
+	rep.finish(t)
+}
+
+// TestFencedProcesses: five agents as processes; clients hold the lock with
+// TTLs longer than the run and increment the fenced register through it,
+// under the process nemeses. No lease expires, so the register must never
+// refuse anyone, and no two holders may ever overlap.
+func TestFencedProcesses(t *testing.T) {
+	s := loadSettings(t)
+	rep := newReport("fenced/5-processes", s)
+	c := startProcCluster(t, 5)
+	events := newEventLog(rep.started)
+	nem := newNemesis(s, rep, events, procFaults(c, rep, events), c.waitReady)
+	runFenced(t, s, rep, c, nem, fencedRun{
+		cfg:     fencedConfig{Key: "fenced", TTL: linTTL, Wait: 2 * time.Second, Work: 10 * time.Millisecond, Writes: 4},
+		holders: 6,
+	})
+	if races := c.racesReported(); len(races) > 0 {
+		rep.problem("data races reported by agents %v (their logs follow)", races)
+	}
+	rep.finish(t)
+}
+
+// TestFencedExpiryProcesses: three agents as processes; short TTLs, so
+// leases run out and pass to waiters; holders in this process stall past
+// their lease now and then, and client processes are paused with SIGSTOP
+// for several TTLs, then write late. Fencing must refuse the late writes
+// that were overtaken, and no lease may end before its holder's deadline.
+func TestFencedExpiryProcesses(t *testing.T) {
+	s := loadSettings(t)
+	rep := newReport("fenced-expiry/3-processes", s)
+	c := startProcCluster(t, 3)
+	events := newEventLog(rep.started)
+	nem := newNemesis(s, rep, events, procFaults(c, rep, events), c.waitReady)
+	var nodes []string
+	for _, n := range c.nodes {
+		nodes = append(nodes, n.httpAddr)
+	}
+	const ttl = time.Second
+	runFenced(t, s, rep, c, nem, fencedRun{
+		cfg:        fencedConfig{Key: "fenced", TTL: ttl, Wait: 3 * time.Second, Expiry: true, Stall: true, Work: 20 * time.Millisecond, Writes: 4},
+		holders:    4,
+		procs:      2,
+		procNodes:  nodes,
+		procCfg:    fencedConfig{Key: "fenced", TTL: ttl, Wait: 3 * time.Second, Expiry: true, Work: 150 * time.Millisecond, Writes: 4},
+		procFaults: func(p []*clientProc) []fault { f := pauseClientFault(p, ttl); return []fault{f, f} },
+	})
+	if races := c.racesReported(); len(races) > 0 {
+		rep.problem("data races reported by agents %v (their logs follow)", races)
+	}
+	rep.finish(t)
+}
+
+// TestFencedExpiryPartitions: three nodes in this process under the
+// partition nemeses, with short TTLs and stalling holders.
+func TestFencedExpiryPartitions(t *testing.T) {
+	s := loadSettings(t)
+	rep := newReport("fenced-expiry/3-in-process-partitions", s)
+	c := startMemCluster(t, 3)
+	events := newEventLog(rep.started)
+	nem := newNemesis(s, rep, events, memFaults(c, rep, events), c.waitReady)
+	runFenced(t, s, rep, c, nem, fencedRun{
+		cfg:     fencedConfig{Key: "fenced", TTL: time.Second, Wait: 3 * time.Second, Expiry: true, Stall: true, Work: 20 * time.Millisecond, Writes: 4},
+		holders: 6,
+	})
+	rep.note("%d snapshot restores", c.snapshotRestores())
+	rep.finish(t)
+}
+
+// TestDurableProcesses: three agents as processes; every acknowledged
+// acquire, extend and release must be there after the whole cluster is
+// killed with -9 and restarted.
+func TestDurableProcesses(t *testing.T) {
+	s := loadSettings(t)
+	rep := newReport("durable/3-processes", s)
+	c := startProcCluster(t, 3)
+	events := newEventLog(rep.started)
+	nem := newNemesis(s, rep, events, procFaults(c, rep, events), c.waitReady)
+	round := s.workload / 2
+	if s.long {
+		round = 30 * time.Second
+	}
+	runDurability(t, s, rep, c, nem, 6, 4, round)
+	if races := c.racesReported(); len(races) > 0 {
+		rep.problem("data races reported by agents %v (their logs follow)", races)
+	}
+	rep.finish(t)
+}

@@ -1,0 +1,179 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftlock/raftlock/lock"
+)
+
+// The checkers must be able to fail: these tests run the workloads against
+// stores broken on purpose and expect violations.
+
+// doubleGranting is a store that now and then grants a held key to a
+// second owner, with a fresh token, as a split-brain cluster would.
+type doubleGranting struct {
+	*lock.MemoryStore
+	every int // one held acquire in every grants anyway
+	n     atomic.Int64
+	fake  atomic.Uint64
+
+	mu      sync.Mutex // protects holders
+	holders map[string]lock.Owner
+}
+
+func (d *doubleGranting) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease, error) {
+	lease, err := d.MemoryStore.Acquire(ctx, req)
+	if errors.Is(err, lock.ErrLocked) && d.n.Add(1)%int64(d.every) == 0 {
+		return lock.Lease{Token: 1<<40 + d.fake.Add(1), Remaining: req.TTL}, nil
+	}
+	return lease, err
+}
+
+// oneStore is a storeSet of one store.
+type oneStore struct{ s lock.Store }
+
+func (o oneStore) size() int            { return 1 }
+func (o oneStore) store(int) lock.Store { return o.s }
+
+func quickSettings(t *testing.T) settings {
+	s := loadSettings(t)
+	s.workload = 2 * time.Second
+	s.violationsDir = t.TempDir()
+	return s
+}
+
+func TestLinearizabilityCheckerCatchesADoubleGrant(t *testing.T) {
+	s := quickSettings(t)
+	rep := newReport("broken/double-grant", s)
+	store := &doubleGranting{MemoryStore: lock.NewMemoryStore(), every: 50}
+	t.Cleanup(func() { store.Close() })
+	nem := &nemesis{rep: rep, events: newEventLog(rep.started)}
+	runLinearizable(t, s, rep, oneStore{store}, nem, 6, 2)
+	require.Greater(t, rep.ops, 100, "the workload ran")
+	assert.NotEmpty(t, rep.violations, "a double grant is a violation")
+	assert.DirExists(t, rep.artifacts, "the history is kept")
+	assert.FileExists(t, rep.artifacts+"/visualization.html")
+}
+
+func TestLinearizabilityCheckerPassesACorrectStore(t *testing.T) {
+	s := quickSettings(t)
+	rep := newReport("memory-store", s)
+	store := lock.NewMemoryStore()
+	t.Cleanup(func() { store.Close() })
+	nem := &nemesis{rep: rep, events: newEventLog(rep.started)}
+	runLinearizable(t, s, rep, oneStore{store}, nem, 6, 2)
+	require.Greater(t, rep.ops, 100, "the workload ran")
+	assert.Empty(t, rep.violations)
+	assert.Empty(t, rep.problems)
+}
+
+func TestFencedCheckerCatchesADoubleGrant(t *testing.T) {
+	s := quickSettings(t)
+	rep := newReport("broken/double-grant-fenced", s)
+	store := &doubleGranting{MemoryStore: lock.NewMemoryStore(), every: 3}
+	t.Cleanup(func() { store.Close() })
+	nem := &nemesis{rep: rep, events: newEventLog(rep.started)}
+	runFenced(t, s, rep, oneStore{store}, nem, fencedRun{
+		cfg:     fencedConfig{Key: "fenced", TTL: time.Hour, Work: 5 * time.Millisecond, Writes: 4},
+		holders: 4,
+	})
+	assert.NotEmpty(t, rep.violations, "two holders at once are a violation")
+}
+
+func TestFencedCheckerPassesExpiringLeases(t *testing.T) {
+	s := quickSettings(t)
+	rep := newReport("memory-store-fenced-expiry", s)
+	store := lock.NewMemoryStore()
+	t.Cleanup(func() { store.Close() })
+	nem := &nemesis{rep: rep, events: newEventLog(rep.started)}
+	runFenced(t, s, rep, oneStore{store}, nem, fencedRun{
+		cfg:     fencedConfig{Key: "fenced", TTL: 200 * time.Millisecond, Wait: time.Second, Expiry: true, Stall: true, Work: 5 * time.Millisecond, Writes: 4},
+		holders: 4,
+	})
+	assert.Empty(t, rep.violations)
+	assert.Empty(t, rep.problems)
+}
+
+// overstating is a store that tells holders their leases last three times
+// longer than they do, as a cluster whose lease clock ran fast would.
+type overstating struct{ *lock.MemoryStore }
+
+func (o overstating) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease, error) {
+	lease, err := o.MemoryStore.Acquire(ctx, req)
+	lease.Remaining *= 3
+	return lease, err
+}
+
+func (o overstating) Extend(ctx context.Context, key string, owner lock.Owner, ttl time.Duration) (lock.Lease, error) {
+	lease, err := o.MemoryStore.Extend(ctx, key, owner, ttl)
+	lease.Remaining *= 3
+	return lease, err
+}
+
+func TestFencedCheckerCatchesALeaseEndingBeforeItsDeadline(t *testing.T) {
+	s := quickSettings(t)
+	rep := newReport("broken/overstated-lease", s)
+	store := overstating{lock.NewMemoryStore()}
+	t.Cleanup(func() { store.Close() })
+	nem := &nemesis{rep: rep, events: newEventLog(rep.started)}
+	runFenced(t, s, rep, oneStore{store}, nem, fencedRun{
+		cfg:     fencedConfig{Key: "fenced", TTL: 200 * time.Millisecond, Wait: time.Second, Expiry: true, Stall: true, Work: 5 * time.Millisecond, Writes: 4},
+		holders: 4,
+	})
+	assert.NotEmpty(t, rep.violations, "a lease that ends before its holder's deadline is a violation")
+}
+
+func TestCheckFenced(t *testing.T) {
+	ms := func(n int64) int64 { return n * int64(time.Millisecond) }
+	clean := []window{{Client: 0, Token: 1, Start: ms(0), End: ms(10)}, {Client: 1, Token: 2, Start: ms(10), End: ms(20)}}
+	events := []regEvent{
+		{at: ms(1), client: 0, token: 1, ok: true},
+		{at: ms(2), client: 0, token: 1, write: true, value: 1, ok: true},
+		{at: ms(11), client: 1, token: 2, value: 1, ok: true},
+		{at: ms(12), client: 0, token: 1, write: true, value: 2, ok: false}, // late: refused, outside its window
+		{at: ms(13), client: 1, token: 2, write: true, value: 2, ok: true},
+	}
+	assert.Empty(t, checkFenced(clean, events))
+
+	overlapping := []window{clean[0], {Client: 1, Token: 2, Start: ms(5), End: ms(20)}}
+	assert.Len(t, checkFenced(overlapping, nil), 1, "two holders at once")
+
+	refused := append([]regEvent(nil), events...)
+	refused[3].at = ms(9) // refused while client 0 still held the lock
+	assert.Len(t, checkFenced(clean, refused), 1, "a valid holder fenced off")
+
+	lost := append([]regEvent(nil), events...)
+	lost[4].value = 1 // wrote what was already there: an increment vanished
+	assert.Len(t, checkFenced(clean, lost), 1, "a lost update")
+}
+
+func TestDurabilityVerifyCatchesLostState(t *testing.T) {
+	s := quickSettings(t)
+	rep := newReport("broken/durability", s)
+	store := lock.NewMemoryStore()
+	t.Cleanup(func() { store.Close() })
+	w := &durWorkload{rep: rep}
+	c := &durClient{workClient: &workClient{owner: lock.NewOwner(), stores: oneStore{store}, rng: s.rng(1), unexpected: &errorLog{}},
+		keys: []string{"a", "b", "c"}, state: map[string]*durState{}}
+	ctx := context.Background()
+	lease, err := store.Acquire(ctx, lock.AcquireRequest{Key: "a", Owner: c.owner, TTL: time.Hour})
+	require.NoError(t, err)
+	c.state["a"] = &durState{locked: true, token: lease.Token}
+	c.state["b"] = &durState{}
+	c.state["c"] = &durState{}
+	assert.Equal(t, 3, w.verify([]*durClient{c}, oneStore{store}, ctx))
+	assert.Empty(t, rep.violations, "the store matches what was acknowledged")
+
+	c.state["b"] = &durState{locked: true, token: 99} // acknowledged, but the store forgot it
+	c.state["a"].token++                              // a different grant
+	w.verify([]*durClient{c}, oneStore{store}, ctx)
+	assert.Len(t, rep.violations, 2)
+}
