@@ -256,7 +256,7 @@ func (n *Node) serve(ctx context.Context, t *leaderTerm, req request) (reply, er
 		}
 		return reply{code: codeOK, kind: kindList, list: page}, nil
 	case kindJoin:
-		if err := n.addVoter(ctx, req.id, req.addr); err != nil {
+		if err := n.addMember(ctx, req.id, req.addr); err != nil {
 			return reply{}, err
 		}
 		return reply{code: codeOK, kind: kindJoin}, nil

@@ -80,13 +80,13 @@ func (n *Node) rejoin() {
 	}
 }
 
-// addVoter runs on the leader for a joining node. It joins as a voter while
+// addMember runs on the leader for a joining node. It joins as a voter while
 // fewer than Config.Voters voters exist, and as a non-voter otherwise (the
 // voter keeper promotes it later if a voter goes). Adding a member that is
 // already in the configuration at the same address is a no-op, so a join
 // retried after an unknown outcome succeeds; at a new address (a restart on
 // another port) its address is updated and its suffrage kept.
-func (n *Node) addVoter(ctx context.Context, id, addr string) error {
+func (n *Node) addMember(ctx context.Context, id, addr string) error {
 	cf := n.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
 		return configChangeError(err)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -242,5 +241,3 @@ func splitList(s string) []string {
 	}
 	return out
 }
-
-var _ http.Handler = (*api.Handler)(nil)
