@@ -184,6 +184,7 @@ func TestFollowerCatchesUpBySnapshot(t *testing.T) {
 	c := newCluster(t, 3, func(cfg *Config) {
 		cfg.SnapshotThreshold = 16
 		cfg.TrailingLogs = 8
+		cfg.WALSegmentSize = 4 << 10 // so that compaction drops the entries the follower lacks
 		cfg.SnapshotInterval = 20 * time.Millisecond
 	})
 	ctx := testCtx(t)

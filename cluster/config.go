@@ -22,9 +22,19 @@ type Config struct {
 	// NodeID names this node in the raft configuration. It must stay the same
 	// across restarts on the same DataDir.
 	NodeID string
-	// DataDir holds the raft log and stable store (raft.db) and the snapshots.
+	// DataDir holds the raft log and stable store and the snapshots.
 	// It is created if missing.
 	DataDir string
+	// LogStore chooses the raft log's format on a fresh DataDir: LogStoreWAL
+	// (the default when empty) or LogStoreBoltDB. On a DataDir that already
+	// holds a log, empty means that log's format, and naming the other one
+	// is an error: the node would start with an empty log.
+	LogStore LogStore
+	// WALSegmentSize is the size in bytes of the WAL's segment files, each
+	// preallocated when created; 0 means 64 MiB. The WAL drops compacted
+	// entries a whole segment at a time, so until a segment fills, a lagging
+	// follower is sent entries rather than a snapshot.
+	WALSegmentSize int
 	// BindAddr is the TCP address to listen on; "127.0.0.1:0" picks a free port.
 	BindAddr string
 	// AdvertiseAddr is the address peers dial; default: the bound address.
@@ -176,6 +186,10 @@ func (c Config) Validate() error {
 		return bad("SnapshotThreshold must be positive")
 	case c.SnapshotsRetained < 1:
 		return bad("SnapshotsRetained must be at least 1")
+	case c.WALSegmentSize != 0 && (c.WALSegmentSize < 4<<10 || c.WALSegmentSize > 1<<30):
+		return bad("WALSegmentSize must be from 4 KiB to 1 GiB (or 0 for 64 MiB), got %d", c.WALSegmentSize)
+	case c.LogStore != "" && c.LogStore != LogStoreWAL && c.LogStore != LogStoreBoltDB:
+		return bad("LogStore must be %q or %q (or empty), got %q", LogStoreWAL, LogStoreBoltDB, c.LogStore)
 	}
 	seen := make(map[string]bool, len(c.Peers))
 	self := false

@@ -15,9 +15,8 @@
 //
 // New (there is no separate Open) listens on one TCP port (package
 // transport carries raft and the forwarding RPC on it), opens the raft log and
-// stable store (raft-boltdb/v2 in DataDir/raft.db, fsync on every write; a
-// 512-entry cache in front) and the file snapshot store in DataDir, and starts
-// raft. On a fresh DataDir it must be told to Bootstrap a new cluster (alone
+// stable store (fsync on every write; a 512-entry cache in front) and the
+// file snapshot store in DataDir, and starts raft. On a fresh DataDir it must be told to Bootstrap a new cluster (alone
 // or with Peers) or to Join running members; both, or neither, is a config
 // error. On a DataDir with raft state it does neither: it comes back with every
 // lock, waiter and the token counter from its snapshot and log, and never
@@ -32,6 +31,22 @@
 // it returns. Leave is the graceful exit: a leader first transfers leadership,
 // then the leader removes the node from the configuration, then it closes.
 // Calls blocked in a closing node return lock.ErrClosed.
+//
+// # The log on disk
+//
+// DESIGN.md names raft-boltdb/v2; the default is hashicorp/raft-wal instead
+// (Config.LogStore), a decision made on measurements. hashicorp/raft writes a
+// new entry to the leader's log before it replicates it, so a commit waits
+// for two log writes in turn (leader, then a follower) and the cost of one
+// write is most of a lock operation's latency. BoltDB pays two fdatasyncs
+// and B+tree page rewrites per write; the WAL appends to a preallocated
+// segment with one fdatasync. On the 2-core development VM a 3-node
+// acquire+release through a follower went from 2.9 to 1.4 ms (p50) and a
+// 64-way parallel load from 5,300 to 10,000-11,600 ops/s. Both fsync every
+// write before raft counts it, so the safety argument is unchanged.
+// LogStoreBoltDB stays available, and a DataDir keeps the format it was
+// created with (naming the other one is a config error rather than an empty
+// log). The WAL preallocates 64 MiB segment files.
 //
 // # Membership: a bounded number of voters
 //

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/lock"
@@ -31,10 +29,13 @@ type Node struct {
 	clock Clock
 
 	tr      *transport.Transport
-	store   *raftboltdb.BoltStore
-	raft    *raft.Raft
-	sm      *stateMachine
-	waiters *waiterRegistry
+	store   *guardedStore
+	logKind LogStore
+	// unlockDir releases the data dir for another node, once store is closed.
+	unlockDir func() error
+	raft      *raft.Raft
+	sm        *stateMachine
+	waiters   *waiterRegistry
 	// awaits holds the kindAwait requests of followers' waiting callers
 	// that this node, as leader, answers as soon as it applies their grant.
 	awaits *waiterRegistry
@@ -129,11 +130,17 @@ func New(cfg Config) (*Node, error) {
 	n.tr = tr
 	cleanup = append(cleanup, func() { tr.Close() })
 
-	// fsync on every write (NoSync false): a lock granted is a lock on disk.
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")})
+	unlockDir, err := lockDataDir(cfg.DataDir)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: opening raft store: %w", err)
+		return nil, err
 	}
+	n.unlockDir = unlockDir
+	cleanup = append(cleanup, func() { unlockDir() })
+	store, logKind, err := openLogStore(cfg.DataDir, cfg.LogStore, cfg.WALSegmentSize, logger)
+	if err != nil {
+		return nil, err
+	}
+	n.logKind = logKind
 	n.store = store
 	cleanup = append(cleanup, func() { store.Close() })
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, cfg.SnapshotsRetained, logger.Named("snapshots"))
@@ -284,6 +291,9 @@ func (n *Node) Close() error {
 		if err := n.store.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("cluster: closing raft store: %w", err))
 		}
+		if err := n.unlockDir(); err != nil {
+			errs = append(errs, fmt.Errorf("cluster: unlocking data dir: %w", err))
+		}
 		n.closeErr = errors.Join(errs...)
 	})
 	return n.closeErr
@@ -342,6 +352,7 @@ type Stats struct {
 	WallTime     time.Time     // the node's wall clock when Stats was read, next to LogTime
 	LocalWaiters int           // callers of this node blocked in a waiting Acquire
 	Restores     uint64        // snapshots restored since New (at start-up, or sent by the leader)
+	LogStore     LogStore      // the raft log's format in DataDir
 
 	// Commit times the raft entries this node proposed while leading (each
 	// carries a batch of commands), from raft.Apply until raft answered:
@@ -418,6 +429,7 @@ func (n *Node) Stats() Stats {
 		WallTime:      n.clock.Now(),
 		LocalWaiters:  n.waiters.len(),
 		Restores:      n.sm.restores.Load(),
+		LogStore:      n.logKind,
 		Commit:        n.commits.read(),
 		Apply:         n.sm.applies.read(),
 		Raft:          n.raft.Stats(),

@@ -32,6 +32,7 @@ type agentFlags struct {
 	shutdownGrace      time.Duration
 	heartbeat, electTO time.Duration
 	voters             int
+	logStore           string
 }
 
 func runAgent(args []string, stdout, stderr io.Writer) int {
@@ -39,7 +40,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		"dev": "RAFTLOCK_DEV", "node-id": "RAFTLOCK_NODE_ID", "data-dir": "RAFTLOCK_DATA_DIR",
 		"bind": "RAFTLOCK_BIND", "advertise": "RAFTLOCK_ADVERTISE", "http": "RAFTLOCK_HTTP_ADDR",
 		"bootstrap": "RAFTLOCK_BOOTSTRAP", "peers": "RAFTLOCK_PEERS", "join": "RAFTLOCK_JOIN",
-		"log-level": "RAFTLOCK_LOG_LEVEL", "voters": "RAFTLOCK_VOTERS", "leave-on-terminate": "RAFTLOCK_LEAVE_ON_TERMINATE",
+		"log-level": "RAFTLOCK_LOG_LEVEL", "voters": "RAFTLOCK_VOTERS", "log-store": "RAFTLOCK_LOG_STORE", "leave-on-terminate": "RAFTLOCK_LEAVE_ON_TERMINATE",
 	}
 	fs := newFlagSet("agent", "[-dev] [-node-id ID -data-dir DIR (-bootstrap [-peers ...] | -join ADDR,...)] [FLAGS]",
 		"Runs a raftlock node: a member of the Raft cluster that keeps the locks, serving the\n"+
@@ -59,6 +60,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.bootstrap, "bootstrap", false, "start a new cluster if the data dir is empty (env RAFTLOCK_BOOTSTRAP)")
 	fs.StringVar(&f.peers, "peers", "", "with -bootstrap: the initial members, ID=HOST:PORT,... including this node (env RAFTLOCK_PEERS)")
 	fs.StringVar(&f.join, "join", "", "addresses (-bind of running members), HOST:PORT,..., to join (env RAFTLOCK_JOIN)")
+	fs.StringVar(&f.logStore, "log-store", "", `raft log format for a new data dir: "wal" (default) or "boltdb"; an existing dir keeps its own (env RAFTLOCK_LOG_STORE)`)
 	fs.StringVar(&f.logLevel, "log-level", "info", "trace, debug, info, warn or error (env RAFTLOCK_LOG_LEVEL)")
 	fs.BoolVar(&f.leaveOnTerminate, "leave-on-terminate", true, "leave the cluster on SIGINT/SIGTERM (env RAFTLOCK_LEAVE_ON_TERMINATE)")
 	durationVar(fs, &f.shutdownGrace, "shutdown-grace", 10*time.Second, "how long a graceful stop may take")
@@ -160,6 +162,7 @@ func (f *agentFlags) clusterConfig(fs *flagSet, logger hclog.Logger) (cluster.Co
 	cfg.Logger = logger
 	cfg.HeartbeatTimeout, cfg.ElectionTimeout = f.heartbeat, f.electTO
 	cfg.Voters = f.voters
+	cfg.LogStore = cluster.LogStore(f.logStore)
 	if cfg.LeaderLeaseTimeout > cfg.HeartbeatTimeout {
 		cfg.LeaderLeaseTimeout = cfg.HeartbeatTimeout
 	}

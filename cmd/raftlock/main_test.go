@@ -286,6 +286,7 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		{"agent", "-data-dir", "/nonexistent/x", "-node-id", "a"},
 		{"agent", "-log-level", "loud", "-dev"},
 		{"agent", "-dev", "-http", "127.0.0.1:0", "-voters", "2"},
+		{"agent", "-dev", "-http", "127.0.0.1:0", "-log-store", "sqlite"},
 		{"agent", "-node-id", "a", "-data-dir", "d", "-bootstrap", "-peers", "a=nocolon"},
 		{"nosuchcommand"},
 	} {
