@@ -188,7 +188,9 @@ func (s *stateMachine) counts() machineCounts {
 func (s *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return &snapshot{applied: s.applied, state: s.m.Snapshot()}, nil
+	// Only the copy holds applies up; raft encodes and writes it in Persist,
+	// beside them.
+	return &snapshot{applied: s.applied, state: s.m.Freeze()}, nil
 }
 
 // Restore replaces the state with a snapshot's. raft calls it at start-up
@@ -229,7 +231,7 @@ var errBadSnapshot = errors.New("cluster: malformed snapshot")
 
 type snapshot struct {
 	applied uint64
-	state   []byte
+	state   *fsm.Frozen
 }
 
 func (s *snapshot) Persist(sink raft.SnapshotSink) error {
@@ -240,7 +242,7 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 		sink.Cancel()
 		return fmt.Errorf("cluster: writing snapshot: %w", err)
 	}
-	if _, err := sink.Write(s.state); err != nil {
+	if _, err := s.state.WriteTo(sink); err != nil {
 		sink.Cancel()
 		return fmt.Errorf("cluster: writing snapshot: %w", err)
 	}

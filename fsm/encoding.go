@@ -284,3 +284,13 @@ func appendUvarint(b []byte, v uint64) []byte {
 	}
 	return append(b, byte(v))
 }
+
+// uvarintLen is the length of appendUvarint's encoding of v.
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
+}

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"io"
 	"slices"
 	"time"
 )
@@ -24,37 +25,123 @@ const (
 )
 
 // Snapshot returns the machine's whole state, deterministically encoded and versioned.
-func (m *Machine) Snapshot() []byte {
-	// One walk of the key order sizes the buffer, a second fills it: keys
-	// come out in byte order with no sort.
-	size := 1 + 3*10
-	m.order.ascend("", func(e *entry) bool {
-		size += 2 + len(e.key) + ownerLen + 2*9 + 3 + e.waiters.len()*(ownerLen+2*9)
-		return true
-	})
+func (m *Machine) Snapshot() []byte { return m.Freeze().AppendTo(nil) }
 
-	b := make([]byte, 0, size)
-	b = append(b, snapshotVersion)
-	b = appendUvarint(b, uint64(m.now))
-	b = appendUvarint(b, m.lastToken)
-	b = appendUvarint(b, uint64(len(m.keys)))
+// Frozen is a copy of a machine's state at one moment, in the order and
+// with the fields the snapshot encoding needs. Freeze is the part a caller
+// must serialize with Apply; encoding a Frozen (the bulk of the work, and of
+// the bytes) may run while the machine moves on. At a million held locks a
+// freeze takes a fraction of the time of an encode, and that fraction is
+// what every lock operation waits for while a snapshot is taken.
+type Frozen struct {
+	now       time.Duration
+	lastToken uint64
+	keys      []frozenKey
+	waiters   []frozenWaiter // every key's waiters, key after key, each in queue order
+}
+
+type frozenKey struct {
+	key       string // strings are immutable: sharing it copies nothing
+	owner     Owner
+	token     uint64
+	expiresAt time.Duration
+	nWaiters  int
+}
+
+type frozenWaiter struct {
+	owner         Owner
+	ttl, deadline time.Duration
+}
+
+// Freeze copies the state for an encoding made later (see Frozen).
+func (m *Machine) Freeze() *Frozen {
+	f := &Frozen{now: m.now, lastToken: m.lastToken, keys: make([]frozenKey, 0, len(m.keys))}
 	m.order.ascend("", func(e *entry) bool {
-		b = appendUvarint(b, uint64(len(e.key)))
-		b = append(b, e.key...)
-		b = append(b, e.owner[:]...)
-		b = appendUvarint(b, e.token)
-		b = appendUvarint(b, uint64(e.expiresAt))
-		b = appendUvarint(b, uint64(e.waiters.len()))
+		k := frozenKey{key: e.key, owner: e.owner, token: e.token, expiresAt: e.expiresAt}
 		if e.waiters != nil {
 			for w := e.waiters.head; w != nil; w = w.next {
-				b = append(b, w.owner[:]...)
-				b = appendUvarint(b, uint64(w.ttl))
-				b = appendUvarint(b, uint64(w.deadline))
+				f.waiters = append(f.waiters, frozenWaiter{owner: w.owner, ttl: w.ttl, deadline: w.deadline})
+				k.nWaiters++
 			}
 		}
+		f.keys = append(f.keys, k)
 		return true
 	})
+	return f
+}
+
+// Size is the length of the encoding, exactly.
+func (f *Frozen) Size() int {
+	size := 1 + uvarintLen(uint64(f.now)) + uvarintLen(f.lastToken) + uvarintLen(uint64(len(f.keys)))
+	for i := range f.keys {
+		k := &f.keys[i]
+		size += uvarintLen(uint64(len(k.key))) + len(k.key) + ownerLen + uvarintLen(k.token) +
+			uvarintLen(uint64(k.expiresAt)) + uvarintLen(uint64(k.nWaiters))
+	}
+	for i := range f.waiters {
+		w := &f.waiters[i]
+		size += ownerLen + uvarintLen(uint64(w.ttl)) + uvarintLen(uint64(w.deadline))
+	}
+	return size
+}
+
+// AppendTo appends the snapshot encoding to b. Keys are already in byte
+// order, so equal states give equal bytes with no sort.
+func (f *Frozen) AppendTo(b []byte) []byte {
+	b = slices.Grow(b, f.Size())
+	b = f.appendHeader(b)
+	next := 0
+	for i := range f.keys {
+		b, next = f.appendKey(b, i, next)
+	}
 	return b
+}
+
+// WriteTo writes the snapshot encoding to w in chunks, so the whole
+// encoding is never in memory at once.
+func (f *Frozen) WriteTo(w io.Writer) (int64, error) {
+	const chunk = 64 << 10
+	var written int64
+	buf := f.appendHeader(make([]byte, 0, chunk+1024))
+	next := 0
+	for i := range f.keys {
+		buf, next = f.appendKey(buf, i, next)
+		if len(buf) >= chunk {
+			n, err := w.Write(buf)
+			written += int64(n)
+			if err != nil {
+				return written, err
+			}
+			buf = buf[:0]
+		}
+	}
+	n, err := w.Write(buf)
+	return written + int64(n), err
+}
+
+func (f *Frozen) appendHeader(b []byte) []byte {
+	b = append(b, snapshotVersion)
+	b = appendUvarint(b, uint64(f.now))
+	b = appendUvarint(b, f.lastToken)
+	return appendUvarint(b, uint64(len(f.keys)))
+}
+
+// appendKey appends key i's record; its waiters start at f.waiters[next].
+// It returns where the next key's waiters start.
+func (f *Frozen) appendKey(b []byte, i, next int) ([]byte, int) {
+	k := &f.keys[i]
+	b = appendUvarint(b, uint64(len(k.key)))
+	b = append(b, k.key...)
+	b = append(b, k.owner[:]...)
+	b = appendUvarint(b, k.token)
+	b = appendUvarint(b, uint64(k.expiresAt))
+	b = appendUvarint(b, uint64(k.nWaiters))
+	for _, w := range f.waiters[next : next+k.nWaiters] {
+		b = append(b, w.owner[:]...)
+		b = appendUvarint(b, uint64(w.ttl))
+		b = appendUvarint(b, uint64(w.deadline))
+	}
+	return b, next + k.nWaiters
 }
 
 // Restore replaces the state with a snapshot's. It checks everything a
