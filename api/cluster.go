@@ -70,7 +70,7 @@ func (s ClusterStatus) HasLeader() bool { return s.LeaderID != "" || s.LeaderAdd
 type Member struct {
 	ID       string `json:"id"`
 	Address  string `json:"address"`            // raft address
-	APIAddr  string `json:"api_addr,omitempty"` // HTTP API address, when known (from gossip)
+	APIAddr  string `json:"api_addr,omitempty"` // HTTP API address, when known (members tell each other theirs)
 	Suffrage string `json:"suffrage"`           // SuffrageVoter, SuffrageNonvoter or SuffrageStaging
 	Leader   bool   `json:"leader"`
 }

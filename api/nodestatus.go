@@ -43,6 +43,7 @@ func (s nodeStatus) Status() ClusterStatus {
 			Address:  m.Addr,
 			Suffrage: suffrageName(m.Suffrage),
 			Leader:   m.Leader,
+			APIAddr:  m.APIAddr,
 		})
 	}
 	return out

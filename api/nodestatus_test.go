@@ -23,6 +23,7 @@ func newSingleNodeCluster(t *testing.T) *cluster.Node {
 	cfg.DataDir = t.TempDir()
 	cfg.BindAddr = "127.0.0.1:0"
 	cfg.Bootstrap = true
+	cfg.APIAddr = "http://solo.test:7070"
 	cfg.HeartbeatTimeout = 150 * time.Millisecond
 	cfg.ElectionTimeout = 150 * time.Millisecond
 	cfg.LeaderLeaseTimeout = 100 * time.Millisecond
@@ -80,7 +81,7 @@ func TestNodeStatusOfARealCluster(t *testing.T) {
 	assert.Equal(t, RoleLeader, st.Role)
 	assert.Equal(t, "solo", st.LeaderID)
 	assert.Equal(t, node.Addr(), st.LeaderAddr)
-	assert.Equal(t, []Member{{ID: "solo", Address: node.Addr(), Suffrage: SuffrageVoter, Leader: true}}, st.Members)
+	assert.Equal(t, []Member{{ID: "solo", Address: node.Addr(), Suffrage: SuffrageVoter, Leader: true, APIAddr: "http://solo.test:7070"}}, st.Members)
 	assert.Positive(t, st.Term)
 	assert.Positive(t, st.CommitIndex)
 	assert.Positive(t, st.AppliedIndex)

@@ -39,6 +39,11 @@ type Config struct {
 	BindAddr string
 	// AdvertiseAddr is the address peers dial; default: the bound address.
 	AdvertiseAddr string
+	// APIAddr, optional, is where clients reach the API this node serves
+	// (for the raftlock agent, the URL of its HTTP API). Members tell each
+	// other theirs, and Stats().Members shows them, so a client given one
+	// node can find the others.
+	APIAddr string
 
 	// Bootstrap starts a new cluster on a fresh DataDir. Peers lists the
 	// initial voters; empty means this node alone. Ignored when DataDir

@@ -228,7 +228,14 @@
 // the HTTP API and metrics (package api's NodeStatus maps Stats to them).
 // Stats reads local state only and never waits for raft or the network:
 //   - the raft configuration's members with their suffrage (voter,
-//     nonvoter), raft's indexes and term, and LeaderChanges: every change of
+//     nonvoter) and their APIAddr: each member's Config.APIAddr, which
+//     members tell each other directly (a small RPC, asked when a member
+//     appears or changes address and every 30s, carrying the asker's own
+//     address, so a restarted node is known at once); DESIGN.md has this
+//     ride on memberlist gossip, which is not built: joins are by address
+//     and health comes from raft's heartbeats, so this exchange is what
+//     lets a client given one node find the others;
+//   - raft's indexes and term, and LeaderChanges: every change of
 //     leader raft reported to this node, to another node or to none;
 //   - the lock table: keys held and callers queued over all keys (counted by
 //     the machine without a walk), and Handoffs and Expired: how many grants

@@ -40,6 +40,7 @@ type Node struct {
 	// that this node, as leader, answers as soon as it applies their grant.
 	awaits *waiterRegistry
 	voters *voterKeeper
+	peers  peerDirectory
 
 	// term is this node's current leadership, nil while it follows.
 	term atomic.Pointer[leaderTerm]
@@ -96,6 +97,7 @@ func New(cfg Config) (*Node, error) {
 		waiters:       newWaiterRegistry(),
 		awaits:        newWaiterRegistry(),
 		voters:        newVoterKeeper(),
+		peers:         peerDirectory{peers: map[string]peerInfo{}},
 		leaderChanged: newBroadcast(),
 		closing:       make(chan struct{}),
 	}
@@ -209,6 +211,8 @@ func New(cfg Config) (*Node, error) {
 	tr.Handle(n.handleRPC)
 	n.wg.Add(1)
 	go n.watchLeadership(observations)
+	n.wg.Add(1)
+	go n.runPeerInfo()
 	n.startVoterKeeper()
 	cleanup = append(cleanup, func() { close(n.closing); n.wg.Wait() })
 
@@ -368,6 +372,9 @@ type Stats struct {
 // Member is one server of the raft configuration.
 type Member struct {
 	ID, Addr string
+	// APIAddr is the member's Config.APIAddr as it last told this node;
+	// empty until it has answered, or if it serves no API.
+	APIAddr  string
 	Suffrage string // SuffrageVoter or SuffrageNonvoter (or "staging", which raft no longer uses)
 	Leader   bool   // this node knows it as the leader
 }
@@ -450,12 +457,18 @@ func (n *Node) members(leaderID string) []Member {
 	servers := f.Configuration().Servers
 	out := make([]Member, 0, len(servers))
 	for _, srv := range servers {
-		out = append(out, Member{
+		m := Member{
 			ID:       string(srv.ID),
 			Addr:     string(srv.Address),
 			Suffrage: strings.ToLower(srv.Suffrage.String()),
 			Leader:   leaderID != "" && string(srv.ID) == leaderID,
-		})
+		}
+		if m.ID == n.cfg.NodeID {
+			m.APIAddr = n.cfg.APIAddr
+		} else {
+			m.APIAddr = n.peers.apiAddr(m.ID)
+		}
+		out = append(out, m)
 	}
 	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
 	return out

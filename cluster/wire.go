@@ -20,11 +20,13 @@ import (
 //	  kindRemove:  string id
 //	  kindList:    string prefix | string after | uvarint limit (0: the leader's page size)
 //	  kindAwait:   as kindRead, always with the owner
+//	  kindInfo:    string id | string API address (the asking node's own, so one exchange informs both)
 //	reply: version | code | kind | body
 //	  codeOK, kindCommand: status | uvarint token | varint expiresAt | varint now | uvarint waiters
 //	  codeOK, kindRead:    flags (1 held, 2 held by the asking owner) | uvarint token | varint remaining | uvarint waiters
 //	  codeOK, kindAwait:   as kindRead; remaining counts from when the request reached the leader
 //	  codeOK, kindJoin/kindRemove: empty
+//	  codeOK, kindInfo:    string id | string API address (may be empty)
 //	  codeOK, kindList:    flags (1 more keys follow) | uvarint count |
 //	                       count × (string key | uvarint token | varint remaining | uvarint waiters)
 //	  codeNotLeader: string leader address (may be empty)
@@ -47,6 +49,7 @@ const (
 	kindRemove  requestKind = 4 // remove a server (graceful leave)
 	kindList    requestKind = 5 // a linearizable page of held keys, at the leader's log time
 	kindAwait   requestKind = 6 // a queued owner asks to be told of its grant as soon as the leader applies it
+	kindInfo    requestKind = 7 // any node (leader or not) tells who it is and where its API is
 )
 
 // maxListPage is the most keys one kindList reply carries. A listed key
@@ -71,6 +74,8 @@ func (k requestKind) String() string {
 		return "list"
 	case kindAwait:
 		return "await"
+	case kindInfo:
+		return "info"
 	}
 	return fmt.Sprintf("kind(%d)", byte(k))
 }
@@ -83,8 +88,9 @@ type request struct {
 	owner     fsm.Owner // kindRead when withOwner, kindAwait
 	withOwner bool      // kindRead: also say whether owner is the holder; kindAwait: always
 
-	id   string // kindJoin, kindRemove
-	addr string // kindJoin
+	id      string // kindJoin, kindRemove, kindInfo (the asking node)
+	addr    string // kindJoin
+	apiAddr string // kindInfo: the asking node's
 
 	prefix string // kindList: only keys with this prefix
 	after  string // kindList: only keys sorting after this one
@@ -119,12 +125,19 @@ type listPage struct {
 	more  bool
 }
 
+// nodeInfo is what a kindInfo reply tells about the node that answers.
+type nodeInfo struct {
+	id      string
+	apiAddr string
+}
+
 type reply struct {
 	code   replyCode
 	kind   requestKind
 	result fsm.Result // codeOK, kindCommand
 	read   readResult // codeOK, kindRead
 	list   listPage   // codeOK, kindList
+	info   nodeInfo   // codeOK, kindInfo
 	leader string     // codeNotLeader
 	msg    string     // other codes
 }
@@ -151,6 +164,9 @@ func (r request) appendBinary(b []byte) ([]byte, error) {
 		b = appendString(b, r.prefix)
 		b = appendString(b, r.after)
 		b = binary.AppendUvarint(b, uint64(max(r.limit, 0)))
+	case kindInfo:
+		b = appendString(b, r.id)
+		b = appendString(b, r.apiAddr)
 	default:
 		return nil, fmt.Errorf("%w: cannot encode request %v", ErrBadRequest, r.kind)
 	}
@@ -190,6 +206,9 @@ func decodeRequest(b []byte) (request, error) {
 		r.prefix = d.string(fsm.MaxKeyLen)
 		r.after = d.string(fsm.MaxKeyLen)
 		r.limit = d.count()
+	case kindInfo:
+		r.id = d.string(maxIDLen)
+		r.apiAddr = d.string(maxAddrLen)
 	default:
 		d.fail("request kind")
 	}
@@ -243,6 +262,9 @@ func (r reply) appendBinary(b []byte) []byte {
 				b = binary.AppendVarint(b, int64(l.Remaining))
 				b = binary.AppendUvarint(b, uint64(max(l.Waiters, 0)))
 			}
+		case kindInfo:
+			b = appendString(b, r.info.id)
+			b = appendString(b, r.info.apiAddr)
 		}
 	case codeNotLeader:
 		b = appendString(b, r.leader)
@@ -281,6 +303,9 @@ func decodeReply(b []byte) (reply, error) {
 			r.read.waiters = d.count()
 		case kindList:
 			r.list = d.listPage()
+		case kindInfo:
+			r.info.id = d.string(maxIDLen)
+			r.info.apiAddr = d.string(maxAddrLen)
 		case kindJoin, kindRemove:
 		default:
 			d.fail("reply kind")

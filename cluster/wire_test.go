@@ -33,6 +33,8 @@ func sampleRequests() []request {
 		{kind: kindRemove, id: "n3"},
 		{kind: kindList},
 		{kind: kindList, prefix: "jobs/", after: "jobs/a", limit: 100},
+		{kind: kindInfo, id: "n2", apiAddr: "http://10.0.0.2:7070"},
+		{kind: kindInfo, id: "n2"},
 	}
 }
 
@@ -49,6 +51,8 @@ func sampleReplies() []reply {
 			{Key: "jobs/a", KeyInfo: lock.KeyInfo{Locked: true, Token: 3, Remaining: time.Second, Waiters: 2}},
 			{Key: "jobs/b", KeyInfo: lock.KeyInfo{Locked: true, Token: 9, Remaining: time.Millisecond}},
 		}}},
+		{code: codeOK, kind: kindInfo, info: nodeInfo{id: "n1", apiAddr: "https://10.0.0.1:7070"}},
+		{code: codeOK, kind: kindInfo, info: nodeInfo{id: "n2"}},
 		{code: codeNotLeader, kind: kindCommand, leader: "10.0.0.1:7000"},
 		{code: codeNotLeader, kind: kindRead},
 		{code: codeLostLeadership, kind: kindCommand, msg: "lost"},

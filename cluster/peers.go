@@ -1,0 +1,122 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Every member learns the others' API addresses (Config.APIAddr) by asking
+// each one directly (kindInfo), so that Stats().Members can tell a client
+// given one node where the others serve. The question carries the asker's
+// own address, so one exchange informs both: a node that starts (or
+// restarts with a new API address) asks everyone at once, and everyone
+// knows. A member is also asked when it appears in the raft configuration
+// or changes raft address, and again every peerInfoRefresh. One that does
+// not answer (down, or too old to know kindInfo) is asked again at the next
+// poll; its API address stays unknown meanwhile.
+const (
+	peerInfoPoll    = 2 * time.Second
+	peerInfoRefresh = 30 * time.Second
+	peerInfoTimeout = time.Second
+)
+
+type peerInfo struct {
+	addr    string // the raft address that answered
+	apiAddr string
+	learned time.Time
+}
+
+// peerDirectory holds what members said about themselves, by member ID.
+type peerDirectory struct {
+	mu    sync.Mutex // protects peers
+	peers map[string]peerInfo
+}
+
+func (d *peerDirectory) apiAddr(id string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.peers[id].apiAddr
+}
+
+// heard records what a member said of itself when it asked for our info. A
+// node not (yet) in this node's configuration is not recorded; it will be
+// asked once it is.
+func (d *peerDirectory) heard(n *Node, id, apiAddr string) {
+	servers, err := n.Servers()
+	if err != nil || id == n.cfg.NodeID {
+		return
+	}
+	addr, member := servers[id]
+	if !member {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.peers[id] = peerInfo{addr: addr, apiAddr: apiAddr, learned: time.Now()}
+}
+
+func (n *Node) runPeerInfo() {
+	defer n.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { // so that Close does not wait for a peer's answer
+		<-n.closing
+		cancel()
+	}()
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	for {
+		select {
+		case <-n.closing:
+			return
+		case <-poll.C:
+		}
+		n.refreshPeerInfo(ctx)
+		poll.Reset(peerInfoPoll)
+	}
+}
+
+// refreshPeerInfo forgets members that left the configuration and asks,
+// all at once, the members it knows nothing (or nothing recent) about.
+func (n *Node) refreshPeerInfo(ctx context.Context) {
+	servers, err := n.Servers()
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	ask := map[string]string{}
+	n.peers.mu.Lock()
+	for id := range n.peers.peers {
+		if _, ok := servers[id]; !ok {
+			delete(n.peers.peers, id)
+		}
+	}
+	for id, addr := range servers {
+		if id == n.cfg.NodeID {
+			continue
+		}
+		if p, ok := n.peers.peers[id]; !ok || p.addr != addr || now.Sub(p.learned) >= peerInfoRefresh {
+			ask[id] = addr
+		}
+	}
+	n.peers.mu.Unlock()
+
+	body, _ := request{kind: kindInfo, id: n.cfg.NodeID, apiAddr: n.cfg.APIAddr}.appendBinary(nil)
+	var wg sync.WaitGroup
+	for id, addr := range ask {
+		wg.Go(func() {
+			callCtx, cancel := context.WithTimeout(ctx, peerInfoTimeout)
+			defer cancel()
+			rep, err := n.call(callCtx, addr, body)
+			if err != nil || rep.code != codeOK || rep.kind != kindInfo || rep.info.id != id {
+				return
+			}
+			n.peers.mu.Lock()
+			defer n.peers.mu.Unlock()
+			if _, member := servers[id]; member {
+				n.peers.peers[id] = peerInfo{addr: addr, apiAddr: rep.info.apiAddr, learned: time.Now()}
+			}
+		})
+	}
+	wg.Wait()
+}
