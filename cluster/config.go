@@ -74,6 +74,16 @@ type Config struct {
 	// DeadVoterTimeout is how long a voter may miss the leader's heartbeats
 	// before a non-voter replaces it.
 	DeadVoterTimeout time.Duration
+	// DeadMemberTimeout is how long a non-voter (including a demoted voter)
+	// may miss the leader's heartbeats before the leader removes it from the
+	// cluster, like Consul's reconnect_timeout: replicas of a service that
+	// crash rather than leave, and come back under new names, would
+	// otherwise stay members forever, each costing the leader a replication
+	// stream. A member removed this way that returns must ask to join again
+	// (set Join; the raftlock agent's -join): it is no longer sent entries.
+	// The count starts again at each leader change. At least
+	// DeadVoterTimeout.
+	DeadMemberTimeout time.Duration
 
 	// Snapshotting; see raft.Config.
 	SnapshotThreshold uint64
@@ -124,6 +134,7 @@ func DefaultConfig() Config {
 		CommitTimeout:      50 * time.Millisecond,
 		Voters:             3,
 		DeadVoterTimeout:   30 * time.Second,
+		DeadMemberTimeout:  72 * time.Hour,
 		SnapshotThreshold:  8192,
 		SnapshotInterval:   2 * time.Minute,
 		TrailingLogs:       10240,
@@ -187,6 +198,8 @@ func (c Config) Validate() error {
 		return bad("SnapshotInterval is too low (minimum 5ms)")
 	case c.Voters < 1 || c.Voters%2 == 0 || c.Voters > 9:
 		return bad("Voters must be odd, from 1 to 9 (3 or 5 recommended), got %d", c.Voters)
+	case c.DeadMemberTimeout < c.DeadVoterTimeout:
+		return bad("DeadMemberTimeout must be at least DeadVoterTimeout")
 	case c.SnapshotThreshold == 0:
 		return bad("SnapshotThreshold must be positive")
 	case c.SnapshotsRetained < 1:

@@ -41,6 +41,7 @@ func TestConfigValidate(t *testing.T) {
 		{"no snapshots kept", func(c *Config) { c.SnapshotsRetained = 0 }, "SnapshotsRetained"},
 		{"half tls", func(c *Config) { c.ServerTLS = nil; c.ClientTLS = &tls.Config{} }, "ServerTLS and ClientTLS"},
 		{"empty join address", func(c *Config) { c.Bootstrap, c.Join = false, []string{""} }, "Join[0] is empty"},
+		{"dead member before dead voter", func(c *Config) { c.DeadMemberTimeout = c.DeadVoterTimeout / 2 }, "DeadMemberTimeout must be at least DeadVoterTimeout"},
 		{"tiny wal segments", func(c *Config) { c.WALSegmentSize = 100 }, "WALSegmentSize must be from 4 KiB to 1 GiB"},
 		{"unknown log store", func(c *Config) { c.LogStore = "sqlite" }, `LogStore must be "wal" or "boltdb"`},
 	} {

@@ -67,6 +67,15 @@
 // account. A demoted member that returns stays a non-voter until a voter is
 // needed. Members named in Peers at bootstrap are all voters, however many.
 //
+// A non-voter (or demoted voter) that misses heartbeats for
+// DeadMemberTimeout (72h, like Consul's reconnect_timeout) is removed from
+// the configuration: replicas of a service that crash rather than leave and
+// come back under new names would otherwise stay members forever, each a
+// replication stream the leader keeps trying. DESIGN.md removes members only
+// when they leave gracefully; this is the one exception, and it never
+// touches a voter. A removed member that returns asks to join again if it
+// has Join addresses (the agent's -join), and is added as a non-voter.
+//
 // # The state machine adapter
 //
 // One raft LogCommand entry carries one fsm batch (fsm.AppendBatch). The

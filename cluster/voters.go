@@ -41,7 +41,7 @@ func (n *Node) startVoterKeeper() {
 	observations := make(chan raft.Observation, 64)
 	observer := raft.NewObserver(observations, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
-		case raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation:
+		case raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation, raft.PeerObservation:
 			return true
 		}
 		return false
@@ -72,6 +72,11 @@ func (n *Node) keepVoters(observations <-chan raft.Observation) {
 				}
 			case raft.ResumedHeartbeatObservation:
 				delete(k.failing, o.PeerID)
+			case raft.PeerObservation:
+				// Replication to it starts or stops: a new stream has
+				// missed nothing yet, and a member that was removed and
+				// joins again must not inherit its old count.
+				delete(k.failing, o.Peer.ID)
 			}
 			k.mu.Unlock()
 			continue
@@ -96,7 +101,8 @@ func (n *Node) keepVoters(observations <-chan raft.Observation) {
 // reviewVoters, on the leader, promotes reachable non-voters while fewer
 // than Config.Voters live voters remain, then demotes the voters that have
 // been unreachable for DeadVoterTimeout, but only once enough live voters
-// stand without them. Non-voters are promoted in ID order, so the choice
+// stand without them, and removes the non-voters unreachable for
+// DeadMemberTimeout. Non-voters are promoted in ID order, so the choice
 // does not depend on map order or timing.
 func (n *Node) reviewVoters(ctx context.Context) error {
 	cf := n.raft.GetConfiguration()
@@ -109,9 +115,17 @@ func (n *Node) reviewVoters(ctx context.Context) error {
 		since, ok = n.voters.failing[id]
 		return since, ok
 	}
-	var live, dead []raft.ServerID
+	var live, dead, gone []raft.ServerID
 	var candidates []raft.Server
-	for _, s := range cf.Configuration().Servers {
+	servers := cf.Configuration().Servers
+	for id := range n.voters.failing {
+		// A failure observed after the member left (its stream stopping)
+		// must not count against it should it join again.
+		if !slices.ContainsFunc(servers, func(s raft.Server) bool { return s.ID == id }) {
+			delete(n.voters.failing, id)
+		}
+	}
+	for _, s := range servers {
 		since, failing := missing(s.ID)
 		switch {
 		case s.Suffrage == raft.Voter && failing && now-since >= n.cfg.DeadVoterTimeout && string(s.ID) != n.cfg.NodeID:
@@ -120,6 +134,8 @@ func (n *Node) reviewVoters(ctx context.Context) error {
 			live = append(live, s.ID)
 		case !failing:
 			candidates = append(candidates, s)
+		case now-since >= n.cfg.DeadMemberTimeout:
+			gone = append(gone, s.ID)
 		}
 	}
 	n.voters.mu.Unlock()
@@ -142,6 +158,16 @@ func (n *Node) reviewVoters(ctx context.Context) error {
 		if err := n.waitFuture(ctx, n.raft.DemoteVoter(id, 0, 0)); err != nil {
 			return configChangeError(err)
 		}
+	}
+	slices.Sort(gone)
+	for _, id := range gone {
+		n.log.Warn("removing unreachable non-voter", "id", id, "timeout", n.cfg.DeadMemberTimeout)
+		if err := n.waitFuture(ctx, n.raft.RemoveServer(id, 0, 0)); err != nil {
+			return configChangeError(err)
+		}
+		n.voters.mu.Lock()
+		delete(n.voters.failing, id)
+		n.voters.mu.Unlock()
 	}
 	return nil
 }

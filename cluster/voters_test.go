@@ -93,6 +93,36 @@ func TestUnreachableVoterIsReplacedAndComesBackAsNonvoter(t *testing.T) {
 	acquire(t, c.nodes[dead], "after", time.Minute) // and it serves locks
 }
 
+// A voter that stays away is demoted, then removed; a non-voter that stays
+// away is removed. One that returns rejoins (its Join is set) as a non-voter.
+func TestUnreachableMembersAreRemovedAfterDeadMemberTimeout(t *testing.T) {
+	c := newCluster(t, 5, func(cfg *Config) {
+		cfg.DeadVoterTimeout = 300 * time.Millisecond
+		cfg.DeadMemberTimeout = 600 * time.Millisecond
+	})
+	requireVoters(t, c, []string{"n0", "n1", "n2"}, []string{"n3", "n4"})
+
+	var deadVoter int
+	for i, n := range c.nodes[:3] {
+		if n != c.leader() {
+			deadVoter = i
+			break
+		}
+	}
+	deadVoterID := c.nodes[deadVoter].ID()
+	c.stop(deadVoter)
+	c.stop(4)
+	want := slices.DeleteFunc([]string{"n0", "n1", "n2", "n3"}, func(id string) bool { return id == deadVoterID })
+	requireVoters(t, c, want, nil)
+
+	cfg := c.cfgs[4]
+	cfg.Join = []string{c.leader().Addr()} // the node it first joined through may be the dead voter
+	c.nodes[4] = startNode(t, cfg)         // with Join set, it asks to be added again
+	c.waitLeader()
+	requireVoters(t, c, want, []string{"n4"})
+	acquire(t, c.nodes[4], "after", time.Minute)
+}
+
 func TestVotersMustBeOdd(t *testing.T) {
 	for _, v := range []int{-1, 0, 2, 4, 11} {
 		cfg := testConfig(t, "n0")
