@@ -49,10 +49,14 @@
 //
 //   - The function's error, a lease lost while it ran, and store errors are
 //     reported through OnError (by default logged); they never stop the loop.
-//   - A store error while taking the tick's lock skips the tick on this
-//     replica; the other replicas still try it. Unlike frameworks that run the
-//     tick anyway when the lock cannot be taken, at most once wins over at
-//     least once: a job worth a lock is one that must not run twice.
+//   - A store error while taking the tick's lock (a leader election, a
+//     network blip) is retried, from 100ms doubling to 5s apart, while the
+//     tick's window lasts, so a short outage at tick time delays the tick
+//     rather than making every replica miss it. The first error is reported
+//     at once, and the last if the window ends first: then the tick is
+//     skipped on this replica. Unlike frameworks that run the tick anyway
+//     when the lock cannot be taken, at most once wins over at least once: a
+//     job worth a lock is one that must not run twice.
 //   - A replica runs one tick at a time. A run that outlasts its window makes
 //     this replica miss the ticks that start meanwhile (the other replicas take
 //     them), so runs of consecutive ticks can overlap across replicas. If they

@@ -127,22 +127,55 @@ func (r *runner) sleepUntil(ctx context.Context, t time.Time) error {
 // never), and runs fn if it got it.
 func (r *runner) runTick(ctx context.Context, t, end time.Time) {
 	tick := Tick{Time: t, Key: key(r.job, t)}
+	// One handle for every attempt: after an unknown outcome it keeps its
+	// owner, so a retry finds the lock the first attempt may have taken.
 	l := r.client.Lock(tick.Key, lock.TTL(r.holdTTL(end)))
-	won, err := l.TryAcquire(ctx)
-	switch {
-	case err != nil && ctx.Err() != nil:
-		return // stopping
-	case err != nil:
-		r.onError(tick, fmt.Errorf("once: taking the lock %s: %w", tick.Key, err))
+	if !r.acquire(ctx, l, tick, end) {
 		return
-	case !won:
-		return // another replica has this tick
 	}
 	tick.Token = l.Token()
 	if err := r.run(ctx, l, tick); err != nil {
 		r.onError(tick, err)
 	}
 	r.letGo(ctx, l, tick, end)
+}
+
+// Retries of a tick's lock after a store error (a leader election, a
+// network blip): from retryFirst, doubling up to retryMax, until the tick's
+// window ends. Without them a short outage at tick time would make every
+// replica miss the tick.
+const (
+	retryFirst = 100 * time.Millisecond
+	retryMax   = 5 * time.Second
+)
+
+// acquire tries l until it is won, another replica has it, ctx ends, or the
+// tick's window (ending at end; zero: never) runs out on store errors. It
+// reports the first store error at once and, should it give up, the last.
+func (r *runner) acquire(ctx context.Context, l *lock.Lock, tick Tick, end time.Time) bool {
+	backoff := retryFirst
+	for attempt := 0; ; attempt++ {
+		won, err := l.TryAcquire(ctx)
+		switch {
+		case err == nil:
+			return won // !won: another replica has this tick
+		case ctx.Err() != nil:
+			return false // stopping
+		}
+		if !end.IsZero() && !r.clock.Now().Add(backoff).Before(end) {
+			r.onError(tick, fmt.Errorf("once: taking the lock %s: gave up as the tick's window ends: %w", tick.Key, err))
+			return false
+		}
+		if attempt == 0 {
+			r.onError(tick, fmt.Errorf("once: taking the lock %s (retrying until the tick's window ends): %w", tick.Key, err))
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-r.clock.After(backoff):
+		}
+		backoff = min(2*backoff, retryMax)
+	}
 }
 
 // holdTTL is the lease a tick's lock starts with: to the end of its window

@@ -295,11 +295,13 @@ func TestErrorsAreReportedAndTheLoopGoesOn(t *testing.T) {
 	assert.Equal(t, []time.Time{base.Add(time.Minute), base.Add(2 * time.Minute)}, ticks)
 }
 
-func TestStoreErrorSkipsTheTick(t *testing.T) {
+// A store that is down at tick time is retried: the tick runs once it is
+// back, within the tick's window.
+func TestStoreErrorIsRetriedWithinTheWindow(t *testing.T) {
 	s := &switchableStore{Store: newStore(t)}
 	s.down.Store(true)
 	clock := newFakeClock(base.Add(time.Second))
-	reported := make(chan error, 1)
+	reported := make(chan error, 10)
 	ran := make(chan once.Tick, 1)
 	replicas(t, 1, func(ctx context.Context, _ int) error {
 		return once.PerTick(ctx, lock.New(s), "report", once.Every(time.Minute), func(ctx context.Context, tick once.Tick) error {
@@ -309,11 +311,49 @@ func TestStoreErrorSkipsTheTick(t *testing.T) {
 	})
 	clock.waitForSleepers(t, 1)
 	clock.AdvanceTo(base.Add(time.Minute))
-	assert.ErrorIs(t, receive(t, reported, "the store error"), lock.ErrUnavailable)
-	clock.waitForSleepers(t, 1)
+	err := receive(t, reported, "the first store error")
+	assert.ErrorIs(t, err, lock.ErrUnavailable)
+	assert.ErrorContains(t, err, "retrying")
+	clock.waitForSleepers(t, 1) // the retry's wait
 	assert.Empty(t, ran, "not run without its lock")
 
 	s.down.Store(false)
+	clock.Advance(time.Second)
+	assert.Equal(t, base.Add(time.Minute), receive(t, ran, "the tick, late but within its window").Time)
+	assert.Empty(t, reported, "one report for the outage")
+}
+
+// A store that stays down for the whole window makes the replica give up
+// the tick (reported), and the next tick runs once the store is back.
+func TestStoreDownForTheWholeWindowSkipsTheTick(t *testing.T) {
+	s := &switchableStore{Store: newStore(t)}
+	s.down.Store(true)
+	clock := newFakeClock(base.Add(time.Second))
+	reported := make(chan error, 100)
+	ran := make(chan once.Tick, 1)
+	replicas(t, 1, func(ctx context.Context, _ int) error {
+		return once.PerTick(ctx, lock.New(s), "report", once.Every(time.Minute), func(ctx context.Context, tick once.Tick) error {
+			ran <- tick
+			return nil
+		}, once.WithClock(clock), once.OnError(func(_ once.Tick, err error) { reported <- err }))
+	})
+	clock.waitForSleepers(t, 1)
+	clock.AdvanceTo(base.Add(time.Minute))
+	assert.ErrorContains(t, receive(t, reported, "the first store error"), "retrying")
+	var last error
+	for last == nil || !strings.Contains(last.Error(), "gave up") {
+		clock.waitForSleepers(t, 1)
+		clock.Advance(5 * time.Second)
+		select {
+		case last = <-reported:
+		default:
+		}
+	}
+	assert.ErrorIs(t, last, lock.ErrUnavailable)
+	assert.Empty(t, ran, "not run without its lock")
+
+	s.down.Store(false)
+	clock.waitForSleepers(t, 1)
 	clock.AdvanceTo(base.Add(2 * time.Minute))
 	assert.Equal(t, base.Add(2*time.Minute), receive(t, ran, "the next tick").Time)
 }

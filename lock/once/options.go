@@ -33,7 +33,8 @@ func newConfig(opts []Option) config {
 
 // OnError receives, on the loop's goroutine, what went wrong with a tick: the
 // function's error, a lease lost while it ran (matching lock.ErrNotHeld), or a
-// store error taking the tick's lock. The loop goes on. By default errors are
+// store error taking the tick's lock (the first of an outage, and the last if
+// retries run out with the tick's window). The loop goes on. By default errors are
 // logged through the standard log package.
 func OnError(f func(t Tick, err error)) Option {
 	return func(c *config) {
