@@ -15,20 +15,31 @@ import (
 // "serial" is one caller's latency; "parallel" spreads GOMAXPROCS*4 callers
 // over distinct keys and measures throughput.
 func BenchmarkHTTPAcquireRelease(b *testing.B) {
-	b.Run("serial", func(b *testing.B) {
-		n := newTestNode(b, Config{})
+	serial := func(b *testing.B, c *Client) {
 		ctx := context.Background()
 		owner := lock.NewOwner()
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			if _, err := n.client.Acquire(ctx, lock.AcquireRequest{Key: "bench", Owner: owner, TTL: time.Minute}); err != nil {
+			if _, err := c.Acquire(ctx, lock.AcquireRequest{Key: "bench", Owner: owner, TTL: time.Minute}); err != nil {
 				b.Fatal(err)
 			}
-			if ok, err := n.client.Release(ctx, "bench", owner); err != nil || !ok {
+			if ok, err := c.Release(ctx, "bench", owner); err != nil || !ok {
 				b.Fatal(ok, err)
 			}
 		}
+	}
+	b.Run("serial", func(b *testing.B) { serial(b, newTestNode(b, Config{}).client) })
+	// What a token costs: a SHA-256 and a constant-time compare per request.
+	b.Run("serial-token", func(b *testing.B) { serial(b, newTestNode(b, Config{Token: testToken}).client) })
+	// What TLS with client certificates costs once connections are kept.
+	b.Run("serial-https-client-cert-token", func(b *testing.B) {
+		n := newTLSNode(b, Config{Token: testToken}, true)
+		c, err := NewClient(n.url, ClientConfig{Token: testToken, TLS: n.clientTLS(n.ca.issue(b, "client"))})
+		if err != nil {
+			b.Fatal(err)
+		}
+		serial(b, c)
 	})
 	b.Run("parallel", func(b *testing.B) {
 		n := newTestNode(b, Config{})

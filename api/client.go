@@ -3,10 +3,12 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
@@ -28,33 +30,67 @@ const maxResponseBytes = 16 << 20
 // ClientConfig tunes a Client. The zero value is usable.
 type ClientConfig struct {
 	// HTTPClient sends the requests. Nil: a client of its own, with a pooled
-	// transport and no overall timeout, since acquires long-poll; bound each
-	// call with its context instead. A client given here should not set
-	// Timeout shorter than the longest wait it will ask for.
+	// HTTP/1.1 transport (TLS as configured below), a dial timeout of
+	// DefaultDialTimeout and no overall timeout, since acquires long-poll;
+	// bound each call with its context instead. A client given here should
+	// not set Timeout shorter than the longest wait it will ask for.
 	HTTPClient *http.Client
+	// TLS configures https:// endpoints when HTTPClient is nil: RootCAs to
+	// trust the node's certificate (nil: the system's roots), Certificates
+	// for a node that requires client certificates. Nil: Go's defaults.
+	// Setting both TLS and HTTPClient is an error: configure the
+	// transport of your own HTTPClient instead.
+	TLS *tls.Config
+	// Token is sent with every request as "Authorization: Bearer <token>",
+	// for a node that requires one (Config.Token on the node). Empty: none
+	// is sent. It must pass ValidateToken. Use https:// endpoints to keep it
+	// secret: over http:// it travels as it is.
+	Token string
 	// CleanupTimeout bounds the release sent after an acquire whose context
 	// ended once the request had gone out. Default DefaultCleanupTimeout.
 	CleanupTimeout time.Duration
 }
 
-// Client talks to one raftlock node over its HTTP API. It implements
+// DefaultDialTimeout bounds connecting to one endpoint in a Client's own
+// HTTP client, so that a node that is down without refusing connections
+// (a host gone, packets dropped) costs a few seconds, not the OS's minutes,
+// before NewFailoverClient's next endpoint is tried.
+const DefaultDialTimeout = 5 * time.Second
+
+// Client talks to a raftlock node over its HTTP API. It implements
 // lock.Store and lock.Lister, so package lock runs unchanged against a remote
 // node: lock.NewClient(apiClient) (or however package lock takes its store).
 // It is safe for concurrent use.
 //
+// A Client made by NewFailoverClient knows several nodes (endpoints) of one
+// cluster. Each request goes to the endpoint that last answered; when it
+// cannot be sent there (connection refused, no route, a failed TLS
+// handshake: nothing reached the node), it is sent to the next endpoint, and
+// so on, each at most once. Any node serves any request (followers forward
+// to the leader), so where it lands does not matter. A read (inspect, list,
+// cluster, health) whose connection failed is sent to the next endpoint
+// too. A write (acquire, release, extend) that went out and then failed is
+// not sent again: it reports lock.ErrUnknownOutcome as below, and the caller
+// (package lock does) retries it with the same owner, which the cluster
+// makes idempotent. An answer, even an error answer, ends the request: the
+// node was reached, and its answer stands.
+//
 // Errors: a held key is a *lock.HeldError; every other error answer is a
-// *ServerError matching the lock sentinels of its code. A request that never
-// left (connection refused, no route) matches lock.ErrUnavailable; a write
-// that failed after its request went out matches lock.ErrUnknownOutcome
-// (and lock.ErrUnavailable): retry it with the same owner. A done context
-// gives an error matching ctx.Err().
+// *ServerError matching the lock sentinels of its code (ErrUnauthorized for a
+// missing or wrong token). A request that never left (connection refused, no
+// route; on every endpoint) matches lock.ErrUnavailable; a write that failed
+// after its request went out matches lock.ErrUnknownOutcome (and
+// lock.ErrUnavailable): retry it with the same owner. A done context gives an
+// error matching ctx.Err().
 //
 // Remaining times are the node's figures, which it counts from when it
 // received the request: later than when this client sent it, so they never
 // overstate the lease as counted from the send.
 type Client struct {
-	base           *url.URL
+	endpoints      []*url.URL
+	current        atomic.Int32 // index of the endpoint that last answered
 	hc             *http.Client
+	token          string
 	cleanupTimeout time.Duration
 }
 
@@ -66,6 +102,59 @@ var (
 // NewClient returns a client of the node at baseURL: "http://host:port",
 // "https://host:port/prefix", or a bare "host:port" for plain HTTP.
 func NewClient(baseURL string, cfg ClientConfig) (*Client, error) {
+	return NewFailoverClient([]string{baseURL}, cfg)
+}
+
+// NewFailoverClient returns a client of a cluster given several of its
+// nodes, each in NewClient's form (they may mix http and https). It starts
+// with the first and fails over as the Client doc says.
+func NewFailoverClient(endpoints []string, cfg ClientConfig) (*Client, error) {
+	if len(endpoints) == 0 {
+		return nil, errors.New("api: no endpoint given")
+	}
+	if cfg.TLS != nil && cfg.HTTPClient != nil {
+		return nil, errors.New("api: ClientConfig has both TLS and HTTPClient: set TLS in your HTTPClient's transport")
+	}
+	if err := ValidateToken(cfg.Token); err != nil {
+		return nil, fmt.Errorf("api: ClientConfig.Token: %w", err)
+	}
+	c := &Client{hc: cfg.HTTPClient, token: cfg.Token, cleanupTimeout: cfg.CleanupTimeout}
+	seen := map[string]bool{}
+	for _, e := range endpoints {
+		u, err := parseEndpoint(e)
+		if err != nil {
+			return nil, err
+		}
+		if seen[u.String()] {
+			return nil, fmt.Errorf("api: endpoint %q given twice", e)
+		}
+		seen[u.String()] = true
+		c.endpoints = append(c.endpoints, u)
+	}
+	if c.hc == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.DialContext = (&net.Dialer{Timeout: DefaultDialTimeout, KeepAlive: 30 * time.Second}).DialContext
+		// Lock traffic is many small requests to one node: keep connections
+		// for all of them rather than the default two.
+		t.MaxIdleConnsPerHost = 256
+		if cfg.TLS != nil {
+			t.TLSClientConfig = cfg.TLS.Clone()
+		}
+		// HTTP/1.1 over TLS too, as over plain HTTP: one protocol to reason
+		// about for "sent or not", and a refused client certificate is
+		// reported as the node's TLS alert, which HTTP/2's client hides
+		// behind "client conn could not be established".
+		t.Protocols = new(http.Protocols)
+		t.Protocols.SetHTTP1(true)
+		c.hc = &http.Client{Transport: t}
+	}
+	if c.cleanupTimeout <= 0 {
+		c.cleanupTimeout = DefaultCleanupTimeout
+	}
+	return c, nil
+}
+
+func parseEndpoint(baseURL string) (*url.URL, error) {
 	raw := baseURL
 	if !strings.Contains(raw, "://") {
 		raw = "http://" + raw
@@ -83,19 +172,12 @@ func NewClient(baseURL string, cfg ClientConfig) (*Client, error) {
 	if u.RawQuery != "" || u.Fragment != "" {
 		return nil, fmt.Errorf("api: base URL %q: no query or fragment, please", baseURL)
 	}
-	c := &Client{base: u, hc: cfg.HTTPClient, cleanupTimeout: cfg.CleanupTimeout}
-	if c.hc == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		// Lock traffic is many small requests to one node: keep connections
-		// for all of them rather than the default two.
-		t.MaxIdleConnsPerHost = 256
-		c.hc = &http.Client{Transport: t}
-	}
-	if c.cleanupTimeout <= 0 {
-		c.cleanupTimeout = DefaultCleanupTimeout
-	}
-	return c, nil
+	return u, nil
 }
+
+// Endpoint is the base URL of the node the next request goes to first: the
+// one that last answered.
+func (c *Client) Endpoint() string { return c.endpoints[c.current.Load()].String() }
 
 // Acquire implements lock.Store: POST /v1/acquire, long-polling up to
 // req.Wait. When ctx ends after the request went out, the client sends a
@@ -114,9 +196,10 @@ func (c *Client) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lea
 		body.Wait = durationPtr(req.Wait)
 	}
 	var resp leaseResponse
-	sent, err := c.call(ctx, exchange{method: http.MethodPost, path: "/v1/acquire", key: req.Key, body: body, out: &resp, write: true})
+	at := -1
+	sent, err := c.call(ctx, exchange{method: http.MethodPost, path: "/v1/acquire", key: req.Key, body: body, out: &resp, write: true, at: &at})
 	if err != nil {
-		if sent && ctx.Err() != nil && c.cleanupAcquire(ctx, req.Key, req.Owner) {
+		if sent && ctx.Err() != nil && c.cleanupAcquire(ctx, req.Key, req.Owner, at) {
 			// The release answered, so the outcome is known after all: the
 			// owner holds nothing.
 			return lock.Lease{}, fmt.Errorf("api: POST /v1/acquire: %w", ctx.Err())
@@ -130,23 +213,30 @@ func (c *Client) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lea
 }
 
 // cleanupAcquire releases what an abandoned acquire may have been granted,
-// and reports whether the node answered. Failing, the lease runs out by its TTL.
-func (c *Client) cleanupAcquire(ctx context.Context, key string, owner lock.Owner) bool {
+// and reports whether the node answered. The release goes first to the
+// endpoint the acquire went to (at), where it also takes the acquire out of
+// the queue at once. Failing, the lease runs out by its TTL.
+func (c *Client) cleanupAcquire(ctx context.Context, key string, owner lock.Owner, at int) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cleanupTimeout)
 	defer cancel()
-	_, err := c.Release(ctx, key, owner)
+	_, err := c.release(ctx, key, owner, at)
 	return err == nil
 }
 
 // Release implements lock.Store: POST /v1/release. A not_held answer is (false, nil).
 func (c *Client) Release(ctx context.Context, key string, owner lock.Owner) (bool, error) {
+	return c.release(ctx, key, owner, -1)
+}
+
+// release is Release sent first to endpoint at (-1: the one that last answered).
+func (c *Client) release(ctx context.Context, key string, owner lock.Owner, at int) (bool, error) {
 	if err := lock.ValidateRelease(key, owner); err != nil {
 		return false, err
 	}
 	o := owner.String()
 	var resp releaseResponse
 	_, err := c.call(ctx, exchange{method: http.MethodPost, path: "/v1/release", key: key,
-		body: releaseRequest{keyFields: makeKeyFields(key), Owner: &o}, out: &resp, write: true})
+		body: releaseRequest{keyFields: makeKeyFields(key), Owner: &o}, out: &resp, write: true, at: &at})
 	var se *ServerError
 	if errors.As(err, &se) && se.Code == CodeNotHeld {
 		return false, nil
@@ -251,8 +341,11 @@ type Health struct {
 // leader is not an error: it answers Ready false.
 func (c *Client) Health(ctx context.Context) (Health, error) {
 	var resp healthResponse
-	status, payload, _, err := c.roundTrip(ctx, http.MethodGet, "/healthz", nil, nil)
-	if err == nil && (status == http.StatusOK || status == http.StatusServiceUnavailable) && json.Unmarshal(payload, &resp) == nil && resp.Status != "" {
+	status, payload, _, err := c.roundTrip(ctx, exchange{method: http.MethodGet, path: "/healthz"})
+	if err != nil {
+		return Health{}, err
+	}
+	if (status == http.StatusOK || status == http.StatusServiceUnavailable) && json.Unmarshal(payload, &resp) == nil && resp.Status != "" {
 		return Health{
 			Ready:      status == http.StatusOK,
 			NodeID:     resp.NodeID,
@@ -260,9 +353,6 @@ func (c *Client) Health(ctx context.Context) (Health, error) {
 			LeaderID:   resp.LeaderID,
 			LeaderAddr: resp.LeaderAddr,
 		}, nil
-	}
-	if err != nil {
-		return Health{}, c.networkError(ctx, "GET /healthz", err, false, false)
 	}
 	return Health{}, answerError(status, payload, "", false)
 }
@@ -275,13 +365,17 @@ type exchange struct {
 	body         any // JSON-encoded when not nil
 	out          any // the 200 answer is decoded into it
 	write        bool
+	// at, when not nil, is the endpoint to try first when >= 0 (else the
+	// one that last answered), and is set to the endpoint the request was
+	// last sent to.
+	at *int
 }
 
-// call performs x. sent says whether the request may have reached the node.
+// call performs x. sent says whether the request may have reached a node.
 func (c *Client) call(ctx context.Context, x exchange) (sent bool, err error) {
-	status, payload, sent, err := c.roundTrip(ctx, x.method, x.path, x.query, x.body)
+	status, payload, sent, err := c.roundTrip(ctx, x)
 	if err != nil {
-		return sent, c.networkError(ctx, x.method+" "+x.path, err, sent, x.write)
+		return sent, err
 	}
 	if status != http.StatusOK {
 		return true, answerError(status, payload, x.key, x.write)
@@ -292,24 +386,64 @@ func (c *Client) call(ctx context.Context, x exchange) (sent bool, err error) {
 	return true, nil
 }
 
-// roundTrip sends one request and reads the whole answer. sent is false only
-// when no byte of the request can have been written.
-func (c *Client) roundTrip(ctx context.Context, method, path string, query url.Values, body any) (status int, payload []byte, sent bool, err error) {
-	u := c.base.JoinPath(path)
-	u.RawQuery = query.Encode()
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
+// roundTrip sends x and reads the whole answer, failing over from one
+// endpoint to the next when the request cannot have left, or when it is a
+// read (which any node may answer again): each endpoint is tried at most
+// once, starting with the one that last answered. sent is false only when
+// no byte of the request can have been written to any of them. A failure is
+// returned already classified (networkError).
+func (c *Client) roundTrip(ctx context.Context, x exchange) (status int, payload []byte, sent bool, err error) {
+	var body []byte
+	if x.body != nil {
+		if body, err = json.Marshal(x.body); err != nil {
 			return 0, nil, false, fmt.Errorf("api: encoding request: %w", err)
 		}
-		rd = bytes.NewReader(b)
+	}
+	first := int(c.current.Load())
+	if x.at != nil && *x.at >= 0 && *x.at < len(c.endpoints) {
+		first = *x.at
+	}
+	what := x.method + " " + x.path
+	var failures []string
+	anySent := false
+	for i := range c.endpoints {
+		at := (first + i) % len(c.endpoints)
+		if x.at != nil {
+			*x.at = at
+		}
+		status, payload, sent, err = c.send(ctx, c.endpoints[at], x, body)
+		if err == nil {
+			c.current.Store(int32(at))
+			return status, payload, true, nil
+		}
+		anySent = anySent || sent
+		if sent && x.write || ctx.Err() != nil {
+			// A write that went out may have been done: sending it
+			// elsewhere is the caller's call (with the same owner).
+			return 0, nil, sent, c.networkError(ctx, what, err, sent, x.write)
+		}
+		failures = append(failures, err.Error())
+	}
+	if len(failures) > 1 {
+		err = fmt.Errorf("none of %d endpoints answered: %s", len(failures), strings.Join(failures, "; "))
+	}
+	return 0, nil, anySent, c.networkError(ctx, what, err, anySent, x.write)
+}
+
+// send sends x to the node at base. sent is false only when no byte of the
+// request can have been written.
+func (c *Client) send(ctx context.Context, base *url.URL, x exchange, body []byte) (status int, payload []byte, sent bool, err error) {
+	u := base.JoinPath(x.path)
+	u.RawQuery = x.query.Encode()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
 	}
 	var wrote atomic.Bool
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		WroteHeaders: func() { wrote.Store(true) },
 	})
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	req, err := http.NewRequestWithContext(ctx, x.method, u.String(), rd)
 	if err != nil {
 		return 0, nil, false, err
 	}
@@ -317,6 +451,9 @@ func (c *Client) roundTrip(ctx context.Context, method, path string, query url.V
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return 0, nil, wrote.Load(), err
@@ -374,7 +511,12 @@ func proxyError(status int, payload []byte, write bool) error {
 			code = CodeUnknownOutcome
 		}
 	}
-	return &ServerError{StatusCode: status, Code: code, Message: fmt.Sprintf("answer is not a raftlock error: %q", snippet)}
+	msg := fmt.Sprintf("answer is not a raftlock error: %q", snippet)
+	if status == http.StatusBadRequest && strings.Contains(snippet, "HTTP request to an HTTPS server") {
+		// net/http's own answer to plain HTTP on a TLS port.
+		msg = "the node serves HTTPS: use an https:// address"
+	}
+	return &ServerError{StatusCode: status, Code: code, Message: msg}
 }
 
 func msDuration(ms int64) time.Duration {

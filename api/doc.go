@@ -13,6 +13,9 @@
 //	locks := lock.New(c)
 //	ran, err := locks.Lock("reports/daily").Run(ctx, work)
 //
+// NewFailoverClient takes several nodes of one cluster and moves to the next
+// when one cannot be reached, like etcd's client with its list of endpoints.
+//
 // Cluster facts (leader, members, raft figures, lock counters) come through
 // the small Cluster interface. NodeStatus implements it for a *cluster.Node,
 // and NewHandler uses it by itself when its store is one, so a program that
@@ -73,6 +76,44 @@
 // ignored) and read to its end. Each store call has a time limit
 // (Config.OpTimeout plus the acquire's wait); a write that runs out answers
 // unknown_outcome, since it may have been committed.
+//
+// # Security: TLS and tokens
+//
+// A node's API may hold every lock of a system, so on any network shared
+// with others give it both of these, as etcd and Consul users would:
+//
+// TLS. Serve the handler over HTTPS: NewServer's *http.Server with a
+// TLSConfig (MinVersion tls.VersionTLS12 or later), started with ServeTLS or
+// ListenAndServeTLS. To admit only clients with a certificate from your CA
+// (etcd's --client-cert-auth), set ClientAuth to
+// tls.RequireAndVerifyClientCert and ClientCAs to that CA: the handshake
+// then fails without one, before any HTTP, /healthz included (probe it with
+// a certificate, or check the TCP port). The raftlock agent does this with
+// -cert-file, -key-file and -client-ca-file. On the client side,
+// ClientConfig.TLS carries RootCAs and the client certificate; the agent's
+// CLI takes -ca-file, -client-cert and -client-key.
+//
+// Tokens. With Config.Token set, every request but GET /healthz must carry
+// the token as "Authorization: Bearer <token>" (what Client sends, from
+// ClientConfig.Token) or as "X-Raftlock-Token: <token>" (like Consul's
+// X-Consul-Token). Without it, or with another, the answer is 401
+// unauthorized (with a WWW-Authenticate: Bearer header) and nothing is done;
+// the check comes before routing, so the caller learns nothing else, not
+// even which routes exist. The node compares SHA-256 digests of the tokens
+// in constant time, so timing tells neither the token nor its length.
+// /healthz stays open for load balancers and tells only what it always did
+// (status, node and leader IDs and the leader's raft address; never a key,
+// an owner or a count). One token admits to everything: it is a shared
+// secret between the agents and their callers, not a per-user or per-key
+// right. Send it over TLS only: over plain HTTP anyone on the path reads it.
+// raftlock_api_unauthorized_total counts refused requests.
+//
+//	curl -s --cacert ca.pem -H "Authorization: Bearer $RAFTLOCK_HTTP_TOKEN" \
+//	    'https://10.0.0.7:8300/v1/inspect?key=jobs%2Fnightly'
+//
+// Neither certificates nor the token are reloaded while a node runs:
+// restart it to change them (nodes restart one at a time without losing
+// locks).
 //
 // # Routes
 //
@@ -140,6 +181,7 @@
 //	                                                  (canceled also when the client went away)
 //	raftlock_api_operation_duration_seconds{op}       histogram of the time to answer
 //	raftlock_api_waiting_requests                     long-polls in progress on this node
+//	raftlock_api_unauthorized_total                   requests refused for a missing or wrong token
 //	raftlock_cluster_has_leader, _is_leader           0 or 1 (cluster only, as everything below)
 //	raftlock_cluster_members{suffrage}                voters, nonvoters, staging
 //	raftlock_cluster_leader_changes_total             leader changes this node saw
@@ -170,6 +212,8 @@
 //	400     invalid_owner      owner missing (release, extend), not 32 hex        lock.ErrInvalidOwner
 //	                           digits, or zero
 //	400     invalid_list       list limit not a positive integer                  lock.ErrInvalidList
+//	401     unauthorized       token missing or wrong (Config.Token); nothing     ErrUnauthorized
+//	                           was done; every route but /healthz
 //	404     not_found          no such route                                      ErrUnexpectedResponse
 //	404     not_a_cluster      /v1/cluster on a store that is not a cluster       ErrNotCluster
 //	405     method_not_allowed wrong method; the Allow header has the right one   ErrUnexpectedResponse
@@ -188,7 +232,8 @@
 //	503     no_leader          /healthz only                                      (Health.Ready false)
 //
 // Beyond answers, Client reports a request that never left (connection
-// refused) as lock.ErrUnavailable, and a write whose connection failed after
+// refused, a failed TLS handshake; on every endpoint it knows) as
+// lock.ErrUnavailable, and a write whose connection failed after
 // it was sent as lock.ErrUnknownOutcome (and lock.ErrUnavailable); a 502, 503
 // or 504 that is not a node's JSON (a proxy) counts as the same. A done
 // context gives an error matching ctx.Err().

@@ -24,6 +24,10 @@ var (
 	// ErrUnexpectedResponse: the answer was not one a raftlock node gives
 	// (unknown status or code, not JSON): a proxy in the way, or another server.
 	ErrUnexpectedResponse = errors.New("api: unexpected response")
+	// ErrUnauthorized: the node requires a token (Config.Token) and the
+	// request carried none, or the wrong one (ClientConfig.Token). Nothing
+	// was done.
+	ErrUnauthorized = errors.New("api: unauthorized")
 )
 
 // Error codes, stable across versions: clients match on them, never on
@@ -49,6 +53,7 @@ const (
 	CodeNotImplemented   = "not_implemented"    // 501: /v1/locks on a node whose store cannot list
 	CodeMethodNotAllowed = "method_not_allowed" // 405: known route, wrong method (Allow header lists the right one)
 	CodeInternal         = "internal"           // 500: a bug; the message says what
+	CodeUnauthorized     = "unauthorized"       // 401: token missing or wrong (Config.Token); nothing was done
 )
 
 // errorBody is the JSON form of every error answer:
@@ -145,6 +150,9 @@ type ServerError struct {
 }
 
 func (e *ServerError) Error() string {
+	if e.Code == "" {
+		return fmt.Sprintf("api: node answered %d: %s", e.StatusCode, e.Message)
+	}
 	return fmt.Sprintf("api: node answered %d %s: %s", e.StatusCode, e.Code, e.Message)
 }
 
@@ -183,6 +191,8 @@ func codeSentinels(code string) []error {
 		return []error{errors.ErrUnsupported}
 	case CodeInternal:
 		return []error{ErrInternal}
+	case CodeUnauthorized:
+		return []error{ErrUnauthorized}
 	default:
 		return []error{ErrUnexpectedResponse}
 	}

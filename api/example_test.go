@@ -71,3 +71,55 @@ func ExampleNewServer() {
 		_ = srv.Close() // long-polls still parked: cut them
 	}
 }
+
+// A node that requires a token refuses every request without it but
+// /healthz; a client sends it with ClientConfig.Token. Serve it over TLS
+// (http.Server.TLSConfig, ServeTLS) so that nobody on the path reads it.
+func ExampleConfig_token() {
+	store := lock.NewMemoryStore()
+	defer store.Close()
+	node := httptest.NewServer(api.NewHandler(store, api.Config{Token: "7f3e9c2a51d84b06"}))
+	defer node.Close()
+	ctx := context.Background()
+
+	anonymous, err := api.NewClient(node.URL, api.ClientConfig{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = anonymous.Inspect(ctx, "reports/daily")
+	fmt.Println("without the token:", errors.Is(err, api.ErrUnauthorized))
+	health, err := anonymous.Health(ctx)
+	fmt.Println("health without the token:", health.Ready, err)
+
+	client, err := api.NewClient(node.URL, api.ClientConfig{Token: "7f3e9c2a51d84b06"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	info, err := client.Inspect(ctx, "reports/daily")
+	fmt.Println("with the token:", info.Locked, err)
+	// Output:
+	// without the token: true
+	// health without the token: true <nil>
+	// with the token: false <nil>
+}
+
+// A client given several nodes of a cluster sends each request to the one
+// that last answered, and moves on to the next when it cannot reach it.
+func ExampleNewFailoverClient() {
+	store := lock.NewMemoryStore()
+	defer store.Close()
+	node := httptest.NewServer(api.NewHandler(store, api.Config{}))
+	defer node.Close()
+
+	client, err := api.NewFailoverClient([]string{"http://127.0.0.1:1", node.URL}, api.ClientConfig{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	owner := lock.NewOwner()
+	lease, err := client.Acquire(context.Background(), lock.AcquireRequest{Key: "jobs/nightly", Owner: owner, TTL: time.Minute})
+	fmt.Println("token:", lease.Token, err)
+	fmt.Println("now talking to the second node:", client.Endpoint() == node.URL)
+	// Output:
+	// token: 1 <nil>
+	// now talking to the second node: true
+}

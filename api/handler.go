@@ -46,6 +46,15 @@ type Config struct {
 	// Logger receives what a client cannot be told (internal errors, failed
 	// clean-ups). Default: discard.
 	Logger hclog.Logger
+	// Token, when not empty, is required of every request but /healthz, as
+	// "Authorization: Bearer <token>" or "X-Raftlock-Token: <token>";
+	// without it, or with another one, the answer is 401 unauthorized and
+	// nothing is done. It must pass ValidateToken (visible ASCII, no spaces):
+	// a token no client can send locks everyone out, and NewHandler logs
+	// that. Send it over TLS only, or on a network you trust: it travels as
+	// it is. One token for all callers: it says "may use the API", nothing
+	// finer (no per-key rights).
+	Token string
 }
 
 // Handler serves the HTTP/JSON API of one node over a lock.Store (doc.go lists
@@ -61,6 +70,7 @@ type Handler struct {
 	scrape   http.Handler
 	acquires acquires // in progress, for releases to give up
 	routes   map[string]route
+	token    tokenCheck
 }
 
 type route struct {
@@ -81,9 +91,12 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 	if cfg.ListPageSize <= 0 {
 		cfg.ListPageSize = DefaultListPageSize
 	}
-	h := &Handler{store: store, cfg: cfg, log: cfg.Logger}
+	h := &Handler{store: store, cfg: cfg, log: cfg.Logger, token: newTokenCheck(cfg.Token)}
 	if h.log == nil {
 		h.log = hclog.NewNullLogger()
+	}
+	if err := ValidateToken(cfg.Token); err != nil {
+		h.log.Error("api: Config.Token cannot be sent by any client: every request but /healthz will be refused", "error", err)
 	}
 	h.lister, _ = store.(lock.Lister)
 	h.cluster = cfg.Cluster
@@ -114,10 +127,19 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 // binary may register more collectors in it.
 func (h *Handler) Registry() *prometheus.Registry { return h.metrics.registry }
 
-// ServeHTTP routes by exact path: keys never appear in paths, so there is
-// nothing to clean or unescape, and unknown routes and wrong methods get the
-// same JSON errors as everything else.
+// ServeHTTP checks the token (Config.Token), then routes by exact path:
+// keys never appear in paths, so there is nothing to clean or unescape, and
+// unknown routes and wrong methods get the same JSON errors as everything
+// else. The token is checked first, so that without it a caller learns
+// nothing, not even which routes exist.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if e := h.token.check(r); e != nil {
+		h.metrics.unauthorized.Inc()
+		// RFC 6750: a 401 names the scheme it wants.
+		w.Header().Set("WWW-Authenticate", `Bearer realm="raftlock"`)
+		writeError(w, e)
+		return
+	}
 	rt, ok := h.routes[r.URL.Path]
 	if !ok {
 		writeError(w, newAPIError(http.StatusNotFound, CodeNotFound, "api: no route %s", r.URL.Path))

@@ -20,6 +20,9 @@ type metrics struct {
 	ops      *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	waiting  prometheus.Gauge
+	// unauthorized counts requests refused for a missing or wrong token:
+	// a client left without its token, or someone guessing.
+	unauthorized prometheus.Counter
 }
 
 func newMetrics(cluster Cluster) *metrics {
@@ -38,8 +41,12 @@ func newMetrics(cluster Cluster) *metrics {
 			Name: "raftlock_api_waiting_requests",
 			Help: "Acquires with a wait (long-polls) in progress on this node.",
 		}),
+		unauthorized: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "raftlock_api_unauthorized_total",
+			Help: "Requests refused with 401 for a missing or wrong token.",
+		}),
 	}
-	m.registry.MustRegister(m.ops, m.latency, m.waiting,
+	m.registry.MustRegister(m.ops, m.latency, m.waiting, m.unauthorized,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if cluster != nil {

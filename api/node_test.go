@@ -21,7 +21,9 @@ type testNode struct {
 	store   *lock.MemoryStore
 	handler *Handler
 	url     string
-	client  *Client
+	server  *httptest.Server
+	client  *Client // with the node's token, if it has one
+	token   string  // Config.Token: do and send present it
 }
 
 func newTestNode(t testing.TB, cfg Config) *testNode {
@@ -41,9 +43,9 @@ func newTestNodeOver(t testing.TB, store lock.Store, cfg Config, closeStore func
 	if closeStore != nil {
 		t.Cleanup(closeStore)
 	}
-	c, err := NewClient(srv.URL, ClientConfig{})
+	c, err := NewClient(srv.URL, ClientConfig{Token: cfg.Token})
 	require.NoError(t, err)
-	n := &testNode{handler: h, url: srv.URL, client: c}
+	n := &testNode{handler: h, url: srv.URL, server: srv, client: c, token: cfg.Token}
 	n.store, _ = store.(*lock.MemoryStore)
 	return n
 }
@@ -86,11 +88,19 @@ func (n *testNode) send(ctx context.Context, method, path, body string) (answer,
 	if err != nil {
 		return answer{}, err
 	}
+	if n.token != "" {
+		req.Header.Set("Authorization", "Bearer "+n.token)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return answer{}, err
 	}
 	defer resp.Body.Close()
+	return decodeAnswer(resp)
+}
+
+// decodeAnswer reads resp, which must be JSON.
+func decodeAnswer(resp *http.Response) (answer, error) {
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return answer{}, err

@@ -19,7 +19,12 @@ import (
 // scrape reads the node's /metrics over HTTP and parses the text format.
 func scrape(t *testing.T, n *testNode) map[string]*dto.MetricFamily {
 	t.Helper()
-	resp, err := http.Get(n.url + "/metrics")
+	req, err := http.NewRequest(http.MethodGet, n.url+"/metrics", nil)
+	require.NoError(t, err)
+	if n.token != "" {
+		req.Header.Set(TokenHeader, n.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"os"
 	"os/signal"
@@ -33,6 +35,19 @@ type agentFlags struct {
 	heartbeat, electTO time.Duration
 	voters             int
 	logStore           string
+
+	peerCert, peerKey, peerCA string // mutual TLS between nodes
+	certFile, keyFile         string // HTTPS for the API
+	clientCA                  string // ... requiring client certificates
+	httpToken, httpTokenFile  string // a token for the API
+	advertiseHTTP             string // the API's URL for clients, told to other members
+}
+
+// security is what the agent's TLS and token flags amount to.
+type security struct {
+	peerServer, peerClient *tls.Config // nil: plain TCP between nodes
+	api                    *tls.Config // nil: plain HTTP
+	token                  string      // "": no token required
 }
 
 func runAgent(args []string, stdout, stderr io.Writer) int {
@@ -41,6 +56,9 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		"bind": "RAFTLOCK_BIND", "advertise": "RAFTLOCK_ADVERTISE", "http": "RAFTLOCK_HTTP_ADDR",
 		"bootstrap": "RAFTLOCK_BOOTSTRAP", "peers": "RAFTLOCK_PEERS", "join": "RAFTLOCK_JOIN",
 		"log-level": "RAFTLOCK_LOG_LEVEL", "voters": "RAFTLOCK_VOTERS", "log-store": "RAFTLOCK_LOG_STORE", "leave-on-terminate": "RAFTLOCK_LEAVE_ON_TERMINATE",
+		"peer-cert-file": "RAFTLOCK_PEER_CERT_FILE", "peer-key-file": "RAFTLOCK_PEER_KEY_FILE", "peer-ca-file": "RAFTLOCK_PEER_CA_FILE",
+		"cert-file": "RAFTLOCK_CERT_FILE", "key-file": "RAFTLOCK_KEY_FILE", "client-ca-file": "RAFTLOCK_CLIENT_CA_FILE",
+		"http-token": "RAFTLOCK_HTTP_TOKEN", "http-token-file": "RAFTLOCK_HTTP_TOKEN_FILE", "advertise-http": "RAFTLOCK_ADVERTISE_HTTP",
 	}
 	fs := newFlagSet("agent", "[-dev] [-node-id ID -data-dir DIR (-bootstrap [-peers ...] | -join ADDR,...)] [FLAGS]",
 		"Runs a raftlock node: a member of the Raft cluster that keeps the locks, serving the\n"+
@@ -48,10 +66,25 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 			"A new cluster: start every member with -bootstrap and the same -peers list, or one member\n"+
 			"with -bootstrap and the others with -join pointing at it. A restarted member finds its\n"+
 			"state in -data-dir and needs neither. SIGINT or SIGTERM makes the node leave the cluster\n"+
-			"gracefully (unless -leave-on-terminate=false) and exit.",
+			"gracefully (unless -leave-on-terminate=false) and exit.\n\n"+
+			"Security. Without the flags below, raft traffic and the API are plain TCP and HTTP and\n"+
+			"anyone who reaches the ports may join the cluster or take locks: fine for -dev (which\n"+
+			"listens on 127.0.0.1), not on a shared network.\n"+
+			"  Between nodes, -peer-cert-file, -peer-key-file and -peer-ca-file (all three or none)\n"+
+			"  turn on mutual TLS (1.3): each node presents its certificate when it accepts and when\n"+
+			"  it dials, and accepts only certificates the peer CA signed, for both server and client\n"+
+			"  auth. Host names and IPs in them are not checked: nodes dial each other by IP and any\n"+
+			"  certificate of the peer CA may join anyway, so the peer CA is the trust boundary; use\n"+
+			"  one that signs this cluster's nodes only. Every member needs the flags.\n"+
+			"  For the API, -cert-file and -key-file serve HTTPS (TLS 1.2+); -client-ca-file also\n"+
+			"  requires a client certificate of that CA on every connection (/healthz included).\n"+
+			"  -http-token (better: -http-token-file or the environment, which ps does not show)\n"+
+			"  requires \"Authorization: Bearer TOKEN\" or \"X-Raftlock-Token: TOKEN\" on every\n"+
+			"  request but /healthz; clients: raftlock COMMAND -token, or RAFTLOCK_HTTP_TOKEN.\n"+
+			"  Certificates and the token are read at start only: restart the agent to change them.",
 		stdout, stderr)
 	var f agentFlags
-	fs.BoolVar(&f.dev, "dev", false, "single-node cluster with a temporary data dir (env RAFTLOCK_DEV)")
+	fs.BoolVar(&f.dev, "dev", false, "single-node cluster with a temporary data dir, listening on 127.0.0.1 without TLS or token unless the flags below say so (env RAFTLOCK_DEV)")
 	fs.StringVar(&f.nodeID, "node-id", "", "this node's unique, stable ID (env RAFTLOCK_NODE_ID; default: the host name)")
 	fs.StringVar(&f.dataDir, "data-dir", "", "where the raft log and snapshots live (env RAFTLOCK_DATA_DIR)")
 	fs.StringVar(&f.bind, "bind", "127.0.0.1:7071", "TCP address for raft and forwarding between nodes (env RAFTLOCK_BIND)")
@@ -68,6 +101,15 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	durationVar(fs, &f.heartbeat, "raft-heartbeat", defaults.HeartbeatTimeout, "raft heartbeat timeout")
 	durationVar(fs, &f.electTO, "raft-election", defaults.ElectionTimeout, "raft election timeout")
 	fs.IntVar(&f.voters, "voters", defaults.Voters, "how many members vote (odd: 3 or 5); later members join as non-voters (env RAFTLOCK_VOTERS)")
+	fs.StringVar(&f.advertiseHTTP, "advertise-http", "", "URL (or HOST:PORT) clients dial to reach -http, told to the other members (env RAFTLOCK_ADVERTISE_HTTP; default: -http's bound address, a wildcard host replaced by -advertise's or -bind's)")
+	fs.StringVar(&f.peerCert, "peer-cert-file", "", "PEM certificate this node presents to its peers; with -peer-key-file and -peer-ca-file (env RAFTLOCK_PEER_CERT_FILE)")
+	fs.StringVar(&f.peerKey, "peer-key-file", "", "PEM private key of -peer-cert-file (env RAFTLOCK_PEER_KEY_FILE)")
+	fs.StringVar(&f.peerCA, "peer-ca-file", "", "PEM CA certificate(s) that sign every member's peer certificate (env RAFTLOCK_PEER_CA_FILE)")
+	fs.StringVar(&f.certFile, "cert-file", "", "PEM certificate to serve the HTTP API over HTTPS; with -key-file (env RAFTLOCK_CERT_FILE)")
+	fs.StringVar(&f.keyFile, "key-file", "", "PEM private key of -cert-file (env RAFTLOCK_KEY_FILE)")
+	fs.StringVar(&f.clientCA, "client-ca-file", "", "PEM CA certificate(s): API clients must present a certificate they signed; needs -cert-file (env RAFTLOCK_CLIENT_CA_FILE)")
+	fs.StringVar(&f.httpToken, "http-token", "", "token every API request but /healthz must carry (env RAFTLOCK_HTTP_TOKEN; a flag shows in ps: prefer the env or -http-token-file)")
+	fs.StringVar(&f.httpTokenFile, "http-token-file", "", "file holding -http-token, surrounding whitespace ignored (env RAFTLOCK_HTTP_TOKEN_FILE)")
 	if code := parseFlags(fs, args, env, stderr); code >= 0 {
 		return code
 	}
@@ -82,7 +124,12 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "raftlock", Level: level, Output: stderr})
 
-	cfg, cleanup, err := f.clusterConfig(fs, logger)
+	sec, err := f.security(fs)
+	if err != nil {
+		fmt.Fprintf(stderr, "raftlock agent: %v\n", err)
+		return exitUsage
+	}
+	cfg, cleanup, err := f.clusterConfig(fs, logger, sec)
 	if err != nil {
 		fmt.Fprintf(stderr, "raftlock agent: %v\n", err)
 		return exitUsage
@@ -96,6 +143,12 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "raftlock agent: -http %s: %v\n", f.httpAddr, err)
 		return exitUsage
 	}
+	cfg.APIAddr, err = apiURL(f.advertiseHTTP, httpLn.Addr(), cfg.AdvertiseAddr, cfg.BindAddr, sec.api != nil)
+	if err != nil {
+		httpLn.Close()
+		fmt.Fprintf(stderr, "raftlock agent: %v\n", err)
+		return exitUsage
+	}
 	node, err := cluster.New(cfg)
 	if err != nil {
 		httpLn.Close()
@@ -105,13 +158,21 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitError
 	}
-	handler := api.NewHandler(node, api.Config{Cluster: api.NodeStatus(node), Logger: logger.Named("http")})
+	handler := api.NewHandler(node, api.Config{Cluster: api.NodeStatus(node), Logger: logger.Named("http"), Token: sec.token})
 	srv := api.NewServer(httpLn.Addr().String(), handler)
+	srv.ErrorLog = log.New(httpServerLog{logger.Named("http")}, "", 0)
+	scheme := "http"
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(httpLn) }()
+	if sec.api != nil {
+		scheme = "https"
+		srv.TLSConfig = sec.api
+		go func() { serveErr <- srv.ServeTLS(httpLn, "", "") }()
+	} else {
+		go func() { serveErr <- srv.Serve(httpLn) }()
+	}
 
-	fmt.Fprintf(stdout, "raftlock agent %s: raft on %s, HTTP API on http://%s, data in %s\n",
-		node.ID(), node.Addr(), httpLn.Addr(), cfg.DataDir)
+	fmt.Fprintf(stdout, "raftlock agent %s: raft on %s, HTTP API on %s://%s, data in %s\n",
+		node.ID(), node.Addr(), scheme, httpLn.Addr(), cfg.DataDir)
 
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
@@ -155,11 +216,39 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
+// security checks the TLS and token flags and loads what they name.
+func (f *agentFlags) security(fs *flagSet) (security, error) {
+	var sec security
+	if err := allOrNone([]string{"peer-cert-file", "peer-key-file", "peer-ca-file"}, f.peerCert, f.peerKey, f.peerCA); err != nil {
+		return sec, err
+	}
+	if err := allOrNone([]string{"cert-file", "key-file"}, f.certFile, f.keyFile); err != nil {
+		return sec, err
+	}
+	if f.clientCA != "" && f.certFile == "" {
+		return sec, errors.New("-client-ca-file needs -cert-file and -key-file: client certificates come with HTTPS")
+	}
+	var err error
+	if f.peerCert != "" {
+		if sec.peerServer, sec.peerClient, err = peerTLS(f.peerCert, f.peerKey, f.peerCA); err != nil {
+			return sec, err
+		}
+	}
+	if f.certFile != "" {
+		if sec.api, err = apiServerTLS(f.certFile, f.keyFile, f.clientCA); err != nil {
+			return sec, err
+		}
+	}
+	sec.token, err = token(fs, "http-token", f.httpToken, "http-token-file", f.httpTokenFile)
+	return sec, err
+}
+
 // clusterConfig turns the flags into a cluster.Config. cleanup removes what
 // -dev made.
-func (f *agentFlags) clusterConfig(fs *flagSet, logger hclog.Logger) (cluster.Config, func(), error) {
+func (f *agentFlags) clusterConfig(fs *flagSet, logger hclog.Logger, sec security) (cluster.Config, func(), error) {
 	cfg := cluster.DefaultConfig()
 	cfg.Logger = logger
+	cfg.ServerTLS, cfg.ClientTLS = sec.peerServer, sec.peerClient
 	cfg.HeartbeatTimeout, cfg.ElectionTimeout = f.heartbeat, f.electTO
 	cfg.Voters = f.voters
 	cfg.LogStore = cluster.LogStore(f.logStore)
@@ -233,6 +322,22 @@ func (f *agentFlags) clusterConfig(fs *flagSet, logger hclog.Logger) (cluster.Co
 		return cfg, cleanup, err
 	}
 	return cfg, cleanup, nil
+}
+
+// httpServerLog takes net/http's server log lines into the agent's log:
+// refused TLS handshakes (a client without a certificate, a port scan, a
+// TCP probe) at debug, since the client is told why and they would flood
+// the log; the rest (a handler's panic) as errors.
+type httpServerLog struct{ log hclog.Logger }
+
+func (l httpServerLog) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	if strings.HasPrefix(msg, "http: TLS handshake error") {
+		l.log.Debug(msg)
+	} else {
+		l.log.Error(msg)
+	}
+	return len(p), nil
 }
 
 func splitList(s string) []string {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -34,6 +35,9 @@ func newFlagSet(name, synopsis, about string, stdout, stderr io.Writer) *flagSet
 type flagSet struct {
 	*flag.FlagSet
 	help func()
+	// onCommandLine holds the flags given as arguments, as opposed to
+	// through the environment, once parseFlags has run.
+	onCommandLine map[string]bool
 }
 
 // parseFlags parses args and applies RAFTLOCK_* environment variables to
@@ -50,6 +54,7 @@ func parseFlags(fs *flagSet, args []string, env map[string]string, stderr io.Wri
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	fs.onCommandLine = given
 	for name, variable := range env {
 		value, ok := os.LookupEnv(variable)
 		if !ok || given[name] {
@@ -63,14 +68,68 @@ func parseFlags(fs *flagSet, args []string, env map[string]string, stderr io.Wri
 	return -1
 }
 
-// addrFlag is the -addr flag every client command has.
-func addrFlag(fs *flagSet, env map[string]string) *string {
-	env["addr"] = "RAFTLOCK_ADDR"
-	return fs.String("addr", "http://127.0.0.1:7070", "HTTP address of a raftlock agent (env RAFTLOCK_ADDR)")
+// clientFlags are the flags every command that talks to an agent has: where
+// it is, and how to prove who we are to it.
+type clientFlags struct {
+	fs                    *flagSet
+	addr                  string
+	token, tokenFile      string
+	caFile                string
+	clientCert, clientKey string
+	serverName            string
 }
 
-func newAPIClient(addr string) (*api.Client, error) {
-	return api.NewClient(addr, api.ClientConfig{})
+func addClientFlags(fs *flagSet, env map[string]string) *clientFlags {
+	for name, variable := range map[string]string{
+		"addr": "RAFTLOCK_ADDR", "token": "RAFTLOCK_HTTP_TOKEN", "token-file": "RAFTLOCK_HTTP_TOKEN_FILE",
+		"ca-file": "RAFTLOCK_CACERT", "client-cert": "RAFTLOCK_CLIENT_CERT", "client-key": "RAFTLOCK_CLIENT_KEY",
+		"tls-server-name": "RAFTLOCK_TLS_SERVER_NAME",
+	} {
+		env[name] = variable
+	}
+	c := &clientFlags{fs: fs}
+	fs.StringVar(&c.addr, "addr", "http://127.0.0.1:7070", "URL of a raftlock agent, http:// or https://; or several, comma-separated, tried in turn while one cannot be reached (env RAFTLOCK_ADDR)")
+	fs.StringVar(&c.token, "token", "", "API token, when the agent requires one (env RAFTLOCK_HTTP_TOKEN; a flag shows in ps: prefer the env or -token-file)")
+	fs.StringVar(&c.tokenFile, "token-file", "", "file holding the API token, surrounding whitespace ignored (env RAFTLOCK_HTTP_TOKEN_FILE)")
+	fs.StringVar(&c.caFile, "ca-file", "", "PEM CA certificate(s) to verify an https:// agent with (env RAFTLOCK_CACERT; default: the system's roots)")
+	fs.StringVar(&c.clientCert, "client-cert", "", "PEM client certificate for an agent that requires one; with -client-key (env RAFTLOCK_CLIENT_CERT)")
+	fs.StringVar(&c.clientKey, "client-key", "", "PEM private key of -client-cert (env RAFTLOCK_CLIENT_KEY)")
+	fs.StringVar(&c.serverName, "tls-server-name", "", "name to verify the agent's certificate against, when -addr's host is not in it (env RAFTLOCK_TLS_SERVER_NAME)")
+	return c
+}
+
+// newClient is the API client the flags describe. Its errors are usage
+// errors. TLS settings apply to https:// addresses only, as with curl.
+func (c *clientFlags) newClient() (*api.Client, error) {
+	tok, err := token(c.fs, "token", c.token, "token-file", c.tokenFile)
+	if err != nil {
+		return nil, err
+	}
+	if err := allOrNone([]string{"client-cert", "client-key"}, c.clientCert, c.clientKey); err != nil {
+		return nil, err
+	}
+	cfg := api.ClientConfig{Token: tok}
+	if c.caFile != "" || c.clientCert != "" || c.serverName != "" {
+		tc := &tls.Config{ServerName: c.serverName, MinVersion: tls.VersionTLS12}
+		if c.caFile != "" {
+			if tc.RootCAs, err = loadCertPool("-ca-file", c.caFile); err != nil {
+				return nil, err
+			}
+		}
+		if c.clientCert != "" {
+			cert, err := loadKeyPair("-client-cert", c.clientCert, "-client-key", c.clientKey)
+			if err != nil {
+				return nil, err
+			}
+			tc.Certificates = []tls.Certificate{cert}
+		}
+		cfg.TLS = tc
+	}
+	endpoints := splitList(c.addr)
+	if len(endpoints) == 0 {
+		return nil, errors.New("-addr is empty")
+	}
+	return api.NewFailoverClient(endpoints, cfg)
 }
 
 // durationFlag accepts Go durations ("30s", "1m30s") and plain numbers of

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -18,8 +19,9 @@ const requestTimeout = 10 * time.Second
 // runStatus is `raftlock status`: this agent's view of the cluster.
 func runStatus(args []string, stdout, stderr io.Writer) int {
 	env := map[string]string{}
-	fs := newFlagSet("status", "[-addr URL]", "Shows the agent's cluster: its role, the leader and the members.", stdout, stderr)
-	addr := addrFlag(fs, env)
+	fs := newFlagSet("status", "[-addr URL,...]", "Shows the agent's cluster: its role, the leader and the members, with the URL of\n"+
+		"each one's API (its -advertise-http) once members have told each other."+connectHelp, stdout, stderr)
+	agent := addClientFlags(fs, env)
 	if code := parseFlags(fs, args, env, stderr); code >= 0 {
 		return code
 	}
@@ -27,7 +29,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "raftlock status: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
 	}
-	client, err := newAPIClient(*addr)
+	client, err := agent.newClient()
 	if err != nil {
 		fmt.Fprintf(stderr, "raftlock status: %v\n", err)
 		return exitUsage
@@ -51,13 +53,17 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tADDRESS\tSUFFRAGE\tROLE")
+	fmt.Fprintln(tw, "ID\tADDRESS\tSUFFRAGE\tROLE\tAPI")
 	for _, m := range st.Members {
 		role := "follower"
 		if m.Leader {
 			role = "leader"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.ID, m.Address, m.Suffrage, role)
+		apiAddr := m.APIAddr
+		if apiAddr == "" {
+			apiAddr = "-" // not told (yet), or the member knows no dialable address
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.ID, m.Address, m.Suffrage, role, apiAddr)
 	}
 	tw.Flush()
 	return exitOK
@@ -66,8 +72,8 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 // runLocks is `raftlock locks [PREFIX]`: the held locks, in key order.
 func runLocks(args []string, stdout, stderr io.Writer) int {
 	env := map[string]string{}
-	fs := newFlagSet("locks", "[-addr URL] [PREFIX]", "Lists held locks (never their owners), optionally only keys starting with PREFIX.", stdout, stderr)
-	addr := addrFlag(fs, env)
+	fs := newFlagSet("locks", "[-addr URL,...] [PREFIX]", "Lists held locks (never their owners), optionally only keys starting with PREFIX."+connectHelp, stdout, stderr)
+	agent := addClientFlags(fs, env)
 	if code := parseFlags(fs, args, env, stderr); code >= 0 {
 		return code
 	}
@@ -75,7 +81,7 @@ func runLocks(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "raftlock locks: at most one PREFIX")
 		return exitUsage
 	}
-	client, err := newAPIClient(*addr)
+	client, err := agent.newClient()
 	if err != nil {
 		fmt.Fprintf(stderr, "raftlock locks: %v\n", err)
 		return exitUsage
@@ -106,10 +112,10 @@ func runLocks(args []string, stdout, stderr io.Writer) int {
 // runRelease is `raftlock release -owner HEX KEY`.
 func runRelease(args []string, stdout, stderr io.Writer) int {
 	env := map[string]string{"owner": "RAFTLOCK_OWNER"}
-	fs := newFlagSet("release", "[-addr URL] -owner HEX KEY",
+	fs := newFlagSet("release", "[-addr URL,...] -owner HEX KEY",
 		"Releases KEY held by the owner given (32 hex digits, as the HTTP API returned it).\n"+
-			"Exit status 0 when released, 1 when that owner did not hold KEY.", stdout, stderr)
-	addr := addrFlag(fs, env)
+			"Exit status 0 when released, 1 when that owner did not hold KEY."+connectHelp, stdout, stderr)
+	agent := addClientFlags(fs, env)
 	ownerText := fs.String("owner", "", "the lock's owner token, 32 hex digits (env RAFTLOCK_OWNER)")
 	if code := parseFlags(fs, args, env, stderr); code >= 0 {
 		return code
@@ -128,7 +134,7 @@ func runRelease(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "raftlock release: %v\n", err)
 		return exitUsage
 	}
-	client, err := newAPIClient(*addr)
+	client, err := agent.newClient()
 	if err != nil {
 		fmt.Fprintf(stderr, "raftlock release: %v\n", err)
 		return exitUsage
@@ -149,12 +155,22 @@ func runRelease(args []string, stdout, stderr io.Writer) int {
 
 // reportError prints err in one line and picks the exit status.
 func reportError(stderr io.Writer, cmd string, err error) int {
+	if errors.Is(err, api.ErrUnauthorized) {
+		fmt.Fprintf(stderr, "raftlock %s: %v (set -token, -token-file or RAFTLOCK_HTTP_TOKEN)\n", cmd, err)
+		return exitDenied
+	}
 	fmt.Fprintf(stderr, "raftlock %s: %v\n", cmd, err)
 	if errors.Is(err, lock.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
 		return exitUnavailable
 	}
 	return exitError
 }
+
+// connectHelp ends the -h text of every command that talks to an agent.
+const connectHelp = "\n\nConnecting: -addr names the agent (http:// or https://), or several, comma-separated,\n" +
+	"tried in turn while one cannot be reached. For an HTTPS agent: -ca-file to trust its\n" +
+	"certificate, -client-cert and -client-key when it requires one. For an agent that\n" +
+	"requires a token: RAFTLOCK_HTTP_TOKEN or -token-file (exit status 77 when refused)."
 
 // printableKey quotes keys a terminal would mangle.
 func printableKey(k string) string {

@@ -19,16 +19,17 @@ import (
 // stops the command if the lease is lost.
 func runLock(args []string, stdout, stderr io.Writer) int {
 	env := map[string]string{"ttl": "RAFTLOCK_TTL", "wait": "RAFTLOCK_WAIT", "kill-after": "RAFTLOCK_KILL_AFTER"}
-	fs := newFlagSet("lock", "[-ttl 30s] [-wait 0] KEY -- COMMAND [ARG...]",
+	fs := newFlagSet("lock", "[-addr URL,...] [-ttl 30s] [-wait 0] KEY -- COMMAND [ARG...]",
 		"Runs COMMAND while holding the lock KEY, and releases the lock when it exits.\n"+
 			"The lease is extended while COMMAND runs. If the lock is lost anyway, COMMAND gets\n"+
 			"SIGTERM, then SIGKILL after -kill-after. COMMAND finds the lock's fencing token in\n"+
 			"RAFTLOCK_TOKEN and its key in RAFTLOCK_KEY: pass the token to what you protect.\n\n"+
 			"Exit status: COMMAND's own; 75 when the lock is held and -wait ran out (or is 0);\n"+
 			"76 when the lock was lost and COMMAND was stopped; 69 when no agent or leader\n"+
-			"answers; 2 for usage errors; 1 otherwise. SIGINT and SIGTERM are passed to COMMAND.",
+			"answers; 77 when the agent refuses the token; 2 for usage errors; 1 otherwise.\n"+
+			"SIGINT and SIGTERM are passed to COMMAND."+connectHelp,
 		stdout, stderr)
-	addr := addrFlag(fs, env)
+	agent := addClientFlags(fs, env)
 	var ttl, wait, killAfter time.Duration
 	durationVar(fs, &ttl, "ttl", lock.DefaultTTL, "lease length; kept alive while COMMAND runs (env RAFTLOCK_TTL)")
 	durationVar(fs, &wait, "wait", 0, "how long to wait for a held lock; 0 fails at once (env RAFTLOCK_WAIT)")
@@ -61,7 +62,7 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "raftlock lock: %v\n", err)
 		return exitUsage
 	}
-	client, err := newAPIClient(*addr)
+	client, err := agent.newClient()
 	if err != nil {
 		fmt.Fprintf(stderr, "raftlock lock: %v\n", err)
 		return exitUsage
@@ -93,12 +94,8 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	case !ran && (err == nil || errors.Is(err, lock.ErrLocked)):
 		fmt.Fprintf(stderr, "raftlock lock: %s\n", heldMessage(client, key, err))
 		return exitHeld
-	case errors.Is(err, lock.ErrUnavailable):
-		fmt.Fprintf(stderr, "raftlock lock: %v\n", err)
-		return exitUnavailable
 	default:
-		fmt.Fprintf(stderr, "raftlock lock: %v\n", err)
-		return exitError
+		return reportError(stderr, "lock", err)
 	}
 }
 

@@ -9,6 +9,32 @@
 //
 // Every flag can also be set by an environment variable, named in its help
 // (RAFTLOCK_…); a flag on the command line wins over the environment.
+//
+// # Security
+//
+// An agent started with no security flags speaks plain TCP to its peers and
+// plain HTTP to clients, and takes no token: anyone who reaches its ports
+// can join the cluster or take every lock. That is what -dev does, on
+// 127.0.0.1 only. Elsewhere, like etcd's and Consul's:
+//
+//   - -peer-cert-file, -peer-key-file, -peer-ca-file: mutual TLS 1.3 between
+//     nodes. A node accepts a peer, and dials one, only with a certificate
+//     the peer CA signed; host names and IPs are not checked (see peerTLS for
+//     why), so the peer CA must sign this cluster's nodes and nothing else.
+//   - -cert-file, -key-file: HTTPS for the API; -client-ca-file also requires
+//     client certificates of that CA (like etcd's --client-cert-auth).
+//   - -http-token or -http-token-file (RAFTLOCK_HTTP_TOKEN): every API request
+//     but /healthz must carry the token (see package api).
+//
+// The client commands take -addr with https:// and -ca-file
+// (RAFTLOCK_CACERT), -client-cert and -client-key (RAFTLOCK_CLIENT_CERT,
+// RAFTLOCK_CLIENT_KEY), -token or -token-file (RAFTLOCK_HTTP_TOKEN,
+// RAFTLOCK_HTTP_TOKEN_FILE). -addr may list several agents, comma-separated;
+// a request that cannot reach one goes to the next. A refused token exits
+// with status 77.
+//
+// Certificates and tokens are read when a command starts; an agent must be
+// restarted to change them.
 package main
 
 import (
@@ -27,6 +53,7 @@ const (
 	exitUnavailable = 69 // the agent cannot be reached, or has no leader (EX_UNAVAILABLE)
 	exitHeld        = 75 // the lock is held by another owner and we may not wait any longer (EX_TEMPFAIL)
 	exitLost        = 76 // the lock was lost while the command ran; the command was stopped
+	exitDenied      = 77 // the agent refused our token (missing or wrong) (EX_NOPERM)
 )
 
 type command struct {

@@ -41,6 +41,13 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
+	// A race-enabled binary sleeps a second before exiting (GORACE's
+	// atexit_sleep_ms, so that reports from other threads get out): a
+	// second per CLI run here. A shorter pause still lets a report out;
+	// one makes the child exit with status 66, which fails the test.
+	if gorace := os.Getenv("GORACE"); !strings.Contains(gorace, "atexit_sleep_ms") {
+		os.Setenv("GORACE", strings.TrimSpace(gorace+" atexit_sleep_ms=100"))
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -50,17 +57,30 @@ func TestMain(m *testing.M) {
 type agent struct {
 	cmd      *exec.Cmd
 	raftAddr string
-	httpAddr string
+	httpAddr string // host:port
+	httpURL  string // scheme://host:port
 	logs     *syncBuffer
 	done     chan struct{}
+
+	// How clients reach it, when it asks for TLS or a token: the Go
+	// client's config, and the CLI's flags.
+	clientConfig api.ClientConfig
+	cliArgs      []string
 }
 
-var listening = regexp.MustCompile(`raftlock agent (\S+): raft on (\S+), HTTP API on http://(\S+), data in`)
+var listening = regexp.MustCompile(`raftlock agent (\S+): raft on (\S+), HTTP API on (https?://(\S+)), data in`)
 
 // startAgent runs `raftlock agent ARGS...` and waits for its "listening" line.
 func startAgent(t *testing.T, args ...string) *agent {
 	t.Helper()
+	return startAgentEnv(t, nil, args...)
+}
+
+// startAgentEnv is startAgent with env (NAME=value) added to the agent's environment.
+func startAgentEnv(t *testing.T, env []string, args ...string) *agent {
+	t.Helper()
 	cmd := exec.Command(binary, append([]string{"agent", "-log-level", "warn", "-http", "127.0.0.1:0"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	a := &agent{cmd: cmd, logs: &syncBuffer{}, done: make(chan struct{})}
@@ -86,7 +106,7 @@ func startAgent(t *testing.T, args ...string) *agent {
 	case line := <-lines:
 		m := listening.FindStringSubmatch(line)
 		require.NotNil(t, m, "unexpected first line %q", line)
-		a.raftAddr, a.httpAddr = m[2], m[3]
+		a.raftAddr, a.httpURL, a.httpAddr = m[2], m[3], m[4]
 		go func() {
 			for range lines {
 			}
@@ -103,7 +123,7 @@ func (a *agent) kill(sig syscall.Signal) {
 }
 
 func (a *agent) client(t *testing.T) *api.Client {
-	c, err := api.NewClient(a.httpAddr, api.ClientConfig{})
+	c, err := api.NewClient(a.httpURL, a.clientConfig)
 	require.NoError(t, err)
 	return c
 }
@@ -123,9 +143,16 @@ func (a *agent) waitLeader(t *testing.T) {
 // cli runs a client subcommand of the binary against the agent.
 func cli(t *testing.T, a *agent, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	full := append([]string{args[0], "-addr", a.httpURL}, a.cliArgs...)
+	return runBinary(t, nil, append(full, args[1:]...)...)
+}
+
+// runBinary runs the binary with args, env (NAME=value) added to its environment.
+func runBinary(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	var out, errOut bytes.Buffer
-	full := append([]string{args[0], "-addr", a.httpAddr}, args[1:]...)
-	cmd := exec.Command(binary, full...)
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
 	var ee *exec.ExitError
@@ -255,8 +282,8 @@ func TestLocksStatusAndReleaseCommands(t *testing.T) {
 	assert.Contains(t, out, "node:    dev (leader)\n")
 	assert.Contains(t, out, "leader:  dev at "+a.raftAddr+"\n")
 	assert.Contains(t, out, "locks:   2 held, 0 waiting\n")
-	assert.Regexp(t, `(?m)^ID\s+ADDRESS\s+SUFFRAGE\s+ROLE$`, out)
-	assert.Regexp(t, `(?m)^dev\s+`+regexp.QuoteMeta(a.raftAddr)+`\s+voter\s+leader$`, out)
+	assert.Regexp(t, `(?m)^ID\s+ADDRESS\s+SUFFRAGE\s+ROLE\s+API$`, out)
+	assert.Regexp(t, `(?m)^dev\s+`+regexp.QuoteMeta(a.raftAddr)+`\s+voter\s+leader\s+`+regexp.QuoteMeta(a.httpURL)+`$`, out)
 
 	out, stderr, code = cli(t, a, "release", "-owner", owners["jobs/nightly"].String(), "jobs/nightly")
 	assert.Equal(t, exitOK, code, stderr)
@@ -289,6 +316,26 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		{"agent", "-dev", "-http", "127.0.0.1:0", "-log-store", "sqlite"},
 		{"agent", "-node-id", "a", "-data-dir", "d", "-bootstrap", "-peers", "a=nocolon"},
 		{"nosuchcommand"},
+		// TLS and token flags given by halves, or naming nothing usable.
+		{"agent", "-dev", "-http", "127.0.0.1:0", "-peer-cert-file", "node.pem"},
+		{"agent", "-dev", "-http", "127.0.0.1:0", "-peer-cert-file", "node.pem", "-peer-key-file", "node-key.pem"},
+		{"agent", "-dev", "-http", "127.0.0.1:0", "-peer-ca-file", "ca.pem"},
+		{"agent", "-dev", "-http", "127.0.0.1:0", "-peer-cert-file", "/nonexistent/n.pem", "-peer-key-file", "/nonexistent/k.pem", "-peer-ca-file", "/nonexistent/ca.pem"},
+		{"agent", "-dev", "-http", "127.0.0.1:0", "-cert-file", "api.pem"},
+		{"agent", "-dev", "-http", "127.0.0.1:0", "-key-file", "api-key.pem"},
+		{"agent", "-dev", "-http", "127.0.0.1:0", "-client-ca-file", "ca.pem"},
+		{"agent", "-dev", "-http", "127.0.0.1:0", "-cert-file", "/nonexistent/a.pem", "-key-file", "/nonexistent/k.pem"},
+		{"agent", "-dev", "-http", "127.0.0.1:0", "-http-token", "has space"},
+		{"agent", "-dev", "-http", "127.0.0.1:0", "-http-token", "t", "-http-token-file", "/nonexistent/token"},
+		{"agent", "-dev", "-http", "127.0.0.1:0", "-http-token-file", "/nonexistent/token"},
+		{"agent", "-dev", "-http", "127.0.0.1:0", "-advertise-http", "ftp://host:1"},
+		{"status", "-client-cert", "me.pem"},
+		{"status", "-client-key", "me-key.pem"},
+		{"locks", "-ca-file", "/nonexistent/ca.pem"},
+		{"release", "-token", "a", "-token-file", "/nonexistent/token", "-owner", "0123456789abcdef0123456789abcdef", "k"},
+		{"lock", "-token", "new\nline", "k", "--", "true"},
+		{"status", "-addr", " , "},
+		{"status", "-addr", "http://127.0.0.1:1,ftp://127.0.0.1:2"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			var out, errOut bytes.Buffer
@@ -305,12 +352,29 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 }
 
 func TestHelpExplainsEveryFlag(t *testing.T) {
+	clientFlags := []string{"-addr", "RAFTLOCK_ADDR", "-token ", "RAFTLOCK_HTTP_TOKEN", "-token-file", "RAFTLOCK_HTTP_TOKEN_FILE",
+		"-ca-file", "RAFTLOCK_CACERT", "-client-cert", "RAFTLOCK_CLIENT_CERT", "-client-key", "RAFTLOCK_CLIENT_KEY",
+		"-tls-server-name", "RAFTLOCK_TLS_SERVER_NAME", "comma-separated"}
+	want := map[string][]string{
+		"agent": {"-peer-cert-file", "RAFTLOCK_PEER_CERT_FILE", "-peer-key-file", "RAFTLOCK_PEER_KEY_FILE",
+			"-peer-ca-file", "RAFTLOCK_PEER_CA_FILE", "-cert-file", "RAFTLOCK_CERT_FILE", "-key-file", "RAFTLOCK_KEY_FILE",
+			"-client-ca-file", "RAFTLOCK_CLIENT_CA_FILE", "-http-token ", "RAFTLOCK_HTTP_TOKEN", "-http-token-file",
+			"RAFTLOCK_HTTP_TOKEN_FILE", "-advertise-http", "RAFTLOCK_ADVERTISE_HTTP",
+			"Host names and IPs in them are not checked", "restart the agent"},
+		"lock":    clientFlags,
+		"status":  clientFlags,
+		"locks":   clientFlags,
+		"release": clientFlags,
+	}
 	for _, c := range commands() {
 		t.Run(c.name, func(t *testing.T) {
 			out, err := exec.Command(binary, c.name, "-h").Output()
 			require.NoError(t, err)
 			assert.Contains(t, string(out), "Usage: raftlock "+c.name)
 			assert.NotContains(t, string(out), "\n  -"+"\n", "every flag has a description")
+			for _, w := range want[c.name] {
+				assert.Contains(t, string(out), w)
+			}
 		})
 	}
 }
@@ -352,6 +416,23 @@ func TestThreeAgentClusterSurvivesLeaderKill(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, st.Members, 3)
 
+	// Each agent tells the others the URL of its API (cluster.Config.APIAddr).
+	byID := map[string]string{"a": agents[0].httpURL, "b": agents[1].httpURL, "c": agents[2].httpURL}
+	for _, a := range agents {
+		require.Eventually(t, func() bool {
+			st, err := a.client(t).Cluster(context.Background())
+			if err != nil || len(st.Members) != 3 {
+				return false
+			}
+			for _, m := range st.Members {
+				if m.APIAddr != byID[m.ID] {
+					return false
+				}
+			}
+			return true
+		}, 20*time.Second, 20*time.Millisecond, "every member knows every API URL")
+	}
+
 	// Kill the leader with -9; a survivor serves the held lock and new ones.
 	var leader *agent
 	var survivors []*agent
@@ -377,9 +458,33 @@ func TestThreeAgentClusterSurvivesLeaderKill(t *testing.T) {
 	info, err := survivors[1].client(t).Inspect(context.Background(), "shared")
 	require.NoError(t, err)
 	assert.True(t, info.Locked, "the lock held before the failover is still held")
-	released, err := c.Release(context.Background(), "shared", owner)
+
+	// Given the dead agent first, the Go client and every CLI command move on
+	// to the next one.
+	endpoints := []string{leader.httpURL, survivors[0].httpURL}
+	failover, err := api.NewFailoverClient(endpoints, api.ClientConfig{})
 	require.NoError(t, err)
-	assert.True(t, released, "its owner can still release it")
+	info, err = failover.Inspect(context.Background(), "shared")
+	require.NoError(t, err)
+	assert.Equal(t, lease.Token, info.Token)
+	assert.Equal(t, survivors[0].httpURL, failover.Endpoint())
+	_, err = failover.Acquire(context.Background(), lock.AcquireRequest{Key: "through-failover", Owner: lock.NewOwner(), TTL: time.Minute})
+	require.NoError(t, err)
+
+	list := strings.Join(endpoints, ",")
+	out, stderr, code := runBinary(t, []string{"RAFTLOCK_ADDR=" + list}, "status")
+	require.Equal(t, exitOK, code, stderr)
+	assert.Regexp(t, `(?m)^leader:  [bc] at `, out)
+	out, stderr, code = runBinary(t, nil, "locks", "-addr", list)
+	require.Equal(t, exitOK, code, stderr)
+	assert.Regexp(t, `(?m)^shared\s`, out)
+	assert.Regexp(t, `(?m)^through-failover\s`, out)
+	out, stderr, code = runBinary(t, nil, "lock", "-addr", list, "after-failover-cli", "--", "echo", "ran")
+	require.Equal(t, exitOK, code, stderr)
+	assert.Equal(t, "ran\n", out)
+	out, stderr, code = runBinary(t, nil, "release", "-addr", list, "-owner", owner.String(), "shared")
+	require.Equal(t, exitOK, code, stderr)
+	assert.Equal(t, "released \"shared\"\n", out, "its owner can still release it")
 }
 
 // syncBuffer is a bytes.Buffer safe for a process's writes and the test's reads.

@@ -1,0 +1,165 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftlock/raftlock/lock"
+)
+
+const testToken = "s3cr3t-Token_with.all~the+b64/chars="
+
+// sendWith is testNode.send with extra request headers.
+func (n *testNode) sendWith(t *testing.T, method, path, body string, header http.Header) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, n.url+path, strings.NewReader(body))
+	require.NoError(t, err)
+	for k, vs := range header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	a, err := decodeAnswer(resp)
+	require.NoError(t, err)
+	return a
+}
+
+func TestTokenGuardsEveryRouteButHealthz(t *testing.T) {
+	fc := &fakeCluster{st: leaderStatus()}
+	n := newTestNode(t, Config{Token: testToken, Cluster: fc})
+	routes := []struct{ method, path, body string }{
+		{"POST", "/v1/acquire", `{"key":"k","ttl":"30s"}`},
+		{"POST", "/v1/release", `{"key":"k","owner":"0123456789abcdef0123456789abcdef"}`},
+		{"POST", "/v1/extend", `{"key":"k","owner":"0123456789abcdef0123456789abcdef","ttl":"1s"}`},
+		{"GET", "/v1/inspect?key=k", ""},
+		{"GET", "/v1/locks", ""},
+		{"GET", "/v1/cluster", ""},
+		{"GET", "/metrics", ""},
+		{"GET", "/no/such/route", ""}, // 401 before 404: no token, no map of the routes
+	}
+	refused := []struct {
+		name   string
+		header http.Header
+		msg    string
+	}{
+		{"no token", nil, "requires a token"},
+		{"wrong bearer", http.Header{"Authorization": {"Bearer not-the-token"}}, "wrong token"},
+		{"prefix of the token", http.Header{"Authorization": {"Bearer " + testToken[:len(testToken)-1]}}, "wrong token"},
+		{"token plus more", http.Header{"Authorization": {"Bearer " + testToken + "x"}}, "wrong token"},
+		{"basic, not bearer", http.Header{"Authorization": {"Basic " + testToken}}, "requires a token"},
+		{"wrong header token", http.Header{TokenHeader: {"nope"}}, "wrong token"},
+	}
+	for _, rt := range routes {
+		for _, c := range refused {
+			t.Run(rt.path+"/"+c.name, func(t *testing.T) {
+				a := n.sendWith(t, rt.method, rt.path, rt.body, c.header)
+				assert.Equal(t, http.StatusUnauthorized, a.status, a.raw)
+				assert.Equal(t, CodeUnauthorized, a.errorCode())
+				assert.Contains(t, a.errorField("message"), c.msg)
+				assert.Equal(t, `Bearer realm="raftlock"`, a.header.Get("WWW-Authenticate"))
+				assert.NotContains(t, a.raw, testToken, "the answer never echoes the token")
+			})
+		}
+	}
+
+	accepted := map[string]http.Header{
+		"bearer":           {"Authorization": {"Bearer " + testToken}},
+		"bearer lowercase": {"Authorization": {"bearer  " + testToken}},
+		"token header":     {TokenHeader: {testToken}},
+		"one good of two":  {"Authorization": {"Bearer nope"}, TokenHeader: {testToken}},
+	}
+	for name, header := range accepted {
+		t.Run("accepted/"+name, func(t *testing.T) {
+			a := n.sendWith(t, "POST", "/v1/acquire", `{"key":"`+name+`","ttl":"30s"}`, header)
+			require.Equal(t, http.StatusOK, a.status, a.raw)
+			assert.Positive(t, a.body["token"])
+			info := n.sendWith(t, "GET", "/v1/inspect?key="+strings.ReplaceAll(name, " ", "+"), "", header)
+			require.Equal(t, http.StatusOK, info.status, info.raw)
+			assert.Equal(t, true, info.body["locked"])
+		})
+	}
+
+	t.Run("healthz open and unchanged", func(t *testing.T) {
+		open := n.do(t, "GET", "/healthz", "")
+		require.Equal(t, http.StatusOK, open.status, open.raw)
+		plain := newTestNode(t, Config{Cluster: fc}).do(t, "GET", "/healthz", "")
+		assert.Equal(t, plain.body, open.body, "a token changes nothing /healthz tells")
+	})
+
+	t.Run("refusals are counted", func(t *testing.T) {
+		refusals := func() float64 {
+			m, err := sample(scrape(t, n), "raftlock_api_unauthorized_total", nil)
+			require.NoError(t, err)
+			return m.GetCounter().GetValue()
+		}
+		before := refusals()
+		n.sendWith(t, "GET", "/v1/locks", "", nil)
+		assert.Equal(t, before+1, refusals())
+	})
+}
+
+func TestClientToken(t *testing.T) {
+	n := newTestNode(t, Config{Token: testToken})
+	ctx := context.Background()
+	req := lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Minute}
+
+	with, err := NewClient(n.url, ClientConfig{Token: testToken})
+	require.NoError(t, err)
+	lease, err := with.Acquire(ctx, req)
+	require.NoError(t, err)
+	assert.Positive(t, lease.Token)
+	info, err := with.Inspect(ctx, "k")
+	require.NoError(t, err)
+	assert.True(t, info.Locked)
+	locks, err := with.List(ctx, lock.ListRequest{})
+	require.NoError(t, err)
+	assert.Len(t, locks, 1)
+
+	for name, token := range map[string]string{"without a token": "", "with the wrong token": "other"} {
+		t.Run(name, func(t *testing.T) {
+			c, err := NewClient(n.url, ClientConfig{Token: token})
+			require.NoError(t, err)
+			_, err = c.Acquire(ctx, lock.AcquireRequest{Key: "other", Owner: lock.NewOwner(), TTL: time.Minute})
+			assert.ErrorIs(t, err, ErrUnauthorized)
+			assert.NotErrorIs(t, err, lock.ErrUnknownOutcome, "a refused request was not done")
+			assert.NotErrorIs(t, err, lock.ErrUnavailable)
+			var se *ServerError
+			require.ErrorAs(t, err, &se)
+			assert.Equal(t, http.StatusUnauthorized, se.StatusCode)
+			_, err = c.Release(ctx, "k", req.Owner)
+			assert.ErrorIs(t, err, ErrUnauthorized, "a refused release is an error, not (false, nil)")
+			_, err = c.Inspect(ctx, "k")
+			assert.ErrorIs(t, err, ErrUnauthorized)
+			_, err = c.List(ctx, lock.ListRequest{})
+			assert.ErrorIs(t, err, ErrUnauthorized)
+			_, err = c.Cluster(ctx)
+			assert.ErrorIs(t, err, ErrUnauthorized)
+			h, err := c.Health(ctx)
+			require.NoError(t, err, "/healthz needs no token")
+			assert.True(t, h.Ready)
+		})
+	}
+	still, err := with.Inspect(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, lease.Token, still.Token, "refused releases changed nothing")
+}
+
+func TestValidateToken(t *testing.T) {
+	for _, good := range []string{"", "a", testToken, "0123456789abcdef"} {
+		assert.NoError(t, ValidateToken(good), good)
+	}
+	for _, bad := range []string{"with space", "tab\there", "new\nline", "é", "\x7f"} {
+		assert.Error(t, ValidateToken(bad), "%q", bad)
+		_, err := NewClient("127.0.0.1:1", ClientConfig{Token: bad})
+		assert.ErrorContains(t, err, "ClientConfig.Token", "%q", bad)
+	}
+}
