@@ -33,6 +33,11 @@ type agentFlags struct {
 	leaveOnTerminate   bool
 	shutdownGrace      time.Duration
 	heartbeat, electTO time.Duration
+	requestTimeout     time.Duration
+	deadVoter          time.Duration
+	deadMember         time.Duration
+	snapshotInterval   time.Duration
+	snapshotThreshold  uint64
 	voters             int
 	logStore           string
 
@@ -59,6 +64,10 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		"peer-cert-file": "RAFTLOCK_PEER_CERT_FILE", "peer-key-file": "RAFTLOCK_PEER_KEY_FILE", "peer-ca-file": "RAFTLOCK_PEER_CA_FILE",
 		"cert-file": "RAFTLOCK_CERT_FILE", "key-file": "RAFTLOCK_KEY_FILE", "client-ca-file": "RAFTLOCK_CLIENT_CA_FILE",
 		"http-token": "RAFTLOCK_HTTP_TOKEN", "http-token-file": "RAFTLOCK_HTTP_TOKEN_FILE", "advertise-http": "RAFTLOCK_ADVERTISE_HTTP",
+		"shutdown-grace": "RAFTLOCK_SHUTDOWN_GRACE", "raft-heartbeat": "RAFTLOCK_RAFT_HEARTBEAT", "raft-election": "RAFTLOCK_RAFT_ELECTION",
+		"request-timeout": "RAFTLOCK_REQUEST_TIMEOUT", "dead-voter-timeout": "RAFTLOCK_DEAD_VOTER_TIMEOUT",
+		"dead-member-timeout": "RAFTLOCK_DEAD_MEMBER_TIMEOUT", "snapshot-interval": "RAFTLOCK_SNAPSHOT_INTERVAL",
+		"snapshot-threshold": "RAFTLOCK_SNAPSHOT_THRESHOLD",
 	}
 	fs := newFlagSet("agent", "[-dev] [-node-id ID -data-dir DIR (-bootstrap [-peers ...] | -join ADDR,...)] [FLAGS]",
 		"Runs a raftlock node: a member of the Raft cluster that keeps the locks, serving the\n"+
@@ -96,10 +105,15 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.logStore, "log-store", "", `raft log format for a new data dir: "wal" (default) or "boltdb"; an existing dir keeps its own (env RAFTLOCK_LOG_STORE)`)
 	fs.StringVar(&f.logLevel, "log-level", "info", "trace, debug, info, warn or error (env RAFTLOCK_LOG_LEVEL)")
 	fs.BoolVar(&f.leaveOnTerminate, "leave-on-terminate", true, "leave the cluster on SIGINT/SIGTERM (env RAFTLOCK_LEAVE_ON_TERMINATE)")
-	durationVar(fs, &f.shutdownGrace, "shutdown-grace", 10*time.Second, "how long a graceful stop may take")
+	durationVar(fs, &f.shutdownGrace, "shutdown-grace", 10*time.Second, "how long a graceful stop may take (env RAFTLOCK_SHUTDOWN_GRACE)")
 	defaults := cluster.DefaultConfig()
-	durationVar(fs, &f.heartbeat, "raft-heartbeat", defaults.HeartbeatTimeout, "raft heartbeat timeout")
-	durationVar(fs, &f.electTO, "raft-election", defaults.ElectionTimeout, "raft election timeout")
+	durationVar(fs, &f.heartbeat, "raft-heartbeat", defaults.HeartbeatTimeout, "raft heartbeat timeout (env RAFTLOCK_RAFT_HEARTBEAT)")
+	durationVar(fs, &f.electTO, "raft-election", defaults.ElectionTimeout, "raft election timeout (env RAFTLOCK_RAFT_ELECTION)")
+	durationVar(fs, &f.requestTimeout, "request-timeout", defaults.RequestTimeout, "bound on one lock command or read (finding the leader, forwarding, committing, retries) and on joining (env RAFTLOCK_REQUEST_TIMEOUT)")
+	durationVar(fs, &f.deadVoter, "dead-voter-timeout", defaults.DeadVoterTimeout, "how long a voter may be unreachable before a non-voter replaces it (env RAFTLOCK_DEAD_VOTER_TIMEOUT)")
+	durationVar(fs, &f.deadMember, "dead-member-timeout", defaults.DeadMemberTimeout, "how long a non-voter may be unreachable before the leader removes it; it must -join again (env RAFTLOCK_DEAD_MEMBER_TIMEOUT)")
+	durationVar(fs, &f.snapshotInterval, "snapshot-interval", defaults.SnapshotInterval, "how often raft checks whether to snapshot the lock state (env RAFTLOCK_SNAPSHOT_INTERVAL)")
+	fs.Uint64Var(&f.snapshotThreshold, "snapshot-threshold", defaults.SnapshotThreshold, "log entries since the last snapshot that make the next one due (env RAFTLOCK_SNAPSHOT_THRESHOLD)")
 	fs.IntVar(&f.voters, "voters", defaults.Voters, "how many members vote (odd: 3 or 5); later members join as non-voters (env RAFTLOCK_VOTERS)")
 	fs.StringVar(&f.advertiseHTTP, "advertise-http", "", "URL (or HOST:PORT) clients dial to reach -http, told to the other members (env RAFTLOCK_ADVERTISE_HTTP; default: -http's bound address, a wildcard host replaced by -advertise's or -bind's)")
 	fs.StringVar(&f.peerCert, "peer-cert-file", "", "PEM certificate this node presents to its peers; with -peer-key-file and -peer-ca-file (env RAFTLOCK_PEER_CERT_FILE)")
@@ -250,6 +264,9 @@ func (f *agentFlags) clusterConfig(fs *flagSet, logger hclog.Logger, sec securit
 	cfg.Logger = logger
 	cfg.ServerTLS, cfg.ClientTLS = sec.peerServer, sec.peerClient
 	cfg.HeartbeatTimeout, cfg.ElectionTimeout = f.heartbeat, f.electTO
+	cfg.RequestTimeout = f.requestTimeout
+	cfg.DeadVoterTimeout, cfg.DeadMemberTimeout = f.deadVoter, f.deadMember
+	cfg.SnapshotInterval, cfg.SnapshotThreshold = f.snapshotInterval, f.snapshotThreshold
 	cfg.Voters = f.voters
 	cfg.LogStore = cluster.LogStore(f.logStore)
 	if cfg.LeaderLeaseTimeout > cfg.HeartbeatTimeout {

@@ -314,6 +314,8 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		{"agent", "-log-level", "loud", "-dev"},
 		{"agent", "-dev", "-http", "127.0.0.1:0", "-voters", "2"},
 		{"agent", "-dev", "-http", "127.0.0.1:0", "-log-store", "sqlite"},
+		{"agent", "-dev", "-http", "127.0.0.1:0", "-dead-member-timeout", "1s"},
+		{"agent", "-dev", "-http", "127.0.0.1:0", "-snapshot-threshold", "-5"},
 		{"agent", "-node-id", "a", "-data-dir", "d", "-bootstrap", "-peers", "a=nocolon"},
 		{"nosuchcommand"},
 		// TLS and token flags given by halves, or naming nothing usable.

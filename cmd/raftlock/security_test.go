@@ -148,7 +148,7 @@ func TestPeerTLSCluster(t *testing.T) {
 	joins := make(chan joinResult, len(strangers))
 	for id, flags := range strangers {
 		cmd := exec.Command(binary, append([]string{"agent", "-log-level", "error", "-http", "127.0.0.1:0", "-node-id", id,
-			"-data-dir", filepath.Join(dir, id), "-bind", "127.0.0.1:0", "-join", first.raftAddr}, flags...)...)
+			"-data-dir", filepath.Join(dir, id), "-bind", "127.0.0.1:0", "-join", first.raftAddr, "-request-timeout", "2s"}, flags...)...)
 		stderr := &syncBuffer{}
 		cmd.Stderr = stderr
 		require.NoError(t, cmd.Start())
