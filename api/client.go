@@ -13,6 +13,7 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -49,6 +50,12 @@ type ClientConfig struct {
 	// CleanupTimeout bounds the release sent after an acquire whose context
 	// ended once the request had gone out. Default DefaultCleanupTimeout.
 	CleanupTimeout time.Duration
+	// SyncInterval, when positive, makes the client learn the cluster's
+	// other nodes (Client.Sync) in the background at most this often, as a
+	// request comes, so that a client given one address fails over to nodes
+	// it was never told of (like etcd's AutoSyncInterval). 0: only the
+	// endpoints given, unless Sync is called.
+	SyncInterval time.Duration
 }
 
 // DefaultDialTimeout bounds connecting to one endpoint in a Client's own
@@ -73,7 +80,9 @@ const DefaultDialTimeout = 5 * time.Second
 // not sent again: it reports lock.ErrUnknownOutcome as below, and the caller
 // (package lock does) retries it with the same owner, which the cluster
 // makes idempotent. An answer, even an error answer, ends the request: the
-// node was reached, and its answer stands.
+// node was reached, and its answer stands. Sync (or ClientConfig.SyncInterval)
+// adds the nodes the cluster reports (their Config.APIAddr) to the
+// endpoints, so a client given one node can fail over to the others.
 //
 // Errors: a held key is a *lock.HeldError; every other error answer is a
 // *ServerError matching the lock sentinels of its code (ErrUnauthorized for a
@@ -87,8 +96,13 @@ const DefaultDialTimeout = 5 * time.Second
 // received the request: later than when this client sent it, so they never
 // overstate the lease as counted from the send.
 type Client struct {
-	endpoints      []*url.URL
+	// endpoints only grows (discovery appends), so an index into one
+	// version is valid in every later one.
+	endpoints      atomic.Pointer[[]*url.URL]
 	current        atomic.Int32 // index of the endpoint that last answered
+	syncEvery      time.Duration
+	syncMu         sync.Mutex // held by the one discovery running; protects lastSync
+	lastSync       time.Time
 	hc             *http.Client
 	token          string
 	cleanupTimeout time.Duration
@@ -118,8 +132,12 @@ func NewFailoverClient(endpoints []string, cfg ClientConfig) (*Client, error) {
 	if err := ValidateToken(cfg.Token); err != nil {
 		return nil, fmt.Errorf("api: ClientConfig.Token: %w", err)
 	}
-	c := &Client{hc: cfg.HTTPClient, token: cfg.Token, cleanupTimeout: cfg.CleanupTimeout}
+	if cfg.SyncInterval < 0 {
+		return nil, fmt.Errorf("api: ClientConfig.SyncInterval is negative (%v)", cfg.SyncInterval)
+	}
+	c := &Client{hc: cfg.HTTPClient, token: cfg.Token, cleanupTimeout: cfg.CleanupTimeout, syncEvery: cfg.SyncInterval}
 	seen := map[string]bool{}
+	var list []*url.URL
 	for _, e := range endpoints {
 		u, err := parseEndpoint(e)
 		if err != nil {
@@ -129,8 +147,9 @@ func NewFailoverClient(endpoints []string, cfg ClientConfig) (*Client, error) {
 			return nil, fmt.Errorf("api: endpoint %q given twice", e)
 		}
 		seen[u.String()] = true
-		c.endpoints = append(c.endpoints, u)
+		list = append(list, u)
 	}
+	c.endpoints.Store(&list)
 	if c.hc == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.DialContext = (&net.Dialer{Timeout: DefaultDialTimeout, KeepAlive: 30 * time.Second}).DialContext
@@ -177,7 +196,83 @@ func parseEndpoint(baseURL string) (*url.URL, error) {
 
 // Endpoint is the base URL of the node the next request goes to first: the
 // one that last answered.
-func (c *Client) Endpoint() string { return c.endpoints[c.current.Load()].String() }
+func (c *Client) Endpoint() string { return (*c.endpoints.Load())[c.current.Load()].String() }
+
+// Endpoints lists the nodes the client knows, in the order it tries them
+// after the current one: those it was given, then those it discovered.
+func (c *Client) Endpoints() []string {
+	var out []string
+	for _, u := range *c.endpoints.Load() {
+		out = append(out, u.String())
+	}
+	return out
+}
+
+// maxEndpoints bounds discovery: members that come and go under new names
+// must not grow the list without end.
+const maxEndpoints = 64
+
+// Sync asks the cluster (GET /v1/cluster, through the endpoints the client
+// knows) for its members' API addresses and adds those it does not know to
+// its endpoints. With ClientConfig.SyncInterval set, requests call it in the
+// background once per interval; call it yourself to discover at once. An
+// endpoint once known is kept: a member that is down is skipped by failover.
+func (c *Client) Sync(ctx context.Context) error {
+	c.syncMu.Lock()
+	defer c.syncMu.Unlock()
+	return c.syncLocked(ctx)
+}
+
+func (c *Client) syncLocked(ctx context.Context) error {
+	st, err := c.Cluster(ctx)
+	if err != nil {
+		return err
+	}
+	c.lastSync = time.Now()
+	old := *c.endpoints.Load()
+	known := map[string]bool{}
+	for _, u := range old {
+		known[u.String()] = true
+	}
+	list := old
+	for _, m := range st.Members {
+		if m.APIAddr == "" || len(list) >= maxEndpoints {
+			continue
+		}
+		u, err := parseEndpoint(m.APIAddr)
+		if err != nil || known[u.String()] {
+			continue // a member's bad address must not break the others
+		}
+		known[u.String()] = true
+		list = append(list[:len(list):len(list)], u) // never write into old's array
+	}
+	if len(list) > len(old) {
+		c.endpoints.Store(&list)
+	}
+	return nil
+}
+
+// maybeSync starts a background Sync when SyncInterval has passed since the
+// last one and none is running.
+func (c *Client) maybeSync() {
+	if c.syncEvery <= 0 || !c.syncMu.TryLock() {
+		return
+	}
+	if time.Since(c.lastSync) < c.syncEvery {
+		c.syncMu.Unlock()
+		return
+	}
+	c.lastSync = time.Now() // one attempt per interval, even if it fails
+	go func() {
+		defer c.syncMu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), syncTimeout)
+		defer cancel()
+		_ = c.syncLocked(ctx)
+	}()
+}
+
+// syncTimeout bounds a background Sync.
+const syncTimeout = 10 * time.Second
 
 // Acquire implements lock.Store: POST /v1/acquire, long-polling up to
 // req.Wait. When ctx ends after the request went out, the client sends a
@@ -399,19 +494,21 @@ func (c *Client) roundTrip(ctx context.Context, x exchange) (status int, payload
 			return 0, nil, false, fmt.Errorf("api: encoding request: %w", err)
 		}
 	}
+	c.maybeSync()
+	endpoints := *c.endpoints.Load()
 	first := int(c.current.Load())
-	if x.at != nil && *x.at >= 0 && *x.at < len(c.endpoints) {
+	if x.at != nil && *x.at >= 0 && *x.at < len(endpoints) {
 		first = *x.at
 	}
 	what := x.method + " " + x.path
 	var failures []string
 	anySent := false
-	for i := range c.endpoints {
-		at := (first + i) % len(c.endpoints)
+	for i := range endpoints {
+		at := (first + i) % len(endpoints)
 		if x.at != nil {
 			*x.at = at
 		}
-		status, payload, sent, err = c.send(ctx, c.endpoints[at], x, body)
+		status, payload, sent, err = c.send(ctx, endpoints[at], x, body)
 		if err == nil {
 			c.current.Store(int32(at))
 			return status, payload, true, nil

@@ -144,3 +144,54 @@ func TestNewFailoverClientChecksEndpoints(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "http://127.0.0.1:1", c.Endpoint())
 }
+
+// A client given one node learns the others from /v1/cluster, and fails
+// over to them when the node it was given goes away.
+func TestSyncDiscoversTheOtherNodes(t *testing.T) {
+	store := lock.NewMemoryStore()
+	t.Cleanup(func() { _ = store.Close() })
+	fc := &fakeCluster{}
+	a := newTestNodeOver(t, store, Config{Cluster: fc}, nil)
+	b := newTestNodeOver(t, store, Config{Cluster: fc}, nil)
+	fc.set(ClusterStatus{NodeID: "a", Members: []Member{
+		{ID: "a", APIAddr: a.url},
+		{ID: "b", APIAddr: b.url},
+		{ID: "c"},                     // serves no API: skipped
+		{ID: "d", APIAddr: "ftp://x"}, // a bad address does not spoil the rest
+	}})
+
+	c, err := NewClient(a.url, ClientConfig{})
+	require.NoError(t, err)
+	require.NoError(t, c.Sync(context.Background()))
+	assert.Equal(t, []string{a.url, b.url}, c.Endpoints())
+	require.NoError(t, c.Sync(context.Background()))
+	assert.Equal(t, []string{a.url, b.url}, c.Endpoints(), "nothing twice")
+
+	a.server.Close()
+	_, err = c.Inspect(context.Background(), "k")
+	require.NoError(t, err, "sent to the discovered node")
+	assert.Equal(t, b.url, c.Endpoint())
+}
+
+// With SyncInterval, requests trigger discovery in the background.
+func TestSyncIntervalDiscoversInTheBackground(t *testing.T) {
+	store := lock.NewMemoryStore()
+	t.Cleanup(func() { _ = store.Close() })
+	fc := &fakeCluster{}
+	a := newTestNodeOver(t, store, Config{Cluster: fc}, nil)
+	b := newTestNodeOver(t, store, Config{Cluster: fc}, nil)
+	fc.set(ClusterStatus{NodeID: "a", Members: []Member{{ID: "a", APIAddr: a.url}, {ID: "b", APIAddr: b.url}}})
+
+	c, err := NewClient(a.url, ClientConfig{SyncInterval: time.Millisecond})
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.Eventually(t, func() bool {
+		_, err := c.Inspect(ctx, "k")
+		require.NoError(t, err)
+		return len(c.Endpoints()) == 2
+	}, 10*time.Second, time.Millisecond)
+	assert.Equal(t, []string{a.url, b.url}, c.Endpoints())
+
+	_, err = NewClient(a.url, ClientConfig{SyncInterval: -time.Second})
+	assert.ErrorContains(t, err, "SyncInterval is negative")
+}
