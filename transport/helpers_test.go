@@ -3,14 +3,7 @@ package transport
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
-	"net"
 	"runtime"
 	"strings"
 	"sync"
@@ -19,6 +12,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/require"
+
+	"github.com/raftlock/raftlock/internal/testpki"
 )
 
 // logBuffer collects a transport's log lines for assertions.
@@ -98,39 +93,21 @@ func testCtx(t testing.TB) context.Context {
 	return ctx
 }
 
-// selfSignedTLS returns mutual-TLS configs built on a certificate for
-// 127.0.0.1 made on the spot.
+// selfSignedTLS returns mutual-TLS configs built on a throwaway CA and a
+// certificate for 127.0.0.1 made on the spot.
 func selfSignedTLS(t testing.TB) (server, client *tls.Config) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "raftlock test"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	parsed, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	pool := x509.NewCertPool()
-	pool.AddCert(parsed)
-	cert := tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	ca := testpki.NewCA(t, "raftlock test CA")
+	cert := ca.Issue(t, "raftlock test")
 	server = &tls.Config{
 		Certificates: []tls.Certificate{cert},
-		ClientCAs:    pool,
+		ClientCAs:    ca.Pool,
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 		MinVersion:   tls.VersionTLS13,
 	}
 	client = &tls.Config{
 		Certificates: []tls.Certificate{cert},
-		RootCAs:      pool,
+		RootCAs:      ca.Pool,
 		MinVersion:   tls.VersionTLS13,
 	}
 	return server, client

@@ -39,7 +39,7 @@ func TestAgentServesHTTPSWithClientCertsAndToken(t *testing.T) {
 	cert, err := tls.LoadX509KeyPair(clientCert, clientKey)
 	require.NoError(t, err)
 	pool := x509.NewCertPool()
-	pool.AddCert(ca.cert)
+	pool.AddCert(ca.Cert)
 	a.clientConfig = api.ClientConfig{Token: testToken, TLS: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}}
 	a.waitLeader(t)
 
@@ -148,7 +148,7 @@ func TestPeerTLSCluster(t *testing.T) {
 	joins := make(chan joinResult, len(strangers))
 	for id, flags := range strangers {
 		cmd := exec.Command(binary, append([]string{"agent", "-log-level", "error", "-http", "127.0.0.1:0", "-node-id", id,
-			"-data-dir", filepath.Join(dir, id), "-bind", "127.0.0.1:0", "-join", first.raftAddr, "-request-timeout", "2s"}, flags...)...)
+			"-data-dir", filepath.Join(dir, id), "-bind", "127.0.0.1:0", "-join", first.raftAddr}, flags...)...)
 		stderr := &syncBuffer{}
 		cmd.Stderr = stderr
 		require.NoError(t, cmd.Start())
