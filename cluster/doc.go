@@ -46,7 +46,12 @@
 // write before raft counts it, so the safety argument is unchanged.
 // LogStoreBoltDB stays available, and a DataDir keeps the format it was
 // created with (naming the other one is a config error rather than an empty
-// log). The WAL preallocates 64 MiB segment files.
+// log). The WAL preallocates 64 MiB segment files (Config.WALSegmentSize).
+// To move a member to the other format, take it out and bring it back
+// empty: Leave (the agent leaves on SIGTERM), remove its DataDir, start it
+// with Join and the new LogStore; it is added again and sent a snapshot.
+// Wiping a member without leaving first would erase its vote in the current
+// term, which it could then cast twice.
 //
 // # Membership: a bounded number of voters
 //
