@@ -119,3 +119,28 @@ func TestClosedStoreEndsLateCallers(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), v, "the late call wrote")
 }
+
+// The documented way to move a member to the other format: leave, empty
+// the data dir, join again with the new LogStore.
+func TestMemberMovesToTheOtherLogFormat(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) { cfg.LogStore = LogStoreBoltDB })
+	_, lease := acquire(t, c.leader(), "kept", time.Hour)
+
+	moving := c.index(c.follower())
+	require.NoError(t, c.nodes[moving].Leave(testCtx(t)))
+	c.nodes[moving] = nil
+	cfg := c.cfgs[moving]
+	require.NoError(t, os.RemoveAll(cfg.DataDir))
+	cfg.LogStore = LogStoreWAL
+	cfg.Join = []string{c.leader().Addr()}
+	n := startNode(t, cfg)
+	c.nodes[moving] = n
+
+	assert.Equal(t, LogStoreWAL, n.Stats().LogStore)
+	require.Eventually(t, func() bool {
+		info, err := n.InspectStale("kept")
+		return err == nil && info.Locked && info.Token == lease.Token
+	}, patience, 10*time.Millisecond, "the moved member has the lock state")
+	_, again := acquire(t, n, "after", time.Minute)
+	assert.Greater(t, again.Token, lease.Token)
+}
