@@ -185,8 +185,8 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		go func() { serveErr <- srv.Serve(httpLn) }()
 	}
 
-	fmt.Fprintf(stdout, "raftlock agent %s: raft on %s, HTTP API on %s://%s, data in %s\n",
-		node.ID(), node.Addr(), scheme, httpLn.Addr(), cfg.DataDir)
+	fmt.Fprintf(stdout, "raftlock agent %s: raft on %s, HTTP API on %s://%s, data in %s (%s log)\n",
+		node.ID(), node.Addr(), scheme, httpLn.Addr(), cfg.DataDir, node.Stats().LogStore)
 
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
