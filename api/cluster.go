@@ -53,6 +53,9 @@ type ClusterStatus struct {
 	// cumulative since the node started.
 	Commit Timing `json:"commit"`
 	Apply  Timing `json:"apply"`
+	// Freeze times the copy of the lock state each snapshot takes while
+	// applies wait: how long lock operations on this node stall per snapshot.
+	Freeze Timing `json:"snapshot_freeze"`
 
 	// Locks is the lock state machine as this node sees it; nil when the
 	// adapter does not count it.

@@ -188,6 +188,7 @@
 //	raftlock_raft_term, _commit_index, _applied_index
 //	raftlock_raft_commit_duration_seconds             summary: proposal to commit, on the leader
 //	raftlock_raft_apply_duration_seconds              summary: applying committed entries
+//	raftlock_snapshot_freeze_duration_seconds         summary: the copy each snapshot takes while lock operations wait
 //	raftlock_locks_held, raftlock_locks_waiters       the state machine as this node sees it
 //	raftlock_locks_handoffs_total                     grants to a queued waiter
 //	raftlock_locks_expired_total                      leases that ran out

@@ -66,10 +66,10 @@ func (m *metrics) observe(op, result string, took time.Duration) {
 type clusterCollector struct {
 	cluster Cluster
 
-	hasLeader, isLeader, members                   *prometheus.Desc
-	term, commitIndex, appliedIndex                *prometheus.Desc
-	leaderChanges, commitTime, applyTime           *prometheus.Desc
-	locksHeld, locksWaiters, handoffs, expirations *prometheus.Desc
+	hasLeader, isLeader, members                     *prometheus.Desc
+	term, commitIndex, appliedIndex                  *prometheus.Desc
+	leaderChanges, commitTime, applyTime, freezeTime *prometheus.Desc
+	locksHeld, locksWaiters, handoffs, expirations   *prometheus.Desc
 }
 
 func newClusterCollector(c Cluster) *clusterCollector {
@@ -87,6 +87,7 @@ func newClusterCollector(c Cluster) *clusterCollector {
 		leaderChanges: d("raftlock_cluster_leader_changes_total", "Times this node saw the leader change since it started."),
 		commitTime:    d("raftlock_raft_commit_duration_seconds", "Time from proposing a raft entry to its commit, on the leader."),
 		applyTime:     d("raftlock_raft_apply_duration_seconds", "Time to apply committed entries to the lock state machine."),
+		freezeTime:    d("raftlock_snapshot_freeze_duration_seconds", "Time each snapshot holds lock operations up while it copies the lock state."),
 		locksHeld:     d("raftlock_locks_held", "Keys with a live lease, as this node's state machine sees them."),
 		locksWaiters:  d("raftlock_locks_waiters", "Callers queued for held keys, over all keys."),
 		handoffs:      d("raftlock_locks_handoffs_total", "Locks handed to a queued waiter on release, expiry or cancel."),
@@ -97,7 +98,7 @@ func newClusterCollector(c Cluster) *clusterCollector {
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.hasLeader, c.isLeader, c.members, c.term, c.commitIndex, c.appliedIndex,
-		c.leaderChanges, c.commitTime, c.applyTime,
+		c.leaderChanges, c.commitTime, c.applyTime, c.freezeTime,
 		c.locksHeld, c.locksWaiters, c.handoffs, c.expirations,
 	} {
 		ch <- d
@@ -130,6 +131,7 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.leaderChanges, float64(st.LeaderChanges))
 	timing(c.commitTime, st.Commit)
 	timing(c.applyTime, st.Apply)
+	timing(c.freezeTime, st.Freeze)
 	if l := st.Locks; l != nil {
 		gauge(c.locksHeld, float64(l.Held))
 		gauge(c.locksWaiters, float64(l.Waiters))

@@ -150,6 +150,7 @@ func leaderStatus() ClusterStatus {
 		LeaderChanges: 3,
 		Commit:        Timing{Count: 100, Total: 250_000_000},
 		Apply:         Timing{Count: 100, Total: 50_000_000},
+		Freeze:        Timing{Count: 3, Total: 30_000_000},
 		Locks:         &LockStats{Held: 4, Waiters: 2, Handoffs: 9, Expired: 5},
 		Raft:          map[string]string{"state": "Follower", "term": "7"},
 	}

@@ -29,6 +29,7 @@ func (s nodeStatus) Status() ClusterStatus {
 		LeaderChanges: st.LeaderChanges,
 		Commit:        Timing{Count: st.Commit.Count, Total: st.Commit.Total},
 		Apply:         Timing{Count: st.Apply.Count, Total: st.Apply.Total},
+		Freeze:        Timing{Count: st.Freeze.Count, Total: st.Freeze.Total},
 		Locks: &LockStats{
 			Held:     st.Keys,
 			Waiters:  st.Waiters,

@@ -158,6 +158,10 @@ func TestMetricsFromCluster(t *testing.T) {
 	apply, err := sample(families, "raftlock_raft_apply_duration_seconds", nil)
 	require.NoError(t, err)
 	assert.InDelta(t, 0.05, apply.GetSummary().GetSampleSum(), 1e-9)
+	freeze, err := sample(families, "raftlock_snapshot_freeze_duration_seconds", nil)
+	require.NoError(t, err)
+	assert.EqualValues(t, 3, freeze.GetSummary().GetSampleCount())
+	assert.InDelta(t, 0.03, freeze.GetSummary().GetSampleSum(), 1e-9)
 
 	// Each scrape reads the cluster afresh.
 	st := leaderStatus()

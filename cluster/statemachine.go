@@ -45,6 +45,7 @@ type stateMachine struct {
 	handoffs atomic.Uint64 // EventGranted applied: keys handed to a queued waiter
 	expired  atomic.Uint64 // EventExpired applied: leases that ran out
 	applies  timing        // ApplyBatch calls and the time spent in them
+	freezes  timing        // Snapshot calls: the copy of the state every apply waits for
 }
 
 var (
@@ -190,6 +191,8 @@ func (s *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
 	defer s.mu.Unlock()
 	// Only the copy holds applies up; raft encodes and writes it in Persist,
 	// beside them.
+	start := time.Now()
+	defer func() { s.freezes.observe(time.Since(start)) }()
 	return &snapshot{applied: s.applied, state: s.m.Freeze()}, nil
 }
 

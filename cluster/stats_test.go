@@ -65,6 +65,12 @@ func TestStatsDescribeMembersAndLockActivity(t *testing.T) {
 	assert.Greater(t, st.Commit.Count, was.Commit.Count, "the leader timed its proposals")
 	assert.Greater(t, st.Commit.Total, was.Commit.Total)
 	assert.Equal(t, was.LeaderChanges, st.LeaderChanges, "no election meanwhile")
+
+	// A snapshot times its freeze.
+	require.NoError(t, leader.raft.Snapshot().Error())
+	st = leader.Stats()
+	assert.Equal(t, was.Freeze.Count+1, st.Freeze.Count)
+	assert.Greater(t, st.Freeze.Total, was.Freeze.Total)
 }
 
 // A leader change is counted by the nodes that see it.
