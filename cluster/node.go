@@ -365,10 +365,10 @@ type Stats struct {
 	// Apply times this node's state machine applying committed entries:
 	// one observation per batch raft hands it.
 	Apply Timing
-	// Freeze times the part of each snapshot that holds applies up: the copy
-	// of the lock state taken under the state machine's lock (the encoding
-	// and the write happen beside applies). At a million locks it is tens of
-	// milliseconds, during which lock operations on this node wait.
+	// Freeze times, per snapshot, how long the copy of the lock state held
+	// the state machine's lock, summed over its chunks of at most 4096 keys
+	// (the encoding and the write happen beside applies): an apply waits for
+	// one chunk at most, a fraction of a millisecond.
 	Freeze Timing
 
 	Raft map[string]string // raft's own statistics, for people to read

@@ -45,7 +45,7 @@ type stateMachine struct {
 	handoffs atomic.Uint64 // EventGranted applied: keys handed to a queued waiter
 	expired  atomic.Uint64 // EventExpired applied: leases that ran out
 	applies  timing        // ApplyBatch calls and the time spent in them
-	freezes  timing        // Snapshot calls: the copy of the state every apply waits for
+	freezes  timing        // per snapshot: how long its copy held mu, summed over its chunks
 }
 
 var (
@@ -185,15 +185,17 @@ func (s *stateMachine) counts() machineCounts {
 	return machineCounts{keys: s.m.Len(), waiters: s.m.Waiters(), lastToken: s.m.LastToken(), logTime: s.m.Now()}
 }
 
-// Snapshot copies the state, so that Persist can write it while Apply goes on.
+// freezeChunk is how many keys a snapshot copies per hold of the state
+// machine's lock: an apply waits for at most one chunk's copy (a fraction of
+// a millisecond), however many keys the state holds.
+const freezeChunk = 4096
+
+// Snapshot starts a copy of the state as it is now (fsm.Freezer); Persist
+// copies it a chunk at a time, between applies, and writes it.
 func (s *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// Only the copy holds applies up; raft encodes and writes it in Persist,
-	// beside them.
-	start := time.Now()
-	defer func() { s.freezes.observe(time.Since(start)) }()
-	return &snapshot{applied: s.applied, state: s.m.Freeze()}, nil
+	return &snapshot{sm: s, applied: s.applied, fz: s.m.StartFreeze()}, nil
 }
 
 // Restore replaces the state with a snapshot's. raft calls it at start-up
@@ -233,26 +235,55 @@ const snapshotVersion = 1
 var errBadSnapshot = errors.New("cluster: malformed snapshot")
 
 type snapshot struct {
+	sm      *stateMachine
 	applied uint64
-	state   *fsm.Frozen
+	fz      *fsm.Freezer
 }
 
 func (s *snapshot) Persist(sink raft.SnapshotSink) error {
-	var hdr [9]byte
-	hdr[0] = snapshotVersion
-	binary.BigEndian.PutUint64(hdr[1:], s.applied)
-	if _, err := sink.Write(hdr[:]); err != nil {
-		sink.Cancel()
-		return fmt.Errorf("cluster: writing snapshot: %w", err)
-	}
-	if _, err := s.state.WriteTo(sink); err != nil {
+	if err := s.write(sink); err != nil {
 		sink.Cancel()
 		return fmt.Errorf("cluster: writing snapshot: %w", err)
 	}
 	return sink.Close()
 }
 
-func (s *snapshot) Release() {}
+// write copies the state a chunk at a time under the state machine's lock
+// and writes each chunk outside it. Freeze times the holds, summed.
+func (s *snapshot) write(w io.Writer) error {
+	var hdr [9]byte
+	hdr[0] = snapshotVersion
+	binary.BigEndian.PutUint64(hdr[1:], s.applied)
+	if _, err := w.Write(hdr[:]); err != nil {
+		return err
+	}
+	var held time.Duration
+	defer func() { s.sm.freezes.observe(held) }()
+	for {
+		s.sm.mu.Lock()
+		start := time.Now()
+		done, err := s.fz.Next(freezeChunk)
+		held += time.Since(start)
+		s.sm.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if err := s.fz.Flush(w); err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+// Release stops a copy that Persist did not finish, so the state machine
+// no longer keeps the state of its start.
+func (s *snapshot) Release() {
+	s.sm.mu.Lock()
+	s.fz.Stop()
+	s.sm.mu.Unlock()
+}
 
 func decodeSnapshot(b []byte) (applied uint64, state []byte, err error) {
 	if len(b) < 9 {

@@ -26,6 +26,7 @@ type Machine struct {
 	order     keyOrder // the entries of keys, in key byte order
 	deadlines deadlines
 	observe   func(Event)
+	freezer   *Freezer // a snapshot being copied a chunk at a time; told of every change
 }
 
 // New returns an empty machine. observe (may be nil) receives events during
@@ -65,6 +66,9 @@ func (m *Machine) Apply(c Command) Result {
 func (m *Machine) acquire(c Command) Result {
 	e := m.keys[c.Key]
 	if e == nil {
+		if m.freezer != nil {
+			m.freezer.touchNew(c.Key)
+		}
 		// Clone so that the machine never pins a larger buffer the caller's
 		// key was sliced from (a decoded batch, a request).
 		e = &entry{key: strings.Clone(c.Key), owner: c.Owner}
@@ -93,6 +97,9 @@ func (m *Machine) acquire(c Command) Result {
 	case held.Waiters >= MaxWaiters:
 		held.Status = StatusQueueFull
 		return held
+	}
+	if m.freezer != nil {
+		m.freezer.touch(e)
 	}
 	if e.waiters == nil {
 		e.waiters = &queue{}
@@ -124,6 +131,9 @@ func (m *Machine) extend(c Command) Result {
 	e := m.keys[c.Key]
 	if e == nil || e.owner != c.Owner {
 		return m.notHeld(e)
+	}
+	if m.freezer != nil {
+		m.freezer.touch(e)
 	}
 	e.expiresAt = m.now + c.TTL
 	m.deadlines.fix(e.index, e.expiresAt)
@@ -171,6 +181,9 @@ func (m *Machine) grant(e *entry, ttl time.Duration) {
 // a deadline later than the moment the lease ended, because due wait
 // deadlines are processed first.
 func (m *Machine) handOff(e *entry) {
+	if m.freezer != nil {
+		m.freezer.touch(e)
+	}
 	q := e.waiters
 	if q.len() == 0 {
 		m.deadlines.remove(e.index)
@@ -187,6 +200,9 @@ func (m *Machine) handOff(e *entry) {
 }
 
 func (m *Machine) removeWaiter(e *entry, w *waiter) {
+	if m.freezer != nil {
+		m.freezer.touch(e)
+	}
 	m.deadlines.remove(w.index)
 	e.waiters.unlink(w)
 	if e.waiters.len() == 0 {

@@ -120,10 +120,14 @@ func (f *Frozen) WriteTo(w io.Writer) (int64, error) {
 }
 
 func (f *Frozen) appendHeader(b []byte) []byte {
+	return appendSnapshotHeader(b, f.now, f.lastToken, len(f.keys))
+}
+
+func appendSnapshotHeader(b []byte, now time.Duration, lastToken uint64, count int) []byte {
 	b = append(b, snapshotVersion)
-	b = appendUvarint(b, uint64(f.now))
-	b = appendUvarint(b, f.lastToken)
-	return appendUvarint(b, uint64(len(f.keys)))
+	b = appendUvarint(b, uint64(now))
+	b = appendUvarint(b, lastToken)
+	return appendUvarint(b, uint64(count))
 }
 
 // appendKey appends key i's record; its waiters start at f.waiters[next].
@@ -227,6 +231,10 @@ func (m *Machine) Restore(b []byte) error {
 	}
 
 	heap.init()
+	if m.freezer != nil {
+		m.freezer.err = errFreezeRestored
+		m.freezer.Stop()
+	}
 	m.now, m.lastToken, m.keys, m.order, m.deadlines = now, lastToken, keys, buildKeyOrder(sorted), heap
 	return nil
 }

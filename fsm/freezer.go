@@ -1,0 +1,194 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+)
+
+// A Freezer copies the machine's state as it was when StartFreeze was
+// called, a chunk of keys at a time, while Apply goes on between chunks: a
+// snapshot of a million keys then holds applies up for a chunk's copy at a
+// time, never for the whole state. It produces exactly Snapshot's bytes as
+// of the start.
+//
+// How: the machine tells the Freezer before it changes, adds or removes a
+// key the Freezer has not copied yet, and the Freezer keeps that key's
+// state from before the change (a pre-image), once. Copying walks the keys
+// in order from where the last chunk ended, taking a key's pre-image when
+// it has one, skipping keys added since the start, and putting back, in
+// order, keys removed since the start. Keys behind the cursor are copied
+// already, so their changes are of no interest.
+//
+// StartFreeze, Next and Stop must be serialized with Apply (the machine's
+// caller holds its lock for them); Flush must be called between Next calls,
+// outside that lock. A Restore while a Freezer runs makes its next Next fail.
+type Freezer struct {
+	m        *Machine
+	now      time.Duration
+	token    uint64
+	count    int    // keys at the start: the snapshot's key count
+	cursor   string // every key up to it is copied ("": none yet; no key is empty)
+	emitted  int
+	pre      map[string]preImage // keys beyond the cursor changed since the start
+	pending  Frozen              // copied, not yet flushed
+	wroteHdr bool
+	err      error
+}
+
+// preImage is a key's state at the start of the freeze; existed is false
+// for a key added since.
+type preImage struct {
+	existed bool
+	key     frozenKey
+	waiters []frozenWaiter
+}
+
+var errFreezeRestored = errors.New("fsm: the state was restored while a snapshot was being copied")
+
+// StartFreeze begins copying the state as it is now. At most one Freezer
+// runs at a time: starting one stops the previous.
+func (m *Machine) StartFreeze() *Freezer {
+	if m.freezer != nil {
+		m.freezer.Stop()
+	}
+	fz := &Freezer{m: m, now: m.now, token: m.lastToken, count: len(m.keys), pre: make(map[string]preImage)}
+	m.freezer = fz
+	return fz
+}
+
+// Stop detaches the Freezer from the machine; it copies nothing more.
+func (fz *Freezer) Stop() {
+	if fz.m != nil && fz.m.freezer == fz {
+		fz.m.freezer = nil
+	}
+	fz.m = nil
+}
+
+// touch records e's state before the machine changes or removes it.
+func (fz *Freezer) touch(e *entry) {
+	if e.key <= fz.cursor {
+		return
+	}
+	if _, ok := fz.pre[e.key]; ok {
+		return
+	}
+	p := preImage{existed: true, key: frozenKey{key: e.key, owner: e.owner, token: e.token, expiresAt: e.expiresAt}}
+	if e.waiters != nil {
+		for w := e.waiters.head; w != nil; w = w.next {
+			p.waiters = append(p.waiters, frozenWaiter{owner: w.owner, ttl: w.ttl, deadline: w.deadline})
+		}
+	}
+	p.key.nWaiters = len(p.waiters)
+	fz.pre[e.key] = p
+}
+
+// touchNew records that key, absent at the start, is being added.
+func (fz *Freezer) touchNew(key string) {
+	if key <= fz.cursor {
+		return
+	}
+	if _, ok := fz.pre[key]; !ok {
+		fz.pre[key] = preImage{}
+	}
+}
+
+// Next copies up to max more keys into the pending chunk and reports
+// whether every key is copied. An error (the state was restored meanwhile,
+// or the copy does not add up) means the snapshot must be abandoned.
+func (fz *Freezer) Next(max int) (done bool, err error) {
+	if fz.err != nil {
+		return false, fz.err
+	}
+	if fz.m == nil {
+		return false, errors.New("fsm: Next on a stopped Freezer")
+	}
+	// Keys removed since the start and not yet copied, in order: they are
+	// put back between the keys the walk finds.
+	var removed []string
+	for k, p := range fz.pre {
+		if p.existed && fz.m.keys[k] == nil {
+			removed = append(removed, k)
+		}
+	}
+	slices.Sort(removed)
+	copied := 0
+	emit := func(key string, live *entry) {
+		if p, ok := fz.pre[key]; ok {
+			delete(fz.pre, key)
+			if !p.existed {
+				return // added since the start
+			}
+			fz.pending.keys = append(fz.pending.keys, p.key)
+			fz.pending.waiters = append(fz.pending.waiters, p.waiters...)
+		} else {
+			fz.pending.appendEntry(live)
+		}
+		fz.cursor = key
+		fz.emitted++
+		copied++
+	}
+	fz.m.order.ascend(fz.cursor, func(e *entry) bool {
+		if e.key == fz.cursor {
+			return true // ascend starts at the cursor itself
+		}
+		for len(removed) > 0 && removed[0] < e.key && copied < max {
+			emit(removed[0], nil)
+			removed = removed[1:]
+		}
+		if copied >= max {
+			return false
+		}
+		emit(e.key, e)
+		return copied < max
+	})
+	for len(removed) > 0 && copied < max {
+		emit(removed[0], nil)
+		removed = removed[1:]
+	}
+	if copied == max {
+		return false, nil
+	}
+	// Nothing left: what remains recorded can only be keys added since the
+	// start (a removed key would have been put back above).
+	fz.Stop()
+	if fz.emitted != fz.count {
+		fz.err = fmt.Errorf("fsm: snapshot copy found %d keys, the state had %d", fz.emitted, fz.count)
+		return false, fz.err
+	}
+	return true, nil
+}
+
+// Flush writes what Next copied since the last Flush (after the header, the
+// first time) in Snapshot's encoding.
+func (fz *Freezer) Flush(w io.Writer) error {
+	var b []byte
+	if !fz.wroteHdr {
+		b = appendSnapshotHeader(b, fz.now, fz.token, fz.count)
+		fz.wroteHdr = true
+	}
+	var c int
+	for i := range fz.pending.keys {
+		b, c = fz.pending.appendKey(b, i, c)
+	}
+	fz.pending.keys, fz.pending.waiters = fz.pending.keys[:0], fz.pending.waiters[:0]
+	if len(b) == 0 {
+		return nil
+	}
+	_, err := w.Write(b)
+	return err
+}
+
+// appendEntry copies e into f.
+func (f *Frozen) appendEntry(e *entry) {
+	k := frozenKey{key: e.key, owner: e.owner, token: e.token, expiresAt: e.expiresAt}
+	if e.waiters != nil {
+		for w := e.waiters.head; w != nil; w = w.next {
+			f.waiters = append(f.waiters, frozenWaiter{owner: w.owner, ttl: w.ttl, deadline: w.deadline})
+			k.nWaiters++
+		}
+	}
+	f.keys = append(f.keys, k)
+}
