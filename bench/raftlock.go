@@ -214,6 +214,7 @@ func (s *raftlockSystem) held(ctx context.Context, n int, atPeak func()) (figs m
 	// follow its last one; release-only traffic on other keys supplies them
 	// without changing what is held.
 	progress("%s: held: waiting for each node's snapshot of the full state", s.name())
+	freezesBefore := s.freezes()
 	snaps, err := s.nudgeUntilSnapshots(ctx, timings, filled)
 	if err != nil {
 		return nil, err
@@ -222,9 +223,9 @@ func (s *raftlockSystem) held(ctx context.Context, n int, atPeak func()) (figs m
 	if size := latestSnapshotSize(s.cfgs[0].DataDir); size > 0 {
 		figs["held_snapshot_bytes_per_lock"] = float64(size) / float64(n)
 	}
-	if v := timings.startedAfter("raft.fsm.snapshot", filled); len(v) > 0 {
-		s.note = append(s.note, fmt.Sprintf("held: snapshot %.0fms, of which FSM copy (Apply waits meanwhile) %.0fms, write and fsync %.0fms (mean of %d nodes; the rest is log compaction)",
-			mean(snaps), mean(v), mean(timings.startedAfter("raft.snapshot.persist", filled)), len(snaps)))
+	if held := freezeHeld(freezesBefore, s.freezes()); len(held) > 0 {
+		s.note = append(s.note, fmt.Sprintf("held: snapshot %.0fms, of which the state copy held applies up %.1fms in all, in chunks of at most 4096 keys (an apply waits for one chunk at most); write and fsync %.0fms (mean of %d nodes; the rest is log compaction)",
+			mean(snaps), mean(held), mean(timings.startedAfter("raft.snapshot.persist", filled)), len(snaps)))
 	}
 
 	figs["held_bytes_per_lock"] = perLock(base, heapInUse(), 3, n)
@@ -362,4 +363,28 @@ func mean(v []float64) float64 {
 		sum += x
 	}
 	return sum / float64(len(v))
+}
+
+// freezes reads each running node's snapshot freeze timing (Stats.Freeze).
+func (s *raftlockSystem) freezes() map[string]cluster.Timing {
+	out := map[string]cluster.Timing{}
+	for _, n := range s.nodes {
+		if n != nil {
+			out[n.ID()] = n.Stats().Freeze
+		}
+	}
+	return out
+}
+
+// freezeHeld is, per node that snapshotted between before and after, the
+// mean time a snapshot's copy held its state machine's lock, in ms.
+func freezeHeld(before, after map[string]cluster.Timing) []float64 {
+	var out []float64
+	for id, a := range after {
+		b := before[id]
+		if a.Count > b.Count {
+			out = append(out, float64(a.Total-b.Total)/float64(a.Count-b.Count)/float64(time.Millisecond))
+		}
+	}
+	return out
 }
