@@ -107,7 +107,10 @@ func TestHTTPSWithClientCertificates(t *testing.T) {
 			_, err = c.Inspect(ctx, "k")
 			require.Error(t, err)
 			assert.ErrorIs(t, err, lock.ErrUnavailable)
-			assert.ErrorContains(t, err, "remote error: tls:", "the node's alert says why")
+			// TLS 1.3: the client's handshake ends before the node checks its
+			// certificate; the node's alert says why, unless the client's
+			// request crossed the node's hang-up (then: a reset).
+			assert.Regexp(t, `remote error: tls:|connection reset by peer`, err.Error())
 			_, err = c.Release(ctx, "k", req.Owner)
 			assert.Error(t, err)
 			_, err = c.Health(ctx)
