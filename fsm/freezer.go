@@ -33,6 +33,7 @@ type Freezer struct {
 	cursor   string // every key up to it is copied ("": none yet; no key is empty)
 	emitted  int
 	pre      map[string]preImage // keys beyond the cursor changed since the start
+	gone     []string            // keys of pre, in order, that existed at the start and are absent now
 	pending  Frozen              // copied, not yet flushed
 	wroteHdr bool
 	err      error
@@ -85,13 +86,28 @@ func (fz *Freezer) touch(e *entry) {
 	fz.pre[e.key] = p
 }
 
-// touchNew records that key, absent at the start, is being added.
+// touchNew records that key is being added: absent at the start, or
+// removed since and now back (its pre-image stays).
 func (fz *Freezer) touchNew(key string) {
 	if key <= fz.cursor {
 		return
 	}
 	if _, ok := fz.pre[key]; !ok {
 		fz.pre[key] = preImage{}
+		return
+	}
+	if i, found := slices.BinarySearch(fz.gone, key); found {
+		fz.gone = slices.Delete(fz.gone, i, i+1)
+	}
+}
+
+// removing records that key, already touched, is leaving the machine.
+func (fz *Freezer) removing(key string) {
+	if key <= fz.cursor || !fz.pre[key].existed {
+		return
+	}
+	if i, found := slices.BinarySearch(fz.gone, key); !found {
+		fz.gone = slices.Insert(fz.gone, i, key)
 	}
 }
 
@@ -105,15 +121,8 @@ func (fz *Freezer) Next(max int) (done bool, err error) {
 	if fz.m == nil {
 		return false, errors.New("fsm: Next on a stopped Freezer")
 	}
-	// Keys removed since the start and not yet copied, in order: they are
-	// put back between the keys the walk finds.
-	var removed []string
-	for k, p := range fz.pre {
-		if p.existed && fz.m.keys[k] == nil {
-			removed = append(removed, k)
-		}
-	}
-	slices.Sort(removed)
+	// Keys removed since the start are put back, in order, between the
+	// keys the walk finds.
 	copied := 0
 	emit := func(key string, live *entry) {
 		if p, ok := fz.pre[key]; ok {
@@ -134,9 +143,9 @@ func (fz *Freezer) Next(max int) (done bool, err error) {
 		if e.key == fz.cursor {
 			return true // ascend starts at the cursor itself
 		}
-		for len(removed) > 0 && removed[0] < e.key && copied < max {
-			emit(removed[0], nil)
-			removed = removed[1:]
+		for len(fz.gone) > 0 && fz.gone[0] < e.key && copied < max {
+			emit(fz.gone[0], nil)
+			fz.gone = fz.gone[1:]
 		}
 		if copied >= max {
 			return false
@@ -144,9 +153,9 @@ func (fz *Freezer) Next(max int) (done bool, err error) {
 		emit(e.key, e)
 		return copied < max
 	})
-	for len(removed) > 0 && copied < max {
-		emit(removed[0], nil)
-		removed = removed[1:]
+	for len(fz.gone) > 0 && copied < max {
+		emit(fz.gone[0], nil)
+		fz.gone = fz.gone[1:]
 	}
 	if copied == max {
 		return false, nil

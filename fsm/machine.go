@@ -186,6 +186,9 @@ func (m *Machine) handOff(e *entry) {
 	}
 	q := e.waiters
 	if q.len() == 0 {
+		if m.freezer != nil {
+			m.freezer.removing(e.key)
+		}
 		m.deadlines.remove(e.index)
 		delete(m.keys, e.key)
 		m.order.remove(e)
