@@ -36,6 +36,7 @@ type Freezer struct {
 	gone     []string            // keys of pre, in order, that existed at the start and are absent now
 	pending  Frozen              // copied, not yet flushed
 	wroteHdr bool
+	buf      []byte // Flush's encoding buffer
 	err      error
 }
 
@@ -173,7 +174,8 @@ func (fz *Freezer) Next(max int) (done bool, err error) {
 // Flush writes what Next copied since the last Flush (after the header, the
 // first time) in Snapshot's encoding.
 func (fz *Freezer) Flush(w io.Writer) error {
-	var b []byte
+	b := fz.buf[:0]
+	defer func() { fz.buf = b[:0] }() // kept for the next chunk
 	if !fz.wroteHdr {
 		b = appendSnapshotHeader(b, fz.now, fz.token, fz.count)
 		fz.wroteHdr = true
