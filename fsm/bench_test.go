@@ -156,14 +156,14 @@ func BenchmarkSnapshot(b *testing.B) {
 	b.ReportMetric(float64(n), "snapshot-bytes")
 }
 
-// BenchmarkFreeze is what a snapshot costs while applies wait; the encoding
-// (BenchmarkSnapshot) runs after it, beside them.
+// BenchmarkFreeze is the copy half of Snapshot, the other half being the
+// encoding.
 func BenchmarkFreeze(b *testing.B) {
 	m := heldMachine(100_000)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		m.Freeze()
+		m.freeze()
 	}
 }
 

@@ -82,10 +82,9 @@
 // after a restore, within the 250-byte budget (TestMemoryPerHeldLock with
 // FSM_MEMORY=1).
 //
-// A snapshot of a large state need not stop Apply while it is copied:
-// Freeze copies everything at once (56 bytes a key, strings shared) for an
-// encoding made later, and a Freezer (StartFreeze) copies a chunk of keys at
-// a time with applies in between, keeping the pre-image of any key that
-// changes ahead of its cursor, so that it still writes exactly the snapshot
-// of its start. Determinism is untouched: neither changes the state.
+// A snapshot of a large state need not stop Apply while it is copied: a
+// Freezer (StartFreeze) copies a chunk of keys at a time with applies in
+// between, keeping the pre-image of any key that changes ahead of its
+// cursor, so that it still writes exactly Snapshot's bytes of its start.
+// Determinism is untouched: it never changes the state.
 package fsm

@@ -34,7 +34,7 @@ type Freezer struct {
 	emitted  int
 	pre      map[string]preImage // keys beyond the cursor changed since the start
 	gone     []string            // keys of pre, in order, that existed at the start and are absent now
-	pending  Frozen              // copied, not yet flushed
+	pending  frozen              // copied, not yet flushed
 	wroteHdr bool
 	buf      []byte // Flush's encoding buffer
 	err      error
@@ -77,14 +77,9 @@ func (fz *Freezer) touch(e *entry) {
 	if _, ok := fz.pre[e.key]; ok {
 		return
 	}
-	p := preImage{existed: true, key: frozenKey{key: e.key, owner: e.owner, token: e.token, expiresAt: e.expiresAt}}
-	if e.waiters != nil {
-		for w := e.waiters.head; w != nil; w = w.next {
-			p.waiters = append(p.waiters, frozenWaiter{owner: w.owner, ttl: w.ttl, deadline: w.deadline})
-		}
-	}
-	p.key.nWaiters = len(p.waiters)
-	fz.pre[e.key] = p
+	var one frozen
+	one.appendEntry(e)
+	fz.pre[e.key] = preImage{existed: true, key: one.keys[0], waiters: one.waiters}
 }
 
 // touchNew records that key is being added: absent at the start, or
@@ -193,7 +188,7 @@ func (fz *Freezer) Flush(w io.Writer) error {
 }
 
 // appendEntry copies e into f.
-func (f *Frozen) appendEntry(e *entry) {
+func (f *frozen) appendEntry(e *entry) {
 	k := frozenKey{key: e.key, owner: e.owner, token: e.token, expiresAt: e.expiresAt}
 	if e.waiters != nil {
 		for w := e.waiters.head; w != nil; w = w.next {

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -54,9 +55,9 @@ func TestFreezerCopiesTheStateOfItsStart(t *testing.T) {
 		for range 150 {
 			m.Apply(next())
 		}
-		want := m.Snapshot()
+		want, keysAtStart := m.Snapshot(), m.Len()
 		fz := m.StartFreeze()
-		var got bytes.Buffer
+		var got chunkRecorder
 		for chunks := 0; ; chunks++ {
 			require.Less(t, chunks, 1000, "seed %d: the copy does not end", seed)
 			for range rng.IntN(8) {
@@ -69,9 +70,12 @@ func TestFreezerCopiesTheStateOfItsStart(t *testing.T) {
 				break
 			}
 		}
-		require.Equal(t, want, got.Bytes(), "seed %d", seed)
+		require.Equal(t, want, got.buf.Bytes(), "seed %d", seed)
+		if keysAtStart > 6 { // more than one Next can copy
+			assert.Greater(t, got.writes, 1, "seed %d: written a chunk at a time", seed)
+		}
 		assert.Nil(t, m.freezer, "seed %d: the machine is no longer told of changes", seed)
-		require.NoError(t, New(nil).Restore(got.Bytes()), "seed %d", seed)
+		require.NoError(t, New(nil).Restore(got.buf.Bytes()), "seed %d", seed)
 	}
 }
 
@@ -107,3 +111,25 @@ func TestStartFreezeStopsThePreviousOne(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, done)
 }
+
+type chunkRecorder struct {
+	buf    bytes.Buffer
+	writes int
+}
+
+func (c *chunkRecorder) Write(p []byte) (int, error) {
+	c.writes++
+	return c.buf.Write(p)
+}
+
+func TestFreezerFlushReportsTheWritersError(t *testing.T) {
+	fz := populated(t).StartFreeze()
+	_, err := fz.Next(100)
+	require.NoError(t, err)
+	broken := errors.New("disk full")
+	assert.ErrorIs(t, fz.Flush(failingWriter{broken}), broken)
+}
+
+type failingWriter struct{ err error }
+
+func (w failingWriter) Write([]byte) (int, error) { return 0, w.err }

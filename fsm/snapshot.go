@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"fmt"
-	"io"
 	"slices"
 	"time"
 )
@@ -25,15 +24,12 @@ const (
 )
 
 // Snapshot returns the machine's whole state, deterministically encoded and versioned.
-func (m *Machine) Snapshot() []byte { return m.Freeze().AppendTo(nil) }
+func (m *Machine) Snapshot() []byte { return m.freeze().appendTo(nil) }
 
-// Frozen is a copy of a machine's state at one moment, in the order and
-// with the fields the snapshot encoding needs. Freeze is the part a caller
-// must serialize with Apply; encoding a Frozen (the bulk of the work, and of
-// the bytes) may run while the machine moves on. At a million held locks a
-// freeze takes a fraction of the time of an encode, and that fraction is
-// what every lock operation waits for while a snapshot is taken.
-type Frozen struct {
+// frozen is keys and waiters copied out of a machine, in the order and with
+// the fields the snapshot encoding needs: the whole state (freeze, for
+// Snapshot) or a Freezer's chunk.
+type frozen struct {
 	now       time.Duration
 	lastToken uint64
 	keys      []frozenKey
@@ -53,25 +49,18 @@ type frozenWaiter struct {
 	ttl, deadline time.Duration
 }
 
-// Freeze copies the state for an encoding made later (see Frozen).
-func (m *Machine) Freeze() *Frozen {
-	f := &Frozen{now: m.now, lastToken: m.lastToken, keys: make([]frozenKey, 0, len(m.keys))}
+// freeze copies the whole state.
+func (m *Machine) freeze() *frozen {
+	f := &frozen{now: m.now, lastToken: m.lastToken, keys: make([]frozenKey, 0, len(m.keys))}
 	m.order.ascend("", func(e *entry) bool {
-		k := frozenKey{key: e.key, owner: e.owner, token: e.token, expiresAt: e.expiresAt}
-		if e.waiters != nil {
-			for w := e.waiters.head; w != nil; w = w.next {
-				f.waiters = append(f.waiters, frozenWaiter{owner: w.owner, ttl: w.ttl, deadline: w.deadline})
-				k.nWaiters++
-			}
-		}
-		f.keys = append(f.keys, k)
+		f.appendEntry(e)
 		return true
 	})
 	return f
 }
 
 // Size is the length of the encoding, exactly.
-func (f *Frozen) Size() int {
+func (f *frozen) size() int {
 	size := 1 + uvarintLen(uint64(f.now)) + uvarintLen(f.lastToken) + uvarintLen(uint64(len(f.keys)))
 	for i := range f.keys {
 		k := &f.keys[i]
@@ -85,10 +74,10 @@ func (f *Frozen) Size() int {
 	return size
 }
 
-// AppendTo appends the snapshot encoding to b. Keys are already in byte
+// appendTo appends the snapshot encoding to b. Keys are already in byte
 // order, so equal states give equal bytes with no sort.
-func (f *Frozen) AppendTo(b []byte) []byte {
-	b = slices.Grow(b, f.Size())
+func (f *frozen) appendTo(b []byte) []byte {
+	b = slices.Grow(b, f.size())
 	b = f.appendHeader(b)
 	next := 0
 	for i := range f.keys {
@@ -97,29 +86,7 @@ func (f *Frozen) AppendTo(b []byte) []byte {
 	return b
 }
 
-// WriteTo writes the snapshot encoding to w in chunks, so the whole
-// encoding is never in memory at once.
-func (f *Frozen) WriteTo(w io.Writer) (int64, error) {
-	const chunk = 64 << 10
-	var written int64
-	buf := f.appendHeader(make([]byte, 0, chunk+1024))
-	next := 0
-	for i := range f.keys {
-		buf, next = f.appendKey(buf, i, next)
-		if len(buf) >= chunk {
-			n, err := w.Write(buf)
-			written += int64(n)
-			if err != nil {
-				return written, err
-			}
-			buf = buf[:0]
-		}
-	}
-	n, err := w.Write(buf)
-	return written + int64(n), err
-}
-
-func (f *Frozen) appendHeader(b []byte) []byte {
+func (f *frozen) appendHeader(b []byte) []byte {
 	return appendSnapshotHeader(b, f.now, f.lastToken, len(f.keys))
 }
 
@@ -132,7 +99,7 @@ func appendSnapshotHeader(b []byte, now time.Duration, lastToken uint64, count i
 
 // appendKey appends key i's record; its waiters start at f.waiters[next].
 // It returns where the next key's waiters start.
-func (f *Frozen) appendKey(b []byte, i, next int) ([]byte, int) {
+func (f *frozen) appendKey(b []byte, i, next int) ([]byte, int) {
 	k := &f.keys[i]
 	b = appendUvarint(b, uint64(len(k.key)))
 	b = append(b, k.key...)

@@ -1,8 +1,6 @@
 package fsm
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -172,15 +170,15 @@ func TestRestoreKeepsObserverAndQueueOrder(t *testing.T) {
 	assert.Equal(t, Event{Kind: EventGranted, Key: "a", Owner: ownerC, Token: 5, ExpiresAt: 12 * ms, At: 7 * ms}, events[0])
 }
 
-// A Frozen state encodes to what Snapshot gave at the moment of the freeze,
-// however the machine moves on, and in one piece or in chunks alike.
+// A frozen state encodes to what Snapshot gave at the moment of the freeze,
+// however the machine moves on.
 func TestFrozenStateIsIndependentOfLaterApplies(t *testing.T) {
 	m := populated(t)
-	for i := range 5000 { // enough keys for WriteTo to write several chunks
+	for i := range 5000 {
 		m.Apply(acquire(7*ms, fmt.Sprintf("bulk/%05d", i), numberedOwner(i), time.Hour, 0))
 	}
 	want := m.Snapshot()
-	f := m.Freeze()
+	f := m.freeze()
 
 	m.Apply(release(8*ms, "a", ownerB))                         // hands a to its first waiter
 	m.Apply(acquire(9*ms, "b", ownerD, time.Minute, time.Hour)) // queues on b
@@ -188,33 +186,6 @@ func TestFrozenStateIsIndependentOfLaterApplies(t *testing.T) {
 	m.Apply(release(11*ms, "bulk/00000", numberedOwner(0)))
 	require.NotEqual(t, want, m.Snapshot())
 
-	assert.Equal(t, len(want), f.Size())
-	assert.Equal(t, want, f.AppendTo(nil))
-	var w chunkRecorder
-	n, err := f.WriteTo(&w)
-	require.NoError(t, err)
-	assert.Equal(t, int64(len(want)), n)
-	assert.Equal(t, want, w.buf.Bytes())
-	assert.Greater(t, w.writes, 1, "written in chunks")
+	assert.Equal(t, len(want), f.size())
+	assert.Equal(t, want, f.appendTo(nil))
 }
-
-type chunkRecorder struct {
-	buf    bytes.Buffer
-	writes int
-}
-
-func (c *chunkRecorder) Write(p []byte) (int, error) {
-	c.writes++
-	return c.buf.Write(p)
-}
-
-func TestFrozenWriteToReportsTheWritersError(t *testing.T) {
-	f := populated(t).Freeze()
-	broken := errors.New("disk full")
-	_, err := f.WriteTo(failingWriter{broken})
-	assert.ErrorIs(t, err, broken)
-}
-
-type failingWriter struct{ err error }
-
-func (w failingWriter) Write([]byte) (int, error) { return 0, w.err }
