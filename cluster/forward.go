@@ -282,7 +282,7 @@ func (n *Node) handleRPC(ctx context.Context, body []byte) ([]byte, error) {
 		return reply{code: codeBadRequest, msg: err.Error()}.appendBinary(nil), nil
 	}
 	if req.kind == kindInfo {
-		n.peers.heard(n, req.id, req.apiAddr)
+		n.heardFrom(req.id, req.apiAddr)
 		return reply{code: codeOK, kind: kindInfo, info: nodeInfo{id: n.cfg.NodeID, apiAddr: n.cfg.APIAddr}}.appendBinary(nil), nil
 	}
 	t := n.term.Load()

@@ -39,10 +39,10 @@ func (d *peerDirectory) apiAddr(id string) string {
 	return d.peers[id].apiAddr
 }
 
-// heard records what a member said of itself when it asked for our info. A
+// heardFrom records what a member said of itself when it asked for our info. A
 // node not (yet) in this node's configuration is not recorded; it will be
 // asked once it is.
-func (d *peerDirectory) heard(n *Node, id, apiAddr string) {
+func (n *Node) heardFrom(id, apiAddr string) {
 	servers, err := n.Servers()
 	if err != nil || id == n.cfg.NodeID {
 		return
@@ -51,9 +51,9 @@ func (d *peerDirectory) heard(n *Node, id, apiAddr string) {
 	if !member {
 		return
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.peers[id] = peerInfo{addr: addr, apiAddr: apiAddr, learned: time.Now()}
+	n.peers.mu.Lock()
+	defer n.peers.mu.Unlock()
+	n.peers.peers[id] = peerInfo{addr: addr, apiAddr: apiAddr, learned: time.Now()}
 }
 
 func (n *Node) runPeerInfo() {
