@@ -44,6 +44,14 @@ type flagSet struct {
 // flags not given on the command line. It returns the exit status to end
 // with, or -1 to carry on.
 func parseFlags(fs *flagSet, args []string, env map[string]string, stderr io.Writer) int {
+	// The env map is what the program reads; the help names each variable
+	// from it, so a flag whose text does not mention its variable yet still
+	// shows it in -h.
+	for name, variable := range env {
+		if f := fs.Lookup(name); f != nil && !strings.Contains(f.Usage, variable) {
+			f.Usage += " (env " + variable + ")"
+		}
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.help()
@@ -88,13 +96,13 @@ func addClientFlags(fs *flagSet, env map[string]string) *clientFlags {
 		env[name] = variable
 	}
 	c := &clientFlags{fs: fs}
-	fs.StringVar(&c.addr, "addr", "http://127.0.0.1:7070", "URL of a raftlock agent, http:// or https://; or several, comma-separated, tried in turn while one cannot be reached (env RAFTLOCK_ADDR)")
+	fs.StringVar(&c.addr, "addr", "http://127.0.0.1:7070", "URL of a raftlock agent, http:// or https://; or several, comma-separated, tried in turn while one cannot be reached")
 	fs.StringVar(&c.token, "token", "", "API token, when the agent requires one (env RAFTLOCK_HTTP_TOKEN; a flag shows in ps: prefer the env or -token-file)")
-	fs.StringVar(&c.tokenFile, "token-file", "", "file holding the API token, surrounding whitespace ignored (env RAFTLOCK_HTTP_TOKEN_FILE)")
+	fs.StringVar(&c.tokenFile, "token-file", "", "file holding the API token, surrounding whitespace ignored")
 	fs.StringVar(&c.caFile, "ca-file", "", "PEM CA certificate(s) to verify an https:// agent with (env RAFTLOCK_CACERT; default: the system's roots)")
-	fs.StringVar(&c.clientCert, "client-cert", "", "PEM client certificate for an agent that requires one; with -client-key (env RAFTLOCK_CLIENT_CERT)")
-	fs.StringVar(&c.clientKey, "client-key", "", "PEM private key of -client-cert (env RAFTLOCK_CLIENT_KEY)")
-	fs.StringVar(&c.serverName, "tls-server-name", "", "name to verify the agent's certificate against, when -addr's host is not in it (env RAFTLOCK_TLS_SERVER_NAME)")
+	fs.StringVar(&c.clientCert, "client-cert", "", "PEM client certificate for an agent that requires one; with -client-key")
+	fs.StringVar(&c.clientKey, "client-key", "", "PEM private key of -client-cert")
+	fs.StringVar(&c.serverName, "tls-server-name", "", "name to verify the agent's certificate against, when -addr's host is not in it")
 	return c
 }
 

@@ -116,7 +116,7 @@ func runRelease(args []string, stdout, stderr io.Writer) int {
 		"Releases KEY held by the owner given (32 hex digits, as the HTTP API returned it).\n"+
 			"Exit status 0 when released, 1 when that owner did not hold KEY."+connectHelp, stdout, stderr)
 	agent := addClientFlags(fs, env)
-	ownerText := fs.String("owner", "", "the lock's owner token, 32 hex digits (env RAFTLOCK_OWNER)")
+	ownerText := fs.String("owner", "", "the lock's owner token, 32 hex digits")
 	if code := parseFlags(fs, args, env, stderr); code >= 0 {
 		return code
 	}

@@ -31,9 +31,9 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 		stdout, stderr)
 	agent := addClientFlags(fs, env)
 	var ttl, wait, killAfter time.Duration
-	durationVar(fs, &ttl, "ttl", lock.DefaultTTL, "lease length; kept alive while COMMAND runs (env RAFTLOCK_TTL)")
-	durationVar(fs, &wait, "wait", 0, "how long to wait for a held lock; 0 fails at once (env RAFTLOCK_WAIT)")
-	durationVar(fs, &killAfter, "kill-after", 10*time.Second, "after SIGTERM, how long COMMAND has before SIGKILL (env RAFTLOCK_KILL_AFTER)")
+	durationVar(fs, &ttl, "ttl", lock.DefaultTTL, "lease length; kept alive while COMMAND runs")
+	durationVar(fs, &wait, "wait", 0, "how long to wait for a held lock; 0 fails at once")
+	durationVar(fs, &killAfter, "kill-after", 10*time.Second, "after SIGTERM, how long COMMAND has before SIGKILL")
 	if code := parseFlags(fs, args, env, stderr); code >= 0 {
 		return code
 	}
