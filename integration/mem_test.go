@@ -203,17 +203,7 @@ func (c *memCluster) leader() *memNode {
 // waitReady waits until every running node knows the same running leader
 // and a write commits.
 func (c *memCluster) waitReady(ctx context.Context) error {
-	var last error
-	for {
-		if last = c.ready(ctx); last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("cluster not ready: %w (%v)", ctx.Err(), last)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	return pollUntil(ctx, 20*time.Millisecond, "cluster not ready", c.ready)
 }
 
 func (c *memCluster) ready(ctx context.Context) error {

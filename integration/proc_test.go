@@ -348,17 +348,7 @@ func (c *procCluster) leader(ctx context.Context) *procNode {
 // waitReady waits until every running node knows the same leader, a
 // running one, and a write goes through.
 func (c *procCluster) waitReady(ctx context.Context) error {
-	var last error
-	for {
-		if last = c.ready(ctx); last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("cluster not ready: %w (%v)", ctx.Err(), last)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	return pollUntil(ctx, 50*time.Millisecond, "cluster not ready", c.ready)
 }
 
 func (c *procCluster) ready(ctx context.Context) error {

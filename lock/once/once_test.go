@@ -295,14 +295,13 @@ func TestErrorsAreReportedAndTheLoopGoesOn(t *testing.T) {
 	assert.Equal(t, []time.Time{base.Add(time.Minute), base.Add(2 * time.Minute)}, ticks)
 }
 
-// A store that is down at tick time is retried: the tick runs once it is
-// back, within the tick's window.
-func TestStoreErrorIsRetriedWithinTheWindow(t *testing.T) {
-	s := &switchableStore{Store: newStore(t)}
+// replicaOnADownStore runs one replica of a job every minute on a store that
+// is down, and moves its clock to the first tick.
+func replicaOnADownStore(t *testing.T) (s *switchableStore, clock *fakeClock, reported chan error, ran chan once.Tick) {
+	s = &switchableStore{Store: newStore(t)}
 	s.down.Store(true)
-	clock := newFakeClock(base.Add(time.Second))
-	reported := make(chan error, 10)
-	ran := make(chan once.Tick, 1)
+	clock = newFakeClock(base.Add(time.Second))
+	reported, ran = make(chan error, 100), make(chan once.Tick, 1)
 	replicas(t, 1, func(ctx context.Context, _ int) error {
 		return once.PerTick(ctx, lock.New(s), "report", once.Every(time.Minute), func(ctx context.Context, tick once.Tick) error {
 			ran <- tick
@@ -311,6 +310,13 @@ func TestStoreErrorIsRetriedWithinTheWindow(t *testing.T) {
 	})
 	clock.waitForSleepers(t, 1)
 	clock.AdvanceTo(base.Add(time.Minute))
+	return s, clock, reported, ran
+}
+
+// A store that is down at tick time is retried: the tick runs once it is
+// back, within the tick's window.
+func TestStoreErrorIsRetriedWithinTheWindow(t *testing.T) {
+	s, clock, reported, ran := replicaOnADownStore(t)
 	err := receive(t, reported, "the first store error")
 	assert.ErrorIs(t, err, lock.ErrUnavailable)
 	assert.ErrorContains(t, err, "retrying")
@@ -326,19 +332,7 @@ func TestStoreErrorIsRetriedWithinTheWindow(t *testing.T) {
 // A store that stays down for the whole window makes the replica give up
 // the tick (reported), and the next tick runs once the store is back.
 func TestStoreDownForTheWholeWindowSkipsTheTick(t *testing.T) {
-	s := &switchableStore{Store: newStore(t)}
-	s.down.Store(true)
-	clock := newFakeClock(base.Add(time.Second))
-	reported := make(chan error, 100)
-	ran := make(chan once.Tick, 1)
-	replicas(t, 1, func(ctx context.Context, _ int) error {
-		return once.PerTick(ctx, lock.New(s), "report", once.Every(time.Minute), func(ctx context.Context, tick once.Tick) error {
-			ran <- tick
-			return nil
-		}, once.WithClock(clock), once.OnError(func(_ once.Tick, err error) { reported <- err }))
-	})
-	clock.waitForSleepers(t, 1)
-	clock.AdvanceTo(base.Add(time.Minute))
+	s, clock, reported, ran := replicaOnADownStore(t)
 	assert.ErrorContains(t, receive(t, reported, "the first store error"), "retrying")
 	// Each retry fails; once the replica sleeps again, what it reported is
 	// in the channel. It gives up before its clock reaches the next tick.
