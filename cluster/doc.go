@@ -16,9 +16,9 @@
 // New (there is no separate Open) listens on one TCP port (package
 // transport carries raft and the forwarding RPC on it), opens the raft log and
 // stable store (fsync on every write; a 512-entry cache in front) and the
-// file snapshot store in DataDir, and starts raft. On a fresh DataDir it must be told to Bootstrap a new cluster (alone
-// or with Peers) or to Join running members; both, or neither, is a config
-// error. On a DataDir with raft state it does neither: it comes back with every
+// file snapshot store in DataDir, and starts raft. On a fresh DataDir it must
+// be told to Bootstrap a new cluster (alone or with Peers) or to Join running
+// members; both, or neither, is a config error. On a DataDir with raft state it does neither: it comes back with every
 // lock, waiter and the token counter from its snapshot and log, and never
 // bootstraps over existing state. If it is also given Join addresses it asks,
 // in the background, to be added again: a member that left gracefully was
@@ -88,9 +88,12 @@
 // order and answers each entry with its []fsm.Result; configuration entries
 // only advance the applied index, and raft's no-op and barrier entries never
 // reach it. A mutex serializes the machine between raft's FSM goroutine and
-// the node's reads. Snapshot copies the machine's encoded state under that
-// mutex, so Persist writes it while applying goes on. A snapshot is a version
-// byte, the applied index, and fsm.Machine.Snapshot's bytes.
+// the node's reads. Snapshot only starts an fsm.Freezer under that mutex;
+// Persist copies 4096 keys per hold of it and encodes and writes each chunk
+// outside it, so an apply waits for one chunk at most, however large the
+// state (Stats.Freeze sums the holds). A snapshot is a version byte, the
+// applied index, and the bytes fsm.Machine.Snapshot would have given when it
+// started.
 //
 // The machine's events (a queued owner granted on hand-off, or dropped at its
 // wait deadline) go to the node's waiter registry, which wakes the local
