@@ -9,7 +9,7 @@ import (
 
 // raftTimings records the durations hashicorp/raft reports through
 // go-metrics for snapshots and restores (raft.snapshot.takeSnapshot,
-// raft.fsm.snapshot, raft.snapshot.persist, raft.fsm.restore): the only way
+// raft.snapshot.persist, raft.fsm.restore): the only way
 // to time them on a real node without changing package cluster. Samples
 // carry no node name; the nodes share this process.
 type raftTimings struct {
@@ -50,7 +50,7 @@ func (t *raftTimings) AddSample(key []string, val float32) {
 	}
 	name := key[0] + "." + key[1] + "." + key[2]
 	switch name {
-	case "raft.snapshot.takeSnapshot", "raft.fsm.snapshot", "raft.snapshot.persist", "raft.fsm.restore":
+	case "raft.snapshot.takeSnapshot", "raft.snapshot.persist", "raft.fsm.restore":
 	default:
 		return
 	}
