@@ -285,6 +285,9 @@ func (n *Node) handleRPC(ctx context.Context, body []byte) ([]byte, error) {
 		n.heardFrom(req.id, req.apiAddr)
 		return reply{code: codeOK, kind: kindInfo, info: nodeInfo{id: n.cfg.NodeID, apiAddr: n.cfg.APIAddr}}.appendBinary(nil), nil
 	}
+	if req.kind == kindIdentity {
+		return n.identityReply(req).appendBinary(nil), nil
+	}
 	t := n.term.Load()
 	if t == nil {
 		return n.notLeaderReply(req.kind).appendBinary(nil), nil

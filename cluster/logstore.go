@@ -85,7 +85,8 @@ func openLogStore(dir string, kind LogStore, walSegmentSize int, logger hclog.Lo
 			return nil, "", fmt.Errorf("cluster: %w", err)
 		}
 		// A size of 0 leaves raft-wal's default.
-		store, err := wal.Open(path, wal.WithLogger(logger.Named("wal")), wal.WithSegmentSize(walSegmentSize))
+		store, err := wal.Open(path, wal.WithLogger(logger.Named("wal")), wal.WithSegmentSize(walSegmentSize),
+			wal.WithSegmentFiler(privateSegmentFiler(path)))
 		if err != nil {
 			return nil, "", fmt.Errorf("cluster: opening raft log %s: %w", path, err)
 		}

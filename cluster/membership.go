@@ -26,6 +26,14 @@ func (n *Node) join(ctx context.Context) error {
 			// A member that does not lead points at the leader; follow at
 			// most a few such hints, so two confused members cannot loop.
 			for hops := 0; hops < 3 && addr != "" && addr != n.Addr(); hops++ {
+				clusterID, err := n.checkCluster(ctx, addr)
+				if errors.Is(err, ErrWrongCluster) {
+					return fmt.Errorf("%w: %w", ErrJoin, err)
+				}
+				if err != nil {
+					lastErr = fmt.Errorf("%s: %w", addr, err)
+					break
+				}
 				rep, err := n.call(ctx, addr, body)
 				if err != nil {
 					lastErr = fmt.Errorf("%s: %w", addr, err)
@@ -34,6 +42,7 @@ func (n *Node) join(ctx context.Context) error {
 				switch rep.code {
 				case codeOK:
 					n.log.Info("joined cluster", "via", addr)
+					n.joinedCluster(clusterID)
 					return nil
 				case codeNotLeader:
 					lastErr = fmt.Errorf("%s: not the leader", addr)

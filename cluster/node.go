@@ -57,6 +57,9 @@ type Node struct {
 	// raft.Apply to raft's answer.
 	commits timing
 
+	// ident records in DataDir whose the directory is (identity.go).
+	ident *dataIdentity
+
 	closing   chan struct{} // closed when Close begins
 	closeOnce sync.Once
 	closeErr  error
@@ -138,6 +141,11 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.unlockDir = unlockDir
 	cleanup = append(cleanup, func() { unlockDir() })
+	ident, hasIdentity, err := openIdentity(cfg.DataDir, cfg.NodeID)
+	if err != nil {
+		return nil, err
+	}
+	n.ident = ident
 	store, logKind, err := openLogStore(cfg.DataDir, cfg.LogStore, cfg.WALSegmentSize, logger)
 	if err != nil {
 		return nil, err
@@ -145,9 +153,9 @@ func New(cfg Config) (*Node, error) {
 	n.logKind = logKind
 	n.store = store
 	cleanup = append(cleanup, func() { store.Close() })
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, cfg.SnapshotsRetained, logger.Named("snapshots"))
+	snaps, err := openSnapshotStore(cfg.DataDir, cfg.SnapshotsRetained, logger.Named("snapshots"))
 	if err != nil {
-		return nil, fmt.Errorf("cluster: opening snapshot store: %w", err)
+		return nil, err
 	}
 	existing, err := raft.HasExistingState(store, store, snaps)
 	if err != nil {
@@ -155,6 +163,12 @@ func New(cfg Config) (*Node, error) {
 	}
 	if !existing && !cfg.Bootstrap && len(cfg.Join) == 0 {
 		return nil, fmt.Errorf("%w: data dir %s holds no cluster state: set Bootstrap to start a new cluster or Join to join one", ErrInvalidConfig, cfg.DataDir)
+	}
+	if err := n.recordIdentity(hasIdentity, existing, &cleanup); err != nil {
+		return nil, err
+	}
+	if err := makeDataDirPrivate(cfg.DataDir, logger); err != nil {
+		return nil, err
 	}
 	logs, err := raft.NewLogCache(512, store)
 	if err != nil {

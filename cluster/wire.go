@@ -21,12 +21,14 @@ import (
 //	  kindList:    string prefix | string after | uvarint limit (0: the leader's page size)
 //	  kindAwait:   as kindRead, always with the owner
 //	  kindInfo:    string id | string API address (the asking node's own, so one exchange informs both)
+//	  kindIdentity: string id | string cluster ID (the asking node's; empty if it knows none)
 //	reply: version | code | kind | body
 //	  codeOK, kindCommand: status | uvarint token | varint expiresAt | varint now | uvarint waiters
 //	  codeOK, kindRead:    flags (1 held, 2 held by the asking owner) | uvarint token | varint remaining | uvarint waiters
 //	  codeOK, kindAwait:   as kindRead; remaining counts from when the request reached the leader
 //	  codeOK, kindJoin/kindRemove: empty
 //	  codeOK, kindInfo:    string id | string API address (may be empty)
+//	  codeOK, kindIdentity: string id | string cluster ID (may be empty)
 //	  codeOK, kindList:    flags (1 more keys follow) | uvarint count |
 //	                       count × (string key | uvarint token | varint remaining | uvarint waiters)
 //	  codeNotLeader: string leader address (may be empty)
@@ -37,7 +39,8 @@ import (
 // node reports as ErrBadRequest, and the kinds it knows keep working. So a
 // cluster upgraded one node at a time serves every older kind throughout;
 // kindList (added after the first release) works once the leader has it;
-// kindAwait only speeds up a waiter, which goes on without it.
+// kindAwait only speeds up a waiter, which goes on without it; a member too
+// old to answer kindIdentity is joined through without the cluster check.
 const wireVersion = 1
 
 type requestKind byte
@@ -50,6 +53,9 @@ const (
 	kindList    requestKind = 5 // a linearizable page of held keys, at the leader's log time
 	kindAwait   requestKind = 6 // a queued owner asks to be told of its grant as soon as the leader applies it
 	kindInfo    requestKind = 7 // any node (leader or not) tells who it is and where its API is
+	// kindIdentity: any node (leader or not) tells its node and cluster IDs,
+	// asked by a node about to join through it.
+	kindIdentity requestKind = 8
 )
 
 // maxListPage is the most keys one kindList reply carries. A listed key
@@ -76,6 +82,8 @@ func (k requestKind) String() string {
 		return "await"
 	case kindInfo:
 		return "info"
+	case kindIdentity:
+		return "identity"
 	}
 	return fmt.Sprintf("kind(%d)", byte(k))
 }
@@ -88,9 +96,10 @@ type request struct {
 	owner     fsm.Owner // kindRead when withOwner, kindAwait
 	withOwner bool      // kindRead: also say whether owner is the holder; kindAwait: always
 
-	id      string // kindJoin, kindRemove, kindInfo (the asking node)
-	addr    string // kindJoin
-	apiAddr string // kindInfo: the asking node's
+	id        string // kindJoin, kindRemove, kindInfo, kindIdentity (the asking node)
+	addr      string // kindJoin
+	apiAddr   string // kindInfo: the asking node's
+	clusterID string // kindIdentity: the asking node's, empty if it knows none
 
 	prefix string // kindList: only keys with this prefix
 	after  string // kindList: only keys sorting after this one
@@ -125,10 +134,12 @@ type listPage struct {
 	more  bool
 }
 
-// nodeInfo is what a kindInfo reply tells about the node that answers.
+// nodeInfo is what a kindInfo or kindIdentity reply tells about the node
+// that answers.
 type nodeInfo struct {
-	id      string
-	apiAddr string
+	id        string
+	apiAddr   string // kindInfo
+	clusterID string // kindIdentity
 }
 
 type reply struct {
@@ -137,7 +148,7 @@ type reply struct {
 	result fsm.Result // codeOK, kindCommand
 	read   readResult // codeOK, kindRead
 	list   listPage   // codeOK, kindList
-	info   nodeInfo   // codeOK, kindInfo
+	info   nodeInfo   // codeOK, kindInfo, kindIdentity
 	leader string     // codeNotLeader
 	msg    string     // other codes
 }
@@ -167,6 +178,9 @@ func (r request) appendBinary(b []byte) ([]byte, error) {
 	case kindInfo:
 		b = appendString(b, r.id)
 		b = appendString(b, r.apiAddr)
+	case kindIdentity:
+		b = appendString(b, r.id)
+		b = appendString(b, r.clusterID)
 	default:
 		return nil, fmt.Errorf("%w: cannot encode request %v", ErrBadRequest, r.kind)
 	}
@@ -209,6 +223,9 @@ func decodeRequest(b []byte) (request, error) {
 	case kindInfo:
 		r.id = d.string(maxIDLen)
 		r.apiAddr = d.string(maxAddrLen)
+	case kindIdentity:
+		r.id = d.string(maxIDLen)
+		r.clusterID = d.string(maxIDLen)
 	default:
 		d.fail("request kind")
 	}
@@ -265,6 +282,9 @@ func (r reply) appendBinary(b []byte) []byte {
 		case kindInfo:
 			b = appendString(b, r.info.id)
 			b = appendString(b, r.info.apiAddr)
+		case kindIdentity:
+			b = appendString(b, r.info.id)
+			b = appendString(b, r.info.clusterID)
 		}
 	case codeNotLeader:
 		b = appendString(b, r.leader)
@@ -306,6 +326,9 @@ func decodeReply(b []byte) (reply, error) {
 		case kindInfo:
 			r.info.id = d.string(maxIDLen)
 			r.info.apiAddr = d.string(maxAddrLen)
+		case kindIdentity:
+			r.info.id = d.string(maxIDLen)
+			r.info.clusterID = d.string(maxIDLen)
 		case kindJoin, kindRemove:
 		default:
 			d.fail("reply kind")

@@ -35,6 +35,8 @@ func sampleRequests() []request {
 		{kind: kindList, prefix: "jobs/", after: "jobs/a", limit: 100},
 		{kind: kindInfo, id: "n2", apiAddr: "http://10.0.0.2:7070"},
 		{kind: kindInfo, id: "n2"},
+		{kind: kindIdentity, id: "n3", clusterID: "5f0c9a3b8e7d6c5b4a39281706f5e4d3"},
+		{kind: kindIdentity, id: "n3"},
 	}
 }
 
@@ -53,6 +55,8 @@ func sampleReplies() []reply {
 		}}},
 		{code: codeOK, kind: kindInfo, info: nodeInfo{id: "n1", apiAddr: "https://10.0.0.1:7070"}},
 		{code: codeOK, kind: kindInfo, info: nodeInfo{id: "n2"}},
+		{code: codeOK, kind: kindIdentity, info: nodeInfo{id: "n1", clusterID: "5f0c9a3b8e7d6c5b4a39281706f5e4d3"}},
+		{code: codeOK, kind: kindIdentity, info: nodeInfo{id: "n1"}},
 		{code: codeNotLeader, kind: kindCommand, leader: "10.0.0.1:7000"},
 		{code: codeNotLeader, kind: kindRead},
 		{code: codeLostLeadership, kind: kindCommand, msg: "lost"},

@@ -1,0 +1,284 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// identityFileName is the file in DataDir that says whose the directory is:
+// the node's ID and its cluster's ID.
+const identityFileName = "identity.json"
+
+var (
+	// ErrWrongNode: the data dir belongs to another node (its identity file
+	// names another NodeID). It also matches ErrInvalidConfig.
+	ErrWrongNode = errors.New("cluster: data dir belongs to another node")
+	// ErrWrongCluster: the data dir belongs to one cluster and the member
+	// asked to add the node belongs to another. Joining with a fresh data
+	// dir, it also matches ErrJoin.
+	ErrWrongCluster = errors.New("cluster: data dir belongs to another cluster")
+)
+
+// identity is the content of the identity file. ClusterID is empty while
+// the node does not know it: a data dir made before identity files existed,
+// or a node that has not finished joining.
+type identity struct {
+	NodeID    string `json:"node_id"`
+	ClusterID string `json:"cluster_id,omitempty"`
+}
+
+// dataIdentity is the identity of an open data dir, and the file that
+// records it. Safe for concurrent use.
+type dataIdentity struct {
+	dir string
+	mu  sync.Mutex // protects id and the file
+	id  identity
+}
+
+// openIdentity reads dir's identity file and checks it against nodeID. A
+// file that names another node is refused with ErrWrongNode: the directory
+// holds that node's log and vote, and starting it under another name would
+// let the cluster count one disk as two members (or the new name as the old
+// one). found is false when there is no file yet.
+func openIdentity(dir, nodeID string) (d *dataIdentity, found bool, err error) {
+	d = &dataIdentity{dir: dir}
+	path := d.path()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		d.id = identity{NodeID: nodeID}
+		return d, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("cluster: reading the data dir's identity file: %w", err)
+	}
+	if err := json.Unmarshal(b, &d.id); err != nil || d.id.NodeID == "" {
+		if err == nil {
+			err = errors.New("no node_id")
+		}
+		return nil, false, fmt.Errorf("cluster: identity file %s is damaged (%v): it records which node and cluster data dir %s belongs to; "+
+			"restore it from a backup, or, if you are sure the directory is node %q's, remove the file and start the node again",
+			path, err, dir, nodeID)
+	}
+	if d.id.NodeID != nodeID {
+		return nil, true, fmt.Errorf("%w: %w: data dir %s belongs to node %q (%s says so), not %q: start it with NodeID %q (the agent's -node-id %s), "+
+			"or give node %q an empty DataDir (-data-dir) of its own",
+			ErrInvalidConfig, ErrWrongNode, dir, d.id.NodeID, path, nodeID, d.id.NodeID, d.id.NodeID, nodeID)
+	}
+	return d, true, nil
+}
+
+func (d *dataIdentity) path() string { return filepath.Join(d.dir, identityFileName) }
+
+// clusterID is the cluster this data dir belongs to; empty if not known.
+func (d *dataIdentity) clusterID() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.id.ClusterID
+}
+
+// save writes the identity file with clusterID (which may be empty).
+func (d *dataIdentity) save(clusterID string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	id := d.id
+	id.ClusterID = clusterID
+	if err := writeIdentity(d.dir, id); err != nil {
+		return err
+	}
+	d.id = id
+	return nil
+}
+
+// learnClusterID records clusterID if this data dir did not know its
+// cluster yet; it never replaces a known one.
+func (d *dataIdentity) learnClusterID(clusterID string) (learned bool, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.id.ClusterID != "" || clusterID == "" {
+		return false, nil
+	}
+	id := d.id
+	id.ClusterID = clusterID
+	if err := writeIdentity(d.dir, id); err != nil {
+		return false, err
+	}
+	d.id = id
+	return true, nil
+}
+
+// remove deletes the identity file: New made it for a fresh data dir and
+// then failed, so the directory belongs to nobody yet.
+func (d *dataIdentity) remove() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	os.Remove(d.path())
+}
+
+// writeIdentity replaces dir's identity file atomically: a temporary file
+// (created 0600), fsynced, renamed over the old one, and the directory
+// fsynced, so a crash leaves the old file or the new one, never a torn one.
+func writeIdentity(dir string, id identity) error {
+	b, err := json.MarshalIndent(id, "", "  ")
+	if err != nil {
+		return fmt.Errorf("cluster: identity: %w", err)
+	}
+	b = append(b, '\n')
+	tmp, err := os.CreateTemp(dir, identityFileName+".tmp*")
+	if err != nil {
+		return fmt.Errorf("cluster: writing identity file: %w", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if err := tmp.Chmod(privateFileMode); err != nil {
+		return fmt.Errorf("cluster: writing identity file: %w", err)
+	}
+	if _, err := tmp.Write(b); err != nil {
+		return fmt.Errorf("cluster: writing identity file: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("cluster: writing identity file: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("cluster: writing identity file: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, identityFileName)); err != nil {
+		return fmt.Errorf("cluster: writing identity file: %w", err)
+	}
+	ok = true
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("cluster: writing identity file: %w", err)
+	}
+	return nil
+}
+
+// newClusterID names a cluster being bootstrapped. A node bootstrapping
+// alone draws 128 random bits: no one else has to agree. Nodes bootstrapped
+// together (Peers) cannot talk before they agree, so, like etcd's cluster
+// ID, theirs is a hash of the initial configuration (IDs and addresses, in
+// ID order) that each of them is given: the same Peers give the same ID.
+func newClusterID(peers []Peer) (string, error) {
+	if len(peers) <= 1 {
+		b := make([]byte, 16)
+		if _, err := rand.Read(b); err != nil {
+			return "", fmt.Errorf("cluster: drawing a cluster ID: %w", err)
+		}
+		return hex.EncodeToString(b), nil
+	}
+	sorted := slices.Clone(peers)
+	slices.SortFunc(sorted, func(a, b Peer) int { return strings.Compare(a.ID, b.ID) })
+	h := sha256.New()
+	h.Write([]byte("raftlock cluster\x00"))
+	for _, p := range sorted {
+		fmt.Fprintf(h, "%s\x00%s\x00", p.ID, p.Addr)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16]), nil
+}
+
+// checkCluster asks the member at addr which cluster it belongs to before
+// this node asks it to add it (join runs it before each kindJoin). It
+// returns that cluster's ID (empty if the member does not know it or is too
+// old to tell), or an error matching ErrWrongCluster when the member's
+// cluster is not the one this data dir belongs to. Both must know their
+// cluster for the check to apply: a data dir made before identity files
+// existed learns its cluster from the member that adds it.
+func (n *Node) checkCluster(ctx context.Context, addr string) (string, error) {
+	mine := n.ident.clusterID()
+	body, err := request{kind: kindIdentity, id: n.cfg.NodeID, clusterID: mine}.appendBinary(nil)
+	if err != nil {
+		return "", err
+	}
+	rep, err := n.call(ctx, addr, body)
+	if err != nil {
+		return "", err
+	}
+	if rep.code != codeOK || rep.kind != kindIdentity {
+		return "", nil // a member too old to know kindIdentity answers bad request
+	}
+	theirs := rep.info.clusterID
+	if mine != "" && theirs != "" && mine != theirs {
+		return "", fmt.Errorf("%w: data dir %s belongs to cluster %s (%s), but %s (member %q) belongs to cluster %s: "+
+			"a data dir cannot move to another cluster. Set Join (the agent's -join) to members of node %q's own cluster, "+
+			"or give it an empty DataDir (-data-dir) to join this one as a new member",
+			ErrWrongCluster, n.cfg.DataDir, mine, n.ident.path(), addr, rep.info.id, theirs, n.cfg.NodeID)
+	}
+	return theirs, nil
+}
+
+// joinedCluster records the cluster of the member that added this node, if
+// the data dir did not know its cluster yet.
+func (n *Node) joinedCluster(clusterID string) {
+	learned, err := n.ident.learnClusterID(clusterID)
+	switch {
+	case err != nil:
+		n.log.Warn("could not record the cluster ID in the data dir; it is learned again at the next join", "cluster", clusterID, "error", err)
+	case learned:
+		n.log.Info("recorded the cluster ID in the data dir", "cluster", clusterID)
+	}
+}
+
+// identityReply answers kindIdentity: any member (leader or not) tells its
+// node ID and cluster ID. A node of another cluster asking is about to be
+// refused by its own side (checkCluster); this side logs it, so that the
+// operator of either cluster sees why the node does not join.
+func (n *Node) identityReply(req request) reply {
+	mine := n.ident.clusterID()
+	if req.clusterID != "" && mine != "" && req.clusterID != mine {
+		n.log.Error("a node of another cluster asked to join this one; it is refused",
+			"node", req.id, "its_cluster", req.clusterID, "cluster", mine)
+	}
+	return reply{code: codeOK, kind: kindIdentity, info: nodeInfo{id: n.cfg.NodeID, clusterID: mine}}
+}
+
+// recordIdentity runs in New once it knows whether the data dir holds raft
+// state, before raft writes anything under this node's name. Where New found
+// no identity file it writes one:
+//   - a fresh data dir that bootstraps: the node ID and a new cluster ID;
+//   - a fresh data dir that joins: the node ID, and the cluster ID once a
+//     member has added it (join);
+//   - raft state without an identity file, made by an earlier version: the
+//     configured NodeID is adopted, since that version kept no record to
+//     check it against, and the cluster ID is learned at the next join.
+//
+// If New then fails on a fresh data dir, the file it wrote is removed: the
+// directory belongs to nobody yet. A file found beside no raft state (the
+// operator removed the state but not the file) stays; a bootstrap records
+// its new cluster ID in it, and a join is checked against the recorded one.
+func (n *Node) recordIdentity(found, existing bool, cleanup *[]func()) error {
+	switch {
+	case existing && found:
+		return nil
+	case existing:
+		n.log.Info("recording the node ID in a data dir made by an earlier version", "file", n.ident.path())
+		return n.ident.save("")
+	}
+	clusterID := n.ident.clusterID()
+	if n.cfg.Bootstrap {
+		var err error
+		if clusterID, err = newClusterID(n.cfg.Peers); err != nil {
+			return err
+		}
+	}
+	if err := n.ident.save(clusterID); err != nil {
+		return err
+	}
+	if !found {
+		*cleanup = append(*cleanup, n.ident.remove)
+	}
+	return nil
+}

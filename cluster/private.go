@@ -1,0 +1,167 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	walfs "github.com/hashicorp/raft-wal/fs"
+	"github.com/hashicorp/raft-wal/segment"
+	"github.com/hashicorp/raft-wal/types"
+)
+
+// The data dir holds every owner token (the proof of ownership) in the log
+// and the snapshots, so everything the node writes there is private to the
+// user it runs as, whatever the parent directory's mode or the umask. The
+// libraries that write most of it do not ask: raft's file snapshot store
+// creates its directories 0755 and files 0666 (less the umask), raft-wal its
+// segments and wal-meta.db 0644. So the node removes group and other
+// permissions from the whole data dir at start (an older version's files,
+// or a directory created before by someone else), and from each file these
+// libraries create later as soon as they create it: a snapshot's directory
+// and files before anything is written into them, and a new WAL segment
+// before it is used. The process umask is left alone: the node is embedded
+// in other programs.
+const (
+	privateDirMode  fs.FileMode = 0o700
+	privateFileMode fs.FileMode = 0o600
+)
+
+// makePrivate removes group and other permissions from root and everything
+// under it (0755 becomes 0700, 0644 becomes 0600). Symbolic links are not
+// followed. Entries that vanish meanwhile (a snapshot reaped) are skipped.
+func makePrivate(root string) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) && path != root {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("cluster: making %s private: %w", path, err)
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		info, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("cluster: making %s private: %w", path, err)
+		}
+		perm := info.Mode().Perm()
+		if perm&0o077 == 0 {
+			return nil
+		}
+		if err := os.Chmod(path, perm&^0o077); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("cluster: making %s private: %w", path, err)
+		}
+		return nil
+	})
+}
+
+// makeDataDirPrivate makes dir (created 0700 if missing) and everything in
+// it private; see privateDirMode. A data dir the node may not chmod (owned
+// by another user, with write access granted to this one) is only warned
+// about: what the node writes in it is private all the same.
+func makeDataDirPrivate(dir string, logger hclog.Logger) error {
+	info, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("cluster: data dir: %w", err)
+	}
+	if perm := info.Mode().Perm(); perm&0o077 != 0 {
+		if err := os.Chmod(dir, perm&^0o077); err != nil {
+			logger.Warn("data dir is readable by other users and cannot be made private; its contents are", "dir", dir, "mode", perm.String(), "error", err)
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("cluster: data dir: %w", err)
+	}
+	for _, e := range entries {
+		if err := makePrivate(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// openSnapshotStore opens raft's file snapshot store in dir/snapshots,
+// wrapped so that every snapshot it writes is private.
+func openSnapshotStore(dir string, retain int, logger hclog.Logger) (*privateSnapshots, error) {
+	path := filepath.Join(dir, "snapshots") // raft's name for it
+	if err := os.Mkdir(path, privateDirMode); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("cluster: opening snapshot store: %w", err)
+	}
+	if err := makePrivate(path); err != nil {
+		return nil, err
+	}
+	store, err := raft.NewFileSnapshotStoreWithLogger(dir, retain, logger)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: opening snapshot store: %w", err)
+	}
+	return &privateSnapshots{FileSnapshotStore: store, path: path}, nil
+}
+
+// privateSnapshots is raft's file snapshot store, whose Create makes the new
+// snapshot's directory 0700 and its files 0600 before raft writes the state
+// into them (the directory around them is private already).
+type privateSnapshots struct {
+	*raft.FileSnapshotStore
+	path string // the store's directory
+}
+
+func (s *privateSnapshots) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
+	configurationIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
+	sink, err := s.FileSnapshotStore.Create(version, index, term, configuration, configurationIndex, trans)
+	if err != nil {
+		return nil, err
+	}
+	// The store names the new directory itself; a walk of the (small)
+	// store finds it whatever its name.
+	if err := makePrivate(s.path); err != nil {
+		sink.Cancel()
+		return nil, err
+	}
+	return sink, nil
+}
+
+// privateSegmentFiler is raft-wal's segment filer on a file system whose
+// new segment files are 0600 (raft-wal creates them 0644).
+func privateSegmentFiler(dir string) types.SegmentFiler {
+	return segment.NewFiler(dir, privateVFS{walfs.New()})
+}
+
+type privateVFS struct{ *walfs.FS }
+
+func (v privateVFS) Create(dir, name string, size uint64) (types.WritableFile, error) {
+	f, err := v.FS.Create(dir, name, size)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(filepath.Join(dir, name), privateFileMode); err != nil {
+		// Remove it, so that raft-wal's next attempt can create it again.
+		f.Close()
+		os.Remove(filepath.Join(dir, name))
+		return nil, fmt.Errorf("cluster: making %s private: %w", filepath.Join(dir, name), err)
+	}
+	return f, nil
+}
+
+// syncDir fsyncs a directory, so that a file renamed into it stays there
+// after a crash.
+func syncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil // a directory cannot be opened for fsync there; renames are durable
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
