@@ -89,7 +89,7 @@ func TestDataDirIsPrivate(t *testing.T) {
 			info, err := d.Info()
 			require.NoError(t, err)
 			if d.IsDir() {
-				assert.Equal(t, fs.FileMode(0o700), info.Mode().Perm(), "%s", path)
+				assert.Equal(t, fs.FileMode(0o700).String(), info.Mode().Perm().String(), "%s", path)
 				return nil
 			}
 			files++
@@ -99,7 +99,7 @@ func TestDataDirIsPrivate(t *testing.T) {
 			if d.Name() == "state.bin" {
 				states++
 			}
-			assert.Equal(t, fs.FileMode(0o600), info.Mode().Perm(), "%s", path)
+			assert.Equal(t, fs.FileMode(0o600).String(), info.Mode().Perm().String(), "%s", path)
 			return nil
 		}))
 		assert.Positive(t, newSegments, "%s: a WAL segment created since the last start", dir)
