@@ -153,15 +153,19 @@ func TestDataDirOfEarlierVersionAdoptsIdentity(t *testing.T) {
 
 	cfg := c.cfgs[1]
 	cfg.Join = []string{c.nodes[0].Addr()}
-	startNode(t, cfg)
+	adopted := startNode(t, cfg)
 	assert.Equal(t, "n1", readIdentityFile(t, dir).NodeID)
 	require.Eventually(t, func() bool { return readIdentityFile(t, dir).ClusterID == clusterID },
 		patience, 5*time.Millisecond, "the cluster ID is not learned")
+	require.NoError(t, adopted.Close())
+	cfg.NodeID = "x"
+	_, err := New(cfg)
+	assert.ErrorIs(t, err, ErrWrongNode)
 
 	failing := testConfig(t, "n9")
 	failing.Join = []string{"127.0.0.1:1"}
 	failing.RequestTimeout = 100 * time.Millisecond
-	_, err := New(failing)
+	_, err = New(failing)
 	require.ErrorIs(t, err, ErrJoin)
 	_, err = os.Stat(filepath.Join(failing.DataDir, identityFileName))
 	assert.ErrorIs(t, err, os.ErrNotExist, "a failed first start leaves the data dir to anyone")
