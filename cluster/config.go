@@ -20,10 +20,13 @@ type Peer struct {
 // BindAddr and one of Bootstrap or Join.
 type Config struct {
 	// NodeID names this node in the raft configuration. It must stay the same
-	// across restarts on the same DataDir.
+	// across restarts on the same DataDir: the data dir records it, and New
+	// refuses to start it under another (ErrWrongNode).
 	NodeID string
-	// DataDir holds the raft log and stable store and the snapshots.
-	// It is created if missing.
+	// DataDir holds the raft log and stable store, the snapshots, and the
+	// node's identity (node and cluster ID). It is created if missing, and
+	// New makes it and everything in it private to the user the node runs
+	// as (directories 0700, files 0600): it holds every owner token.
 	DataDir string
 	// LogStore chooses the raft log's format on a fresh DataDir: LogStoreWAL
 	// (the default when empty) or LogStoreBoltDB. On a DataDir that already
