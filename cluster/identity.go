@@ -30,6 +30,17 @@ var (
 	ErrWrongCluster = errors.New("cluster: data dir belongs to another cluster")
 )
 
+// identityError is a refusal worded for people that matches the sentinels
+// in is, so that its message need not repeat theirs.
+type identityError struct {
+	msg string
+	is  []error
+}
+
+func (e *identityError) Error() string { return e.msg }
+
+func (e *identityError) Is(target error) bool { return slices.Contains(e.is, target) }
+
 // identity is the content of the identity file. ClusterID is empty while
 // the node does not know it: a data dir made before identity files existed,
 // or a node that has not finished joining.
@@ -71,9 +82,12 @@ func openIdentity(dir, nodeID string) (d *dataIdentity, found bool, err error) {
 			path, err, dir, nodeID)
 	}
 	if d.id.NodeID != nodeID {
-		return nil, true, fmt.Errorf("%w: %w: data dir %s belongs to node %q (%s says so), not %q: start it with NodeID %q (the agent's -node-id %s), "+
-			"or give node %q an empty DataDir (-data-dir) of its own",
-			ErrInvalidConfig, ErrWrongNode, dir, d.id.NodeID, path, nodeID, d.id.NodeID, d.id.NodeID, nodeID)
+		return nil, true, &identityError{
+			msg: fmt.Sprintf("cluster: data dir %s belongs to node %q (%s says so), not %q: start it with NodeID %q (the agent's -node-id %s), "+
+				"or give node %q an empty DataDir (-data-dir) of its own",
+				dir, d.id.NodeID, path, nodeID, d.id.NodeID, d.id.NodeID, nodeID),
+			is: []error{ErrWrongNode, ErrInvalidConfig},
+		}
 	}
 	return d, true, nil
 }
@@ -212,10 +226,13 @@ func (n *Node) checkCluster(ctx context.Context, addr string) (string, error) {
 	}
 	theirs := rep.info.clusterID
 	if mine != "" && theirs != "" && mine != theirs {
-		return "", fmt.Errorf("%w: data dir %s belongs to cluster %s (%s), but %s (member %q) belongs to cluster %s: "+
-			"a data dir cannot move to another cluster. Set Join (the agent's -join) to members of node %q's own cluster, "+
-			"or give it an empty DataDir (-data-dir) to join this one as a new member",
-			ErrWrongCluster, n.cfg.DataDir, mine, n.ident.path(), addr, rep.info.id, theirs, n.cfg.NodeID)
+		return "", &identityError{
+			msg: fmt.Sprintf("data dir %s belongs to cluster %s (%s), but %s (member %q) belongs to cluster %s: "+
+				"a data dir cannot move to another cluster. Set Join (the agent's -join) to members of node %q's own cluster, "+
+				"or give it an empty DataDir (-data-dir) to join this one as a new member",
+				n.cfg.DataDir, mine, n.ident.path(), addr, rep.info.id, theirs, n.cfg.NodeID),
+			is: []error{ErrWrongCluster},
+		}
 	}
 	return theirs, nil
 }

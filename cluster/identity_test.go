@@ -113,7 +113,7 @@ func TestJoinAnotherClusterRefused(t *testing.T) {
 	logs := &lockedBuffer{}
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: cfg.NodeID, Output: logs, Level: hclog.Warn})
 	moved := startNode(t, cfg)
-	require.Eventually(t, func() bool { return strings.Contains(logs.String(), ErrWrongCluster.Error()) },
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "belongs to cluster "+aID) },
 		patience, 5*time.Millisecond, "no refusal logged; logs:\n%s", logs.String())
 	assert.Contains(t, logs.String(), bID)
 	require.Eventually(t, func() bool { return strings.Contains(bLogs.String(), "another cluster") },
