@@ -81,7 +81,8 @@
 // ownership, so everything in DataDir is private to the user the node runs
 // as: directories 0700, files 0600, whatever the parent's mode or the
 // umask, which the node, embedded in other programs, leaves alone. New
-// removes group and other permissions from the whole data dir; snapshots
+// removes group and other permissions from the data dir and what the node
+// keeps in it (files it does not know are left alone); snapshots
 // (which raft creates 0755/0644) are made private as each is created,
 // before raft writes the state into them, and raft-wal's new segments
 // (0644) as each is created.

@@ -20,13 +20,13 @@ import (
 // user it runs as, whatever the parent directory's mode or the umask. The
 // libraries that write most of it do not ask: raft's file snapshot store
 // creates its directories 0755 and files 0666 (less the umask), raft-wal its
-// segments and wal-meta.db 0644. So the node removes group and other
-// permissions from the whole data dir at start (an older version's files,
-// or a directory created before by someone else), and from each file these
-// libraries create later as soon as they create it: a snapshot's directory
-// and files before anything is written into them, and a new WAL segment
-// before it is used. The process umask is left alone: the node is embedded
-// in other programs.
+// segments and wal-meta.db 0644. So at start the node removes group and
+// other permissions from the data dir and what it keeps there (an older
+// version's files, or directories someone created before; files it does
+// not know are left alone), and from each file these libraries create later
+// as soon as they create it: a snapshot's directory and files before
+// anything is written into them, a new WAL segment before it is used. The
+// process umask is left alone: the node is embedded in other programs.
 const (
 	privateDirMode  fs.FileMode = 0o700
 	privateFileMode fs.FileMode = 0o600
@@ -64,10 +64,22 @@ func makePrivate(root string) error {
 	})
 }
 
-// makeDataDirPrivate makes dir (created 0700 if missing) and everything in
-// it private; see privateDirMode. A data dir the node may not chmod (owned
-// by another user, with write access granted to this one) is only warned
-// about: what the node writes in it is private all the same.
+// dataDirEntries names what the node keeps in DataDir: makeDataDirPrivate
+// makes these private, and nothing else a mistaken DataDir (a home
+// directory, say) may hold. A new file in DataDir belongs here too.
+var dataDirEntries = []string{
+	"LOCK", // dirlock_unix.go
+	identityFileName,
+	walDirName,
+	boltDBFileName,
+	"snapshots", // raft's FileSnapshotStore
+}
+
+// makeDataDirPrivate makes dir and what the node keeps in it
+// (dataDirEntries, whole trees) private; see privateDirMode. A data dir the
+// node may not chmod (owned by another user, with write access granted to
+// this one) is only warned about: what the node writes in it is private
+// all the same.
 func makeDataDirPrivate(dir string, logger hclog.Logger) error {
 	info, err := os.Stat(dir)
 	if err != nil {
@@ -78,12 +90,12 @@ func makeDataDirPrivate(dir string, logger hclog.Logger) error {
 			logger.Warn("data dir is readable by other users and cannot be made private; its contents are", "dir", dir, "mode", perm.String(), "error", err)
 		}
 	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return fmt.Errorf("cluster: data dir: %w", err)
-	}
-	for _, e := range entries {
-		if err := makePrivate(filepath.Join(dir, e.Name())); err != nil {
+	for _, name := range dataDirEntries {
+		path := filepath.Join(dir, name)
+		if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err := makePrivate(path); err != nil {
 			return err
 		}
 	}

@@ -20,7 +20,8 @@ import (
 // umask 022, with data dirs created 0755 beforehand (one with a snapshots/
 // dir left 0755 by an earlier version), every file and directory in both
 // nodes' data dirs is 0600 or 0700 after a bootstrap, a join, snapshots
-// taken and installed, WAL segments rotated, and a restart of both.
+// taken and installed, WAL segments rotated, and a restart of both. A file
+// the node does not know is left alone.
 func TestDataDirIsPrivate(t *testing.T) {
 	old := syscall.Umask(0o022) // what the library defaults assume; restored below
 	t.Cleanup(func() { syscall.Umask(old) })
@@ -32,6 +33,9 @@ func TestDataDirIsPrivate(t *testing.T) {
 		require.NoError(t, os.Chmod(dirs[i], 0o755))
 	}
 	require.NoError(t, os.Mkdir(filepath.Join(dirs[1], "snapshots"), 0o755))
+	// Not the node's: left as it is (a DataDir given by mistake may hold anything).
+	notes := filepath.Join(dirs[0], "operator-notes.txt")
+	require.NoError(t, os.WriteFile(notes, nil, 0o644))
 	c := newCluster(t, 2, func(cfg *Config) {
 		cfg.DataDir = dirs[0]
 		if cfg.NodeID == "n1" {
@@ -77,15 +81,18 @@ func TestDataDirIsPrivate(t *testing.T) {
 	for _, n := range c.nodes {
 		require.NoError(t, n.raft.Snapshot().Error(), n.ID())
 	}
-	info, err := c.leader().Inspect(ctx, "k1")
+	held, err := c.leader().Inspect(ctx, "k1")
 	require.NoError(t, err)
-	require.True(t, info.Locked)
+	require.True(t, held.Locked)
 	require.Positive(t, c.nodes[1].Stats().Restores, "the follower installed a snapshot")
 
 	for i, dir := range dirs {
 		var files, newSegments, states int
 		require.NoError(t, filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 			require.NoError(t, err)
+			if path == notes {
+				return nil
+			}
 			info, err := d.Info()
 			require.NoError(t, err)
 			if d.IsDir() {
@@ -106,4 +113,7 @@ func TestDataDirIsPrivate(t *testing.T) {
 		assert.Positive(t, states, "%s: snapshots on disk", dir)
 		t.Logf("%s: %d files", dir, files)
 	}
+	info, err := os.Stat(notes)
+	require.NoError(t, err)
+	assert.Equal(t, fs.FileMode(0o644).String(), info.Mode().Perm().String(), "a file the node does not know")
 }
