@@ -3,6 +3,8 @@ package cluster
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -198,4 +200,37 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// Nodes bootstrapped together from the same Peers record the same cluster
+// ID without talking, and a node that joins them later learns it.
+func TestPeersBootstrapShareClusterID(t *testing.T) {
+	var lns []net.Listener
+	var peers []Peer
+	for i := range 3 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		lns = append(lns, ln)
+		peers = append(peers, Peer{ID: fmt.Sprintf("p%d", i), Addr: ln.Addr().String()})
+	}
+	for _, ln := range lns {
+		ln.Close() // free again for the nodes (a port taken meanwhile fails the test, not a wrong result)
+	}
+	c := &testCluster{t: t}
+	for _, p := range peers {
+		cfg := testConfig(t, p.ID)
+		cfg.BindAddr, cfg.Bootstrap, cfg.Peers = p.Addr, true, peers
+		c.cfgs = append(c.cfgs, cfg)
+		c.nodes = append(c.nodes, startNode(t, cfg))
+	}
+	leader := c.waitLeader()
+	want, err := newClusterID(peers)
+	require.NoError(t, err)
+	for _, cfg := range c.cfgs {
+		assert.Equal(t, identity{NodeID: cfg.NodeID, ClusterID: want}, readIdentityFile(t, cfg.DataDir))
+	}
+	late := testConfig(t, "p3")
+	late.Join = []string{leader.Addr()}
+	startNode(t, late)
+	assert.Equal(t, identity{NodeID: "p3", ClusterID: want}, readIdentityFile(t, late.DataDir))
 }
