@@ -214,6 +214,7 @@ func TestGarbageAndMalformedRequests(t *testing.T) {
 		"join without id":  encode(request{kind: kindJoin, addr: "127.0.0.1:1"}),
 		"remove nobody":    encode(request{kind: kindRemove}),
 		"list, long after": encode(request{kind: kindList, after: strings.Repeat("a", fsm.MaxKeyLen+1)}),
+		"long cluster ID":  encode(request{kind: kindIdentity, id: "n9", clusterID: strings.Repeat("a", maxIDLen+1)}),
 	} {
 		resp, err := client.Call(ctx, n.Addr(), body)
 		require.NoError(t, err, name)
