@@ -4,7 +4,8 @@
 //
 // # Commands and log time
 //
-// A Command (acquire, release, extend, cancel-wait, tick) carries a Stamp, the
+// A Command (acquire, release, extend, cancel-wait, tick, new-term,
+// drop-unclaimed) carries a Stamp, the
 // leader's log clock. Apply sets the machine's clock to max(now, Stamp) and
 // first processes every deadline that is due by then, then the command. A
 // lease is held while now < ExpiresAt. Apply reads no clock, no randomness and
@@ -18,6 +19,23 @@
 // (whose deadline is then later than t) is granted at once with a lease of its
 // requested TTL counted from the machine's now, not from t: the waiter learns
 // of the grant only now.
+//
+// # Claims
+//
+// A queued waiter is granted only if someone is still there to receive it.
+// In a cluster, a waiter's caller waits in a call parked at the leader; a
+// leader change or a restart ends every such call, and the callers still
+// there send their acquire again. So the machine keeps an epoch, bumped by
+// OpNewTerm (the first command of each leader term). A waiter records the
+// epoch in which it queued or last claimed its place, which an acquire by
+// the owner already queued does (it keeps its place and its deadline). A
+// hand-off skips and drops the waiters of an older epoch, emitting
+// EventUnclaimed for each, and grants the first current one, so a lock is
+// never handed to a caller that has gone. OpDropUnclaimed, proposed by a
+// leader a grace period into its term, drops every waiter still unclaimed,
+// key by key in key order, so they stop counting in queues. Unclaimed
+// counts them in constant time. The memory store never starts a term: its
+// waiters stay in epoch 0 and behave as before.
 //
 // # Decisions where DESIGN.md is silent
 //
