@@ -1,0 +1,128 @@
+package cluster
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftlock/raftlock/lock"
+)
+
+// followers returns the running nodes that do not lead.
+func (c *testCluster) followers() []*Node {
+	l := c.waitLeader()
+	var out []*Node
+	for _, n := range c.nodes {
+		if n != nil && n != l {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// A waiter queued through a follower whose node then dies is withdrawn,
+// not granted: the next waiter gets the lock as soon as the holder releases.
+func TestWaiterWhoseFollowerDiesIsWithdrawn(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	l := c.leader()
+	fs := c.followers()
+	f, other := fs[0], fs[1]
+	holder, lease := acquire(t, l, "k", time.Minute)
+
+	gone := acquireAsync(ctx, f, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: 5 * time.Minute, Wait: time.Minute})
+	awaitWaiters(t, l, "k", 1)
+	c.stop(c.index(f))
+	assert.ErrorIs(t, await(t, gone, "the waiter of a closed node").err, lock.ErrClosed)
+	awaitWaiters(t, l, "k", 0) // withdrawn by the leader
+
+	next := acquireAsync(ctx, other, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Minute, Wait: time.Minute})
+	awaitWaiters(t, l, "k", 1)
+	ok, err := l.Release(ctx, "k", holder)
+	require.NoError(t, err)
+	require.True(t, ok)
+	got := await(t, next, "the next waiter")
+	require.NoError(t, got.err)
+	assert.Equal(t, lease.Token+1, got.lease.Token)
+}
+
+// A waiter whose caller is on the leader, which then dies: the new leader
+// does not hand the lock to it (nobody claims it again), so the holder's
+// release frees the key for a fresh acquire at once.
+func TestWaiterOnDeadLeaderIsNotGranted(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	l := c.leader()
+	f := c.follower()
+	holder, lease := acquire(t, f, "k", time.Minute)
+
+	gone := acquireAsync(ctx, l, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: 5 * time.Minute, Wait: time.Minute})
+	awaitWaiters(t, l, "k", 1)
+	c.stop(c.index(l))
+	assert.ErrorIs(t, await(t, gone, "the waiter of a closed node").err, lock.ErrClosed)
+	nl := c.waitLeader()
+
+	ok, err := f.Release(ctx, "k", holder)
+	require.NoError(t, err)
+	require.True(t, ok)
+	info, err := nl.Inspect(ctx, "k")
+	require.NoError(t, err)
+	assert.False(t, info.Locked, "the lock was handed to the dead waiter (token %d)", info.Token)
+	owner := lock.NewOwner()
+	got, err := nl.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: owner, TTL: time.Minute})
+	require.NoError(t, err)
+	assert.Equal(t, lease.Token+1, got.Token)
+}
+
+// A live waiter keeps its turn across a leader change: its call is sent
+// again to the new leader and it gets the lock when the holder releases.
+func TestLiveWaiterSurvivesLeaderChange(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	l := c.leader()
+	fs := c.followers()
+	f, other := fs[0], fs[1]
+	holder, lease := acquire(t, other, "k", time.Minute)
+
+	waiting := acquireAsync(ctx, f, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Minute, Wait: patience})
+	awaitWaiters(t, l, "k", 1)
+	c.stop(c.index(l))
+	c.waitLeader()
+	ok, err := other.Release(ctx, "k", holder)
+	require.NoError(t, err)
+	require.True(t, ok)
+	got := await(t, waiting, "the waiter")
+	require.NoError(t, got.err)
+	assert.Equal(t, lease.Token+1, got.lease.Token)
+}
+
+// A waiting acquire through a follower is one request to the leader, and
+// the follower keeps no waiter of its own.
+func TestWaitingAcquireThroughFollowerIsOneRequest(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	l, f := c.leader(), c.follower()
+	holder, lease := acquire(t, l, "k", time.Minute)
+
+	var requests atomic.Int64
+	l.tr.Handle(func(ctx context.Context, body []byte) ([]byte, error) {
+		if req, err := decodeRequest(body); err == nil && req.kind != kindInfo {
+			requests.Add(1)
+		}
+		return l.handleRPC(ctx, body)
+	})
+	waiting := acquireAsync(ctx, f, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Minute, Wait: patience})
+	awaitWaiters(t, l, "k", 1)
+	assert.Zero(t, f.awaits.len(), "the follower keeps a waiter registry")
+	ok, err := l.Release(ctx, "k", holder)
+	require.NoError(t, err)
+	require.True(t, ok)
+	got := await(t, waiting, "the waiter")
+	require.NoError(t, got.err)
+	assert.Equal(t, lease.Token+1, got.lease.Token)
+	assert.Equal(t, int64(1), requests.Load(), "requests the follower sent the leader")
+}
