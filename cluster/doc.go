@@ -19,7 +19,8 @@
 // file snapshot store in DataDir, and starts raft. On a fresh DataDir it must
 // be told to Bootstrap a new cluster (alone or with Peers) or to Join running
 // members; both, or neither, is a config error. On a DataDir with raft state it does neither: it comes back with every
-// lock, waiter and the token counter from its snapshot and log, and never
+// lock, waiter and the token counter from its snapshot and log (a waiter is
+// granted only once its caller claims it again; see "Waiting"), and never
 // bootstraps over existing state. If it is also given Join addresses it asks,
 // in the background, to be added again: a member that left gracefully was
 // removed from the configuration and would otherwise never be heard from

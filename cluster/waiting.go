@@ -262,9 +262,12 @@ func (n *Node) waitOutcome(ctx context.Context, req lock.AcquireRequest, sent, a
 }
 
 // heldError describes the holder for a caller whose wait ran out without
-// an answer, from a fresh read when one is possible.
+// an answer, from a fresh read when one is possible; the read gets as long
+// as a withdrawal, not a whole RequestTimeout, since no leader answered.
 func (n *Node) heldError(ctx context.Context, key string, why error) error {
-	if rr, err := n.read(ctx, key, nil); err == nil {
+	rctx, cancel := context.WithTimeout(ctx, min(n.cfg.RequestTimeout, 2*n.cfg.ElectionTimeout))
+	defer cancel()
+	if rr, err := n.read(rctx, key, nil); err == nil {
 		return &lock.HeldError{Key: key, Token: rr.token, Remaining: rr.remaining}
 	}
 	if why != nil {
