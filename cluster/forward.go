@@ -232,6 +232,9 @@ func (n *Node) read(ctx context.Context, key string, owner *fsm.Owner) (readResu
 func (n *Node) serve(ctx context.Context, t *leaderTerm, req request) (reply, error) {
 	switch req.kind {
 	case kindCommand:
+		if req.cmd.Op == fsm.OpCancelWait {
+			return n.cancelWaitAtLeader(ctx, t, req.cmd) // see waiting.go
+		}
 		res, err := t.propose(ctx, req.cmd)
 		if err != nil {
 			return reply{}, err

@@ -81,6 +81,20 @@ func (r *waiterRegistry) withdraw(key string, owner fsm.Owner, w *waiter, queue 
 	return mine
 }
 
+// unlessParked calls queue (which queues a cancel-wait) unless a call by
+// (key, owner) is parked; it reports whether it did.
+func (r *waiterRegistry) unlessParked(key string, owner fsm.Owner, queue func()) bool {
+	r.claim.Lock()
+	defer r.claim.Unlock()
+	r.mu.Lock()
+	_, parked := r.waiting[waiterKey{key, owner}]
+	r.mu.Unlock()
+	if !parked {
+		queue()
+	}
+	return !parked
+}
+
 func (r *waiterRegistry) unregister(key string, owner fsm.Owner, w *waiter) {
 	k := waiterKey{key, owner}
 	r.mu.Lock()

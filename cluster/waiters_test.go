@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -125,4 +126,48 @@ func TestWaitingAcquireThroughFollowerIsOneRequest(t *testing.T) {
 	require.NoError(t, got.err)
 	assert.Equal(t, lease.Token+1, got.lease.Token)
 	assert.Equal(t, int64(1), requests.Load(), "requests the follower sent the leader")
+}
+
+// A client that sends the same waiting acquire again through another node
+// (the same owner) while its first call is still parked keeps its place:
+// the first call giving up later withdraws nothing of the second's.
+func TestGivingUpOlderCallKeepsNewerClaim(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	l := c.leader()
+	fs := c.followers()
+	holder, lease := acquire(t, l, "k", time.Minute)
+	owner := lock.NewOwner()
+	req := lock.AcquireRequest{Key: "k", Owner: owner, TTL: time.Minute, Wait: patience}
+
+	firstCtx, giveUp := context.WithCancel(ctx)
+	defer giveUp()
+	first := acquireAsync(firstCtx, fs[0], req)
+	var firstCall *waiter
+	require.Eventually(t, func() bool { firstCall = l.parked("k", owner); return firstCall != nil },
+		patience, time.Millisecond, "the first call parks")
+	second := acquireAsync(ctx, fs[1], req)
+	require.Eventually(t, func() bool { w := l.parked("k", owner); return w != nil && w != firstCall },
+		patience, time.Millisecond, "the second call parks")
+	giveUp()
+	assert.ErrorIs(t, await(t, first, "the first call").err, context.Canceled)
+	awaitWaiters(t, l, "k", 1)
+
+	ok, err := l.Release(ctx, "k", holder)
+	require.NoError(t, err)
+	require.True(t, ok)
+	got := await(t, second, "the second call")
+	require.NoError(t, got.err)
+	assert.Equal(t, lease.Token+1, got.lease.Token)
+	info, err := l.Inspect(ctx, "k")
+	require.NoError(t, err)
+	assert.True(t, info.Locked)
+	assert.Equal(t, got.lease.Token, info.Token, "the lock was taken from the newer call")
+}
+
+// parked is the waiter parked at n for (key, owner), nil if none.
+func (n *Node) parked(key string, owner lock.Owner) *waiter {
+	n.awaits.mu.Lock()
+	defer n.awaits.mu.Unlock()
+	return n.awaits.waiting[waiterKey{key, fsm.Owner(owner)}]
 }
