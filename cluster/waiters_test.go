@@ -59,13 +59,19 @@ func TestWaiterOnDeadLeaderIsNotGranted(t *testing.T) {
 	ctx := testCtx(t)
 	l := c.leader()
 	f := c.follower()
+	acquire(t, f, "d", time.Minute)
 	holder, lease := acquire(t, f, "k", time.Minute)
 
 	gone := acquireAsync(ctx, l, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: 5 * time.Minute, Wait: time.Minute})
 	awaitWaiters(t, l, "k", 1)
+	goneToo := acquireAsync(ctx, l, lock.AcquireRequest{Key: "d", Owner: lock.NewOwner(), TTL: 5 * time.Minute, Wait: time.Minute})
+	awaitWaiters(t, l, "d", 1)
 	c.stop(c.index(l))
 	assert.ErrorIs(t, await(t, gone, "the waiter of a closed node").err, lock.ErrClosed)
+	assert.ErrorIs(t, await(t, goneToo, "the waiter of a closed node").err, lock.ErrClosed)
 	nl := c.waitLeader()
+	// Nobody claims the waiter on d: the new leader drops it after the grace.
+	awaitWaiters(t, nl, "d", 0)
 
 	ok, err := f.Release(ctx, "k", holder)
 	require.NoError(t, err)
