@@ -184,9 +184,11 @@
 // applied means committed — or the end of its wait. A grant is answered
 // with the lease left by the leader's log clock, counted from when the
 // request reached it (less 0.1% of the time parked, for a clock running a
-// little fast); the caller reports it counted from when Acquire was called,
-// or the TTL if that is larger (both never overstate, since the grant came
-// after the call). These answers need no leadership check: the grant is
+// little fast), or the TTL if that is larger (the grant was applied after
+// the request arrived, so neither overstates); the caller reports it counted
+// from when Acquire was called. An immediate grant (a free key, or the
+// idempotent repeat of an earlier grant to the same owner) is answered with
+// the lease left at its stamp, never the TTL. These answers need no leadership check: the grant is
 // committed, only expiry can take the key from an owner not yet told, and
 // no later leader's log clock is ahead of this one's. The end of the wait
 // is answered with a *lock.HeldError describing the holder.

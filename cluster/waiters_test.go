@@ -177,3 +177,28 @@ func (n *Node) parked(key string, owner lock.Owner) *waiter {
 	defer n.awaits.mu.Unlock()
 	return n.awaits.waiting[waiterKey{key, fsm.Owner(owner)}]
 }
+
+// A waiting acquire by the owner that already holds the key is the
+// idempotent repeat of the earlier grant: its lease left is what remains of
+// that grant, not a fresh TTL counted from the repeat.
+func TestWaitingRepeatByHolderDoesNotOverstate(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	for _, n := range []*Node{c.leader(), c.follower()} {
+		owner := lock.NewOwner()
+		key := "k-" + n.ID()
+		const ttl = 2 * time.Second
+		granted := time.Now()
+		_, err := n.Acquire(ctx, lock.AcquireRequest{Key: key, Owner: owner, TTL: ttl})
+		require.NoError(t, err)
+		// Let some of the lease pass: not waiting for a condition, but
+		// making the repeat come late.
+		<-time.After(500 * time.Millisecond)
+		sent := time.Now()
+		lease, err := n.Acquire(ctx, lock.AcquireRequest{Key: key, Owner: owner, TTL: ttl, Wait: time.Minute})
+		require.NoError(t, err)
+		believed := sent.Add(lease.Remaining)
+		assert.False(t, believed.After(granted.Add(ttl+50*time.Millisecond)),
+			"node %s: the repeat believes the lease lasts %v past the grant's end", n.ID(), believed.Sub(granted.Add(ttl)))
+	}
+}

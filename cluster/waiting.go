@@ -250,9 +250,9 @@ func (n *Node) waitOutcome(ctx context.Context, req lock.AcquireRequest, sent, a
 			return lock.Lease{}, n.withdraw(ctx, req.Key, fsm.Owner(req.Owner))
 		}
 		// remaining counts from when the request reached the leader, after
-		// asked; TTL from sent never overstates either, since the grant
-		// came after Acquire was called.
-		return lock.Lease{Token: ans.token, Remaining: max(req.TTL, asked-sent+ans.remaining)}, nil
+		// asked. (Not max'ed with the TTL here: an immediate grant may be
+		// the idempotent repeat of a grant from before this call.)
+		return lock.Lease{Token: ans.token, Remaining: asked - sent + ans.remaining}, nil
 	case fsm.StatusHeld:
 		return lock.Lease{}, &lock.HeldError{Key: req.Key, Token: ans.token, Remaining: ans.remaining}
 	case fsm.StatusQueueFull:
@@ -352,7 +352,10 @@ func (n *Node) waitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Command,
 				// The lease ran out before the answer: held by nobody now.
 				return waitAnswer{status: fsm.StatusHeld}, nil
 			}
-			return waitAnswer{status: fsm.StatusGranted, token: ev.Token, remaining: left}, nil
+			// This grant was applied after the acquire queued, so after the
+			// request arrived: the TTL counted from arrival never overstates
+			// either, and may be the larger after a long park.
+			return waitAnswer{status: fsm.StatusGranted, token: ev.Token, remaining: max(left, cmd.TTL)}, nil
 		case <-t.stop:
 			// Still queued (or granted) in the log: the caller sends the
 			// acquire again to the next leader, which is idempotent.
