@@ -197,19 +197,24 @@ func TestGarbageAndMalformedRequests(t *testing.T) {
 	stamped := acquireReq
 	stamped.cmd.Stamp = time.Hour
 	for name, body := range map[string][]byte{
-		"empty":            {},
-		"other version":    {99, byte(kindCommand)},
-		"unknown kind":     {wireVersion, 99},
-		"truncated":        valid[:len(valid)-2],
-		"trailing bytes":   append(append([]byte{}, valid...), 1),
-		"noise":            noise,
-		"stamped command":  encode(stamped),
-		"tick":             encode(request{kind: kindCommand, cmd: fsm.Command{Op: fsm.OpTick}}),
-		"read of no key":   encode(request{kind: kindRead}),
-		"read, zero owner": encode(request{kind: kindRead, key: "k", withOwner: true}),
-		"join without id":  encode(request{kind: kindJoin, addr: "127.0.0.1:1"}),
-		"remove nobody":    encode(request{kind: kindRemove}),
-		"list, long after": encode(request{kind: kindList, after: strings.Repeat("a", fsm.MaxKeyLen+1)}),
+		"empty":                 {},
+		"other version":         {99, byte(kindCommand)},
+		"unknown kind":          {wireVersion, 99},
+		"truncated":             valid[:len(valid)-2],
+		"trailing bytes":        append(append([]byte{}, valid...), 1),
+		"noise":                 noise,
+		"stamped command":       encode(stamped),
+		"tick":                  encode(request{kind: kindCommand, cmd: fsm.Command{Op: fsm.OpTick}}),
+		"read of no key":        encode(request{kind: kindRead}),
+		"read, zero owner":      encode(request{kind: kindRead, key: "k", withOwner: true}),
+		"join without id":       encode(request{kind: kindJoin, addr: "127.0.0.1:1"}),
+		"remove nobody":         encode(request{kind: kindRemove}),
+		"list, long after":      encode(request{kind: kindList, after: strings.Repeat("a", fsm.MaxKeyLen+1)}),
+		"retired await":         append([]byte{wireVersion, 6, 1, 'k', 1}, testOwner[:]...),
+		"new-term":              encode(request{kind: kindCommand, cmd: fsm.Command{Op: fsm.OpNewTerm}}),
+		"drop-unclaimed":        encode(request{kind: kindCommand, cmd: fsm.Command{Op: fsm.OpDropUnclaimed}}),
+		"wait-acquire, no wait": encode(request{kind: kindWaitAcquire, cmd: acquireReq.cmd}),
+		"wait-acquire, release": encode(request{kind: kindWaitAcquire, cmd: fsm.Command{Op: fsm.OpRelease, Key: "k", Owner: testOwner}}),
 	} {
 		resp, err := client.Call(ctx, n.Addr(), body)
 		require.NoError(t, err, name)
