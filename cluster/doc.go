@@ -136,7 +136,11 @@
 // forbidden request (a tick, a stamped command) with a bad-request reply.
 // A new kind of request (the list, added after the first) keeps the version:
 // a leader that does not know it answers bad request, and every other kind
-// keeps working, so a cluster can be upgraded one node at a time.
+// keeps working, so a cluster can be upgraded one node at a time. The one
+// exception is claims (see "Waiting"): a node from before them cannot read
+// the new-term and drop-unclaimed log entries or a version 2 snapshot, and
+// would grant waiters the others skip, so across that change every member
+// is stopped, upgraded and started again together.
 //
 // Proposal batching (group commit): one goroutine per term drains the queue
 // into a single raft entry (up to 512 commands) and keeps up to two entries
