@@ -94,7 +94,9 @@
 // acquire retried by an owner already queued walks the queue to report its
 // place. Range and RangeFrom seek in O(log n) and then pass only the keys
 // they report (and leases that have ended but not yet been ticked away).
-// Snapshot walks the key order instead of sorting, and Restore, whose keys
+// Drop-unclaimed walks the key order until it has dropped every unclaimed
+// waiter (a no-op when Unclaimed is 0): O(n) at most, once per leader change
+// that left waiters behind. Snapshot walks the key order instead of sorting, and Restore, whose keys
 // arrive sorted, builds it bottom-up in O(n). At 1,000,000 held locks with
 // 16-byte keys a held lock costs about 170 bytes after applies and 115
 // after a restore, within the 250-byte budget (TestMemoryPerHeldLock with
