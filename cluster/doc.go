@@ -209,10 +209,11 @@
 //     queue order, so a withdrawal never cancels a newer claim. A caller
 //     whose ctx ends also withdraws itself, to confirm it; if that cannot
 //     be confirmed within twice the election timeout, its error also
-//     matches lock.ErrUnknownOutcome. The leader does not propose such a
-//     cancel-wait while a call by the same owner is parked (that call
-//     withdraws itself when its caller goes, and may be a newer one, sent
-//     again through another node by a client that gave up on the first).
+//     matches lock.ErrUnknownOutcome. The leader holds such a cancel-wait
+//     back while a call by the same owner is parked: that call withdraws
+//     itself when its caller goes, and the cancel-wait follows; or it is a
+//     newer one, sent again through another node by a client that gave up
+//     on the first, whose claim the cancel-wait must not take.
 //   - the leader changes (the parked call fails: not leader, leadership
 //     lost, connection lost; or this node hears of a new leader while the
 //     call is parked, which cuts it): the caller sends the same acquire,

@@ -20,6 +20,13 @@ type waiter struct {
 	// EventUnclaimed. Size one: the state machine delivers without
 	// blocking, replacing an unread event with a newer one (see deliver).
 	wake chan fsm.Event
+	// gone is closed when the waiter leaves the registry (its call ended,
+	// withdrew, or a newer call by the same owner replaced it).
+	gone chan struct{}
+}
+
+func newWaiter() *waiter {
+	return &waiter{wake: make(chan fsm.Event, 1), gone: make(chan struct{})}
 }
 
 // waiterRegistry holds the waiting acquires parked at this node while it
@@ -49,11 +56,14 @@ func newWaiterRegistry() *waiterRegistry {
 // twice replaces the first waiter, which then only returns through its own
 // context or its term's end, and whose withdraw does nothing.
 func (r *waiterRegistry) park(key string, owner fsm.Owner, queue func() error) (*waiter, error) {
-	w := &waiter{wake: make(chan fsm.Event, 1)}
+	w := newWaiter()
 	k := waiterKey{key, owner}
 	r.claim.Lock()
 	defer r.claim.Unlock()
 	r.mu.Lock()
+	if old := r.waiting[k]; old != nil {
+		close(old.gone)
+	}
 	r.waiting[k] = w
 	r.mu.Unlock()
 	if err := queue(); err != nil {
@@ -73,6 +83,7 @@ func (r *waiterRegistry) withdraw(key string, owner fsm.Owner, w *waiter, queue 
 	mine := r.waiting[k] == w
 	if mine {
 		delete(r.waiting, k)
+		close(w.gone)
 	}
 	r.mu.Unlock()
 	if mine {
@@ -82,17 +93,19 @@ func (r *waiterRegistry) withdraw(key string, owner fsm.Owner, w *waiter, queue 
 }
 
 // unlessParked calls queue (which queues a cancel-wait) unless a call by
-// (key, owner) is parked; it reports whether it did.
-func (r *waiterRegistry) unlessParked(key string, owner fsm.Owner, queue func()) bool {
+// (key, owner) is parked; then it returns a channel closed when that call
+// leaves the registry, and does not call queue.
+func (r *waiterRegistry) unlessParked(key string, owner fsm.Owner, queue func()) (parked <-chan struct{}) {
 	r.claim.Lock()
 	defer r.claim.Unlock()
 	r.mu.Lock()
-	_, parked := r.waiting[waiterKey{key, owner}]
+	w := r.waiting[waiterKey{key, owner}]
 	r.mu.Unlock()
-	if !parked {
-		queue()
+	if w != nil {
+		return w.gone
 	}
-	return !parked
+	queue()
+	return nil
 }
 
 func (r *waiterRegistry) unregister(key string, owner fsm.Owner, w *waiter) {
@@ -100,6 +113,7 @@ func (r *waiterRegistry) unregister(key string, owner fsm.Owner, w *waiter) {
 	r.mu.Lock()
 	if r.waiting[k] == w {
 		delete(r.waiting, k)
+		close(w.gone)
 	}
 	r.mu.Unlock()
 }

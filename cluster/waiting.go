@@ -394,37 +394,45 @@ func (n *Node) withdrawAtLeader(t *leaderTerm, cmd fsm.Command, w *waiter) {
 }
 
 // cancelWaitAtLeader serves a cancel-wait sent by a caller (one that gave
-// up). If a waiting acquire by the same owner is parked here, the
-// cancel-wait is not proposed: that call withdraws itself when its own
-// caller goes, and it may be a newer call than the one that gave up (a
-// client that sent the same owner again through another node), whose claim
-// or grant an older caller's cancel-wait must not take away. The check and
-// the queuing happen under the registry's claim lock, so a call parking
-// meanwhile is either seen or queued after the cancel-wait.
+// up). While a waiting acquire by the same owner is parked here, the
+// cancel-wait waits for that call to end before it is proposed: the call
+// may be the giving-up caller's own, which withdraws itself as soon as its
+// end reaches the leader (the cancel-wait then follows its withdrawal), or
+// a newer call (a client that sent the same owner again through another
+// node), whose claim or grant an older caller's cancel-wait must not take
+// away (the cancel-wait then waits until its ctx ends and the caller's
+// error says the outcome is unknown). The check and the queuing happen
+// under the registry's claim lock, so a call parking meanwhile is either
+// seen or queued after the cancel-wait.
 func (n *Node) cancelWaitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Command) (reply, error) {
-	var (
-		p   *proposal
-		err error
-	)
-	queued := n.awaits.unlessParked(cmd.Key, cmd.Owner, func() {
-		p, err = t.enqueue(cmd)
-	})
-	if err != nil {
-		return reply{}, err
-	}
-	if !queued {
-		st, at := n.sm.lookup(cmd.Key, 0)
-		res := fsm.Result{Status: fsm.StatusCanceled, Now: at, Waiters: st.Waiters}
-		if st.Held {
-			res.Token, res.ExpiresAt = st.Token, st.ExpiresAt
+	for {
+		var (
+			p   *proposal
+			err error
+		)
+		parked := n.awaits.unlessParked(cmd.Key, cmd.Owner, func() {
+			p, err = t.enqueue(cmd)
+		})
+		if err != nil {
+			return reply{}, err
 		}
-		return reply{code: codeOK, kind: kindCommand, result: res}, nil
+		if parked == nil {
+			res, err := t.await(ctx, p)
+			if err != nil {
+				return reply{}, err
+			}
+			return reply{code: codeOK, kind: kindCommand, result: res}, nil
+		}
+		select {
+		case <-parked:
+		case <-t.stop:
+			return reply{}, errNotLeader
+		case <-ctx.Done():
+			return reply{}, ctx.Err()
+		case <-n.closing:
+			return reply{}, errShuttingDown
+		}
 	}
-	res, err := t.await(ctx, p)
-	if err != nil {
-		return reply{}, err
-	}
-	return reply{code: codeOK, kind: kindCommand, result: res}, nil
 }
 
 // staleEvent reports whether ev, delivered to a waiter whose acquire was
