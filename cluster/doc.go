@@ -231,9 +231,11 @@
 //     wait, withdraws, and returns a *lock.HeldError (or ErrUnavailable
 //     when it cannot read the holder either).
 //
-// One window remains, as in any lock service: an answer "granted" that the
+// Two windows remain, as in any lock service: an answer "granted" that the
 // leader hands to the transport just as the caller's connection dies is
-// lost with it, and the lease lives out its TTL.
+// lost with it, and the lease lives out its TTL; and a caller's node cut
+// off by a partition, rather than dead, keeps its connection open until TCP
+// gives up on it (keepalives), so its waiter may be granted meanwhile.
 //
 // # Reads
 //
