@@ -42,7 +42,8 @@
 //   - Acquire by the live holder is idempotent: StatusGranted with the same
 //     token and the same ExpiresAt; the lease is not lengthened (use extend).
 //     Acquire by an owner already queued answers StatusQueued with its current
-//     position and keeps its original wait deadline.
+//     position and keeps its original wait deadline; it also claims its place
+//     in the current epoch (see Claims).
 //   - Extend sets the lease to end TTL from now, which may shorten it, as
 //     Redis PEXPIRE and Consul session renewals do.
 //   - Cancel-wait by an owner that was granted meanwhile releases the lock
