@@ -202,3 +202,29 @@ func TestWaitingRepeatByHolderDoesNotOverstate(t *testing.T) {
 			"node %s: the repeat believes the lease lasts %v past the grant's end", n.ID(), believed.Sub(granted.Add(ttl)))
 	}
 }
+
+// A live waiter whose call is parked on its own node, the leader, keeps its
+// turn when leadership moves away: it sends its acquire to the new leader.
+func TestLiveWaiterOnLeaderSurvivesLeadershipTransfer(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	l := c.leader()
+	f := c.follower()
+	holder, lease := acquire(t, f, "k", time.Minute)
+
+	waiting := acquireAsync(ctx, l, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Minute, Wait: patience})
+	awaitWaiters(t, l, "k", 1)
+	require.NoError(t, l.raft.LeadershipTransfer().Error())
+	nl := c.waitLeader()
+	require.NotSame(t, l, nl)
+	// The waiter claims its place again at the new leader.
+	require.Eventually(t, func() bool { return nl.sm.unclaimed() == 0 && nl.awaits.len() == 1 },
+		patience, time.Millisecond, "the waiter parks at the new leader")
+
+	ok, err := f.Release(ctx, "k", holder)
+	require.NoError(t, err)
+	require.True(t, ok)
+	got := await(t, waiting, "the waiter")
+	require.NoError(t, got.err)
+	assert.Equal(t, lease.Token+1, got.lease.Token)
+}
