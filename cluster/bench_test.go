@@ -26,6 +26,41 @@ func BenchmarkAcquireReleaseFollower(b *testing.B) {
 	benchAcquireRelease(b, c.follower())
 }
 
+// One op is one hand-off: callers on the two followers contend for one
+// key, each acquiring it with a wait and releasing it as soon as it is
+// granted, so every grant but the first goes to a waiter.
+func BenchmarkHandOffFollowers(b *testing.B) {
+	c := newCluster(b, 3, nil)
+	l := c.leader()
+	var fs []*Node
+	for _, n := range c.nodes {
+		if n != l {
+			fs = append(fs, n)
+		}
+	}
+	var seq atomic.Int64
+	b.SetParallelism(4)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		s := fs[int(seq.Add(1))%len(fs)]
+		ctx := context.Background()
+		for pb.Next() {
+			owner := lock.NewOwner()
+			if _, err := s.Acquire(ctx, lock.AcquireRequest{Key: "contended", Owner: owner, TTL: time.Minute, Wait: time.Minute}); err != nil {
+				b.Error(err)
+				return
+			}
+			if ok, err := s.Release(ctx, "contended", owner); err != nil || !ok {
+				b.Error(ok, err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "handoffs/s")
+	b.ReportMetric(0, "ns/op")
+}
+
 func benchAcquireRelease(b *testing.B, s lock.Store) {
 	b.Run("serial", func(b *testing.B) {
 		lat := make([]time.Duration, 0, b.N)

@@ -132,22 +132,28 @@ func TestLeaseExpiresAcrossLeaderChange(t *testing.T) {
 }
 
 // A node restarted on its data dir comes back with every holder, waiter and
-// the token counter.
-func TestRestartRecoversState(t *testing.T) {
+// the token counter; but the waiters' callers went with the node, so a
+// waiter is granted only if its caller claims it again (by sending its
+// acquire again): the others are skipped, never handed the lock.
+func TestRestartRecoversStateAndGrantsOnlyClaimedWaiters(t *testing.T) {
 	c := newCluster(t, 1, nil)
 	n := c.nodes[0]
 	ctx := testCtx(t)
 
 	_, leaseA := acquire(t, n, "a", time.Hour)
 	holder, leaseB := acquire(t, n, "b", time.Hour)
-	waiter := lock.NewOwner()
-	done := acquireAsync(ctx, n, lock.AcquireRequest{Key: "b", Owner: waiter, TTL: time.Hour, Wait: time.Hour})
+	gone, back := lock.NewOwner(), lock.NewOwner()
+	doneGone := acquireAsync(ctx, n, lock.AcquireRequest{Key: "b", Owner: gone, TTL: time.Hour, Wait: time.Hour})
 	awaitWaiters(t, n, "b", 1)
+	doneBack := acquireAsync(ctx, n, lock.AcquireRequest{Key: "b", Owner: back, TTL: time.Hour, Wait: time.Hour})
+	awaitWaiters(t, n, "b", 2)
 	lastToken := n.Stats().LastToken
 
 	c.stop(0)
-	got := await(t, done, "the waiter of a closing node")
-	assert.ErrorIs(t, got.err, lock.ErrClosed)
+	for _, done := range []<-chan outcome{doneGone, doneBack} {
+		got := await(t, done, "a waiter of a closing node")
+		assert.ErrorIs(t, got.err, lock.ErrClosed)
+	}
 
 	n = c.restart(0)
 	c.waitLeader()
@@ -160,22 +166,42 @@ func TestRestartRecoversState(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, info.Locked)
 	assert.Equal(t, leaseB.Token, info.Token)
-	assert.Equal(t, 1, info.Waiters, "the waiter is still queued")
 
-	// The holder's release hands b to the waiter that queued before the restart.
+	// One caller comes back and sends its acquire again: it claims its place.
+	doneBack = acquireAsync(ctx, n, lock.AcquireRequest{Key: "b", Owner: back, TTL: time.Hour, Wait: time.Hour})
+	require.Eventually(t, func() bool { return n.sm.unclaimed() <= 1 && n.awaits.len() == 1 },
+		5*time.Second, time.Millisecond, "the returning caller parked at the leader")
+
+	// The holder's release skips the waiter nobody claimed.
 	ok, err := n.Release(ctx, "b", holder)
 	require.NoError(t, err)
 	require.True(t, ok)
-	info, err = n.Inspect(ctx, "b")
+	got := await(t, doneBack, "the waiter that came back")
+	require.NoError(t, got.err)
+	assert.Equal(t, lastToken+1, got.lease.Token)
+	ok, err = n.Release(ctx, "b", gone)
 	require.NoError(t, err)
-	assert.True(t, info.Locked)
-	assert.Equal(t, lastToken+1, info.Token)
-	ok, err = n.Release(ctx, "b", waiter)
+	assert.False(t, ok, "the vanished waiter was handed b")
+	ok, err = n.Release(ctx, "b", back)
 	require.NoError(t, err)
-	assert.True(t, ok, "the waiter's owner holds b")
+	assert.True(t, ok)
 
-	_, next := acquire(t, n, "c", time.Minute)
-	assert.Equal(t, lastToken+2, next.Token)
+	// And with nobody claimed, a release frees the key for anyone.
+	holder, _ = acquire(t, n, "c", time.Hour)
+	doneGone = acquireAsync(ctx, n, lock.AcquireRequest{Key: "c", Owner: gone, TTL: time.Hour, Wait: time.Hour})
+	awaitWaiters(t, n, "c", 1)
+	c.stop(0)
+	assert.ErrorIs(t, await(t, doneGone, "the waiter of a closing node").err, lock.ErrClosed)
+	n = c.restart(0)
+	c.waitLeader()
+	ok, err = n.Release(ctx, "c", holder)
+	require.NoError(t, err)
+	require.True(t, ok)
+	fresh, lease := acquire(t, n, "c", time.Minute)
+	assert.Equal(t, lastToken+3, lease.Token)
+	ok, err = n.Release(ctx, "c", fresh)
+	require.NoError(t, err)
+	assert.True(t, ok)
 }
 
 // A follower stopped while the others move on, far enough that the leader
@@ -258,43 +284,9 @@ func TestWaitersHandedOffInFIFOOrderAcrossNodes(t *testing.T) {
 	assert.Equal(t, lease.Token+2, got.lease.Token)
 }
 
-// A waiter handed the lock while its node was paused must not count its
-// lease from when it was woken: the grant was stamped earlier, on the leader.
-// (Without kindAwait, so that it learns of the grant from its own node.)
-func TestWaiterOnPausedFollowerDoesNotOverstate(t *testing.T) {
-	c := newCluster(t, 3, nil)
-	ctx := testCtx(t)
-	l, f := c.leader(), c.follower()
-	f.noAwait = true
-	holder, _ := acquire(t, l, "k", time.Minute)
-	const ttl = 3 * time.Second
-	sent := time.Now()
-	done := acquireAsync(ctx, f, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: ttl, Wait: patience})
-	awaitWaiters(t, l, "k", 1)
-
-	f.sm.pause.Lock()
-	ok, err := l.Release(ctx, "k", holder)
-	granted := time.Now() // the grant was stamped before Release returned
-	require.NoError(t, err)
-	require.True(t, ok)
-	// The follower stays paused for a second after the grant: not waiting
-	// for a condition, but making the follower late.
-	<-time.After(time.Second)
-	f.sm.pause.Unlock()
-
-	got := await(t, done, "the waiter")
-	require.NoError(t, got.err)
-	believed := sent.Add(got.lease.Remaining)
-	assert.False(t, believed.After(granted.Add(ttl)),
-		"the waiter believes its lease lasts %v past the cluster's expiry", believed.Sub(granted.Add(ttl)))
-	assert.False(t, believed.Before(granted.Add(ttl-750*time.Millisecond)),
-		"the waiter was robbed of %v of its lease", granted.Add(ttl).Sub(believed))
-	assert.GreaterOrEqual(t, got.at.Sub(granted), time.Second, "the waiter was woken late")
-}
-
-// A waiter on a follower is told of its grant by the leader (kindAwait) as
-// soon as the leader applies it, without waiting for its own node, and the
-// lease it reports does not overstate the cluster's.
+// A waiter on a follower is told of its grant by the leader, where its
+// request is parked, as soon as the leader applies it, without waiting for
+// its own node, and the lease it reports does not overstate the cluster's.
 func TestWaiterOnFollowerToldByLeader(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	ctx := testCtx(t)

@@ -19,7 +19,8 @@
 // file snapshot store in DataDir, and starts raft. On a fresh DataDir it must
 // be told to Bootstrap a new cluster (alone or with Peers) or to Join running
 // members; both, or neither, is a config error. On a DataDir with raft state it does neither: it comes back with every
-// lock, waiter and the token counter from its snapshot and log, and never
+// lock, waiter and the token counter from its snapshot and log (a waiter is
+// granted only once its caller claims it again; see "Waiting"), and never
 // bootstraps over existing state. If it is also given Join addresses it asks,
 // in the background, to be added again: a member that left gracefully was
 // removed from the configuration and would otherwise never be heard from
@@ -93,8 +94,7 @@
 // does not lead answers with the leader's address and Join asks that one. The
 // leader adds it as a voter while fewer than Config.Voters (3 by default)
 // voters exist, and as a non-voter otherwise. Non-voters replicate every
-// lock, serve and forward calls like any node, and wake their own waiters,
-// but do not vote or acknowledge commits, so embedding a node in 30 replicas
+// lock, serve and forward calls like any node, but do not vote or acknowledge commits, so embedding a node in 30 replicas
 // of a service keeps a 3-voter quorum and 3 fsyncs per commit.
 //
 // Every node runs a voter keeper; only the leader's acts. It learns from
@@ -129,12 +129,9 @@
 // applied index, and the bytes fsm.Machine.Snapshot would have given when it
 // started.
 //
-// The machine's events (a queued owner granted on hand-off, or dropped at its
-// wait deadline) go to the node's waiter registry, which wakes the local
-// caller waiting for that (key, owner) — on every node, leader or follower,
-// since each applies the same log. A snapshot installed from the leader
-// carries no events, so after a restore the registry wakes any local waiter
-// that the restored state shows holding its key.
+// The machine's events (a queued owner granted on hand-off, dropped at its
+// wait deadline, or dropped unclaimed) go to the leader's registry of
+// waiting acquires parked at it; followers keep none.
 //
 // # The log clock
 //
@@ -173,7 +170,11 @@
 // forbidden request (a tick, a stamped command) with a bad-request reply.
 // A new kind of request (the list, added after the first) keeps the version:
 // a leader that does not know it answers bad request, and every other kind
-// keeps working, so a cluster can be upgraded one node at a time.
+// keeps working, so a cluster can be upgraded one node at a time. The one
+// exception is claims (see "Waiting"): a node from before them cannot read
+// the new-term and drop-unclaimed log entries or a version 2 snapshot, and
+// would grant waiters the others skip, so across that change every member
+// is stopped, upgraded and started again together.
 //
 // Proposal batching (group commit): one goroutine per term drains the queue
 // into a single raft entry (up to 512 commands) and keeps up to two entries
@@ -213,40 +214,62 @@
 //
 // # Waiting
 //
-// An Acquire with Wait registers (key, owner) in this node's waiter registry
-// before the acquire is proposed, so a hand-off applied before the "queued"
-// answer arrives is not missed. It then blocks until:
-//   - its node applies the hand-off: the grant was stamped on the leader,
-//     perhaps a while before this node applied it, so the node asks the
-//     leader for the lease left (a linearizable read, not a commit), counted
-//     from when the question was sent. The Lease's Remaining counts from when
-//     Acquire was called (the Store contract): the time until the question
-//     plus the leader's answer, or the TTL if that is larger (both never
-//     overstate, since the grant came after the call). It may exceed the TTL
-//     after a long wait; the holder's deadline is call time + Remaining.
-//     A leader needs no question: its own log clock gives the lease left.
-//   - on a follower, the leader tells it first: once queued, the follower
-//     also sends the leader an await request (kindAwait), which the leader
-//     parks and answers as soon as its own state machine applies the grant
-//     — applied means committed — with the lease left by its log clock,
-//     counted from when the request reached it (less 0.1% of the time
-//     parked, for a leader clock running a little fast). So a hand-off
-//     reaches a follower's waiter in one hop after the commit, instead of
-//     waiting for the leader to pass the commit index on (the next append,
-//     up to CommitTimeout later on an idle log) and then for a read's round
-//     of heartbeats. These answers need no leadership check: the grant is
-//     committed, only expiry can take the key from an owner not yet told,
-//     and no later leader's log clock is ahead of this one's. The follower's
-//     own wake-up stays the fallback (a leader change, an older leader that
-//     answers bad request); the await is asked again of each new leader.
-//   - the machine drops it at its wait deadline: a *lock.HeldError describing
-//     the holder. Should that event never arrive (no leader at the time), the
-//     node gives up on its own clock an election timeout after the wait, and
-//     withdraws the request.
-//   - ctx ends: the node withdraws the request (cancel-wait, which also
-//     releases the lock if it was handed over meanwhile) and returns ctx's
-//     error; if the withdrawal cannot be confirmed within twice the election
-//     timeout, the error also matches lock.ErrUnknownOutcome.
+// An Acquire with Wait is one request to the leader (served in-process on
+// the leader itself, kindWaitAcquire from a follower), not cut by
+// RequestTimeout: it lasts the wait. The leader registers (key, owner) with
+// its waiter registry and proposes the acquire; if queued, the request is
+// parked until the leader's own state machine applies the owner's grant —
+// applied means committed — or the end of its wait. A grant is answered
+// with the lease left by the leader's log clock, counted from when the
+// request reached it (less 0.1% of the time parked, for a clock running a
+// little fast), or the TTL if that is larger (the grant was applied after
+// the request arrived, so neither overstates); the caller reports it counted
+// from when Acquire was called. An immediate grant (a free key, or the
+// idempotent repeat of an earlier grant to the same owner) is answered with
+// the lease left at its stamp, never the TTL. These answers need no leadership check: the grant is
+// committed, only expiry can take the key from an owner not yet told, and
+// no later leader's log clock is ahead of this one's. The end of the wait
+// is answered with a *lock.HeldError describing the holder.
+//
+// A waiter is granted only while someone is there to receive it:
+//   - the caller goes away while queued: its ctx ends, its connection
+//     breaks or its node dies, and the transport ends the request's ctx at
+//     the leader, which withdraws the waiter (cancel-wait, which also
+//     releases a grant applied meanwhile, as it does for a grant whose
+//     answer finds the ctx already ended). The withdrawal is proposed in
+//     the leader's own term only, and only if no newer call by the same
+//     owner has parked since: the registry queues "register and acquire"
+//     and "check and cancel-wait" under one lock, and the proposer keeps
+//     queue order, so a withdrawal never cancels a newer claim. A caller
+//     whose ctx ends also withdraws itself, to confirm it; if that cannot
+//     be confirmed within twice the election timeout, its error also
+//     matches lock.ErrUnknownOutcome. The leader holds such a cancel-wait
+//     back while a call by the same owner is parked: that call withdraws
+//     itself when its caller goes, and the cancel-wait follows; or it is a
+//     newer one, sent again through another node by a client that gave up
+//     on the first, whose claim the cancel-wait must not take.
+//   - the leader changes (the parked call fails: not leader, leadership
+//     lost, connection lost; or this node hears of a new leader while the
+//     call is parked, which cuts it): the caller sends the same acquire,
+//     with the same owner and the wait left, to the new leader. The state
+//     machine makes that idempotent: an owner already queued keeps its
+//     place and deadline, one already granted gets its grant.
+//   - claims (package fsm): the leader's first command of each term is
+//     new-term, after which a waiter queued earlier is granted only once
+//     its caller's acquire has claimed it again; a hand-off skips and drops
+//     unclaimed waiters. Four election timeouts into its term the leader
+//     drops every waiter still unclaimed. So after a leader change or a
+//     restart, waiters whose callers have gone are never handed the lock.
+//   - no leader answers before the wait ends (no quorum, so no tick): the
+//     caller gives up on its own clock two election timeouts after the
+//     wait, withdraws, and returns a *lock.HeldError (or ErrUnavailable
+//     when it cannot read the holder either).
+//
+// Two windows remain, as in any lock service: an answer "granted" that the
+// leader hands to the transport just as the caller's connection dies is
+// lost with it, and the lease lives out its TTL; and a caller's node cut
+// off by a partition, rather than dead, keeps its connection open until TCP
+// gives up on it (keepalives), so its waiter may be granted meanwhile.
 //
 // # Reads
 //

@@ -232,6 +232,9 @@ func (n *Node) read(ctx context.Context, key string, owner *fsm.Owner) (readResu
 func (n *Node) serve(ctx context.Context, t *leaderTerm, req request) (reply, error) {
 	switch req.kind {
 	case kindCommand:
+		if req.cmd.Op == fsm.OpCancelWait {
+			return n.cancelWaitAtLeader(ctx, t, req.cmd) // see waiting.go
+		}
 		res, err := t.propose(ctx, req.cmd)
 		if err != nil {
 			return reply{}, err
@@ -243,12 +246,12 @@ func (n *Node) serve(ctx context.Context, t *leaderTerm, req request) (reply, er
 			return reply{}, err
 		}
 		return reply{code: codeOK, kind: kindRead, read: rr}, nil
-	case kindAwait:
-		rr, err := n.awaitAtLeader(ctx, t, req)
+	case kindWaitAcquire:
+		ans, err := n.waitAtLeader(ctx, t, req.cmd, n.clock.Monotonic())
 		if err != nil {
 			return reply{}, err
 		}
-		return reply{code: codeOK, kind: kindAwait, read: rr}, nil
+		return reply{code: codeOK, kind: kindWaitAcquire, wait: ans}, nil
 	case kindList:
 		page, err := n.listAtLeader(ctx, t, req)
 		if err != nil {
@@ -304,7 +307,8 @@ func (n *Node) handleRPC(ctx context.Context, body []byte) ([]byte, error) {
 }
 
 // checkForwarded admits what a follower may ask of the leader: the four
-// client commands, valid, and unstamped (only the leader stamps); reads and
+// client commands and waiting acquires, valid, and unstamped (only the
+// leader stamps; the term's own commands are never forwarded); reads and
 // listings that the store would accept; joins and removals that name a server.
 func checkForwarded(req request) error {
 	switch req.kind {
@@ -327,12 +331,15 @@ func checkForwarded(req request) error {
 		if req.withOwner && req.owner.IsZero() {
 			return fmt.Errorf("%w: zero owner", ErrBadRequest)
 		}
-	case kindAwait:
-		if err := lock.ValidateKey(req.key); err != nil {
-			return fmt.Errorf("%w: %w", ErrBadRequest, err)
+	case kindWaitAcquire:
+		if req.cmd.Op != fsm.OpAcquire || req.cmd.Wait <= 0 {
+			return fmt.Errorf("%w: a waiting acquire must be an acquire with a wait", ErrBadRequest)
 		}
-		if !req.withOwner || req.owner.IsZero() {
-			return fmt.Errorf("%w: await needs an owner", ErrBadRequest)
+		if req.cmd.Stamp != 0 {
+			return fmt.Errorf("%w: forwarded command carries a stamp", ErrBadRequest)
+		}
+		if err := req.cmd.Validate(); err != nil {
+			return fmt.Errorf("%w: %w", ErrBadRequest, err)
 		}
 	case kindList:
 		if err := lock.ValidateList(lock.ListRequest{Prefix: req.prefix, After: req.after, Limit: req.limit}); err != nil {

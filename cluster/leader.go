@@ -101,6 +101,11 @@ func (t *leaderTerm) start() {
 			defer t.stopped.Done()
 			t.runExpiryTimer()
 		}()
+		t.stopped.Add(1)
+		go func() {
+			defer t.stopped.Done()
+			t.dropUnclaimedAfterGrace()
+		}()
 		t.runProposer()
 	}()
 }
@@ -142,6 +147,9 @@ func (t *leaderTerm) becomeReady() bool {
 		case <-time.After(n.cfg.CommitTimeout):
 		}
 	}
+	if !t.startEpoch() {
+		return false
+	}
 	t.clock = newLogClock(n.clock, n.sm.now())
 	// Every entry after the barrier is a command or configuration entry,
 	// which the state machine counts, so reads may treat everything up to
@@ -156,11 +164,21 @@ func (t *leaderTerm) becomeReady() bool {
 // propose queues cmd and waits for its result. It never blocks past ctx,
 // the node's closing, or the term's end (before cmd was proposed).
 func (t *leaderTerm) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
+	p, err := t.enqueue(cmd)
+	if err != nil {
+		return fsm.Result{}, err
+	}
+	return t.await(ctx, p)
+}
+
+// enqueue queues cmd for proposal without waiting: commands are proposed
+// in the order they were queued. Its error is errNotLeader.
+func (t *leaderTerm) enqueue(cmd fsm.Command) (*proposal, error) {
 	p := &proposal{cmd: cmd, queued: time.Now(), done: make(chan proposalResult, 1)}
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
-		return fsm.Result{}, errNotLeader
+		return nil, errNotLeader
 	}
 	t.queue = append(t.queue, p)
 	t.mu.Unlock()
@@ -168,6 +186,11 @@ func (t *leaderTerm) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, 
 	case t.enqueued <- struct{}{}:
 	default:
 	}
+	return p, nil
+}
+
+// await waits for the result of an enqueued proposal.
+func (t *leaderTerm) await(ctx context.Context, p *proposal) (fsm.Result, error) {
 	select {
 	case r := <-p.done:
 		return r.res, r.err

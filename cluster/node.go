@@ -14,7 +14,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
-	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/lock"
 	"github.com/raftlock/raftlock/transport"
 )
@@ -35,12 +34,14 @@ type Node struct {
 	unlockDir func() error
 	raft      *raft.Raft
 	sm        *stateMachine
-	waiters   *waiterRegistry
-	// awaits holds the kindAwait requests of followers' waiting callers
-	// that this node, as leader, answers as soon as it applies their grant.
+	// awaits holds the waiting acquires parked at this node while it leads
+	// (its own callers' and forwarded ones), answered when it applies
+	// their grant or the end of their wait.
 	awaits *waiterRegistry
-	voters *voterKeeper
-	peers  peerDirectory
+	// localWaiting counts this node's callers blocked in a waiting Acquire.
+	localWaiting atomic.Int64
+	voters       *voterKeeper
+	peers        peerDirectory
 
 	// term is this node's current leadership, nil while it follows.
 	term atomic.Pointer[leaderTerm]
@@ -50,9 +51,6 @@ type Node struct {
 	// leaderObserver sees every leader change raft reports; its counters
 	// are Stats.LeaderChanges.
 	leaderObserver *raft.Observer
-	// noAwait, set by tests before any call, makes a waiting Acquire on a
-	// follower rely on its own state machine alone (no kindAwait).
-	noAwait bool
 	// commits times raft entries this node proposed as leader, from
 	// raft.Apply to raft's answer.
 	commits timing
@@ -97,19 +95,14 @@ func New(cfg Config) (*Node, error) {
 		cfg:           cfg,
 		log:           logger,
 		clock:         clock,
-		waiters:       newWaiterRegistry(),
 		awaits:        newWaiterRegistry(),
 		voters:        newVoterKeeper(),
 		peers:         peerDirectory{peers: map[string]peerInfo{}},
 		leaderChanged: newBroadcast(),
 		closing:       make(chan struct{}),
 	}
-	n.sm = newStateMachine(logger.Named("fsm"), func(ev fsm.Event) {
-		n.waiters.deliver(ev)
-		n.awaits.deliver(ev)
-	})
+	n.sm = newStateMachine(logger.Named("fsm"), n.awaits.deliver)
 	n.sm.afterApply = n.pokeExpiryTimer
-	n.sm.afterRestore = n.settleWaiters
 
 	ok := false
 	var cleanup []func()
@@ -282,15 +275,6 @@ func (n *Node) pokeExpiryTimer() {
 	}
 }
 
-// settleWaiters wakes local waiters whose grant arrived inside a snapshot
-// this node installed, which carries no events.
-func (n *Node) settleWaiters() {
-	n.waiters.settle(func(key string, owner fsm.Owner) (fsm.KeyState, bool) {
-		st, _ := n.sm.lookup(key, 0)
-		return st, st.Held && st.Owner == owner
-	})
-}
-
 // Close stops the node without leaving the cluster: raft, the listener and
 // every goroutine of the node. Calls blocked in it (a waiting Acquire, a
 // command in flight) return lock.ErrClosed. The data directory keeps the
@@ -453,7 +437,7 @@ func (n *Node) Stats() Stats {
 		LastToken:     c.lastToken,
 		LogTime:       c.logTime,
 		WallTime:      n.clock.Now(),
-		LocalWaiters:  n.waiters.len(),
+		LocalWaiters:  int(n.localWaiting.Load()),
 		Restores:      n.sm.restores.Load(),
 		LogStore:      n.logKind,
 		Commit:        n.commits.read(),

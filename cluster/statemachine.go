@@ -34,9 +34,6 @@ type stateMachine struct {
 	// afterApply runs after each applied batch, outside mu (the node pokes
 	// the leader's expiry timer with it). Set before raft starts.
 	afterApply func()
-	// afterRestore runs after a snapshot replaced the state, outside mu (the
-	// node settles local waiters whose grant came inside the snapshot).
-	afterRestore func()
 	// pause is held (Lock) by tests to stop this node applying entries, as
 	// a slow or suspended node would; ApplyBatch passes it with RLock.
 	pause sync.RWMutex
@@ -132,6 +129,13 @@ func (s *stateMachine) now() time.Duration {
 	return s.m.Now()
 }
 
+// unclaimed is how many waiters of earlier terms nobody has claimed again.
+func (s *stateMachine) unclaimed() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m.Unclaimed()
+}
+
 func (s *stateMachine) nextDeadline() (time.Duration, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -222,9 +226,6 @@ func (s *stateMachine) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("cluster: restoring snapshot: %w", err)
 	}
 	s.restores.Add(1)
-	if s.afterRestore != nil {
-		s.afterRestore()
-	}
 	return nil
 }
 

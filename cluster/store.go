@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -11,13 +10,10 @@ import (
 	"github.com/raftlock/raftlock/lock"
 )
 
-// Acquire implements lock.Store. An immediate answer comes from the leader
-// (forwarded when this node follows). A waiting acquire registers with this
-// node's waiter registry before it is proposed, and is woken when this
-// node's own state machine applies its hand-off; it then asks the leader
-// how much of the lease is left, counted from when it asked, and reports
-// that counted from when Acquire was called. See doc.go for what happens
-// when the wait ends otherwise.
+// Acquire implements lock.Store. An immediate answer (Wait 0) comes from
+// the leader (forwarded when this node follows). A waiting acquire is one
+// request parked at the leader until the grant or the end of the wait (see
+// acquireWaiting and "Waiting" in doc.go).
 func (n *Node) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease, error) {
 	sent := n.clock.Monotonic()
 	if err := lock.ValidateAcquire(req); err != nil {
@@ -26,19 +22,12 @@ func (n *Node) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease
 	if n.closed() {
 		return lock.Lease{}, lock.ErrClosed
 	}
-	owner := fsm.Owner(req.Owner)
-	var w *waiter
 	if req.Wait > 0 {
-		w = n.waiters.register(req.Key, owner)
-		defer n.waiters.unregister(req.Key, owner, w)
+		return n.acquireWaiting(ctx, req, sent)
 	}
-	res, _, err := n.command(ctx, fsm.Command{Op: fsm.OpAcquire, Key: req.Key, Owner: owner, TTL: req.TTL, Wait: req.Wait})
+	owner := fsm.Owner(req.Owner)
+	res, _, err := n.command(ctx, fsm.Command{Op: fsm.OpAcquire, Key: req.Key, Owner: owner, TTL: req.TTL})
 	if err != nil {
-		if req.Wait > 0 && ctx.Err() != nil && errors.Is(err, lock.ErrUnknownOutcome) {
-			// The caller gave up; we may have queued it. Leave the queue, as
-			// a waiting acquire whose ctx ends always does.
-			return lock.Lease{}, n.withdraw(ctx, req.Key, owner)
-		}
 		return lock.Lease{}, err
 	}
 	switch res.Status {
@@ -46,10 +35,6 @@ func (n *Node) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease
 		return lock.Lease{Token: res.Token, Remaining: remaining(res)}, nil
 	case fsm.StatusHeld:
 		return lock.Lease{}, &lock.HeldError{Key: req.Key, Token: res.Token, Remaining: remaining(res)}
-	case fsm.StatusQueueFull:
-		return lock.Lease{}, fmt.Errorf("%w: %d callers wait for %q", lock.ErrQueueFull, res.Waiters, req.Key)
-	case fsm.StatusQueued:
-		return n.awaitGrant(ctx, req, w, sent, res)
 	}
 	return lock.Lease{}, unexpectedStatus("acquire", res)
 }
@@ -57,104 +42,6 @@ func (n *Node) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease
 // remaining is a command's lease left at its own stamp: the L of DESIGN.md
 // is the stamp, so the figure counts from before the leader answered.
 func remaining(res fsm.Result) time.Duration { return max(res.ExpiresAt-res.Now, 0) }
-
-// awaitGrant blocks a queued acquire until its hand-off, its wait deadline,
-// ctx or Close.
-func (n *Node) awaitGrant(ctx context.Context, req lock.AcquireRequest, w *waiter, sent time.Duration, queued fsm.Result) (lock.Lease, error) {
-	owner := fsm.Owner(req.Owner)
-	// The state machine drops the waiter at its wait deadline and tells us
-	// (EventWaitExpired). Should that never reach us — no leader to tick at
-	// the time — the caller's own clock ends the wait a little later.
-	timer := time.NewTimer(req.Wait - (n.clock.Monotonic() - sent) + n.cfg.ElectionTimeout)
-	defer timer.Stop()
-	// On a follower, also ask the leader to tell us of the grant as soon
-	// as it applies it (see await.go); our own state machine is the fallback.
-	told := make(chan grantNotice, 1)
-	if n.term.Load() == nil && !n.noAwait {
-		actx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		go n.awaitFromLeader(actx, req.Key, owner, told)
-	}
-	for {
-		select {
-		case g := <-told:
-			return lock.Lease{Token: g.token, Remaining: max(req.TTL, g.asked-sent+g.remaining)}, nil
-		case ev := <-w.wake:
-			if staleEvent(ev, queued) {
-				// An outcome of an earlier acquisition by the same owner,
-				// applied again by a restarted or lagging state machine.
-				continue
-			}
-			if ev.Kind == fsm.EventGranted {
-				return n.grantedLease(ctx, req, sent, ev)
-			}
-			return lock.Lease{}, n.heldError(ctx, req.Key, queued)
-		case <-timer.C:
-			res, _, err := n.command(ctx, fsm.Command{Op: fsm.OpCancelWait, Key: req.Key, Owner: owner})
-			if err != nil {
-				return lock.Lease{}, err
-			}
-			if res.Status == fsm.StatusReleased {
-				n.log.Debug("wait ran out as the lock was handed over; released it", "key", req.Key)
-			}
-			return lock.Lease{}, n.heldError(ctx, req.Key, queued)
-		case <-ctx.Done():
-			return lock.Lease{}, n.withdraw(ctx, req.Key, owner)
-		case <-n.closing:
-			return lock.Lease{}, lock.ErrClosed
-		}
-	}
-}
-
-// staleEvent reports whether ev, delivered to a waiter whose acquire was
-// queued with result queued, belongs to an earlier acquisition by the same
-// owner: a node that restarts re-applies its log, and a lagging follower
-// applies old entries, so their events reach a new waiter keyed by the same
-// (key, owner). This waiter's grant follows the holder it queued behind on
-// that key, so it has a larger token; its wait deadline lies after the log
-// time it queued at.
-func staleEvent(ev fsm.Event, queued fsm.Result) bool {
-	switch ev.Kind {
-	case fsm.EventGranted:
-		return ev.Token <= queued.Token
-	case fsm.EventWaitExpired:
-		return ev.At <= queued.Now
-	}
-	return false
-}
-
-// grantedLease answers a waiter woken by its hand-off. The grant was stamped
-// on the leader, maybe a while before this node applied it, so the lease
-// left is asked of the leader (a read, not a commit) and counted from when
-// the question was sent. It is then reported counted from sent, as the
-// Store contract wants: asked-sent + what the leader said. TTL counted from
-// sent is also a safe figure (the grant came after the request), so the
-// larger of the two is returned.
-func (n *Node) grantedLease(ctx context.Context, req lock.AcquireRequest, sent time.Duration, ev fsm.Event) (lock.Lease, error) {
-	owner := fsm.Owner(req.Owner)
-	asked := n.clock.Monotonic()
-	if t := n.term.Load(); t != nil && t.isReady() {
-		// Leading: the grant is applied, so committed, and our own log clock
-		// tells the lease left without asking anyone (see await.go).
-		if left, ok := t.awaitLeaseLeft(ev.ExpiresAt, asked); ok {
-			return lock.Lease{Token: ev.Token, Remaining: max(req.TTL, asked-sent+left)}, nil
-		}
-	}
-	rr, err := n.read(ctx, req.Key, &owner)
-	switch {
-	case err != nil && ctx.Err() != nil:
-		return lock.Lease{}, n.withdraw(ctx, req.Key, owner)
-	case err != nil:
-		// We hold the lock but could not ask how long for: TTL from sent
-		// is still a figure that never overstates.
-		n.log.Warn("granted after waiting; leader not reachable for remaining time", "key", req.Key, "error", err)
-		return lock.Lease{Token: ev.Token, Remaining: req.TTL}, nil
-	case !rr.mine:
-		// The lease ran out before we could tell the caller.
-		return lock.Lease{}, &lock.HeldError{Key: req.Key, Token: rr.token, Remaining: rr.remaining}
-	}
-	return lock.Lease{Token: rr.token, Remaining: max(req.TTL, asked-sent+rr.remaining)}, nil
-}
 
 // withdraw takes a caller that gave up out of the queue (and releases the
 // lock if it was handed over meanwhile), then returns ctx's error. It waits
@@ -171,15 +58,6 @@ func (n *Node) withdraw(ctx context.Context, key string, owner fsm.Owner) error 
 		return fmt.Errorf("%w: %w", lock.ErrUnknownOutcome, ctx.Err())
 	}
 	return ctx.Err()
-}
-
-// heldError describes the holder for a caller whose wait ran out, from a
-// fresh read when possible, else from what the queued answer said.
-func (n *Node) heldError(ctx context.Context, key string, queued fsm.Result) error {
-	if rr, err := n.read(ctx, key, nil); err == nil {
-		return &lock.HeldError{Key: key, Token: rr.token, Remaining: rr.remaining}
-	}
-	return &lock.HeldError{Key: key, Token: queued.Token}
 }
 
 // Release implements lock.Store. When an earlier attempt's outcome was

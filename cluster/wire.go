@@ -19,13 +19,14 @@ import (
 //	  kindJoin:    string id | string address    (string = uvarint length | bytes)
 //	  kindRemove:  string id
 //	  kindList:    string prefix | string after | uvarint limit (0: the leader's page size)
-//	  kindAwait:   as kindRead, always with the owner
 //	  kindInfo:    string id | string API address (the asking node's own, so one exchange informs both)
+//	  kindWaitAcquire: an acquire with a wait, in the fsm encoding (as kindCommand)
 //	  kindIdentity: string id | string cluster ID (the asking node's; empty if it knows none)
 //	reply: version | code | kind | body
 //	  codeOK, kindCommand: status | uvarint token | varint expiresAt | varint now | uvarint waiters
 //	  codeOK, kindRead:    flags (1 held, 2 held by the asking owner) | uvarint token | varint remaining | uvarint waiters
-//	  codeOK, kindAwait:   as kindRead; remaining counts from when the request reached the leader
+//	  codeOK, kindWaitAcquire: status | uvarint token | varint remaining | uvarint waiters;
+//	                       remaining counts from when the request reached the leader
 //	  codeOK, kindJoin/kindRemove: empty
 //	  codeOK, kindInfo:    string id | string API address (may be empty)
 //	  codeOK, kindIdentity: string id | string cluster ID (may be empty)
@@ -38,9 +39,11 @@ import (
 // know a kind answers codeBadRequest ("bad request kind"), which the asking
 // node reports as ErrBadRequest, and the kinds it knows keep working. So a
 // cluster upgraded one node at a time serves every older kind throughout;
-// kindList (added after the first release) works once the leader has it;
-// kindAwait only speeds up a waiter, which goes on without it; a member too
-// old to answer kindIdentity is joined through without the cluster check.
+// kindList (added after the first release) works once the leader has it.
+// Kind 6 (an await of a follower's own waiter, retired when waiting moved
+// to the leader) is never reused; kindWaitAcquire needs a leader that
+// knows it; a member too old to answer kindIdentity is joined through
+// without the cluster check.
 const wireVersion = 1
 
 type requestKind byte
@@ -51,11 +54,12 @@ const (
 	kindJoin    requestKind = 3 // add a voter
 	kindRemove  requestKind = 4 // remove a server (graceful leave)
 	kindList    requestKind = 5 // a linearizable page of held keys, at the leader's log time
-	kindAwait   requestKind = 6 // a queued owner asks to be told of its grant as soon as the leader applies it
-	kindInfo    requestKind = 7 // any node (leader or not) tells who it is and where its API is
+	// 6 was kindAwait; retired, never reuse.
+	kindInfo        requestKind = 7 // any node (leader or not) tells who it is and where its API is
+	kindWaitAcquire requestKind = 8 // an acquire that may wait, parked at the leader until its grant or the end of its wait
 	// kindIdentity: any node (leader or not) tells its node and cluster IDs,
 	// asked by a node about to join through it.
-	kindIdentity requestKind = 8
+	kindIdentity requestKind = 9
 )
 
 // maxListPage is the most keys one kindList reply carries. A listed key
@@ -78,8 +82,8 @@ func (k requestKind) String() string {
 		return "remove"
 	case kindList:
 		return "list"
-	case kindAwait:
-		return "await"
+	case kindWaitAcquire:
+		return "wait-acquire"
 	case kindInfo:
 		return "info"
 	case kindIdentity:
@@ -90,11 +94,11 @@ func (k requestKind) String() string {
 
 type request struct {
 	kind requestKind
-	cmd  fsm.Command // kindCommand
+	cmd  fsm.Command // kindCommand, kindWaitAcquire
 
-	key       string    // kindRead, kindAwait
-	owner     fsm.Owner // kindRead when withOwner, kindAwait
-	withOwner bool      // kindRead: also say whether owner is the holder; kindAwait: always
+	key       string    // kindRead
+	owner     fsm.Owner // kindRead when withOwner
+	withOwner bool      // kindRead: also say whether owner is the holder
 
 	id        string // kindJoin, kindRemove, kindInfo, kindIdentity (the asking node)
 	addr      string // kindJoin
@@ -127,6 +131,17 @@ type readResult struct {
 	waiters   int
 }
 
+// waitAnswer is how a waiting acquire ended at the leader: granted (token
+// and remaining are the owner's lease, remaining counted from when the
+// request reached the leader), held (the wait ran out; token and remaining
+// describe the holder, if any), or queue-full.
+type waitAnswer struct {
+	status    fsm.Status
+	token     uint64
+	remaining time.Duration
+	waiters   int
+}
+
 // listPage is one kindList answer: held keys in byte order, never their
 // owners, and whether more keys match after the last one.
 type listPage struct {
@@ -146,6 +161,7 @@ type reply struct {
 	code   replyCode
 	kind   requestKind
 	result fsm.Result // codeOK, kindCommand
+	wait   waitAnswer // codeOK, kindWaitAcquire
 	read   readResult // codeOK, kindRead
 	list   listPage   // codeOK, kindList
 	info   nodeInfo   // codeOK, kindInfo, kindIdentity
@@ -156,9 +172,9 @@ type reply struct {
 func (r request) appendBinary(b []byte) ([]byte, error) {
 	b = append(b, wireVersion, byte(r.kind))
 	switch r.kind {
-	case kindCommand:
+	case kindCommand, kindWaitAcquire:
 		return r.cmd.AppendBinary(b)
-	case kindRead, kindAwait:
+	case kindRead:
 		b = appendString(b, r.key)
 		if r.withOwner {
 			b = append(b, 1)
@@ -193,7 +209,7 @@ func decodeRequest(b []byte) (request, error) {
 	d.version()
 	r := request{kind: requestKind(d.byte())}
 	switch r.kind {
-	case kindCommand:
+	case kindCommand, kindWaitAcquire:
 		if d.err == nil {
 			cmd, err := fsm.DecodeCommand(d.b)
 			if err != nil {
@@ -201,7 +217,7 @@ func decodeRequest(b []byte) (request, error) {
 			}
 			r.cmd, d.b = cmd, nil
 		}
-	case kindRead, kindAwait:
+	case kindRead:
 		r.key = d.string(fsm.MaxKeyLen)
 		switch d.byte() {
 		case 0:
@@ -254,7 +270,12 @@ func (r reply) appendBinary(b []byte) []byte {
 			b = binary.AppendVarint(b, int64(r.result.ExpiresAt))
 			b = binary.AppendVarint(b, int64(r.result.Now))
 			b = binary.AppendUvarint(b, uint64(max(r.result.Waiters, 0)))
-		case kindRead, kindAwait:
+		case kindWaitAcquire:
+			b = append(b, byte(r.wait.status))
+			b = binary.AppendUvarint(b, r.wait.token)
+			b = binary.AppendVarint(b, int64(r.wait.remaining))
+			b = binary.AppendUvarint(b, uint64(max(r.wait.waiters, 0)))
+		case kindRead:
 			var flags byte
 			if r.read.held {
 				flags |= 1
@@ -312,7 +333,12 @@ func decodeReply(b []byte) (reply, error) {
 			r.result.ExpiresAt = time.Duration(d.varint())
 			r.result.Now = time.Duration(d.varint())
 			r.result.Waiters = d.count()
-		case kindRead, kindAwait:
+		case kindWaitAcquire:
+			r.wait.status = fsm.Status(d.byte())
+			r.wait.token = d.uvarint()
+			r.wait.remaining = time.Duration(d.varint())
+			r.wait.waiters = d.count()
+		case kindRead:
 			flags := d.byte()
 			if flags&^3 != 0 {
 				d.fail("read flags")

@@ -51,6 +51,12 @@ const (
 	OpExtend     Op = 3 // Key, Owner, TTL
 	OpCancelWait Op = 4 // Key, Owner: leave the queue; if already granted, release
 	OpTick       Op = 5 // only advances the clock (and so processes due deadlines)
+	// OpNewTerm starts a new claim epoch: every waiter queued so far counts
+	// as unclaimed until its owner acquires again (a leader's first command
+	// of its term; see the package doc, "Claims").
+	OpNewTerm Op = 6
+	// OpDropUnclaimed drops every waiter not claimed in the current epoch.
+	OpDropUnclaimed Op = 7
 )
 
 func (op Op) String() string {
@@ -65,6 +71,10 @@ func (op Op) String() string {
 		return "cancel-wait"
 	case OpTick:
 		return "tick"
+	case OpNewTerm:
+		return "new-term"
+	case OpDropUnclaimed:
+		return "drop-unclaimed"
 	}
 	return "op(" + strconv.Itoa(int(op)) + ")"
 }
@@ -88,7 +98,7 @@ func (c Command) Validate() error {
 	}
 	switch c.Op {
 	case OpAcquire, OpRelease, OpExtend, OpCancelWait:
-	case OpTick:
+	case OpTick, OpNewTerm, OpDropUnclaimed:
 		if c.Key != "" || !c.Owner.IsZero() || c.TTL != 0 || c.Wait != 0 {
 			return ErrUnusedField
 		}
@@ -140,7 +150,7 @@ const (
 	StatusReleased  Status = 6  // release, or cancel-wait of an owner that had been granted
 	StatusCanceled  Status = 7  // cancel-wait: Owner left the queue
 	StatusNotHeld   Status = 8  // release/extend/cancel-wait: Owner neither holds nor waits
-	StatusTicked    Status = 9  // tick
+	StatusTicked    Status = 9  // tick, new-term, drop-unclaimed
 	StatusInvalid   Status = 10 // the command failed Validate; nothing changed except the clock
 )
 
@@ -176,7 +186,7 @@ type Result struct {
 	Token     uint64        // granted/extended/released: the owner's lease token; held/queued/queue-full: the holder's
 	ExpiresAt time.Duration // granted/extended: when the owner's lease ends; held/queued/queue-full: the holder's
 	Now       time.Duration // the machine's log time after this command (the L of DESIGN.md)
-	Waiters   int           // queued: the owner's 1-based position; otherwise the queue length after the command
+	Waiters   int           // queued: the owner's 1-based position; new-term: the waiters now unclaimed; drop-unclaimed: the waiters dropped; otherwise the queue length after the command
 }
 
 // EventKind names something that happened to an owner other than through its own command's Result.
@@ -186,6 +196,10 @@ const (
 	EventGranted     EventKind = 1 // a queued Owner was handed Key (hand-off on release, expiry or cancel)
 	EventWaitExpired EventKind = 2 // a queued Owner reached its wait deadline and was dropped
 	EventExpired     EventKind = 3 // Owner's lease on Key ran out
+	// EventUnclaimed: a queued Owner was dropped because nobody claimed it
+	// again since the last new-term (skipped at a hand-off, or by a
+	// drop-unclaimed); At is the machine's now.
+	EventUnclaimed EventKind = 4
 )
 
 func (k EventKind) String() string {
@@ -196,6 +210,8 @@ func (k EventKind) String() string {
 		return "wait-expired"
 	case EventExpired:
 		return "expired"
+	case EventUnclaimed:
+		return "unclaimed"
 	}
 	return "event(" + strconv.Itoa(int(k)) + ")"
 }

@@ -14,7 +14,7 @@ import (
 //	body    := acquire: stamp key owner ttl wait
 //	           release, cancel-wait: stamp key owner
 //	           extend: stamp key owner ttl
-//	           tick: stamp
+//	           tick, new-term, drop-unclaimed: stamp
 //	key     := length bytes
 //	owner   := 16 bytes
 //
@@ -41,7 +41,7 @@ func (c Command) AppendBinary(b []byte) ([]byte, error) {
 func (c Command) appendBody(b []byte) []byte {
 	b = append(b, byte(c.Op))
 	b = appendUvarint(b, uint64(c.Stamp))
-	if c.Op == OpTick {
+	if c.Op == OpTick || c.Op == OpNewTerm || c.Op == OpDropUnclaimed {
 		return b
 	}
 	b = appendUvarint(b, uint64(len(c.Key)))
@@ -248,13 +248,13 @@ func (d *decoder) command() Command {
 		return Command{}
 	}
 	switch c.Op {
-	case OpAcquire, OpRelease, OpExtend, OpCancelWait, OpTick:
+	case OpAcquire, OpRelease, OpExtend, OpCancelWait, OpTick, OpNewTerm, OpDropUnclaimed:
 	default:
 		d.failLimit("op "+c.Op.String(), ErrUnknownOp)
 		return Command{}
 	}
 	c.Stamp = d.duration("stamp", MaxStamp, ErrStampRange)
-	if c.Op != OpTick {
+	if c.Op != OpTick && c.Op != OpNewTerm && c.Op != OpDropUnclaimed {
 		c.Key = d.key()
 		c.Owner = d.owner()
 	}

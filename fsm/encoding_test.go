@@ -21,6 +21,8 @@ var validCommands = []Command{
 	cancelWait(101*ms, "\x00", ownerC),
 	tick(0),
 	tick(MaxStamp),
+	newTerm(7 * ms),
+	dropUnclaimed(MaxStamp),
 }
 
 func TestCommandRoundTrip(t *testing.T) {

@@ -45,6 +45,10 @@ func cancelWait(at time.Duration, key string, o Owner) Command {
 
 func tick(at time.Duration) Command { return Command{Op: OpTick, Stamp: at} }
 
+func newTerm(at time.Duration) Command { return Command{Op: OpNewTerm, Stamp: at} }
+
+func dropUnclaimed(at time.Duration) Command { return Command{Op: OpDropUnclaimed, Stamp: at} }
+
 // recorder is a machine with its events captured.
 type recorder struct {
 	*Machine
@@ -69,7 +73,7 @@ func (r *recorder) apply(c Command) (Result, []Event) {
 // exactly the pending deadlines, and nothing pending is already due; the key
 // order holds exactly the map's entries, in ascending key order.
 func checkInternals(m *Machine) error {
-	want := 0
+	want, unclaimed := 0, 0
 	for k, e := range m.keys {
 		if e.key != k {
 			return fmt.Errorf("entry under %q has key %q", k, e.key)
@@ -104,6 +108,12 @@ func checkInternals(m *Machine) error {
 			if e.waiters.byOwner[w.owner] != w {
 				return fmt.Errorf("key %q: waiter %x missing from index", k, w.owner)
 			}
+			if w.epoch > m.epoch {
+				return fmt.Errorf("key %q: waiter %x of epoch %d, machine's is %d", k, w.owner, w.epoch, m.epoch)
+			}
+			if w.epoch != m.epoch {
+				unclaimed++
+			}
 			if w.deadline <= m.now {
 				return fmt.Errorf("key %q: waiter %x past its deadline", k, w.owner)
 			}
@@ -137,6 +147,9 @@ func checkInternals(m *Machine) error {
 	}
 	if len(m.deadlines) != want {
 		return fmt.Errorf("deadline index holds %d, want %d", len(m.deadlines), want)
+	}
+	if m.Unclaimed() != unclaimed {
+		return fmt.Errorf("Unclaimed is %d, but %d are", m.Unclaimed(), unclaimed)
 	}
 	if waiters := want - len(m.keys); m.Waiters() != waiters {
 		return fmt.Errorf("Waiters is %d, but %d wait", m.Waiters(), waiters)
@@ -220,8 +233,12 @@ func (g *commandLog) next() Command {
 		return extend(stamp, key, o, ttl)
 	case n < 85:
 		return cancelWait(stamp, key, o)
-	case n < 95:
+	case n < 93:
 		return tick(stamp)
+	case n < 94:
+		return newTerm(stamp)
+	case n < 95:
+		return dropUnclaimed(stamp)
 	default:
 		return acquire(stamp, key, o, 0, wait) // invalid: no TTL
 	}

@@ -29,6 +29,7 @@ type Freezer struct {
 	m        *Machine
 	now      time.Duration
 	token    uint64
+	epoch    uint64
 	count    int    // keys at the start: the snapshot's key count
 	cursor   string // every key up to it is copied ("": none yet; no key is empty)
 	emitted  int
@@ -56,7 +57,7 @@ func (m *Machine) StartFreeze() *Freezer {
 	if m.freezer != nil {
 		m.freezer.Stop()
 	}
-	fz := &Freezer{m: m, now: m.now, token: m.lastToken, count: len(m.keys), pre: make(map[string]preImage)}
+	fz := &Freezer{m: m, now: m.now, token: m.lastToken, epoch: m.epoch, count: len(m.keys), pre: make(map[string]preImage)}
 	m.freezer = fz
 	return fz
 }
@@ -172,7 +173,7 @@ func (fz *Freezer) Flush(w io.Writer) error {
 	b := fz.buf[:0]
 	defer func() { fz.buf = b[:0] }() // kept for the next chunk
 	if !fz.wroteHdr {
-		b = appendSnapshotHeader(b, fz.now, fz.token, fz.count)
+		b = appendSnapshotHeader(b, fz.now, fz.token, fz.epoch, fz.count)
 		fz.wroteHdr = true
 	}
 	var c int
@@ -192,7 +193,7 @@ func (f *frozen) appendEntry(e *entry) {
 	k := frozenKey{key: e.key, owner: e.owner, token: e.token, expiresAt: e.expiresAt}
 	if e.waiters != nil {
 		for w := e.waiters.head; w != nil; w = w.next {
-			f.waiters = append(f.waiters, frozenWaiter{owner: w.owner, ttl: w.ttl, deadline: w.deadline})
+			f.waiters = append(f.waiters, frozenWaiter{owner: w.owner, ttl: w.ttl, deadline: w.deadline, epoch: w.epoch})
 			k.nWaiters++
 		}
 	}

@@ -24,7 +24,7 @@ func randomCommands(rng *rand.Rand, now *time.Duration, nKeys int) func() Comman
 		*now += time.Duration(rng.IntN(3)) * ms
 		key, o := keys[rng.IntN(len(keys))], numberedOwner(rng.IntN(5))
 		ttl := time.Duration(1+rng.IntN(40)) * ms
-		switch rng.IntN(6) {
+		switch rng.IntN(8) {
 		case 0, 1:
 			wait := time.Duration(0)
 			if rng.IntN(2) == 0 {
@@ -37,6 +37,10 @@ func randomCommands(rng *rand.Rand, now *time.Duration, nKeys int) func() Comman
 			return extend(*now, key, o, ttl)
 		case 4:
 			return cancelWait(*now, key, o)
+		case 5:
+			return newTerm(*now)
+		case 6:
+			return dropUnclaimed(*now)
 		default:
 			return tick(*now)
 		}

@@ -27,6 +27,10 @@ type Machine struct {
 	deadlines deadlines
 	observe   func(Event)
 	freezer   *Freezer // a snapshot being copied a chunk at a time; told of every change
+	// epoch counts new-term commands; a waiter whose epoch is older has not
+	// been claimed since the last one. unclaimed counts those waiters.
+	epoch     uint64
+	unclaimed int
 }
 
 // New returns an empty machine. observe (may be nil) receives events during
@@ -58,6 +62,12 @@ func (m *Machine) Apply(c Command) Result {
 		return m.extend(c)
 	case OpCancelWait:
 		return m.cancelWait(c)
+	case OpNewTerm:
+		m.epoch++
+		m.unclaimed = m.Waiters()
+		return Result{Status: StatusTicked, Now: m.now, Waiters: m.unclaimed}
+	case OpDropUnclaimed:
+		return Result{Status: StatusTicked, Now: m.now, Waiters: m.dropUnclaimed()}
 	default: // OpTick; Validate admits no other op
 		return Result{Status: StatusTicked, Now: m.now}
 	}
@@ -85,7 +95,15 @@ func (m *Machine) acquire(c Command) Result {
 		return held
 	}
 	if w := e.waiters.find(c.Owner); w != nil {
-		// A retry by a queued owner keeps its place and its deadline.
+		// A retry by a queued owner keeps its place and its deadline, and
+		// claims the place for the current epoch.
+		if w.epoch != m.epoch {
+			if m.freezer != nil {
+				m.freezer.touch(e)
+			}
+			w.epoch = m.epoch
+			m.unclaimed--
+		}
 		held.Status = StatusQueued
 		held.Waiters = e.waiters.position(w)
 		return held
@@ -104,7 +122,7 @@ func (m *Machine) acquire(c Command) Result {
 	if e.waiters == nil {
 		e.waiters = &queue{}
 	}
-	w := &waiter{owner: c.Owner, ttl: c.TTL, deadline: m.now + c.Wait}
+	w := &waiter{owner: c.Owner, ttl: c.TTL, deadline: m.now + c.Wait, epoch: m.epoch}
 	e.waiters.pushBack(w)
 	m.deadlines.push(deadline{at: w.deadline, e: e, w: w})
 	held.Status = StatusQueued
@@ -176,13 +194,17 @@ func (m *Machine) grant(e *entry, ttl time.Duration) {
 	e.expiresAt = m.now + ttl
 }
 
-// handOff ends e's lease (released or expired) and grants the key to the head
-// of its queue, or forgets the key when nobody waits. Every queued waiter has
-// a deadline later than the moment the lease ended, because due wait
-// deadlines are processed first.
+// handOff ends e's lease (released or expired) and grants the key to the
+// first waiter claimed in the current epoch, dropping the unclaimed ones
+// ahead of it, or forgets the key when nobody claimed waits. Every queued
+// waiter has a deadline later than the moment the lease ended, because due
+// wait deadlines are processed first.
 func (m *Machine) handOff(e *entry) {
 	if m.freezer != nil {
 		m.freezer.touch(e)
+	}
+	for e.waiters != nil && e.waiters.head.epoch != m.epoch {
+		m.dropWaiter(e, e.waiters.head)
 	}
 	q := e.waiters
 	if q.len() == 0 {
@@ -202,9 +224,37 @@ func (m *Machine) handOff(e *entry) {
 	m.emit(Event{Kind: EventGranted, Key: e.key, Owner: e.owner, Token: e.token, ExpiresAt: e.expiresAt, At: m.now})
 }
 
+// dropWaiter removes an unclaimed waiter and says so.
+func (m *Machine) dropWaiter(e *entry, w *waiter) {
+	m.removeWaiter(e, w)
+	m.emit(Event{Kind: EventUnclaimed, Key: e.key, Owner: w.owner, At: m.now})
+}
+
+// dropUnclaimed drops every waiter not claimed in the current epoch, key
+// by key in key order, and returns how many it dropped. Keys stay: each
+// is held.
+func (m *Machine) dropUnclaimed() int {
+	dropped := 0
+	m.order.ascend("", func(e *entry) bool {
+		for w := e.waiters.first(); w != nil && m.unclaimed > 0; {
+			next := w.next
+			if w.epoch != m.epoch {
+				m.dropWaiter(e, w)
+				dropped++
+			}
+			w = next
+		}
+		return m.unclaimed > 0
+	})
+	return dropped
+}
+
 func (m *Machine) removeWaiter(e *entry, w *waiter) {
 	if m.freezer != nil {
 		m.freezer.touch(e)
+	}
+	if w.epoch != m.epoch {
+		m.unclaimed--
 	}
 	m.deadlines.remove(w.index)
 	e.waiters.unlink(w)
@@ -304,6 +354,13 @@ func (m *Machine) Len() int { return len(m.keys) }
 // holds one lease end per key and one wait deadline per waiter, so this is
 // its size less the keys': no walk over the queues.
 func (m *Machine) Waiters() int { return len(m.deadlines) - len(m.keys) }
+
+// Epoch is the number of new-term commands applied.
+func (m *Machine) Epoch() uint64 { return m.epoch }
+
+// Unclaimed is the number of queued callers whose place has not been
+// claimed again since the last new-term command.
+func (m *Machine) Unclaimed() int { return m.unclaimed }
 
 // LastToken is the highest fencing token ever granted.
 func (m *Machine) LastToken() uint64 { return m.lastToken }

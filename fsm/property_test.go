@@ -33,10 +33,10 @@ func (o *observer) newToken(tok uint64) error {
 
 func (o *observer) event(e Event) error {
 	switch e.Kind {
-	case EventWaitExpired:
+	case EventWaitExpired, EventUnclaimed:
 		i := slices.Index(o.queue[e.Key], e.Owner)
 		if i < 0 {
-			return fmt.Errorf("wait expired for %x, not queued on %q", e.Owner[:1], e.Key)
+			return fmt.Errorf("%v for %x, not queued on %q", e.Kind, e.Owner[:1], e.Key)
 		}
 		o.queue[e.Key] = slices.Delete(o.queue[e.Key], i, i+1)
 	case EventExpired:

@@ -7,6 +7,7 @@ type waiter struct {
 	owner      Owner
 	ttl        time.Duration // the lease it asked for, granted when its turn comes
 	deadline   time.Duration // when it gives up
+	epoch      uint64        // the machine's epoch when it queued or last claimed its place again
 	prev, next *waiter
 	index      int // position in the deadline index
 }
@@ -26,6 +27,14 @@ func (q *queue) len() int {
 		return 0
 	}
 	return len(q.byOwner)
+}
+
+// first is the head waiter, nil for no queue.
+func (q *queue) first() *waiter {
+	if q == nil {
+		return nil
+	}
+	return q.head
 }
 
 func (q *queue) find(o Owner) *waiter {

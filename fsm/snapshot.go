@@ -6,21 +6,25 @@ import (
 	"time"
 )
 
-// Snapshot format, version 1 (varints as in the command encoding):
+// Snapshot format, version 2 (varints as in the command encoding):
 //
-//	snapshot := version now lastToken count key*
+//	snapshot := version now lastToken epoch count key*
 //	key      := length bytes owner token expiresAt waiters waiter*
-//	waiter   := owner ttl deadline
+//	waiter   := owner ttl deadline epoch
 //
 // Keys are in ascending byte order and waiters in queue order, so equal
-// states give equal bytes.
-const snapshotVersion = 1
+// states give equal bytes. Version 1, written before claims existed, has
+// no epochs; Restore still reads it, as epoch 0 with every waiter claimed.
+const (
+	snapshotVersion   = 2
+	snapshotVersionV1 = 1
+)
 
 // Shortest encodings of a key record (1-byte key, no waiters) and of a
 // waiter record; they bound counts read from a snapshot before allocating.
 const (
 	minKeyRecord    = 1 + 1 + ownerLen + 1 + 1 + 1
-	minWaiterRecord = ownerLen + 1 + 1
+	minWaiterRecord = ownerLen + 1 + 1 // version 1; version 2 adds one byte
 )
 
 // Snapshot returns the machine's whole state, deterministically encoded and versioned.
@@ -32,6 +36,7 @@ func (m *Machine) Snapshot() []byte { return m.freeze().appendTo(nil) }
 type frozen struct {
 	now       time.Duration
 	lastToken uint64
+	epoch     uint64
 	keys      []frozenKey
 	waiters   []frozenWaiter // every key's waiters, key after key, each in queue order
 }
@@ -47,11 +52,12 @@ type frozenKey struct {
 type frozenWaiter struct {
 	owner         Owner
 	ttl, deadline time.Duration
+	epoch         uint64
 }
 
 // freeze copies the whole state.
 func (m *Machine) freeze() *frozen {
-	f := &frozen{now: m.now, lastToken: m.lastToken, keys: make([]frozenKey, 0, len(m.keys))}
+	f := &frozen{now: m.now, lastToken: m.lastToken, epoch: m.epoch, keys: make([]frozenKey, 0, len(m.keys))}
 	m.order.ascend("", func(e *entry) bool {
 		f.appendEntry(e)
 		return true
@@ -61,7 +67,7 @@ func (m *Machine) freeze() *frozen {
 
 // Size is the length of the encoding, exactly.
 func (f *frozen) size() int {
-	size := 1 + uvarintLen(uint64(f.now)) + uvarintLen(f.lastToken) + uvarintLen(uint64(len(f.keys)))
+	size := 1 + uvarintLen(uint64(f.now)) + uvarintLen(f.lastToken) + uvarintLen(f.epoch) + uvarintLen(uint64(len(f.keys)))
 	for i := range f.keys {
 		k := &f.keys[i]
 		size += uvarintLen(uint64(len(k.key))) + len(k.key) + ownerLen + uvarintLen(k.token) +
@@ -69,7 +75,7 @@ func (f *frozen) size() int {
 	}
 	for i := range f.waiters {
 		w := &f.waiters[i]
-		size += ownerLen + uvarintLen(uint64(w.ttl)) + uvarintLen(uint64(w.deadline))
+		size += ownerLen + uvarintLen(uint64(w.ttl)) + uvarintLen(uint64(w.deadline)) + uvarintLen(w.epoch)
 	}
 	return size
 }
@@ -87,13 +93,14 @@ func (f *frozen) appendTo(b []byte) []byte {
 }
 
 func (f *frozen) appendHeader(b []byte) []byte {
-	return appendSnapshotHeader(b, f.now, f.lastToken, len(f.keys))
+	return appendSnapshotHeader(b, f.now, f.lastToken, f.epoch, len(f.keys))
 }
 
-func appendSnapshotHeader(b []byte, now time.Duration, lastToken uint64, count int) []byte {
+func appendSnapshotHeader(b []byte, now time.Duration, lastToken, epoch uint64, count int) []byte {
 	b = append(b, snapshotVersion)
 	b = appendUvarint(b, uint64(now))
 	b = appendUvarint(b, lastToken)
+	b = appendUvarint(b, epoch)
 	return appendUvarint(b, uint64(count))
 }
 
@@ -111,6 +118,7 @@ func (f *frozen) appendKey(b []byte, i, next int) ([]byte, int) {
 		b = append(b, w.owner[:]...)
 		b = appendUvarint(b, uint64(w.ttl))
 		b = appendUvarint(b, uint64(w.deadline))
+		b = appendUvarint(b, w.epoch)
 	}
 	return b, next + k.nWaiters
 }
@@ -123,11 +131,18 @@ func (f *frozen) appendKey(b []byte, i, next int) ([]byte, int) {
 func (m *Machine) Restore(b []byte) error {
 	d := decoder{b: b}
 	v := d.byte()
-	if d.err == nil && v != snapshotVersion {
+	if d.err == nil && v != snapshotVersion && v != snapshotVersionV1 {
 		return fmt.Errorf("%w: snapshot version %d", ErrBadVersion, v)
 	}
 	now := d.duration("now", MaxStamp, ErrStampRange)
 	lastToken := d.uvarint()
+	var epoch uint64
+	minWaiter := uint64(minWaiterRecord)
+	if v == snapshotVersion {
+		epoch = d.uvarint()
+		minWaiter++
+	}
+	unclaimed := 0
 	n := d.uvarint()
 	if d.err == nil && n > uint64(len(b)-d.off)/minKeyRecord {
 		d.fail("key count exceeds its bytes")
@@ -155,7 +170,7 @@ func (m *Machine) Restore(b []byte) error {
 		}
 		e.expiresAt = d.deadline("lease end", now, MaxTTL)
 		waiters := d.uvarint()
-		if d.err == nil && (waiters > MaxWaiters || waiters > uint64(len(b)-d.off)/minWaiterRecord) {
+		if d.err == nil && (waiters > MaxWaiters || waiters > uint64(len(b)-d.off)/minWaiter) {
 			d.fail("waiter count out of range")
 		}
 		if d.err != nil {
@@ -174,6 +189,15 @@ func (m *Machine) Restore(b []byte) error {
 			}
 			w.ttl = ttl
 			w.deadline = d.deadline("wait deadline", now, MaxWait)
+			if v == snapshotVersion {
+				w.epoch = d.uvarint()
+				if d.err == nil && w.epoch > epoch {
+					d.fail("waiter epoch after the machine's")
+				}
+				if w.epoch != epoch {
+					unclaimed++
+				}
+			}
 			if d.err == nil && (w.owner == e.owner || e.waiters.find(w.owner) != nil) {
 				d.fail("owner queued twice or queued for a key it holds")
 			}
@@ -203,6 +227,7 @@ func (m *Machine) Restore(b []byte) error {
 		m.freezer.Stop()
 	}
 	m.now, m.lastToken, m.keys, m.order, m.deadlines = now, lastToken, keys, buildKeyOrder(sorted), heap
+	m.epoch, m.unclaimed = epoch, unclaimed
 	return nil
 }
 

@@ -88,8 +88,10 @@ func (s snapshotBuilder) key(k string) snapshotBuilder {
 }
 func (s snapshotBuilder) owner(o Owner) snapshotBuilder { return append(s, o[:]...) }
 
-// header: version 1, now 100, last token 10, n keys.
-func header(n uint64) snapshotBuilder { return snapshotBuilder{snapshotVersion}.uv(100).uv(10).uv(n) }
+// header: version 2, now 100, last token 10, epoch 1, n keys.
+func header(n uint64) snapshotBuilder {
+	return snapshotBuilder{snapshotVersion}.uv(100).uv(10).uv(1).uv(n)
+}
 
 // lease appends a key record without waiters.
 func (s snapshotBuilder) lease(k string, o Owner, token, expires uint64) snapshotBuilder {
@@ -105,7 +107,7 @@ func TestRestoreRejects(t *testing.T) {
 		return s
 	}
 	waiter := func(o Owner, ttl, deadline uint64) snapshotBuilder {
-		return snapshotBuilder{}.owner(o).uv(ttl).uv(deadline)
+		return snapshotBuilder{}.owner(o).uv(ttl).uv(deadline).uv(1)
 	}
 	okWaiter := waiter(ownerB, uint64(ms), 150)
 	valid := queued(okWaiter)
@@ -117,10 +119,11 @@ func TestRestoreRejects(t *testing.T) {
 		want error
 	}{
 		{"empty", nil, ErrBadEncoding},
-		{"bad version", append([]byte{2}, valid[1:]...), ErrBadVersion},
+		{"bad version", append([]byte{3}, valid[1:]...), ErrBadVersion},
 		{"trailing bytes", append(valid, 0), ErrBadEncoding},
 		{"truncated", valid[:len(valid)-1], ErrBadEncoding},
-		{"now beyond MaxStamp", snapshotBuilder{snapshotVersion}.uv(uint64(MaxStamp) + 1).uv(0).uv(0), ErrStampRange},
+		{"now beyond MaxStamp", snapshotBuilder{snapshotVersion}.uv(uint64(MaxStamp) + 1).uv(0).uv(0).uv(0), ErrStampRange},
+		{"waiter epoch after the machine's", queued(snapshotBuilder{}.owner(ownerB).uv(uint64(ms)).uv(150).uv(2)), ErrBadEncoding},
 		{"key count beyond the bytes", header(2).lease("k", ownerA, 1, 200), ErrBadEncoding},
 		{"huge key count", header(1 << 50), ErrBadEncoding},
 		{"keys out of order", header(2).lease("b", ownerA, 1, 200).lease("a", ownerA, 2, 200), ErrBadEncoding},

@@ -101,6 +101,12 @@
 // what was acknowledged. During the rounds an acknowledged lock must never
 // be found lost, and grant tokens keep rising across restarts.
 //
+// Vanished waiters. A client waits through one agent for a lock another
+// holds (wait 1m, TTL 5m) and that agent, a follower or the leader, is
+// killed with -9; when the holder releases, a fresh acquire through a live
+// agent must get the lock at once: a lock handed to the dead waiter would
+// be held by nobody for its whole TTL (TestWaiterNodeKilledProcesses).
+//
 // The checkers are tested too: the workloads run against stores broken on
 // purpose (sensitivity_test.go) must report violations. A bug a scenario
 // finds is pinned by a deterministic test in regression_test.go.

@@ -1,0 +1,230 @@
+package cluster
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/lock"
+)
+
+// followers returns the running nodes that do not lead.
+func (c *testCluster) followers() []*Node {
+	l := c.waitLeader()
+	var out []*Node
+	for _, n := range c.nodes {
+		if n != nil && n != l {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// A waiter queued through a follower whose node then dies is withdrawn,
+// not granted: the next waiter gets the lock as soon as the holder releases.
+func TestWaiterWhoseFollowerDiesIsWithdrawn(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	l := c.leader()
+	fs := c.followers()
+	f, other := fs[0], fs[1]
+	holder, lease := acquire(t, l, "k", time.Minute)
+
+	gone := acquireAsync(ctx, f, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: 5 * time.Minute, Wait: time.Minute})
+	awaitWaiters(t, l, "k", 1)
+	c.stop(c.index(f))
+	assert.ErrorIs(t, await(t, gone, "the waiter of a closed node").err, lock.ErrClosed)
+	awaitWaiters(t, l, "k", 0) // withdrawn by the leader
+
+	next := acquireAsync(ctx, other, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Minute, Wait: time.Minute})
+	awaitWaiters(t, l, "k", 1)
+	ok, err := l.Release(ctx, "k", holder)
+	require.NoError(t, err)
+	require.True(t, ok)
+	got := await(t, next, "the next waiter")
+	require.NoError(t, got.err)
+	assert.Equal(t, lease.Token+1, got.lease.Token)
+}
+
+// A waiter whose caller is on the leader, which then dies: the new leader
+// does not hand the lock to it (nobody claims it again), so the holder's
+// release frees the key for a fresh acquire at once.
+func TestWaiterOnDeadLeaderIsNotGranted(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	l := c.leader()
+	f := c.follower()
+	acquire(t, f, "d", time.Minute)
+	holder, lease := acquire(t, f, "k", time.Minute)
+
+	gone := acquireAsync(ctx, l, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: 5 * time.Minute, Wait: time.Minute})
+	awaitWaiters(t, l, "k", 1)
+	goneToo := acquireAsync(ctx, l, lock.AcquireRequest{Key: "d", Owner: lock.NewOwner(), TTL: 5 * time.Minute, Wait: time.Minute})
+	awaitWaiters(t, l, "d", 1)
+	c.stop(c.index(l))
+	assert.ErrorIs(t, await(t, gone, "the waiter of a closed node").err, lock.ErrClosed)
+	assert.ErrorIs(t, await(t, goneToo, "the waiter of a closed node").err, lock.ErrClosed)
+	nl := c.waitLeader()
+	// Nobody claims the waiter on d: the new leader drops it after the grace.
+	awaitWaiters(t, nl, "d", 0)
+
+	ok, err := f.Release(ctx, "k", holder)
+	require.NoError(t, err)
+	require.True(t, ok)
+	info, err := nl.Inspect(ctx, "k")
+	require.NoError(t, err)
+	assert.False(t, info.Locked, "the lock was handed to the dead waiter (token %d)", info.Token)
+	owner := lock.NewOwner()
+	got, err := nl.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: owner, TTL: time.Minute})
+	require.NoError(t, err)
+	assert.Equal(t, lease.Token+1, got.Token)
+}
+
+// A live waiter keeps its turn across a leader change: its call is sent
+// again to the new leader and it gets the lock when the holder releases.
+func TestLiveWaiterSurvivesLeaderChange(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	l := c.leader()
+	fs := c.followers()
+	f, other := fs[0], fs[1]
+	holder, lease := acquire(t, other, "k", time.Minute)
+
+	waiting := acquireAsync(ctx, f, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Minute, Wait: patience})
+	awaitWaiters(t, l, "k", 1)
+	c.stop(c.index(l))
+	c.waitLeader()
+	ok, err := other.Release(ctx, "k", holder)
+	require.NoError(t, err)
+	require.True(t, ok)
+	got := await(t, waiting, "the waiter")
+	require.NoError(t, got.err)
+	assert.Equal(t, lease.Token+1, got.lease.Token)
+}
+
+// A waiting acquire through a follower is one request to the leader, and
+// the follower keeps no waiter of its own.
+func TestWaitingAcquireThroughFollowerIsOneRequest(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	l, f := c.leader(), c.follower()
+	holder, lease := acquire(t, l, "k", time.Minute)
+
+	var requests atomic.Int64
+	l.tr.Handle(func(ctx context.Context, body []byte) ([]byte, error) {
+		if req, err := decodeRequest(body); err == nil && req.kind != kindInfo {
+			requests.Add(1)
+		}
+		return l.handleRPC(ctx, body)
+	})
+	waiting := acquireAsync(ctx, f, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Minute, Wait: patience})
+	awaitWaiters(t, l, "k", 1)
+	assert.Zero(t, f.awaits.len(), "the follower keeps a waiter registry")
+	ok, err := l.Release(ctx, "k", holder)
+	require.NoError(t, err)
+	require.True(t, ok)
+	got := await(t, waiting, "the waiter")
+	require.NoError(t, got.err)
+	assert.Equal(t, lease.Token+1, got.lease.Token)
+	assert.Equal(t, int64(1), requests.Load(), "requests the follower sent the leader")
+}
+
+// A client that sends the same waiting acquire again through another node
+// (the same owner) while its first call is still parked keeps its place:
+// the first call giving up later withdraws nothing of the second's.
+func TestGivingUpOlderCallKeepsNewerClaim(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	l := c.leader()
+	fs := c.followers()
+	holder, lease := acquire(t, l, "k", time.Minute)
+	owner := lock.NewOwner()
+	req := lock.AcquireRequest{Key: "k", Owner: owner, TTL: time.Minute, Wait: patience}
+
+	firstCtx, giveUp := context.WithCancel(ctx)
+	defer giveUp()
+	first := acquireAsync(firstCtx, fs[0], req)
+	var firstCall *waiter
+	require.Eventually(t, func() bool { firstCall = l.parked("k", owner); return firstCall != nil },
+		patience, time.Millisecond, "the first call parks")
+	second := acquireAsync(ctx, fs[1], req)
+	require.Eventually(t, func() bool { w := l.parked("k", owner); return w != nil && w != firstCall },
+		patience, time.Millisecond, "the second call parks")
+	giveUp()
+	assert.ErrorIs(t, await(t, first, "the first call").err, context.Canceled)
+	awaitWaiters(t, l, "k", 1)
+
+	ok, err := l.Release(ctx, "k", holder)
+	require.NoError(t, err)
+	require.True(t, ok)
+	got := await(t, second, "the second call")
+	require.NoError(t, got.err)
+	assert.Equal(t, lease.Token+1, got.lease.Token)
+	info, err := l.Inspect(ctx, "k")
+	require.NoError(t, err)
+	assert.True(t, info.Locked)
+	assert.Equal(t, got.lease.Token, info.Token, "the lock was taken from the newer call")
+}
+
+// parked is the waiter parked at n for (key, owner), nil if none.
+func (n *Node) parked(key string, owner lock.Owner) *waiter {
+	n.awaits.mu.Lock()
+	defer n.awaits.mu.Unlock()
+	return n.awaits.waiting[waiterKey{key, fsm.Owner(owner)}]
+}
+
+// A waiting acquire by the owner that already holds the key is the
+// idempotent repeat of the earlier grant: its lease left is what remains of
+// that grant, not a fresh TTL counted from the repeat.
+func TestWaitingRepeatByHolderDoesNotOverstate(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	for _, n := range []*Node{c.leader(), c.follower()} {
+		owner := lock.NewOwner()
+		key := "k-" + n.ID()
+		const ttl = 2 * time.Second
+		granted := time.Now()
+		_, err := n.Acquire(ctx, lock.AcquireRequest{Key: key, Owner: owner, TTL: ttl})
+		require.NoError(t, err)
+		// Let some of the lease pass: not waiting for a condition, but
+		// making the repeat come late.
+		<-time.After(500 * time.Millisecond)
+		sent := time.Now()
+		lease, err := n.Acquire(ctx, lock.AcquireRequest{Key: key, Owner: owner, TTL: ttl, Wait: time.Minute})
+		require.NoError(t, err)
+		believed := sent.Add(lease.Remaining)
+		assert.False(t, believed.After(granted.Add(ttl+50*time.Millisecond)),
+			"node %s: the repeat believes the lease lasts %v past the grant's end", n.ID(), believed.Sub(granted.Add(ttl)))
+	}
+}
+
+// A live waiter whose call is parked on its own node, the leader, keeps its
+// turn when leadership moves away: it sends its acquire to the new leader.
+func TestLiveWaiterOnLeaderSurvivesLeadershipTransfer(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	l := c.leader()
+	f := c.follower()
+	holder, lease := acquire(t, f, "k", time.Minute)
+
+	waiting := acquireAsync(ctx, l, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Minute, Wait: patience})
+	awaitWaiters(t, l, "k", 1)
+	require.NoError(t, l.raft.LeadershipTransfer().Error())
+	nl := c.waitLeader()
+	require.NotSame(t, l, nl)
+	// The waiter claims its place again at the new leader.
+	require.Eventually(t, func() bool { return nl.sm.unclaimed() == 0 && nl.awaits.len() == 1 },
+		patience, time.Millisecond, "the waiter parks at the new leader")
+
+	ok, err := f.Release(ctx, "k", holder)
+	require.NoError(t, err)
+	require.True(t, ok)
+	got := await(t, waiting, "the waiter")
+	require.NoError(t, got.err)
+	assert.Equal(t, lease.Token+1, got.lease.Token)
+}

@@ -1,0 +1,452 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/transport"
+)
+
+// Waiting is parked at the leader; see "Waiting" in doc.go. The caller's
+// side is acquireWaiting (one request at a time to whoever leads, sent
+// again after a leader change), the leader's is waitAtLeader, and a new
+// term's claims are startEpoch and dropUnclaimedAfterGrace.
+
+// unclaimedGrace is how long, in election timeouts, a new leader leaves the
+// waiters of earlier terms queued for their callers to claim them again
+// before it drops the rest. Callers send again as soon as they see the new
+// leader's term ready; a few election timeouts cover a slow follower.
+const unclaimedGrace = 4
+
+// startEpoch proposes the term's first command, OpNewTerm, and waits until
+// it is applied: from then on a waiter queued in an earlier term is granted
+// only once its caller has claimed it again. It retries as becomeReady's
+// barrier does, and returns false when the term ends first.
+func (t *leaderTerm) startEpoch() bool {
+	n := t.n
+	for {
+		// The stamp only keeps stamps non-decreasing; it moves no clock.
+		body, err := fsm.AppendBatch(nil, []fsm.Command{{Op: fsm.OpNewTerm, Stamp: n.sm.now()}})
+		if err != nil {
+			n.log.Error("encoding new-term", "error", err)
+			return false
+		}
+		f := n.raft.Apply(body, 0)
+		errc := make(chan error, 1)
+		go func() { errc <- f.Error() }()
+		select {
+		case err = <-errc:
+		case <-t.stop:
+			return false
+		}
+		if err == nil {
+			return true
+		}
+		n.log.Debug("new-term entry failed", "error", err)
+		select {
+		case <-t.stop:
+			return false
+		case <-time.After(n.cfg.CommitTimeout):
+		}
+	}
+}
+
+// dropUnclaimedAfterGrace drops, once the grace has passed, the waiters of
+// earlier terms that nobody claimed again: their callers are gone, and
+// they should not count in queues until their wait deadlines.
+func (t *leaderTerm) dropUnclaimedAfterGrace() {
+	n := t.n
+	timer := time.NewTimer(unclaimedGrace * n.cfg.ElectionTimeout)
+	defer timer.Stop()
+	select {
+	case <-t.stop:
+		return
+	case <-timer.C:
+	}
+	if n.sm.unclaimed() == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.RequestTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-t.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	res, err := t.propose(ctx, fsm.Command{Op: fsm.OpDropUnclaimed})
+	if err != nil {
+		n.log.Debug("drop-unclaimed", "error", err)
+		return
+	}
+	n.log.Info("dropped waiters that nobody claimed after the leader change", "waiters", res.Waiters)
+}
+
+// acquireWaiting runs an acquire with a wait: one request parked at the
+// leader (served here when this node leads) until the grant or the end of
+// the wait. When the leader changes, or the call is lost, it sends the same
+// acquire (the same owner, the wait left) to the next leader, which claims
+// the queued place again or finds the grant. sent is when Acquire was
+// called (the node's monotonic clock).
+func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent time.Duration) (lock.Lease, error) {
+	n.localWaiting.Add(1)
+	defer n.localWaiting.Add(-1)
+	owner := fsm.Owner(req.Owner)
+	end := sent + req.Wait
+	var (
+		lastErr error
+		hint    string
+		tried   string
+		hops    int
+	)
+	backoff := minRetryBackoff
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		if n.closed() {
+			return lock.Lease{}, lock.ErrClosed
+		}
+		changed := n.leaderChanged.wait()
+		left := end - n.clock.Monotonic()
+		if left <= 0 {
+			// The wait ran out without an answer (no leader, or none that
+			// answered): make sure the owner is not left queued or granted.
+			if err := n.withdraw(ctx, req.Key, owner); err != nil && ctx.Err() != nil {
+				return lock.Lease{}, err
+			}
+			return lock.Lease{}, n.heldError(ctx, req.Key, lastErr)
+		}
+		cmd := fsm.Command{Op: fsm.OpAcquire, Key: req.Key, Owner: owner, TTL: req.TTL, Wait: left}
+		asked := n.clock.Monotonic()
+		// The answer comes at the latest when the wait ends at the leader;
+		// past that (a leader without quorum cannot tick), ask again.
+		cctx, cancel := context.WithTimeout(ctx, left+2*n.cfg.ElectionTimeout)
+		var (
+			ans waitAnswer
+			err error
+		)
+		if t := n.term.Load(); t != nil {
+			tried = ""
+			ans, err = n.waitAtLeader(cctx, t, cmd, asked)
+		} else {
+			addr := hint
+			hint = ""
+			if addr == "" {
+				a, _ := n.raft.LeaderWithID()
+				addr = string(a)
+			}
+			switch {
+			case addr == "":
+				err = errNoLeader
+			case addr == n.Addr():
+				err = errNotLeader
+			default:
+				tried = addr
+				ans, hint, err = n.callWaiting(cctx, addr, cmd)
+			}
+		}
+		cancel()
+		if err == nil {
+			return n.waitOutcome(ctx, req, sent, asked, ans)
+		}
+		switch {
+		case ctx.Err() != nil:
+			// The caller gave up. The leader withdraws a parked call whose
+			// caller left; this confirms it (and covers a call never parked).
+			return lock.Lease{}, n.withdraw(ctx, req.Key, owner)
+		case errors.Is(err, errShuttingDown), errors.Is(err, transport.ErrClosed):
+			if n.closed() {
+				return lock.Lease{}, lock.ErrClosed
+			}
+		case errors.Is(err, ErrBadRequest), errors.Is(err, transport.ErrTooLarge):
+			return lock.Lease{}, err
+		}
+		// Not leader, leadership lost, connection lost, no leader, or the
+		// call outlived its wait: send it again.
+		lastErr = err
+		if hint != "" && hint != tried && hint != n.Addr() && hops < 2 {
+			hops++
+			continue
+		}
+		hops = 0
+		timer.Reset(backoff)
+		select {
+		case <-changed:
+			backoff = minRetryBackoff
+		case <-timer.C:
+			backoff = min(2*backoff, maxRetryBackoff)
+		case <-ctx.Done():
+			return lock.Lease{}, n.withdraw(ctx, req.Key, owner)
+		case <-n.closing:
+			return lock.Lease{}, lock.ErrClosed
+		}
+		timer.Stop()
+	}
+}
+
+// callWaiting sends a waiting acquire to the leader at addr and waits for
+// its answer. A leader change reported while the call is parked cuts it
+// short (the caller sends it again to the new leader at once); the old
+// leader then withdraws it, in its own term only, so the withdrawal can
+// never follow the new leader's entries in the log. It returns a leader
+// hint from a "not leader" reply.
+func (n *Node) callWaiting(ctx context.Context, addr string, cmd fsm.Command) (waitAnswer, string, error) {
+	body, err := request{kind: kindWaitAcquire, cmd: cmd}.appendBinary(nil)
+	if err != nil {
+		return waitAnswer{}, "", err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		for {
+			changed := n.leaderChanged.wait()
+			a, _ := n.raft.LeaderWithID()
+			if (a != "" && string(a) != addr) || n.term.Load() != nil {
+				cancel()
+				return
+			}
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	rep, err := n.call(ctx, addr, body)
+	if err != nil {
+		return waitAnswer{}, "", err
+	}
+	switch rep.code {
+	case codeOK:
+		if rep.kind != kindWaitAcquire {
+			return waitAnswer{}, "", fmt.Errorf("%w: %v reply to a waiting acquire", ErrBadRequest, rep.kind)
+		}
+		return rep.wait, "", nil
+	case codeBadRequest:
+		return waitAnswer{}, "", fmt.Errorf("%w: %s", ErrBadRequest, rep.msg)
+	case codeNotLeader:
+		return waitAnswer{}, rep.leader, errNotLeader
+	case codeLostLeadership:
+		return waitAnswer{}, "", errLostLeadership
+	case codeShuttingDown:
+		return waitAnswer{}, "", errLeaderClosing
+	default:
+		return waitAnswer{}, "", fmt.Errorf("cluster: leader: %s", rep.msg)
+	}
+}
+
+// waitOutcome turns the leader's answer into Acquire's. A grant whose
+// caller has gone meanwhile is given back at once.
+func (n *Node) waitOutcome(ctx context.Context, req lock.AcquireRequest, sent, asked time.Duration, ans waitAnswer) (lock.Lease, error) {
+	switch ans.status {
+	case fsm.StatusGranted:
+		if ctx.Err() != nil {
+			return lock.Lease{}, n.withdraw(ctx, req.Key, fsm.Owner(req.Owner))
+		}
+		// remaining counts from when the request reached the leader, after
+		// asked. (Not max'ed with the TTL here: an immediate grant may be
+		// the idempotent repeat of a grant from before this call.)
+		return lock.Lease{Token: ans.token, Remaining: asked - sent + ans.remaining}, nil
+	case fsm.StatusHeld:
+		return lock.Lease{}, &lock.HeldError{Key: req.Key, Token: ans.token, Remaining: ans.remaining}
+	case fsm.StatusQueueFull:
+		return lock.Lease{}, fmt.Errorf("%w: %d callers wait for %q", lock.ErrQueueFull, ans.waiters, req.Key)
+	}
+	return lock.Lease{}, fmt.Errorf("cluster: waiting acquire answered %v", ans.status)
+}
+
+// heldError describes the holder for a caller whose wait ran out without
+// an answer, from a fresh read when one is possible; the read gets as long
+// as a withdrawal, not a whole RequestTimeout, since no leader answered.
+func (n *Node) heldError(ctx context.Context, key string, why error) error {
+	rctx, cancel := context.WithTimeout(ctx, min(n.cfg.RequestTimeout, 2*n.cfg.ElectionTimeout))
+	defer cancel()
+	if rr, err := n.read(rctx, key, nil); err == nil {
+		return &lock.HeldError{Key: key, Token: rr.token, Remaining: rr.remaining}
+	}
+	if why != nil {
+		return fmt.Errorf("%w: the wait ran out with no answer from a leader (%v)", lock.ErrUnavailable, why)
+	}
+	return &lock.HeldError{Key: key}
+}
+
+// waitAtLeader serves a waiting acquire on this node as leader of term t:
+// it proposes the acquire and, if queued, parks until its own state machine
+// applies the owner's grant or the end of its wait. received is when the
+// request arrived (this node's monotonic clock); a grant's lease left is
+// counted from it (see awaitLeaseLeft).
+//
+// If ctx ends first — the caller gave up, or its connection or its node
+// died — the leader withdraws the waiter (cancel-wait, which also releases
+// a grant applied meanwhile), so that no lock is handed to nobody. The
+// withdrawal is proposed in this term only, and only if no newer call by
+// the same owner has parked since (see waiterRegistry). Its errors are
+// errNotLeader, errLostLeadership, errShuttingDown and ctx's.
+func (n *Node) waitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Command, received time.Duration) (waitAnswer, error) {
+	select {
+	case <-t.ready:
+	case <-t.stop:
+		return waitAnswer{}, errNotLeader
+	case <-ctx.Done():
+		return waitAnswer{}, ctx.Err()
+	case <-n.closing:
+		return waitAnswer{}, errShuttingDown
+	}
+	var p *proposal
+	w, err := n.awaits.park(cmd.Key, cmd.Owner, func() (err error) {
+		p, err = t.enqueue(cmd)
+		return err
+	})
+	if err != nil {
+		return waitAnswer{}, err
+	}
+	defer n.awaits.unregister(cmd.Key, cmd.Owner, w)
+	res, err := t.await(ctx, p)
+	if err != nil {
+		if ctx.Err() != nil {
+			n.withdrawAtLeader(t, cmd, w)
+		}
+		return waitAnswer{}, err
+	}
+	switch res.Status {
+	case fsm.StatusGranted:
+		if ctx.Err() != nil {
+			n.withdrawAtLeader(t, cmd, w)
+			return waitAnswer{}, ctx.Err()
+		}
+		return waitAnswer{status: fsm.StatusGranted, token: res.Token, remaining: remaining(res)}, nil
+	case fsm.StatusHeld, fsm.StatusQueueFull:
+		return waitAnswer{status: res.Status, token: res.Token, remaining: remaining(res), waiters: res.Waiters}, nil
+	case fsm.StatusQueued:
+	default:
+		return waitAnswer{}, unexpectedStatus("acquire", res)
+	}
+	for {
+		select {
+		case ev := <-w.wake:
+			if staleEvent(ev, res) {
+				continue
+			}
+			if ev.Kind != fsm.EventGranted {
+				// The wait ran out (or, which a parked call's claim rules
+				// out, the waiter was dropped unclaimed).
+				st, at := n.sm.lookup(cmd.Key, t.clock.now())
+				ans := waitAnswer{status: fsm.StatusHeld, waiters: st.Waiters}
+				if st.Held {
+					ans.token, ans.remaining = st.Token, max(st.ExpiresAt-at, 0)
+				}
+				return ans, nil
+			}
+			if ctx.Err() != nil {
+				n.withdrawAtLeader(t, cmd, w)
+				return waitAnswer{}, ctx.Err()
+			}
+			left, ok := t.awaitLeaseLeft(ev.ExpiresAt, received)
+			if !ok {
+				// The lease ran out before the answer: held by nobody now.
+				return waitAnswer{status: fsm.StatusHeld}, nil
+			}
+			// This grant was applied after the acquire queued, so after the
+			// request arrived: the TTL counted from arrival never overstates
+			// either, and may be the larger after a long park.
+			return waitAnswer{status: fsm.StatusGranted, token: ev.Token, remaining: max(left, cmd.TTL)}, nil
+		case <-t.stop:
+			// Still queued (or granted) in the log: the caller sends the
+			// acquire again to the next leader, which is idempotent.
+			return waitAnswer{}, errNotLeader
+		case <-ctx.Done():
+			n.withdrawAtLeader(t, cmd, w)
+			return waitAnswer{}, ctx.Err()
+		case <-n.closing:
+			return waitAnswer{}, errShuttingDown
+		}
+	}
+}
+
+// withdrawAtLeader proposes, in term t, the cancel-wait of a parked call
+// whose caller is gone, unless a newer call by the same owner has parked
+// since. It waits for the commit within the patience n.withdraw allows; a
+// cancel-wait that does not commit leaves the waiter to the next term,
+// where it is unclaimed.
+func (n *Node) withdrawAtLeader(t *leaderTerm, cmd fsm.Command, w *waiter) {
+	var p *proposal
+	queued := n.awaits.withdraw(cmd.Key, cmd.Owner, w, func() {
+		p, _ = t.enqueue(fsm.Command{Op: fsm.OpCancelWait, Key: cmd.Key, Owner: cmd.Owner})
+	})
+	if !queued || p == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), min(n.cfg.RequestTimeout, 2*n.cfg.ElectionTimeout))
+	defer cancel()
+	res, err := t.await(ctx, p)
+	switch {
+	case err != nil:
+		n.log.Warn("could not withdraw a waiting acquire whose caller left", "key", cmd.Key, "error", err)
+	case res.Status == fsm.StatusReleased:
+		n.log.Debug("released a lock granted to a caller that had left", "key", cmd.Key)
+	}
+}
+
+// cancelWaitAtLeader serves a cancel-wait sent by a caller (one that gave
+// up). While a waiting acquire by the same owner is parked here, the
+// cancel-wait waits for that call to end before it is proposed: the call
+// may be the giving-up caller's own, which withdraws itself as soon as its
+// end reaches the leader (the cancel-wait then follows its withdrawal), or
+// a newer call (a client that sent the same owner again through another
+// node), whose claim or grant an older caller's cancel-wait must not take
+// away (the cancel-wait then waits until its ctx ends and the caller's
+// error says the outcome is unknown). The check and the queuing happen
+// under the registry's claim lock, so a call parking meanwhile is either
+// seen or queued after the cancel-wait.
+func (n *Node) cancelWaitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Command) (reply, error) {
+	for {
+		var (
+			p   *proposal
+			err error
+		)
+		parked := n.awaits.unlessParked(cmd.Key, cmd.Owner, func() {
+			p, err = t.enqueue(cmd)
+		})
+		if err != nil {
+			return reply{}, err
+		}
+		if parked == nil {
+			res, err := t.await(ctx, p)
+			if err != nil {
+				return reply{}, err
+			}
+			return reply{code: codeOK, kind: kindCommand, result: res}, nil
+		}
+		select {
+		case <-parked:
+		case <-t.stop:
+			return reply{}, errNotLeader
+		case <-ctx.Done():
+			return reply{}, ctx.Err()
+		case <-n.closing:
+			return reply{}, errShuttingDown
+		}
+	}
+}
+
+// staleEvent reports whether ev, delivered to a waiter whose acquire was
+// queued with result queued, belongs to an earlier acquisition by the same
+// owner (registered before the acquire was applied, the waiter may see
+// events of entries applied before it). This waiter's grant follows the
+// holder it queued behind on that key, so it has a larger token; its wait
+// deadline, or its being dropped, lies after the log time it queued at.
+func staleEvent(ev fsm.Event, queued fsm.Result) bool {
+	switch ev.Kind {
+	case fsm.EventGranted:
+		return ev.Token <= queued.Token
+	case fsm.EventWaitExpired, fsm.EventUnclaimed:
+		return ev.At <= queued.Now
+	}
+	return false
+}
