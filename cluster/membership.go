@@ -229,27 +229,59 @@ func (n *Node) Leave(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cluster: leave: %w", err)
 	}
-	others := 0
-	for id := range servers {
-		if id != n.cfg.NodeID {
-			others++
-		}
-	}
-	if others > 0 {
+	// Only the sole member of a known configuration has nobody to ask. A
+	// node that has not yet received the configuration it was added in
+	// (just joined) asks the leader too; removing a non-member is a no-op.
+	_, member := servers[n.cfg.NodeID]
+	if alone := member && len(servers) == 1; !alone {
 		if err := n.awaitLeader(ctx, n.leaveLeaderWait()); err != nil {
 			return fmt.Errorf("cluster: leave: %w; the node is still a member", err)
 		}
+		// A leader can be lost midway (the other members are stopping too):
+		// give up once none has been known for leaveLeaderWait.
+		lctx, stop := n.whileLeaderKnown(ctx, n.leaveLeaderWait())
+		defer stop()
 		if n.IsLeader() {
-			if err := n.waitFuture(ctx, n.raft.LeadershipTransfer()); err != nil {
+			if err := n.waitFuture(lctx, n.raft.LeadershipTransfer()); err != nil {
 				// The leader can still remove itself; raft then steps it down.
 				n.log.Warn("leadership transfer before leaving failed", "error", err)
 			}
 		}
-		if _, _, err := n.do(ctx, request{kind: kindRemove, id: n.cfg.NodeID}); err != nil {
+		if _, _, err := n.do(lctx, request{kind: kindRemove, id: n.cfg.NodeID}); err != nil {
+			if cause := context.Cause(lctx); lctx.Err() != nil && ctx.Err() == nil {
+				// The removal may still commit: the node then rejoins when
+				// it is started again.
+				err = fmt.Errorf("%w (%w); the node may still be a member", cause, err)
+			}
 			return fmt.Errorf("cluster: leave: %w", err)
 		}
 	}
 	return n.Close()
+}
+
+// whileLeaderKnown returns a context that ends with ctx, or with an error
+// matching lock.ErrUnavailable once this node has known no leader for d in
+// a row. stop releases it.
+func (n *Node) whileLeaderKnown(ctx context.Context, d time.Duration) (_ context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		for {
+			if err := n.awaitLeader(ctx, d); err != nil {
+				cancel(err)
+				return
+			}
+			changed := n.leaderChanged.wait()
+			if id, _ := n.Leader(); id == "" {
+				continue
+			}
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ctx, func() { cancel(context.Canceled) }
 }
 
 // leaveLeaderWait is how long Leave waits for a leader to be known: long

@@ -162,3 +162,27 @@ func requireHeld(t *testing.T, n *Node, key string, token uint64) {
 		return err == nil && info.Locked && info.Token == token
 	}, 2*patience, 10*time.Millisecond, "%s holds %q with token %d", n.ID(), key, token)
 }
+
+// A removal that cannot commit (the new configuration lacks a quorum, so
+// the leader steps down) leaves the leaving node with no leader: Leave gives
+// up once none has been known for a few election timeouts, rather than
+// holding its caller (a stopping agent) for the request timeout.
+func TestLeaveGivesUpWhenTheLeaderIsLostMidway(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) { cfg.RequestTimeout = time.Minute })
+	ctx := testCtx(t)
+	leader := c.leader()
+	var followers []int
+	for i, n := range c.nodes {
+		if n != leader {
+			followers = append(followers, i)
+		}
+	}
+	c.stop(followers[0])
+	leaving := c.nodes[followers[1]]
+
+	start := time.Now()
+	err := leaving.Leave(ctx)
+	require.ErrorIs(t, err, lock.ErrUnavailable)
+	assert.NoError(t, ctx.Err(), "Leave gave up by itself, before the caller's context ended")
+	assert.Less(t, time.Since(start), c.cfgs[0].RequestTimeout/2, "Leave did not wait out the request timeout")
+}
