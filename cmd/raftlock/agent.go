@@ -81,9 +81,10 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 			"Stopping. SIGINT or SIGTERM stops the node without leaving the cluster: the others count\n"+
 			"it as down until it returns (a second signal cuts the graceful stop short). A node that\n"+
 			"left, or was removed, and is started again on its data dir asks the members it knew\n"+
-			"(and -join, -peers) to add it back. To remove a member for good, run `raftlock leave`\n"+
-			"against it (or start it with -leave-on-terminate) and do not start it again; to reuse\n"+
-			"its host, empty its -data-dir first.\n\n"+
+			"(and -join, -peers) to add it back. A node with no leader stops at once. To remove a\n"+
+			"member for good, run 'raftlock leave -addr' against it (or start it with\n"+
+			"-leave-on-terminate) and do not start it again; to reuse its host as a new member,\n"+
+			"empty its -data-dir and start it with -join.\n\n"+
 			"Security. Without the flags below, raft traffic and the API are plain TCP and HTTP and\n"+
 			"anyone who reaches the ports may join the cluster or take locks: fine for -dev (which\n"+
 			"listens on 127.0.0.1), not on a shared network.\n"+
@@ -112,7 +113,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.join, "join", "", "addresses (-bind of running members), HOST:PORT,..., to join")
 	fs.StringVar(&f.logStore, "log-store", "", `raft log format for a new data dir: "wal" (default) or "boltdb"; an existing dir keeps its own (env RAFTLOCK_LOG_STORE)`)
 	fs.StringVar(&f.logLevel, "log-level", "info", "trace, debug, info, warn or error")
-	fs.BoolVar(&f.leaveOnTerminate, "leave-on-terminate", false, "leave the cluster for good on SIGINT/SIGTERM, as `raftlock leave` does (env RAFTLOCK_LEAVE_ON_TERMINATE); a restart on the data dir still comes back")
+	fs.BoolVar(&f.leaveOnTerminate, "leave-on-terminate", false, "leave the cluster for good on SIGINT/SIGTERM, as 'raftlock leave' does (default: a signal only stops the node); started again on its data dir, it asks to be added back")
 	durationVar(fs, &f.shutdownGrace, "shutdown-grace", 10*time.Second, "how long a graceful stop may take")
 	defaults := cluster.DefaultConfig()
 	durationVar(fs, &f.heartbeat, "raft-heartbeat", defaults.HeartbeatTimeout, "raft heartbeat timeout")
@@ -185,9 +186,6 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	leftOnRequest := make(chan struct{})
 	var leaveOnce sync.Once
 	leave := func(ctx context.Context) error {
-		if f.dev {
-			return errors.New("a -dev agent is a cluster of one: there is nothing to leave; stop it with SIGINT")
-		}
 		logger.Info("asked to leave the cluster")
 		if err := node.Leave(ctx); err != nil {
 			logger.Warn("leaving the cluster failed; still a member and running", "error", err)
@@ -196,6 +194,9 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		logger.Info("left the cluster; stopping (started again on its data dir, it would ask to be added back)")
 		leaveOnce.Do(func() { close(leftOnRequest) })
 		return nil
+	}
+	if f.dev {
+		leave = nil // a cluster of one has nobody to leave to: 501
 	}
 	handler := api.NewHandler(node, api.Config{Cluster: api.NodeStatus(node), Logger: logger.Named("http"), Token: sec.token, Leave: leave})
 	srv := api.NewServer(httpLn.Addr().String(), handler)
