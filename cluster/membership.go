@@ -178,11 +178,21 @@ func (n *Node) removeServer(ctx context.Context, id string) error {
 	if err := cf.Error(); err != nil {
 		return configChangeError(err)
 	}
-	member := false
+	member, otherVoters := false, 0
 	for _, s := range cf.Configuration().Servers {
 		member = member || string(s.ID) == id
+		if string(s.ID) != id && s.Suffrage == raft.Voter {
+			otherVoters++
+		}
 	}
 	if !member {
+		return nil
+	}
+	if otherVoters == 0 {
+		// raft cannot remove the last voter. Members stopping together
+		// with -leave-on-terminate get here: the last one just closes,
+		// as the last member of a cluster does.
+		n.log.Info("not removing the last voter; it stops as a member", "id", id)
 		return nil
 	}
 	n.log.Info("removing server", "id", id)

@@ -186,3 +186,22 @@ func TestLeaveGivesUpWhenTheLeaderIsLostMidway(t *testing.T) {
 	assert.NoError(t, ctx.Err(), "Leave gave up by itself, before the caller's context ended")
 	assert.Less(t, time.Since(start), c.cfgs[0].RequestTimeout/2, "Leave did not wait out the request timeout")
 }
+
+// Members leaving at the same time (every agent stopped at once with
+// -leave-on-terminate): whichever is last may find itself the only voter
+// when its removal reaches the leader. raft cannot remove the last voter;
+// the removal is a no-op success, so that node closes at once, as the last
+// member of a cluster does, instead of retrying until its context ends.
+func TestLeaveOfTheLastVoterCloses(t *testing.T) {
+	c := newCluster(t, 2, func(cfg *Config) { cfg.RequestTimeout = time.Minute })
+	ctx := testCtx(t)
+	leader := c.leader()
+	// The leader's own view of the last voter, reached as a follower's
+	// removal would reach it.
+	require.NoError(t, c.nodes[c.index(c.follower())].Leave(ctx))
+	requireServers(t, leader, leader.ID())
+	require.NoError(t, leader.removeServer(ctx, leader.ID()))
+	servers, err := leader.Servers()
+	require.NoError(t, err)
+	assert.Contains(t, servers, leader.ID(), "the last voter stays in the configuration")
+}
