@@ -14,8 +14,9 @@ import (
 // join asks the members at addrs, in turn, to add this node as a voter. A
 // member that does not lead answers with the leader's address, which join
 // then asks directly. It retries with a growing pause until ctx ends, and
-// returns the address that answered yes.
-func (n *Node) join(ctx context.Context, addrs []string) (via string, err error) {
+// returns the address that answered yes. retrying, if not nil, is told why
+// each round failed.
+func (n *Node) join(ctx context.Context, addrs []string, retrying func(lastErr error)) (via string, err error) {
 	body, err := request{kind: kindJoin, id: n.cfg.NodeID, addr: n.Addr()}.appendBinary(nil)
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrJoin, err)
@@ -51,6 +52,9 @@ func (n *Node) join(ctx context.Context, addrs []string) (via string, err error)
 				}
 				break
 			}
+		}
+		if retrying != nil {
+			retrying(lastErr)
 		}
 		select {
 		case <-ctx.Done():
@@ -100,7 +104,19 @@ func (n *Node) rejoin() {
 		case <-ctx.Done():
 		}
 	}()
-	via, err := n.join(ctx, addrs)
+	// Say now and then that this is still going on, and why.
+	lastSaid := time.Now()
+	retrying := func(lastErr error) {
+		if time.Since(lastSaid) >= rejoinReportEvery {
+			lastSaid = time.Now()
+			if member {
+				n.log.Debug("still confirming membership", "last_error", lastErr)
+			} else {
+				n.log.Warn("still not added back to the cluster; retrying", "asking", addrs, "last_error", lastErr)
+			}
+		}
+	}
+	via, err := n.join(ctx, addrs, retrying)
 	switch {
 	case err != nil && !n.closed():
 		n.log.Warn("rejoining the cluster failed; this node is not serving as a member", "error", err)
@@ -110,6 +126,9 @@ func (n *Node) rejoin() {
 		n.log.Debug("membership confirmed", "via", via)
 	}
 }
+
+// rejoinReportEvery is how often rejoin says it is still asking.
+const rejoinReportEvery = 30 * time.Second
 
 // rejoinAddrs reports whether this node is in the latest raft configuration
 // it knows, and the addresses rejoin asks: the other servers of that

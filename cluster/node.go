@@ -219,7 +219,7 @@ func New(cfg Config) (*Node, error) {
 	if !existing && len(cfg.Join) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.RequestTimeout)
 		defer cancel()
-		via, err := n.join(ctx, cfg.Join)
+		via, err := n.join(ctx, cfg.Join, nil)
 		if err != nil {
 			return nil, err
 		}
