@@ -423,6 +423,25 @@ func (c *Client) Cluster(ctx context.Context) (ClusterStatus, error) {
 	return st, err
 }
 
+// Leave asks the node to leave its cluster for good and stop: POST
+// /v1/leave. It goes to the client's first endpoint only, never on to
+// another (that would take another node out). It returns once the node has
+// been removed from the cluster's configuration; the node then stops. A
+// node that cannot be removed (no leader) answers an error matching
+// lock.ErrUnavailable and stays a member; one whose server offers no leave
+// answers a *ServerError with Code CodeNotImplemented.
+func (c *Client) Leave(ctx context.Context) error {
+	endpoint := (*c.endpoints.Load())[0]
+	status, payload, sent, err := c.send(ctx, endpoint, exchange{method: http.MethodPost, path: "/v1/leave"}, nil)
+	if err != nil {
+		return c.networkError(ctx, "POST /v1/leave", err, sent, true)
+	}
+	if status != http.StatusOK {
+		return answerError(status, payload, "", true)
+	}
+	return nil
+}
+
 // Health is a node's answer to GET /healthz.
 type Health struct {
 	Ready      bool   // a leader is known (always, for a node that is not a cluster)

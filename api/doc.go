@@ -165,6 +165,14 @@
 //	curl -s localhost:8300/v1/cluster
 //	{"node_id":"n1","role":"follower","leader_id":"n2","leader_addr":"10.0.0.8:8301","members":[...],"term":7,...}
 //
+// POST /v1/leave (no body) takes the node out of its cluster for good and
+// stops it, when the program serving the API offers that (Config.Leave; the
+// agent does): 200 {"status":"left","node_id":...} once the leader has
+// removed it, 503 unavailable when no leader could (the node stays a member
+// and keeps running), 501 not_implemented otherwise. The token applies.
+//
+//	curl -s -X POST localhost:8300/v1/leave
+//
 // GET /healthz is 200 when the node knows a leader (always, for a store that
 // is not a cluster) and 503 no_leader otherwise, so a load balancer sends lock
 // traffic only to nodes that can serve it. HEAD works too.
@@ -225,7 +233,8 @@
 //	413     body_too_large     body over Config.MaxBodyBytes                      ErrBadRequest
 //	429     queue_full         lock.MaxWaiters already wait for the key           lock.ErrQueueFull
 //	500     internal           a bug; the node's log has more                     ErrInternal
-//	501     not_implemented    /v1/locks on a store that cannot list              errors.ErrUnsupported
+//	501     not_implemented    /v1/locks on a store that cannot list, /v1/leave   errors.ErrUnsupported
+//	                           without Config.Leave
 //	503     unavailable        no leader or no quorum; nothing was done           lock.ErrUnavailable
 //	503     unknown_outcome    may or may not have been done: retry with the      lock.ErrUnknownOutcome
 //	                           same owner                                         and lock.ErrUnavailable

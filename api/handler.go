@@ -55,6 +55,13 @@ type Config struct {
 	// it is. One token for all callers: it says "may use the API", nothing
 	// finer (no per-key rights).
 	Token string
+	// Leave, when set, serves POST /v1/leave: it must take the node out of
+	// its cluster for good and make the program stop (the agent passes
+	// cluster.Node.Leave and then exits). The request waits for it, bounded
+	// by OpTimeout; its error is answered as a store error is (503
+	// unavailable when no leader could remove the node). Nil: 501
+	// not_implemented. Like every route but /healthz it needs the Token.
+	Leave func(ctx context.Context) error
 }
 
 // Handler serves the HTTP/JSON API of one node over a lock.Store (doc.go lists
@@ -117,6 +124,7 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 		"/v1/inspect": {http.MethodGet, h.op(opInspect, h.inspect)},
 		"/v1/locks":   {http.MethodGet, h.op(opList, h.list)},
 		"/v1/cluster": {http.MethodGet, h.clusterView},
+		"/v1/leave":   {http.MethodPost, h.leave},
 		"/healthz":    {http.MethodGet, h.healthz},
 		"/metrics":    {http.MethodGet, h.scrape.ServeHTTP},
 	}
@@ -446,6 +454,29 @@ func (h *Handler) clusterView(w http.ResponseWriter, r *http.Request) {
 		st.Members = []Member{}
 	}
 	writeJSON(w, http.StatusOK, st)
+}
+
+// leave serves POST /v1/leave through Config.Leave.
+func (h *Handler) leave(w http.ResponseWriter, r *http.Request) {
+	if e := noQuery(r); e != nil {
+		writeError(w, e)
+		return
+	}
+	if h.cfg.Leave == nil {
+		writeError(w, newAPIError(http.StatusNotImplemented, CodeNotImplemented, "api: this server cannot be asked to leave its cluster"))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
+	defer cancel()
+	if err := h.cfg.Leave(ctx); err != nil {
+		writeError(w, storeError(fmt.Errorf("api: leave: %w", err), true))
+		return
+	}
+	resp := leaveResponse{Status: "left"}
+	if h.cluster != nil {
+		resp.NodeID = h.cluster.Status().NodeID
+	}
+	writeJSON(w, http.StatusOK, resp)
 }
 
 // healthz is ready (200) when a leader is known, so that a load balancer

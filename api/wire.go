@@ -219,6 +219,12 @@ type listResponse struct {
 
 // healthResponse answers GET /healthz, 200 when ready and 503 when not; the
 // 503 also carries the usual "error" object.
+// leaveResponse answers POST /v1/leave.
+type leaveResponse struct {
+	Status string `json:"status"` // "left"
+	NodeID string `json:"node_id,omitempty"`
+}
+
 type healthResponse struct {
 	Status     string       `json:"status"` // "ok" or CodeNoLeader
 	NodeID     string       `json:"node_id,omitempty"`

@@ -21,17 +21,33 @@
 // members; both, or neither, is a config error. On a DataDir with raft state it does neither: it comes back with every
 // lock, waiter and the token counter from its snapshot and log (a waiter is
 // granted only once its caller claims it again; see "Waiting"), and never
-// bootstraps over existing state. If it is also given Join addresses it asks,
-// in the background, to be added again: a member that left gracefully was
-// removed from the configuration and would otherwise never be heard from
-// (for a member that never left, the request is a no-op). The request does
-// not hold New up, since after a full-cluster restart no leader exists until
-// enough members are back.
+// bootstraps over existing state. So a member restarted with the same Config
+// it was first started with (Bootstrap, Bootstrap with Peers, or Join) is the
+// same member.
+//
+// On existing state New also asks, in the background, to be added again:
+// the other servers of the latest configuration it knows, then Join, then
+// Peers, in turn and with backoff until one says yes (through the leader)
+// or the node closes. A node that left or was removed is not in the leader's
+// configuration and would otherwise wait forever for a leader that never
+// contacts it; after every member of a cluster left in turn, the last one
+// would lead alone with the others orphaned. Its own configuration may not
+// show its removal (the leader stops replicating to a removed server once it
+// appends the change), so a node that still finds itself a member asks too,
+// which for a member is a no-op. The request does not hold New up, since
+// after a full-cluster restart no leader exists until enough members are back.
 //
 // Close stops the node without leaving: other members count it as down until
-// it returns. Leave is the graceful exit: a leader first transfers leadership,
-// then the leader removes the node from the configuration, then it closes.
-// Calls blocked in a closing node return lock.ErrClosed.
+// it returns. This is what a stop should be (the agent's SIGINT/SIGTERM, as
+// Consul's servers do): stopping every member and starting them again loses
+// nothing and shrinks nothing. Leave is the explicit, permanent exit (the
+// agent's `raftlock leave` and -leave-on-terminate): a leader first transfers
+// leadership, then the leader removes the node from the configuration, then
+// it closes. Only a leader can remove a member, so Leave fails with
+// lock.ErrUnavailable once no leader has been known for a few election
+// timeouts, leaving the node open and a member, instead of holding a
+// stopping process for its whole context. Calls blocked in a closing node
+// return lock.ErrClosed.
 //
 // # The log on disk
 //
@@ -49,7 +65,7 @@
 // created with (naming the other one is a config error rather than an empty
 // log). The WAL preallocates 64 MiB segment files (Config.WALSegmentSize).
 // To move a member to the other format, take it out and bring it back
-// empty: Leave (the agent leaves on SIGTERM), remove its DataDir, start it
+// empty: Leave (`raftlock leave` for an agent), remove its DataDir, start it
 // with Join and the new LogStore; it is added again and sent a snapshot.
 // Wiping a member without leaving first would erase its vote in the current
 // term, which it could then cast twice.
@@ -112,8 +128,8 @@
 // come back under new names would otherwise stay members forever, each a
 // replication stream the leader keeps trying. DESIGN.md removes members only
 // when they leave gracefully; this is the one exception, and it never
-// touches a voter. A removed member that returns asks to join again if it
-// has Join addresses (the agent's -join), and is added as a non-voter.
+// touches a voter. A removed member that returns asks to join again (see
+// above), and is added as a non-voter.
 //
 // # The state machine adapter
 //

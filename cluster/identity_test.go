@@ -108,8 +108,11 @@ func TestJoinAnotherClusterRefused(t *testing.T) {
 	require.NotEqual(t, aID, bID)
 
 	// A member with raft state: New returns (the rejoin runs in the
-	// background), and the rejoin gives up with the reason.
+	// background), and the rejoin gives up with the reason. A's other member
+	// is down too: with it up, the rejoin (which asks the members of the
+	// node's own last configuration first) would find its own cluster.
 	a.stop(1)
+	a.stop(0)
 	cfg := a.cfgs[1]
 	cfg.Join = []string{bLeader.Addr()}
 	logs := &lockedBuffer{}

@@ -11,24 +11,31 @@ import (
 	"github.com/raftlock/raftlock/lock"
 )
 
-// join asks the members listed in Config.Join, in turn, to add this node as
-// a voter. A member that does not lead answers with the leader's address,
-// which join then asks directly. It retries with a growing pause until ctx ends.
-func (n *Node) join(ctx context.Context) error {
+// join asks the members at addrs, in turn, to add this node as a voter. A
+// member that does not lead answers with the leader's address, which join
+// then asks directly. It retries with a growing pause until ctx ends, and
+// returns the address that answered yes. retrying, if not nil, is told why
+// each round failed.
+func (n *Node) join(ctx context.Context, addrs []string, retrying func(lastErr error)) (via string, err error) {
 	body, err := request{kind: kindJoin, id: n.cfg.NodeID, addr: n.Addr()}.appendBinary(nil)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrJoin, err)
+		return "", fmt.Errorf("%w: %w", ErrJoin, err)
 	}
 	backoff := 50 * time.Millisecond
 	var lastErr error
 	for {
-		for _, addr := range n.cfg.Join {
+		if n.IsLeader() {
+			// Only a member leads (raft steps a leader down once it is
+			// removed), and the others would point back here.
+			return n.Addr(), nil
+		}
+		for _, addr := range addrs {
 			// A member that does not lead points at the leader; follow at
 			// most a few such hints, so two confused members cannot loop.
 			for hops := 0; hops < 3 && addr != "" && addr != n.Addr(); hops++ {
 				clusterID, err := n.checkCluster(ctx, addr)
 				if errors.Is(err, ErrWrongCluster) {
-					return fmt.Errorf("%w: %w", ErrJoin, err)
+					return "", fmt.Errorf("%w: %w", ErrJoin, err)
 				}
 				if err != nil {
 					lastErr = fmt.Errorf("%s: %w", addr, err)
@@ -41,40 +48,62 @@ func (n *Node) join(ctx context.Context) error {
 				}
 				switch rep.code {
 				case codeOK:
-					n.log.Info("joined cluster", "via", addr)
 					n.joinedCluster(clusterID)
-					return nil
+					return addr, nil
 				case codeNotLeader:
 					lastErr = fmt.Errorf("%s: not the leader", addr)
 					addr = rep.leader
 					continue
 				case codeBadRequest:
-					return fmt.Errorf("%w: %s refused: %s", ErrJoin, addr, rep.msg)
+					return "", fmt.Errorf("%w: %s refused: %s", ErrJoin, addr, rep.msg)
 				default:
 					lastErr = fmt.Errorf("%s: %s", addr, rep.msg)
 				}
 				break
 			}
 		}
+		if retrying != nil {
+			retrying(lastErr)
+		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w: no member of %v added this node (last error: %v)", ErrJoin, n.cfg.Join, lastErr)
+			return "", fmt.Errorf("%w: no member of %v added this node (last error: %v)", ErrJoin, addrs, lastErr)
 		case <-n.closing:
-			return fmt.Errorf("%w: node closed", ErrJoin)
+			return "", fmt.Errorf("%w: node closed", ErrJoin)
 		case <-time.After(backoff):
 			backoff = min(2*backoff, time.Second)
 		}
 	}
 }
 
-// rejoin runs when a node with existing state is given Join addresses: it
-// asks to be added again, in the background and until it succeeds or the
-// node closes. A node that left gracefully was removed from the
-// configuration and would otherwise never be heard from again; for a node
-// that is still a member, the request is a no-op. It must not block New: after
-// a full-cluster restart no leader can exist until enough members are up.
+// rejoin runs on every start on existing state: it asks to be added to the
+// cluster again, in the background and until a member says yes or the node
+// closes. The addresses it asks are the other servers of the latest raft
+// configuration this node knows, then Config.Join and Config.Peers, so a
+// member comes back whichever way it was first started (Bootstrap alone,
+// Bootstrap with Peers, or Join).
+//
+// A node that left (Leave, or the agent's -leave-on-terminate) or was
+// removed (a non-voter gone past DeadMemberTimeout) is no longer in the
+// leader's configuration: without this it would wait forever for a leader
+// that never contacts it, and after every member of a cluster left in turn
+// the last one would lead alone while the others stayed orphaned. Its own
+// configuration may not show the removal (the leader stops replicating to a
+// removed server as soon as it appends the change), so a node that still
+// finds itself a member asks too; for a member the request is a no-op on the
+// leader (addMember). It must not block New: after a full-cluster restart no
+// leader exists until enough members are back.
 func (n *Node) rejoin() {
 	defer n.wg.Done()
+	member, addrs := n.rejoinAddrs()
+	if len(addrs) == 0 {
+		return // a single-node cluster: nobody to ask
+	}
+	if member {
+		n.log.Debug("restarted on existing state: confirming membership", "asking", addrs)
+	} else {
+		n.log.Info("restarted on existing state, but this node is not in its last known raft configuration (it left or was removed): asking to be added back", "asking", addrs)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -84,9 +113,64 @@ func (n *Node) rejoin() {
 		case <-ctx.Done():
 		}
 	}()
-	if err := n.join(ctx); err != nil && !n.closed() {
-		n.log.Warn("rejoining the cluster failed", "error", err)
+	// Say now and then that this is still going on, and why.
+	lastSaid := time.Now()
+	retrying := func(lastErr error) {
+		if time.Since(lastSaid) >= rejoinReportEvery {
+			lastSaid = time.Now()
+			if member {
+				n.log.Debug("still confirming membership", "last_error", lastErr)
+			} else {
+				n.log.Warn("still not added back to the cluster; retrying", "asking", addrs, "last_error", lastErr)
+			}
+		}
 	}
+	via, err := n.join(ctx, addrs, retrying)
+	switch {
+	case errors.Is(err, ErrWrongCluster):
+		n.log.Error("this data dir belongs to another cluster than the members asked; not rejoining", "error", err)
+	case err != nil && !n.closed():
+		n.log.Warn("rejoining the cluster failed; this node is not serving as a member", "error", err)
+	case err == nil && !member:
+		n.log.Info("added back to the cluster", "via", via)
+	case err == nil:
+		n.log.Debug("membership confirmed", "via", via)
+	}
+}
+
+// rejoinReportEvery is how often rejoin says it is still asking.
+const rejoinReportEvery = 30 * time.Second
+
+// rejoinAddrs reports whether this node is in the latest raft configuration
+// it knows, and the addresses rejoin asks: the other servers of that
+// configuration, then Config.Join, then Config.Peers, without duplicates or
+// this node's own address.
+func (n *Node) rejoinAddrs() (member bool, addrs []string) {
+	seen := map[string]bool{"": true, n.Addr(): true, n.cfg.BindAddr: true, n.cfg.AdvertiseAddr: true}
+	add := func(addr string) {
+		if !seen[addr] {
+			seen[addr] = true
+			addrs = append(addrs, addr)
+		}
+	}
+	if f := n.raft.GetConfiguration(); f.Error() == nil {
+		for _, s := range f.Configuration().Servers {
+			if string(s.ID) == n.cfg.NodeID {
+				member = true
+				continue
+			}
+			add(string(s.Address))
+		}
+	}
+	for _, addr := range n.cfg.Join {
+		add(addr)
+	}
+	for _, p := range n.cfg.Peers {
+		if p.ID != n.cfg.NodeID {
+			add(p.Addr)
+		}
+	}
+	return member, addrs
 }
 
 // addMember runs on the leader for a joining node. It joins as a voter while
@@ -124,11 +208,21 @@ func (n *Node) removeServer(ctx context.Context, id string) error {
 	if err := cf.Error(); err != nil {
 		return configChangeError(err)
 	}
-	member := false
+	member, otherVoters := false, 0
 	for _, s := range cf.Configuration().Servers {
 		member = member || string(s.ID) == id
+		if string(s.ID) != id && s.Suffrage == raft.Voter {
+			otherVoters++
+		}
 	}
 	if !member {
+		return nil
+	}
+	if otherVoters == 0 {
+		// raft cannot remove the last voter. Members stopping together
+		// with -leave-on-terminate get here: the last one just closes,
+		// as the last member of a cluster does.
+		n.log.Info("not removing the last voter; it stops as a member", "id", id)
 		return nil
 	}
 	n.log.Info("removing server", "id", id)
@@ -160,6 +254,13 @@ func configChangeError(err error) error {
 // configuration (a joint decision committed like any entry); then the node
 // closes. The last member of a cluster just closes. If Leave fails the node
 // is still open and still a member; Close it, or try again.
+//
+// Only a leader can remove a member, so with no leader known Leave waits
+// for one briefly (leaveLeaderWait: a few election timeouts) and then fails
+// with lock.ErrUnavailable rather than hold a stopping process for its whole
+// ctx. A node that left and is started again on its DataDir asks to be
+// added back (see rejoin): to take a member away for good, Leave and do not
+// start it again (or remove its DataDir).
 func (n *Node) Leave(ctx context.Context) error {
 	if n.closed() {
 		return fmt.Errorf("cluster: leave: %w", lock.ErrClosed)
@@ -168,22 +269,87 @@ func (n *Node) Leave(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cluster: leave: %w", err)
 	}
-	others := 0
-	for id := range servers {
-		if id != n.cfg.NodeID {
-			others++
+	// Only the sole member of a known configuration has nobody to ask. A
+	// node that has not yet received the configuration it was added in
+	// (just joined) asks the leader too; removing a non-member is a no-op.
+	_, member := servers[n.cfg.NodeID]
+	if alone := member && len(servers) == 1; !alone {
+		if err := n.awaitLeader(ctx, n.leaveLeaderWait()); err != nil {
+			return fmt.Errorf("cluster: leave: %w; the node is still a member", err)
 		}
-	}
-	if others > 0 {
+		// A leader can be lost midway (the other members are stopping too):
+		// give up once none has been known for leaveLeaderWait.
+		lctx, stop := n.whileLeaderKnown(ctx, n.leaveLeaderWait())
+		defer stop()
 		if n.IsLeader() {
-			if err := n.waitFuture(ctx, n.raft.LeadershipTransfer()); err != nil {
+			if err := n.waitFuture(lctx, n.raft.LeadershipTransfer()); err != nil {
 				// The leader can still remove itself; raft then steps it down.
 				n.log.Warn("leadership transfer before leaving failed", "error", err)
 			}
 		}
-		if _, _, err := n.do(ctx, request{kind: kindRemove, id: n.cfg.NodeID}); err != nil {
+		if _, _, err := n.do(lctx, request{kind: kindRemove, id: n.cfg.NodeID}); err != nil {
+			if cause := context.Cause(lctx); lctx.Err() != nil && ctx.Err() == nil {
+				// The removal may still commit: the node then rejoins when
+				// it is started again.
+				err = fmt.Errorf("%w (%w); the node may still be a member", cause, err)
+			}
 			return fmt.Errorf("cluster: leave: %w", err)
 		}
 	}
 	return n.Close()
+}
+
+// whileLeaderKnown returns a context that ends with ctx, or with an error
+// matching lock.ErrUnavailable once this node has known no leader for d in
+// a row. stop releases it.
+func (n *Node) whileLeaderKnown(ctx context.Context, d time.Duration) (_ context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		for {
+			if err := n.awaitLeader(ctx, d); err != nil {
+				cancel(err)
+				return
+			}
+			changed := n.leaderChanged.wait()
+			if id, _ := n.Leader(); id == "" {
+				continue
+			}
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ctx, func() { cancel(context.Canceled) }
+}
+
+// leaveLeaderWait is how long Leave waits for a leader to be known: long
+// enough for an election or two, short enough that stopping a node cut off
+// from its cluster is prompt.
+func (n *Node) leaveLeaderWait() time.Duration {
+	return 4 * max(n.cfg.ElectionTimeout, n.cfg.HeartbeatTimeout)
+}
+
+// awaitLeader waits until this node knows a leader, for at most d. It
+// fails with lock.ErrUnavailable when d passes, ctx's error when ctx ends,
+// and lock.ErrClosed when the node closes.
+func (n *Node) awaitLeader(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		changed := n.leaderChanged.wait()
+		if id, _ := n.Leader(); id != "" {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return fmt.Errorf("%w: no leader known after %v", lock.ErrUnavailable, d)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-n.closing:
+			return lock.ErrClosed
+		}
+	}
 }

@@ -226,11 +226,13 @@ func New(cfg Config) (*Node, error) {
 	if !existing && len(cfg.Join) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.RequestTimeout)
 		defer cancel()
-		if err := n.join(ctx); err != nil {
+		via, err := n.join(ctx, cfg.Join, nil)
+		if err != nil {
 			return nil, err
 		}
+		n.log.Info("joined cluster", "via", via)
 	}
-	if existing && len(cfg.Join) > 0 {
+	if existing {
 		n.wg.Add(1)
 		go n.rejoin()
 	}

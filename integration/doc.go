@@ -14,8 +14,10 @@
 // so a data race in an agent under faults fails the run), and each node is a
 // `raftlock agent` process on 127.0.0.1 with its own data directory, raft
 // port and HTTP port, all kept across restarts. The nodes bootstrap together
-// with -peers, so every one of them votes (three or five). Clients use the
-// HTTP API (api.Client).
+// with -peers (or, for the stop-all/start-all scenario, one with -bootstrap
+// and the others with -join), so every one of them votes (three or five),
+// and every restart repeats the command line a node was first started with,
+// as an operator's unit file would. Clients use the HTTP API (api.Client).
 //
 // An in-process cluster runs cluster.New nodes in the test process. Their
 // transports share a transport.Faults table (cluster.Config.TransportFaults)
@@ -33,8 +35,9 @@
 //
 //   - processes: kill -9 of the leader or of any node, then a restart;
 //     SIGSTOP of the leader for 2.5–5s (several election timeouts: the
-//     others elect a new leader meanwhile), then SIGCONT; a graceful leave (SIGTERM) and a rejoin
-//     (restart with -join); the whole cluster killed with -9 at once and
+//     others elect a new leader meanwhile), then SIGCONT; a graceful leave
+//     (POST /v1/leave, as `raftlock leave` does) and a restart with the same
+//     command line, which asks to be added back; the whole cluster killed with -9 at once and
 //     restarted; SIGSTOP of a client process for two to four TTLs.
 //   - in process: the leader isolated; a majority and a minority; one-way
 //     cuts (the leader's messages lost, or the answers to them); a bridge
@@ -106,6 +109,13 @@
 // killed with -9; when the holder releases, a fresh acquire through a live
 // agent must get the lock at once: a lock handed to the dead waiter would
 // be held by nobody for its whole TTL (TestWaiterNodeKilledProcesses).
+//
+// Stop-all/start-all. The durability workload again, but between rounds
+// every agent is stopped gracefully at once (SIGTERM, then SIGINT the next
+// round), by default and with -leave-on-terminate, and all are started again
+// with identical command lines, for each way of starting a cluster. Every
+// stop must end within the agent's grace, the same voters must come back,
+// and the keys are checked as above.
 //
 // The checkers are tested too: the workloads run against stores broken on
 // purpose (sensitivity_test.go) must report violations. A bug a scenario

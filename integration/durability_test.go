@@ -138,19 +138,33 @@ func (w *durWorkload) verify(clients []*durClient, stores storeSet, budget conte
 			checked++
 			switch {
 			case st.locked && !info.Locked:
-				w.rep.violation("after the crash %s is free, but its acquire (token %d) was acknowledged", key, st.token)
+				w.rep.violation("after the restart %s is free, but its acquire (token %d) was acknowledged", key, st.token)
 			case st.locked && info.Token != st.token:
-				w.rep.violation("after the crash %s is held with token %d, but token %d was acknowledged", key, info.Token, st.token)
+				w.rep.violation("after the restart %s is held with token %d, but token %d was acknowledged", key, info.Token, st.token)
 			case !st.locked && info.Locked:
-				w.rep.violation("after the crash %s is held (token %d), but its release was acknowledged", key, info.Token)
+				w.rep.violation("after the restart %s is held (token %d), but its release was acknowledged", key, info.Token)
 			}
 		}
 	}
 	return checked
 }
 
-// runDurability runs the rounds (see the workload's comment).
-func runDurability(t *testing.T, s settings, rep *report, c *procCluster, nem *nemesis, clients, keysEach int, round time.Duration) {
+// wholeRestart takes every node of a process cluster down between rounds,
+// while nothing is in flight, and starts them again.
+type wholeRestart struct {
+	name string // the fault's name in the report
+	run  func(c *procCluster) error
+}
+
+// quietCrash kills every node with -9 and restarts them.
+var quietCrash = wholeRestart{name: "quiet-crash-all", run: func(c *procCluster) error {
+	c.killAll()
+	return c.restartAll()
+}}
+
+// runDurability runs the rounds (see the workload's comment); between
+// rounds, whole takes the cluster down and up.
+func runDurability(t *testing.T, s settings, rep *report, c *procCluster, nem *nemesis, clients, keysEach int, round time.Duration, whole wholeRestart) {
 	t.Helper()
 	w := &durWorkload{rep: rep}
 	unexpected := &errorLog{}
@@ -185,12 +199,11 @@ func runDurability(t *testing.T, s settings, rep *report, c *procCluster, nem *n
 		wg.Wait()
 		stop()
 
-		// Nothing in flight now: crash everything, restart, look.
-		nem.events.add("harness", "round %d: quiet crash of all nodes", rounds)
-		c.killAll()
-		rep.fault("quiet-crash-all")
-		if err := c.restartAll(); err != nil {
-			rep.problem("restarting after the quiet crash: %v", err)
+		// Nothing in flight now: take everything down, start it again, look.
+		nem.events.add("harness", "round %d: %s", rounds, whole.name)
+		rep.fault(whole.name)
+		if err := whole.run(c); err != nil {
+			rep.problem("%s: %v", whole.name, err)
 			cancel()
 			break
 		}
@@ -198,7 +211,7 @@ func runDurability(t *testing.T, s settings, rep *report, c *procCluster, nem *n
 		err := c.waitReady(rctx)
 		rcancel()
 		if err != nil {
-			rep.problem("the cluster did not serve again after the quiet crash: %v", err)
+			rep.problem("the cluster did not serve again after %s: %v", whole.name, err)
 			cancel()
 			break
 		}
@@ -216,7 +229,7 @@ func runDurability(t *testing.T, s settings, rep *report, c *procCluster, nem *n
 		}
 	}
 	rep.ops, rep.unsure, rep.unknown, rep.dropped = sum.ops, sum.unsure, sum.unknown, sum.dropped
-	rep.note("%d rounds, %d keys checked after quiet crashes (%d keys in doubt), highest token %d", rounds, checked, doubts, w.maxToken.Load())
+	rep.note("%d rounds, %d keys checked after each %s (%d keys in doubt), highest token %d", rounds, checked, whole.name, doubts, w.maxToken.Load())
 	if n := unexpected.count.Load(); n > 0 {
 		rep.problem("clients saw errors no store should give: %s", unexpected)
 	}

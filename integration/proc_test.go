@@ -55,16 +55,40 @@ type procNode struct {
 	client   *api.Client
 	logs     *logRing
 
+	// args are the flags this node was first started with (beyond its
+	// identity and addresses): every restart repeats them, as an operator's
+	// unit file or script would.
+	args []string
+
 	mu    sync.Mutex // protects cmd, done, state
 	cmd   *exec.Cmd
 	done  chan struct{} // closed when the process has exited
 	state nodeState
 }
 
+// startMode is how a process cluster's members are first started, as
+// README shows: all with -bootstrap and the same -peers, or the first with
+// -bootstrap and the others with -join.
+type startMode int
+
+const (
+	startPeers startMode = iota
+	startJoin
+)
+
+func (m startMode) String() string { return [...]string{"bootstrap-peers", "bootstrap-join"}[m] }
+
 // startProcCluster starts n agents that bootstrap one cluster together
 // (every one of them a voter, and -voters n so that they stay so) and waits
 // until all of them know a leader.
 func startProcCluster(t testing.TB, n int) *procCluster {
+	t.Helper()
+	return startProcClusterMode(t, n, startPeers)
+}
+
+// startProcClusterMode is startProcCluster with the members started as mode
+// says, and extra flags for every agent. Every member is a voter either way.
+func startProcClusterMode(t testing.TB, n int, mode startMode, extra ...string) *procCluster {
 	t.Helper()
 	dir := t.TempDir()
 	addrs, err := freeAddrs(2 * n)
@@ -96,11 +120,23 @@ func startProcCluster(t testing.TB, n int) *procCluster {
 			}
 		}
 	})
-	for _, node := range c.nodes {
-		require.NoError(t, node.start("-bootstrap", "-peers", strings.Join(peers, ",")))
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	for i, node := range c.nodes {
+		switch {
+		case mode == startPeers:
+			node.args = []string{"-bootstrap", "-peers", strings.Join(peers, ",")}
+		case i == 0:
+			node.args = []string{"-bootstrap"}
+		default:
+			node.args = []string{"-join", c.nodes[0].raftAddr}
+		}
+		node.args = append(node.args, extra...)
+		require.NoError(t, node.start())
+		if mode == startJoin && i == 0 {
+			require.NoError(t, c.waitReady(ctx), "the first node elects itself")
+		}
+	}
 	require.NoError(t, c.waitReady(ctx), "the cluster elects a leader")
 	return c
 }
@@ -145,7 +181,8 @@ func (n *procNode) start(args ...string) error {
 
 func (n *procNode) startOnce(args ...string) error {
 	full := append([]string{"agent", "-log-level", "warn", "-voters", strconv.Itoa(len(n.c.nodes)),
-		"-node-id", n.id, "-data-dir", n.dataDir, "-bind", n.raftAddr, "-http", n.httpAddr}, args...)
+		"-node-id", n.id, "-data-dir", n.dataDir, "-bind", n.raftAddr, "-http", n.httpAddr}, n.args...)
+	full = append(full, args...)
 	cmd := exec.Command(binary, full...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -252,8 +289,8 @@ func (n *procNode) resume() {
 	n.cmd.Process.Signal(syscall.SIGCONT)
 }
 
-// leave asks the agent to leave the cluster (SIGTERM: a graceful leave and
-// exit) and waits for it to exit; past grace it is killed.
+// leave takes the agent out of the cluster for good, as `raftlock leave`
+// does (POST /v1/leave), and waits for it to exit; past grace it is killed.
 func (n *procNode) leave(grace time.Duration) error {
 	n.mu.Lock()
 	cmd, done := n.cmd, n.done
@@ -263,13 +300,18 @@ func (n *procNode) leave(grace time.Duration) error {
 	}
 	n.state = nodeLeft
 	n.mu.Unlock()
-	fmt.Fprintf(n.logs, "--- harness: SIGTERM (leave)\n")
-	cmd.Process.Signal(syscall.SIGTERM)
+	fmt.Fprintf(n.logs, "--- harness: POST /v1/leave\n")
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := n.client.Leave(ctx); err != nil {
+		n.kill()
+		return fmt.Errorf("agent %s did not leave: %w; killed", n.id, err)
+	}
 	select {
 	case <-done:
-	case <-time.After(grace):
+	case <-ctx.Done():
 		n.kill()
-		return fmt.Errorf("agent %s did not leave within %v; killed", n.id, grace)
+		return fmt.Errorf("agent %s left but did not exit within %v; killed", n.id, grace)
 	}
 	n.mu.Lock()
 	n.cmd = nil
@@ -277,24 +319,35 @@ func (n *procNode) leave(grace time.Duration) error {
 	return nil
 }
 
-// restart starts a stopped agent again on its data directory. An agent that
-// left is told to join the others again.
-func (n *procNode) restart() error {
+// stop sends sig (SIGTERM or SIGINT: a graceful stop) and waits for the
+// agent to exit; past grace it is killed.
+func (n *procNode) stop(sig syscall.Signal, grace time.Duration) error {
 	n.mu.Lock()
-	state := n.state
-	n.mu.Unlock()
-	var args []string
-	if state == nodeLeft {
-		var others []string
-		for _, o := range n.c.nodes {
-			if o != n {
-				others = append(others, o.raftAddr)
-			}
-		}
-		args = append(args, "-join", strings.Join(others, ","))
+	cmd, done := n.cmd, n.done
+	if cmd == nil || n.state != nodeUp {
+		n.mu.Unlock()
+		return fmt.Errorf("agent %s is %v", n.id, n.state)
 	}
-	return n.start(args...)
+	n.state = nodeDown
+	n.mu.Unlock()
+	fmt.Fprintf(n.logs, "--- harness: %v\n", sig)
+	cmd.Process.Signal(sig)
+	select {
+	case <-done:
+	case <-time.After(grace):
+		n.kill()
+		return fmt.Errorf("agent %s did not stop within %v of %v; killed", n.id, grace, sig)
+	}
+	n.mu.Lock()
+	n.cmd = nil
+	n.mu.Unlock()
+	return nil
 }
+
+// restart starts a stopped agent again on its data directory with the
+// command line it was first started with. One that left asks to be added
+// back by itself.
+func (n *procNode) restart() error { return n.start() }
 
 func (n *procNode) currentState() nodeState {
 	n.mu.Lock()

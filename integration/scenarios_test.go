@@ -132,7 +132,7 @@ func TestDurableProcesses(t *testing.T) {
 	if s.long {
 		round = 30 * time.Second
 	}
-	runDurability(t, s, rep, c, nem, 6, 4, round)
+	runDurability(t, s, rep, c, nem, 6, 4, round, quietCrash)
 	if races := c.racesReported(); len(races) > 0 {
 		rep.problem("data races reported by agents %v (their logs follow)", races)
 	}

@@ -9,9 +9,11 @@ import (
 	"io"
 	"log"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -73,9 +75,16 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		"Runs a raftlock node: a member of the Raft cluster that keeps the locks, serving the\n"+
 			"HTTP API. -dev runs a single-node cluster on a temporary data dir, for trying things out.\n\n"+
 			"A new cluster: start every member with -bootstrap and the same -peers list, or one member\n"+
-			"with -bootstrap and the others with -join pointing at it. A restarted member finds its\n"+
-			"state in -data-dir and needs neither. SIGINT or SIGTERM makes the node leave the cluster\n"+
-			"gracefully (unless -leave-on-terminate=false) and exit.\n\n"+
+			"with -bootstrap and the others with -join pointing at it. The flags only matter while\n"+
+			"-data-dir is empty: restart a member with the same command line and it comes back from\n"+
+			"its data dir as the same member, with every lock.\n\n"+
+			"Stopping. SIGINT or SIGTERM stops the node without leaving the cluster: the others count\n"+
+			"it as down until it returns (a second signal cuts the graceful stop short). A node that\n"+
+			"left, or was removed, and is started again on its data dir asks the members it knew\n"+
+			"(and -join, -peers) to add it back. A node with no leader stops at once. To remove a\n"+
+			"member for good, run 'raftlock leave -addr' against it (or start it with\n"+
+			"-leave-on-terminate) and do not start it again; to reuse its host as a new member,\n"+
+			"empty its -data-dir and start it with -join.\n\n"+
 			"Security. Without the flags below, raft traffic and the API are plain TCP and HTTP and\n"+
 			"anyone who reaches the ports may join the cluster or take locks: fine for -dev (which\n"+
 			"listens on 127.0.0.1), not on a shared network.\n"+
@@ -104,7 +113,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.join, "join", "", "addresses (-bind of running members), HOST:PORT,..., to join")
 	fs.StringVar(&f.logStore, "log-store", "", `raft log format for a new data dir: "wal" (default) or "boltdb"; an existing dir keeps its own (env RAFTLOCK_LOG_STORE)`)
 	fs.StringVar(&f.logLevel, "log-level", "info", "trace, debug, info, warn or error")
-	fs.BoolVar(&f.leaveOnTerminate, "leave-on-terminate", true, "leave the cluster on SIGINT/SIGTERM")
+	fs.BoolVar(&f.leaveOnTerminate, "leave-on-terminate", false, "leave the cluster for good on SIGINT/SIGTERM, as 'raftlock leave' does (default: a signal only stops the node); started again on its data dir, it asks to be added back")
 	durationVar(fs, &f.shutdownGrace, "shutdown-grace", 10*time.Second, "how long a graceful stop may take")
 	defaults := cluster.DefaultConfig()
 	durationVar(fs, &f.heartbeat, "raft-heartbeat", defaults.HeartbeatTimeout, "raft heartbeat timeout")
@@ -172,7 +181,24 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitError
 	}
-	handler := api.NewHandler(node, api.Config{Cluster: api.NodeStatus(node), Logger: logger.Named("http"), Token: sec.token})
+	// POST /v1/leave (raftlock leave): once the node has left, the agent
+	// stops as it does on a signal.
+	leftOnRequest := make(chan struct{})
+	var leaveOnce sync.Once
+	leave := func(ctx context.Context) error {
+		logger.Info("asked to leave the cluster")
+		if err := node.Leave(ctx); err != nil {
+			logger.Warn("leaving the cluster failed; still a member and running", "error", err)
+			return err
+		}
+		logger.Info("left the cluster; stopping (started again on its data dir, it would ask to be added back)")
+		leaveOnce.Do(func() { close(leftOnRequest) })
+		return nil
+	}
+	if f.dev {
+		leave = nil // a cluster of one has nobody to leave to: 501
+	}
+	handler := api.NewHandler(node, api.Config{Cluster: api.NodeStatus(node), Logger: logger.Named("http"), Token: sec.token, Leave: leave})
 	srv := api.NewServer(httpLn.Addr().String(), handler)
 	srv.ErrorLog = log.New(httpServerLog{logger.Named("http")}, "", 0)
 	scheme := "http"
@@ -193,9 +219,12 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	defer signal.Stop(signals)
 
 	code := exitOK
+	left := false // the node left on request, and is closed
 	select {
 	case sig := <-signals:
-		logger.Info("stopping", "signal", sig.String())
+		logger.Info("stopping", "signal", sig.String(), "leave", f.leaveOnTerminate && !f.dev)
+	case <-leftOnRequest:
+		left = true
 	case err := <-serveErr:
 		logger.Error("HTTP server stopped", "error", err)
 		code = exitError
@@ -211,23 +240,53 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		case <-ctx.Done():
 		}
 	}()
-	if err := srv.Shutdown(ctx); err != nil {
-		srv.Close()
-	}
-	left := false
-	if f.leaveOnTerminate && !f.dev {
+	closedEarly := drainHTTP(ctx, srv, node, left, logger)
+	switch {
+	case left || !f.leaveOnTerminate || f.dev:
+	case closedEarly:
+		logger.Warn("-leave-on-terminate: no leader to remove this node; stopping as a member")
+	default:
+		// Leave fails within a few election timeouts when no leader can
+		// remove the node; it then stays a member, and closes below.
 		if err := node.Leave(ctx); err != nil {
-			logger.Warn("leaving the cluster failed; closing without leaving", "error", err)
-		} else {
-			left = true // Leave closes the node
+			logger.Warn("leaving the cluster failed; stopping as a member", "error", err)
 		}
 	}
-	if !left {
-		if err := node.Close(); err != nil {
-			logger.Warn("closing the node", "error", err)
-		}
+	if err := node.Close(); err != nil { // after Leave, a no-op
+		logger.Warn("closing the node", "error", err)
 	}
 	return code
+}
+
+// drainHTTP stops the API taking requests and lets those in flight finish,
+// until ctx ends. A request can only finish while the node knows a leader:
+// while it knows none, drainHTTP closes the node at once, which answers the
+// requests in flight (503 closed) instead of holding the stop for the whole
+// grace, so that a leaderless node stops promptly and can be started again
+// on its ports at once. closed says the node is closed already (it left).
+// It reports whether it closed the node.
+func drainHTTP(ctx context.Context, srv *http.Server, node *cluster.Node, closed bool, logger hclog.Logger) (closedNode bool) {
+	drained := make(chan error, 1)
+	go func() { drained <- srv.Shutdown(ctx) }()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if id, _ := node.Leader(); id == "" && !closed && !closedNode {
+			logger.Info("no leader known: closing the node now rather than waiting for requests in flight")
+			if err := node.Close(); err != nil {
+				logger.Warn("closing the node", "error", err)
+			}
+			closedNode = true
+		}
+		select {
+		case err := <-drained:
+			if err != nil {
+				srv.Close()
+			}
+			return closedNode
+		case <-tick.C:
+		}
+	}
 }
 
 // security checks the TLS and token flags and loads what they name.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -24,6 +25,9 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 			"The lease is extended while COMMAND runs. If the lock is lost anyway, COMMAND gets\n"+
 			"SIGTERM, then SIGKILL after -kill-after. COMMAND finds the lock's fencing token in\n"+
 			"RAFTLOCK_TOKEN and its key in RAFTLOCK_KEY: pass the token to what you protect.\n\n"+
+			"Once COMMAND has exited the lock is released; that release gets 2s at most (the\n"+
+			"lease runs out by itself within -ttl if it cannot be sent), so raftlock lock exits\n"+
+			"right after COMMAND.\n\n"+
 			"Exit status: COMMAND's own; 75 when the lock is held and -wait ran out (or is 0);\n"+
 			"76 when the lock was lost and COMMAND was stopped; 69 when no agent or leader\n"+
 			"answers; 77 when the agent refuses the token; 2 for usage errors; 1 otherwise.\n"+
@@ -68,7 +72,8 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 
-	l := lock.New(client).Lock(key, lock.TTL(ttl))
+	store := &boundedRelease{Store: client}
+	l := lock.New(store).Lock(key, lock.TTL(ttl))
 	child := &childRun{argv: argv, key: key, stdout: stdout, stderr: stderr, killAfter: killAfter, token: l.Token}
 	ctx := context.Background()
 	var ran bool
@@ -78,6 +83,11 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 		ran, err = l.TryRun(ctx, child.run)
 	}
 
+	if ran {
+		if rerr := store.failure(); rerr != nil {
+			fmt.Fprintf(stderr, "raftlock lock: could not release %q after the command ended (%v); it stays locked until its lease runs out, within -ttl %v\n", key, rerr, ttl)
+		}
+	}
 	var exit *childExit
 	switch {
 	case errors.As(err, &exit) && !errors.Is(err, lock.ErrNotHeld):
@@ -97,6 +107,38 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	default:
 		return reportError(stderr, "lock", err)
 	}
+}
+
+// releaseTimeout bounds a release `raftlock lock` sends, the last one above
+// all: once COMMAND has exited, the lock command exits as soon as the
+// release is answered or this passes, rather than waiting a whole request
+// timeout on an agent that has no leader (as when the lease was lost). An
+// unsent release costs nothing but time: the lease runs out by itself.
+const releaseTimeout = 2 * time.Second
+
+// boundedRelease is the lock command's store: its releases are bounded by
+// releaseTimeout, and the last one's failure is kept to be reported.
+type boundedRelease struct {
+	lock.Store
+	mu  sync.Mutex // protects err
+	err error
+}
+
+func (s *boundedRelease) Release(ctx context.Context, key string, owner lock.Owner) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, releaseTimeout)
+	defer cancel()
+	ok, err := s.Store.Release(ctx, key, owner)
+	s.mu.Lock()
+	s.err = err
+	s.mu.Unlock()
+	return ok, err
+}
+
+// failure is the error of the last release, nil if it succeeded or none was sent.
+func (s *boundedRelease) failure() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
 }
 
 // heldMessage says who holds key, as much as anyone may know.

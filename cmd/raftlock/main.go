@@ -1,11 +1,12 @@
 // Command raftlock runs a raftlock node (agent) and talks to one (lock,
-// status, locks, release).
+// status, locks, release, leave).
 //
 //	raftlock agent -dev                          a single-node agent for trying things out
 //	raftlock lock [-ttl 30s] [-wait 0] KEY -- COMMAND [ARG...]
 //	raftlock status                              the cluster and its leader at a glance
 //	raftlock locks [PREFIX]                      held locks
 //	raftlock release -owner HEX KEY              release a lock whose owner you know
+//	raftlock leave -addr URL                     take a member out of its cluster for good
 //
 // Every flag can also be set by an environment variable, named in its help
 // (RAFTLOCK_…); a flag on the command line wins over the environment.
@@ -69,6 +70,7 @@ func commands() []command {
 		{"status", "show the cluster and its leader", runStatus},
 		{"locks", "list held locks, optionally by key prefix", runLocks},
 		{"release", "release a lock by key and owner", runRelease},
+		{"leave", "take an agent's node out of its cluster for good, and stop it", runLeave},
 	}
 }
 

@@ -1,0 +1,207 @@
+package cluster
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftlock/raftlock/lock"
+)
+
+// Restarts with the same Config: whichever way a member was first started,
+// and even after it left, it comes back as the same member.
+
+// README's first node: Bootstrap, no Join. After leaving (what SIGTERM did
+// by default) and starting again with the same Config, it used to wait
+// forever for a leader that no longer counted it as a member.
+func TestBootstrapNodeComesBackAfterLeaving(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	_, lease := acquire(t, c.leader(), "k", time.Hour)
+
+	first := c.nodes[0]
+	require.True(t, c.cfgs[0].Bootstrap)
+	require.Empty(t, c.cfgs[0].Join)
+	require.NoError(t, first.Leave(ctx))
+	c.nodes[0] = nil
+	requireServers(t, c.leader(), c.cfgs[1].NodeID, c.cfgs[2].NodeID)
+
+	back := startNode(t, c.cfgs[0])
+	c.nodes[0] = back
+	requireAllVoters(t, c, "n0", "n1", "n2")
+	requireHeld(t, back, "k", lease.Token)
+}
+
+// Three nodes bootstrapped together with Peers, every one leaving in turn
+// (SIGINT to all of them, under the old default), then all started again
+// with the same Configs: the last to leave used to lead alone, with the two
+// others orphaned.
+func TestPeersClusterComesBackWholeAfterEveryMemberLeft(t *testing.T) {
+	c := newPeersCluster(t, 3)
+	ctx := testCtx(t)
+	_, lease := acquire(t, c.leader(), "k", time.Hour)
+
+	for i, n := range c.nodes {
+		require.NoError(t, n.Leave(ctx), "node %s leaves", n.ID())
+		c.nodes[i] = nil
+	}
+	for i, cfg := range c.cfgs {
+		c.nodes[i] = startNode(t, cfg)
+	}
+	requireAllVoters(t, c, "p0", "p1", "p2")
+	for _, n := range c.nodes {
+		requireHeld(t, n, "k", lease.Token)
+	}
+	_, next := acquire(t, c.nodes[0], "other", time.Minute)
+	assert.Greater(t, next.Token, lease.Token, "tokens keep rising across the restart")
+}
+
+// The same with a plain stop (Close, what SIGTERM does now): nothing to
+// heal, and nothing may shrink.
+func TestPeersClusterComesBackWholeAfterStopAll(t *testing.T) {
+	c := newPeersCluster(t, 3)
+	_, lease := acquire(t, c.leader(), "k", time.Hour)
+	for i := range c.nodes {
+		c.stop(i)
+	}
+	for i, cfg := range c.cfgs {
+		c.nodes[i] = startNode(t, cfg)
+	}
+	requireAllVoters(t, c, "p0", "p1", "p2")
+	requireHeld(t, c.leader(), "k", lease.Token)
+}
+
+// With no leader, Leave cannot be granted: it fails after a few election
+// timeouts with lock.ErrUnavailable instead of waiting out the request
+// timeout, and the node stays open and a member.
+func TestLeaveWithoutLeaderFailsFast(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) { cfg.RequestTimeout = time.Minute })
+	ctx := testCtx(t)
+	c.stop(1)
+	c.stop(2)
+	alone := c.nodes[0]
+	require.Eventually(t, func() bool { id, _ := alone.Leader(); return id == "" }, patience, 5*time.Millisecond)
+
+	start := time.Now()
+	err := alone.Leave(ctx)
+	require.ErrorIs(t, err, lock.ErrUnavailable)
+	assert.NoError(t, ctx.Err(), "Leave failed by itself, before the caller's context ended")
+	assert.Less(t, time.Since(start), c.cfgs[0].RequestTimeout/2, "Leave did not wait out the request timeout")
+	assert.False(t, alone.closed(), "a failed Leave leaves the node open")
+	servers, err := alone.Servers()
+	require.NoError(t, err)
+	assert.Contains(t, servers, alone.ID())
+}
+
+// newPeersCluster starts size nodes that bootstrap together with Peers on
+// fixed addresses, and waits for a leader.
+func newPeersCluster(t *testing.T, size int) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t}
+	var peers []Peer
+	for i := range size {
+		cfg := testConfig(t, "p"+string(rune('0'+i)))
+		cfg.BindAddr = freeAddr(t)
+		cfg.Bootstrap = true
+		c.cfgs = append(c.cfgs, cfg)
+		peers = append(peers, Peer{ID: cfg.NodeID, Addr: cfg.BindAddr})
+	}
+	for i := range c.cfgs {
+		c.cfgs[i].Peers = peers
+		c.nodes = append(c.nodes, startNode(t, c.cfgs[i]))
+	}
+	c.waitLeader()
+	return c
+}
+
+// freeAddr is a 127.0.0.1 port that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+// requireAllVoters waits until the leader's configuration is exactly ids, all
+// voters, and every running node knows that leader.
+func requireAllVoters(t *testing.T, c *testCluster, ids ...string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var leader *Node
+		for _, n := range c.nodes {
+			if n != nil && n.leaderReady() {
+				leader = n
+			}
+		}
+		if leader == nil {
+			return false
+		}
+		members := leader.Stats().Members
+		if len(members) != len(ids) {
+			return false
+		}
+		for i, m := range members {
+			if m.ID != ids[i] || m.Suffrage != SuffrageVoter {
+				return false
+			}
+		}
+		return true
+	}, 2*patience, 10*time.Millisecond, "voters %v", ids)
+}
+
+// requireHeld waits until n answers that key is held with token.
+func requireHeld(t *testing.T, n *Node, key string, token uint64) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		info, err := n.Inspect(testCtx(t), key)
+		return err == nil && info.Locked && info.Token == token
+	}, 2*patience, 10*time.Millisecond, "%s holds %q with token %d", n.ID(), key, token)
+}
+
+// A removal that cannot commit (the new configuration lacks a quorum, so
+// the leader steps down) leaves the leaving node with no leader: Leave gives
+// up once none has been known for a few election timeouts, rather than
+// holding its caller (a stopping agent) for the request timeout.
+func TestLeaveGivesUpWhenTheLeaderIsLostMidway(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) { cfg.RequestTimeout = time.Minute })
+	ctx := testCtx(t)
+	leader := c.leader()
+	var followers []int
+	for i, n := range c.nodes {
+		if n != leader {
+			followers = append(followers, i)
+		}
+	}
+	c.stop(followers[0])
+	leaving := c.nodes[followers[1]]
+
+	start := time.Now()
+	err := leaving.Leave(ctx)
+	require.ErrorIs(t, err, lock.ErrUnavailable)
+	assert.NoError(t, ctx.Err(), "Leave gave up by itself, before the caller's context ended")
+	assert.Less(t, time.Since(start), c.cfgs[0].RequestTimeout/2, "Leave did not wait out the request timeout")
+}
+
+// Members leaving at the same time (every agent stopped at once with
+// -leave-on-terminate): whichever is last may find itself the only voter
+// when its removal reaches the leader. raft cannot remove the last voter;
+// the removal is a no-op success, so that node closes at once, as the last
+// member of a cluster does, instead of retrying until its context ends.
+func TestLeaveOfTheLastVoterCloses(t *testing.T) {
+	c := newCluster(t, 2, func(cfg *Config) { cfg.RequestTimeout = time.Minute })
+	ctx := testCtx(t)
+	leader := c.leader()
+	// The leader's own view of the last voter, reached as a follower's
+	// removal would reach it.
+	require.NoError(t, c.nodes[c.index(c.follower())].Leave(ctx))
+	requireServers(t, leader, leader.ID())
+	require.NoError(t, leader.removeServer(ctx, leader.ID()))
+	servers, err := leader.Servers()
+	require.NoError(t, err)
+	assert.Contains(t, servers, leader.ID(), "the last voter stays in the configuration")
+}
