@@ -114,10 +114,11 @@ func (t *leaderTerm) end() {
 }
 
 // becomeReady waits until every entry committed in earlier terms is applied
-// (a barrier), then starts the log clock at the machine's log time. Until
-// then nothing is stamped: a stamp from a clock not yet past every applied
-// stamp would be harmless (the machine keeps the max) but the remaining
-// times answered from it would overstate.
+// (a barrier), then starts the log clock at the machine's log time plus
+// the real time this node measured since it applied the last stamp, when it
+// did (stateMachine.clockBase). Until then nothing is stamped: a stamp from
+// a clock not yet past every applied stamp would be harmless (the machine
+// keeps the max) but the remaining times answered from it would overstate.
 func (t *leaderTerm) becomeReady() bool {
 	n := t.n
 	for {
@@ -142,13 +143,15 @@ func (t *leaderTerm) becomeReady() bool {
 		case <-time.After(n.cfg.CommitTimeout):
 		}
 	}
-	t.clock = newLogClock(n.clock, n.sm.now())
+	logTime := n.sm.now()
+	t.clock = newLogClock(n.clock, n.sm.clockBase(n.clock.Monotonic()))
 	// Every entry after the barrier is a command or configuration entry,
 	// which the state machine counts, so reads may treat everything up to
 	// here as applied (see readAtLeader).
 	t.readyIndex = n.raft.CommitIndex()
 	close(t.ready)
-	n.log.Info("leading", "term", n.raft.CurrentTerm(), "log_time", t.clock.now())
+	clockTime := t.clock.now()
+	n.log.Info("leading", "term", n.raft.CurrentTerm(), "log_time", clockTime, "counted_since_last_stamp", clockTime-logTime)
 	n.leaderChanged.fire()
 	return true
 }

@@ -106,6 +106,7 @@ func New(cfg Config) (*Node, error) {
 		n.awaits.deliver(ev)
 	})
 	n.sm.afterApply = n.pokeExpiryTimer
+	n.sm.monotonic = clock.Monotonic
 	n.sm.afterRestore = n.settleWaiters
 
 	ok := false

@@ -37,6 +37,15 @@ type stateMachine struct {
 	// afterRestore runs after a snapshot replaced the state, outside mu (the
 	// node settles local waiters whose grant came inside the snapshot).
 	afterRestore func()
+	// monotonic, set before raft starts, is the node's Clock.Monotonic; nil
+	// records nothing. With it the adapter remembers lastStamp, the
+	// machine's log time after the last batch that applied a command (the
+	// stamp of the last stamped entry: stamps do not decrease in log order),
+	// and lastStampAt, the monotonic reading then; stamped says whether it
+	// has. Under mu. See clockBase.
+	monotonic              func() time.Duration
+	lastStamp, lastStampAt time.Duration
+	stamped                bool
 	// pause is held (Lock) by tests to stop this node applying entries, as
 	// a slow or suspended node would; ApplyBatch passes it with RLock.
 	pause sync.RWMutex
@@ -87,13 +96,18 @@ func (s *stateMachine) ApplyBatch(logs []*raft.Log) []any {
 	defer func() { s.applies.observe(time.Since(start)) }()
 	out := make([]any, len(logs))
 	s.mu.Lock()
+	commands := false
 	for i, l := range logs {
 		if l.Type == raft.LogCommand {
 			out[i] = s.applyEntry(l)
+			commands = true
 		}
 		if l.Index > s.applied {
 			s.applied = l.Index
 		}
+	}
+	if commands {
+		s.noteStampLocked()
 	}
 	close(s.changed)
 	s.changed = make(chan struct{})
@@ -123,6 +137,35 @@ func (s *stateMachine) appliedIndex() (uint64, <-chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.applied, s.changed
+}
+
+// noteStampLocked records the machine's log time, the stamp of the last
+// stamped entry it holds, with the monotonic time now, just after applying
+// it. Caller holds mu.
+func (s *stateMachine) noteStampLocked() {
+	if s.monotonic == nil {
+		return
+	}
+	s.lastStamp, s.lastStampAt, s.stamped = s.m.Now(), s.monotonic(), true
+}
+
+// clockBase is the log time a new leader's clock may start from, given mono,
+// its Monotonic reading now: the machine's log time, or more when this node
+// applied a stamped entry since it started. Real time since it applied
+// that entry is at least the monotonic time measured since (mono -
+// lastStampAt), and the entry was stamped before it was applied, so
+// lastStamp plus that time is a log time that elapsed real time has reached
+// in any case: a lease keeps counting down while no leader stamps. Without
+// a measurement the clock starts at the log time and stands still over the
+// outage. See doc.go, "The log clock".
+func (s *stateMachine) clockBase(mono time.Duration) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	base := s.m.Now()
+	if since := mono - s.lastStampAt; s.stamped && since > 0 {
+		base = max(base, min(s.lastStamp+since, fsm.MaxStamp))
+	}
+	return base
 }
 
 // now is the machine's log time.
@@ -214,6 +257,7 @@ func (s *stateMachine) Restore(rc io.ReadCloser) error {
 	err = s.m.Restore(state)
 	if err == nil {
 		s.applied = applied
+		s.noteStampLocked()
 		close(s.changed)
 		s.changed = make(chan struct{})
 	}
