@@ -54,8 +54,8 @@ type Config struct {
 	// them, in turn, to add it; one with existing state just restarts.
 	Join []string
 
-	// Raft timings; see raft.Config. Leases stand still while no leader is
-	// elected, so shorter timeouts mean shorter pauses of the lock clock.
+	// Raft timings; see raft.Config. Shorter timeouts mean a dead leader is
+	// replaced sooner (leases count down meanwhile; see doc.go).
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
@@ -133,7 +133,7 @@ type Config struct {
 // DefaultConfig returns a Config with raft timings for a LAN (500ms
 // heartbeat and election timeouts, half raft's defaults, so that a dead
 // leader is replaced and locks are served again within about a second or
-// two: while no leader serves, lock calls wait and leases stand still) and
+// two: while no leader serves, lock calls wait, up to LeaderWait) and
 // snapshot settings suited to a lock service: the lock state is small, so
 // snapshots are cheap and taken often. Across a WAN, or on hosts that stall
 // for hundreds of milliseconds, raise the timeouts.

@@ -117,17 +117,28 @@
 // The log clock uses differences of Monotonic readings only; Now is merely
 // reported (Stats.WallTime). So a leader's wall clock stepping by an hour, or
 // a new leader whose clocks read hours apart from the old one's, neither ends a
-// lease early nor shortens a remaining time. While no leader is elected, log
-// time stands still: leases get longer by the election, never shorter.
+// lease early nor shortens a remaining time.
+//
+// Across outages (an election, or no quorum for minutes) leases keep counting
+// down, by this argument: a node's real time since it applied an entry is at
+// least what its own monotonic clock measured since, and that entry was
+// stamped before it was applied. So a new leader starts its clock at the last
+// stamp its node applied (the last in the log: stamps never decrease) plus
+// the monotonic time since it applied it, or at the machine's log time if
+// that is later. Its clock then lags real time at least as much as the clock
+// that stamped the entry, and so, term after term, as the one that granted
+// any lease: no lease ends before its holder's deadline. A node that has applied nothing since it started has no
+// such measurement (monotonic readings mean nothing across processes): its
+// clock starts at the log time, and leases get longer by the outage, never
+// shorter.
 //
 // The leader keeps a timer for the machine's next deadline (a lease end or a
 // wait deadline) on the log clock, re-armed after every apply, and proposes a
 // tick when it is due, so an expired lock passes to its next waiter without
-// anyone polling. A new leader's clock starts from the last committed stamp,
-// so the time since then would be added to every lease on a leader change;
+// anyone polling. A new leader whose node restarted counts from the last
+// committed stamp, so the time since then would be added to every lease;
 // while any lease or wait is pending, the leader therefore also ticks when
-// the committed log time lags its clock by a second. A leader change then
-// lengthens leases by at most about a second plus the election.
+// the committed log time lags its clock by a second.
 //
 // # Commands, forwarding and retries
 //
@@ -163,11 +174,19 @@
 //     short, growing pause of 5–100ms is the fallback);
 //   - outcome unknown (raft.ErrLeadershipLost or the leader shutting down
 //     after proposing, transport.ErrConnLost): retried the same way with the
-//     same owner, which the state machine makes idempotent.
+//     same owner, which the state machine makes idempotent;
+//   - still waiting for the leader's answer when raft here reports another
+//     leader, or none (a leader that froze stops sending heartbeats): the
+//     call is cancelled, so the transport drops an answer that comes later,
+//     and the command goes to the next leader as soon as there is one, as
+//     an unknown outcome — not after the frozen leader's RequestTimeout.
 //
-// When retries run out the caller gets lock.ErrUnavailable (no leader, no
-// quorum), or ctx's error when its ctx ended (also matching ErrUnavailable if
-// the last attempt found no leader) — within its context, never a hang. If
+// While no leader is known the call waits for one at most Config.LeaderWait
+// (four election timeouts by default; a waiting acquire at least its wait),
+// then gets lock.ErrUnavailable saying there is no leader. When retries run
+// out otherwise the caller gets lock.ErrUnavailable (no quorum), or ctx's
+// error when its ctx ended (also matching ErrUnavailable if the last attempt
+// found no leader) — within its context, never a hang. If
 // any attempt's outcome was unknown, the error also matches
 // lock.ErrUnknownOutcome: retrying with the same owner is safe.
 //

@@ -264,6 +264,9 @@ func (f *agentFlags) security(fs *flagSet) (security, error) {
 // -dev made.
 func (f *agentFlags) clusterConfig(fs *flagSet, logger hclog.Logger, sec security) (cluster.Config, func(), error) {
 	cfg := cluster.DefaultConfig()
+	if f.leaderWait < 0 {
+		return cfg, func() {}, fmt.Errorf("-leader-wait must not be negative, got %v (0 means four -raft-election timeouts)", f.leaderWait)
+	}
 	cfg.Logger = logger
 	cfg.ServerTLS, cfg.ClientTLS = sec.peerServer, sec.peerClient
 	cfg.HeartbeatTimeout, cfg.ElectionTimeout = f.heartbeat, f.electTO
@@ -338,9 +341,6 @@ func (f *agentFlags) clusterConfig(fs *flagSet, logger hclog.Logger, sec securit
 			return cfg, cleanup, fmt.Errorf("-join: %q: %v", addr, err)
 		}
 		cfg.Join = append(cfg.Join, addr)
-	}
-	if f.leaderWait < 0 {
-		return cfg, cleanup, fmt.Errorf("-leader-wait must not be negative, got %v (0 means four -raft-election timeouts)", f.leaderWait)
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, cleanup, err
