@@ -102,7 +102,8 @@ type Config struct {
 	// leader (raft reports none: an election is running, or a majority of
 	// the voters is down or cut off) before it fails with
 	// lock.ErrUnavailable saying there is no leader, rather than after
-	// RequestTimeout. A waiting Acquire goes on at least for its own wait.
+	// RequestTimeout (which still bounds the whole call). A waiting Acquire
+	// goes on at least for its own wait.
 	// 0, the default, means four ElectionTimeouts (2s with DefaultConfig's):
 	// raft's candidates time out after one to two ElectionTimeouts, so an
 	// election normally ends within one or two, and four leave room for a

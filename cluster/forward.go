@@ -79,11 +79,11 @@ func (n *Node) do(ctx context.Context, req request) (rep reply, retried bool, er
 			tried = ""
 			rep, attemptErr = n.serve(ctx, t, req)
 		} else {
+			raftLeader, _ := n.raft.LeaderWithID()
 			addr := hint
 			hint = ""
 			if addr == "" {
-				a, _ := n.raft.LeaderWithID()
-				addr = string(a)
+				addr = string(raftLeader)
 			}
 			switch {
 			case addr == "":
@@ -98,7 +98,7 @@ func (n *Node) do(ctx context.Context, req request) (rep reply, retried bool, er
 						return reply{}, false, err
 					}
 				}
-				rep, attemptErr = n.callLeader(ctx, addr, body)
+				rep, attemptErr = n.callLeader(ctx, addr, string(raftLeader), body)
 			}
 		}
 		if attemptErr == nil {
@@ -203,18 +203,17 @@ func (n *Node) leaderlessError(wait time.Duration, unknown bool) error {
 	return err
 }
 
-// callLeader sends one request to addr, the leader when the attempt began,
-// and waits for its answer — unless raft on this node reports, meanwhile,
-// that the leader changed to someone else or to nobody (addr stopped
-// answering heartbeats), or this node starts leading. Then it cancels the
-// call and, unless the answer won that race, returns an error matching
-// errLeaderReplaced, or transport.ErrNotSent when the request never left.
-// The cancelled call is over when callLeader returns: the transport drops an
-// answer that comes later, so nothing can take it for the answer of a retry.
-func (n *Node) callLeader(ctx context.Context, addr string, body []byte) (reply, error) {
-	// The leader as raft reports it now: addr, or another node when addr
-	// came from a "not leader" hint. A change from this is what counts.
-	startLeader, _ := n.raft.LeaderWithID()
+// callLeader sends one request to addr and waits for its answer — unless
+// raft on this node reports, meanwhile, a leader other than raftLeader (the
+// leader it reported when addr was chosen: addr, or another node when addr
+// came from a member's hint) and addr, or no leader when addr was its leader
+// (addr stopped sending heartbeats), or this node starts leading. Then it
+// cancels the call and, unless the answer won that race, returns an error
+// matching errLeaderReplaced, or transport.ErrNotSent when the request never
+// left. The cancelled call is over when callLeader returns: the transport
+// drops an answer that comes later, so nothing can take it for the answer of
+// a retry.
+func (n *Node) callLeader(ctx context.Context, addr, raftLeader string, body []byte) (reply, error) {
 	type answer struct {
 		rep reply
 		err error
@@ -228,23 +227,28 @@ func (n *Node) callLeader(ctx context.Context, addr string, body []byte) (reply,
 	}()
 	for {
 		changed := n.leaderChanged.wait()
-		now, _ := n.raft.LeaderWithID()
-		if (now != startLeader && string(now) != addr) || n.term.Load() != nil {
+		a, _ := n.raft.LeaderWithID()
+		now := string(a)
+		// Raft losing its leader says nothing of addr when addr was a
+		// hint: only a leader other than both counts then.
+		lost := now == "" && raftLeader == addr
+		moved := now != "" && now != raftLeader && now != addr
+		if lost || moved || n.term.Load() != nil {
 			cancel()
-			a := <-done
-			if a.err == nil || errors.Is(a.err, transport.ErrNotSent) {
-				return a.rep, a.err
+			ans := <-done
+			if ans.err == nil || errors.Is(ans.err, transport.ErrNotSent) {
+				return ans.rep, ans.err
 			}
 			if ctx.Err() != nil {
-				return reply{}, a.err
+				return reply{}, ans.err
 			}
 			n.log.Debug("leader replaced while a forwarded request was in flight; sending it again",
-				"old", addr, "new", string(now))
-			return reply{}, fmt.Errorf("%w: %s (now %q): %w", errLeaderReplaced, addr, string(now), a.err)
+				"old", addr, "new", now)
+			return reply{}, fmt.Errorf("%w: %s (now %q): %w", errLeaderReplaced, addr, now, ans.err)
 		}
 		select {
-		case a := <-done:
-			return a.rep, a.err
+		case ans := <-done:
+			return ans.rep, ans.err
 		case <-changed:
 		}
 	}
