@@ -124,10 +124,11 @@
 // least what its own monotonic clock measured since, and that entry was
 // stamped before it was applied. So a new leader starts its clock at the last
 // stamp its node applied (the last in the log: stamps never decrease) plus
-// the monotonic time since it applied it, or at the machine's log time if
-// that is later. Its clock then lags real time at least as much as the clock
-// that stamped the entry, and so, term after term, as the one that granted
-// any lease: no lease ends before its holder's deadline. A node that has applied nothing since it started has no
+// the monotonic time since it applied it — or the best such measure over the
+// entries of that raft term, or the machine's log time if later. Its clock
+// then lags real time at least as much as the clock that stamped the entry,
+// and so, term after term, as the one that granted any lease: no lease ends
+// before its holder's deadline. A node that has applied nothing since it started has no
 // such measurement (monotonic readings mean nothing across processes): its
 // clock starts at the log time, and leases get longer by the outage, never
 // shorter.

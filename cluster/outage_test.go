@@ -220,6 +220,14 @@ func TestLeaseCountsDownThroughOutage(t *testing.T) {
 	sent := time.Now()
 	_, lease := acquire(t, f, "k", ttl)
 	deadline := sent.Add(lease.Remaining)
+	// Each node counts from when it applied the grant, which a follower
+	// does once it learns of its commit (a heartbeat later).
+	for _, n := range c.nodes {
+		require.Eventually(t, func() bool {
+			info, err := n.InspectStale("k")
+			return err == nil && info.Locked
+		}, patience, 2*time.Millisecond, "node %s applies the grant", n.ID())
+	}
 
 	// Nobody hears anybody: no quorum, no leader, for most of the lease.
 	for _, a := range c.nodes {
@@ -266,38 +274,49 @@ func TestLeaseCountsDownThroughOutage(t *testing.T) {
 	assert.Less(t, ended.Sub(deadline), time.Second, "the lease ended %v after its holder's deadline", ended.Sub(deadline))
 }
 
-// appliedCommand is a raft log entry carrying one stamped tick.
-func appliedCommand(t *testing.T, index uint64, stamp time.Duration) *raft.Log {
+// appliedCommand is a raft log entry of term carrying one stamped tick.
+func appliedCommand(t *testing.T, index, term uint64, stamp time.Duration) *raft.Log {
 	t.Helper()
 	b, err := fsm.AppendBatch(nil, []fsm.Command{{Op: fsm.OpTick, Stamp: stamp}})
 	require.NoError(t, err)
-	return &raft.Log{Index: index, Type: raft.LogCommand, Data: b}
+	return &raft.Log{Index: index, Term: term, Type: raft.LogCommand, Data: b}
 }
 
 // The base a new leader's clock starts from: the machine's log time while
 // the node has measured nothing (it stands still), then the last applied
-// stamp plus the monotonic time since it was applied.
+// stamp plus the monotonic time since it was applied — or the best such
+// measure among the entries of the last term.
 func TestClockBaseCountsFromLastAppliedStamp(t *testing.T) {
 	mc := &manualClock{mono: 7 * time.Hour}
 	sm := newStateMachine(testLogger("fsm"), nil)
 	sm.monotonic = mc.Monotonic
 	assert.Equal(t, time.Duration(0), sm.clockBase(mc.mono+time.Hour), "nothing applied: no measurement, the clock stands still")
 
-	sm.ApplyBatch([]*raft.Log{appliedCommand(t, 1, 10*time.Second)})
+	sm.ApplyBatch([]*raft.Log{appliedCommand(t, 1, 1, 10*time.Second)})
 	mc.mono += 3 * time.Second
 	assert.Equal(t, 13*time.Second, sm.clockBase(mc.mono), "the stamp plus the time measured since it was applied")
 
 	// A configuration change is not a stamp: it does not restart the count.
-	sm.ApplyBatch([]*raft.Log{{Index: 2, Type: raft.LogConfiguration}})
+	sm.ApplyBatch([]*raft.Log{{Index: 2, Term: 1, Type: raft.LogConfiguration}})
 	mc.mono += time.Second
 	assert.Equal(t, 14*time.Second, sm.clockBase(mc.mono))
 
-	sm.ApplyBatch([]*raft.Log{appliedCommand(t, 3, 20*time.Second)})
-	assert.Equal(t, 20*time.Second, sm.clockBase(mc.mono))
-	assert.Equal(t, 20*time.Second, sm.clockBase(mc.mono-time.Minute), "a monotonic clock running back counts nothing")
+	// An entry of the same term stamped long ago and committed only now
+	// (its leader lost its quorum) does not restart the count either.
+	sm.ApplyBatch([]*raft.Log{appliedCommand(t, 3, 1, 11*time.Second)})
+	assert.Equal(t, 14*time.Second, sm.clockBase(mc.mono))
 
-	// A restarted node (a new adapter, a new process's monotonic clock)
-	// remembers no measurement: it stands still at the log time.
+	// A later term's stamp is the reference from now on, even if the
+	// earlier term's measure would give more: its leader's clock may lag.
+	sm.ApplyBatch([]*raft.Log{appliedCommand(t, 4, 2, 12*time.Second)})
+	assert.Equal(t, 12*time.Second, sm.clockBase(mc.mono))
+	mc.mono += time.Second
+	assert.Equal(t, 13*time.Second, sm.clockBase(mc.mono))
+	assert.Equal(t, 12*time.Second, sm.clockBase(mc.mono-time.Minute), "a monotonic clock running back counts nothing")
+
+	// A new adapter (a restarted node, whose monotonic clock is a new one)
+	// remembers no measurement: it stands still at the log time until it
+	// applies something; a restored snapshot counts from the restore.
 	restarted := newStateMachine(testLogger("fsm"), nil)
 	restarted.monotonic = (&manualClock{}).Monotonic
 	snap, err := sm.Snapshot()
@@ -306,8 +325,8 @@ func TestClockBaseCountsFromLastAppliedStamp(t *testing.T) {
 	require.NoError(t, snap.Persist(sink))
 	snap.Release()
 	require.NoError(t, restarted.Restore(sink.reader()))
-	assert.Equal(t, 20*time.Second, restarted.clockBase(0), "restored: the count starts at the restore")
-	assert.Equal(t, 25*time.Second, restarted.clockBase(5*time.Second))
+	assert.Equal(t, 12*time.Second, restarted.clockBase(0))
+	assert.Equal(t, 17*time.Second, restarted.clockBase(5*time.Second))
 }
 
 // A node that restarts counts nothing of its downtime: its monotonic clock

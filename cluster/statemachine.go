@@ -38,14 +38,15 @@ type stateMachine struct {
 	// node settles local waiters whose grant came inside the snapshot).
 	afterRestore func()
 	// monotonic, set before raft starts, is the node's Clock.Monotonic; nil
-	// records nothing. With it the adapter remembers lastStamp, the
-	// machine's log time after the last batch that applied a command (the
-	// stamp of the last stamped entry: stamps do not decrease in log order),
-	// and lastStampAt, the monotonic reading then; stamped says whether it
+	// records nothing. With it the adapter measures, for the raft term of
+	// the last stamped entry applied (stampTerm; 0 after a restore, whose
+	// term is not known), the largest stamp minus monotonic reading at its
+	// apply (stampLead) over that term's entries; stamped says whether it
 	// has. Under mu. See clockBase.
-	monotonic              func() time.Duration
-	lastStamp, lastStampAt time.Duration
-	stamped                bool
+	monotonic func() time.Duration
+	stampTerm uint64
+	stampLead time.Duration
+	stamped   bool
 	// pause is held (Lock) by tests to stop this node applying entries, as
 	// a slow or suspended node would; ApplyBatch passes it with RLock.
 	pause sync.RWMutex
@@ -96,18 +97,18 @@ func (s *stateMachine) ApplyBatch(logs []*raft.Log) []any {
 	defer func() { s.applies.observe(time.Since(start)) }()
 	out := make([]any, len(logs))
 	s.mu.Lock()
-	commands := false
+	var stampTerm uint64 // the raft term of the last command entry, if any
 	for i, l := range logs {
 		if l.Type == raft.LogCommand {
 			out[i] = s.applyEntry(l)
-			commands = true
+			stampTerm = max(l.Term, 1)
 		}
 		if l.Index > s.applied {
 			s.applied = l.Index
 		}
 	}
-	if commands {
-		s.noteStampLocked()
+	if stampTerm != 0 {
+		s.noteStampLocked(stampTerm)
 	}
 	close(s.changed)
 	s.changed = make(chan struct{})
@@ -139,31 +140,40 @@ func (s *stateMachine) appliedIndex() (uint64, <-chan struct{}) {
 	return s.applied, s.changed
 }
 
-// noteStampLocked records the machine's log time, the stamp of the last
-// stamped entry it holds, with the monotonic time now, just after applying
-// it. Caller holds mu.
-func (s *stateMachine) noteStampLocked() {
+// noteStampLocked measures the machine's log time, the stamp of the last
+// entry applied (stamps do not decrease in log order), against the
+// monotonic time now, just after applying it; term is that entry's raft
+// term (0: unknown). The best measure of a term is kept: an entry stamped
+// long ago and committed only now (a tail left by a leader that lost its
+// quorum) must not undo a closer one of the same leader. Caller holds mu.
+func (s *stateMachine) noteStampLocked(term uint64) {
 	if s.monotonic == nil {
 		return
 	}
-	s.lastStamp, s.lastStampAt, s.stamped = s.m.Now(), s.monotonic(), true
+	lead := s.m.Now() - s.monotonic()
+	if s.stamped && term != 0 && term == s.stampTerm {
+		lead = max(lead, s.stampLead)
+	}
+	s.stampTerm, s.stampLead, s.stamped = term, lead, true
 }
 
 // clockBase is the log time a new leader's clock may start from, given mono,
 // its Monotonic reading now: the machine's log time, or more when this node
-// applied a stamped entry since it started. Real time since it applied
-// that entry is at least the monotonic time measured since (mono -
-// lastStampAt), and the entry was stamped before it was applied, so
-// lastStamp plus that time is a log time that elapsed real time has reached
-// in any case: a lease keeps counting down while no leader stamps. Without
-// a measurement the clock starts at the log time and stands still over the
+// has applied a stamped entry since it started. Real time since it applied
+// an entry is at least the monotonic time measured since, and the entry was
+// stamped before it was applied, so its stamp plus that time is a log time
+// that real time has reached by the clock of the leader that stamped it:
+// the leader of the last term that committed stamps, whose clock, term
+// after term, runs no faster than that of any earlier leader that granted
+// a lease. So a lease keeps counting down while no leader stamps. Without a
+// measurement the clock starts at the log time and stands still over the
 // outage. See doc.go, "The log clock".
 func (s *stateMachine) clockBase(mono time.Duration) time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	base := s.m.Now()
-	if since := mono - s.lastStampAt; s.stamped && since > 0 {
-		base = max(base, min(s.lastStamp+since, fsm.MaxStamp))
+	if s.stamped {
+		base = max(base, min(s.stampLead+mono, fsm.MaxStamp))
 	}
 	return base
 }
@@ -257,7 +267,7 @@ func (s *stateMachine) Restore(rc io.ReadCloser) error {
 	err = s.m.Restore(state)
 	if err == nil {
 		s.applied = applied
-		s.noteStampLocked()
+		s.noteStampLocked(0)
 		close(s.changed)
 		s.changed = make(chan struct{})
 	}
