@@ -67,7 +67,10 @@ func TestForwardedRequestsSurviveAFrozenLeader(t *testing.T) {
 		return err
 	})
 	run(1, func() (err error) { released, err = f.client.Release(ctx, "release-me", ownerR); return err })
-	run(2, func() (err error) { extended, err = f.client.Extend(ctx, "extend-me", ownerE, 2*time.Minute); return err })
+	run(2, func() (err error) {
+		extended, err = f.client.Extend(ctx, "extend-me", ownerE, 2*time.Minute)
+		return err
+	})
 	run(3, func() (err error) { info, err = f.client.Inspect(ctx, "extend-me"); return err })
 	wg.Wait()
 
