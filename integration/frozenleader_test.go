@@ -2,6 +2,8 @@ package integration
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -132,4 +134,71 @@ func TestNoLeaderAnswersUnavailableFast(t *testing.T) {
 		assert.Less(t, took, tc.most, "wait %v", tc.wait)
 		t.Logf("acquire with wait %v: %v after %v", tc.wait, err, took)
 	}
+}
+
+// A lease keeps counting down while the cluster has no quorum: two of three
+// agents paused (SIGSTOP) for half the lease, so the leader steps down and
+// a new term begins once they return. The lease ends at about its holder's
+// deadline, never before; before, the log clock stood still through the
+// outage and the lease ended that much later.
+func TestLeaseCountsDownWhileNoQuorum(t *testing.T) {
+	c := startProcCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	l := c.leader(ctx)
+	require.NotNil(t, l)
+
+	const ttl = 10 * time.Second
+	sent := time.Now()
+	lease, err := l.client.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: ttl})
+	require.NoError(t, err)
+	deadline := sent.Add(lease.Remaining)
+	// Each node counts the outage from when it applied the grant.
+	st, err := l.client.Cluster(ctx)
+	require.NoError(t, err)
+	require.NoError(t, pollUntil(ctx, 10*time.Millisecond, "every node applies the grant", func(ctx context.Context) error {
+		for _, n := range c.nodes {
+			if ns, err := n.client.Cluster(ctx); err != nil || ns.AppliedIndex < st.AppliedIndex {
+				return fmt.Errorf("%s has not applied index %d", n.id, st.AppliedIndex)
+			}
+		}
+		return nil
+	}))
+
+	var paused []*procNode
+	for _, n := range c.nodes {
+		if n != l {
+			require.True(t, n.pause())
+			t.Cleanup(n.resume)
+			paused = append(paused, n)
+		}
+	}
+	select { // the outage: no quorum for half the lease
+	case <-time.After(ttl / 2):
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	for _, n := range paused {
+		n.resume()
+	}
+	require.NoError(t, c.waitReady(ctx))
+	require.True(t, time.Now().Before(deadline), "the test needs a leader before the lease ends")
+
+	var ended time.Time
+	require.NoError(t, pollUntil(ctx, 20*time.Millisecond, "the lease ends", func(ctx context.Context) error {
+		info, err := l.client.Inspect(ctx, "k")
+		answered := time.Now()
+		if err != nil {
+			return err
+		}
+		if info.Locked {
+			assert.False(t, answered.Add(info.Remaining).Before(deadline), "the lease would end before its holder's deadline")
+			return errors.New("still held")
+		}
+		ended = answered
+		return nil
+	}))
+	assert.False(t, ended.Before(deadline), "the lease ended %v before its holder's deadline", deadline.Sub(ended))
+	assert.Less(t, ended.Sub(deadline), 2*time.Second, "the lease ended %v after its holder's deadline: the outage was added", ended.Sub(deadline))
+	t.Logf("the lease ended %v after its holder's deadline", ended.Sub(deadline))
 }
