@@ -105,8 +105,9 @@
 // # The log clock
 //
 // Only the leader stamps commands. When raft makes a node leader, it waits for
-// a barrier (every earlier entry applied), takes the machine's log time as
-// base, and from then on stamps base + the monotonic time elapsed since,
+// a barrier (every earlier entry applied), takes a base no earlier than the
+// machine's log time (see below), and from then on stamps base + the
+// monotonic time elapsed since,
 // never less than its previous stamp. Stamps are taken by one goroutine per
 // term, so they are non-decreasing in log order. Until the barrier completes
 // the term answers nothing: queued commands wait for it.
@@ -128,16 +129,16 @@
 // entries of that raft term, or the machine's log time if later. Its clock
 // then lags real time at least as much as the clock that stamped the entry,
 // and so, term after term, as the one that granted any lease: no lease ends
-// before its holder's deadline. A node that has applied nothing since it started has no
-// such measurement (monotonic readings mean nothing across processes): its
-// clock starts at the log time, and leases get longer by the outage, never
-// shorter.
+// before its holder's deadline. A node that has applied nothing since it
+// started has no such measurement (monotonic readings mean nothing across
+// processes): its clock starts at the log time, and leases get longer by
+// the outage, never shorter.
 //
 // The leader keeps a timer for the machine's next deadline (a lease end or a
 // wait deadline) on the log clock, re-armed after every apply, and proposes a
 // tick when it is due, so an expired lock passes to its next waiter without
 // anyone polling. A new leader whose node restarted counts from the last
-// committed stamp, so the time since then would be added to every lease;
+// stamp it applied, so the time since it was stamped is added to leases;
 // while any lease or wait is pending, the leader therefore also ticks when
 // the committed log time lags its clock by a second.
 //
