@@ -107,9 +107,9 @@
 // Only the leader stamps commands. When raft makes a node leader, it waits for
 // a barrier (every earlier entry applied), takes a base no earlier than the
 // machine's log time (see below), and from then on stamps base + the
-// monotonic time elapsed since,
-// never less than its previous stamp. Stamps are taken by one goroutine per
-// term, so they are non-decreasing in log order. Until the barrier completes
+// monotonic time elapsed since, never less than its previous stamp. Stamps
+// are taken by one goroutine per term, so they are non-decreasing in log
+// order. Until the barrier completes
 // the term answers nothing: queued commands wait for it.
 //
 // The Clock seam has two readings, because a host has two clocks: a wall
