@@ -109,8 +109,8 @@
 // machine's log time (see below), and from then on stamps base + the
 // monotonic time elapsed since, never less than its previous stamp. Stamps
 // are taken by one goroutine per term, so they are non-decreasing in log
-// order. Until the barrier completes
-// the term answers nothing: queued commands wait for it.
+// order. Until the barrier completes the term answers nothing: queued
+// commands wait for it.
 //
 // The Clock seam has two readings, because a host has two clocks: a wall
 // clock (Now) that may step and differs between hosts, and a monotonic one
