@@ -178,10 +178,13 @@
 //     after proposing, transport.ErrConnLost): retried the same way with the
 //     same owner, which the state machine makes idempotent;
 //   - still waiting for the leader's answer when raft here reports another
-//     leader, or none (a leader that froze stops sending heartbeats): the
+//     leader (one that froze stops sending heartbeats and is replaced): the
 //     call is cancelled, so the transport drops an answer that comes later,
-//     and the command goes to the next leader as soon as there is one, as
-//     an unknown outcome — not after the frozen leader's RequestTimeout.
+//     and the command goes to the new leader at once, as an unknown outcome
+//     — not after RequestTimeout. The old leader cannot commit it any more:
+//     a later term has begun. While raft here knows no leader at all, the
+//     call goes on (a leader that comes back still answers it) for up to
+//     Config.LeaderWait.
 //
 // While no leader is known the call waits for one at most Config.LeaderWait
 // (four election timeouts by default; a waiting acquire at least its wait),

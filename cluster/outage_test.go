@@ -25,13 +25,13 @@ import (
 func newFaultyCluster(t *testing.T, size int, tweak func(*Config)) (*testCluster, *transport.Faults) {
 	t.Helper()
 	faults := transport.NewFaults()
-	t.Cleanup(faults.HealAll) // before the nodes close: let them talk while they stop
 	c := newCluster(t, size, func(cfg *Config) {
 		cfg.TransportFaults = faults
 		if tweak != nil {
 			tweak(cfg)
 		}
 	})
+	t.Cleanup(faults.HealAll) // before the nodes close (cleanups run last first): let them talk while they stop
 	return c, faults
 }
 
@@ -204,6 +204,37 @@ func TestForwardedRequestsFollowNewLeaderWhenLeaderFreezes(t *testing.T) {
 	_, err = f.Acquire(ctx, lock.AcquireRequest{Key: "acquire-me", Owner: lock.NewOwner(), TTL: time.Minute})
 	var heldErr *lock.HeldError
 	assert.ErrorAs(t, err, &heldErr, "another owner cannot take it")
+}
+
+// A request in flight to a leader that froze, with no quorum left to elect
+// another: the call ends once raft here has known no leader for LeaderWait,
+// with ErrUnavailable saying so (and ErrUnknownOutcome: it was sent), not
+// after RequestTimeout.
+func TestForwardedRequestToFrozenLeaderWithoutQuorumFailsFast(t *testing.T) {
+	c, faults := newFaultyCluster(t, 3, nil) // RequestTimeout 5s, LeaderWait 600ms
+	l, f := c.leader(), c.follower()
+	for i, n := range c.nodes {
+		if n != l && n != f {
+			c.stop(i)
+		}
+	}
+	for range 16 { // connect every slot of the follower's pool to the leader
+		_, err := f.Inspect(testCtx(t), "k")
+		require.NoError(t, err)
+	}
+	freeze(c, faults, l, 6*time.Second) // longer than RequestTimeout
+	_, addr := f.Leader()
+	require.Equal(t, l.Addr(), addr, "the follower still forwards to the frozen leader")
+
+	start := time.Now()
+	_, err := f.Acquire(context.Background(), lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Minute})
+	took := time.Since(start)
+	assert.ErrorIs(t, err, lock.ErrUnavailable)
+	assert.ErrorIs(t, err, lock.ErrUnknownOutcome, "the acquire was sent")
+	assert.ErrorContains(t, err, "no leader")
+	// A heartbeat timeout or two (150ms each) to give up on the leader,
+	// then LeaderWait.
+	assert.Less(t, took, 2*time.Second)
 }
 
 // A lease keeps counting down while there is no leader: after an outage
