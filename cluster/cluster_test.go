@@ -323,7 +323,10 @@ func TestWaiterOnFollowerToldByLeader(t *testing.T) {
 
 // Without a quorum a caller gets an error within its context, not a hang.
 func TestNoQuorumGivesErrorNotHang(t *testing.T) {
-	c := newCluster(t, 3, func(cfg *Config) { cfg.RequestTimeout = time.Second })
+	c := newCluster(t, 3, func(cfg *Config) {
+		cfg.RequestTimeout = time.Second
+		cfg.LeaderWait = time.Minute // not this test's subject: TestNoLeaderFailsFast
+	})
 	l := c.leader()
 	f := c.follower()
 	held, _ := acquire(t, l, "held", time.Minute)
@@ -359,7 +362,7 @@ func TestNoQuorumGivesErrorNotHang(t *testing.T) {
 // A leader that loses its quorum steps down; a command it had proposed has
 // an unknown outcome, and the caller is told so, within its context.
 func TestLeaderWithoutQuorumReportsUnknownOutcome(t *testing.T) {
-	c := newCluster(t, 3, nil)
+	c := newCluster(t, 3, func(cfg *Config) { cfg.LeaderWait = time.Minute }) // the ctx ends first
 	l := c.leader()
 	for i, n := range c.nodes {
 		if n != l {

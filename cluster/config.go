@@ -57,8 +57,8 @@ type Config struct {
 	// them, in turn, to add it; one with existing state just restarts.
 	Join []string
 
-	// Raft timings; see raft.Config. Leases stand still while no leader is
-	// elected, so shorter timeouts mean shorter pauses of the lock clock.
+	// Raft timings; see raft.Config. Shorter timeouts mean a dead leader is
+	// replaced sooner (leases count down meanwhile; see doc.go).
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
@@ -101,6 +101,19 @@ type Config struct {
 	// with lock.ErrUnavailable. A waiting Acquire's wait is not bounded by it.
 	// It also bounds joining a cluster in New.
 	RequestTimeout time.Duration
+	// LeaderWait is how long a lock call goes on while this node knows no
+	// leader (raft reports none: an election is running, or a majority of
+	// the voters is down or cut off) before it fails with
+	// lock.ErrUnavailable saying there is no leader, rather than after
+	// RequestTimeout (which still bounds the whole call). A waiting Acquire
+	// goes on at least for its own wait.
+	// 0, the default, means four ElectionTimeouts (2s with DefaultConfig's):
+	// raft's candidates time out after one to two ElectionTimeouts, so an
+	// election normally ends within one or two, and four leave room for a
+	// split vote and a second round; it follows ElectionTimeout when that
+	// is raised. A leader that is known but does not answer is waited for
+	// until raft gives up on it (HeartbeatTimeout), then this applies.
+	LeaderWait time.Duration
 
 	// Logger receives the node's and raft's logs; nil means warnings and
 	// errors to stderr.
@@ -124,7 +137,7 @@ type Config struct {
 // DefaultConfig returns a Config with raft timings for a LAN (500ms
 // heartbeat and election timeouts, half raft's defaults, so that a dead
 // leader is replaced and locks are served again within about a second or
-// two: while no leader serves, lock calls wait and leases stand still) and
+// two: while no leader serves, lock calls wait, up to LeaderWait) and
 // snapshot settings suited to a lock service: the lock state is small, so
 // snapshots are cheap and taken often. Across a WAN, or on hosts that stall
 // for hundreds of milliseconds, raise the timeouts.
@@ -203,6 +216,8 @@ func (c Config) Validate() error {
 		return bad("Voters must be odd, from 1 to 9 (3 or 5 recommended), got %d", c.Voters)
 	case c.DeadMemberTimeout < c.DeadVoterTimeout:
 		return bad("DeadMemberTimeout must be at least DeadVoterTimeout")
+	case c.LeaderWait < 0:
+		return bad("LeaderWait must not be negative (0 means four ElectionTimeouts), got %v", c.LeaderWait)
 	case c.SnapshotThreshold == 0:
 		return bad("SnapshotThreshold must be positive")
 	case c.SnapshotsRetained < 1:

@@ -22,23 +22,33 @@ const (
 	maxRetryBackoff = 100 * time.Millisecond
 )
 
+// defaultLeaderWaitElections is Config.LeaderWait when it is 0, in
+// ElectionTimeouts; see there.
+const defaultLeaderWaitElections = 4
+
 // do runs req at the leader — on this node when it leads, otherwise over the
 // transport — and retries across leader changes until it has an answer, ctx
-// ends, the node closes, or RequestTimeout passes.
+// ends, the node closes, RequestTimeout passes, or no leader has been known
+// for the request's leader wait (see leaderWait).
 //
 // Retries: an attempt rejected before it could take effect (no leader known,
 // not the leader, transport.ErrNotSent) is retried at once against the new
 // leader, or when raft reports a leader change. An attempt whose outcome is
 // unknown (leadership lost after proposing, transport.ErrConnLost, the
 // leader shutting down) is retried the same way: commands carry the caller's
-// owner, which makes them idempotent. Once any attempt's outcome was
-// unknown, a final error also matches lock.ErrUnknownOutcome, and the
-// answer's retried flag is set (Release uses it).
+// owner, which makes them idempotent. A forwarded attempt still waiting for
+// its answer when raft reports that the leader it went to is replaced (by
+// another, or by none: it stopped answering) is abandoned — its call is
+// cancelled, so a late answer is dropped by the transport — and its request
+// sent again at once to the new leader: its outcome is unknown too. Once any
+// attempt's outcome was unknown, a final error also matches
+// lock.ErrUnknownOutcome, and the answer's retried flag is set (Release
+// uses it).
 //
 // Errors: lock.ErrClosed once the node closes; ctx's error when ctx ends
 // (also matching lock.ErrUnavailable if the last attempt found no leader);
-// lock.ErrUnavailable when RequestTimeout passes; ErrBadRequest when the
-// leader rejects the request itself.
+// lock.ErrUnavailable when RequestTimeout passes or no leader is known for
+// the leader wait; ErrBadRequest when the leader rejects the request itself.
 func (n *Node) do(ctx context.Context, req request) (rep reply, retried bool, err error) {
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
@@ -51,7 +61,9 @@ func (n *Node) do(ctx context.Context, req request) (rep reply, retried bool, er
 		tried   string // the address the last attempt went to
 	)
 	backoff := minRetryBackoff
-	hops := 0 // hints followed in a row without a pause
+	hops := 0                // hints followed in a row without a pause
+	var leaderless time.Time // since when no leader has been known, in a row; zero while one is
+	wait := n.leaderWait(req)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -67,11 +79,11 @@ func (n *Node) do(ctx context.Context, req request) (rep reply, retried bool, er
 			tried = ""
 			rep, attemptErr = n.serve(ctx, t, req)
 		} else {
+			raftLeader, _ := n.raft.LeaderWithID()
 			addr := hint
 			hint = ""
 			if addr == "" {
-				a, _ := n.raft.LeaderWithID()
-				addr = string(a)
+				addr = string(raftLeader)
 			}
 			switch {
 			case addr == "":
@@ -86,7 +98,7 @@ func (n *Node) do(ctx context.Context, req request) (rep reply, retried bool, er
 						return reply{}, false, err
 					}
 				}
-				rep, attemptErr = n.call(ctx, addr, body)
+				rep, attemptErr = n.callLeader(ctx, addr, string(raftLeader), body)
 			}
 		}
 		if attemptErr == nil {
@@ -112,7 +124,7 @@ func (n *Node) do(ctx context.Context, req request) (rep reply, retried bool, er
 			// Certainly not applied: retry. (Our handler never fails, so
 			// ErrRemote means the peer is still starting: no handler yet.)
 		case errors.Is(attemptErr, errLostLeadership), errors.Is(attemptErr, errLeaderClosing),
-			errors.Is(attemptErr, transport.ErrConnLost):
+			errors.Is(attemptErr, transport.ErrConnLost), errors.Is(attemptErr, errLeaderReplaced):
 			unknown = unknown || req.kind == kindCommand
 		case errors.Is(attemptErr, errShuttingDown), errors.Is(attemptErr, transport.ErrClosed):
 			return reply{}, unknown, n.closedError(unknown || req.kind == kindCommand)
@@ -129,12 +141,25 @@ func (n *Node) do(ctx context.Context, req request) (rep reply, retried bool, er
 		if ctx.Err() != nil {
 			return reply{}, unknown, n.endedError(parent, ctx, unknown, lastErr)
 		}
+		pause := backoff
+		if errors.Is(attemptErr, errNoLeader) {
+			if leaderless.IsZero() {
+				leaderless = time.Now()
+			}
+			left := wait - time.Since(leaderless)
+			if left <= 0 {
+				return reply{}, unknown, n.leaderlessError(wait, unknown)
+			}
+			pause = min(pause, left)
+		} else {
+			leaderless = time.Time{}
+		}
 		if hint != "" && hint != tried && hint != n.Addr() && hops < 2 {
 			hops++
 			continue // a follower told us who leads: ask it at once
 		}
 		hops = 0
-		timer.Reset(backoff)
+		timer.Reset(pause)
 		select {
 		case <-changed:
 			backoff = minRetryBackoff
@@ -150,9 +175,84 @@ func (n *Node) do(ctx context.Context, req request) (rep reply, retried bool, er
 }
 
 var (
-	errNoLeader      = errors.New("cluster: no leader")
-	errLeaderClosing = errors.New("cluster: leader shutting down")
+	errNoLeader       = errors.New("cluster: no leader")
+	errLeaderClosing  = errors.New("cluster: leader shutting down")
+	errLeaderReplaced = errors.New("cluster: leader replaced while the request was in flight")
 )
+
+// leaderWait is how long req may go on finding no leader before do gives up:
+// Config.LeaderWait (see there), or a waiting acquire's own wait when that
+// is longer — the caller said it would wait that long for the lock.
+func (n *Node) leaderWait(req request) time.Duration {
+	wait := n.cfg.LeaderWait
+	if wait == 0 {
+		wait = defaultLeaderWaitElections * n.cfg.ElectionTimeout
+	}
+	if req.kind == kindCommand && req.cmd.Op == fsm.OpAcquire {
+		wait = max(wait, req.cmd.Wait)
+	}
+	return wait
+}
+
+// leaderlessError is what do returns when no leader was known for wait.
+func (n *Node) leaderlessError(wait time.Duration, unknown bool) error {
+	err := fmt.Errorf("%w: no leader for %v: an election is taking long, or a majority of the voters is down or cut off from this node", lock.ErrUnavailable, wait)
+	if unknown {
+		err = fmt.Errorf("%w: %w", lock.ErrUnknownOutcome, err)
+	}
+	return err
+}
+
+// callLeader sends one request to addr and waits for its answer — unless
+// raft on this node reports, meanwhile, a leader other than raftLeader (the
+// leader it reported when addr was chosen: addr, or another node when addr
+// came from a member's hint) and addr, or no leader when addr was its leader
+// (addr stopped sending heartbeats), or this node starts leading. Then it
+// cancels the call and, unless the answer won that race, returns an error
+// matching errLeaderReplaced, or transport.ErrNotSent when the request never
+// left. The cancelled call is over when callLeader returns: the transport
+// drops an answer that comes later, so nothing can take it for the answer of
+// a retry.
+func (n *Node) callLeader(ctx context.Context, addr, raftLeader string, body []byte) (reply, error) {
+	type answer struct {
+		rep reply
+		err error
+	}
+	done := make(chan answer, 1)
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		rep, err := n.call(cctx, addr, body)
+		done <- answer{rep, err}
+	}()
+	for {
+		changed := n.leaderChanged.wait()
+		a, _ := n.raft.LeaderWithID()
+		now := string(a)
+		// Raft losing its leader says nothing of addr when addr was a
+		// hint: only a leader other than both counts then.
+		lost := now == "" && raftLeader == addr
+		moved := now != "" && now != raftLeader && now != addr
+		if lost || moved || n.term.Load() != nil {
+			cancel()
+			ans := <-done
+			if ans.err == nil || errors.Is(ans.err, transport.ErrNotSent) {
+				return ans.rep, ans.err
+			}
+			if ctx.Err() != nil {
+				return reply{}, ans.err
+			}
+			n.log.Debug("leader replaced while a forwarded request was in flight; sending it again",
+				"old", addr, "new", now)
+			return reply{}, fmt.Errorf("%w: %s (now %q): %w", errLeaderReplaced, addr, now, ans.err)
+		}
+		select {
+		case ans := <-done:
+			return ans.rep, ans.err
+		case <-changed:
+		}
+	}
+}
 
 // call sends one request to addr and decodes the reply.
 func (n *Node) call(ctx context.Context, addr string, body []byte) (reply, error) {

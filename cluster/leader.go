@@ -119,10 +119,11 @@ func (t *leaderTerm) end() {
 }
 
 // becomeReady waits until every entry committed in earlier terms is applied
-// (a barrier), then starts the log clock at the machine's log time. Until
-// then nothing is stamped: a stamp from a clock not yet past every applied
-// stamp would be harmless (the machine keeps the max) but the remaining
-// times answered from it would overstate.
+// (a barrier), then starts the log clock at the machine's log time plus
+// the real time this node measured since it applied the last stamp, when it
+// did (stateMachine.clockBase). Until then nothing is stamped: a stamp from
+// a clock not yet past every applied stamp would be harmless (the machine
+// keeps the max) but the remaining times answered from it would overstate.
 func (t *leaderTerm) becomeReady() bool {
 	n := t.n
 	for {
@@ -147,16 +148,21 @@ func (t *leaderTerm) becomeReady() bool {
 		case <-time.After(n.cfg.CommitTimeout):
 		}
 	}
+	logTime := n.sm.now()
+	// The clock starts before the term's first entry, new-term, which it
+	// stamps: measured from the last stamp applied, and not from that entry's
+	// own apply, which would throw the measurement away.
+	t.clock = newLogClock(n.clock, n.sm.clockBase(n.clock.Monotonic()))
 	if !t.startEpoch() {
 		return false
 	}
-	t.clock = newLogClock(n.clock, n.sm.now())
 	// Every entry after the barrier is a command or configuration entry,
 	// which the state machine counts, so reads may treat everything up to
 	// here as applied (see readAtLeader).
 	t.readyIndex = n.raft.CommitIndex()
 	close(t.ready)
-	n.log.Info("leading", "term", n.raft.CurrentTerm(), "log_time", t.clock.now())
+	clockTime := t.clock.now()
+	n.log.Info("leading", "term", n.raft.CurrentTerm(), "log_time", clockTime, "counted_since_last_stamp", clockTime-logTime)
 	n.leaderChanged.fire()
 	return true
 }

@@ -86,8 +86,9 @@ func TestClockStepsNeverShortenLeases(t *testing.T) {
 }
 
 // While a lease is pending, the leader commits its clock at least every
-// clockSync, so a new leader (which starts from the last committed stamp)
-// adds little to the lease; with nothing pending it stays idle.
+// clockSync, so a new leader without a measurement of its own (which
+// starts from the last committed stamp) adds little to the lease; with
+// nothing pending it stays idle.
 func TestLeaderCommitsItsClockWhileLeasesPending(t *testing.T) {
 	n := newCluster(t, 1, nil).nodes[0]
 	owner, _ := acquire(t, n, "k", time.Minute)

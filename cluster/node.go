@@ -103,6 +103,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.sm = newStateMachine(logger.Named("fsm"), n.awaits.deliver)
 	n.sm.afterApply = n.pokeExpiryTimer
+	n.sm.monotonic = clock.Monotonic
 
 	ok := false
 	var cleanup []func()

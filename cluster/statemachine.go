@@ -34,6 +34,16 @@ type stateMachine struct {
 	// afterApply runs after each applied batch, outside mu (the node pokes
 	// the leader's expiry timer with it). Set before raft starts.
 	afterApply func()
+	// monotonic, set before raft starts, is the node's Clock.Monotonic; nil
+	// records nothing. With it the adapter measures, for the raft term of
+	// the last stamped entry applied (stampTerm; 0 after a restore, whose
+	// term is not known), the largest stamp minus monotonic reading at its
+	// apply (stampLead) over that term's entries; stamped says whether it
+	// has. Under mu. See clockBase.
+	monotonic func() time.Duration
+	stampTerm uint64
+	stampLead time.Duration
+	stamped   bool
 	// pause is held (Lock) by tests to stop this node applying entries, as
 	// a slow or suspended node would; ApplyBatch passes it with RLock.
 	pause sync.RWMutex
@@ -84,13 +94,18 @@ func (s *stateMachine) ApplyBatch(logs []*raft.Log) []any {
 	defer func() { s.applies.observe(time.Since(start)) }()
 	out := make([]any, len(logs))
 	s.mu.Lock()
+	var stampTerm uint64 // the raft term of the last command entry, if any
 	for i, l := range logs {
 		if l.Type == raft.LogCommand {
 			out[i] = s.applyEntry(l)
+			stampTerm = max(l.Term, 1)
 		}
 		if l.Index > s.applied {
 			s.applied = l.Index
 		}
+	}
+	if stampTerm != 0 {
+		s.noteStampLocked(stampTerm)
 	}
 	close(s.changed)
 	s.changed = make(chan struct{})
@@ -120,6 +135,44 @@ func (s *stateMachine) appliedIndex() (uint64, <-chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.applied, s.changed
+}
+
+// noteStampLocked measures the machine's log time, the stamp of the last
+// entry applied (stamps do not decrease in log order), against the
+// monotonic time now, just after applying it; term is that entry's raft
+// term (0: unknown). The best measure of a term is kept: an entry stamped
+// long ago and committed only now (a tail left by a leader that lost its
+// quorum) must not undo a closer one of the same leader. Caller holds mu.
+func (s *stateMachine) noteStampLocked(term uint64) {
+	if s.monotonic == nil {
+		return
+	}
+	lead := s.m.Now() - s.monotonic()
+	if s.stamped && term != 0 && term == s.stampTerm {
+		lead = max(lead, s.stampLead)
+	}
+	s.stampTerm, s.stampLead, s.stamped = term, lead, true
+}
+
+// clockBase is the log time a new leader's clock may start from, given mono,
+// its Monotonic reading now: the machine's log time, or more when this node
+// has applied a stamped entry since it started. Real time since it applied
+// an entry is at least the monotonic time measured since, and the entry was
+// stamped before it was applied, so its stamp plus that time is a log time
+// that real time has reached by the clock of the leader that stamped it:
+// the leader of the last term that committed stamps, whose clock, term
+// after term, runs no faster than that of any earlier leader that granted
+// a lease. So a lease keeps counting down while no leader stamps. Without a
+// measurement the clock starts at the log time and stands still over the
+// outage. See doc.go, "The log clock".
+func (s *stateMachine) clockBase(mono time.Duration) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	base := s.m.Now()
+	if s.stamped {
+		base = max(base, min(s.stampLead+mono, fsm.MaxStamp))
+	}
+	return base
 }
 
 // now is the machine's log time.
@@ -218,6 +271,7 @@ func (s *stateMachine) Restore(rc io.ReadCloser) error {
 	err = s.m.Restore(state)
 	if err == nil {
 		s.applied = applied
+		s.noteStampLocked(0)
 		close(s.changed)
 		s.changed = make(chan struct{})
 	}

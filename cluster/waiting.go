@@ -29,8 +29,9 @@ const unclaimedGrace = 4
 func (t *leaderTerm) startEpoch() bool {
 	n := t.n
 	for {
-		// The stamp only keeps stamps non-decreasing; it moves no clock.
-		body, err := fsm.AppendBatch(nil, []fsm.Command{{Op: fsm.OpNewTerm, Stamp: n.sm.now()}})
+		// Stamped by the term's clock, already running, like every command
+		// after it: stamps stay non-decreasing in log order.
+		body, err := fsm.AppendBatch(nil, []fsm.Command{{Op: fsm.OpNewTerm, Stamp: t.clock.now()}})
 		if err != nil {
 			n.log.Error("encoding new-term", "error", err)
 			return false

@@ -119,7 +119,10 @@
 //
 // The checkers are tested too: the workloads run against stores broken on
 // purpose (sensitivity_test.go) must report violations. A bug a scenario
-// finds is pinned by a deterministic test in regression_test.go.
+// finds is pinned by a deterministic test in regression_test.go; everyday
+// faults an operator reported are pinned the same way (frozenleader_test.go:
+// requests forwarded to a leader that froze, calls without a leader, a
+// lease across an outage without a quorum).
 //
 // # Output
 //

@@ -36,6 +36,7 @@ type agentFlags struct {
 	shutdownGrace      time.Duration
 	heartbeat, electTO time.Duration
 	requestTimeout     time.Duration
+	leaderWait         time.Duration
 	deadVoter          time.Duration
 	deadMember         time.Duration
 	snapshotInterval   time.Duration
@@ -70,6 +71,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		"request-timeout": "RAFTLOCK_REQUEST_TIMEOUT", "dead-voter-timeout": "RAFTLOCK_DEAD_VOTER_TIMEOUT",
 		"dead-member-timeout": "RAFTLOCK_DEAD_MEMBER_TIMEOUT", "snapshot-interval": "RAFTLOCK_SNAPSHOT_INTERVAL",
 		"snapshot-threshold": "RAFTLOCK_SNAPSHOT_THRESHOLD",
+		"leader-wait":        "RAFTLOCK_LEADER_WAIT",
 	}
 	fs := newFlagSet("agent", "[-dev] [-node-id ID -data-dir DIR (-bootstrap [-peers ...] | -join ADDR,...)] [FLAGS]",
 		"Runs a raftlock node: a member of the Raft cluster that keeps the locks, serving the\n"+
@@ -119,6 +121,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	durationVar(fs, &f.heartbeat, "raft-heartbeat", defaults.HeartbeatTimeout, "raft heartbeat timeout")
 	durationVar(fs, &f.electTO, "raft-election", defaults.ElectionTimeout, "raft election timeout")
 	durationVar(fs, &f.requestTimeout, "request-timeout", defaults.RequestTimeout, "bound on one lock command or read (finding the leader, forwarding, committing, retries) and on joining")
+	durationVar(fs, &f.leaderWait, "leader-wait", defaults.LeaderWait, "how long a lock call waits while no leader is known before answering unavailable (0: four -raft-election timeouts; a waiting acquire waits at least its wait)")
 	durationVar(fs, &f.deadVoter, "dead-voter-timeout", defaults.DeadVoterTimeout, "how long a voter may be unreachable before a non-voter replaces it")
 	durationVar(fs, &f.deadMember, "dead-member-timeout", defaults.DeadMemberTimeout, "how long a non-voter may be unreachable before the leader removes it; it must -join again")
 	durationVar(fs, &f.snapshotInterval, "snapshot-interval", defaults.SnapshotInterval, "how often raft checks whether to snapshot the lock state")
@@ -320,10 +323,14 @@ func (f *agentFlags) security(fs *flagSet) (security, error) {
 // -dev made.
 func (f *agentFlags) clusterConfig(fs *flagSet, logger hclog.Logger, sec security) (cluster.Config, func(), error) {
 	cfg := cluster.DefaultConfig()
+	if f.leaderWait < 0 {
+		return cfg, func() {}, fmt.Errorf("-leader-wait must not be negative, got %v (0 means four -raft-election timeouts)", f.leaderWait)
+	}
 	cfg.Logger = logger
 	cfg.ServerTLS, cfg.ClientTLS = sec.peerServer, sec.peerClient
 	cfg.HeartbeatTimeout, cfg.ElectionTimeout = f.heartbeat, f.electTO
 	cfg.RequestTimeout = f.requestTimeout
+	cfg.LeaderWait = f.leaderWait
 	cfg.DeadVoterTimeout, cfg.DeadMemberTimeout = f.deadVoter, f.deadMember
 	cfg.SnapshotInterval, cfg.SnapshotThreshold = f.snapshotInterval, f.snapshotThreshold
 	cfg.Voters = f.voters

@@ -316,6 +316,7 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		{"agent", "-dev", "-http", "127.0.0.1:0", "-log-store", "sqlite"},
 		{"agent", "-dev", "-http", "127.0.0.1:0", "-dead-member-timeout", "1s"},
 		{"agent", "-dev", "-http", "127.0.0.1:0", "-snapshot-threshold", "-5"},
+		{"agent", "-dev", "-http", "127.0.0.1:0", "-leader-wait", "-1s"},
 		{"agent", "-node-id", "a", "-data-dir", "d", "-bootstrap", "-peers", "a=nocolon"},
 		{"nosuchcommand"},
 		// TLS and token flags given by halves, or naming nothing usable.
@@ -362,6 +363,7 @@ func TestHelpExplainsEveryFlag(t *testing.T) {
 			"-peer-ca-file", "RAFTLOCK_PEER_CA_FILE", "-cert-file", "RAFTLOCK_CERT_FILE", "-key-file", "RAFTLOCK_KEY_FILE",
 			"-client-ca-file", "RAFTLOCK_CLIENT_CA_FILE", "-http-token ", "RAFTLOCK_HTTP_TOKEN", "-http-token-file",
 			"RAFTLOCK_HTTP_TOKEN_FILE", "-advertise-http", "RAFTLOCK_ADVERTISE_HTTP",
+			"-leader-wait", "RAFTLOCK_LEADER_WAIT",
 			"Host names and IPs in them are not checked", "restart the agent"},
 		"lock":    clientFlags,
 		"status":  clientFlags,
