@@ -220,7 +220,7 @@ type listResponse struct {
 // healthResponse answers GET /healthz, 200 when ready and 503 when not; the
 // 503 also carries the usual "error" object.
 type healthResponse struct {
-	Status     string       `json:"status"` // "ok" or CodeNoLeader
+	Status     string       `json:"status"` // "ok", CodeNoLeader or CodeLogFault
 	NodeID     string       `json:"node_id,omitempty"`
 	Role       string       `json:"role,omitempty"`
 	LeaderID   string       `json:"leader_id,omitempty"`

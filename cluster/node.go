@@ -145,9 +145,14 @@ func New(cfg Config) (*Node, error) {
 	n.logKind = logKind
 	n.store = store
 	cleanup = append(cleanup, func() { store.Close() })
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, cfg.SnapshotsRetained, logger.Named("snapshots"))
+	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, cfg.SnapshotsRetained, logger.Named("snapshots"))
 	if err != nil {
 		return nil, fmt.Errorf("cluster: opening snapshot store: %w", err)
+	}
+	// Refuses a log that lost entries it had stored (see logMark).
+	snaps, err := store.trackDurability(cfg.DataDir, fileSnaps)
+	if err != nil {
+		return nil, err
 	}
 	existing, err := raft.HasExistingState(store, store, snaps)
 	if err != nil {
@@ -284,6 +289,7 @@ func (n *Node) settleWaiters() {
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		close(n.closing)
+		n.store.abandon() // a term write waiting for a full disk must not hold Shutdown
 		var errs []error
 		if err := n.raft.Shutdown().Error(); err != nil {
 			errs = append(errs, fmt.Errorf("cluster: raft shutdown: %w", err))
@@ -357,6 +363,9 @@ type Stats struct {
 	LocalWaiters int           // callers of this node blocked in a waiting Acquire
 	Restores     uint64        // snapshots restored since New (at start-up, or sent by the leader)
 	LogStore     LogStore      // the raft log's format in DataDir
+	// LogFault says why writes of the raft log fail (a full disk, say) while
+	// they do; "" once one succeeds. The node cannot commit or vote meanwhile.
+	LogFault string
 
 	// Commit times the raft entries this node proposed while leading (each
 	// carries a batch of commands), from raft.Apply until raft answered:
@@ -442,6 +451,7 @@ func (n *Node) Stats() Stats {
 		LocalWaiters:  n.waiters.len(),
 		Restores:      n.sm.restores.Load(),
 		LogStore:      n.logKind,
+		LogFault:      n.store.faults.fault(),
 		Commit:        n.commits.read(),
 		Apply:         n.sm.applies.read(),
 		Freeze:        n.sm.freezes.read(),

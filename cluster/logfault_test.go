@@ -1,0 +1,165 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	walfs "github.com/hashicorp/raft-wal/fs"
+	"github.com/hashicorp/raft-wal/segment"
+	"github.com/hashicorp/raft-wal/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftlock/raftlock/lock"
+)
+
+// fullDisk makes raft-wal's files behave as on a full disk while full is
+// set: a new segment file is created but cannot be preallocated, and the
+// metadata (wal-meta.db) cannot record a change, as with ENOSPC. Writes into
+// a preallocated segment still succeed, as they do on a real disk.
+type fullDisk struct{ full atomic.Bool }
+
+var errNoSpace = fmt.Errorf("test disk: %w", syscall.ENOSPC)
+
+// install makes every WAL opened during the test use d.
+func (d *fullDisk) install(t *testing.T) {
+	old := walTestFiles
+	walTestFiles = func(dir string, meta types.MetaStore, _ types.SegmentFiler) (types.MetaStore, types.SegmentFiler) {
+		return &fullMeta{MetaStore: meta, d: d}, segment.NewFiler(dir, fullVFS{VFS: walfs.New(), d: d})
+	}
+	t.Cleanup(func() { walTestFiles = old })
+}
+
+type fullVFS struct {
+	types.VFS
+	d *fullDisk
+}
+
+func (v fullVFS) Create(dir, name string, size uint64) (types.WritableFile, error) {
+	if v.d.full.Load() {
+		// As os.OpenFile(O_EXCL) then a failed fallocate: the file stays.
+		f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+		if err == nil {
+			f.Close()
+		}
+		return nil, errNoSpace
+	}
+	return v.VFS.Create(dir, name, size)
+}
+
+type fullMeta struct {
+	types.MetaStore
+	d *fullDisk
+}
+
+func (m *fullMeta) CommitState(s types.PersistentState) error {
+	if m.d.full.Load() {
+		return errNoSpace
+	}
+	return m.MetaStore.CommitState(s)
+}
+
+// diskFullConfig is a one-node config whose WAL rotates every few entries.
+func diskFullConfig(t *testing.T) Config {
+	cfg := testConfig(t, "a")
+	cfg.Bootstrap = true
+	cfg.WALSegmentSize = 4 << 10
+	return cfg
+}
+
+// fillUntilFault acquires new keys until the node reports a log fault,
+// returning the leases granted.
+func fillUntilFault(t *testing.T, n *Node, d *fullDisk) map[string]lock.Lease {
+	t.Helper()
+	granted := map[string]lock.Lease{}
+	d.full.Store(true)
+	deadline := time.Now().Add(patience)
+	for i := 0; n.Stats().LogFault == ""; i++ {
+		require.True(t, time.Now().Before(deadline), "no log fault reported while the disk was full")
+		key := fmt.Sprintf("k%03d", i)
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		lease, err := n.Acquire(ctx, lock.AcquireRequest{Key: key, Owner: lock.NewOwner(), TTL: time.Hour})
+		cancel()
+		if err == nil {
+			granted[key] = lease
+		}
+	}
+	return granted
+}
+
+// checkGranted fails the test unless every lease is still held with its
+// token, and a new acquire gets a higher token than all of them.
+func checkGranted(t *testing.T, n *Node, granted map[string]lock.Lease) {
+	t.Helper()
+	var top uint64
+	for key, lease := range granted {
+		info, err := n.Inspect(testCtx(t), key)
+		require.NoError(t, err)
+		assert.Equal(t, lease.Token, info.Token, "key %s", key)
+		top = max(top, lease.Token)
+	}
+	_, lease := acquire(t, n, "after", time.Hour)
+	assert.Greater(t, lease.Token, top)
+}
+
+// Commits resume once space is back, without a restart, and nothing granted
+// is lost. Before, the failed rotation left raft-wal's tail sealed and every
+// later write failed with "segment is sealed".
+func TestDiskFullThenFreedResumesWithoutRestart(t *testing.T) {
+	d := &fullDisk{}
+	d.install(t)
+	n := startNode(t, diskFullConfig(t))
+	require.Eventually(t, n.leaderReady, patience, 10*time.Millisecond)
+	granted := fillUntilFault(t, n, d)
+	require.Eventually(t, func() bool { return strings.Contains(n.Stats().LogFault, "no space left on device") },
+		patience, 10*time.Millisecond, "the fault does not say the disk is full: %q", n.Stats().LogFault)
+
+	d.full.Store(false)
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := n.Acquire(ctx, lock.AcquireRequest{Key: "probe", Owner: lock.NewOwner(), TTL: time.Hour})
+		return err == nil
+	}, patience, 20*time.Millisecond, "the node did not commit again after space came back")
+	assert.Empty(t, n.Stats().LogFault)
+	checkGranted(t, n, granted)
+}
+
+// A node stopped while its disk was full starts again once space is back.
+// Before, the seal that reached the segment but not wal-meta.db made every
+// write fail with "segment is sealed" after the restart too.
+func TestDiskFullThenRestartAfterSpaceFreed(t *testing.T) {
+	d := &fullDisk{}
+	d.install(t)
+	cfg := diskFullConfig(t)
+	n, err := New(cfg)
+	require.NoError(t, err)
+	require.Eventually(t, n.leaderReady, patience, 10*time.Millisecond)
+	granted := fillUntilFault(t, n, d)
+	require.NoError(t, n.Close())
+
+	d.full.Store(false)
+	n = startNode(t, cfg)
+	require.Eventually(t, n.leaderReady, patience, 10*time.Millisecond, "the node did not lead again after the restart")
+	checkGranted(t, n, granted)
+}
+
+// The temporary directories of snapshots that failed are removed at start
+// (and by the snapshot itself when it fails while the node runs).
+func TestFailedSnapshotDirsAreRemoved(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	acquire(t, c.nodes[0], "k", time.Hour)
+	c.stop(0)
+	left := filepath.Join(c.cfgs[0].DataDir, "snapshots", "2-5-1700000000000.tmp")
+	require.NoError(t, os.MkdirAll(left, 0o700))
+	c.restart(0)
+	_, err := os.Stat(left)
+	assert.ErrorIs(t, err, os.ErrNotExist)
+}
