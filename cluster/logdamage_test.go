@@ -212,3 +212,43 @@ func TestLegitimateDeletionsLowerTheMark(t *testing.T) {
 	require.ErrorIs(t, err, ErrLogDamaged)
 	assert.True(t, strings.Contains(err.Error(), "up to index 25"), err.Error())
 }
+
+// A member of three whose log was cut short refuses to start; emptied and
+// started with Join it rejoins, and nothing granted is lost, even once the
+// others' leader is gone.
+func TestTruncatedMemberRefusedThenRejoinsEmpty(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	granted := map[string]lock.Lease{}
+	for i := range 80 {
+		key := fmt.Sprintf("k%03d", i)
+		_, granted[key] = acquire(t, c.leader(), key, time.Hour)
+	}
+	f := c.index(c.follower())
+	c.stop(f)
+	segs, err := filepath.Glob(filepath.Join(c.cfgs[f].DataDir, walDirName, "*.wal"))
+	require.NoError(t, err)
+	slices.Sort(segs)
+	tail := segs[len(segs)-1]
+	require.NoError(t, os.Truncate(tail, usedBytes(t, tail)/2))
+
+	cfg := c.cfgs[f]
+	cfg.Bootstrap, cfg.Join = false, nil
+	_, err = New(cfg)
+	require.ErrorIs(t, err, ErrLogDamaged)
+
+	// What the error says: empty the data dir, start with Join.
+	require.NoError(t, os.RemoveAll(cfg.DataDir))
+	cfg.Join = []string{c.leader().Addr()}
+	c.nodes[f] = startNode(t, cfg)
+	c.waitLeader()
+
+	// The old leader goes: the rejoined member is now one of two voters
+	// left, so the new leader's log had to come through it or the third.
+	c.stop(c.index(c.leader()))
+	l := c.waitLeader()
+	for key, lease := range granted {
+		info, err := l.Inspect(testCtx(t), key)
+		require.NoError(t, err)
+		assert.Equal(t, lease.Token, info.Token, "key %s", key)
+	}
+}
