@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	walfs "github.com/hashicorp/raft-wal/fs"
 	"github.com/hashicorp/raft-wal/segment"
 	"github.com/hashicorp/raft-wal/types"
@@ -162,4 +163,51 @@ func TestFailedSnapshotDirsAreRemoved(t *testing.T) {
 	c.restart(0)
 	_, err := os.Stat(left)
 	assert.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// fullStable fails stable-store writes with ENOSPC while full is set.
+type fullStable struct {
+	inmemCloser
+	full *atomic.Bool
+}
+
+func (s fullStable) SetUint64(key []byte, val uint64) error {
+	if s.full.Load() {
+		return errNoSpace
+	}
+	return s.inmemCloser.SetUint64(key, val)
+}
+
+// A term write that finds the disk full waits for space instead of failing:
+// raft panics on a failed term write, which would take the application
+// down. Closing the node ends the wait without an answer.
+func TestTermWriteWaitsForSpace(t *testing.T) {
+	var full atomic.Bool
+	full.Store(true)
+	g := newGuardedStore(fullStable{inmemCloser{raft.NewInmemStore()}, &full}, nil, "mem", testLogger("mem"))
+	done := make(chan error, 1)
+	go func() { done <- g.SetUint64([]byte("term"), 7) }()
+	require.Eventually(t, func() bool { return g.faults.fault() != "" }, patience, time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("the write returned %v while the disk was full", err)
+	default:
+	}
+	full.Store(false)
+	require.NoError(t, <-done)
+	v, err := g.GetUint64([]byte("term"))
+	require.NoError(t, err)
+	assert.Equal(t, uint64(7), v)
+
+	full.Store(true)
+	ended := make(chan struct{})
+	returned := false
+	go func() {
+		defer close(ended)
+		g.SetUint64([]byte("term"), 8)
+		returned = true
+	}()
+	g.abandon()
+	<-ended
+	assert.False(t, returned, "an abandoned write answered raft")
 }

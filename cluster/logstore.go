@@ -335,21 +335,27 @@ func (g *guardedStore) lowerMarkFor(s logStore, min, max uint64) error {
 }
 
 // The stable store (term and vote) is written by raft, which panics when a
-// write fails. While the log cannot be opened again (the disk is still
-// full), such a write waits and retries until it can, or until the node
-// closes: the node can neither vote nor lead meanwhile anyway.
+// write fails. While the log cannot be opened again, or the disk is full,
+// such a write waits and retries until it succeeds, or until the node
+// closes: the node can neither vote nor lead meanwhile anyway, and a panic
+// would take the embedding application down.
 func (g *guardedStore) stableWrite(fn func(s logStore) error) error {
 	for {
 		err, broken := g.try(false, fn)
-		if err == nil || !broken {
-			return err // raft-boltdb and a working raft-wal answer for themselves
+		if err == nil {
+			return nil
+		}
+		if !broken && !errors.Is(err, syscall.ENOSPC) {
+			return err
 		}
 		g.faults.failed(err)
-		g.mu.RLock()
-		broken = g.store == nil
-		g.mu.RUnlock()
-		if !broken {
-			continue // reopened: write now
+		if broken {
+			g.mu.RLock()
+			reopened := g.store != nil
+			g.mu.RUnlock()
+			if reopened {
+				continue // write now
+			}
 		}
 		t := time.NewTimer(reopenPace)
 		select {
