@@ -238,9 +238,22 @@ func TestTruncatedMemberRefusedThenRejoinsEmpty(t *testing.T) {
 
 	// What the error says: empty the data dir, start with Join.
 	require.NoError(t, os.RemoveAll(cfg.DataDir))
+	before := c.leader().raft.Stats()["latest_configuration"]
 	cfg.Join = []string{c.leader().Addr()}
 	c.nodes[f] = startNode(t, cfg)
 	c.waitLeader()
+	// It lost its vote record and the entries it had helped commit, so the
+	// leader removed its old entry and added it again (it moves to the end
+	// of the configuration), rather than count it as the voter it was.
+	require.Eventually(t, func() bool { return c.leader().raft.Stats()["latest_configuration"] != before },
+		patience, 5*time.Millisecond, "the wiped member was not removed and added again")
+	after := c.leader().raft.GetConfiguration()
+	require.NoError(t, after.Error())
+	var voter bool
+	for _, s := range after.Configuration().Servers {
+		voter = voter || (string(s.ID) == cfg.NodeID && s.Suffrage == raft.Voter)
+	}
+	assert.True(t, voter, "the rejoined member is a voter again")
 
 	// The old leader goes: the rejoined member is now one of two voters
 	// left, so the new leader's log had to come through it or the third.

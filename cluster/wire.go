@@ -17,6 +17,7 @@ import (
 //	  kindCommand: the command's own fsm encoding (fsm.Command.AppendBinary)
 //	  kindRead:    uvarint key length | key | 0, or 1 and a 16-byte owner
 //	  kindJoin:    string id | string address    (string = uvarint length | bytes)
+//	  kindJoinEmpty: as kindJoin
 //	  kindRemove:  string id
 //	  kindList:    string prefix | string after | uvarint limit (0: the leader's page size)
 //	  kindAwait:   as kindRead, always with the owner
@@ -25,7 +26,7 @@ import (
 //	  codeOK, kindCommand: status | uvarint token | varint expiresAt | varint now | uvarint waiters
 //	  codeOK, kindRead:    flags (1 held, 2 held by the asking owner) | uvarint token | varint remaining | uvarint waiters
 //	  codeOK, kindAwait:   as kindRead; remaining counts from when the request reached the leader
-//	  codeOK, kindJoin/kindRemove: empty
+//	  codeOK, kindJoin/kindJoinEmpty/kindRemove: empty
 //	  codeOK, kindInfo:    string id | string API address (may be empty)
 //	  codeOK, kindList:    flags (1 more keys follow) | uvarint count |
 //	                       count × (string key | uvarint token | varint remaining | uvarint waiters)
@@ -50,6 +51,9 @@ const (
 	kindList    requestKind = 5 // a linearizable page of held keys, at the leader's log time
 	kindAwait   requestKind = 6 // a queued owner asks to be told of its grant as soon as the leader applies it
 	kindInfo    requestKind = 7 // any node (leader or not) tells who it is and where its API is
+	// kindJoinEmpty: add a node whose data dir held no raft state; a member
+	// of that ID (its data dir emptied) is removed first, see addMember.
+	kindJoinEmpty requestKind = 8
 )
 
 // maxListPage is the most keys one kindList reply carries. A listed key
@@ -68,6 +72,8 @@ func (k requestKind) String() string {
 		return "read"
 	case kindJoin:
 		return "join"
+	case kindJoinEmpty:
+		return "join-empty"
 	case kindRemove:
 		return "remove"
 	case kindList:
@@ -88,8 +94,8 @@ type request struct {
 	owner     fsm.Owner // kindRead when withOwner, kindAwait
 	withOwner bool      // kindRead: also say whether owner is the holder; kindAwait: always
 
-	id      string // kindJoin, kindRemove, kindInfo (the asking node)
-	addr    string // kindJoin
+	id      string // kindJoin, kindJoinEmpty, kindRemove, kindInfo (the asking node)
+	addr    string // kindJoin, kindJoinEmpty
 	apiAddr string // kindInfo: the asking node's
 
 	prefix string // kindList: only keys with this prefix
@@ -155,7 +161,7 @@ func (r request) appendBinary(b []byte) ([]byte, error) {
 		} else {
 			b = append(b, 0)
 		}
-	case kindJoin:
+	case kindJoin, kindJoinEmpty:
 		b = appendString(b, r.id)
 		b = appendString(b, r.addr)
 	case kindRemove:
@@ -197,7 +203,7 @@ func decodeRequest(b []byte) (request, error) {
 		default:
 			d.fail("owner flag")
 		}
-	case kindJoin:
+	case kindJoin, kindJoinEmpty:
 		r.id = d.string(maxIDLen)
 		r.addr = d.string(maxAddrLen)
 	case kindRemove:
@@ -306,7 +312,7 @@ func decodeReply(b []byte) (reply, error) {
 		case kindInfo:
 			r.info.id = d.string(maxIDLen)
 			r.info.apiAddr = d.string(maxAddrLen)
-		case kindJoin, kindRemove:
+		case kindJoin, kindJoinEmpty, kindRemove:
 		default:
 			d.fail("reply kind")
 		}
