@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -25,14 +26,21 @@ import (
 // set: a new segment file is created but cannot be preallocated, and the
 // metadata (wal-meta.db) cannot record a change, as with ENOSPC. Writes into
 // a preallocated segment still succeed, as they do on a real disk.
-type fullDisk struct{ full atomic.Bool }
+type fullDisk struct {
+	full atomic.Bool
+	// only, when set, limits the fault to the WALs under that directory.
+	only string
+}
 
 var errNoSpace = fmt.Errorf("test disk: %w", syscall.ENOSPC)
 
 // install makes every WAL opened during the test use d.
 func (d *fullDisk) install(t *testing.T) {
 	old := walTestFiles
-	walTestFiles = func(dir string, meta types.MetaStore, _ types.SegmentFiler) (types.MetaStore, types.SegmentFiler) {
+	walTestFiles = func(dir string, meta types.MetaStore, files types.SegmentFiler) (types.MetaStore, types.SegmentFiler) {
+		if d.only != "" && !strings.HasPrefix(dir, d.only) {
+			return meta, files
+		}
 		return &fullMeta{MetaStore: meta, d: d}, segment.NewFiler(dir, fullVFS{VFS: walfs.New(), d: d})
 	}
 	t.Cleanup(func() { walTestFiles = old })
@@ -210,4 +218,102 @@ func TestTermWriteWaitsForSpace(t *testing.T) {
 	g.abandon()
 	<-ended
 	assert.False(t, returned, "an abandoned write answered raft")
+}
+
+// Under load, on a three-node cluster, the leader's disk fills and is freed
+// again: the others go on, the full node recovers by itself, and nothing
+// acknowledged is lost or granted twice, including after the node that
+// had led is stopped and the once-full node must be part of every quorum.
+func TestDiskFullUnderLoadLosesNothing(t *testing.T) {
+	d := &fullDisk{}
+	d.install(t)
+	c := newCluster(t, 3, func(cfg *Config) {
+		cfg.WALSegmentSize = 4 << 10
+		if d.only == "" {
+			d.only = cfg.DataDir // node 0's, which bootstraps and leads first
+		}
+	})
+	full := c.nodes[0]
+	t.Logf("the full node leads: %v", full.IsLeader())
+
+	type grant struct {
+		key   string
+		lease lock.Lease
+	}
+	var (
+		mu      sync.Mutex
+		granted []grant
+	)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				key, owner := fmt.Sprintf("w%d-%d", w, i), lock.NewOwner()
+				// Retried with the same owner until the outcome is known,
+				// on any node.
+				for attempt := 0; ; attempt++ {
+					n := c.nodes[(w+attempt)%len(c.nodes)]
+					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+					lease, err := n.Acquire(ctx, lock.AcquireRequest{Key: key, Owner: owner, TTL: time.Hour})
+					cancel()
+					if err == nil {
+						mu.Lock()
+						granted = append(granted, grant{key, lease})
+						mu.Unlock()
+						break
+					}
+					select {
+					case <-stop:
+						return // the outcome stays unknown: not counted
+					default:
+					}
+				}
+			}
+		}()
+	}
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(granted) }
+	require.Eventually(t, func() bool { return count() > 50 }, patience, 5*time.Millisecond)
+	d.full.Store(true)
+	require.Eventually(t, func() bool { return full.Stats().LogFault != "" }, patience, 5*time.Millisecond, "the full node reports no fault")
+	during := count()
+	require.Eventually(t, func() bool { return count() > during+50 }, patience, 5*time.Millisecond, "the others did not go on")
+	d.full.Store(false)
+	require.Eventually(t, func() bool { return full.Stats().LogFault == "" }, patience, 5*time.Millisecond, "the full node did not recover")
+	after := count()
+	require.Eventually(t, func() bool { return count() > after+50 }, patience, 5*time.Millisecond)
+	close(stop)
+	wg.Wait()
+
+	// The once-full node catches up; then whoever leads now goes, so that
+	// every quorum includes it.
+	l := c.waitLeader()
+	require.Eventually(t, func() bool {
+		applied, _ := full.sm.appliedIndex()
+		return applied >= l.raft.CommitIndex()
+	}, patience, 5*time.Millisecond, "the once-full node did not catch up")
+	if l != full {
+		c.stop(c.index(l))
+	} else {
+		c.stop(c.index(c.follower()))
+	}
+	l = c.waitLeader()
+	tokens := map[uint64]string{}
+	for _, g := range granted {
+		info, err := l.Inspect(testCtx(t), g.key)
+		require.NoError(t, err)
+		assert.Equal(t, g.lease.Token, info.Token, "key %s", g.key)
+		if other, dup := tokens[g.lease.Token]; dup {
+			t.Errorf("token %d granted for %s and %s", g.lease.Token, other, g.key)
+		}
+		tokens[g.lease.Token] = g.key
+	}
+	t.Logf("%d grants checked", len(granted))
 }
