@@ -60,7 +60,45 @@ func (v fullVFS) Create(dir, name string, size uint64) (types.WritableFile, erro
 		}
 		return nil, errNoSpace
 	}
-	return v.VFS.Create(dir, name, size)
+	f, err := v.VFS.Create(dir, name, size)
+	if err != nil {
+		return nil, err
+	}
+	return preallocated{WritableFile: f, size: int64(size), d: v.d}, nil
+}
+
+func (v fullVFS) OpenWriter(dir, name string) (types.WritableFile, error) {
+	f, err := v.VFS.OpenWriter(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := os.Stat(filepath.Join(dir, name))
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return preallocated{WritableFile: f, size: fi.Size(), d: v.d}, nil
+}
+
+// preallocated is a segment file on a full disk: writes inside its
+// preallocated size succeed, and one that runs past it writes what fits and
+// fails, as on a real file system (a segment's seal runs past it).
+type preallocated struct {
+	types.WritableFile
+	size int64
+	d    *fullDisk
+}
+
+func (f preallocated) WriteAt(p []byte, off int64) (int, error) {
+	if !f.d.full.Load() || off+int64(len(p)) <= f.size {
+		return f.WritableFile.WriteAt(p, off)
+	}
+	fits := max(f.size-off, 0)
+	n, err := f.WritableFile.WriteAt(p[:fits], off)
+	if err != nil {
+		return n, err
+	}
+	return n, errNoSpace
 }
 
 type fullMeta struct {

@@ -103,16 +103,15 @@ func scanSegment(path string) (segmentScan, error) {
 		n := int64(binary.LittleEndian.Uint32(h[4:8]))
 		switch typ {
 		case walFrameEntry, walFrameIndex:
-			end := off + walFrameHeaderLen + n + (walFrameHeaderLen-n%walFrameHeaderLen)%walFrameHeaderLen
-			if end > size {
-				return s, nil
-			}
+			// Counted even when the frame runs past the end of the file, as
+			// raft-wal does: a seal torn by a short write (ENOSPC past the
+			// preallocated size) still makes it see the segment sealed.
 			if typ == walFrameEntry {
 				s.entries++
 			} else {
 				s.indexAt = off
 			}
-			off = end
+			off += walFrameHeaderLen + n + (walFrameHeaderLen-n%walFrameHeaderLen)%walFrameHeaderLen
 		case walFrameCommit:
 			got := crc32.Checksum(b[batchStart:off], walCRC)
 			s.commits = append(s.commits, walCommit{offset: off, crcOK: got == uint32(n), entries: s.entries, sealed: s.indexAt >= 0})
