@@ -186,8 +186,12 @@ func (g *guardedStore) enter() {
 	}
 }
 
-// use runs fn on the store. A failed write of the log (logWrite), or any
-// call while the store is broken, opens the log again afterwards.
+// use runs fn on the store. The log is opened again afterwards when fn was
+// a write of the log (logWrite) that left raft-wal unable to append (a
+// failed rotation or truncation: "segment is sealed"), or a deletion that
+// failed (it may have failed halfway), or when the store is broken. Other
+// failed writes leave raft-wal as it was before them: they are retried in
+// place.
 func (g *guardedStore) use(logWrite bool, fn func(s logStore) error) error {
 	err, _ := g.try(logWrite, fn)
 	return err
@@ -204,7 +208,7 @@ func (g *guardedStore) try(logWrite bool, fn func(s logStore) error) (error, boo
 		err = fn(s)
 	}
 	g.mu.RUnlock()
-	if err != nil && g.reopen != nil && (s == nil || logWrite) {
+	if err != nil && g.reopen != nil && (s == nil || logWrite && errors.Is(err, wal.ErrSealed)) {
 		g.reopenAfter(s)
 	}
 	return err, s == nil
@@ -299,16 +303,21 @@ func (g *guardedStore) StoreLogs(logs []*raft.Log) error {
 // install), the mark is lowered on disk first, so that a crash right after
 // the deletion does not make an honest log look truncated.
 func (g *guardedStore) DeleteRange(min, max uint64) error {
+	var deleting logStore
 	err := g.use(true, func(s logStore) error {
 		if g.mark != nil {
 			if err := g.lowerMarkFor(s, min, max); err != nil {
 				return err
 			}
 		}
+		deleting = s
 		return s.DeleteRange(min, max)
 	})
 	if err != nil {
 		g.faults.failed(err)
+		if deleting != nil && g.reopen != nil && !errors.Is(err, wal.ErrSealed) {
+			g.reopenAfter(deleting) // (use reopened it after ErrSealed)
+		}
 	}
 	return err
 }
