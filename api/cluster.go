@@ -57,6 +57,10 @@ type ClusterStatus struct {
 	// applies wait: how long lock operations on this node stall per snapshot.
 	Freeze Timing `json:"snapshot_freeze"`
 
+	// LogFault says why this node's raft log cannot be written (a full
+	// disk, say) while that lasts; "" otherwise. /healthz answers 503 then.
+	LogFault string `json:"log_fault,omitempty"`
+
 	// Locks is the lock state machine as this node sees it; nil when the
 	// adapter does not count it.
 	Locks *LockStats `json:"locks,omitempty"`

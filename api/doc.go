@@ -175,7 +175,9 @@
 //
 // GET /healthz is 200 when the node knows a leader (always, for a store that
 // is not a cluster) and 503 no_leader otherwise, so a load balancer sends lock
-// traffic only to nodes that can serve it. HEAD works too.
+// traffic only to nodes that can serve it; 503 log_fault while the node
+// cannot write its raft log (a full disk: the message says why). HEAD works
+// too.
 //
 //	curl -s localhost:8300/healthz
 //	{"status":"ok","node_id":"n1","role":"follower","leader_id":"n2","leader_addr":"10.0.0.8:8301"}
@@ -240,6 +242,7 @@
 //	                           same owner                                         and lock.ErrUnavailable
 //	503     closed             the node is shutting down                          lock.ErrClosed
 //	503     no_leader          /healthz only                                      (Health.Ready false)
+//	503     log_fault          /healthz only: the raft log cannot be written      (Health.Ready false)
 //
 // Beyond answers, Client reports a request that never left (connection
 // refused, a failed TLS handshake; on every endpoint it knows) as

@@ -499,6 +499,12 @@ func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, resp)
 		return
 	}
+	if st.LogFault != "" {
+		resp.Status = CodeLogFault
+		resp.Error = &errorDetail{Code: CodeLogFault, Message: fmt.Sprintf("api: node %s cannot write its raft log: %s", st.NodeID, st.LogFault)}
+		writeJSON(w, http.StatusServiceUnavailable, resp)
+		return
+	}
 	writeJSON(w, http.StatusOK, resp)
 }
 

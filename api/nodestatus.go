@@ -36,7 +36,8 @@ func (s nodeStatus) Status() ClusterStatus {
 			Handoffs: st.Handoffs,
 			Expired:  st.Expired,
 		},
-		Raft: st.Raft,
+		LogFault: st.LogFault,
+		Raft:     st.Raft,
 	}
 	for _, m := range st.Members { // already sorted by ID
 		out.Members = append(out.Members, Member{

@@ -226,7 +226,7 @@ type leaveResponse struct {
 }
 
 type healthResponse struct {
-	Status     string       `json:"status"` // "ok" or CodeNoLeader
+	Status     string       `json:"status"` // "ok", CodeNoLeader or CodeLogFault
 	NodeID     string       `json:"node_id,omitempty"`
 	Role       string       `json:"role,omitempty"`
 	LeaderID   string       `json:"leader_id,omitempty"`

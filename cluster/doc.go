@@ -68,7 +68,19 @@
 // empty: Leave (`raftlock leave` for an agent), remove its DataDir, start it
 // with Join and the new LogStore; it is added again and sent a snapshot.
 // Wiping a member without leaving first would erase its vote in the current
-// term, which it could then cast twice.
+// term, which it could then cast twice, and the entries it had helped
+// commit: so when a node with an empty DataDir joins under the ID of a
+// member, the leader removes that member and adds the node again as a new
+// server (committing the removal needs the others to hold the whole log).
+//
+// A log that lost or corrupted entries it had stored makes New fail with
+// ErrLogDamaged, naming the file and what to do: a mark file in DataDir
+// (log-mark) records how far the log reached, written after each write of
+// the log returned and lowered before raft deletes entries; the CRC of every
+// committed WAL batch is checked at start (walcheck.go says what raft-wal
+// recovers by itself and what it does not). A write that fails (a full
+// disk) is retried in place; the WAL is opened again from disk when raft-wal
+// cannot append after one, and Stats.LogFault says why while it lasts.
 //
 // # Whose data dir: identity and file modes
 //

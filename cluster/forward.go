@@ -358,11 +358,11 @@ func (n *Node) serve(ctx context.Context, t *leaderTerm, req request) (reply, er
 			return reply{}, err
 		}
 		return reply{code: codeOK, kind: kindList, list: page}, nil
-	case kindJoin:
-		if err := n.addMember(ctx, req.id, req.addr); err != nil {
+	case kindJoin, kindJoinEmpty:
+		if err := n.addMember(ctx, req.id, req.addr, req.kind == kindJoinEmpty); err != nil {
 			return reply{}, err
 		}
-		return reply{code: codeOK, kind: kindJoin}, nil
+		return reply{code: codeOK, kind: req.kind}, nil
 	case kindRemove:
 		if err := n.removeServer(ctx, req.id); err != nil {
 			return reply{}, err
@@ -445,7 +445,7 @@ func checkForwarded(req request) error {
 		if err := lock.ValidateList(lock.ListRequest{Prefix: req.prefix, After: req.after, Limit: req.limit}); err != nil {
 			return fmt.Errorf("%w: %w", ErrBadRequest, err)
 		}
-	case kindJoin:
+	case kindJoin, kindJoinEmpty:
 		if req.id == "" || req.addr == "" {
 			return fmt.Errorf("%w: join needs an id and an address", ErrBadRequest)
 		}

@@ -9,11 +9,15 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/hashicorp/raft-wal/types"
 )
 
 // LogStore names the on-disk format of a node's raft log and stable store
@@ -84,13 +88,27 @@ func openLogStore(dir string, kind LogStore, walSegmentSize int, logger hclog.Lo
 		if err := os.MkdirAll(path, 0o700); err != nil {
 			return nil, "", fmt.Errorf("cluster: %w", err)
 		}
-		// A size of 0 leaves raft-wal's default.
-		store, err := wal.Open(path, wal.WithLogger(logger.Named("wal")), wal.WithSegmentSize(walSegmentSize),
-			wal.WithSegmentFiler(privateSegmentFiler(path)))
-		if err != nil {
-			return nil, "", fmt.Errorf("cluster: opening raft log %s: %w", path, err)
+		open := func() (logStore, error) {
+			if err := checkWAL(path, dir); err != nil {
+				return nil, err
+			}
+			meta, files := walTestFiles(path, &metadb.BoltMetaDB{}, privateSegmentFiler(path))
+			// A size of 0 leaves raft-wal's default.
+			store, err := wal.Open(path, wal.WithLogger(logger.Named("wal")), wal.WithSegmentSize(walSegmentSize),
+				wal.WithMetaStore(meta), wal.WithSegmentFiler(files))
+			if err != nil {
+				// wal.Open leaves wal-meta.db open (and locked) when it
+				// fails: the next attempt would wait for it forever.
+				meta.Close()
+				return nil, fmt.Errorf("cluster: opening raft log %s: %w", path, err)
+			}
+			return store, nil
 		}
-		return &guardedStore{store: store}, kind, nil
+		store, err := open()
+		if err != nil {
+			return nil, "", err
+		}
+		return newGuardedStore(store, open, path, logger), kind, nil
 	case LogStoreBoltDB:
 		path := filepath.Join(dir, boltDBFileName)
 		// NoSync stays false: a lock granted is a lock on disk.
@@ -98,9 +116,15 @@ func openLogStore(dir string, kind LogStore, walSegmentSize int, logger hclog.Lo
 		if err != nil {
 			return nil, "", fmt.Errorf("cluster: opening raft log %s: %w", path, err)
 		}
-		return &guardedStore{store: store}, kind, nil
+		return newGuardedStore(store, nil, path, logger), kind, nil
 	}
 	return nil, "", fmt.Errorf("%w: unknown LogStore %q (want %q or %q)", ErrInvalidConfig, kind, LogStoreWAL, LogStoreBoltDB)
+}
+
+// walTestFiles lets tests wrap raft-wal's metadata store and segment files
+// to make them fail on demand; it returns them as they are otherwise.
+var walTestFiles = func(dir string, meta types.MetaStore, files types.SegmentFiler) (types.MetaStore, types.SegmentFiler) {
+	return meta, files
 }
 
 // guardedStore lets Close wait for calls in progress, and ends any call that
@@ -112,11 +136,44 @@ func openLogStore(dir string, kind LogStore, walSegmentSize int, logger hclog.Lo
 // call gets no answer instead: its goroutine ends (runtime.Goexit runs its
 // deferred calls, so the connection it serves is closed), and the peer
 // counts an unanswered RPC as it would for a stopped node.
+//
+// It also keeps the log usable across write failures (a full disk): after a
+// failed write of the log it opens the log again from what is on disk
+// (raft-wal cannot append again in-process after some of them), records the
+// failure for Stats and logs it while it lasts; and it keeps the log mark
+// (logMark) in step with the log.
 type guardedStore struct {
-	mu     sync.RWMutex // held for reading by every call, for writing by Close
+	mu     sync.RWMutex // held for reading by every call, for writing by Close and reopen
 	closed bool
-	store  logStore
+	store  logStore // nil after a reopen failed (broken says why)
+	broken error
+	// reopen opens the log again from disk; nil when the store recovers
+	// from a failed write by itself (raft-boltdb rolls the transaction back).
+	reopen     func() (logStore, error)
+	lastReopen time.Time // guarded by mu
+
+	path   string
+	logger hclog.Logger
+
+	// mark and snapshotIndex are set by trackDurability before raft starts,
+	// and only read afterwards; nil before.
+	mark          *logMark
+	snapshotIndex func() uint64
+
+	faults writeFaults
+
+	abandoned   chan struct{} // closed by abandon
+	abandonOnce sync.Once
 }
+
+func newGuardedStore(store logStore, reopen func() (logStore, error), path string, logger hclog.Logger) *guardedStore {
+	return &guardedStore{store: store, reopen: reopen, path: path, logger: logger, faults: writeFaults{path: path, logger: logger},
+		abandoned: make(chan struct{})}
+}
+
+// reopenPace is the least time between two attempts to open a log that
+// could not be opened again.
+const reopenPace = 200 * time.Millisecond
 
 // enter is called first by every method; the caller must call mu.RUnlock.
 func (g *guardedStore) enter() {
@@ -127,6 +184,61 @@ func (g *guardedStore) enter() {
 	}
 }
 
+// use runs fn on the store. The log is opened again afterwards when fn was
+// a write of the log (logWrite) that left raft-wal unable to append (a
+// failed rotation or truncation: "segment is sealed"), or a deletion that
+// failed (it may have failed halfway), or when the store is broken. Other
+// failed writes leave raft-wal as it was before them: they are retried in
+// place.
+func (g *guardedStore) use(logWrite bool, fn func(s logStore) error) error {
+	err, _ := g.try(logWrite, fn)
+	return err
+}
+
+// try is use, and also says whether the store was broken (fn did not run).
+func (g *guardedStore) try(logWrite bool, fn func(s logStore) error) (error, bool) {
+	g.enter()
+	s := g.store
+	var err error
+	if s == nil {
+		err = g.broken
+	} else {
+		err = fn(s)
+	}
+	g.mu.RUnlock()
+	if err != nil && g.reopen != nil && (s == nil || logWrite && errors.Is(err, wal.ErrSealed)) {
+		g.reopenAfter(s)
+	}
+	return err, s == nil
+}
+
+// reopenAfter closes failed (if it is still the store) and opens the log
+// again, re-reading what is durable.
+func (g *guardedStore) reopenAfter(failed logStore) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed || g.store != failed {
+		return // closed, or another call already reopened it
+	}
+	if failed == nil && time.Since(g.lastReopen) < reopenPace {
+		return
+	}
+	g.lastReopen = time.Now()
+	if failed != nil {
+		if err := failed.Close(); err != nil {
+			g.logger.Warn("closing the raft log after a failed write", "path", g.path, "error", err)
+		}
+		g.store = nil
+	}
+	s, err := g.reopen()
+	if err != nil {
+		g.broken = fmt.Errorf("cluster: raft log %s was closed after a failed write and cannot be opened again yet: %w", g.path, err)
+		g.faults.failed(g.broken)
+		return
+	}
+	g.store, g.broken = s, nil
+}
+
 func (g *guardedStore) Close() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -134,75 +246,210 @@ func (g *guardedStore) Close() error {
 		return nil
 	}
 	g.closed = true
-	return g.store.Close()
+	var errs []error
+	if g.store != nil {
+		errs = append(errs, g.store.Close())
+	}
+	if g.mark != nil {
+		errs = append(errs, g.mark.close())
+	}
+	return errors.Join(errs...)
 }
 
 // IsMonotonic tells raft whether the log refuses gaps between indexes
 // (raft-wal does), so that restoring a snapshot resets the log rather than
 // leaving a gap.
 func (g *guardedStore) IsMonotonic() bool {
-	m, ok := g.store.(raft.MonotonicLogStore)
-	return ok && m.IsMonotonic()
+	return g.reopen != nil // only raft-wal is reopened, and only it is monotonic
 }
 
-func (g *guardedStore) FirstIndex() (uint64, error) {
-	g.enter()
-	defer g.mu.RUnlock()
-	return g.store.FirstIndex()
+func (g *guardedStore) FirstIndex() (i uint64, err error) {
+	err = g.use(false, func(s logStore) (err error) { i, err = s.FirstIndex(); return err })
+	return i, err
 }
 
-func (g *guardedStore) LastIndex() (uint64, error) {
-	g.enter()
-	defer g.mu.RUnlock()
-	return g.store.LastIndex()
+func (g *guardedStore) LastIndex() (i uint64, err error) {
+	err = g.use(false, func(s logStore) (err error) { i, err = s.LastIndex(); return err })
+	return i, err
 }
 
 func (g *guardedStore) GetLog(index uint64, log *raft.Log) error {
-	g.enter()
-	defer g.mu.RUnlock()
-	return g.store.GetLog(index, log)
+	return g.use(false, func(s logStore) error { return s.GetLog(index, log) })
 }
 
 func (g *guardedStore) StoreLog(log *raft.Log) error {
-	g.enter()
-	defer g.mu.RUnlock()
-	return g.store.StoreLog(log)
+	return g.StoreLogs([]*raft.Log{log})
 }
 
+// StoreLogs writes logs; once the store said they are on disk, the mark
+// may record them.
 func (g *guardedStore) StoreLogs(logs []*raft.Log) error {
-	g.enter()
-	defer g.mu.RUnlock()
-	return g.store.StoreLogs(logs)
+	err := g.use(true, func(s logStore) error { return s.StoreLogs(logs) })
+	if err != nil {
+		g.faults.failed(err)
+		return err
+	}
+	g.faults.succeeded()
+	if g.mark != nil && len(logs) > 0 {
+		g.mark.raise(logs[len(logs)-1].Index)
+	}
+	return nil
 }
 
+// DeleteRange deletes logs; when the deletion takes the log's last index
+// away (a follower's conflicting suffix, or the whole log after a snapshot
+// install), the mark is lowered on disk first, so that a crash right after
+// the deletion does not make an honest log look truncated.
 func (g *guardedStore) DeleteRange(min, max uint64) error {
-	g.enter()
-	defer g.mu.RUnlock()
-	return g.store.DeleteRange(min, max)
+	var deleting logStore
+	err := g.use(true, func(s logStore) error {
+		if g.mark != nil {
+			if err := g.lowerMarkFor(s, min, max); err != nil {
+				return err
+			}
+		}
+		deleting = s
+		return s.DeleteRange(min, max)
+	})
+	if err != nil {
+		g.faults.failed(err)
+		if deleting != nil && g.reopen != nil && !errors.Is(err, wal.ErrSealed) {
+			g.reopenAfter(deleting) // (use reopened it after ErrSealed)
+		}
+	}
+	return err
+}
+
+func (g *guardedStore) lowerMarkFor(s logStore, min, max uint64) error {
+	first, err := s.FirstIndex()
+	if err != nil {
+		return err
+	}
+	last, err := s.LastIndex()
+	if err != nil {
+		return err
+	}
+	if last == 0 || max < last || min > last {
+		return nil // the last index stays
+	}
+	keep := min - 1 // a suffix goes: the log then ends at min-1
+	if min <= first {
+		// The whole log goes; raft stored the snapshot that replaces it
+		// before deleting it.
+		keep = g.snapshotIndex()
+	}
+	return g.mark.lower(keep)
+}
+
+// The stable store (term and vote) is written by raft, which panics when a
+// write fails. While the log cannot be opened again, or the disk is full,
+// such a write waits and retries until it succeeds, or until the node
+// closes: the node can neither vote nor lead meanwhile anyway, and a panic
+// would take the embedding application down.
+func (g *guardedStore) stableWrite(fn func(s logStore) error) error {
+	for {
+		err, broken := g.try(false, fn)
+		if err == nil {
+			return nil
+		}
+		if !broken && !errors.Is(err, syscall.ENOSPC) {
+			return err
+		}
+		g.faults.failed(err)
+		if broken {
+			g.mu.RLock()
+			reopened := g.store != nil
+			g.mu.RUnlock()
+			if reopened {
+				continue // write now
+			}
+		}
+		t := time.NewTimer(reopenPace)
+		select {
+		case <-t.C:
+		case <-g.abandoned:
+			t.Stop()
+			runtime.Goexit() // as for a call after Close: no answer, no panic
+		}
+	}
+}
+
+// abandon ends the waits of stableWrite: the node is closing. Call it before
+// raft.Shutdown, which waits for raft's goroutines.
+func (g *guardedStore) abandon() {
+	g.abandonOnce.Do(func() { close(g.abandoned) })
 }
 
 func (g *guardedStore) Set(key, val []byte) error {
-	g.enter()
-	defer g.mu.RUnlock()
-	return g.store.Set(key, val)
+	return g.stableWrite(func(s logStore) error { return s.Set(key, val) })
 }
 
-func (g *guardedStore) Get(key []byte) ([]byte, error) {
-	g.enter()
-	defer g.mu.RUnlock()
-	return g.store.Get(key)
+func (g *guardedStore) Get(key []byte) (v []byte, err error) {
+	err = g.use(false, func(s logStore) (err error) { v, err = s.Get(key); return err })
+	return v, err
 }
 
 func (g *guardedStore) SetUint64(key []byte, val uint64) error {
-	g.enter()
-	defer g.mu.RUnlock()
-	return g.store.SetUint64(key, val)
+	return g.stableWrite(func(s logStore) error { return s.SetUint64(key, val) })
 }
 
-func (g *guardedStore) GetUint64(key []byte) (uint64, error) {
-	g.enter()
-	defer g.mu.RUnlock()
-	return g.store.GetUint64(key)
+func (g *guardedStore) GetUint64(key []byte) (v uint64, err error) {
+	err = g.use(false, func(s logStore) (err error) { v, err = s.GetUint64(key); return err })
+	return v, err
+}
+
+// writeFaults remembers a failing log store while it fails, and says so in
+// the node's log, at most once per writeFaultLogEvery.
+type writeFaults struct {
+	path   string
+	logger hclog.Logger
+
+	mu     sync.Mutex
+	err    error // nil while writes succeed
+	since  time.Time
+	logged time.Time
+}
+
+const writeFaultLogEvery = 10 * time.Second
+
+func (f *writeFaults) failed(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := time.Now()
+	if f.err == nil {
+		f.since = now
+	}
+	f.err = err
+	if now.Sub(f.logged) < writeFaultLogEvery {
+		return
+	}
+	f.logged = now
+	hint := "find the cause in the error; the node retries by itself"
+	if errors.Is(err, syscall.ENOSPC) {
+		hint = "the disk is full: free space on the file system of " + f.path + "; the node retries by itself, no restart is needed"
+	}
+	f.logger.Error("raft log writes fail: this node cannot commit, replicate or vote until one succeeds",
+		"path", f.path, "since", f.since.UTC().Format(time.RFC3339), "error", err, "what_to_do", hint)
+}
+
+func (f *writeFaults) succeeded() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err == nil {
+		return
+	}
+	f.logger.Info("raft log writes succeed again", "path", f.path, "after", time.Since(f.since).Round(time.Millisecond))
+	f.err, f.logged = nil, time.Time{}
+}
+
+// fault describes the current write failure; "" while writes succeed.
+func (f *writeFaults) fault() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err == nil {
+		return ""
+	}
+	return fmt.Sprintf("raft log %s: writes fail since %s: %v", f.path, f.since.UTC().Format(time.RFC3339), f.err)
 }
 
 func nonEmptyDir(path string) (bool, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -16,8 +17,14 @@ import (
 // then asks directly. It retries with a growing pause until ctx ends, and
 // returns the address that answered yes. retrying, if not nil, is told why
 // each round failed.
-func (n *Node) join(ctx context.Context, addrs []string, retrying func(lastErr error)) (via string, err error) {
-	body, err := request{kind: kindJoin, id: n.cfg.NodeID, addr: n.Addr()}.appendBinary(nil)
+//
+// kind is kindJoinEmpty when New calls it for a node whose data dir held no
+// raft state: if the cluster still lists its ID (its data dir was emptied),
+// the leader removes that member first. (Its log is no test: the leader may
+// have replicated to it already.) A restart on existing state asks with
+// kindJoin.
+func (n *Node) join(ctx context.Context, kind requestKind, addrs []string, retrying func(lastErr error)) (via string, err error) {
+	body, err := request{kind: kind, id: n.cfg.NodeID, addr: n.Addr()}.appendBinary(nil)
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrJoin, err)
 	}
@@ -55,6 +62,13 @@ func (n *Node) join(ctx context.Context, addrs []string, retrying func(lastErr e
 					addr = rep.leader
 					continue
 				case codeBadRequest:
+					if kind == kindJoinEmpty && strings.Contains(rep.msg, "request kind") {
+						// A leader from before kindJoinEmpty: join as before.
+						n.log.Warn("the leader does not know join-empty; joining without asking it to remove an old member of this ID", "leader", addr)
+						kind = kindJoin
+						body, _ = request{kind: kind, id: n.cfg.NodeID, addr: n.Addr()}.appendBinary(nil)
+						continue
+					}
 					return "", fmt.Errorf("%w: %s refused: %s", ErrJoin, addr, rep.msg)
 				default:
 					lastErr = fmt.Errorf("%s: %s", addr, rep.msg)
@@ -125,7 +139,7 @@ func (n *Node) rejoin() {
 			}
 		}
 	}
-	via, err := n.join(ctx, addrs, retrying)
+	via, err := n.join(ctx, kindJoin, addrs, retrying)
 	switch {
 	case errors.Is(err, ErrWrongCluster):
 		n.log.Error("this data dir belongs to another cluster than the members asked; not rejoining", "error", err)
@@ -179,10 +193,30 @@ func (n *Node) rejoinAddrs() (member bool, addrs []string) {
 // already in the configuration at the same address is a no-op, so a join
 // retried after an unknown outcome succeeds; at a new address (a restart on
 // another port) its address is updated and its suffrage kept.
-func (n *Node) addMember(ctx context.Context, id, addr string) error {
+//
+// empty says the joining node holds no raft state. A member of that ID then
+// lost its log and its vote record (its data dir was emptied, as the
+// refusal of a damaged log asks): still counted as a voter, it could vote
+// for a candidate that lacks entries it had helped commit. It is removed
+// first (committing the removal needs the other members to hold the whole
+// log), then added again as a new server, as Consul does for a server that
+// comes back with a new identity. A fresh join retried after an unknown
+// outcome is removed and added again too: churn, not harm.
+func (n *Node) addMember(ctx context.Context, id, addr string, empty bool) error {
 	cf := n.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
 		return configChangeError(err)
+	}
+	if empty {
+		for _, s := range cf.Configuration().Servers {
+			if string(s.ID) == id {
+				n.log.Warn("a member rejoins with an empty data dir: removing its old entry before adding it again", "id", id, "addr", addr)
+				if err := n.waitFuture(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, 0)); err != nil {
+					return configChangeError(err)
+				}
+				return n.addMember(ctx, id, addr, false)
+			}
+		}
 	}
 	voters := 0
 	for _, s := range cf.Configuration().Servers {

@@ -147,7 +147,12 @@ func New(cfg Config) (*Node, error) {
 	n.logKind = logKind
 	n.store = store
 	cleanup = append(cleanup, func() { store.Close() })
-	snaps, err := openSnapshotStore(cfg.DataDir, cfg.SnapshotsRetained, logger.Named("snapshots"))
+	fileSnaps, err := openSnapshotStore(cfg.DataDir, cfg.SnapshotsRetained, logger.Named("snapshots"))
+	if err != nil {
+		return nil, err
+	}
+	// Refuses a log that lost entries it had stored (see logMark).
+	snaps, err := store.trackDurability(cfg.DataDir, fileSnaps)
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +232,7 @@ func New(cfg Config) (*Node, error) {
 	if !existing && len(cfg.Join) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.RequestTimeout)
 		defer cancel()
-		via, err := n.join(ctx, cfg.Join, nil)
+		via, err := n.join(ctx, kindJoinEmpty, cfg.Join, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -285,6 +290,7 @@ func (n *Node) pokeExpiryTimer() {
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		close(n.closing)
+		n.store.abandon() // a term write waiting for a full disk must not hold Shutdown
 		var errs []error
 		if err := n.raft.Shutdown().Error(); err != nil {
 			errs = append(errs, fmt.Errorf("cluster: raft shutdown: %w", err))
@@ -358,6 +364,9 @@ type Stats struct {
 	LocalWaiters int           // callers of this node blocked in a waiting Acquire
 	Restores     uint64        // snapshots restored since New (at start-up, or sent by the leader)
 	LogStore     LogStore      // the raft log's format in DataDir
+	// LogFault says why writes of the raft log fail (a full disk, say) while
+	// they do; "" once one succeeds. The node cannot commit or vote meanwhile.
+	LogFault string
 
 	// Commit times the raft entries this node proposed while leading (each
 	// carries a batch of commands), from raft.Apply until raft answered:
@@ -443,6 +452,7 @@ func (n *Node) Stats() Stats {
 		LocalWaiters:  int(n.localWaiting.Load()),
 		Restores:      n.sm.restores.Load(),
 		LogStore:      n.logKind,
+		LogFault:      n.store.faults.fault(),
 		Commit:        n.commits.read(),
 		Apply:         n.sm.applies.read(),
 		Freeze:        n.sm.freezes.read(),

@@ -70,6 +70,7 @@ func makePrivate(root string) error {
 var dataDirEntries = []string{
 	"LOCK", // dirlock_unix.go
 	identityFileName,
+	logMarkFileName,
 	walDirName,
 	boltDBFileName,
 	"snapshots", // raft's FileSnapshotStore

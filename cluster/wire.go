@@ -17,6 +17,7 @@ import (
 //	  kindCommand: the command's own fsm encoding (fsm.Command.AppendBinary)
 //	  kindRead:    uvarint key length | key | 0, or 1 and a 16-byte owner
 //	  kindJoin:    string id | string address    (string = uvarint length | bytes)
+//	  kindJoinEmpty: as kindJoin
 //	  kindRemove:  string id
 //	  kindList:    string prefix | string after | uvarint limit (0: the leader's page size)
 //	  kindInfo:    string id | string API address (the asking node's own, so one exchange informs both)
@@ -27,7 +28,7 @@ import (
 //	  codeOK, kindRead:    flags (1 held, 2 held by the asking owner) | uvarint token | varint remaining | uvarint waiters
 //	  codeOK, kindWaitAcquire: status | uvarint token | varint remaining | uvarint waiters;
 //	                       remaining counts from when the request reached the leader
-//	  codeOK, kindJoin/kindRemove: empty
+//	  codeOK, kindJoin/kindJoinEmpty/kindRemove: empty
 //	  codeOK, kindInfo:    string id | string API address (may be empty)
 //	  codeOK, kindIdentity: string id | string cluster ID (may be empty)
 //	  codeOK, kindList:    flags (1 more keys follow) | uvarint count |
@@ -60,6 +61,9 @@ const (
 	// kindIdentity: any node (leader or not) tells its node and cluster IDs,
 	// asked by a node about to join through it.
 	kindIdentity requestKind = 9
+	// kindJoinEmpty: add a node whose data dir held no raft state; a member
+	// of that ID (its data dir emptied) is removed first, see addMember.
+	kindJoinEmpty requestKind = 10
 )
 
 // maxListPage is the most keys one kindList reply carries. A listed key
@@ -78,6 +82,8 @@ func (k requestKind) String() string {
 		return "read"
 	case kindJoin:
 		return "join"
+	case kindJoinEmpty:
+		return "join-empty"
 	case kindRemove:
 		return "remove"
 	case kindList:
@@ -100,8 +106,8 @@ type request struct {
 	owner     fsm.Owner // kindRead when withOwner
 	withOwner bool      // kindRead: also say whether owner is the holder
 
-	id        string // kindJoin, kindRemove, kindInfo, kindIdentity (the asking node)
-	addr      string // kindJoin
+	id        string // kindJoin, kindJoinEmpty, kindRemove, kindInfo, kindIdentity (the asking node)
+	addr      string // kindJoin, kindJoinEmpty
 	apiAddr   string // kindInfo: the asking node's
 	clusterID string // kindIdentity: the asking node's, empty if it knows none
 
@@ -182,7 +188,7 @@ func (r request) appendBinary(b []byte) ([]byte, error) {
 		} else {
 			b = append(b, 0)
 		}
-	case kindJoin:
+	case kindJoin, kindJoinEmpty:
 		b = appendString(b, r.id)
 		b = appendString(b, r.addr)
 	case kindRemove:
@@ -227,7 +233,7 @@ func decodeRequest(b []byte) (request, error) {
 		default:
 			d.fail("owner flag")
 		}
-	case kindJoin:
+	case kindJoin, kindJoinEmpty:
 		r.id = d.string(maxIDLen)
 		r.addr = d.string(maxAddrLen)
 	case kindRemove:
@@ -355,7 +361,7 @@ func decodeReply(b []byte) (reply, error) {
 		case kindIdentity:
 			r.info.id = d.string(maxIDLen)
 			r.info.clusterID = d.string(maxIDLen)
-		case kindJoin, kindRemove:
+		case kindJoin, kindJoinEmpty, kindRemove:
 		default:
 			d.fail("reply kind")
 		}

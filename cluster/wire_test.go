@@ -30,6 +30,7 @@ func sampleRequests() []request {
 		{kind: kindRead, key: "k", owner: testOwner, withOwner: true},
 		{kind: kindWaitAcquire, cmd: fsm.Command{Op: fsm.OpAcquire, Key: "k", Owner: testOwner, TTL: time.Second, Wait: time.Minute}},
 		{kind: kindJoin, id: "n3", addr: "10.0.0.3:7000"},
+		{kind: kindJoinEmpty, id: "n3", addr: "10.0.0.3:7000"},
 		{kind: kindRemove, id: "n3"},
 		{kind: kindList},
 		{kind: kindList, prefix: "jobs/", after: "jobs/a", limit: 100},
@@ -48,6 +49,7 @@ func sampleReplies() []reply {
 		{code: codeOK, kind: kindWaitAcquire, wait: waitAnswer{status: fsm.StatusGranted, token: 7, remaining: time.Second}},
 		{code: codeOK, kind: kindWaitAcquire, wait: waitAnswer{status: fsm.StatusHeld, token: 3, remaining: time.Minute, waiters: 2}},
 		{code: codeOK, kind: kindJoin},
+		{code: codeOK, kind: kindJoinEmpty},
 		{code: codeOK, kind: kindList},
 		{code: codeOK, kind: kindList, list: listPage{more: true, locks: []lock.LockInfo{
 			{Key: "jobs/a", KeyInfo: lock.KeyInfo{Locked: true, Token: 3, Remaining: time.Second, Waiters: 2}},

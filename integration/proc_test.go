@@ -165,6 +165,24 @@ func freeAddrs(n int) ([]string, error) {
 
 var listeningLine = regexp.MustCompile(`raftlock agent (\S+): raft on (\S+), HTTP API on http://(\S+), data in`)
 
+// setJoin changes how n is started from now on, as an operator restarting
+// a member whose data dir was emptied does: -join addrs instead of
+// -bootstrap, -peers or an earlier -join, and extra flags added; n's other
+// flags stay.
+func (n *procNode) setJoin(addrs []string, extra ...string) {
+	var kept []string
+	for i := 0; i < len(n.args); i++ {
+		switch n.args[i] {
+		case "-bootstrap":
+		case "-peers", "-join":
+			i++ // and its value
+		default:
+			kept = append(kept, n.args[i])
+		}
+	}
+	n.args = append(append(kept, "-join", strings.Join(addrs, ",")), extra...)
+}
+
 // start runs the agent with its fixed identity and addresses plus args,
 // and waits for its "listening" line. A port taken by someone else in the
 // meantime is retried for a while.

@@ -43,6 +43,7 @@ type agentFlags struct {
 	snapshotThreshold  uint64
 	voters             int
 	logStore           string
+	walSegmentSize     int
 
 	peerCert, peerKey, peerCA string // mutual TLS between nodes
 	certFile, keyFile         string // HTTPS for the API
@@ -72,6 +73,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		"dead-member-timeout": "RAFTLOCK_DEAD_MEMBER_TIMEOUT", "snapshot-interval": "RAFTLOCK_SNAPSHOT_INTERVAL",
 		"snapshot-threshold": "RAFTLOCK_SNAPSHOT_THRESHOLD",
 		"leader-wait":        "RAFTLOCK_LEADER_WAIT",
+		"wal-segment-size":   "RAFTLOCK_WAL_SEGMENT_SIZE",
 	}
 	fs := newFlagSet("agent", "[-dev] [-node-id ID -data-dir DIR (-bootstrap [-peers ...] | -join ADDR,...)] [FLAGS]",
 		"Runs a raftlock node: a member of the Raft cluster that keeps the locks, serving the\n"+
@@ -113,6 +115,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.bootstrap, "bootstrap", false, "start a new cluster if the data dir is empty")
 	fs.StringVar(&f.peers, "peers", "", "with -bootstrap: the initial members, ID=HOST:PORT,... including this node")
 	fs.StringVar(&f.join, "join", "", "addresses (-bind of running members), HOST:PORT,..., to join")
+	fs.IntVar(&f.walSegmentSize, "wal-segment-size", 0, "bytes per segment file of the wal log store, 4096 to 1073741824, each preallocated in full; 0: 64 MiB")
 	fs.StringVar(&f.logStore, "log-store", "", `raft log format for a new data dir: "wal" (default) or "boltdb"; an existing dir keeps its own (env RAFTLOCK_LOG_STORE)`)
 	fs.StringVar(&f.logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.BoolVar(&f.leaveOnTerminate, "leave-on-terminate", false, "leave the cluster for good on SIGINT/SIGTERM, as 'raftlock leave' does (default: a signal only stops the node); started again on its data dir, it asks to be added back")
@@ -335,6 +338,10 @@ func (f *agentFlags) clusterConfig(fs *flagSet, logger hclog.Logger, sec securit
 	cfg.SnapshotInterval, cfg.SnapshotThreshold = f.snapshotInterval, f.snapshotThreshold
 	cfg.Voters = f.voters
 	cfg.LogStore = cluster.LogStore(f.logStore)
+	cfg.WALSegmentSize = f.walSegmentSize
+	if n := f.walSegmentSize; n != 0 && (n < 4<<10 || n > 1<<30) {
+		return cfg, func() {}, fmt.Errorf("-wal-segment-size must be from 4096 to 1073741824 bytes (or 0 for 64 MiB), got %d", n)
+	}
 	if cfg.LeaderLeaseTimeout > cfg.HeartbeatTimeout {
 		cfg.LeaderLeaseTimeout = cfg.HeartbeatTimeout
 	}

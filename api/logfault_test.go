@@ -1,0 +1,38 @@
+package api
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftlock/raftlock/lock"
+)
+
+// /healthz answers 503 log_fault, with the reason, while the node cannot
+// write its raft log, and 200 again once it can.
+func TestHealthzReportsALogFault(t *testing.T) {
+	store := lock.NewMemoryStore()
+	t.Cleanup(func() { _ = store.Close() })
+	fc := &fakeCluster{}
+	n := newTestNodeOver(t, store, Config{Cluster: fc}, nil)
+	st := leaderStatus()
+	st.LogFault = "raft log /d/wal: writes fail since 2026-01-01T00:00:00Z: no space left on device"
+	fc.set(st)
+
+	resp, err := http.Get(n.url + "/healthz")
+	require.NoError(t, err)
+	a, err := decodeAnswer(resp)
+	resp.Body.Close()
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusServiceUnavailable, a.status)
+	assert.Contains(t, a.raw, CodeLogFault)
+	assert.Contains(t, a.raw, "no space left on device")
+
+	fc.set(leaderStatus())
+	resp, err = http.Get(n.url + "/healthz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}

@@ -1,0 +1,357 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	walfs "github.com/hashicorp/raft-wal/fs"
+	"github.com/hashicorp/raft-wal/segment"
+	"github.com/hashicorp/raft-wal/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftlock/raftlock/lock"
+)
+
+// fullDisk makes raft-wal's files behave as on a full disk while full is
+// set: a new segment file is created but cannot be preallocated, and the
+// metadata (wal-meta.db) cannot record a change, as with ENOSPC. Writes into
+// a preallocated segment still succeed, as they do on a real disk.
+type fullDisk struct {
+	full atomic.Bool
+	// only, when set, limits the fault to the WALs under that directory.
+	only string
+}
+
+var errNoSpace = fmt.Errorf("test disk: %w", syscall.ENOSPC)
+
+// install makes every WAL opened during the test use d.
+func (d *fullDisk) install(t *testing.T) {
+	old := walTestFiles
+	walTestFiles = func(dir string, meta types.MetaStore, files types.SegmentFiler) (types.MetaStore, types.SegmentFiler) {
+		if d.only != "" && !strings.HasPrefix(dir, d.only) {
+			return meta, files
+		}
+		return &fullMeta{MetaStore: meta, d: d}, segment.NewFiler(dir, fullVFS{VFS: walfs.New(), d: d})
+	}
+	t.Cleanup(func() { walTestFiles = old })
+}
+
+type fullVFS struct {
+	types.VFS
+	d *fullDisk
+}
+
+func (v fullVFS) Create(dir, name string, size uint64) (types.WritableFile, error) {
+	if v.d.full.Load() {
+		// As os.OpenFile(O_EXCL) then a failed fallocate: the file stays.
+		f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+		if err == nil {
+			f.Close()
+		}
+		return nil, errNoSpace
+	}
+	f, err := v.VFS.Create(dir, name, size)
+	if err != nil {
+		return nil, err
+	}
+	return preallocated{WritableFile: f, size: int64(size), d: v.d}, nil
+}
+
+func (v fullVFS) OpenWriter(dir, name string) (types.WritableFile, error) {
+	f, err := v.VFS.OpenWriter(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := os.Stat(filepath.Join(dir, name))
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return preallocated{WritableFile: f, size: fi.Size(), d: v.d}, nil
+}
+
+// preallocated is a segment file on a full disk: writes inside its
+// preallocated size succeed, and one that runs past it writes what fits and
+// fails, as on a real file system (a segment's seal runs past it).
+type preallocated struct {
+	types.WritableFile
+	size int64
+	d    *fullDisk
+}
+
+func (f preallocated) WriteAt(p []byte, off int64) (int, error) {
+	if !f.d.full.Load() || off+int64(len(p)) <= f.size {
+		return f.WritableFile.WriteAt(p, off)
+	}
+	fits := max(f.size-off, 0)
+	n, err := f.WritableFile.WriteAt(p[:fits], off)
+	if err != nil {
+		return n, err
+	}
+	return n, errNoSpace
+}
+
+type fullMeta struct {
+	types.MetaStore
+	d *fullDisk
+}
+
+func (m *fullMeta) CommitState(s types.PersistentState) error {
+	if m.d.full.Load() {
+		return errNoSpace
+	}
+	return m.MetaStore.CommitState(s)
+}
+
+// diskFullConfig is a one-node config whose WAL rotates every few entries.
+func diskFullConfig(t *testing.T) Config {
+	cfg := testConfig(t, "a")
+	cfg.Bootstrap = true
+	cfg.WALSegmentSize = 4 << 10
+	return cfg
+}
+
+// fillUntilFault acquires new keys until the node reports a log fault,
+// returning the leases granted.
+func fillUntilFault(t *testing.T, n *Node, d *fullDisk) map[string]lock.Lease {
+	t.Helper()
+	granted := map[string]lock.Lease{}
+	d.full.Store(true)
+	deadline := time.Now().Add(patience)
+	for i := 0; n.Stats().LogFault == ""; i++ {
+		require.True(t, time.Now().Before(deadline), "no log fault reported while the disk was full")
+		key := fmt.Sprintf("k%03d", i)
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		lease, err := n.Acquire(ctx, lock.AcquireRequest{Key: key, Owner: lock.NewOwner(), TTL: time.Hour})
+		cancel()
+		if err == nil {
+			granted[key] = lease
+		}
+	}
+	return granted
+}
+
+// checkGranted fails the test unless every lease is still held with its
+// token, and a new acquire gets a higher token than all of them.
+func checkGranted(t *testing.T, n *Node, granted map[string]lock.Lease) {
+	t.Helper()
+	var top uint64
+	for key, lease := range granted {
+		info, err := n.Inspect(testCtx(t), key)
+		require.NoError(t, err)
+		assert.Equal(t, lease.Token, info.Token, "key %s", key)
+		top = max(top, lease.Token)
+	}
+	_, lease := acquire(t, n, "after", time.Hour)
+	assert.Greater(t, lease.Token, top)
+}
+
+// Commits resume once space is back, without a restart, and nothing granted
+// is lost. Before, the failed rotation left raft-wal's tail sealed and every
+// later write failed with "segment is sealed".
+func TestDiskFullThenFreedResumesWithoutRestart(t *testing.T) {
+	d := &fullDisk{}
+	d.install(t)
+	n := startNode(t, diskFullConfig(t))
+	require.Eventually(t, n.leaderReady, patience, 10*time.Millisecond)
+	granted := fillUntilFault(t, n, d)
+	require.Eventually(t, func() bool { return strings.Contains(n.Stats().LogFault, "no space left on device") },
+		patience, 10*time.Millisecond, "the fault does not say the disk is full: %q", n.Stats().LogFault)
+
+	d.full.Store(false)
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := n.Acquire(ctx, lock.AcquireRequest{Key: "probe", Owner: lock.NewOwner(), TTL: time.Hour})
+		return err == nil
+	}, patience, 20*time.Millisecond, "the node did not commit again after space came back")
+	assert.Empty(t, n.Stats().LogFault)
+	checkGranted(t, n, granted)
+}
+
+// A node stopped while its disk was full starts again once space is back.
+// Before, the seal that reached the segment but not wal-meta.db made every
+// write fail with "segment is sealed" after the restart too.
+func TestDiskFullThenRestartAfterSpaceFreed(t *testing.T) {
+	d := &fullDisk{}
+	d.install(t)
+	cfg := diskFullConfig(t)
+	n, err := New(cfg)
+	require.NoError(t, err)
+	require.Eventually(t, n.leaderReady, patience, 10*time.Millisecond)
+	granted := fillUntilFault(t, n, d)
+	require.NoError(t, n.Close())
+
+	d.full.Store(false)
+	n = startNode(t, cfg)
+	require.Eventually(t, n.leaderReady, patience, 10*time.Millisecond, "the node did not lead again after the restart")
+	checkGranted(t, n, granted)
+}
+
+// The temporary directories of snapshots that failed are removed at start
+// (and by the snapshot itself when it fails while the node runs).
+func TestFailedSnapshotDirsAreRemoved(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	acquire(t, c.nodes[0], "k", time.Hour)
+	c.stop(0)
+	left := filepath.Join(c.cfgs[0].DataDir, "snapshots", "2-5-1700000000000.tmp")
+	require.NoError(t, os.MkdirAll(left, 0o700))
+	c.restart(0)
+	_, err := os.Stat(left)
+	assert.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// fullStable fails stable-store writes with ENOSPC while full is set.
+type fullStable struct {
+	inmemCloser
+	full *atomic.Bool
+}
+
+func (s fullStable) SetUint64(key []byte, val uint64) error {
+	if s.full.Load() {
+		return errNoSpace
+	}
+	return s.inmemCloser.SetUint64(key, val)
+}
+
+// A term write that finds the disk full waits for space instead of failing:
+// raft panics on a failed term write, which would take the application
+// down. Closing the node ends the wait without an answer.
+func TestTermWriteWaitsForSpace(t *testing.T) {
+	var full atomic.Bool
+	full.Store(true)
+	g := newGuardedStore(fullStable{inmemCloser{raft.NewInmemStore()}, &full}, nil, "mem", testLogger("mem"))
+	done := make(chan error, 1)
+	go func() { done <- g.SetUint64([]byte("term"), 7) }()
+	require.Eventually(t, func() bool { return g.faults.fault() != "" }, patience, time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("the write returned %v while the disk was full", err)
+	default:
+	}
+	full.Store(false)
+	require.NoError(t, <-done)
+	v, err := g.GetUint64([]byte("term"))
+	require.NoError(t, err)
+	assert.Equal(t, uint64(7), v)
+
+	full.Store(true)
+	ended := make(chan struct{})
+	returned := false
+	go func() {
+		defer close(ended)
+		g.SetUint64([]byte("term"), 8)
+		returned = true
+	}()
+	g.abandon()
+	<-ended
+	assert.False(t, returned, "an abandoned write answered raft")
+}
+
+// Under load, on a three-node cluster, the leader's disk fills and is freed
+// again: the others go on, the full node recovers by itself, and nothing
+// acknowledged is lost or granted twice, including after the node that
+// had led is stopped and the once-full node must be part of every quorum.
+func TestDiskFullUnderLoadLosesNothing(t *testing.T) {
+	d := &fullDisk{}
+	d.install(t)
+	c := newCluster(t, 3, func(cfg *Config) {
+		cfg.WALSegmentSize = 4 << 10
+		if d.only == "" {
+			d.only = cfg.DataDir // node 0's, which bootstraps and leads first
+		}
+	})
+	full := c.nodes[0]
+	t.Logf("the full node leads: %v", full.IsLeader())
+
+	type grant struct {
+		key   string
+		lease lock.Lease
+	}
+	var (
+		mu      sync.Mutex
+		granted []grant
+	)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				key, owner := fmt.Sprintf("w%d-%d", w, i), lock.NewOwner()
+				// Retried with the same owner until the outcome is known,
+				// on any node.
+				for attempt := 0; ; attempt++ {
+					n := c.nodes[(w+attempt)%len(c.nodes)]
+					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+					lease, err := n.Acquire(ctx, lock.AcquireRequest{Key: key, Owner: owner, TTL: time.Hour})
+					cancel()
+					if err == nil {
+						mu.Lock()
+						granted = append(granted, grant{key, lease})
+						mu.Unlock()
+						break
+					}
+					select {
+					case <-stop:
+						return // the outcome stays unknown: not counted
+					default:
+					}
+				}
+			}
+		}()
+	}
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(granted) }
+	require.Eventually(t, func() bool { return count() > 50 }, patience, 5*time.Millisecond)
+	d.full.Store(true)
+	require.Eventually(t, func() bool { return full.Stats().LogFault != "" }, patience, 5*time.Millisecond, "the full node reports no fault")
+	during := count()
+	require.Eventually(t, func() bool { return count() > during+50 }, patience, 5*time.Millisecond, "the others did not go on")
+	d.full.Store(false)
+	require.Eventually(t, func() bool { return full.Stats().LogFault == "" }, patience, 5*time.Millisecond, "the full node did not recover")
+	after := count()
+	require.Eventually(t, func() bool { return count() > after+50 }, patience, 5*time.Millisecond)
+	close(stop)
+	wg.Wait()
+
+	// The once-full node catches up; then whoever leads now goes, so that
+	// every quorum includes it.
+	l := c.waitLeader()
+	require.Eventually(t, func() bool {
+		applied, _ := full.sm.appliedIndex()
+		return applied >= l.raft.CommitIndex()
+	}, patience, 5*time.Millisecond, "the once-full node did not catch up")
+	if l != full {
+		c.stop(c.index(l))
+	} else {
+		c.stop(c.index(c.follower()))
+	}
+	l = c.waitLeader()
+	tokens := map[uint64]string{}
+	for _, g := range granted {
+		info, err := l.Inspect(testCtx(t), g.key)
+		require.NoError(t, err)
+		assert.Equal(t, g.lease.Token, info.Token, "key %s", g.key)
+		if other, dup := tokens[g.lease.Token]; dup {
+			t.Errorf("token %d granted for %s and %s", g.lease.Token, other, g.key)
+		}
+		tokens[g.lease.Token] = g.key
+	}
+	t.Logf("%d grants checked", len(granted))
+}
