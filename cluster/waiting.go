@@ -100,10 +100,11 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 	owner := fsm.Owner(req.Owner)
 	end := sent + req.Wait
 	var (
-		lastErr error
-		hint    string
-		tried   string
-		hops    int
+		lastErr   error
+		hint      string
+		tried     string
+		hops      int
+		attempted bool // an attempt went to a leader: the owner may be queued
 	)
 	backoff := minRetryBackoff
 	timer := time.NewTimer(time.Hour)
@@ -116,6 +117,10 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 		changed := n.leaderChanged.wait()
 		left := end - n.clock.Monotonic()
 		if left <= 0 {
+			if !attempted {
+				// No leader all along: nothing was queued, nobody to ask.
+				return lock.Lease{}, fmt.Errorf("%w: the wait of %v ran out with no leader to ask (%v)", lock.ErrUnavailable, req.Wait, lastErr)
+			}
 			// The wait ran out without an answer (no leader, or none that
 			// answered): make sure the owner is not left queued or granted.
 			if err := n.withdraw(ctx, req.Key, owner); err != nil && ctx.Err() != nil {
@@ -133,7 +138,7 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 			err error
 		)
 		if t := n.term.Load(); t != nil {
-			tried = ""
+			tried, attempted = "", true
 			ans, err = n.waitAtLeader(cctx, t, cmd, asked)
 		} else {
 			addr := hint
@@ -148,7 +153,7 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 			case addr == n.Addr():
 				err = errNotLeader
 			default:
-				tried = addr
+				tried, attempted = addr, true
 				ans, hint, err = n.callWaiting(cctx, addr, cmd)
 			}
 		}
