@@ -421,21 +421,28 @@ func (t *leaderTerm) runExpiryTimer() {
 		}
 		ticking = true
 		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), t.n.cfg.RequestTimeout)
+			ctx, cancel := t.context()
 			defer cancel()
-			go func() {
-				select {
-				case <-t.stop:
-					cancel()
-				case <-ctx.Done():
-				}
-			}()
 			if _, err := t.propose(ctx, fsm.Command{Op: fsm.OpTick}); err != nil {
 				t.n.log.Debug("tick", "error", err)
 			}
 			tickDone <- struct{}{}
 		}()
 	}
+}
+
+// context is for the term's own commands (ticks, drop-unclaimed): bounded
+// by RequestTimeout, and ended with the term.
+func (t *leaderTerm) context() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), t.n.cfg.RequestTimeout)
+	go func() {
+		select {
+		case <-t.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 func (t *leaderTerm) pokeExpiryTimer() {

@@ -71,15 +71,8 @@ func (t *leaderTerm) dropUnclaimedAfterGrace() {
 	if n.sm.unclaimed() == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.RequestTimeout)
+	ctx, cancel := t.context()
 	defer cancel()
-	go func() {
-		select {
-		case <-t.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	res, err := t.propose(ctx, fsm.Command{Op: fsm.OpDropUnclaimed})
 	if err != nil {
 		n.log.Debug("drop-unclaimed", "error", err)
