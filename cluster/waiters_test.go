@@ -228,3 +228,41 @@ func TestLiveWaiterOnLeaderSurvivesLeadershipTransfer(t *testing.T) {
 	require.NoError(t, got.err)
 	assert.Equal(t, lease.Token+1, got.lease.Token)
 }
+
+// A waiter through a follower is told of its grant late (the leader's
+// answer is held up on the way, as when the follower is paused or the link
+// is slow): the lease it reports, counted from when it called Acquire,
+// still never ends after the cluster's, and is not robbed of more than the
+// delay and the scheduling around it.
+func TestWaiterAnsweredLateDoesNotOverstate(t *testing.T) {
+	c, faults := newFaultyCluster(t, 3, func(cfg *Config) {
+		// Slower than the delay below, so the held-up link starts no election.
+		cfg.HeartbeatTimeout = 2 * time.Second
+		cfg.ElectionTimeout = 2 * time.Second
+		cfg.LeaderLeaseTimeout = time.Second
+	})
+	ctx := testCtx(t)
+	l, f := c.leader(), c.follower()
+	holder, _ := acquire(t, l, "k", time.Minute)
+	const ttl = 3 * time.Second
+	sent := time.Now()
+	done := acquireAsync(ctx, f, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: ttl, Wait: patience})
+	awaitWaiters(t, l, "k", 1)
+
+	const delay = 700 * time.Millisecond
+	faults.Delay(l.Addr(), f.Addr(), delay)
+	ok, err := l.Release(ctx, "k", holder)
+	granted := time.Now() // the grant was stamped before Release returned
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	got := await(t, done, "the waiter")
+	faults.HealAll()
+	require.NoError(t, got.err)
+	assert.GreaterOrEqual(t, got.at.Sub(granted), delay/2, "the answer was not held up: the test shows nothing")
+	believed := sent.Add(got.lease.Remaining)
+	assert.False(t, believed.After(granted.Add(ttl)),
+		"the waiter believes its lease lasts %v past the cluster's expiry", believed.Sub(granted.Add(ttl)))
+	assert.False(t, believed.Before(granted.Add(ttl-delay-750*time.Millisecond)),
+		"the waiter was robbed of %v of its lease", granted.Add(ttl).Sub(believed))
+}
