@@ -29,7 +29,9 @@ const quietWindow = 30 * time.Second
 //     every stop of a node writes (raft reads from connections the node is
 //     closing): debug, not error;
 //   - "heartbeat timeout reached, starting election" is how every new cluster
-//     and every leader change begins: info, not a warning;
+//     and every leader change begins, and "failed to get previous log" (on
+//     the follower) and "appendEntries rejected, sending older logs" (on the
+//     leader) how a new or restarted member catches up: info, not warnings;
 //   - the lines of an unreachable member say what to do about it (hint=…).
 //
 // One quieter serves every logger derived from it (With, Named). It is safe
@@ -193,15 +195,16 @@ func adjustRaftLine(level hclog.Level, msg string, args []interface{}) (hclog.Le
 		if closedConnError(args) {
 			return hclog.Debug, args
 		}
-	case "heartbeat timeout reached, starting election":
+	case "heartbeat timeout reached, starting election", "appendEntries rejected, sending older logs",
+		"failed to get previous log":
 		if level == hclog.Warn {
 			return hclog.Info, args
 		}
 	case "failed to heartbeat to", "failed to appendEntries to", "failed to contact",
-		"failed to pipeline appendEntries", "failed to start pipeline":
+		"failed to pipeline appendEntries", "failed to start pipeline replication to":
 		return level, withHint(args, hintPeerDown)
 	case "failed to make requestVote RPC", "failed to make requestPreVote RPC",
-		"Election timeout reached, restarting election":
+		"Election timeout reached, restarting election", "failed to contact quorum of nodes, stepping down":
 		return level, withHint(args, hintNoQuorum)
 	}
 	return level, args
