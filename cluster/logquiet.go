@@ -31,7 +31,9 @@ const quietWindow = 30 * time.Second
 //   - "heartbeat timeout reached, starting election" is how every new cluster
 //     and every leader change begins, and "failed to get previous log" (on
 //     the follower) and "appendEntries rejected, sending older logs" (on the
-//     leader) how a new or restarted member catches up: info, not warnings;
+//     leader) how a new or restarted member catches up, and a vote refused
+//     "since we have a leader" how a member that lost the leader a moment
+//     before the others starts an election: info, not warnings;
 //   - the lines of an unreachable member say what to do about it (hint=…).
 //
 // One quieter serves every logger derived from it (With, Named). It is safe
@@ -196,7 +198,8 @@ func adjustRaftLine(level hclog.Level, msg string, args []interface{}) (hclog.Le
 			return hclog.Debug, args
 		}
 	case "heartbeat timeout reached, starting election", "appendEntries rejected, sending older logs",
-		"failed to get previous log":
+		"failed to get previous log", "rejecting pre-vote request since we have a leader",
+		"rejecting vote request since we have a leader":
 		if level == hclog.Warn {
 			return hclog.Info, args
 		}
