@@ -34,7 +34,7 @@ const quietWindow = 30 * time.Second
 //     leader) how a new or restarted member catches up, and a vote refused
 //     "since we have a leader" how a member that lost the leader a moment
 //     before the others starts an election: info, not warnings;
-//   - the lines of an unreachable member say what to do about it (hint=…).
+//   - the lines of an unreachable member say what to do about it (what_to_do=…).
 //
 // One quieter serves every logger derived from it (With, Named). It is safe
 // for concurrent use. close writes the counts still pending and stops its
@@ -214,7 +214,7 @@ func adjustRaftLine(level hclog.Level, msg string, args []interface{}) (hclog.Le
 }
 
 func withHint(args []interface{}, hint string) []interface{} {
-	return append(append(make([]interface{}, 0, len(args)+2), args...), "hint", hint)
+	return append(append(make([]interface{}, 0, len(args)+2), args...), "what_to_do", hint)
 }
 
 // closedConnError reports whether the line's error is a read from a

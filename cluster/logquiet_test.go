@@ -107,7 +107,7 @@ func TestQuieterCollapsesRepeatedFailuresWithACount(t *testing.T) {
 	assert.Equal(t, "failed to contact", got[2]["@message"])
 	for _, l := range got {
 		assert.NotContains(t, l, "repeated")
-		assert.NotEmpty(t, l["hint"], "a line about an unreachable member says what to do")
+		assert.NotEmpty(t, l["what_to_do"], "a line about an unreachable member says what to do")
 	}
 
 	windows.endAll()

@@ -194,7 +194,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	leave := func(ctx context.Context) error {
 		logger.Info("asked to leave the cluster")
 		if err := node.Leave(ctx); err != nil {
-			logger.Warn("leaving the cluster failed; still a member and running", "error", err)
+			logger.Warn("leaving the cluster failed; still a member and running", "error", err, "what_to_do", "run raftlock leave again once a leader is known")
 			return err
 		}
 		logger.Info("left the cluster; stopping (started again on its data dir, it would ask to be added back)")
@@ -232,7 +232,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	case <-leftOnRequest:
 		left = true
 	case err := <-serveErr:
-		logger.Error("HTTP server stopped", "error", err)
+		logger.Error("HTTP server stopped; the agent stops", "error", err, "what_to_do", "fix what the error says and start the agent again")
 		code = exitError
 	}
 
@@ -250,12 +250,14 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case left || !f.leaveOnTerminate || f.dev:
 	case closedEarly:
-		logger.Warn("-leave-on-terminate: no leader to remove this node; stopping as a member")
+		logger.Warn("-leave-on-terminate: no leader to remove this node; stopping as a member",
+			"what_to_do", "start it again and run raftlock leave on it once its cluster has a leader")
 	default:
 		// Leave fails within a few election timeouts when no leader can
 		// remove the node; it then stays a member, and closes below.
 		if err := node.Leave(ctx); err != nil {
-			logger.Warn("leaving the cluster failed; stopping as a member", "error", err)
+			logger.Warn("leaving the cluster failed; stopping as a member", "error", err,
+				"what_to_do", "start it again and run raftlock leave on it once its cluster has a leader")
 		}
 	}
 	if err := node.Close(); err != nil { // after Leave, a no-op

@@ -78,9 +78,9 @@ func TestClusterStartAndStopLogNoProblems(t *testing.T) {
 	agents[0].stop(syscall.SIGTERM)
 	seen := map[string]int{}
 	for _, line := range problems(agents[0].logs.String()) {
-		assert.Contains(t, line, "hint=", "a line about a down member says what to do")
+		assert.Contains(t, line, "what_to_do=", "a line about a down member says what to do")
 		key := line[strings.Index(line, "[")+1:]
-		key = regexp.MustCompile(`(error|time|backoff time|term|repeated|hint)=("[^"]*"|\S+)`).ReplaceAllString(key, "")
+		key = regexp.MustCompile(`(error|time|backoff time|term|repeated|what_to_do)=("[^"]*"|\S+)`).ReplaceAllString(key, "")
 		if strings.Contains(line, "repeated=") {
 			continue // the count written at the end of a window or at the stop
 		}
