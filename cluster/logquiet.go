@@ -27,9 +27,9 @@ const (
 // and adds what to do (what_to_do=…) to those that report an unreachable
 // member:
 //
-//   - "failed to decode incoming command" with a closed connection is what
-//     every stop of a node writes (raft reads from connections the node is
-//     closing): debug, not error;
+//   - "failed to decode incoming command" and "failed to flush response" with
+//     a closed connection are what a stop of a node writes (raft reads from
+//     and writes to connections the node is closing): debug, not errors;
 //   - "heartbeat timeout reached, starting election" is how every new cluster
 //     and every leader change begins, "failed to get previous log" (on the
 //     follower) and "appendEntries rejected, sending older logs" (on the
@@ -38,7 +38,7 @@ const (
 //     before the others starts an election: info, not warnings.
 func adjustRaftLine(level hclog.Level, msg string, args []interface{}) (hclog.Level, []interface{}) {
 	switch msg {
-	case "failed to decode incoming command":
+	case "failed to decode incoming command", "failed to flush response":
 		if closedConnError(args) {
 			return hclog.Debug, args
 		}

@@ -28,6 +28,7 @@ func TestRaftLinesOfNormalEventsAreNotWarnings(t *testing.T) {
 	log.Warn("rejecting pre-vote request since we have a leader", "from", "10.0.0.2:7071", "leader", "10.0.0.1:7071")
 	closedRead := &net.OpError{Op: "read", Net: "tcp", Err: net.ErrClosed}
 	log.Error("failed to decode incoming command", "error", closedRead) // debug: not shown at info
+	log.Error("failed to flush response", "error", &net.OpError{Op: "write", Net: "tcp", Err: net.ErrClosed})
 	// A decode failure of another kind stays an error.
 	log.Error("failed to decode incoming command", "error", errors.New("msgpack decode error"))
 	for range 5 {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cluster"
+	"github.com/raftlock/raftlock/internal/quietlog"
 )
 
 // agentFlags are the flags of `raftlock agent`.
@@ -204,9 +205,15 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	if f.dev {
 		leave = nil // a cluster of one has nobody to leave to: 501
 	}
-	handler := api.NewHandler(node, api.Config{Cluster: api.NodeStatus(node), Logger: logger.Named("http"), Token: sec.token, Leave: leave})
+	// Repeated HTTP warnings and errors (a client retrying a refused
+	// request, accept failing while file descriptors run out) come as one
+	// line per window with repeated=N.
+	httpQuiet := quietlog.New(quietlog.DefaultWindow, nil)
+	defer httpQuiet.Close()
+	httpLog := httpQuiet.Wrap(logger.Named("http"))
+	handler := api.NewHandler(node, api.Config{Cluster: api.NodeStatus(node), Logger: httpLog, Token: sec.token, Leave: leave})
 	srv := api.NewServer(httpLn.Addr().String(), handler)
-	srv.ErrorLog = log.New(httpServerLog{logger.Named("http")}, "", 0)
+	srv.ErrorLog = log.New(httpServerLog{httpLog}, "", 0)
 	scheme := "http"
 	serveErr := make(chan error, 1)
 	if sec.api != nil {
@@ -419,14 +426,25 @@ func (f *agentFlags) clusterConfig(fs *flagSet, logger hclog.Logger, sec securit
 // httpServerLog takes net/http's server log lines into the agent's log:
 // refused TLS handshakes (a client without a certificate, a port scan, a
 // TCP probe) at debug, since the client is told why and they would flood
-// the log; the rest (a handler's panic) as errors.
+// the log; failing accepts as one error message whatever the retry delay
+// (so that a quieter counts them); the rest (a handler's panic) as errors.
 type httpServerLog struct{ log hclog.Logger }
 
 func (l httpServerLog) Write(p []byte) (int, error) {
 	msg := strings.TrimSpace(string(p))
-	if strings.HasPrefix(msg, "http: TLS handshake error") {
+	switch {
+	case strings.HasPrefix(msg, "http: TLS handshake error"):
 		l.log.Debug(msg)
-	} else {
+	case strings.HasPrefix(msg, "http: Accept error: "):
+		// net/http retries with a growing delay; one message for every
+		// occurrence lets the quieter count them.
+		text := strings.TrimPrefix(msg, "http: Accept error: ")
+		if i := strings.LastIndex(text, "; retrying in "); i >= 0 {
+			text = text[:i]
+		}
+		l.log.Error("accepting HTTP connections failed; retrying", "error", text,
+			"what_to_do", "if it says too many open files, raise the open-files limit (ulimit -n) or find who holds the connections")
+	default:
 		l.log.Error(msg)
 	}
 	return len(p), nil

@@ -2,15 +2,18 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftlock/raftlock/internal/quietlog"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -89,4 +92,23 @@ func TestClusterStartAndStopLogNoProblems(t *testing.T) {
 	for key, n := range seen {
 		assert.Equal(t, 1, n, "written once, then counted: %s", key)
 	}
+}
+
+// net/http's accept failures (file descriptors run out) come as one line
+// that says what to do, then a count, not one line per retry.
+func TestHTTPAcceptErrorsAreCounted(t *testing.T) {
+	var buf syncBuffer
+	q := quietlog.New(time.Hour, nil)
+	w := httpServerLog{q.Wrap(hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: &buf}))}
+	for _, delay := range []string{"5ms", "10ms", "20ms", "40ms"} {
+		fmt.Fprintf(w, "http: Accept error: accept tcp 127.0.0.1:7070: accept4: too many open files; retrying in %s\n", delay)
+	}
+	fmt.Fprintf(w, "http: TLS handshake error from 127.0.0.1:5555: EOF\n")
+	q.Close()
+	lines := problems(buf.String())
+	require.Len(t, lines, 2, buf.String())
+	assert.Contains(t, lines[0], "too many open files")
+	assert.Contains(t, lines[0], "ulimit -n")
+	assert.NotContains(t, lines[0], "retrying in")
+	assert.Contains(t, lines[1], "repeated=3")
 }
