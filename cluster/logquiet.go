@@ -20,7 +20,7 @@ func newQuieter() *quietlog.Quieter {
 // Hints added to raft's lines about members it cannot reach.
 const (
 	hintPeerDown = "that member is down or unreachable: start it again, or check the network to it"
-	hintNoQuorum = "no majority of the voters answers: start the members that are down, or check the network to them"
+	hintNoQuorum = "if this repeats, no majority of the voters answers: start the members that are down, or check the network to them"
 )
 
 // adjustRaftLine sets the level of raft's lines that report normal events,
@@ -49,10 +49,10 @@ func adjustRaftLine(level hclog.Level, msg string, args []interface{}) (hclog.Le
 			return hclog.Info, args
 		}
 	case "failed to heartbeat to", "failed to appendEntries to", "failed to contact",
-		"failed to pipeline appendEntries", "failed to start pipeline replication to":
+		"failed to pipeline appendEntries", "failed to start pipeline replication to",
+		"failed to make requestVote RPC", "failed to make requestPreVote RPC":
 		return level, withHint(args, hintPeerDown)
-	case "failed to make requestVote RPC", "failed to make requestPreVote RPC",
-		"Election timeout reached, restarting election", "failed to contact quorum of nodes, stepping down":
+	case "Election timeout reached, restarting election", "failed to contact quorum of nodes, stepping down":
 		return level, withHint(args, hintNoQuorum)
 	}
 	return level, args

@@ -36,6 +36,8 @@ func TestRaftLinesOfNormalEventsAreNotWarnings(t *testing.T) {
 		log.Error("failed to make requestVote RPC", "target", "{Voter c 10.0.0.3:7071}", "error", "EOF", "term", 3)
 	}
 
+	log.Warn("Election timeout reached, restarting election")
+
 	var got []map[string]any
 	sc := bufio.NewScanner(&buf)
 	for sc.Scan() {
@@ -43,7 +45,8 @@ func TestRaftLinesOfNormalEventsAreNotWarnings(t *testing.T) {
 		require.NoError(t, json.Unmarshal(sc.Bytes(), &m), sc.Text())
 		got = append(got, m)
 	}
-	require.Len(t, got, 7)
+	require.Len(t, got, 8)
+	assert.Equal(t, hintNoQuorum, got[7]["what_to_do"])
 	for _, l := range got[:4] {
 		assert.Equal(t, "info", l["@level"], l["@message"])
 	}
@@ -52,5 +55,5 @@ func TestRaftLinesOfNormalEventsAreNotWarnings(t *testing.T) {
 	assert.Equal(t, "failed to heartbeat to", got[5]["@message"])
 	assert.Equal(t, hintPeerDown, got[5]["what_to_do"])
 	assert.Equal(t, "failed to make requestVote RPC", got[6]["@message"])
-	assert.Equal(t, hintNoQuorum, got[6]["what_to_do"])
+	assert.Equal(t, hintPeerDown, got[6]["what_to_do"])
 }
