@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"regexp"
 	"strings"
 	"syscall"
@@ -111,4 +113,30 @@ func TestHTTPAcceptErrorsAreCounted(t *testing.T) {
 	assert.Contains(t, lines[0], "ulimit -n")
 	assert.NotContains(t, lines[0], "retrying in")
 	assert.Contains(t, lines[1], "repeated=3")
+}
+
+// Connections refused at the raft port (here: HTTP sent to it) are one
+// warning that says what to do, then a count, not a warning each.
+func TestRefusedPeerConnectionsAreCounted(t *testing.T) {
+	a := startAgent(t, "-dev")
+	a.waitLeader(t)
+	for range 20 {
+		conn, err := net.Dial("tcp", a.raftAddr)
+		require.NoError(t, err)
+		_, err = conn.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+		require.NoError(t, err)
+		// The agent closes it: read until then.
+		_, _ = io.Copy(io.Discard, conn)
+		conn.Close()
+	}
+	a.kill(syscall.SIGTERM) // writes the count still pending
+	var refused []string
+	for _, line := range problems(a.logs.String()) {
+		if strings.Contains(line, "dropped connection") {
+			refused = append(refused, line)
+		}
+	}
+	require.Len(t, refused, 2, a.logs.String())
+	assert.Contains(t, refused[0], "what_to_do=")
+	assert.Contains(t, refused[1], "repeated=19")
 }
