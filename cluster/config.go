@@ -116,7 +116,12 @@ type Config struct {
 	LeaderWait time.Duration
 
 	// Logger receives the node's and raft's logs; nil means warnings and
-	// errors to stderr.
+	// errors to stderr. A repeated warning or error of raft or the transport
+	// (a member down makes several a second) is written once, then counted:
+	// one line per 30 s with repeated=N. raft's lines about normal events (a
+	// cluster's first election, a node's stop, a member catching up) come at
+	// info or debug, and those about an unreachable member say what to do
+	// (what_to_do=…).
 	Logger hclog.Logger
 
 	// Clock is the node's source of time; nil means the host's clocks. See Clock.

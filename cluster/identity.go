@@ -243,7 +243,8 @@ func (n *Node) joinedCluster(clusterID string) {
 	learned, err := n.ident.learnClusterID(clusterID)
 	switch {
 	case err != nil:
-		n.log.Warn("could not record the cluster ID in the data dir; it is learned again at the next join", "cluster", clusterID, "error", err)
+		n.log.Warn("could not record the cluster ID in the data dir; it is learned again at the next join", "cluster", clusterID, "error", err,
+			"what_to_do", "make the data dir writable by this user")
 	case learned:
 		n.log.Info("recorded the cluster ID in the data dir", "cluster", clusterID)
 	}
@@ -257,7 +258,8 @@ func (n *Node) identityReply(req request) reply {
 	mine := n.ident.clusterID()
 	if req.clusterID != "" && mine != "" && req.clusterID != mine {
 		n.log.Error("a node of another cluster asked to join this one; it is refused",
-			"node", req.id, "its_cluster", req.clusterID, "cluster", mine)
+			"node", req.id, "its_cluster", req.clusterID, "cluster", mine,
+			"what_to_do", "on that node, point -join/-peers at its own cluster, or empty its -data-dir to join this one")
 	}
 	return reply{code: codeOK, kind: kindIdentity, info: nodeInfo{id: n.cfg.NodeID, clusterID: mine}}
 }

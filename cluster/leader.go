@@ -305,7 +305,7 @@ func (t *leaderTerm) runProposer() {
 		buf, err = fsm.AppendBatch(buf[:0], cmds)
 		if err != nil {
 			// Commands are validated before they are queued; this is a bug.
-			t.n.log.Error("encoding batch", "error", err)
+			t.n.log.Error("encoding batch", "error", err, "what_to_do", "a bug: report it; the commands of the batch were refused")
 			for _, p := range batch {
 				p.done <- proposalResult{res: fsm.Result{Status: fsm.StatusInvalid, Now: stamp}}
 			}

@@ -296,7 +296,7 @@ func (s tidySink) Close() error {
 	err := s.SnapshotSink.Close()
 	if err != nil {
 		if rmErr := os.RemoveAll(s.dir); rmErr != nil {
-			s.logger.Warn("cannot remove the directory of a failed snapshot", "path", s.dir, "error", rmErr)
+			s.logger.Warn("cannot remove the directory of a failed snapshot", "path", s.dir, "error", rmErr, "what_to_do", "remove it by hand")
 		}
 	}
 	return err
@@ -313,7 +313,7 @@ func removeTempSnapshots(dir, prefix string, logger hclog.Logger) {
 		if e.IsDir() && strings.HasSuffix(e.Name(), ".tmp") && strings.HasPrefix(e.Name(), prefix) {
 			path := filepath.Join(dir, e.Name())
 			if err := os.RemoveAll(path); err != nil {
-				logger.Warn("cannot remove the directory of a failed snapshot", "path", path, "error", err)
+				logger.Warn("cannot remove the directory of a failed snapshot", "path", path, "error", err, "what_to_do", "remove it by hand")
 			}
 		}
 	}

@@ -64,7 +64,8 @@ func (n *Node) join(ctx context.Context, kind requestKind, addrs []string, retry
 				case codeBadRequest:
 					if kind == kindJoinEmpty && strings.Contains(rep.msg, "request kind") {
 						// A leader from before kindJoinEmpty: join as before.
-						n.log.Warn("the leader does not know join-empty; joining without asking it to remove an old member of this ID", "leader", addr)
+						n.log.Warn("the leader does not know join-empty; joining without asking it to remove an old member of this ID", "leader", addr,
+							"what_to_do", "upgrade every member to one raftlock version")
 						kind = kindJoin
 						body, _ = request{kind: kind, id: n.cfg.NodeID, addr: n.Addr()}.appendBinary(nil)
 						continue
@@ -135,16 +136,19 @@ func (n *Node) rejoin() {
 			if member {
 				n.log.Debug("still confirming membership", "last_error", lastErr)
 			} else {
-				n.log.Warn("still not added back to the cluster; retrying", "asking", addrs, "last_error", lastErr)
+				n.log.Warn("still not added back to the cluster; retrying", "asking", addrs, "last_error", lastErr,
+					"what_to_do", "start the members asked if they are down, or list running ones in -join")
 			}
 		}
 	}
 	via, err := n.join(ctx, kindJoin, addrs, retrying)
 	switch {
 	case errors.Is(err, ErrWrongCluster):
-		n.log.Error("this data dir belongs to another cluster than the members asked; not rejoining", "error", err)
+		n.log.Error("this data dir belongs to another cluster than the members asked; not rejoining", "error", err,
+			"what_to_do", "point -join/-peers at this node's own cluster, or empty -data-dir to join the other one as a new member")
 	case err != nil && !n.closed():
-		n.log.Warn("rejoining the cluster failed; this node is not serving as a member", "error", err)
+		n.log.Warn("rejoining the cluster failed; this node is not serving as a member", "error", err,
+			"what_to_do", "fix what the error says, then restart this node on its data dir")
 	case err == nil && !member:
 		n.log.Info("added back to the cluster", "via", via)
 	case err == nil:
@@ -210,7 +214,7 @@ func (n *Node) addMember(ctx context.Context, id, addr string, empty bool) error
 	if empty {
 		for _, s := range cf.Configuration().Servers {
 			if string(s.ID) == id {
-				n.log.Warn("a member rejoins with an empty data dir: removing its old entry before adding it again", "id", id, "addr", addr)
+				n.log.Info("a member rejoins with an empty data dir: removing its old entry before adding it again", "id", id, "addr", addr)
 				if err := n.waitFuture(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, 0)); err != nil {
 					return configChangeError(err)
 				}
@@ -318,7 +322,7 @@ func (n *Node) Leave(ctx context.Context) error {
 		if n.IsLeader() {
 			if err := n.waitFuture(lctx, n.raft.LeadershipTransfer()); err != nil {
 				// The leader can still remove itself; raft then steps it down.
-				n.log.Warn("leadership transfer before leaving failed", "error", err)
+				n.log.Warn("leadership transfer before leaving failed; leaving as leader (raft then steps it down)", "error", err)
 			}
 		}
 		if _, _, err := n.do(lctx, request{kind: kindRemove, id: n.cfg.NodeID}); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/raftlock/raftlock/internal/quietlog"
 	"github.com/raftlock/raftlock/lock"
 	"github.com/raftlock/raftlock/transport"
 )
@@ -26,6 +27,9 @@ type Node struct {
 	cfg   Config
 	log   hclog.Logger
 	clock Clock
+	// quiet collapses the repeated warnings and errors of raft and the
+	// transport (logquiet.go); closed last by Close, which writes the counts pending.
+	quiet *quietlog.Quieter
 
 	tr      *transport.Transport
 	store   *guardedStore
@@ -100,6 +104,7 @@ func New(cfg Config) (*Node, error) {
 		peers:         peerDirectory{peers: map[string]peerInfo{}},
 		leaderChanged: newBroadcast(),
 		closing:       make(chan struct{}),
+		quiet:         newQuieter(),
 	}
 	n.sm = newStateMachine(logger.Named("fsm"), n.awaits.deliver)
 	n.sm.afterApply = n.pokeExpiryTimer
@@ -109,6 +114,7 @@ func New(cfg Config) (*Node, error) {
 	var cleanup []func()
 	defer func() {
 		if !ok {
+			defer n.quiet.Close()
 			for i := len(cleanup) - 1; i >= 0; i-- {
 				cleanup[i]()
 			}
@@ -118,7 +124,7 @@ func New(cfg Config) (*Node, error) {
 	tr, err := transport.Listen(transport.Config{
 		BindAddr:      cfg.BindAddr,
 		AdvertiseAddr: cfg.AdvertiseAddr,
-		Logger:        logger.Named("transport"),
+		Logger:        n.quiet.Wrap(logger.Named("transport")),
 		ServerTLS:     cfg.ServerTLS,
 		ClientTLS:     cfg.ClientTLS,
 		Faults:        cfg.TransportFaults,
@@ -178,7 +184,7 @@ func New(cfg Config) (*Node, error) {
 		Stream:  tr.StreamLayer(),
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
-		Logger:  logger.Named("raft-net"),
+		Logger:  n.quiet.Wrap(logger.Named("raft-net")),
 	})
 	cleanup = append(cleanup, func() { netTrans.Close() })
 
@@ -191,7 +197,7 @@ func New(cfg Config) (*Node, error) {
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
 	rc.SnapshotInterval = cfg.SnapshotInterval
 	rc.TrailingLogs = cfg.TrailingLogs
-	rc.Logger = logger.Named("raft")
+	rc.Logger = n.quiet.Wrap(logger.Named("raft"))
 	if err := raft.ValidateConfig(rc); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
@@ -306,6 +312,7 @@ func (n *Node) Close() error {
 			errs = append(errs, fmt.Errorf("cluster: unlocking data dir: %w", err))
 		}
 		n.closeErr = errors.Join(errs...)
+		n.quiet.Close()
 	})
 	return n.closeErr
 }

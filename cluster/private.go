@@ -88,7 +88,8 @@ func makeDataDirPrivate(dir string, logger hclog.Logger) error {
 	}
 	if perm := info.Mode().Perm(); perm&0o077 != 0 {
 		if err := os.Chmod(dir, perm&^0o077); err != nil {
-			logger.Warn("data dir is readable by other users and cannot be made private; its contents are", "dir", dir, "mode", perm.String(), "error", err)
+			logger.Warn("data dir is readable by other users and cannot be made private; the files this node writes in it are private all the same",
+				"dir", dir, "mode", perm.String(), "error", err, "what_to_do", "chmod 700 the data dir as its owner")
 		}
 	}
 	for _, name := range dataDirEntries {

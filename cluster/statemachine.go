@@ -119,7 +119,8 @@ func (s *stateMachine) ApplyBatch(logs []*raft.Log) []any {
 func (s *stateMachine) applyEntry(l *raft.Log) any {
 	cmds, err := fsm.DecodeBatch(l.Data)
 	if err != nil {
-		s.log.Error("skipping undecodable log entry", "index", l.Index, "error", err)
+		s.log.Error("skipping undecodable log entry", "index", l.Index, "error", err,
+			"what_to_do", "run the same raftlock version on every member (a newer one may have written it); if they match, report this as a bug")
 		return fmt.Errorf("cluster: log entry %d: %w", l.Index, err)
 	}
 	results := make([]fsm.Result, len(cmds))

@@ -154,14 +154,16 @@ func (n *Node) reviewVoters(ctx context.Context) error {
 		if len(live) < n.cfg.Voters {
 			break // keep it: demoting would leave fewer voters than wanted
 		}
-		n.log.Warn("demoting unreachable voter", "id", id, "timeout", n.cfg.DeadVoterTimeout)
+		n.log.Warn("demoting unreachable voter; a non-voter takes its vote", "id", id, "timeout", n.cfg.DeadVoterTimeout,
+			"what_to_do", "start that member again: it comes back as a non-voter")
 		if err := n.waitFuture(ctx, n.raft.DemoteVoter(id, 0, 0)); err != nil {
 			return configChangeError(err)
 		}
 	}
 	slices.Sort(gone)
 	for _, id := range gone {
-		n.log.Warn("removing unreachable non-voter", "id", id, "timeout", n.cfg.DeadMemberTimeout)
+		n.log.Warn("removing unreachable non-voter", "id", id, "timeout", n.cfg.DeadMemberTimeout,
+			"what_to_do", "nothing, if it is gone for good; started again on its data dir, it asks to be added back")
 		if err := n.waitFuture(ctx, n.raft.RemoveServer(id, 0, 0)); err != nil {
 			return configChangeError(err)
 		}

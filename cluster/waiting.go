@@ -33,7 +33,7 @@ func (t *leaderTerm) startEpoch() bool {
 		// after it: stamps stay non-decreasing in log order.
 		body, err := fsm.AppendBatch(nil, []fsm.Command{{Op: fsm.OpNewTerm, Stamp: t.clock.now()}})
 		if err != nil {
-			n.log.Error("encoding new-term", "error", err)
+			n.log.Error("encoding new-term", "error", err, "what_to_do", "a bug: report it")
 			return false
 		}
 		f := n.raft.Apply(body, 0)
@@ -386,7 +386,8 @@ func (n *Node) withdrawAtLeader(t *leaderTerm, cmd fsm.Command, w *waiter) {
 	res, err := t.await(ctx, p)
 	switch {
 	case err != nil:
-		n.log.Warn("could not withdraw a waiting acquire whose caller left", "key", cmd.Key, "error", err)
+		n.log.Warn("could not withdraw a waiting acquire whose caller left; it stays queued until its wait ends, and a grant to it is released",
+			"key", cmd.Key, "error", err)
 	case res.Status == fsm.StatusReleased:
 		n.log.Debug("released a lock granted to a caller that had left", "key", cmd.Key)
 	}

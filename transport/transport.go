@@ -270,7 +270,8 @@ func (t *Transport) acceptLoop() {
 			// Out of file descriptors and the like: wait and retry, as
 			// net/http does, instead of spinning or giving up.
 			backoff = min(max(2*backoff, 5*time.Millisecond), maxBackoff)
-			t.logger.Error("accept failed", "error", err, "retry_in", backoff)
+			t.logger.Error("accept failed", "error", err, "retry_in", backoff,
+				"what_to_do", "if it says too many open files, raise the open-files limit (ulimit -n) or find who holds the connections")
 			select {
 			case <-time.After(backoff):
 				continue
@@ -331,7 +332,8 @@ func (t *Transport) serveConn(raw net.Conn) {
 			// Port probes and health checks connect and leave: not worth a warning.
 			t.logger.Debug("connection closed before its first byte", "remote", raw.RemoteAddr())
 		default:
-			t.logger.Warn("dropped connection: no valid first byte", "remote", raw.RemoteAddr(), "error", err)
+			t.logger.Warn("dropped connection: no valid first byte", "remote", raw.RemoteAddr(), "error", err,
+				"what_to_do", "if remote is a member, give it the same peer TLS settings as this node")
 		}
 		return
 	}
@@ -342,7 +344,8 @@ func (t *Transport) serveConn(raw net.Conn) {
 		t.serveRPC(nc)
 	default:
 		nc.Close()
-		t.logger.Warn("dropped connection: unknown first byte", "remote", raw.RemoteAddr(), "byte", fmt.Sprintf("%#02x", kind[0]))
+		t.logger.Warn("dropped connection: unknown first byte", "remote", raw.RemoteAddr(), "byte", fmt.Sprintf("%#02x", kind[0]),
+			"what_to_do", "only raftlock members dial this port: point HTTP clients at the agent's -http address")
 	}
 }
 
@@ -418,7 +421,8 @@ func (t *Transport) untrackRPC(c rpcConn) {
 func (t *Transport) logConnEnd(side, peer string, cause error) {
 	switch {
 	case errors.Is(cause, errProtocol):
-		t.logger.Warn("dropped connection: bad frame", "side", side, "remote", peer, "error", cause)
+		t.logger.Warn("dropped connection: bad frame", "side", side, "remote", peer, "error", cause,
+			"what_to_do", "run the same raftlock version on every member")
 	case errors.Is(cause, ErrClosed), errors.Is(cause, io.EOF), errors.Is(cause, net.ErrClosed):
 		t.logger.Debug("connection closed", "side", side, "remote", peer, "cause", cause)
 	default:

@@ -21,6 +21,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cluster"
+	"github.com/raftlock/raftlock/internal/quietlog"
 )
 
 // agentFlags are the flags of `raftlock agent`.
@@ -194,7 +195,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	leave := func(ctx context.Context) error {
 		logger.Info("asked to leave the cluster")
 		if err := node.Leave(ctx); err != nil {
-			logger.Warn("leaving the cluster failed; still a member and running", "error", err)
+			logger.Warn("leaving the cluster failed; still a member and running", "error", err, "what_to_do", "run raftlock leave again once a leader is known")
 			return err
 		}
 		logger.Info("left the cluster; stopping (started again on its data dir, it would ask to be added back)")
@@ -204,9 +205,15 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	if f.dev {
 		leave = nil // a cluster of one has nobody to leave to: 501
 	}
-	handler := api.NewHandler(node, api.Config{Cluster: api.NodeStatus(node), Logger: logger.Named("http"), Token: sec.token, Leave: leave})
+	// Repeated HTTP warnings and errors (a client retrying a refused
+	// request, accept failing while file descriptors run out) come as one
+	// line per window with repeated=N.
+	httpQuiet := quietlog.New(quietlog.DefaultWindow, nil)
+	defer httpQuiet.Close()
+	httpLog := httpQuiet.Wrap(logger.Named("http"))
+	handler := api.NewHandler(node, api.Config{Cluster: api.NodeStatus(node), Logger: httpLog, Token: sec.token, Leave: leave})
 	srv := api.NewServer(httpLn.Addr().String(), handler)
-	srv.ErrorLog = log.New(httpServerLog{logger.Named("http")}, "", 0)
+	srv.ErrorLog = log.New(httpServerLog{httpLog}, "", 0)
 	scheme := "http"
 	serveErr := make(chan error, 1)
 	if sec.api != nil {
@@ -232,7 +239,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	case <-leftOnRequest:
 		left = true
 	case err := <-serveErr:
-		logger.Error("HTTP server stopped", "error", err)
+		logger.Error("HTTP server stopped; the agent stops", "error", err, "what_to_do", "fix what the error says and start the agent again")
 		code = exitError
 	}
 
@@ -250,12 +257,14 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case left || !f.leaveOnTerminate || f.dev:
 	case closedEarly:
-		logger.Warn("-leave-on-terminate: no leader to remove this node; stopping as a member")
+		logger.Warn("-leave-on-terminate: no leader to remove this node; stopping as a member",
+			"what_to_do", "start it again and run raftlock leave on it once its cluster has a leader")
 	default:
 		// Leave fails within a few election timeouts when no leader can
 		// remove the node; it then stays a member, and closes below.
 		if err := node.Leave(ctx); err != nil {
-			logger.Warn("leaving the cluster failed; stopping as a member", "error", err)
+			logger.Warn("leaving the cluster failed; stopping as a member", "error", err,
+				"what_to_do", "start it again and run raftlock leave on it once its cluster has a leader")
 		}
 	}
 	if err := node.Close(); err != nil { // after Leave, a no-op
@@ -417,14 +426,25 @@ func (f *agentFlags) clusterConfig(fs *flagSet, logger hclog.Logger, sec securit
 // httpServerLog takes net/http's server log lines into the agent's log:
 // refused TLS handshakes (a client without a certificate, a port scan, a
 // TCP probe) at debug, since the client is told why and they would flood
-// the log; the rest (a handler's panic) as errors.
+// the log; failing accepts as one error message whatever the retry delay
+// (so that a quieter counts them); the rest (a handler's panic) as errors.
 type httpServerLog struct{ log hclog.Logger }
 
 func (l httpServerLog) Write(p []byte) (int, error) {
 	msg := strings.TrimSpace(string(p))
-	if strings.HasPrefix(msg, "http: TLS handshake error") {
+	switch {
+	case strings.HasPrefix(msg, "http: TLS handshake error"):
 		l.log.Debug(msg)
-	} else {
+	case strings.HasPrefix(msg, "http: Accept error: "):
+		// net/http retries with a growing delay; one message for every
+		// occurrence lets the quieter count them.
+		text := strings.TrimPrefix(msg, "http: Accept error: ")
+		if i := strings.LastIndex(text, "; retrying in "); i >= 0 {
+			text = text[:i]
+		}
+		l.log.Error("accepting HTTP connections failed; retrying", "error", text,
+			"what_to_do", "if it says too many open files, raise the open-files limit (ulimit -n) or find who holds the connections")
+	default:
 		l.log.Error(msg)
 	}
 	return len(p), nil
