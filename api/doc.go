@@ -72,8 +72,22 @@
 // hang-up alone takes the waiter out, a moment later.)
 //
 // Every request body is limited (Config.MaxBodyBytes, 64 KiB by default; 413
-// beyond), strict (unknown fields and query parameters are errors, not
-// ignored) and read to its end. Each store call has a time limit
+// beyond), strict and read to its end. Strict means 400 bad_request, never a
+// guess, for: a field the route does not take, a field name in another
+// letter case ("KEY" for "key"), a field given twice, a string with a lone
+// UTF-16 surrogate escape ("\ud800", which is no character), bytes that are
+// not UTF-8, anything after the object. The error's "field" names the field
+// at fault when there is one. The node decodes with the standard library's
+// encoding/json after a token-level pass of its own (json.Decoder.Token)
+// that catches what encoding/json would accept silently (it matches names
+// case-insensitively, keeps the last of duplicates and turns lone
+// surrogates into U+FFFD); encoding/json/v2 would catch these by itself but
+// still needs GOEXPERIMENT=jsonv2, which an embedding program cannot be
+// asked to set. Query parameters are strict too: an unknown name (names are
+// case-sensitive, "?KEY=" is not "?key="), a repeated one or a malformed
+// query string is 400 bad_request, on every route but /healthz, which
+// ignores its query string so that a probe adding a parameter still sees a
+// healthy node. Each store call has a time limit
 // (Config.OpTimeout plus the acquire's wait); a write that runs out answers
 // unknown_outcome, since it may have been committed.
 //
@@ -214,7 +228,9 @@
 //
 //	status  code               meaning                                            Client error
 //	400     bad_request        malformed JSON or query, unknown field or          ErrBadRequest
-//	                           parameter, body not UTF-8, trailing data
+//	                           parameter, field in another case or given twice,
+//	                           lone surrogate escape, body not UTF-8, trailing
+//	                           data ("field" names the field at fault)
 //	400     invalid_key        key missing, empty, longer than lock.MaxKeyLen,    lock.ErrInvalidKey
 //	                           bad key_b64, both key and key_b64
 //	400     invalid_ttl        ttl missing, malformed, outside                    lock.ErrInvalidTTL

@@ -67,6 +67,9 @@ type errorBody struct {
 type errorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Field names the request body's field at fault, for a bad_request
+	// about a field (unknown, misspelt in letter case, given twice).
+	Field string `json:"field,omitempty"`
 	// Set with CodeLocked (and CodeQueueFull): the holder's fencing token and
 	// lease left; never the holder's owner.
 	Token       uint64 `json:"token,omitempty"`

@@ -249,7 +249,8 @@ func TestBadRequests(t *testing.T) {
 		{"list bad limit", "GET", "/v1/locks?limit=ten", "", 400, CodeInvalidList},
 		{"list unknown parameter", "GET", "/v1/locks?key=a", "", 400, CodeBadRequest},
 		{"list oversized prefix", "GET", "/v1/locks?prefix=" + longKey, "", 400, CodeInvalidKey},
-		{"healthz with a query", "GET", "/healthz?verbose=1", "", 400, CodeBadRequest},
+		{"cluster with a query", "GET", "/v1/cluster?verbose=1", "", 400, CodeBadRequest},
+		{"inspect parameter in another case", "GET", "/v1/inspect?KEY=a", "", 400, CodeBadRequest},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
