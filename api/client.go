@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -74,13 +75,24 @@ const DefaultDialTimeout = 5 * time.Second
 // cannot be sent there (connection refused, no route, a failed TLS
 // handshake: nothing reached the node), it is sent to the next endpoint, and
 // so on, each at most once. Any node serves any request (followers forward
-// to the leader), so where it lands does not matter. A read (inspect, list,
-// cluster, health) whose connection failed is sent to the next endpoint
-// too. A write (acquire, release, extend) that went out and then failed is
-// not sent again: it reports lock.ErrUnknownOutcome as below, and the caller
-// (package lock does) retries it with the same owner, which the cluster
-// makes idempotent. An answer, even an error answer, ends the request: the
-// node was reached, and its answer stands. Sync (or ClientConfig.SyncInterval)
+// to the leader), so where it lands does not matter. A request whose
+// connection failed after it went out (a node that died, a kept-alive
+// connection the node had closed) is sent to the next endpoint too when it
+// is safe to repeat, which every call of a Client is: reads (inspect, list,
+// cluster, health) change nothing, and the writes always name their owner,
+// which makes them idempotent in the cluster (an acquire by the holder or by
+// a queued owner returns the same grant or keeps its place; an extend sets
+// the lease's end from the later attempt; a release by an owner that no
+// longer holds the key changes nothing). Only when no endpoint answers does
+// a write that went out report lock.ErrUnknownOutcome, as below, for the
+// caller (package lock does) to retry with the same owner. Writes also carry
+// an Idempotency-Key header, which lets Go's HTTP transport resend a request
+// at once on a fresh connection to the same node when the kept-alive
+// connection it picked turns out closed. An answer, even an error answer,
+// ends the request: the node was reached, and its answer stands. One
+// consequence: a release repeated after a failed attempt may answer (false,
+// nil) because that attempt did release the key; either way, the owner no
+// longer holds it. Sync (or ClientConfig.SyncInterval)
 // adds the nodes the cluster reports (their Config.APIAddr) to the
 // endpoints, so a client given one node can fail over to the others.
 //
@@ -292,7 +304,7 @@ func (c *Client) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lea
 	}
 	var resp leaseResponse
 	at := -1
-	sent, err := c.call(ctx, exchange{method: http.MethodPost, path: "/v1/acquire", key: req.Key, body: body, out: &resp, write: true, at: &at})
+	sent, err := c.call(ctx, exchange{method: http.MethodPost, path: "/v1/acquire", key: req.Key, body: body, out: &resp, write: true, idempotent: true, at: &at})
 	if err != nil {
 		if sent && ctx.Err() != nil && c.cleanupAcquire(ctx, req.Key, req.Owner, at) {
 			// The release answered, so the outcome is known after all: the
@@ -331,7 +343,7 @@ func (c *Client) release(ctx context.Context, key string, owner lock.Owner, at i
 	o := owner.String()
 	var resp releaseResponse
 	_, err := c.call(ctx, exchange{method: http.MethodPost, path: "/v1/release", key: key,
-		body: releaseRequest{keyFields: makeKeyFields(key), Owner: &o}, out: &resp, write: true, at: &at})
+		body: releaseRequest{keyFields: makeKeyFields(key), Owner: &o}, out: &resp, write: true, idempotent: true, at: &at})
 	var se *ServerError
 	if errors.As(err, &se) && se.Code == CodeNotHeld {
 		return false, nil
@@ -350,7 +362,7 @@ func (c *Client) Extend(ctx context.Context, key string, owner lock.Owner, ttl t
 	o := owner.String()
 	var resp leaseResponse
 	_, err := c.call(ctx, exchange{method: http.MethodPost, path: "/v1/extend", key: key,
-		body: extendRequest{keyFields: makeKeyFields(key), Owner: &o, TTL: durationPtr(ttl)}, out: &resp, write: true})
+		body: extendRequest{keyFields: makeKeyFields(key), Owner: &o, TTL: durationPtr(ttl)}, out: &resp, write: true, idempotent: true})
 	if err != nil {
 		return lock.Lease{}, err
 	}
@@ -479,6 +491,10 @@ type exchange struct {
 	body         any // JSON-encoded when not nil
 	out          any // the 200 answer is decoded into it
 	write        bool
+	// idempotent: sending the request again, to the same node or another,
+	// cannot do more than sending it once (every write of a Client, as each
+	// names its owner; reads need not say).
+	idempotent bool
 	// at, when not nil, is the endpoint to try first when >= 0 (else the
 	// one that last answered), and is set to the endpoint the request was
 	// last sent to.
@@ -502,8 +518,8 @@ func (c *Client) call(ctx context.Context, x exchange) (sent bool, err error) {
 
 // roundTrip sends x and reads the whole answer, failing over from one
 // endpoint to the next when the request cannot have left, or when it is a
-// read (which any node may answer again): each endpoint is tried at most
-// once, starting with the one that last answered. sent is false only when
+// read or idempotent (which any node may answer again): each endpoint is
+// tried at most once, starting with the one that last answered. sent is false only when
 // no byte of the request can have been written to any of them. A failure is
 // returned already classified (networkError).
 func (c *Client) roundTrip(ctx context.Context, x exchange) (status int, payload []byte, sent bool, err error) {
@@ -533,9 +549,9 @@ func (c *Client) roundTrip(ctx context.Context, x exchange) (status int, payload
 			return status, payload, true, nil
 		}
 		anySent = anySent || sent
-		if sent && x.write || ctx.Err() != nil {
+		if sent && x.write && !x.idempotent || ctx.Err() != nil {
 			// A write that went out may have been done: sending it
-			// elsewhere is the caller's call (with the same owner).
+			// elsewhere is the caller's call, unless it is safe to repeat.
 			return 0, nil, sent, c.networkError(ctx, what, err, sent, x.write)
 		}
 		failures = append(failures, err.Error())
@@ -565,6 +581,12 @@ func (c *Client) send(ctx context.Context, base *url.URL, x exchange, body []byt
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if x.idempotent {
+		// Go's transport resends a request with this header (as it does a
+		// GET) on a new connection when the kept-alive one it was written
+		// to was closed by the node before any answer.
+		req.Header.Set("Idempotency-Key", rand.Text())
 	}
 	req.Header.Set("Accept", "application/json")
 	if c.token != "" {
