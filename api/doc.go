@@ -134,6 +134,23 @@
 // Every answer is JSON, errors included. Examples assume a node on
 // 127.0.0.1:8300.
 //
+// That includes the answers Go's net/http gives by itself before any
+// handler runs, when the server's listener is wrapped in JSONErrorListener
+// (the agent's is): 431 headers_too_large (headers over
+// ServerMaxHeaderBytes), 400 bad_request (a malformed request line or
+// header, no Host), 505 unsupported_protocol (an HTTP version other than
+// 1.x), 501 unsupported_protocol (a transfer encoding other than chunked),
+// and 400 https_required for plain HTTP sent to a node that serves HTTPS.
+// net/http writes those as fixed text that no http.Server option changes,
+// so the listener recognizes them on their way out and writes JSON instead.
+// What stays outside JSON, because it is not an HTTP answer or because
+// net/http writes it where a listener cannot see it: a failed TLS handshake
+// (a TLS alert), a connection closed for a timeout (ReadHeaderTimeout,
+// ReadTimeout, IdleTimeout), an Expect header other than 100-continue (417
+// with an empty body, written as an ordinary answer), and, over HTTP/2,
+// stream resets and net/http's own 431 (inside TLS, out of the listener's
+// sight).
+//
 // POST /v1/acquire takes a lock: key (or key_b64), ttl (or ttl_ms), optional
 // wait (or wait_ms; 0 or absent: never queue), optional owner.
 //
@@ -231,6 +248,7 @@
 //	                           parameter, field in another case or given twice,
 //	                           lone surrogate escape, body not UTF-8, trailing
 //	                           data ("field" names the field at fault)
+//	400     https_required     plain HTTP to a node that serves HTTPS             ErrBadRequest
 //	400     invalid_key        key missing, empty, longer than lock.MaxKeyLen,    lock.ErrInvalidKey
 //	                           bad key_b64, both key and key_b64
 //	400     invalid_ttl        ttl missing, malformed, outside                    lock.ErrInvalidTTL
@@ -250,9 +268,12 @@
 //	409     canceled           acquire given up by a release of the same owner    lock.ErrNotHeld
 //	413     body_too_large     body over Config.MaxBodyBytes                      ErrBadRequest
 //	429     queue_full         lock.MaxWaiters already wait for the key           lock.ErrQueueFull
+//	431     headers_too_large  headers over ServerMaxHeaderBytes                  ErrBadRequest
 //	500     internal           a bug; the node's log has more                     ErrInternal
 //	501     not_implemented    /v1/locks on a store that cannot list, /v1/leave   errors.ErrUnsupported
 //	                           without Config.Leave
+//	501/505 unsupported_protocol  HTTP version or transfer encoding net/http      ErrBadRequest
+//	                           does not speak
 //	503     unavailable        no leader or no quorum; nothing was done           lock.ErrUnavailable
 //	503     unknown_outcome    may or may not have been done: retry with the      lock.ErrUnknownOutcome
 //	                           same owner                                         and lock.ErrUnavailable
