@@ -316,7 +316,7 @@ func (c *Client) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lea
 	if resp.Owner != owner {
 		return lock.Lease{}, fmt.Errorf("%w: acquire answered for owner %q, not ours", ErrUnexpectedResponse, resp.Owner)
 	}
-	return lock.Lease{Token: resp.Token, Remaining: msDuration(resp.RemainingMS)}, nil
+	return lock.Lease{Token: resp.Token, Remaining: msDuration(resp.RemainingMS), TTL: msDuration(resp.TTLMS)}, nil
 }
 
 // cleanupAcquire releases what an abandoned acquire may have been granted,
@@ -366,7 +366,7 @@ func (c *Client) Extend(ctx context.Context, key string, owner lock.Owner, ttl t
 	if err != nil {
 		return lock.Lease{}, err
 	}
-	return lock.Lease{Token: resp.Token, Remaining: msDuration(resp.RemainingMS)}, nil
+	return lock.Lease{Token: resp.Token, Remaining: msDuration(resp.RemainingMS), TTL: msDuration(resp.TTLMS)}, nil
 }
 
 // Inspect implements lock.Store: GET /v1/inspect.

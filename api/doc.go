@@ -43,7 +43,10 @@
 // retry safe: when an acquire's outcome is unknown (a timeout, a lost
 // connection, 503 unknown_outcome), sending it again with the same owner
 // returns the same grant and token if it had succeeded, as in etcd's
-// session-owned keys. Release and extend act only for the owner.
+// session-owned keys. Such a repeat changes nothing, whatever ttl it names:
+// its answer describes the lease the owner has (ttl_ms is what that lease
+// had left when the node took the repeat, remaining_ms as always), not one
+// of the ttl asked. Release and extend act only for the owner.
 //
 // Held and not-held are both 409 Conflict, told apart by their codes (locked,
 // not_held): the request was well formed and conflicts with the lock's

@@ -278,9 +278,19 @@ func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
 		keyOut:      makeKeyOut(key),
 		Owner:       owner.String(),
 		Token:       lease.Token,
-		TTLMS:       millis(ttl),
+		TTLMS:       millis(leaseTTL(lease, ttl)),
 		RemainingMS: millis(lease.Remaining),
 	}, nil
+}
+
+// leaseTTL is the term to report for lease, granted or extended when asked
+// for ttl: the store's own figure when it gives one, since an acquire by the
+// holder returns the lease it has, not one of the TTL asked.
+func leaseTTL(lease lock.Lease, ttl time.Duration) time.Duration {
+	if lease.TTL > 0 {
+		return lease.TTL
+	}
+	return ttl
 }
 
 func (h *Handler) releaseAbandoned(key string, owner lock.Owner) {
@@ -351,7 +361,7 @@ func (h *Handler) extend(r *http.Request, c *opCall) (any, *apiError) {
 		keyOut:      makeKeyOut(key),
 		Owner:       owner.String(),
 		Token:       lease.Token,
-		TTLMS:       millis(ttl),
+		TTLMS:       millis(leaseTTL(lease, ttl)),
 		RemainingMS: millis(lease.Remaining),
 	}, nil
 }
