@@ -287,9 +287,9 @@
 // Beyond answers, Client reports a request that never left (connection
 // refused, a failed TLS handshake; on every endpoint it knows) as
 // lock.ErrUnavailable, and a write whose connection failed after it was sent
-// (and then on every other endpoint too: each of its writes names its owner,
-// so it is safe to send again) as lock.ErrUnknownOutcome (and
-// lock.ErrUnavailable); a 502, 503 or 504 that is not a node's JSON (a
-// proxy) counts as the same. A done
+// as lock.ErrUnknownOutcome (and lock.ErrUnavailable), once it has tried the
+// other endpoints where that is safe (release and extend always, an acquire
+// after a stale kept-alive connection: see Client); a 502, 503 or 504 that
+// is not a node's JSON (a proxy) counts as the same. A done
 // context gives an error matching ctx.Err().
 package api

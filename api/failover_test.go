@@ -88,10 +88,13 @@ func TestFailoverWhenTheNodeInUseGoesAway(t *testing.T) {
 	assert.True(t, released)
 }
 
-// TestFailoverResendsAWriteThatWentOut: the first node took the request
-// and hung up without an answer. Every write of the client names its owner,
-// so it is safe to repeat: it goes to the next node, which answers.
-func TestFailoverResendsAWriteThatWentOut(t *testing.T) {
+// TestFailoverResendsOnlySafeWritesThatWentOut: the first node took the
+// request on a new connection and hung up without an answer. A release or
+// an extend is safe to repeat and goes to the next node. An acquire is not
+// sent elsewhere behind the caller's back: a node still at work on it would
+// give back, seeing the caller gone, a grant the next node reported; the
+// caller retries it with the same owner.
+func TestFailoverResendsOnlySafeWritesThatWentOut(t *testing.T) {
 	flaky, hits := hangUpServer(t)
 	n := newTestNode(t, Config{})
 	c, err := NewFailoverClient([]string{flaky, n.url}, ClientConfig{})
@@ -99,17 +102,38 @@ func TestFailoverResendsAWriteThatWentOut(t *testing.T) {
 	ctx := context.Background()
 
 	owner := lock.NewOwner()
-	lease, err := c.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: owner, TTL: time.Minute})
-	require.NoError(t, err, "the acquire moves on to the node that answers")
-	assert.Equal(t, int32(1), hits.Load(), "the first node was tried once")
-	assert.Equal(t, n.url, c.Endpoint())
+	_, err = c.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: owner, TTL: time.Minute})
+	assert.ErrorIs(t, err, lock.ErrUnknownOutcome)
+	assert.Equal(t, int32(1), hits.Load())
 	info, err := n.store.Inspect(ctx, "k")
 	require.NoError(t, err)
-	assert.Equal(t, lease.Token, info.Token, "held by the owner through the second node")
+	assert.False(t, info.Locked, "the second node never saw the acquire")
+	assert.Equal(t, flaky, c.Endpoint(), "nothing answered yet")
+
+	lease, err := n.store.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: owner, TTL: time.Minute})
+	require.NoError(t, err)
+	c2, err := NewFailoverClient([]string{flaky, n.url}, ClientConfig{})
+	require.NoError(t, err)
+	extended, err := c2.Extend(ctx, "k", owner, 2*time.Minute)
+	require.NoError(t, err, "the extend moves on to the node that answers")
+	assert.Equal(t, lease.Token, extended.Token)
+	assert.Equal(t, int32(2), hits.Load(), "the first node was tried once")
+	assert.Equal(t, n.url, c2.Endpoint())
+
+	c3, err := NewFailoverClient([]string{flaky, n.url}, ClientConfig{})
+	require.NoError(t, err)
+	released, err := c3.Release(ctx, "k", owner)
+	require.NoError(t, err, "the release moves on to the node that answers")
+	assert.True(t, released)
+	assert.Equal(t, int32(3), hits.Load(), "the first node was tried once")
 
 	_, err = c.Inspect(ctx, "k")
+	require.NoError(t, err, "a read is safe to send again, to the next node")
+	assert.Equal(t, int32(4), hits.Load())
+	assert.Equal(t, n.url, c.Endpoint())
+	_, err = c.Inspect(ctx, "k")
 	require.NoError(t, err)
-	assert.Equal(t, int32(1), hits.Load(), "the node that answered is asked first from then on")
+	assert.Equal(t, int32(4), hits.Load(), "the node that answered is asked first from then on")
 }
 
 // killableNode is a node whose server can die with connections still open:
