@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"regexp"
 	"strconv"
 )
 
@@ -43,9 +42,9 @@ func (l jsonErrorListener) Accept() (net.Conn, error) {
 // before Content-Type.
 type jsonErrorConn struct{ net.Conn }
 
-// serverErrorAnswer is net/http's answer to a request it cannot parse (its
-// errorHeaders). The status line may carry the reason after a colon.
-var serverErrorAnswer = regexp.MustCompile(`\AHTTP/1\.1 ([0-9]{3}) ([^\r\n]*)\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n([^\r]*)\z`)
+// serverErrorHeaders follow the status line of net/http's answer to a
+// request it cannot parse (its errorHeaders); the text after them says why.
+const serverErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
 
 // plainHTTPOnTLSAnswer is what net/http writes, unencrypted, to a client
 // that speaks plain HTTP to a TLS port.
@@ -59,9 +58,8 @@ func (c *jsonErrorConn) Write(b []byte) (int, error) {
 	if string(b) == plainHTTPOnTLSAnswer {
 		answer = jsonAnswer("HTTP/1.0", http.StatusBadRequest, CodeHTTPSRequired,
 			"api: this node serves HTTPS and the request came in plain HTTP: use an https:// address")
-	} else if m := serverErrorAnswer.FindSubmatch(b); m != nil {
-		status, _ := strconv.Atoi(string(m[1]))
-		answer = jsonAnswer("HTTP/1.1", status, rawErrorCode(status), "api: the node's HTTP server refused the request: "+string(m[3]))
+	} else if status, why, ok := parseServerError(b); ok {
+		answer = jsonAnswer("HTTP/1.1", status, rawErrorCode(status), "api: the node's HTTP server refused the request: "+why)
 	}
 	if answer == nil {
 		return c.Conn.Write(b)
@@ -70,6 +68,20 @@ func (c *jsonErrorConn) Write(b []byte) (int, error) {
 		return 0, err
 	}
 	return len(b), nil
+}
+
+// parseServerError recognizes b as net/http's own error answer: "HTTP/1.1
+// NNN text", serverErrorHeaders, then the reason, all in one write.
+func parseServerError(b []byte) (status int, why string, ok bool) {
+	end := bytes.Index(b, []byte("\r\n"))
+	if end < len("HTTP/1.1 NNN") || !bytes.HasPrefix(b, []byte("HTTP/1.1 ")) || !bytes.HasPrefix(b[end:], []byte(serverErrorHeaders)) {
+		return 0, "", false
+	}
+	status, err := strconv.Atoi(string(b[len("HTTP/1.1 ") : len("HTTP/1.1 ")+3]))
+	if err != nil || status < 400 || status > 599 {
+		return 0, "", false
+	}
+	return status, string(b[end+len(serverErrorHeaders):]), true
 }
 
 // CloseWrite lets net/http half-close the connection after a 431, as it
