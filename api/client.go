@@ -92,9 +92,10 @@ const DefaultDialTimeout = 5 * time.Second
 // header, which lets Go's HTTP transport resend a request at once on a new
 // connection to the same node when the kept-alive connection it picked
 // turns out closed. An answer, even an error answer, ends the request: the
-// node was reached, and its answer stands. One consequence: a release
-// repeated after a failed attempt may answer (false, nil) because that
-// attempt did release the key; either way, the owner no longer holds it. Sync (or ClientConfig.SyncInterval)
+// node was reached, and its answer stands; but a release sent on after a
+// failed attempt that the next node answers "not held" reports
+// lock.ErrUnknownOutcome rather than (false, nil): the failed attempt may be
+// what released the key (either way, the owner no longer holds it). Sync (or ClientConfig.SyncInterval)
 // adds the nodes the cluster reports (their Config.APIAddr) to the
 // endpoints, so a client given one node can fail over to the others.
 //
@@ -344,10 +345,16 @@ func (c *Client) release(ctx context.Context, key string, owner lock.Owner, at i
 	}
 	o := owner.String()
 	var resp releaseResponse
+	resent := false
 	_, err := c.call(ctx, exchange{method: http.MethodPost, path: "/v1/release", key: key,
-		body: releaseRequest{keyFields: makeKeyFields(key), Owner: &o}, out: &resp, write: true, resend: resendAlways, at: &at})
+		body: releaseRequest{keyFields: makeKeyFields(key), Owner: &o}, out: &resp, write: true, resend: resendAlways, at: &at, resent: &resent})
 	var se *ServerError
 	if errors.As(err, &se) && se.Code == CodeNotHeld {
+		if resent {
+			// The attempt whose connection failed may be what released it.
+			return false, fmt.Errorf("api: POST /v1/release: %w: %w: %q is not held by the owner now; an earlier attempt, whose connection failed after it went out, may have released it, or the lease had ended",
+				lock.ErrUnknownOutcome, lock.ErrUnavailable, key)
+		}
 		return false, nil
 	}
 	if err != nil {
@@ -517,6 +524,9 @@ type exchange struct {
 	// one that last answered), and is set to the endpoint the request was
 	// last sent to.
 	at *int
+	// resent, when not nil, is set when the request went to another
+	// endpoint after it had gone out to one whose connection then failed.
+	resent *bool
 }
 
 // call performs x. sent says whether the request may have reached a node.
@@ -568,12 +578,15 @@ func (c *Client) roundTrip(ctx context.Context, x exchange) (status int, payload
 			c.current.Store(int32(at))
 			return status, payload, true, nil
 		}
-		anySent = anySent || sent
 		resend := x.resend == resendAlways || x.resend == resendAfterStaleConn && stale
 		if sent && x.write && !resend || ctx.Err() != nil {
 			// A write that went out may have been done: sending it
 			// elsewhere is the caller's call, unless it is safe to repeat.
-			return 0, nil, sent, c.networkError(ctx, what, err, sent, x.write)
+			return 0, nil, anySent || sent, c.networkError(ctx, what, err, anySent || sent, x.write)
+		}
+		anySent = anySent || sent
+		if anySent && x.resent != nil {
+			*x.resent = true
 		}
 		failures = append(failures, err.Error())
 	}

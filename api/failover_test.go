@@ -366,3 +366,41 @@ func TestSyncIntervalDiscoversInTheBackground(t *testing.T) {
 	_, err = NewClient(a.url, ClientConfig{SyncInterval: -time.Second})
 	assert.ErrorContains(t, err, "SyncInterval is negative")
 }
+
+// TestFailoverReleaseDoneByTheFailedAttempt: the first node released the
+// key and died before answering; the next node, asked again, finds the key
+// not held. That is not "the owner held nothing" (false, nil): the release
+// may have been the failed attempt's, so the outcome is reported unknown.
+func TestFailoverReleaseDoneByTheFailedAttempt(t *testing.T) {
+	store := lock.NewMemoryStore()
+	t.Cleanup(func() { _ = store.Close() })
+	h := NewHandler(store, Config{})
+	var hits atomic.Int32
+	actsThenDies := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		h.ServeHTTP(httptest.NewRecorder(), r) // does the work, loses the answer
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			_ = conn.Close()
+		}
+	}))
+	t.Cleanup(actsThenDies.Close)
+	alive := newTestNodeOver(t, store, Config{}, nil)
+	ctx := context.Background()
+	owner := lock.NewOwner()
+	_, err := store.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: owner, TTL: time.Minute})
+	require.NoError(t, err)
+
+	c, err := NewFailoverClient([]string{actsThenDies.URL, alive.url}, ClientConfig{})
+	require.NoError(t, err)
+	released, err := c.Release(ctx, "k", owner)
+	assert.False(t, released)
+	assert.ErrorIs(t, err, lock.ErrUnknownOutcome, "the first attempt may be what released it")
+	assert.Equal(t, int32(1), hits.Load())
+	info, err := store.Inspect(ctx, "k")
+	require.NoError(t, err)
+	assert.False(t, info.Locked, "released, by the first attempt")
+
+	released, err = c.Release(ctx, "k", owner)
+	require.NoError(t, err, "a release that reached a node at once is answered plainly")
+	assert.False(t, released)
+}
