@@ -88,9 +88,10 @@
 // still needs GOEXPERIMENT=jsonv2, which an embedding program cannot be
 // asked to set. Query parameters are strict too: an unknown name (names are
 // case-sensitive, "?KEY=" is not "?key="), a repeated one or a malformed
-// query string is 400 bad_request, on every route but /healthz, which
-// ignores its query string so that a probe adding a parameter still sees a
-// healthy node. Each store call has a time limit
+// query string is 400 bad_request, on every route but the two that
+// machines poll: /healthz, so that a probe adding a parameter still sees a
+// healthy node, and /metrics, so that a scrape configured with parameters
+// still scrapes; both ignore their query string. Each store call has a time limit
 // (Config.OpTimeout plus the acquire's wait); a write that runs out answers
 // unknown_outcome, since it may have been committed.
 //

@@ -155,3 +155,11 @@ func FuzzCheckStrictJSON(f *testing.F) {
 		walk(v)
 	})
 }
+
+func TestMetricsIgnoresQuery(t *testing.T) {
+	n := newTestNode(t, Config{})
+	resp, err := http.Get(n.url + "/metrics?x=1")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}
