@@ -72,9 +72,6 @@ var fieldNameCache sync.Map // reflect.Type -> []string
 // checked for duplicates only. Syntax errors are left to the decoder, which
 // reports them with an offset.
 func checkStrictJSON(body []byte, allowed []string) *bodyError {
-	if e := checkSurrogates(body); e != nil {
-		return e
-	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	// One frame per open object or array: the names seen so far (objects),
@@ -85,13 +82,29 @@ func checkStrictJSON(body []byte, allowed []string) *bodyError {
 		wantName bool
 	}
 	var stack []*frame
+	field := "" // the top-level field being read, for errors deeper down
 	for {
+		start := dec.InputOffset()
 		tok, err := dec.Token()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
 			return nil // malformed: the decoder says where
+		}
+		if _, ok := tok.(string); ok {
+			// The raw text from the previous token's end to this one's
+			// holds this string as sent, escapes and all.
+			if e := checkSurrogates(body[start:dec.InputOffset()]); e != nil {
+				switch {
+				case len(stack) > 0 && stack[len(stack)-1].object && stack[len(stack)-1].wantName:
+					e.msg = "api: a field name: " + e.msg[len("api: "):] // not this name: it is no text
+				case field != "":
+					e.field = field
+					e.msg = fmt.Sprintf("api: field %q: %s", field, e.msg[len("api: "):])
+				}
+				return e
+			}
 		}
 		var top *frame
 		if len(stack) > 0 {
@@ -113,8 +126,11 @@ func checkStrictJSON(body []byte, allowed []string) *bodyError {
 				return &bodyError{field: name, msg: fmt.Sprintf("api: field %q is given twice; give each field once", name)}
 			}
 			top.seen[name] = true
-			if len(stack) == 1 && !containsExact(allowed, name) {
-				return unknownField(name, allowed)
+			if len(stack) == 1 {
+				if !containsExact(allowed, name) {
+					return unknownField(name, allowed)
+				}
+				field = name
 			}
 			top.wantName = false
 			continue
@@ -158,10 +174,10 @@ func unknownField(name string, allowed []string) *bodyError {
 	return &bodyError{field: name, msg: fmt.Sprintf("api: unknown field %q (this route takes %s)", name, strings.Join(allowed, ", "))}
 }
 
-// checkSurrogates refuses a \u escape that is half of a UTF-16 surrogate
-// pair without its other half. The body is valid UTF-8 and a backslash
-// appears only inside strings in JSON, so escapes can be read without
-// tracking strings; a body whose syntax is broken is left to the decoder.
+// checkSurrogates refuses a \u escape in raw that is half of a UTF-16
+// surrogate pair without its other half. raw is JSON text that the
+// decoder found well formed, where a backslash appears only inside
+// strings, so escapes can be read without tracking strings.
 func checkSurrogates(body []byte) *bodyError {
 	for i := 0; i < len(body); i++ {
 		if body[i] != '\\' {
