@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -74,13 +75,27 @@ const DefaultDialTimeout = 5 * time.Second
 // cannot be sent there (connection refused, no route, a failed TLS
 // handshake: nothing reached the node), it is sent to the next endpoint, and
 // so on, each at most once. Any node serves any request (followers forward
-// to the leader), so where it lands does not matter. A read (inspect, list,
-// cluster, health) whose connection failed is sent to the next endpoint
-// too. A write (acquire, release, extend) that went out and then failed is
-// not sent again: it reports lock.ErrUnknownOutcome as below, and the caller
-// (package lock does) retries it with the same owner, which the cluster
-// makes idempotent. An answer, even an error answer, ends the request: the
-// node was reached, and its answer stands. Sync (or ClientConfig.SyncInterval)
+// to the leader), so where it lands does not matter. A request whose
+// connection failed after it went out is sent to the next endpoint too when
+// that is safe: reads (inspect, list, cluster, health) change nothing;
+// release and extend name their owner, so a repeat cannot do more than the
+// first (an extend sets the lease's end from the later attempt; a release by
+// an owner that no longer holds the key changes nothing); an acquire names
+// its owner too (the holder or a queued owner acquiring again gets the same
+// grant or keeps its place), but goes on only when the connection that
+// failed was a kept-alive one from the pool, which a node that died or
+// closed it left behind: a node that is alive and took the acquire on a new
+// connection would, seeing the caller gone, give back a grant that the next
+// node has meanwhile reported to the caller. Otherwise a write that went
+// out reports lock.ErrUnknownOutcome, as below, for the caller (package lock
+// does) to retry with the same owner. Writes also carry an Idempotency-Key
+// header, which lets Go's HTTP transport resend a request at once on a new
+// connection to the same node when the kept-alive connection it picked
+// turns out closed. An answer, even an error answer, ends the request: the
+// node was reached, and its answer stands; but a release sent on after a
+// failed attempt that the next node answers "not held" reports
+// lock.ErrUnknownOutcome rather than (false, nil): the failed attempt may be
+// what released the key (either way, the owner no longer holds it). Sync (or ClientConfig.SyncInterval)
 // adds the nodes the cluster reports (their Config.APIAddr) to the
 // endpoints, so a client given one node can fail over to the others.
 //
@@ -292,7 +307,7 @@ func (c *Client) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lea
 	}
 	var resp leaseResponse
 	at := -1
-	sent, err := c.call(ctx, exchange{method: http.MethodPost, path: "/v1/acquire", key: req.Key, body: body, out: &resp, write: true, at: &at})
+	sent, err := c.call(ctx, exchange{method: http.MethodPost, path: "/v1/acquire", key: req.Key, body: body, out: &resp, write: true, resend: resendAfterStaleConn, at: &at})
 	if err != nil {
 		if sent && ctx.Err() != nil && c.cleanupAcquire(ctx, req.Key, req.Owner, at) {
 			// The release answered, so the outcome is known after all: the
@@ -304,7 +319,7 @@ func (c *Client) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lea
 	if resp.Owner != owner {
 		return lock.Lease{}, fmt.Errorf("%w: acquire answered for owner %q, not ours", ErrUnexpectedResponse, resp.Owner)
 	}
-	return lock.Lease{Token: resp.Token, Remaining: msDuration(resp.RemainingMS)}, nil
+	return lock.Lease{Token: resp.Token, Remaining: msDuration(resp.RemainingMS), TTL: msDuration(resp.TTLMS)}, nil
 }
 
 // cleanupAcquire releases what an abandoned acquire may have been granted,
@@ -330,10 +345,16 @@ func (c *Client) release(ctx context.Context, key string, owner lock.Owner, at i
 	}
 	o := owner.String()
 	var resp releaseResponse
+	resent := false
 	_, err := c.call(ctx, exchange{method: http.MethodPost, path: "/v1/release", key: key,
-		body: releaseRequest{keyFields: makeKeyFields(key), Owner: &o}, out: &resp, write: true, at: &at})
+		body: releaseRequest{keyFields: makeKeyFields(key), Owner: &o}, out: &resp, write: true, resend: resendAlways, at: &at, resent: &resent})
 	var se *ServerError
 	if errors.As(err, &se) && se.Code == CodeNotHeld {
+		if resent {
+			// The attempt whose connection failed may be what released it.
+			return false, fmt.Errorf("api: POST /v1/release: %w: %w: %q is not held by the owner now; an earlier attempt, whose connection failed after it went out, may have released it, or the lease had ended",
+				lock.ErrUnknownOutcome, lock.ErrUnavailable, key)
+		}
 		return false, nil
 	}
 	if err != nil {
@@ -350,11 +371,11 @@ func (c *Client) Extend(ctx context.Context, key string, owner lock.Owner, ttl t
 	o := owner.String()
 	var resp leaseResponse
 	_, err := c.call(ctx, exchange{method: http.MethodPost, path: "/v1/extend", key: key,
-		body: extendRequest{keyFields: makeKeyFields(key), Owner: &o, TTL: durationPtr(ttl)}, out: &resp, write: true})
+		body: extendRequest{keyFields: makeKeyFields(key), Owner: &o, TTL: durationPtr(ttl)}, out: &resp, write: true, resend: resendAlways})
 	if err != nil {
 		return lock.Lease{}, err
 	}
-	return lock.Lease{Token: resp.Token, Remaining: msDuration(resp.RemainingMS)}, nil
+	return lock.Lease{Token: resp.Token, Remaining: msDuration(resp.RemainingMS), TTL: msDuration(resp.TTLMS)}, nil
 }
 
 // Inspect implements lock.Store: GET /v1/inspect.
@@ -432,7 +453,7 @@ func (c *Client) Cluster(ctx context.Context) (ClusterStatus, error) {
 // answers a *ServerError with Code CodeNotImplemented.
 func (c *Client) Leave(ctx context.Context) error {
 	endpoint := (*c.endpoints.Load())[0]
-	status, payload, sent, err := c.send(ctx, endpoint, exchange{method: http.MethodPost, path: "/v1/leave"}, nil)
+	status, payload, sent, _, err := c.send(ctx, endpoint, exchange{method: http.MethodPost, path: "/v1/leave"}, nil)
 	if err != nil {
 		return c.networkError(ctx, "POST /v1/leave", err, sent, true)
 	}
@@ -471,6 +492,23 @@ func (c *Client) Health(ctx context.Context) (Health, error) {
 	return Health{}, answerError(status, payload, "", false)
 }
 
+// resendPolicy says when a write whose connection failed after it went out
+// may be sent again, to the next endpoint.
+type resendPolicy int
+
+const (
+	// resendNever: the outcome is unknown; the caller decides.
+	resendNever resendPolicy = iota
+	// resendAfterStaleConn: only when the connection that failed was a
+	// kept-alive one from the pool, which the node had closed or left
+	// behind by dying, rather than a node alive and at work on it. For an
+	// acquire: repeating it is idempotent, but a node still at work gives
+	// the grant back once it sees the caller gone (Handler.acquire).
+	resendAfterStaleConn
+	// resendAlways: a repeat cannot do more than the first (release, extend).
+	resendAlways
+)
+
 // exchange is one request and what to do with its answer.
 type exchange struct {
 	method, path string
@@ -479,10 +517,16 @@ type exchange struct {
 	body         any // JSON-encoded when not nil
 	out          any // the 200 answer is decoded into it
 	write        bool
+	// resend says when a write that went out may be sent to the next
+	// endpoint (reads always may).
+	resend resendPolicy
 	// at, when not nil, is the endpoint to try first when >= 0 (else the
 	// one that last answered), and is set to the endpoint the request was
 	// last sent to.
 	at *int
+	// resent, when not nil, is set when the request went to another
+	// endpoint after it had gone out to one whose connection then failed.
+	resent *bool
 }
 
 // call performs x. sent says whether the request may have reached a node.
@@ -502,8 +546,9 @@ func (c *Client) call(ctx context.Context, x exchange) (sent bool, err error) {
 
 // roundTrip sends x and reads the whole answer, failing over from one
 // endpoint to the next when the request cannot have left, or when it is a
-// read (which any node may answer again): each endpoint is tried at most
-// once, starting with the one that last answered. sent is false only when
+// read, or a write its resend policy allows (which any node may answer
+// again): each endpoint is tried at most once, starting with the one that
+// last answered. sent is false only when
 // no byte of the request can have been written to any of them. A failure is
 // returned already classified (networkError).
 func (c *Client) roundTrip(ctx context.Context, x exchange) (status int, payload []byte, sent bool, err error) {
@@ -527,16 +572,21 @@ func (c *Client) roundTrip(ctx context.Context, x exchange) (status int, payload
 		if x.at != nil {
 			*x.at = at
 		}
-		status, payload, sent, err = c.send(ctx, endpoints[at], x, body)
+		var stale bool
+		status, payload, sent, stale, err = c.send(ctx, endpoints[at], x, body)
 		if err == nil {
 			c.current.Store(int32(at))
 			return status, payload, true, nil
 		}
-		anySent = anySent || sent
-		if sent && x.write || ctx.Err() != nil {
+		resend := x.resend == resendAlways || x.resend == resendAfterStaleConn && stale
+		if sent && x.write && !resend || ctx.Err() != nil {
 			// A write that went out may have been done: sending it
-			// elsewhere is the caller's call (with the same owner).
-			return 0, nil, sent, c.networkError(ctx, what, err, sent, x.write)
+			// elsewhere is the caller's call, unless it is safe to repeat.
+			return 0, nil, anySent || sent, c.networkError(ctx, what, err, anySent || sent, x.write)
+		}
+		anySent = anySent || sent
+		if anySent && x.resent != nil {
+			*x.resent = true
 		}
 		failures = append(failures, err.Error())
 	}
@@ -547,24 +597,35 @@ func (c *Client) roundTrip(ctx context.Context, x exchange) (status int, payload
 }
 
 // send sends x to the node at base. sent is false only when no byte of the
-// request can have been written.
-func (c *Client) send(ctx context.Context, base *url.URL, x exchange, body []byte) (status int, payload []byte, sent bool, err error) {
+// request can have been written. stale says that it was written to a
+// kept-alive connection from the pool that failed before any answer.
+func (c *Client) send(ctx context.Context, base *url.URL, x exchange, body []byte) (status int, payload []byte, sent, stale bool, err error) {
 	u := base.JoinPath(x.path)
 	u.RawQuery = x.query.Encode()
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	var wrote atomic.Bool
+	var wrote, reused, answered atomic.Bool
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		WroteHeaders: func() { wrote.Store(true) },
+		// The last connection counts: the transport may have resent the
+		// request on a new one (Idempotency-Key), which a live node took.
+		GotConn:              func(info httptrace.GotConnInfo) { reused.Store(info.Reused) },
+		WroteHeaders:         func() { wrote.Store(true) },
+		GotFirstResponseByte: func() { answered.Store(true) },
 	})
 	req, err := http.NewRequestWithContext(ctx, x.method, u.String(), rd)
 	if err != nil {
-		return 0, nil, false, err
+		return 0, nil, false, false, err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if x.resend != resendNever {
+		// Go's transport resends a request with this header (as it does a
+		// GET) on a new connection when the kept-alive one it was written
+		// to was closed by the node before any answer.
+		req.Header.Set("Idempotency-Key", rand.Text())
 	}
 	req.Header.Set("Accept", "application/json")
 	if c.token != "" {
@@ -572,14 +633,14 @@ func (c *Client) send(ctx context.Context, base *url.URL, x exchange, body []byt
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return 0, nil, wrote.Load(), err
+		return 0, nil, wrote.Load(), reused.Load() && !answered.Load(), err
 	}
 	defer resp.Body.Close()
 	payload, err = io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
 	if err != nil {
-		return 0, nil, true, err
+		return 0, nil, true, false, err
 	}
-	return resp.StatusCode, payload, true, nil
+	return resp.StatusCode, payload, true, false, nil
 }
 
 // networkError classifies a failed exchange: the context's own end first,

@@ -43,7 +43,10 @@
 // retry safe: when an acquire's outcome is unknown (a timeout, a lost
 // connection, 503 unknown_outcome), sending it again with the same owner
 // returns the same grant and token if it had succeeded, as in etcd's
-// session-owned keys. Release and extend act only for the owner.
+// session-owned keys. Such a repeat changes nothing, whatever ttl it names:
+// its answer describes the lease the owner has (ttl_ms is what that lease
+// had left when the node took the repeat, remaining_ms as always), not one
+// of the ttl asked. Release and extend act only for the owner.
 //
 // Held and not-held are both 409 Conflict, told apart by their codes (locked,
 // not_held): the request was well formed and conflicts with the lock's
@@ -72,8 +75,23 @@
 // hang-up alone takes the waiter out, a moment later.)
 //
 // Every request body is limited (Config.MaxBodyBytes, 64 KiB by default; 413
-// beyond), strict (unknown fields and query parameters are errors, not
-// ignored) and read to its end. Each store call has a time limit
+// beyond), strict and read to its end. Strict means 400 bad_request, never a
+// guess, for: a field the route does not take, a field name in another
+// letter case ("KEY" for "key"), a field given twice, a string with a lone
+// UTF-16 surrogate escape ("\ud800", which is no character), bytes that are
+// not UTF-8, anything after the object. The error's "field" names the field
+// at fault when there is one. The node decodes with the standard library's
+// encoding/json after a token-level pass of its own (json.Decoder.Token)
+// that catches what encoding/json would accept silently (it matches names
+// case-insensitively, keeps the last of duplicates and turns lone
+// surrogates into U+FFFD); encoding/json/v2 would catch these by itself but
+// still needs GOEXPERIMENT=jsonv2, which an embedding program cannot be
+// asked to set. Query parameters are strict too: an unknown name (names are
+// case-sensitive, "?KEY=" is not "?key="), a repeated one or a malformed
+// query string is 400 bad_request, on every route but the two that
+// machines poll: /healthz, so that a probe adding a parameter still sees a
+// healthy node, and /metrics, so that a scrape configured with parameters
+// still scrapes; both ignore their query string. Each store call has a time limit
 // (Config.OpTimeout plus the acquire's wait); a write that runs out answers
 // unknown_outcome, since it may have been committed.
 //
@@ -119,6 +137,23 @@
 //
 // Every answer is JSON, errors included. Examples assume a node on
 // 127.0.0.1:8300.
+//
+// That includes the answers Go's net/http gives by itself before any
+// handler runs, when the server's listener is wrapped in JSONErrorListener
+// (the agent's is): 431 headers_too_large (headers over
+// ServerMaxHeaderBytes), 400 bad_request (a malformed request line or
+// header, no Host), 505 unsupported_protocol (an HTTP version other than
+// 1.x), 501 unsupported_protocol (a transfer encoding other than chunked),
+// and 400 https_required for plain HTTP sent to a node that serves HTTPS.
+// net/http writes those as fixed text that no http.Server option changes,
+// so the listener recognizes them on their way out and writes JSON instead.
+// What stays outside JSON, because it is not an HTTP answer or because
+// net/http writes it where a listener cannot see it: a failed TLS handshake
+// (a TLS alert), a connection closed for a timeout (ReadHeaderTimeout,
+// ReadTimeout, IdleTimeout), an Expect header other than 100-continue (417
+// with an empty body, written as an ordinary answer), and, over HTTP/2,
+// stream resets and net/http's own 431 (inside TLS, out of the listener's
+// sight).
 //
 // POST /v1/acquire takes a lock: key (or key_b64), ttl (or ttl_ms), optional
 // wait (or wait_ms; 0 or absent: never queue), optional owner.
@@ -214,7 +249,10 @@
 //
 //	status  code               meaning                                            Client error
 //	400     bad_request        malformed JSON or query, unknown field or          ErrBadRequest
-//	                           parameter, body not UTF-8, trailing data
+//	                           parameter, field in another case or given twice,
+//	                           lone surrogate escape, body not UTF-8, trailing
+//	                           data ("field" names the field at fault)
+//	400     https_required     plain HTTP to a node that serves HTTPS             ErrBadRequest
 //	400     invalid_key        key missing, empty, longer than lock.MaxKeyLen,    lock.ErrInvalidKey
 //	                           bad key_b64, both key and key_b64
 //	400     invalid_ttl        ttl missing, malformed, outside                    lock.ErrInvalidTTL
@@ -234,9 +272,12 @@
 //	409     canceled           acquire given up by a release of the same owner    lock.ErrNotHeld
 //	413     body_too_large     body over Config.MaxBodyBytes                      ErrBadRequest
 //	429     queue_full         lock.MaxWaiters already wait for the key           lock.ErrQueueFull
+//	431     headers_too_large  headers over ServerMaxHeaderBytes                  ErrBadRequest
 //	500     internal           a bug; the node's log has more                     ErrInternal
 //	501     not_implemented    /v1/locks on a store that cannot list, /v1/leave   errors.ErrUnsupported
 //	                           without Config.Leave
+//	501/505 unsupported_protocol  HTTP version or transfer encoding net/http      ErrBadRequest
+//	                           does not speak
 //	503     unavailable        no leader or no quorum; nothing was done           lock.ErrUnavailable
 //	503     unknown_outcome    may or may not have been done: retry with the      lock.ErrUnknownOutcome
 //	                           same owner                                         and lock.ErrUnavailable
@@ -246,8 +287,10 @@
 //
 // Beyond answers, Client reports a request that never left (connection
 // refused, a failed TLS handshake; on every endpoint it knows) as
-// lock.ErrUnavailable, and a write whose connection failed after
-// it was sent as lock.ErrUnknownOutcome (and lock.ErrUnavailable); a 502, 503
-// or 504 that is not a node's JSON (a proxy) counts as the same. A done
+// lock.ErrUnavailable, and a write whose connection failed after it was sent
+// as lock.ErrUnknownOutcome (and lock.ErrUnavailable), once it has tried the
+// other endpoints where that is safe (release and extend always, an acquire
+// after a stale kept-alive connection: see Client); a 502, 503 or 504 that
+// is not a node's JSON (a proxy) counts as the same. A done
 // context gives an error matching ctx.Err().
 package api

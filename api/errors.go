@@ -13,8 +13,10 @@ import (
 // Errors the client reports beyond the lock sentinels; match with errors.Is.
 var (
 	// ErrBadRequest: the node rejected the request's form (malformed JSON,
-	// unknown field or parameter, body too large). The Client never sends
-	// such requests; seeing it means a version mismatch or a bug.
+	// unknown field or parameter, body too large), or its transport (plain
+	// HTTP to a node that serves HTTPS: code https_required). The Client
+	// never sends malformed requests; seeing it otherwise means a version
+	// mismatch or a bug.
 	ErrBadRequest = errors.New("api: bad request")
 	// ErrNotCluster: the node's store is not a cluster, so it has no cluster view.
 	ErrNotCluster = errors.New("api: not a cluster")
@@ -55,6 +57,11 @@ const (
 	CodeMethodNotAllowed = "method_not_allowed" // 405: known route, wrong method (Allow header lists the right one)
 	CodeInternal         = "internal"           // 500: a bug; the message says what
 	CodeUnauthorized     = "unauthorized"       // 401: token missing or wrong (Config.Token); nothing was done
+
+	// Answers net/http gives by itself, made JSON by JSONErrorListener.
+	CodeHeadersTooLarge     = "headers_too_large"    // 431: request headers over the server's MaxHeaderBytes
+	CodeUnsupportedProtocol = "unsupported_protocol" // 505: HTTP version other than 1.x (or 2 over TLS); 501: unknown transfer encoding
+	CodeHTTPSRequired       = "https_required"       // 400: plain HTTP sent to a node that serves HTTPS
 )
 
 // errorBody is the JSON form of every error answer:
@@ -67,6 +74,9 @@ type errorBody struct {
 type errorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Field names the request body's field at fault, for a bad_request
+	// about a field (unknown, misspelt in letter case, given twice).
+	Field string `json:"field,omitempty"`
 	// Set with CodeLocked (and CodeQueueFull): the holder's fencing token and
 	// lease left; never the holder's owner.
 	Token       uint64 `json:"token,omitempty"`
@@ -162,7 +172,7 @@ func (e *ServerError) Unwrap() []error { return codeSentinels(e.Code) }
 
 func codeSentinels(code string) []error {
 	switch code {
-	case CodeBadRequest, CodeBodyTooLarge:
+	case CodeBadRequest, CodeBodyTooLarge, CodeHeadersTooLarge, CodeUnsupportedProtocol, CodeHTTPSRequired:
 		return []error{ErrBadRequest}
 	case CodeInvalidKey:
 		return []error{lock.ErrInvalidKey}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"time"
@@ -53,13 +54,19 @@ func Example() {
 }
 
 // NewServer's timeouts bound every phase of a request except an acquire's
-// wait; shut it down with a deadline, since Shutdown waits for long-polls.
+// wait; JSONErrorListener makes the answers net/http gives by itself (431,
+// a malformed request) JSON too. Shut it down with a deadline, since
+// Shutdown waits for long-polls.
 func ExampleNewServer() {
 	store := lock.NewMemoryStore()
 	defer store.Close()
 	srv := api.NewServer("127.0.0.1:8300", api.NewHandler(store, api.Config{}))
+	ln, err := net.Listen("tcp", srv.Addr)
+	if err != nil {
+		log.Fatal(err)
+	}
 	go func() {
-		if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.Serve(api.JSONErrorListener(ln)); !errors.Is(err, http.ErrServerClosed) {
 			log.Fatal(err)
 		}
 	}()

@@ -2,8 +2,10 @@ package api
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -86,17 +88,21 @@ func TestFailoverWhenTheNodeInUseGoesAway(t *testing.T) {
 	assert.True(t, released)
 }
 
-// TestFailoverNeverResendsAWriteThatWentOut: the first node took the request
-// and failed; the acquire may have been done, so it is not sent elsewhere
-// behind the caller's back: the caller retries it with the same owner.
-func TestFailoverNeverResendsAWriteThatWentOut(t *testing.T) {
+// TestFailoverResendsOnlySafeWritesThatWentOut: the first node took the
+// request on a new connection and hung up without an answer. A release or
+// an extend is safe to repeat and goes to the next node. An acquire is not
+// sent elsewhere behind the caller's back: a node still at work on it would
+// give back, seeing the caller gone, a grant the next node reported; the
+// caller retries it with the same owner.
+func TestFailoverResendsOnlySafeWritesThatWentOut(t *testing.T) {
 	flaky, hits := hangUpServer(t)
 	n := newTestNode(t, Config{})
 	c, err := NewFailoverClient([]string{flaky, n.url}, ClientConfig{})
 	require.NoError(t, err)
 	ctx := context.Background()
 
-	_, err = c.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Minute})
+	owner := lock.NewOwner()
+	_, err = c.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: owner, TTL: time.Minute})
 	assert.ErrorIs(t, err, lock.ErrUnknownOutcome)
 	assert.Equal(t, int32(1), hits.Load())
 	info, err := n.store.Inspect(ctx, "k")
@@ -104,13 +110,178 @@ func TestFailoverNeverResendsAWriteThatWentOut(t *testing.T) {
 	assert.False(t, info.Locked, "the second node never saw the acquire")
 	assert.Equal(t, flaky, c.Endpoint(), "nothing answered yet")
 
+	lease, err := n.store.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: owner, TTL: time.Minute})
+	require.NoError(t, err)
+	c2, err := NewFailoverClient([]string{flaky, n.url}, ClientConfig{})
+	require.NoError(t, err)
+	extended, err := c2.Extend(ctx, "k", owner, 2*time.Minute)
+	require.NoError(t, err, "the extend moves on to the node that answers")
+	assert.Equal(t, lease.Token, extended.Token)
+	assert.Equal(t, int32(2), hits.Load(), "the first node was tried once")
+	assert.Equal(t, n.url, c2.Endpoint())
+
+	c3, err := NewFailoverClient([]string{flaky, n.url}, ClientConfig{})
+	require.NoError(t, err)
+	released, err := c3.Release(ctx, "k", owner)
+	require.NoError(t, err, "the release moves on to the node that answers")
+	assert.True(t, released)
+	assert.Equal(t, int32(3), hits.Load(), "the first node was tried once")
+
 	_, err = c.Inspect(ctx, "k")
 	require.NoError(t, err, "a read is safe to send again, to the next node")
-	assert.Equal(t, int32(2), hits.Load())
+	assert.Equal(t, int32(4), hits.Load())
 	assert.Equal(t, n.url, c.Endpoint())
 	_, err = c.Inspect(ctx, "k")
 	require.NoError(t, err)
-	assert.Equal(t, int32(2), hits.Load(), "the node that answered is asked first from then on")
+	assert.Equal(t, int32(4), hits.Load(), "the node that answered is asked first from then on")
+}
+
+// killableNode is a node whose server can die with connections still open:
+// after kill, it accepts no new connection, and it hangs up without a word
+// on every request that reaches it over a connection the client kept alive
+// (a stale pooled connection, as a node that crashed leaves behind before
+// the client's kernel learns of it).
+type killableNode struct {
+	url   string
+	dead  atomic.Bool
+	hits  atomic.Int32 // requests received after kill
+	conns atomic.Int32 // connections accepted
+	srv   *httptest.Server
+}
+
+func newKillableNode(t *testing.T, store lock.Store) *killableNode {
+	k := &killableNode{}
+	h := NewHandler(store, Config{})
+	k.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if k.dead.Load() {
+			k.hits.Add(1)
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				_ = conn.Close()
+			}
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	k.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			k.conns.Add(1)
+		}
+	}
+	k.srv.Start()
+	t.Cleanup(k.srv.Close)
+	k.url = k.srv.URL
+	return k
+}
+
+func (k *killableNode) kill(t *testing.T) {
+	k.dead.Store(true)
+	require.NoError(t, k.srv.Listener.Close()) // new connections are refused
+}
+
+// TestFailoverMovesOnFromStalePooledConnections: the node in use dies with
+// kept-alive connections in the client's pool. Release, extend, a
+// same-owner acquire and the reads each go on to the next node and do not
+// report an unknown outcome. Go's transport may try each stale connection
+// once before it dials (and is refused); it never sends twice on one.
+func TestFailoverMovesOnFromStalePooledConnections(t *testing.T) {
+	store := lock.NewMemoryStore()
+	t.Cleanup(func() { _ = store.Close() })
+	for _, op := range []string{"release", "extend", "acquire again", "inspect", "list"} {
+		t.Run(op, func(t *testing.T) {
+			dying := newKillableNode(t, store)
+			alive := newTestNodeOver(t, store, Config{}, nil)
+			c, err := NewFailoverClient([]string{dying.url, alive.url}, ClientConfig{})
+			require.NoError(t, err)
+			ctx := context.Background()
+			key := "k/" + op
+			owner := lock.NewOwner()
+			lease, err := c.Acquire(ctx, lock.AcquireRequest{Key: key, Owner: owner, TTL: time.Minute})
+			require.NoError(t, err)
+			// Several connections in the pool, all to the node about to die.
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Go(func() {
+					_, err := c.Inspect(ctx, key)
+					assert.NoError(t, err)
+				})
+			}
+			wg.Wait()
+			require.Equal(t, dying.url, c.Endpoint())
+
+			dying.kill(t)
+			switch op {
+			case "release":
+				released, err := c.Release(ctx, key, owner)
+				require.NoError(t, err)
+				assert.True(t, released)
+				info, err := store.Inspect(ctx, key)
+				require.NoError(t, err)
+				assert.False(t, info.Locked, "released through the live node")
+			case "extend":
+				extended, err := c.Extend(ctx, key, owner, 2*time.Minute)
+				require.NoError(t, err)
+				assert.Equal(t, lease.Token, extended.Token)
+				assert.Greater(t, extended.Remaining, time.Minute)
+			case "acquire again":
+				again, err := c.Acquire(ctx, lock.AcquireRequest{Key: key, Owner: owner, TTL: time.Minute})
+				require.NoError(t, err)
+				assert.Equal(t, lease.Token, again.Token, "the same grant")
+			case "inspect":
+				info, err := c.Inspect(ctx, key)
+				require.NoError(t, err)
+				assert.Equal(t, lease.Token, info.Token)
+			case "list":
+				list, err := c.List(ctx, lock.ListRequest{Prefix: key})
+				require.NoError(t, err)
+				require.Len(t, list, 1)
+				assert.Equal(t, lease.Token, list[0].Token)
+			}
+			assert.Equal(t, alive.url, c.Endpoint(), "the live node answered")
+			hits := dying.hits.Load()
+			assert.LessOrEqual(t, hits, dying.conns.Load(), "at most once per stale connection")
+
+			// From then on, the live node is asked first.
+			_, err = c.Inspect(ctx, key)
+			require.NoError(t, err)
+			assert.Equal(t, hits, dying.hits.Load(), "the dead node is not asked again")
+		})
+	}
+}
+
+// TestClientResendsOnAClosedKeptAliveConnection: a single node closed the
+// kept-alive connection the client picks (as after its idle timeout, or a
+// restart). The Idempotency-Key header lets Go's transport send the write
+// again on a fresh connection to the same node instead of reporting an
+// unknown outcome, though there is no other endpoint to move to.
+func TestClientResendsOnAClosedKeptAliveConnection(t *testing.T) {
+	store := lock.NewMemoryStore()
+	t.Cleanup(func() { _ = store.Close() })
+	h := NewHandler(store, Config{})
+	var hangUpNext atomic.Bool
+	var hungUp atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hangUpNext.CompareAndSwap(true, false) {
+			hungUp.Add(1)
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				_ = conn.Close()
+			}
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := NewClient(srv.URL, ClientConfig{})
+	require.NoError(t, err)
+	ctx := context.Background()
+	owner := lock.NewOwner()
+	_, err = c.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: owner, TTL: time.Minute})
+	require.NoError(t, err) // leaves a kept-alive connection in the pool
+
+	hangUpNext.Store(true)
+	released, err := c.Release(ctx, "k", owner)
+	require.NoError(t, err, "sent again on a new connection")
+	assert.True(t, released)
+	assert.Equal(t, int32(1), hungUp.Load(), "the kept-alive connection was tried first")
 }
 
 func TestFailoverAllDown(t *testing.T) {
@@ -194,4 +365,42 @@ func TestSyncIntervalDiscoversInTheBackground(t *testing.T) {
 
 	_, err = NewClient(a.url, ClientConfig{SyncInterval: -time.Second})
 	assert.ErrorContains(t, err, "SyncInterval is negative")
+}
+
+// TestFailoverReleaseDoneByTheFailedAttempt: the first node released the
+// key and died before answering; the next node, asked again, finds the key
+// not held. That is not "the owner held nothing" (false, nil): the release
+// may have been the failed attempt's, so the outcome is reported unknown.
+func TestFailoverReleaseDoneByTheFailedAttempt(t *testing.T) {
+	store := lock.NewMemoryStore()
+	t.Cleanup(func() { _ = store.Close() })
+	h := NewHandler(store, Config{})
+	var hits atomic.Int32
+	actsThenDies := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		h.ServeHTTP(httptest.NewRecorder(), r) // does the work, loses the answer
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			_ = conn.Close()
+		}
+	}))
+	t.Cleanup(actsThenDies.Close)
+	alive := newTestNodeOver(t, store, Config{}, nil)
+	ctx := context.Background()
+	owner := lock.NewOwner()
+	_, err := store.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: owner, TTL: time.Minute})
+	require.NoError(t, err)
+
+	c, err := NewFailoverClient([]string{actsThenDies.URL, alive.url}, ClientConfig{})
+	require.NoError(t, err)
+	released, err := c.Release(ctx, "k", owner)
+	assert.False(t, released)
+	assert.ErrorIs(t, err, lock.ErrUnknownOutcome, "the first attempt may be what released it")
+	assert.Equal(t, int32(1), hits.Load())
+	info, err := store.Inspect(ctx, "k")
+	require.NoError(t, err)
+	assert.False(t, info.Locked, "released, by the first attempt")
+
+	released, err = c.Release(ctx, "k", owner)
+	require.NoError(t, err, "a release that reached a node at once is answered plainly")
+	assert.False(t, released)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -277,9 +278,19 @@ func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
 		keyOut:      makeKeyOut(key),
 		Owner:       owner.String(),
 		Token:       lease.Token,
-		TTLMS:       millis(ttl),
+		TTLMS:       millis(leaseTTL(lease, ttl)),
 		RemainingMS: millis(lease.Remaining),
 	}, nil
+}
+
+// leaseTTL is the term to report for lease, granted or extended when asked
+// for ttl: the store's own figure when it gives one, since an acquire by the
+// holder returns the lease it has, not one of the TTL asked.
+func leaseTTL(lease lock.Lease, ttl time.Duration) time.Duration {
+	if lease.TTL > 0 {
+		return lease.TTL
+	}
+	return ttl
 }
 
 func (h *Handler) releaseAbandoned(key string, owner lock.Owner) {
@@ -350,7 +361,7 @@ func (h *Handler) extend(r *http.Request, c *opCall) (any, *apiError) {
 		keyOut:      makeKeyOut(key),
 		Owner:       owner.String(),
 		Token:       lease.Token,
-		TTLMS:       millis(ttl),
+		TTLMS:       millis(leaseTTL(lease, ttl)),
 		RemainingMS: millis(lease.Remaining),
 	}, nil
 }
@@ -379,6 +390,11 @@ func query(r *http.Request, allowed ...string) (url.Values, *apiError) {
 			known = known || name == a
 		}
 		if !known {
+			for _, a := range allowed {
+				if strings.EqualFold(a, name) {
+					return nil, badRequest("api: unknown query parameter %q: parameter names are case-sensitive; send %q", name, a)
+				}
+			}
 			return nil, badRequest("api: unknown query parameter %q (this route takes %v)", name, allowed)
 		}
 		if len(values) > 1 {
@@ -481,12 +497,10 @@ func (h *Handler) leave(w http.ResponseWriter, r *http.Request) {
 
 // healthz is ready (200) when a leader is known, so that a load balancer
 // sends lock traffic only to nodes that can serve it. A store that is not a
-// cluster is always ready.
+// cluster is always ready. It ignores the query string, unlike every other
+// route: a probe that adds a parameter (a cache buster, a probe's own tag)
+// must not see a healthy node as failing.
 func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) {
-	if e := noQuery(r); e != nil {
-		writeError(w, e)
-		return
-	}
 	if h.cluster == nil {
 		writeJSON(w, http.StatusOK, healthResponse{Status: "ok"})
 		return

@@ -249,7 +249,8 @@ func TestBadRequests(t *testing.T) {
 		{"list bad limit", "GET", "/v1/locks?limit=ten", "", 400, CodeInvalidList},
 		{"list unknown parameter", "GET", "/v1/locks?key=a", "", 400, CodeBadRequest},
 		{"list oversized prefix", "GET", "/v1/locks?prefix=" + longKey, "", 400, CodeInvalidKey},
-		{"healthz with a query", "GET", "/healthz?verbose=1", "", 400, CodeBadRequest},
+		{"cluster with a query", "GET", "/v1/cluster?verbose=1", "", 400, CodeBadRequest},
+		{"inspect parameter in another case", "GET", "/v1/inspect?KEY=a", "", 400, CodeBadRequest},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -333,4 +334,32 @@ func (s failingStore) Extend(context.Context, string, lock.Owner, time.Duration)
 }
 func (s failingStore) Inspect(context.Context, string) (lock.KeyInfo, error) {
 	return lock.KeyInfo{}, s.err
+}
+
+// TestRepeatAcquireReportsTheLeaseItHas: the holder acquiring again with
+// another TTL changes nothing, and the answer describes the lease as it is
+// (same token, ttl_ms and remaining_ms of that lease), not one of the TTL
+// asked.
+func TestRepeatAcquireReportsTheLeaseItHas(t *testing.T) {
+	n := newTestNode(t, Config{})
+	first := n.do(t, "POST", "/v1/acquire", `{"key":"k","ttl":"1m"}`)
+	require.Equal(t, http.StatusOK, first.status, first.raw)
+	assert.EqualValues(t, 60000, first.body["ttl_ms"], "a new grant's term is the TTL asked")
+	owner := first.body["owner"].(string)
+
+	for _, ttl := range []string{"5m", "10s"} {
+		for _, wait := range []string{"", `,"wait":"1s"`} {
+			a := n.do(t, "POST", "/v1/acquire", `{"key":"k","ttl":"`+ttl+`","owner":"`+owner+`"`+wait+`}`)
+			require.Equal(t, http.StatusOK, a.status, a.raw)
+			assert.Equal(t, first.body["token"], a.body["token"], "the same grant")
+			ttlMS, remainingMS := a.body["ttl_ms"].(float64), a.body["remaining_ms"].(float64)
+			assert.LessOrEqual(t, ttlMS, float64(60000), "ttl %s%s: not the TTL asked", ttl, wait)
+			assert.Greater(t, ttlMS, float64(10000), "ttl %s%s: not the TTL asked", ttl, wait)
+			assert.LessOrEqual(t, remainingMS, float64(60000), "the lease was not lengthened")
+			assert.Greater(t, remainingMS, float64(10000), "the lease was not shortened")
+		}
+	}
+	info, err := n.store.Inspect(context.Background(), "k")
+	require.NoError(t, err)
+	assert.LessOrEqual(t, info.Remaining, time.Minute, "the store's lease is the first one")
 }

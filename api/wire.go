@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"reflect"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -234,9 +235,11 @@ type healthResponse struct {
 	Error      *errorDetail `json:"error,omitempty"`
 }
 
-// readJSON decodes the request body into v: one JSON object, no unknown
-// field, nothing after it, at most limit bytes, valid UTF-8 (a JSON decoder
-// would silently turn other bytes into U+FFFD and so change the key). It
+// readJSON decodes the request body into v (a pointer to a request struct):
+// one JSON object, every field name exactly one of v's (letter case
+// included) and given once, nothing after it, at most limit bytes, valid
+// UTF-8 and no lone surrogate escape (a JSON decoder would silently turn
+// either into U+FFFD and so change the key); see checkStrictJSON. It
 // reads the body to its end, which also lets net/http notice a client that
 // goes away during a long-poll.
 func readJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) *apiError {
@@ -253,6 +256,11 @@ func readJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) *apiEr
 	}
 	if !utf8.Valid(body) {
 		return badRequest("api: request body is not valid UTF-8; send keys that are not text as key_b64")
+	}
+	if e := checkStrictJSON(body, jsonFieldNames(reflect.TypeOf(v).Elem())); e != nil {
+		apiErr := badRequest("%s", e.msg)
+		apiErr.detail.Field = e.field
+		return apiErr
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()

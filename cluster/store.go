@@ -32,7 +32,9 @@ func (n *Node) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease
 	}
 	switch res.Status {
 	case fsm.StatusGranted:
-		return lock.Lease{Token: res.Token, Remaining: remaining(res)}, nil
+		// remaining(res) is the TTL asked for a new grant, and what the
+		// lease had left for a repeat by its holder.
+		return lock.Lease{Token: res.Token, Remaining: remaining(res), TTL: remaining(res)}, nil
 	case fsm.StatusHeld:
 		return lock.Lease{}, &lock.HeldError{Key: req.Key, Token: res.Token, Remaining: remaining(res)}
 	}
@@ -101,7 +103,7 @@ func (n *Node) Extend(ctx context.Context, key string, owner lock.Owner, ttl tim
 	}
 	switch res.Status {
 	case fsm.StatusExtended:
-		return lock.Lease{Token: res.Token, Remaining: remaining(res)}, nil
+		return lock.Lease{Token: res.Token, Remaining: remaining(res), TTL: ttl}, nil
 	case fsm.StatusNotHeld:
 		return lock.Lease{}, fmt.Errorf("%w: %q", lock.ErrNotHeld, key)
 	}

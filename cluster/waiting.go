@@ -251,13 +251,26 @@ func (n *Node) waitOutcome(ctx context.Context, req lock.AcquireRequest, sent, a
 		// remaining counts from when the request reached the leader, after
 		// asked. (Not max'ed with the TTL here: an immediate grant may be
 		// the idempotent repeat of a grant from before this call.)
-		return lock.Lease{Token: ans.token, Remaining: asked - sent + ans.remaining}, nil
+		return lock.Lease{Token: ans.token, Remaining: asked - sent + ans.remaining, TTL: grantedTTL(req, ans)}, nil
 	case fsm.StatusHeld:
 		return lock.Lease{}, &lock.HeldError{Key: req.Key, Token: ans.token, Remaining: ans.remaining}
 	case fsm.StatusQueueFull:
 		return lock.Lease{}, fmt.Errorf("%w: %d callers wait for %q", lock.ErrQueueFull, ans.waiters, req.Key)
 	}
 	return lock.Lease{}, fmt.Errorf("cluster: waiting acquire answered %v", ans.status)
+}
+
+// grantedTTL is the term of the lease a waiting acquire was answered with.
+// A grant at once answers the lease left at its stamp: exactly req.TTL for
+// a new grant, what the holder's lease had left for a repeat by the holder.
+// A hand-off answers at least req.TTL. So less than req.TTL is a repeat's
+// lease left; otherwise the answer cannot tell a hand-off (term req.TTL)
+// from a repeat with more left, and says req.TTL (lock.Lease.TTL).
+func grantedTTL(req lock.AcquireRequest, ans waitAnswer) time.Duration {
+	if ans.remaining < req.TTL {
+		return ans.remaining
+	}
+	return req.TTL
 }
 
 // heldError describes the holder for a caller whose wait ran out without

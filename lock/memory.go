@@ -88,7 +88,9 @@ func (s *MemoryStore) Acquire(ctx context.Context, req AcquireRequest) (Lease, e
 	switch res.Status {
 	case fsm.StatusGranted:
 		s.mu.Unlock()
-		return Lease{Token: res.Token, Remaining: res.ExpiresAt - res.Now}, nil
+		// ExpiresAt-Now is the TTL asked for a new grant, and what the
+		// lease had left for a repeat by its holder.
+		return Lease{Token: res.Token, Remaining: res.ExpiresAt - res.Now, TTL: res.ExpiresAt - res.Now}, nil
 	case fsm.StatusHeld:
 		s.mu.Unlock()
 		return Lease{}, &HeldError{Key: req.Key, Token: res.Token, Remaining: res.ExpiresAt - res.Now}
@@ -114,7 +116,7 @@ func (s *MemoryStore) Acquire(ctx context.Context, req AcquireRequest) (Lease, e
 			// Counted from when the acquire reached the machine, which is after
 			// the caller sent it: the caller's deadline comes no later than
 			// ExpiresAt.
-			return Lease{Token: ev.Token, Remaining: ev.ExpiresAt - queuedAt}, nil
+			return Lease{Token: ev.Token, Remaining: ev.ExpiresAt - queuedAt, TTL: req.TTL}, nil
 		}
 		return Lease{}, s.heldError(req.Key)
 	case <-ctx.Done():
@@ -171,7 +173,7 @@ func (s *MemoryStore) Extend(ctx context.Context, key string, owner Owner, ttl t
 	if res.Status != fsm.StatusExtended {
 		return Lease{}, fmt.Errorf("%w (key %q)", ErrNotHeld, key)
 	}
-	return Lease{Token: res.Token, Remaining: res.ExpiresAt - res.Now}, nil
+	return Lease{Token: res.Token, Remaining: res.ExpiresAt - res.Now, TTL: ttl}, nil
 }
 
 // Inspect implements Store.

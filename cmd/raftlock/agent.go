@@ -219,9 +219,9 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	if sec.api != nil {
 		scheme = "https"
 		srv.TLSConfig = sec.api
-		go func() { serveErr <- srv.ServeTLS(httpLn, "", "") }()
+		go func() { serveErr <- srv.ServeTLS(api.JSONErrorListener(httpLn), "", "") }()
 	} else {
-		go func() { serveErr <- srv.Serve(httpLn) }()
+		go func() { serveErr <- srv.Serve(api.JSONErrorListener(httpLn)) }()
 	}
 
 	fmt.Fprintf(stdout, "raftlock agent %s: raft on %s, HTTP API on %s://%s, data in %s (%s log)\n",

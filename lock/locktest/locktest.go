@@ -354,11 +354,38 @@ func (s *suite) testIdempotentAcquire(t *testing.T) {
 	k := key(t, "k")
 	o, first := acquire(t, ctx, st, k, long)
 
+	if first.TTL != 0 {
+		assert.Equal(t, long, first.TTL, "a new grant's term is the TTL asked")
+	}
 	for _, wait := range []time.Duration{0, s.Patience} {
 		again, err := st.Acquire(ctx, lock.AcquireRequest{Key: k, Owner: o, TTL: long, Wait: wait})
 		require.NoError(t, err, "the holder acquires again (wait %v)", wait)
 		assert.Equal(t, first.Token, again.Token, "same grant, same token")
 		assert.LessOrEqual(t, again.Remaining, first.Remaining, "the repeat does not lengthen the lease")
+
+		// Another TTL changes nothing either, and the answer says so: it
+		// describes the lease the owner has, not one of the TTL asked.
+		longer := 2 * long
+		again, err = st.Acquire(ctx, lock.AcquireRequest{Key: k, Owner: o, TTL: longer, Wait: wait})
+		require.NoError(t, err, "the holder acquires again with a longer TTL (wait %v)", wait)
+		assert.Equal(t, first.Token, again.Token, "same grant, same token")
+		assert.LessOrEqual(t, again.Remaining, first.Remaining, "a longer TTL does not lengthen the lease")
+		if again.TTL != 0 {
+			assert.LessOrEqual(t, again.TTL, long, "the term reported is the lease's, not the TTL asked")
+		}
+		if wait == 0 {
+			// (A cluster node answering a waiting repeat cannot tell it from
+			// a hand-off when the lease has more left than asked: see
+			// lock.Lease.TTL.)
+			shorter := long / 2
+			again, err = st.Acquire(ctx, lock.AcquireRequest{Key: k, Owner: o, TTL: shorter})
+			require.NoError(t, err, "the holder acquires again with a shorter TTL")
+			assert.Equal(t, first.Token, again.Token, "same grant, same token")
+			assert.Greater(t, again.Remaining, shorter, "a shorter TTL does not shorten the lease")
+			if again.TTL != 0 {
+				assert.Greater(t, again.TTL, shorter, "the term reported is the lease's, not the TTL asked")
+			}
+		}
 	}
 	info := inspect(t, ctx, st, k)
 	assert.Equal(t, first.Token, info.Token)
