@@ -33,6 +33,7 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 			"answers; 77 when the agent refuses the token; 2 for usage errors; 1 otherwise.\n"+
 			"SIGINT and SIGTERM are passed to COMMAND."+connectHelp,
 		stdout, stderr)
+	fs.leadingArgs = 1 // KEY; flags after it are parsed before anything is taken
 	agent := addClientFlags(fs, env)
 	var ttl, wait, killAfter time.Duration
 	durationVar(fs, &ttl, "ttl", lock.DefaultTTL, "lease length; kept alive while COMMAND runs")

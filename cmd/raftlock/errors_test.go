@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestUnknownCommandExits127: like a shell, with the commands there are.
+func TestUnknownCommandExits127(t *testing.T) {
+	_, stderr, code := runBinary(t, nil, "lokc", "k")
+	assert.Equal(t, exitUnknownCommand, code, stderr)
+	assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
+	assert.Contains(t, stderr, `"lokc"`)
+	assert.Contains(t, stderr, "agent, lock, status, locks, release, leave, version")
+}
+
+// TestVersion: `raftlock version` and `raftlock -version` print the module
+// version and the Go version on one line.
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"-version"}, {"--version"}} {
+		out, stderr, code := runBinary(t, nil, args...)
+		require.Equal(t, exitOK, code, "%v: %s", args, stderr)
+		assert.Regexp(t, `^raftlock \S+ go1\.\d+\S* \w+/\w+( commit [0-9a-f]+( \(modified\))?( \S+)?)?\n$`, out, args)
+	}
+	_, stderr, code := runBinary(t, nil, "version", "extra")
+	assert.Equal(t, exitUsage, code, stderr)
+	out, _, _ := runBinary(t, nil, "-h")
+	assert.Contains(t, out, "version")
+	assert.Contains(t, out, "78", "-h lists the exit statuses")
+}
+
+// TestLockFlagsAfterTheKey: flags after KEY are read before the lock is
+// taken, instead of being run as the command; a wrong one is refused before
+// anything is taken.
+func TestLockFlagsAfterTheKey(t *testing.T) {
+	a := startAgent(t, "-dev")
+	a.waitLeader(t)
+
+	out, stderr, code := cli(t, a, "lock", "k", "-ttl", "7s", "--", "sh", "-c", `echo "key $RAFTLOCK_KEY"`)
+	require.Equal(t, exitOK, code, stderr)
+	assert.Equal(t, "key k\n", out)
+	// Without "--" too: the first argument that is not a flag is COMMAND.
+	out, stderr, code = cli(t, a, "lock", "k", "-wait", "1s", "echo", "-ttl")
+	require.Equal(t, exitOK, code, stderr)
+	assert.Equal(t, "-ttl\n", out, "flags after COMMAND are COMMAND's")
+
+	// A wait the store refuses, given after the key, is refused before the lock is taken.
+	_, stderr, code = cli(t, a, "lock", "held", "-wait", "-1s", "--", "sh", "-c", "echo ran")
+	assert.Equal(t, exitUsage, code, stderr)
+	_, stderr, code = cli(t, a, "lock", "held", "-bogus", "--", "echo", "ran")
+	assert.Equal(t, exitUsage, code, stderr)
+	assert.Contains(t, stderr, "-bogus")
+	info, err := a.client(t).Inspect(context.Background(), "held")
+	require.NoError(t, err)
+	assert.False(t, info.Locked)
+	assert.Zero(t, info.Token, "never taken")
+}
+
+// TestReleaseWithoutOwnerSaysWhereOneComesFrom.
+func TestReleaseWithoutOwnerSaysWhereOneComesFrom(t *testing.T) {
+	_, stderr, code := runBinary(t, nil, "release", "-addr", "http://127.0.0.1:1", "k")
+	assert.Equal(t, exitUsage, code, stderr)
+	assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
+	assert.Contains(t, stderr, "-owner is required")
+	assert.Contains(t, stderr, "RAFTLOCK_OWNER")
+	assert.Contains(t, stderr, "acquire answer")
+	assert.NotContains(t, stderr, "32 hex digits must")
+
+	// KEY -owner HEX: flags after the key are read as well.
+	_, stderr, code = runBinary(t, nil, "release", "-addr", "http://127.0.0.1:1", "k", "-owner", "zz")
+	assert.Equal(t, exitUsage, code, stderr)
+	assert.Contains(t, stderr, "-owner")
+}
+
+// TestHTTPSToPlainPortIsAConfigError: TLS spoken to a plain HTTP agent exits
+// 78 with what to change, not 69, which scripts retry.
+func TestHTTPSToPlainPortIsAConfigError(t *testing.T) {
+	a := startAgent(t, "-dev")
+	a.waitLeader(t)
+	_, stderr, code := runBinary(t, nil, "status", "-addr", "https://"+a.httpAddr)
+	assert.Equal(t, exitConfig, code, stderr)
+	assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
+	assert.Contains(t, stderr, "use http://")
+}
