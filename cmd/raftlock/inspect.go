@@ -199,7 +199,9 @@ func tlsConfigError(err error) (hint string, ok bool) {
 		return "the agent's certificate does not name -addr's host: use a name it has, or -tls-server-name", true
 	case errors.As(err, &invalid), errors.As(err, &verify):
 		return "the agent's certificate is not valid: see the agent's -cert-file", true
-	case errors.As(err, &record):
+	case errors.As(err, &record),
+		// net/http's own words for a RecordHeaderError that looks like HTTP.
+		strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
 		return "the agent did not answer TLS: is -addr's port plain HTTP? then use http://", true
 	case errors.Is(err, lock.ErrUnavailable) && clientCertRequested.Load() && !clientCertSent.Load():
 		// It asked for a certificate we do not have, and the connection
