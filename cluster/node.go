@@ -161,7 +161,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: reading raft state: %w", err)
 	}
 	if !existing && !cfg.Bootstrap && len(cfg.Join) == 0 {
-		return nil, fmt.Errorf("%w: data dir %s holds no cluster state: set Bootstrap to start a new cluster or Join to join one", ErrInvalidConfig, cfg.DataDir)
+		return nil, configError("Bootstrap", "{DataDir} %s holds no cluster state: set {Bootstrap} to start a new cluster or {Join} to join one", cfg.DataDir)
 	}
 	if err := n.recordIdentity(hasIdentity, existing, &cleanup); err != nil {
 		return nil, err

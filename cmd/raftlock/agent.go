@@ -52,6 +52,49 @@ type agentFlags struct {
 	advertiseHTTP             string // the API's URL for clients, told to other members
 }
 
+// configFieldFlags names the agent flag that sets each cluster.Config field,
+// so that a *cluster.ConfigError reaches the agent's user in the words they
+// typed. Keep it next to the flag definitions below: a flag that sets a
+// field belongs here. Fields without a flag keep their Go names.
+var configFieldFlags = map[string]string{
+	"NodeID":            "-node-id",
+	"DataDir":           "-data-dir",
+	"LogStore":          "-log-store",
+	"WALSegmentSize":    "-wal-segment-size",
+	"BindAddr":          "-bind",
+	"AdvertiseAddr":     "-advertise",
+	"APIAddr":           "-advertise-http",
+	"Bootstrap":         "-bootstrap",
+	"Peers":             "-peers",
+	"Join":              "-join",
+	"HeartbeatTimeout":  "-raft-heartbeat",
+	"ElectionTimeout":   "-raft-election",
+	"Voters":            "-voters",
+	"DeadVoterTimeout":  "-dead-voter-timeout",
+	"DeadMemberTimeout": "-dead-member-timeout",
+	"SnapshotThreshold": "-snapshot-threshold",
+	"SnapshotInterval":  "-snapshot-interval",
+	"RequestTimeout":    "-request-timeout",
+	"LeaderWait":        "-leader-wait",
+	"ServerTLS":         "-peer-cert-file",
+	"ClientTLS":         "-peer-cert-file",
+}
+
+// agentError words err for the agent's user: a cluster.ConfigError names
+// flags, not Config fields.
+func agentError(err error) string {
+	var cerr *cluster.ConfigError
+	if errors.As(err, &cerr) {
+		return cerr.Describe(func(field string) string {
+			if name, ok := configFieldFlags[field]; ok {
+				return name
+			}
+			return field
+		})
+	}
+	return err.Error()
+}
+
 // security is what the agent's TLS and token flags amount to.
 type security struct {
 	peerServer, peerClient *tls.Config // nil: plain TCP between nodes
@@ -160,7 +203,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg, cleanup, err := f.clusterConfig(fs, logger, sec)
 	if err != nil {
-		fmt.Fprintf(stderr, "raftlock agent: %v\n", err)
+		fmt.Fprintf(stderr, "raftlock agent: %s\n", agentError(err))
 		return exitUsage
 	}
 	defer cleanup()
@@ -181,7 +224,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	node, err := cluster.New(cfg)
 	if err != nil {
 		httpLn.Close()
-		fmt.Fprintf(stderr, "raftlock agent: %v\n", err)
+		fmt.Fprintf(stderr, "raftlock agent: %s\n", agentError(err))
 		if errors.Is(err, cluster.ErrInvalidConfig) {
 			return exitUsage
 		}

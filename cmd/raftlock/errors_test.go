@@ -86,3 +86,25 @@ func TestHTTPSToPlainPortIsAConfigError(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
 	assert.Contains(t, stderr, "use http://")
 }
+
+// TestAgentConfigErrorsNameFlags: a Config the cluster package refuses is
+// reported with the flags the user typed, not cluster.Config's field names.
+func TestAgentConfigErrorsNameFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-raft-heartbeat", "0"}, "raftlock agent: -raft-heartbeat must be positive, got 0s\n"},
+		{[]string{"-raft-election", "100ms"}, "raftlock agent: -raft-election must be at least -raft-heartbeat, got 100ms < 500ms\n"},
+		{[]string{"-voters", "2"}, "raftlock agent: -voters must be odd, from 1 to 9 (3 or 5 recommended), got 2\n"},
+		{[]string{"-dead-member-timeout", "1s"}, "raftlock agent: -dead-member-timeout must be at least -dead-voter-timeout, got 1s < 30s\n"},
+		{nil, "set -bootstrap to start a new cluster or -join to join one\n"},
+	} {
+		dir := t.TempDir()
+		args := append([]string{"agent", "-node-id", "a", "-data-dir", dir, "-bind", "127.0.0.1:0", "-http", "127.0.0.1:0"}, tc.args...)
+		_, stderr, code := runBinary(t, nil, args...)
+		assert.Equal(t, exitUsage, code, "%v: %s", tc.args, stderr)
+		assert.True(t, strings.HasSuffix(stderr, tc.want), "%v: got %q, want it to end with %q", tc.args, stderr, tc.want)
+		assert.NotRegexp(t, `Timeout|Bootstrap|Join|Voters|DefaultConfig`, stderr, "no Go names")
+	}
+}
