@@ -203,6 +203,11 @@ func New(cfg Config) (*Node, error) {
 	n.raft = r
 	cleanup = append(cleanup, func() { r.Shutdown().Error() })
 
+	if existing && cfg.Bootstrap {
+		if future := r.GetConfiguration(); future.Error() == nil {
+			n.noteIgnoredBootstrap(future.Configuration())
+		}
+	}
 	if !existing && cfg.Bootstrap {
 		servers := []raft.Server{{ID: rc.LocalID, Address: netTrans.LocalAddr()}}
 		for _, p := range cfg.Peers {

@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"net"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -107,4 +110,39 @@ func TestAgentConfigErrorsNameFlags(t *testing.T) {
 		assert.True(t, strings.HasSuffix(stderr, tc.want), "%v: got %q, want it to end with %q", tc.args, stderr, tc.want)
 		assert.NotRegexp(t, `Timeout|Bootstrap|Join|Voters|DefaultConfig`, stderr, "no Go names")
 	}
+}
+
+// TestAgentNamesPortCollisions: -http equal to -bind, or a -bind port taken
+// by another process, is named, not a bare "address already in use".
+func TestAgentNamesPortCollisions(t *testing.T) {
+	port := freePorts(t, 1)[0]
+	_, stderr, code := runBinary(t, nil, "agent", "-node-id", "a", "-data-dir", t.TempDir(), "-bootstrap", "-http", port, "-bind", port)
+	assert.Equal(t, exitUsage, code, stderr)
+	assert.Contains(t, stderr, "-http "+port+" and -bind "+port+" name the same port")
+
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { held.Close() })
+	_, stderr, code = runBinary(t, nil, "agent", "-node-id", "a", "-data-dir", t.TempDir(), "-bootstrap", "-http", "127.0.0.1:0", "-bind", held.Addr().String())
+	assert.Equal(t, exitUsage, code, stderr)
+	assert.Contains(t, stderr, "-bind "+held.Addr().String()+": the port is in use")
+}
+
+// TestAgentSaysBootstrapFlagsAreIgnoredOnExistingState: a restart with
+// -bootstrap says the flags are ignored, and warns about a -peers entry that
+// contradicts the stored membership.
+func TestAgentSaysBootstrapFlagsAreIgnoredOnExistingState(t *testing.T) {
+	ports := freePorts(t, 2)
+	dir := t.TempDir()
+	first := startFixed(t, ports[0], ports[1], "-node-id", "a", "-data-dir", dir, "-bootstrap",
+		"-peers", "a="+ports[0]+",b=127.0.0.1:9", "-log-level", "info")
+	assert.NotContains(t, first.logs.String(), "are ignored", "a fresh data dir bootstraps")
+	first.stop(syscall.SIGTERM)
+
+	again := startFixed(t, ports[0], ports[1], "-node-id", "a", "-data-dir", dir, "-bootstrap",
+		"-peers", "a="+ports[0]+",b=127.0.0.1:10,c=127.0.0.1:11", "-log-level", "info")
+	require.Eventually(t, func() bool { return strings.Contains(again.logs.String(), "bootstrap settings") }, 10*time.Second, 10*time.Millisecond)
+	logs := again.logs.String()
+	assert.Regexp(t, `\[INFO\] .*data dir already holds cluster state.*-bootstrap and -peers.*are ignored.*listed_not_members=c`, logs)
+	assert.Regexp(t, `\[WARN\] .*another address.*member=b peers_addr=127.0.0.1:10 stored_addr=127.0.0.1:9`, logs)
 }

@@ -139,8 +139,13 @@ func usage(w io.Writer) {
 // version (or "(devel)" for a build inside its own checkout), the Go
 // version, and the VCS commit the binary was built from when Go recorded it.
 func runVersion(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		fmt.Fprintf(stderr, "raftlock version: unexpected argument %q (it takes none)\n", args[0])
+	fs := newFlagSet("version", "", "Prints raftlock's version (the module version, \"(devel)\" for a build in its own\n"+
+		"checkout), the Go version, the platform, and the commit when the build recorded it.", stdout, stderr)
+	if code := parseFlags(fs, args, map[string]string{}, stderr); code >= 0 {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "raftlock version: unexpected argument %q (it takes none)\n", fs.Arg(0))
 		return exitUsage
 	}
 	fmt.Fprintln(stdout, versionLine())
