@@ -2,12 +2,16 @@ package cluster
 
 import (
 	"crypto/tls"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/raftlock/raftlock/transport"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -127,4 +131,31 @@ func TestJoinFailsClearlyWhenNobodyAnswers(t *testing.T) {
 	cfg.Join = []string{"127.0.0.1:1"}
 	_, err := New(cfg)
 	assert.ErrorIs(t, err, ErrJoin)
+}
+
+// TestJoinToAnHTTPServerFailsAtOnce: Join naming an HTTP server (an agent's
+// API port instead of its raft port) fails with what was reached, without
+// waiting out RequestTimeout.
+func TestJoinToAnHTTPServerFailsAtOnce(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(srv.Close)
+	cfg := testConfig(t, "n1")
+	cfg.RequestTimeout = time.Minute
+	cfg.Join = []string{srv.Listener.Addr().String()}
+	done := make(chan error, 1)
+	go func() {
+		n, err := New(cfg)
+		if err == nil {
+			n.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, ErrJoin)
+		assert.ErrorIs(t, err, transport.ErrNotPeer)
+		assert.ErrorContains(t, err, srv.Listener.Addr().String()+" answered HTTP")
+	case <-time.After(30 * time.Second):
+		t.Fatal("New went on joining an HTTP server")
+	}
 }

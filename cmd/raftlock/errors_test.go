@@ -146,3 +146,27 @@ func TestAgentSaysBootstrapFlagsAreIgnoredOnExistingState(t *testing.T) {
 	assert.Regexp(t, `\[INFO\] .*data dir already holds cluster state.*-bootstrap and -peers.*are ignored.*listed_not_members=c`, logs)
 	assert.Regexp(t, `\[WARN\] .*another address.*member=b peers_addr=127.0.0.1:10 stored_addr=127.0.0.1:9`, logs)
 }
+
+// TestJoinSaysWhatItReached: -join to an agent's HTTP port, or to a TLS
+// cluster without peer certificates, fails at once saying so, instead of
+// "context deadline exceeded" after -request-timeout or "connection lost … EOF".
+func TestJoinSaysWhatItReached(t *testing.T) {
+	ca := newTestCA(t, "peers")
+	plain := startAgent(t, "-dev")
+	withTLS := startAgent(t, append([]string{"-dev"}, ca.peerFlags(t, "tls-node")...)...)
+	for _, tc := range []struct {
+		join string
+		want []string
+	}{
+		{plain.httpAddr, []string{plain.httpAddr + " answered HTTP", "not a raftlock node's raft address", "-bind"}},
+		{withTLS.raftAddr, []string{withTLS.raftAddr + " speaks TLS", "-peer-cert-file"}},
+	} {
+		_, stderr, code := runBinary(t, nil, "agent", "-node-id", "b", "-data-dir", t.TempDir(), "-bind", "127.0.0.1:0",
+			"-http", "127.0.0.1:0", "-join", tc.join, "-request-timeout", "1m", "-log-level", "error")
+		assert.Equal(t, exitError, code, stderr)
+		for _, w := range tc.want {
+			assert.Contains(t, stderr, w)
+		}
+		assert.NotContains(t, stderr, "deadline exceeded")
+	}
+}
