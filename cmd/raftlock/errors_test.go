@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"net"
 	"strings"
 	"syscall"
@@ -168,5 +169,26 @@ func TestJoinSaysWhatItReached(t *testing.T) {
 			assert.Contains(t, stderr, w)
 		}
 		assert.NotContains(t, stderr, "deadline exceeded")
+	}
+}
+
+// TestFlagsAfterLeadingArgs: the parsing behind flags after KEY, without a binary.
+func TestFlagsAfterLeadingArgs(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		ttl  string
+		rest []string
+	}{
+		{[]string{"k", "-ttl", "5s", "--", "echo", "hi"}, "5s", []string{"k", "echo", "hi"}},
+		{[]string{"-ttl", "5s", "k", "--", "echo"}, "5s", []string{"k", "--", "echo"}},
+		{[]string{"k", "echo", "-ttl", "5s"}, "", []string{"k", "echo", "-ttl", "5s"}},
+		{[]string{"--", "k", "-ttl", "5s"}, "", []string{"k", "-ttl", "5s"}},
+	} {
+		fs := newFlagSet("lock", "", "", io.Discard, io.Discard)
+		fs.leadingArgs = 1
+		ttl := fs.String("ttl", "", "")
+		require.Equal(t, -1, parseFlags(fs, tc.args, map[string]string{}, io.Discard), tc.args)
+		assert.Equal(t, tc.ttl, *ttl, tc.args)
+		assert.Equal(t, tc.rest, fs.Args(), tc.args)
 	}
 }

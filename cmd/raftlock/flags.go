@@ -77,7 +77,7 @@ func (fs *flagSet) parse(args []string) error {
 		return nil
 	}
 	rest := fs.FlagSet.Args()
-	if len(rest) > 0 && rest[0] == "--" {
+	if len(rest) > 0 && rest[0] == "--" || len(rest) < len(args) && args[len(args)-len(rest)-1] == "--" {
 		return nil // everything after an explicit -- is an argument
 	}
 	n := min(fs.leadingArgs, len(rest))
