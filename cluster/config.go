@@ -3,6 +3,9 @@ package cluster
 import (
 	"crypto/tls"
 	"fmt"
+	"reflect"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -164,28 +167,33 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports the first problem with c, as an error matching
-// ErrInvalidConfig. Whether a node with neither Bootstrap nor Join may
-// start depends on its DataDir, so New checks that.
+// Validate reports the first problem with c, as a *ConfigError (which
+// matches ErrInvalidConfig). Whether a node with neither Bootstrap nor Join
+// may start depends on its DataDir, so New checks that.
 func (c Config) Validate() error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+	// bad names the field at fault; text names fields as {Field}.
+	bad := func(field, format string, args ...any) error {
+		return &ConfigError{Field: field, format: format, args: args}
+	}
+	// badGo adds a hint for Go callers only (the agent sets these fields from flags).
+	badGo := func(field, hint, format string, args ...any) error {
+		return &ConfigError{Field: field, format: format, args: args, hint: hint}
 	}
 	switch {
 	case c.NodeID == "":
-		return bad("NodeID is empty")
+		return bad("NodeID", "{NodeID} is empty")
 	case len(c.NodeID) > 255:
-		return bad("NodeID is longer than 255 bytes")
+		return bad("NodeID", "{NodeID} is longer than 255 bytes")
 	case c.DataDir == "":
-		return bad("DataDir is empty")
+		return bad("DataDir", "{DataDir} is empty")
 	case c.BindAddr == "":
-		return bad("BindAddr is empty")
+		return bad("BindAddr", "{BindAddr} is empty")
 	case c.Bootstrap && len(c.Join) > 0:
-		return bad("Bootstrap and Join are exclusive: bootstrap a new cluster or join a running one")
+		return bad("Join", "{Bootstrap} and {Join} are exclusive: bootstrap a new cluster or join a running one")
 	case !c.Bootstrap && len(c.Peers) > 0:
-		return bad("Peers is only used with Bootstrap")
+		return bad("Peers", "{Peers} is only used with {Bootstrap}")
 	case (c.ServerTLS == nil) != (c.ClientTLS == nil):
-		return bad("set both ServerTLS and ClientTLS, or neither")
+		return bad("ServerTLS", "set both {ServerTLS} and {ClientTLS}, or neither")
 	}
 	for _, d := range []struct {
 		name string
@@ -200,59 +208,118 @@ func (c Config) Validate() error {
 		{"DeadVoterTimeout", c.DeadVoterTimeout},
 	} {
 		if d.v <= 0 {
-			return bad("%s must be positive (start from DefaultConfig)", d.name)
+			return badGo(d.name, "start from DefaultConfig", "{"+d.name+"} must be positive, got %v", d.v)
 		}
 	}
 	// raft.ValidateConfig's own rules, so that a bad value is reported in our terms.
 	switch {
 	case c.HeartbeatTimeout < 5*time.Millisecond:
-		return bad("HeartbeatTimeout is too low (minimum 5ms)")
+		return bad("HeartbeatTimeout", "{HeartbeatTimeout} is too low (minimum 5ms), got %v", c.HeartbeatTimeout)
 	case c.ElectionTimeout < 5*time.Millisecond:
-		return bad("ElectionTimeout is too low (minimum 5ms)")
+		return bad("ElectionTimeout", "{ElectionTimeout} is too low (minimum 5ms), got %v", c.ElectionTimeout)
 	case c.ElectionTimeout < c.HeartbeatTimeout:
-		return bad("ElectionTimeout must be at least HeartbeatTimeout")
+		return bad("ElectionTimeout", "{ElectionTimeout} must be at least {HeartbeatTimeout}, got %v < %v", c.ElectionTimeout, c.HeartbeatTimeout)
 	case c.LeaderLeaseTimeout < 5*time.Millisecond:
-		return bad("LeaderLeaseTimeout is too low (minimum 5ms)")
+		return bad("LeaderLeaseTimeout", "{LeaderLeaseTimeout} is too low (minimum 5ms), got %v", c.LeaderLeaseTimeout)
 	case c.LeaderLeaseTimeout > c.HeartbeatTimeout:
-		return bad("LeaderLeaseTimeout must be at most HeartbeatTimeout")
+		return bad("LeaderLeaseTimeout", "{LeaderLeaseTimeout} must be at most {HeartbeatTimeout}, got %v > %v", c.LeaderLeaseTimeout, c.HeartbeatTimeout)
 	case c.SnapshotInterval < 5*time.Millisecond:
-		return bad("SnapshotInterval is too low (minimum 5ms)")
+		return bad("SnapshotInterval", "{SnapshotInterval} is too low (minimum 5ms), got %v", c.SnapshotInterval)
 	case c.Voters < 1 || c.Voters%2 == 0 || c.Voters > 9:
-		return bad("Voters must be odd, from 1 to 9 (3 or 5 recommended), got %d", c.Voters)
+		return bad("Voters", "{Voters} must be odd, from 1 to 9 (3 or 5 recommended), got %d", c.Voters)
 	case c.DeadMemberTimeout < c.DeadVoterTimeout:
-		return bad("DeadMemberTimeout must be at least DeadVoterTimeout")
+		return bad("DeadMemberTimeout", "{DeadMemberTimeout} must be at least {DeadVoterTimeout}, got %v < %v", c.DeadMemberTimeout, c.DeadVoterTimeout)
 	case c.LeaderWait < 0:
-		return bad("LeaderWait must not be negative (0 means four ElectionTimeouts), got %v", c.LeaderWait)
+		return bad("LeaderWait", "{LeaderWait} must not be negative (0 means four {ElectionTimeout}s), got %v", c.LeaderWait)
 	case c.SnapshotThreshold == 0:
-		return bad("SnapshotThreshold must be positive")
+		return bad("SnapshotThreshold", "{SnapshotThreshold} must be positive")
 	case c.SnapshotsRetained < 1:
-		return bad("SnapshotsRetained must be at least 1")
+		return badGo("SnapshotsRetained", "start from DefaultConfig", "{SnapshotsRetained} must be at least 1")
 	case c.WALSegmentSize != 0 && (c.WALSegmentSize < 4<<10 || c.WALSegmentSize > 1<<30):
-		return bad("WALSegmentSize must be from 4 KiB to 1 GiB (or 0 for 64 MiB), got %d", c.WALSegmentSize)
+		return bad("WALSegmentSize", "{WALSegmentSize} must be from 4 KiB to 1 GiB (or 0 for 64 MiB), got %d", c.WALSegmentSize)
 	case c.LogStore != "" && c.LogStore != LogStoreWAL && c.LogStore != LogStoreBoltDB:
-		return bad("LogStore must be %q or %q (or empty), got %q", LogStoreWAL, LogStoreBoltDB, c.LogStore)
+		return bad("LogStore", "{LogStore} must be %q or %q (or empty), got %q", LogStoreWAL, LogStoreBoltDB, c.LogStore)
 	}
 	seen := make(map[string]bool, len(c.Peers))
 	self := false
 	for i, p := range c.Peers {
 		switch {
 		case p.ID == "":
-			return bad("Peers[%d] has no ID", i)
+			return bad("Peers", "{Peers}[%d] has no ID", i)
 		case p.Addr == "":
-			return bad("Peers[%d] (%s) has no Addr", i, p.ID)
+			return bad("Peers", "{Peers}[%d] (%s) has no Addr", i, p.ID)
 		case seen[p.ID]:
-			return bad("Peers lists %s twice", p.ID)
+			return bad("Peers", "{Peers} lists %s twice", p.ID)
 		}
 		seen[p.ID] = true
 		self = self || p.ID == c.NodeID
 	}
 	if len(c.Peers) > 0 && !self {
-		return bad("Peers must include this node (%s)", c.NodeID)
+		return bad("Peers", "{Peers} must include this node (%s, its {NodeID})", c.NodeID)
 	}
-	for i, a := range c.Join {
-		if a == "" {
-			return bad("Join[%d] is empty", i)
+	for i := range c.Join {
+		if c.Join[i] == "" {
+			return bad("Join", "{Join}[%d] is empty", i)
 		}
 	}
 	return nil
 }
+
+// ConfigError is a problem with a Config that its caller can fix: Validate
+// and New return it. It matches ErrInvalidConfig. Field names the Config
+// field at fault; Describe words the problem with other names for the
+// fields, so that a program that fills a Config from its own flags (the
+// raftlock agent) can report it in its users' terms.
+type ConfigError struct {
+	// Field is the Config field at fault, as spelled in Go ("HeartbeatTimeout").
+	Field  string
+	format string // the problem, for fmt with args, naming each field it mentions as {Field}
+	args   []any
+	hint   string // for Go callers only, such as "start from DefaultConfig"
+}
+
+// configError is a ConfigError whose text holds no fmt verbs besides its args'.
+func configError(field, format string, args ...any) *ConfigError {
+	return &ConfigError{Field: field, format: format, args: args}
+}
+
+// Error names the fields as in Go.
+func (e *ConfigError) Error() string {
+	msg := "cluster: invalid config: " + e.Describe(func(field string) string { return field })
+	if e.hint != "" {
+		msg += " (" + e.hint + ")"
+	}
+	return msg
+}
+
+// Is makes a ConfigError match ErrInvalidConfig.
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// Describe says what is wrong, naming each Config field as name(field)
+// returns it, without the "cluster: invalid config" prefix or hints meant for
+// Go callers.
+func (e *ConfigError) Describe(name func(field string) string) string {
+	// Fields are named in the format, before the values go in, so that a
+	// value that looks like a reference ("{Voters}") stays as it is.
+	format := configFieldRef.ReplaceAllStringFunc(e.format, func(ref string) string {
+		field := ref[1 : len(ref)-1]
+		if !configFields[field] {
+			return ref
+		}
+		return strings.ReplaceAll(name(field), "%", "%%")
+	})
+	return fmt.Sprintf(format, e.args...)
+}
+
+// configFieldRef is how a ConfigError's text names a field.
+var configFieldRef = regexp.MustCompile(`\{[A-Za-z]+\}`)
+
+// configFields are Config's field names.
+var configFields = func() map[string]bool {
+	fields := map[string]bool{}
+	t := reflect.TypeFor[Config]()
+	for i := range t.NumField() {
+		fields[t.Field(i).Name] = true
+	}
+	return fields
+}()

@@ -2,11 +2,16 @@ package cluster
 
 import (
 	"crypto/tls"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/raftlock/raftlock/transport"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -21,6 +26,7 @@ func TestConfigValidate(t *testing.T) {
 		change func(*Config)
 		want   string
 	}{
+		{"long id", func(c *Config) { c.NodeID = strings.Repeat("n", 256) }, "NodeID is longer than 255 bytes"},
 		{"no id", func(c *Config) { c.NodeID = "" }, "NodeID is empty"},
 		{"no data dir", func(c *Config) { c.DataDir = "" }, "DataDir is empty"},
 		{"no bind addr", func(c *Config) { c.BindAddr = "" }, "BindAddr is empty"},
@@ -52,14 +58,54 @@ func TestConfigValidate(t *testing.T) {
 			assert.ErrorIs(t, err, ErrInvalidConfig)
 			assert.ErrorContains(t, err, "cluster: invalid config: ")
 			assert.ErrorContains(t, err, tc.want)
+			// The field at fault is named apart, for programs that
+			// report it in their own terms, like the agent's flags.
+			var cerr *ConfigError
+			require.ErrorAs(t, err, &cerr)
+			assert.Contains(t, err.Error(), cerr.Field, "the message names the field at fault")
+			described := cerr.Describe(func(field string) string { return "-" + strings.ToLower(field) })
+			assert.Contains(t, described, "-"+strings.ToLower(cerr.Field), "Describe renames it")
+			assert.NotContains(t, described, cerr.Field+" ", "and every mention of it")
 		})
 	}
+}
+
+// TestConfigErrorDescribe: Describe renames every field the problem
+// mentions, and only fields; Error keeps the Go names and the Go-only hint.
+func TestConfigErrorDescribe(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.NodeID, cfg.DataDir, cfg.Bootstrap = "n0", "/tmp/x", true
+	cfg.ElectionTimeout = cfg.HeartbeatTimeout / 2
+	var cerr *ConfigError
+	require.ErrorAs(t, cfg.Validate(), &cerr)
+	assert.Equal(t, "ElectionTimeout", cerr.Field)
+	flags := map[string]string{"ElectionTimeout": "-raft-election", "HeartbeatTimeout": "-raft-heartbeat"}
+	assert.Equal(t, "-raft-election must be at least -raft-heartbeat, got 250ms < 500ms", cerr.Describe(func(f string) string { return flags[f] }))
+	assert.EqualError(t, cerr, "cluster: invalid config: ElectionTimeout must be at least HeartbeatTimeout, got 250ms < 500ms")
+
+	cfg = DefaultConfig()
+	cfg.NodeID, cfg.DataDir, cfg.Bootstrap = "n0", "/tmp/x", true
+	cfg.HeartbeatTimeout = 0
+	require.ErrorAs(t, cfg.Validate(), &cerr)
+	assert.Equal(t, "HeartbeatTimeout", cerr.Field)
+	assert.EqualError(t, cerr, "cluster: invalid config: HeartbeatTimeout must be positive, got 0s (start from DefaultConfig)")
+	assert.Equal(t, "-raft-heartbeat must be positive, got 0s", cerr.Describe(func(string) string { return "-raft-heartbeat" }))
+
+	// A value that looks like a field reference is left alone.
+	cfg = DefaultConfig()
+	cfg.NodeID, cfg.DataDir, cfg.Bootstrap = "n0", "/tmp/x", true
+	cfg.LogStore = "{Voters}"
+	require.ErrorAs(t, cfg.Validate(), &cerr)
+	assert.Equal(t, `LOGSTORE must be "wal" or "boltdb" (or empty), got "{Voters}"`, cerr.Describe(func(string) string { return "LOGSTORE" }))
 }
 
 func TestNewOnFreshDataDirNeedsBootstrapOrJoin(t *testing.T) {
 	cfg := testConfig(t, "n0")
 	_, err := New(cfg)
 	assert.ErrorIs(t, err, ErrInvalidConfig)
+	var cerr *ConfigError
+	require.ErrorAs(t, err, &cerr)
+	assert.Equal(t, "Bootstrap", cerr.Field)
 	assert.ErrorContains(t, err, "set Bootstrap to start a new cluster or Join to join one")
 }
 
@@ -85,4 +131,31 @@ func TestJoinFailsClearlyWhenNobodyAnswers(t *testing.T) {
 	cfg.Join = []string{"127.0.0.1:1"}
 	_, err := New(cfg)
 	assert.ErrorIs(t, err, ErrJoin)
+}
+
+// TestJoinToAnHTTPServerFailsAtOnce: Join naming an HTTP server (an agent's
+// API port instead of its raft port) fails with what was reached, without
+// waiting out RequestTimeout.
+func TestJoinToAnHTTPServerFailsAtOnce(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(srv.Close)
+	cfg := testConfig(t, "n1")
+	cfg.RequestTimeout = time.Minute
+	cfg.Join = []string{srv.Listener.Addr().String()}
+	done := make(chan error, 1)
+	go func() {
+		n, err := New(cfg)
+		if err == nil {
+			n.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, ErrJoin)
+		assert.ErrorIs(t, err, transport.ErrNotPeer)
+		assert.ErrorContains(t, err, srv.Listener.Addr().String()+" answered HTTP")
+	case <-time.After(30 * time.Second):
+		t.Fatal("New went on joining an HTTP server")
+	}
 }

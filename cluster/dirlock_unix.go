@@ -23,7 +23,7 @@ func lockDataDir(dir string) (unlock func() error, err error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: data dir %s is in use by another node", ErrInvalidConfig, dir)
+			return nil, configError("DataDir", "{DataDir} %s is in use by another node (a process still running on it?)", dir)
 		}
 		return nil, fmt.Errorf("cluster: locking %s: %w", path, err)
 	}

@@ -7,6 +7,7 @@ import "errors"
 // lock.ErrUnknownOutcome, ...), because a Node is a lock.Store.
 var (
 	// ErrInvalidConfig: Config.Validate or New found a problem with the Config.
+	// Most such errors are a *ConfigError, which names the field at fault.
 	ErrInvalidConfig = errors.New("cluster: invalid config")
 	// ErrJoin: a node with a fresh data dir could not get a running member to add it.
 	ErrJoin = errors.New("cluster: join failed")

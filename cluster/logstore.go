@@ -65,8 +65,8 @@ func openLogStore(dir string, kind LogStore, walSegmentSize int, logger hclog.Lo
 	var found LogStore
 	switch {
 	case hasWAL && hasBolt:
-		return nil, "", fmt.Errorf("%w: data dir %s holds both a wal log (%s/) and a boltdb log (%s); remove the one that is not in use",
-			ErrInvalidConfig, dir, walDirName, boltDBFileName)
+		return nil, "", configError("DataDir", "{DataDir} %s holds both a wal log (%s/) and a boltdb log (%s); remove the one that is not in use",
+			dir, walDirName, boltDBFileName)
 	case hasWAL:
 		found = LogStoreWAL
 	case hasBolt:
@@ -78,8 +78,8 @@ func openLogStore(dir string, kind LogStore, walSegmentSize int, logger hclog.Lo
 	case kind == "":
 		kind = found
 	case found != "" && kind != found:
-		return nil, "", fmt.Errorf("%w: LogStore is %q but data dir %s holds a %s log: a %s log there would start empty; leave LogStore unset to use what the directory holds",
-			ErrInvalidConfig, kind, dir, found, kind)
+		return nil, "", configError("LogStore", "{LogStore} is %q but {DataDir} %s holds a %s log: a %s log there would start empty; leave {LogStore} unset to use what the directory holds",
+			kind, dir, found, kind)
 	}
 
 	switch kind {
@@ -118,7 +118,7 @@ func openLogStore(dir string, kind LogStore, walSegmentSize int, logger hclog.Lo
 		}
 		return newGuardedStore(store, nil, path, logger), kind, nil
 	}
-	return nil, "", fmt.Errorf("%w: unknown LogStore %q (want %q or %q)", ErrInvalidConfig, kind, LogStoreWAL, LogStoreBoltDB)
+	return nil, "", configError("LogStore", "unknown {LogStore} %q (want %q or %q)", kind, LogStoreWAL, LogStoreBoltDB)
 }
 
 // walTestFiles lets tests wrap raft-wal's metadata store and segment files

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/transport"
 )
 
 // join asks the members at addrs, in turn, to add this node as a voter. A
@@ -36,6 +37,7 @@ func (n *Node) join(ctx context.Context, kind requestKind, addrs []string, retry
 			// removed), and the others would point back here.
 			return n.Addr(), nil
 		}
+		notPeers := 0 // addresses where no raftlock peer answers (see below)
 		for _, addr := range addrs {
 			// A member that does not lead points at the leader; follow at
 			// most a few such hints, so two confused members cannot loop.
@@ -43,6 +45,11 @@ func (n *Node) join(ctx context.Context, kind requestKind, addrs []string, retry
 				clusterID, err := n.checkCluster(ctx, addr)
 				if errors.Is(err, ErrWrongCluster) {
 					return "", fmt.Errorf("%w: %w", ErrJoin, err)
+				}
+				if errors.Is(err, transport.ErrNotPeer) {
+					notPeers++
+					lastErr = err // it names addr
+					break
 				}
 				if err != nil {
 					lastErr = fmt.Errorf("%s: %w", addr, err)
@@ -76,6 +83,12 @@ func (n *Node) join(ctx context.Context, kind requestKind, addrs []string, retry
 				}
 				break
 			}
+		}
+		if notPeers == len(addrs) && retrying == nil {
+			// Every address given to New's join is an HTTP server or a
+			// peer that needs TLS: a mistake in the configuration that
+			// waiting out RequestTimeout would only hide.
+			return "", fmt.Errorf("%w: %w", ErrJoin, lastErr)
 		}
 		if retrying != nil {
 			retrying(lastErr)

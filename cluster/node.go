@@ -167,7 +167,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: reading raft state: %w", err)
 	}
 	if !existing && !cfg.Bootstrap && len(cfg.Join) == 0 {
-		return nil, fmt.Errorf("%w: data dir %s holds no cluster state: set Bootstrap to start a new cluster or Join to join one", ErrInvalidConfig, cfg.DataDir)
+		return nil, configError("Bootstrap", "{DataDir} %s holds no cluster state: set {Bootstrap} to start a new cluster or {Join} to join one", cfg.DataDir)
 	}
 	if err := n.recordIdentity(hasIdentity, existing, &cleanup); err != nil {
 		return nil, err
@@ -209,6 +209,11 @@ func New(cfg Config) (*Node, error) {
 	n.raft = r
 	cleanup = append(cleanup, func() { r.Shutdown().Error() })
 
+	if existing && cfg.Bootstrap {
+		if future := r.GetConfiguration(); future.Error() == nil {
+			n.noteIgnoredBootstrap(future.Configuration())
+		}
+	}
 	if !existing && cfg.Bootstrap {
 		servers := []raft.Server{{ID: rc.LocalID, Address: netTrans.LocalAddr()}}
 		for _, p := range cfg.Peers {

@@ -3,8 +3,10 @@ package transport
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 )
@@ -152,6 +154,13 @@ func (t *Transport) dialRPC(addr string) (*clientConn, error) {
 		nc.Close()
 		return nil, fmt.Errorf("%w: call %s: %w", ErrNotSent, addr, ErrClosed)
 	}
+	// First on every connection, a cancel no call will ever match (a peer
+	// ignores it), whose ID holds newline bytes: an HTTP server given this
+	// address by mistake sees the end of a (malformed) request line and
+	// answers at once, which readLoop recognises, instead of waiting
+	// silently for the rest of a request until the caller gives up.
+	c.enqueueLocked(frame{typ: frameCancel, id: httpProbeID})
+	c.wake()
 	t.wg.Add(2)
 	go func() {
 		defer t.wg.Done()
@@ -171,6 +180,7 @@ type clientConn struct {
 	t      *Transport
 	nextID uint64           // protected by mu
 	calls  map[uint64]*call // calls awaiting an answer; protected by mu
+	heard  atomic.Bool      // the peer has sent at least one byte
 }
 
 // call is one request awaiting its answer on a clientConn.
@@ -243,6 +253,8 @@ func (c *clientConn) failure(cause error, written bool) error {
 		return fmt.Errorf("%w: call %s: %w", ErrConnLost, c.peer, ErrClosed)
 	case errors.Is(cause, ErrClosed):
 		return fmt.Errorf("%w: call %s: %w", ErrNotSent, c.peer, ErrClosed)
+	case errors.Is(cause, ErrNotPeer):
+		return cause
 	case written:
 		return fmt.Errorf("%w: call %s: %v", ErrConnLost, c.peer, cause)
 	default:
@@ -250,8 +262,15 @@ func (c *clientConn) failure(cause error, written bool) error {
 	}
 }
 
+// httpProbeID is the ID of the cancel each connection starts with (see
+// dialRPC): every byte a newline, and never a call's ID, which count up from 1.
+const httpProbeID uint64 = 0x0a0a0a0a0a0a0a0a
+
 func (c *clientConn) readLoop() error {
 	var hdr [frameHeaderSize]byte
+	if err := c.sniffFirstReply(); err != nil {
+		return err
+	}
 	for {
 		f, err := readFrame(c.br, &hdr)
 		if err != nil {
@@ -277,6 +296,66 @@ func (c *clientConn) readLoop() error {
 			cl.done <- res
 		}
 	}
+}
+
+// sniffFirstReply looks at what the peer sends first, before any frame is
+// read, and returns an ErrNotPeer error when it is an HTTP answer
+// ("HTTP/"). nil means carry on reading frames.
+func (c *clientConn) sniffFirstReply() error {
+	first, err := c.br.Peek(5)
+	if len(first) > 0 {
+		c.heard.Store(true)
+	}
+	if err == nil && string(first) == "HTTP/" {
+		return notPeerError(c.peer + " answered HTTP: it is an HTTP server (a raftlock agent's API port, -http?), " +
+			"not a raftlock node's raft address (the agent's -bind or -advertise, Config.BindAddr)")
+	}
+	return nil
+}
+
+// explainSilentHangUp runs when a connection ends, after it is marked dead
+// (so no call picks it up meanwhile) and before its waiting calls are
+// failed: a transport without ClientTLS whose connection the peer closed
+// without sending a byte, while calls waited, asks (probeTLS) whether the
+// peer requires TLS, and if so returns the error that says so.
+func (c *clientConn) explainSilentHangUp(cause error, waiting int) error {
+	if waiting == 0 || c.heard.Load() || c.t.cfg.ClientTLS != nil || c.t.isClosed() ||
+		errors.Is(cause, ErrClosed) || errors.Is(cause, ErrNotPeer) {
+		return cause
+	}
+	if c.t.probeTLS(c.peer) {
+		return notPeerError(c.peer + " speaks TLS and this node does not: the cluster uses peer TLS; give this node " +
+			"peer certificates (the agent's -peer-cert-file, -peer-key-file and -peer-ca-file; Config.ServerTLS " +
+			"and ClientTLS)")
+	}
+	return cause
+}
+
+// notPeerError is an ErrNotPeer error; it matches ErrNotSent too, since
+// nothing there acted on the request.
+type notPeerError string
+
+func (e notPeerError) Error() string { return "transport: " + string(e) }
+
+func (e notPeerError) Is(target error) bool { return target == ErrNotPeer || target == ErrNotSent }
+
+// probeTLS reports whether addr completes (or refuses with an alert) a TLS
+// handshake: a peer that closed a plain connection without a word may be
+// one that requires TLS. It only runs once such a connection has failed.
+func (t *Transport) probeTLS(addr string) bool {
+	ctx, cancel := context.WithTimeout(t.ctx, t.cfg.DialTimeout)
+	defer cancel()
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer nc.Close()
+	// Only "does it speak TLS" is asked: nothing is sent after the handshake.
+	tc := tls.Client(nc, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12})
+	err = tc.HandshakeContext(ctx)
+	var alert *net.OpError
+	return err == nil || errors.As(err, &alert) && alert.Op == "remote error"
 }
 
 // remoteError decodes an error frame's body (a code byte, then the message).
@@ -311,6 +390,7 @@ func (c *clientConn) shutdown(cause error) {
 	close(c.done)
 	c.t.untrackRPC(c)
 	c.t.logConnEnd("client", c.peer, cause)
+	cause = c.explainSilentHangUp(cause, len(calls))
 	for _, cl := range calls {
 		cl.done <- callResult{err: c.failure(cause, cl.written)}
 	}

@@ -41,6 +41,15 @@
 // line, and the caller of an oversized request gets ErrTooLarge without
 // anything being sent.
 //
+// A client connection starts with a cancel for an ID no call uses, whose
+// bytes are newlines: a peer ignores it, while an HTTP server given the
+// address by mistake takes it for the end of a request line and answers,
+// so the call fails at once with ErrNotPeer ("answered HTTP") rather than
+// when its ctx ends. A plain connection that a peer closes without a byte
+// while calls wait is followed by one TLS handshake to the same address: a
+// peer that answers it requires TLS, and the calls fail with ErrNotPeer
+// saying so.
+//
 // Requests are pipelined: one connection carries many calls at once, one
 // writer goroutine sends what is queued in a single flush, one reader routes
 // answers to their calls by ID, and the server runs each request's handler

@@ -20,6 +20,13 @@ var (
 	ErrRemote = errors.New("transport: remote error")
 	// ErrTooLarge: a frame exceeds MaxFrameSize.
 	ErrTooLarge = errors.New("transport: frame too large")
+	// ErrNotPeer: what answers at the address is not a raftlock peer this
+	// transport can talk to: an HTTP server (such as a raftlock agent's API
+	// port), or a peer that speaks TLS to a transport without ClientTLS. The
+	// error says which. Calls fail with it at once rather than waiting for
+	// their ctx; it also matches ErrNotSent (nothing there acted on the
+	// request).
+	ErrNotPeer = errors.New("transport: not a raftlock peer")
 )
 
 // errProtocol marks a peer that broke the wire format; its connection is

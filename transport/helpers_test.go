@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -144,4 +145,15 @@ func serverConns(t *Transport) int {
 		}
 	}
 	return n
+}
+
+// readClientFrame reads the next frame a client sent, past the HTTP probe
+// every client connection starts with (see dialRPC).
+func readClientFrame(br *bufio.Reader, hdr *[frameHeaderSize]byte) (frame, error) {
+	for {
+		f, err := readFrame(br, hdr)
+		if err != nil || f.typ != frameCancel || f.id != httpProbeID {
+			return f, err
+		}
+	}
 }

@@ -307,7 +307,7 @@ func TestCallHonoursCtxWhenPeerIsSilent(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, kindRPC, kind)
 	var hdr [frameHeaderSize]byte
-	req, err := readFrame(br, &hdr)
+	req, err := readClientFrame(br, &hdr)
 	require.NoError(t, err)
 	assert.Equal(t, frameRequest, req.typ)
 	assert.Equal(t, "anyone?", string(req.body))
@@ -363,7 +363,7 @@ func TestClientDropsMisbehavingServer(t *testing.T) {
 					return
 				}
 				var hdr [frameHeaderSize]byte
-				if _, err := readFrame(br, &hdr); err != nil {
+				if _, err := readClientFrame(br, &hdr); err != nil {
 					return
 				}
 				nc.Write(reply)

@@ -53,6 +53,49 @@ type agentFlags struct {
 	advertiseHTTP             string // the API's URL for clients, told to other members
 }
 
+// configFieldFlags names the agent flag that sets each cluster.Config field,
+// so that a *cluster.ConfigError reaches the agent's user in the words they
+// typed. Keep it next to the flag definitions below: a flag that sets a
+// field belongs here. Fields without a flag keep their Go names.
+var configFieldFlags = map[string]string{
+	"NodeID":            "-node-id",
+	"DataDir":           "-data-dir",
+	"LogStore":          "-log-store",
+	"WALSegmentSize":    "-wal-segment-size",
+	"BindAddr":          "-bind",
+	"AdvertiseAddr":     "-advertise",
+	"APIAddr":           "-advertise-http",
+	"Bootstrap":         "-bootstrap",
+	"Peers":             "-peers",
+	"Join":              "-join",
+	"HeartbeatTimeout":  "-raft-heartbeat",
+	"ElectionTimeout":   "-raft-election",
+	"Voters":            "-voters",
+	"DeadVoterTimeout":  "-dead-voter-timeout",
+	"DeadMemberTimeout": "-dead-member-timeout",
+	"SnapshotThreshold": "-snapshot-threshold",
+	"SnapshotInterval":  "-snapshot-interval",
+	"RequestTimeout":    "-request-timeout",
+	"LeaderWait":        "-leader-wait",
+	"ServerTLS":         "-peer-cert-file",
+	"ClientTLS":         "-peer-cert-file",
+}
+
+// agentError words err for the agent's user: a cluster.ConfigError names
+// flags, not Config fields.
+func agentError(err error) string {
+	var cerr *cluster.ConfigError
+	if errors.As(err, &cerr) {
+		return cerr.Describe(func(field string) string {
+			if name, ok := configFieldFlags[field]; ok {
+				return name
+			}
+			return field
+		})
+	}
+	return err.Error()
+}
+
 // security is what the agent's TLS and token flags amount to.
 type security struct {
 	peerServer, peerClient *tls.Config // nil: plain TCP between nodes
@@ -82,7 +125,9 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 			"A new cluster: start every member with -bootstrap and the same -peers list, or one member\n"+
 			"with -bootstrap and the others with -join pointing at it. The flags only matter while\n"+
 			"-data-dir is empty: restart a member with the same command line and it comes back from\n"+
-			"its data dir as the same member, with every lock.\n\n"+
+			"its data dir as the same member, with every lock. Such a restart logs that -bootstrap and\n"+
+			"-peers are ignored, and warns when -peers gives a member another address than the data\n"+
+			"dir holds (a warning, not an error: membership changes after bootstrap).\n\n"+
 			"Stopping. SIGINT or SIGTERM stops the node without leaving the cluster: the others count\n"+
 			"it as down until it returns (a second signal cuts the graceful stop short). A node that\n"+
 			"left, or was removed, and is started again on its data dir asks the members it knew\n"+
@@ -161,11 +206,15 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg, cleanup, err := f.clusterConfig(fs, logger, sec)
 	if err != nil {
-		fmt.Fprintf(stderr, "raftlock agent: %v\n", err)
+		fmt.Fprintf(stderr, "raftlock agent: %s\n", agentError(err))
 		return exitUsage
 	}
 	defer cleanup()
 
+	if samePort(f.httpAddr, cfg.BindAddr) {
+		fmt.Fprintf(stderr, "raftlock agent: -http %s and -bind %s name the same port: the HTTP API and raft need a port each (by default 7070 and 7071)\n", f.httpAddr, cfg.BindAddr)
+		return exitUsage
+	}
 	// The HTTP port is taken first: a port in use is a usage error to report
 	// before a node joins anything.
 	httpLn, err := net.Listen("tcp", f.httpAddr)
@@ -182,7 +231,11 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	node, err := cluster.New(cfg)
 	if err != nil {
 		httpLn.Close()
-		fmt.Fprintf(stderr, "raftlock agent: %v\n", err)
+		if errors.Is(err, syscall.EADDRINUSE) {
+			fmt.Fprintf(stderr, "raftlock agent: -bind %s: the port is in use (another agent on this host?): choose another -bind, or stop what holds it\n", cfg.BindAddr)
+			return exitUsage
+		}
+		fmt.Fprintf(stderr, "raftlock agent: %s\n", agentError(err))
 		if errors.Is(err, cluster.ErrInvalidConfig) {
 			return exitUsage
 		}
@@ -448,6 +501,18 @@ func (l httpServerLog) Write(p []byte) (int, error) {
 		l.log.Error(msg)
 	}
 	return len(p), nil
+}
+
+// samePort reports whether two listen addresses would take the same port:
+// the same port number (not 0, which picks a free one) on the same host, or
+// on hosts one of which is a wildcard.
+func samePort(a, b string) bool {
+	hostA, portA, errA := net.SplitHostPort(a)
+	hostB, portB, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil || portA != portB || portA == "0" {
+		return false
+	}
+	return hostA == hostB || wildcardHost(hostA) || wildcardHost(hostB)
 }
 
 func splitList(s string) []string {

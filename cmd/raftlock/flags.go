@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/raftlock/raftlock/api"
@@ -38,6 +39,57 @@ type flagSet struct {
 	// onCommandLine holds the flags given as arguments, as opposed to
 	// through the environment, once parseFlags has run.
 	onCommandLine map[string]bool
+	// leadingArgs, when positive, lets flags follow that many leading
+	// arguments too (`lock KEY -ttl 5s -- COMMAND`): flag alone stops at
+	// the first argument that is not a flag, which would leave "-ttl" to
+	// be run as COMMAND. Args then returns every argument that is not a
+	// flag, in order, with the "--" that ended the flags removed.
+	leadingArgs int
+	args        []string
+}
+
+// Args is the arguments left once parseFlags has taken the flags.
+func (fs *flagSet) Args() []string {
+	if fs.args != nil {
+		return fs.args
+	}
+	return fs.FlagSet.Args()
+}
+
+// NArg is len(fs.Args()).
+func (fs *flagSet) NArg() int { return len(fs.Args()) }
+
+// Arg is fs.Args()[i], or "" past the end.
+func (fs *flagSet) Arg(i int) string {
+	if args := fs.Args(); i < len(args) {
+		return args[i]
+	}
+	return ""
+}
+
+// parse runs flag's parser, then, with leadingArgs, again on what follows
+// the leading arguments while a flag comes next.
+func (fs *flagSet) parse(args []string) error {
+	if err := fs.FlagSet.Parse(args); err != nil {
+		return err
+	}
+	if fs.leadingArgs <= 0 {
+		return nil
+	}
+	rest := fs.FlagSet.Args()
+	if len(rest) > 0 && rest[0] == "--" || len(rest) < len(args) && args[len(args)-len(rest)-1] == "--" {
+		return nil // everything after an explicit -- is an argument
+	}
+	n := min(fs.leadingArgs, len(rest))
+	lead, tail := append([]string(nil), rest[:n]...), rest[n:]
+	if len(tail) > 0 && strings.HasPrefix(tail[0], "-") && tail[0] != "-" && tail[0] != "--" {
+		if err := fs.FlagSet.Parse(tail); err != nil {
+			return err
+		}
+		tail = fs.FlagSet.Args()        // flag took the "--" that ended the flags, if any
+		fs.args = append(lead, tail...) // n > 0 here, so never nil
+	}
+	return nil
 }
 
 // parseFlags parses args and applies RAFTLOCK_* environment variables to
@@ -52,7 +104,7 @@ func parseFlags(fs *flagSet, args []string, env map[string]string, stderr io.Wri
 			f.Usage += " (env " + variable + ")"
 		}
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := fs.parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.help()
 			return exitOK
@@ -117,8 +169,20 @@ func (c *clientFlags) newClient() (*api.Client, error) {
 		return nil, err
 	}
 	cfg := api.ClientConfig{Token: tok}
-	if c.caFile != "" || c.clientCert != "" || c.serverName != "" {
+	{
 		tc := &tls.Config{ServerName: c.serverName, MinVersion: tls.VersionTLS12}
+		// Under TLS 1.3 an agent refuses a missing client certificate after
+		// our side of the handshake is done, and its alert may be lost in
+		// the reset: noting that it asked for one lets reportError tell a
+		// configuration error from an unreachable agent.
+		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			clientCertRequested.Store(true)
+			if len(tc.Certificates) > 0 {
+				clientCertSent.Store(true)
+				return &tc.Certificates[0], nil
+			}
+			return &tls.Certificate{}, nil // none: the agent decides
+		}
 		if c.caFile != "" {
 			if tc.RootCAs, err = loadCertPool("-ca-file", c.caFile); err != nil {
 				return nil, err
@@ -139,6 +203,13 @@ func (c *clientFlags) newClient() (*api.Client, error) {
 	}
 	return api.NewFailoverClient(endpoints, cfg)
 }
+
+// clientCertRequested records that an agent asked this process for a client
+// certificate during a TLS handshake (one command runs per process).
+var clientCertRequested atomic.Bool
+
+// clientCertSent records that this process answered with one.
+var clientCertSent atomic.Bool
 
 // durationFlag accepts Go durations ("30s", "1m30s") and plain numbers of
 // seconds ("30"), as consul lock users type both.

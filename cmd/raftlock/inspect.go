@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -115,13 +118,20 @@ func runRelease(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("release", "[-addr URL,...] -owner HEX KEY",
 		"Releases KEY held by the owner given (32 hex digits, as the HTTP API returned it).\n"+
 			"Exit status 0 when released, 1 when that owner did not hold KEY."+connectHelp, stdout, stderr)
+	fs.leadingArgs = 1 // KEY -owner HEX works too
 	agent := addClientFlags(fs, env)
-	ownerText := fs.String("owner", "", "the lock's owner token, 32 hex digits")
+	ownerText := fs.String("owner", "", "the lock's owner token, 32 hex digits: the \"owner\" of the HTTP API's acquire answer")
 	if code := parseFlags(fs, args, env, stderr); code >= 0 {
 		return code
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "raftlock release: want exactly one KEY (see raftlock release -h)")
+		return exitUsage
+	}
+	if *ownerText == "" {
+		fmt.Fprintln(stderr, "raftlock release: -owner is required (or RAFTLOCK_OWNER): the 32 hex digits of \"owner\" in the HTTP API's acquire answer "+
+			"that took the lock. A lock taken by 'raftlock lock' is released by it when its command exits; "+
+			"one whose owner is unknown is free once its lease runs out ('raftlock locks' shows how long)")
 		return exitUsage
 	}
 	owner, err := lock.ParseOwner(*ownerText)
@@ -159,6 +169,10 @@ func reportError(stderr io.Writer, cmd string, err error) int {
 		fmt.Fprintf(stderr, "raftlock %s: %v (set -token, -token-file or RAFTLOCK_HTTP_TOKEN)\n", cmd, err)
 		return exitDenied
 	}
+	if hint, ok := tlsConfigError(err); ok {
+		fmt.Fprintf(stderr, "raftlock %s: %v (%s)\n", cmd, err, hint)
+		return exitConfig
+	}
 	fmt.Fprintf(stderr, "raftlock %s: %v\n", cmd, err)
 	if errors.Is(err, lock.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
 		return exitUnavailable
@@ -166,11 +180,47 @@ func reportError(stderr io.Writer, cmd string, err error) int {
 	return exitError
 }
 
+// tlsConfigError reports whether err is a TLS handshake that failed over
+// configuration (certificates, or TLS spoken to a port that does not), which
+// retrying cannot fix, and says what to check.
+func tlsConfigError(err error) (hint string, ok bool) {
+	var (
+		unknownCA x509.UnknownAuthorityError
+		hostname  x509.HostnameError
+		invalid   x509.CertificateInvalidError
+		verify    *tls.CertificateVerificationError
+		record    tls.RecordHeaderError
+		op        *net.OpError
+	)
+	switch {
+	case errors.As(err, &unknownCA), errors.As(err, &verify) && errors.As(verify.Err, &unknownCA):
+		return "the agent's certificate is not signed by a CA we trust: set -ca-file or RAFTLOCK_CACERT to its CA", true
+	case errors.As(err, &hostname):
+		return "the agent's certificate does not name -addr's host: use a name it has, or -tls-server-name", true
+	case errors.As(err, &invalid), errors.As(err, &verify):
+		return "the agent's certificate is not valid: see the agent's -cert-file", true
+	case errors.As(err, &record),
+		// net/http's own words for a RecordHeaderError that looks like HTTP.
+		strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
+		return "the agent did not answer TLS: is -addr's port plain HTTP? then use http://", true
+	case errors.Is(err, lock.ErrUnavailable) && clientCertRequested.Load() && !clientCertSent.Load():
+		// It asked for a certificate we do not have, and the connection
+		// ended: its alert (certificate required) crossed its hang-up.
+		return "the agent requires a client certificate: set -client-cert and -client-key (RAFTLOCK_CLIENT_CERT, RAFTLOCK_CLIENT_KEY)", true
+	case errors.As(err, &op) && op.Op == "remote error":
+		// A TLS alert from the agent: it refused our certificate, or its absence.
+		return "the agent refused the TLS handshake: it may require a client certificate its -client-ca-file signed (-client-cert and -client-key)", true
+	}
+	return "", false
+}
+
 // connectHelp ends the -h text of every command that talks to an agent.
 const connectHelp = "\n\nConnecting: -addr names the agent (http:// or https://), or several, comma-separated,\n" +
 	"tried in turn while one cannot be reached. For an HTTPS agent: -ca-file to trust its\n" +
 	"certificate, -client-cert and -client-key when it requires one. For an agent that\n" +
-	"requires a token: RAFTLOCK_HTTP_TOKEN or -token-file (exit status 77 when refused)."
+	"requires a token: RAFTLOCK_HTTP_TOKEN or -token-file (exit status 77 when refused).\n" +
+	"Exit status 78: a TLS configuration error (a certificate refused by either side, or\n" +
+	"https:// to a plain HTTP port), which retrying does not fix."
 
 // printableKey quotes keys a terminal would mangle.
 func printableKey(k string) string {

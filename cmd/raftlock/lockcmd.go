@@ -24,7 +24,8 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 		"Runs COMMAND while holding the lock KEY, and releases the lock when it exits.\n"+
 			"The lease is extended while COMMAND runs. If the lock is lost anyway, COMMAND gets\n"+
 			"SIGTERM, then SIGKILL after -kill-after. COMMAND finds the lock's fencing token in\n"+
-			"RAFTLOCK_TOKEN and its key in RAFTLOCK_KEY: pass the token to what you protect.\n\n"+
+			"RAFTLOCK_TOKEN and its key in RAFTLOCK_KEY: pass the token to what you protect.\n"+
+			"Flags may also follow KEY (KEY -ttl 5s -- COMMAND); they are read before the lock is taken.\n\n"+
 			"Once COMMAND has exited the lock is released; that release gets 2s at most (the\n"+
 			"lease runs out by itself within -ttl if it cannot be sent), so raftlock lock exits\n"+
 			"right after COMMAND.\n\n"+
@@ -33,6 +34,7 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 			"answers; 77 when the agent refuses the token; 2 for usage errors; 1 otherwise.\n"+
 			"SIGINT and SIGTERM are passed to COMMAND."+connectHelp,
 		stdout, stderr)
+	fs.leadingArgs = 1 // KEY; flags after it are parsed before anything is taken
 	agent := addClientFlags(fs, env)
 	var ttl, wait, killAfter time.Duration
 	durationVar(fs, &ttl, "ttl", lock.DefaultTTL, "lease length; kept alive while COMMAND runs")

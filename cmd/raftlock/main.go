@@ -7,6 +7,7 @@
 //	raftlock locks [PREFIX]                      held locks
 //	raftlock release -owner HEX KEY              release a lock whose owner you know
 //	raftlock leave -addr URL                     take a member out of its cluster for good
+//	raftlock version                             the version, Go version and commit (also -version)
 //
 // Every flag can also be set by an environment variable, named in its help
 // (RAFTLOCK_…); a flag on the command line wins over the environment.
@@ -42,6 +43,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
 )
 
 // Exit statuses of the binary, stable for scripts. A command run by
@@ -55,6 +59,14 @@ const (
 	exitHeld        = 75 // the lock is held by another owner and we may not wait any longer (EX_TEMPFAIL)
 	exitLost        = 76 // the lock was lost while the command ran; the command was stopped
 	exitDenied      = 77 // the agent refused our token (missing or wrong) (EX_NOPERM)
+	// exitConfig: a configuration error a retry cannot fix: a TLS handshake
+	// failed over certificates (unknown CA, missing or rejected client
+	// certificate, wrong host name) or https:// named a plain HTTP port
+	// (EX_CONFIG). Distinct from 69 so that scripts retrying an unreachable
+	// agent do not retry this forever.
+	exitConfig = 78
+	// exitUnknownCommand: no such command, as a shell says of one.
+	exitUnknownCommand = 127
 )
 
 type command struct {
@@ -71,6 +83,7 @@ func commands() []command {
 		{"locks", "list held locks, optionally by key prefix", runLocks},
 		{"release", "release a lock by key and owner", runRelease},
 		{"leave", "take an agent's node out of its cluster for good, and stop it", runLeave},
+		{"version", "print the version of raftlock, and the Go it was built with", runVersion},
 	}
 }
 
@@ -87,14 +100,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return exitOK
+	case "-version", "--version":
+		return runVersion(args[1:], stdout, stderr)
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
 			return c.run(args[1:], stdout, stderr)
 		}
 	}
-	fmt.Fprintf(stderr, "raftlock: unknown command %q (see raftlock -h)\n", args[0])
-	return exitUsage
+	names := make([]string, 0, len(commands()))
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	fmt.Fprintf(stderr, "raftlock: unknown command %q; the commands are %s (see raftlock -h)\n", args[0], strings.Join(names, ", "))
+	return exitUnknownCommand
 }
 
 func usage(w io.Writer) {
@@ -107,4 +126,54 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run raftlock COMMAND -h for its flags. Start with: raftlock agent -dev")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Exit status, for scripts: 0 done; 1 other errors; 2 wrong flags or arguments;")
+	fmt.Fprintln(w, "69 no agent or leader answers (worth retrying); 75 the lock is held; 76 the lock")
+	fmt.Fprintln(w, "was lost while COMMAND ran; 77 the agent refused the token; 78 a TLS configuration")
+	fmt.Fprintln(w, "error a retry cannot fix (a certificate refused by either side, https:// to an")
+	fmt.Fprintln(w, "HTTP port); 127 unknown command. `raftlock lock` otherwise exits with COMMAND's")
+	fmt.Fprintln(w, "status. raftlock -version prints the version.")
+}
+
+// runVersion is `raftlock version` and `raftlock -version`: the module
+// version (or "(devel)" for a build inside its own checkout), the Go
+// version, and the VCS commit the binary was built from when Go recorded it.
+func runVersion(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("version", "", "Prints raftlock's version (the module version, \"(devel)\" for a build in its own\n"+
+		"checkout), the Go version, the platform, and the commit when the build recorded it.", stdout, stderr)
+	if code := parseFlags(fs, args, map[string]string{}, stderr); code >= 0 {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "raftlock version: unexpected argument %q (it takes none)\n", fs.Arg(0))
+		return exitUsage
+	}
+	fmt.Fprintln(stdout, versionLine())
+	return exitOK
+}
+
+func versionLine() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "raftlock (unknown version: built without module information) " + runtime.Version()
+	}
+	version := info.Main.Version
+	if version == "" {
+		version = "(unknown)"
+	}
+	line := fmt.Sprintf("raftlock %s %s %s/%s", version, info.GoVersion, runtime.GOOS, runtime.GOARCH)
+	settings := map[string]string{}
+	for _, s := range info.Settings {
+		settings[s.Key] = s.Value
+	}
+	if rev := settings["vcs.revision"]; rev != "" {
+		line += " commit " + rev
+		if settings["vcs.modified"] == "true" {
+			line += " (modified)"
+		}
+		if t := settings["vcs.time"]; t != "" {
+			line += " " + t
+		}
+	}
+	return line
 }

@@ -347,7 +347,11 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 			err := cmd.Run()
 			var ee *exec.ExitError
 			require.ErrorAs(t, err, &ee)
-			assert.Equal(t, exitUsage, ee.ExitCode())
+			want := exitUsage
+			if args[0] == "nosuchcommand" {
+				want = exitUnknownCommand
+			}
+			assert.Equal(t, want, ee.ExitCode())
 			assert.Equal(t, 1, strings.Count(errOut.String(), "\n"), "one line: %q", errOut.String())
 			assert.Empty(t, out.String())
 		})

@@ -78,7 +78,8 @@ func TestAgentServesHTTPSWithClientCertsAndToken(t *testing.T) {
 
 	t.Run("without a client certificate", func(t *testing.T) {
 		_, stderr, code := runBinary(t, withToken, "status", "-addr", a.httpURL, "-ca-file", ca.CAFile)
-		assert.Equal(t, exitUnavailable, code, stderr)
+		assert.Equal(t, exitConfig, code, "a configuration error, not an unreachable agent: %s", stderr)
+		assert.Contains(t, stderr, "-client-cert", "says what to set")
 		assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
 		// The agent's alert says why, unless the request crossed its hang-up
 		// (TLS 1.3 ends the client's handshake before the agent checks).
@@ -87,7 +88,8 @@ func TestAgentServesHTTPSWithClientCertsAndToken(t *testing.T) {
 
 	t.Run("without trusting the agent", func(t *testing.T) {
 		_, stderr, code := runBinary(t, withToken, "status", "-addr", a.httpURL, "-client-cert", clientCert, "-client-key", clientKey)
-		assert.Equal(t, exitUnavailable, code, stderr)
+		assert.Equal(t, exitConfig, code, "a configuration error, not an unreachable agent: %s", stderr)
+		assert.Contains(t, stderr, "-ca-file", "says what to set")
 		assert.Contains(t, stderr, "certificate signed by unknown authority")
 	})
 
