@@ -307,6 +307,9 @@ func TestCallHonoursCtxWhenPeerIsSilent(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, kindRPC, kind)
 	var hdr [frameHeaderSize]byte
+	hello, err := readFrame(br, &hdr)
+	require.NoError(t, err)
+	assert.Equal(t, frame{typ: frameCancel, id: 0}, hello, "a new connection starts with a hello")
 	req, err := readFrame(br, &hdr)
 	require.NoError(t, err)
 	assert.Equal(t, frameRequest, req.typ)
@@ -363,8 +366,14 @@ func TestClientDropsMisbehavingServer(t *testing.T) {
 					return
 				}
 				var hdr [frameHeaderSize]byte
-				if _, err := readFrame(br, &hdr); err != nil {
-					return
+				for { // past the hello, to the request
+					f, err := readFrame(br, &hdr)
+					if err != nil {
+						return
+					}
+					if f.typ == frameRequest {
+						break
+					}
 				}
 				nc.Write(reply)
 			}()
