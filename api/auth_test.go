@@ -25,6 +25,9 @@ func (n *testNode) sendWith(t *testing.T, method, path, body string, header http
 			req.Header.Add(k, v)
 		}
 	}
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()

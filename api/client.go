@@ -618,7 +618,9 @@ func (c *Client) send(ctx context.Context, base *url.URL, x exchange, body []byt
 	if err != nil {
 		return 0, nil, false, false, err
 	}
-	if body != nil {
+	if x.method == http.MethodPost {
+		// Every POST, a bodiless one (leave) too: the node refuses any
+		// other type, which web pages could send without asking.
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if x.resend != resendNever {

@@ -133,10 +133,28 @@
 // restart it to change them (nodes restart one at a time without losing
 // locks).
 //
+// # Security: web pages
+//
+// A web page open in a browser can send requests to any address, the
+// node's included, and a node without a token would act on them. Handler
+// keeps pages out whatever the token (see Config.AllowedOrigins and
+// Config.AllowedHosts): every POST must carry "Content-Type:
+// application/json" (415 unsupported_media_type otherwise), a type a page
+// can only send after a CORS preflight; a request with an Origin header
+// (only browsers send one) is refused with 403 origin_not_allowed unless
+// Config.AllowedOrigins lists that origin, whose preflights are then
+// answered; and a Host header that names neither an IP address, localhost
+// nor one of Config.AllowedHosts is refused with 403 host_not_allowed, so
+// that a page cannot reach the node through a name of its own that it
+// points at the node (DNS rebinding). Programs send no Origin and dial the
+// node by a name it knows, so curl (with --json), Client and probes by IP
+// are not affected. Client reports both 403s as ErrForbidden.
+//
 // # Routes
 //
 // Every answer is JSON, errors included. Examples assume a node on
-// 127.0.0.1:8300.
+// 127.0.0.1:8300. POSTs need "Content-Type: application/json": curl's
+// --json sets it (with curl before 7.82, -H 'Content-Type: application/json').
 //
 // That includes the answers Go's net/http gives by itself before any
 // handler runs, when the server's listener is wrapped in JSONErrorListener
@@ -158,7 +176,7 @@
 // POST /v1/acquire takes a lock: key (or key_b64), ttl (or ttl_ms), optional
 // wait (or wait_ms; 0 or absent: never queue), optional owner.
 //
-//	curl -s -X POST localhost:8300/v1/acquire -d '{"key":"jobs/nightly","ttl":"30s","wait":"10s"}'
+//	curl -s --json '{"key":"jobs/nightly","ttl":"30s","wait":"10s"}' localhost:8300/v1/acquire
 //	{"key":"jobs/nightly","owner":"9f0c1e...","token":42,"ttl_ms":30000,"remaining_ms":29998}
 //
 // A held key answers 409:
@@ -169,13 +187,13 @@
 // waiter. 409 not_held when the owner does not hold the key (any more). It
 // also gives up the owner's acquires of the key still waiting on this node.
 //
-//	curl -s -X POST localhost:8300/v1/release -d '{"key":"jobs/nightly","owner":"9f0c1e..."}'
+//	curl -s --json '{"key":"jobs/nightly","owner":"9f0c1e..."}' localhost:8300/v1/release
 //	{"key":"jobs/nightly","released":true}
 //
 // POST /v1/extend makes the owner's lease end ttl from now; same token. 409
 // not_held once the lease is lost.
 //
-//	curl -s -X POST localhost:8300/v1/extend -d '{"key":"jobs/nightly","owner":"9f0c1e...","ttl":"30s"}'
+//	curl -s --json '{"key":"jobs/nightly","owner":"9f0c1e...","ttl":"30s"}' localhost:8300/v1/extend
 //	{"key":"jobs/nightly","owner":"9f0c1e...","token":42,"ttl_ms":30000,"remaining_ms":29999}
 //
 // GET /v1/inspect?key=K tells anyone whether K is held: its token, the time
@@ -206,7 +224,7 @@
 // removed it, 503 unavailable when no leader could (the node stays a member
 // and keeps running), 501 not_implemented otherwise. The token applies.
 //
-//	curl -s -X POST localhost:8300/v1/leave
+//	curl -s -X POST -H 'Content-Type: application/json' localhost:8300/v1/leave
 //
 // GET /healthz is 200 when the node knows a leader (always, for a store that
 // is not a cluster) and 503 no_leader otherwise, so a load balancer sends lock
@@ -263,6 +281,10 @@
 //	400     invalid_list       list limit not a positive integer                  lock.ErrInvalidList
 //	401     unauthorized       token missing or wrong (Config.Token); nothing     ErrUnauthorized
 //	                           was done; every route but /healthz
+//	403     host_not_allowed   Host header not a name of the node                 ErrForbidden
+//	                           (Config.AllowedHosts)
+//	403     origin_not_allowed from a web page of an origin not in                ErrForbidden
+//	                           Config.AllowedOrigins
 //	404     not_found          no such route                                      ErrUnexpectedResponse
 //	404     not_a_cluster      /v1/cluster on a store that is not a cluster       ErrNotCluster
 //	405     method_not_allowed wrong method; the Allow header has the right one   ErrUnexpectedResponse
@@ -271,6 +293,7 @@
 //	                                                                              extend: lock.ErrNotHeld
 //	409     canceled           acquire given up by a release of the same owner    lock.ErrNotHeld
 //	413     body_too_large     body over Config.MaxBodyBytes                      ErrBadRequest
+//	415     unsupported_media_type  a POST without Content-Type: application/json ErrBadRequest
 //	429     queue_full         lock.MaxWaiters already wait for the key           lock.ErrQueueFull
 //	431     headers_too_large  headers over ServerMaxHeaderBytes                  ErrBadRequest
 //	500     internal           a bug; the node's log has more                     ErrInternal

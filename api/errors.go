@@ -204,6 +204,10 @@ func codeSentinels(code string) []error {
 		return []error{ErrInternal}
 	case CodeUnauthorized:
 		return []error{ErrUnauthorized}
+	case CodeHostNotAllowed, CodeOriginNotAllowed:
+		return []error{ErrForbidden}
+	case CodeUnsupportedMedia:
+		return []error{ErrBadRequest}
 	default:
 		return []error{ErrUnexpectedResponse}
 	}

@@ -63,6 +63,23 @@ type Config struct {
 	// unavailable when no leader could remove the node). Nil: 501
 	// not_implemented. Like every route but /healthz it needs the Token.
 	Leave func(ctx context.Context) error
+	// AllowedOrigins lists the web origins ("https://ops.example.com") whose
+	// pages may call the API from a browser; the node answers their CORS
+	// preflights. A request that carries any other Origin header (only
+	// browsers send one) is refused with 403 origin_not_allowed, and so is
+	// a cross-site request of a page without one. Empty (the default): no
+	// web page may. Entries must pass ValidateAllowedOrigin; NewHandler logs
+	// those that do not. Programs (curl, Client, probes) are not affected.
+	AllowedOrigins []string
+	// AllowedHosts lists the host names a request's Host header may carry
+	// (HOST, HOST:PORT or a URL; the port is ignored), beyond IP addresses
+	// and localhost, which are always allowed: a Host naming anything else
+	// is refused with 403 host_not_allowed, which closes DNS rebinding (a
+	// web page's own name pointed at this node). List every name clients
+	// and load balancers use to reach the node; "*" allows every name (for
+	// a node behind a proxy that checks Host itself). Entries must pass
+	// ValidateAllowedHost; NewHandler logs those that do not.
+	AllowedHosts []string
 }
 
 // Handler serves the HTTP/JSON API of one node over a lock.Store (doc.go lists
@@ -79,6 +96,7 @@ type Handler struct {
 	acquires acquires // in progress, for releases to give up
 	routes   map[string]route
 	token    tokenCheck
+	guard    guard
 }
 
 type route struct {
@@ -105,6 +123,10 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 	}
 	if err := ValidateToken(cfg.Token); err != nil {
 		h.log.Error("api: Config.Token cannot be sent by any client: every request but /healthz will be refused", "error", err)
+	}
+	h.guard = newGuard(cfg)
+	for _, p := range h.guard.problems {
+		h.log.Error("api: an entry that can never match is ignored", "problem", p)
 	}
 	h.lister, _ = store.(lock.Lister)
 	h.cluster = cfg.Cluster
@@ -136,12 +158,17 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 // binary may register more collectors in it.
 func (h *Handler) Registry() *prometheus.Registry { return h.metrics.registry }
 
-// ServeHTTP checks the token (Config.Token), then routes by exact path:
+// ServeHTTP first keeps web pages out (Host, Origin and, for POSTs,
+// Content-Type: see Config.AllowedHosts and Config.AllowedOrigins), then
+// checks the token (Config.Token), then routes by exact path:
 // keys never appear in paths, so there is nothing to clean or unescape, and
 // unknown routes and wrong methods get the same JSON errors as everything
 // else. The token is checked first, so that without it a caller learns
 // nothing, not even which routes exist.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.guard.check(w, r) {
+		return
+	}
 	if e := h.token.check(r); e != nil {
 		h.metrics.unauthorized.Inc()
 		// RFC 6750: a 401 names the scheme it wants.
@@ -163,6 +190,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", allow)
 		writeError(w, newAPIError(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "api: %s wants %s, not %s", r.URL.Path, rt.method, r.Method))
 		return
+	}
+	if rt.method == http.MethodPost {
+		if e := checkContentType(r); e != nil {
+			writeError(w, e)
+			return
+		}
 	}
 	// The server has no WriteTimeout (it would cut long-polls short), so
 	// each answer gets a deadline of its own; an acquire that waits moves it.

@@ -91,6 +91,9 @@ func (n *testNode) send(ctx context.Context, method, path, body string) (answer,
 	if n.token != "" {
 		req.Header.Set("Authorization", "Bearer "+n.token)
 	}
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json") // as curl --json does
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return answer{}, err

@@ -97,7 +97,7 @@ func TestServerOwnErrorsAreJSON(t *testing.T) {
 	}
 
 	t.Run("answers of the handler are untouched", func(t *testing.T) {
-		resp := rawExchange(t, addr, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+		resp := rawExchange(t, addr, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
 		defer resp.Body.Close()
 		assert.Equal(t, http.StatusOK, resp.StatusCode)
 		var h healthResponse

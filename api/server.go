@@ -28,7 +28,11 @@ const (
 //
 // Serve it with ListenAndServe (or Serve on your own listener) and stop it
 // with Shutdown: Shutdown waits for long-polls, so give its context a
-// deadline, then Close.
+// deadline, then Close. The timeouts close connections that send no
+// request (ServerReadHeaderTimeout) or stay idle (ServerIdleTimeout), but
+// bound neither how many are open at once: serve on a LimitListener (the
+// agent does, -max-http-conns) so that a client opening thousands cannot
+// use up the process's file descriptors.
 func NewServer(addr string, h http.Handler) *http.Server {
 	return &http.Server{
 		Addr:              addr,

@@ -9,6 +9,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // maxCallAttempts bounds how often one Call moves on after finding its
@@ -149,17 +150,24 @@ func (t *Transport) dialRPC(addr string) (*clientConn, error) {
 		framedConn: newFramedConn(nc, addr),
 		t:          t,
 		calls:      make(map[uint64]*call),
+		lastUsed:   time.Now(),
 	}
+	// A hello first: a cancel no call will ever match (a peer ignores it),
+	// so the server sees a frame at once even when the call this dial was
+	// for gave up meanwhile (it closes connections whose first frame is
+	// late). Its ID holds newline bytes: an HTTP server given this address
+	// by mistake sees the end of a (malformed) request line and answers at
+	// once, which readLoop recognises, instead of waiting silently for the
+	// rest of a request until the caller gives up.
+	c.enqueueLocked(frame{typ: frameCancel, id: httpProbeID})
+	c.mu.Lock() // the timer's func reads idleTimer under mu
+	c.idleTimer = time.AfterFunc(t.clientIdleTimeout(), c.closeIfIdle)
+	c.mu.Unlock()
 	if !t.trackRPC(c) {
+		c.idleTimer.Stop()
 		nc.Close()
 		return nil, fmt.Errorf("%w: call %s: %w", ErrNotSent, addr, ErrClosed)
 	}
-	// First on every connection, a cancel no call will ever match (a peer
-	// ignores it), whose ID holds newline bytes: an HTTP server given this
-	// address by mistake sees the end of a (malformed) request line and
-	// answers at once, which readLoop recognises, instead of waiting
-	// silently for the rest of a request until the caller gives up.
-	c.enqueueLocked(frame{typ: frameCancel, id: httpProbeID})
 	c.wake()
 	t.wg.Add(2)
 	go func() {
@@ -181,6 +189,37 @@ type clientConn struct {
 	nextID uint64           // protected by mu
 	calls  map[uint64]*call // calls awaiting an answer; protected by mu
 	heard  atomic.Bool      // the peer has sent at least one byte
+	// lastUsed is when a call last started or was answered (protected by
+	// mu); idleTimer closes the connection once no call has run for
+	// clientIdleTimeout.
+	lastUsed  time.Time
+	idleTimer *time.Timer
+}
+
+// clientIdleTimeout is how long a pooled connection may go without a call
+// before its dialler closes it: half the server's IdleTimeout, so that the
+// dialler, which can do it without racing a request, always closes first.
+func (t *Transport) clientIdleTimeout() time.Duration { return t.cfg.IdleTimeout / 2 }
+
+// closeIfIdle closes the connection if no call has run on it for
+// clientIdleTimeout, else looks again when that may be so. The check and
+// the close are one step under mu, so a call either comes before (and the
+// connection stays) or finds it closed before its request is written (and
+// moves to a fresh one, as Call does with every stale connection).
+func (c *clientConn) closeIfIdle() {
+	limit := c.t.clientIdleTimeout()
+	var wait time.Duration
+	c.shutdownIf(func() (error, bool) {
+		idle := time.Since(c.lastUsed)
+		if len(c.calls) > 0 || len(c.queue) > 0 || idle < limit {
+			wait = max(limit-idle, limit/10)
+			return nil, false
+		}
+		return fmt.Errorf("%w: no call for %v", errSilent, idle.Round(time.Second)), true
+	})
+	if wait > 0 {
+		c.idleTimer.Reset(wait)
+	}
 }
 
 // call is one request awaiting its answer on a clientConn.
@@ -209,6 +248,7 @@ func (c *clientConn) roundTrip(ctx context.Context, body []byte) (res callResult
 		return res, errors.Is(res.err, errStale)
 	}
 	c.nextID++
+	c.lastUsed = time.Now()
 	cl := &call{id: c.nextID, done: make(chan callResult, 1)}
 	c.calls[cl.id] = cl
 	c.enqueueLocked(frame{typ: frameRequest, id: cl.id, body: body, call: cl})
@@ -291,6 +331,7 @@ func (c *clientConn) readLoop() error {
 		c.mu.Lock()
 		cl := c.calls[f.id]
 		delete(c.calls, f.id)
+		c.lastUsed = time.Now()
 		c.mu.Unlock()
 		if cl != nil { // nil: the caller gave up and sent a cancel
 			cl.done <- res
@@ -373,19 +414,32 @@ func (c *clientConn) shutdown(cause error) {
 	if cause == nil {
 		return // the writer saw done closed: someone else shut down
 	}
-	if c.t.isClosed() && !errors.Is(cause, ErrClosed) {
-		cause = fmt.Errorf("%w (%v)", ErrClosed, cause)
-	}
+	c.shutdownIf(func() (error, bool) { return cause, true })
+}
+
+// shutdownIf is shutdown with the cause decided under mu: decide returns
+// it and whether to shut down at all.
+func (c *clientConn) shutdownIf(decide func() (error, bool)) {
+	closed := c.t.isClosed()
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
 		return
+	}
+	cause, ok := decide()
+	if !ok {
+		c.mu.Unlock()
+		return
+	}
+	if closed && !errors.Is(cause, ErrClosed) {
+		cause = fmt.Errorf("%w (%v)", ErrClosed, cause)
 	}
 	c.err = cause
 	calls := c.calls
 	c.calls = nil
 	c.queue = nil
 	c.mu.Unlock()
+	c.idleTimer.Stop()
 	c.nc.Close()
 	close(c.done)
 	c.t.untrackRPC(c)

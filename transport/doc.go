@@ -10,9 +10,14 @@
 //	'R'  raft: hashicorp/raft's NetworkTransport protocol follows
 //	'F'  forwarding RPC, wire version 1: frames follow
 //
-// An accepted connection must send that byte within Config.HeaderTimeout.
-// A connection that sends an unknown byte, nothing in time, or (with TLS) a
-// bad handshake is closed with one log line; the listener keeps serving.
+// An accepted connection must send that byte, and then raft's first byte
+// or the RPC's first frame, within Config.HeaderTimeout of the accept: a
+// connection that sends 'R' or 'F' and then nothing is closed, not kept with
+// its goroutines forever. A connection that sends an unknown byte, nothing
+// in time, or (with TLS) a bad handshake is closed with one log line (debug
+// for silence, which port probes cause); the listener keeps serving. At most
+// Config.MaxConns accepted connections are open at once: more wait in the
+// kernel's backlog, with a warning at most once a minute.
 // A new incompatible RPC wire format gets a new byte, so old and new nodes
 // tell each other apart at once during a rolling upgrade.
 //
@@ -59,7 +64,13 @@
 // handler's ctx also ends when the connection drops or the transport closes.
 //
 // A Transport keeps up to Config.MaxIdleConns connections per peer, dialled
-// on demand and used round robin. A dead connection is replaced on the next
+// on demand and used round robin. A new connection starts with a hello (a
+// cancel frame whose ID no request has, made of newline bytes so that an
+// HTTP server dialled by mistake answers at once and is recognised), so its
+// first frame is never late. A pooled connection that has carried no call for half of
+// Config.IdleTimeout is closed by its dialler, and an accepted one with no
+// request running for Config.IdleTimeout by the server: the dialler, which
+// can close without racing a request of its own, always goes first. A dead connection is replaced on the next
 // call, so a restarted peer is reached again without the caller doing
 // anything; a call that finds its connection dead before its request was
 // written moves to a fresh one by itself.

@@ -193,6 +193,8 @@ func TestStreamLayerCloseKeepsRPCServing(t *testing.T) {
 	}()
 	out, err := b.StreamLayer().Dial(raft.ServerAddress(a.Addr().String()), time.Second)
 	require.NoError(t, err)
+	_, err = out.Write([]byte{0}) // raft writes its first message at once; a silent conn is never handed over
+	require.NoError(t, err)
 	in := <-accepted
 
 	require.NoError(t, sl.Close())

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"runtime/debug"
+	"time"
 )
 
 // serverConn is the accepting end of an RPC connection: one reader starts
@@ -43,11 +45,21 @@ func (t *Transport) serveRPC(nc net.Conn) {
 	s.shutdown(s.readLoop())
 }
 
+// readLoop reads frames until the connection ends. The first must come
+// within the header deadline serveConn set; after that, the read deadline is
+// IdleTimeout from the moment no request is running (armIdleLocked), and
+// none while one is: a waiting acquire may run for minutes.
 func (s *serverConn) readLoop() error {
 	var hdr [frameHeaderSize]byte
-	for {
+	for first := true; ; first = false {
 		f, err := readFrame(s.br, &hdr)
 		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				if first {
+					return fmt.Errorf("%w: no frame within the header timeout (%v): %w", errSilent, s.t.cfg.HeaderTimeout, err)
+				}
+				return fmt.Errorf("%w: no request for %v: %w", errSilent, s.t.cfg.IdleTimeout, err)
+			}
 			return err
 		}
 		switch f.typ {
@@ -63,12 +75,16 @@ func (s *serverConn) readLoop() error {
 			}
 			ctx, cancel := context.WithCancel(s.ctx)
 			s.handlers[f.id] = cancel
+			s.armIdleLocked()
 			s.mu.Unlock()
 			s.t.wg.Add(1)
 			go s.serve(ctx, f.id, f.body)
 		case frameCancel:
+			// Also the dialler's hello (ID 0, never a request's), which
+			// makes the first frame come at once.
 			s.mu.Lock()
 			cancel := s.handlers[f.id]
+			s.armIdleLocked()
 			s.mu.Unlock()
 			if cancel != nil { // nil: the answer already went out
 				cancel()
@@ -97,6 +113,7 @@ func (s *serverConn) serve(ctx context.Context, id uint64, req []byte) {
 	s.mu.Lock()
 	cancel := s.handlers[id]
 	delete(s.handlers, id)
+	s.armIdleLocked()
 	send := s.err == nil && ctx.Err() == nil
 	if send {
 		s.enqueueLocked(f)
@@ -107,6 +124,20 @@ func (s *serverConn) serve(ctx context.Context, id uint64, req []byte) {
 	}
 	if send {
 		s.wake()
+	}
+}
+
+// armIdleLocked sets the read deadline for the requests running now: none
+// while any runs, IdleTimeout from now when none does. Called with mu held
+// whenever that count may have changed, so the calls are ordered.
+func (s *serverConn) armIdleLocked() {
+	if s.err != nil {
+		return
+	}
+	if len(s.handlers) > 0 {
+		_ = s.nc.SetReadDeadline(time.Time{})
+	} else {
+		_ = s.nc.SetReadDeadline(time.Now().Add(s.t.cfg.IdleTimeout))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -32,8 +33,23 @@ type Config struct {
 	AdvertiseAddr string        // what peers dial; default: the bound address. A missing or zero port means the bound port
 	Logger        hclog.Logger  // used as given (name it, e.g. Named("transport")); default: hclog.NewNullLogger()
 	DialTimeout   time.Duration // default 2s
-	HeaderTimeout time.Duration // an accepted conn must send its first byte within this; default 5s
-	MaxIdleConns  int           // pooled RPC conns per peer; default 2
+	// HeaderTimeout bounds the start of an accepted connection: its kind
+	// byte (and TLS handshake), then its first raft byte or first RPC frame,
+	// each within this of the accept. Default 5s.
+	HeaderTimeout time.Duration
+	MaxIdleConns  int // pooled RPC conns per peer; default 2
+	// IdleTimeout closes an accepted RPC connection on which no request has
+	// run for this long; the dialling side closes its own pooled connections
+	// after half of it without a call, so that the server's close never races
+	// a request. Raft's connections are not bounded: raft's pool legitimately
+	// keeps them idle, and its dialling side has deadlines of its own.
+	// Default 5m.
+	IdleTimeout time.Duration
+	// MaxConns bounds the accepted connections open at once (raft and RPC,
+	// those still in their header phase included): beyond it, new ones wait
+	// in the kernel's backlog until one closes, and a warning is logged at
+	// most once a minute. A healthy cluster needs a few per peer. Default 512.
+	MaxConns int
 	// ServerTLS and ClientTLS, when set, wrap every accepted and dialled
 	// connection (raft and RPC alike). Both or neither. When
 	// ClientTLS.ServerName is empty, the host part of the dialled address is
@@ -50,6 +66,8 @@ const (
 	defaultDialTimeout   = 2 * time.Second
 	defaultHeaderTimeout = 5 * time.Second
 	defaultMaxIdleConns  = 2
+	defaultIdleTimeout   = 5 * time.Minute
+	defaultMaxConns      = 512
 )
 
 // withDefaults validates cfg and fills its zero fields.
@@ -65,6 +83,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.MaxIdleConns <= 0 {
 		cfg.MaxIdleConns = defaultMaxIdleConns
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = defaultIdleTimeout
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = defaultMaxConns
 	}
 	if (cfg.ServerTLS == nil) != (cfg.ClientTLS == nil) {
 		return cfg, errors.New("transport: set both ServerTLS and ClientTLS, or neither")
@@ -90,6 +114,8 @@ type Transport struct {
 	wg     sync.WaitGroup // every goroutine the transport starts; Close waits for them
 
 	raftAccept chan net.Conn // unbuffered: hands each raft conn straight to raft's Accept
+	connSlots  chan struct{} // one element per accepted connection still open (MaxConns)
+	fullLog    rateLimited   // "MaxConns reached"
 	raftDone   chan struct{} // closed when the raft side closes
 
 	mu          sync.Mutex // protects the fields below
@@ -130,6 +156,7 @@ func Listen(cfg Config) (*Transport, error) {
 		ctx:         ctx,
 		cancel:      cancel,
 		raftAccept:  make(chan net.Conn),
+		connSlots:   make(chan struct{}, cfg.MaxConns),
 		raftDone:    make(chan struct{}),
 		peers:       make(map[string]*peerPool),
 		headerConns: make(map[net.Conn]struct{}),
@@ -262,8 +289,12 @@ func (t *Transport) acceptLoop() {
 	const maxBackoff = time.Second
 	var backoff time.Duration
 	for {
+		if !t.takeConnSlot() {
+			return
+		}
 		nc, err := t.ln.Accept()
 		if err != nil {
+			<-t.connSlots
 			if t.isClosed() {
 				return
 			}
@@ -280,6 +311,7 @@ func (t *Transport) acceptLoop() {
 			}
 		}
 		backoff = 0
+		nc = &slotConn{Conn: nc, release: func() { <-t.connSlots }}
 		t.mu.Lock()
 		if t.closed {
 			t.mu.Unlock()
@@ -293,9 +325,98 @@ func (t *Transport) acceptLoop() {
 	}
 }
 
+// takeConnSlot waits for a place among MaxConns open accepted
+// connections; false when the transport closed meanwhile.
+func (t *Transport) takeConnSlot() bool {
+	select {
+	case t.connSlots <- struct{}{}:
+		return true
+	default:
+	}
+	t.fullLog.do(func(times int) {
+		t.logger.Warn("peer connection limit reached: new connections wait until one closes; "+
+			"something is opening connections to the raft port and leaving them open (a peer with many pools, a scanner): find it, or raise the limit",
+			"limit", t.cfg.MaxConns, "addr", t.ln.Addr().String(), "times", times, "since", fullLogEvery)
+	})
+	select {
+	case t.connSlots <- struct{}{}:
+		return true
+	case <-t.ctx.Done():
+		return false
+	}
+}
+
+// fullLogEvery bounds how often the "limit reached" warning is logged.
+const fullLogEvery = time.Minute
+
+// rateLimited runs a log call at most once per fullLogEvery, telling it how
+// many times it was due since the last one.
+type rateLimited struct {
+	mu    sync.Mutex
+	last  time.Time
+	times int
+}
+
+func (r *rateLimited) do(log func(times int)) {
+	r.mu.Lock()
+	r.times++
+	if !r.last.IsZero() && time.Since(r.last) < fullLogEvery {
+		r.mu.Unlock()
+		return
+	}
+	times := r.times
+	r.times = 0
+	r.last = time.Now()
+	r.mu.Unlock()
+	log(times)
+}
+
+// slotConn is an accepted connection holding one of MaxConns places, given
+// back on its first Close (TLS, raft and the RPC all close down to it).
+type slotConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *slotConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
+
+// replayConn is a raft connection whose first byte serveConn read already
+// (to bound how long it may take): Read gives it back first. Only raft's
+// connection goroutine reads it.
+type replayConn struct {
+	net.Conn
+	pending []byte
+}
+
+func (c *replayConn) Read(p []byte) (int, error) {
+	if len(c.pending) > 0 {
+		n := copy(p, c.pending)
+		c.pending = c.pending[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
+
+// errSilent marks a connection closed for not talking: no first frame in
+// time, or (RPC) idle past IdleTimeout. Port probes and pooled connections
+// do that; it is logged at debug level.
+var errSilent = errors.New("silent connection")
+
 // serveConn reads the first byte of an accepted connection and routes it.
 // Every incoming connection passes through here, and through the fault
 // table when there is one.
+//
+// The read deadline set here also bounds what follows the kind byte: raft
+// never bounds a read on an accepted connection, and the RPC server waits
+// for frames, so a connection that sent 'R' or 'F' and then nothing would
+// otherwise hold its goroutines forever. For raft, serveConn reads the first
+// byte of raft's own protocol under it before handing the connection over;
+// the RPC's reader clears it after the first frame.
 func (t *Transport) serveConn(raw net.Conn) {
 	defer t.wg.Done()
 	nc := raw
@@ -309,28 +430,43 @@ func (t *Transport) serveConn(raw net.Conn) {
 		_, err = io.ReadFull(nc, kind[:])
 	}
 	if err == nil {
-		err = raw.SetDeadline(time.Time{})
+		err = raw.SetWriteDeadline(time.Time{}) // the read deadline stays, see above
 	}
 
 	t.mu.Lock()
-	delete(t.headerConns, raw)
 	closed := t.closed
 	t.mu.Unlock()
 	if f := t.cfg.Faults; f != nil && err == nil && !closed {
 		// After the first byte: by then the dialler has told the table who it is.
 		var ok bool
 		if nc, ok = f.accepted(nc, t.addr.String()); !ok {
+			t.untrackHeader(raw)
 			t.logger.Debug("dropped connection: cut by the fault table", "remote", raw.RemoteAddr())
 			return
 		}
 	}
+	var raftFirst [1]byte
+	if err == nil && !closed && kind[0] == kindRaft && !t.raftIsClosed() {
+		// Still in headerConns, so Close does not wait for this read.
+		if _, err = io.ReadFull(nc, raftFirst[:]); err == nil {
+			err = raw.SetReadDeadline(time.Time{})
+		} else {
+			err = fmt.Errorf("%w: nothing after the raft kind byte: %w", errSilent, err)
+		}
+	}
+	t.untrackHeader(raw)
+	t.mu.Lock()
+	closed = closed || t.closed
+	t.mu.Unlock()
 	if err != nil || closed {
 		nc.Close()
 		switch {
 		case closed:
-		case errors.Is(err, io.EOF):
+		case errors.Is(err, io.EOF) && !errors.Is(err, errSilent):
 			// Port probes and health checks connect and leave: not worth a warning.
 			t.logger.Debug("connection closed before its first byte", "remote", raw.RemoteAddr())
+		case errors.Is(err, errSilent), errors.Is(err, os.ErrDeadlineExceeded):
+			t.logger.Debug("dropped connection: it sent nothing in time", "remote", raw.RemoteAddr(), "header_timeout", t.cfg.HeaderTimeout, "error", err)
 		default:
 			t.logger.Warn("dropped connection: no valid first byte", "remote", raw.RemoteAddr(), "error", err,
 				"what_to_do", "if remote is a member, give it the same peer TLS settings as this node")
@@ -339,7 +475,7 @@ func (t *Transport) serveConn(raw net.Conn) {
 	}
 	switch kind[0] {
 	case kindRaft:
-		t.handOffRaft(nc)
+		t.handOffRaft(&replayConn{Conn: nc, pending: raftFirst[:]})
 	case kindRPC:
 		t.serveRPC(nc)
 	default:
@@ -347,6 +483,12 @@ func (t *Transport) serveConn(raw net.Conn) {
 		t.logger.Warn("dropped connection: unknown first byte", "remote", raw.RemoteAddr(), "byte", fmt.Sprintf("%#02x", kind[0]),
 			"what_to_do", "only raftlock members dial this port: point HTTP clients at the agent's -http address")
 	}
+}
+
+func (t *Transport) untrackHeader(raw net.Conn) {
+	t.mu.Lock()
+	delete(t.headerConns, raw)
+	t.mu.Unlock()
 }
 
 // dial opens a connection of the given kind to addr: TCP, then TLS when
@@ -423,7 +565,7 @@ func (t *Transport) logConnEnd(side, peer string, cause error) {
 	case errors.Is(cause, errProtocol):
 		t.logger.Warn("dropped connection: bad frame", "side", side, "remote", peer, "error", cause,
 			"what_to_do", "run the same raftlock version on every member")
-	case errors.Is(cause, ErrClosed), errors.Is(cause, io.EOF), errors.Is(cause, net.ErrClosed):
+	case errors.Is(cause, ErrClosed), errors.Is(cause, io.EOF), errors.Is(cause, net.ErrClosed), errors.Is(cause, errSilent):
 		t.logger.Debug("connection closed", "side", side, "remote", peer, "cause", cause)
 	default:
 		t.logger.Info("connection lost", "side", side, "remote", peer, "error", cause)

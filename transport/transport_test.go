@@ -69,7 +69,7 @@ func TestListenerDropsBadConnections(t *testing.T) {
 		wantLog string
 	}{
 		{"unknown first byte", []byte("GET / HTTP/1.1\r\n\r\n"), "unknown first byte"},
-		{"silent past the header timeout", nil, "no valid first byte"},
+		{"silent past the header timeout", nil, "sent nothing in time"},
 		{"unknown frame type", append([]byte{kindRPC}, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff), "unknown frame type"},
 		{"oversized frame", append([]byte{kindRPC}, frameBytes(frameRequest, 1, nil, MaxFrameSize+1)...), "frame too large"},
 		{"response sent by a client", append([]byte{kindRPC}, frameBytes(frameResponse, 1, []byte("x"), 1)...), "from a client"},

@@ -51,6 +51,9 @@ type agentFlags struct {
 	clientCA                  string // ... requiring client certificates
 	httpToken, httpTokenFile  string // a token for the API
 	advertiseHTTP             string // the API's URL for clients, told to other members
+	allowedOrigins            string // web origins whose pages may call the API
+	allowedHosts              string // Host header names beyond the agent's own
+	maxHTTPConns              int    // concurrent HTTP connections
 }
 
 // configFieldFlags names the agent flag that sets each cluster.Config field,
@@ -118,6 +121,9 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		"snapshot-threshold": "RAFTLOCK_SNAPSHOT_THRESHOLD",
 		"leader-wait":        "RAFTLOCK_LEADER_WAIT",
 		"wal-segment-size":   "RAFTLOCK_WAL_SEGMENT_SIZE",
+		"allowed-origins":    "RAFTLOCK_ALLOWED_ORIGINS",
+		"allowed-hosts":      "RAFTLOCK_ALLOWED_HOSTS",
+		"max-http-conns":     "RAFTLOCK_MAX_HTTP_CONNS",
 	}
 	fs := newFlagSet("agent", "[-dev] [-node-id ID -data-dir DIR (-bootstrap [-peers ...] | -join ADDR,...)] [FLAGS]",
 		"Runs a raftlock node: a member of the Raft cluster that keeps the locks, serving the\n"+
@@ -185,6 +191,9 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.clientCA, "client-ca-file", "", "PEM CA certificate(s): API clients must present a certificate they signed; needs -cert-file")
 	fs.StringVar(&f.httpToken, "http-token", "", "token every API request but /healthz must carry (env RAFTLOCK_HTTP_TOKEN; a flag shows in ps: prefer the env or -http-token-file)")
 	fs.StringVar(&f.httpTokenFile, "http-token-file", "", "file holding -http-token, surrounding whitespace ignored")
+	fs.StringVar(&f.allowedOrigins, "allowed-origins", "", "web origins (https://ops.example.com,...) whose pages may call the API from a browser; requests from any other page are refused (default: none)")
+	fs.StringVar(&f.allowedHosts, "allowed-hosts", "", "host names clients use to reach the API, beyond IPs, localhost and the names in -http, -advertise-http, -advertise and -cert-file; a request with another Host is refused, against DNS rebinding (* allows any)")
+	fs.IntVar(&f.maxHTTPConns, "max-http-conns", api.DefaultMaxConns, "most HTTP connections open at once; more wait in the kernel's backlog until one closes (0: no limit)")
 	if code := parseFlags(fs, args, env, stderr); code >= 0 {
 		return code
 	}
@@ -228,6 +237,17 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "raftlock agent: %v\n", err)
 		return exitUsage
 	}
+	if f.maxHTTPConns < 0 {
+		httpLn.Close()
+		fmt.Fprintf(stderr, "raftlock agent: -max-http-conns must not be negative, got %d (0: no limit)\n", f.maxHTTPConns)
+		return exitUsage
+	}
+	origins, hosts, err := browserGuard(f.allowedOrigins, f.allowedHosts, f.httpAddr, cfg.APIAddr, cfg.AdvertiseAddr, sec.api)
+	if err != nil {
+		httpLn.Close()
+		fmt.Fprintf(stderr, "raftlock agent: %v\n", err)
+		return exitUsage
+	}
 	node, err := cluster.New(cfg)
 	if err != nil {
 		httpLn.Close()
@@ -264,17 +284,21 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	httpQuiet := quietlog.New(quietlog.DefaultWindow, nil)
 	defer httpQuiet.Close()
 	httpLog := httpQuiet.Wrap(logger.Named("http"))
-	handler := api.NewHandler(node, api.Config{Cluster: api.NodeStatus(node), Logger: httpLog, Token: sec.token, Leave: leave})
+	handler := api.NewHandler(node, api.Config{Cluster: api.NodeStatus(node), Logger: httpLog, Token: sec.token, Leave: leave,
+		AllowedOrigins: origins, AllowedHosts: hosts})
 	srv := api.NewServer(httpLn.Addr().String(), handler)
+	// Capped first, so that a connection waiting for a slot costs no file
+	// descriptor; net/http's own error answers become JSON on each one.
+	servedLn := api.JSONErrorListener(api.LimitListener(httpLn, f.maxHTTPConns, httpLog))
 	srv.ErrorLog = log.New(httpServerLog{httpLog}, "", 0)
 	scheme := "http"
 	serveErr := make(chan error, 1)
 	if sec.api != nil {
 		scheme = "https"
 		srv.TLSConfig = sec.api
-		go func() { serveErr <- srv.ServeTLS(api.JSONErrorListener(httpLn), "", "") }()
+		go func() { serveErr <- srv.ServeTLS(servedLn, "", "") }()
 	} else {
-		go func() { serveErr <- srv.Serve(api.JSONErrorListener(httpLn)) }()
+		go func() { serveErr <- srv.Serve(servedLn) }()
 	}
 
 	fmt.Fprintf(stdout, "raftlock agent %s: raft on %s, HTTP API on %s://%s, data in %s (%s log)\n",
