@@ -14,7 +14,9 @@
 //
 // Client.Lock(key, opts...) returns a *Lock, a handle on one key with a TTL
 // (DefaultTTL, 30s, unless given the TTL option). It touches nothing until
-// used:
+// used. Options are typed by the call that reads them (LockOption,
+// AcquireOption, ExtendOption), so a misplaced one, such as a TTL given to
+// Acquire, does not compile:
 //
 //   - Run(ctx, fn, opts...) acquires (waiting until ctx is done, or for the
 //     Wait option), runs fn, and always releases, also when fn returns an
@@ -25,6 +27,8 @@
 //     lock's lifetime does not fit one callback.
 //   - Extend(ctx, opts...) pushes the expiry out (ErrNotHeld once the lease is
 //     lost: never a silent no-op); IsLocked, IsExpired, Remaining, Token.
+//   - Client.Inspect(ctx, key) and Client.List(ctx, req) look at keys without
+//     a handle.
 //   - Serialize and Client.Restore hand a held lock to another process, which
 //     can then extend or release the same lease.
 //

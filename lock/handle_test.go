@@ -114,6 +114,25 @@ func TestNewRejectsNilStore(t *testing.T) {
 	assert.Same(t, st, lock.New(st).Store())
 }
 
+func TestClientInspect(t *testing.T) {
+	ctx := testCtx(t)
+	c := lock.New(newMemoryStore(t))
+	info, err := c.Inspect(ctx, "k")
+	require.NoError(t, err)
+	assert.False(t, info.Locked)
+
+	l := c.Lock("k", lock.TTL(time.Minute))
+	require.NoError(t, l.Acquire(ctx))
+	info, err = c.Inspect(ctx, "k")
+	require.NoError(t, err)
+	assert.True(t, info.Locked)
+	assert.Equal(t, l.Token(), info.Token)
+	assert.Positive(t, info.Remaining)
+
+	_, err = c.Inspect(ctx, "")
+	assert.ErrorIs(t, err, lock.ErrInvalidKey)
+}
+
 func TestHandleReacquireGetsFreshOwner(t *testing.T) {
 	ctx := testCtx(t)
 	c := lock.New(newMemoryStore(t))
@@ -179,14 +198,14 @@ func TestHandleValidation(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		l    *lock.Lock
-		opts []lock.Option
+		opts []lock.AcquireOption
 		want error
 	}{
 		{"empty key", c.Lock(""), nil, lock.ErrInvalidKey},
 		{"long key", c.Lock(strings.Repeat("x", lock.MaxKeyLen+1)), nil, lock.ErrInvalidKey},
 		{"zero ttl", c.Lock("k", lock.TTL(0)), nil, lock.ErrInvalidTTL},
 		{"absurd ttl", c.Lock("k", lock.TTL(lock.MaxTTL+1)), nil, lock.ErrInvalidTTL},
-		{"negative wait", c.Lock("k"), []lock.Option{lock.Wait(-time.Second)}, lock.ErrInvalidWait},
+		{"negative wait", c.Lock("k"), []lock.AcquireOption{lock.Wait(-time.Second)}, lock.ErrInvalidWait},
 		{"negative default wait", c.Lock("k", lock.Wait(-time.Second)), nil, lock.ErrInvalidWait},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -35,8 +35,8 @@ const releaseTimeout = 10 * time.Second
 // fn may use the handle: Token for fencing, Extend with a longer TTL,
 // Remaining. It must not Release it (Run does), and an acquire on the same
 // handle inside fn fails with ErrInUse.
-func (l *Lock) Run(ctx context.Context, fn func(ctx context.Context) error, opts ...Option) (ran bool, err error) {
-	return l.run(ctx, l.waitFor(collect(opts)), fn)
+func (l *Lock) Run(ctx context.Context, fn func(ctx context.Context) error, opts ...AcquireOption) (ran bool, err error) {
+	return l.run(ctx, l.waitFor(collectAcquire(opts)), fn)
 }
 
 // TryRun is Run without waiting: it reports (false, nil) at once when another
@@ -159,7 +159,7 @@ func (l *Lock) keepAlive(ctx context.Context, g *grant, cancelFn context.CancelC
 		// An answer after the deadline comes too late: fn may already share
 		// the resource with the next holder.
 		extendCtx, cancel := context.WithDeadline(ctx, deadline)
-		err := l.extendGrant(extendCtx, g, options{})
+		err := l.extendGrant(extendCtx, g, extendOptions{})
 		cancel()
 		ttl := l.TTL()
 		switch {
