@@ -290,6 +290,7 @@ func (n *Node) pokeExpiryTimer() {
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		close(n.closing)
+		n.leaderChanged.fire() // wakes WatchLeader's callers, which see the node closed
 		n.store.abandon() // a term write waiting for a full disk must not hold Shutdown
 		var errs []error
 		if err := n.raft.Shutdown().Error(); err != nil {
