@@ -290,7 +290,8 @@ func (n *Node) pokeExpiryTimer() {
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		close(n.closing)
-		n.leaderChanged.fire() // wakes WatchLeader's callers, which see the node closed
+		// Wake WatchLeader's callers, which then see the node closed.
+		n.leaderChanged.fire()
 		n.store.abandon() // a term write waiting for a full disk must not hold Shutdown
 		var errs []error
 		if err := n.raft.Shutdown().Error(); err != nil {
