@@ -317,7 +317,7 @@ func (c *Client) Close() error {
 // holds nothing when Acquire returns. Should that release fail, the error
 // also matches lock.ErrUnknownOutcome.
 func (c *Client) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease, error) {
-	if err := lock.ValidateAcquire(req); err != nil {
+	if err := req.Validate(); err != nil {
 		return lock.Lease{}, err
 	}
 	owner := req.Owner.String()
@@ -410,7 +410,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (lock.KeyInfo, error) 
 // reads, so a long listing is not one snapshot. A node whose store cannot
 // list answers an error matching errors.ErrUnsupported.
 func (c *Client) List(ctx context.Context, req lock.ListRequest) ([]lock.LockInfo, error) {
-	if err := lock.ValidateList(req); err != nil {
+	if err := req.Validate(); err != nil {
 		return nil, err
 	}
 	var out []lock.LockInfo

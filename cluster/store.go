@@ -16,7 +16,7 @@ import (
 // acquireWaiting and "Waiting" in doc.go).
 func (n *Node) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease, error) {
 	sent := n.clock.Monotonic()
-	if err := lock.ValidateAcquire(req); err != nil {
+	if err := req.Validate(); err != nil {
 		return lock.Lease{}, err
 	}
 	if n.closed() {
@@ -152,7 +152,7 @@ func (n *Node) InspectStale(key string) (lock.KeyInfo, error) {
 // Remaining is the leader's figure when it answered its page, counted from
 // when List was called (for later pages, conservatively).
 func (n *Node) List(ctx context.Context, req lock.ListRequest) ([]lock.LockInfo, error) {
-	if err := lock.ValidateList(req); err != nil {
+	if err := req.Validate(); err != nil {
 		return nil, err
 	}
 	if n.closed() {
@@ -208,7 +208,7 @@ func checkPage(page listPage, prefix, after string, limit int) error {
 // consistent view, but possibly behind, and its Remaining figures may
 // overstate. For status pages, not for decisions.
 func (n *Node) ListStale(req lock.ListRequest) ([]lock.LockInfo, error) {
-	if err := lock.ValidateList(req); err != nil {
+	if err := req.Validate(); err != nil {
 		return nil, err
 	}
 	if n.closed() {

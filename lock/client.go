@@ -71,7 +71,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (KeyInfo, error) {
 // List reports the held keys req selects, if the store can list them (it
 // implements Lister); otherwise the error matches errors.ErrUnsupported.
 func (c *Client) List(ctx context.Context, req ListRequest) ([]LockInfo, error) {
-	if err := ValidateList(req); err != nil {
+	if err := req.Validate(); err != nil {
 		return nil, err
 	}
 	lister, ok := c.store.(Lister)

@@ -107,8 +107,8 @@
 //   - give every grant a fencing token larger than any before it;
 //   - report durations counted from when the caller sent the request, never
 //     overstating the lease;
-//   - validate input with ValidateAcquire, ValidateRelease, ValidateExtend and
-//     ValidateKey before anything else, so that bad input is reported
+//   - validate input with AcquireRequest.Validate, ValidateRelease,
+//     ValidateExtend, ValidateKey and ListRequest.Validate before anything else, so that bad input is reported
 //     identically everywhere and changes nothing;
 //   - never reveal an owner through Inspect, List or a *HeldError.
 //

@@ -300,7 +300,7 @@ func (l *Lock) acquire(ctx context.Context, wait time.Duration) (*grant, error) 
 	req := AcquireRequest{Key: l.key, Owner: NewOwner(), Wait: wait}
 	l.mu.Lock()
 	req.TTL = l.ttl
-	if err := ValidateAcquire(req); err != nil {
+	if err := req.Validate(); err != nil {
 		l.mu.Unlock()
 		return nil, err
 	}

@@ -241,14 +241,19 @@ func TestValidateMessages(t *testing.T) {
 		{lock.ValidateKey(strings.Repeat("k", 600)), "lock: invalid key: key is longer than 512 bytes (got 600)"},
 		{lock.ValidateRelease("k", lock.Owner{}), "lock: invalid owner: owner is zero"},
 		{lock.ValidateExtend("k", lock.NewOwner(), 0), "lock: invalid ttl: ttl must be between 1ms and 24h (got 0s)"},
-		{lock.ValidateAcquire(lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Second, Wait: -time.Second}),
+		{lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Second, Wait: -time.Second}.Validate(),
 			"lock: invalid wait: wait must be between 0 and 24h (got -1s)"},
-		{lock.ValidateList(lock.ListRequest{Limit: -1}), "lock: invalid list request: limit is negative (got -1)"},
+		{lock.ListRequest{Limit: -1}.Validate(), "lock: invalid list request: limit is negative (got -1)"},
+		{lock.ValidateTTL(lock.MaxTTL + 1), "lock: invalid ttl: ttl must be between 1ms and 24h (got 24h0m0.000000001s)"},
+		{lock.ValidateWait(-time.Second), "lock: invalid wait: wait must be between 0 and 24h (got -1s)"},
 	} {
 		require.Error(t, tc.err)
 		assert.Equal(t, tc.want, tc.err.Error())
 	}
-	assert.NoError(t, lock.ValidateAcquire(lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: lock.MinTTL, Wait: lock.MaxWait}))
+	assert.NoError(t, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: lock.MinTTL, Wait: lock.MaxWait}.Validate())
+	assert.NoError(t, lock.ValidateKey(strings.Repeat("k", lock.MaxKeyLen)))
+	assert.NoError(t, lock.ValidateTTL(lock.MaxTTL))
+	assert.NoError(t, lock.ValidateWait(0))
 }
 
 func TestRunWaitsForTheKey(t *testing.T) {

@@ -12,8 +12,9 @@ import (
 // memory store, a cluster node, or the HTTP client of a remote node. A store
 // must make Acquire atomic and make Release and Extend act only when the
 // owner matches (compare-and-act). Every method may be called concurrently.
-// Each method validates its input first (ValidateAcquire, ValidateRelease,
-// ValidateExtend, ValidateKey) and changes nothing when it is invalid.
+// Each method validates its input first (AcquireRequest.Validate,
+// ValidateRelease, ValidateExtend, ValidateKey, ListRequest.Validate) and
+// changes nothing when it is invalid.
 // locktest.TestStore checks all of this.
 //
 // Durations a store returns (Lease.Remaining, KeyInfo.Remaining) are counted
@@ -94,10 +95,10 @@ type LockInfo struct {
 	KeyInfo
 }
 
-// ValidateList checks a ListRequest: the prefix and After at most MaxKeyLen
+// Validate checks a list request: the prefix and After at most MaxKeyLen
 // bytes, the limit not negative. The error matches ErrInvalidKey or
 // ErrInvalidList.
-func ValidateList(req ListRequest) error {
+func (req ListRequest) Validate() error {
 	switch {
 	case len(req.Prefix) > MaxKeyLen:
 		return fmt.Errorf("%w: prefix is longer than %d bytes (got %d)", ErrInvalidKey, MaxKeyLen, len(req.Prefix))
