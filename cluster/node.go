@@ -121,7 +121,8 @@ func New(cfg Config) (*Node, error) {
 		Logger:        logger.Named("transport"),
 		ServerTLS:     cfg.ServerTLS,
 		ClientTLS:     cfg.ClientTLS,
-		Faults:        cfg.TransportFaults,
+		Dial:          cfg.TransportDial,
+		Listen:        cfg.TransportListen,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)

@@ -44,6 +44,7 @@ type stateMachine struct {
 	stampTerm uint64
 	stampLead time.Duration
 	stamped   bool
+
 	restores atomic.Uint64 // snapshots restored since start
 	handoffs atomic.Uint64 // EventGranted applied: keys handed to a queued waiter
 	expired  atomic.Uint64 // EventExpired applied: leases that ran out

@@ -10,17 +10,26 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/raftlock/raftlock/internal/faultnet"
 )
+
+// onTable returns cfg with its dial and listen hooks on a new endpoint of f.
+func onTable(f *faultnet.Faults, cfg Config) Config {
+	ep := f.Endpoint()
+	cfg.Dial, cfg.Listen = ep.Dial, ep.Listen
+	return cfg
+}
 
 // faultPair is two transports sharing a fault table, each answering RPCs
 // with its own name and counting the requests that reached it.
 // One pooled connection per peer, so that which connection a call takes
 // is known.
-func faultPair(t *testing.T) (f *Faults, a, b *Transport, reachedA, reachedB *atomic.Int64) {
+func faultPair(t *testing.T) (f *faultnet.Faults, a, b *Transport, reachedA, reachedB *atomic.Int64) {
 	t.Helper()
-	f = NewFaults()
-	a = listen(t, Config{Faults: f, MaxIdleConns: 1})
-	b = listen(t, Config{Faults: f, MaxIdleConns: 1})
+	f = faultnet.NewFaults()
+	a = listen(t, onTable(f, Config{MaxIdleConns: 1}))
+	b = listen(t, onTable(f, Config{MaxIdleConns: 1}))
 	reachedA, reachedB = new(atomic.Int64), new(atomic.Int64)
 	a.Handle(func(context.Context, []byte) ([]byte, error) { reachedA.Add(1); return []byte("a"), nil })
 	b.Handle(func(context.Context, []byte) ([]byte, error) { reachedB.Add(1); return []byte("b"), nil })
@@ -104,7 +113,7 @@ func TestFaultsCutClosesRaftConnections(t *testing.T) {
 	assert.Error(t, err, "a's end failed too")
 
 	_, err = b.StreamLayer().Dial(raft.ServerAddress(a.Addr().String()), time.Second)
-	assert.ErrorIs(t, err, errCut, "b may not dial a while its bytes cannot reach a")
+	assert.ErrorIs(t, err, faultnet.ErrCut, "b may not dial a while its bytes cannot reach a")
 	f.HealAll()
 	again, err := b.StreamLayer().Dial(raft.ServerAddress(a.Addr().String()), time.Second)
 	require.NoError(t, err)
@@ -133,8 +142,8 @@ func TestFaultsDelayHoldsWrites(t *testing.T) {
 
 func TestTransportsWithoutSharedTableAreUnaffected(t *testing.T) {
 	requireNoLeaks(t)
-	f := NewFaults()
-	a := listen(t, Config{Faults: f})
+	f := faultnet.NewFaults()
+	a := listen(t, onTable(f, Config{}))
 	plain := listen(t, Config{}) // not in the table: its connections are never wrapped
 	plain.Handle(echo)
 	a.Handle(echo)
