@@ -24,7 +24,8 @@
 //     TTL/3) and cancels fn's context as soon as the lease is or may be lost.
 //     TryRun never waits. Prefer these: they cannot forget the release.
 //   - Acquire(ctx, opts...) and TryAcquire(ctx), then Release(ctx), when the
-//     lock's lifetime does not fit one callback.
+//     lock's lifetime does not fit one callback; KeepAlive(ctx) keeps such a
+//     lease alive as Run does.
 //   - Extend(ctx, opts...) pushes the expiry out (ErrNotHeld once the lease is
 //     lost: never a silent no-op); IsLocked, IsExpired, Remaining, Token.
 //   - Client.Inspect(ctx, key) and Client.List(ctx, req) look at keys without

@@ -761,3 +761,63 @@ func TestMemoryStoreWaiterLeaseIsConservative(t *testing.T) {
 	assert.LessOrEqual(t, time.Until(deadline), info.Remaining, "the waiter's deadline comes before the store's")
 	assert.Greater(t, lease.Remaining, time.Minute-time.Second, "but not much before: the wait is not charged to the lease")
 }
+
+// KeepAlive extends a lease taken with Acquire until its context ends, so
+// the lease outlives many TTLs, and then returns nil.
+func TestKeepAliveExtendsUntilCanceled(t *testing.T) {
+	ctx := testCtx(t)
+	st := &fakeStore{Store: newMemoryStore(t)}
+	l := lock.New(st).Lock("k", lock.TTL(30*time.Millisecond))
+	assert.ErrorIs(t, l.KeepAlive(ctx), lock.ErrNotHeld, "no lease to keep alive")
+	require.NoError(t, l.Acquire(ctx))
+
+	kaCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- l.KeepAlive(kaCtx) }()
+	require.Eventually(t, func() bool { return st.extends.Load() >= 5 }, patience, time.Millisecond,
+		"extends keep coming")
+	info, err := st.Inspect(ctx, "k")
+	require.NoError(t, err)
+	assert.True(t, info.Locked, "the lease outlived its TTL several times")
+	assert.Equal(t, l.Token(), info.Token)
+	stop()
+	select {
+	case err := <-done:
+		assert.NoError(t, err)
+	case <-time.After(patience):
+		t.Fatal("KeepAlive did not return when its context ended")
+	}
+	ok, err := l.Release(ctx)
+	require.NoError(t, err)
+	assert.True(t, ok)
+}
+
+// KeepAlive returns an error matching ErrNotHeld when the lease is lost, and
+// when extends fail until the lease's local deadline: it may be lost.
+func TestKeepAliveReportsALostLease(t *testing.T) {
+	ctx := testCtx(t)
+	t.Run("released elsewhere", func(t *testing.T) {
+		st := newMemoryStore(t)
+		l := lock.New(st).Lock("k", lock.TTL(30*time.Millisecond))
+		require.NoError(t, l.Acquire(ctx))
+		other, err := lock.New(st).Restore(l.Serialize())
+		require.NoError(t, err)
+		ok, err := other.Release(ctx)
+		require.NoError(t, err)
+		require.True(t, ok)
+		err = l.KeepAlive(ctx)
+		assert.ErrorIs(t, err, lock.ErrNotHeld)
+		assert.ErrorContains(t, err, "was lost")
+	})
+	t.Run("extends fail", func(t *testing.T) {
+		st := &fakeStore{Store: newMemoryStore(t), extend: func(context.Context, string, lock.Owner, time.Duration) (lock.Lease, error) {
+			return lock.Lease{}, lock.ErrUnavailable
+		}}
+		l := lock.New(st).Lock("k", lock.TTL(30*time.Millisecond))
+		require.NoError(t, l.Acquire(ctx))
+		err := l.KeepAlive(ctx)
+		assert.ErrorIs(t, err, lock.ErrNotHeld)
+		assert.ErrorContains(t, err, "may have been lost")
+		assert.GreaterOrEqual(t, st.extends.Load(), int32(2), "failed extends were retried")
+	})
+}
