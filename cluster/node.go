@@ -65,8 +65,9 @@ type Node struct {
 }
 
 var (
-	_ lock.Store  = (*Node)(nil)
-	_ lock.Lister = (*Node)(nil)
+	_ lock.Store       = (*Node)(nil)
+	_ lock.Lister      = (*Node)(nil)
+	_ lock.StaleReader = (*Node)(nil)
 )
 
 // New opens (or creates) the node's data directory, starts its listener and

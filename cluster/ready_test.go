@@ -41,6 +41,11 @@ func TestReadyReturnsOnceTheNodeCanServe(t *testing.T) {
 func TestReadyWithoutQuorumEndsWithItsContext(t *testing.T) {
 	c := newCluster(t, 3, func(cfg *Config) { cfg.LeaderWait = time.Minute })
 	f := c.follower()
+	acquire(t, f, "held", time.Minute)
+	require.Eventually(t, func() bool {
+		info, err := f.InspectStale("held")
+		return err == nil && info.Locked
+	}, patience, time.Millisecond, "the follower applied the grant")
 	for i, n := range c.nodes {
 		if n != f {
 			c.stop(i)
@@ -51,6 +56,11 @@ func TestReadyWithoutQuorumEndsWithItsContext(t *testing.T) {
 	err := f.Ready(ctx)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.ErrorContains(t, err, `node "`+f.ID()+`" not ready`)
+
+	// A stale read through package lock still answers, from the node's own state.
+	info, err := lock.New(f).Inspect(testCtx(t), "held", lock.Stale())
+	require.NoError(t, err)
+	assert.True(t, info.Locked)
 
 	require.NoError(t, f.Close())
 	assert.ErrorIs(t, f.Ready(testCtx(t)), lock.ErrClosed)

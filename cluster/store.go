@@ -125,8 +125,8 @@ func (n *Node) Inspect(ctx context.Context, key string) (lock.KeyInfo, error) {
 	return keyInfo(rr), nil
 }
 
-// InspectStale reads key from this node's own state machine, without asking
-// the leader: fast, available without a quorum, but possibly behind. It may
+// InspectStale (lock.StaleReader; lock.Client.Inspect with lock.Stale)
+// reads key from this node's own state machine, without asking the leader: fast, available without a quorum, but possibly behind. It may
 // report a lock that has since been released or expired, miss a new one,
 // and — because a follower's log time only advances when it applies an
 // entry — its Remaining may overstate. Use it for status pages, not for

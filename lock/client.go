@@ -59,20 +59,27 @@ func (c *Client) Lock(key string, opts ...LockOption) *Lock {
 }
 
 // Inspect reports the state of key (held or not, its fencing token, the lease
-// left) without taking it. The error matches ErrInvalidKey for a bad key;
-// others come from the store.
-func (c *Client) Inspect(ctx context.Context, key string) (KeyInfo, error) {
+// left) without taking it: linearizably, unless given Stale. The error
+// matches ErrInvalidKey for a bad key; others come from the store.
+func (c *Client) Inspect(ctx context.Context, key string, opts ...ReadOption) (KeyInfo, error) {
 	if err := ValidateKey(key); err != nil {
 		return KeyInfo{}, err
+	}
+	if sr, ok := c.store.(StaleReader); ok && collectRead(opts).stale {
+		return sr.InspectStale(key)
 	}
 	return c.store.Inspect(ctx, key)
 }
 
 // List reports the held keys req selects, if the store can list them (it
-// implements Lister); otherwise the error matches errors.ErrUnsupported.
-func (c *Client) List(ctx context.Context, req ListRequest) ([]LockInfo, error) {
+// implements Lister; with Stale, StaleReader serves the listing when the
+// store has it); otherwise the error matches errors.ErrUnsupported.
+func (c *Client) List(ctx context.Context, req ListRequest, opts ...ReadOption) ([]LockInfo, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
+	}
+	if sr, ok := c.store.(StaleReader); ok && collectRead(opts).stale {
+		return sr.ListStale(req)
 	}
 	lister, ok := c.store.(Lister)
 	if !ok {

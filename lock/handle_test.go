@@ -821,3 +821,50 @@ func TestKeepAliveReportsALostLease(t *testing.T) {
 		assert.GreaterOrEqual(t, st.extends.Load(), int32(2), "failed extends were retried")
 	})
 }
+
+// staleStore is a store with local state: its stale reads answer from a
+// table of its own, so a test can tell which read was used.
+type staleStore struct {
+	lock.Store
+	local map[string]lock.KeyInfo
+}
+
+func (s *staleStore) InspectStale(key string) (lock.KeyInfo, error) { return s.local[key], nil }
+
+func (s *staleStore) ListStale(lock.ListRequest) ([]lock.LockInfo, error) {
+	var out []lock.LockInfo
+	for k, info := range s.local {
+		out = append(out, lock.LockInfo{Key: k, KeyInfo: info})
+	}
+	return out, nil
+}
+
+// Stale reads go to a store's local state when it has one, and are ordinary
+// reads otherwise; without Stale a read is never served locally.
+func TestStaleReads(t *testing.T) {
+	ctx := testCtx(t)
+	mem := newMemoryStore(t)
+	st := &staleStore{Store: mem, local: map[string]lock.KeyInfo{"old": {Locked: true, Token: 7}}}
+	c := lock.New(st)
+
+	info, err := c.Inspect(ctx, "old", lock.Stale())
+	require.NoError(t, err)
+	assert.Equal(t, lock.KeyInfo{Locked: true, Token: 7}, info, "answered from local state")
+	info, err = c.Inspect(ctx, "old")
+	require.NoError(t, err)
+	assert.False(t, info.Locked, "a linearizable read asks the store")
+	locks, err := c.List(ctx, lock.ListRequest{}, lock.Stale())
+	require.NoError(t, err)
+	assert.Equal(t, []lock.LockInfo{{Key: "old", KeyInfo: lock.KeyInfo{Locked: true, Token: 7}}}, locks)
+	_, err = c.Inspect(ctx, "", lock.Stale())
+	assert.ErrorIs(t, err, lock.ErrInvalidKey, "validated before either read")
+
+	plain := lock.New(mem) // no local state: Stale changes nothing
+	require.NoError(t, plain.Lock("k", lock.TTL(time.Minute)).Acquire(ctx))
+	info, err = plain.Inspect(ctx, "k", lock.Stale())
+	require.NoError(t, err)
+	assert.True(t, info.Locked)
+	locks, err = plain.List(ctx, lock.ListRequest{}, lock.Stale())
+	require.NoError(t, err)
+	assert.Len(t, locks, 1)
+}

@@ -75,6 +75,7 @@ func main() {
 		`_ = l.Acquire(ctx, lock.Wait(0))`,
 		`_, _ = l.Run(ctx, fn, lock.Wait(time.Second))`,
 		`_ = l.Extend(ctx, lock.TTL(time.Hour))`,
+		`_, _ = c.Inspect(ctx, "k", lock.Stale())`,
 	}
 	for _, stmt := range ok {
 		assert.Empty(t, sc.typeCheck(t, header+stmt+"\n}\n"), "%s must compile", stmt)
@@ -85,6 +86,8 @@ func main() {
 		`_, _ = l.Run(ctx, fn, lock.TTL(time.Minute))`:      "lock.TTLOption does not implement lock.AcquireOption",
 		`_ = l.Extend(ctx, lock.Wait(time.Minute))`:         "lock.WaitOption does not implement lock.ExtendOption",
 		`_ = c.Lock("k").Acquire(ctx, lock.TTL(time.Hour))`: "lock.TTLOption does not implement lock.AcquireOption",
+		`_ = l.Acquire(ctx, lock.Stale())`:                  "lock.StaleOption does not implement lock.AcquireOption",
+		`_, _ = c.Inspect(ctx, "k", lock.Wait(0))`:          "lock.WaitOption does not implement lock.ReadOption",
 	}
 	for stmt, want := range misplaced {
 		errs := sc.typeCheck(t, header+stmt+"\n}\n")

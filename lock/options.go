@@ -9,6 +9,7 @@ import "time"
 //	l.Acquire(ctx, lock.Wait(0))                               // AcquireOption: this acquire only
 //	l.Run(ctx, fn, lock.Wait(time.Second))                     // AcquireOption
 //	l.Extend(ctx, lock.TTL(time.Hour))                         // ExtendOption
+//	c.Inspect(ctx, key, lock.Stale())                          // ReadOption
 //	l.Acquire(ctx, lock.TTL(time.Minute))                      // does not compile: an acquire takes the handle's TTL
 //
 // Out-of-range values are reported by the first call that uses them, as
@@ -29,6 +30,40 @@ type AcquireOption interface {
 // ExtendOption configures one Lock.Extend. TTL is an ExtendOption.
 type ExtendOption interface {
 	applyExtend(*extendOptions)
+}
+
+// ReadOption configures one read: Client.Inspect or Client.List. Stale is a
+// ReadOption.
+type ReadOption interface {
+	applyRead(*readOptions)
+}
+
+type readOptions struct {
+	stale bool
+}
+
+// StaleOption is the option Stale returns; it is a ReadOption, and nothing
+// else.
+type StaleOption struct{}
+
+// Stale lets a read be answered from the store's local state when the store
+// has one (it implements StaleReader, as a cluster node does): fast, and
+// available without a quorum, but possibly behind. It may report a lock that
+// has since been released or expired, miss a new one, and overstate
+// Remaining. Use it for status pages, never for decisions. A store without
+// local state answers the read as it always does (linearizably).
+func Stale() StaleOption { return StaleOption{} }
+
+func (StaleOption) applyRead(r *readOptions) { r.stale = true }
+
+func collectRead(opts []ReadOption) readOptions {
+	var o readOptions
+	for _, opt := range opts {
+		if opt != nil {
+			opt.applyRead(&o)
+		}
+	}
+	return o
 }
 
 type acquireOptions struct {

@@ -81,6 +81,18 @@ type Lister interface {
 	List(ctx context.Context, req ListRequest) ([]LockInfo, error)
 }
 
+// StaleReader is an optional Store ability, found by type assertion: reading
+// from local state that may be behind (a cluster node's own state machine)
+// rather than linearizably. Client.Inspect and Client.List use it when given
+// the Stale option. The answers may report a lock since released or expired,
+// miss a new one, and overstate Remaining; they never reveal owners. The
+// methods take no context: they do not wait for anything.
+type StaleReader interface {
+	InspectStale(key string) (KeyInfo, error)
+	// ListStale is List's stale twin; like Lister.List, one consistent view.
+	ListStale(req ListRequest) ([]LockInfo, error)
+}
+
 // ListRequest selects the held keys Lister.List returns. To page, pass the last
 // key of one page as After of the next.
 type ListRequest struct {
