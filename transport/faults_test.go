@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"io"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -221,4 +222,39 @@ func TestFaultsDialAcrossDropResumesWhenHealed(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the call did not finish after the link healed")
 	}
+}
+
+// Config.Dial and Config.Listen make every connection and the listener.
+func TestDialAndListenHooksAreUsed(t *testing.T) {
+	requireNoLeaks(t)
+	var dials, listens atomic.Int64
+	cfg := Config{
+		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dials.Add(1)
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		},
+		Listen: func(network, addr string) (net.Listener, error) {
+			listens.Add(1)
+			return net.Listen(network, addr)
+		},
+	}
+	a := listen(t, cfg)
+	b := listen(t, Config{})
+	b.Handle(echo)
+	assert.Equal(t, int64(1), listens.Load())
+	resp, err := a.Call(testCtx(t), b.Addr().String(), []byte("x"))
+	require.NoError(t, err)
+	assert.Equal(t, "x", string(resp))
+	conn, err := a.StreamLayer().Dial(raft.ServerAddress(b.Addr().String()), time.Second)
+	require.NoError(t, err)
+	conn.Close()
+	assert.Equal(t, int64(2), dials.Load(), "the RPC's connection and raft's")
+}
+
+// An endpoint is named by its listener: dialling before Listen is refused.
+func TestFaultsEndpointDialsOnlyOnceNamed(t *testing.T) {
+	ep := faultnet.NewFaults().Endpoint()
+	_, err := ep.Dial(testCtx(t), "tcp", "127.0.0.1:1")
+	assert.ErrorContains(t, err, "before Listen")
 }
