@@ -126,11 +126,11 @@ func (n *Node) Inspect(ctx context.Context, key string) (lock.KeyInfo, error) {
 }
 
 // InspectStale (lock.StaleReader; lock.Client.Inspect with lock.Stale)
-// reads key from this node's own state machine, without asking the leader: fast, available without a quorum, but possibly behind. It may
-// report a lock that has since been released or expired, miss a new one,
-// and — because a follower's log time only advances when it applies an
-// entry — its Remaining may overstate. Use it for status pages, not for
-// decisions.
+// reads key from this node's own state machine, without asking the leader:
+// fast, available without a quorum, but possibly behind. It may report a
+// lock that has since been released or expired, miss a new one, and —
+// because a follower's log time only advances when it applies an entry —
+// its Remaining may overstate. Use it for status pages, not for decisions.
 func (n *Node) InspectStale(key string) (lock.KeyInfo, error) {
 	if err := lock.ValidateKey(key); err != nil {
 		return lock.KeyInfo{}, err
