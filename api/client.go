@@ -119,8 +119,15 @@ type Client struct {
 	syncMu         sync.Mutex // held by the one discovery running; protects lastSync
 	lastSync       time.Time
 	hc             *http.Client
+	ownHTTP        bool // hc was made here, so Close may close its connections
 	token          string
 	cleanupTimeout time.Duration
+
+	closed         atomic.Bool
+	lifeMu         sync.Mutex         // orders starting background work against Close
+	background     sync.WaitGroup     // background Syncs running
+	bgCtx          context.Context    // canceled by Close; bounds background work
+	stopBackground context.CancelFunc // cancels bgCtx
 }
 
 var (
@@ -151,6 +158,7 @@ func NewFailoverClient(endpoints []string, cfg ClientConfig) (*Client, error) {
 		return nil, fmt.Errorf("api: ClientConfig.SyncInterval is negative (%v)", cfg.SyncInterval)
 	}
 	c := &Client{hc: cfg.HTTPClient, token: cfg.Token, cleanupTimeout: cfg.CleanupTimeout, syncEvery: cfg.SyncInterval}
+	c.bgCtx, c.stopBackground = context.WithCancel(context.Background())
 	seen := map[string]bool{}
 	var list []*url.URL
 	for _, e := range endpoints {
@@ -181,6 +189,7 @@ func NewFailoverClient(endpoints []string, cfg ClientConfig) (*Client, error) {
 		t.Protocols = new(http.Protocols)
 		t.Protocols.SetHTTP1(true)
 		c.hc = &http.Client{Transport: t}
+		c.ownHTTP = true
 	}
 	if c.cleanupTimeout <= 0 {
 		c.cleanupTimeout = DefaultCleanupTimeout
@@ -278,9 +287,17 @@ func (c *Client) maybeSync() {
 		return
 	}
 	c.lastSync = time.Now() // one attempt per interval, even if it fails
+	c.lifeMu.Lock()
+	defer c.lifeMu.Unlock()
+	if c.closed.Load() {
+		c.syncMu.Unlock()
+		return
+	}
+	c.background.Add(1)
 	go func() {
+		defer c.background.Done()
 		defer c.syncMu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), syncTimeout)
+		ctx, cancel := context.WithTimeout(c.bgCtx, syncTimeout)
 		defer cancel()
 		_ = c.syncLocked(ctx)
 	}()
@@ -288,6 +305,24 @@ func (c *Client) maybeSync() {
 
 // syncTimeout bounds a background Sync.
 const syncTimeout = 10 * time.Second
+
+// Close stops the client: it cancels a background Sync and waits for it to
+// end, and closes the idle connections of the client's own HTTP client (one
+// given in ClientConfig.HTTPClient is the caller's to close). Every request
+// made after Close fails with an error matching lock.ErrClosed, without being
+// sent; requests already in flight finish as they would have. Close may be
+// called more than once and from any goroutine; it always returns nil.
+func (c *Client) Close() error {
+	c.lifeMu.Lock()
+	c.closed.Store(true)
+	c.lifeMu.Unlock()
+	c.stopBackground()
+	c.background.Wait()
+	if c.ownHTTP {
+		c.hc.CloseIdleConnections()
+	}
+	return nil
+}
 
 // Acquire implements lock.Store: POST /v1/acquire, long-polling up to
 // req.Wait. When ctx ends after the request went out, the client sends a
@@ -297,7 +332,7 @@ const syncTimeout = 10 * time.Second
 // holds nothing when Acquire returns. Should that release fail, the error
 // also matches lock.ErrUnknownOutcome.
 func (c *Client) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease, error) {
-	if err := lock.ValidateAcquire(req); err != nil {
+	if err := req.Validate(); err != nil {
 		return lock.Lease{}, err
 	}
 	owner := req.Owner.String()
@@ -396,7 +431,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (lock.KeyInfo, error) 
 // reads, so a long listing is not one snapshot. A node whose store cannot
 // list answers an error matching errors.ErrUnsupported.
 func (c *Client) List(ctx context.Context, req lock.ListRequest) ([]lock.LockInfo, error) {
-	if err := lock.ValidateList(req); err != nil {
+	if err := req.Validate(); err != nil {
 		return nil, err
 	}
 	var out []lock.LockInfo
@@ -452,6 +487,9 @@ func (c *Client) Cluster(ctx context.Context) (ClusterStatus, error) {
 // lock.ErrUnavailable and stays a member; one whose server offers no leave
 // answers a *ServerError with Code CodeNotImplemented.
 func (c *Client) Leave(ctx context.Context) error {
+	if c.closed.Load() {
+		return fmt.Errorf("api: POST /v1/leave: %w", lock.ErrClosed)
+	}
 	endpoint := (*c.endpoints.Load())[0]
 	status, payload, sent, _, err := c.send(ctx, endpoint, exchange{method: http.MethodPost, path: "/v1/leave"}, nil)
 	if err != nil {
@@ -557,6 +595,9 @@ func (c *Client) roundTrip(ctx context.Context, x exchange) (status int, payload
 		if body, err = json.Marshal(x.body); err != nil {
 			return 0, nil, false, fmt.Errorf("api: encoding request: %w", err)
 		}
+	}
+	if c.closed.Load() {
+		return 0, nil, false, fmt.Errorf("api: %s %s: %w", x.method, x.path, lock.ErrClosed)
 	}
 	c.maybeSync()
 	endpoints := *c.endpoints.Load()

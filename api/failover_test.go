@@ -404,3 +404,40 @@ func TestFailoverReleaseDoneByTheFailedAttempt(t *testing.T) {
 	require.NoError(t, err, "a release that reached a node at once is answered plainly")
 	assert.False(t, released)
 }
+
+// Close stops a background Sync and makes every later call fail with
+// lock.ErrClosed without reaching the node.
+func TestCloseStopsTheClient(t *testing.T) {
+	store := lock.NewMemoryStore()
+	t.Cleanup(func() { _ = store.Close() })
+	fc := &fakeCluster{}
+	a := newTestNodeOver(t, store, Config{Cluster: fc}, nil)
+	fc.set(ClusterStatus{NodeID: "a", Members: []Member{{ID: "a", APIAddr: a.url}}})
+
+	c, err := NewClient(a.url, ClientConfig{SyncInterval: time.Millisecond})
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = c.Inspect(ctx, "k")
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+	require.NoError(t, c.Close(), "a second Close is harmless")
+	if assert.True(t, c.syncMu.TryLock(), "no background Sync runs after Close") {
+		c.syncMu.Unlock()
+	}
+
+	owner := lock.NewOwner()
+	_, err = c.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: owner, TTL: time.Minute})
+	assert.ErrorIs(t, err, lock.ErrClosed)
+	_, err = c.Release(ctx, "k", owner)
+	assert.ErrorIs(t, err, lock.ErrClosed)
+	_, err = c.Inspect(ctx, "k")
+	assert.ErrorIs(t, err, lock.ErrClosed)
+	_, err = c.Cluster(ctx)
+	assert.ErrorIs(t, err, lock.ErrClosed)
+	assert.ErrorIs(t, c.Leave(ctx), lock.ErrClosed)
+	assert.ErrorIs(t, c.Sync(ctx), lock.ErrClosed)
+
+	info, err := store.Inspect(ctx, "k")
+	require.NoError(t, err)
+	assert.False(t, info.Locked, "the acquire after Close never reached the node")
+}

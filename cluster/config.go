@@ -1,16 +1,16 @@
 package cluster
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
+	"net"
 	"reflect"
 	"regexp"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-
-	"github.com/raftlock/raftlock/transport"
 )
 
 // Peer names one member of the initial configuration of a bootstrapped cluster.
@@ -135,11 +135,12 @@ type Config struct {
 	ServerTLS *tls.Config
 	ClientTLS *tls.Config
 
-	// TransportFaults, for tests only, is passed to the node's transport
-	// (transport.Config.Faults): a fault table shared by the nodes of one
-	// process, which cuts or delays traffic between chosen pairs of them.
-	// Nil, always in production, means a plain network.
-	TransportFaults *transport.Faults
+	// TransportDial and TransportListen, when set, make the TCP connections
+	// between nodes (raft's and forwarding's) and the node's listener in
+	// place of net.Dialer and net.Listen; TLS runs over them. See
+	// transport.Config's Dial and Listen. Nil: the plain network.
+	TransportDial   func(ctx context.Context, network, addr string) (net.Conn, error)
+	TransportListen func(network, addr string) (net.Listener, error)
 }
 
 // DefaultConfig returns a Config with raft timings for a LAN (500ms

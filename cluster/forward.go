@@ -442,7 +442,7 @@ func checkForwarded(req request) error {
 			return fmt.Errorf("%w: %w", ErrBadRequest, err)
 		}
 	case kindList:
-		if err := lock.ValidateList(lock.ListRequest{Prefix: req.prefix, After: req.after, Limit: req.limit}); err != nil {
+		if err := (lock.ListRequest{Prefix: req.prefix, After: req.after, Limit: req.limit}).Validate(); err != nil {
 			return fmt.Errorf("%w: %w", ErrBadRequest, err)
 		}
 	case kindJoin, kindJoinEmpty:

@@ -69,8 +69,9 @@ type Node struct {
 }
 
 var (
-	_ lock.Store  = (*Node)(nil)
-	_ lock.Lister = (*Node)(nil)
+	_ lock.Store       = (*Node)(nil)
+	_ lock.Lister      = (*Node)(nil)
+	_ lock.StaleReader = (*Node)(nil)
 )
 
 // New opens (or creates) the node's data directory, starts its listener and
@@ -127,7 +128,8 @@ func New(cfg Config) (*Node, error) {
 		Logger:        n.quiet.Wrap(logger.Named("transport")),
 		ServerTLS:     cfg.ServerTLS,
 		ClientTLS:     cfg.ClientTLS,
-		Faults:        cfg.TransportFaults,
+		Dial:          cfg.TransportDial,
+		Listen:        cfg.TransportListen,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
@@ -301,6 +303,8 @@ func (n *Node) pokeExpiryTimer() {
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		close(n.closing)
+		// Wake WatchLeader's callers, which then see the node closed.
+		n.leaderChanged.fire()
 		n.store.abandon() // a term write waiting for a full disk must not hold Shutdown
 		var errs []error
 		if err := n.raft.Shutdown().Error(); err != nil {

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/faultnet"
 	"github.com/raftlock/raftlock/lock"
-	"github.com/raftlock/raftlock/transport"
 )
 
 // Tests of calls and leases while the cluster has no leader, or its leader
@@ -22,11 +22,12 @@ import (
 // new leader at once, and leases go on counting down through the outage.
 
 // newFaultyCluster is newCluster with one transport fault table for all.
-func newFaultyCluster(t *testing.T, size int, tweak func(*Config)) (*testCluster, *transport.Faults) {
+func newFaultyCluster(t *testing.T, size int, tweak func(*Config)) (*testCluster, *faultnet.Faults) {
 	t.Helper()
-	faults := transport.NewFaults()
+	faults := faultnet.NewFaults()
 	c := newCluster(t, size, func(cfg *Config) {
-		cfg.TransportFaults = faults
+		ep := faults.Endpoint()
+		cfg.TransportDial, cfg.TransportListen = ep.Dial, ep.Listen
 		if tweak != nil {
 			tweak(cfg)
 		}
@@ -115,7 +116,7 @@ func TestLeaderWaitValidated(t *testing.T) {
 // a stalled VM): everything it sends and everything sent to it is held for
 // d and then delivered, in order, as a process that wakes up would read and
 // write it.
-func freeze(c *testCluster, faults *transport.Faults, l *Node, d time.Duration) {
+func freeze(c *testCluster, faults *faultnet.Faults, l *Node, d time.Duration) {
 	for _, n := range c.nodes {
 		if n != nil && n != l {
 			faults.Delay(l.Addr(), n.Addr(), d)

@@ -44,9 +44,6 @@ type stateMachine struct {
 	stampTerm uint64
 	stampLead time.Duration
 	stamped   bool
-	// pause is held (Lock) by tests to stop this node applying entries, as
-	// a slow or suspended node would; ApplyBatch passes it with RLock.
-	pause sync.RWMutex
 
 	restores atomic.Uint64 // snapshots restored since start
 	handoffs atomic.Uint64 // EventGranted applied: keys handed to a queued waiter
@@ -88,8 +85,6 @@ func (s *stateMachine) Apply(l *raft.Log) any {
 // come from our proposer; every node answers the same, so state stays equal).
 // Configuration entries only advance the applied index.
 func (s *stateMachine) ApplyBatch(logs []*raft.Log) []any {
-	s.pause.RLock()
-	s.pause.RUnlock()
 	start := time.Now()
 	defer func() { s.applies.observe(time.Since(start)) }()
 	out := make([]any, len(logs))

@@ -16,7 +16,7 @@ import (
 // acquireWaiting and "Waiting" in doc.go).
 func (n *Node) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease, error) {
 	sent := n.clock.Monotonic()
-	if err := lock.ValidateAcquire(req); err != nil {
+	if err := req.Validate(); err != nil {
 		return lock.Lease{}, err
 	}
 	if n.closed() {
@@ -127,12 +127,12 @@ func (n *Node) Inspect(ctx context.Context, key string) (lock.KeyInfo, error) {
 	return keyInfo(rr), nil
 }
 
-// InspectStale reads key from this node's own state machine, without asking
-// the leader: fast, available without a quorum, but possibly behind. It may
-// report a lock that has since been released or expired, miss a new one,
-// and — because a follower's log time only advances when it applies an
-// entry — its Remaining may overstate. Use it for status pages, not for
-// decisions.
+// InspectStale (lock.StaleReader; lock.Client.Inspect with lock.Stale)
+// reads key from this node's own state machine, without asking the leader:
+// fast, available without a quorum, but possibly behind. It may report a
+// lock that has since been released or expired, miss a new one, and —
+// because a follower's log time only advances when it applies an entry —
+// its Remaining may overstate. Use it for status pages, not for decisions.
 func (n *Node) InspectStale(key string) (lock.KeyInfo, error) {
 	if err := lock.ValidateKey(key); err != nil {
 		return lock.KeyInfo{}, err
@@ -154,7 +154,7 @@ func (n *Node) InspectStale(key string) (lock.KeyInfo, error) {
 // Remaining is the leader's figure when it answered its page, counted from
 // when List was called (for later pages, conservatively).
 func (n *Node) List(ctx context.Context, req lock.ListRequest) ([]lock.LockInfo, error) {
-	if err := lock.ValidateList(req); err != nil {
+	if err := req.Validate(); err != nil {
 		return nil, err
 	}
 	if n.closed() {
@@ -210,7 +210,7 @@ func checkPage(page listPage, prefix, after string, limit int) error {
 // consistent view, but possibly behind, and its Remaining figures may
 // overstate. For status pages, not for decisions.
 func (n *Node) ListStale(req lock.ListRequest) ([]lock.LockInfo, error) {
-	if err := lock.ValidateList(req); err != nil {
+	if err := req.Validate(); err != nil {
 		return nil, err
 	}
 	if n.closed() {

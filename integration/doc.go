@@ -20,11 +20,12 @@
 // as an operator's unit file would. Clients use the HTTP API (api.Client).
 //
 // An in-process cluster runs cluster.New nodes in the test process. Their
-// transports share a transport.Faults table (cluster.Config.TransportFaults)
-// that the transport consults wherever it dials and accepts a connection and
-// on every read and write, so a test can cut the traffic from one node to
-// another, one way or both, existing connections included, drop it
-// silently, or delay it: partitions that one loopback interface cannot make. Clients call the
+// transports share a fault table (internal/faultnet, plugged in as
+// cluster.Config.TransportDial and TransportListen) that is consulted
+// wherever a node dials and accepts a connection and on every read and
+// write, so a test can cut the traffic from one node to another, one way or
+// both, existing connections included, drop it silently, or delay it:
+// partitions that one loopback interface cannot make. Clients call the
 // *cluster.Node directly. Both kinds of store are lock.Store.
 //
 // # Nemeses

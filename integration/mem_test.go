@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/cluster"
+	"github.com/raftlock/raftlock/internal/faultnet"
 	"github.com/raftlock/raftlock/lock"
-	"github.com/raftlock/raftlock/transport"
 )
 
 // memCluster is a cluster of *cluster.Node in this process whose transports
@@ -24,7 +24,7 @@ import (
 // chosen nodes: partitions that one loopback interface cannot make.
 type memCluster struct {
 	t        testing.TB
-	faults   *transport.Faults
+	faults   *faultnet.Faults
 	nodes    []*memNode
 	restores atomic.Uint64 // snapshots restored by nodes since stopped
 }
@@ -57,7 +57,7 @@ func startMemCluster(t testing.TB, n int) *memCluster {
 	dir := t.TempDir()
 	addrs, err := freeAddrs(n)
 	require.NoError(t, err)
-	c := &memCluster{t: t, faults: transport.NewFaults()}
+	c := &memCluster{t: t, faults: faultnet.NewFaults()}
 	var peers []cluster.Peer
 	for i := range n {
 		peers = append(peers, cluster.Peer{ID: fmt.Sprintf("m%d", i+1), Addr: addrs[i]})
@@ -79,7 +79,8 @@ func startMemCluster(t testing.TB, n int) *memCluster {
 		// rather than the entries it missed: restores happen under load.
 		cfg.SnapshotThreshold, cfg.SnapshotInterval, cfg.TrailingLogs = 64, 500*time.Millisecond, 64
 		cfg.WALSegmentSize = 16 << 10 // compaction drops whole segments: lagging members get snapshots
-		cfg.TransportFaults = c.faults
+		ep := c.faults.Endpoint()
+		cfg.TransportDial, cfg.TransportListen = ep.Dial, ep.Listen
 		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: cfg.NodeID, Output: logs, Level: hclog.Warn})
 		c.nodes = append(c.nodes, &memNode{c: c, idx: i, cfg: cfg, logs: logs, state: nodeDown})
 	}

@@ -39,28 +39,47 @@ func New(store Store, opts ...ClientOption) *Client {
 	return c
 }
 
-// Store is the store the client was made with.
+// Store is the store the client was made with, for what the handles do not
+// cover (a Store's own methods, such as a cluster node's). Prefer the
+// client's methods: Lock, Inspect, List.
 func (c *Client) Store() Store { return c.store }
 
 // Lock returns a handle for key. It does not touch the store: nothing is
 // acquired until Acquire, TryAcquire, Run or TryRun. opts may set the handle's
 // TTL (DefaultTTL otherwise) and default Wait. An invalid key or option is
 // reported by the first call that uses the store.
-func (c *Client) Lock(key string, opts ...Option) *Lock {
-	o := collect(opts)
+func (c *Client) Lock(key string, opts ...LockOption) *Lock {
 	l := &Lock{client: c, key: key, ttl: DefaultTTL}
-	if o.ttlSet {
-		l.ttl = o.ttl
+	for _, opt := range opts {
+		if opt != nil {
+			opt.applyLock(l)
+		}
 	}
-	l.wait, l.waitSet = o.wait, o.waitSet
 	return l
 }
 
+// Inspect reports the state of key (held or not, its fencing token, the lease
+// left) without taking it: linearizably, unless given Stale. The error
+// matches ErrInvalidKey for a bad key; others come from the store.
+func (c *Client) Inspect(ctx context.Context, key string, opts ...ReadOption) (KeyInfo, error) {
+	if err := ValidateKey(key); err != nil {
+		return KeyInfo{}, err
+	}
+	if sr, ok := c.store.(StaleReader); ok && collectRead(opts).stale {
+		return sr.InspectStale(key)
+	}
+	return c.store.Inspect(ctx, key)
+}
+
 // List reports the held keys req selects, if the store can list them (it
-// implements Lister); otherwise the error matches errors.ErrUnsupported.
-func (c *Client) List(ctx context.Context, req ListRequest) ([]LockInfo, error) {
-	if err := ValidateList(req); err != nil {
+// implements Lister; with Stale, StaleReader serves the listing when the
+// store has it); otherwise the error matches errors.ErrUnsupported.
+func (c *Client) List(ctx context.Context, req ListRequest, opts ...ReadOption) ([]LockInfo, error) {
+	if err := req.Validate(); err != nil {
 		return nil, err
+	}
+	if sr, ok := c.store.(StaleReader); ok && collectRead(opts).stale {
+		return sr.ListStale(req)
 	}
 	lister, ok := c.store.(Lister)
 	if !ok {

@@ -14,7 +14,9 @@
 //
 // Client.Lock(key, opts...) returns a *Lock, a handle on one key with a TTL
 // (DefaultTTL, 30s, unless given the TTL option). It touches nothing until
-// used:
+// used. Options are typed by the call that reads them (LockOption,
+// AcquireOption, ExtendOption), so a misplaced one, such as a TTL given to
+// Acquire, does not compile:
 //
 //   - Run(ctx, fn, opts...) acquires (waiting until ctx is done, or for the
 //     Wait option), runs fn, and always releases, also when fn returns an
@@ -22,9 +24,12 @@
 //     TTL/3) and cancels fn's context as soon as the lease is or may be lost.
 //     TryRun never waits. Prefer these: they cannot forget the release.
 //   - Acquire(ctx, opts...) and TryAcquire(ctx), then Release(ctx), when the
-//     lock's lifetime does not fit one callback.
+//     lock's lifetime does not fit one callback; KeepAlive(ctx) keeps such a
+//     lease alive as Run does.
 //   - Extend(ctx, opts...) pushes the expiry out (ErrNotHeld once the lease is
 //     lost: never a silent no-op); IsLocked, IsExpired, Remaining, Token.
+//   - Client.Inspect(ctx, key) and Client.List(ctx, req) look at keys without
+//     a handle.
 //   - Serialize and Client.Restore hand a held lock to another process, which
 //     can then extend or release the same lease.
 //
@@ -103,8 +108,8 @@
 //   - give every grant a fencing token larger than any before it;
 //   - report durations counted from when the caller sent the request, never
 //     overstating the lease;
-//   - validate input with ValidateAcquire, ValidateRelease, ValidateExtend and
-//     ValidateKey before anything else, so that bad input is reported
+//   - validate input with AcquireRequest.Validate, ValidateRelease,
+//     ValidateExtend, ValidateKey and ListRequest.Validate before anything else, so that bad input is reported
 //     identically everywhere and changes nothing;
 //   - never reveal an owner through Inspect, List or a *HeldError.
 //

@@ -108,8 +108,8 @@ func (l *Lock) Remaining() (time.Duration, bool) {
 //
 // A nil error means the handle holds the lock; release it with Release (or
 // use Run, which cannot forget to).
-func (l *Lock) Acquire(ctx context.Context, opts ...Option) error {
-	_, err := l.acquire(ctx, l.waitFor(collect(opts)))
+func (l *Lock) Acquire(ctx context.Context, opts ...AcquireOption) error {
+	_, err := l.acquire(ctx, l.waitFor(collectAcquire(opts)))
 	return err
 }
 
@@ -201,8 +201,8 @@ func (l *Lock) lose(ctx context.Context, g *grant) {
 // the handle does not hold the lock or the lease was lost: never a silent
 // no-op. After another error the lease is unchanged as far as the handle
 // knows, and Remaining still counts down the old deadline.
-func (l *Lock) Extend(ctx context.Context, opts ...Option) error {
-	o := collect(opts)
+func (l *Lock) Extend(ctx context.Context, opts ...ExtendOption) error {
+	o := collectExtend(opts)
 	l.mu.Lock()
 	g := l.held
 	l.mu.Unlock()
@@ -212,7 +212,7 @@ func (l *Lock) Extend(ctx context.Context, opts ...Option) error {
 	return l.extendGrant(ctx, g, o)
 }
 
-func (l *Lock) extendGrant(ctx context.Context, g *grant, o options) error {
+func (l *Lock) extendGrant(ctx context.Context, g *grant, o extendOptions) error {
 	l.mu.Lock()
 	ttl := l.ttl
 	if o.ttlSet {
@@ -251,10 +251,7 @@ func (l *Lock) extendGrant(ctx context.Context, g *grant, o options) error {
 
 // IsLocked reports whether anyone (this handle or another owner) holds the key.
 func (l *Lock) IsLocked(ctx context.Context) (bool, error) {
-	if err := ValidateKey(l.key); err != nil {
-		return false, err
-	}
-	info, err := l.client.store.Inspect(ctx, l.key)
+	info, err := l.client.Inspect(ctx, l.key)
 	if err != nil {
 		return false, err
 	}
@@ -286,7 +283,7 @@ func (l *Lock) IsExpired(ctx context.Context) (bool, error) {
 
 // waitFor is how long an acquire with opts may wait: the call's Wait, else the
 // handle's, else until ctx is done (as long as the store lets anyone queue).
-func (l *Lock) waitFor(o options) time.Duration {
+func (l *Lock) waitFor(o acquireOptions) time.Duration {
 	if o.waitSet {
 		return o.wait
 	}
@@ -303,7 +300,7 @@ func (l *Lock) acquire(ctx context.Context, wait time.Duration) (*grant, error) 
 	req := AcquireRequest{Key: l.key, Owner: NewOwner(), Wait: wait}
 	l.mu.Lock()
 	req.TTL = l.ttl
-	if err := ValidateAcquire(req); err != nil {
+	if err := req.Validate(); err != nil {
 		l.mu.Unlock()
 		return nil, err
 	}

@@ -114,6 +114,25 @@ func TestNewRejectsNilStore(t *testing.T) {
 	assert.Same(t, st, lock.New(st).Store())
 }
 
+func TestClientInspect(t *testing.T) {
+	ctx := testCtx(t)
+	c := lock.New(newMemoryStore(t))
+	info, err := c.Inspect(ctx, "k")
+	require.NoError(t, err)
+	assert.False(t, info.Locked)
+
+	l := c.Lock("k", lock.TTL(time.Minute))
+	require.NoError(t, l.Acquire(ctx))
+	info, err = c.Inspect(ctx, "k")
+	require.NoError(t, err)
+	assert.True(t, info.Locked)
+	assert.Equal(t, l.Token(), info.Token)
+	assert.Positive(t, info.Remaining)
+
+	_, err = c.Inspect(ctx, "")
+	assert.ErrorIs(t, err, lock.ErrInvalidKey)
+}
+
 func TestHandleReacquireGetsFreshOwner(t *testing.T) {
 	ctx := testCtx(t)
 	c := lock.New(newMemoryStore(t))
@@ -179,14 +198,14 @@ func TestHandleValidation(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		l    *lock.Lock
-		opts []lock.Option
+		opts []lock.AcquireOption
 		want error
 	}{
 		{"empty key", c.Lock(""), nil, lock.ErrInvalidKey},
 		{"long key", c.Lock(strings.Repeat("x", lock.MaxKeyLen+1)), nil, lock.ErrInvalidKey},
 		{"zero ttl", c.Lock("k", lock.TTL(0)), nil, lock.ErrInvalidTTL},
 		{"absurd ttl", c.Lock("k", lock.TTL(lock.MaxTTL+1)), nil, lock.ErrInvalidTTL},
-		{"negative wait", c.Lock("k"), []lock.Option{lock.Wait(-time.Second)}, lock.ErrInvalidWait},
+		{"negative wait", c.Lock("k"), []lock.AcquireOption{lock.Wait(-time.Second)}, lock.ErrInvalidWait},
 		{"negative default wait", c.Lock("k", lock.Wait(-time.Second)), nil, lock.ErrInvalidWait},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -222,14 +241,19 @@ func TestValidateMessages(t *testing.T) {
 		{lock.ValidateKey(strings.Repeat("k", 600)), "lock: invalid key: key is longer than 512 bytes (got 600)"},
 		{lock.ValidateRelease("k", lock.Owner{}), "lock: invalid owner: owner is zero"},
 		{lock.ValidateExtend("k", lock.NewOwner(), 0), "lock: invalid ttl: ttl must be between 1ms and 24h (got 0s)"},
-		{lock.ValidateAcquire(lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Second, Wait: -time.Second}),
+		{lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Second, Wait: -time.Second}.Validate(),
 			"lock: invalid wait: wait must be between 0 and 24h (got -1s)"},
-		{lock.ValidateList(lock.ListRequest{Limit: -1}), "lock: invalid list request: limit is negative (got -1)"},
+		{lock.ListRequest{Limit: -1}.Validate(), "lock: invalid list request: limit is negative (got -1)"},
+		{lock.ValidateTTL(lock.MaxTTL + 1), "lock: invalid ttl: ttl must be between 1ms and 24h (got 24h0m0.000000001s)"},
+		{lock.ValidateWait(-time.Second), "lock: invalid wait: wait must be between 0 and 24h (got -1s)"},
 	} {
 		require.Error(t, tc.err)
 		assert.Equal(t, tc.want, tc.err.Error())
 	}
-	assert.NoError(t, lock.ValidateAcquire(lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: lock.MinTTL, Wait: lock.MaxWait}))
+	assert.NoError(t, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: lock.MinTTL, Wait: lock.MaxWait}.Validate())
+	assert.NoError(t, lock.ValidateKey(strings.Repeat("k", lock.MaxKeyLen)))
+	assert.NoError(t, lock.ValidateTTL(lock.MaxTTL))
+	assert.NoError(t, lock.ValidateWait(0))
 }
 
 func TestRunWaitsForTheKey(t *testing.T) {
@@ -736,4 +760,111 @@ func TestMemoryStoreWaiterLeaseIsConservative(t *testing.T) {
 	deadline := sent.Add(lease.Remaining)
 	assert.LessOrEqual(t, time.Until(deadline), info.Remaining, "the waiter's deadline comes before the store's")
 	assert.Greater(t, lease.Remaining, time.Minute-time.Second, "but not much before: the wait is not charged to the lease")
+}
+
+// KeepAlive extends a lease taken with Acquire until its context ends, so
+// the lease outlives many TTLs, and then returns nil.
+func TestKeepAliveExtendsUntilCanceled(t *testing.T) {
+	ctx := testCtx(t)
+	st := &fakeStore{Store: newMemoryStore(t)}
+	l := lock.New(st).Lock("k", lock.TTL(30*time.Millisecond))
+	assert.ErrorIs(t, l.KeepAlive(ctx), lock.ErrNotHeld, "no lease to keep alive")
+	require.NoError(t, l.Acquire(ctx))
+
+	kaCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- l.KeepAlive(kaCtx) }()
+	require.Eventually(t, func() bool { return st.extends.Load() >= 5 }, patience, time.Millisecond,
+		"extends keep coming")
+	info, err := st.Inspect(ctx, "k")
+	require.NoError(t, err)
+	assert.True(t, info.Locked, "the lease outlived its TTL several times")
+	assert.Equal(t, l.Token(), info.Token)
+	stop()
+	select {
+	case err := <-done:
+		assert.NoError(t, err)
+	case <-time.After(patience):
+		t.Fatal("KeepAlive did not return when its context ended")
+	}
+	ok, err := l.Release(ctx)
+	require.NoError(t, err)
+	assert.True(t, ok)
+}
+
+// KeepAlive returns an error matching ErrNotHeld when the lease is lost, and
+// when extends fail until the lease's local deadline: it may be lost.
+func TestKeepAliveReportsALostLease(t *testing.T) {
+	ctx := testCtx(t)
+	t.Run("released elsewhere", func(t *testing.T) {
+		st := newMemoryStore(t)
+		l := lock.New(st).Lock("k", lock.TTL(30*time.Millisecond))
+		require.NoError(t, l.Acquire(ctx))
+		other, err := lock.New(st).Restore(l.Serialize())
+		require.NoError(t, err)
+		ok, err := other.Release(ctx)
+		require.NoError(t, err)
+		require.True(t, ok)
+		err = l.KeepAlive(ctx)
+		assert.ErrorIs(t, err, lock.ErrNotHeld)
+		assert.ErrorContains(t, err, "was lost")
+	})
+	t.Run("extends fail", func(t *testing.T) {
+		st := &fakeStore{Store: newMemoryStore(t), extend: func(context.Context, string, lock.Owner, time.Duration) (lock.Lease, error) {
+			return lock.Lease{}, lock.ErrUnavailable
+		}}
+		l := lock.New(st).Lock("k", lock.TTL(30*time.Millisecond))
+		require.NoError(t, l.Acquire(ctx))
+		err := l.KeepAlive(ctx)
+		assert.ErrorIs(t, err, lock.ErrNotHeld)
+		assert.ErrorContains(t, err, "may have been lost")
+		assert.GreaterOrEqual(t, st.extends.Load(), int32(2), "failed extends were retried")
+	})
+}
+
+// staleStore is a store with local state: its stale reads answer from a
+// table of its own, so a test can tell which read was used.
+type staleStore struct {
+	lock.Store
+	local map[string]lock.KeyInfo
+}
+
+func (s *staleStore) InspectStale(key string) (lock.KeyInfo, error) { return s.local[key], nil }
+
+func (s *staleStore) ListStale(lock.ListRequest) ([]lock.LockInfo, error) {
+	var out []lock.LockInfo
+	for k, info := range s.local {
+		out = append(out, lock.LockInfo{Key: k, KeyInfo: info})
+	}
+	return out, nil
+}
+
+// Stale reads go to a store's local state when it has one, and are ordinary
+// reads otherwise; without Stale a read is never served locally.
+func TestStaleReads(t *testing.T) {
+	ctx := testCtx(t)
+	mem := newMemoryStore(t)
+	st := &staleStore{Store: mem, local: map[string]lock.KeyInfo{"old": {Locked: true, Token: 7}}}
+	c := lock.New(st)
+
+	info, err := c.Inspect(ctx, "old", lock.Stale())
+	require.NoError(t, err)
+	assert.Equal(t, lock.KeyInfo{Locked: true, Token: 7}, info, "answered from local state")
+	info, err = c.Inspect(ctx, "old")
+	require.NoError(t, err)
+	assert.False(t, info.Locked, "a linearizable read asks the store")
+	locks, err := c.List(ctx, lock.ListRequest{}, lock.Stale())
+	require.NoError(t, err)
+	assert.Equal(t, []lock.LockInfo{{Key: "old", KeyInfo: lock.KeyInfo{Locked: true, Token: 7}}}, locks)
+	_, err = c.Inspect(ctx, "", lock.Stale())
+	assert.ErrorIs(t, err, lock.ErrInvalidKey, "validated before either read")
+
+	plain := lock.New(mem) // no local state: Stale changes nothing
+	require.NoError(t, plain.Lock("k", lock.TTL(time.Minute)).Acquire(ctx))
+	info, err = plain.Inspect(ctx, "k", lock.Stale())
+	require.NoError(t, err)
+	assert.True(t, info.Locked)
+	locks, err = plain.List(ctx, lock.ListRequest{}, lock.Stale())
+	require.NoError(t, err)
+	assert.Len(t, locks, 1)
 }

@@ -21,31 +21,71 @@ const (
 	DefaultTTL = 30 * time.Second
 )
 
-// ValidateAcquire checks an acquire request against the limits. Every entry
-// point of this package validates through the same function as ValidateAcquire,
-// ValidateRelease, ValidateExtend and ValidateKey, and a Store should call them
-// first, before anything changes: an invalid request changes nothing. The
-// error matches ErrInvalidKey, ErrInvalidOwner, ErrInvalidTTL or
-// ErrInvalidWait, and its message says what was wrong.
-func ValidateAcquire(req AcquireRequest) error {
-	return validate(fsm.Command{Op: fsm.OpAcquire, Key: req.Key, Owner: fsm.Owner(req.Owner), TTL: req.TTL, Wait: req.Wait})
+// Validate checks an acquire request against the limits. Every entry point
+// of this package validates through the same rules as Validate,
+// ValidateRelease, ValidateExtend, ValidateKey, ValidateTTL and ValidateWait,
+// and a Store should call them first, before anything changes: an invalid
+// request changes nothing. The error matches ErrInvalidKey, ErrInvalidOwner,
+// ErrInvalidTTL or ErrInvalidWait, and its message says what was wrong.
+func (r AcquireRequest) Validate() error {
+	return validate(fsm.Command{Op: fsm.OpAcquire, Key: r.Key, Owner: fsm.Owner(r.Owner), TTL: r.TTL, Wait: r.Wait})
 }
 
-// ValidateRelease checks the arguments of Store.Release; see ValidateAcquire.
+// ValidateRelease checks the arguments of Store.Release; see
+// AcquireRequest.Validate.
 func ValidateRelease(key string, owner Owner) error {
 	return validate(fsm.Command{Op: fsm.OpRelease, Key: key, Owner: fsm.Owner(owner)})
 }
 
-// ValidateExtend checks the arguments of Store.Extend; see ValidateAcquire.
+// ValidateExtend checks the arguments of Store.Extend; see
+// AcquireRequest.Validate.
 func ValidateExtend(key string, owner Owner, ttl time.Duration) error {
 	return validate(fsm.Command{Op: fsm.OpExtend, Key: key, Owner: fsm.Owner(owner), TTL: ttl})
 }
 
-// ValidateKey checks a key (the argument of Store.Inspect); see ValidateAcquire.
+// ValidateKey checks a key (the argument of Store.Inspect): 1..MaxKeyLen
+// bytes. The error matches ErrInvalidKey.
 func ValidateKey(key string) error {
-	// A release with a placeholder owner: the state machine checks the key the
-	// same way for every command, so this is exactly its key rule.
-	return validate(fsm.Command{Op: fsm.OpRelease, Key: key, Owner: fsm.Owner{0: 1}})
+	switch {
+	case key == "":
+		return keyError(fsm.ErrEmptyKey, key)
+	case len(key) > MaxKeyLen:
+		return keyError(fsm.ErrKeyTooLong, key)
+	}
+	return nil
+}
+
+// ValidateTTL checks a lease length: MinTTL..MaxTTL. The error matches
+// ErrInvalidTTL.
+func ValidateTTL(ttl time.Duration) error {
+	if ttl < MinTTL || ttl > MaxTTL {
+		return ttlError(ttl)
+	}
+	return nil
+}
+
+// ValidateWait checks how long an acquire may queue: 0..MaxWait. The error
+// matches ErrInvalidWait.
+func ValidateWait(wait time.Duration) error {
+	if wait < 0 || wait > MaxWait {
+		return waitError(wait)
+	}
+	return nil
+}
+
+func keyError(err error, key string) error {
+	if errors.Is(err, fsm.ErrKeyTooLong) {
+		return fmt.Errorf("%w: %w (got %d)", ErrInvalidKey, err, len(key))
+	}
+	return fmt.Errorf("%w: %w", ErrInvalidKey, err)
+}
+
+func ttlError(ttl time.Duration) error {
+	return fmt.Errorf("%w: %w (got %v)", ErrInvalidTTL, fsm.ErrTTLRange, ttl)
+}
+
+func waitError(wait time.Duration) error {
+	return fmt.Errorf("%w: %w (got %v)", ErrInvalidWait, fsm.ErrWaitRange, wait)
 }
 
 // validate is the one place where the state machine's validation errors become
@@ -56,16 +96,14 @@ func validate(c fsm.Command) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, fsm.ErrEmptyKey):
-		return fmt.Errorf("%w: %w", ErrInvalidKey, err)
-	case errors.Is(err, fsm.ErrKeyTooLong):
-		return fmt.Errorf("%w: %w (got %d)", ErrInvalidKey, err, len(c.Key))
+	case errors.Is(err, fsm.ErrEmptyKey), errors.Is(err, fsm.ErrKeyTooLong):
+		return keyError(err, c.Key)
 	case errors.Is(err, fsm.ErrZeroOwner):
 		return fmt.Errorf("%w: %w", ErrInvalidOwner, err)
 	case errors.Is(err, fsm.ErrTTLRange):
-		return fmt.Errorf("%w: %w (got %v)", ErrInvalidTTL, err, c.TTL)
+		return ttlError(c.TTL)
 	case errors.Is(err, fsm.ErrWaitRange):
-		return fmt.Errorf("%w: %w (got %v)", ErrInvalidWait, err, c.Wait)
+		return waitError(c.Wait)
 	default:
 		// Only a bug in this package can build a command the machine rejects
 		// for another reason (an unused field, a bad op).

@@ -72,7 +72,7 @@ func (s *MemoryStore) Close() error {
 
 // Acquire implements Store.
 func (s *MemoryStore) Acquire(ctx context.Context, req AcquireRequest) (Lease, error) {
-	if err := ValidateAcquire(req); err != nil {
+	if err := req.Validate(); err != nil {
 		return Lease{}, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -194,7 +194,7 @@ func (s *MemoryStore) Inspect(ctx context.Context, key string) (KeyInfo, error) 
 
 // List implements Lister.
 func (s *MemoryStore) List(ctx context.Context, req ListRequest) ([]LockInfo, error) {
-	if err := ValidateList(req); err != nil {
+	if err := req.Validate(); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()

@@ -2,41 +2,124 @@ package lock
 
 import "time"
 
-// Option is a per-call knob. Client.Lock reads both TTL and Wait (as the
-// handle's defaults); Acquire and Run read Wait; Extend reads TTL. A call
-// ignores the options it does not read. Out-of-range values are reported by
-// the first call that uses them, as ErrInvalidTTL or ErrInvalidWait.
-type Option func(*options)
+// Options are typed by the call that takes them, so that an option a call
+// would not read does not compile with it:
+//
+//	c.Lock(key, lock.TTL(time.Minute), lock.Wait(time.Second)) // LockOption: the handle's defaults
+//	l.Acquire(ctx, lock.Wait(0))                               // AcquireOption: this acquire only
+//	l.Run(ctx, fn, lock.Wait(time.Second))                     // AcquireOption
+//	l.Extend(ctx, lock.TTL(time.Hour))                         // ExtendOption
+//	c.Inspect(ctx, key, lock.Stale())                          // ReadOption
+//	l.Acquire(ctx, lock.TTL(time.Minute))                      // does not compile: an acquire takes the handle's TTL
+//
+// Out-of-range values are reported by the first call that uses them, as
+// ErrInvalidTTL or ErrInvalidWait. A nil option is ignored.
 
-type options struct {
-	ttl     time.Duration
-	ttlSet  bool
-	wait    time.Duration
-	waitSet bool
+// LockOption sets a default of the handle Client.Lock returns. TTL and Wait
+// are LockOptions.
+type LockOption interface {
+	applyLock(*Lock)
 }
 
-func collect(opts []Option) options {
-	var o options
+// AcquireOption configures one acquire: Lock.Acquire or Lock.Run. Wait is
+// an AcquireOption.
+type AcquireOption interface {
+	applyAcquire(*acquireOptions)
+}
+
+// ExtendOption configures one Lock.Extend. TTL is an ExtendOption.
+type ExtendOption interface {
+	applyExtend(*extendOptions)
+}
+
+// ReadOption configures one read: Client.Inspect or Client.List. Stale is a
+// ReadOption.
+type ReadOption interface {
+	applyRead(*readOptions)
+}
+
+type readOptions struct {
+	stale bool
+}
+
+// StaleOption is the option Stale returns; it is a ReadOption, and nothing
+// else.
+type StaleOption struct{}
+
+// Stale lets a read be answered from the store's local state when the store
+// has one (it implements StaleReader, as a cluster node does): fast, and
+// available without a quorum, but possibly behind. It may report a lock that
+// has since been released or expired, miss a new one, and overstate
+// Remaining. Use it for status pages, never for decisions. A store without
+// local state answers the read as it always does (linearizably).
+func Stale() StaleOption { return StaleOption{} }
+
+func (StaleOption) applyRead(r *readOptions) { r.stale = true }
+
+func collectRead(opts []ReadOption) readOptions {
+	var o readOptions
 	for _, opt := range opts {
 		if opt != nil {
-			opt(&o)
+			opt.applyRead(&o)
 		}
 	}
 	return o
 }
 
+type acquireOptions struct {
+	wait    time.Duration
+	waitSet bool
+}
+
+type extendOptions struct {
+	ttl    time.Duration
+	ttlSet bool
+}
+
+// TTLOption is the option TTL returns; it is a LockOption and an
+// ExtendOption, and nothing else.
+type TTLOption struct{ ttl time.Duration }
+
 // TTL sets the lease length: MinTTL..MaxTTL, DefaultTTL when not given. Given
 // to Client.Lock, it is the handle's TTL; given to Extend, the lease ends d
 // from now and d becomes the handle's TTL for every later extend (Run's
-// keep-alive included).
-func TTL(d time.Duration) Option {
-	return func(o *options) { o.ttl, o.ttlSet = d, true }
-}
+// keep-alive included). Acquire and Run take no TTL: they ask for the
+// handle's.
+func TTL(d time.Duration) TTLOption { return TTLOption{ttl: d} }
+
+func (o TTLOption) applyLock(l *Lock)            { l.ttl = o.ttl }
+func (o TTLOption) applyExtend(e *extendOptions) { e.ttl, e.ttlSet = o.ttl, true }
+
+// WaitOption is the option Wait returns; it is a LockOption and an
+// AcquireOption, and nothing else.
+type WaitOption struct{ wait time.Duration }
 
 // Wait bounds how long Acquire or Run queue for a held key: 0..MaxWait. Wait(0)
 // never queues. Without it they wait until the context is done (queueing at
 // most MaxWait). When the wait runs out, Acquire returns a *HeldError and Run
-// returns (false, nil). Given to Client.Lock, it is the handle's default.
-func Wait(d time.Duration) Option {
-	return func(o *options) { o.wait, o.waitSet = d, true }
+// returns (false, nil). Given to Client.Lock, it is the handle's default;
+// given to Acquire or Run, it overrides that default for the call.
+func Wait(d time.Duration) WaitOption { return WaitOption{wait: d} }
+
+func (o WaitOption) applyLock(l *Lock)              { l.wait, l.waitSet = o.wait, true }
+func (o WaitOption) applyAcquire(a *acquireOptions) { a.wait, a.waitSet = o.wait, true }
+
+func collectAcquire(opts []AcquireOption) acquireOptions {
+	var o acquireOptions
+	for _, opt := range opts {
+		if opt != nil {
+			opt.applyAcquire(&o)
+		}
+	}
+	return o
+}
+
+func collectExtend(opts []ExtendOption) extendOptions {
+	var o extendOptions
+	for _, opt := range opts {
+		if opt != nil {
+			opt.applyExtend(&o)
+		}
+	}
+	return o
 }

@@ -35,8 +35,8 @@ const releaseTimeout = 10 * time.Second
 // fn may use the handle: Token for fencing, Extend with a longer TTL,
 // Remaining. It must not Release it (Run does), and an acquire on the same
 // handle inside fn fails with ErrInUse.
-func (l *Lock) Run(ctx context.Context, fn func(ctx context.Context) error, opts ...Option) (ran bool, err error) {
-	return l.run(ctx, l.waitFor(collect(opts)), fn)
+func (l *Lock) Run(ctx context.Context, fn func(ctx context.Context) error, opts ...AcquireOption) (ran bool, err error) {
+	return l.run(ctx, l.waitFor(collectAcquire(opts)), fn)
 }
 
 // TryRun is Run without waiting: it reports (false, nil) at once when another
@@ -65,7 +65,10 @@ func (l *Lock) runHeld(ctx context.Context, g *grant, fn func(ctx context.Contex
 	var mayBeLost bool // written by the keep-alive, read after keepAliveDone
 	go func() {
 		defer close(keepAliveDone)
-		mayBeLost = l.keepAlive(keepAliveCtx, g, cancelFn)
+		var err error
+		if mayBeLost, err = l.keepAlive(keepAliveCtx, g, extendOptions{}); err != nil {
+			cancelFn(err)
+		}
 	}()
 
 	returned := false
@@ -126,53 +129,91 @@ func (l *Lock) finish(ctx context.Context, g *grant, mayBeLost bool) error {
 }
 
 func (l *Lock) lostError() error {
-	return fmt.Errorf("%w: the lease on %q was lost while the callback ran", ErrNotHeld, l.key)
+	return fmt.Errorf("%w: the lease on %q was lost", ErrNotHeld, l.key)
 }
 
 func (l *Lock) mayBeLostError() error {
 	return fmt.Errorf("%w: the lease on %q may have been lost: no extend succeeded before its local deadline", ErrNotHeld, l.key)
 }
 
-// keepAlive extends g every TTL/3 until ctx is done. When the lease is or may
-// be lost it cancels fn's context and returns; it reports true when it gave up
-// because the local deadline came without an extend it could trust.
-func (l *Lock) keepAlive(ctx context.Context, g *grant, cancelFn context.CancelCauseFunc) (mayBeLost bool) {
-	timer := time.NewTimer(l.TTL() / 3)
-	defer timer.Stop()
+// KeepAlive keeps the handle's current lease alive until ctx is done, then
+// returns nil. It extends the lease (to the handle's TTL, or to d with the
+// TTL(d) option, which also becomes the handle's TTL) whenever less than two
+// thirds of that TTL remain, so every TTL/3 after an acquire; an extend that
+// fails for another reason than ErrNotHeld is retried every TTL/10 while the
+// lease's conservative local deadline (see Remaining) has not passed.
+//
+// It returns an error matching ErrNotHeld when the handle holds no lease,
+// when the lease is lost (an extend answered ErrNotHeld, or the handle was
+// released meanwhile), or when it may be lost (the deadline came without a
+// successful extend; an answer after it would come too late). Stop touching
+// the protected resource then.
+//
+// Run keeps its lease alive with it while the callback runs. Call it, in a
+// goroutine of its own, for a lock taken with Acquire that outlives one
+// callback; cancel ctx before Release. For a restored handle, whose deadline
+// is unknown until its first extend, it extends at once.
+func (l *Lock) KeepAlive(ctx context.Context, opts ...ExtendOption) error {
+	l.mu.Lock()
+	g := l.held
+	l.mu.Unlock()
+	if g == nil {
+		return fmt.Errorf("%w: handle for %q holds no lease to keep alive", ErrNotHeld, l.key)
+	}
+	_, err := l.keepAlive(ctx, g, collectExtend(opts))
+	return err
+}
+
+// keepAlive is KeepAlive for g; mayBeLost says that it gave up because the
+// local deadline came without an extend it could trust.
+func (l *Lock) keepAlive(ctx context.Context, g *grant, o extendOptions) (mayBeLost bool, err error) {
 	for {
+		l.mu.Lock()
+		deadline, ended, ttl := g.deadline, g.ended, l.ttl
+		l.mu.Unlock()
+		if o.ttlSet {
+			ttl = o.ttl
+		}
+		if ended != stillHeld {
+			return false, l.endedError(g)
+		}
+		var wait time.Duration // until the next extend is due; due now when the deadline is unknown
+		if !deadline.IsZero() {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return true, l.mayBeLostError()
+			}
+			wait = left - ttl*2/3
+		}
+		if wait <= 0 {
+			// An answer after the deadline comes too late: the caller may
+			// already share the resource with the next holder.
+			extendCtx, cancel := ctx, context.CancelFunc(func() {})
+			if !deadline.IsZero() {
+				extendCtx, cancel = context.WithDeadline(ctx, deadline)
+			}
+			err := l.extendGrant(extendCtx, g, o)
+			cancel()
+			switch {
+			case err == nil:
+				continue
+			case errors.Is(err, ErrNotHeld):
+				return false, l.endedError(g)
+			case ctx.Err() != nil:
+				return false, nil // stopped; the extend was cut short
+			}
+			// Retry soon, and wake at the deadline at the latest.
+			wait = ttl / 10
+			if !deadline.IsZero() {
+				wait = min(wait, time.Until(deadline))
+			}
+		}
+		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
-			return false
+			timer.Stop()
+			return false, nil
 		case <-timer.C:
-		}
-		l.mu.Lock()
-		deadline, ended := g.deadline, g.ended
-		l.mu.Unlock()
-		if ended != stillHeld {
-			cancelFn(l.endedError(g))
-			return false
-		}
-		if !time.Now().Before(deadline) {
-			cancelFn(l.mayBeLostError())
-			return true
-		}
-		// An answer after the deadline comes too late: fn may already share
-		// the resource with the next holder.
-		extendCtx, cancel := context.WithDeadline(ctx, deadline)
-		err := l.extendGrant(extendCtx, g, options{})
-		cancel()
-		ttl := l.TTL()
-		switch {
-		case err == nil:
-			timer.Reset(ttl / 3)
-		case errors.Is(err, ErrNotHeld):
-			cancelFn(l.endedError(g))
-			return false
-		case ctx.Err() != nil:
-			return false // Run is finishing; the extend was cut short
-		default:
-			// Retry soon, and wake at the deadline at the latest.
-			timer.Reset(min(ttl/10, time.Until(deadline)))
 		}
 	}
 }
@@ -183,7 +224,7 @@ func (l *Lock) endedError(g *grant) error {
 	ended := g.ended
 	l.mu.Unlock()
 	if ended == endReleased {
-		return fmt.Errorf("%w: the lock on %q was released while the callback ran", ErrNotHeld, l.key)
+		return fmt.Errorf("%w: the lock on %q was released through the handle", ErrNotHeld, l.key)
 	}
 	return l.lostError()
 }

@@ -12,8 +12,9 @@ import (
 // memory store, a cluster node, or the HTTP client of a remote node. A store
 // must make Acquire atomic and make Release and Extend act only when the
 // owner matches (compare-and-act). Every method may be called concurrently.
-// Each method validates its input first (ValidateAcquire, ValidateRelease,
-// ValidateExtend, ValidateKey) and changes nothing when it is invalid.
+// Each method validates its input first (AcquireRequest.Validate,
+// ValidateRelease, ValidateExtend, ValidateKey, ListRequest.Validate) and
+// changes nothing when it is invalid.
 // locktest.TestStore checks all of this.
 //
 // Durations a store returns (Lease.Remaining, KeyInfo.Remaining) are counted
@@ -89,6 +90,18 @@ type Lister interface {
 	List(ctx context.Context, req ListRequest) ([]LockInfo, error)
 }
 
+// StaleReader is an optional Store ability, found by type assertion: reading
+// from local state that may be behind (a cluster node's own state machine)
+// rather than linearizably. Client.Inspect and Client.List use it when given
+// the Stale option. The answers may report a lock since released or expired,
+// miss a new one, and overstate Remaining; they never reveal owners. The
+// methods take no context: they do not wait for anything.
+type StaleReader interface {
+	InspectStale(key string) (KeyInfo, error)
+	// ListStale is List's stale twin; like Lister.List, one consistent view.
+	ListStale(req ListRequest) ([]LockInfo, error)
+}
+
 // ListRequest selects the held keys Lister.List returns. To page, pass the last
 // key of one page as After of the next.
 type ListRequest struct {
@@ -103,10 +116,10 @@ type LockInfo struct {
 	KeyInfo
 }
 
-// ValidateList checks a ListRequest: the prefix and After at most MaxKeyLen
+// Validate checks a list request: the prefix and After at most MaxKeyLen
 // bytes, the limit not negative. The error matches ErrInvalidKey or
 // ErrInvalidList.
-func ValidateList(req ListRequest) error {
+func (req ListRequest) Validate() error {
 	switch {
 	case len(req.Prefix) > MaxKeyLen:
 		return fmt.Errorf("%w: prefix is longer than %d bytes (got %d)", ErrInvalidKey, MaxKeyLen, len(req.Prefix))

@@ -97,10 +97,9 @@
 // for every address ever called. A frame's body is allocated as its bytes
 // arrive, not as announced, so a bogus length costs no memory.
 //
-// # Fault injection
+// # Dial and listen hooks
 //
-// Config.Faults, for tests only, is a table shared by the transports of one
-// process that cuts (one way, existing connections included), silently
-// drops or delays the traffic between chosen pairs of them; see Faults. The dialler and the
-// listener are the two places connections are made, and both consult it.
+// Config.Dial and Config.Listen, when set, make the TCP connections and the
+// listener, below TLS and the framing: the two places connections are made.
+// The tests' fault table (internal/faultnet) plugs in there.
 package transport

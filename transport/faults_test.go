@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"io"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,17 +11,26 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/raftlock/raftlock/internal/faultnet"
 )
+
+// onTable returns cfg with its dial and listen hooks on a new endpoint of f.
+func onTable(f *faultnet.Faults, cfg Config) Config {
+	ep := f.Endpoint()
+	cfg.Dial, cfg.Listen = ep.Dial, ep.Listen
+	return cfg
+}
 
 // faultPair is two transports sharing a fault table, each answering RPCs
 // with its own name and counting the requests that reached it.
 // One pooled connection per peer, so that which connection a call takes
 // is known.
-func faultPair(t *testing.T) (f *Faults, a, b *Transport, reachedA, reachedB *atomic.Int64) {
+func faultPair(t *testing.T) (f *faultnet.Faults, a, b *Transport, reachedA, reachedB *atomic.Int64) {
 	t.Helper()
-	f = NewFaults()
-	a = listen(t, Config{Faults: f, MaxIdleConns: 1})
-	b = listen(t, Config{Faults: f, MaxIdleConns: 1})
+	f = faultnet.NewFaults()
+	a = listen(t, onTable(f, Config{MaxIdleConns: 1}))
+	b = listen(t, onTable(f, Config{MaxIdleConns: 1}))
 	reachedA, reachedB = new(atomic.Int64), new(atomic.Int64)
 	a.Handle(func(context.Context, []byte) ([]byte, error) { reachedA.Add(1); return []byte("a"), nil })
 	b.Handle(func(context.Context, []byte) ([]byte, error) { reachedB.Add(1); return []byte("b"), nil })
@@ -104,7 +114,7 @@ func TestFaultsCutClosesRaftConnections(t *testing.T) {
 	assert.Error(t, err, "a's end failed too")
 
 	_, err = b.StreamLayer().Dial(raft.ServerAddress(a.Addr().String()), time.Second)
-	assert.ErrorIs(t, err, errCut, "b may not dial a while its bytes cannot reach a")
+	assert.ErrorIs(t, err, faultnet.ErrCut, "b may not dial a while its bytes cannot reach a")
 	f.HealAll()
 	again, err := b.StreamLayer().Dial(raft.ServerAddress(a.Addr().String()), time.Second)
 	require.NoError(t, err)
@@ -133,8 +143,8 @@ func TestFaultsDelayHoldsWrites(t *testing.T) {
 
 func TestTransportsWithoutSharedTableAreUnaffected(t *testing.T) {
 	requireNoLeaks(t)
-	f := NewFaults()
-	a := listen(t, Config{Faults: f})
+	f := faultnet.NewFaults()
+	a := listen(t, onTable(f, Config{}))
 	plain := listen(t, Config{}) // not in the table: its connections are never wrapped
 	plain.Handle(echo)
 	a.Handle(echo)
@@ -212,4 +222,39 @@ func TestFaultsDialAcrossDropResumesWhenHealed(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the call did not finish after the link healed")
 	}
+}
+
+// Config.Dial and Config.Listen make every connection and the listener.
+func TestDialAndListenHooksAreUsed(t *testing.T) {
+	requireNoLeaks(t)
+	var dials, listens atomic.Int64
+	cfg := Config{
+		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dials.Add(1)
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		},
+		Listen: func(network, addr string) (net.Listener, error) {
+			listens.Add(1)
+			return net.Listen(network, addr)
+		},
+	}
+	a := listen(t, cfg)
+	b := listen(t, Config{})
+	b.Handle(echo)
+	assert.Equal(t, int64(1), listens.Load())
+	resp, err := a.Call(testCtx(t), b.Addr().String(), []byte("x"))
+	require.NoError(t, err)
+	assert.Equal(t, "x", string(resp))
+	conn, err := a.StreamLayer().Dial(raft.ServerAddress(b.Addr().String()), time.Second)
+	require.NoError(t, err)
+	conn.Close()
+	assert.Equal(t, int64(2), dials.Load(), "the RPC's connection and raft's")
+}
+
+// An endpoint is named by its listener: dialling before Listen is refused.
+func TestFaultsEndpointDialsOnlyOnceNamed(t *testing.T) {
+	ep := faultnet.NewFaults().Endpoint()
+	_, err := ep.Dial(testCtx(t), "tcp", "127.0.0.1:1")
+	assert.ErrorContains(t, err, "before Listen")
 }

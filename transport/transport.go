@@ -56,10 +56,16 @@ type Config struct {
 	// verified, as tls.Dial does.
 	ServerTLS *tls.Config
 	ClientTLS *tls.Config
-	// Faults, for tests only, is a fault table shared by the transports of
-	// one process, which cuts, drops or delays traffic between chosen pairs; see
-	// Faults. Nil (always, in production) means a plain network.
-	Faults *Faults
+	// Dial, when set, opens every outgoing TCP connection, raft's and the
+	// RPC's, in place of a net.Dialer (as net/http.Transport.DialContext
+	// does): TLS and the transport's framing run over what it returns. It
+	// must honour ctx, which carries DialTimeout. Tests use it to inject
+	// faults; it also suits proxies and custom dialers. Nil: net.Dialer.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Listen, when set, opens the listener in place of net.Listen, with
+	// network "tcp" and BindAddr; TLS runs over the connections it accepts.
+	// Nil: net.Listen.
+	Listen func(network, addr string) (net.Listener, error)
 }
 
 const (
@@ -138,7 +144,11 @@ func Listen(cfg Config) (*Transport, error) {
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", cfg.BindAddr)
+	listen := cfg.Listen
+	if listen == nil {
+		listen = net.Listen
+	}
+	ln, err := listen("tcp", cfg.BindAddr)
 	if err != nil {
 		return nil, fmt.Errorf("transport: listen: %w", err)
 	}
@@ -408,8 +418,7 @@ func (c *replayConn) Read(p []byte) (int, error) {
 var errSilent = errors.New("silent connection")
 
 // serveConn reads the first byte of an accepted connection and routes it.
-// Every incoming connection passes through here, and through the fault
-// table when there is one.
+// Every incoming connection passes through here.
 //
 // The read deadline set here also bounds what follows the kind byte: raft
 // never bounds a read on an accepted connection, and the RPC server waits
@@ -436,15 +445,6 @@ func (t *Transport) serveConn(raw net.Conn) {
 	t.mu.Lock()
 	closed := t.closed
 	t.mu.Unlock()
-	if f := t.cfg.Faults; f != nil && err == nil && !closed {
-		// After the first byte: by then the dialler has told the table who it is.
-		var ok bool
-		if nc, ok = f.accepted(nc, t.addr.String()); !ok {
-			t.untrackHeader(raw)
-			t.logger.Debug("dropped connection: cut by the fault table", "remote", raw.RemoteAddr())
-			return
-		}
-	}
 	var raftFirst [1]byte
 	if err == nil && !closed && kind[0] == kindRaft && !t.raftIsClosed() {
 		// Still in headerConns, so Close does not wait for this read.
@@ -491,18 +491,16 @@ func (t *Transport) untrackHeader(raw net.Conn) {
 	t.mu.Unlock()
 }
 
-// dial opens a connection of the given kind to addr: TCP, then TLS when
-// configured, then the kind byte. Every outgoing connection, raft's and the
-// RPC's, goes through here, and through the fault table when there is one.
+// dial opens a connection of the given kind to addr: TCP (through
+// Config.Dial when set), then TLS when configured, then the kind byte. Every
+// outgoing connection, raft's and the RPC's, goes through here.
 func (t *Transport) dial(ctx context.Context, addr string, kind byte) (net.Conn, error) {
-	faults := t.cfg.Faults
-	if faults != nil {
-		if err := faults.checkDial(ctx, t.addr.String(), addr); err != nil {
-			return nil, err
-		}
+	dial := t.cfg.Dial
+	if dial == nil {
+		var d net.Dialer
+		dial = d.DialContext
 	}
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	nc, err := dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
@@ -522,9 +520,6 @@ func (t *Transport) dial(ctx context.Context, addr string, kind byte) (net.Conn,
 			return nil, fmt.Errorf("tls handshake: %w", err)
 		}
 		nc = tc
-	}
-	if faults != nil {
-		nc = faults.dialled(nc, t.addr.String(), addr)
 	}
 	if deadline, ok := ctx.Deadline(); ok {
 		err = nc.SetWriteDeadline(deadline)

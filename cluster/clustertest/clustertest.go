@@ -11,6 +11,7 @@
 package clustertest
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -72,7 +73,13 @@ func Start(t testing.TB, size int, tweak func(*cluster.Config)) *Cluster {
 		t.Cleanup(func() { n.Close() })
 		c.Nodes = append(c.Nodes, n)
 		if i == 0 {
-			waitFor(t, "n0 to elect itself", n.IsLeader)
+			// The others join through n0: it must lead with its term ready.
+			ctx, cancel := context.WithTimeout(context.Background(), Patience)
+			err := n.Ready(ctx)
+			cancel()
+			if err != nil {
+				t.Fatalf("clustertest: waiting for n0 to elect itself: %v", err)
+			}
 		}
 	}
 	c.Leader(t)

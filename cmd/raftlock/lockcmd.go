@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -63,8 +64,9 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "raftlock lock: -kill-after must be positive")
 		return exitUsage
 	}
-	// The same validation the store runs, so bad input fails here in one line.
-	if err := lock.ValidateAcquire(lock.AcquireRequest{Key: key, Owner: lock.NewOwner(), TTL: ttl, Wait: wait}); err != nil {
+	// The same validation the store runs, so bad input fails here in one line
+	// (the first wrong value's).
+	if err := cmp.Or(lock.ValidateKey(key), lock.ValidateTTL(ttl), lock.ValidateWait(wait)); err != nil {
 		fmt.Fprintf(stderr, "raftlock lock: %v\n", err)
 		return exitUsage
 	}

@@ -79,7 +79,7 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	if err := e.validate(""); err != nil {
 		return Leader{}, err
 	}
-	info, err := e.client.Store().Inspect(ctx, e.Key())
+	info, err := e.client.Inspect(ctx, e.Key())
 	if err != nil {
 		return Leader{}, fmt.Errorf("election: observing %q: %w", e.name, err)
 	}

@@ -45,7 +45,7 @@ func Middleware(c *lock.Client, key KeyFunc, opts ...Option) func(http.Handler) 
 }
 
 func serve(c *lock.Client, key string, cfg config, next http.Handler, w http.ResponseWriter, r *http.Request) {
-	var lockOpts []lock.Option
+	var lockOpts []lock.LockOption
 	if cfg.ttlSet {
 		lockOpts = append(lockOpts, lock.TTL(cfg.ttl))
 	}
@@ -81,7 +81,7 @@ func serve(c *lock.Client, key string, cfg config, next http.Handler, w http.Res
 // answer has no token.
 func holder(ctx context.Context, c *lock.Client, key string) *lock.HeldError {
 	held := &lock.HeldError{Key: key}
-	if info, err := c.Store().Inspect(ctx, key); err == nil && info.Locked {
+	if info, err := c.Inspect(ctx, key); err == nil && info.Locked {
 		held.Token, held.Remaining = info.Token, info.Remaining
 	}
 	return held

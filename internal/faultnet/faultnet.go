@@ -1,4 +1,10 @@
-package transport
+// Package faultnet is a fault table for tests that run several raftlock
+// nodes (or transports) in one process: it cuts, drops or delays the
+// traffic from one to another, which a single loopback interface cannot do
+// otherwise (every peer is 127.0.0.1). It plugs into the transport's dial and
+// listen hooks (transport.Config.Dial and Listen, cluster.Config.TransportDial
+// and TransportListen); production code never imports it.
+package faultnet
 
 import (
 	"context"
@@ -6,15 +12,14 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// Faults is a fault table for tests that run several transports in one
-// process: it cuts, drops or delays the traffic from one transport to
-// another, which a single loopback interface cannot do otherwise (every
-// peer is 127.0.0.1). Set the same *Faults as Config.Faults of every
-// transport that takes part; leave it nil in production. Transports are
-// named by their advertised address, Addr().String().
+// Faults is a fault table. Give each transport that takes part its own
+// Endpoint of one shared table, as its dial and listen hooks. Transports are
+// named by their listening address (which must be the address peers dial,
+// as with a BindAddr of 127.0.0.1:port and no AdvertiseAddr).
 //
 // Cut and Drop work on the byte streams, in one direction: afterwards no
 // byte that a sends reaches b, on any connection, raft's or the RPC's,
@@ -36,9 +41,9 @@ import (
 // A delay holds every write from a to b for the given time before it goes
 // out, on connections open now and later, keeping the bytes in order.
 //
-// The accepting transport learns who dialled it from the table (the dialler
+// The accepting side learns who dialled it from the table (the dialler
 // records its connection's local address), so this works only between
-// transports sharing one *Faults. All methods are safe for concurrent use.
+// endpoints of one *Faults. All methods are safe for concurrent use.
 type Faults struct {
 	mu      sync.Mutex // protects the fields below
 	links   map[faultLink]linkFault
@@ -56,8 +61,8 @@ type linkFault struct {
 	delay time.Duration
 }
 
-// errCut is the error of I/O across a cut link.
-var errCut = errors.New("transport: link cut by the fault table")
+// ErrCut is the error of a dial, read or write across a cut link.
+var ErrCut = errors.New("faultnet: link cut by the fault table")
 
 // NewFaults returns an empty fault table: nothing cut, nothing delayed.
 func NewFaults() *Faults {
@@ -165,7 +170,7 @@ func (f *Faults) checkDial(ctx context.Context, self, addr string) error {
 		l := f.link(self, addr)
 		switch {
 		case l.cut:
-			return fmt.Errorf("dial %s: %w", addr, errCut)
+			return fmt.Errorf("dial %s: %w", addr, ErrCut)
 		case !l.drop:
 			return nil
 		}
@@ -188,9 +193,11 @@ func (f *Faults) dialled(nc net.Conn, self, addr string) net.Conn {
 	return c
 }
 
-// accepted wraps a connection self accepted, when its dialler is a
-// transport of this table. It reports false, having closed nc, when the
-// dialler's bytes may not reach self.
+// accepted wraps a connection self accepted, when its dialler is an
+// endpoint of this table. It reports false, having closed nc, when the
+// dialler's bytes may not reach self. Call it once the dialler has written
+// (its first byte has been read): by then the dialler has told the table who
+// it is.
 func (f *Faults) accepted(nc net.Conn, self string) (net.Conn, bool) {
 	f.mu.Lock()
 	peer, known := f.dialers[nc.RemoteAddr().String()]
@@ -209,6 +216,109 @@ func (f *Faults) accepted(nc net.Conn, self string) (net.Conn, bool) {
 	return c, true
 }
 
+// Endpoint is one transport's place in a table: its Dial and Listen are the
+// transport's hooks. Make one per transport with Faults.Endpoint.
+type Endpoint struct {
+	f    *Faults
+	self atomic.Pointer[string] // the listening address, once Listen ran
+}
+
+// Endpoint returns a new endpoint of the table, named by the address its
+// Listen binds.
+func (f *Faults) Endpoint() *Endpoint { return &Endpoint{f: f} }
+
+// Listen listens as net.Listen does; the connections it accepts consult the
+// table.
+func (e *Endpoint) Listen(network, addr string) (net.Listener, error) {
+	ln, err := net.Listen(network, addr)
+	if err != nil {
+		return nil, err
+	}
+	self := ln.Addr().String()
+	e.self.Store(&self)
+	return &listener{Listener: ln, f: e.f, self: self}, nil
+}
+
+// Dial dials as net.Dialer.DialContext does, unless the link from this
+// endpoint to addr is cut (it fails) or dropped (it waits until ctx ends or
+// the link heals); the connection it returns consults the table. Call it
+// after Listen, which names the endpoint.
+func (e *Endpoint) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	selfp := e.self.Load()
+	if selfp == nil {
+		return nil, errors.New("faultnet: Endpoint.Dial called before Listen named the endpoint")
+	}
+	self := *selfp
+	if err := e.f.checkDial(ctx, self, addr); err != nil {
+		return nil, err
+	}
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return e.f.dialled(nc, self, addr), nil
+}
+
+type listener struct {
+	net.Listener
+	f    *Faults
+	self string
+}
+
+func (l *listener) Accept() (net.Conn, error) {
+	nc, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &acceptedConn{Conn: nc, f: l.f, self: l.self}, nil
+}
+
+// acceptedConn is an accepted connection until its first read, which tells
+// who dialled it (see accepted); from then on it is a faultConn, or the
+// plain connection when the dialler is not on the table.
+type acceptedConn struct {
+	net.Conn
+	f    *Faults
+	self string
+
+	once  sync.Once
+	inner atomic.Pointer[net.Conn] // set by the first read
+}
+
+func (c *acceptedConn) conn() net.Conn {
+	if p := c.inner.Load(); p != nil {
+		return *p
+	}
+	return c.Conn
+}
+
+func (c *acceptedConn) Read(p []byte) (int, error) {
+	if inner := c.inner.Load(); inner != nil {
+		return (*inner).Read(p)
+	}
+	n, err := c.Conn.Read(p)
+	if n == 0 {
+		return n, err
+	}
+	refused := false
+	c.once.Do(func() {
+		nc, ok := c.f.accepted(c.Conn, c.self)
+		if !ok {
+			refused = true
+			return
+		}
+		c.inner.Store(&nc)
+	})
+	if refused {
+		return 0, fmt.Errorf("accept from %s: %w", c.Conn.RemoteAddr(), ErrCut)
+	}
+	return n, err
+}
+
+func (c *acceptedConn) Write(p []byte) (int, error) { return c.conn().Write(p) }
+func (c *acceptedConn) Close() error                { return c.conn().Close() }
+
 // faultConn is a connection between two transports of a fault table; it
 // consults the table on every read and write.
 type faultConn struct {
@@ -225,7 +335,7 @@ func (c *faultConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 && c.f.link(c.remote, c.local).cut {
 		c.Close()
-		return 0, fmt.Errorf("read from %s: %w", c.remote, errCut)
+		return 0, fmt.Errorf("read from %s: %w", c.remote, ErrCut)
 	}
 	return n, err
 }
@@ -249,7 +359,7 @@ func (c *faultConn) Write(p []byte) (int, error) {
 	switch {
 	case l.cut:
 		c.Close()
-		return 0, fmt.Errorf("write to %s: %w", c.remote, errCut)
+		return 0, fmt.Errorf("write to %s: %w", c.remote, ErrCut)
 	case l.drop:
 		select {
 		case <-c.closed:
