@@ -204,6 +204,23 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 
+	if !existing && cfg.Bootstrap {
+		// Written to the stores before raft starts, not through a running
+		// raft: peers started earlier from the same Peers may already have
+		// elected a leader, whose first append would otherwise reach this
+		// node before its bootstrap and make it fail ("only works on new
+		// clusters").
+		servers := []raft.Server{{ID: rc.LocalID, Address: netTrans.LocalAddr()}}
+		for _, p := range cfg.Peers {
+			if p.ID != cfg.NodeID {
+				servers = append(servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
+			}
+		}
+		if err := raft.BootstrapCluster(rc, logs, store, snaps, netTrans, raft.Configuration{Servers: servers}); err != nil {
+			return nil, fmt.Errorf("cluster: bootstrap: %w", err)
+		}
+	}
+
 	r, err := raft.NewRaft(rc, n.sm, logs, store, snaps, netTrans)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: starting raft: %w", err)
@@ -214,17 +231,6 @@ func New(cfg Config) (*Node, error) {
 	if existing && cfg.Bootstrap {
 		if future := r.GetConfiguration(); future.Error() == nil {
 			n.noteIgnoredBootstrap(future.Configuration())
-		}
-	}
-	if !existing && cfg.Bootstrap {
-		servers := []raft.Server{{ID: rc.LocalID, Address: netTrans.LocalAddr()}}
-		for _, p := range cfg.Peers {
-			if p.ID != cfg.NodeID {
-				servers = append(servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
-			}
-		}
-		if err := r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
-			return nil, fmt.Errorf("cluster: bootstrap: %w", err)
 		}
 	}
 
