@@ -260,15 +260,11 @@ func (n *Node) waitOutcome(ctx context.Context, req lock.AcquireRequest, sent, a
 	return lock.Lease{}, fmt.Errorf("cluster: waiting acquire answered %v", ans.status)
 }
 
-// grantedTTL is the term of the lease a waiting acquire was answered with.
-// A grant at once answers the lease left at its stamp: exactly req.TTL for
-// a new grant, what the holder's lease had left for a repeat by the holder.
-// A hand-off answers at least req.TTL. So less than req.TTL is a repeat's
-// lease left; otherwise the answer cannot tell a hand-off (term req.TTL)
-// from a repeat with more left, and says req.TTL (lock.Lease.TTL).
+// grantedTTL is the lease's term the leader answered (see waitAnswer.ttl);
+// req.TTL if it said none.
 func grantedTTL(req lock.AcquireRequest, ans waitAnswer) time.Duration {
-	if ans.remaining < req.TTL {
-		return ans.remaining
+	if ans.ttl > 0 {
+		return ans.ttl
 	}
 	return req.TTL
 }
@@ -332,7 +328,7 @@ func (n *Node) waitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Command,
 			n.withdrawAtLeader(t, cmd, w)
 			return waitAnswer{}, ctx.Err()
 		}
-		return waitAnswer{status: fsm.StatusGranted, token: res.Token, remaining: remaining(res)}, nil
+		return waitAnswer{status: fsm.StatusGranted, token: res.Token, remaining: remaining(res), ttl: remaining(res)}, nil
 	case fsm.StatusHeld, fsm.StatusQueueFull:
 		return waitAnswer{status: res.Status, token: res.Token, remaining: remaining(res), waiters: res.Waiters}, nil
 	case fsm.StatusQueued:
@@ -367,7 +363,7 @@ func (n *Node) waitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Command,
 			// This grant was applied after the acquire queued, so after the
 			// request arrived: the TTL counted from arrival never overstates
 			// either, and may be the larger after a long park.
-			return waitAnswer{status: fsm.StatusGranted, token: ev.Token, remaining: max(left, cmd.TTL)}, nil
+			return waitAnswer{status: fsm.StatusGranted, token: ev.Token, remaining: max(left, cmd.TTL), ttl: cmd.TTL}, nil
 		case <-t.stop:
 			// Still queued (or granted) in the log: the caller sends the
 			// acquire again to the next leader, which is idempotent.

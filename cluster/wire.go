@@ -26,7 +26,7 @@ import (
 //	reply: version | code | kind | body
 //	  codeOK, kindCommand: status | uvarint token | varint expiresAt | varint now | uvarint waiters
 //	  codeOK, kindRead:    flags (1 held, 2 held by the asking owner) | uvarint token | varint remaining | uvarint waiters
-//	  codeOK, kindWaitAcquire: status | uvarint token | varint remaining | uvarint waiters;
+//	  codeOK, kindWaitAcquire: status | uvarint token | varint remaining | uvarint waiters | varint ttl;
 //	                       remaining counts from when the request reached the leader
 //	  codeOK, kindJoin/kindJoinEmpty/kindRemove: empty
 //	  codeOK, kindInfo:    string id | string API address (may be empty)
@@ -146,6 +146,10 @@ type waitAnswer struct {
 	token     uint64
 	remaining time.Duration
 	waiters   int
+	// ttl, for a grant, is the lease's term: the TTL asked, for a new grant
+	// or a hand-off; what the lease had left at its stamp, for a repeat by
+	// the holder (lock.Lease.TTL).
+	ttl time.Duration
 }
 
 // listPage is one kindList answer: held keys in byte order, never their
@@ -281,6 +285,7 @@ func (r reply) appendBinary(b []byte) []byte {
 			b = binary.AppendUvarint(b, r.wait.token)
 			b = binary.AppendVarint(b, int64(r.wait.remaining))
 			b = binary.AppendUvarint(b, uint64(max(r.wait.waiters, 0)))
+			b = binary.AppendVarint(b, int64(r.wait.ttl))
 		case kindRead:
 			var flags byte
 			if r.read.held {
@@ -344,6 +349,7 @@ func decodeReply(b []byte) (reply, error) {
 			r.wait.token = d.uvarint()
 			r.wait.remaining = time.Duration(d.varint())
 			r.wait.waiters = d.count()
+			r.wait.ttl = time.Duration(d.varint())
 		case kindRead:
 			flags := d.byte()
 			if flags&^3 != 0 {

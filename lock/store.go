@@ -65,10 +65,8 @@ type Lease struct {
 	// new grant and for an extend. An Acquire by the owner that already
 	// holds the key changes nothing (see Store.Acquire), so its TTL is what
 	// the existing lease had left when the store took the call, not the
-	// TTL asked; a cluster node answering such a repeat that also asked to
-	// wait cannot tell it from a hand-off when the lease had more left
-	// than the TTL asked, and then reports the TTL asked. Zero: the store
-	// does not say; Remaining is what counts in any case.
+	// TTL asked. Zero: the store does not say; Remaining is what counts in
+	// any case.
 	TTL time.Duration
 }
 
