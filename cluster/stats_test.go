@@ -26,7 +26,10 @@ func TestStatsDescribeMembersAndLockActivity(t *testing.T) {
 			assert.Equal(t, m.ID == leader.ID(), m.Leader, "node %s on %s", n.ID(), m.ID)
 		}
 		assert.Positive(t, st.LeaderChanges, "node %s saw a leader elected", n.ID())
-		assert.Positive(t, st.Apply.Count, "node %s applied entries", n.ID())
+		// A follower applies the leader's first entry (new-term) once it
+		// hears of its commit, on the next append.
+		require.Eventually(t, func() bool { return n.Stats().Apply.Count > 0 }, patience, 2*time.Millisecond,
+			"node %s applies entries", n.ID())
 	}
 
 	base := map[string]Stats{}
