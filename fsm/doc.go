@@ -37,7 +37,7 @@
 // counts them in constant time. The memory store never starts a term: its
 // waiters stay in epoch 0 and behave as before.
 //
-// # Decisions where DESIGN.md is silent
+// # Semantic decisions
 //
 //   - Acquire by the live holder is idempotent: StatusGranted with the same
 //     token and the same ExpiresAt; the lease is not lengthened (use extend).

@@ -35,8 +35,7 @@
 //
 // # Semantics
 //
-// These follow what etcd, Consul and Redis lock users expect; DESIGN.md leaves
-// them to this package.
+// These follow what etcd, Consul and Redis lock users expect.
 //
 //   - A lock always expires. There is no hold-forever mode: a holder that
 //     crashes blocks others for at most its TTL. Pick a TTL comfortably longer
