@@ -55,7 +55,7 @@ import (
 //     readings on the same node means anything; its origin may be anything
 //     and differ between nodes.
 //
-// The log clock (see doc.go) is the leader's elapsed Monotonic time added to
+// The log clock (see above) is the leader's elapsed Monotonic time added to
 // the state machine's log time, so a wall clock that steps, or a new leader
 // whose wall clock is an hour ahead of the old one, can neither end a lease
 // early nor shorten a reported remaining time. Tests inject a Clock to show

@@ -61,6 +61,14 @@ import (
 // state machine is the lock table, and a lock.Store that any goroutine may
 // use. Create it with New; stop it with Close (or Leave, which also takes it
 // out of the cluster).
+//
+// Every method is safe for concurrent use. A lock call (Acquire, Release,
+// Extend, Inspect, List) is retried across leader changes within its ctx and
+// Config.RequestTimeout, and returns its answer or an error: ctx's error,
+// lock.ErrUnavailable (no leader for Config.LeaderWait, or no quorum),
+// lock.ErrClosed (the node closed), or an input error of package lock. An
+// error that also matches lock.ErrUnknownOutcome means the command may have
+// taken effect; repeating it with the same owner is safe.
 type Node struct {
 	cfg   Config
 	log   hclog.Logger
@@ -116,7 +124,16 @@ var (
 // raft, and then either bootstraps a new cluster, joins a running one, or —
 // when the data directory already holds raft state — simply rejoins with
 // every lock and waiter it had. With Join it returns once a member added it
-// (bounded by RequestTimeout); it does not wait for a leader otherwise.
+// (bounded by RequestTimeout); it does not wait for a leader otherwise (see
+// Ready).
+//
+// A member restarted with the Config it was first started with (Bootstrap,
+// Bootstrap with Peers, or Join) is the same member: it never bootstraps
+// over existing state, and asks in the background to be added again, which
+// for a member is a no-op. New refuses to start, saying why, on a Config
+// error (ErrInvalidConfig), a DataDir of another node (ErrWrongNode) or
+// cluster (ErrWrongCluster), or a raft log that lost entries it had stored
+// (ErrLogDamaged).
 func New(cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err

@@ -178,7 +178,7 @@ func (s *stateMachine) noteStampLocked(term uint64) {
 // after term, runs no faster than that of any earlier leader that granted
 // a lease. So a lease keeps counting down while no leader stamps. Without a
 // measurement the clock starts at the log time and stands still over the
-// outage. See doc.go, "The log clock".
+// outage. See "The log clock" in logclock.go.
 func (s *stateMachine) clockBase(mono time.Duration) time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -38,7 +38,16 @@ import (
 // Acquire implements lock.Store. An immediate answer (Wait 0) comes from
 // the leader (forwarded when this node follows). A waiting acquire is one
 // request parked at the leader until the grant or the end of the wait (see
-// acquireWaiting and "Waiting" in doc.go).
+// acquireWaiting and "Waiting" in waiting.go); it is bounded by its wait and
+// ctx, not by Config.RequestTimeout. After a leader change it is sent again
+// with the same owner and the wait left, which keeps its place in the queue.
+// A caller that goes away while queued (ctx ends, connection or node dies)
+// is withdrawn by the leader, and a grant applied meanwhile is released, so
+// no lock is handed to nobody; if that withdrawal cannot be confirmed, the
+// error also matches lock.ErrUnknownOutcome. When no leader answers before
+// the wait ends, Acquire gives up two election timeouts after it and
+// returns a *lock.HeldError (or lock.ErrUnavailable if it cannot read the
+// holder either).
 func (n *Node) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease, error) {
 	sent := n.clock.Monotonic()
 	if err := req.Validate(); err != nil {

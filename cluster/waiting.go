@@ -70,7 +70,7 @@ import (
 // off by a partition, rather than dead, keeps its connection open until TCP
 // gives up on it (keepalives), so its waiter may be granted meanwhile.
 
-// Waiting is parked at the leader; see "Waiting" in doc.go. The caller's
+// Waiting is parked at the leader; see "Waiting" above. The caller's
 // side is acquireWaiting (one request at a time to whoever leads, sent
 // again after a leader change), the leader's is waitAtLeader, and a new
 // term's claims are startEpoch and dropUnclaimedAfterGrace.
