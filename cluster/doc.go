@@ -53,5 +53,5 @@
 // (membership), statemachine.go (the raft FSM adapter), logclock.go (the
 // log clock), forward.go (forwarding and retries), leader.go (proposal
 // batching), waiting.go (waiting at the leader), store.go (reads) and
-// peers.go (what Stats shows).
+// peers.go (how members learn each other's API addresses).
 package cluster

@@ -417,7 +417,10 @@ func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 
 // Stats describes a node for status pages and metrics. Counters are this
 // node's own, cumulative since New (not replicated, so they differ between
-// nodes), and include entries replayed from the log at start-up.
+// nodes), and include entries replayed from the log at start-up; Handoffs
+// and Expired do not count what a snapshot installed from the leader
+// skipped. Keys and Waiters are counted by the state machine as it goes,
+// without a walk.
 type Stats struct {
 	ID, Addr     string
 	State        string // raft state: Follower, Candidate, Leader or Shutdown
@@ -477,7 +480,8 @@ const (
 	SuffrageNonvoter = "nonvoter"
 )
 
-// Timing is a cumulative count of events and their total duration.
+// Timing is a cumulative count of events and their total duration, as a
+// Prometheus summary without quantiles.
 type Timing struct {
 	Count uint64
 	Total time.Duration

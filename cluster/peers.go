@@ -6,32 +6,10 @@ import (
 	"time"
 )
 
-// Visibility.
-//
-// ID, Addr, Leader, State, IsLeader, Servers and Stats describe the node for
-// the HTTP API and metrics (package api's NodeStatus maps Stats to them).
-// Stats reads local state only and never waits for raft or the network:
-//   - the raft configuration's members with their suffrage (voter,
-//     nonvoter) and their APIAddr: each member's Config.APIAddr, which
-//     members tell each other directly (a small RPC, asked when a member
-//     appears or changes address and every 30s, carrying the asker's own
-//     address, so a restarted node is known at once). There is no gossip
-//     layer (such as memberlist): joins are by address and health comes
-//     from raft's heartbeats, so this exchange is what lets a client given
-//     one node find the others;
-//   - raft's indexes and term, and LeaderChanges: every change of
-//     leader raft reported to this node, to another node or to none;
-//   - the lock table: keys held and callers queued over all keys (counted by
-//     the machine without a walk), and Handoffs and Expired: how many grants
-//     to a queued waiter and how many lease ends this node's state machine
-//     applied. These are per-node counters, not replicated state: they start
-//     at zero with the process, include log entries replayed at start-up,
-//     and do not count what a snapshot installed from the leader skipped;
-//   - Commit: on the leader, each raft entry it proposed, from raft.Apply
-//     until raft answered (replication, the quorum's fsync, and the
-//     leader's own apply); Apply: each batch of entries the state machine
-//     applied. Both are a cumulative count and total, as a Prometheus
-//     summary without quantiles.
+// Why members tell each other their API addresses. There is no gossip
+// layer (such as memberlist): joins are by raft address and health comes
+// from raft's heartbeats, so the exchange below is what lets a client given
+// one node find the others (Stats().Members[i].APIAddr).
 
 // Every member learns the others' API addresses (Config.APIAddr) by asking
 // each one directly (kindInfo), so that Stats().Members can tell a client
