@@ -44,18 +44,6 @@ import (
 // appends the change), so a node that still finds itself a member asks too,
 // which for a member is a no-op. The request does not hold New up, since
 // after a full-cluster restart no leader exists until enough members are back.
-//
-// Close stops the node without leaving: other members count it as down until
-// it returns. This is what a stop should be (the agent's SIGINT/SIGTERM, as
-// Consul's servers do): stopping every member and starting them again loses
-// nothing and shrinks nothing. Leave is the explicit, permanent exit (the
-// agent's `raftlock leave` and -leave-on-terminate): a leader first transfers
-// leadership, then the leader removes the node from the configuration, then
-// it closes. Only a leader can remove a member, so Leave fails with
-// lock.ErrUnavailable once no leader has been known for a few election
-// timeouts, leaving the node open and a member, instead of holding a
-// stopping process for its whole context. Calls blocked in a closing node
-// return lock.ErrClosed.
 
 // Node is one member of a raftlock cluster: a raft peer whose replicated
 // state machine is the lock table, and a lock.Store that any goroutine may
@@ -361,6 +349,12 @@ func (n *Node) pokeExpiryTimer() {
 // every goroutine of the node. Calls blocked in it (a waiting Acquire, a
 // command in flight) return lock.ErrClosed. The data directory keeps the
 // node's state for a restart. Close is idempotent.
+//
+// Other members count a closed node as down until it returns. This is what
+// a stop should be (the agent's SIGINT/SIGTERM, as Consul's servers do):
+// stopping every member and starting them again loses nothing and shrinks
+// nothing. Leave is the explicit, permanent exit (the agent's `raftlock
+// leave` and -leave-on-terminate).
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		close(n.closing)
