@@ -452,7 +452,7 @@ type Stats struct {
 	// Freeze times, per snapshot, how long the copy of the lock state held
 	// the state machine's lock, summed over its chunks of at most 4096 keys
 	// (the encoding and the write happen beside applies): an apply waits for
-	// one chunk at most, a fraction of a millisecond.
+	// one chunk at most.
 	Freeze Timing
 
 	Raft map[string]string // raft's own statistics, for people to read
