@@ -34,7 +34,9 @@ type Config struct {
 	// LogStore chooses the raft log's format on a fresh DataDir: LogStoreWAL
 	// (the default when empty) or LogStoreBoltDB. On a DataDir that already
 	// holds a log, empty means that log's format, and naming the other one
-	// is an error: the node would start with an empty log.
+	// is an error: the node would start with an empty log. To move a member
+	// to the other format, Leave, remove its DataDir, and start it again
+	// with Join and the new LogStore: it is added again and sent a snapshot.
 	LogStore LogStore
 	// WALSegmentSize is the size in bytes of the WAL's segment files, each
 	// preallocated when created; 0 means 64 MiB. The WAL drops compacted
@@ -61,7 +63,8 @@ type Config struct {
 	Join []string
 
 	// Raft timings; see raft.Config. Shorter timeouts mean a dead leader is
-	// replaced sooner (leases count down meanwhile; see doc.go).
+	// replaced sooner (leases keep counting down meanwhile, on the new
+	// leader's log clock).
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration

@@ -13,6 +13,55 @@ import (
 	"github.com/raftlock/raftlock/transport"
 )
 
+// Commands, forwarding and retries.
+//
+// A command on the leader joins the term's proposal queue. A command on a
+// follower is sent over transport.Call to the leader, which stamps, proposes
+// and answers with the fsm.Result. The RPC's messages are this package's own
+// compact binary encoding with a version byte (wire.go); decoding garbage
+// gives an error, never a panic, and a leader answers a malformed or
+// forbidden request (a tick, a stamped command) with a bad-request reply.
+// A new kind of request (the list, added after the first) keeps the version:
+// a leader that does not know it answers bad request, and every other kind
+// keeps working, so a cluster can be upgraded one node at a time. The one
+// exception is claims (see waiting.go): a node from before them cannot read
+// the new-term and drop-unclaimed log entries or a version 2 snapshot, and
+// would grant waiters the others skip, so across that change every member
+// is stopped, upgraded and started again together.
+//
+// A command is retried across leader changes within the caller's context and
+// Config.RequestTimeout:
+//   - rejected before it could take effect (no leader known, not the leader,
+//     transport.ErrNotSent, raft.ErrNotLeader): retried at once against the
+//     leader a member names, or as soon as raft reports a leader change (a
+//     short, growing pause of 5–100ms is the fallback);
+//   - outcome unknown (raft.ErrLeadershipLost or the leader shutting down
+//     after proposing, transport.ErrConnLost): retried the same way with the
+//     same owner, which the state machine makes idempotent;
+//   - still waiting for the leader's answer when raft here reports another
+//     leader (one that froze stops sending heartbeats and is replaced): the
+//     call is cancelled, so the transport drops an answer that comes later,
+//     and the command goes to the new leader at once, as an unknown outcome
+//     — not after RequestTimeout. The old leader cannot commit it any more:
+//     a later term has begun. While raft here knows no leader at all, the
+//     call goes on (a leader that comes back still answers it) for up to
+//     Config.LeaderWait.
+//
+// While no leader is known the call waits for one at most Config.LeaderWait
+// (four election timeouts by default; a waiting acquire at least its wait),
+// then gets lock.ErrUnavailable saying there is no leader. When retries run
+// out otherwise the caller gets lock.ErrUnavailable (no quorum), or ctx's
+// error when its ctx ended (also matching ErrUnavailable if the last attempt
+// found no leader) — within its context, never a hang. If
+// any attempt's outcome was unknown, the error also matches
+// lock.ErrUnknownOutcome: retrying with the same owner is safe.
+//
+// Release after an unknown outcome: if the retry finds the owner no longer
+// holding the key, Release reports true — the first attempt most likely
+// released it, and a release is idempotent, as an etcd or Consul unlock is.
+// Whether the lease had already run out just before cannot be known then;
+// the holder's own deadline (lock.Lock.Remaining) tells it.
+
 // Retry pacing when no leader change is signalled: a leader that is known
 // but does not answer (it is dying, or its term is not ready yet) is asked
 // again after a short, growing pause. Normally a retry waits for raft to

@@ -16,6 +16,30 @@ import (
 	"sync"
 )
 
+// Whose data dir: the identity file.
+//
+// DataDir/identity.json records the node's ID and its cluster's ID, written
+// atomically (a temporary file, fsync, rename, fsync of the directory)
+// before raft writes anything under that name. New refuses a data dir whose
+// file names another node (ErrWrongNode, also ErrInvalidConfig): the
+// directory holds that node's log and vote, and a node started on it under
+// another name would be replicated to, and counted in commits, as the old
+// one. A bootstrap names a new cluster: 128 random bits alone; with Peers,
+// which nodes cannot agree on before they talk, a hash of the Peers list
+// (IDs and addresses), as etcd derives its cluster ID from its initial
+// members, so the same Peers make the same ID. A node that joins first asks
+// the member it asks to add it for that member's IDs (kindIdentity, which
+// any member answers), refuses itself if both know their clusters and they
+// differ (ErrWrongCluster; New fails on a fresh data dir, the background
+// rejoin of an existing one stops and says why in the log; the member logs
+// it too), and records the cluster ID once added. The authority is thus each
+// member's own file, equal across a cluster because every member got it at
+// bootstrap or from a member that added it; it is not replicated in the
+// log. A data dir from a version without the file (raft state, no file) is
+// not refused: the configured NodeID is adopted and recorded, and the
+// cluster ID is learned at the node's next join. A cluster made by such a
+// version has no cluster ID: its members are checked by node ID only.
+
 // identityFileName is the file in DataDir that says whose the directory is:
 // the node's ID and its cluster's ID.
 const identityFileName = "identity.json"

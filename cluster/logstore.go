@@ -20,6 +20,38 @@ import (
 	"github.com/hashicorp/raft-wal/types"
 )
 
+// The log on disk.
+//
+// The default log store is hashicorp/raft-wal rather than raft-boltdb/v2
+// (Config.LogStore), a decision made on measurements. hashicorp/raft writes a
+// new entry to the leader's log before it replicates it, so a commit waits
+// for two log writes in turn (leader, then a follower) and the cost of one
+// write is most of a lock operation's latency. BoltDB pays two fdatasyncs
+// and B+tree page rewrites per write; the WAL appends to a preallocated
+// segment with one fdatasync, which halved a lock operation's latency and
+// doubled throughput (README, "Performance", has the figures). Both fsync every
+// write before raft counts it, so the safety argument is unchanged.
+// LogStoreBoltDB stays available, and a DataDir keeps the format it was
+// created with (naming the other one is a config error rather than an empty
+// log). The WAL preallocates 64 MiB segment files (Config.WALSegmentSize).
+// To move a member to the other format, take it out and bring it back
+// empty: Leave (`raftlock leave` for an agent), remove its DataDir, start it
+// with Join and the new LogStore; it is added again and sent a snapshot.
+// Wiping a member without leaving first would erase its vote in the current
+// term, which it could then cast twice, and the entries it had helped
+// commit: so when a node with an empty DataDir joins under the ID of a
+// member, the leader removes that member and adds the node again as a new
+// server (committing the removal needs the others to hold the whole log).
+//
+// A log that lost or corrupted entries it had stored makes New fail with
+// ErrLogDamaged, naming the file and what to do: a mark file in DataDir
+// (log-mark) records how far the log reached, written after each write of
+// the log returned and lowered before raft deletes entries; the CRC of every
+// committed WAL batch is checked at start (walcheck.go says what raft-wal
+// recovers by itself and what it does not). A write that fails (a full
+// disk) is retried in place; the WAL is opened again from disk when raft-wal
+// cannot append after one, and Stats.LogFault says why while it lasts.
+
 // LogStore names the on-disk format of a node's raft log and stable store
 // (its term and vote). Both fsync every write before raft counts it.
 type LogStore string

@@ -19,10 +19,44 @@ import (
 	"github.com/raftlock/raftlock/transport"
 )
 
+// Starting, restarting, stopping.
+//
+// New (there is no separate Open) listens on one TCP port (package
+// transport carries raft and the forwarding RPC on it), opens the raft log and
+// stable store (fsync on every write; a 512-entry cache in front) and the
+// file snapshot store in DataDir, and starts raft. On a fresh DataDir it must
+// be told to Bootstrap a new cluster (alone or with Peers) or to Join running
+// members; both, or neither, is a config error. On a DataDir with raft state it does neither: it comes back with every
+// lock, waiter and the token counter from its snapshot and log (a waiter is
+// granted only once its caller claims it again; see waiting.go), and never
+// bootstraps over existing state. So a member restarted with the same Config
+// it was first started with (Bootstrap, Bootstrap with Peers, or Join) is the
+// same member.
+//
+// On existing state New also asks, in the background, to be added again:
+// the other servers of the latest configuration it knows, then Join, then
+// Peers, in turn and with backoff until one says yes (through the leader)
+// or the node closes. A node that left or was removed is not in the leader's
+// configuration and would otherwise wait forever for a leader that never
+// contacts it; after every member of a cluster left in turn, the last one
+// would lead alone with the others orphaned. Its own configuration may not
+// show its removal (the leader stops replicating to a removed server once it
+// appends the change), so a node that still finds itself a member asks too,
+// which for a member is a no-op. The request does not hold New up, since
+// after a full-cluster restart no leader exists until enough members are back.
+
 // Node is one member of a raftlock cluster: a raft peer whose replicated
 // state machine is the lock table, and a lock.Store that any goroutine may
 // use. Create it with New; stop it with Close (or Leave, which also takes it
 // out of the cluster).
+//
+// Every method is safe for concurrent use. A lock call (Acquire, Release,
+// Extend, Inspect, List) is retried across leader changes within its ctx and
+// Config.RequestTimeout, and returns its answer or an error: ctx's error,
+// lock.ErrUnavailable (no leader for Config.LeaderWait, or no quorum),
+// lock.ErrClosed (the node closed), or an input error of package lock. An
+// error that also matches lock.ErrUnknownOutcome means the command may have
+// taken effect; repeating it with the same owner is safe.
 type Node struct {
 	cfg   Config
 	log   hclog.Logger
@@ -78,7 +112,16 @@ var (
 // raft, and then either bootstraps a new cluster, joins a running one, or —
 // when the data directory already holds raft state — simply rejoins with
 // every lock and waiter it had. With Join it returns once a member added it
-// (bounded by RequestTimeout); it does not wait for a leader otherwise.
+// (bounded by RequestTimeout); it does not wait for a leader otherwise (see
+// Ready).
+//
+// A member restarted with the Config it was first started with (Bootstrap,
+// Bootstrap with Peers, or Join) is the same member: it never bootstraps
+// over existing state, and asks in the background to be added again, which
+// for a member is a no-op. New refuses to start, saying why, on a Config
+// error (ErrInvalidConfig), a DataDir of another node (ErrWrongNode) or
+// cluster (ErrWrongCluster), or a raft log that lost entries it had stored
+// (ErrLogDamaged).
 func New(cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -306,6 +349,12 @@ func (n *Node) pokeExpiryTimer() {
 // every goroutine of the node. Calls blocked in it (a waiting Acquire, a
 // command in flight) return lock.ErrClosed. The data directory keeps the
 // node's state for a restart. Close is idempotent.
+//
+// Other members count a closed node as down until it returns. This is what
+// a stop should be (the agent's SIGINT/SIGTERM, as Consul's servers do):
+// stopping every member and starting them again loses nothing and shrinks
+// nothing. Leave is the explicit, permanent exit (the agent's `raftlock
+// leave` and -leave-on-terminate).
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		close(n.closing)
@@ -362,7 +411,10 @@ func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 
 // Stats describes a node for status pages and metrics. Counters are this
 // node's own, cumulative since New (not replicated, so they differ between
-// nodes), and include entries replayed from the log at start-up.
+// nodes), and include entries replayed from the log at start-up; Handoffs
+// and Expired do not count what a snapshot installed from the leader
+// skipped. Keys and Waiters are counted by the state machine as it goes,
+// without a walk.
 type Stats struct {
 	ID, Addr     string
 	State        string // raft state: Follower, Candidate, Leader or Shutdown
@@ -400,7 +452,7 @@ type Stats struct {
 	// Freeze times, per snapshot, how long the copy of the lock state held
 	// the state machine's lock, summed over its chunks of at most 4096 keys
 	// (the encoding and the write happen beside applies): an apply waits for
-	// one chunk at most, a fraction of a millisecond.
+	// one chunk at most.
 	Freeze Timing
 
 	Raft map[string]string // raft's own statistics, for people to read
@@ -422,7 +474,8 @@ const (
 	SuffrageNonvoter = "nonvoter"
 )
 
-// Timing is a cumulative count of events and their total duration.
+// Timing is a cumulative count of events and their total duration, as a
+// Prometheus summary without quantiles.
 type Timing struct {
 	Count uint64
 	Total time.Duration

@@ -6,6 +6,11 @@ import (
 	"time"
 )
 
+// Why members tell each other their API addresses. There is no gossip
+// layer (such as memberlist): joins are by raft address and health comes
+// from raft's heartbeats, so the exchange below is what lets a client given
+// one node find the others (Stats().Members[i].APIAddr).
+
 // Every member learns the others' API addresses (Config.APIAddr) by asking
 // each one directly (kindInfo), so that Stats().Members can tell a client
 // given one node where the others serve. The question carries the asker's

@@ -16,6 +16,24 @@ import (
 	"github.com/raftlock/raftlock/lock"
 )
 
+// The state machine adapter.
+//
+// One raft LogCommand entry carries one fsm batch (fsm.AppendBatch). The
+// adapter is a raft.BatchingFSM: ApplyBatch applies each entry's commands in
+// order and answers each entry with its []fsm.Result; configuration entries
+// only advance the applied index, and raft's no-op and barrier entries never
+// reach it. A mutex serializes the machine between raft's FSM goroutine and
+// the node's reads. Snapshot only starts an fsm.Freezer under that mutex;
+// Persist copies 4096 keys per hold of it and encodes and writes each chunk
+// outside it, so an apply waits for one chunk at most, however large the
+// state (Stats.Freeze sums the holds). A snapshot is a version byte, the
+// applied index, and the bytes fsm.Machine.Snapshot would have given when it
+// started.
+//
+// The machine's events (a queued owner granted on hand-off, dropped at its
+// wait deadline, or dropped unclaimed) go to the leader's registry of
+// waiting acquires parked at it; followers keep none.
+
 // stateMachine adapts fsm.Machine to raft: one raft log entry of type
 // LogCommand carries one fsm batch (fsm.AppendBatch), and applying it answers
 // the proposer with one fsm.Result per command, in order.
@@ -160,7 +178,7 @@ func (s *stateMachine) noteStampLocked(term uint64) {
 // after term, runs no faster than that of any earlier leader that granted
 // a lease. So a lease keeps counting down while no leader stamps. Without a
 // measurement the clock starts at the log time and stands still over the
-// outage. See doc.go, "The log clock".
+// outage. See "The log clock" in logclock.go.
 func (s *stateMachine) clockBase(mono time.Duration) time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -10,10 +10,44 @@ import (
 	"github.com/raftlock/raftlock/lock"
 )
 
+// Reads.
+//
+// Inspect is linearizable: it is answered by the leader, which notes its
+// commit index, confirms it still leads with a round of heartbeats
+// (VerifyLeader), waits until its state machine has applied up to that
+// index, and reads the key at its log clock. (Entries up to the term's ready
+// barrier are known applied; every later entry is one the adapter counts.) A
+// follower forwards the read. Remaining is the leader's figure and counts from
+// when the question was sent. InspectStale reads the local state machine
+// without asking anyone: fast and available without a quorum, but it may be
+// behind, and its Remaining may overstate.
+//
+// List (lock.Lister) takes the same path: the leader confirms its leadership,
+// waits for its state machine, and lists the held keys at its log clock, in
+// byte order, never their owners; a lease that has run out by then is not
+// listed even if no tick has removed it yet. On the leader a listing is one
+// read. A follower forwards it, and the leader answers at most 4096 keys per
+// request (a page of the longest keys stays near 2 MB, well under the
+// transport's 16 MB frame); List follows the pages until it has req.Limit
+// keys, or all of them when Limit is 0, as the lock.Lister contract says. A
+// listing of several pages is not one snapshot, like any paged listing (etcd's
+// range with a limit, Consul's blocking KV list), and each page's Remaining is
+// counted from when List was called, which for later pages understates.
+// ListStale is the local, possibly stale twin, like InspectStale.
+
 // Acquire implements lock.Store. An immediate answer (Wait 0) comes from
 // the leader (forwarded when this node follows). A waiting acquire is one
 // request parked at the leader until the grant or the end of the wait (see
-// acquireWaiting and "Waiting" in doc.go).
+// acquireWaiting and "Waiting" in waiting.go); it is bounded by its wait and
+// ctx, not by Config.RequestTimeout. After a leader change it is sent again
+// with the same owner and the wait left, which keeps its place in the queue.
+// A caller that goes away while queued (ctx ends, connection or node dies)
+// is withdrawn by the leader, and a grant applied meanwhile is released, so
+// no lock is handed to nobody; if that withdrawal cannot be confirmed, the
+// error also matches lock.ErrUnknownOutcome. When no leader answers before
+// the wait ends, Acquire gives up two election timeouts after it and
+// returns a *lock.HeldError (or lock.ErrUnavailable if it cannot read the
+// holder either).
 func (n *Node) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease, error) {
 	sent := n.clock.Monotonic()
 	if err := req.Validate(); err != nil {
@@ -41,8 +75,10 @@ func (n *Node) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease
 	return lock.Lease{}, unexpectedStatus("acquire", res)
 }
 
-// remaining is a command's lease left at its own stamp: the L of DESIGN.md
-// is the stamp, so the figure counts from before the leader answered.
+// remaining is a command's lease left at its own stamp. The stamp is the
+// leader's log clock when the command was proposed, before it answered, so a
+// holder that counts the figure from when it sent the request never counts
+// past the lease's end in the cluster.
 func remaining(res fsm.Result) time.Duration { return max(res.ExpiresAt-res.Now, 0) }
 
 // withdraw takes a caller that gave up out of the queue (and releases the

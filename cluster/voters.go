@@ -10,6 +10,33 @@ import (
 	"github.com/hashicorp/raft"
 )
 
+// Membership: a bounded number of voters.
+//
+// Join asks the listed addresses in turn to add this node; a member that
+// does not lead answers with the leader's address and Join asks that one. The
+// leader adds it as a voter while fewer than Config.Voters (3 by default)
+// voters exist, and as a non-voter otherwise. Non-voters replicate every
+// lock, serve and forward calls like any node, but do not vote or acknowledge commits, so embedding a node in 30 replicas
+// of a service keeps a 3-voter quorum and 3 fsyncs per commit.
+//
+// Every node runs a voter keeper; only the leader's acts. It learns from
+// raft's heartbeat observations which members stop answering. A voter that
+// leaves is replaced at once; a voter that has missed heartbeats for
+// DeadVoterTimeout (30s) is replaced by a reachable non-voter (lowest ID
+// first, so the choice is deterministic) and then demoted, never before its
+// replacement votes, so the count of live voters never drops on the keeper's
+// account. A demoted member that returns stays a non-voter until a voter is
+// needed. Members named in Peers at bootstrap are all voters, however many.
+//
+// A non-voter (or demoted voter) that misses heartbeats for
+// DeadMemberTimeout (72h, like Consul's reconnect_timeout) is removed from
+// the configuration: replicas of a service that crash rather than leave and
+// come back under new names would otherwise stay members forever, each a
+// replication stream the leader keeps trying. Otherwise members are removed
+// only when they leave gracefully; this is the one exception, and it never
+// touches a voter. A removed member that returns asks to join again (see
+// "Starting, restarting, stopping" in node.go), and is added as a non-voter.
+
 // voterCheckInterval is how often the leader reviews its voters even when
 // raft reports nothing: a voter's death is known only by time passing.
 const voterCheckInterval = time.Second

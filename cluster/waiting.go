@@ -11,7 +11,66 @@ import (
 	"github.com/raftlock/raftlock/transport"
 )
 
-// Waiting is parked at the leader; see "Waiting" in doc.go. The caller's
+// Waiting.
+//
+// An Acquire with Wait is one request to the leader (served in-process on
+// the leader itself, kindWaitAcquire from a follower), not cut by
+// RequestTimeout: it lasts the wait. The leader registers (key, owner) with
+// its waiter registry and proposes the acquire; if queued, the request is
+// parked until the leader's own state machine applies the owner's grant —
+// applied means committed — or the end of its wait. A grant is answered
+// with the lease left by the leader's log clock, counted from when the
+// request reached it (less 0.1% of the time parked, for a clock running a
+// little fast), or the TTL if that is larger (the grant was applied after
+// the request arrived, so neither overstates); the caller reports it counted
+// from when Acquire was called. An immediate grant (a free key, or the
+// idempotent repeat of an earlier grant to the same owner) is answered with
+// the lease left at its stamp, never the TTL. These answers need no leadership check: the grant is
+// committed, only expiry can take the key from an owner not yet told, and
+// no later leader's log clock is ahead of this one's. The end of the wait
+// is answered with a *lock.HeldError describing the holder.
+//
+// A waiter is granted only while someone is there to receive it:
+//   - the caller goes away while queued: its ctx ends, its connection
+//     breaks or its node dies, and the transport ends the request's ctx at
+//     the leader, which withdraws the waiter (cancel-wait, which also
+//     releases a grant applied meanwhile, as it does for a grant whose
+//     answer finds the ctx already ended). The withdrawal is proposed in
+//     the leader's own term only, and only if no newer call by the same
+//     owner has parked since: the registry queues "register and acquire"
+//     and "check and cancel-wait" under one lock, and the proposer keeps
+//     queue order, so a withdrawal never cancels a newer claim. A caller
+//     whose ctx ends also withdraws itself, to confirm it; if that cannot
+//     be confirmed within twice the election timeout, its error also
+//     matches lock.ErrUnknownOutcome. The leader holds such a cancel-wait
+//     back while a call by the same owner is parked: that call withdraws
+//     itself when its caller goes, and the cancel-wait follows; or it is a
+//     newer one, sent again through another node by a client that gave up
+//     on the first, whose claim the cancel-wait must not take.
+//   - the leader changes (the parked call fails: not leader, leadership
+//     lost, connection lost; or this node hears of a new leader while the
+//     call is parked, which cuts it): the caller sends the same acquire,
+//     with the same owner and the wait left, to the new leader. The state
+//     machine makes that idempotent: an owner already queued keeps its
+//     place and deadline, one already granted gets its grant.
+//   - claims (package fsm): the leader's first command of each term is
+//     new-term, after which a waiter queued earlier is granted only once
+//     its caller's acquire has claimed it again; a hand-off skips and drops
+//     unclaimed waiters. Four election timeouts into its term the leader
+//     drops every waiter still unclaimed. So after a leader change or a
+//     restart, waiters whose callers have gone are never handed the lock.
+//   - no leader answers before the wait ends (no quorum, so no tick): the
+//     caller gives up on its own clock two election timeouts after the
+//     wait, withdraws, and returns a *lock.HeldError (or ErrUnavailable
+//     when it cannot read the holder either).
+//
+// Two windows remain, as in any lock service: an answer "granted" that the
+// leader hands to the transport just as the caller's connection dies is
+// lost with it, and the lease lives out its TTL; and a caller's node cut
+// off by a partition, rather than dead, keeps its connection open until TCP
+// gives up on it (keepalives), so its waiter may be granted meanwhile.
+
+// Waiting is parked at the leader; see "Waiting" above. The caller's
 // side is acquireWaiting (one request at a time to whoever leads, sent
 // again after a leader change), the leader's is waitAtLeader, and a new
 // term's claims are startEpoch and dropUnclaimedAfterGrace.

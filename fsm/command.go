@@ -185,7 +185,7 @@ type Result struct {
 	Status    Status
 	Token     uint64        // granted/extended/released: the owner's lease token; held/queued/queue-full: the holder's
 	ExpiresAt time.Duration // granted/extended: when the owner's lease ends; held/queued/queue-full: the holder's
-	Now       time.Duration // the machine's log time after this command (the L of DESIGN.md)
+	Now       time.Duration // the machine's log time after this command: the leader's log clock when it answered, from which a holder counts Remaining
 	Waiters   int           // queued: the owner's 1-based position; new-term: the waiters now unclaimed; drop-unclaimed: the waiters dropped; otherwise the queue length after the command
 }
 

@@ -37,7 +37,7 @@
 // counts them in constant time. The memory store never starts a term: its
 // waiters stay in epoch 0 and behave as before.
 //
-// # Decisions where DESIGN.md is silent
+// # Semantic decisions
 //
 //   - Acquire by the live holder is idempotent: StatusGranted with the same
 //     token and the same ExpiresAt; the lease is not lengthened (use extend).
@@ -81,31 +81,12 @@
 // panic; they are fuzzed. Restore checks everything a machine could not have
 // produced and leaves the machine unchanged on error.
 //
-// # Cost
+// # Using a Machine
 //
-// The machine keeps one entry per held key in a map for the commands' point
-// lookups, the same entries in key order in a B+tree of entry pointers (9 to
-// 45 bytes a key; order.go says why it is written here), a FIFO queue only
-// for keys with waiters (a linked list plus an index by owner), and one
-// binary heap of all pending deadlines that is updated in place on extend,
-// hand-off and cancel, so it never holds stale deadlines. NextDeadline is
-// O(1) and Apply O(log n); the key order changes only when a key appears or
-// goes, never on extend or hand-off. A newcomer joins a queue in O(1) plus
-// the heap's O(log n), so filling a queue to MaxWaiters is linear; only an
-// acquire retried by an owner already queued walks the queue to report its
-// place. Range and RangeFrom seek in O(log n) and then pass only the keys
-// they report (and leases that have ended but not yet been ticked away).
-// Drop-unclaimed walks the key order until it has dropped every unclaimed
-// waiter (a no-op when Unclaimed is 0): O(n) at most, once per leader change
-// that left waiters behind. Snapshot walks the key order instead of sorting, and Restore, whose keys
-// arrive sorted, builds it bottom-up in O(n). At 1,000,000 held locks with
-// 16-byte keys a held lock costs about 170 bytes after applies and 115
-// after a restore, within the 250-byte budget (TestMemoryPerHeldLock with
-// FSM_MEMORY=1).
-//
-// A snapshot of a large state need not stop Apply while it is copied: a
-// Freezer (StartFreeze) copies a chunk of keys at a time with applies in
-// between, keeping the pre-image of any key that changes ahead of its
-// cursor, so that it still writes exactly Snapshot's bytes of its start.
-// Determinism is untouched: it never changes the state.
+// A Machine is not safe for concurrent use: its owner serializes Apply,
+// the reads, Snapshot and Restore (see Machine). Apply is O(log n) in the
+// keys held and NextDeadline O(1); the data structures and what each
+// operation costs are described in machine.go. A Freezer (StartFreeze)
+// copies a large state for a snapshot a chunk at a time with applies in
+// between, and still writes exactly Snapshot's bytes of its start.
 package fsm

@@ -5,6 +5,28 @@ import (
 	"time"
 )
 
+// Cost.
+//
+// The machine keeps one entry per held key in a map for the commands' point
+// lookups, the same entries in key order in a B+tree of entry pointers (9 to
+// 45 bytes a key; order.go says why it is written here), a FIFO queue only
+// for keys with waiters (a linked list plus an index by owner), and one
+// binary heap of all pending deadlines that is updated in place on extend,
+// hand-off and cancel, so it never holds stale deadlines. NextDeadline is
+// O(1) and Apply O(log n); the key order changes only when a key appears or
+// goes, never on extend or hand-off. A newcomer joins a queue in O(1) plus
+// the heap's O(log n), so filling a queue to MaxWaiters is linear; only an
+// acquire retried by an owner already queued walks the queue to report its
+// place. Range and RangeFrom seek in O(log n) and then pass only the keys
+// they report (and leases that have ended but not yet been ticked away).
+// Drop-unclaimed walks the key order until it has dropped every unclaimed
+// waiter (a no-op when Unclaimed is 0): O(n) at most, once per leader change
+// that left waiters behind. Snapshot walks the key order instead of
+// sorting, and Restore, whose keys arrive sorted, builds it bottom-up in
+// O(n). A held lock must cost less than 250 bytes of memory, which
+// TestMemoryPerHeldLock checks at 1,000,000 held locks with FSM_MEMORY=1
+// (README, "Performance", has the figures).
+
 // entry is one held key. A key exists in the machine exactly while it is
 // held: whenever a lease ends, the head waiter (if any) is granted in the
 // same step, so a key never has waiters without a holder.

@@ -76,8 +76,8 @@
 //   - a release by an owner that does not hold the key must change nothing,
 //     but may answer true as well as false: a cluster node whose first
 //     attempt's outcome was unknown and whose retry finds the owner not
-//     holding reports true (cluster/doc.go, "Release after an unknown
-//     outcome"), and from outside that cannot be told apart from a lie;
+//     holding reports true (see cluster.Node.Release), and from outside
+//     that cannot be told apart from a lie;
 //   - a release by the holder may answer false only when the workload's own
 //     earlier attempt had an unknown outcome (that attempt may have released).
 //

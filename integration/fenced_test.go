@@ -31,7 +31,8 @@ import (
 //
 //   - no two windows of different tokens overlap: the lock was never held
 //     twice at once, and no lease ended in the cluster before its holder's
-//     own deadline (DESIGN.md, "The log clock");
+//     own deadline: the time it sent the acquire plus the Remaining the
+//     leader gave from its log clock when it answered;
 //   - the register never refused a holder inside its window: a refusal
 //     means a higher token reached the register while the lower one was
 //     still valid;

@@ -37,7 +37,7 @@ import (
 // Release by an owner that does not hold the key must change nothing; it
 // may answer false, or true: a cluster node whose first attempt's outcome
 // was unknown and whose retry finds the owner not holding reports true (see
-// cluster/doc.go, "Release after an unknown outcome"), and from outside that
+// cluster.Node.Release), and from outside that
 // cannot be told apart. A release by the holder must answer true, unless
 // the workload's own earlier attempt had an unknown outcome (lockOutput.maybe):
 // then false may mean "that attempt released it".

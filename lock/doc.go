@@ -35,8 +35,7 @@
 //
 // # Semantics
 //
-// These follow what etcd, Consul and Redis lock users expect; DESIGN.md leaves
-// them to this package.
+// These follow what etcd, Consul and Redis lock users expect.
 //
 //   - A lock always expires. There is no hold-forever mode: a holder that
 //     crashes blocks others for at most its TTL. Pick a TTL comfortably longer
@@ -97,23 +96,8 @@
 //
 // Store is the seam, as database/sql/driver is for database/sql: the memory
 // store, a cluster node and the HTTP API client implement it, and the lock
-// API is written once on top. A store must:
-//
-//   - make Acquire atomic, and Release and Extend compare-and-act on the owner;
-//   - treat a repeated acquire by the live holder as the same grant (same
-//     token, lease not lengthened), so that a retry is safe;
-//   - queue waiters in FIFO order and hand the key over on release, expiry or
-//     cancel; leave the queue (and release a grant that raced) when the wait
-//     runs out or ctx is done;
-//   - give every grant a fencing token larger than any before it;
-//   - report durations counted from when the caller sent the request, never
-//     overstating the lease;
-//   - validate input with AcquireRequest.Validate, ValidateRelease,
-//     ValidateExtend, ValidateKey and ListRequest.Validate before anything else, so that bad input is reported
-//     identically everywhere and changes nothing;
-//   - never reveal an owner through Inspect, List or a *HeldError.
-//
-// Package locktest holds the conformance suite every store runs
+// API is written once on top. The Store type says what a store must do;
+// package locktest holds the conformance suite every store runs
 // (locktest.TestStore). A store may also implement Lister, found by type
 // assertion, to list held locks by prefix (Client.List).
 package lock

@@ -14,7 +14,10 @@ import (
 // owner matches (compare-and-act). Every method may be called concurrently.
 // Each method validates its input first (AcquireRequest.Validate,
 // ValidateRelease, ValidateExtend, ValidateKey, ListRequest.Validate) and
-// changes nothing when it is invalid.
+// changes nothing when it is invalid, so that bad input is reported
+// identically by every store. Every grant carries a fencing token larger
+// than any the store issued before, for any key. No answer (Inspect, List,
+// a *HeldError) reveals an owner: the owner is the proof of ownership.
 // locktest.TestStore checks all of this.
 //
 // Durations a store returns (Lease.Remaining, KeyInfo.Remaining) are counted

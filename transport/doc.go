@@ -23,16 +23,9 @@
 //
 // With Config.ServerTLS and ClientTLS set, TLS wraps every connection before
 // the first byte, so raft and RPC alike are encrypted and authenticated.
-//
-// # The raft side
-//
-// StreamLayer returns a raft.StreamLayer for raft.NewNetworkTransport(WithConfig).
-// Its Close, which raft's NetworkTransport.Close calls, closes the raft side
-// only: Accept and Dial then fail with ErrClosed and every raft connection is
-// closed (ending raft's connection goroutines), but the listener and the RPC
-// stay up, because a node may still answer RPCs while raft shuts down.
-// Transport.Close closes everything. The raft side cannot be reopened: a
-// restarted raft needs a new Transport.
+// Peers are trusted cluster members: a connection may run any number of
+// handlers at once, so authenticate peers with mutual TLS wherever the
+// network is not trusted.
 //
 // # The RPC
 //
@@ -46,15 +39,6 @@
 // line, and the caller of an oversized request gets ErrTooLarge without
 // anything being sent.
 //
-// A client connection starts with a cancel for an ID no call uses, whose
-// bytes are newlines: a peer ignores it, while an HTTP server given the
-// address by mistake takes it for the end of a request line and answers,
-// so the call fails at once with ErrNotPeer ("answered HTTP") rather than
-// when its ctx ends. A plain connection that a peer closes without a byte
-// while calls wait is followed by one TLS handshake to the same address: a
-// peer that answers it requires TLS, and the calls fail with ErrNotPeer
-// saying so.
-//
 // Requests are pipelined: one connection carries many calls at once, one
 // writer goroutine sends what is queued in a single flush, one reader routes
 // answers to their calls by ID, and the server runs each request's handler
@@ -62,18 +46,9 @@
 // acquire never holds up the requests behind it. When a caller's ctx ends,
 // Call returns at once and sends a cancel frame; the handler's ctx ends. The
 // handler's ctx also ends when the connection drops or the transport closes.
-//
-// A Transport keeps up to Config.MaxIdleConns connections per peer, dialled
-// on demand and used round robin. A new connection starts with a hello (a
-// cancel frame whose ID no request has, made of newline bytes so that an
-// HTTP server dialled by mistake answers at once and is recognised), so its
-// first frame is never late. A pooled connection that has carried no call for half of
-// Config.IdleTimeout is closed by its dialler, and an accepted one with no
-// request running for Config.IdleTimeout by the server: the dialler, which
-// can close without racing a request of its own, always goes first. A dead connection is replaced on the next
+// Connections are pooled per peer, and a dead one is replaced on the next
 // call, so a restarted peer is reached again without the caller doing
-// anything; a call that finds its connection dead before its request was
-// written moves to a fresh one by itself.
+// anything.
 //
 // Errors tell the caller what it may do next, as an etcd or Consul client
 // would want: ErrNotSent means the peer certainly never saw the request (safe
@@ -87,15 +62,9 @@
 // with ErrClosed, cancels running handlers' contexts, and returns only when
 // every goroutine the transport started has ended — handlers included, so a
 // handler must return once its ctx is done. After Close, nothing the
-// transport started touches the node's state.
-//
-// A write that makes no progress for 10 seconds drops its connection, so a
-// peer that stops reading cannot wedge the calls queued behind it.
-//
-// Peers are trusted cluster members (authenticate them with mutual TLS): a
-// connection may run any number of handlers at once, and pools are kept
-// for every address ever called. A frame's body is allocated as its bytes
-// arrive, not as announced, so a bogus length costs no memory.
+// transport started touches the node's state. StreamLayer's Close closes the
+// raft side only. Connection pooling, the hello frame, idle timeouts and
+// write deadlines are described in client.go and server.go.
 //
 // # Dial and listen hooks
 //

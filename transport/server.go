@@ -10,6 +10,16 @@ import (
 	"time"
 )
 
+// Robustness.
+//
+// A write that makes no progress for 10 seconds drops its connection, so a
+// peer that stops reading cannot wedge the calls queued behind it.
+//
+// Peers are trusted cluster members (authenticate them with mutual TLS): a
+// connection may run any number of handlers at once, and pools are kept
+// for every address ever called. A frame's body is allocated as its bytes
+// arrive, not as announced, so a bogus length costs no memory.
+
 // serverConn is the accepting end of an RPC connection: one reader starts
 // a handler goroutine per request and cancels it on a cancel frame; the
 // handlers' answers go out through the shared writer.

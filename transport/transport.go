@@ -568,4 +568,10 @@ func (t *Transport) logConnEnd(side, peer string, cause error) {
 }
 
 // StreamLayer is the raft side; pass it to raft.NewNetworkTransport(WithConfig).
+// Its Close, which raft's NetworkTransport.Close calls, closes the raft side
+// only: Accept and Dial then fail with ErrClosed and every raft connection is
+// closed (ending raft's connection goroutines), but the listener and the RPC
+// stay up, because a node may still answer RPCs while raft shuts down.
+// Transport.Close closes everything. The raft side cannot be reopened: a
+// restarted raft needs a new Transport.
 func (t *Transport) StreamLayer() raft.StreamLayer { return streamLayer{t} }

@@ -43,7 +43,8 @@
 // behind the winner's by more than Skew (default 10 seconds) when it attempts
 // late in the window; a replica that attempts on time (the usual case) is
 // safe up to one window plus Skew behind. Keep clocks synchronized (NTP); the
-// lock store itself does not depend on them (see DESIGN.md's log clock).
+// lock store itself does not depend on them: a raftlock cluster measures
+// leases on its leader's monotonic clock, never on wall clocks.
 //
 // # What happens when
 //
