@@ -62,7 +62,8 @@ const (
 	CodeHTTPSRequired       = "https_required"       // 400: plain HTTP sent to a node that serves HTTPS
 )
 
-// Codes of the browser guard (see guard); doc.go lists them with the others.
+// Codes of the browser guard (apiserver.Config.AllowedHosts and
+// AllowedOrigins); doc.go lists them with the others.
 const (
 	CodeHostNotAllowed   = "host_not_allowed"       // 403: Host header names no name of this node (DNS rebinding)
 	CodeOriginNotAllowed = "origin_not_allowed"     // 403: a browser page of an origin not in apiserver.Config.AllowedOrigins
@@ -87,6 +88,7 @@ type ErrorBody struct {
 	Error ErrorDetail `json:"error"`
 }
 
+// ErrorDetail is the "error" object of an error answer.
 type ErrorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`

@@ -63,6 +63,7 @@ type KeyOut struct {
 	KeyB64 string `json:"key_b64,omitempty"`
 }
 
+// MakeKeyOut encodes key for an answer, as MakeKeyFields does for a request.
 func MakeKeyOut(key string) KeyOut {
 	if utf8.ValidString(key) {
 		return KeyOut{Key: key}
@@ -70,6 +71,8 @@ func MakeKeyOut(key string) KeyOut {
 	return KeyOut{KeyB64: base64.StdEncoding.EncodeToString([]byte(key))}
 }
 
+// DecodeKey returns the key an answer names; a malformed key_b64 matches
+// ErrUnexpectedResponse.
 func (k KeyOut) DecodeKey() (string, error) {
 	if k.KeyB64 == "" {
 		return k.Key, nil
@@ -91,6 +94,7 @@ type Duration struct {
 	err error
 }
 
+// UnmarshalJSON keeps a malformed value's error for DurationField to report.
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
@@ -101,8 +105,10 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// MarshalJSON writes the duration in time.Duration.String form.
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.d.String()) }
 
+// NewDuration is d as a request field.
 func NewDuration(d time.Duration) *Duration { return &Duration{d: d} }
 
 // MillisField is a whole number of milliseconds, with the same deferred
@@ -112,6 +118,7 @@ type MillisField struct {
 	err error
 }
 
+// UnmarshalJSON keeps a malformed value's error for DurationField to report.
 func (m *MillisField) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &m.ms); err != nil {
 		m.err = fmt.Errorf("want a whole number of milliseconds, not %s", b)
@@ -119,6 +126,7 @@ func (m *MillisField) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// MarshalJSON writes the whole milliseconds.
 func (m MillisField) MarshalJSON() ([]byte, error) { return json.Marshal(m.ms) }
 
 // maxMillis is the largest millisecond count a time.Duration holds.
@@ -197,6 +205,8 @@ type KeyInfo struct {
 	Waiters     int    `json:"waiters"`
 }
 
+// MakeKeyInfo is the answer describing info of key; Remaining is rounded
+// down to milliseconds.
 func MakeKeyInfo(key string, info lock.KeyInfo) KeyInfo {
 	return KeyInfo{
 		KeyOut:      MakeKeyOut(key),
@@ -207,6 +217,7 @@ func MakeKeyInfo(key string, info lock.KeyInfo) KeyInfo {
 	}
 }
 
+// Info is the lock.KeyInfo the answer describes.
 func (k KeyInfo) Info() lock.KeyInfo {
 	return lock.KeyInfo{
 		Locked:    k.Locked,
@@ -223,14 +234,14 @@ type ListResponse struct {
 	More bool `json:"more"`
 }
 
-// HealthResponse answers GET /healthz, 200 when ready and 503 when not; the
-// 503 also carries the usual "error" object.
 // LeaveResponse answers POST /v1/leave.
 type LeaveResponse struct {
 	Status string `json:"status"` // "left"
 	NodeID string `json:"node_id,omitempty"`
 }
 
+// HealthResponse answers GET /healthz, 200 when ready and 503 when not; the
+// 503 also carries the usual "error" object.
 type HealthResponse struct {
 	Status     string       `json:"status"` // "ok", CodeNoLeader or CodeLogFault
 	NodeID     string       `json:"node_id,omitempty"`
