@@ -44,7 +44,7 @@ type ClientConfig struct {
 	// transport of your own HTTPClient instead.
 	TLS *tls.Config
 	// Token is sent with every request as "Authorization: Bearer <token>",
-	// for a node that requires one (Config.Token on the node). Empty: none
+	// for a node that requires one (apiserver.Config.Token on the node). Empty: none
 	// is sent. It must pass ValidateToken. Use https:// endpoints to keep it
 	// secret: over http:// it travels as it is.
 	Token string
@@ -96,7 +96,7 @@ const DefaultDialTimeout = 5 * time.Second
 // failed attempt that the next node answers "not held" reports
 // lock.ErrUnknownOutcome rather than (false, nil): the failed attempt may be
 // what released the key (either way, the owner no longer holds it). Sync (or ClientConfig.SyncInterval)
-// adds the nodes the cluster reports (their Config.APIAddr) to the
+// adds the nodes the cluster reports (their cluster.Config.APIAddr) to the
 // endpoints, so a client given one node can fail over to the others.
 //
 // Errors: a held key is a *lock.HeldError; every other error answer is a
@@ -336,11 +336,11 @@ func (c *Client) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lea
 		return lock.Lease{}, err
 	}
 	owner := req.Owner.String()
-	body := acquireRequest{keyFields: makeKeyFields(req.Key), TTL: durationPtr(req.TTL), Owner: &owner}
+	body := AcquireRequest{KeyFields: MakeKeyFields(req.Key), TTL: NewDuration(req.TTL), Owner: &owner}
 	if req.Wait > 0 {
-		body.Wait = durationPtr(req.Wait)
+		body.Wait = NewDuration(req.Wait)
 	}
-	var resp leaseResponse
+	var resp LeaseResponse
 	at := -1
 	sent, err := c.call(ctx, exchange{method: http.MethodPost, path: "/v1/acquire", key: req.Key, body: body, out: &resp, write: true, resend: resendAfterStaleConn, at: &at})
 	if err != nil {
@@ -379,10 +379,10 @@ func (c *Client) release(ctx context.Context, key string, owner lock.Owner, at i
 		return false, err
 	}
 	o := owner.String()
-	var resp releaseResponse
+	var resp ReleaseResponse
 	resent := false
 	_, err := c.call(ctx, exchange{method: http.MethodPost, path: "/v1/release", key: key,
-		body: releaseRequest{keyFields: makeKeyFields(key), Owner: &o}, out: &resp, write: true, resend: resendAlways, at: &at, resent: &resent})
+		body: ReleaseRequest{KeyFields: MakeKeyFields(key), Owner: &o}, out: &resp, write: true, resend: resendAlways, at: &at, resent: &resent})
 	var se *ServerError
 	if errors.As(err, &se) && se.Code == CodeNotHeld {
 		if resent {
@@ -404,9 +404,9 @@ func (c *Client) Extend(ctx context.Context, key string, owner lock.Owner, ttl t
 		return lock.Lease{}, err
 	}
 	o := owner.String()
-	var resp leaseResponse
+	var resp LeaseResponse
 	_, err := c.call(ctx, exchange{method: http.MethodPost, path: "/v1/extend", key: key,
-		body: extendRequest{keyFields: makeKeyFields(key), Owner: &o, TTL: durationPtr(ttl)}, out: &resp, write: true, resend: resendAlways})
+		body: ExtendRequest{KeyFields: MakeKeyFields(key), Owner: &o, TTL: NewDuration(ttl)}, out: &resp, write: true, resend: resendAlways})
 	if err != nil {
 		return lock.Lease{}, err
 	}
@@ -418,12 +418,12 @@ func (c *Client) Inspect(ctx context.Context, key string) (lock.KeyInfo, error) 
 	if err := lock.ValidateKey(key); err != nil {
 		return lock.KeyInfo{}, err
 	}
-	var resp keyInfo
+	var resp KeyInfo
 	if _, err := c.call(ctx, exchange{method: http.MethodGet, path: "/v1/inspect", key: key,
 		query: url.Values{"key": {key}}, out: &resp}); err != nil {
 		return lock.KeyInfo{}, err
 	}
-	return resp.info(), nil
+	return resp.Info(), nil
 }
 
 // List implements lock.Lister: GET /v1/locks, following the node's pages
@@ -447,12 +447,12 @@ func (c *Client) List(ctx context.Context, req lock.ListRequest) ([]lock.LockInf
 		if req.Limit > 0 {
 			q.Set("limit", fmt.Sprint(req.Limit-len(out)))
 		}
-		var page listResponse
+		var page ListResponse
 		if _, err := c.call(ctx, exchange{method: http.MethodGet, path: "/v1/locks", query: q, out: &page}); err != nil {
 			return nil, err
 		}
 		for _, l := range page.Locks {
-			key, err := l.key()
+			key, err := l.DecodeKey()
 			if err != nil {
 				return nil, err
 			}
@@ -460,7 +460,7 @@ func (c *Client) List(ctx context.Context, req lock.ListRequest) ([]lock.LockInf
 				return nil, fmt.Errorf("%w: list answered key %q outside prefix %q after %q", ErrUnexpectedResponse, key, req.Prefix, after)
 			}
 			after = key
-			out = append(out, lock.LockInfo{Key: key, KeyInfo: l.info()})
+			out = append(out, lock.LockInfo{Key: key, KeyInfo: l.Info()})
 		}
 		if !page.More || req.Limit > 0 && len(out) >= req.Limit {
 			return out, nil
@@ -513,7 +513,7 @@ type Health struct {
 // Health asks the node whether it is ready: GET /healthz. A node without a
 // leader is not an error: it answers Ready false.
 func (c *Client) Health(ctx context.Context) (Health, error) {
-	var resp healthResponse
+	var resp HealthResponse
 	status, payload, _, err := c.roundTrip(ctx, exchange{method: http.MethodGet, path: "/healthz"})
 	if err != nil {
 		return Health{}, err
@@ -541,7 +541,7 @@ const (
 	// kept-alive one from the pool, which the node had closed or left
 	// behind by dying, rather than a node alive and at work on it. For an
 	// acquire: repeating it is idempotent, but a node still at work gives
-	// the grant back once it sees the caller gone (Handler.acquire).
+	// the grant back once it sees the caller gone (apiserver.Handler.acquire).
 	resendAfterStaleConn
 	// resendAlways: a repeat cannot do more than the first (release, extend).
 	resendAlways
@@ -703,7 +703,7 @@ func (c *Client) networkError(ctx context.Context, what string, err error, sent,
 
 // answerError turns an error answer into the error the caller matches on.
 func answerError(status int, payload []byte, key string, write bool) error {
-	var body errorBody
+	var body ErrorBody
 	if err := json.Unmarshal(payload, &body); err != nil || body.Error.Code == "" {
 		return proxyError(status, payload, write)
 	}

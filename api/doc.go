@@ -1,26 +1,30 @@
-// Package api is the HTTP/JSON API every raftlock node serves, and a Go
-// client for it.
+// Package api is the Go client of the HTTP/JSON API every raftlock node
+// serves, with the JSON wire types and error codes that API speaks. It
+// imports only package lock and the standard library, so a program that
+// talks to a cluster over HTTP links neither raft nor the node's storage or
+// metrics. The server side (the handler, its limits and browser guard,
+// metrics, and the adapter of a *cluster.Node's status) is package
+// apiserver, which uses these same wire types, so the two cannot drift
+// apart.
 //
-// A node is a lock.Store (a *cluster.Node, or a lock.MemoryStore in tests).
-// NewHandler puts that store on HTTP; NewServer wraps the handler in an
-// *http.Server with timeouts that suit long-polling acquires. Programs in
-// other languages, scripts and operators use the routes below with any HTTP
-// client (curl examples follow). Go programs that prefer not to embed a node
-// use NewClient: *Client implements lock.Store and lock.Lister, so package
-// lock runs unchanged against a remote node:
+// *Client implements lock.Store and lock.Lister, so package lock runs
+// unchanged against a remote node:
 //
 //	c, err := api.NewClient("http://10.0.0.7:8300", api.ClientConfig{})
+//	defer c.Close()
 //	locks := lock.New(c)
 //	ran, err := locks.Lock("reports/daily").Run(ctx, work)
 //
 // NewFailoverClient takes several nodes of one cluster and moves to the next
 // when one cannot be reached, like etcd's client with its list of endpoints.
+// Programs in other languages, scripts and operators use the routes below
+// with any HTTP client (curl examples follow).
 //
-// Cluster facts (leader, members, raft figures, lock counters) come through
-// the small Cluster interface. NodeStatus implements it for a *cluster.Node,
-// and NewHandler uses it by itself when its store is one, so a program that
-// embeds a node serves /v1/cluster, /healthz and the cluster metrics with
-// api.NewHandler(node, api.Config{}).
+// A node serves its lock.Store with apiserver.NewHandler, which a program
+// that embeds a node calls as apiserver.NewHandler(node, apiserver.Config{});
+// apiserver.NewServer wraps the handler in an *http.Server with timeouts that
+// suit long-polling acquires. Where this text names Config, Handler,
+// NewServer, JSONErrorListener or LimitListener, they are apiserver's.
 //
 // # Decisions
 //

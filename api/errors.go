@@ -1,10 +1,8 @@
 package api
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/raftlock/raftlock/lock"
@@ -26,7 +24,7 @@ var (
 	// ErrUnexpectedResponse: the answer was not one a raftlock node gives
 	// (unknown status or code, not JSON): a proxy in the way, or another server.
 	ErrUnexpectedResponse = errors.New("api: unexpected response")
-	// ErrUnauthorized: the node requires a token (Config.Token) and the
+	// ErrUnauthorized: the node requires a token (apiserver.Config.Token) and the
 	// request carried none, or the wrong one (ClientConfig.Token). Nothing
 	// was done.
 	ErrUnauthorized = errors.New("api: unauthorized")
@@ -56,7 +54,7 @@ const (
 	CodeNotImplemented   = "not_implemented"    // 501: /v1/locks on a node whose store cannot list
 	CodeMethodNotAllowed = "method_not_allowed" // 405: known route, wrong method (Allow header lists the right one)
 	CodeInternal         = "internal"           // 500: a bug; the message says what
-	CodeUnauthorized     = "unauthorized"       // 401: token missing or wrong (Config.Token); nothing was done
+	CodeUnauthorized     = "unauthorized"       // 401: token missing or wrong (apiserver.Config.Token); nothing was done
 
 	// Answers net/http gives by itself, made JSON by JSONErrorListener.
 	CodeHeadersTooLarge     = "headers_too_large"    // 431: request headers over the server's MaxHeaderBytes
@@ -64,14 +62,34 @@ const (
 	CodeHTTPSRequired       = "https_required"       // 400: plain HTTP sent to a node that serves HTTPS
 )
 
-// errorBody is the JSON form of every error answer:
+// Codes of the browser guard (apiserver.Config.AllowedHosts and
+// AllowedOrigins); doc.go lists them with the others.
+const (
+	CodeHostNotAllowed   = "host_not_allowed"       // 403: Host header names no name of this node (DNS rebinding)
+	CodeOriginNotAllowed = "origin_not_allowed"     // 403: a browser page of an origin not in apiserver.Config.AllowedOrigins
+	CodeUnsupportedMedia = "unsupported_media_type" // 415: a POST without Content-Type: application/json
+)
+
+// ErrForbidden: the node refused the request before looking at it: its Host
+// header is not one of the node's names (apiserver.Config.AllowedHosts; the agent's
+// -allowed-hosts), or it came from a browser page whose origin is not
+// allowed (apiserver.Config.AllowedOrigins; -allowed-origins). Nothing was done.
+var ErrForbidden = errors.New("api: forbidden")
+
+// TokenHeader carries the API token for clients that cannot set
+// Authorization (like Consul's X-Consul-Token). "Authorization: Bearer
+// <token>" works everywhere and is what Client sends.
+const TokenHeader = "X-Raftlock-Token"
+
+// ErrorBody is the JSON form of every error answer:
 //
 //	{"error":{"code":"locked","message":"...","token":41,"remaining_ms":2950}}
-type errorBody struct {
-	Error errorDetail `json:"error"`
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
 }
 
-type errorDetail struct {
+// ErrorDetail is the "error" object of an error answer.
+type ErrorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	// Field names the request body's field at fault, for a bad_request
@@ -81,72 +99,6 @@ type errorDetail struct {
 	// lease left; never the holder's owner.
 	Token       uint64 `json:"token,omitempty"`
 	RemainingMS *int64 `json:"remaining_ms,omitempty"`
-}
-
-// apiError is an error answer the handler is about to write.
-type apiError struct {
-	status int
-	detail errorDetail
-}
-
-func (e *apiError) Error() string { return e.detail.Message }
-
-func newAPIError(status int, code, format string, args ...any) *apiError {
-	return &apiError{status: status, detail: errorDetail{Code: code, Message: fmt.Sprintf(format, args...)}}
-}
-
-func badRequest(format string, args ...any) *apiError {
-	return newAPIError(http.StatusBadRequest, CodeBadRequest, format, args...)
-}
-
-// storeError turns what a lock.Store returned into the answer for the
-// client. write says whether the operation changes state, so that a timeout
-// reads as "outcome unknown" for writes and "unavailable" for reads.
-func storeError(err error, write bool) *apiError {
-	var held *lock.HeldError
-	switch {
-	case errors.As(err, &held):
-		e := newAPIError(http.StatusConflict, CodeLocked, "%s", err.Error())
-		e.detail.Token = held.Token
-		ms := millis(held.Remaining)
-		e.detail.RemainingMS = &ms
-		return e
-	case errors.Is(err, lock.ErrLocked):
-		return newAPIError(http.StatusConflict, CodeLocked, "%s", err.Error())
-	case errors.Is(err, lock.ErrNotHeld):
-		return newAPIError(http.StatusConflict, CodeNotHeld, "%s", err.Error())
-	case errors.Is(err, lock.ErrInvalidKey):
-		return newAPIError(http.StatusBadRequest, CodeInvalidKey, "%s", err.Error())
-	case errors.Is(err, lock.ErrInvalidTTL):
-		return newAPIError(http.StatusBadRequest, CodeInvalidTTL, "%s", err.Error())
-	case errors.Is(err, lock.ErrInvalidWait):
-		return newAPIError(http.StatusBadRequest, CodeInvalidWait, "%s", err.Error())
-	case errors.Is(err, lock.ErrInvalidOwner):
-		return newAPIError(http.StatusBadRequest, CodeInvalidOwner, "%s", err.Error())
-	case errors.Is(err, lock.ErrInvalidList):
-		return newAPIError(http.StatusBadRequest, CodeInvalidList, "%s", err.Error())
-	case errors.Is(err, lock.ErrQueueFull):
-		return newAPIError(http.StatusTooManyRequests, CodeQueueFull, "%s", err.Error())
-	// Unknown outcome before unavailable: an error may match both, and the
-	// more cautious answer wins.
-	case errors.Is(err, lock.ErrUnknownOutcome):
-		return newAPIError(http.StatusServiceUnavailable, CodeUnknownOutcome, "%s", err.Error())
-	case errors.Is(err, lock.ErrClosed):
-		return newAPIError(http.StatusServiceUnavailable, CodeClosed, "%s", err.Error())
-	case errors.Is(err, lock.ErrUnavailable):
-		return newAPIError(http.StatusServiceUnavailable, CodeUnavailable, "%s", err.Error())
-	case errors.Is(err, context.DeadlineExceeded):
-		// The handler's own time limit ran out inside the store.
-		if write {
-			return newAPIError(http.StatusServiceUnavailable, CodeUnknownOutcome, "api: the node did not answer in time: %v", err)
-		}
-		return newAPIError(http.StatusServiceUnavailable, CodeUnavailable, "api: the node did not answer in time: %v", err)
-	case errors.Is(err, context.Canceled):
-		// The client went away: nobody reads this but the metrics.
-		return newAPIError(http.StatusConflict, CodeCanceled, "api: request canceled: %v", err)
-	default:
-		return newAPIError(http.StatusInternalServerError, CodeInternal, "api: %v", err)
-	}
 }
 
 // ServerError is an error answer from a node that has no better Go form than
@@ -213,11 +165,25 @@ func codeSentinels(code string) []error {
 	}
 }
 
-// millis is d in whole milliseconds, rounded down: a remaining time must
+// Millis is d in whole milliseconds, rounded down: a remaining time must
 // never be overstated.
-func millis(d time.Duration) int64 {
+func Millis(d time.Duration) int64 {
 	if d < 0 {
 		return 0
 	}
 	return int64(d / time.Millisecond)
+}
+
+// ValidateToken reports why token cannot serve as an API token, or nil. A
+// token is sent in a header, so it must be visible ASCII: no spaces, no
+// control characters, as RFC 6750 bearer tokens are. (An empty token turns
+// the check off; ValidateToken accepts it.) A long random token, such as 32
+// bytes from crypto/rand in hex or base64, is what to use.
+func ValidateToken(token string) error {
+	for i := 0; i < len(token); i++ {
+		if c := token[i]; c <= ' ' || c >= 0x7f {
+			return fmt.Errorf("api: token holds byte %#02x at offset %d: want visible ASCII without spaces", c, i)
+		}
+	}
+	return nil
 }

@@ -19,7 +19,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/apiserver"
 	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/internal/quietlog"
 )
@@ -193,7 +193,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.httpTokenFile, "http-token-file", "", "file holding -http-token, surrounding whitespace ignored")
 	fs.StringVar(&f.allowedOrigins, "allowed-origins", "", "web origins (https://ops.example.com,...) whose pages may call the API from a browser; requests from any other page are refused (default: none)")
 	fs.StringVar(&f.allowedHosts, "allowed-hosts", "", "host names clients use to reach the API, beyond IPs, localhost and the names in -http, -advertise-http, -advertise and -cert-file; a request with another Host is refused, against DNS rebinding (* allows any)")
-	fs.IntVar(&f.maxHTTPConns, "max-http-conns", api.DefaultMaxConns, "most HTTP connections open at once; more wait in the kernel's backlog until one closes (0: no limit)")
+	fs.IntVar(&f.maxHTTPConns, "max-http-conns", apiserver.DefaultMaxConns, "most HTTP connections open at once; more wait in the kernel's backlog until one closes (0: no limit)")
 	if code := parseFlags(fs, args, env, stderr); code >= 0 {
 		return code
 	}
@@ -284,12 +284,12 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	httpQuiet := quietlog.New(quietlog.DefaultWindow, nil)
 	defer httpQuiet.Close()
 	httpLog := httpQuiet.Wrap(logger.Named("http"))
-	handler := api.NewHandler(node, api.Config{Cluster: api.NodeStatus(node), Logger: httpLog, Token: sec.token, Leave: leave,
+	handler := apiserver.NewHandler(node, apiserver.Config{Cluster: apiserver.NodeStatus(node), Logger: httpLog, Token: sec.token, Leave: leave,
 		AllowedOrigins: origins, AllowedHosts: hosts})
-	srv := api.NewServer(httpLn.Addr().String(), handler)
+	srv := apiserver.NewServer(httpLn.Addr().String(), handler)
 	// Capped first, so that a connection waiting for a slot costs no file
 	// descriptor; net/http's own error answers become JSON on each one.
-	servedLn := api.JSONErrorListener(api.LimitListener(httpLn, f.maxHTTPConns, httpLog))
+	servedLn := apiserver.JSONErrorListener(apiserver.LimitListener(httpLn, f.maxHTTPConns, httpLog))
 	srv.ErrorLog = log.New(httpServerLog{httpLog}, "", 0)
 	scheme := "http"
 	serveErr := make(chan error, 1)

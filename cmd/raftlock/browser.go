@@ -8,24 +8,24 @@ import (
 	"os"
 	"strings"
 
-	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/apiserver"
 )
 
 // browserGuard checks -allowed-origins and -allowed-hosts and returns the
-// api.Config lists they amount to. The host names allowed are the agent's
+// apiserver.Config lists they amount to. The host names allowed are the agent's
 // own, so that clients reaching it by any name it was given keep working:
 // those in -http, -advertise-http (apiAddr), -advertise and the API
 // certificate, the machine's name when -http listens on every interface,
 // and -allowed-hosts. IP addresses and localhost need no listing.
 func browserGuard(allowedOrigins, allowedHosts, httpAddr, apiAddr, advertise string, apiTLS *tls.Config) (origins, hosts []string, err error) {
 	for _, o := range splitList(allowedOrigins) {
-		if err := api.ValidateAllowedOrigin(o); err != nil {
+		if err := apiserver.ValidateAllowedOrigin(o); err != nil {
 			return nil, nil, fmt.Errorf("-allowed-origins: %w", err)
 		}
 		origins = append(origins, o)
 	}
 	for _, h := range splitList(allowedHosts) {
-		if err := api.ValidateAllowedHost(h); err != nil {
+		if err := apiserver.ValidateAllowedHost(h); err != nil {
 			return nil, nil, fmt.Errorf("-allowed-hosts: %w (want names like locks.example.com, or * for any)", err)
 		}
 		hosts = append(hosts, h)
@@ -45,7 +45,7 @@ func browserGuard(allowedOrigins, allowedHosts, httpAddr, apiAddr, advertise str
 	}
 	for _, h := range own {
 		// IPs pass anyway; a wildcard certificate name cannot be listed.
-		if h == "" || net.ParseIP(strings.Trim(h, "[]")) != nil || strings.Contains(h, "*") || api.ValidateAllowedHost(h) != nil {
+		if h == "" || net.ParseIP(strings.Trim(h, "[]")) != nil || strings.Contains(h, "*") || apiserver.ValidateAllowedHost(h) != nil {
 			continue
 		}
 		hosts = append(hosts, h)

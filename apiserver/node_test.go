@@ -1,4 +1,4 @@
-package api
+package apiserver
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -22,8 +23,8 @@ type testNode struct {
 	handler *Handler
 	url     string
 	server  *httptest.Server
-	client  *Client // with the node's token, if it has one
-	token   string  // Config.Token: do and send present it
+	client  *api.Client // with the node's token, if it has one
+	token   string      // Config.Token: do and send present it
 }
 
 func newTestNode(t testing.TB, cfg Config) *testNode {
@@ -43,7 +44,7 @@ func newTestNodeOver(t testing.TB, store lock.Store, cfg Config, closeStore func
 	if closeStore != nil {
 		t.Cleanup(closeStore)
 	}
-	c, err := NewClient(srv.URL, ClientConfig{Token: cfg.Token})
+	c, err := api.NewClient(srv.URL, api.ClientConfig{Token: cfg.Token})
 	require.NoError(t, err)
 	n := &testNode{handler: h, url: srv.URL, server: srv, client: c, token: cfg.Token}
 	n.store, _ = store.(*lock.MemoryStore)
@@ -121,40 +122,40 @@ func decodeAnswer(resp *http.Response) (answer, error) {
 // fakeCluster is a Cluster whose status the test sets.
 type fakeCluster struct {
 	mu sync.Mutex // protects st
-	st ClusterStatus
+	st api.ClusterStatus
 }
 
-func (f *fakeCluster) Status() ClusterStatus {
+func (f *fakeCluster) Status() api.ClusterStatus {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.st
 }
 
-func (f *fakeCluster) set(st ClusterStatus) {
+func (f *fakeCluster) set(st api.ClusterStatus) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.st = st
 }
 
-func leaderStatus() ClusterStatus {
-	return ClusterStatus{
+func leaderStatus() api.ClusterStatus {
+	return api.ClusterStatus{
 		NodeID:     "n1",
-		Role:       RoleFollower,
+		Role:       api.RoleFollower,
 		LeaderID:   "n2",
 		LeaderAddr: "127.0.0.1:7002",
-		Members: []Member{
-			{ID: "n1", Address: "127.0.0.1:7001", Suffrage: SuffrageVoter},
-			{ID: "n2", Address: "127.0.0.1:7002", APIAddr: "127.0.0.1:8002", Suffrage: SuffrageVoter, Leader: true},
-			{ID: "n3", Address: "127.0.0.1:7003", Suffrage: SuffrageNonvoter},
+		Members: []api.Member{
+			{ID: "n1", Address: "127.0.0.1:7001", Suffrage: api.SuffrageVoter},
+			{ID: "n2", Address: "127.0.0.1:7002", APIAddr: "127.0.0.1:8002", Suffrage: api.SuffrageVoter, Leader: true},
+			{ID: "n3", Address: "127.0.0.1:7003", Suffrage: api.SuffrageNonvoter},
 		},
 		Term:          7,
 		CommitIndex:   120,
 		AppliedIndex:  118,
 		LeaderChanges: 3,
-		Commit:        Timing{Count: 100, Total: 250_000_000},
-		Apply:         Timing{Count: 100, Total: 50_000_000},
-		Freeze:        Timing{Count: 3, Total: 30_000_000},
-		Locks:         &LockStats{Held: 4, Waiters: 2, Handoffs: 9, Expired: 5},
+		Commit:        api.Timing{Count: 100, Total: 250_000_000},
+		Apply:         api.Timing{Count: 100, Total: 50_000_000},
+		Freeze:        api.Timing{Count: 3, Total: 30_000_000},
+		Locks:         &api.LockStats{Held: 4, Waiters: 2, Handoffs: 9, Expired: 5},
 		Raft:          map[string]string{"state": "Follower", "term": "7"},
 	}
 }

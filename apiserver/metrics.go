@@ -1,10 +1,12 @@
-package api
+package apiserver
 
 import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/raftlock/raftlock/api"
 )
 
 // latencyBuckets span a memory-store answer (tens of microseconds) to a
@@ -113,12 +115,12 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v float64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v)
 	}
-	timing := func(d *prometheus.Desc, t Timing) {
+	timing := func(d *prometheus.Desc, t api.Timing) {
 		ch <- prometheus.MustNewConstSummary(d, t.Count, t.Total.Seconds(), nil)
 	}
 	gauge(c.hasLeader, boolFloat(st.HasLeader()))
-	gauge(c.isLeader, boolFloat(st.Role == RoleLeader))
-	bySuffrage := map[string]int{SuffrageVoter: 0, SuffrageNonvoter: 0, SuffrageStaging: 0}
+	gauge(c.isLeader, boolFloat(st.Role == api.RoleLeader))
+	bySuffrage := map[string]int{api.SuffrageVoter: 0, api.SuffrageNonvoter: 0, api.SuffrageStaging: 0}
 	for _, m := range st.Members {
 		bySuffrage[m.Suffrage]++
 	}

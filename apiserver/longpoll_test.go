@@ -1,4 +1,4 @@
-package api
+package apiserver
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -121,13 +122,13 @@ func TestReleaseGivesUpWait(t *testing.T) {
 	require.Eventually(t, func() bool { return waitersOf(t, n.store, "k") == 1 }, patience, time.Millisecond)
 
 	rel := n.do(t, "POST", "/v1/release", fmt.Sprintf(`{"key":"k","owner":%q}`, owner))
-	assert.Equal(t, CodeNotHeld, rel.errorCode(), "the owner held nothing")
+	assert.Equal(t, api.CodeNotHeld, rel.errorCode(), "the owner held nothing")
 	assert.Zero(t, waitersOf(t, n.store, "k"), "the wait is over by the time the release answers")
 
 	select {
 	case a := <-ended:
 		assert.Equal(t, http.StatusConflict, a.status, a.raw)
-		assert.Equal(t, CodeCanceled, a.errorCode())
+		assert.Equal(t, api.CodeCanceled, a.errorCode())
 	case err := <-failed:
 		t.Fatal(err)
 	case <-time.After(patience):
@@ -228,7 +229,7 @@ func TestLongPollOutlivesServerTimeouts(t *testing.T) {
 		require.NoError(t, srv.Close())
 		require.ErrorIs(t, <-served, http.ErrServerClosed)
 	})
-	c, err := NewClient(ln.Addr().String(), ClientConfig{})
+	c, err := api.NewClient(ln.Addr().String(), api.ClientConfig{})
 	require.NoError(t, err)
 
 	_, err = c.Acquire(context.Background(), lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Minute})

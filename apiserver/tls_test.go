@@ -1,4 +1,4 @@
-package api
+package apiserver
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/lock"
 	"github.com/raftlock/raftlock/lock/locktest"
 )
@@ -68,11 +69,11 @@ func TestClientConformanceOverHTTPS(t *testing.T) {
 	locktest.TestStore(t, func(t *testing.T) lock.Store {
 		n := newTLSNode(t, Config{Token: testToken}, true)
 		nodes = append(nodes, n)
-		// Client's own transport speaks HTTP/1.1; curl and other clients
+		// api.Client's own transport speaks HTTP/1.1; curl and other clients
 		// may well pick HTTP/2, so the suite runs over it.
 		tr := &http.Transport{TLSClientConfig: n.clientTLS(n.ca.issue(t, "client")), ForceAttemptHTTP2: true}
 		t.Cleanup(tr.CloseIdleConnections)
-		c, err := NewClient(n.url, ClientConfig{Token: testToken, HTTPClient: &http.Client{Transport: tr}})
+		c, err := api.NewClient(n.url, api.ClientConfig{Token: testToken, HTTPClient: &http.Client{Transport: tr}})
 		require.NoError(t, err)
 		return c
 	})
@@ -88,7 +89,7 @@ func TestHTTPSWithClientCertificates(t *testing.T) {
 	ctx := context.Background()
 	req := lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Minute}
 
-	withCert, err := NewClient(n.url, ClientConfig{TLS: n.clientTLS(n.ca.issue(t, "client"))})
+	withCert, err := api.NewClient(n.url, api.ClientConfig{TLS: n.clientTLS(n.ca.issue(t, "client"))})
 	require.NoError(t, err)
 	lease, err := withCert.Acquire(ctx, req)
 	require.NoError(t, err, "a client with a certificate of the CA is served")
@@ -102,7 +103,7 @@ func TestHTTPSWithClientCertificates(t *testing.T) {
 	}
 	for name, cfg := range refused {
 		t.Run(name, func(t *testing.T) {
-			c, err := NewClient(n.url, ClientConfig{TLS: cfg})
+			c, err := api.NewClient(n.url, api.ClientConfig{TLS: cfg})
 			require.NoError(t, err)
 			_, err = c.Inspect(ctx, "k")
 			require.Error(t, err)
@@ -119,7 +120,7 @@ func TestHTTPSWithClientCertificates(t *testing.T) {
 	}
 
 	t.Run("client that does not trust the node", func(t *testing.T) {
-		c, err := NewClient(n.url, ClientConfig{TLS: &tls.Config{Certificates: []tls.Certificate{n.ca.issue(t, "client")}}})
+		c, err := api.NewClient(n.url, api.ClientConfig{TLS: &tls.Config{Certificates: []tls.Certificate{n.ca.issue(t, "client")}}})
 		require.NoError(t, err)
 		_, err = c.Acquire(ctx, lock.AcquireRequest{Key: "other", Owner: lock.NewOwner(), TTL: time.Minute})
 		assert.ErrorIs(t, err, lock.ErrUnavailable)
@@ -134,13 +135,13 @@ func TestHTTPSWithClientCertificates(t *testing.T) {
 }
 
 func TestClientTLSConfig(t *testing.T) {
-	_, err := NewClient("https://127.0.0.1:1", ClientConfig{TLS: &tls.Config{}, HTTPClient: &http.Client{}})
+	_, err := api.NewClient("https://127.0.0.1:1", api.ClientConfig{TLS: &tls.Config{}, HTTPClient: &http.Client{}})
 	assert.ErrorContains(t, err, "both TLS and HTTPClient")
 
 	// The client keeps its own copy: changing the config afterwards changes nothing.
 	n := newTLSNode(t, Config{}, false)
 	cfg := n.clientTLS()
-	c, err := NewClient(n.url, ClientConfig{TLS: cfg})
+	c, err := api.NewClient(n.url, api.ClientConfig{TLS: cfg})
 	require.NoError(t, err)
 	cfg.RootCAs = nil
 	_, err = c.Inspect(context.Background(), "k")

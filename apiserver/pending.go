@@ -1,4 +1,4 @@
-package api
+package apiserver
 
 import (
 	"context"
@@ -18,7 +18,7 @@ var errGivenUp = errors.New("api: acquire given up by a release of the same owne
 //
 // This is what lets a remote caller's Acquire honour lock.Store's contract
 // when its context ends: the HTTP client hangs up, which the node notices
-// some time later, so Client follows with a release, and that release returns
+// some time later, so api.Client follows with a release, and that release returns
 // only after the node has taken the abandoned acquire out of the store.
 type acquires struct {
 	mu      sync.Mutex // protects pending

@@ -1,9 +1,12 @@
-package api
+package apiserver
 
-import "github.com/raftlock/raftlock/cluster"
+import (
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/cluster"
+)
 
 // NodeStatus shows a cluster node to the API: its Status maps
-// cluster.Node.Stats, which reads local state only, to a ClusterStatus. It
+// cluster.Node.Stats, which reads local state only, to an api.ClusterStatus. It
 // returns nil for a nil node. NewHandler uses it by itself when its store is
 // a *cluster.Node and Config.Cluster is nil; the agent passes it explicitly.
 func NodeStatus(n *cluster.Node) Cluster {
@@ -15,22 +18,22 @@ func NodeStatus(n *cluster.Node) Cluster {
 
 type nodeStatus struct{ node *cluster.Node }
 
-func (s nodeStatus) Status() ClusterStatus {
+func (s nodeStatus) Status() api.ClusterStatus {
 	st := s.node.Stats()
-	out := ClusterStatus{
+	out := api.ClusterStatus{
 		NodeID:        st.ID,
 		Role:          roleName(st.State),
 		LeaderID:      st.LeaderID,
 		LeaderAddr:    st.LeaderAddr,
-		Members:       make([]Member, 0, len(st.Members)),
+		Members:       make([]api.Member, 0, len(st.Members)),
 		Term:          st.Term,
 		CommitIndex:   st.CommitIndex,
 		AppliedIndex:  st.AppliedIndex,
 		LeaderChanges: st.LeaderChanges,
-		Commit:        Timing{Count: st.Commit.Count, Total: st.Commit.Total},
-		Apply:         Timing{Count: st.Apply.Count, Total: st.Apply.Total},
-		Freeze:        Timing{Count: st.Freeze.Count, Total: st.Freeze.Total},
-		Locks: &LockStats{
+		Commit:        api.Timing{Count: st.Commit.Count, Total: st.Commit.Total},
+		Apply:         api.Timing{Count: st.Apply.Count, Total: st.Apply.Total},
+		Freeze:        api.Timing{Count: st.Freeze.Count, Total: st.Freeze.Total},
+		Locks: &api.LockStats{
 			Held:     st.Keys,
 			Waiters:  st.Waiters,
 			Handoffs: st.Handoffs,
@@ -40,7 +43,7 @@ func (s nodeStatus) Status() ClusterStatus {
 		Raft:     st.Raft,
 	}
 	for _, m := range st.Members { // already sorted by ID
-		out.Members = append(out.Members, Member{
+		out.Members = append(out.Members, api.Member{
 			ID:       m.ID,
 			Address:  m.Addr,
 			Suffrage: suffrageName(m.Suffrage),
@@ -55,23 +58,23 @@ func (s nodeStatus) Status() ClusterStatus {
 func roleName(state string) string {
 	switch state {
 	case "Leader":
-		return RoleLeader
+		return api.RoleLeader
 	case "Follower":
-		return RoleFollower
+		return api.RoleFollower
 	case "Candidate":
-		return RoleCandidate
+		return api.RoleCandidate
 	default:
-		return RoleShutdown
+		return api.RoleShutdown
 	}
 }
 
 func suffrageName(s string) string {
 	switch s {
 	case cluster.SuffrageVoter:
-		return SuffrageVoter
+		return api.SuffrageVoter
 	case cluster.SuffrageNonvoter:
-		return SuffrageNonvoter
+		return api.SuffrageNonvoter
 	default:
-		return SuffrageStaging
+		return api.SuffrageStaging
 	}
 }

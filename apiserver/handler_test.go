@@ -1,4 +1,4 @@
-package api
+package apiserver
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -57,7 +58,7 @@ func TestHeldAnswerCarriesTokenNeverOwner(t *testing.T) {
 
 	a := n.do(t, "POST", "/v1/acquire", `{"key":"k","ttl":"10s"}`)
 	assert.Equal(t, http.StatusConflict, a.status)
-	assert.Equal(t, CodeLocked, a.errorCode())
+	assert.Equal(t, api.CodeLocked, a.errorCode())
 	assert.Equal(t, holder.body["token"], a.errorField("token"))
 	assert.Greater(t, a.errorField("remaining_ms"), 9000.0)
 	assert.NotContains(t, a.raw, holder.body["owner"].(string))
@@ -82,11 +83,11 @@ func TestReleaseAndExtend(t *testing.T) {
 
 	notHeld := n.do(t, "POST", "/v1/extend", fmt.Sprintf(`{"key":"k","owner":%q,"ttl_ms":60000}`, stranger))
 	assert.Equal(t, http.StatusConflict, notHeld.status)
-	assert.Equal(t, CodeNotHeld, notHeld.errorCode())
+	assert.Equal(t, api.CodeNotHeld, notHeld.errorCode())
 
 	wrong := n.do(t, "POST", "/v1/release", fmt.Sprintf(`{"key":"k","owner":%q}`, stranger))
 	assert.Equal(t, http.StatusConflict, wrong.status)
-	assert.Equal(t, CodeNotHeld, wrong.errorCode())
+	assert.Equal(t, api.CodeNotHeld, wrong.errorCode())
 	info, err := n.store.Inspect(context.Background(), "k")
 	require.NoError(t, err)
 	assert.True(t, info.Locked, "a release by another owner changes nothing")
@@ -97,10 +98,10 @@ func TestReleaseAndExtend(t *testing.T) {
 
 	again := n.do(t, "POST", "/v1/release", fmt.Sprintf(`{"key":"k","owner":%q}`, owner))
 	assert.Equal(t, http.StatusConflict, again.status)
-	assert.Equal(t, CodeNotHeld, again.errorCode())
+	assert.Equal(t, api.CodeNotHeld, again.errorCode())
 
 	gone := n.do(t, "POST", "/v1/extend", fmt.Sprintf(`{"key":"k","owner":%q,"ttl":"1s"}`, owner))
-	assert.Equal(t, CodeNotHeld, gone.errorCode())
+	assert.Equal(t, api.CodeNotHeld, gone.errorCode())
 }
 
 func TestInspectAndList(t *testing.T) {
@@ -174,83 +175,83 @@ func TestBadRequests(t *testing.T) {
 		code                     string
 	}{
 		// Routes and methods.
-		{"unknown route", "GET", "/v1/nope", "", 404, CodeNotFound},
-		{"root", "GET", "/", "", 404, CodeNotFound},
-		{"trailing slash", "POST", "/v1/acquire/", `{"key":"a","ttl":"1s"}`, 404, CodeNotFound},
-		{"acquire by GET", "GET", "/v1/acquire", "", 405, CodeMethodNotAllowed},
-		{"release by PUT", "PUT", "/v1/release", `{}`, 405, CodeMethodNotAllowed},
-		{"inspect by POST", "POST", "/v1/inspect", `{"key":"a"}`, 405, CodeMethodNotAllowed},
-		{"healthz by DELETE", "DELETE", "/healthz", "", 405, CodeMethodNotAllowed},
-		{"metrics by POST", "POST", "/metrics", "", 405, CodeMethodNotAllowed},
-		{"cluster of a memory store", "GET", "/v1/cluster", "", 404, CodeNotCluster},
-		{"cluster by POST", "POST", "/v1/cluster", `{}`, 405, CodeMethodNotAllowed},
-		{"locks by DELETE", "DELETE", "/v1/locks", "", 405, CodeMethodNotAllowed},
+		{"unknown route", "GET", "/v1/nope", "", 404, api.CodeNotFound},
+		{"root", "GET", "/", "", 404, api.CodeNotFound},
+		{"trailing slash", "POST", "/v1/acquire/", `{"key":"a","ttl":"1s"}`, 404, api.CodeNotFound},
+		{"acquire by GET", "GET", "/v1/acquire", "", 405, api.CodeMethodNotAllowed},
+		{"release by PUT", "PUT", "/v1/release", `{}`, 405, api.CodeMethodNotAllowed},
+		{"inspect by POST", "POST", "/v1/inspect", `{"key":"a"}`, 405, api.CodeMethodNotAllowed},
+		{"healthz by DELETE", "DELETE", "/healthz", "", 405, api.CodeMethodNotAllowed},
+		{"metrics by POST", "POST", "/metrics", "", 405, api.CodeMethodNotAllowed},
+		{"cluster of a memory store", "GET", "/v1/cluster", "", 404, api.CodeNotCluster},
+		{"cluster by POST", "POST", "/v1/cluster", `{}`, 405, api.CodeMethodNotAllowed},
+		{"locks by DELETE", "DELETE", "/v1/locks", "", 405, api.CodeMethodNotAllowed},
 
 		// Acquire.
-		{"acquire malformed JSON", "POST", "/v1/acquire", `{"key":`, 400, CodeBadRequest},
-		{"acquire not an object", "POST", "/v1/acquire", `["key"]`, 400, CodeBadRequest},
-		{"acquire empty body", "POST", "/v1/acquire", ``, 400, CodeBadRequest},
-		{"acquire unknown field", "POST", "/v1/acquire", `{"key":"a","ttl":"1s","colour":"red"}`, 400, CodeBadRequest},
-		{"acquire trailing data", "POST", "/v1/acquire", `{"key":"a","ttl":"1s"} {}`, 400, CodeBadRequest},
-		{"acquire body not UTF-8", "POST", "/v1/acquire", "{\"key\":\"\xff\",\"ttl\":\"1s\"}", 400, CodeBadRequest},
-		{"acquire oversized body", "POST", "/v1/acquire", `{"key":"` + strings.Repeat("x", 5<<10) + `","ttl":"1s"}`, 413, CodeBodyTooLarge},
-		{"acquire missing key", "POST", "/v1/acquire", `{"ttl":"1s"}`, 400, CodeInvalidKey},
-		{"acquire empty key", "POST", "/v1/acquire", `{"key":"","ttl":"1s"}`, 400, CodeInvalidKey},
-		{"acquire oversized key", "POST", "/v1/acquire", `{"key":"` + longKey + `","ttl":"1s"}`, 400, CodeInvalidKey},
-		{"acquire key and key_b64", "POST", "/v1/acquire", `{"key":"a","key_b64":"YQ==","ttl":"1s"}`, 400, CodeInvalidKey},
-		{"acquire bad key_b64", "POST", "/v1/acquire", `{"key_b64":"!!","ttl":"1s"}`, 400, CodeInvalidKey},
-		{"acquire missing ttl", "POST", "/v1/acquire", `{"key":"a"}`, 400, CodeInvalidTTL},
-		{"acquire null ttl", "POST", "/v1/acquire", `{"key":"a","ttl":null}`, 400, CodeInvalidTTL},
-		{"acquire negative ttl", "POST", "/v1/acquire", `{"key":"a","ttl":"-1s"}`, 400, CodeInvalidTTL},
-		{"acquire zero ttl_ms", "POST", "/v1/acquire", `{"key":"a","ttl_ms":0}`, 400, CodeInvalidTTL},
-		{"acquire absurd ttl", "POST", "/v1/acquire", `{"key":"a","ttl":"1000h"}`, 400, CodeInvalidTTL},
-		{"acquire huge ttl_ms", "POST", "/v1/acquire", `{"key":"a","ttl_ms":99999999999999999}`, 400, CodeInvalidTTL},
-		{"acquire ttl as number", "POST", "/v1/acquire", `{"key":"a","ttl":30}`, 400, CodeInvalidTTL},
-		{"acquire ttl_ms as string", "POST", "/v1/acquire", `{"key":"a","ttl_ms":"30"}`, 400, CodeInvalidTTL},
-		{"acquire ttl_ms fractional", "POST", "/v1/acquire", `{"key":"a","ttl_ms":1.5}`, 400, CodeInvalidTTL},
-		{"acquire ttl not a duration", "POST", "/v1/acquire", `{"key":"a","ttl":"30 seconds"}`, 400, CodeInvalidTTL},
-		{"acquire ttl and ttl_ms", "POST", "/v1/acquire", `{"key":"a","ttl":"1s","ttl_ms":1000}`, 400, CodeInvalidTTL},
-		{"acquire negative wait", "POST", "/v1/acquire", `{"key":"a","ttl":"1s","wait":"-1s"}`, 400, CodeInvalidWait},
-		{"acquire negative wait_ms", "POST", "/v1/acquire", `{"key":"a","ttl":"1s","wait_ms":-5}`, 400, CodeInvalidWait},
-		{"acquire absurd wait", "POST", "/v1/acquire", `{"key":"a","ttl":"1s","wait":"1000h"}`, 400, CodeInvalidWait},
-		{"acquire bad owner hex", "POST", "/v1/acquire", `{"key":"a","ttl":"1s","owner":"xyz"}`, 400, CodeInvalidOwner},
-		{"acquire zero owner", "POST", "/v1/acquire", `{"key":"a","ttl":"1s","owner":"` + zeroOwner + `"}`, 400, CodeInvalidOwner},
-		{"acquire held", "POST", "/v1/acquire", `{"key":"held","ttl":"1s"}`, 409, CodeLocked},
+		{"acquire malformed JSON", "POST", "/v1/acquire", `{"key":`, 400, api.CodeBadRequest},
+		{"acquire not an object", "POST", "/v1/acquire", `["key"]`, 400, api.CodeBadRequest},
+		{"acquire empty body", "POST", "/v1/acquire", ``, 400, api.CodeBadRequest},
+		{"acquire unknown field", "POST", "/v1/acquire", `{"key":"a","ttl":"1s","colour":"red"}`, 400, api.CodeBadRequest},
+		{"acquire trailing data", "POST", "/v1/acquire", `{"key":"a","ttl":"1s"} {}`, 400, api.CodeBadRequest},
+		{"acquire body not UTF-8", "POST", "/v1/acquire", "{\"key\":\"\xff\",\"ttl\":\"1s\"}", 400, api.CodeBadRequest},
+		{"acquire oversized body", "POST", "/v1/acquire", `{"key":"` + strings.Repeat("x", 5<<10) + `","ttl":"1s"}`, 413, api.CodeBodyTooLarge},
+		{"acquire missing key", "POST", "/v1/acquire", `{"ttl":"1s"}`, 400, api.CodeInvalidKey},
+		{"acquire empty key", "POST", "/v1/acquire", `{"key":"","ttl":"1s"}`, 400, api.CodeInvalidKey},
+		{"acquire oversized key", "POST", "/v1/acquire", `{"key":"` + longKey + `","ttl":"1s"}`, 400, api.CodeInvalidKey},
+		{"acquire key and key_b64", "POST", "/v1/acquire", `{"key":"a","key_b64":"YQ==","ttl":"1s"}`, 400, api.CodeInvalidKey},
+		{"acquire bad key_b64", "POST", "/v1/acquire", `{"key_b64":"!!","ttl":"1s"}`, 400, api.CodeInvalidKey},
+		{"acquire missing ttl", "POST", "/v1/acquire", `{"key":"a"}`, 400, api.CodeInvalidTTL},
+		{"acquire null ttl", "POST", "/v1/acquire", `{"key":"a","ttl":null}`, 400, api.CodeInvalidTTL},
+		{"acquire negative ttl", "POST", "/v1/acquire", `{"key":"a","ttl":"-1s"}`, 400, api.CodeInvalidTTL},
+		{"acquire zero ttl_ms", "POST", "/v1/acquire", `{"key":"a","ttl_ms":0}`, 400, api.CodeInvalidTTL},
+		{"acquire absurd ttl", "POST", "/v1/acquire", `{"key":"a","ttl":"1000h"}`, 400, api.CodeInvalidTTL},
+		{"acquire huge ttl_ms", "POST", "/v1/acquire", `{"key":"a","ttl_ms":99999999999999999}`, 400, api.CodeInvalidTTL},
+		{"acquire ttl as number", "POST", "/v1/acquire", `{"key":"a","ttl":30}`, 400, api.CodeInvalidTTL},
+		{"acquire ttl_ms as string", "POST", "/v1/acquire", `{"key":"a","ttl_ms":"30"}`, 400, api.CodeInvalidTTL},
+		{"acquire ttl_ms fractional", "POST", "/v1/acquire", `{"key":"a","ttl_ms":1.5}`, 400, api.CodeInvalidTTL},
+		{"acquire ttl not a duration", "POST", "/v1/acquire", `{"key":"a","ttl":"30 seconds"}`, 400, api.CodeInvalidTTL},
+		{"acquire ttl and ttl_ms", "POST", "/v1/acquire", `{"key":"a","ttl":"1s","ttl_ms":1000}`, 400, api.CodeInvalidTTL},
+		{"acquire negative wait", "POST", "/v1/acquire", `{"key":"a","ttl":"1s","wait":"-1s"}`, 400, api.CodeInvalidWait},
+		{"acquire negative wait_ms", "POST", "/v1/acquire", `{"key":"a","ttl":"1s","wait_ms":-5}`, 400, api.CodeInvalidWait},
+		{"acquire absurd wait", "POST", "/v1/acquire", `{"key":"a","ttl":"1s","wait":"1000h"}`, 400, api.CodeInvalidWait},
+		{"acquire bad owner hex", "POST", "/v1/acquire", `{"key":"a","ttl":"1s","owner":"xyz"}`, 400, api.CodeInvalidOwner},
+		{"acquire zero owner", "POST", "/v1/acquire", `{"key":"a","ttl":"1s","owner":"` + zeroOwner + `"}`, 400, api.CodeInvalidOwner},
+		{"acquire held", "POST", "/v1/acquire", `{"key":"held","ttl":"1s"}`, 409, api.CodeLocked},
 
 		// Release.
-		{"release malformed JSON", "POST", "/v1/release", `{"key":"held","owner":`, 400, CodeBadRequest},
-		{"release unknown field", "POST", "/v1/release", `{"key":"held","owner":"` + owner + `","ttl":"1s"}`, 400, CodeBadRequest},
-		{"release missing owner", "POST", "/v1/release", `{"key":"held"}`, 400, CodeInvalidOwner},
-		{"release bad owner hex", "POST", "/v1/release", `{"key":"held","owner":"` + strings.Repeat("g", 32) + `"}`, 400, CodeInvalidOwner},
-		{"release missing key", "POST", "/v1/release", `{"owner":"` + owner + `"}`, 400, CodeInvalidKey},
-		{"release oversized key", "POST", "/v1/release", `{"key":"` + longKey + `","owner":"` + owner + `"}`, 400, CodeInvalidKey},
-		{"release oversized body", "POST", "/v1/release", `{"key":"` + strings.Repeat("x", 5<<10) + `"}`, 413, CodeBodyTooLarge},
-		{"release not held", "POST", "/v1/release", `{"key":"free","owner":"` + owner + `"}`, 409, CodeNotHeld},
+		{"release malformed JSON", "POST", "/v1/release", `{"key":"held","owner":`, 400, api.CodeBadRequest},
+		{"release unknown field", "POST", "/v1/release", `{"key":"held","owner":"` + owner + `","ttl":"1s"}`, 400, api.CodeBadRequest},
+		{"release missing owner", "POST", "/v1/release", `{"key":"held"}`, 400, api.CodeInvalidOwner},
+		{"release bad owner hex", "POST", "/v1/release", `{"key":"held","owner":"` + strings.Repeat("g", 32) + `"}`, 400, api.CodeInvalidOwner},
+		{"release missing key", "POST", "/v1/release", `{"owner":"` + owner + `"}`, 400, api.CodeInvalidKey},
+		{"release oversized key", "POST", "/v1/release", `{"key":"` + longKey + `","owner":"` + owner + `"}`, 400, api.CodeInvalidKey},
+		{"release oversized body", "POST", "/v1/release", `{"key":"` + strings.Repeat("x", 5<<10) + `"}`, 413, api.CodeBodyTooLarge},
+		{"release not held", "POST", "/v1/release", `{"key":"free","owner":"` + owner + `"}`, 409, api.CodeNotHeld},
 
 		// Extend.
-		{"extend malformed JSON", "POST", "/v1/extend", `nope`, 400, CodeBadRequest},
-		{"extend missing owner", "POST", "/v1/extend", `{"key":"held","ttl":"1s"}`, 400, CodeInvalidOwner},
-		{"extend missing ttl", "POST", "/v1/extend", `{"key":"held","owner":"` + owner + `"}`, 400, CodeInvalidTTL},
-		{"extend negative ttl", "POST", "/v1/extend", `{"key":"held","owner":"` + owner + `","ttl":"-5s"}`, 400, CodeInvalidTTL},
-		{"extend oversized key", "POST", "/v1/extend", `{"key":"` + longKey + `","owner":"` + owner + `","ttl":"1s"}`, 400, CodeInvalidKey},
-		{"extend oversized body", "POST", "/v1/extend", strings.Repeat(" ", 5<<10) + `{}`, 413, CodeBodyTooLarge},
-		{"extend not held", "POST", "/v1/extend", `{"key":"free","owner":"` + owner + `","ttl":"1s"}`, 409, CodeNotHeld},
+		{"extend malformed JSON", "POST", "/v1/extend", `nope`, 400, api.CodeBadRequest},
+		{"extend missing owner", "POST", "/v1/extend", `{"key":"held","ttl":"1s"}`, 400, api.CodeInvalidOwner},
+		{"extend missing ttl", "POST", "/v1/extend", `{"key":"held","owner":"` + owner + `"}`, 400, api.CodeInvalidTTL},
+		{"extend negative ttl", "POST", "/v1/extend", `{"key":"held","owner":"` + owner + `","ttl":"-5s"}`, 400, api.CodeInvalidTTL},
+		{"extend oversized key", "POST", "/v1/extend", `{"key":"` + longKey + `","owner":"` + owner + `","ttl":"1s"}`, 400, api.CodeInvalidKey},
+		{"extend oversized body", "POST", "/v1/extend", strings.Repeat(" ", 5<<10) + `{}`, 413, api.CodeBodyTooLarge},
+		{"extend not held", "POST", "/v1/extend", `{"key":"free","owner":"` + owner + `","ttl":"1s"}`, 409, api.CodeNotHeld},
 
 		// Inspect.
-		{"inspect missing key", "GET", "/v1/inspect", "", 400, CodeInvalidKey},
-		{"inspect empty key", "GET", "/v1/inspect?key=", "", 400, CodeInvalidKey},
-		{"inspect oversized key", "GET", "/v1/inspect?key=" + longKey, "", 400, CodeInvalidKey},
-		{"inspect unknown parameter", "GET", "/v1/inspect?key=a&owner=b", "", 400, CodeBadRequest},
-		{"inspect repeated key", "GET", "/v1/inspect?key=a&key=b", "", 400, CodeBadRequest},
-		{"inspect malformed query", "GET", "/v1/inspect?key=%zz", "", 400, CodeBadRequest},
+		{"inspect missing key", "GET", "/v1/inspect", "", 400, api.CodeInvalidKey},
+		{"inspect empty key", "GET", "/v1/inspect?key=", "", 400, api.CodeInvalidKey},
+		{"inspect oversized key", "GET", "/v1/inspect?key=" + longKey, "", 400, api.CodeInvalidKey},
+		{"inspect unknown parameter", "GET", "/v1/inspect?key=a&owner=b", "", 400, api.CodeBadRequest},
+		{"inspect repeated key", "GET", "/v1/inspect?key=a&key=b", "", 400, api.CodeBadRequest},
+		{"inspect malformed query", "GET", "/v1/inspect?key=%zz", "", 400, api.CodeBadRequest},
 
 		// List, cluster, health.
-		{"list zero limit", "GET", "/v1/locks?limit=0", "", 400, CodeInvalidList},
-		{"list bad limit", "GET", "/v1/locks?limit=ten", "", 400, CodeInvalidList},
-		{"list unknown parameter", "GET", "/v1/locks?key=a", "", 400, CodeBadRequest},
-		{"list oversized prefix", "GET", "/v1/locks?prefix=" + longKey, "", 400, CodeInvalidKey},
-		{"cluster with a query", "GET", "/v1/cluster?verbose=1", "", 400, CodeBadRequest},
-		{"inspect parameter in another case", "GET", "/v1/inspect?KEY=a", "", 400, CodeBadRequest},
+		{"list zero limit", "GET", "/v1/locks?limit=0", "", 400, api.CodeInvalidList},
+		{"list bad limit", "GET", "/v1/locks?limit=ten", "", 400, api.CodeInvalidList},
+		{"list unknown parameter", "GET", "/v1/locks?key=a", "", 400, api.CodeBadRequest},
+		{"list oversized prefix", "GET", "/v1/locks?prefix=" + longKey, "", 400, api.CodeInvalidKey},
+		{"cluster with a query", "GET", "/v1/cluster?verbose=1", "", 400, api.CodeBadRequest},
+		{"inspect parameter in another case", "GET", "/v1/inspect?KEY=a", "", 400, api.CodeBadRequest},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -279,7 +280,7 @@ func TestListUnsupported(t *testing.T) {
 	n := newTestNodeOver(t, storeOnly{store}, Config{}, func() { _ = store.Close() })
 	a := n.do(t, "GET", "/v1/locks", "")
 	assert.Equal(t, http.StatusNotImplemented, a.status)
-	assert.Equal(t, CodeNotImplemented, a.errorCode())
+	assert.Equal(t, api.CodeNotImplemented, a.errorCode())
 }
 
 // storeOnly hides every optional ability of the store it wraps.
@@ -293,14 +294,14 @@ func TestStoreErrorsMapToCodes(t *testing.T) {
 		status int
 		code   string
 	}{
-		{&lock.HeldError{Key: "k", Token: 7, Remaining: 1500 * time.Millisecond}, 409, CodeLocked},
-		{fmt.Errorf("%w (key %q)", lock.ErrNotHeld, "k"), 409, CodeNotHeld},
-		{fmt.Errorf("%w: 65536 wait", lock.ErrQueueFull), 429, CodeQueueFull},
-		{fmt.Errorf("cluster: no leader: %w", lock.ErrUnavailable), 503, CodeUnavailable},
-		{fmt.Errorf("cluster: leadership lost: %w: %w", lock.ErrUnknownOutcome, lock.ErrUnavailable), 503, CodeUnknownOutcome},
-		{lock.ErrClosed, 503, CodeClosed},
-		{fmt.Errorf("wrapped: %w", context.DeadlineExceeded), 503, CodeUnknownOutcome},
-		{fmt.Errorf("disk on fire"), 500, CodeInternal},
+		{&lock.HeldError{Key: "k", Token: 7, Remaining: 1500 * time.Millisecond}, 409, api.CodeLocked},
+		{fmt.Errorf("%w (key %q)", lock.ErrNotHeld, "k"), 409, api.CodeNotHeld},
+		{fmt.Errorf("%w: 65536 wait", lock.ErrQueueFull), 429, api.CodeQueueFull},
+		{fmt.Errorf("cluster: no leader: %w", lock.ErrUnavailable), 503, api.CodeUnavailable},
+		{fmt.Errorf("cluster: leadership lost: %w: %w", lock.ErrUnknownOutcome, lock.ErrUnavailable), 503, api.CodeUnknownOutcome},
+		{lock.ErrClosed, 503, api.CodeClosed},
+		{fmt.Errorf("wrapped: %w", context.DeadlineExceeded), 503, api.CodeUnknownOutcome},
+		{fmt.Errorf("disk on fire"), 500, api.CodeInternal},
 	}
 	for _, tc := range cases {
 		t.Run(tc.code, func(t *testing.T) {
@@ -308,7 +309,7 @@ func TestStoreErrorsMapToCodes(t *testing.T) {
 			a := n.do(t, "POST", "/v1/acquire", `{"key":"k","ttl":"1s"}`)
 			assert.Equal(t, tc.status, a.status, a.raw)
 			assert.Equal(t, tc.code, a.errorCode(), a.raw)
-			if tc.code == CodeLocked {
+			if tc.code == api.CodeLocked {
 				assert.EqualValues(t, 7, a.errorField("token"))
 				assert.EqualValues(t, 1500, a.errorField("remaining_ms"))
 			}
@@ -318,7 +319,7 @@ func TestStoreErrorsMapToCodes(t *testing.T) {
 	t.Run("timeout of a read is unavailable", func(t *testing.T) {
 		n := newTestNodeOver(t, failingStore{context.DeadlineExceeded}, Config{}, nil)
 		a := n.do(t, "GET", "/v1/inspect?key=k", "")
-		assert.Equal(t, CodeUnavailable, a.errorCode(), a.raw)
+		assert.Equal(t, api.CodeUnavailable, a.errorCode(), a.raw)
 	})
 }
 

@@ -1,4 +1,4 @@
-package api
+package apiserver
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/lock"
 )
@@ -63,7 +64,7 @@ func TestNodeStatusOfARealCluster(t *testing.T) {
 	st, err := n.client.Cluster(ctx)
 	require.NoError(t, err)
 	require.NotNil(t, st.Locks)
-	assert.Equal(t, LockStats{Held: 1, Waiters: 1}, *st.Locks)
+	assert.Equal(t, api.LockStats{Held: 1, Waiters: 1}, *st.Locks)
 
 	released, err := n.client.Release(ctx, "jobs/a", holder)
 	require.NoError(t, err)
@@ -78,10 +79,10 @@ func TestNodeStatusOfARealCluster(t *testing.T) {
 	st, err = n.client.Cluster(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, "solo", st.NodeID)
-	assert.Equal(t, RoleLeader, st.Role)
+	assert.Equal(t, api.RoleLeader, st.Role)
 	assert.Equal(t, "solo", st.LeaderID)
 	assert.Equal(t, node.Addr(), st.LeaderAddr)
-	assert.Equal(t, []Member{{ID: "solo", Address: node.Addr(), Suffrage: SuffrageVoter, Leader: true, APIAddr: "http://solo.test:7070"}}, st.Members)
+	assert.Equal(t, []api.Member{{ID: "solo", Address: node.Addr(), Suffrage: api.SuffrageVoter, Leader: true, APIAddr: "http://solo.test:7070"}}, st.Members)
 	assert.Positive(t, st.Term)
 	assert.Positive(t, st.CommitIndex)
 	assert.Positive(t, st.AppliedIndex)
@@ -90,12 +91,12 @@ func TestNodeStatusOfARealCluster(t *testing.T) {
 	assert.Positive(t, st.Commit.Total)
 	assert.Positive(t, st.Apply.Count)
 	require.NotNil(t, st.Locks)
-	assert.Equal(t, LockStats{Held: 1, Waiters: 0, Handoffs: 1}, *st.Locks, "the waiter holds the key, handed over once")
+	assert.Equal(t, api.LockStats{Held: 1, Waiters: 0, Handoffs: 1}, *st.Locks, "the waiter holds the key, handed over once")
 	assert.NotEmpty(t, st.Raft)
 
 	h, err := n.client.Health(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, Health{Ready: true, NodeID: "solo", Role: RoleLeader, LeaderID: "solo", LeaderAddr: node.Addr()}, h)
+	assert.Equal(t, api.Health{Ready: true, NodeID: "solo", Role: api.RoleLeader, LeaderID: "solo", LeaderAddr: node.Addr()}, h)
 
 	families := scrape(t, n)
 	value := func(name string, labels map[string]string) float64 {
@@ -109,8 +110,8 @@ func TestNodeStatusOfARealCluster(t *testing.T) {
 	}
 	assert.Equal(t, 1.0, value("raftlock_cluster_is_leader", nil))
 	assert.Equal(t, 1.0, value("raftlock_cluster_has_leader", nil))
-	assert.Equal(t, 1.0, value("raftlock_cluster_members", map[string]string{"suffrage": SuffrageVoter}))
-	assert.Equal(t, 0.0, value("raftlock_cluster_members", map[string]string{"suffrage": SuffrageNonvoter}))
+	assert.Equal(t, 1.0, value("raftlock_cluster_members", map[string]string{"suffrage": api.SuffrageVoter}))
+	assert.Equal(t, 0.0, value("raftlock_cluster_members", map[string]string{"suffrage": api.SuffrageNonvoter}))
 	assert.Equal(t, 1.0, value("raftlock_locks_held", nil))
 	assert.Equal(t, 0.0, value("raftlock_locks_waiters", nil))
 	assert.Equal(t, 1.0, value("raftlock_locks_handoffs_total", nil))

@@ -1,4 +1,4 @@
-package api
+package apiserver
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -15,7 +16,7 @@ import (
 // "serial" is one caller's latency; "parallel" spreads GOMAXPROCS*4 callers
 // over distinct keys and measures throughput.
 func BenchmarkHTTPAcquireRelease(b *testing.B) {
-	serial := func(b *testing.B, c *Client) {
+	serial := func(b *testing.B, c *api.Client) {
 		ctx := context.Background()
 		owner := lock.NewOwner()
 		b.ReportAllocs()
@@ -35,7 +36,7 @@ func BenchmarkHTTPAcquireRelease(b *testing.B) {
 	// What TLS with client certificates costs once connections are kept.
 	b.Run("serial-https-client-cert-token", func(b *testing.B) {
 		n := newTLSNode(b, Config{Token: testToken}, true)
-		c, err := NewClient(n.url, ClientConfig{Token: testToken, TLS: n.clientTLS(n.ca.issue(b, "client"))})
+		c, err := api.NewClient(n.url, api.ClientConfig{Token: testToken, TLS: n.clientTLS(n.ca.issue(b, "client"))})
 		if err != nil {
 			b.Fatal(err)
 		}

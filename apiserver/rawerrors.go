@@ -1,4 +1,4 @@
-package api
+package apiserver
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+
+	"github.com/raftlock/raftlock/api"
 )
 
 // Go's net/http answers some requests by itself, before any handler runs,
@@ -56,7 +58,7 @@ func (c *jsonErrorConn) Write(b []byte) (int, error) {
 	}
 	var answer []byte
 	if string(b) == plainHTTPOnTLSAnswer {
-		answer = jsonAnswer("HTTP/1.0", http.StatusBadRequest, CodeHTTPSRequired,
+		answer = jsonAnswer("HTTP/1.0", http.StatusBadRequest, api.CodeHTTPSRequired,
 			"api: this node serves HTTPS and the request came in plain HTTP: use an https:// address")
 	} else if status, why, ok := parseServerError(b); ok {
 		answer = jsonAnswer("HTTP/1.1", status, rawErrorCode(status), "api: the node's HTTP server refused the request: "+why)
@@ -97,18 +99,18 @@ func (c *jsonErrorConn) CloseWrite() error {
 func rawErrorCode(status int) string {
 	switch status {
 	case http.StatusRequestHeaderFieldsTooLarge:
-		return CodeHeadersTooLarge
+		return api.CodeHeadersTooLarge
 	case http.StatusHTTPVersionNotSupported, http.StatusNotImplemented:
-		return CodeUnsupportedProtocol
+		return api.CodeUnsupportedProtocol
 	default:
-		return CodeBadRequest
+		return api.CodeBadRequest
 	}
 }
 
 // jsonAnswer is a whole HTTP answer with an error body, closing the
 // connection as net/http's own answer would.
 func jsonAnswer(proto string, status int, code, msg string) []byte {
-	body, _ := json.Marshal(errorBody{Error: errorDetail{Code: code, Message: msg}})
+	body, _ := json.Marshal(api.ErrorBody{Error: api.ErrorDetail{Code: code, Message: msg}})
 	body = append(body, '\n')
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "%s %d %s\r\n", proto, status, http.StatusText(status))

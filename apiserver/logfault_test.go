@@ -1,4 +1,4 @@
-package api
+package apiserver
 
 import (
 	"net/http"
@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -27,7 +28,7 @@ func TestHealthzReportsALogFault(t *testing.T) {
 	resp.Body.Close()
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusServiceUnavailable, a.status)
-	assert.Contains(t, a.raw, CodeLogFault)
+	assert.Contains(t, a.raw, api.CodeLogFault)
 	assert.Contains(t, a.raw, "no space left on device")
 
 	fc.set(leaderStatus())

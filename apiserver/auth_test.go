@@ -1,4 +1,4 @@
-package api
+package apiserver
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -60,14 +61,14 @@ func TestTokenGuardsEveryRouteButHealthz(t *testing.T) {
 		{"prefix of the token", http.Header{"Authorization": {"Bearer " + testToken[:len(testToken)-1]}}, "wrong token"},
 		{"token plus more", http.Header{"Authorization": {"Bearer " + testToken + "x"}}, "wrong token"},
 		{"basic, not bearer", http.Header{"Authorization": {"Basic " + testToken}}, "requires a token"},
-		{"wrong header token", http.Header{TokenHeader: {"nope"}}, "wrong token"},
+		{"wrong header token", http.Header{api.TokenHeader: {"nope"}}, "wrong token"},
 	}
 	for _, rt := range routes {
 		for _, c := range refused {
 			t.Run(rt.path+"/"+c.name, func(t *testing.T) {
 				a := n.sendWith(t, rt.method, rt.path, rt.body, c.header)
 				assert.Equal(t, http.StatusUnauthorized, a.status, a.raw)
-				assert.Equal(t, CodeUnauthorized, a.errorCode())
+				assert.Equal(t, api.CodeUnauthorized, a.errorCode())
 				assert.Contains(t, a.errorField("message"), c.msg)
 				assert.Equal(t, `Bearer realm="raftlock"`, a.header.Get("WWW-Authenticate"))
 				assert.NotContains(t, a.raw, testToken, "the answer never echoes the token")
@@ -78,8 +79,8 @@ func TestTokenGuardsEveryRouteButHealthz(t *testing.T) {
 	accepted := map[string]http.Header{
 		"bearer":           {"Authorization": {"Bearer " + testToken}},
 		"bearer lowercase": {"Authorization": {"bearer  " + testToken}},
-		"token header":     {TokenHeader: {testToken}},
-		"one good of two":  {"Authorization": {"Bearer nope"}, TokenHeader: {testToken}},
+		"token header":     {api.TokenHeader: {testToken}},
+		"one good of two":  {"Authorization": {"Bearer nope"}, api.TokenHeader: {testToken}},
 	}
 	for name, header := range accepted {
 		t.Run("accepted/"+name, func(t *testing.T) {
@@ -116,7 +117,7 @@ func TestClientToken(t *testing.T) {
 	ctx := context.Background()
 	req := lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Minute}
 
-	with, err := NewClient(n.url, ClientConfig{Token: testToken})
+	with, err := api.NewClient(n.url, api.ClientConfig{Token: testToken})
 	require.NoError(t, err)
 	lease, err := with.Acquire(ctx, req)
 	require.NoError(t, err)
@@ -130,23 +131,23 @@ func TestClientToken(t *testing.T) {
 
 	for name, token := range map[string]string{"without a token": "", "with the wrong token": "other"} {
 		t.Run(name, func(t *testing.T) {
-			c, err := NewClient(n.url, ClientConfig{Token: token})
+			c, err := api.NewClient(n.url, api.ClientConfig{Token: token})
 			require.NoError(t, err)
 			_, err = c.Acquire(ctx, lock.AcquireRequest{Key: "other", Owner: lock.NewOwner(), TTL: time.Minute})
-			assert.ErrorIs(t, err, ErrUnauthorized)
+			assert.ErrorIs(t, err, api.ErrUnauthorized)
 			assert.NotErrorIs(t, err, lock.ErrUnknownOutcome, "a refused request was not done")
 			assert.NotErrorIs(t, err, lock.ErrUnavailable)
-			var se *ServerError
+			var se *api.ServerError
 			require.ErrorAs(t, err, &se)
 			assert.Equal(t, http.StatusUnauthorized, se.StatusCode)
 			_, err = c.Release(ctx, "k", req.Owner)
-			assert.ErrorIs(t, err, ErrUnauthorized, "a refused release is an error, not (false, nil)")
+			assert.ErrorIs(t, err, api.ErrUnauthorized, "a refused release is an error, not (false, nil)")
 			_, err = c.Inspect(ctx, "k")
-			assert.ErrorIs(t, err, ErrUnauthorized)
+			assert.ErrorIs(t, err, api.ErrUnauthorized)
 			_, err = c.List(ctx, lock.ListRequest{})
-			assert.ErrorIs(t, err, ErrUnauthorized)
+			assert.ErrorIs(t, err, api.ErrUnauthorized)
 			_, err = c.Cluster(ctx)
-			assert.ErrorIs(t, err, ErrUnauthorized)
+			assert.ErrorIs(t, err, api.ErrUnauthorized)
 			h, err := c.Health(ctx)
 			require.NoError(t, err, "/healthz needs no token")
 			assert.True(t, h.Ready)
@@ -159,11 +160,11 @@ func TestClientToken(t *testing.T) {
 
 func TestValidateToken(t *testing.T) {
 	for _, good := range []string{"", "a", testToken, "0123456789abcdef"} {
-		assert.NoError(t, ValidateToken(good), good)
+		assert.NoError(t, api.ValidateToken(good), good)
 	}
 	for _, bad := range []string{"with space", "tab\there", "new\nline", "é", "\x7f"} {
-		assert.Error(t, ValidateToken(bad), "%q", bad)
-		_, err := NewClient("127.0.0.1:1", ClientConfig{Token: bad})
+		assert.Error(t, api.ValidateToken(bad), "%q", bad)
+		_, err := api.NewClient("127.0.0.1:1", api.ClientConfig{Token: bad})
 		assert.ErrorContains(t, err, "ClientConfig.Token", "%q", bad)
 	}
 }

@@ -1,4 +1,4 @@
-package api
+package apiserver
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -49,15 +50,15 @@ func TestGuardRefusesBrowserSimpleRequest(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"text/plain from evil origin", map[string]string{"Content-Type": "text/plain;charset=UTF-8", "Origin": "https://evil.example"}, 403, CodeOriginNotAllowed},
-		{"text/plain without origin", map[string]string{"Content-Type": "text/plain;charset=UTF-8"}, 415, CodeUnsupportedMedia},
-		{"form type", map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, 415, CodeUnsupportedMedia},
-		{"multipart", map[string]string{"Content-Type": "multipart/form-data; boundary=x"}, 415, CodeUnsupportedMedia},
-		{"no content type", map[string]string{}, 415, CodeUnsupportedMedia},
-		{"json in another charset", map[string]string{"Content-Type": "application/json; charset=latin1"}, 415, CodeUnsupportedMedia},
-		{"json from evil origin", map[string]string{"Content-Type": "application/json", "Origin": "https://evil.example"}, 403, CodeOriginNotAllowed},
-		{"null origin (sandboxed page)", map[string]string{"Content-Type": "application/json", "Origin": "null"}, 403, CodeOriginNotAllowed},
-		{"cross-site without origin", map[string]string{"Content-Type": "application/json", "Sec-Fetch-Site": "cross-site"}, 403, CodeOriginNotAllowed},
+		{"text/plain from evil origin", map[string]string{"Content-Type": "text/plain;charset=UTF-8", "Origin": "https://evil.example"}, 403, api.CodeOriginNotAllowed},
+		{"text/plain without origin", map[string]string{"Content-Type": "text/plain;charset=UTF-8"}, 415, api.CodeUnsupportedMedia},
+		{"form type", map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, 415, api.CodeUnsupportedMedia},
+		{"multipart", map[string]string{"Content-Type": "multipart/form-data; boundary=x"}, 415, api.CodeUnsupportedMedia},
+		{"no content type", map[string]string{}, 415, api.CodeUnsupportedMedia},
+		{"json in another charset", map[string]string{"Content-Type": "application/json; charset=latin1"}, 415, api.CodeUnsupportedMedia},
+		{"json from evil origin", map[string]string{"Content-Type": "application/json", "Origin": "https://evil.example"}, 403, api.CodeOriginNotAllowed},
+		{"null origin (sandboxed page)", map[string]string{"Content-Type": "application/json", "Origin": "null"}, 403, api.CodeOriginNotAllowed},
+		{"cross-site without origin", map[string]string{"Content-Type": "application/json", "Sec-Fetch-Site": "cross-site"}, 403, api.CodeOriginNotAllowed},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,11 +77,11 @@ func TestGuardRefusesBrowserSimpleRequest(t *testing.T) {
 func TestGuardRefusesOtherRoutesFromPages(t *testing.T) {
 	n := newTestNode(t, Config{Leave: func(context.Context) error { t.Error("leave called"); return nil }})
 	evil := map[string]string{"Origin": "http://evil.example"}
-	assert.Equal(t, CodeOriginNotAllowed, rawRequest(t, n, http.MethodGet, "/v1/locks", "", evil).errorCode())
-	assert.Equal(t, CodeOriginNotAllowed, rawRequest(t, n, http.MethodGet, "/healthz", "", evil).errorCode())
-	assert.Equal(t, CodeUnsupportedMedia, rawRequest(t, n, http.MethodPost, "/v1/leave", "", nil).errorCode())
-	assert.Equal(t, CodeUnsupportedMedia, rawRequest(t, n, http.MethodPost, "/v1/leave", "", map[string]string{"Content-Type": "text/plain"}).errorCode())
-	assert.Equal(t, CodeOriginNotAllowed, rawRequest(t, n, http.MethodPost, "/v1/leave", "", map[string]string{"Content-Type": "text/plain", "Origin": "http://evil.example"}).errorCode())
+	assert.Equal(t, api.CodeOriginNotAllowed, rawRequest(t, n, http.MethodGet, "/v1/locks", "", evil).errorCode())
+	assert.Equal(t, api.CodeOriginNotAllowed, rawRequest(t, n, http.MethodGet, "/healthz", "", evil).errorCode())
+	assert.Equal(t, api.CodeUnsupportedMedia, rawRequest(t, n, http.MethodPost, "/v1/leave", "", nil).errorCode())
+	assert.Equal(t, api.CodeUnsupportedMedia, rawRequest(t, n, http.MethodPost, "/v1/leave", "", map[string]string{"Content-Type": "text/plain"}).errorCode())
+	assert.Equal(t, api.CodeOriginNotAllowed, rawRequest(t, n, http.MethodPost, "/v1/leave", "", map[string]string{"Content-Type": "text/plain", "Origin": "http://evil.example"}).errorCode())
 }
 
 // DNS rebinding: the attacker's name resolves to the node, and the Host
@@ -91,9 +92,9 @@ func TestGuardRefusesForeignHost(t *testing.T) {
 	for _, host := range []string{"evil.example", "evil.example:7070", "localhost.evil.example", "127.0.0.1.nip.io"} {
 		a := rawRequest(t, n, http.MethodGet, "/v1/locks", "", map[string]string{"Host": host})
 		assert.Equal(t, http.StatusForbidden, a.status, host)
-		assert.Equal(t, CodeHostNotAllowed, a.errorCode(), host)
+		assert.Equal(t, api.CodeHostNotAllowed, a.errorCode(), host)
 		a = rawRequest(t, n, http.MethodPost, "/v1/acquire", acquireBody, map[string]string{"Host": host, "Content-Type": "application/json"})
-		assert.Equal(t, CodeHostNotAllowed, a.errorCode(), host)
+		assert.Equal(t, api.CodeHostNotAllowed, a.errorCode(), host)
 	}
 	for _, host := range []string{"locks.example.com", "LOCKS.example.com.:443", "localhost:7070", "127.0.0.1", "10.1.2.3:7070", "[::1]:7070", "[fe80::1%25eth0]:80"} {
 		a := rawRequest(t, n, http.MethodPost, "/v1/acquire", `{"key":"k","ttl":"30s","owner":"0123456789abcdef0123456789abcdef"}`, map[string]string{"Host": host, "Content-Type": json["Content-Type"]})
@@ -149,20 +150,20 @@ func TestGuardAllowedOrigin(t *testing.T) {
 	assert.Equal(t, origin, a.header.Get("Access-Control-Allow-Origin"))
 	// Allowed, its page still cannot skip the preflight with text/plain.
 	a = rawRequest(t, n, http.MethodPost, "/v1/acquire", acquireBody, map[string]string{"Origin": origin, "Content-Type": "text/plain"})
-	assert.Equal(t, CodeUnsupportedMedia, a.errorCode())
+	assert.Equal(t, api.CodeUnsupportedMedia, a.errorCode())
 
 	other := rawRequest(t, n, http.MethodOptions, "/v1/acquire", "", map[string]string{"Origin": "https://ops.example.com:8443", "Access-Control-Request-Method": "POST"})
-	assert.Equal(t, CodeOriginNotAllowed, other.errorCode())
+	assert.Equal(t, api.CodeOriginNotAllowed, other.errorCode())
 	assert.Empty(t, other.header.Get("Access-Control-Allow-Origin"))
 }
 
-// The Go client reports the guard's refusals as ErrForbidden.
+// The Go client reports the guard's refusals as api.ErrForbidden.
 func TestGuardClientError(t *testing.T) {
 	n := newTestNode(t, Config{})
-	c, err := NewClient(n.url, ClientConfig{HTTPClient: &http.Client{Transport: hostRewriter{"evil.example"}}})
+	c, err := api.NewClient(n.url, api.ClientConfig{HTTPClient: &http.Client{Transport: hostRewriter{"evil.example"}}})
 	require.NoError(t, err)
 	_, err = c.Inspect(context.Background(), "k")
-	assert.ErrorIs(t, err, ErrForbidden)
+	assert.ErrorIs(t, err, api.ErrForbidden)
 	assert.ErrorContains(t, err, "-allowed-hosts")
 }
 

@@ -1,27 +1,15 @@
-package api
+package apiserver
 
 import (
-	"errors"
 	"fmt"
 	"mime"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
-)
 
-// Codes of the browser guard (see guard); doc.go lists them with the others.
-const (
-	CodeHostNotAllowed   = "host_not_allowed"       // 403: Host header names no name of this node (DNS rebinding)
-	CodeOriginNotAllowed = "origin_not_allowed"     // 403: a browser page of an origin not in Config.AllowedOrigins
-	CodeUnsupportedMedia = "unsupported_media_type" // 415: a POST without Content-Type: application/json
+	"github.com/raftlock/raftlock/api"
 )
-
-// ErrForbidden: the node refused the request before looking at it: its Host
-// header is not one of the node's names (Config.AllowedHosts; the agent's
-// -allowed-hosts), or it came from a browser page whose origin is not
-// allowed (Config.AllowedOrigins; -allowed-origins). Nothing was done.
-var ErrForbidden = errors.New("api: forbidden")
 
 // guard keeps web pages in a browser away from the API. A node without a
 // token (the default, and the agent's -dev) would otherwise take orders from
@@ -150,7 +138,7 @@ func (g *guard) hostAllowed(hostHeader string) bool {
 // browser. done says the request was answered (refused or a preflight).
 func (g *guard) check(w http.ResponseWriter, r *http.Request) (done bool) {
 	if !g.hostAllowed(r.Host) {
-		writeError(w, newAPIError(http.StatusForbidden, CodeHostNotAllowed,
+		writeError(w, newAPIError(http.StatusForbidden, api.CodeHostNotAllowed,
 			"api: Host %q is not a name of this node: a web page's DNS trick (rebinding) looks like this. "+
 				"Reach the node by its IP address or localhost, or allow the name: raftlock agent -allowed-hosts, "+
 				"or Config.AllowedHosts", r.Host))
@@ -164,7 +152,7 @@ func (g *guard) check(w http.ResponseWriter, r *http.Request) (done bool) {
 		// <script>: no business of a page's.
 		switch r.Header.Get("Sec-Fetch-Site") {
 		case "cross-site", "same-site":
-			writeError(w, newAPIError(http.StatusForbidden, CodeOriginNotAllowed,
+			writeError(w, newAPIError(http.StatusForbidden, api.CodeOriginNotAllowed,
 				"api: a request from another site's web page (Sec-Fetch-Site: %s) is refused", r.Header.Get("Sec-Fetch-Site")))
 			return true
 		}
@@ -173,7 +161,7 @@ func (g *guard) check(w http.ResponseWriter, r *http.Request) (done bool) {
 	origin := origins[0]
 	n, err := normalizeOrigin(origin)
 	if len(origins) > 1 || err != nil || !g.origins[n] {
-		writeError(w, newAPIError(http.StatusForbidden, CodeOriginNotAllowed,
+		writeError(w, newAPIError(http.StatusForbidden, api.CodeOriginNotAllowed,
 			"api: requests from web pages of origin %q are refused: allow it with raftlock agent -allowed-origins, "+
 				"or Config.AllowedOrigins (programs send no Origin header)", strings.Join(origins, ", ")))
 		return true
@@ -183,7 +171,7 @@ func (g *guard) check(w http.ResponseWriter, r *http.Request) (done bool) {
 	h.Add("Vary", "Origin")
 	if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 		h.Set("Access-Control-Allow-Methods", "GET, HEAD, POST")
-		h.Set("Access-Control-Allow-Headers", "Content-Type, Authorization, "+TokenHeader)
+		h.Set("Access-Control-Allow-Headers", "Content-Type, Authorization, "+api.TokenHeader)
 		h.Set("Access-Control-Max-Age", "600")
 		w.WriteHeader(http.StatusNoContent)
 		return true
@@ -207,7 +195,7 @@ func checkContentType(r *http.Request) *apiError {
 	if len(ct) > 0 {
 		got = fmt.Sprintf("%q", strings.Join(ct, ", "))
 	}
-	return newAPIError(http.StatusUnsupportedMediaType, CodeUnsupportedMedia,
+	return newAPIError(http.StatusUnsupportedMediaType, api.CodeUnsupportedMedia,
 		"api: POST %s wants \"Content-Type: application/json\", got %s (curl: add -H 'Content-Type: application/json', or use --json)",
 		r.URL.Path, got)
 }

@@ -1,17 +1,13 @@
-package api
+package apiserver
 
 import (
 	"crypto/sha256"
 	"crypto/subtle"
-	"fmt"
 	"net/http"
 	"strings"
-)
 
-// TokenHeader carries the API token for clients that cannot set
-// Authorization (like Consul's X-Consul-Token). "Authorization: Bearer
-// <token>" works everywhere and is what Client sends.
-const TokenHeader = "X-Raftlock-Token"
+	"github.com/raftlock/raftlock/api"
+)
 
 // openPaths answer without a token: load balancers probe /healthz, and it
 // tells nothing a token would protect (no key, no owner, no lock count).
@@ -33,7 +29,7 @@ func newTokenCheck(token string) tokenCheck {
 }
 
 // check returns nil when r may go on: no token is configured, the path is
-// open, or r presents the token in Authorization (Bearer) or TokenHeader.
+// open, or r presents the token in Authorization (Bearer) or api.TokenHeader.
 func (c tokenCheck) check(r *http.Request) *apiError {
 	if !c.on || openPaths[r.URL.Path] {
 		return nil
@@ -52,30 +48,16 @@ func (c tokenCheck) check(r *http.Request) *apiError {
 			compare(strings.TrimLeft(token, " "))
 		}
 	}
-	for _, v := range r.Header.Values(TokenHeader) {
+	for _, v := range r.Header.Values(api.TokenHeader) {
 		compare(v)
 	}
 	switch {
 	case match == 1:
 		return nil
 	case !presented:
-		return newAPIError(http.StatusUnauthorized, CodeUnauthorized,
-			"api: this node requires a token: send \"Authorization: Bearer TOKEN\" or %q", TokenHeader+": TOKEN")
+		return newAPIError(http.StatusUnauthorized, api.CodeUnauthorized,
+			"api: this node requires a token: send \"Authorization: Bearer TOKEN\" or %q", api.TokenHeader+": TOKEN")
 	default:
-		return newAPIError(http.StatusUnauthorized, CodeUnauthorized, "api: wrong token")
+		return newAPIError(http.StatusUnauthorized, api.CodeUnauthorized, "api: wrong token")
 	}
-}
-
-// ValidateToken reports why token cannot serve as an API token, or nil. A
-// token is sent in a header, so it must be visible ASCII: no spaces, no
-// control characters, as RFC 6750 bearer tokens are. (An empty token turns
-// the check off; ValidateToken accepts it.) A long random token, such as 32
-// bytes from crypto/rand in hex or base64, is what to use.
-func ValidateToken(token string) error {
-	for i := 0; i < len(token); i++ {
-		if c := token[i]; c <= ' ' || c >= 0x7f {
-			return fmt.Errorf("api: token holds byte %#02x at offset %d: want visible ASCII without spaces", c, i)
-		}
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package api
+package apiserver
 
 import (
 	"bufio"
@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -64,7 +65,7 @@ func jsonErrorCode(t *testing.T, resp *http.Response) (code, message string) {
 	raw, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	assert.Equal(t, "application/json", resp.Header.Get("Content-Type"), string(raw))
-	var body errorBody
+	var body api.ErrorBody
 	require.NoError(t, json.Unmarshal(raw, &body), "not JSON: %q", raw)
 	return body.Error.Code, body.Error.Message
 }
@@ -80,11 +81,11 @@ func TestServerOwnErrorsAreJSON(t *testing.T) {
 		code, says    string
 	}{
 		{"headers too large", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 2*ServerMaxHeaderBytes) + "\r\n\r\n",
-			431, CodeHeadersTooLarge, "Header Fields Too Large"},
-		{"malformed request line", "NONSENSE\r\n\r\n", 400, CodeBadRequest, "Bad Request"},
-		{"missing Host", "GET /healthz HTTP/1.1\r\n\r\n", 400, CodeBadRequest, "missing required Host header"},
-		{"HTTP version", "GET /healthz HTTP/3.0\r\nHost: x\r\n\r\n", 505, CodeUnsupportedProtocol, "unsupported protocol version"},
-		{"transfer encoding", "POST /v1/acquire HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501, CodeUnsupportedProtocol, "transfer encoding"},
+			431, api.CodeHeadersTooLarge, "Header Fields Too Large"},
+		{"malformed request line", "NONSENSE\r\n\r\n", 400, api.CodeBadRequest, "Bad Request"},
+		{"missing Host", "GET /healthz HTTP/1.1\r\n\r\n", 400, api.CodeBadRequest, "missing required Host header"},
+		{"HTTP version", "GET /healthz HTTP/3.0\r\nHost: x\r\n\r\n", 505, api.CodeUnsupportedProtocol, "unsupported protocol version"},
+		{"transfer encoding", "POST /v1/acquire HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501, api.CodeUnsupportedProtocol, "transfer encoding"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -100,29 +101,29 @@ func TestServerOwnErrorsAreJSON(t *testing.T) {
 		resp := rawExchange(t, addr, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
 		defer resp.Body.Close()
 		assert.Equal(t, http.StatusOK, resp.StatusCode)
-		var h healthResponse
+		var h api.HealthResponse
 		require.NoError(t, json.NewDecoder(resp.Body).Decode(&h))
 		assert.Equal(t, "ok", h.Status)
 	})
 }
 
 // TestPlainHTTPToTheHTTPSPortIsJSON: plain HTTP to a node that serves HTTPS
-// gets a JSON 400 https_required, which the Client reports as such.
+// gets a JSON 400 https_required, which the api.Client reports as such.
 func TestPlainHTTPToTheHTTPSPortIsJSON(t *testing.T) {
 	srv := serveWithJSONErrors(t, newTestCA(t))
 	addr := srv.Listener.Addr().String()
 	resp := rawExchange(t, addr, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
 	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	code, msg := jsonErrorCode(t, resp)
-	assert.Equal(t, CodeHTTPSRequired, code)
+	assert.Equal(t, api.CodeHTTPSRequired, code)
 	assert.Contains(t, msg, "https://")
 
-	c, err := NewClient("http://"+addr, ClientConfig{})
+	c, err := api.NewClient("http://"+addr, api.ClientConfig{})
 	require.NoError(t, err)
 	_, err = c.Inspect(context.Background(), "k")
-	assert.ErrorIs(t, err, ErrBadRequest)
-	var se *ServerError
+	assert.ErrorIs(t, err, api.ErrBadRequest)
+	var se *api.ServerError
 	require.ErrorAs(t, err, &se)
-	assert.Equal(t, CodeHTTPSRequired, se.Code)
+	assert.Equal(t, api.CodeHTTPSRequired, se.Code)
 	assert.Contains(t, err.Error(), "https://")
 }

@@ -1,4 +1,4 @@
-package api
+package apiserver
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -22,7 +23,7 @@ func scrape(t *testing.T, n *testNode) map[string]*dto.MetricFamily {
 	req, err := http.NewRequest(http.MethodGet, n.url+"/metrics", nil)
 	require.NoError(t, err)
 	if n.token != "" {
-		req.Header.Set(TokenHeader, n.token)
+		req.Header.Set(api.TokenHeader, n.token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
@@ -87,7 +88,7 @@ func TestMetricsCountOperations(t *testing.T) {
 	_, err = n.client.List(ctx, lock.ListRequest{})
 	require.NoError(t, err)
 	bad := n.do(t, "POST", "/v1/acquire", `{"key":"k"}`)
-	require.Equal(t, CodeInvalidTTL, bad.errorCode())
+	require.Equal(t, api.CodeInvalidTTL, bad.errorCode())
 
 	families := scrape(t, n)
 	for _, c := range []struct {
@@ -95,12 +96,12 @@ func TestMetricsCountOperations(t *testing.T) {
 		want       float64
 	}{
 		{opAcquire, "ok", 1},
-		{opAcquire, CodeLocked, 1},
-		{opAcquire, CodeInvalidTTL, 1},
-		{opAcquireWait, CodeLocked, 1},
+		{opAcquire, api.CodeLocked, 1},
+		{opAcquire, api.CodeInvalidTTL, 1},
+		{opAcquireWait, api.CodeLocked, 1},
 		{opExtend, "ok", 1},
 		{opInspect, "ok", 1},
-		{opRelease, CodeNotHeld, 1},
+		{opRelease, api.CodeNotHeld, 1},
 		{opRelease, "ok", 1},
 		{opList, "ok", 1},
 	} {
@@ -140,8 +141,8 @@ func TestMetricsFromCluster(t *testing.T) {
 	}
 	assert.Equal(t, 1.0, value("raftlock_cluster_has_leader", nil))
 	assert.Equal(t, 0.0, value("raftlock_cluster_is_leader", nil))
-	assert.Equal(t, 2.0, value("raftlock_cluster_members", map[string]string{"suffrage": SuffrageVoter}))
-	assert.Equal(t, 1.0, value("raftlock_cluster_members", map[string]string{"suffrage": SuffrageNonvoter}))
+	assert.Equal(t, 2.0, value("raftlock_cluster_members", map[string]string{"suffrage": api.SuffrageVoter}))
+	assert.Equal(t, 1.0, value("raftlock_cluster_members", map[string]string{"suffrage": api.SuffrageNonvoter}))
 	assert.Equal(t, 3.0, value("raftlock_cluster_leader_changes_total", nil))
 	assert.Equal(t, 7.0, value("raftlock_raft_term", nil))
 	assert.Equal(t, 120.0, value("raftlock_raft_commit_index", nil))
@@ -216,19 +217,19 @@ func TestHealthz(t *testing.T) {
 		assert.Equal(t, "n2", a.body["leader_id"])
 		h, err := n.client.Health(context.Background())
 		require.NoError(t, err)
-		assert.Equal(t, Health{Ready: true, NodeID: "n1", Role: RoleFollower, LeaderID: "n2", LeaderAddr: "127.0.0.1:7002"}, h)
+		assert.Equal(t, api.Health{Ready: true, NodeID: "n1", Role: api.RoleFollower, LeaderID: "n2", LeaderAddr: "127.0.0.1:7002"}, h)
 	})
 
 	t.Run("no leader", func(t *testing.T) {
 		st := leaderStatus()
-		st.Role, st.LeaderID, st.LeaderAddr = RoleCandidate, "", ""
+		st.Role, st.LeaderID, st.LeaderAddr = api.RoleCandidate, "", ""
 		fc.set(st)
 		a := n.do(t, "GET", "/healthz", "")
 		assert.Equal(t, http.StatusServiceUnavailable, a.status, a.raw)
-		assert.Equal(t, CodeNoLeader, a.errorCode())
+		assert.Equal(t, api.CodeNoLeader, a.errorCode())
 		h, err := n.client.Health(context.Background())
 		require.NoError(t, err, "a node without a leader is an answer, not an error")
-		assert.Equal(t, Health{Ready: false, NodeID: "n1", Role: RoleCandidate}, h)
+		assert.Equal(t, api.Health{Ready: false, NodeID: "n1", Role: api.RoleCandidate}, h)
 	})
 }
 
@@ -241,7 +242,7 @@ func TestClusterView(t *testing.T) {
 
 	plain := newTestNode(t, Config{})
 	_, err = plain.client.Cluster(context.Background())
-	assert.ErrorIs(t, err, ErrNotCluster)
+	assert.ErrorIs(t, err, api.ErrNotCluster)
 
 	// A store that is itself a Cluster needs no Config.Cluster.
 	store := lock.NewMemoryStore()

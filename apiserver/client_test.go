@@ -1,4 +1,4 @@
-package api
+package apiserver
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/lock"
 	"github.com/raftlock/raftlock/lock/locktest"
 )
@@ -82,9 +83,9 @@ func TestClientLeaseAndHeldError(t *testing.T) {
 
 	_, err = n.client.Extend(ctx, "k", lock.NewOwner(), time.Second)
 	assert.ErrorIs(t, err, lock.ErrNotHeld)
-	var se *ServerError
+	var se *api.ServerError
 	require.ErrorAs(t, err, &se)
-	assert.Equal(t, CodeNotHeld, se.Code)
+	assert.Equal(t, api.CodeNotHeld, se.Code)
 	assert.Equal(t, http.StatusConflict, se.StatusCode)
 
 	ok, err := n.client.Release(ctx, "k", lock.NewOwner())
@@ -95,7 +96,7 @@ func TestClientLeaseAndHeldError(t *testing.T) {
 // TestClientValidatesLocally: bad input never leaves the process, and gets
 // the same sentinels as from a local store.
 func TestClientValidatesLocally(t *testing.T) {
-	c, err := NewClient(unusedAddr(t), ClientConfig{})
+	c, err := api.NewClient(unusedAddr(t), api.ClientConfig{})
 	require.NoError(t, err)
 	ctx := context.Background()
 	owner := lock.NewOwner()
@@ -131,7 +132,7 @@ func TestServerErrorsMapToSentinels(t *testing.T) {
 		{fmt.Errorf("%w: leadership lost", lock.ErrUnknownOutcome), []error{lock.ErrUnknownOutcome, lock.ErrUnavailable}, nil},
 		{lock.ErrClosed, []error{lock.ErrClosed}, nil},
 		{fmt.Errorf("%w: zero", lock.ErrInvalidOwner), []error{lock.ErrInvalidOwner}, nil},
-		{errors.New("disk on fire"), []error{ErrInternal}, []error{lock.ErrUnavailable, ErrUnexpectedResponse}},
+		{errors.New("disk on fire"), []error{api.ErrInternal}, []error{lock.ErrUnavailable, api.ErrUnexpectedResponse}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.storeErr.Error(), func(t *testing.T) {
@@ -162,7 +163,7 @@ func TestClientNetworkErrors(t *testing.T) {
 	req := lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Second}
 
 	t.Run("connection refused: unavailable, certainly not done", func(t *testing.T) {
-		c, err := NewClient("http://"+unusedAddr(t), ClientConfig{})
+		c, err := api.NewClient("http://"+unusedAddr(t), api.ClientConfig{})
 		require.NoError(t, err)
 		_, err = c.Acquire(ctx, req)
 		assert.ErrorIs(t, err, lock.ErrUnavailable)
@@ -183,7 +184,7 @@ func TestClientNetworkErrors(t *testing.T) {
 			}
 		}))
 		t.Cleanup(srv.Close)
-		c, err := NewClient(srv.URL, ClientConfig{})
+		c, err := api.NewClient(srv.URL, api.ClientConfig{})
 		require.NoError(t, err)
 
 		_, err = c.Acquire(ctx, req)
@@ -203,7 +204,7 @@ func TestClientNetworkErrors(t *testing.T) {
 			http.Error(w, "<html>proxy trouble</html>", status)
 		}))
 		t.Cleanup(srv.Close)
-		c, err := NewClient(srv.URL, ClientConfig{})
+		c, err := api.NewClient(srv.URL, api.ClientConfig{})
 		require.NoError(t, err)
 
 		_, err = c.Acquire(ctx, req)
@@ -214,20 +215,20 @@ func TestClientNetworkErrors(t *testing.T) {
 
 		status = http.StatusNotFound
 		_, err = c.Acquire(ctx, req)
-		assert.ErrorIs(t, err, ErrUnexpectedResponse)
+		assert.ErrorIs(t, err, api.ErrUnexpectedResponse)
 		assert.NotErrorIs(t, err, lock.ErrUnavailable)
 		_, err = c.Health(ctx)
-		assert.ErrorIs(t, err, ErrUnexpectedResponse)
+		assert.ErrorIs(t, err, api.ErrUnexpectedResponse)
 	})
 }
 
 func TestNewClientURLs(t *testing.T) {
 	for _, good := range []string{"127.0.0.1:8080", "http://127.0.0.1:8080", "https://locks.example:443/raftlock/"} {
-		_, err := NewClient(good, ClientConfig{})
+		_, err := api.NewClient(good, api.ClientConfig{})
 		assert.NoError(t, err, good)
 	}
 	for _, bad := range []string{"", "ftp://host", "http://", "http://host/?q=1", "http://host/#frag", "http://%zz"} {
-		_, err := NewClient(bad, ClientConfig{})
+		_, err := api.NewClient(bad, api.ClientConfig{})
 		assert.Error(t, err, bad)
 	}
 }

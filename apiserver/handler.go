@@ -1,4 +1,4 @@
-package api
+package apiserver
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/lock"
 )
@@ -50,7 +51,7 @@ type Config struct {
 	// Token, when not empty, is required of every request but /healthz, as
 	// "Authorization: Bearer <token>" or "X-Raftlock-Token: <token>";
 	// without it, or with another one, the answer is 401 unauthorized and
-	// nothing is done. It must pass ValidateToken (visible ASCII, no spaces):
+	// nothing is done. It must pass api.ValidateToken (visible ASCII, no spaces):
 	// a token no client can send locks everyone out, and NewHandler logs
 	// that. Send it over TLS only, or on a network you trust: it travels as
 	// it is. One token for all callers: it says "may use the API", nothing
@@ -69,7 +70,7 @@ type Config struct {
 	// browsers send one) is refused with 403 origin_not_allowed, and so is
 	// a cross-site request of a page without one. Empty (the default): no
 	// web page may. Entries must pass ValidateAllowedOrigin; NewHandler logs
-	// those that do not. Programs (curl, Client, probes) are not affected.
+	// those that do not. Programs (curl, api.Client, probes) are not affected.
 	AllowedOrigins []string
 	// AllowedHosts lists the host names a request's Host header may carry
 	// (HOST, HOST:PORT or a URL; the port is ignored), beyond IP addresses
@@ -121,7 +122,7 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 	if h.log == nil {
 		h.log = hclog.NewNullLogger()
 	}
-	if err := ValidateToken(cfg.Token); err != nil {
+	if err := api.ValidateToken(cfg.Token); err != nil {
 		h.log.Error("api: Config.Token cannot be sent by any client: every request but /healthz will be refused", "error", err)
 	}
 	h.guard = newGuard(cfg)
@@ -178,7 +179,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rt, ok := h.routes[r.URL.Path]
 	if !ok {
-		writeError(w, newAPIError(http.StatusNotFound, CodeNotFound, "api: no route %s", r.URL.Path))
+		writeError(w, newAPIError(http.StatusNotFound, api.CodeNotFound, "api: no route %s", r.URL.Path))
 		return
 	}
 	// HEAD is a GET without the body (net/http drops it), for probes that use it.
@@ -188,7 +189,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			allow += ", " + http.MethodHead
 		}
 		w.Header().Set("Allow", allow)
-		writeError(w, newAPIError(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "api: %s wants %s, not %s", r.URL.Path, rt.method, r.Method))
+		writeError(w, newAPIError(http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, "api: %s wants %s, not %s", r.URL.Path, rt.method, r.Method))
 		return
 	}
 	if rt.method == http.MethodPost {
@@ -250,29 +251,29 @@ func (h *Handler) op(name string, fn opFunc) http.HandlerFunc {
 }
 
 func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
-	var req acquireRequest
+	var req api.AcquireRequest
 	if e := readJSON(c.w, r, h.cfg.MaxBodyBytes, &req); e != nil {
 		return nil, e
 	}
-	key, e := req.key()
-	if e != nil {
-		return nil, e
-	}
-	ttl, present, err := durationField("ttl", req.TTL, req.TTLMS)
+	key, err := req.DecodeKey()
 	if err != nil {
-		return nil, newAPIError(http.StatusBadRequest, CodeInvalidTTL, "api: %v", err)
+		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "%s", err)
+	}
+	ttl, present, err := api.DurationField("ttl", req.TTL, req.TTLMS)
+	if err != nil {
+		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: %v", err)
 	}
 	if !present {
-		return nil, newAPIError(http.StatusBadRequest, CodeInvalidTTL, "api: ttl is required (ttl as \"30s\" or ttl_ms)")
+		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: ttl is required (ttl as \"30s\" or ttl_ms)")
 	}
-	wait, _, err := durationField("wait", req.Wait, req.WaitMS)
+	wait, _, err := api.DurationField("wait", req.Wait, req.WaitMS)
 	if err != nil {
-		return nil, newAPIError(http.StatusBadRequest, CodeInvalidWait, "api: %v", err)
+		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidWait, "api: %v", err)
 	}
 	owner := lock.NewOwner()
 	if req.Owner != nil {
 		if owner, err = lock.ParseOwner(*req.Owner); err != nil {
-			return nil, newAPIError(http.StatusBadRequest, CodeInvalidOwner, "%v", err)
+			return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidOwner, "%v", err)
 		}
 	}
 	if wait > 0 {
@@ -302,17 +303,17 @@ func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
 		err = context.Cause(ctx)
 	}
 	if givenUp {
-		return nil, newAPIError(http.StatusConflict, CodeCanceled, "%v", errGivenUp)
+		return nil, newAPIError(http.StatusConflict, api.CodeCanceled, "%v", errGivenUp)
 	}
 	if err != nil {
 		return nil, storeError(err, true)
 	}
-	return leaseResponse{
-		keyOut:      makeKeyOut(key),
+	return api.LeaseResponse{
+		KeyOut:      api.MakeKeyOut(key),
 		Owner:       owner.String(),
 		Token:       lease.Token,
-		TTLMS:       millis(leaseTTL(lease, ttl)),
-		RemainingMS: millis(lease.Remaining),
+		TTLMS:       api.Millis(leaseTTL(lease, ttl)),
+		RemainingMS: api.Millis(lease.Remaining),
 	}, nil
 }
 
@@ -335,13 +336,13 @@ func (h *Handler) releaseAbandoned(key string, owner lock.Owner) {
 }
 
 func (h *Handler) release(r *http.Request, c *opCall) (any, *apiError) {
-	var req releaseRequest
+	var req api.ReleaseRequest
 	if e := readJSON(c.w, r, h.cfg.MaxBodyBytes, &req); e != nil {
 		return nil, e
 	}
-	key, e := req.key()
-	if e != nil {
-		return nil, e
+	key, err := req.DecodeKey()
+	if err != nil {
+		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "%s", err)
 	}
 	owner, e := requiredOwner(req.Owner)
 	if e != nil {
@@ -359,30 +360,30 @@ func (h *Handler) release(r *http.Request, c *opCall) (any, *apiError) {
 		return nil, storeError(err, true)
 	}
 	if !released {
-		return nil, newAPIError(http.StatusConflict, CodeNotHeld, "%v: owner does not hold %q", lock.ErrNotHeld, key)
+		return nil, newAPIError(http.StatusConflict, api.CodeNotHeld, "%v: owner does not hold %q", lock.ErrNotHeld, key)
 	}
-	return releaseResponse{keyOut: makeKeyOut(key), Released: true}, nil
+	return api.ReleaseResponse{KeyOut: api.MakeKeyOut(key), Released: true}, nil
 }
 
 func (h *Handler) extend(r *http.Request, c *opCall) (any, *apiError) {
-	var req extendRequest
+	var req api.ExtendRequest
 	if e := readJSON(c.w, r, h.cfg.MaxBodyBytes, &req); e != nil {
 		return nil, e
 	}
-	key, e := req.key()
-	if e != nil {
-		return nil, e
+	key, err := req.DecodeKey()
+	if err != nil {
+		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "%s", err)
 	}
 	owner, e := requiredOwner(req.Owner)
 	if e != nil {
 		return nil, e
 	}
-	ttl, present, err := durationField("ttl", req.TTL, req.TTLMS)
+	ttl, present, err := api.DurationField("ttl", req.TTL, req.TTLMS)
 	if err != nil {
-		return nil, newAPIError(http.StatusBadRequest, CodeInvalidTTL, "api: %v", err)
+		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: %v", err)
 	}
 	if !present {
-		return nil, newAPIError(http.StatusBadRequest, CodeInvalidTTL, "api: ttl is required (ttl as \"30s\" or ttl_ms)")
+		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: ttl is required (ttl as \"30s\" or ttl_ms)")
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
 	defer cancel()
@@ -390,22 +391,22 @@ func (h *Handler) extend(r *http.Request, c *opCall) (any, *apiError) {
 	if err != nil {
 		return nil, storeError(err, true)
 	}
-	return leaseResponse{
-		keyOut:      makeKeyOut(key),
+	return api.LeaseResponse{
+		KeyOut:      api.MakeKeyOut(key),
 		Owner:       owner.String(),
 		Token:       lease.Token,
-		TTLMS:       millis(leaseTTL(lease, ttl)),
-		RemainingMS: millis(lease.Remaining),
+		TTLMS:       api.Millis(leaseTTL(lease, ttl)),
+		RemainingMS: api.Millis(lease.Remaining),
 	}, nil
 }
 
 func requiredOwner(s *string) (lock.Owner, *apiError) {
 	if s == nil {
-		return lock.Owner{}, newAPIError(http.StatusBadRequest, CodeInvalidOwner, "api: owner is required (the owner the acquire answered with)")
+		return lock.Owner{}, newAPIError(http.StatusBadRequest, api.CodeInvalidOwner, "api: owner is required (the owner the acquire answered with)")
 	}
 	owner, err := lock.ParseOwner(*s)
 	if err != nil {
-		return lock.Owner{}, newAPIError(http.StatusBadRequest, CodeInvalidOwner, "%v", err)
+		return lock.Owner{}, newAPIError(http.StatusBadRequest, api.CodeInvalidOwner, "%v", err)
 	}
 	return owner, nil
 }
@@ -443,7 +444,7 @@ func (h *Handler) inspect(r *http.Request, c *opCall) (any, *apiError) {
 		return nil, e
 	}
 	if !q.Has("key") {
-		return nil, newAPIError(http.StatusBadRequest, CodeInvalidKey, "api: key is required (?key=, percent-encoded)")
+		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "api: key is required (?key=, percent-encoded)")
 	}
 	key := q.Get("key")
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
@@ -452,7 +453,7 @@ func (h *Handler) inspect(r *http.Request, c *opCall) (any, *apiError) {
 	if err != nil {
 		return nil, storeError(err, false)
 	}
-	return makeKeyInfo(key, info), nil
+	return api.MakeKeyInfo(key, info), nil
 }
 
 func (h *Handler) list(r *http.Request, c *opCall) (any, *apiError) {
@@ -461,13 +462,13 @@ func (h *Handler) list(r *http.Request, c *opCall) (any, *apiError) {
 		return nil, e
 	}
 	if h.lister == nil {
-		return nil, newAPIError(http.StatusNotImplemented, CodeNotImplemented, "api: this node's store cannot list locks")
+		return nil, newAPIError(http.StatusNotImplemented, api.CodeNotImplemented, "api: this node's store cannot list locks")
 	}
 	limit := h.cfg.ListPageSize
 	if q.Has("limit") {
 		n, err := parseLimit(q.Get("limit"))
 		if err != nil {
-			return nil, newAPIError(http.StatusBadRequest, CodeInvalidList, "api: %v", err)
+			return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidList, "api: %v", err)
 		}
 		limit = min(n, limit)
 	}
@@ -478,13 +479,13 @@ func (h *Handler) list(r *http.Request, c *opCall) (any, *apiError) {
 	if err != nil {
 		return nil, storeError(err, false)
 	}
-	resp := listResponse{Locks: make([]keyInfo, 0, min(len(locks), limit))}
+	resp := api.ListResponse{Locks: make([]api.KeyInfo, 0, min(len(locks), limit))}
 	for i, l := range locks {
 		if i == limit {
 			resp.More = true
 			break
 		}
-		resp.Locks = append(resp.Locks, makeKeyInfo(l.Key, l.KeyInfo))
+		resp.Locks = append(resp.Locks, api.MakeKeyInfo(l.Key, l.KeyInfo))
 	}
 	return resp, nil
 }
@@ -495,12 +496,12 @@ func (h *Handler) clusterView(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if h.cluster == nil {
-		writeError(w, newAPIError(http.StatusNotFound, CodeNotCluster, "api: this node's store is not a cluster"))
+		writeError(w, newAPIError(http.StatusNotFound, api.CodeNotCluster, "api: this node's store is not a cluster"))
 		return
 	}
 	st := h.cluster.Status()
 	if st.Members == nil {
-		st.Members = []Member{}
+		st.Members = []api.Member{}
 	}
 	writeJSON(w, http.StatusOK, st)
 }
@@ -512,7 +513,7 @@ func (h *Handler) leave(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if h.cfg.Leave == nil {
-		writeError(w, newAPIError(http.StatusNotImplemented, CodeNotImplemented, "api: this server cannot be asked to leave its cluster"))
+		writeError(w, newAPIError(http.StatusNotImplemented, api.CodeNotImplemented, "api: this server cannot be asked to leave its cluster"))
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
@@ -521,7 +522,7 @@ func (h *Handler) leave(w http.ResponseWriter, r *http.Request) {
 		writeError(w, storeError(fmt.Errorf("api: leave: %w", err), true))
 		return
 	}
-	resp := leaveResponse{Status: "left"}
+	resp := api.LeaveResponse{Status: "left"}
 	if h.cluster != nil {
 		resp.NodeID = h.cluster.Status().NodeID
 	}
@@ -535,20 +536,20 @@ func (h *Handler) leave(w http.ResponseWriter, r *http.Request) {
 // must not see a healthy node as failing.
 func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) {
 	if h.cluster == nil {
-		writeJSON(w, http.StatusOK, healthResponse{Status: "ok"})
+		writeJSON(w, http.StatusOK, api.HealthResponse{Status: "ok"})
 		return
 	}
 	st := h.cluster.Status()
-	resp := healthResponse{Status: "ok", NodeID: st.NodeID, Role: st.Role, LeaderID: st.LeaderID, LeaderAddr: st.LeaderAddr}
+	resp := api.HealthResponse{Status: "ok", NodeID: st.NodeID, Role: st.Role, LeaderID: st.LeaderID, LeaderAddr: st.LeaderAddr}
 	if !st.HasLeader() {
-		resp.Status = CodeNoLeader
-		resp.Error = &errorDetail{Code: CodeNoLeader, Message: fmt.Sprintf("api: node %s knows no leader", st.NodeID)}
+		resp.Status = api.CodeNoLeader
+		resp.Error = &api.ErrorDetail{Code: api.CodeNoLeader, Message: fmt.Sprintf("api: node %s knows no leader", st.NodeID)}
 		writeJSON(w, http.StatusServiceUnavailable, resp)
 		return
 	}
 	if st.LogFault != "" {
-		resp.Status = CodeLogFault
-		resp.Error = &errorDetail{Code: CodeLogFault, Message: fmt.Sprintf("api: node %s cannot write its raft log: %s", st.NodeID, st.LogFault)}
+		resp.Status = api.CodeLogFault
+		resp.Error = &api.ErrorDetail{Code: api.CodeLogFault, Message: fmt.Sprintf("api: node %s cannot write its raft log: %s", st.NodeID, st.LogFault)}
 		writeJSON(w, http.StatusServiceUnavailable, resp)
 		return
 	}

@@ -1,4 +1,4 @@
-package api
+package apiserver
 
 import (
 	"context"
@@ -11,10 +11,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/lock"
 )
 
-// POST /v1/leave runs Config.Leave and says so; Client.Leave reads the answer.
+// POST /v1/leave runs Config.Leave and says so; api.Client.Leave reads the answer.
 func TestLeaveRunsConfigLeave(t *testing.T) {
 	var calls atomic.Int32
 	n := newTestNode(t, Config{Cluster: &fakeCluster{st: leaderStatus()}, Leave: func(ctx context.Context) error {
@@ -41,7 +42,7 @@ func TestLeaveFailureIsUnavailable(t *testing.T) {
 	}})
 	a := n.do(t, http.MethodPost, "/v1/leave", "")
 	assert.Equal(t, http.StatusServiceUnavailable, a.status)
-	assert.Equal(t, CodeUnavailable, a.errorCode())
+	assert.Equal(t, api.CodeUnavailable, a.errorCode())
 	err := n.client.Leave(context.Background())
 	require.ErrorIs(t, err, lock.ErrUnavailable)
 	assert.Contains(t, err.Error(), "still a member")
@@ -52,29 +53,29 @@ func TestLeaveNotOffered(t *testing.T) {
 	n := newTestNode(t, Config{})
 	err := n.client.Leave(context.Background())
 	require.ErrorIs(t, err, errors.ErrUnsupported)
-	var se *ServerError
+	var se *api.ServerError
 	require.ErrorAs(t, err, &se)
-	assert.Equal(t, CodeNotImplemented, se.Code)
+	assert.Equal(t, api.CodeNotImplemented, se.Code)
 }
 
 // The token guards leave like any route, and a refused leave does nothing.
 func TestLeaveNeedsTheToken(t *testing.T) {
 	var calls atomic.Int32
 	n := newTestNode(t, Config{Token: testToken, Leave: func(ctx context.Context) error { calls.Add(1); return nil }})
-	anon, err := NewClient(n.url, ClientConfig{})
+	anon, err := api.NewClient(n.url, api.ClientConfig{})
 	require.NoError(t, err)
-	require.ErrorIs(t, anon.Leave(context.Background()), ErrUnauthorized)
+	require.ErrorIs(t, anon.Leave(context.Background()), api.ErrUnauthorized)
 	assert.Zero(t, calls.Load())
 	require.NoError(t, n.client.Leave(context.Background()))
 	assert.Equal(t, int32(1), calls.Load())
 }
 
-// Client.Leave goes to the first endpoint only: a client that fails over
+// api.Client.Leave goes to the first endpoint only: a client that fails over
 // must not take the next node out instead.
 func TestClientLeaveNeverFailsOver(t *testing.T) {
 	var calls atomic.Int32
 	second := newTestNode(t, Config{Leave: func(ctx context.Context) error { calls.Add(1); return nil }})
-	c, err := NewFailoverClient([]string{"http://127.0.0.1:1", second.url}, ClientConfig{})
+	c, err := api.NewFailoverClient([]string{"http://127.0.0.1:1", second.url}, api.ClientConfig{})
 	require.NoError(t, err)
 	err = c.Leave(context.Background())
 	require.ErrorIs(t, err, lock.ErrUnavailable)

@@ -1,4 +1,4 @@
-package api
+package apiserver
 
 import (
 	"net"
@@ -9,7 +9,7 @@ import (
 )
 
 // DefaultMaxConns is the agent's default bound on open HTTP connections
-// (-max-http-conns): far more than lock traffic needs (a Go Client keeps at
+// (-max-http-conns): far more than lock traffic needs (a Go api.Client keeps at
 // most 256 per node), far fewer than the file descriptors a node has.
 const DefaultMaxConns = 4096
 

@@ -1,4 +1,4 @@
-package api
+package apiserver
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -51,7 +52,7 @@ func TestStrictJSONBodies(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a := n.do(t, "POST", tc.path, tc.body)
 			assert.Equal(t, http.StatusBadRequest, a.status, a.raw)
-			assert.Equal(t, CodeBadRequest, a.errorCode(), a.raw)
+			assert.Equal(t, api.CodeBadRequest, a.errorCode(), a.raw)
 			if tc.field != "" {
 				assert.Equal(t, tc.field, a.errorField("field"), a.raw)
 				assert.Contains(t, a.errorField("message"), tc.field, "the message names the field")
@@ -87,7 +88,7 @@ func TestLoneSurrogatesAreNotOneKey(t *testing.T) {
 	for _, body := range []string{`{"key":"\ud800SUR","ttl":"1m"}`, `{"key":"\udfffSUR","ttl":"1m"}`} {
 		a := n.do(t, "POST", "/v1/acquire", body)
 		assert.Equal(t, http.StatusBadRequest, a.status, "%s: %s", body, a.raw)
-		assert.Equal(t, CodeBadRequest, a.errorCode(), a.raw)
+		assert.Equal(t, api.CodeBadRequest, a.errorCode(), a.raw)
 	}
 }
 
@@ -120,7 +121,7 @@ func FuzzCheckStrictJSON(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	allowed := jsonFieldNames(reflect.TypeOf(acquireRequest{}))
+	allowed := jsonFieldNames(reflect.TypeOf(api.AcquireRequest{}))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if !utf8.Valid(body) {
 			return // readJSON refuses these first

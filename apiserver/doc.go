@@ -1,0 +1,21 @@
+// Package apiserver serves a lock.Store over the HTTP/JSON API that package
+// api describes and whose Go client api.Client is:
+//
+//	h := apiserver.NewHandler(store, apiserver.Config{Token: token})
+//	srv := apiserver.NewServer(addr, h)
+//	err := srv.Serve(apiserver.JSONErrorListener(apiserver.LimitListener(ln, apiserver.DefaultMaxConns, logger)))
+//
+// The store is a *cluster.Node in production (or a lock.MemoryStore in
+// tests). Cluster facts (leader, members, raft figures, lock counters) come
+// through the small Cluster interface: NodeStatus implements it for a
+// *cluster.Node, and NewHandler uses it by itself when its store is one, so
+// /v1/cluster, /healthz and the cluster metrics work with
+// apiserver.NewHandler(node, apiserver.Config{}).
+//
+// The routes, wire format, error codes and security model are documented in
+// package api; the request and answer types are api's, shared with the
+// client. This package adds what only a server needs: strict JSON decoding,
+// per-request limits and time limits, the token check, the browser guard,
+// connection limits, JSON answers for the errors net/http writes by itself,
+// and Prometheus metrics (Handler.Registry).
+package apiserver

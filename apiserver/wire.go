@@ -1,0 +1,143 @@
+package apiserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/lock"
+)
+
+// apiError is an error answer the handler is about to write.
+type apiError struct {
+	status int
+	detail api.ErrorDetail
+}
+
+func (e *apiError) Error() string { return e.detail.Message }
+
+func newAPIError(status int, code, format string, args ...any) *apiError {
+	return &apiError{status: status, detail: api.ErrorDetail{Code: code, Message: fmt.Sprintf(format, args...)}}
+}
+
+func badRequest(format string, args ...any) *apiError {
+	return newAPIError(http.StatusBadRequest, api.CodeBadRequest, format, args...)
+}
+
+// storeError turns what a lock.Store returned into the answer for the
+// client. write says whether the operation changes state, so that a timeout
+// reads as "outcome unknown" for writes and "unavailable" for reads.
+func storeError(err error, write bool) *apiError {
+	var held *lock.HeldError
+	switch {
+	case errors.As(err, &held):
+		e := newAPIError(http.StatusConflict, api.CodeLocked, "%s", err.Error())
+		e.detail.Token = held.Token
+		ms := api.Millis(held.Remaining)
+		e.detail.RemainingMS = &ms
+		return e
+	case errors.Is(err, lock.ErrLocked):
+		return newAPIError(http.StatusConflict, api.CodeLocked, "%s", err.Error())
+	case errors.Is(err, lock.ErrNotHeld):
+		return newAPIError(http.StatusConflict, api.CodeNotHeld, "%s", err.Error())
+	case errors.Is(err, lock.ErrInvalidKey):
+		return newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "%s", err.Error())
+	case errors.Is(err, lock.ErrInvalidTTL):
+		return newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "%s", err.Error())
+	case errors.Is(err, lock.ErrInvalidWait):
+		return newAPIError(http.StatusBadRequest, api.CodeInvalidWait, "%s", err.Error())
+	case errors.Is(err, lock.ErrInvalidOwner):
+		return newAPIError(http.StatusBadRequest, api.CodeInvalidOwner, "%s", err.Error())
+	case errors.Is(err, lock.ErrInvalidList):
+		return newAPIError(http.StatusBadRequest, api.CodeInvalidList, "%s", err.Error())
+	case errors.Is(err, lock.ErrQueueFull):
+		return newAPIError(http.StatusTooManyRequests, api.CodeQueueFull, "%s", err.Error())
+	// Unknown outcome before unavailable: an error may match both, and the
+	// more cautious answer wins.
+	case errors.Is(err, lock.ErrUnknownOutcome):
+		return newAPIError(http.StatusServiceUnavailable, api.CodeUnknownOutcome, "%s", err.Error())
+	case errors.Is(err, lock.ErrClosed):
+		return newAPIError(http.StatusServiceUnavailable, api.CodeClosed, "%s", err.Error())
+	case errors.Is(err, lock.ErrUnavailable):
+		return newAPIError(http.StatusServiceUnavailable, api.CodeUnavailable, "%s", err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		// The handler's own time limit ran out inside the store.
+		if write {
+			return newAPIError(http.StatusServiceUnavailable, api.CodeUnknownOutcome, "api: the node did not answer in time: %v", err)
+		}
+		return newAPIError(http.StatusServiceUnavailable, api.CodeUnavailable, "api: the node did not answer in time: %v", err)
+	case errors.Is(err, context.Canceled):
+		// The client went away: nobody reads this but the metrics.
+		return newAPIError(http.StatusConflict, api.CodeCanceled, "api: request canceled: %v", err)
+	default:
+		return newAPIError(http.StatusInternalServerError, api.CodeInternal, "api: %v", err)
+	}
+}
+
+// readJSON decodes the request body into v (a pointer to a request struct):
+// one JSON object, every field name exactly one of v's (letter case
+// included) and given once, nothing after it, at most limit bytes, valid
+// UTF-8 and no lone surrogate escape (a JSON decoder would silently turn
+// either into U+FFFD and so change the key); see checkStrictJSON. It
+// reads the body to its end, which also lets net/http notice a client that
+// goes away during a long-poll.
+func readJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) *apiError {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return newAPIError(http.StatusRequestEntityTooLarge, api.CodeBodyTooLarge, "api: request body is larger than %d bytes", limit)
+		}
+		return badRequest("api: reading request body: %v", err)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return badRequest("api: request body is empty; want a JSON object")
+	}
+	if !utf8.Valid(body) {
+		return badRequest("api: request body is not valid UTF-8; send keys that are not text as key_b64")
+	}
+	if e := checkStrictJSON(body, jsonFieldNames(reflect.TypeOf(v).Elem())); e != nil {
+		apiErr := badRequest("%s", e.msg)
+		apiErr.detail.Field = e.field
+		return apiErr
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return badRequest("api: malformed JSON body: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return badRequest("api: unexpected data after the JSON object")
+	}
+	return nil
+}
+
+// writeJSON writes v with the given status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v) // the client may be gone; nothing useful to do about it
+}
+
+func writeError(w http.ResponseWriter, e *apiError) {
+	writeJSON(w, e.status, api.ErrorBody{Error: e.detail})
+}
+
+// parseLimit reads a positive decimal limit.
+func parseLimit(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("limit must be a positive integer, not %q", s)
+	}
+	return n, nil
+}
