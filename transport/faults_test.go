@@ -190,8 +190,8 @@ func TestFaultsDropIsSilentUntilHealed(t *testing.T) {
 	assert.GreaterOrEqual(t, time.Since(start), 150*time.Millisecond, "the dial waited out its timeout")
 
 	f.Heal(aAddr, bAddr)
-	require.Eventually(t, func() bool { return liveClientConns(a, bAddr) == 0 }, 5*time.Second, time.Millisecond,
-		"healing closes the connections that lost bytes")
+	require.Eventually(t, func() bool { return liveClientConns(a, bAddr) == 0 && liveClientConns(b, aAddr) == 0 },
+		5*time.Second, time.Millisecond, "healing closes the connections that lost bytes, both ways")
 	resp, err := a.Call(testCtx(t), bAddr, []byte("again"))
 	require.NoError(t, err)
 	assert.Equal(t, "b", string(resp))
