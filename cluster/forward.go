@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -128,26 +129,17 @@ func (n *Node) do(ctx context.Context, req request) (rep reply, retried bool, er
 			tried = ""
 			rep, attemptErr = n.serve(ctx, t, req)
 		} else {
-			raftLeader, _ := n.raft.LeaderWithID()
-			addr := hint
+			addr, raftLeader, err := n.leaderTarget(hint)
 			hint = ""
-			if addr == "" {
-				addr = string(raftLeader)
-			}
-			switch {
-			case addr == "":
-				attemptErr = errNoLeader
-			case addr == n.Addr():
-				// raft already says we lead; our term is about to start.
-				attemptErr = errNotLeader
-			default:
+			attemptErr = err
+			if err == nil {
 				tried = addr
 				if body == nil {
 					if body, err = req.appendBinary(nil); err != nil {
 						return reply{}, false, err
 					}
 				}
-				rep, attemptErr = n.callLeader(ctx, addr, string(raftLeader), body)
+				rep, attemptErr = n.callLeader(ctx, addr, raftLeader, body)
 			}
 		}
 		if attemptErr == nil {
@@ -221,6 +213,24 @@ func (n *Node) do(ctx context.Context, req request) (rep reply, retried bool, er
 		}
 		timer.Stop()
 	}
+}
+
+// leaderTarget picks where a forwarded attempt goes: the leader a "not
+// leader" reply hinted at, else the one raft reports (raftLeader, returned
+// too: callLeader watches for a change from it). Its errors are errNoLeader
+// when none is known, and errNotLeader when raft names this node, whose term
+// is about to start.
+func (n *Node) leaderTarget(hint string) (addr, raftLeader string, err error) {
+	a, _ := n.raft.LeaderWithID()
+	raftLeader = string(a)
+	addr = cmp.Or(hint, raftLeader)
+	switch {
+	case addr == "":
+		return "", raftLeader, errNoLeader
+	case addr == n.Addr():
+		return "", raftLeader, errNotLeader
+	}
+	return addr, raftLeader, nil
 }
 
 var (

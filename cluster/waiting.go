@@ -193,18 +193,10 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 			tried, attempted = "", true
 			ans, err = n.waitAtLeader(cctx, t, cmd, asked)
 		} else {
-			addr := hint
+			var addr string
+			addr, _, err = n.leaderTarget(hint)
 			hint = ""
-			if addr == "" {
-				a, _ := n.raft.LeaderWithID()
-				addr = string(a)
-			}
-			switch {
-			case addr == "":
-				err = errNoLeader
-			case addr == n.Addr():
-				err = errNotLeader
-			default:
+			if err == nil {
 				tried, attempted = addr, true
 				ans, hint, err = n.callWaiting(cctx, addr, cmd)
 			}
