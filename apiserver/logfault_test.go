@@ -30,10 +30,20 @@ func TestHealthzReportsALogFault(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, a.status)
 	assert.Contains(t, a.raw, api.CodeLogFault)
 	assert.Contains(t, a.raw, "no space left on device")
+	assert.Equal(t, 1.0, logFaultGauge(t, n), "an alert can fire on it")
 
 	fc.set(leaderStatus())
 	resp, err = http.Get(n.url + "/healthz")
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, 0.0, logFaultGauge(t, n))
+}
+
+// logFaultGauge reads raftlock_raft_log_fault from n's /metrics.
+func logFaultGauge(t *testing.T, n *testNode) float64 {
+	t.Helper()
+	m, err := sample(scrape(t, n), "raftlock_raft_log_fault", nil)
+	require.NoError(t, err)
+	return m.GetGauge().GetValue()
 }

@@ -72,6 +72,7 @@ type clusterCollector struct {
 	term, commitIndex, appliedIndex                  *prometheus.Desc
 	leaderChanges, commitTime, applyTime, freezeTime *prometheus.Desc
 	locksHeld, locksWaiters, handoffs, expirations   *prometheus.Desc
+	logFault                                         *prometheus.Desc
 }
 
 func newClusterCollector(c Cluster) *clusterCollector {
@@ -94,6 +95,7 @@ func newClusterCollector(c Cluster) *clusterCollector {
 		locksWaiters:  d("raftlock_locks_waiters", "Callers queued for held keys, over all keys."),
 		handoffs:      d("raftlock_locks_handoffs_total", "Locks handed to a queued waiter on release, expiry or cancel."),
 		expirations:   d("raftlock_locks_expired_total", "Leases that ran out."),
+		logFault:      d("raftlock_raft_log_fault", "1 while this node cannot write its raft log (a full disk, say: /healthz says why), else 0."),
 	}
 }
 
@@ -101,7 +103,7 @@ func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.hasLeader, c.isLeader, c.members, c.term, c.commitIndex, c.appliedIndex,
 		c.leaderChanges, c.commitTime, c.applyTime, c.freezeTime,
-		c.locksHeld, c.locksWaiters, c.handoffs, c.expirations,
+		c.locksHeld, c.locksWaiters, c.handoffs, c.expirations, c.logFault,
 	} {
 		ch <- d
 	}
@@ -134,6 +136,7 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	timing(c.commitTime, st.Commit)
 	timing(c.applyTime, st.Apply)
 	timing(c.freezeTime, st.Freeze)
+	gauge(c.logFault, boolFloat(st.LogFault != ""))
 	if l := st.Locks; l != nil {
 		gauge(c.locksHeld, float64(l.Held))
 		gauge(c.locksWaiters, float64(l.Waiters))
