@@ -81,16 +81,22 @@ func TestFaultsCutClosesRaftConnections(t *testing.T) {
 	f, a, b, _, _ := faultPair(t)
 	aAddr, bAddr := a.Addr().String(), b.Addr().String()
 
-	accepted := make(chan error, 1)
+	const first = "append entries"
+	received := make(chan error, 1) // the first bytes reached raft on b, or why not
+	accepted := make(chan error, 1) // how b's end of the connection ended
 	go func() {
 		conn, err := b.StreamLayer().Accept()
 		if err != nil {
-			accepted <- err
+			received <- err
 			return
 		}
 		defer conn.Close()
-		// Read until the connection fails: the first bytes arrive, then
-		// the cut ends it.
+		_, err = io.ReadFull(conn, make([]byte, len(first)))
+		received <- err
+		if err != nil {
+			return
+		}
+		// Read until the connection fails: the cut ends it.
 		_, err = io.Copy(io.Discard, conn)
 		if err == nil {
 			err = io.EOF
@@ -100,8 +106,17 @@ func TestFaultsCutClosesRaftConnections(t *testing.T) {
 	conn, err := a.StreamLayer().Dial(raft.ServerAddress(b.Addr().String()), time.Second)
 	require.NoError(t, err)
 	defer conn.Close()
-	_, err = conn.Write([]byte("append entries"))
+	_, err = conn.Write([]byte(first))
 	require.NoError(t, err)
+	// Cut only once raft on b holds the connection: a cut while b's
+	// transport still reads the first bytes drops the connection before raft
+	// sees it, which is not the case under test.
+	select {
+	case err := <-received:
+		require.NoError(t, err, "the first bytes reach raft on b")
+	case <-time.After(5 * time.Second):
+		t.Fatal("b never handed the raft connection to raft")
+	}
 
 	f.Cut(bAddr, aAddr) // b's answers may no longer reach a: the connection carries them, so it ends
 	select {
