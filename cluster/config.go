@@ -62,6 +62,38 @@ type Config struct {
 	// them, in turn, to add it; one with existing state just restarts.
 	Join []string
 
+	// Gossip (see gossip.go). GossipBindAddr, when set, turns gossip on:
+	// serf on that address (UDP and TCP, the same port number), for
+	// membership, failure detection and member metadata. Empty: off (a node
+	// embedded in another program opens no port it was not asked for); the
+	// agent sets it by default to -bind's port + 1. GossipAdvertiseAddr
+	// (ip:port) is what other members dial, when the bound address is not
+	// (default: the bound address, or AdvertiseAddr's host when bound to a
+	// wildcard).
+	GossipBindAddr      string
+	GossipAdvertiseAddr string
+	// GossipKeys encrypt gossip (AES-GCM; each key 16, 24 or 32 bytes): the
+	// first encrypts, every one decrypts, so a key can be rotated by
+	// rolling restarts (install, use, remove: see README). Empty: plain.
+	GossipKeys [][]byte
+	// ClusterName separates clusters on one network: gossip of another
+	// name is discarded, and a member of another name refused. Empty means
+	// DefaultClusterName.
+	ClusterName string
+	// BootstrapExpect, on a fresh DataDir, bootstraps a new cluster once
+	// this many members with the same BootstrapExpect see each other in
+	// gossip, with all of them as voters; never while gossip shows a member
+	// of a cluster, never on a DataDir with state (see bootstrap_expect.go
+	// for why it cannot make two clusters). Needs gossip; excludes
+	// Bootstrap and Join.
+	BootstrapExpect int
+	// RetryJoin lists where other members gossip: IPs or DNS names, with
+	// or without a port (default: this node's gossip port), resolved again
+	// at every attempt; tried with backoff until one answers. Needs gossip.
+	// A node in gossip but not in the raft configuration asks the members
+	// that are to add it, so RetryJoin alone makes a fresh node a member.
+	RetryJoin []string
+
 	// Raft timings; see raft.Config. Shorter timeouts mean a dead leader is
 	// replaced sooner (leases keep counting down meanwhile, on the new
 	// leader's log clock).
@@ -266,7 +298,7 @@ func (c Config) Validate() error {
 			return bad("Join", "{Join}[%d] is empty", i)
 		}
 	}
-	return nil
+	return c.validateGossip()
 }
 
 // ConfigError is a problem with a Config that its caller can fix: Validate

@@ -347,6 +347,7 @@ func (n *Node) Leave(ctx context.Context) error {
 			return fmt.Errorf("cluster: leave: %w", err)
 		}
 	}
+	n.stopGossip(true) // the others see it left, not failed
 	return n.Close()
 }
 

@@ -80,6 +80,8 @@ type Node struct {
 	localWaiting atomic.Int64
 	voters       *voterKeeper
 	peers        peerDirectory
+	// gossip is the node's serf membership; nil when Config.GossipBindAddr is empty.
+	gossip *gossipAgent
 
 	// term is this node's current leadership, nil while it follows.
 	term atomic.Pointer[leaderTerm]
@@ -211,8 +213,11 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: reading raft state: %w", err)
 	}
-	if !existing && !cfg.Bootstrap && len(cfg.Join) == 0 {
-		return nil, configError("Bootstrap", "{DataDir} %s holds no cluster state: set {Bootstrap} to start a new cluster or {Join} to join one", cfg.DataDir)
+	if !existing && !cfg.Bootstrap && len(cfg.Join) == 0 && cfg.BootstrapExpect == 0 && len(cfg.RetryJoin) == 0 {
+		return nil, configError("Bootstrap", "{DataDir} %s holds no cluster state: set {Bootstrap} or {BootstrapExpect} to start a new cluster, or {Join} or {RetryJoin} to join one", cfg.DataDir)
+	}
+	if !existing && cfg.BootstrapExpect > 0 && ident.clusterID() != "" {
+		return nil, configError("BootstrapExpect", "{DataDir} %s names cluster %s but holds no raft state: it will not bootstrap another; empty it to start afresh, or use {RetryJoin} to join that cluster", cfg.DataDir, ident.clusterID())
 	}
 	if err := n.recordIdentity(hasIdentity, existing, &cleanup); err != nil {
 		return nil, err
@@ -289,7 +294,18 @@ func New(cfg Config) (*Node, error) {
 	n.wg.Add(1)
 	go n.runPeerInfo()
 	n.startVoterKeeper()
+	if cfg.GossipBindAddr != "" {
+		if err := n.startGossip(!existing); err != nil {
+			close(n.closing)
+			n.wg.Wait()
+			return nil, err
+		}
+		cleanup = append(cleanup, func() { n.stopGossip(false) })
+	}
 	cleanup = append(cleanup, func() { close(n.closing); n.wg.Wait() })
+	if n.gossip != nil {
+		n.runGossip(!existing)
+	}
 
 	if !existing && len(cfg.Join) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.RequestTimeout)
@@ -360,6 +376,7 @@ func (n *Node) Close() error {
 		close(n.closing)
 		// Wake WatchLeader's callers, which then see the node closed.
 		n.leaderChanged.fire()
+		n.stopGossip(false)
 		n.store.abandon() // a term write waiting for a full disk must not hold Shutdown
 		var errs []error
 		if err := n.raft.Shutdown().Error(); err != nil {
@@ -416,14 +433,17 @@ func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 // skipped. Keys and Waiters are counted by the state machine as it goes,
 // without a walk.
 type Stats struct {
-	ID, Addr     string
-	State        string // raft state: Follower, Candidate, Leader or Shutdown
-	LeaderID     string
-	LeaderAddr   string
-	Members      []Member // the raft configuration, by ID; nil if raft could not tell
-	Term         uint64
-	CommitIndex  uint64
-	AppliedIndex uint64 // last entry the lock state machine applied
+	ID, Addr   string
+	State      string // raft state: Follower, Candidate, Leader or Shutdown
+	LeaderID   string
+	LeaderAddr string
+	Members    []Member // the raft configuration, by ID; nil if raft could not tell
+	// GossipMembers counts the members gossip knows by state (GossipAlive,
+	// GossipFailed, GossipLeft), raft members or not; nil when gossip is off.
+	GossipMembers map[string]int
+	Term          uint64
+	CommitIndex   uint64
+	AppliedIndex  uint64 // last entry the lock state machine applied
 	// LeaderChanges counts the leader changes raft reported to this node:
 	// to another leader, or to none (an election began).
 	LeaderChanges uint64
@@ -466,6 +486,9 @@ type Member struct {
 	APIAddr  string
 	Suffrage string // SuffrageVoter or SuffrageNonvoter (or "staging", which raft no longer uses)
 	Leader   bool   // this node knows it as the leader
+	// Gossip is the member's state in gossip: GossipAlive, GossipFailed,
+	// GossipLeft, or "" (gossip is off, or does not know it).
+	Gossip string
 }
 
 // Suffrages of a Member, as raft names them, in lower case.
@@ -536,6 +559,12 @@ func (n *Node) Stats() Stats {
 	if at := n.leaderClock(); at > 0 {
 		s.LogTime = max(s.LogTime, at)
 	}
+	if n.gossip != nil {
+		s.GossipMembers = map[string]int{GossipAlive: 0, GossipFailed: 0, GossipLeft: 0}
+		for _, m := range n.gossip.members() {
+			s.GossipMembers[m.Status.String()]++
+		}
+	}
 	return s
 }
 
@@ -547,6 +576,7 @@ func (n *Node) members(leaderID string) []Member {
 		return nil
 	}
 	servers := f.Configuration().Servers
+	gossiped := n.gossipByID()
 	out := make([]Member, 0, len(servers))
 	for _, srv := range servers {
 		m := Member{
@@ -559,6 +589,12 @@ func (n *Node) members(leaderID string) []Member {
 			m.APIAddr = n.cfg.APIAddr
 		} else {
 			m.APIAddr = n.peers.apiAddr(m.ID)
+		}
+		if g, ok := gossiped[m.ID]; ok {
+			m.Gossip = g.Status.String()
+			if m.APIAddr == "" {
+				m.APIAddr = g.APIAddr
+			}
 		}
 		out = append(out, m)
 	}

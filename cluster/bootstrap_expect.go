@@ -1,0 +1,298 @@
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/hashicorp/serf/serf"
+)
+
+// BootstrapExpect: N nodes started with the same flags form one cluster.
+//
+// A node with Config.BootstrapExpect N and a data dir without raft state
+// watches gossip. It does nothing while any member gossip shows is in a
+// raft configuration (role tag set): a cluster exists, and this node joins
+// it (gossipRaftJoiner), as Consul's maybeBootstrap stands down when a
+// server reports raft peers. Once it sees N alive members with the same N
+// and no such member, the member with the lowest ID among the N lowest (the
+// proposer) claims them: it promises itself, then asks the other N-1,
+// through a serf query, to promise it. A node promises only if it has no
+// raft state, knows no leader, sees no member in a raft configuration, and
+// has promised no other proposer; a promise lasts until its proposer
+// releases it (it does when any of the N says no, or the claim times out,
+// and only then). With every promise, and still no raft state, the proposer
+// bootstraps raft with the N as voters (sorted by ID, each at the raft
+// address its tag gives), and records a cluster ID derived from them. It
+// alone writes that configuration; the others receive it from the leader
+// it elects (raft grants votes from an empty configuration).
+//
+// Why this cannot make two clusters: a bootstrap needs N promises, one from
+// each member of its set, proposer included, and a node promises one
+// proposer at a time, never releasing a promise to a proposer that
+// bootstrapped. Two bootstraps therefore need two disjoint sets of N fresh
+// nodes, all started with the same BootstrapExpect, each set unable to see
+// the other (or a member already in a cluster) through gossip: 2N fresh
+// nodes split in two. Start exactly N (fewer than 2N) nodes with
+// BootstrapExpect N, and later nodes with it or with RetryJoin alone: they
+// see the cluster's members in gossip and join. A data dir with raft state
+// never bootstraps (a restart of all members comes back as the same
+// cluster), nor does a node whose data dir already names a cluster.
+//
+// Promises live in memory. A proposer that crashes after collecting them
+// and before bootstrapping holds its promisers until it comes back (it is
+// promised again under the same ID) or they restart; a promiser that
+// restarts between its promise and receiving the leader's configuration
+// could promise again, which needs a second set of N fresh nodes too.
+
+const (
+	queryBootstrapClaim   = "raftlock-bootstrap-claim"
+	queryBootstrapRelease = "raftlock-bootstrap-release"
+	// bootstrapClaimTimeout bounds one claim: the query and its answers.
+	bootstrapClaimTimeout = 5 * time.Second
+)
+
+// expectState is a fresh BootstrapExpect node's promise.
+type expectState struct {
+	mu         sync.Mutex // protects promisedTo, done
+	promisedTo string     // proposer ID, "" if none
+	done       bool       // this node bootstrapped (or gave up: a cluster exists)
+}
+
+// bootstrapClaim is the claim query's payload.
+type bootstrapClaim struct {
+	Proposer string   `json:"proposer"`
+	Expect   int      `json:"expect"`
+	Set      []string `json:"set"` // sorted IDs, proposer first
+}
+
+// promise records a promise to proposer, unless one to another stands.
+func (e *expectState) promise(proposer string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.promisedTo != "" && e.promisedTo != proposer {
+		return false
+	}
+	e.promisedTo = proposer
+	return true
+}
+
+func (e *expectState) release(proposer string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.promisedTo == proposer && !e.done {
+		e.promisedTo = ""
+	}
+}
+
+func (e *expectState) promised() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.promisedTo
+}
+
+// awaitingBootstrap reports whether this node promised a proposer and has
+// no raft state yet: it then waits for the leader's configuration rather
+// than asking to join (which, fresh, would have it removed and added back).
+func (n *Node) awaitingBootstrap() bool {
+	e := n.gossip.expect
+	return e != nil && e.promised() != "" && !n.hasRaftState()
+}
+
+// bootstrapExpect runs on a fresh node with BootstrapExpect until raft has
+// state (it bootstrapped, or a leader reached it) or the node closes.
+func (n *Node) bootstrapExpect() {
+	defer n.wg.Done()
+	g := n.gossip
+	want := n.cfg.BootstrapExpect
+	n.log.Info("waiting for the members to bootstrap a cluster", "bootstrap_expect", want)
+	var lastWaitingFor int
+	for {
+		changed := g.changed.wait()
+		if n.hasRaftState() {
+			return
+		}
+		members := n.gossipMembers()
+		inCluster, peers, mismatched := "", []gossipMember(nil), []string(nil)
+		for _, m := range members {
+			if m.Status != gossipAlive {
+				continue
+			}
+			switch {
+			case m.Role != "":
+				inCluster = string(m.ID)
+			case m.Expect == want:
+				peers = append(peers, m)
+			default:
+				mismatched = append(mismatched, fmt.Sprintf("%s=%d", m.ID, m.Expect))
+			}
+		}
+		pause := time.Second
+		switch {
+		case inCluster != "":
+			// A cluster exists: gossipRaftJoiner joins it.
+			n.log.Debug("a member of an existing cluster is in gossip: not bootstrapping", "member", inCluster)
+		case len(peers) < want:
+			if len(peers) != lastWaitingFor {
+				lastWaitingFor = len(peers)
+				args := []any{"seen", len(peers), "bootstrap_expect", want}
+				if len(mismatched) > 0 {
+					args = append(args, "other_bootstrap_expect", mismatched, "what_to_do", "start every member with the same -bootstrap-expect")
+				}
+				n.log.Info("waiting for more members before bootstrapping", args...)
+			}
+		case string(peers[0].ID) == n.cfg.NodeID:
+			if n.claimAndBootstrap(peers[:want]) {
+				return
+			}
+			// Someone said no: try again after a random pause, so that two
+			// proposers with different views do not keep colliding.
+			pause = time.Second + rand.N(2*time.Second)
+		}
+		timer := time.NewTimer(pause)
+		select {
+		case <-n.closing:
+			timer.Stop()
+			return
+		case <-changed:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// claimAndBootstrap asks set (sorted, this node first) for promises and
+// bootstraps if every member gives one. It reports whether it is done:
+// bootstrapped, or found raft state.
+func (n *Node) claimAndBootstrap(set []gossipMember) bool {
+	g := n.gossip
+	e := g.expect
+	self := n.cfg.NodeID
+	if !e.promise(self) {
+		return false
+	}
+	ids := make([]string, len(set))
+	for i, m := range set {
+		ids[i] = string(m.ID)
+	}
+	payload, _ := json.Marshal(bootstrapClaim{Proposer: self, Expect: n.cfg.BootstrapExpect, Set: ids})
+	others := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id == self })
+	yes := map[string]bool{}
+	var refusals []string
+	if len(others) > 0 {
+		resp, err := g.serf.Query(queryBootstrapClaim, payload, &serf.QueryParam{FilterNodes: others, Timeout: bootstrapClaimTimeout})
+		if err != nil {
+			n.log.Warn("asking the members to bootstrap failed", "error", err)
+			n.abandonClaim(others)
+			return false
+		}
+		for r := range resp.ResponseCh() {
+			var rep gossipQueryReply
+			if err := json.Unmarshal(r.Payload, &rep); err != nil {
+				refusals = append(refusals, r.From+": bad answer")
+			} else if rep.OK {
+				yes[r.From] = true
+			} else {
+				refusals = append(refusals, r.From+": "+rep.Reason)
+			}
+			if len(yes)+len(refusals) == len(others) {
+				resp.Close()
+				break
+			}
+		}
+	}
+	if len(yes) < len(others) {
+		missing := slices.DeleteFunc(slices.Clone(others), func(id string) bool { return yes[id] })
+		n.log.Info("not bootstrapping yet: not every member agreed", "set", ids, "refused", refusals, "no_answer", missing)
+		n.abandonClaim(others)
+		return false
+	}
+	if n.hasRaftState() {
+		return true
+	}
+	servers := make([]raft.Server, len(set))
+	peers := make([]Peer, len(set))
+	for i, m := range set {
+		servers[i] = raft.Server{Suffrage: raft.Voter, ID: m.ID, Address: m.RaftAddr}
+		peers[i] = Peer{ID: string(m.ID), Addr: string(m.RaftAddr)}
+	}
+	clusterID, err := newClusterID(peers)
+	if err != nil {
+		n.log.Error("bootstrapping: drawing a cluster ID", "error", err)
+		n.abandonClaim(others)
+		return false
+	}
+	e.mu.Lock()
+	e.done = true
+	e.mu.Unlock()
+	if err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
+		// Raft gained state meanwhile (a leader reached this node): it
+		// refuses, and this node is a member of that cluster instead.
+		n.log.Warn("bootstrap refused by raft; this node follows the cluster that reached it", "error", err)
+		return true
+	}
+	n.joinedCluster(clusterID)
+	n.log.Info("bootstrapped a new cluster with the members gossip showed", "voters", ids, "cluster", clusterID)
+	return true
+}
+
+// abandonClaim releases this node's own promise and the others'.
+func (n *Node) abandonClaim(others []string) {
+	g := n.gossip
+	g.expect.release(n.cfg.NodeID)
+	if len(others) == 0 {
+		return
+	}
+	resp, err := g.serf.Query(queryBootstrapRelease, []byte(n.cfg.NodeID), &serf.QueryParam{FilterNodes: others, Timeout: bootstrapClaimTimeout})
+	if err == nil {
+		resp.Close()
+	}
+}
+
+// answerBootstrapClaim answers a proposer's claim.
+func (n *Node) answerBootstrapClaim(payload []byte) gossipQueryReply {
+	no := func(format string, args ...any) gossipQueryReply {
+		return gossipQueryReply{Reason: fmt.Sprintf(format, args...)}
+	}
+	var c bootstrapClaim
+	if err := json.Unmarshal(payload, &c); err != nil || c.Proposer == "" {
+		return no("unreadable claim")
+	}
+	e := n.gossip.expect
+	switch {
+	case n.hasRaftState():
+		return no("%s has raft state (it is a member of a cluster)", n.cfg.NodeID)
+	case n.ident.clusterID() != "":
+		return no("%s's data dir names cluster %s", n.cfg.NodeID, n.ident.clusterID())
+	case e == nil:
+		return no("%s is not waiting to bootstrap", n.cfg.NodeID)
+	case c.Expect != n.cfg.BootstrapExpect:
+		return no("%s has bootstrap-expect %d, not %d", n.cfg.NodeID, n.cfg.BootstrapExpect, c.Expect)
+	case !slices.Contains(c.Set, n.cfg.NodeID):
+		return no("%s is not in the set", n.cfg.NodeID)
+	}
+	if id, _ := n.Leader(); id != "" {
+		return no("%s knows leader %s", n.cfg.NodeID, id)
+	}
+	for _, m := range n.gossipMembers() {
+		if m.Status == gossipAlive && m.Role != "" {
+			return no("%s sees %s, a member of a cluster", n.cfg.NodeID, m.ID)
+		}
+	}
+	if !e.promise(c.Proposer) {
+		return no("%s promised %s", n.cfg.NodeID, e.promised())
+	}
+	n.log.Info("promised a proposer to be bootstrapped by it", "proposer", c.Proposer, "set", strings.Join(c.Set, ","))
+	return gossipQueryReply{OK: true}
+}
+
+func (n *Node) releaseBootstrapPromise(proposer string) {
+	if e := n.gossip.expect; e != nil {
+		e.release(proposer)
+	}
+}

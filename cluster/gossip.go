@@ -1,0 +1,640 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/raft"
+	"github.com/hashicorp/serf/serf"
+)
+
+// Gossip: who is alive, and where.
+//
+// A node with Config.GossipBindAddr set runs serf (on memberlist) on that
+// address: a second port next to BindAddr, UDP for probes and gossip, TCP
+// for state exchange at the same port number. (memberlist's Transport could
+// share the transport's TCP listener, but its UDP side needs a socket of its
+// own anyway, and a separate port keeps gossip out of the raft stream's TLS
+// and frame limits; the agent's default is -bind's port + 1.) Serf rather
+// than raw memberlist: it brings member tags with updates, failed and left
+// members remembered and reaped, reconnection to failed members, queries
+// (used by BootstrapExpect) and a keyring.
+//
+// Each member tags itself with its raft address, API address, role in the
+// raft configuration as it knows it (voter, nonvoter, or empty), raftlock
+// version, cluster name and BootstrapExpect. Gossip is separated by
+// ClusterName, carried as memberlist's label on every packet and stream (a
+// node of another cluster name is discarded before anything is decoded) and
+// checked again as a tag when members merge, and, with GossipKeys, encrypted
+// with AES-GCM (the first key encrypts, every key decrypts, so keys can be
+// rotated by rolling restarts: see README). A node that gossips under this
+// node's ID from another address is refused (a duplicate NodeID); serf's own
+// conflict resolution, which shuts down the loser's gossip, is off.
+//
+// Gossip is on only when GossipBindAddr is set (the agent sets it by default,
+// except with -dev): a node embedded in another program should not open a
+// UDP and a TCP port it was not asked for. BootstrapExpect and RetryJoin need
+// it. Close stops gossip without leaving (other members see the node as
+// failed, as raft does); Leave leaves gossip too once raft removed the node.
+//
+// Raft follows gossip: a node that is alive in gossip but not in the raft
+// configuration it knows asks the members gossip shows in a raft
+// configuration (role tag set) to add it, through the join request, with
+// backoff, until it is a member. That is how -retry-join alone makes a
+// node a member.
+
+// gossipStatus is what gossip knows of a member's liveness.
+type gossipStatus int
+
+const (
+	gossipAlive gossipStatus = iota + 1
+	gossipFailed
+	gossipLeft
+)
+
+// String is the status as Stats shows it.
+func (s gossipStatus) String() string {
+	switch s {
+	case gossipAlive:
+		return GossipAlive
+	case gossipFailed:
+		return GossipFailed
+	case gossipLeft:
+		return GossipLeft
+	}
+	return ""
+}
+
+// Gossip states of a Member (Member.Gossip), and keys of Stats.GossipMembers.
+const (
+	GossipAlive  = "alive"
+	GossipFailed = "failed"
+	GossipLeft   = "left"
+)
+
+// gossipMember is one member as gossip sees it.
+type gossipMember struct {
+	ID       raft.ServerID
+	RaftAddr raft.ServerAddress
+	APIAddr  string
+	Status   gossipStatus
+	Version  string
+	// Role is the member's place in the raft configuration as it knows it:
+	// SuffrageVoter, SuffrageNonvoter, or "" (not a member, or not yet).
+	Role string
+	// Expect is the member's BootstrapExpect (0 if none).
+	Expect int
+	// GossipAddr is where it gossips (ip:port).
+	GossipAddr string
+}
+
+// Serf tags a member sets.
+const (
+	tagRaft    = "raft"
+	tagAPI     = "api"
+	tagRole    = "role"
+	tagVersion = "version"
+	tagCluster = "cluster"
+	tagExpect  = "expect"
+)
+
+// DefaultClusterName is the ClusterName of a Config that sets none.
+const DefaultClusterName = "raftlock"
+
+// gossipAgent is a node's serf instance and what the node derives from it.
+type gossipAgent struct {
+	serf    *serf.Serf
+	events  chan serf.Event
+	changed *broadcast    // fires on every member event
+	notify  chan struct{} // gossipEvents: size one, coalescing
+	cluster string
+
+	tagsMu sync.Mutex // protects tags (SetTags replaces them all)
+	tags   map[string]string
+
+	self atomic.Pointer[string] // this node's gossip address, ip:port, once known
+
+	expect *expectState // BootstrapExpect's promise; nil without it
+}
+
+// gossipMembers lists the members gossip knows, sorted by ID; nil when gossip is off.
+func (n *Node) gossipMembers() []gossipMember {
+	if n.gossip == nil {
+		return nil
+	}
+	return n.gossip.members()
+}
+
+// gossipEvents is told (coalesced: one pending signal at most) whenever a
+// member joins, fails, leaves, is reaped or changes its tags; nil when
+// gossip is off. One reader only: a second would take the first's signals.
+func (n *Node) gossipEvents() <-chan struct{} {
+	if n.gossip == nil {
+		return nil
+	}
+	return n.gossip.notify
+}
+
+func (g *gossipAgent) members() []gossipMember {
+	all := g.serf.Members()
+	out := make([]gossipMember, 0, len(all))
+	for _, m := range all {
+		if m.Tags[tagCluster] != g.cluster {
+			continue
+		}
+		var st gossipStatus
+		switch m.Status {
+		case serf.StatusAlive:
+			st = gossipAlive
+		case serf.StatusFailed:
+			st = gossipFailed
+		case serf.StatusLeft, serf.StatusLeaving:
+			st = gossipLeft
+		default:
+			continue
+		}
+		expect, _ := strconv.Atoi(m.Tags[tagExpect])
+		out = append(out, gossipMember{
+			ID:         raft.ServerID(m.Name),
+			RaftAddr:   raft.ServerAddress(m.Tags[tagRaft]),
+			APIAddr:    m.Tags[tagAPI],
+			Status:     st,
+			Version:    m.Tags[tagVersion],
+			Role:       m.Tags[tagRole],
+			Expect:     expect,
+			GossipAddr: net.JoinHostPort(m.Addr.String(), strconv.Itoa(int(m.Port))),
+		})
+	}
+	slices.SortFunc(out, func(a, b gossipMember) int { return strings.Compare(string(a.ID), string(b.ID)) })
+	return out
+}
+
+// raftlockVersion is the module's version as the build recorded it.
+var raftlockVersion = func() string {
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Path == "github.com/raftlock/raftlock" && info.Main.Version != "" {
+		return info.Main.Version
+	}
+	return "(devel)"
+}()
+
+// validateGossip checks the gossip fields of c (Validate calls it).
+func (c Config) validateGossip() error {
+	bad := func(field, format string, args ...any) error {
+		return &ConfigError{Field: field, format: format, args: args}
+	}
+	gossipOn := c.GossipBindAddr != ""
+	switch {
+	case c.BootstrapExpect < 0 || c.BootstrapExpect > 9:
+		return bad("BootstrapExpect", "{BootstrapExpect} must be from 1 to 9 (or 0: off), got %d", c.BootstrapExpect)
+	case c.BootstrapExpect > 0 && c.Bootstrap:
+		return bad("BootstrapExpect", "{BootstrapExpect} and {Bootstrap} are exclusive: {BootstrapExpect} bootstraps once that many nodes see each other")
+	case c.BootstrapExpect > 0 && len(c.Join) > 0:
+		return bad("BootstrapExpect", "{BootstrapExpect} and {Join} are exclusive: list the members in {RetryJoin}")
+	case c.BootstrapExpect > 0 && !gossipOn:
+		return bad("GossipBindAddr", "{BootstrapExpect} needs gossip: set {GossipBindAddr}")
+	case len(c.RetryJoin) > 0 && !gossipOn:
+		return bad("GossipBindAddr", "{RetryJoin} needs gossip: set {GossipBindAddr}")
+	case len(c.ClusterName) > 200:
+		return bad("ClusterName", "{ClusterName} is longer than 200 bytes")
+	case len(c.GossipKeys) > 0 && !gossipOn:
+		return bad("GossipKeys", "{GossipKeys} encrypt gossip: set {GossipBindAddr} too")
+	}
+	for i, k := range c.GossipKeys {
+		if l := len(k); l != 16 && l != 24 && l != 32 {
+			return bad("GossipKeys", "{GossipKeys}[%d] is %d bytes; an AES key is 16, 24 or 32 bytes (base64 of 16 random bytes: head -c16 /dev/urandom | base64)", i, l)
+		}
+	}
+	for i, addr := range c.RetryJoin {
+		if strings.TrimSpace(addr) == "" {
+			return bad("RetryJoin", "{RetryJoin}[%d] is empty", i)
+		}
+	}
+	if gossipOn {
+		if _, _, err := splitGossipAddr(c.GossipBindAddr); err != nil {
+			return bad("GossipBindAddr", "{GossipBindAddr} %q: %v", c.GossipBindAddr, err)
+		}
+	}
+	if c.GossipAdvertiseAddr != "" {
+		host, _, err := splitGossipAddr(c.GossipAdvertiseAddr)
+		if err == nil && net.ParseIP(host) == nil {
+			err = errors.New("the host must be an IP address")
+		}
+		if err != nil {
+			return bad("GossipAdvertiseAddr", "{GossipAdvertiseAddr} %q: %v", c.GossipAdvertiseAddr, err)
+		}
+	}
+	return nil
+}
+
+func splitGossipAddr(addr string) (host string, port int, err error) {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err = strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("port %q is not a number from 0 to 65535", p)
+	}
+	return h, port, nil
+}
+
+// clusterName is Config.ClusterName or its default.
+func (c Config) clusterName() string {
+	if c.ClusterName == "" {
+		return DefaultClusterName
+	}
+	return c.ClusterName
+}
+
+// startGossip starts serf on Config.GossipBindAddr; fresh says the data dir
+// held no raft state. Nothing is joined yet: retry-join and the loops start
+// in runGossip.
+func (n *Node) startGossip(fresh bool) error {
+	cfg := n.cfg
+	host, port, err := splitGossipAddr(cfg.GossipBindAddr)
+	if err != nil {
+		return configError("GossipBindAddr", "{GossipBindAddr} %q: %v", cfg.GossipBindAddr, err)
+	}
+	if host == "" {
+		host = "0.0.0.0"
+	}
+	g := &gossipAgent{
+		events:  make(chan serf.Event, 256),
+		changed: newBroadcast(),
+		notify:  make(chan struct{}, 1),
+		cluster: cfg.clusterName(),
+	}
+	if cfg.BootstrapExpect > 0 && fresh {
+		g.expect = &expectState{}
+	}
+	g.tags = map[string]string{
+		tagRaft:    n.Addr(),
+		tagAPI:     cfg.APIAddr,
+		tagVersion: raftlockVersion,
+		tagCluster: g.cluster,
+		tagRole:    n.localRole(),
+	}
+	if cfg.BootstrapExpect > 0 {
+		g.tags[tagExpect] = strconv.Itoa(cfg.BootstrapExpect)
+	}
+
+	stdlog := n.log.Named("gossip").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true, InferLevelsWithTimestamp: true})
+	sc := serf.DefaultConfig()
+	sc.NodeName = cfg.NodeID
+	sc.Tags = g.tags
+	sc.EventCh = g.events
+	sc.Logger = stdlog
+	sc.EnableNameConflictResolution = false // see gossipDelegate: a duplicate is refused, not voted on
+	sc.Merge = &gossipDelegate{n: n, g: g}
+	sc.ReapInterval = 5 * time.Second
+	sc.TombstoneTimeout = time.Hour
+	sc.ReconnectTimeout = max(cfg.DeadMemberTimeout, time.Minute)
+	sc.MemberlistConfig = memberlist.DefaultLANConfig()
+	mc := sc.MemberlistConfig
+	mc.Name = cfg.NodeID
+	mc.BindAddr = host
+	mc.BindPort = port
+	mc.AdvertisePort = port
+	mc.Logger = stdlog
+	mc.Label = "raftlock/" + g.cluster
+	// A member back under its ID at a new address (a pod restarted with a
+	// new IP) replaces its failed entry once that has been dead this long.
+	mc.DeadNodeReclaimTime = 10 * time.Second
+	if adv, err := n.gossipAdvertise(); err != nil {
+		return err
+	} else if adv != "" {
+		mc.AdvertiseAddr = adv
+	}
+	if a := cfg.GossipAdvertiseAddr; a != "" {
+		if _, p, err := splitGossipAddr(a); err == nil && p != 0 {
+			mc.AdvertisePort = p
+		}
+	}
+	if len(cfg.GossipKeys) > 0 {
+		kr, err := memberlist.NewKeyring(cfg.GossipKeys, cfg.GossipKeys[0])
+		if err != nil {
+			return configError("GossipKeys", "{GossipKeys}: %v", err)
+		}
+		mc.Keyring = kr
+		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+	}
+	s, err := serf.Create(sc)
+	if err != nil {
+		return fmt.Errorf("cluster: gossip on %s: %w", cfg.GossipBindAddr, err)
+	}
+	g.serf = s
+	local := s.LocalMember()
+	self := net.JoinHostPort(local.Addr.String(), strconv.Itoa(int(local.Port)))
+	g.self.Store(&self)
+	n.gossip = g
+	return nil
+}
+
+// gossipAdvertise is the IP memberlist tells others: GossipAdvertiseAddr's,
+// else AdvertiseAddr's host (resolved) when gossip binds a wildcard, else ""
+// (memberlist picks the bound or a private address).
+func (n *Node) gossipAdvertise() (string, error) {
+	if a := n.cfg.GossipAdvertiseAddr; a != "" {
+		host, _, err := splitGossipAddr(a)
+		if err != nil {
+			return "", configError("GossipAdvertiseAddr", "{GossipAdvertiseAddr} %q: %v", a, err)
+		}
+		return host, nil
+	}
+	bindHost, _, _ := splitGossipAddr(n.cfg.GossipBindAddr)
+	if bindHost != "" && !net.ParseIP(bindHost).IsUnspecified() {
+		return "", nil
+	}
+	advHost, _, err := net.SplitHostPort(n.Addr())
+	if err != nil {
+		return "", nil
+	}
+	if ip := net.ParseIP(advHost); ip != nil && !ip.IsUnspecified() {
+		return ip.String(), nil
+	}
+	ips, err := net.DefaultResolver.LookupIP(context.Background(), "ip", advHost)
+	if err != nil || len(ips) == 0 {
+		return "", nil
+	}
+	return ips[0].String(), nil
+}
+
+// runGossip starts the node's gossip goroutines: the event loop, the role
+// tag keeper, raft-follows-gossip, retry-join and BootstrapExpect.
+func (n *Node) runGossip(fresh bool) {
+	n.wg.Add(3)
+	go n.gossipEventLoop()
+	go n.gossipRoleKeeper()
+	go n.gossipRaftJoiner(fresh)
+	if len(n.cfg.RetryJoin) > 0 {
+		n.wg.Add(1)
+		go n.retryJoin()
+	}
+	if n.gossip.expect != nil {
+		n.wg.Add(1)
+		go n.bootstrapExpect()
+	}
+}
+
+// stopGossip stops serf; leave says whether to leave first (Leave does,
+// Close does not: a stopped member is failed, as in raft).
+func (n *Node) stopGossip(leave bool) {
+	if n.gossip == nil {
+		return
+	}
+	if leave {
+		if err := n.gossip.serf.Leave(); err != nil {
+			n.log.Warn("leaving gossip failed; the others see this node as failed", "error", err)
+		}
+	}
+	if err := n.gossip.serf.Shutdown(); err != nil {
+		n.log.Warn("stopping gossip", "error", err)
+	}
+}
+
+func (n *Node) gossipEventLoop() {
+	defer n.wg.Done()
+	g := n.gossip
+	for {
+		select {
+		case <-n.closing:
+			return
+		case ev := <-g.events:
+			switch e := ev.(type) {
+			case serf.MemberEvent:
+				for _, m := range e.Members {
+					n.log.Debug("gossip member event", "event", e.EventType().String(), "member", m.Name, "addr", m.Addr, "status", m.Status.String())
+				}
+				g.changed.fire()
+				select {
+				case g.notify <- struct{}{}:
+				default:
+				}
+			case *serf.Query:
+				n.answerGossipQuery(e)
+			}
+		}
+	}
+}
+
+// localRole is this node's suffrage in the raft configuration it knows, or "".
+func (n *Node) localRole() string {
+	if n.raft == nil {
+		return ""
+	}
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return ""
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == n.cfg.NodeID {
+			return strings.ToLower(s.Suffrage.String())
+		}
+	}
+	return ""
+}
+
+// gossipRoleKeeper keeps the role tag equal to this node's suffrage.
+func (n *Node) gossipRoleKeeper() {
+	defer n.wg.Done()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.closing:
+			return
+		case <-tick.C:
+		}
+		n.setGossipTag(tagRole, n.localRole())
+	}
+}
+
+func (n *Node) setGossipTag(key, value string) {
+	g := n.gossip
+	g.tagsMu.Lock()
+	defer g.tagsMu.Unlock()
+	if g.tags[key] == value {
+		return
+	}
+	tags := make(map[string]string, len(g.tags))
+	for k, v := range g.tags {
+		tags[k] = v
+	}
+	tags[key] = value
+	if err := g.serf.SetTags(tags); err != nil {
+		n.log.Debug("updating gossip tags", "error", err)
+		return
+	}
+	g.tags = tags
+}
+
+// gossipRaftJoiner makes raft follow gossip for this node: while it is not
+// in the raft configuration it knows (or has not learned the cluster's ID),
+// it asks the members gossip shows in a raft configuration to add it.
+// fresh: the data dir held no raft state at start, so the first request
+// says so (kindJoinEmpty: an old member of this ID is replaced).
+func (n *Node) gossipRaftJoiner(fresh bool) {
+	defer n.wg.Done()
+	backoff := 500 * time.Millisecond
+	for {
+		changed := n.gossip.changed.wait()
+		if n.localRole() != "" && n.ident.clusterID() != "" {
+			backoff = 500 * time.Millisecond
+		} else if addrs := n.gossipRaftAddrs(); len(addrs) > 0 && !n.awaitingBootstrap() {
+			kind := kindJoin
+			if fresh && !n.hasRaftState() {
+				kind = kindJoinEmpty
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.RequestTimeout)
+			via, err := n.join(ctx, kind, addrs, func(error) {})
+			cancel()
+			switch {
+			case err == nil:
+				fresh = false
+				n.log.Info("joined the raft cluster through a member gossip shows", "via", via)
+			case errors.Is(err, ErrWrongCluster):
+				n.log.Error("gossip shows members of another raft cluster; not joining them", "error", err,
+					"what_to_do", "give each cluster its own -cluster-name, or empty this node's -data-dir to join that cluster")
+			case !n.closed():
+				n.log.Debug("asking a gossip member to add this node to raft failed; retrying", "error", err)
+			}
+		}
+		timer := time.NewTimer(backoff)
+		select {
+		case <-n.closing:
+			timer.Stop()
+			return
+		case <-changed:
+		case <-timer.C:
+		}
+		timer.Stop()
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
+// gossipRaftAddrs are the raft addresses of the other alive members that
+// are in a raft configuration, voters first.
+func (n *Node) gossipRaftAddrs() []string {
+	var voters, others []string
+	for _, m := range n.gossipMembers() {
+		if m.Status != gossipAlive || string(m.ID) == n.cfg.NodeID || m.RaftAddr == "" || m.Role == "" {
+			continue
+		}
+		if m.Role == SuffrageVoter {
+			voters = append(voters, string(m.RaftAddr))
+		} else {
+			others = append(others, string(m.RaftAddr))
+		}
+	}
+	return append(voters, others...)
+}
+
+// hasRaftState reports whether raft holds any entry or configuration.
+func (n *Node) hasRaftState() bool {
+	if n.raft.LastIndex() > 0 {
+		return true
+	}
+	f := n.raft.GetConfiguration()
+	return f.Error() == nil && len(f.Configuration().Servers) > 0
+}
+
+// gossipByID is what gossip knows of each member, by ID; nil when gossip is off.
+func (n *Node) gossipByID() map[string]gossipMember {
+	if n.gossip == nil {
+		return nil
+	}
+	out := map[string]gossipMember{}
+	for _, m := range n.gossip.members() {
+		out[string(m.ID)] = m
+	}
+	return out
+}
+
+// gossipDelegate refuses members of another cluster and a second node
+// under this node's ID. serf calls NotifyMerge when states merge (a join
+// either way) and for every alive message of a member (memberlist's Alive
+// delegate), before memberlist takes it in.
+type gossipDelegate struct {
+	n *Node
+	g *gossipAgent
+
+	mu     sync.Mutex // protects warned
+	warned map[string]time.Time
+}
+
+func (d *gossipDelegate) NotifyMerge(members []*serf.Member) error {
+	for _, m := range members {
+		if err := d.check(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *gossipDelegate) check(m *serf.Member) error {
+	addr := net.JoinHostPort(m.Addr.String(), strconv.Itoa(int(m.Port)))
+	if c := m.Tags[tagCluster]; c != d.g.cluster {
+		d.refuse("cluster:"+addr, "refusing a gossip member of another cluster", "member", m.Name, "addr", addr, "its_cluster", c, "cluster", d.g.cluster,
+			"what_to_do", "give both clusters' nodes the -cluster-name of the cluster they belong to")
+		return fmt.Errorf("member %s (%s) is of cluster %q, not %q", m.Name, addr, c, d.g.cluster)
+	}
+	self := d.g.self.Load()
+	if m.Name == d.n.cfg.NodeID && self != nil && addr != *self && m.Status != serf.StatusLeft {
+		d.refuse("dup:"+addr, "refusing a gossip member that claims this node's ID from another address: node IDs must be unique", "id", m.Name, "its_addr", addr, "this_addr", *self,
+			"what_to_do", "give that node its own -node-id")
+		return fmt.Errorf("node ID %s is already in use at %s (this node), not %s: node IDs must be unique", m.Name, *self, addr)
+	}
+	return nil
+}
+
+// refuse logs a refusal, once a minute per key: a refused node retries.
+func (d *gossipDelegate) refuse(key, msg string, args ...any) {
+	d.mu.Lock()
+	if d.warned == nil {
+		d.warned = map[string]time.Time{}
+	}
+	last, ok := d.warned[key]
+	now := time.Now()
+	if ok && now.Sub(last) < time.Minute {
+		d.mu.Unlock()
+		return
+	}
+	d.warned[key] = now
+	d.mu.Unlock()
+	d.n.log.Error(msg, args...)
+}
+
+// gossipQueryReply is the answer to a raftlock serf query.
+type gossipQueryReply struct {
+	OK     bool   `json:"ok"`
+	Reason string `json:"reason,omitempty"`
+}
+
+func (n *Node) answerGossipQuery(q *serf.Query) {
+	var rep gossipQueryReply
+	switch q.Name {
+	case queryBootstrapClaim:
+		rep = n.answerBootstrapClaim(q.Payload)
+	case queryBootstrapRelease:
+		n.releaseBootstrapPromise(string(q.Payload))
+		rep.OK = true
+	default:
+		return
+	}
+	b, _ := json.Marshal(rep)
+	if err := q.Respond(b); err != nil {
+		n.log.Debug("answering a gossip query", "query", q.Name, "error", err)
+	}
+}

@@ -1,0 +1,391 @@
+package cluster
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// gossipPatience bounds waits on gossip: failure detection takes seconds.
+const gossipPatience = 40 * time.Second
+
+// freeGossipAddrs picks n 127.0.0.1 ports free for both TCP and UDP, so that
+// nodes can be started with one RetryJoin list naming all of them.
+func freeGossipAddrs(t *testing.T, n int) []string {
+	t.Helper()
+	var out []string
+	for len(out) < n {
+		tl, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		addr := tl.Addr().String()
+		ul, err := net.ListenPacket("udp", addr)
+		tl.Close()
+		if err != nil {
+			continue
+		}
+		ul.Close()
+		if !slices.Contains(out, addr) {
+			out = append(out, addr)
+		}
+	}
+	return out
+}
+
+// logBuffer collects a node's log lines for assertions.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func capturedLogger(name string, b *logBuffer) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Name: name, Output: b, Level: hclog.Debug})
+}
+
+// gossipConfig is a test node config with gossip on addr, expecting
+// expect members (0: none) and retry-joining join.
+func gossipConfig(t *testing.T, id, addr string, expect int, join []string) Config {
+	cfg := testConfig(t, id)
+	cfg.GossipBindAddr = addr
+	cfg.BootstrapExpect = expect
+	cfg.RetryJoin = join
+	return cfg
+}
+
+// raftServers is n's raft configuration as "id=suffrage", sorted.
+func raftServers(n *Node) []string {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return nil
+	}
+	var out []string
+	for _, s := range f.Configuration().Servers {
+		out = append(out, string(s.ID)+"="+strings.ToLower(s.Suffrage.String()))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// waitOneCluster waits until every node knows the same leader, one of
+// them, and the same raft configuration, equal to want.
+func waitOneCluster(t *testing.T, nodes []*Node, want []string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var leader string
+		for _, n := range nodes {
+			id, _ := n.Leader()
+			if id == "" || (leader != "" && id != leader) || !slices.Equal(raftServers(n), want) {
+				return false
+			}
+			leader = id
+		}
+		return true
+	}, gossipPatience, 20*time.Millisecond, "no single cluster with configuration %v", want)
+}
+
+// waitSameClusterID waits until every node records the same cluster ID.
+func waitSameClusterID(t *testing.T, nodes []*Node) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, n := range nodes {
+			if id := n.ident.clusterID(); id == "" || id != nodes[0].ident.clusterID() {
+				return false
+			}
+		}
+		return true
+	}, gossipPatience, 20*time.Millisecond, "every node records the same cluster ID")
+}
+
+func startAll(t *testing.T, cfgs []Config) []*Node {
+	t.Helper()
+	nodes := make([]*Node, len(cfgs))
+	errs := make([]error, len(cfgs))
+	var wg sync.WaitGroup
+	for i := range cfgs {
+		wg.Go(func() { nodes[i], errs[i] = New(cfgs[i]) })
+	}
+	wg.Wait()
+	for i := range cfgs {
+		require.NoError(t, errs[i], cfgs[i].NodeID)
+		n := nodes[i]
+		t.Cleanup(func() { n.Close() })
+	}
+	return nodes
+}
+
+func TestBootstrapExpectFormsOneClusterOfVoters(t *testing.T) {
+	addrs := freeGossipAddrs(t, 3)
+	var cfgs []Config
+	for i, a := range addrs {
+		cfgs = append(cfgs, gossipConfig(t, fmt.Sprintf("n%d", i), a, 3, addrs))
+	}
+	nodes := startAll(t, cfgs)
+	waitOneCluster(t, nodes, []string{"n0=voter", "n1=voter", "n2=voter"})
+	_, lease := acquire(t, nodes[2], "k", time.Minute)
+	assert.NotZero(t, lease.Token)
+	waitSameClusterID(t, nodes)
+	require.Eventually(t, func() bool {
+		for _, m := range nodes[0].Stats().Members {
+			if m.Gossip != GossipAlive {
+				return false
+			}
+		}
+		return true
+	}, gossipPatience, 20*time.Millisecond, "Stats shows every member alive in gossip")
+}
+
+func TestBootstrapExpectExtraNodeStartingTogetherJoins(t *testing.T) {
+	addrs := freeGossipAddrs(t, 4)
+	var cfgs []Config
+	for i, a := range addrs {
+		cfgs = append(cfgs, gossipConfig(t, fmt.Sprintf("n%d", i), a, 3, addrs))
+	}
+	nodes := startAll(t, cfgs)
+	require.Eventually(t, func() bool {
+		var leader string
+		for _, n := range nodes {
+			id, _ := n.Leader()
+			if id == "" || (leader != "" && id != leader) || len(raftServers(n)) != 4 {
+				return false
+			}
+			leader = id
+		}
+		return true
+	}, gossipPatience, 20*time.Millisecond, "four nodes in one cluster")
+	voters := 0
+	for _, s := range raftServers(nodes[0]) {
+		if strings.HasSuffix(s, "=voter") {
+			voters++
+		}
+	}
+	assert.Equal(t, 3, voters, "%v", raftServers(nodes[0]))
+}
+
+func TestBootstrapExpectSlowNodeJoinsFormedCluster(t *testing.T) {
+	addrs := freeGossipAddrs(t, 4)
+	var cfgs []Config
+	for i, a := range addrs {
+		cfgs = append(cfgs, gossipConfig(t, fmt.Sprintf("n%d", i), a, 3, addrs))
+	}
+	nodes := startAll(t, cfgs[:3])
+	waitOneCluster(t, nodes, []string{"n0=voter", "n1=voter", "n2=voter"})
+	late := startNode(t, cfgs[3])
+	nodes = append(nodes, late)
+	waitOneCluster(t, nodes, []string{"n0=voter", "n1=voter", "n2=voter", "n3=nonvoter"})
+	waitSameClusterID(t, nodes)
+}
+
+func TestBootstrapExpectRestartAllKeepsCluster(t *testing.T) {
+	addrs := freeGossipAddrs(t, 3)
+	var cfgs []Config
+	for i, a := range addrs {
+		cfgs = append(cfgs, gossipConfig(t, fmt.Sprintf("n%d", i), a, 3, addrs))
+	}
+	nodes := startAll(t, cfgs)
+	waitOneCluster(t, nodes, []string{"n0=voter", "n1=voter", "n2=voter"})
+	_, lease := acquire(t, nodes[0], "kept", time.Hour)
+	waitSameClusterID(t, nodes)
+	clusterID := nodes[0].ident.clusterID()
+	for i, n := range nodes {
+		cfgs[i].BindAddr = n.Addr()
+		require.NoError(t, n.Close())
+	}
+	nodes = startAll(t, cfgs)
+	waitOneCluster(t, nodes, []string{"n0=voter", "n1=voter", "n2=voter"})
+	for _, n := range nodes {
+		assert.Equal(t, clusterID, n.ident.clusterID())
+	}
+	info, err := nodes[1].Inspect(testCtx(t), "kept")
+	require.NoError(t, err)
+	assert.True(t, info.Locked)
+	assert.Equal(t, lease.Token, info.Token)
+}
+
+// twoNodeGossipCluster is n0 bootstrapped with gossip and n1 that joins it
+// by retry-join alone; tweak adjusts both configs.
+func twoNodeGossipCluster(t *testing.T, tweak func(*Config)) []*Node {
+	addrs := freeGossipAddrs(t, 2)
+	c0 := gossipConfig(t, "n0", addrs[0], 0, nil)
+	c0.Bootstrap = true
+	c1 := gossipConfig(t, "n1", addrs[1], 0, addrs[:1])
+	if tweak != nil {
+		tweak(&c0)
+		tweak(&c1)
+	}
+	n0 := startNode(t, c0)
+	n1 := startNode(t, c1)
+	nodes := []*Node{n0, n1}
+	waitOneCluster(t, nodes, []string{"n0=voter", "n1=voter"})
+	return nodes
+}
+
+func TestRetryJoinAloneMakesARaftMember(t *testing.T) {
+	nodes := twoNodeGossipCluster(t, nil)
+	acquire(t, nodes[1], "k", time.Minute)
+	require.Eventually(t, func() bool {
+		ms := nodes[1].gossipMembers()
+		return len(ms) == 2 && ms[0].Status == gossipAlive && ms[1].Status == gossipAlive &&
+			ms[0].RaftAddr == raft.ServerAddress(nodes[0].Addr()) && ms[0].Role == SuffrageVoter
+	}, gossipPatience, 20*time.Millisecond)
+	assert.Equal(t, map[string]int{GossipAlive: 2, GossipFailed: 0, GossipLeft: 0}, nodes[0].Stats().GossipMembers)
+}
+
+func TestGossipMembersShowFailedAndLeft(t *testing.T) {
+	addrs := freeGossipAddrs(t, 3)
+	c0 := gossipConfig(t, "n0", addrs[0], 0, nil)
+	c0.Bootstrap = true
+	n0 := startNode(t, c0)
+	n1 := startNode(t, gossipConfig(t, "n1", addrs[1], 0, addrs[:1]))
+	n2 := startNode(t, gossipConfig(t, "n2", addrs[2], 0, addrs[:1]))
+	waitOneCluster(t, []*Node{n0, n1, n2}, []string{"n0=voter", "n1=voter", "n2=voter"})
+	events := n0.gossipEvents()
+	require.NotNil(t, events)
+	status := func(id string) gossipStatus {
+		for _, m := range n0.gossipMembers() {
+			if string(m.ID) == id {
+				return m.Status
+			}
+		}
+		return 0
+	}
+	require.NoError(t, n2.Leave(testCtx(t)))
+	require.Eventually(t, func() bool { return status("n2") == gossipLeft }, gossipPatience, 50*time.Millisecond, "a node that left is left")
+	select { // drop the signal pending from earlier events
+	case <-events:
+	default:
+	}
+	require.NoError(t, n1.Close())
+	require.Eventually(t, func() bool { return status("n1") == gossipFailed }, gossipPatience, 50*time.Millisecond, "a closed node is failed")
+	select {
+	case <-events:
+	default:
+		t.Error("gossipEvents was not told of the failure")
+	}
+	var off Node
+	assert.Nil(t, off.gossipMembers(), "nil when gossip is off")
+	assert.Nil(t, off.gossipEvents())
+}
+
+// intruderTest starts a two-node gossip cluster with base, then an intruder
+// with intruder's config retry-joining it, and checks that the intruder is
+// in neither gossip nor raft, that the cluster still serves, and that some
+// log line says want.
+func intruderTest(t *testing.T, base func(*Config), intruder func(*Config), want string) {
+	var logs logBuffer
+	nodes := twoNodeGossipCluster(t, func(c *Config) {
+		base(c)
+		c.Logger = capturedLogger(c.NodeID, &logs)
+	})
+	addr := freeGossipAddrs(t, 1)[0]
+	ic := gossipConfig(t, "intruder", addr, 0, []string{nodes[0].gossip.selfAddr(), nodes[1].gossip.selfAddr()})
+	base(&ic)
+	intruder(&ic)
+	ic.Logger = capturedLogger("intruder", &logs)
+	in := startNode(t, ic)
+	if !assert.Eventually(t, func() bool { return strings.Contains(logs.String(), want) }, gossipPatience, 50*time.Millisecond,
+		"no log line says %q", want) {
+		t.Fatalf("logs:\n%s", logs.String())
+	}
+	for _, n := range nodes {
+		for _, m := range n.gossipMembers() {
+			if m.GossipAddr == in.gossip.selfAddr() {
+				t.Errorf("%s lists the intruder in gossip: %+v", n.ID(), m)
+			}
+		}
+		assert.NotContains(t, raftServers(n), "intruder=nonvoter")
+	}
+	acquire(t, nodes[1], "still-serving", time.Minute)
+}
+
+func (g *gossipAgent) selfAddr() string { return *g.self.Load() }
+
+func TestGossipRefusesWrongKey(t *testing.T) {
+	key := bytes.Repeat([]byte{1}, 16)
+	intruderTest(t, func(c *Config) { c.GossipKeys = [][]byte{key} },
+		func(c *Config) { c.GossipKeys = [][]byte{bytes.Repeat([]byte{2}, 16)} },
+		"no installed keys could decrypt the message")
+}
+
+func TestGossipRefusesUnencryptedNode(t *testing.T) {
+	key := bytes.Repeat([]byte{1}, 16)
+	intruderTest(t, func(c *Config) { c.GossipKeys = [][]byte{key} },
+		func(c *Config) { c.GossipKeys = nil },
+		"no gossip member reached yet")
+}
+
+func TestGossipRefusesOtherClusterName(t *testing.T) {
+	intruderTest(t, func(c *Config) {}, func(c *Config) { c.ClusterName = "other" }, `unacceptable label "raftlock/other"`)
+}
+
+func TestGossipRefusesDuplicateNodeID(t *testing.T) {
+	intruderTest(t, func(c *Config) {}, func(c *Config) { c.NodeID = "n1" }, "claims this node's ID from another address")
+}
+
+func TestGossipSurvivesGarbage(t *testing.T) {
+	nodes := twoNodeGossipCluster(t, nil)
+	target := nodes[0].gossip.selfAddr()
+	junk := bytes.Repeat([]byte("\xff\x00garbage"), 100)
+	udp, err := net.Dial("udp", target)
+	require.NoError(t, err)
+	for range 50 {
+		udp.Write(junk)
+	}
+	udp.Close()
+	for range 10 {
+		c, err := net.Dial("tcp", target)
+		require.NoError(t, err)
+		c.Write(junk)
+		c.Close()
+	}
+	acquire(t, nodes[1], "after-garbage", time.Minute)
+	// Gossip still works: a third node joins through the node fed garbage.
+	n2 := startNode(t, gossipConfig(t, "n2", freeGossipAddrs(t, 1)[0], 0, []string{target}))
+	waitOneCluster(t, append(nodes, n2), []string{"n0=voter", "n1=voter", "n2=voter"})
+}
+
+func TestGossipConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		tweak func(*Config)
+		field string
+	}{
+		{"expect without gossip", func(c *Config) { c.BootstrapExpect = 3 }, "GossipBindAddr"},
+		{"retry-join without gossip", func(c *Config) { c.RetryJoin = []string{"a"} }, "GossipBindAddr"},
+		{"expect and bootstrap", func(c *Config) { c.GossipBindAddr = "127.0.0.1:0"; c.BootstrapExpect = 3; c.Bootstrap = true }, "BootstrapExpect"},
+		{"expect and join", func(c *Config) { c.GossipBindAddr = "127.0.0.1:0"; c.BootstrapExpect = 3; c.Join = []string{"x:1"} }, "BootstrapExpect"},
+		{"expect too big", func(c *Config) { c.GossipBindAddr = "127.0.0.1:0"; c.BootstrapExpect = 10 }, "BootstrapExpect"},
+		{"short key", func(c *Config) { c.GossipBindAddr = "127.0.0.1:0"; c.GossipKeys = [][]byte{{1, 2}} }, "GossipKeys"},
+		{"bad bind", func(c *Config) { c.GossipBindAddr = "nope" }, "GossipBindAddr"},
+		{"advertise not an IP", func(c *Config) { c.GossipBindAddr = "127.0.0.1:0"; c.GossipAdvertiseAddr = "host:1" }, "GossipAdvertiseAddr"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t, "n0")
+			tc.tweak(&cfg)
+			err := cfg.Validate()
+			var cerr *ConfigError
+			require.ErrorAs(t, err, &cerr)
+			assert.Equal(t, tc.field, cerr.Field, "%v", err)
+		})
+	}
+}
