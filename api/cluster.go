@@ -27,6 +27,9 @@ type ClusterStatus struct {
 	LeaderID   string   `json:"leader_id"`   // "" while no leader is known
 	LeaderAddr string   `json:"leader_addr"` // the leader's raft address; "" while no leader is known
 	Members    []Member `json:"members"`     // the raft configuration, in a stable order
+	// GossipMembers counts the members gossip knows by state (GossipAlive,
+	// GossipFailed, GossipLeft), raft members or not; nil when gossip is off.
+	GossipMembers map[string]int `json:"gossip_members,omitempty"`
 
 	Term         uint64 `json:"term"`          // current raft term
 	CommitIndex  uint64 `json:"commit_index"`  // highest log index known committed
@@ -67,7 +70,15 @@ type Member struct {
 	APIAddr  string `json:"api_addr,omitempty"` // HTTP API address, when known (members tell each other theirs)
 	Suffrage string `json:"suffrage"`           // SuffrageVoter, SuffrageNonvoter or SuffrageStaging
 	Leader   bool   `json:"leader"`
+	Gossip   string `json:"gossip,omitempty"` // GossipAlive, GossipFailed or GossipLeft; "" when gossip is off or does not know it
 }
+
+// Gossip states of a member (Member.Gossip, keys of ClusterStatus.GossipMembers).
+const (
+	GossipAlive  = "alive"
+	GossipFailed = "failed"
+	GossipLeft   = "left"
+)
 
 // Timing is a cumulative count and total duration of one kind of event, as a
 // Prometheus summary without quantiles: rate(total)/rate(count) is the mean.

@@ -72,7 +72,7 @@ type clusterCollector struct {
 	term, commitIndex, appliedIndex                  *prometheus.Desc
 	leaderChanges, commitTime, applyTime, freezeTime *prometheus.Desc
 	locksHeld, locksWaiters, handoffs, expirations   *prometheus.Desc
-	logFault                                         *prometheus.Desc
+	logFault, gossipMembers                          *prometheus.Desc
 }
 
 func newClusterCollector(c Cluster) *clusterCollector {
@@ -96,6 +96,7 @@ func newClusterCollector(c Cluster) *clusterCollector {
 		handoffs:      d("raftlock_locks_handoffs_total", "Locks handed to a queued waiter on release, expiry or cancel."),
 		expirations:   d("raftlock_locks_expired_total", "Leases that ran out."),
 		logFault:      d("raftlock_raft_log_fault", "1 while this node cannot write its raft log (a full disk, say: /healthz says why), else 0."),
+		gossipMembers: d("raftlock_gossip_members", "Members gossip knows, raft members or not, by state (alive, failed, left); absent while gossip is off.", "state"),
 	}
 }
 
@@ -103,7 +104,7 @@ func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.hasLeader, c.isLeader, c.members, c.term, c.commitIndex, c.appliedIndex,
 		c.leaderChanges, c.commitTime, c.applyTime, c.freezeTime,
-		c.locksHeld, c.locksWaiters, c.handoffs, c.expirations, c.logFault,
+		c.locksHeld, c.locksWaiters, c.handoffs, c.expirations, c.logFault, c.gossipMembers,
 	} {
 		ch <- d
 	}
@@ -137,6 +138,9 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	timing(c.applyTime, st.Apply)
 	timing(c.freezeTime, st.Freeze)
 	gauge(c.logFault, boolFloat(st.LogFault != ""))
+	for state, n := range st.GossipMembers {
+		gauge(c.gossipMembers, float64(n), state)
+	}
 	if l := st.Locks; l != nil {
 		gauge(c.locksHeld, float64(l.Held))
 		gauge(c.locksWaiters, float64(l.Waiters))

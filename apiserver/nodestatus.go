@@ -39,8 +39,9 @@ func (s nodeStatus) Status() api.ClusterStatus {
 			Handoffs: st.Handoffs,
 			Expired:  st.Expired,
 		},
-		LogFault: st.LogFault,
-		Raft:     st.Raft,
+		LogFault:      st.LogFault,
+		Raft:          st.Raft,
+		GossipMembers: st.GossipMembers,
 	}
 	for _, m := range st.Members { // already sorted by ID
 		out.Members = append(out.Members, api.Member{
@@ -49,6 +50,7 @@ func (s nodeStatus) Status() api.ClusterStatus {
 			Suffrage: suffrageName(m.Suffrage),
 			Leader:   m.Leader,
 			APIAddr:  m.APIAddr,
+			Gossip:   m.Gossip,
 		})
 	}
 	return out

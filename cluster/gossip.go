@@ -129,6 +129,14 @@ type gossipAgent struct {
 	expect *expectState // BootstrapExpect's promise; nil without it
 }
 
+// GossipAddr is where this node gossips (ip:port), "" when gossip is off.
+func (n *Node) GossipAddr() string {
+	if n.gossip == nil {
+		return ""
+	}
+	return *n.gossip.self.Load()
+}
+
 // gossipMembers lists the members gossip knows, sorted by ID; nil when gossip is off.
 func (n *Node) gossipMembers() []gossipMember {
 	if n.gossip == nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -45,6 +47,12 @@ type agentFlags struct {
 	voters             int
 	logStore           string
 	walSegmentSize     int
+
+	gossipBind, gossipAdvertise string   // gossip (serf) address; "off" turns gossip off
+	gossipKeyFile               string   // base64 AES keys, one a line, the first primary
+	clusterName                 string   // separates clusters' gossip
+	bootstrapExpect             int      // form a cluster once this many members see each other
+	retryJoin                   listFlag // where members gossip, re-resolved at every attempt
 
 	peerCert, peerKey, peerCA string // mutual TLS between nodes
 	certFile, keyFile         string // HTTPS for the API
@@ -82,6 +90,13 @@ var configFieldFlags = map[string]string{
 	"LeaderWait":        "-leader-wait",
 	"ServerTLS":         "-peer-cert-file",
 	"ClientTLS":         "-peer-cert-file",
+
+	"GossipBindAddr":      "-gossip-bind",
+	"GossipAdvertiseAddr": "-gossip-advertise",
+	"GossipKeys":          "-gossip-key-file",
+	"ClusterName":         "-cluster-name",
+	"BootstrapExpect":     "-bootstrap-expect",
+	"RetryJoin":           "-retry-join",
 }
 
 // agentError words err for the agent's user: a cluster.ConfigError names
@@ -124,11 +139,23 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		"allowed-origins":    "RAFTLOCK_ALLOWED_ORIGINS",
 		"allowed-hosts":      "RAFTLOCK_ALLOWED_HOSTS",
 		"max-http-conns":     "RAFTLOCK_MAX_HTTP_CONNS",
+		"gossip-bind":        "RAFTLOCK_GOSSIP_BIND",
+		"gossip-advertise":   "RAFTLOCK_GOSSIP_ADVERTISE",
+		"gossip-key-file":    "RAFTLOCK_GOSSIP_KEY_FILE",
+		"cluster-name":       "RAFTLOCK_CLUSTER_NAME",
+		"bootstrap-expect":   "RAFTLOCK_BOOTSTRAP_EXPECT",
+		"retry-join":         "RAFTLOCK_RETRY_JOIN",
 	}
-	fs := newFlagSet("agent", "[-dev] [-node-id ID -data-dir DIR (-bootstrap [-peers ...] | -join ADDR,...)] [FLAGS]",
+	fs := newFlagSet("agent", "[-dev] [-node-id ID -data-dir DIR (-bootstrap-expect N -retry-join HOST,... | -retry-join HOST,... | -bootstrap [-peers ...] | -join ADDR,...)] [FLAGS]",
 		"Runs a raftlock node: a member of the Raft cluster that keeps the locks, serving the\n"+
 			"HTTP API. -dev runs a single-node cluster on a temporary data dir, for trying things out.\n\n"+
-			"A new cluster: start every member with -bootstrap and the same -peers list, or one member\n"+
+			"A new cluster, the simple way: start N members with the same -bootstrap-expect N and the\n"+
+			"same -retry-join list (names or addresses of the members; a DNS name is resolved again\n"+
+			"at every attempt): they form one cluster of N voters once they see each other through\n"+
+			"gossip. Later members need only -retry-join. Gossip runs on -gossip-bind (default:\n"+
+			"-bind's port + 1, UDP and TCP); -gossip-key-file encrypts it, -cluster-name keeps\n"+
+			"clusters on one network apart.\n\n"+
+			"Or by hand: start every member with -bootstrap and the same -peers list, or one member\n"+
 			"with -bootstrap and the others with -join pointing at it. The flags only matter while\n"+
 			"-data-dir is empty: restart a member with the same command line and it comes back from\n"+
 			"its data dir as the same member, with every lock. Such a restart logs that -bootstrap and\n"+
@@ -193,6 +220,12 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.httpTokenFile, "http-token-file", "", "file holding -http-token, surrounding whitespace ignored")
 	fs.StringVar(&f.allowedOrigins, "allowed-origins", "", "web origins (https://ops.example.com,...) whose pages may call the API from a browser; requests from any other page are refused (default: none)")
 	fs.StringVar(&f.allowedHosts, "allowed-hosts", "", "host names clients use to reach the API, beyond IPs, localhost and the names in -http, -advertise-http, -advertise and -cert-file; a request with another Host is refused, against DNS rebinding (* allows any)")
+	fs.StringVar(&f.gossipBind, "gossip-bind", "", "UDP and TCP address for gossip (membership, failure detection); default: -bind's host and port + 1 (a 0 port stays 0); off: no gossip")
+	fs.StringVar(&f.gossipAdvertise, "gossip-advertise", "", "IP:PORT other members gossip to, when -gossip-bind is not reachable as bound (default: the bound address, or -advertise's host for a wildcard)")
+	fs.StringVar(&f.gossipKeyFile, "gossip-key-file", "", "file of base64 AES keys (16, 24 or 32 bytes), one a line: gossip is encrypted with the first, any decrypts")
+	fs.StringVar(&f.clusterName, "cluster-name", cluster.DefaultClusterName, "name gossip checks: nodes of another name are refused")
+	fs.IntVar(&f.bootstrapExpect, "bootstrap-expect", 0, "on an empty data dir, form a new cluster once this many members started with the same value see each other (use with -retry-join)")
+	fs.Var(&f.retryJoin, "retry-join", "where other members gossip: HOST or HOST:PORT (a DNS name, re-resolved at each attempt; _srv._tcp.names as SRV), comma-separated or repeated; retried with backoff")
 	fs.IntVar(&f.maxHTTPConns, "max-http-conns", apiserver.DefaultMaxConns, "most HTTP connections open at once; more wait in the kernel's backlog until one closes (0: no limit)")
 	if code := parseFlags(fs, args, env, stderr); code >= 0 {
 		return code
@@ -303,6 +336,9 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 
 	fmt.Fprintf(stdout, "raftlock agent %s: raft on %s, HTTP API on %s://%s, data in %s (%s log)\n",
 		node.ID(), node.Addr(), scheme, httpLn.Addr(), cfg.DataDir, node.Stats().LogStore)
+	if cfg.GossipBindAddr != "" {
+		fmt.Fprintf(stdout, "raftlock agent %s: gossip on %s, cluster name %q\n", node.ID(), node.GossipAddr(), cfg.ClusterName)
+	}
 
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
@@ -436,7 +472,7 @@ func (f *agentFlags) clusterConfig(fs *flagSet, logger hclog.Logger, sec securit
 	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
 
 	if f.dev {
-		for _, name := range []string{"bootstrap", "peers", "join", "data-dir"} {
+		for _, name := range []string{"bootstrap", "peers", "join", "data-dir", "bootstrap-expect", "retry-join"} {
 			if given[name] {
 				return cfg, cleanup, fmt.Errorf("-dev makes its own single-node cluster; drop -%s", name)
 			}
@@ -494,6 +530,9 @@ func (f *agentFlags) clusterConfig(fs *flagSet, logger hclog.Logger, sec securit
 		}
 		cfg.Join = append(cfg.Join, addr)
 	}
+	if err := f.gossipConfig(&cfg); err != nil {
+		return cfg, cleanup, err
+	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, cleanup, err
 	}
@@ -547,4 +586,78 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// gossipConfig sets cfg's gossip fields from the flags: gossip is on unless
+// -gossip-bind is off, on -bind's port + 1 by default.
+func (f *agentFlags) gossipConfig(cfg *cluster.Config) error {
+	cfg.ClusterName = f.clusterName
+	cfg.BootstrapExpect = f.bootstrapExpect
+	cfg.RetryJoin = f.retryJoin
+	switch f.gossipBind {
+	case "off":
+		return nil
+	case "":
+		host, port, err := net.SplitHostPort(f.bind)
+		if err != nil {
+			return fmt.Errorf("-bind %q: %v", f.bind, err)
+		}
+		p, err := strconv.Atoi(port)
+		if err != nil || p < 0 || p >= 65535 {
+			return fmt.Errorf("-bind %q: the port must be a number below 65535 (gossip takes the next one unless -gossip-bind says otherwise)", f.bind)
+		}
+		if p != 0 {
+			p++
+		}
+		cfg.GossipBindAddr = net.JoinHostPort(host, strconv.Itoa(p))
+	default:
+		cfg.GossipBindAddr = f.gossipBind
+	}
+	cfg.GossipAdvertiseAddr = f.gossipAdvertise
+	if f.gossipKeyFile != "" {
+		keys, err := readGossipKeys(f.gossipKeyFile)
+		if err != nil {
+			return err
+		}
+		cfg.GossipKeys = keys
+	}
+	return nil
+}
+
+// readGossipKeys reads -gossip-key-file: base64 keys, one a line; blank
+// lines and lines starting with # are skipped.
+func readGossipKeys(path string) ([][]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("-gossip-key-file: %w", err)
+	}
+	var keys [][]byte
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		key, err := base64.StdEncoding.DecodeString(line)
+		if err != nil {
+			return nil, fmt.Errorf("-gossip-key-file %s, line %d: not base64 (make a key with: head -c 32 /dev/urandom | base64)", path, i+1)
+		}
+		if l := len(key); l != 16 && l != 24 && l != 32 {
+			return nil, fmt.Errorf("-gossip-key-file %s, line %d: the key is %d bytes; AES needs 16, 24 or 32 (make one with: head -c 32 /dev/urandom | base64)", path, i+1, l)
+		}
+		keys = append(keys, key)
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("-gossip-key-file %s holds no key: write one base64 key a line (make one with: head -c 32 /dev/urandom | base64)", path)
+	}
+	return keys, nil
+}
+
+// listFlag is a flag that may be repeated, each value a comma-separated list.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(s string) error {
+	*l = append(*l, splitList(s)...)
+	return nil
 }

@@ -102,7 +102,9 @@ func TestAgentConfigErrorsNameFlags(t *testing.T) {
 		{[]string{"-raft-election", "100ms"}, "raftlock agent: -raft-election must be at least -raft-heartbeat, got 100ms < 500ms\n"},
 		{[]string{"-voters", "2"}, "raftlock agent: -voters must be odd, from 1 to 9 (3 or 5 recommended), got 2\n"},
 		{[]string{"-dead-member-timeout", "1s"}, "raftlock agent: -dead-member-timeout must be at least -dead-voter-timeout, got 1s < 30s\n"},
-		{nil, "set -bootstrap to start a new cluster or -join to join one\n"},
+		{nil, "set -bootstrap or -bootstrap-expect to start a new cluster, or -join or -retry-join to join one\n"},
+		{[]string{"-bootstrap-expect", "3", "-bootstrap"}, "-bootstrap-expect and -bootstrap are exclusive: -bootstrap-expect bootstraps once that many nodes see each other\n"},
+		{[]string{"-bootstrap-expect", "3", "-gossip-bind", "off"}, "-bootstrap-expect needs gossip: set -gossip-bind\n"},
 	} {
 		dir := t.TempDir()
 		args := append([]string{"agent", "-node-id", "a", "-data-dir", dir, "-bind", "127.0.0.1:0", "-http", "127.0.0.1:0"}, tc.args...)

@@ -56,7 +56,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tADDRESS\tSUFFRAGE\tROLE\tAPI")
+	fmt.Fprintln(tw, "ID\tADDRESS\tSUFFRAGE\tROLE\tGOSSIP\tAPI")
 	for _, m := range st.Members {
 		role := "follower"
 		if m.Leader {
@@ -66,7 +66,11 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		if apiAddr == "" {
 			apiAddr = "-" // not told (yet), or the member knows no dialable address
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.ID, m.Address, m.Suffrage, role, apiAddr)
+		gossip := m.Gossip
+		if gossip == "" {
+			gossip = "-" // gossip off, or the member is not (yet) in it
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Address, m.Suffrage, role, gossip, apiAddr)
 	}
 	tw.Flush()
 	return exitOK

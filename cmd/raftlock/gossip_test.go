@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftlock/raftlock/api"
+)
+
+// TestAgentsBootstrapExpectAndRetryJoin is the operator's way: three agents
+// with the same -bootstrap-expect 3 -retry-join list (only names and ports
+// differ) elect a leader and list three voters, alive in gossip; a fourth
+// joins as a non-voter by -retry-join alone.
+func TestAgentsBootstrapExpectAndRetryJoin(t *testing.T) {
+	dir := t.TempDir()
+	gossip := freePorts(t, 4)
+	join := strings.Join(gossip[:3], ",")
+	var agents []*agent
+	for i, id := range []string{"a", "b", "c"} {
+		agents = append(agents, startAgent(t, "-node-id", id, "-data-dir", filepath.Join(dir, id), "-bind", "127.0.0.1:0",
+			"-gossip-bind", gossip[i], "-bootstrap-expect", "3", "-retry-join", join))
+	}
+	for _, a := range agents {
+		a.waitLeader(t)
+	}
+	agents = append(agents, startAgent(t, "-node-id", "d", "-data-dir", filepath.Join(dir, "d"), "-bind", "127.0.0.1:0",
+		"-gossip-bind", gossip[3], "-retry-join", join))
+	want := "a=voter/alive b=voter/alive c=voter/alive d=nonvoter/alive"
+	for _, a := range agents {
+		var got string
+		require.Eventually(t, func() bool {
+			st, err := a.client(t).Cluster(context.Background())
+			if err != nil {
+				return false
+			}
+			got = members(st)
+			return got == want && st.GossipMembers[api.GossipAlive] == 4
+		}, 60*time.Second, 50*time.Millisecond, "members: %s", &got)
+	}
+	out, stderr, code := cli(t, agents[3], "status")
+	require.Equal(t, exitOK, code, stderr)
+	assert.Regexp(t, `(?m)^d\s+\S+\s+nonvoter\s+follower\s+alive\s+http://`, out)
+}
+
+func members(st api.ClusterStatus) string {
+	var parts []string
+	for _, m := range st.Members {
+		parts = append(parts, fmt.Sprintf("%s=%s/%s", m.ID, m.Suffrage, m.Gossip))
+	}
+	return strings.Join(parts, " ")
+}
+
+// TestAgentGossipKeyFileErrorsNameTheFile: a bad key file is a usage error
+// that says which line and how to make a key.
+func TestAgentGossipKeyFileErrorsNameTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys")
+	require.NoError(t, os.WriteFile(path, []byte("# comment\nnot-base64!\n"), 0o600))
+	_, stderr, code := runBinary(t, nil, "agent", "-node-id", "a", "-data-dir", t.TempDir(), "-bind", "127.0.0.1:0", "-http", "127.0.0.1:0",
+		"-bootstrap", "-gossip-key-file", path)
+	assert.Equal(t, exitUsage, code, stderr)
+	assert.Contains(t, stderr, "-gossip-key-file "+path+", line 2: not base64")
+}
