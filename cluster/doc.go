@@ -41,6 +41,22 @@
 //     to another node or cluster, refuses to start (ErrLogDamaged,
 //     ErrWrongNode, ErrWrongCluster) and says why.
 //
+// With Config.GossipBindAddr set, a node also gossips (hashicorp/serf on
+// memberlist, on that second port, UDP and TCP): membership, failure
+// detection and each member's raft address, API address, role and version,
+// separated by Config.ClusterName and encrypted with Config.GossipKeys.
+// Config.RetryJoin then finds other members by address or DNS name, and
+// Config.BootstrapExpect lets N identical nodes form one cluster as soon as
+// they see each other, and never two: the bootstrap needs a promise from
+// each of the N, a node promises one proposer at a time and never takes
+// back a promise to one that bootstrapped, and no node with raft state, or
+// that sees a member of a cluster, promises; so two bootstraps would need
+// 2N fresh nodes in two groups that cannot see each other
+// (bootstrap_expect.go has the details). A node in
+// gossip but not in the raft configuration asks the members that are to
+// add it. Gossip is off by default in an embedded node (it opens ports) and
+// on by default in the agent.
+//
 // A node that joins is added as a voter while fewer than Config.Voters (3
 // by default) exist, and as a non-voter otherwise: non-voters serve every
 // call but do not take part in commits, so a service can embed a node in
@@ -52,6 +68,7 @@
 // disk), identity.go and private.go (whose data dir, file modes), voters.go
 // (membership), statemachine.go (the raft FSM adapter), logclock.go (the
 // log clock), forward.go (forwarding and retries), leader.go (proposal
-// batching), waiting.go (waiting at the leader), store.go (reads) and
-// peers.go (how members learn each other's API addresses).
+// batching), waiting.go (waiting at the leader), store.go (reads),
+// peers.go (how members learn each other's API addresses), gossip.go and
+// gossip_join.go (gossip, retry-join) and bootstrap_expect.go.
 package cluster

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"runtime/debug"
 	"slices"
@@ -298,7 +299,7 @@ func (n *Node) startGossip(fresh bool) error {
 		g.tags[tagExpect] = strconv.Itoa(cfg.BootstrapExpect)
 	}
 
-	stdlog := n.log.Named("gossip").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true, InferLevelsWithTimestamp: true})
+	stdlog := log.New(gossipLogWriter{n.quiet.Wrap(n.log.Named("gossip"))}, "", 0)
 	sc := serf.DefaultConfig()
 	sc.NodeName = cfg.NodeID
 	sc.Tags = g.tags
@@ -645,4 +646,32 @@ func (n *Node) answerGossipQuery(q *serf.Query) {
 	if err := q.Respond(b); err != nil {
 		n.log.Debug("answering a gossip query", "query", q.Name, "error", err)
 	}
+}
+
+// gossipLogWriter takes serf's and memberlist's log lines ("[LEVEL] text")
+// into the node's logger at their level. A stop without a leave is what
+// Close means to do, so it is no warning; a member that cannot be reached
+// says what to do, as raft's lines do.
+type gossipLogWriter struct{ log hclog.Logger }
+
+func (w gossipLogWriter) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	level := hclog.Info
+	for prefix, l := range map[string]hclog.Level{"[TRACE]": hclog.Trace, "[DEBUG]": hclog.Debug, "[INFO]": hclog.Info, "[WARN]": hclog.Warn, "[ERR]": hclog.Error, "[ERROR]": hclog.Error} {
+		if strings.HasPrefix(msg, prefix) {
+			level, msg = l, strings.TrimSpace(strings.TrimPrefix(msg, prefix))
+			break
+		}
+	}
+	var args []any
+	switch {
+	case strings.Contains(msg, "Shutdown without a Leave"):
+		level = hclog.Debug
+	case level >= hclog.Warn && (strings.Contains(msg, "connection refused") || strings.Contains(msg, "i/o timeout") || strings.Contains(msg, "Failed to send") || strings.Contains(msg, "failed to join")):
+		args = append(args, "what_to_do", "that member is down or unreachable: start it again, or check the network (UDP and TCP) to its gossip port")
+	case strings.Contains(msg, "decrypt") || strings.Contains(msg, "unacceptable label"):
+		args = append(args, "what_to_do", "a node with another -gossip-key-file or -cluster-name tried to gossip with this one: give it this cluster's, or keep it off this network")
+	}
+	w.log.Log(level, msg, args...)
+	return len(p), nil
 }

@@ -6,10 +6,12 @@ import (
 	"time"
 )
 
-// Why members tell each other their API addresses. There is no gossip
-// layer (such as memberlist): joins are by raft address and health comes
-// from raft's heartbeats, so the exchange below is what lets a client given
-// one node find the others (Stats().Members[i].APIAddr).
+// Why members tell each other their API addresses. Gossip (gossip.go)
+// carries each member's API address as a tag, but gossip is optional (off
+// by default in an embedded node), so the exchange below stays: it is what
+// lets a client given one node find the others (Stats().Members[i].APIAddr)
+// when gossip is off; with gossip on, a member's tag fills in an address
+// the exchange has not learned yet.
 
 // Every member learns the others' API addresses (Config.APIAddr) by asking
 // each one directly (kindInfo), so that Stats().Members can tell a client
