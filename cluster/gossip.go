@@ -432,7 +432,13 @@ func (n *Node) gossipEventLoop() {
 				default:
 				}
 			case *serf.Query:
-				n.answerGossipQuery(e)
+				// Not in this loop: serf sends member events while holding
+				// the member lock that answering (Members) takes.
+				n.wg.Add(1)
+				go func() {
+					defer n.wg.Done()
+					n.answerGossipQuery(e)
+				}()
 			}
 		}
 	}
