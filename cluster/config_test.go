@@ -106,7 +106,7 @@ func TestNewOnFreshDataDirNeedsBootstrapOrJoin(t *testing.T) {
 	var cerr *ConfigError
 	require.ErrorAs(t, err, &cerr)
 	assert.Equal(t, "Bootstrap", cerr.Field)
-	assert.ErrorContains(t, err, "set Bootstrap to start a new cluster or Join to join one")
+	assert.ErrorContains(t, err, "set Bootstrap or BootstrapExpect to start a new cluster, or Join or RetryJoin to join one")
 }
 
 // A restart needs neither Bootstrap nor Join, and Bootstrap on existing state
