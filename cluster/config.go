@@ -66,7 +66,8 @@ type Config struct {
 	// serf on that address (UDP and TCP, the same port number), for
 	// membership, failure detection and member metadata. Empty: off (a node
 	// embedded in another program opens no port it was not asked for); the
-	// agent sets it by default to -bind's port + 1. GossipAdvertiseAddr
+	// agent sets it, to -bind's port + 1 by default, when given
+	// -bootstrap-expect, -retry-join or -gossip-bind. GossipAdvertiseAddr
 	// (ip:port) is what other members dial, when the bound address is not
 	// (default: the bound address, or AdvertiseAddr's host when bound to a
 	// wildcard).

@@ -54,8 +54,8 @@
 // 2N fresh nodes in two groups that cannot see each other
 // (bootstrap_expect.go has the details). A node in
 // gossip but not in the raft configuration asks the members that are to
-// add it. Gossip is off by default in an embedded node (it opens ports) and
-// on by default in the agent.
+// add it. Gossip is off unless GossipBindAddr is set (it opens ports); the
+// agent sets it with -bootstrap-expect, -retry-join or -gossip-bind.
 //
 // A node that joins is added as a voter while fewer than Config.Voters (3
 // by default) exist, and as a non-voter otherwise: non-voters serve every

@@ -44,9 +44,10 @@ import (
 // node's ID from another address is refused (a duplicate NodeID); serf's own
 // conflict resolution, which shuts down the loser's gossip, is off.
 //
-// Gossip is on only when GossipBindAddr is set (the agent sets it by default,
-// except with -dev): a node embedded in another program should not open a
-// UDP and a TCP port it was not asked for. BootstrapExpect and RetryJoin need
+// Gossip is on only when GossipBindAddr is set (the agent sets it when given
+// -bootstrap-expect, -retry-join or -gossip-bind): a node embedded in another
+// program should not open a UDP and a TCP port it was not asked for, and a
+// node with no RetryJoin has nobody to gossip with unless others join it. BootstrapExpect and RetryJoin need
 // it. Close stops gossip without leaving (other members see the node as
 // failed, as raft does); Leave leaves gossip too once raft removed the node.
 //

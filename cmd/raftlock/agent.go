@@ -153,8 +153,8 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 			"same -retry-join list (names or addresses of the members; a DNS name is resolved again\n"+
 			"at every attempt): they form one cluster of N voters once they see each other through\n"+
 			"gossip. Later members need only -retry-join. Gossip runs on -gossip-bind (default:\n"+
-			"-bind's port + 1, UDP and TCP); -gossip-key-file encrypts it, -cluster-name keeps\n"+
-			"clusters on one network apart.\n\n"+
+			"-bind's port + 1, UDP and TCP) when -bootstrap-expect, -retry-join or -gossip-bind is\n"+
+			"given; -gossip-key-file encrypts it, -cluster-name keeps clusters on one network apart.\n\n"+
 			"Or by hand: start every member with -bootstrap and the same -peers list, or one member\n"+
 			"with -bootstrap and the others with -join pointing at it. The flags only matter while\n"+
 			"-data-dir is empty: restart a member with the same command line and it comes back from\n"+
@@ -220,7 +220,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.httpTokenFile, "http-token-file", "", "file holding -http-token, surrounding whitespace ignored")
 	fs.StringVar(&f.allowedOrigins, "allowed-origins", "", "web origins (https://ops.example.com,...) whose pages may call the API from a browser; requests from any other page are refused (default: none)")
 	fs.StringVar(&f.allowedHosts, "allowed-hosts", "", "host names clients use to reach the API, beyond IPs, localhost and the names in -http, -advertise-http, -advertise and -cert-file; a request with another Host is refused, against DNS rebinding (* allows any)")
-	fs.StringVar(&f.gossipBind, "gossip-bind", "", "UDP and TCP address for gossip (membership, failure detection); default: -bind's host and port + 1 (a 0 port stays 0); off: no gossip")
+	fs.StringVar(&f.gossipBind, "gossip-bind", "", "UDP and TCP address for gossip (membership, failure detection), on with -bootstrap-expect, -retry-join or this flag; default: -bind's host and port + 1 (a 0 port stays 0); off: no gossip")
 	fs.StringVar(&f.gossipAdvertise, "gossip-advertise", "", "IP:PORT other members gossip to, when -gossip-bind is not reachable as bound (default: the bound address, or -advertise's host for a wildcard)")
 	fs.StringVar(&f.gossipKeyFile, "gossip-key-file", "", "file of base64 AES keys (16, 24 or 32 bytes), one a line: gossip is encrypted with the first, any decrypts")
 	fs.StringVar(&f.clusterName, "cluster-name", cluster.DefaultClusterName, "name gossip checks: nodes of another name are refused")
@@ -588,16 +588,25 @@ func splitList(s string) []string {
 	return out
 }
 
-// gossipConfig sets cfg's gossip fields from the flags: gossip is on unless
-// -gossip-bind is off, on -bind's port + 1 by default.
+// gossipConfig sets cfg's gossip fields from the flags. Gossip is on with
+// -bootstrap-expect, -retry-join or -gossip-bind (not "off"), on -bind's
+// port + 1 unless -gossip-bind says otherwise. Without them it is off: an
+// agent started the old way (-bootstrap, -join) has no one to gossip with
+// (gossip finds its members through -retry-join), and a port it was not
+// asked to open could clash with what runs next to it.
 func (f *agentFlags) gossipConfig(cfg *cluster.Config) error {
 	cfg.ClusterName = f.clusterName
 	cfg.BootstrapExpect = f.bootstrapExpect
 	cfg.RetryJoin = f.retryJoin
-	switch f.gossipBind {
-	case "off":
+	switch {
+	case f.gossipBind == "off":
 		return nil
-	case "":
+	case f.gossipBind == "" && f.bootstrapExpect == 0 && len(f.retryJoin) == 0:
+		if f.gossipKeyFile != "" || f.gossipAdvertise != "" {
+			return errors.New("-gossip-key-file and -gossip-advertise need gossip: add -retry-join (or -bootstrap-expect, or -gossip-bind)")
+		}
+		return nil
+	case f.gossipBind == "":
 		host, port, err := net.SplitHostPort(f.bind)
 		if err != nil {
 			return fmt.Errorf("-bind %q: %v", f.bind, err)

@@ -105,6 +105,7 @@ func TestAgentConfigErrorsNameFlags(t *testing.T) {
 		{nil, "set -bootstrap or -bootstrap-expect to start a new cluster, or -join or -retry-join to join one\n"},
 		{[]string{"-bootstrap-expect", "3", "-bootstrap"}, "-bootstrap-expect and -bootstrap are exclusive: -bootstrap-expect bootstraps once that many nodes see each other\n"},
 		{[]string{"-bootstrap-expect", "3", "-gossip-bind", "off"}, "-bootstrap-expect needs gossip: set -gossip-bind\n"},
+		{[]string{"-bootstrap", "-gossip-key-file", "k"}, "-gossip-key-file and -gossip-advertise need gossip: add -retry-join (or -bootstrap-expect, or -gossip-bind)\n"},
 	} {
 		dir := t.TempDir()
 		args := append([]string{"agent", "-node-id", "a", "-data-dir", dir, "-bind", "127.0.0.1:0", "-http", "127.0.0.1:0"}, tc.args...)
