@@ -389,3 +389,21 @@ func TestGossipConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestRetryJoinResolvesNamesAndSkipsItself(t *testing.T) {
+	addr := freeGossipAddrs(t, 1)[0]
+	_, port, err := splitGossipAddr(addr)
+	require.NoError(t, err)
+	cfg := gossipConfig(t, "n0", addr, 0, nil)
+	cfg.Bootstrap = true
+	// Each entry: a name with a port, an IP without one (this node's gossip
+	// port is the default: that is this node, skipped), and this node's
+	// own address.
+	cfg.RetryJoin = []string{"localhost:7999", "127.0.0.1", addr}
+	n := startNode(t, cfg)
+	addrs, errs := n.resolveRetryJoin(testCtx(t))
+	assert.Empty(t, errs)
+	assert.Contains(t, addrs, "127.0.0.1:7999", "localhost resolved")
+	assert.NotContains(t, addrs, addr, "this node skipped")
+	assert.NotContains(t, addrs, fmt.Sprintf("127.0.0.1:%d", port))
+}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/lock"
 )
 
 // TestAgentsBootstrapExpectAndRetryJoin is the operator's way: three agents
@@ -67,4 +69,44 @@ func TestAgentGossipKeyFileErrorsNameTheFile(t *testing.T) {
 		"-bootstrap", "-gossip-key-file", path)
 	assert.Equal(t, exitUsage, code, stderr)
 	assert.Contains(t, stderr, "-gossip-key-file "+path+", line 2: not base64")
+}
+
+// TestAgentsBootstrapExpectRestartAll: three agents formed with
+// -bootstrap-expect, all stopped and started again with the same command
+// lines, are the same cluster: the lock taken before is still held with its
+// token, and the token counter goes on.
+func TestAgentsBootstrapExpectRestartAll(t *testing.T) {
+	dir := t.TempDir()
+	ports := freePorts(t, 9)
+	join := strings.Join(ports[6:9], ",")
+	var nodes []*restartable
+	for i, id := range []string{"a", "b", "c"} {
+		nodes = append(nodes, startFixed(t, ports[i], ports[3+i], "-node-id", id, "-data-dir", filepath.Join(dir, id),
+			"-gossip-bind", ports[6+i], "-bootstrap-expect", "3", "-retry-join", join))
+	}
+	for _, n := range nodes {
+		n.waitLeader(t)
+	}
+	ctx := context.Background()
+	lease, err := nodes[0].client(t).Acquire(ctx, lock.AcquireRequest{Key: "kept", Owner: lock.NewOwner(), TTL: time.Hour})
+	require.NoError(t, err)
+	for _, n := range nodes {
+		n.stop(syscall.SIGTERM)
+	}
+	for _, n := range nodes {
+		n.again(t)
+	}
+	for _, n := range nodes {
+		n.waitLeader(t)
+	}
+	info, err := nodes[2].client(t).Inspect(ctx, "kept")
+	require.NoError(t, err)
+	assert.True(t, info.Locked)
+	assert.Equal(t, lease.Token, info.Token)
+	next, err := nodes[1].client(t).Acquire(ctx, lock.AcquireRequest{Key: "new", Owner: lock.NewOwner(), TTL: time.Minute})
+	require.NoError(t, err)
+	assert.Greater(t, next.Token, lease.Token)
+	st, err := nodes[0].client(t).Cluster(ctx)
+	require.NoError(t, err)
+	assert.Len(t, st.Members, 3)
 }
