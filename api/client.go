@@ -465,6 +465,18 @@ func (c *Client) List(ctx context.Context, req lock.ListRequest) ([]lock.LockInf
 		if !page.More || req.Limit > 0 && len(out) >= req.Limit {
 			return out, nil
 		}
+		if page.NextAfter != nil {
+			// The node skipped keys this token may not read.
+			next, err := page.NextAfter.DecodeKey()
+			if err != nil {
+				return nil, err
+			}
+			if next <= after || !strings.HasPrefix(next, req.Prefix) {
+				return nil, fmt.Errorf("%w: list answered next_after %q outside prefix %q after %q", ErrUnexpectedResponse, next, req.Prefix, after)
+			}
+			after = next
+			continue
+		}
 		if len(page.Locks) == 0 {
 			return nil, fmt.Errorf("%w: list answered an empty page with more to come", ErrUnexpectedResponse)
 		}
