@@ -546,7 +546,7 @@ func (h *Handler) list(r *http.Request, c *opCall) (any, *apiError) {
 // maxListScan bounds the keys one listing reads from the store, in pages,
 // to fill a page with keys the caller may read: past it, the answer says
 // where to go on (next_after) rather than keep one request busy.
-const maxListScan = 16 * DefaultListPageSize
+var maxListScan = 16 * DefaultListPageSize // a variable for tests
 
 // listReadable is a listing for a caller that may read some keys under
 // the prefix and not others: it reads the store page by page and keeps
