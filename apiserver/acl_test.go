@@ -2,8 +2,8 @@ package apiserver
 
 import (
 	"bytes"
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"

@@ -166,8 +166,8 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 		"/v1/whoami":  {http.MethodGet, h.whoami},
 
 		"/v1/force-release": {http.MethodPost, h.op(opForceRelease, h.forceRelease)},
-		"/healthz":    {http.MethodGet, h.healthz},
-		"/metrics":    {http.MethodGet, h.scrape.ServeHTTP},
+		"/healthz":          {http.MethodGet, h.healthz},
+		"/metrics":          {http.MethodGet, h.scrape.ServeHTTP},
 	}
 	return h
 }
