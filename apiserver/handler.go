@@ -163,12 +163,11 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 		"/v1/locks":   {http.MethodGet, h.op(opList, h.list)},
 		"/v1/cluster": {http.MethodGet, h.clusterView},
 		"/v1/leave":   {http.MethodPost, h.leave},
-		"/v1/whoami":  {http.MethodGet, h.whoami},
-
-		"/v1/force-release": {http.MethodPost, h.op(opForceRelease, h.forceRelease)},
-		"/healthz":          {http.MethodGet, h.healthz},
-		"/metrics":          {http.MethodGet, h.scrape.ServeHTTP},
+		"/healthz":    {http.MethodGet, h.healthz},
+		"/metrics":    {http.MethodGet, h.scrape.ServeHTTP},
 	}
+	h.routes["/v1/whoami"] = route{http.MethodGet, h.whoami}
+	h.routes["/v1/force-release"] = route{http.MethodPost, h.op(opForceRelease, h.forceRelease)}
 	return h
 }
 
