@@ -56,6 +56,13 @@ func (h *Handler) SetTokens(tokens *Tokens) error {
 	return nil
 }
 
+// CheckTokens reports whether tokens can be put in force beside the shared
+// token (Config.Token): nil, or the *TokenError SetTokens would return.
+func CheckTokens(shared string, tokens *Tokens) error {
+	_, err := newAuthenticator(shared, tokens)
+	return err
+}
+
 // Permits reports whether the caller of r, a request that came through
 // ServeHTTP, has right (api.RightRead, RightLock or RightAdmin) on key;
 // for handlers mounted beside the API (a console's admin actions, debug
