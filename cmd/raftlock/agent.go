@@ -116,7 +116,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		"peer-cert-file": "RAFTLOCK_PEER_CERT_FILE", "peer-key-file": "RAFTLOCK_PEER_KEY_FILE", "peer-ca-file": "RAFTLOCK_PEER_CA_FILE",
 		"cert-file": "RAFTLOCK_CERT_FILE", "key-file": "RAFTLOCK_KEY_FILE", "client-ca-file": "RAFTLOCK_CLIENT_CA_FILE",
 		"http-token": "RAFTLOCK_HTTP_TOKEN", "http-token-file": "RAFTLOCK_HTTP_TOKEN_FILE", "advertise-http": "RAFTLOCK_ADVERTISE_HTTP",
-		"http-acl-file": "RAFTLOCK_HTTP_ACL_FILE",
+		"http-acl-file":  "RAFTLOCK_HTTP_ACL_FILE",
 		"shutdown-grace": "RAFTLOCK_SHUTDOWN_GRACE", "raft-heartbeat": "RAFTLOCK_RAFT_HEARTBEAT", "raft-election": "RAFTLOCK_RAFT_ELECTION",
 		"request-timeout": "RAFTLOCK_REQUEST_TIMEOUT", "dead-voter-timeout": "RAFTLOCK_DEAD_VOTER_TIMEOUT",
 		"dead-member-timeout": "RAFTLOCK_DEAD_MEMBER_TIMEOUT", "snapshot-interval": "RAFTLOCK_SNAPSHOT_INTERVAL",
