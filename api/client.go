@@ -66,7 +66,7 @@ type ClientConfig struct {
 const DefaultDialTimeout = 5 * time.Second
 
 // Client talks to a raftlock node over its HTTP API. It implements
-// lock.Store and lock.Lister, so package lock runs unchanged against a remote
+// lock.Store, lock.Lister and lock.AdminStore (force-release), so package lock runs unchanged against a remote
 // node: lock.NewClient(apiClient) (or however package lock takes its store).
 // It is safe for concurrent use.
 //

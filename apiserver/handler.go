@@ -60,11 +60,12 @@ type Config struct {
 	// (admin on ""); Tokens adds tokens with narrower rights.
 	Token string
 	// Tokens, when not nil, are named tokens with rights per key prefix
-	// (see "Rights per key prefix" in acl.go and the package api doc);
-	// Handler.SetTokens replaces them while the handler runs. With Token or
-	// Tokens set, every request but /healthz needs one of their secrets. A
-	// token with the shared Token's secret is left out, and NewHandler logs
-	// it; SetTokens refuses it.
+	// (package api's doc, "Security: rights per key prefix", says which
+	// route needs which right); Handler.SetTokens replaces them while the
+	// handler runs. With Token or Tokens set (even an empty Tokens), every
+	// request but /healthz needs one of their secrets. Tokens in which a
+	// token has Token's secret are refused (CheckTokens says so first):
+	// NewHandler then puts Token alone in force and logs why.
 	Tokens *Tokens
 	// Leave, when set, serves POST /v1/leave: it must take the node out of
 	// its cluster for good and make the program stop (the agent passes
