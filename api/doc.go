@@ -313,7 +313,8 @@
 //
 //	raftlock_api_operations_total{op,result}          lock operations; op is acquire, acquire_wait
 //	                                                  (an acquire that may queue), release, extend,
-//	                                                  inspect or list; result is ok or the error code
+//	                                                  inspect, list or force_release; result is ok or
+//	                                                  the error code (permission_denied for a denial)
 //	                                                  (canceled also when the client went away)
 //	raftlock_api_operation_duration_seconds{op}       histogram of the time to answer
 //	raftlock_api_waiting_requests                     long-polls in progress on this node

@@ -189,6 +189,34 @@ func TestBadInputBeforeRights(t *testing.T) {
 	assert.Equal(t, "owner", a.errorField("field"), "unknown field named")
 	a = n.as(t, secretNothing, "GET", "/v1/inspect?key=", "")
 	assert.Equal(t, http.StatusBadRequest, a.status, a.raw)
+
+	// Every bad force-release body, from a token that may do it: a clear
+	// 400 naming what is wrong, and nothing done.
+	ctx := context.Background()
+	_, err := n.store.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Minute})
+	require.NoError(t, err)
+	for _, c := range []struct{ body, code, msg string }{
+		{`{}`, api.CodeInvalidKey, "key is required"},
+		{`{"key":"k","key_b64":"aw=="}`, api.CodeInvalidKey, "not both"},
+		{`{"key":"` + strings.Repeat("k", lock.MaxKeyLen+1) + `"}`, api.CodeInvalidKey, "longer than"},
+		{`{"key_b64":"!!"}`, api.CodeInvalidKey, "key_b64"},
+		{`{"key":"k"`, api.CodeBadRequest, ""},
+		{`{"key":"k","Key":"k"}`, api.CodeBadRequest, ""},
+		{`["k"]`, api.CodeBadRequest, ""},
+	} {
+		a := n.as(t, testToken, "POST", "/v1/force-release", c.body)
+		assert.Equal(t, http.StatusBadRequest, a.status, "%s: %s", c.body, a.raw)
+		assert.Equal(t, c.code, a.errorCode(), c.body)
+		assert.Contains(t, a.errorField("message"), c.msg, c.body)
+	}
+	info, err := n.store.Inspect(ctx, "k")
+	require.NoError(t, err)
+	assert.True(t, info.Locked, "no bad request released anything")
+	a = n.as(t, testToken, "GET", "/v1/force-release", "")
+	assert.Equal(t, http.StatusMethodNotAllowed, a.status)
+	assert.Equal(t, "POST", a.header.Get("Allow"))
+	a = n.as(t, testToken, "POST", "/v1/whoami", "")
+	assert.Equal(t, http.StatusMethodNotAllowed, a.status)
 }
 
 func TestListShowsOnlyReadableKeys(t *testing.T) {
