@@ -81,6 +81,12 @@ func TestReloadTokens(t *testing.T) {
 	assert.Equal(t, http.StatusOK, statusAs(t, srv.URL, aclShared, inspect), "the shared token stays")
 	assert.Contains(t, logs.String(), "API tokens reloaded")
 	assert.Contains(t, logs.String(), `names=["new"]`)
+	assert.NotContains(t, logs.String(), "other users", "the file is 0600")
+	require.NoError(t, os.Chmod(path, 0o644))
+	logs.Reset()
+	require.True(t, reloadTokens(path, aclShared, h, logger))
+	assert.Contains(t, logs.String(), "the token file may be read by other users")
+	assert.Contains(t, logs.String(), "chmod 600")
 
 	// Bad: each keeps the tokens in force and logs the file, place and problem.
 	for _, bad := range []struct{ content, want string }{

@@ -313,6 +313,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		AllowedOrigins: origins, AllowedHosts: hosts, Tokens: tokens})
 	if tokens != nil {
 		logger.Info("API tokens loaded", "file", f.httpACLFile, "names", tokens.Names())
+		warnIfShared(f.httpACLFile, logger)
 	}
 	reloads := make(chan os.Signal, 1)
 	signal.Notify(reloads, syscall.SIGHUP)
@@ -624,5 +625,16 @@ func reloadTokens(path, shared string, handler *apiserver.Handler, logger hclog.
 		return false
 	}
 	logger.Info("SIGHUP: API tokens reloaded", "file", path, "names", tokens.Names())
+	warnIfShared(path, logger)
 	return true
+}
+
+// warnIfShared warns when other users may read the token file: it holds
+// every token's secret.
+func warnIfShared(path string, logger hclog.Logger) {
+	fi, err := os.Stat(path)
+	if err == nil && fi.Mode().Perm()&0o077 != 0 {
+		logger.Warn("the token file may be read by other users than the agent's", "file", path, "mode", fi.Mode().Perm().String(),
+			"what_to_do", "chmod 600 it: it holds every token's secret")
+	}
 }
