@@ -182,7 +182,10 @@
 // Names are 1 to 64 letters, digits, '.', '_' or '-' ("shared" and
 // "anonymous" are reserved); secrets at least 16 bytes of visible ASCII
 // without spaces, each token its own (openssl rand -hex 16 makes one);
-// at most one rule per prefix in a token. Unknown fields are errors.
+// at most one rule per prefix in a token. Unknown fields are errors. A
+// token may give "secret_sha256", the secret's SHA-256 in hex (printf %s
+// "$SECRET" | sha256sum), instead of "secret", so that the file need not
+// hold the secrets themselves.
 //
 // # Security: web pages
 //

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,6 +74,10 @@ type Token struct {
 	// MinSecretLen bytes of visible ASCII without spaces (api.ValidateToken).
 	// It is never logged or answered.
 	Secret string
+	// SecretSHA256, instead of Secret, is the secret's SHA-256 in hex (64
+	// digits: printf %s "$SECRET" | sha256sum), so that the token file
+	// need not hold the secret itself. Give one of the two.
+	SecretSHA256 string
 	// Rules give the token its rights; at most one rule per prefix.
 	Rules []api.TokenRule
 }
@@ -160,12 +165,26 @@ func newTokens(tokens []Token, path string, lines []int) (*Tokens, error) {
 			return nil, fail(i, "name", "%q is also the name of tokens[%d]: give each token its own name", tok.Name, j)
 		}
 		names[tok.Name] = i
-		if err := validSecret(tok.Secret); err != nil {
-			return nil, fail(i, "secret", "%v", err)
+		c := &caller{name: tok.Name}
+		secretField := "secret"
+		switch {
+		case tok.Secret != "" && tok.SecretSHA256 != "":
+			return nil, fail(i, "secret", "give secret or secret_sha256, not both")
+		case tok.SecretSHA256 != "":
+			secretField = "secret_sha256"
+			b, err := hex.DecodeString(tok.SecretSHA256)
+			if err != nil || len(b) != sha256.Size {
+				return nil, fail(i, secretField, "want the secret's SHA-256 as 64 hex digits (printf %%s \"$SECRET\" | sha256sum)")
+			}
+			copy(c.hash[:], b)
+		default:
+			if err := validSecret(tok.Secret); err != nil {
+				return nil, fail(i, "secret", "%v", err)
+			}
+			c.hash = sha256.Sum256([]byte(tok.Secret))
 		}
-		c := &caller{name: tok.Name, hash: sha256.Sum256([]byte(tok.Secret))}
 		if j, dup := secrets[c.hash]; dup {
-			return nil, fail(i, "secret", "the same secret as tokens[%d] (%q): give each token its own secret", j, tokens[j].Name)
+			return nil, fail(i, secretField, "the same secret as tokens[%d] (%q): give each token its own secret", j, tokens[j].Name)
 		}
 		secrets[c.hash] = i
 		prefixes := map[string]int{}
@@ -244,9 +263,10 @@ type tokenFile struct {
 }
 
 type tokenEntry struct {
-	Name   *string         `json:"name"`
-	Secret *string         `json:"secret"`
-	Rules  []api.TokenRule `json:"rules"`
+	Name         *string         `json:"name"`
+	Secret       *string         `json:"secret"`
+	SecretSHA256 *string         `json:"secret_sha256"`
+	Rules        []api.TokenRule `json:"rules"`
 }
 
 // maxTokenFileBytes bounds a token file: thousands of tokens fit.
@@ -275,6 +295,7 @@ func LoadTokens(path string) (*Tokens, error) {
 //	{
 //	  "tokens": [
 //	    {"name": "ops", "secret": "6f1c...", "rules": [{"prefix": "", "right": "admin"}]},
+//	    {"name": "ci", "secret_sha256": "9b71...(64 hex digits)", "rules": [{"prefix": "ci/", "right": "lock"}]},
 //	    {"name": "billing", "secret": "a9e4...", "rules": [
 //	      {"prefix": "billing/", "right": "lock"},
 //	      {"prefix": "", "right": "read"}
@@ -344,8 +365,8 @@ func parseTokens(data []byte, path string) (*Tokens, error) {
 			switch {
 			case e.Name == nil:
 				return nil, &TokenError{Path: path, Line: line, Field: field + ".name", Problem: "missing: give every token a name"}
-			case e.Secret == nil:
-				return nil, &TokenError{Path: path, Line: line, Field: field + ".secret", Problem: "missing: give every token a secret"}
+			case e.Secret == nil && e.SecretSHA256 == nil:
+				return nil, &TokenError{Path: path, Line: line, Field: field + ".secret", Problem: "missing: give every token a secret (or its secret_sha256)"}
 			case e.Rules == nil:
 				return nil, &TokenError{Path: path, Line: line, Field: field + ".rules", Problem: `missing: give the token its rules, e.g. [{"prefix": "jobs/", "right": "lock"}]`}
 			}
@@ -361,7 +382,18 @@ func parseTokens(data []byte, path string) (*Tokens, error) {
 	}
 	tokens := make([]Token, len(entries))
 	for i, e := range entries {
-		tokens[i] = Token{Name: *e.Name, Secret: *e.Secret, Rules: e.Rules}
+		tokens[i] = Token{Name: *e.Name, Rules: e.Rules}
+		switch {
+		case e.Secret != nil && e.SecretSHA256 != nil:
+			return nil, &TokenError{Path: path, Line: lines[i], Field: fmt.Sprintf("tokens[%d].secret", i), Problem: "give secret or secret_sha256, not both"}
+		case e.Secret != nil:
+			tokens[i].Secret = *e.Secret
+		default:
+			tokens[i].SecretSHA256 = *e.SecretSHA256
+			if tokens[i].SecretSHA256 == "" {
+				return nil, &TokenError{Path: path, Line: lines[i], Field: fmt.Sprintf("tokens[%d].secret_sha256", i), Problem: "empty: want the secret's SHA-256 as 64 hex digits"}
+			}
+		}
 	}
 	return newTokens(tokens, path, lines)
 }

@@ -3,6 +3,8 @@ package apiserver
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -465,6 +467,11 @@ func TestTokenFileErrors(t *testing.T) {
 		{"missing secret", `{"tokens": [{"name": "a", "rules": []}]}`, []string{"tokens[0].secret", "missing"}},
 		{"short secret", `{"tokens": [{"name": "a", "secret": "abc", "rules": []}]}`, []string{"tokens[0].secret", "shorter than 16"}},
 		{"secret with a space", `{"tokens": [{"name": "a", "secret": "0123456789 abcdef0123", "rules": []}]}`, []string{"tokens[0].secret", "visible ASCII"}},
+		{"secret and its hash", `{"tokens": [{"name": "a", "secret": "0123456789abcdef0123", "secret_sha256": "` + strings.Repeat("ab", 32) + `", "rules": []}]}`, []string{"tokens[0].secret", "not both"}},
+		{"hash not hex", `{"tokens": [{"name": "a", "secret_sha256": "xyz", "rules": []}]}`, []string{"tokens[0].secret_sha256", "64 hex digits"}},
+		{"hash too short", `{"tokens": [{"name": "a", "secret_sha256": "abcd", "rules": []}]}`, []string{"tokens[0].secret_sha256", "64 hex digits"}},
+		{"empty hash", `{"tokens": [{"name": "a", "secret_sha256": "", "rules": []}]}`, []string{"tokens[0].secret_sha256", "empty"}},
+		{"hash of another token's secret", `{"tokens": [` + good + `, {"name": "b", "secret_sha256": "` + sha256Hex("0123456789abcdef0123") + `", "rules": []}]}`, []string{"tokens[1].secret_sha256", "same secret as tokens[0]"}},
 		{"missing rules", `{"tokens": [{"name": "a", "secret": "0123456789abcdef0123"}]}`, []string{"tokens[0].rules", "missing"}},
 		{"unknown token field", `{"tokens": [{"name": "a", "secret": "0123456789abcdef0123", "rules": [], "rule": []}]}`, []string{"tokens[0]", `unknown field "rule"`}},
 		{"unknown rule field", `{"tokens": [{"name": "a", "secret": "0123456789abcdef0123", "rules": [{"prefix": "", "right": "read", "policy": "x"}]}]}`, []string{"tokens[0]", `unknown field "policy"`}},
@@ -491,6 +498,22 @@ func TestTokenFileErrors(t *testing.T) {
 	}
 	_, err := LoadTokens(filepath.Join(dir, "absent.json"))
 	assert.ErrorContains(t, err, "absent.json: cannot read it")
+}
+
+func sha256Hex(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+func TestSecretSHA256(t *testing.T) {
+	const secret = "hashed-secret-0123456789abcdef"
+	tokens, err := ParseTokens([]byte(`{"tokens": [{"name": "ci", "secret_sha256": "` + strings.ToUpper(sha256Hex(secret)) + `", "rules": [{"prefix": "ci/", "right": "lock"}]}]}`))
+	require.NoError(t, err)
+	n := newTestNode(t, Config{Tokens: tokens})
+	a := n.as(t, secret, "POST", "/v1/acquire", `{"key":"ci/1","ttl":"1m"}`)
+	assert.Equal(t, http.StatusOK, a.status, a.raw)
+	a = n.as(t, sha256Hex(secret), "POST", "/v1/acquire", `{"key":"ci/2","ttl":"1m"}`)
+	assert.Equal(t, http.StatusUnauthorized, a.status, "the hash is not the secret")
 }
 
 func TestParseTokens(t *testing.T) {

@@ -168,9 +168,10 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 			"  Rights: read (inspect, list: a list shows only the keys the token may read), lock\n"+
 			"  (acquire, release, extend), admin (release -force; on the prefix \"\": also leave);\n"+
 			"  status and metrics need any known token. Names: letters, digits, . _ -; secrets: 16+\n"+
-			"  visible ASCII characters, each its own. SIGHUP reloads the file: a bad file then keeps\n"+
-			"  the tokens in force and logs why; at start it stops the agent. Audit: each force\n"+
-			"  release is logged at INFO with the token's name; secrets are never logged.\n"+
+			"  visible ASCII characters, each its own (or \"secret_sha256\": printf %s \"$SECRET\" |\n"+
+			"  sha256sum, so that the file holds no secret). SIGHUP reloads the file: a bad file\n"+
+			"  then keeps the tokens in force and logs why; at start it stops the agent. Audit: each\n"+
+			"  force release is logged at INFO with the token's name; secrets are never logged.\n"+
 			"  Certificates and -http-token are read at start only: restart the agent to change them.",
 		stdout, stderr)
 	var f agentFlags
