@@ -448,6 +448,7 @@ func (c *Client) List(ctx context.Context, req lock.ListRequest) ([]lock.LockInf
 			q.Set("limit", fmt.Sprint(req.Limit-len(out)))
 		}
 		var page ListResponse
+		pageStart := after
 		if _, err := c.call(ctx, exchange{method: http.MethodGet, path: "/v1/locks", query: q, out: &page}); err != nil {
 			return nil, err
 		}
@@ -471,8 +472,10 @@ func (c *Client) List(ctx context.Context, req lock.ListRequest) ([]lock.LockInf
 			if err != nil {
 				return nil, err
 			}
-			if next <= after || !strings.HasPrefix(next, req.Prefix) {
-				return nil, fmt.Errorf("%w: list answered next_after %q outside prefix %q after %q", ErrUnexpectedResponse, next, req.Prefix, after)
+			// At or after the page's last key, and past where the page
+			// started, so that the listing moves on.
+			if next < after || next <= pageStart || !strings.HasPrefix(next, req.Prefix) {
+				return nil, fmt.Errorf("%w: list answered next_after %q outside prefix %q after %q", ErrUnexpectedResponse, next, req.Prefix, pageStart)
 			}
 			after = next
 			continue

@@ -269,18 +269,31 @@ func TestListShowsOnlyReadableKeys(t *testing.T) {
 	assert.ErrorIs(t, err, api.ErrPermissionDenied)
 
 	// A scan that runs out of budget says where to go on, and the client
-	// follows it.
+	// follows it. (Pages of one key, and a budget of two.)
 	old := maxListScan
 	maxListScan = 2
 	t.Cleanup(func() { maxListScan = old })
-	a = n.as(t, secretMixed, "GET", "/v1/locks?prefix=a%2Fsecret%2F&limit=1", "")
+	small := newTestNode(t, Config{Tokens: testTokens(t), ListPageSize: 1})
+	for _, k := range keys {
+		_, err := small.store.Acquire(ctx, lock.AcquireRequest{Key: k, Owner: lock.NewOwner(), TTL: time.Minute})
+		require.NoError(t, err)
+	}
+	a = small.as(t, secretMixed, "GET", "/v1/locks?prefix=a%2Fsecret%2F", "")
 	require.Equal(t, http.StatusOK, a.status, a.raw)
 	assert.Equal(t, true, a.body["more"], a.raw)
 	assert.Equal(t, map[string]any{"key": "a/secret/2"}, a.body["next_after"], a.raw)
 	assert.Empty(t, a.body["locks"])
-	got, err := mixed.List(ctx, lock.ListRequest{Prefix: "a/", Limit: 0})
+	smallClient, err := api.NewClient(small.url, api.ClientConfig{Token: secretMixed})
 	require.NoError(t, err)
-	assert.Equal(t, readable, names(got), "paged through next_after")
+	for _, limit := range []int{0, 1, 3} {
+		got, err := smallClient.List(ctx, lock.ListRequest{Prefix: "a/", Limit: limit})
+		require.NoError(t, err)
+		want := readable
+		if limit > 0 {
+			want = readable[:limit]
+		}
+		assert.Equal(t, want, names(got), "limit %d: paged through next_after", limit)
+	}
 }
 
 func TestWhoAmI(t *testing.T) {

@@ -549,19 +549,22 @@ func (h *Handler) list(r *http.Request, c *opCall) (any, *apiError) {
 var maxListScan = 16 * DefaultListPageSize // a variable for tests
 
 // listReadable is a listing for a caller that may read some keys under
-// the prefix and not others: it reads the store page by page and keeps
-// the keys the caller may read, until it has limit of them (and knows
-// whether there are more) or has read maxListScan keys.
+// the prefix and not others: it reads the store a page (at least
+// Config.ListPageSize keys) at a time and keeps the keys the caller may
+// read, until it has limit of them (and knows whether there are more) or
+// has read maxListScan keys.
 func (h *Handler) listReadable(ctx context.Context, c *caller, req lock.ListRequest, limit int) (any, *apiError) {
 	resp := api.ListResponse{Locks: []api.KeyInfo{}}
+	page := max(limit, h.cfg.ListPageSize)
 	scanned := 0
 	for {
-		req.Limit = limit + 1
+		// One more than the page, to learn whether the store has more.
+		req.Limit = page + 1
 		locks, err := h.lister.List(ctx, req)
 		if err != nil {
 			return nil, storeError(err, false)
 		}
-		for _, l := range locks[:min(len(locks), limit)] {
+		for _, l := range locks[:min(len(locks), page)] {
 			if c.rightOn(l.Key) < rightRead {
 				continue
 			}
@@ -571,13 +574,11 @@ func (h *Handler) listReadable(ctx context.Context, c *caller, req lock.ListRequ
 			}
 			resp.Locks = append(resp.Locks, api.MakeKeyInfo(l.Key, l.KeyInfo))
 		}
-		if len(locks) <= limit {
+		if len(locks) <= page {
 			return resp, nil // the store has no more
 		}
-		// The page's last key is read again next time (after is the one
-		// before it), so that a key is never skipped unread.
-		req.After = locks[limit-1].Key
-		scanned += limit
+		req.After = locks[page-1].Key
+		scanned += page
 		if scanned >= maxListScan {
 			resp.More = true
 			next := api.MakeKeyOut(req.After)
