@@ -404,7 +404,8 @@ func lineAt(data []byte, off int64) int {
 	return 1 + bytes.Count(data[:off], []byte("\n"))
 }
 
-// skipSpace is how many whitespace bytes follow off.
+// skipSpace is how many bytes of whitespace (and the comma between list
+// entries) follow off: a decoder's offset before an entry points there.
 func skipSpace(data []byte, off int64) int64 {
 	n := int64(0)
 	for off+n < int64(len(data)) && strings.IndexByte(" \t\r\n,", data[off+n]) >= 0 {
@@ -478,15 +479,17 @@ func newAuthenticator(shared string, named *Tokens) (*authenticator, error) {
 		a.callers = append(a.callers, &caller{name: SharedTokenName, hash: sha256.Sum256([]byte(shared)), rules: []rule{{prefix: "", right: rightAdmin}}})
 	}
 	if named != nil {
-		for _, c := range named.list {
+		for i, c := range named.list {
 			if shared != "" && subtle.ConstantTimeCompare(c.hash[:], a.callers[0].hash[:]) == 1 {
-				return nil, &TokenError{Field: "tokens[" + fmt.Sprint(len(a.callers)-1) + "].secret",
+				return nil, &TokenError{Field: fmt.Sprintf("tokens[%d].secret", i),
 					Problem: fmt.Sprintf("token %q has the same secret as the shared token (-http-token): give it its own", c.name)}
 			}
 			a.callers = append(a.callers, c)
 		}
 	}
-	a.on = len(a.callers) > 0 || named != nil
+	// An empty set of named tokens still turns the check on: a file that
+	// names nobody admits nobody (but the shared token).
+	a.on = shared != "" || named != nil
 	return a, nil
 }
 
@@ -530,8 +533,8 @@ func (a *authenticator) authenticate(r *http.Request) (*caller, *apiError) {
 	}
 }
 
-// denied is the 403 for c lacking want on key (or, with isPrefix, on the
-// keys under a prefix).
+// denied is the 403 for c lacking want on key (a key, or the prefix a
+// listing or leave is about); what says what c tried, for the message.
 func denied(c *caller, want right, what, key string) *apiError {
 	has := "no rule matches it"
 	if r, ok := c.governing(key); ok {

@@ -563,3 +563,14 @@ func TestParseTokens(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, empty.Names())
 }
+
+func TestEmptyTokenSetAdmitsNobody(t *testing.T) {
+	empty, err := ParseTokens([]byte(`{"tokens": []}`))
+	require.NoError(t, err)
+	n := newTestNode(t, Config{Tokens: empty})
+	a := n.do(t, "GET", "/v1/inspect?key=k", "")
+	assert.Equal(t, http.StatusUnauthorized, a.status, "no token")
+	a = n.as(t, "any-secret-0123456789abcdef", "GET", "/v1/inspect?key=k", "")
+	assert.Equal(t, http.StatusUnauthorized, a.status, "no token is known")
+	assert.Equal(t, http.StatusOK, n.do(t, "GET", "/healthz", "").status)
+}
