@@ -364,7 +364,7 @@ func TestForceReleaseOverHTTP(t *testing.T) {
 	// fencing token that ended, and from where.
 	line := ""
 	for _, l := range strings.Split(logs.String(), "\n") {
-		if strings.Contains(l, "force-release") {
+		if strings.Contains(l, "force-release: ended") {
 			line = l
 		}
 	}
@@ -388,6 +388,7 @@ func TestForceReleaseOverHTTP(t *testing.T) {
 	require.NoError(t, err)
 	_, err = locker.ForceRelease(ctx, "jobs/stuck")
 	assert.ErrorIs(t, err, api.ErrPermissionDenied)
+	assert.Regexp(t, `\[INFO\] +api: force-release: denied: caller=jobs-locker key=jobs/stuck remote=127\.0\.0\.1:\d+`, logs.String())
 	info, err := n.store.Inspect(ctx, "jobs/stuck")
 	require.NoError(t, err)
 	assert.True(t, info.Locked, "the denied force-release changed nothing")

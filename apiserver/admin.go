@@ -85,6 +85,8 @@ func (h *Handler) forceRelease(r *http.Request, c *opCall) (any, *apiError) {
 		return nil, storeError(err, true)
 	}
 	if e := permit(r, rightAdmin, key, "force-release"); e != nil {
+		// An admin action refused is part of the audit trail too.
+		h.log.Info("api: force-release: denied", "caller", callerOf(r).name, "key", key, "remote", r.RemoteAddr)
 		return nil, e
 	}
 	admin, ok := h.store.(lock.AdminStore)
