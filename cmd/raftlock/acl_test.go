@@ -148,7 +148,12 @@ func TestAgentACLFile(t *testing.T) {
 	_, err = jobs.Acquire(ctx, lock.AcquireRequest{Key: "other", Owner: lock.NewOwner(), TTL: time.Hour})
 	assert.ErrorIs(t, err, api.ErrPermissionDenied)
 
-	_, stderrOut, code := runBinary(t, nil, "release", "-addr", a.httpURL, "-token", aclJobs, "-force", "jobs/stuck")
+	_, stderrOut, code := runBinary(t, nil, "lock", "-addr", a.httpURL, "-token", aclJobs, "other", "--", "true")
+	assert.Equal(t, exitDenied, code, "lock without the right: %s", stderrOut)
+	assert.Contains(t, stderrOut, `may not acquire "other"`)
+	_, stderrOut, code = runBinary(t, nil, "locks", "-addr", a.httpURL, "-token", aclJobs, "other/")
+	assert.Equal(t, exitDenied, code, "locks under a prefix it may not read: %s", stderrOut)
+	_, stderrOut, code = runBinary(t, nil, "release", "-addr", a.httpURL, "-token", aclJobs, "-force", "jobs/stuck")
 	assert.Equal(t, exitDenied, code)
 	assert.Contains(t, stderrOut, "permission_denied")
 	assert.Contains(t, stderrOut, "admin right")
