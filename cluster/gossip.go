@@ -374,7 +374,9 @@ func (n *Node) gossipAdvertise() (string, error) {
 	if ip := net.ParseIP(advHost); ip != nil && !ip.IsUnspecified() {
 		return ip.String(), nil
 	}
-	ips, err := net.DefaultResolver.LookupIP(context.Background(), "ip", advHost)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ips, err := net.DefaultResolver.LookupIP(ctx, "ip", advHost)
 	if err != nil || len(ips) == 0 {
 		return "", nil
 	}

@@ -66,7 +66,7 @@ func TestAgentGossipKeyFileErrorsNameTheFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "keys")
 	require.NoError(t, os.WriteFile(path, []byte("# comment\nnot-base64!\n"), 0o600))
 	_, stderr, code := runBinary(t, nil, "agent", "-node-id", "a", "-data-dir", t.TempDir(), "-bind", "127.0.0.1:0", "-http", "127.0.0.1:0",
-		"-bootstrap", "-gossip-key-file", path)
+		"-bootstrap", "-gossip-bind", "127.0.0.1:0", "-gossip-key-file", path)
 	assert.Equal(t, exitUsage, code, stderr)
 	assert.Contains(t, stderr, "-gossip-key-file "+path+", line 2: not base64")
 }
