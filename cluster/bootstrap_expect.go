@@ -26,7 +26,8 @@ import (
 // raft state, knows no leader, sees no member in a raft configuration, and
 // has promised no other proposer; a promise lasts until its proposer
 // releases it (it does when any of the N says no, or the claim times out,
-// and only then). With every promise, and still no raft state, the proposer
+// and only then; each claim carries a random number, so a release that
+// arrives after the proposer's next claim releases nothing). With every promise, and still no raft state, the proposer
 // bootstraps raft with the N as voters (sorted by ID, each at the raft
 // address its tag gives), and records a cluster ID derived from them. It
 // alone writes that configuration; the others receive it from the leader
@@ -59,34 +60,45 @@ const (
 
 // expectState is a fresh BootstrapExpect node's promise.
 type expectState struct {
-	mu         sync.Mutex // protects promisedTo, done
+	mu         sync.Mutex // protects promisedTo, claim, done
 	promisedTo string     // proposer ID, "" if none
+	claim      uint64     // the proposer's claim promised: a release of an older claim arriving late is ignored
 	done       bool       // this node bootstrapped (or gave up: a cluster exists)
 }
 
 // bootstrapClaim is the claim query's payload.
 type bootstrapClaim struct {
 	Proposer string   `json:"proposer"`
+	Claim    uint64   `json:"claim"` // random, one per attempt
 	Expect   int      `json:"expect"`
 	Set      []string `json:"set"` // sorted IDs, proposer first
 }
 
-// promise records a promise to proposer, unless one to another stands.
-func (e *expectState) promise(proposer string) bool {
+// bootstrapRelease is the release query's payload.
+type bootstrapRelease struct {
+	Proposer string `json:"proposer"`
+	Claim    uint64 `json:"claim"`
+}
+
+// promise records a promise to proposer's claim, unless one to another
+// proposer stands.
+func (e *expectState) promise(proposer string, claim uint64) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.promisedTo != "" && e.promisedTo != proposer {
 		return false
 	}
-	e.promisedTo = proposer
+	e.promisedTo, e.claim = proposer, claim
 	return true
 }
 
-func (e *expectState) release(proposer string) {
+// release takes back the promise to proposer's claim, if it is the one
+// promised, unless this node bootstrapped.
+func (e *expectState) release(proposer string, claim uint64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.promisedTo == proposer && !e.done {
-		e.promisedTo = ""
+	if e.promisedTo == proposer && e.claim == claim && !e.done {
+		e.promisedTo, e.claim = "", 0
 	}
 }
 
@@ -173,14 +185,15 @@ func (n *Node) claimAndBootstrap(set []gossipMember) bool {
 	g := n.gossip
 	e := g.expect
 	self := n.cfg.NodeID
-	if !e.promise(self) {
+	claim := rand.Uint64()
+	if !e.promise(self, claim) {
 		return false
 	}
 	ids := make([]string, len(set))
 	for i, m := range set {
 		ids[i] = string(m.ID)
 	}
-	payload, _ := json.Marshal(bootstrapClaim{Proposer: self, Expect: n.cfg.BootstrapExpect, Set: ids})
+	payload, _ := json.Marshal(bootstrapClaim{Proposer: self, Claim: claim, Expect: n.cfg.BootstrapExpect, Set: ids})
 	others := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id == self })
 	yes := map[string]bool{}
 	var refusals []string
@@ -188,7 +201,7 @@ func (n *Node) claimAndBootstrap(set []gossipMember) bool {
 		resp, err := g.serf.Query(queryBootstrapClaim, payload, &serf.QueryParam{FilterNodes: others, Timeout: bootstrapClaimTimeout})
 		if err != nil {
 			n.log.Warn("asking the members to bootstrap failed", "error", err)
-			n.abandonClaim(others)
+			n.abandonClaim(claim, others)
 			return false
 		}
 		for r := range resp.ResponseCh() {
@@ -209,7 +222,7 @@ func (n *Node) claimAndBootstrap(set []gossipMember) bool {
 	if len(yes) < len(others) {
 		missing := slices.DeleteFunc(slices.Clone(others), func(id string) bool { return yes[id] })
 		n.log.Info("not bootstrapping yet: not every member agreed", "set", ids, "refused", refusals, "no_answer", missing)
-		n.abandonClaim(others)
+		n.abandonClaim(claim, others)
 		return false
 	}
 	if n.hasRaftState() {
@@ -224,7 +237,7 @@ func (n *Node) claimAndBootstrap(set []gossipMember) bool {
 	clusterID, err := newClusterID(peers)
 	if err != nil {
 		n.log.Error("bootstrapping: drawing a cluster ID", "error", err)
-		n.abandonClaim(others)
+		n.abandonClaim(claim, others)
 		return false
 	}
 	e.mu.Lock()
@@ -241,14 +254,15 @@ func (n *Node) claimAndBootstrap(set []gossipMember) bool {
 	return true
 }
 
-// abandonClaim releases this node's own promise and the others'.
-func (n *Node) abandonClaim(others []string) {
+// abandonClaim releases this node's own promise and the others' to claim.
+func (n *Node) abandonClaim(claim uint64, others []string) {
 	g := n.gossip
-	g.expect.release(n.cfg.NodeID)
+	g.expect.release(n.cfg.NodeID, claim)
 	if len(others) == 0 {
 		return
 	}
-	resp, err := g.serf.Query(queryBootstrapRelease, []byte(n.cfg.NodeID), &serf.QueryParam{FilterNodes: others, Timeout: bootstrapClaimTimeout})
+	payload, _ := json.Marshal(bootstrapRelease{Proposer: n.cfg.NodeID, Claim: claim})
+	resp, err := g.serf.Query(queryBootstrapRelease, payload, &serf.QueryParam{FilterNodes: others, Timeout: bootstrapClaimTimeout})
 	if err == nil {
 		resp.Close()
 	}
@@ -284,15 +298,16 @@ func (n *Node) answerBootstrapClaim(payload []byte) gossipQueryReply {
 			return no("%s sees %s, a member of a cluster", n.cfg.NodeID, m.ID)
 		}
 	}
-	if !e.promise(c.Proposer) {
+	if !e.promise(c.Proposer, c.Claim) {
 		return no("%s promised %s", n.cfg.NodeID, e.promised())
 	}
 	n.log.Info("promised a proposer to be bootstrapped by it", "proposer", c.Proposer, "set", strings.Join(c.Set, ","))
 	return gossipQueryReply{OK: true}
 }
 
-func (n *Node) releaseBootstrapPromise(proposer string) {
-	if e := n.gossip.expect; e != nil {
-		e.release(proposer)
+func (n *Node) releaseBootstrapPromise(payload []byte) {
+	var r bootstrapRelease
+	if e := n.gossip.expect; e != nil && json.Unmarshal(payload, &r) == nil {
+		e.release(r.Proposer, r.Claim)
 	}
 }

@@ -646,7 +646,7 @@ func (n *Node) answerGossipQuery(q *serf.Query) {
 	case queryBootstrapClaim:
 		rep = n.answerBootstrapClaim(q.Payload)
 	case queryBootstrapRelease:
-		n.releaseBootstrapPromise(string(q.Payload))
+		n.releaseBootstrapPromise(q.Payload)
 		rep.OK = true
 	default:
 		return

@@ -155,31 +155,60 @@ func TestBootstrapExpectFormsOneClusterOfVoters(t *testing.T) {
 	}, gossipPatience, 20*time.Millisecond, "Stats shows every member alive in gossip")
 }
 
-func TestBootstrapExpectExtraNodeStartingTogetherJoins(t *testing.T) {
-	addrs := freeGossipAddrs(t, 4)
-	var cfgs []Config
-	for i, a := range addrs {
-		cfgs = append(cfgs, gossipConfig(t, fmt.Sprintf("n%d", i), a, 3, addrs))
-	}
-	nodes := startAll(t, cfgs)
-	require.Eventually(t, func() bool {
-		var leader string
-		for _, n := range nodes {
-			id, _ := n.Leader()
-			if id == "" || (leader != "" && id != leader) || len(raftServers(n)) != 4 {
-				return false
+// N+1 and 2N-1 nodes (the most with which two clusters are impossible
+// whatever gossip shows) started together with BootstrapExpect N form one
+// cluster with N voters.
+func TestBootstrapExpectExtraNodesStartingTogetherJoin(t *testing.T) {
+	for _, size := range []int{4, 5} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			addrs := freeGossipAddrs(t, size)
+			var cfgs []Config
+			for i, a := range addrs {
+				cfgs = append(cfgs, gossipConfig(t, fmt.Sprintf("n%d", i), a, 3, addrs))
 			}
-			leader = id
-		}
-		return true
-	}, gossipPatience, 20*time.Millisecond, "four nodes in one cluster")
-	voters := 0
-	for _, s := range raftServers(nodes[0]) {
-		if strings.HasSuffix(s, "=voter") {
-			voters++
-		}
+			nodes := startAll(t, cfgs)
+			require.Eventually(t, func() bool {
+				var leader string
+				for _, n := range nodes {
+					id, _ := n.Leader()
+					if id == "" || (leader != "" && id != leader) || len(raftServers(n)) != size {
+						return false
+					}
+					leader = id
+				}
+				return true
+			}, gossipPatience, 20*time.Millisecond, "%d nodes in one cluster", size)
+			voters := 0
+			for _, s := range raftServers(nodes[0]) {
+				if strings.HasSuffix(s, "=voter") {
+					voters++
+				}
+			}
+			assert.Equal(t, 3, voters, "%v", raftServers(nodes[0]))
+			waitSameClusterID(t, nodes)
+		})
 	}
-	assert.Equal(t, 3, voters, "%v", raftServers(nodes[0]))
+}
+
+// A node promises one proposer at a time; only that proposer's release of
+// the claim promised takes the promise back, and a proposer that
+// bootstrapped keeps its own.
+func TestBootstrapPromiseIsExclusive(t *testing.T) {
+	var e expectState
+	require.True(t, e.promise("a", 1))
+	assert.True(t, e.promise("a", 2), "the same proposer's next claim")
+	assert.False(t, e.promise("b", 3), "another proposer")
+	e.release("b", 3)
+	assert.Equal(t, "a", e.promised(), "only the proposer releases its promise")
+	e.release("a", 1)
+	assert.Equal(t, "a", e.promised(), "a late release of an older claim releases nothing")
+	e.release("a", 2)
+	assert.True(t, e.promise("b", 4))
+	e.mu.Lock()
+	e.done = true
+	e.mu.Unlock()
+	e.release("b", 4)
+	assert.Equal(t, "b", e.promised(), "kept once bootstrapped")
 }
 
 func TestBootstrapExpectSlowNodeJoinsFormedCluster(t *testing.T) {
