@@ -81,6 +81,18 @@ type Config struct {
 	// a node behind a proxy that checks Host itself). Entries must pass
 	// ValidateAllowedHost; NewHandler logs those that do not.
 	AllowedHosts []string
+	// EnablePprof serves net/http/pprof under /debug/pprof/ (with the
+	// Token, like every route). Off by default: profiles show the program's
+	// internals and cost CPU while they run.
+	EnablePprof bool
+	// AgentConfig, when set, serves GET /v1/agent/config: the program's
+	// effective configuration, which it must return with every secret
+	// (token, key) already redacted. Nil: 501 not_implemented.
+	AgentConfig func() any
+	// RecentLogs, when set, serves GET /v1/agent/logs: the last lines of the
+	// program's log (give the same LogRing to its logger). Nil: 501
+	// not_implemented.
+	RecentLogs *LogRing
 }
 
 // Handler serves the HTTP/JSON API of one node over a lock.Store (doc.go lists
@@ -98,6 +110,7 @@ type Handler struct {
 	routes   map[string]route
 	token    tokenCheck
 	guard    guard
+	console  *console
 }
 
 type route struct {
@@ -140,6 +153,7 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 		}
 	}
 	h.metrics = newMetrics(h.cluster)
+	h.console = newConsole(h.cluster, h.metrics.answered.Load)
 	h.scrape = promhttp.HandlerFor(h.metrics.registry, promhttp.HandlerOpts{Registry: h.metrics.registry})
 	h.routes = map[string]route{
 		"/v1/acquire": {http.MethodPost, h.op(opAcquire, h.acquire)},
@@ -151,6 +165,12 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 		"/v1/leave":   {http.MethodPost, h.leave},
 		"/healthz":    {http.MethodGet, h.healthz},
 		"/metrics":    {http.MethodGet, h.scrape.ServeHTTP},
+		// The console's and debugging routes (console.go, debug.go, openapi.go).
+		"/v1/events":       {http.MethodGet, h.events},
+		"/v1/whoami":       {http.MethodGet, h.whoami},
+		"/v1/agent/config": {http.MethodGet, h.agentConfig},
+		"/v1/agent/logs":   {http.MethodGet, h.agentLogs},
+		"/v1/openapi.json": {http.MethodGet, h.openAPI},
 	}
 	return h
 }
@@ -170,11 +190,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.guard.check(w, r) {
 		return
 	}
+	if isConsolePath(r.URL.Path) {
+		h.console.serveFiles(w, r) // static files, no data: no token
+		return
+	}
 	if e := h.token.check(r); e != nil {
 		h.metrics.unauthorized.Inc()
 		// RFC 6750: a 401 names the scheme it wants.
 		w.Header().Set("WWW-Authenticate", `Bearer realm="raftlock"`)
 		writeError(w, e)
+		return
+	}
+	if isPprofPath(r.URL.Path) {
+		h.servePprof(w, r)
 		return
 	}
 	rt, ok := h.routes[r.URL.Path]

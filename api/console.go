@@ -1,0 +1,59 @@
+package api
+
+// Wire types of the web console's routes (GET /v1/whoami, GET /v1/events)
+// and of the agent's debugging routes (GET /v1/agent/config, GET
+// /v1/agent/logs).
+
+// Rights a caller may have (WhoAmIResponse.Rights).
+const (
+	RightRead  = "read"  // inspect and list locks, cluster status, events
+	RightLock  = "lock"  // acquire, release, extend
+	RightAdmin = "admin" // force-release, profiling, the agent's config and log
+)
+
+// WhoAmIResponse answers GET /v1/whoami: what the caller's token may do, so
+// that a page shows only the actions it can take. It never carries the
+// token itself.
+type WhoAmIResponse struct {
+	// Name is the token's name when the node knows tokens by name; "" for
+	// the single shared token or when the node takes none.
+	Name string `json:"name"`
+	// Rights are the caller's rights (RightRead, ...) on every key.
+	Rights []string `json:"rights"`
+	// ForceRelease: this node serves an admin release and the caller may use it.
+	ForceRelease bool `json:"force_release"`
+	// Pprof: this node serves net/http/pprof under /debug/pprof/ and the caller may read it.
+	Pprof bool `json:"pprof"`
+}
+
+// ConsoleEvent is one "data:" line of the server-sent event stream GET
+// /v1/events: what the console shows, sent once a second.
+type ConsoleEvent struct {
+	TimeMS int64 `json:"time_ms"` // when the node took it, Unix milliseconds
+	// Cluster is the node's view of its cluster; nil when its store is not a cluster.
+	Cluster *ClusterStatus `json:"cluster,omitempty"`
+	// Locks is the first page of held locks under the stream's prefix.
+	Locks ListResponse `json:"locks"`
+	// LocksError says why Locks is empty when they could not be read (no leader, say).
+	LocksError *ErrorDetail `json:"locks_error,omitempty"`
+	// History holds one sample per second over the last minutes, oldest first.
+	History []ConsoleSample `json:"history"`
+}
+
+// ConsoleSample is one second of the node's activity.
+type ConsoleSample struct {
+	TimeMS int64 `json:"time_ms"` // end of the second, Unix milliseconds
+	// Commits is the raft entries this node committed as leader during the second.
+	Commits uint64 `json:"commits"`
+	// CommitMeanUS is their mean time from proposal to commit, microseconds; 0 without commits.
+	CommitMeanUS int64 `json:"commit_mean_us"`
+	// Ops is the lock operations this node answered over HTTP during the second.
+	Ops uint64 `json:"ops"`
+}
+
+// AgentLogsResponse answers GET /v1/agent/logs: the agent's most recent log lines, oldest first.
+type AgentLogsResponse struct {
+	Lines []string `json:"lines"`
+	// Dropped counts older lines no longer kept.
+	Dropped uint64 `json:"dropped"`
+}
