@@ -43,7 +43,11 @@ type ConsoleEvent struct {
 // ConsoleSample is one second of the node's activity.
 type ConsoleSample struct {
 	TimeMS int64 `json:"time_ms"` // end of the second, Unix milliseconds
-	// Commits is the raft entries this node committed as leader during the second.
+	// Applied is the raft entries this node applied during the second:
+	// the cluster's write throughput, seen from any member.
+	Applied uint64 `json:"applied"`
+	// Commits is the raft entries this node committed as leader during the
+	// second (0 on a follower: only the leader times commits).
 	Commits uint64 `json:"commits"`
 	// CommitMeanUS is their mean time from proposal to commit, microseconds; 0 without commits.
 	CommitMeanUS int64 `json:"commit_mean_us"`

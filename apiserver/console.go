@@ -65,9 +65,9 @@ type console struct {
 
 // prev is the cumulative counters at one sample.
 type prev struct {
-	valid        bool
-	commits, ops uint64
-	commitTotal  time.Duration
+	valid                 bool
+	commits, applied, ops uint64
+	commitTotal           time.Duration
 }
 
 func newConsole(cluster Cluster, ops func() uint64) *console {
@@ -137,7 +137,7 @@ func (c *console) sampleLocked(now time.Time) {
 	cur := prev{valid: true, ops: c.ops()}
 	if c.cluster != nil {
 		st := c.cluster.Status()
-		cur.commits, cur.commitTotal = st.Commit.Count, st.Commit.Total
+		cur.commits, cur.commitTotal, cur.applied = st.Commit.Count, st.Commit.Total, st.Apply.Count
 	}
 	last, lastAt := c.last, c.lastAt
 	c.last, c.lastAt = cur, now
@@ -151,6 +151,9 @@ func (c *console) sampleLocked(now time.Time) {
 		if s.Commits > 0 && cur.commitTotal >= last.commitTotal {
 			s.CommitMeanUS = ((cur.commitTotal - last.commitTotal) / time.Duration(s.Commits)).Microseconds()
 		}
+	}
+	if cur.applied >= last.applied {
+		s.Applied = cur.applied - last.applied
 	}
 	if cur.ops >= last.ops {
 		s.Ops = cur.ops - last.ops

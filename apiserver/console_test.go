@@ -162,6 +162,7 @@ func TestConsoleHistorySamplesRates(t *testing.T) {
 	c.mu.Lock()
 	c.sampleLocked(start) // the baseline: no sample yet
 	st.Commit = api.Timing{Count: st.Commit.Count + 50, Total: st.Commit.Total + 50*2*time.Millisecond}
+	st.Apply = api.Timing{Count: st.Apply.Count + 60, Total: st.Apply.Total}
 	fc.set(st)
 	ops = 7
 	c.sampleLocked(start.Add(time.Second))
@@ -171,7 +172,7 @@ func TestConsoleHistorySamplesRates(t *testing.T) {
 
 	h := c.history()
 	require.Len(t, h, 2)
-	assert.Equal(t, api.ConsoleSample{TimeMS: start.Add(time.Second).UnixMilli(), Commits: 50, CommitMeanUS: 2000, Ops: 7}, h[0])
+	assert.Equal(t, api.ConsoleSample{TimeMS: start.Add(time.Second).UnixMilli(), Applied: 60, Commits: 50, CommitMeanUS: 2000, Ops: 7}, h[0])
 	assert.Equal(t, api.ConsoleSample{TimeMS: start.Add(11 * time.Second).UnixMilli()}, h[1])
 
 	c.mu.Lock()

@@ -137,6 +137,7 @@ function render() {
   renderCluster(ev.cluster);
   renderLocks(ev);
   renderCharts(ev.history || []);
+  $("c-latency-where").textContent = ev.cluster && ev.cluster.role !== "leader" ? "(timed on the leader only: open its console)" : "";
   if (detailKey !== null) renderDetail();
 }
 
@@ -265,7 +266,7 @@ function chart(id, values, nowId, unit) {
 }
 
 function renderCharts(h) {
-  chart("chart-commits", h.map((s) => s.commits), "c-commits");
+  chart("chart-applied", h.map((s) => s.applied), "c-applied");
   chart("chart-latency", h.map((s) => s.commit_mean_us / 1000), "c-latency", "ms");
   chart("chart-ops", h.map((s) => s.ops), "c-ops");
 }
