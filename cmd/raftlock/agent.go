@@ -54,6 +54,7 @@ type agentFlags struct {
 	allowedOrigins            string // web origins whose pages may call the API
 	allowedHosts              string // Host header names beyond the agent's own
 	maxHTTPConns              int    // concurrent HTTP connections
+	enablePprof               bool   // net/http/pprof under /debug/pprof/
 }
 
 // configFieldFlags names the agent flag that sets each cluster.Config field,
@@ -124,6 +125,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		"allowed-origins":    "RAFTLOCK_ALLOWED_ORIGINS",
 		"allowed-hosts":      "RAFTLOCK_ALLOWED_HOSTS",
 		"max-http-conns":     "RAFTLOCK_MAX_HTTP_CONNS",
+		"enable-pprof":       "RAFTLOCK_ENABLE_PPROF",
 	}
 	fs := newFlagSet("agent", "[-dev] [-node-id ID -data-dir DIR (-bootstrap [-peers ...] | -join ADDR,...)] [FLAGS]",
 		"Runs a raftlock node: a member of the Raft cluster that keeps the locks, serving the\n"+
@@ -194,6 +196,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.allowedOrigins, "allowed-origins", "", "web origins (https://ops.example.com,...) whose pages may call the API from a browser; requests from any other page are refused (default: none)")
 	fs.StringVar(&f.allowedHosts, "allowed-hosts", "", "host names clients use to reach the API, beyond IPs, localhost and the names in -http, -advertise-http, -advertise and -cert-file; a request with another Host is refused, against DNS rebinding (* allows any)")
 	fs.IntVar(&f.maxHTTPConns, "max-http-conns", apiserver.DefaultMaxConns, "most HTTP connections open at once; more wait in the kernel's backlog until one closes (0: no limit)")
+	fs.BoolVar(&f.enablePprof, "enable-pprof", false, "serve Go's net/http/pprof under /debug/pprof/ (with the token, like every route), for profiles and raftlock debug's goroutine dump")
 	if code := parseFlags(fs, args, env, stderr); code >= 0 {
 		return code
 	}
@@ -206,7 +209,9 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "raftlock agent: -log-level %q: want trace, debug, info, warn or error\n", f.logLevel)
 		return exitUsage
 	}
-	logger := hclog.New(&hclog.LoggerOptions{Name: "raftlock", Level: level, Output: stderr})
+	// The last lines also go to a ring, for GET /v1/agent/logs (raftlock debug).
+	recentLogs := apiserver.NewLogRing(recentLogLines)
+	logger := hclog.New(&hclog.LoggerOptions{Name: "raftlock", Level: level, Output: io.MultiWriter(stderr, recentLogs)})
 
 	sec, err := f.security(fs)
 	if err != nil {
@@ -285,7 +290,8 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	defer httpQuiet.Close()
 	httpLog := httpQuiet.Wrap(logger.Named("http"))
 	handler := apiserver.NewHandler(node, apiserver.Config{Cluster: apiserver.NodeStatus(node), Logger: httpLog, Token: sec.token, Leave: leave,
-		AllowedOrigins: origins, AllowedHosts: hosts})
+		AllowedOrigins: origins, AllowedHosts: hosts,
+		EnablePprof: f.enablePprof, RecentLogs: recentLogs, AgentConfig: effectiveConfig(fs, cfg, node)})
 	srv := apiserver.NewServer(httpLn.Addr().String(), handler)
 	// Capped first, so that a connection waiting for a slot costs no file
 	// descriptor; net/http's own error answers become JSON on each one.
