@@ -61,3 +61,20 @@ type AgentLogsResponse struct {
 	// Dropped counts older lines no longer kept.
 	Dropped uint64 `json:"dropped"`
 }
+
+// WaitersResponse answers GET /v1/waiters: the callers queued for a key, in
+// the order they will be granted it. It never carries their owners.
+type WaitersResponse struct {
+	KeyOut
+	Waiters []Waiter `json:"waiters"`
+	// Stale: read from the answering node's own state, without asking the
+	// leader, so it may be a little behind (a status page's read).
+	Stale bool `json:"stale"`
+}
+
+// Waiter is one queued caller.
+type Waiter struct {
+	Position   int   `json:"position"`     // 1 is the next to be granted
+	TTLMS      int64 `json:"ttl_ms"`       // the lease it asked for
+	WaitLeftMS int64 `json:"wait_left_ms"` // how long it will still wait at most
+}

@@ -168,6 +168,7 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 		// The console's and debugging routes (console.go, debug.go, openapi.go).
 		"/v1/events":       {http.MethodGet, h.events},
 		"/v1/whoami":       {http.MethodGet, h.whoami},
+		"/v1/waiters":      {http.MethodGet, h.op(opWaiters, h.waiters)},
 		"/v1/agent/config": {http.MethodGet, h.agentConfig},
 		"/v1/agent/logs":   {http.MethodGet, h.agentLogs},
 		"/v1/openapi.json": {http.MethodGet, h.openAPI},
@@ -241,6 +242,7 @@ const (
 	opExtend      = "extend"
 	opInspect     = "inspect"
 	opList        = "list"
+	opWaiters     = "waiters"
 )
 
 // opCall is one lock operation in progress.

@@ -149,8 +149,10 @@ func TestConsoleShowsLocksLive(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(row)),
 		waitText(row+" td:nth-child(2)", fmt.Sprint(lease.Token)),
 		waitText(`tr[data-key="jobs/nightly-report"] td:nth-child(4)`, "1"),
-		chromedp.Click(chromedp.CSS(row+" td.key")),
+		// The queued key's detail lists its waiter.
+		chromedp.Click(chromedp.CSS(`tr[data-key="jobs/nightly-report"] td.key`)),
 		waitText("#detail-body", "fencing token"),
+		waitText(`#detail-waiters li[data-position="1"]`, "asks for 60.0 s"),
 		waitCount("#chart-applied polyline", 1),
 		// A few seconds of history, for the screenshot's charts.
 		wrap("six seconds of history", chromedp.Poll[chromedp.Void](`lastEvent && lastEvent.history.length >= 6`,

@@ -297,12 +297,33 @@ async function renderDetail() {
     }
     const info = await resp.json();
     const rows = [["held", info.locked ? "yes" : "no"], ["fencing token", info.token || "—"],
-      ["remaining", info.locked ? fmtMS(info.remaining_ms) : "—"], ["callers waiting, in FIFO order", info.waiters]];
+      ["remaining", info.locked ? fmtMS(info.remaining_ms) : "—"], ["callers waiting", info.waiters]];
     if (info.metadata !== undefined) rows.push(["metadata", typeof info.metadata === "string" ? info.metadata : JSON.stringify(info.metadata)]);
     dl.replaceChildren(...rows.flatMap(([k, v]) => [el("dt", k), el("dd", v)]));
+    renderWaiters(label, q);
   } catch (e) {
     dl.replaceChildren(el("dt", "error"), el("dd", String(e)));
   }
+}
+
+async function renderWaiters(label, q) {
+  const ol = $("detail-waiters");
+  const resp = await fetch("/v1/waiters" + q, { headers: headers(), cache: "no-store" });
+  if (label !== detailKey) return;
+  if (!resp.ok) {
+    ol.replaceChildren(el("li", await errorText(resp), "error"));
+    return;
+  }
+  const body = await resp.json();
+  if (!body.waiters.length) {
+    ol.replaceChildren(el("li", "nobody waits", "note"));
+    return;
+  }
+  ol.replaceChildren(...body.waiters.map((w) => {
+    const li = el("li", "asks for " + fmtMS(w.ttl_ms) + ", waits at most " + fmtMS(w.wait_left_ms) + " more");
+    li.dataset.position = w.position;
+    return li;
+  }));
 }
 
 async function forceRelease(k) {
