@@ -186,7 +186,9 @@ func (h *Handler) Registry() *prometheus.Registry { return h.metrics.registry }
 // keys never appear in paths, so there is nothing to clean or unescape, and
 // unknown routes and wrong methods get the same JSON errors as everything
 // else. The token is checked first, so that without it a caller learns
-// nothing, not even which routes exist.
+// nothing, not even which routes exist; only the console's files under
+// /ui/ (which hold no data) and /healthz are served without it. Paths under
+// /debug/pprof/ go to net/http/pprof when Config.EnablePprof is set.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.guard.check(w, r) {
 		return
