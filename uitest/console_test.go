@@ -2,8 +2,12 @@ package uitest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,9 +41,9 @@ func browserPath() string {
 
 // startCluster starts three nodes, each serving the API (with the console)
 // on its own port with the token, and returns the nodes' URLs.
-func startCluster(t *testing.T) (*clustertest.Cluster, []string) {
+func startCluster(t *testing.T) (c *clustertest.Cluster, urls []string, stubs []*adminStub) {
 	listeners := map[string]net.Listener{}
-	c := clustertest.Start(t, 3, func(cfg *cluster.Config) {
+	c = clustertest.Start(t, 3, func(cfg *cluster.Config) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatalf("listening: %v", err)
@@ -47,10 +51,11 @@ func startCluster(t *testing.T) (*clustertest.Cluster, []string) {
 		listeners[cfg.NodeID] = ln
 		cfg.APIAddr = "http://" + ln.Addr().String()
 	})
-	var urls []string
 	for _, n := range c.Nodes {
 		ln := listeners[n.ID()]
-		srv := apiserver.NewServer(ln.Addr().String(), apiserver.NewHandler(n, apiserver.Config{Token: token}))
+		stub := &adminStub{next: apiserver.NewHandler(n, apiserver.Config{Token: token}), got: make(chan forceRelease, 10)}
+		stubs = append(stubs, stub)
+		srv := apiserver.NewServer(ln.Addr().String(), stub)
 		go func() { _ = srv.Serve(ln) }()
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -59,12 +64,55 @@ func startCluster(t *testing.T) (*clustertest.Cluster, []string) {
 		})
 		urls = append(urls, "http://"+ln.Addr().String())
 	}
-	return c, urls
+	return c, urls, stubs
+}
+
+// adminStub stands in for an admin release, which this test does not
+// exercise: it tells the page the caller may force-release (GET /v1/whoami
+// with force_release set) and records the page's POST /v1/force-release
+// instead of doing it. Everything else goes to the node's Handler.
+type adminStub struct {
+	next http.Handler
+	got  chan forceRelease
+}
+
+// forceRelease is what the page sent.
+type forceRelease struct {
+	body, contentType, token string
+}
+
+func (s *adminStub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/v1/whoami":
+		rec := httptest.NewRecorder()
+		s.next.ServeHTTP(rec, r)
+		var who api.WhoAmIResponse
+		if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &who) != nil {
+			for k, v := range rec.Header() {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(rec.Body.Bytes())
+			return
+		}
+		who.ForceRelease = true
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(who)
+	case "/v1/force-release":
+		body, _ := io.ReadAll(r.Body)
+		s.got <- forceRelease{body: string(body), contentType: r.Header.Get("Content-Type"), token: r.Header.Get(api.TokenHeader)}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"released":true}`)
+	default:
+		s.next.ServeHTTP(w, r)
+	}
 }
 
 // TestConsoleShowsLocksLive opens the leader's console of a three-node
-// cluster in a headless Chromium: the page asks for the token, shows the members, shows a
-// lock the test takes, and drops it when the test releases it, without
+// cluster in a headless Chromium: the page asks for the token, shows the
+// members, shows the locks the test takes (tokens, queue lengths, a key's
+// waiter), offers a force-release button to an admin and posts the key when
+// it is pressed, and drops a lock when the test releases it, without
 // reloading.
 func TestConsoleShowsLocksLive(t *testing.T) {
 	browser := browserPath()
@@ -72,12 +120,13 @@ func TestConsoleShowsLocksLive(t *testing.T) {
 		t.Skip("no Chromium or Chrome found (looked for chromium, chromium-browser, google-chrome, chrome; or set RAFTLOCK_CHROMIUM): " +
 			"install one (Debian: apt-get install chromium) to run the console's browser test")
 	}
-	c, urls := startCluster(t)
+	c, urls, stubs := startCluster(t)
 	leader := c.Leader(t)
 	var consoleURL string
+	var stub *adminStub
 	for i, n := range c.Nodes {
 		if n == leader {
-			consoleURL = urls[i] // the leader's console: it times commits
+			consoleURL, stub = urls[i], stubs[i] // the leader's console: it times commits
 		}
 	}
 	client, err := api.NewClient(urls[0], api.ClientConfig{Token: token})
@@ -165,6 +214,20 @@ func TestConsoleShowsLocksLive(t *testing.T) {
 		t.Fatalf("screenshot: %v", err)
 	}
 	saveScreenshot(t, png)
+
+	// An admin sees a force-release button; it posts the key as JSON, with the token.
+	run(t, bctx, "force-release",
+		evaluate(`window.confirm = () => true`),
+		chromedp.Click(chromedp.CSS(`tr[data-key="jobs/nightly-report"] button.danger`)),
+	)
+	select {
+	case got := <-stub.got:
+		if got.body != `{"key":"jobs/nightly-report"}` || got.contentType != "application/json" || got.token != token {
+			t.Errorf("the force-release button sent %+v", got)
+		}
+	case <-time.After(pollPatience):
+		t.Fatal("the force-release button sent nothing")
+	}
 
 	// Released, it goes from the page without a reload.
 	if released, err := client.Release(ctx, "billing/invoice-42", ownerA); err != nil || !released {
