@@ -34,8 +34,13 @@ type ConsoleEvent struct {
 	Cluster *ClusterStatus `json:"cluster,omitempty"`
 	// Locks is the first page of held locks under the stream's prefix.
 	Locks ListResponse `json:"locks"`
-	// LocksError says why Locks is empty when they could not be read (no leader, say).
+	// LocksError says why Locks is empty when they could not be read.
 	LocksError *ErrorDetail `json:"locks_error,omitempty"`
+	// LocksStale: Locks were read from the answering node's own state
+	// without asking the leader (as a cluster node does, so that the
+	// console works while there is no leader): a moment behind, and a
+	// follower's remaining times may overstate.
+	LocksStale bool `json:"locks_stale"`
 	// History holds one sample per second over the last minutes, oldest first.
 	History []ConsoleSample `json:"history"`
 }

@@ -250,18 +250,39 @@ func (h *Handler) consoleEvent(ctx context.Context, prefix string) api.ConsoleEv
 		}
 		ev.Cluster = &st
 	}
+	limit := min(consoleLocks, h.cfg.ListPageSize)
+	if stale, ok := h.store.(staleLister); ok {
+		// A status page's read: no round trip to the leader every second
+		// per open console, and it still answers while there is no leader,
+		// which is when an operator looks.
+		locks, err := stale.ListStale(lock.ListRequest{Prefix: prefix, Limit: limit + 1})
+		ev.LocksStale = true
+		h.fillConsoleLocks(&ev, locks, err, limit)
+		return ev
+	}
 	if h.lister == nil {
 		ev.LocksError = &api.ErrorDetail{Code: api.CodeNotImplemented, Message: "api: this node's store cannot list locks"}
 		return ev
 	}
 	ctx, cancel := context.WithTimeout(ctx, min(h.cfg.OpTimeout, 5*time.Second))
 	defer cancel()
-	limit := min(consoleLocks, h.cfg.ListPageSize)
 	locks, err := h.lister.List(ctx, lock.ListRequest{Prefix: prefix, Limit: limit + 1})
+	h.fillConsoleLocks(&ev, locks, err, limit)
+	return ev
+}
+
+// staleLister is a store that lists from its own state without asking a
+// leader (*cluster.Node does), which the console prefers.
+type staleLister interface {
+	ListStale(req lock.ListRequest) ([]lock.LockInfo, error)
+}
+
+// fillConsoleLocks puts up to limit of locks (or err) into ev.
+func (h *Handler) fillConsoleLocks(ev *api.ConsoleEvent, locks []lock.LockInfo, err error, limit int) {
 	if err != nil {
 		e := storeError(err, false)
 		ev.LocksError = &e.detail
-		return ev
+		return
 	}
 	for i, l := range locks {
 		if i == limit {
@@ -270,7 +291,6 @@ func (h *Handler) consoleEvent(ctx context.Context, prefix string) api.ConsoleEv
 		}
 		ev.Locks.Locks = append(ev.Locks.Locks, api.MakeKeyInfo(l.Key, l.KeyInfo))
 	}
-	return ev
 }
 
 // whoami serves GET /v1/whoami.

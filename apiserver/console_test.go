@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/cluster/clustertest"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -220,4 +221,32 @@ func TestConsolePageMayPostToItsOwnNode(t *testing.T) {
 		map[string]string{"Host": "evil.example", "Origin": "http://evil.example", "Content-Type": "application/json"})
 	assert.Equal(t, http.StatusForbidden, rebound.status, "a rebinding page is its own origin, and its Host is refused first")
 	assert.Equal(t, api.CodeHostNotAllowed, rebound.errorCode())
+}
+
+func TestConsoleListsLocksWithoutALeader(t *testing.T) {
+	c := clustertest.Start(t, 3, nil)
+	survivor := c.Follower(t)
+	n := newTestNodeOver(t, survivor, Config{}, nil)
+	ctx := context.Background()
+	_, err := survivor.Acquire(ctx, lock.AcquireRequest{Key: "billing/invoice-42", Owner: lock.NewOwner(), TTL: time.Minute})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		locks, err := survivor.ListStale(lock.ListRequest{})
+		return err == nil && len(locks) == 1
+	}, 10*time.Second, 5*time.Millisecond, "the follower applies the grant")
+	for _, other := range c.Nodes {
+		if other != survivor {
+			require.NoError(t, other.Close())
+		}
+	}
+	require.Eventually(t, func() bool { id, _ := survivor.Leader(); return id == "" }, 30*time.Second, 10*time.Millisecond,
+		"alone, the follower loses its leader")
+
+	ev := readEvent(t, openEvents(t, n, ""))
+	assert.Nil(t, ev.LocksError, "the console still lists without a leader")
+	assert.True(t, ev.LocksStale)
+	require.Len(t, ev.Locks.Locks, 1)
+	assert.Equal(t, "billing/invoice-42", ev.Locks.Locks[0].Key)
+	require.NotNil(t, ev.Cluster)
+	assert.Empty(t, ev.Cluster.LeaderID)
 }

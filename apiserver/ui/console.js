@@ -187,7 +187,11 @@ function groupOf(label) {
 
 function renderLocks(ev) {
   const locks = (ev.locks && ev.locks.locks) || [];
-  showError("locks-error", ev.locks_error ? ev.locks_error.code + ": " + ev.locks_error.message : "");
+  let problem = ev.locks_error ? ev.locks_error.code + ": " + ev.locks_error.message : "";
+  if (!problem && ev.locks_stale && ev.cluster && !ev.cluster.leader_id) {
+    problem = "No leader known: these are the locks as this node last saw them.";
+  }
+  showError("locks-error", problem);
   $("locks-more").hidden = !(ev.locks && ev.locks.more);
   $("lock-count").textContent = "(" + locks.length + (ev.locks && ev.locks.more ? "+" : "") + ")";
   const root = $("locks");
