@@ -4,6 +4,8 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"io"
 	"os"
@@ -56,14 +58,20 @@ func TestDebugBundleHoldsStatusConfigLogsAndGoroutinesButNoSecret(t *testing.T) 
 	secret := "debug-bundle-token-6f1c2a"
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte(secret+"\n"), 0o600))
-	a := startAgent(t, "-dev", "-enable-pprof", "-log-level", "info", "-http-token-file", tokenFile)
-	a.clientConfig = api.ClientConfig{Token: secret}
+	ca := newTestCA(t, "api")
+	certFile, keyFile := ca.issue(t, "agent", x509.ExtKeyUsageServerAuth)
+	keyPEM, err := os.ReadFile(keyFile)
+	require.NoError(t, err)
+	a := startAgent(t, "-dev", "-enable-pprof", "-log-level", "info", "-http-token-file", tokenFile, "-cert-file", certFile, "-key-file", keyFile)
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	a.clientConfig = api.ClientConfig{Token: secret, TLS: &tls.Config{RootCAs: pool}}
 	a.waitLeader(t)
-	_, err := a.client(t).Acquire(context.Background(), lock.AcquireRequest{Key: "billing/invoice-42", Owner: lock.NewOwner(), TTL: time.Minute})
+	_, err = a.client(t).Acquire(context.Background(), lock.AcquireRequest{Key: "billing/invoice-42", Owner: lock.NewOwner(), TTL: time.Minute})
 	require.NoError(t, err)
 
 	out := filepath.Join(t.TempDir(), "bundle.tar.gz")
-	stdout, stderr, code := runBinary(t, nil, "debug", "-addr", a.httpURL, "-token-file", tokenFile, "-o", out)
+	stdout, stderr, code := runBinary(t, nil, "debug", "-addr", a.httpURL, "-ca-file", ca.CAFile, "-token-file", tokenFile, "-o", out)
 	require.Equal(t, exitOK, code, stderr)
 	assert.Contains(t, stdout, "wrote "+out)
 	assert.NotContains(t, stdout, "not collected")
@@ -74,6 +82,8 @@ func TestDebugBundleHoldsStatusConfigLogsAndGoroutinesButNoSecret(t *testing.T) 
 	}
 	for name, body := range files {
 		assert.NotContains(t, body, secret, "%s holds the token", name)
+		assert.NotContains(t, body, "PRIVATE KEY", "%s holds a key", name)
+		assert.NotContains(t, body, strings.TrimSpace(string(keyPEM)), "%s holds the key file", name)
 	}
 	assert.Contains(t, files["goroutines.txt"], "goroutine ")
 	assert.Contains(t, files["cluster.json"], `"node_id":"dev"`)
@@ -87,6 +97,7 @@ func TestDebugBundleHoldsStatusConfigLogsAndGoroutinesButNoSecret(t *testing.T) 
 	require.NoError(t, json.Unmarshal([]byte(files["config.json"]), &cfg))
 	assert.Equal(t, "dev", cfg.NodeID)
 	assert.Equal(t, tokenFile, cfg.Flags["http-token-file"], "a file's path is no secret")
+	assert.Equal(t, keyFile, cfg.Flags["key-file"])
 	assert.Equal(t, "true", cfg.Flags["enable-pprof"])
 
 	var logs api.AgentLogsResponse
