@@ -277,6 +277,7 @@ var (
 	durationType    = reflect.TypeOf(api.Duration{})
 	millisFieldType = reflect.TypeOf(api.MillisField{})
 	timeDuration    = reflect.TypeOf(time.Duration(0))
+	rawMessageType  = reflect.TypeOf(json.RawMessage(nil))
 )
 
 func (g schemaGen) schema(t reflect.Type) map[string]any {
@@ -284,6 +285,8 @@ func (g schemaGen) schema(t reflect.Type) map[string]any {
 		t = t.Elem()
 	}
 	switch t {
+	case rawMessageType:
+		return map[string]any{"description": "any JSON value"}
 	case durationType:
 		return map[string]any{"type": "string", "description": "a Go duration: \"30s\", \"1m30s\", \"250ms\"", "example": "30s"}
 	case millisFieldType:
@@ -303,6 +306,9 @@ func (g schemaGen) schema(t reflect.Type) map[string]any {
 	case reflect.Float32, reflect.Float64:
 		return map[string]any{"type": "number"}
 	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return map[string]any{"type": "string", "format": "byte"} // encoding/json writes []byte as base64
+		}
 		return map[string]any{"type": "array", "items": g.schema(t.Elem())}
 	case reflect.Map:
 		return map[string]any{"type": "object", "additionalProperties": g.schema(t.Elem())}
