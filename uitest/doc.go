@@ -1,6 +1,8 @@
-// Package uitest drives raftlock's web console in a headless Chromium. It is
-// a module of its own so that the browser driver (chromedp) is a dependency
-// of this test only, never of programs that embed raftlock.
+// Package uitest drives raftlock's web console in a headless Chromium, and
+// validates the served OpenAPI description with an OpenAPI 3 validator. It is
+// a module of its own so that the browser driver (chromedp) and the
+// validator (kin-openapi) are dependencies of these tests only, never of
+// programs that embed raftlock.
 //
 //	cd uitest && go test ./...
 //

@@ -309,6 +309,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 
 	fmt.Fprintf(stdout, "raftlock agent %s: raft on %s, HTTP API on %s://%s, data in %s (%s log)\n",
 		node.ID(), node.Addr(), scheme, httpLn.Addr(), cfg.DataDir, node.Stats().LogStore)
+	logger.Info("web console", "url", strings.TrimSuffix(cfg.APIAddr, "/")+"/ui/", "pprof", f.enablePprof)
 
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
