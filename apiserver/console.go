@@ -47,6 +47,7 @@ const (
 // one and stops consoleIdle after the last, so that a node nobody watches
 // does no work for it).
 type console struct {
+	fsys    fs.FS // the page's files
 	files   http.Handler
 	cluster Cluster
 	ops     func() uint64 // lock operations answered so far
@@ -76,6 +77,7 @@ func newConsole(cluster Cluster, ops func() uint64) *console {
 		panic(err) // the embedded directory is part of the build
 	}
 	return &console{
+		fsys:    sub,
 		files:   http.StripPrefix("/ui/", http.FileServer(http.FS(sub))),
 		cluster: cluster,
 		ops:     ops,
@@ -93,6 +95,12 @@ func (c *console) serveFiles(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/ui" {
 		http.Redirect(w, r, "/ui/", http.StatusMovedPermanently)
 		return
+	}
+	if name := strings.TrimPrefix(r.URL.Path, "/ui/"); name != "" {
+		if st, err := fs.Stat(c.fsys, name); err != nil || st.IsDir() {
+			writeError(w, newAPIError(http.StatusNotFound, api.CodeNotFound, "api: the console has no file %s (it is at /ui/)", r.URL.Path))
+			return
+		}
 	}
 	c.touch()
 	h := w.Header()

@@ -46,6 +46,10 @@ func TestConsoleFilesNeedNoTokenButItsDataDoes(t *testing.T) {
 	assert.Equal(t, http.StatusMovedPermanently, resp.StatusCode)
 	assert.Equal(t, "/ui/", resp.Header.Get("Location"))
 
+	missing := rawRequest(t, n, "GET", "/ui/nothing.js", "", nil)
+	assert.Equal(t, http.StatusNotFound, missing.status)
+	assert.Equal(t, api.CodeNotFound, missing.errorCode())
+
 	post := rawRequest(t, n, "POST", "/ui/", "{}", map[string]string{"Content-Type": "application/json"})
 	assert.Equal(t, http.StatusMethodNotAllowed, post.status)
 
