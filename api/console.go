@@ -1,30 +1,8 @@
 package api
 
-// Wire types of the web console's routes (GET /v1/whoami, GET /v1/events)
+// Wire types of the web console's routes (GET /v1/events, GET /v1/waiters)
 // and of the agent's debugging routes (GET /v1/agent/config, GET
 // /v1/agent/logs).
-
-// Rights a caller may have (WhoAmIResponse.Rights).
-const (
-	RightRead  = "read"  // inspect and list locks, cluster status, events
-	RightLock  = "lock"  // acquire, release, extend
-	RightAdmin = "admin" // force-release, profiling, the agent's config and log
-)
-
-// WhoAmIResponse answers GET /v1/whoami: what the caller's token may do, so
-// that a page shows only the actions it can take. It never carries the
-// token itself.
-type WhoAmIResponse struct {
-	// Name is the token's name when the node knows tokens by name; "" for
-	// the single shared token or when the node takes none.
-	Name string `json:"name"`
-	// Rights are the caller's rights (RightRead, ...) on every key.
-	Rights []string `json:"rights"`
-	// ForceRelease: this node serves an admin release and the caller may use it.
-	ForceRelease bool `json:"force_release"`
-	// Pprof: this node serves net/http/pprof under /debug/pprof/ and the caller may read it.
-	Pprof bool `json:"pprof"`
-}
 
 // ConsoleEvent is one "data:" line of the server-sent event stream GET
 // /v1/events: what the console shows, sent once a second.

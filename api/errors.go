@@ -156,6 +156,8 @@ func codeSentinels(code string) []error {
 		return []error{ErrInternal}
 	case CodeUnauthorized:
 		return []error{ErrUnauthorized}
+	case CodePermissionDenied:
+		return []error{ErrPermissionDenied}
 	case CodeHostNotAllowed, CodeOriginNotAllowed:
 		return []error{ErrForbidden}
 	case CodeUnsupportedMedia:

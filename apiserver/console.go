@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io/fs"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -223,7 +224,7 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 	defer tick.Stop()
 	for {
 		h.console.touch()
-		ev := h.consoleEvent(r.Context(), prefix)
+		ev := h.consoleEvent(r, prefix)
 		b, err := json.Marshal(ev)
 		if err != nil {
 			h.log.Error("api: encoding a console event", "error", err)
@@ -248,15 +249,38 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// consoleEvent is what the console shows now.
-func (h *Handler) consoleEvent(ctx context.Context, prefix string) api.ConsoleEvent {
-	ev := api.ConsoleEvent{TimeMS: time.Now().UnixMilli(), Locks: api.ListResponse{Locks: []api.KeyInfo{}}, History: h.console.history()}
+// consoleEvent is what the console shows now to r's caller: the locks it
+// may read, as GET /v1/locks would list them.
+func (h *Handler) consoleEvent(r *http.Request, prefix string) (ev api.ConsoleEvent) {
+	ctx := r.Context()
+	ev = api.ConsoleEvent{TimeMS: time.Now().UnixMilli(), Locks: api.ListResponse{Locks: []api.KeyInfo{}}, History: h.console.history()}
 	if h.cluster != nil {
 		st := h.cluster.Status()
 		if st.Members == nil {
 			st.Members = []api.Member{}
 		}
 		ev.Cluster = &st
+	}
+	who := callerOf(r)
+	all, none := who.readsUnder(prefix)
+	if none {
+		e := denied(who, rightRead, "list the locks under "+strconv.Quote(prefix), prefix)
+		ev.LocksError = &e.detail
+		return ev
+	}
+	if !all {
+		// Some keys under prefix are not the caller's to read: it sees the
+		// rest (the page may then hold fewer than it could). The deferred
+		// filter sees ev as returned.
+		defer func() {
+			kept := ev.Locks.Locks[:0]
+			for _, l := range ev.Locks.Locks {
+				if key, err := l.DecodeKey(); err == nil && who.rightOn(key) >= rightRead {
+					kept = append(kept, l)
+				}
+			}
+			ev.Locks.Locks = kept
+		}()
 	}
 	limit := min(consoleLocks, h.cfg.ListPageSize)
 	if stale, ok := h.store.(staleLister); ok {
@@ -299,33 +323,6 @@ func (h *Handler) fillConsoleLocks(ev *api.ConsoleEvent, locks []lock.LockInfo, 
 		}
 		ev.Locks.Locks = append(ev.Locks.Locks, api.MakeKeyInfo(l.Key, l.KeyInfo))
 	}
-}
-
-// whoami serves GET /v1/whoami.
-func (h *Handler) whoami(w http.ResponseWriter, r *http.Request) {
-	if e := noQuery(r); e != nil {
-		writeError(w, e)
-		return
-	}
-	resp := api.WhoAmIResponse{Rights: h.callerRights(r)}
-	admin := false
-	for _, right := range resp.Rights {
-		admin = admin || right == api.RightAdmin
-	}
-	_, resp.ForceRelease = h.routes[forceReleasePath]
-	resp.ForceRelease = resp.ForceRelease && admin
-	resp.Pprof = h.cfg.EnablePprof && admin
-	writeJSON(w, http.StatusOK, resp)
-}
-
-// forceReleasePath is the admin release's route; the console offers its
-// button only when the Handler serves it and the caller is an admin.
-const forceReleasePath = "/v1/force-release"
-
-// callerRights are the rights of the request's caller. With the single
-// Config.Token (or none), whoever passed the token check may do everything.
-func (h *Handler) callerRights(r *http.Request) []string {
-	return []string{api.RightRead, api.RightLock, api.RightAdmin}
 }
 
 // isConsolePath reports whether path is one of the console's files.

@@ -193,21 +193,6 @@ func TestConsoleHistorySamplesRates(t *testing.T) {
 	assert.Equal(t, start.Add(time.Duration(12+consoleHistory+4)*time.Second).UnixMilli(), h[len(h)-1].TimeMS)
 }
 
-func TestWhoAmIOffersOnlyWhatTheNodeServes(t *testing.T) {
-	n := newTestNode(t, Config{Token: testToken})
-	a := n.do(t, "GET", "/v1/whoami", "")
-	require.Equal(t, http.StatusOK, a.status, a.raw)
-	assert.ElementsMatch(t, []any{api.RightRead, api.RightLock, api.RightAdmin}, a.body["rights"], "the single token may do everything")
-	_, served := n.handler.routes[forceReleasePath]
-	assert.Equal(t, served, a.body["force_release"], "the button shows only where the route exists")
-	assert.Equal(t, false, a.body["pprof"])
-	assert.NotContains(t, a.raw, testToken)
-
-	p := newTestNode(t, Config{EnablePprof: true})
-	a = p.do(t, "GET", "/v1/whoami", "")
-	assert.Equal(t, true, a.body["pprof"])
-}
-
 func TestConsolePageMayPostToItsOwnNode(t *testing.T) {
 	n := newTestNode(t, Config{})
 	origin := n.url // what a browser sends for a page loaded from this node
@@ -253,4 +238,43 @@ func TestConsoleListsLocksWithoutALeader(t *testing.T) {
 	assert.Equal(t, "billing/invoice-42", ev.Locks.Locks[0].Key)
 	require.NotNil(t, ev.Cluster)
 	assert.Empty(t, ev.Cluster.LeaderID)
+}
+
+func TestConsoleAndDebugRoutesFollowTheTokensRights(t *testing.T) {
+	const readerSecret = "reader-secret-0123456789"
+	tokens, err := NewTokens([]Token{{Name: "billing-reader", Secret: readerSecret,
+		Rules: []api.TokenRule{{Prefix: "billing/", Right: api.RightRead}}}})
+	require.NoError(t, err)
+	ring := NewLogRing(10)
+	n := newTestNode(t, Config{Token: testToken, Tokens: tokens, EnablePprof: true, RecentLogs: ring,
+		AgentConfig: func() any { return map[string]string{} }})
+	ctx := context.Background()
+	for _, key := range []string{"billing/invoice-42", "jobs/nightly"} {
+		_, err := n.client.Acquire(ctx, lock.AcquireRequest{Key: key, Owner: lock.NewOwner(), TTL: time.Minute})
+		require.NoError(t, err)
+	}
+
+	n.token = readerSecret
+	ev := readEvent(t, openEvents(t, n, ""))
+	require.Len(t, ev.Locks.Locks, 1, "the reader sees the keys it may read, and only those")
+	assert.Equal(t, "billing/invoice-42", ev.Locks.Locks[0].Key)
+	ev = readEvent(t, openEvents(t, n, "?prefix=jobs/"))
+	assert.Empty(t, ev.Locks.Locks)
+	require.NotNil(t, ev.LocksError)
+	assert.Equal(t, api.CodePermissionDenied, ev.LocksError.Code)
+
+	assert.Equal(t, api.CodeNotImplemented, n.do(t, "GET", "/v1/waiters?key=billing/invoice-42", "").errorCode(), "allowed, on a store that cannot tell")
+	assert.Equal(t, api.CodePermissionDenied, n.do(t, "GET", "/v1/waiters?key=jobs/nightly", "").errorCode())
+	for _, path := range []string{"/v1/agent/config", "/v1/agent/logs", "/debug/pprof/goroutine?debug=1"} {
+		a := n.do(t, "GET", path, "")
+		assert.Equal(t, http.StatusForbidden, a.status, path)
+		assert.Equal(t, api.CodePermissionDenied, a.errorCode(), path)
+	}
+
+	n.token = testToken // the shared token may do everything
+	for _, path := range []string{"/v1/agent/config", "/v1/agent/logs"} {
+		assert.Equal(t, http.StatusOK, n.do(t, "GET", path, "").status, path)
+	}
+	status, _ := getRaw(t, n.url+"/debug/pprof/goroutine?debug=1", testToken)
+	assert.Equal(t, http.StatusOK, status)
 }

@@ -14,8 +14,8 @@ import (
 // Debugging routes: net/http/pprof under /debug/pprof/ (Config.EnablePprof),
 // the agent's effective configuration (GET /v1/agent/config,
 // Config.AgentConfig) and its recent log lines (GET /v1/agent/logs,
-// Config.RecentLogs). All of them need the token, like every route but
-// /healthz and the console's files.
+// Config.RecentLogs). All of them need a token with the admin right on every
+// key (the prefix ""), as leaving does: they show the program's insides.
 
 const pprofPrefix = "/debug/pprof/"
 
@@ -30,6 +30,10 @@ func (h *Handler) servePprof(w http.ResponseWriter, r *http.Request) {
 	if !h.cfg.EnablePprof {
 		writeError(w, newAPIError(http.StatusNotFound, api.CodeNotFound,
 			"api: no route %s: profiling is off (raftlock agent -enable-pprof, or Config.EnablePprof)", r.URL.Path))
+		return
+	}
+	if e := permitPrefix(r, rightAdmin, "", "read profiles"); e != nil {
+		writeError(w, e)
 		return
 	}
 	// Profiles may take their "seconds" parameter to answer: no fixed write deadline.
@@ -58,6 +62,10 @@ func (h *Handler) agentConfig(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	if e := permitPrefix(r, rightAdmin, "", "read the agent's configuration"); e != nil {
+		writeError(w, e)
+		return
+	}
 	if h.cfg.AgentConfig == nil {
 		writeError(w, newAPIError(http.StatusNotImplemented, api.CodeNotImplemented, "api: this server does not show its configuration (Config.AgentConfig is not set)"))
 		return
@@ -68,6 +76,10 @@ func (h *Handler) agentConfig(w http.ResponseWriter, r *http.Request) {
 // agentLogs serves GET /v1/agent/logs: Config.RecentLogs's lines.
 func (h *Handler) agentLogs(w http.ResponseWriter, r *http.Request) {
 	if e := noQuery(r); e != nil {
+		writeError(w, e)
+		return
+	}
+	if e := permitPrefix(r, rightAdmin, "", "read the agent's log"); e != nil {
 		writeError(w, e)
 		return
 	}

@@ -23,11 +23,14 @@ func (h *Handler) waiters(r *http.Request, c *opCall) (any, *apiError) {
 	if !q.Has("key") {
 		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "api: key is required (?key=, percent-encoded)")
 	}
+	key := q.Get("key")
+	if e := permit(r, rightRead, key, "list the waiters of"); e != nil {
+		return nil, e
+	}
 	qr, ok := h.store.(queueReader)
 	if !ok {
 		return nil, newAPIError(http.StatusNotImplemented, api.CodeNotImplemented, "api: this node's store cannot list a key's waiters")
 	}
-	key := q.Get("key")
 	queued, err := qr.WaitersStale(key)
 	if err != nil {
 		return nil, storeError(err, false)

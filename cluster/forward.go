@@ -86,7 +86,8 @@ const defaultLeaderWaitElections = 4
 // leader, or when raft reports a leader change. An attempt whose outcome is
 // unknown (leadership lost after proposing, transport.ErrConnLost, the
 // leader shutting down) is retried the same way: commands carry the caller's
-// owner, which makes them idempotent. A forwarded attempt still waiting for
+// owner, which makes them idempotent (force-release, which carries none, is
+// not retried then: see Node.ForceRelease). A forwarded attempt still waiting for
 // its answer when raft reports that the leader it went to is replaced (by
 // another, or by none: it stopped answering) is abandoned — its call is
 // cancelled, so a late answer is dropped by the transport — and its request
@@ -167,6 +168,11 @@ func (n *Node) do(ctx context.Context, req request) (rep reply, retried bool, er
 		case errors.Is(attemptErr, errLostLeadership), errors.Is(attemptErr, errLeaderClosing),
 			errors.Is(attemptErr, transport.ErrConnLost), errors.Is(attemptErr, errLeaderReplaced):
 			unknown = unknown || req.kind == kindCommand
+			if req.kind == kindCommand && req.cmd.Op == fsm.OpForceRelease {
+				// Not idempotent: a retry after the first took effect
+				// would end the lease of the waiter it handed the key to.
+				return reply{}, true, fmt.Errorf("%w: force-release of %q: %w", lock.ErrUnknownOutcome, req.cmd.Key, attemptErr)
+			}
 		case errors.Is(attemptErr, errShuttingDown), errors.Is(attemptErr, transport.ErrClosed):
 			return reply{}, unknown, n.closedError(unknown || req.kind == kindCommand)
 		case ctx.Err() != nil:
@@ -465,15 +471,15 @@ func (n *Node) handleRPC(ctx context.Context, body []byte) ([]byte, error) {
 	return rep.appendBinary(nil), nil
 }
 
-// checkForwarded admits what a follower may ask of the leader: the four
-// client commands and waiting acquires, valid, and unstamped (only the
+// checkForwarded admits what a follower may ask of the leader: the client
+// commands (acquire, release, extend, cancel-wait, force-release) and waiting acquires, valid, and unstamped (only the
 // leader stamps; the term's own commands are never forwarded); reads and
 // listings that the store would accept; joins and removals that name a server.
 func checkForwarded(req request) error {
 	switch req.kind {
 	case kindCommand:
 		switch req.cmd.Op {
-		case fsm.OpAcquire, fsm.OpRelease, fsm.OpExtend, fsm.OpCancelWait:
+		case fsm.OpAcquire, fsm.OpRelease, fsm.OpExtend, fsm.OpCancelWait, fsm.OpForceRelease:
 		default:
 			return fmt.Errorf("%w: %v may not be forwarded", ErrBadRequest, req.cmd.Op)
 		}

@@ -2,12 +2,8 @@ package uitest
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,7 +37,7 @@ func browserPath() string {
 
 // startCluster starts three nodes, each serving the API (with the console)
 // on its own port with the token, and returns the nodes' URLs.
-func startCluster(t *testing.T) (c *clustertest.Cluster, urls []string, stubs []*adminStub) {
+func startCluster(t *testing.T) (c *clustertest.Cluster, urls []string) {
 	listeners := map[string]net.Listener{}
 	c = clustertest.Start(t, 3, func(cfg *cluster.Config) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -56,9 +52,7 @@ func startCluster(t *testing.T) (c *clustertest.Cluster, urls []string, stubs []
 	})
 	for _, n := range c.Nodes {
 		ln := listeners[n.ID()]
-		stub := &adminStub{next: apiserver.NewHandler(n, apiserver.Config{Token: token}), got: make(chan forceRelease, 10)}
-		stubs = append(stubs, stub)
-		srv := apiserver.NewServer(ln.Addr().String(), stub)
+		srv := apiserver.NewServer(ln.Addr().String(), apiserver.NewHandler(n, apiserver.Config{Token: token}))
 		go func() { _ = srv.Serve(ln) }()
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -67,69 +61,26 @@ func startCluster(t *testing.T) (c *clustertest.Cluster, urls []string, stubs []
 		})
 		urls = append(urls, "http://"+ln.Addr().String())
 	}
-	return c, urls, stubs
-}
-
-// adminStub stands in for an admin release, which this test does not
-// exercise: it tells the page the caller may force-release (GET /v1/whoami
-// with force_release set) and records the page's POST /v1/force-release
-// instead of doing it. Everything else goes to the node's Handler.
-type adminStub struct {
-	next http.Handler
-	got  chan forceRelease
-}
-
-// forceRelease is what the page sent.
-type forceRelease struct {
-	body, contentType, token string
-}
-
-func (s *adminStub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	switch r.URL.Path {
-	case "/v1/whoami":
-		rec := httptest.NewRecorder()
-		s.next.ServeHTTP(rec, r)
-		var who api.WhoAmIResponse
-		if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &who) != nil {
-			for k, v := range rec.Header() {
-				w.Header()[k] = v
-			}
-			w.WriteHeader(rec.Code)
-			_, _ = w.Write(rec.Body.Bytes())
-			return
-		}
-		who.ForceRelease = true
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(who)
-	case "/v1/force-release":
-		body, _ := io.ReadAll(r.Body)
-		s.got <- forceRelease{body: string(body), contentType: r.Header.Get("Content-Type"), token: r.Header.Get(api.TokenHeader)}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"released":true}`)
-	default:
-		s.next.ServeHTTP(w, r)
-	}
+	return c, urls
 }
 
 // TestConsoleShowsLocksLive opens the leader's console of a three-node
 // cluster in a headless Chromium: the page asks for the token, shows the
 // members, shows the locks the test takes (tokens, queue lengths, a key's
-// waiter), offers a force-release button to an admin and posts the key when
-// it is pressed, and drops a lock when the test releases it, without
-// reloading.
+// waiter), force-releases one with its button (the waiter gets it), and
+// drops a lock when the test releases it, without reloading.
 func TestConsoleShowsLocksLive(t *testing.T) {
 	browser := browserPath()
 	if browser == "" {
 		t.Skip("no Chromium or Chrome found (looked for chromium, chromium-browser, google-chrome, chrome; or set RAFTLOCK_CHROMIUM): " +
 			"install one (Debian: apt-get install chromium) to run the console's browser test")
 	}
-	c, urls, stubs := startCluster(t)
+	c, urls := startCluster(t)
 	leader := c.Leader(t)
 	var consoleURL string
-	var stub *adminStub
 	for i, n := range c.Nodes {
 		if n == leader {
-			consoleURL, stub = urls[i], stubs[i] // the leader's console: it times commits
+			consoleURL = urls[i] // the leader's console: it times commits
 		}
 	}
 	client, err := api.NewClient(urls[0], api.ClientConfig{Token: token})
@@ -220,18 +171,22 @@ func TestConsoleShowsLocksLive(t *testing.T) {
 	}
 	saveScreenshot(t, png)
 
-	// An admin sees a force-release button; it posts the key as JSON, with the token.
+	// The shared token is an admin: the force-release button ends
+	// jobs/nightly-report's lease, and the page shows its waiter holding it.
 	run(t, bctx, "force-release",
 		evaluate(`window.confirm = () => true`),
 		chromedp.Click(chromedp.CSS(`tr[data-key="jobs/nightly-report"] button.danger`)),
+		waitText(`tr[data-key="jobs/nightly-report"] td:nth-child(4)`, "0"),
+		wrap("a new token for jobs/nightly-report", chromedp.Poll[chromedp.Void](
+			`document.querySelector('tr[data-key="jobs/nightly-report"] td:nth-child(2)').textContent !== "2"`,
+			chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(pollPatience))),
 	)
-	select {
-	case got := <-stub.got:
-		if got.body != `{"key":"jobs/nightly-report"}` || got.contentType != "application/json" || got.token != token {
-			t.Errorf("the force-release button sent %+v", got)
-		}
-	case <-time.After(pollPatience):
-		t.Fatal("the force-release button sent nothing")
+	info, err := client.Inspect(ctx, "jobs/nightly-report")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Locked || info.Waiters != 0 || info.Token == 2 {
+		t.Errorf("after the force-release, jobs/nightly-report is %+v; want held by its waiter", info)
 	}
 
 	// Released, it goes from the page without a reload.

@@ -8,7 +8,7 @@ const TOKEN_KEY = "raftlock-token";
 const TOKEN_HEADER = "X-Raftlock-Token";
 const $ = (id) => document.getElementById(id);
 
-let rights = { force_release: false };
+let who = null;            // GET /v1/whoami: the token's name and rules, longest prefix first
 let lastEvent = null;      // the latest ConsoleEvent
 let receivedAt = 0;        // when it came, by this browser's clock
 let detailKey = null;      // the key whose detail is open
@@ -125,8 +125,22 @@ async function readEvents(reader, ctl) {
 async function loadRights() {
   try {
     const resp = await fetch("/v1/whoami", { headers: headers(), cache: "no-store" });
-    if (resp.ok) rights = await resp.json();
+    if (resp.ok) who = await resp.json();
   } catch (_) { /* keep the last */ }
+}
+
+// rightOn is the token's right on key: the rule with the longest prefix of
+// key decides (whoami lists them longest first), as the node decides.
+function rightOn(key) {
+  for (const r of (who && who.rules) || []) {
+    if (key.startsWith(r.prefix)) return r.right;
+  }
+  return "deny";
+}
+
+// An admin on a key may force-release it; keys that are not text have no button.
+function mayForceRelease(k) {
+  return k.raw !== null && rightOn(k.raw) === "admin";
 }
 
 // --- drawing ------------------------------------------------------------
@@ -212,7 +226,8 @@ function renderLocks(ev) {
     root.append(el("div", g + " · " + items.length, "group"));
     const table = el("table");
     const head = el("tr");
-    for (const h of ["Key", "Token", "Remaining", "Waiting"].concat(showMeta ? ["Metadata"] : [], rights.force_release ? [""] : [])) head.append(el("th", h));
+    const admin = items.some(([k]) => mayForceRelease(k));
+    for (const h of ["Key", "Token", "Remaining", "Waiting"].concat(showMeta ? ["Metadata"] : [], admin ? [""] : [])) head.append(el("th", h));
     table.append(el("thead"));
     table.tHead.append(head);
     const tb = el("tbody");
@@ -226,11 +241,14 @@ function renderLocks(ev) {
       remaining.dataset.ms = l.remaining_ms;
       tr.append(key, el("td", l.token), remaining, el("td", l.waiters));
       if (showMeta) tr.append(el("td", l.metadata === undefined || l.metadata === null ? "" : (typeof l.metadata === "string" ? l.metadata : JSON.stringify(l.metadata))));
-      if (rights.force_release) {
+      if (admin) {
         const td = el("td");
-        const b = el("button", "force release", "danger");
-        b.addEventListener("click", () => forceRelease(k));
-        td.append(b);
+        if (mayForceRelease(k)) {
+          const b = el("button", "force release", "danger");
+          b.title = "end this lease whoever holds it; the next waiter gets the key";
+          b.addEventListener("click", () => forceRelease(k));
+          td.append(b);
+        }
         tr.append(td);
       }
       tb.append(tr);
@@ -332,9 +350,8 @@ async function renderWaiters(label, q) {
 
 async function forceRelease(k) {
   if (!confirm("Release " + k.label + " whoever holds it? The next waiter gets it.")) return;
-  const body = k.b64 !== null ? { key_b64: k.b64 } : { key: k.raw };
-  const resp = await fetch("/v1/force-release", { method: "POST", headers: headers({ "Content-Type": "application/json" }), body: JSON.stringify(body) });
-  showError("locks-error", resp.ok ? "" : await errorText(resp));
+  const resp = await fetch("/v1/force-release", { method: "POST", headers: headers({ "Content-Type": "application/json" }), body: JSON.stringify({ key: k.raw }) });
+  showError("locks-error", resp.ok ? "" : "force release: " + await errorText(resp));
 }
 
 // --- wiring ---------------------------------------------------------------
