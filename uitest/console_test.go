@@ -114,6 +114,7 @@ func TestConsoleShowsLocksLive(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS("#token"), token),
 		chromedp.Click(chromedp.CSS(`#token-form button[type="submit"]`)),
 		waitText("#conn", "live"),
+		waitText("#who", "token shared"), // the shared token's name in whoami
 		waitCount("#members tbody tr", 3),
 		// The leader's name (which may change on a loaded machine).
 		wrap("a leader's name", chromedp.Poll[chromedp.Void](`["n0", "n1", "n2"].includes(document.getElementById("leader-id").textContent)`,

@@ -125,7 +125,10 @@ async function readEvents(reader, ctl) {
 async function loadRights() {
   try {
     const resp = await fetch("/v1/whoami", { headers: headers(), cache: "no-store" });
-    if (resp.ok) who = await resp.json();
+    if (resp.ok) {
+      who = await resp.json();
+      $("who").textContent = "token " + who.name;
+    }
   } catch (_) { /* keep the last */ }
 }
 
