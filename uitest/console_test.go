@@ -20,7 +20,19 @@ import (
 	"github.com/raftlock/raftlock/lock"
 )
 
-const token = "ui-test-token"
+const (
+	token       = "ui-test-token"             // the shared token: every right
+	readerToken = "billing-reader-0123456789" // read on billing/ only
+)
+
+func readerTokens(t *testing.T) *apiserver.Tokens {
+	tokens, err := apiserver.NewTokens([]apiserver.Token{{Name: "billing-reader", Secret: readerToken,
+		Rules: []api.TokenRule{{Prefix: "billing/", Right: api.RightRead}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tokens
+}
 
 // browserPath finds a Chromium or Chrome, or "" when none is installed.
 func browserPath() string {
@@ -52,7 +64,7 @@ func startCluster(t *testing.T) (c *clustertest.Cluster, urls []string) {
 	})
 	for _, n := range c.Nodes {
 		ln := listeners[n.ID()]
-		srv := apiserver.NewServer(ln.Addr().String(), apiserver.NewHandler(n, apiserver.Config{Token: token}))
+		srv := apiserver.NewServer(ln.Addr().String(), apiserver.NewHandler(n, apiserver.Config{Token: token, Tokens: readerTokens(t)}))
 		go func() { _ = srv.Serve(ln) }()
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -67,8 +79,9 @@ func startCluster(t *testing.T) (c *clustertest.Cluster, urls []string) {
 // TestConsoleShowsLocksLive opens the leader's console of a three-node
 // cluster in a headless Chromium: the page asks for the token, shows the
 // members, shows the locks the test takes (tokens, queue lengths, a key's
-// waiter), force-releases one with its button (the waiter gets it), and
-// drops a lock when the test releases it, without reloading.
+// waiter), force-releases one with its button (the waiter gets it), shows a
+// read-only token only what it may read and no button, and drops a lock
+// when the test releases it, without reloading.
 func TestConsoleShowsLocksLive(t *testing.T) {
 	browser := browserPath()
 	if browser == "" {
@@ -189,6 +202,18 @@ func TestConsoleShowsLocksLive(t *testing.T) {
 	if !info.Locked || info.Waiters != 0 || info.Token == 2 {
 		t.Errorf("after the force-release, jobs/nightly-report is %+v; want held by its waiter", info)
 	}
+
+	// A token that may only read billing/ sees that key, no other, and no button.
+	run(t, bctx, "use a read-only token",
+		chromedp.Click(chromedp.CSS("#token-clear")),
+		chromedp.SendKeys(chromedp.CSS("#token"), readerToken),
+		chromedp.Click(chromedp.CSS(`#token-form button[type="submit"]`)),
+		waitText("#who", "token billing-reader"),
+		chromedp.WaitVisible(chromedp.CSS(row)),
+		wrap("jobs/ to go and no button", chromedp.Poll[chromedp.Void](
+			`!document.querySelector('tr[data-key="jobs/nightly-report"]') && !document.querySelector("button.danger")`,
+			chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(pollPatience))),
+	)
 
 	// Released, it goes from the page without a reload.
 	if released, err := client.Release(ctx, "billing/invoice-42", ownerA); err != nil || !released {
