@@ -177,7 +177,7 @@ func (n *Node) InspectStale(key string) (lock.KeyInfo, error) {
 		return lock.KeyInfo{}, lock.ErrClosed
 	}
 	st, now := n.sm.lookup(key, n.leaderClock())
-	return keyInfo(toReadResult(st, now, request{key: key})), nil
+	return keyInfo(toReadResult(st, now, &readRequest{key: key})), nil
 }
 
 // List implements lock.Lister with linearizable reads at the leader, as
@@ -203,14 +203,10 @@ func (n *Node) List(ctx context.Context, req lock.ListRequest) ([]lock.LockInfo,
 		if req.Limit > 0 {
 			want = req.Limit - len(out)
 		}
-		rep, _, err := n.do(ctx, request{kind: kindList, prefix: req.Prefix, after: after, limit: want})
+		page, _, err := ask[*listPage](ctx, n, &listRequest{prefix: req.Prefix, after: after, limit: want})
 		if err != nil {
 			return nil, err
 		}
-		if rep.kind != kindList {
-			return nil, fmt.Errorf("%w: %v reply to a list", ErrBadRequest, rep.kind)
-		}
-		page := rep.list
 		if err := checkPage(page, req.Prefix, after, want); err != nil {
 			return nil, err
 		}
@@ -227,7 +223,7 @@ func (n *Node) List(ctx context.Context, req lock.ListRequest) ([]lock.LockInfo,
 
 // checkPage makes sure a leader's page is what was asked for, so that a
 // confused peer cannot make List loop or answer keys outside the request.
-func checkPage(page listPage, prefix, after string, limit int) error {
+func checkPage(page *listPage, prefix, after string, limit int) error {
 	if limit > 0 && len(page.locks) > limit {
 		return fmt.Errorf("%w: list answered %d keys, asked for %d", ErrBadRequest, len(page.locks), limit)
 	}

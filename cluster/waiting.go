@@ -247,10 +247,7 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 // never follow the new leader's entries in the log. It returns a leader
 // hint from a "not leader" reply.
 func (n *Node) callWaiting(ctx context.Context, addr string, cmd fsm.Command) (waitAnswer, string, error) {
-	body, err := request{kind: kindWaitAcquire, cmd: cmd}.appendBinary(nil)
-	if err != nil {
-		return waitAnswer{}, "", err
-	}
+	body := encodeRequest(&waitRequest{cmd})
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -272,23 +269,14 @@ func (n *Node) callWaiting(ctx context.Context, addr string, cmd fsm.Command) (w
 	if err != nil {
 		return waitAnswer{}, "", err
 	}
-	switch rep.code {
-	case codeOK:
-		if rep.kind != kindWaitAcquire {
-			return waitAnswer{}, "", fmt.Errorf("%w: %v reply to a waiting acquire", ErrBadRequest, rep.kind)
-		}
-		return rep.wait, "", nil
-	case codeBadRequest:
-		return waitAnswer{}, "", fmt.Errorf("%w: %s", ErrBadRequest, rep.msg)
-	case codeNotLeader:
-		return waitAnswer{}, rep.leader, errNotLeader
-	case codeLostLeadership:
-		return waitAnswer{}, "", errLostLeadership
-	case codeShuttingDown:
-		return waitAnswer{}, "", errLeaderClosing
-	default:
-		return waitAnswer{}, "", fmt.Errorf("cluster: leader: %s", rep.msg)
+	if err := rep.err(); err != nil {
+		return waitAnswer{}, rep.leader, err
 	}
+	ans, ok := rep.answer.(*waitAnswer)
+	if !ok {
+		return waitAnswer{}, "", fmt.Errorf("%w: %v reply to a waiting acquire", ErrBadRequest, rep.kind)
+	}
+	return *ans, "", nil
 }
 
 // waitOutcome turns the leader's answer into Acquire's. A grant whose
@@ -464,7 +452,7 @@ func (n *Node) withdrawAtLeader(t *leaderTerm, cmd fsm.Command, w *waiter) {
 // error says the outcome is unknown). The check and the queuing happen
 // under the registry's claim lock, so a call parking meanwhile is either
 // seen or queued after the cancel-wait.
-func (n *Node) cancelWaitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Command) (reply, error) {
+func (n *Node) cancelWaitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Command) (fsm.Result, error) {
 	for {
 		var (
 			p   *proposal
@@ -474,23 +462,19 @@ func (n *Node) cancelWaitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Co
 			p, err = t.enqueue(cmd)
 		})
 		if err != nil {
-			return reply{}, err
+			return fsm.Result{}, err
 		}
 		if parked == nil {
-			res, err := t.await(ctx, p)
-			if err != nil {
-				return reply{}, err
-			}
-			return reply{code: codeOK, kind: kindCommand, result: res}, nil
+			return t.await(ctx, p)
 		}
 		select {
 		case <-parked:
 		case <-t.stop:
-			return reply{}, errNotLeader
+			return fsm.Result{}, errNotLeader
 		case <-ctx.Done():
-			return reply{}, ctx.Err()
+			return fsm.Result{}, ctx.Err()
 		case <-n.closing:
-			return reply{}, errShuttingDown
+			return fsm.Result{}, errShuttingDown
 		}
 	}
 }
