@@ -18,50 +18,18 @@ import (
 //
 // A command on the leader joins the term's proposal queue. A command on a
 // follower is sent over transport.Call to the leader, which stamps, proposes
-// and answers with the fsm.Result. The RPC's messages are this package's own
-// compact binary encoding with a version byte (wire.go); decoding garbage
-// gives an error, never a panic, and a leader answers a malformed or
-// forbidden request (a tick, a stamped command) with a bad-request reply.
-// A new kind of request (the list, added after the first) keeps the version:
-// a leader that does not know it answers bad request, and every other kind
-// keeps working, so a cluster can be upgraded one node at a time. The one
-// exception is claims (see waiting.go): a node from before them cannot read
-// the new-term and drop-unclaimed log entries or a version 2 snapshot, and
+// and answers with the fsm.Result; the messages and their compatibility
+// rules are in wire.go. The one exception to upgrading one node at a time
+// is claims (see waiting.go): a node from before them cannot read the
+// new-term and drop-unclaimed log entries or a version 2 snapshot, and
 // would grant waiters the others skip, so across that change every member
 // is stopped, upgraded and started again together.
 //
-// A command is retried across leader changes within the caller's context and
-// Config.RequestTimeout:
-//   - rejected before it could take effect (no leader known, not the leader,
-//     transport.ErrNotSent, raft.ErrNotLeader): retried at once against the
-//     leader a member names, or as soon as raft reports a leader change (a
-//     short, growing pause of 5–100ms is the fallback);
-//   - outcome unknown (raft.ErrLeadershipLost or the leader shutting down
-//     after proposing, transport.ErrConnLost): retried the same way with the
-//     same owner, which the state machine makes idempotent;
-//   - still waiting for the leader's answer when raft here reports another
-//     leader (one that froze stops sending heartbeats and is replaced): the
-//     call is cancelled, so the transport drops an answer that comes later,
-//     and the command goes to the new leader at once, as an unknown outcome
-//     — not after RequestTimeout. The old leader cannot commit it any more:
-//     a later term has begun. While raft here knows no leader at all, the
-//     call goes on (a leader that comes back still answers it) for up to
-//     Config.LeaderWait.
-//
-// While no leader is known the call waits for one at most Config.LeaderWait
-// (four election timeouts by default; a waiting acquire at least its wait),
-// then gets lock.ErrUnavailable saying there is no leader. When retries run
-// out otherwise the caller gets lock.ErrUnavailable (no quorum), or ctx's
-// error when its ctx ended (also matching ErrUnavailable if the last attempt
-// found no leader) — within its context, never a hang. If
-// any attempt's outcome was unknown, the error also matches
-// lock.ErrUnknownOutcome: retrying with the same owner is safe.
-//
-// Release after an unknown outcome: if the retry finds the owner no longer
-// holding the key, Release reports true — the first attempt most likely
-// released it, and a release is idempotent, as an etcd or Consul unlock is.
-// Whether the lease had already run out just before cannot be known then;
-// the holder's own deadline (lock.Lock.Remaining) tells it.
+// A command is retried across leader changes within the caller's context,
+// Config.RequestTimeout, and Config.LeaderWait without a leader: see do. If
+// any attempt's outcome was unknown, a final error also matches
+// lock.ErrUnknownOutcome: retrying with the same owner is safe. (Release
+// then reports a key no longer held as released: see Release.)
 
 // Retry pacing when no leader change is signalled: a leader that is known
 // but does not answer (it is dying, or its term is not ready yet) is asked
@@ -141,7 +109,7 @@ func (n *Node) do(ctx context.Context, req rpcRequest) (ans rpcAnswer, retried b
 					body = encodeRequest(req)
 				}
 				var rep reply
-				rep, attemptErr = n.callLeader(ctx, addr, raftLeader, body)
+				rep, attemptErr = n.callLeader(ctx, addr, raftLeader, body, false)
 				if attemptErr == nil {
 					ans, attemptErr, hint = rep.answer, rep.err(), rep.leader
 				}
@@ -263,7 +231,11 @@ func (n *Node) leaderlessError(wait time.Duration, unknown bool) error {
 // left. The cancelled call is over when callLeader returns: the transport
 // drops an answer that comes later, so nothing can take it for the answer of
 // a retry.
-func (n *Node) callLeader(ctx context.Context, addr, raftLeader string, body []byte) (reply, error) {
+//
+// A parked call (a waiting acquire) is not cut when raft merely loses its
+// leader: the leader, even one that lost its quorum for a while, still
+// answers it, and the wait bounds it.
+func (n *Node) callLeader(ctx context.Context, addr, raftLeader string, body []byte, parked bool) (reply, error) {
 	type answer struct {
 		rep reply
 		err error
@@ -281,7 +253,7 @@ func (n *Node) callLeader(ctx context.Context, addr, raftLeader string, body []b
 		now := string(a)
 		// Raft losing its leader says nothing of addr when addr was a
 		// hint: only a leader other than both counts then.
-		lost := now == "" && raftLeader == addr
+		lost := !parked && now == "" && raftLeader == addr
 		moved := now != "" && now != raftLeader && now != addr
 		if lost || moved || n.term.Load() != nil {
 			cancel()
@@ -448,14 +420,8 @@ func (n *Node) listAtLeader(ctx context.Context, t *leaderTerm, req *listRequest
 // up to that index. Its errors are errNotLeader (safe to retry: a read never
 // takes effect), errShuttingDown and ctx's.
 func (n *Node) readIndex(ctx context.Context, t *leaderTerm) error {
-	select {
-	case <-t.ready:
-	case <-t.stop:
-		return errNotLeader
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-n.closing:
-		return errShuttingDown
+	if err := n.until(ctx, t, t.ready); err != nil {
+		return err
 	}
 	commit := n.raft.CommitIndex()
 	if err := n.waitFuture(ctx, n.raft.VerifyLeader()); err != nil {
@@ -475,15 +441,24 @@ func (n *Node) readIndex(ctx context.Context, t *leaderTerm) error {
 		if applied >= commit || t.readyIndex >= commit {
 			return nil
 		}
-		select {
-		case <-changed:
-		case <-t.stop:
-			return errNotLeader
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-n.closing:
-			return errShuttingDown
+		if err := n.until(ctx, t, changed); err != nil {
+			return err
 		}
+	}
+}
+
+// until waits for ch to close while this node leads in term t. Its errors
+// are errNotLeader once the term ends, ctx's, and errShuttingDown.
+func (n *Node) until(ctx context.Context, t *leaderTerm, ch <-chan struct{}) error {
+	select {
+	case <-ch:
+		return nil
+	case <-t.stop:
+		return errNotLeader
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.closing:
+		return errShuttingDown
 	}
 }
 

@@ -193,12 +193,12 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 			tried, attempted = "", true
 			ans, err = n.waitAtLeader(cctx, t, cmd, asked)
 		} else {
-			var addr string
-			addr, _, err = n.leaderTarget(hint)
+			var addr, raftLeader string
+			addr, raftLeader, err = n.leaderTarget(hint)
 			hint = ""
 			if err == nil {
 				tried, attempted = addr, true
-				ans, hint, err = n.callWaiting(cctx, addr, cmd)
+				ans, hint, err = n.callWaiting(cctx, addr, raftLeader, cmd)
 			}
 		}
 		cancel()
@@ -240,36 +240,18 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 	}
 }
 
-// callWaiting sends a waiting acquire to the leader at addr and waits for
-// its answer. A leader change reported while the call is parked cuts it
-// short (the caller sends it again to the new leader at once); the old
-// leader then withdraws it, in its own term only, so the withdrawal can
-// never follow the new leader's entries in the log. It returns a leader
-// hint from a "not leader" reply.
-func (n *Node) callWaiting(ctx context.Context, addr string, cmd fsm.Command) (waitAnswer, string, error) {
-	body := encodeRequest(&waitRequest{cmd})
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		for {
-			changed := n.leaderChanged.wait()
-			a, _ := n.raft.LeaderWithID()
-			if (a != "" && string(a) != addr) || n.term.Load() != nil {
-				cancel()
-				return
-			}
-			select {
-			case <-changed:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	rep, err := n.call(ctx, addr, body)
-	if err != nil {
-		return waitAnswer{}, "", err
+// callWaiting sends a waiting acquire to the leader at addr (raftLeader:
+// see callLeader) and waits for its answer. A leader change reported while
+// the call is parked cuts it short (the caller sends it again to the new
+// leader at once); the old leader then withdraws it, in its own term only,
+// so the withdrawal can never follow the new leader's entries in the log.
+// It returns a leader hint from a "not leader" reply.
+func (n *Node) callWaiting(ctx context.Context, addr, raftLeader string, cmd fsm.Command) (waitAnswer, string, error) {
+	rep, err := n.callLeader(ctx, addr, raftLeader, encodeRequest(&waitRequest{cmd}), true)
+	if err == nil {
+		err = rep.err()
 	}
-	if err := rep.err(); err != nil {
+	if err != nil {
 		return waitAnswer{}, rep.leader, err
 	}
 	ans, ok := rep.answer.(*waitAnswer)
@@ -336,14 +318,8 @@ func (n *Node) heldError(ctx context.Context, key string, why error) error {
 // the same owner has parked since (see waiterRegistry). Its errors are
 // errNotLeader, errLostLeadership, errShuttingDown and ctx's.
 func (n *Node) waitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Command, received time.Duration) (waitAnswer, error) {
-	select {
-	case <-t.ready:
-	case <-t.stop:
-		return waitAnswer{}, errNotLeader
-	case <-ctx.Done():
-		return waitAnswer{}, ctx.Err()
-	case <-n.closing:
-		return waitAnswer{}, errShuttingDown
+	if err := n.until(ctx, t, t.ready); err != nil {
+		return waitAnswer{}, err
 	}
 	var p *proposal
 	w, err := n.awaits.park(cmd.Key, cmd.Owner, func() (err error) {
@@ -467,14 +443,8 @@ func (n *Node) cancelWaitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Co
 		if parked == nil {
 			return t.await(ctx, p)
 		}
-		select {
-		case <-parked:
-		case <-t.stop:
-			return fsm.Result{}, errNotLeader
-		case <-ctx.Done():
-			return fsm.Result{}, ctx.Err()
-		case <-n.closing:
-			return fsm.Result{}, errShuttingDown
+		if err := n.until(ctx, t, parked); err != nil {
+			return fsm.Result{}, err
 		}
 	}
 }
