@@ -335,6 +335,17 @@ func (h *Handler) readKeyed(r *http.Request, c *opCall, req interface{ DecodeKey
 	return key, nil
 }
 
+// readKeyOwner is readKeyed for a request that names an owner, which it
+// must: owner points at req's owner field.
+func (h *Handler) readKeyOwner(r *http.Request, c *opCall, req interface{ DecodeKey() (string, error) }, owner **string) (string, lock.Owner, *apiError) {
+	key, e := h.readKeyed(r, c, req)
+	if e != nil {
+		return "", lock.Owner{}, e
+	}
+	o, e := requiredOwner(*owner)
+	return key, o, e
+}
+
 // requiredTTL reads a request's ttl (or ttl_ms), which it must give.
 func requiredTTL(ttl *api.Duration, ms *api.MillisField) (time.Duration, *apiError) {
 	d, present, err := api.DurationField("ttl", ttl, ms)
@@ -357,11 +368,7 @@ func (h *Handler) releaseAbandoned(key string, owner lock.Owner) {
 
 func (h *Handler) release(r *http.Request, c *opCall) (any, *apiError) {
 	var req api.ReleaseRequest
-	key, e := h.readKeyed(r, c, &req)
-	if e != nil {
-		return nil, e
-	}
-	owner, e := requiredOwner(req.Owner)
+	key, owner, e := h.readKeyOwner(r, c, &req, &req.Owner)
 	if e != nil {
 		return nil, e
 	}
@@ -384,11 +391,7 @@ func (h *Handler) release(r *http.Request, c *opCall) (any, *apiError) {
 
 func (h *Handler) extend(r *http.Request, c *opCall) (any, *apiError) {
 	var req api.ExtendRequest
-	key, e := h.readKeyed(r, c, &req)
-	if e != nil {
-		return nil, e
-	}
-	owner, e := requiredOwner(req.Owner)
+	key, owner, e := h.readKeyOwner(r, c, &req, &req.Owner)
 	if e != nil {
 		return nil, e
 	}

@@ -78,16 +78,13 @@ func (n *Node) do(ctx context.Context, req rpcRequest) (ans rpcAnswer, retried b
 		hint    string // a leader address learned from a "not leader" reply
 		tried   string // the address the last attempt went to
 	)
-	backoff := minRetryBackoff
-	hops := 0                // hints followed in a row without a pause
 	var leaderless time.Time // since when no leader has been known, in a row; zero while one is
 	wait := n.leaderWait()
 	// Only a command takes effect when it is proposed: for the other kinds
 	// an attempt whose answer is lost leaves nothing unknown.
 	mayApply := req.kind() == kindCommand
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
+	p := newPacer()
+	defer p.stop()
 	var body []byte
 	for {
 		if n.closed() {
@@ -142,7 +139,7 @@ func (n *Node) do(ctx context.Context, req rpcRequest) (ans rpcAnswer, retried b
 		if ctx.Err() != nil {
 			return nil, unknown, n.endedError(parent, ctx, unknown, lastErr)
 		}
-		pause := backoff
+		pause := maxRetryBackoff
 		if errors.Is(attemptErr, errNoLeader) {
 			if leaderless.IsZero() {
 				leaderless = time.Now()
@@ -155,24 +152,54 @@ func (n *Node) do(ctx context.Context, req rpcRequest) (ans rpcAnswer, retried b
 		} else {
 			leaderless = time.Time{}
 		}
-		if hint != "" && hint != tried && hint != n.Addr() && hops < 2 {
-			hops++
-			continue // a follower told us who leads: ask it at once
-		}
-		hops = 0
-		timer.Reset(pause)
-		select {
-		case <-changed:
-			backoff = minRetryBackoff
-		case <-timer.C:
-			backoff = min(2*backoff, maxRetryBackoff)
-		case <-ctx.Done():
-			return nil, unknown, n.endedError(parent, ctx, unknown, lastErr)
-		case <-n.closing:
+		if err := p.pause(ctx, n, changed, hint, tried, pause); errors.Is(err, lock.ErrClosed) {
 			return nil, unknown, n.closedError(unknown)
+		} else if err != nil {
+			return nil, unknown, n.endedError(parent, ctx, unknown, lastErr)
 		}
-		timer.Stop()
 	}
+}
+
+// pacer spaces the attempts of a retry loop (do, acquireWaiting).
+type pacer struct {
+	backoff time.Duration // the next pause
+	hops    int           // hints followed in a row without a pause
+	timer   *time.Timer
+}
+
+func newPacer() *pacer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &pacer{backoff: minRetryBackoff, timer: t}
+}
+
+func (p *pacer) stop() { p.timer.Stop() }
+
+// pause returns when the next attempt may go: at once when hint (from a
+// "not leader" reply) names a leader other than the one just tried, at most
+// twice in a row; else as soon as changed reports a leader change, or after
+// a short pause that grows while nothing changes (at most limit). Its
+// errors are ctx's when ctx ends first, and lock.ErrClosed when the node
+// closes.
+func (p *pacer) pause(ctx context.Context, n *Node, changed <-chan struct{}, hint, tried string, limit time.Duration) error {
+	if hint != "" && hint != tried && hint != n.Addr() && p.hops < 2 {
+		p.hops++
+		return nil
+	}
+	p.hops = 0
+	p.timer.Reset(min(p.backoff, limit))
+	defer p.timer.Stop()
+	select {
+	case <-changed:
+		p.backoff = minRetryBackoff
+	case <-p.timer.C:
+		p.backoff = min(2*p.backoff, maxRetryBackoff)
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.closing:
+		return lock.ErrClosed
+	}
+	return nil
 }
 
 // leaderTarget picks where a forwarded attempt goes: the leader a "not

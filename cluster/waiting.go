@@ -155,13 +155,10 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 		lastErr   error
 		hint      string
 		tried     string
-		hops      int
 		attempted bool // an attempt went to a leader: the owner may be queued
 	)
-	backoff := minRetryBackoff
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
+	p := newPacer()
+	defer p.stop()
 	for {
 		if n.closed() {
 			return lock.Lease{}, lock.ErrClosed
@@ -220,23 +217,11 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 		// Not leader, leadership lost, connection lost, no leader, or the
 		// call outlived its wait: send it again.
 		lastErr = err
-		if hint != "" && hint != tried && hint != n.Addr() && hops < 2 {
-			hops++
-			continue
-		}
-		hops = 0
-		timer.Reset(backoff)
-		select {
-		case <-changed:
-			backoff = minRetryBackoff
-		case <-timer.C:
-			backoff = min(2*backoff, maxRetryBackoff)
-		case <-ctx.Done():
-			return lock.Lease{}, n.withdraw(ctx, req.Key, owner)
-		case <-n.closing:
+		if err := p.pause(ctx, n, changed, hint, tried, maxRetryBackoff); errors.Is(err, lock.ErrClosed) {
 			return lock.Lease{}, lock.ErrClosed
+		} else if err != nil {
+			return lock.Lease{}, n.withdraw(ctx, req.Key, owner)
 		}
-		timer.Stop()
 	}
 }
 
@@ -247,7 +232,7 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 // so the withdrawal can never follow the new leader's entries in the log.
 // It returns a leader hint from a "not leader" reply.
 func (n *Node) callWaiting(ctx context.Context, addr, raftLeader string, cmd fsm.Command) (waitAnswer, string, error) {
-	rep, err := n.callLeader(ctx, addr, raftLeader, encodeRequest(&waitRequest{cmd}), true)
+	rep, err := n.callLeader(ctx, addr, raftLeader, encodeRequest(&waitRequest{commandRequest{cmd}}), true)
 	if err == nil {
 		err = rep.err()
 	}

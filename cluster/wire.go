@@ -359,8 +359,9 @@ func (a *commandAnswer) decodeBody(d *fsm.Decoder) {
 }
 
 // waitRequest (kindWaitAcquire) is an acquire with a wait, parked at the
-// leader until its grant or the end of its wait (waiting.go).
-type waitRequest struct{ cmd fsm.Command }
+// leader until its grant or the end of its wait (waiting.go). Its bytes are
+// a command's.
+type waitRequest struct{ commandRequest }
 
 // waitAnswer is how a waiting acquire ended at the leader: granted (token
 // and remaining are the owner's lease, remaining counted from when the
@@ -379,18 +380,11 @@ type waitAnswer struct {
 
 func (r *waitRequest) kind() requestKind { return kindWaitAcquire }
 
-func (r *waitRequest) appendBody(b []byte) []byte {
-	b, _ = r.cmd.AppendBinary(b) // as commandRequest's
-	return b
-}
-
-func (r *waitRequest) decodeBody(d *fsm.Decoder) { r.cmd = d.Command() }
-
 func (r *waitRequest) admit() error {
 	if r.cmd.Op != fsm.OpAcquire || r.cmd.Wait <= 0 {
 		return fmt.Errorf("%w: a waiting acquire must be an acquire with a wait", ErrBadRequest)
 	}
-	return (&commandRequest{r.cmd}).admit()
+	return r.commandRequest.admit()
 }
 
 func (r *waitRequest) serve(ctx context.Context, n *Node, t *leaderTerm) (rpcAnswer, error) {

@@ -30,7 +30,7 @@ func sampleRequests() []rpcRequest {
 		&commandRequest{fsm.Command{Op: fsm.OpRelease, Key: "k", Owner: testOwner}},
 		&readRequest{key: "some/key"},
 		&readRequest{key: "k", owner: testOwner, withOwner: true},
-		&waitRequest{fsm.Command{Op: fsm.OpAcquire, Key: "k", Owner: testOwner, TTL: time.Second, Wait: time.Minute}},
+		&waitRequest{commandRequest{fsm.Command{Op: fsm.OpAcquire, Key: "k", Owner: testOwner, TTL: time.Second, Wait: time.Minute}}},
 		&joinRequest{id: "n3", addr: "10.0.0.3:7000"},
 		&joinRequest{id: "n3", addr: "10.0.0.3:7000", empty: true},
 		&removeRequest{id: "n3"},
@@ -286,8 +286,8 @@ func TestGarbageAndMalformedRequests(t *testing.T) {
 		"retired await":         append([]byte{wireVersion, 6, 1, 'k', 1}, testOwner[:]...),
 		"new-term":              encode(&commandRequest{fsm.Command{Op: fsm.OpNewTerm}}),
 		"drop-unclaimed":        encode(&commandRequest{fsm.Command{Op: fsm.OpDropUnclaimed}}),
-		"wait-acquire, no wait": encode(&waitRequest{acquire}),
-		"wait-acquire, release": encode(&waitRequest{fsm.Command{Op: fsm.OpRelease, Key: "k", Owner: testOwner}}),
+		"wait-acquire, no wait": encode(&waitRequest{commandRequest{acquire}}),
+		"wait-acquire, release": encode(&waitRequest{commandRequest{fsm.Command{Op: fsm.OpRelease, Key: "k", Owner: testOwner}}}),
 		"long cluster ID":       encode(&nodeIdentity{id: "n9", clusterID: strings.Repeat("a", maxIDLen+1)}),
 	} {
 		resp, err := client.Call(ctx, n.Addr(), body)
