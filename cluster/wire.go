@@ -292,6 +292,17 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
+// answered is a serve's answer a, or its error.
+func answered[A any, P interface {
+	*A
+	rpcAnswer
+}](a A, err error) (rpcAnswer, error) {
+	if err != nil {
+		return nil, err
+	}
+	return P(&a), nil
+}
+
 // The kinds, each a request type and an answer type.
 
 // commandRequest (kindCommand) is a client command for the leader to stamp
@@ -327,19 +338,14 @@ func (r *commandRequest) admit() error {
 }
 
 func (r *commandRequest) serve(ctx context.Context, n *Node, t *leaderTerm) (rpcAnswer, error) {
-	var (
-		res fsm.Result
-		err error
-	)
 	if r.cmd.Op == fsm.OpCancelWait {
-		res, err = n.cancelWaitAtLeader(ctx, t, r.cmd) // see waiting.go
-	} else {
-		res, err = t.propose(ctx, r.cmd)
+		return answered(commandAnswerOf(n.cancelWaitAtLeader(ctx, t, r.cmd))) // see waiting.go
 	}
-	if err != nil {
-		return nil, err
-	}
-	return &commandAnswer{res}, nil
+	return answered(commandAnswerOf(t.propose(ctx, r.cmd)))
+}
+
+func commandAnswerOf(res fsm.Result, err error) (commandAnswer, error) {
+	return commandAnswer{res}, err
 }
 
 func (a *commandAnswer) appendBody(b []byte) []byte {
@@ -388,11 +394,7 @@ func (r *waitRequest) admit() error {
 }
 
 func (r *waitRequest) serve(ctx context.Context, n *Node, t *leaderTerm) (rpcAnswer, error) {
-	ans, err := n.waitAtLeader(ctx, t, r.cmd, n.clock.Monotonic())
-	if err != nil {
-		return nil, err
-	}
-	return &ans, nil
+	return answered(n.waitAtLeader(ctx, t, r.cmd, n.clock.Monotonic()))
 }
 
 func (a *waitAnswer) appendBody(b []byte) []byte {
@@ -462,11 +464,7 @@ func (r *readRequest) admit() error {
 }
 
 func (r *readRequest) serve(ctx context.Context, n *Node, t *leaderTerm) (rpcAnswer, error) {
-	rr, err := n.readAtLeader(ctx, t, r)
-	if err != nil {
-		return nil, err
-	}
-	return &rr, nil
+	return answered(n.readAtLeader(ctx, t, r))
 }
 
 func (a *readResult) appendBody(b []byte) []byte {
@@ -537,11 +535,7 @@ func (r *listRequest) admit() error {
 }
 
 func (r *listRequest) serve(ctx context.Context, n *Node, t *leaderTerm) (rpcAnswer, error) {
-	page, err := n.listAtLeader(ctx, t, r)
-	if err != nil {
-		return nil, err
-	}
-	return &page, nil
+	return answered(n.listAtLeader(ctx, t, r))
 }
 
 func (a *listPage) appendBody(b []byte) []byte {
