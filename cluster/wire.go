@@ -39,6 +39,9 @@ import (
 //	  codeNotLeader: string leader address (may be empty)
 //	  other codes: string message
 //
+// Integers are varints as encoding/binary writes them (signed ones
+// zig-zag), read by fsm.Decoder, which takes only their shortest form.
+//
 // Each kind is one struct (its request) with one answer struct, and one line
 // of the kinds table, which is all the decoding, checking and serving code
 // knows of it. To add a kind: give it the next unused number below; write its
@@ -176,6 +179,11 @@ type replyError struct {
 	code   replyCode
 	got    error
 }
+
+// To add a code: a new byte above, and a line here. A node that does not
+// know a code reads the reply as malformed (ErrBadRequest, not retried), so
+// a new code may only answer kinds that such a node cannot have asked, or
+// needs every member upgraded first.
 
 // replyCodeFor is the code answering a serve's error.
 func replyCodeFor(err error) replyCode {

@@ -22,6 +22,11 @@ const (
 	CodeUnavailable    = "unavailable"     // ErrUnavailable
 )
 
+// To add a code: its sentinel (errors.go), its constant above and its line
+// below; then its HTTP status in apiserver's lockCodeStatus (a test there
+// fails until it has one), and, for the HTTP client's users, an api.Code
+// constant naming it.
+
 // errorCodes is the one table of codes and sentinels: a line per code.
 // ErrorCode reads it top down and answers the first line whose first
 // sentinel the error matches, so a more cautious code comes before one it
