@@ -295,6 +295,31 @@ func openMessage(b []byte) (*fsm.Decoder, error) {
 	return fsm.NewDecoder(b[1:]), nil
 }
 
+// appendFlags appends one byte whose bit i is set when flags[i] is.
+func appendFlags(b []byte, flags ...bool) []byte {
+	var f byte
+	for i, set := range flags {
+		if set {
+			f |= 1 << i
+		}
+	}
+	return append(b, f)
+}
+
+// readFlags reads what appendFlags wrote for n flags; another bit set is a
+// problem.
+func readFlags(d *fsm.Decoder, what string, n int) []bool {
+	f := d.Byte()
+	if f>>n != 0 {
+		d.Fail(what)
+	}
+	flags := make([]bool, n)
+	for i := range flags {
+		flags[i] = f&(1<<i) != 0
+	}
+	return flags
+}
+
 func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
@@ -442,22 +467,17 @@ type readResult struct {
 func (r *readRequest) kind() requestKind { return kindRead }
 
 func (r *readRequest) appendBody(b []byte) []byte {
-	b = appendString(b, r.key)
-	if !r.withOwner {
-		return append(b, 0)
+	b = appendFlags(appendString(b, r.key), r.withOwner)
+	if r.withOwner {
+		b = append(b, r.owner[:]...)
 	}
-	return append(append(b, 1), r.owner[:]...)
+	return b
 }
 
 func (r *readRequest) decodeBody(d *fsm.Decoder) {
 	r.key = d.String(fsm.MaxKeyLen)
-	switch d.Byte() {
-	case 0:
-	case 1:
-		r.withOwner = true
+	if r.withOwner = readFlags(d, "owner flag", 1)[0]; r.withOwner {
 		copy(r.owner[:], d.Bytes(len(r.owner)))
-	default:
-		d.Fail("owner flag")
 	}
 }
 
@@ -476,25 +496,15 @@ func (r *readRequest) serve(ctx context.Context, n *Node, t *leaderTerm) (rpcAns
 }
 
 func (a *readResult) appendBody(b []byte) []byte {
-	var flags byte
-	if a.held {
-		flags |= 1
-	}
-	if a.mine {
-		flags |= 2
-	}
-	b = append(b, flags)
+	b = appendFlags(b, a.held, a.mine)
 	b = binary.AppendUvarint(b, a.token)
 	b = binary.AppendVarint(b, int64(a.remaining))
 	return binary.AppendUvarint(b, uint64(max(a.waiters, 0)))
 }
 
 func (a *readResult) decodeBody(d *fsm.Decoder) {
-	flags := d.Byte()
-	if flags&^3 != 0 {
-		d.Fail("read flags")
-	}
-	a.held, a.mine = flags&1 != 0, flags&2 != 0
+	f := readFlags(d, "read flags", 2)
+	a.held, a.mine = f[0], f[1]
 	a.token = d.Uvarint()
 	a.remaining = time.Duration(d.Varint())
 	a.waiters = d.Count()
@@ -547,11 +557,7 @@ func (r *listRequest) serve(ctx context.Context, n *Node, t *leaderTerm) (rpcAns
 }
 
 func (a *listPage) appendBody(b []byte) []byte {
-	var flags byte
-	if a.more {
-		flags |= 1
-	}
-	b = append(b, flags)
+	b = appendFlags(b, a.more)
 	b = binary.AppendUvarint(b, uint64(len(a.locks)))
 	for _, l := range a.locks {
 		b = appendString(b, l.Key)
@@ -565,11 +571,7 @@ func (a *listPage) appendBody(b []byte) []byte {
 // decodeBody appends entries as they are read (a count alone allocates
 // nothing), so a lying count fails when the bytes run out.
 func (a *listPage) decodeBody(d *fsm.Decoder) {
-	flags := d.Byte()
-	if flags&^1 != 0 {
-		d.Fail("list flags")
-	}
-	a.more = flags&1 != 0
+	a.more = readFlags(d, "list flags", 1)[0]
 	n := d.Uvarint()
 	for i := uint64(0); i < n && d.Err() == nil; i++ {
 		l := lock.LockInfo{Key: d.String(fsm.MaxKeyLen)}
