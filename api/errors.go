@@ -148,6 +148,7 @@ var codeErrors = map[string]error{
 	CodeNotImplemented:      errors.ErrUnsupported,
 	CodeInternal:            ErrInternal,
 	CodeUnauthorized:        ErrUnauthorized,
+	CodePermissionDenied:    ErrPermissionDenied,
 	CodeHostNotAllowed:      ErrForbidden,
 	CodeOriginNotAllowed:    ErrForbidden,
 }

@@ -15,7 +15,9 @@
 // The routes, wire format, error codes and security model are documented in
 // package api; the request and answer types are api's, shared with the
 // client. This package adds what only a server needs: strict JSON decoding,
-// per-request limits and time limits, the token check, the browser guard,
+// per-request limits and time limits, the token check (the shared
+// Config.Token, and named tokens with rights per key prefix: Config.Tokens,
+// LoadTokens, Handler.SetTokens), the browser guard,
 // connection limits, JSON answers for the errors net/http writes by itself,
 // and Prometheus metrics (Handler.Registry).
 package apiserver

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -54,9 +56,17 @@ type Config struct {
 	// nothing is done. It must pass api.ValidateToken (visible ASCII, no spaces):
 	// a token no client can send locks everyone out, and NewHandler logs
 	// that. Send it over TLS only, or on a network you trust: it travels as
-	// it is. One token for all callers: it says "may use the API", nothing
-	// finer (no per-key rights).
+	// it is. It is the token named "shared", with every right on every key
+	// (admin on ""); Tokens adds tokens with narrower rights.
 	Token string
+	// Tokens, when not nil, are named tokens with rights per key prefix
+	// (package api's doc, "Security: rights per key prefix", says which
+	// route needs which right); Handler.SetTokens replaces them while the
+	// handler runs. With Token or Tokens set (even an empty Tokens), every
+	// request but /healthz needs one of their secrets. Tokens in which a
+	// token has Token's secret are refused (CheckTokens says so first):
+	// NewHandler then puts Token alone in force and logs why.
+	Tokens *Tokens
 	// Leave, when set, serves POST /v1/leave: it must take the node out of
 	// its cluster for good and make the program stop (the agent passes
 	// cluster.Node.Leave and then exits). The request waits for it, bounded
@@ -96,7 +106,7 @@ type Handler struct {
 	scrape   http.Handler
 	acquires acquires // in progress, for releases to give up
 	routes   map[string]route
-	token    tokenCheck
+	auth     atomic.Pointer[authenticator]
 	guard    guard
 }
 
@@ -118,9 +128,14 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 	if cfg.ListPageSize <= 0 {
 		cfg.ListPageSize = DefaultListPageSize
 	}
-	h := &Handler{store: store, cfg: cfg, log: cfg.Logger, token: newTokenCheck(cfg.Token)}
+	h := &Handler{store: store, cfg: cfg, log: cfg.Logger}
 	if h.log == nil {
 		h.log = hclog.NewNullLogger()
+	}
+	if err := h.SetTokens(cfg.Tokens); err != nil {
+		h.log.Error("api: Config.Tokens conflict with Config.Token; only the shared token is in force", "error", err)
+		auth, _ := newAuthenticator(cfg.Token, nil)
+		h.auth.Store(auth)
 	}
 	if err := api.ValidateToken(cfg.Token); err != nil {
 		h.log.Error("api: Config.Token cannot be sent by any client: every request but /healthz will be refused", "error", err)
@@ -152,6 +167,8 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 		"/healthz":    {http.MethodGet, h.healthz},
 		"/metrics":    {http.MethodGet, h.scrape.ServeHTTP},
 	}
+	h.routes["/v1/whoami"] = route{http.MethodGet, h.whoami}
+	h.routes["/v1/force-release"] = route{http.MethodPost, h.op(opForceRelease, h.forceRelease)}
 	return h
 }
 
@@ -170,12 +187,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.guard.check(w, r) {
 		return
 	}
-	if e := h.token.check(r); e != nil {
-		h.metrics.unauthorized.Inc()
-		// RFC 6750: a 401 names the scheme it wants.
-		w.Header().Set("WWW-Authenticate", `Bearer realm="raftlock"`)
-		writeError(w, e)
-		return
+	if !openPaths[r.URL.Path] {
+		c, e := h.auth.Load().authenticate(r)
+		if e != nil {
+			h.metrics.unauthorized.Inc()
+			// RFC 6750: a 401 names the scheme it wants.
+			w.Header().Set("WWW-Authenticate", `Bearer realm="raftlock"`)
+			writeError(w, e)
+			return
+		}
+		if c != anonymous {
+			r = r.WithContext(context.WithValue(r.Context(), callerKey{}, c))
+		}
 	}
 	rt, ok := h.routes[r.URL.Path]
 	if !ok {
@@ -213,6 +236,8 @@ const (
 	opExtend      = "extend"
 	opInspect     = "inspect"
 	opList        = "list"
+
+	opForceRelease = "force_release"
 )
 
 // opCall is one lock operation in progress.
@@ -263,6 +288,9 @@ func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
 	wait, _, err := api.DurationField("wait", req.Wait, req.WaitMS)
 	if err != nil {
 		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidWait, "api: %v", err)
+	}
+	if e := permit(r, rightLock, key, "acquire"); e != nil {
+		return nil, e
 	}
 	owner := lock.NewOwner()
 	if req.Owner != nil {
@@ -372,6 +400,9 @@ func (h *Handler) release(r *http.Request, c *opCall) (any, *apiError) {
 	if e != nil {
 		return nil, e
 	}
+	if e := permit(r, rightLock, key, "release"); e != nil {
+		return nil, e
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
 	defer cancel()
 	// A release also gives up the owner's acquires still in progress here,
@@ -397,6 +428,9 @@ func (h *Handler) extend(r *http.Request, c *opCall) (any, *apiError) {
 	}
 	ttl, e := requiredTTL(req.TTL, req.TTLMS)
 	if e != nil {
+		return nil, e
+	}
+	if e := permit(r, rightLock, key, "extend"); e != nil {
 		return nil, e
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
@@ -452,6 +486,12 @@ func (h *Handler) inspect(r *http.Request, c *opCall) (any, *apiError) {
 		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "api: key is required (?key=, percent-encoded)")
 	}
 	key := q.Get("key")
+	if err := lock.ValidateKey(key); err != nil {
+		return nil, storeError(err, false)
+	}
+	if e := permit(r, rightRead, key, "inspect"); e != nil {
+		return nil, e
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
 	defer cancel()
 	info, err := h.store.Inspect(ctx, key)
@@ -477,10 +517,23 @@ func (h *Handler) list(r *http.Request, c *opCall) (any, *apiError) {
 		}
 		limit = min(n, limit)
 	}
+	req := lock.ListRequest{Prefix: q.Get("prefix"), After: q.Get("after")}
+	if err := req.Validate(); err != nil {
+		return nil, storeError(err, false)
+	}
+	who := callerOf(r)
+	all, none := who.readsUnder(req.Prefix)
+	if none {
+		return nil, denied(who, rightRead, "list the locks under "+strconv.Quote(req.Prefix), req.Prefix)
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
 	defer cancel()
+	if !all {
+		return h.listReadable(ctx, who, req, limit)
+	}
 	// One more than the page, to learn whether there is a next page.
-	locks, err := h.lister.List(ctx, lock.ListRequest{Prefix: q.Get("prefix"), After: q.Get("after"), Limit: limit + 1})
+	req.Limit = limit + 1
+	locks, err := h.lister.List(ctx, req)
 	if err != nil {
 		return nil, storeError(err, false)
 	}
@@ -493,6 +546,51 @@ func (h *Handler) list(r *http.Request, c *opCall) (any, *apiError) {
 		resp.Locks = append(resp.Locks, api.MakeKeyInfo(l.Key, l.KeyInfo))
 	}
 	return resp, nil
+}
+
+// maxListScan bounds the keys one listing reads from the store, in pages,
+// to fill a page with keys the caller may read: past it, the answer says
+// where to go on (next_after) rather than keep one request busy.
+var maxListScan = 16 * DefaultListPageSize // a variable for tests
+
+// listReadable is a listing for a caller that may read some keys under
+// the prefix and not others: it reads the store a page (at least
+// Config.ListPageSize keys) at a time and keeps the keys the caller may
+// read, until it has limit of them (and knows whether there are more) or
+// has read maxListScan keys.
+func (h *Handler) listReadable(ctx context.Context, c *caller, req lock.ListRequest, limit int) (any, *apiError) {
+	resp := api.ListResponse{Locks: []api.KeyInfo{}}
+	page := max(limit, h.cfg.ListPageSize)
+	scanned := 0
+	for {
+		// One more than the page, to learn whether the store has more.
+		req.Limit = page + 1
+		locks, err := h.lister.List(ctx, req)
+		if err != nil {
+			return nil, storeError(err, false)
+		}
+		for _, l := range locks[:min(len(locks), page)] {
+			if c.rightOn(l.Key) < rightRead {
+				continue
+			}
+			if len(resp.Locks) == limit {
+				resp.More = true
+				return resp, nil
+			}
+			resp.Locks = append(resp.Locks, api.MakeKeyInfo(l.Key, l.KeyInfo))
+		}
+		if len(locks) <= page {
+			return resp, nil // the store has no more
+		}
+		req.After = locks[page-1].Key
+		scanned += page
+		if scanned >= maxListScan {
+			resp.More = true
+			next := api.MakeKeyOut(req.After)
+			resp.NextAfter = &next
+			return resp, nil
+		}
+	}
 }
 
 func (h *Handler) clusterView(w http.ResponseWriter, r *http.Request) {
@@ -514,6 +612,10 @@ func (h *Handler) clusterView(w http.ResponseWriter, r *http.Request) {
 // leave serves POST /v1/leave through Config.Leave.
 func (h *Handler) leave(w http.ResponseWriter, r *http.Request) {
 	if e := noQuery(r); e != nil {
+		writeError(w, e)
+		return
+	}
+	if e := permitPrefix(r, rightAdmin, "", "ask the node to leave its cluster"); e != nil {
 		writeError(w, e)
 		return
 	}

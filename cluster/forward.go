@@ -54,7 +54,8 @@ const defaultLeaderWaitElections = 4
 // leader, or when raft reports a leader change. An attempt whose outcome is
 // unknown (leadership lost after proposing, transport.ErrConnLost, the
 // leader shutting down) is retried the same way: commands carry the caller's
-// owner, which makes them idempotent. A forwarded attempt still waiting for
+// owner, which makes them idempotent (force-release, which carries none, is
+// not retried then: see Node.ForceRelease). A forwarded attempt still waiting for
 // its answer when raft reports that the leader it went to is replaced (by
 // another, or by none: it stopped answering) is abandoned — its call is
 // cancelled, so a late answer is dropped by the transport — and its request
@@ -124,6 +125,11 @@ func (n *Node) do(ctx context.Context, req rpcRequest) (ans rpcAnswer, retried b
 		case errors.Is(attemptErr, errLostLeadership), errors.Is(attemptErr, errLeaderClosing),
 			errors.Is(attemptErr, transport.ErrConnLost), errors.Is(attemptErr, errLeaderReplaced):
 			unknown = unknown || mayApply
+			if c, ok := req.(*commandRequest); ok && c.cmd.Op == fsm.OpForceRelease {
+				// Not idempotent: a retry after the first took effect
+				// would end the lease of the waiter it handed the key to.
+				return nil, true, fmt.Errorf("%w: force-release of %q: %w", lock.ErrUnknownOutcome, c.cmd.Key, attemptErr)
+			}
 		case errors.Is(attemptErr, errShuttingDown), errors.Is(attemptErr, transport.ErrClosed):
 			return nil, unknown, n.closedError(unknown || mayApply)
 		case ctx.Err() != nil:

@@ -124,6 +124,32 @@ func (n *Node) Release(ctx context.Context, key string, owner lock.Owner) (bool,
 	return false, unexpectedStatus("release", res)
 }
 
+// ForceRelease implements lock.AdminStore: the leader applies a
+// force-release of key, which ends its lease whoever holds it and hands it
+// to the next waiter in the same entry. Unlike the owner's commands it is
+// not idempotent (a second one would end the next holder's lease), so it is
+// never sent again once an attempt's outcome is unknown: that error matches
+// lock.ErrUnknownOutcome, and Inspect tells what happened.
+func (n *Node) ForceRelease(ctx context.Context, key string) (uint64, error) {
+	if err := lock.ValidateKey(key); err != nil {
+		return 0, err
+	}
+	if n.closed() {
+		return 0, lock.ErrClosed
+	}
+	res, _, err := n.command(ctx, fsm.Command{Op: fsm.OpForceRelease, Key: key})
+	if err != nil {
+		return 0, err
+	}
+	switch res.Status {
+	case fsm.StatusReleased:
+		return res.Token, nil
+	case fsm.StatusNotHeld:
+		return 0, fmt.Errorf("%w: nobody holds %q", lock.ErrNotHeld, key)
+	}
+	return 0, unexpectedStatus("force-release", res)
+}
+
 // Extend implements lock.Store. The new lease is counted from the leader's
 // stamp of the extend, so the Remaining returned is the TTL.
 func (n *Node) Extend(ctx context.Context, key string, owner lock.Owner, ttl time.Duration) (lock.Lease, error) {

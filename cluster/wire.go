@@ -355,12 +355,13 @@ func (r *commandRequest) appendBody(b []byte) []byte {
 
 func (r *commandRequest) decodeBody(d *fsm.Decoder) { r.cmd = d.Command() }
 
-// admit lets through the client commands, unstamped (only the leader
-// stamps; the term's own commands are never forwarded). Decoding checked
-// the command's limits.
+// admit lets through the client commands (acquire, release, extend,
+// cancel-wait, force-release), unstamped (only the leader stamps; the
+// term's own commands are never forwarded). Decoding checked the command's
+// limits.
 func (r *commandRequest) admit() error {
 	switch r.cmd.Op {
-	case fsm.OpAcquire, fsm.OpRelease, fsm.OpExtend, fsm.OpCancelWait:
+	case fsm.OpAcquire, fsm.OpRelease, fsm.OpExtend, fsm.OpCancelWait, fsm.OpForceRelease:
 	default:
 		return fmt.Errorf("%w: %v may not be forwarded", ErrBadRequest, r.cmd.Op)
 	}
