@@ -53,9 +53,6 @@ func (n *Node) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease
 	if err := req.Validate(); err != nil {
 		return lock.Lease{}, err
 	}
-	if n.closed() {
-		return lock.Lease{}, lock.ErrClosed
-	}
 	if req.Wait > 0 {
 		return n.acquireWaiting(ctx, req, sent)
 	}
@@ -108,9 +105,6 @@ func (n *Node) Release(ctx context.Context, key string, owner lock.Owner) (bool,
 	if err := lock.ValidateRelease(key, owner); err != nil {
 		return false, err
 	}
-	if n.closed() {
-		return false, lock.ErrClosed
-	}
 	res, retried, err := n.command(ctx, fsm.Command{Op: fsm.OpRelease, Key: key, Owner: fsm.Owner(owner)})
 	if err != nil {
 		return false, err
@@ -134,9 +128,6 @@ func (n *Node) ForceRelease(ctx context.Context, key string) (uint64, error) {
 	if err := lock.ValidateKey(key); err != nil {
 		return 0, err
 	}
-	if n.closed() {
-		return 0, lock.ErrClosed
-	}
 	res, _, err := n.command(ctx, fsm.Command{Op: fsm.OpForceRelease, Key: key})
 	if err != nil {
 		return 0, err
@@ -155,9 +146,6 @@ func (n *Node) ForceRelease(ctx context.Context, key string) (uint64, error) {
 func (n *Node) Extend(ctx context.Context, key string, owner lock.Owner, ttl time.Duration) (lock.Lease, error) {
 	if err := lock.ValidateExtend(key, owner, ttl); err != nil {
 		return lock.Lease{}, err
-	}
-	if n.closed() {
-		return lock.Lease{}, lock.ErrClosed
 	}
 	res, _, err := n.command(ctx, fsm.Command{Op: fsm.OpExtend, Key: key, Owner: fsm.Owner(owner), TTL: ttl})
 	if err != nil {
@@ -178,9 +166,6 @@ func (n *Node) Extend(ctx context.Context, key string, owner lock.Owner, ttl tim
 func (n *Node) Inspect(ctx context.Context, key string) (lock.KeyInfo, error) {
 	if err := lock.ValidateKey(key); err != nil {
 		return lock.KeyInfo{}, err
-	}
-	if n.closed() {
-		return lock.KeyInfo{}, lock.ErrClosed
 	}
 	rr, err := n.read(ctx, key, nil)
 	if err != nil {
@@ -218,9 +203,6 @@ func (n *Node) InspectStale(key string) (lock.KeyInfo, error) {
 func (n *Node) List(ctx context.Context, req lock.ListRequest) ([]lock.LockInfo, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
-	}
-	if n.closed() {
-		return nil, lock.ErrClosed
 	}
 	var out []lock.LockInfo
 	after := req.After
