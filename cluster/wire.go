@@ -249,10 +249,12 @@ func decodeRequest(b []byte) (rpcRequest, error) {
 
 func (r reply) appendBinary(b []byte) []byte {
 	b = append(b, wireVersion, byte(r.code), byte(r.kind))
-	switch r.code {
-	case codeOK:
+	switch {
+	case r.code == codeOK && r.answer == nil: // a serve's bug: the peer reads a malformed reply
+		return b
+	case r.code == codeOK:
 		return r.answer.appendBody(b)
-	case codeNotLeader:
+	case r.code == codeNotLeader:
 		return appendString(b, r.leader)
 	}
 	return appendString(b, r.msg[:min(len(r.msg), maxMsgLen)])
