@@ -308,19 +308,13 @@ func (h *Handler) op(name string, fn opFunc) http.HandlerFunc {
 
 func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
 	var req api.AcquireRequest
-	if e := readJSON(c.w, r, h.cfg.MaxBodyBytes, &req); e != nil {
+	key, e := h.readKeyed(r, c, &req)
+	if e != nil {
 		return nil, e
 	}
-	key, err := req.DecodeKey()
-	if err != nil {
-		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "%s", err)
-	}
-	ttl, present, err := api.DurationField("ttl", req.TTL, req.TTLMS)
-	if err != nil {
-		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: %v", err)
-	}
-	if !present {
-		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: ttl is required (ttl as \"30s\" or ttl_ms)")
+	ttl, e := requiredTTL(req.TTL, req.TTLMS)
+	if e != nil {
+		return nil, e
 	}
 	wait, _, err := api.DurationField("wait", req.Wait, req.WaitMS)
 	if err != nil {
@@ -364,26 +358,63 @@ func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
 	if givenUp {
 		return nil, newAPIError(http.StatusConflict, api.CodeCanceled, "%v", errGivenUp)
 	}
+	return leaseResponse(key, owner, lease, ttl, err)
+}
+
+// leaseResponse answers an acquire or extend that asked for ttl with lease,
+// or with the store's err. The term reported is the store's own figure when
+// it gives one, since an acquire by the holder returns the lease it has,
+// not one of the TTL asked.
+func leaseResponse(key string, owner lock.Owner, lease lock.Lease, ttl time.Duration, err error) (any, *apiError) {
 	if err != nil {
 		return nil, storeError(err, true)
+	}
+	if lease.TTL > 0 {
+		ttl = lease.TTL
 	}
 	return api.LeaseResponse{
 		KeyOut:      api.MakeKeyOut(key),
 		Owner:       owner.String(),
 		Token:       lease.Token,
-		TTLMS:       api.Millis(leaseTTL(lease, ttl)),
+		TTLMS:       api.Millis(ttl),
 		RemainingMS: api.Millis(lease.Remaining),
 	}, nil
 }
 
-// leaseTTL is the term to report for lease, granted or extended when asked
-// for ttl: the store's own figure when it gives one, since an acquire by the
-// holder returns the lease it has, not one of the TTL asked.
-func leaseTTL(lease lock.Lease, ttl time.Duration) time.Duration {
-	if lease.TTL > 0 {
-		return lease.TTL
+// readKeyed reads the JSON body into req (a pointer to a request type) and
+// decodes its key.
+func (h *Handler) readKeyed(r *http.Request, c *opCall, req interface{ DecodeKey() (string, error) }) (string, *apiError) {
+	if e := readJSON(c.w, r, h.cfg.MaxBodyBytes, req); e != nil {
+		return "", e
 	}
-	return ttl
+	key, err := req.DecodeKey()
+	if err != nil {
+		return "", newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "%s", err)
+	}
+	return key, nil
+}
+
+// readKeyOwner is readKeyed for a request that names an owner, which it
+// must: owner points at req's owner field.
+func (h *Handler) readKeyOwner(r *http.Request, c *opCall, req interface{ DecodeKey() (string, error) }, owner **string) (string, lock.Owner, *apiError) {
+	key, e := h.readKeyed(r, c, req)
+	if e != nil {
+		return "", lock.Owner{}, e
+	}
+	o, e := requiredOwner(*owner)
+	return key, o, e
+}
+
+// requiredTTL reads a request's ttl (or ttl_ms), which it must give.
+func requiredTTL(ttl *api.Duration, ms *api.MillisField) (time.Duration, *apiError) {
+	d, present, err := api.DurationField("ttl", ttl, ms)
+	if err != nil {
+		return 0, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: %v", err)
+	}
+	if !present {
+		return 0, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: ttl is required (ttl as \"30s\" or ttl_ms)")
+	}
+	return d, nil
 }
 
 func (h *Handler) releaseAbandoned(key string, owner lock.Owner) {
@@ -396,14 +427,7 @@ func (h *Handler) releaseAbandoned(key string, owner lock.Owner) {
 
 func (h *Handler) release(r *http.Request, c *opCall) (any, *apiError) {
 	var req api.ReleaseRequest
-	if e := readJSON(c.w, r, h.cfg.MaxBodyBytes, &req); e != nil {
-		return nil, e
-	}
-	key, err := req.DecodeKey()
-	if err != nil {
-		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "%s", err)
-	}
-	owner, e := requiredOwner(req.Owner)
+	key, owner, e := h.readKeyOwner(r, c, &req, &req.Owner)
 	if e != nil {
 		return nil, e
 	}
@@ -429,23 +453,13 @@ func (h *Handler) release(r *http.Request, c *opCall) (any, *apiError) {
 
 func (h *Handler) extend(r *http.Request, c *opCall) (any, *apiError) {
 	var req api.ExtendRequest
-	if e := readJSON(c.w, r, h.cfg.MaxBodyBytes, &req); e != nil {
-		return nil, e
-	}
-	key, err := req.DecodeKey()
-	if err != nil {
-		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "%s", err)
-	}
-	owner, e := requiredOwner(req.Owner)
+	key, owner, e := h.readKeyOwner(r, c, &req, &req.Owner)
 	if e != nil {
 		return nil, e
 	}
-	ttl, present, err := api.DurationField("ttl", req.TTL, req.TTLMS)
-	if err != nil {
-		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: %v", err)
-	}
-	if !present {
-		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: ttl is required (ttl as \"30s\" or ttl_ms)")
+	ttl, e := requiredTTL(req.TTL, req.TTLMS)
+	if e != nil {
+		return nil, e
 	}
 	if e := permit(r, rightLock, key, "extend"); e != nil {
 		return nil, e
@@ -453,16 +467,7 @@ func (h *Handler) extend(r *http.Request, c *opCall) (any, *apiError) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
 	defer cancel()
 	lease, err := h.store.Extend(ctx, key, owner, ttl)
-	if err != nil {
-		return nil, storeError(err, true)
-	}
-	return api.LeaseResponse{
-		KeyOut:      api.MakeKeyOut(key),
-		Owner:       owner.String(),
-		Token:       lease.Token,
-		TTLMS:       api.Millis(leaseTTL(lease, ttl)),
-		RemainingMS: api.Millis(lease.Remaining),
-	}, nil
+	return leaseResponse(key, owner, lease, ttl, err)
 }
 
 func requiredOwner(s *string) (lock.Owner, *apiError) {
