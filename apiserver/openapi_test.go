@@ -53,10 +53,40 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 // TestOpenAPIDescribesEveryErrorCode checks the code table against every
 // Code constant package api declares, and each route's codes against it.
 func TestOpenAPIDescribesEveryErrorCode(t *testing.T) {
-	fset := token.NewFileSet()
-	files, err := filepath.Glob("../api/*.go")
-	require.NoError(t, err)
+	// The Code constants of package lock (string literals) and of package
+	// api (string literals, or lock's constants by name).
+	lockCodes := codeConstants(t, "../lock", nil)
+	apiCodes := codeConstants(t, "../api", lockCodes)
 	declared := map[string]string{} // value -> constant name
+	for name, v := range apiCodes {
+		declared[v] = name
+	}
+	require.NotEmpty(t, declared)
+	for v, name := range declared {
+		assert.Contains(t, codeStatus, v, "api.%s (%q) has no HTTP status in codeStatus in apiserver/openapi.go: add it", name, v)
+	}
+	for v := range codeStatus {
+		assert.Contains(t, declared, v, "codeStatus in apiserver/openapi.go lists %q, which package api does not declare: remove it", v)
+	}
+	for code, status := range lockCodeStatus {
+		assert.Equal(t, status, codeStatus[code], "codeStatus in apiserver/openapi.go gives %q another status than the server answers (lockCodeStatus)", code)
+	}
+	for _, rd := range openAPIRoutes {
+		for _, c := range rd.codes {
+			assert.Contains(t, codeStatus, c, "%s %s lists code %q, which has no status in codeStatus", rd.method, rd.path, c)
+		}
+	}
+}
+
+// codeConstants reads the string constants named Code* declared in the
+// package in dir (tests excluded): name -> value. A value given as
+// lock.NAME is looked up in lock.
+func codeConstants(t *testing.T, dir string, lock map[string]string) map[string]string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	require.NoError(t, err)
+	out := map[string]string{}
+	fset := token.NewFileSet()
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {
 			continue
@@ -74,29 +104,25 @@ func TestOpenAPIDescribesEveryErrorCode(t *testing.T) {
 					if !strings.HasPrefix(name.Name, "Code") || i >= len(vs.Values) {
 						continue
 					}
-					lit, ok := vs.Values[i].(*ast.BasicLit)
-					if !ok || lit.Kind != token.STRING {
-						continue
+					switch v := vs.Values[i].(type) {
+					case *ast.BasicLit:
+						if v.Kind == token.STRING {
+							s, err := strconv.Unquote(v.Value)
+							require.NoError(t, err)
+							out[name.Name] = s
+						}
+					case *ast.SelectorExpr:
+						if pkg, ok := v.X.(*ast.Ident); ok && pkg.Name == "lock" {
+							s, ok := lock[v.Sel.Name]
+							require.True(t, ok, "%s = lock.%s: no such string constant in package lock", name.Name, v.Sel.Name)
+							out[name.Name] = s
+						}
 					}
-					v, err := strconv.Unquote(lit.Value)
-					require.NoError(t, err)
-					declared[v] = name.Name
 				}
 			}
 		}
 	}
-	require.NotEmpty(t, declared)
-	for v, name := range declared {
-		assert.Contains(t, codeStatus, v, "api.%s (%q) has no HTTP status in codeStatus in apiserver/openapi.go: add it", name, v)
-	}
-	for v := range codeStatus {
-		assert.Contains(t, declared, v, "codeStatus in apiserver/openapi.go lists %q, which package api does not declare: remove it", v)
-	}
-	for _, rd := range openAPIRoutes {
-		for _, c := range rd.codes {
-			assert.Contains(t, codeStatus, c, "%s %s lists code %q, which has no status in codeStatus", rd.method, rd.path, c)
-		}
-	}
+	return out
 }
 
 // TestOpenAPISchemasMatchWireTypes checks the generated schemas against the
