@@ -316,8 +316,8 @@
 //
 //	raftlock_api_operations_total{op,result}          lock operations; op is acquire, acquire_wait
 //	                                                  (an acquire that may queue), release, extend,
-//	                                                  inspect, list or force_release; result is ok or
-//	                                                  the error code (permission_denied for a denial)
+//	                                                  inspect, list, waiters or force_release; result is
+//	                                                  ok or the error code (permission_denied for a denial)
 //	                                                  (canceled also when the client went away)
 //	raftlock_api_operation_duration_seconds{op}       histogram of the time to answer
 //	raftlock_api_waiting_requests                     long-polls in progress on this node
@@ -334,6 +334,39 @@
 //	raftlock_locks_expired_total                      leases that ran out
 //
 // plus the Go runtime's and the process's metrics.
+//
+// GET /v1/waiters?key=K lists the callers queued for K, next first
+// (WaitersResponse): the lease each asked for and how long it will still
+// wait, never its owner. It reads the answering node's own state, so it may
+// be a moment behind the leader ("stale":true). 501 not_implemented for a
+// store that cannot tell (a *cluster.Node can).
+//
+//	curl -s 'localhost:8300/v1/waiters?key=jobs%2Fnightly'
+//	{"key":"jobs/nightly","waiters":[{"position":1,"ttl_ms":30000,"wait_left_ms":8120}],"stale":true}
+//
+// The web console. /ui/ is a page (HTML, CSS and JavaScript embedded in the
+// server, served without the token: it holds no data) that shows the
+// cluster, the held locks by prefix, a key's waiters and the last minutes of
+// activity. It reads GET /v1/events, a text/event-stream of one
+// ConsoleEvent a second ("data: {...}" lines; ?prefix=P limits the locks;
+// only those the token may read), and GET /v1/whoami, whose rules decide
+// which keys get a force-release button, with the token the user types
+// into the page. The page's own requests are same-origin: Handler
+// lets an Origin that is the request's own scheme and Host through, after
+// the Host check, so the console needs no Config.AllowedOrigins entry.
+//
+// GET /v1/openapi.json describes every route, its parameters, bodies,
+// answers and error codes as OpenAPI 3.0; a test keeps it in step with the
+// handler.
+//
+// Debugging. GET /v1/agent/config is the serving program's effective
+// configuration with secrets redacted, GET /v1/agent/logs its last log lines
+// (AgentLogsResponse); both answer 501 not_implemented unless the program
+// provides them (the agent does). With profiling on (the agent's
+// -enable-pprof), /debug/pprof/ serves Go's net/http/pprof; 404 otherwise.
+// All three need the admin right on every key (the prefix ""), as leave
+// does; GET /v1/waiters needs the read right on its key.
+// raftlock debug collects all of these into one bundle.
 //
 // # Errors
 //

@@ -74,12 +74,9 @@ func (h *Handler) Permits(r *http.Request, right, key string) bool {
 
 func (h *Handler) forceRelease(r *http.Request, c *opCall) (any, *apiError) {
 	var req api.ForceReleaseRequest
-	if e := readJSON(c.w, r, h.cfg.MaxBodyBytes, &req); e != nil {
+	key, e := h.readKeyed(r, c, &req)
+	if e != nil {
 		return nil, e
-	}
-	key, err := req.DecodeKey()
-	if err != nil {
-		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "%s", err)
 	}
 	if err := lock.ValidateKey(key); err != nil {
 		return nil, storeError(err, true)

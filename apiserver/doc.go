@@ -20,4 +20,10 @@
 // LoadTokens, Handler.SetTokens), the browser guard,
 // connection limits, JSON answers for the errors net/http writes by itself,
 // and Prometheus metrics (Handler.Registry).
+//
+// A Handler also serves the web console at /ui/ (console.go: the page is
+// embedded from the ui directory and fed by GET /v1/events), its OpenAPI
+// description at /v1/openapi.json (openapi.go), and, when the program asks,
+// profiles, its configuration and its recent log (debug.go). Mount the
+// Handler at the root of a server to get all of them.
 package apiserver

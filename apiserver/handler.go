@@ -91,6 +91,18 @@ type Config struct {
 	// a node behind a proxy that checks Host itself). Entries must pass
 	// ValidateAllowedHost; NewHandler logs those that do not.
 	AllowedHosts []string
+	// EnablePprof serves net/http/pprof under /debug/pprof/ to callers with
+	// the admin right on every key (the prefix ""). Off by default: profiles
+	// show the program's internals and cost CPU while they run.
+	EnablePprof bool
+	// AgentConfig, when set, serves GET /v1/agent/config: the program's
+	// effective configuration, which it must return with every secret
+	// (token, key) already redacted. Nil: 501 not_implemented.
+	AgentConfig func() any
+	// RecentLogs, when set, serves GET /v1/agent/logs: the last lines of the
+	// program's log (give the same LogRing to its logger). Nil: 501
+	// not_implemented.
+	RecentLogs *LogRing
 }
 
 // Handler serves the HTTP/JSON API of one node over a lock.Store (doc.go lists
@@ -108,6 +120,7 @@ type Handler struct {
 	routes   map[string]route
 	auth     atomic.Pointer[authenticator]
 	guard    guard
+	console  *console
 }
 
 type route struct {
@@ -155,6 +168,7 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 		}
 	}
 	h.metrics = newMetrics(h.cluster)
+	h.console = newConsole(h.cluster, h.metrics.answered.Load)
 	h.scrape = promhttp.HandlerFor(h.metrics.registry, promhttp.HandlerOpts{Registry: h.metrics.registry})
 	h.routes = map[string]route{
 		"/v1/acquire": {http.MethodPost, h.op(opAcquire, h.acquire)},
@@ -166,6 +180,12 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 		"/v1/leave":   {http.MethodPost, h.leave},
 		"/healthz":    {http.MethodGet, h.healthz},
 		"/metrics":    {http.MethodGet, h.scrape.ServeHTTP},
+		// The console's and debugging routes (console.go, debug.go, openapi.go).
+		"/v1/events":       {http.MethodGet, h.events},
+		"/v1/waiters":      {http.MethodGet, h.op(opWaiters, h.waiters)},
+		"/v1/agent/config": {http.MethodGet, h.agentConfig},
+		"/v1/agent/logs":   {http.MethodGet, h.agentLogs},
+		"/v1/openapi.json": {http.MethodGet, h.openAPI},
 	}
 	h.routes["/v1/whoami"] = route{http.MethodGet, h.whoami}
 	h.routes["/v1/force-release"] = route{http.MethodPost, h.op(opForceRelease, h.forceRelease)}
@@ -182,9 +202,15 @@ func (h *Handler) Registry() *prometheus.Registry { return h.metrics.registry }
 // keys never appear in paths, so there is nothing to clean or unescape, and
 // unknown routes and wrong methods get the same JSON errors as everything
 // else. The token is checked first, so that without it a caller learns
-// nothing, not even which routes exist.
+// nothing, not even which routes exist; only the console's files under
+// /ui/ (which hold no data) and /healthz are served without it. Paths under
+// /debug/pprof/ go to net/http/pprof when Config.EnablePprof is set.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.guard.check(w, r) {
+		return
+	}
+	if isConsolePath(r.URL.Path) {
+		h.console.serveFiles(w, r) // static files, no data: no token
 		return
 	}
 	if !openPaths[r.URL.Path] {
@@ -199,6 +225,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if c != anonymous {
 			r = r.WithContext(context.WithValue(r.Context(), callerKey{}, c))
 		}
+	}
+	if isPprofPath(r.URL.Path) {
+		h.servePprof(w, r)
+		return
 	}
 	rt, ok := h.routes[r.URL.Path]
 	if !ok {
@@ -236,6 +266,7 @@ const (
 	opExtend      = "extend"
 	opInspect     = "inspect"
 	opList        = "list"
+	opWaiters     = "waiters"
 
 	opForceRelease = "force_release"
 )
@@ -277,19 +308,13 @@ func (h *Handler) op(name string, fn opFunc) http.HandlerFunc {
 
 func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
 	var req api.AcquireRequest
-	if e := readJSON(c.w, r, h.cfg.MaxBodyBytes, &req); e != nil {
+	key, e := h.readKeyed(r, c, &req)
+	if e != nil {
 		return nil, e
 	}
-	key, err := req.DecodeKey()
-	if err != nil {
-		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "%s", err)
-	}
-	ttl, present, err := api.DurationField("ttl", req.TTL, req.TTLMS)
-	if err != nil {
-		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: %v", err)
-	}
-	if !present {
-		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: ttl is required (ttl as \"30s\" or ttl_ms)")
+	ttl, e := requiredTTL(req.TTL, req.TTLMS)
+	if e != nil {
+		return nil, e
 	}
 	wait, _, err := api.DurationField("wait", req.Wait, req.WaitMS)
 	if err != nil {
@@ -333,26 +358,63 @@ func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
 	if givenUp {
 		return nil, newAPIError(http.StatusConflict, api.CodeCanceled, "%v", errGivenUp)
 	}
+	return leaseResponse(key, owner, lease, ttl, err)
+}
+
+// leaseResponse answers an acquire or extend that asked for ttl with lease,
+// or with the store's err. The term reported is the store's own figure when
+// it gives one, since an acquire by the holder returns the lease it has,
+// not one of the TTL asked.
+func leaseResponse(key string, owner lock.Owner, lease lock.Lease, ttl time.Duration, err error) (any, *apiError) {
 	if err != nil {
 		return nil, storeError(err, true)
+	}
+	if lease.TTL > 0 {
+		ttl = lease.TTL
 	}
 	return api.LeaseResponse{
 		KeyOut:      api.MakeKeyOut(key),
 		Owner:       owner.String(),
 		Token:       lease.Token,
-		TTLMS:       api.Millis(leaseTTL(lease, ttl)),
+		TTLMS:       api.Millis(ttl),
 		RemainingMS: api.Millis(lease.Remaining),
 	}, nil
 }
 
-// leaseTTL is the term to report for lease, granted or extended when asked
-// for ttl: the store's own figure when it gives one, since an acquire by the
-// holder returns the lease it has, not one of the TTL asked.
-func leaseTTL(lease lock.Lease, ttl time.Duration) time.Duration {
-	if lease.TTL > 0 {
-		return lease.TTL
+// readKeyed reads the JSON body into req (a pointer to a request type) and
+// decodes its key.
+func (h *Handler) readKeyed(r *http.Request, c *opCall, req interface{ DecodeKey() (string, error) }) (string, *apiError) {
+	if e := readJSON(c.w, r, h.cfg.MaxBodyBytes, req); e != nil {
+		return "", e
 	}
-	return ttl
+	key, err := req.DecodeKey()
+	if err != nil {
+		return "", newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "%s", err)
+	}
+	return key, nil
+}
+
+// readKeyOwner is readKeyed for a request that names an owner, which it
+// must: owner points at req's owner field.
+func (h *Handler) readKeyOwner(r *http.Request, c *opCall, req interface{ DecodeKey() (string, error) }, owner **string) (string, lock.Owner, *apiError) {
+	key, e := h.readKeyed(r, c, req)
+	if e != nil {
+		return "", lock.Owner{}, e
+	}
+	o, e := requiredOwner(*owner)
+	return key, o, e
+}
+
+// requiredTTL reads a request's ttl (or ttl_ms), which it must give.
+func requiredTTL(ttl *api.Duration, ms *api.MillisField) (time.Duration, *apiError) {
+	d, present, err := api.DurationField("ttl", ttl, ms)
+	if err != nil {
+		return 0, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: %v", err)
+	}
+	if !present {
+		return 0, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: ttl is required (ttl as \"30s\" or ttl_ms)")
+	}
+	return d, nil
 }
 
 func (h *Handler) releaseAbandoned(key string, owner lock.Owner) {
@@ -365,14 +427,7 @@ func (h *Handler) releaseAbandoned(key string, owner lock.Owner) {
 
 func (h *Handler) release(r *http.Request, c *opCall) (any, *apiError) {
 	var req api.ReleaseRequest
-	if e := readJSON(c.w, r, h.cfg.MaxBodyBytes, &req); e != nil {
-		return nil, e
-	}
-	key, err := req.DecodeKey()
-	if err != nil {
-		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "%s", err)
-	}
-	owner, e := requiredOwner(req.Owner)
+	key, owner, e := h.readKeyOwner(r, c, &req, &req.Owner)
 	if e != nil {
 		return nil, e
 	}
@@ -398,23 +453,13 @@ func (h *Handler) release(r *http.Request, c *opCall) (any, *apiError) {
 
 func (h *Handler) extend(r *http.Request, c *opCall) (any, *apiError) {
 	var req api.ExtendRequest
-	if e := readJSON(c.w, r, h.cfg.MaxBodyBytes, &req); e != nil {
-		return nil, e
-	}
-	key, err := req.DecodeKey()
-	if err != nil {
-		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "%s", err)
-	}
-	owner, e := requiredOwner(req.Owner)
+	key, owner, e := h.readKeyOwner(r, c, &req, &req.Owner)
 	if e != nil {
 		return nil, e
 	}
-	ttl, present, err := api.DurationField("ttl", req.TTL, req.TTLMS)
-	if err != nil {
-		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: %v", err)
-	}
-	if !present {
-		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: ttl is required (ttl as \"30s\" or ttl_ms)")
+	ttl, e := requiredTTL(req.TTL, req.TTLMS)
+	if e != nil {
+		return nil, e
 	}
 	if e := permit(r, rightLock, key, "extend"); e != nil {
 		return nil, e
@@ -422,16 +467,7 @@ func (h *Handler) extend(r *http.Request, c *opCall) (any, *apiError) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
 	defer cancel()
 	lease, err := h.store.Extend(ctx, key, owner, ttl)
-	if err != nil {
-		return nil, storeError(err, true)
-	}
-	return api.LeaseResponse{
-		KeyOut:      api.MakeKeyOut(key),
-		Owner:       owner.String(),
-		Token:       lease.Token,
-		TTLMS:       api.Millis(leaseTTL(lease, ttl)),
-		RemainingMS: api.Millis(lease.Remaining),
-	}, nil
+	return leaseResponse(key, owner, lease, ttl, err)
 }
 
 func requiredOwner(s *string) (lock.Owner, *apiError) {

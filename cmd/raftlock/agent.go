@@ -63,6 +63,7 @@ type agentFlags struct {
 	allowedOrigins            string // web origins whose pages may call the API
 	allowedHosts              string // Host header names beyond the agent's own
 	maxHTTPConns              int    // concurrent HTTP connections
+	enablePprof               bool   // net/http/pprof under /debug/pprof/
 }
 
 // configFieldFlags names the agent flag that sets each cluster.Config field,
@@ -147,6 +148,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		"cluster-name":       "RAFTLOCK_CLUSTER_NAME",
 		"bootstrap-expect":   "RAFTLOCK_BOOTSTRAP_EXPECT",
 		"retry-join":         "RAFTLOCK_RETRY_JOIN",
+		"enable-pprof":       "RAFTLOCK_ENABLE_PPROF",
 	}
 	fs := newFlagSet("agent", "[-dev] [-node-id ID -data-dir DIR (-bootstrap-expect N -retry-join HOST,... | -retry-join HOST,... | -bootstrap [-peers ...] | -join ADDR,...)] [FLAGS]",
 		"Runs a raftlock node: a member of the Raft cluster that keeps the locks, serving the\n"+
@@ -245,6 +247,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.bootstrapExpect, "bootstrap-expect", 0, "on an empty data dir, form a new cluster once this many members started with the same value see each other (use with -retry-join)")
 	fs.Var(&f.retryJoin, "retry-join", "where other members gossip: HOST or HOST:PORT (a DNS name, re-resolved at each attempt; _srv._tcp.names as SRV), comma-separated or repeated; retried with backoff")
 	fs.IntVar(&f.maxHTTPConns, "max-http-conns", apiserver.DefaultMaxConns, "most HTTP connections open at once; more wait in the kernel's backlog until one closes (0: no limit)")
+	fs.BoolVar(&f.enablePprof, "enable-pprof", false, "serve Go's net/http/pprof under /debug/pprof/ (to tokens with the admin right on every key), for profiles and raftlock debug's goroutine dump")
 	if code := parseFlags(fs, args, env, stderr); code >= 0 {
 		return code
 	}
@@ -257,7 +260,9 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "raftlock agent: -log-level %q: want trace, debug, info, warn or error\n", f.logLevel)
 		return exitUsage
 	}
-	logger := hclog.New(&hclog.LoggerOptions{Name: "raftlock", Level: level, Output: stderr})
+	// The last lines also go to a ring, for GET /v1/agent/logs (raftlock debug).
+	recentLogs := apiserver.NewLogRing(recentLogLines)
+	logger := hclog.New(&hclog.LoggerOptions{Name: "raftlock", Level: level, Output: io.MultiWriter(stderr, recentLogs)})
 
 	sec, err := f.security(fs)
 	if err != nil {
@@ -344,7 +349,8 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	defer httpQuiet.Close()
 	httpLog := httpQuiet.Wrap(logger.Named("http"))
 	handler := apiserver.NewHandler(node, apiserver.Config{Cluster: apiserver.NodeStatus(node), Logger: httpLog, Token: sec.token, Leave: leave,
-		AllowedOrigins: origins, AllowedHosts: hosts, Tokens: tokens})
+		AllowedOrigins: origins, AllowedHosts: hosts, Tokens: tokens,
+		EnablePprof: f.enablePprof, RecentLogs: recentLogs, AgentConfig: effectiveConfig(fs, cfg, node)})
 	if tokens != nil {
 		logger.Info("API tokens loaded", "file", f.httpACLFile, "names", tokens.Names())
 		warnIfShared(f.httpACLFile, logger)
@@ -384,6 +390,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	if cfg.GossipBindAddr != "" {
 		fmt.Fprintf(stdout, "raftlock agent %s: gossip on %s, cluster name %q\n", node.ID(), node.GossipAddr(), cfg.ClusterName)
 	}
+	logger.Info("web console", "url", strings.TrimSuffix(cfg.APIAddr, "/")+"/ui/", "pprof", f.enablePprof)
 
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)

@@ -8,6 +8,7 @@
 //	raftlock release -owner HEX KEY              release a lock whose owner you know
 //	raftlock release -force KEY                  release a lock whoever holds it (admin right)
 //	raftlock leave -addr URL                     take a member out of its cluster for good
+//	raftlock debug -addr URL -o FILE.tar.gz      a bundle for a bug report (status, config, log, goroutines)
 //	raftlock version                             the version, Go version and commit (also -version)
 //
 // Every flag can also be set by an environment variable, named in its help
@@ -87,6 +88,7 @@ func commands() []command {
 		{"locks", "list held locks, optionally by key prefix", runLocks},
 		{"release", "release a lock by key and owner", runRelease},
 		{"leave", "take an agent's node out of its cluster for good, and stop it", runLeave},
+		{"debug", "collect an agent's status, config, recent log and goroutines into a bundle", runDebug},
 		{"version", "print the version of raftlock, and the Go it was built with", runVersion},
 	}
 }
