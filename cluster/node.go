@@ -434,17 +434,14 @@ func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 // skipped. Keys and Waiters are counted by the state machine as it goes,
 // without a walk.
 type Stats struct {
-	ID, Addr   string
-	State      string // raft state: Follower, Candidate, Leader or Shutdown
-	LeaderID   string
-	LeaderAddr string
-	Members    []Member // the raft configuration, by ID; nil if raft could not tell
-	// GossipMembers counts the members gossip knows by state (GossipAlive,
-	// GossipFailed, GossipLeft), raft members or not; nil when gossip is off.
-	GossipMembers map[string]int
-	Term          uint64
-	CommitIndex   uint64
-	AppliedIndex  uint64 // last entry the lock state machine applied
+	ID, Addr     string
+	State        string // raft state: Follower, Candidate, Leader or Shutdown
+	LeaderID     string
+	LeaderAddr   string
+	Members      []Member // the raft configuration, by ID; nil if raft could not tell
+	Term         uint64
+	CommitIndex  uint64
+	AppliedIndex uint64 // last entry the lock state machine applied
 	// LeaderChanges counts the leader changes raft reported to this node:
 	// to another leader, or to none (an election began).
 	LeaderChanges uint64
@@ -477,6 +474,10 @@ type Stats struct {
 	Freeze Timing
 
 	Raft map[string]string // raft's own statistics, for people to read
+
+	// GossipMembers counts the members gossip knows by state (GossipAlive,
+	// GossipFailed, GossipLeft), raft members or not; nil when gossip is off.
+	GossipMembers map[string]int
 }
 
 // Member is one server of the raft configuration.
