@@ -92,6 +92,30 @@
 // (package cluster) or the API client (package api) is the store that
 // excludes across processes.
 //
+// # Sessions, metadata, max hold
+//
+// A Session (Client.NewSession) is one lease, kept alive by one goroutine,
+// that any number of locks are bound to (Client.WithSession): they have no
+// lease of their own, so a process that crashes frees them all within the
+// session TTL (DefaultSessionTTL, 15s, like Consul's; etcd's is 60s), and
+// Session.Close frees them all in one step, each key handed to its next
+// waiter. A holder's conservative deadline is its session's (see
+// Session.Remaining); Done says when the session has ended, and Run
+// cancels its callback then. A session may have a lock-delay (LockDelay):
+// after it expires, its keys stay unavailable that long. Make one session
+// per process, at startup, and bind the process's locks to it. The store
+// must implement SessionStore (the memory store, a cluster node and the
+// HTTP client do).
+//
+// Metadata (a LockOption, at most MaxMetadataLen bytes) travels with an
+// acquisition and is shown to anyone by Inspect and List: who holds the
+// lock and why. Never the owner, never a secret.
+//
+// MaxHold (a RunOption) caps how long Run holds a lock even while its
+// keep-alive runs. The cap is kept by Run on the local clock, not by the
+// store: at the cap the callback's context is canceled and the lock
+// released.
+//
 // # Stores
 //
 // Store is the seam, as database/sql/driver is for database/sql: the memory

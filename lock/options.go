@@ -71,6 +71,54 @@ type acquireOptions struct {
 	waitSet bool
 }
 
+// RunOption configures one Lock.Run or TryRun. Wait and MaxHold are
+// RunOptions.
+type RunOption interface {
+	applyRun(*runOptions)
+}
+
+type runOptions struct {
+	acquireOptions
+	maxHold time.Duration // 0: no cap
+}
+
+func collectRun(opts []RunOption) runOptions {
+	var o runOptions
+	for _, opt := range opts {
+		if opt != nil {
+			opt.applyRun(&o)
+		}
+	}
+	return o
+}
+
+// MaxHoldOption is the option MaxHold returns; it is a RunOption, and
+// nothing else.
+type MaxHoldOption struct{ d time.Duration }
+
+// MaxHold caps how long Run holds the lock, keep-alive or not: d after the
+// grant, the callback's context is canceled (context.Cause matches
+// ErrMaxHold) and the lock is released at once, whether or not the
+// callback has returned. The cap is kept by Run, on the local clock, not
+// by the store: a process that dies keeps nothing anyway (its lease or
+// session ends), and the store's state machine needs no change for it. d
+// must be positive; 0 means no cap.
+func MaxHold(d time.Duration) MaxHoldOption { return MaxHoldOption{d: d} }
+
+func (o MaxHoldOption) applyRun(r *runOptions) { r.maxHold = o.d }
+
+// MetadataOption is the option Metadata returns; it is a LockOption, and
+// nothing else.
+type MetadataOption struct{ meta string }
+
+// Metadata sets what the handle's acquisitions carry as holder metadata
+// (see AcquireRequest.Metadata): at most MaxMetadataLen bytes, shown by
+// Inspect and List. An oversized value is reported by the first acquire,
+// as ErrInvalidMetadata.
+func Metadata(meta string) MetadataOption { return MetadataOption{meta: meta} }
+
+func (o MetadataOption) applyLock(l *Lock) { l.meta = o.meta }
+
 type extendOptions struct {
 	ttl    time.Duration
 	ttlSet bool
@@ -103,6 +151,7 @@ func Wait(d time.Duration) WaitOption { return WaitOption{wait: d} }
 
 func (o WaitOption) applyLock(l *Lock)              { l.wait, l.waitSet = o.wait, true }
 func (o WaitOption) applyAcquire(a *acquireOptions) { a.wait, a.waitSet = o.wait, true }
+func (o WaitOption) applyRun(r *runOptions)         { r.wait, r.waitSet = o.wait, true }
 
 func collectAcquire(opts []AcquireOption) acquireOptions {
 	var o acquireOptions
