@@ -473,7 +473,8 @@ func checkForwarded(req request) error {
 	switch req.kind {
 	case kindCommand:
 		switch req.cmd.Op {
-		case fsm.OpAcquire, fsm.OpRelease, fsm.OpExtend, fsm.OpCancelWait:
+		case fsm.OpAcquire, fsm.OpRelease, fsm.OpExtend, fsm.OpCancelWait,
+			fsm.OpSessionCreate, fsm.OpSessionRenew, fsm.OpSessionDestroy:
 		default:
 			return fmt.Errorf("%w: %v may not be forwarded", ErrBadRequest, req.cmd.Op)
 		}
@@ -616,5 +617,7 @@ func toReadResult(st fsm.KeyState, at time.Duration, req request) readResult {
 		token:     st.Token,
 		remaining: max(st.ExpiresAt-at, 0),
 		waiters:   st.Waiters,
+		meta:      st.Meta,
+		delayed:   st.Delayed,
 	}
 }

@@ -25,14 +25,19 @@ import (
 //	  kindIdentity: string id | string cluster ID (the asking node's; empty if it knows none)
 //	reply: version | code | kind | body
 //	  codeOK, kindCommand: status | uvarint token | varint expiresAt | varint now | uvarint waiters
-//	  codeOK, kindRead:    flags (1 held, 2 held by the asking owner) | uvarint token | varint remaining | uvarint waiters
+//	  codeOK, kindRead:    flags (1 held, 2 held by the asking owner, 4 metadata follows, 8 lock-delay) |
+//	                       uvarint token | varint remaining | uvarint waiters [| string metadata]
 //	  codeOK, kindWaitAcquire: status | uvarint token | varint remaining | uvarint waiters | varint ttl;
 //	                       remaining counts from when the request reached the leader
 //	  codeOK, kindJoin/kindJoinEmpty/kindRemove: empty
 //	  codeOK, kindInfo:    string id | string API address (may be empty)
 //	  codeOK, kindIdentity: string id | string cluster ID (may be empty)
-//	  codeOK, kindList:    flags (1 more keys follow) | uvarint count |
-//	                       count × (string key | uvarint token | varint remaining | uvarint waiters)
+//	  codeOK, kindList:    flags (1 more keys follow, 2 entries carry metadata) | uvarint count |
+//	                       count × (string key | uvarint token | varint remaining | uvarint waiters
+//	                       [| string metadata | byte lock-delay (0 or 1)])
+//
+// The metadata flags are set only when a holder has metadata (or a key is
+// in a lock-delay), so replies without them read as before.
 //	  codeNotLeader: string leader address (may be empty)
 //	  other codes: string message
 //
@@ -67,11 +72,12 @@ const (
 )
 
 // maxListPage is the most keys one kindList reply carries. A listed key
-// encodes in at most maxListEntryLen bytes, so a full page (about 2.2 MB) stays
-// well under transport.MaxFrameSize; a longer listing takes several pages.
+// encodes in at most maxListEntryLen bytes, so a full page (about 2.2 MB,
+// 6.5 MB if every holder has the largest metadata) stays well under
+// transport.MaxFrameSize; a longer listing takes several pages.
 const (
 	maxListPage     = 4096
-	maxListEntryLen = binary.MaxVarintLen64 + fsm.MaxKeyLen + 3*binary.MaxVarintLen64
+	maxListEntryLen = binary.MaxVarintLen64 + fsm.MaxKeyLen + 3*binary.MaxVarintLen64 + binary.MaxVarintLen64 + fsm.MaxMetaLen + 1
 )
 
 func (k requestKind) String() string {
@@ -135,6 +141,8 @@ type readResult struct {
 	token     uint64
 	remaining time.Duration // the holder's lease left at the leader's log time when it answered
 	waiters   int
+	meta      string // the holder's metadata
+	delayed   bool   // nobody holds it: a session's lock-delay runs
 }
 
 // waitAnswer is how a waiting acquire ended at the leader: granted (token
@@ -294,14 +302,30 @@ func (r reply) appendBinary(b []byte) []byte {
 			if r.read.mine {
 				flags |= 2
 			}
+			if r.read.meta != "" {
+				flags |= 4
+			}
+			if r.read.delayed {
+				flags |= 8
+			}
 			b = append(b, flags)
 			b = binary.AppendUvarint(b, r.read.token)
 			b = binary.AppendVarint(b, int64(r.read.remaining))
 			b = binary.AppendUvarint(b, uint64(max(r.read.waiters, 0)))
+			if r.read.meta != "" {
+				b = appendString(b, r.read.meta)
+			}
 		case kindList:
 			var flags byte
 			if r.list.more {
 				flags |= 1
+			}
+			withMeta := false
+			for _, l := range r.list.locks {
+				withMeta = withMeta || l.Metadata != "" || l.Delayed
+			}
+			if withMeta {
+				flags |= 2
 			}
 			b = append(b, flags)
 			b = binary.AppendUvarint(b, uint64(len(r.list.locks)))
@@ -310,6 +334,14 @@ func (r reply) appendBinary(b []byte) []byte {
 				b = binary.AppendUvarint(b, l.Token)
 				b = binary.AppendVarint(b, int64(l.Remaining))
 				b = binary.AppendUvarint(b, uint64(max(l.Waiters, 0)))
+				if withMeta {
+					b = appendString(b, l.Metadata)
+					if l.Delayed {
+						b = append(b, 1)
+					} else {
+						b = append(b, 0)
+					}
+				}
 			}
 		case kindInfo:
 			b = appendString(b, r.info.id)
@@ -352,13 +384,16 @@ func decodeReply(b []byte) (reply, error) {
 			r.wait.ttl = time.Duration(d.varint())
 		case kindRead:
 			flags := d.byte()
-			if flags&^3 != 0 {
+			if flags&^15 != 0 {
 				d.fail("read flags")
 			}
-			r.read.held, r.read.mine = flags&1 != 0, flags&2 != 0
+			r.read.held, r.read.mine, r.read.delayed = flags&1 != 0, flags&2 != 0, flags&8 != 0
 			r.read.token = d.uvarint()
 			r.read.remaining = time.Duration(d.varint())
 			r.read.waiters = d.count()
+			if flags&4 != 0 {
+				r.read.meta = d.string(fsm.MaxMetaLen)
+			}
 		case kindList:
 			r.list = d.listPage()
 		case kindInfo:
@@ -391,7 +426,7 @@ func decodeReply(b []byte) (reply, error) {
 func (d *wireDecoder) listPage() listPage {
 	var p listPage
 	flags := d.byte()
-	if flags&^1 != 0 {
+	if flags&^3 != 0 {
 		d.fail("list flags")
 	}
 	p.more = flags&1 != 0
@@ -402,6 +437,16 @@ func (d *wireDecoder) listPage() listPage {
 		l.Token = d.uvarint()
 		l.Remaining = time.Duration(d.varint())
 		l.Waiters = d.count()
+		if flags&2 != 0 {
+			l.Metadata = d.string(fsm.MaxMetaLen)
+			switch d.byte() {
+			case 0:
+			case 1:
+				l.Delayed = true
+			default:
+				d.fail("lock-delay flag")
+			}
+		}
 		if d.err == nil {
 			p.locks = append(p.locks, l)
 		}

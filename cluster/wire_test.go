@@ -29,6 +29,10 @@ func sampleRequests() []request {
 		{kind: kindRead, key: "some/key"},
 		{kind: kindRead, key: "k", owner: testOwner, withOwner: true},
 		{kind: kindWaitAcquire, cmd: fsm.Command{Op: fsm.OpAcquire, Key: "k", Owner: testOwner, TTL: time.Second, Wait: time.Minute}},
+		{kind: kindWaitAcquire, cmd: fsm.Command{Op: fsm.OpAcquire, Key: "k", Owner: testOwner, Session: testOwner, Wait: time.Minute, Meta: "m"}},
+		{kind: kindCommand, cmd: fsm.Command{Op: fsm.OpSessionCreate, Session: testOwner, TTL: time.Second, LockDelay: time.Second}},
+		{kind: kindCommand, cmd: fsm.Command{Op: fsm.OpSessionRenew, Session: testOwner}},
+		{kind: kindCommand, cmd: fsm.Command{Op: fsm.OpSessionDestroy, Session: testOwner}},
 		{kind: kindJoin, id: "n3", addr: "10.0.0.3:7000"},
 		{kind: kindJoinEmpty, id: "n3", addr: "10.0.0.3:7000"},
 		{kind: kindRemove, id: "n3"},
@@ -46,6 +50,9 @@ func sampleReplies() []reply {
 		{code: codeOK, kind: kindCommand, result: fsm.Result{Status: fsm.StatusGranted, Token: 7, ExpiresAt: 9 * time.Second, Now: 4 * time.Second, Waiters: 2}},
 		{code: codeOK, kind: kindRead, read: readResult{held: true, mine: true, token: 3, remaining: time.Second, waiters: 1}},
 		{code: codeOK, kind: kindRead},
+		{code: codeOK, kind: kindRead, read: readResult{held: true, token: 3, remaining: time.Second, meta: "host=a"}},
+		{code: codeOK, kind: kindRead, read: readResult{held: true, token: 3, remaining: time.Second, delayed: true}},
+		{code: codeOK, kind: kindWaitAcquire, wait: waitAnswer{status: fsm.StatusNoSession}},
 		{code: codeOK, kind: kindWaitAcquire, wait: waitAnswer{status: fsm.StatusGranted, token: 7, remaining: time.Second}},
 		{code: codeOK, kind: kindWaitAcquire, wait: waitAnswer{status: fsm.StatusHeld, token: 3, remaining: time.Minute, waiters: 2}},
 		{code: codeOK, kind: kindJoin},
@@ -54,6 +61,10 @@ func sampleReplies() []reply {
 		{code: codeOK, kind: kindList, list: listPage{more: true, locks: []lock.LockInfo{
 			{Key: "jobs/a", KeyInfo: lock.KeyInfo{Locked: true, Token: 3, Remaining: time.Second, Waiters: 2}},
 			{Key: "jobs/b", KeyInfo: lock.KeyInfo{Locked: true, Token: 9, Remaining: time.Millisecond}},
+		}}},
+		{code: codeOK, kind: kindList, list: listPage{locks: []lock.LockInfo{
+			{Key: "jobs/a", KeyInfo: lock.KeyInfo{Locked: true, Token: 3, Remaining: time.Second, Metadata: "pid=7"}},
+			{Key: "jobs/b", KeyInfo: lock.KeyInfo{Locked: true, Token: 9, Remaining: time.Millisecond, Delayed: true}},
 		}}},
 		{code: codeOK, kind: kindInfo, info: nodeInfo{id: "n1", apiAddr: "https://10.0.0.1:7070"}},
 		{code: codeOK, kind: kindInfo, info: nodeInfo{id: "n2"}},
@@ -109,12 +120,12 @@ func TestFullListPageFitsAFrame(t *testing.T) {
 	for i := range maxListPage {
 		page.locks = append(page.locks, lock.LockInfo{
 			Key:     fmt.Sprintf("%0*d", fsm.MaxKeyLen, i),
-			KeyInfo: lock.KeyInfo{Locked: true, Token: math.MaxUint64, Remaining: math.MinInt64, Waiters: fsm.MaxWaiters},
+			KeyInfo: lock.KeyInfo{Locked: true, Token: math.MaxUint64, Remaining: math.MinInt64, Waiters: fsm.MaxWaiters, Metadata: strings.Repeat("m", fsm.MaxMetaLen), Delayed: true},
 		})
 	}
 	b := reply{code: codeOK, kind: kindList, list: page}.appendBinary(nil)
 	assert.LessOrEqual(t, len(b), 8+maxListPage*maxListEntryLen)
-	assert.Less(t, len(b), transport.MaxFrameSize/4)
+	assert.Less(t, len(b), transport.MaxFrameSize/2)
 	got, err := decodeReply(b)
 	require.NoError(t, err)
 	assert.Equal(t, page, got.list)
@@ -127,7 +138,7 @@ func TestListReplyCountMustMatch(t *testing.T) {
 	b = binary.AppendUvarint(b, math.MaxUint64)
 	_, err := decodeReply(b)
 	assert.ErrorIs(t, err, ErrBadRequest)
-	_, err = decodeReply([]byte{wireVersion, byte(codeOK), byte(kindList), 2, 0})
+	_, err = decodeReply([]byte{wireVersion, byte(codeOK), byte(kindList), 4, 0})
 	assert.ErrorIs(t, err, ErrBadRequest, "unknown flags")
 }
 
