@@ -38,8 +38,9 @@ import (
 //
 // The metadata flags are set only when a holder has metadata (or a key is
 // in a lock-delay), so replies without them read as before.
-//	  codeNotLeader: string leader address (may be empty)
-//	  other codes: string message
+//
+//	codeNotLeader: string leader address (may be empty)
+//	other codes: string message
 //
 // New request kinds are added without a new version: a node that does not
 // know a kind answers codeBadRequest ("bad request kind"), which the asking
