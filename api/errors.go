@@ -39,6 +39,9 @@ const (
 	CodeInvalidWait      = "invalid_wait"       // 400: wait malformed, negative or too long
 	CodeInvalidOwner     = "invalid_owner"      // 400: owner missing (release, extend), not 32 hex digits, or zero
 	CodeInvalidList      = "invalid_list"       // 400: list limit not a positive integer
+	CodeInvalidSession   = "invalid_session"    // 400: session id not 32 hex digits or zero, session ttl or lock_delay out of range
+	CodeInvalidMetadata  = "invalid_metadata"   // 400: metadata longer than lock.MaxMetadataLen bytes
+	CodeNoSession        = "no_session"         // 409: the session has ended (expired or destroyed) or never existed
 	CodeBodyTooLarge     = "body_too_large"     // 413: request body over the limit
 	CodeLocked           = "locked"             // 409: held by another owner; carries token and remaining_ms
 	CodeNotHeld          = "not_held"           // 409: release/extend by an owner that does not hold the key
@@ -136,6 +139,12 @@ func codeSentinels(code string) []error {
 		return []error{lock.ErrInvalidOwner}
 	case CodeInvalidList:
 		return []error{lock.ErrInvalidList}
+	case CodeInvalidSession:
+		return []error{lock.ErrInvalidSession}
+	case CodeInvalidMetadata:
+		return []error{lock.ErrInvalidMetadata}
+	case CodeNoSession:
+		return []error{lock.ErrNoSession}
 	case CodeLocked:
 		return []error{lock.ErrLocked}
 	case CodeNotHeld, CodeCanceled:

@@ -58,6 +58,12 @@ func storeError(err error, write bool) *apiError {
 		return newAPIError(http.StatusBadRequest, api.CodeInvalidOwner, "%s", err.Error())
 	case errors.Is(err, lock.ErrInvalidList):
 		return newAPIError(http.StatusBadRequest, api.CodeInvalidList, "%s", err.Error())
+	case errors.Is(err, lock.ErrInvalidSession):
+		return newAPIError(http.StatusBadRequest, api.CodeInvalidSession, "%s", err.Error())
+	case errors.Is(err, lock.ErrInvalidMetadata):
+		return newAPIError(http.StatusBadRequest, api.CodeInvalidMetadata, "%s", err.Error())
+	case errors.Is(err, lock.ErrNoSession):
+		return newAPIError(http.StatusConflict, api.CodeNoSession, "%s", err.Error())
 	case errors.Is(err, lock.ErrQueueFull):
 		return newAPIError(http.StatusTooManyRequests, api.CodeQueueFull, "%s", err.Error())
 	// Unknown outcome before unavailable: an error may match both, and the
