@@ -226,7 +226,7 @@ type Status uint8
 const (
 	StatusGranted   Status = 1  // acquire: Owner holds Key (new grant, or the idempotent repeat of a live one)
 	StatusQueued    Status = 2  // acquire: held by another; Owner queued (or was already queued)
-	StatusHeld      Status = 3  // acquire with Wait 0: held by another; nothing changed
+	StatusHeld      Status = 3  // acquire with Wait 0: held by another (or by, or queued for, Owner under another session or a lease); nothing changed
 	StatusQueueFull Status = 4  // acquire: held by another and MaxWaiters already wait
 	StatusExtended  Status = 5  // extend: lease now ends at ExpiresAt
 	StatusReleased  Status = 6  // release, or cancel-wait of an owner that had been granted

@@ -173,11 +173,22 @@ func (m *Machine) acquire(c Command) Result {
 	}
 	held := Result{Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now, Waiters: e.waiters.len()}
 	if e.owner == c.Owner {
-		// A retry by the live holder: the same grant, not lengthened.
+		// A retry by the live holder: the same grant, not lengthened. Only
+		// with the same binding: a grant bound to one session (or to a
+		// lease) is not the answer to an acquire under another, whose
+		// renewals would not keep it; that acquire finds the key held.
+		if e.session != s {
+			held.Status = StatusHeld
+			return held
+		}
 		held.Status = StatusGranted
 		return held
 	}
 	if w := e.waiters.find(c.Owner); w != nil {
+		if w.session != s {
+			held.Status = StatusHeld // as for the holder: another binding
+			return held
+		}
 		// A retry by a queued owner keeps its place and its deadline, and
 		// claims the place for the current epoch.
 		if w.epoch != m.epoch {

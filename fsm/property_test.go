@@ -108,6 +108,18 @@ func (o *observer) event(e Event) error {
 	return nil
 }
 
+// otherBinding reports whether c's owner holds (h, held) or waits (pos) for
+// c's key under another session, or a lease, than c names.
+func (o *observer) otherBinding(c Command, h Owner, held bool, pos int) bool {
+	if held && h == c.Owner {
+		return o.holderSess[c.Key] != c.Session
+	}
+	if pos >= 0 {
+		return o.waiterSess[c.Key][c.Owner] != c.Session
+	}
+	return false
+}
+
 // endSession marks s as ending: by its destroy command, or by expiry.
 func (o *observer) endSession(s Owner, byCmd bool) {
 	delete(o.sessEnd, s)
@@ -187,6 +199,9 @@ func (o *observer) result(c Command, r Result) error {
 		if pos >= 0 {
 			return fmt.Errorf("granted to an owner still queued")
 		}
+		if held && o.holderSess[c.Key] != c.Session {
+			return fmt.Errorf("granted a retry under another binding")
+		}
 		if held {
 			if h != c.Owner || r.Token != o.token[c.Key] {
 				return fmt.Errorf("granted %x:%d while %x:%d holds", c.Owner[:1], r.Token, h[:1], o.token[c.Key])
@@ -204,6 +219,9 @@ func (o *observer) result(c Command, r Result) error {
 		o.holder[c.Key], o.token[c.Key] = c.Owner, r.Token
 		return o.newToken(r.Token)
 	case StatusQueued, StatusHeld:
+		if r.Status == StatusHeld && o.otherBinding(c, h, held, pos) {
+			return nil // the owner holds or waits under another binding: nothing changed
+		}
 		if o.delayed[c.Key] && !held {
 			held, h = true, Owner{}
 		}

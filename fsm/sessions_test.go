@@ -226,3 +226,33 @@ func TestRestoreRejectsBadSessions(t *testing.T) {
 		assert.Equal(t, before, m.Snapshot(), tt.name)
 	}
 }
+
+// An owner's acquire is its idempotent retry only under the binding of its
+// grant (or place in the queue): under another session, or a lease, whose
+// renewals would not keep that grant, it finds the key held, and nothing
+// changes.
+func TestRetryUnderAnotherBindingIsHeld(t *testing.T) {
+	r := newRecorder()
+	r.apply(createSession(0, sessionS, time.Second, 0))
+	r.apply(createSession(0, sessionT, time.Second, 0))
+	res, _ := r.apply(acquireIn(ms, "k", ownerA, sessionS, 0, ""))
+	require.Equal(t, StatusGranted, res.Status)
+	before := r.Snapshot()
+	for _, c := range []Command{
+		acquireIn(2*ms, "k", ownerA, sessionT, time.Second, ""),
+		acquire(2*ms, "k", ownerA, time.Second, time.Second),
+	} {
+		res, _ = r.apply(c)
+		assert.Equal(t, StatusHeld, res.Status, "%+v", c)
+		assert.Equal(t, uint64(1), res.Token)
+	}
+	res, _ = r.apply(acquireIn(2*ms, "k", ownerA, sessionS, 0, ""))
+	assert.Equal(t, StatusGranted, res.Status, "the same binding is the retry")
+	r.apply(acquireIn(3*ms, "k", ownerB, sessionT, time.Second, ""))
+	res, _ = r.apply(acquire(4*ms, "k", ownerB, time.Second, time.Second))
+	assert.Equal(t, StatusHeld, res.Status, "a queued owner under another binding")
+	res, _ = r.apply(acquireIn(4*ms, "k", ownerB, sessionT, time.Second, ""))
+	assert.Equal(t, StatusQueued, res.Status)
+	assert.NotEqual(t, before, r.Snapshot()) // B queued
+	require.NoError(t, checkInternals(r.Machine))
+}
