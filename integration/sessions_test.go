@@ -132,4 +132,3 @@ func (h *holder) destroySession(budget context.Context, id lock.SessionID) {
 		return err
 	})
 }
-
