@@ -208,6 +208,7 @@ func (l *Lock) keepAlive(ctx context.Context, g *grant, o extendOptions) (mayBeL
 			return true, fmt.Errorf("%w: the lock on %q ended with its session: %w", ErrNotHeld, l.key, s.Err())
 		}
 	}
+	var extendedAt time.Time // the last successful extend
 	for {
 		l.mu.Lock()
 		deadline, ended, ttl := g.deadline, g.ended, l.ttl
@@ -226,6 +227,12 @@ func (l *Lock) keepAlive(ctx context.Context, g *grant, o extendOptions) (mayBeL
 			}
 			wait = left - ttl*2/3
 		}
+		if since := time.Since(extendedAt); wait <= 0 && since < ttl/10 {
+			// The store granted less than the TTL (a lock bound to a
+			// session, through a restored handle, lasts as its session
+			// does): extend no more often than every TTL/10.
+			wait = ttl/10 - since
+		}
 		if wait <= 0 {
 			// An answer after the deadline comes too late: the caller may
 			// already share the resource with the next holder.
@@ -237,6 +244,7 @@ func (l *Lock) keepAlive(ctx context.Context, g *grant, o extendOptions) (mayBeL
 			cancel()
 			switch {
 			case err == nil:
+				extendedAt = time.Now()
 				continue
 			case errors.Is(err, ErrNotHeld):
 				return false, l.endedError(g)
