@@ -274,7 +274,7 @@ type Result struct {
 	Token     uint64        // granted/extended/released: the owner's lease token; held/queued/queue-full: the holder's
 	ExpiresAt time.Duration // granted/extended: when the owner's lease ends; held/queued/queue-full: the holder's
 	Now       time.Duration // the machine's log time after this command: the leader's log clock when it answered, from which a holder counts Remaining
-	Waiters   int           // queued: the owner's 1-based position; new-term: the waiters now unclaimed; drop-unclaimed: the waiters dropped; otherwise the queue length after the command
+	Waiters   int           // queued: the owner's 1-based position; new-term: the waiters now unclaimed; drop-unclaimed: the waiters dropped; session-destroy: the locks released; session-create (a retry) and session-renew: the keys the session holds or waits for; otherwise the queue length after the command
 }
 
 // EventKind names something that happened to an owner other than through its own command's Result.

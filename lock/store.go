@@ -45,7 +45,9 @@ type Store interface {
 
 	// Extend makes owner's lease on key end ttl from now (which may shorten
 	// it), keeping its token. It returns
-	// ErrNotHeld when owner does not hold key (the lease was lost).
+	// ErrNotHeld when owner does not hold key (the lease was lost). A lock
+	// bound to a session has no lease of its own: Extend changes nothing
+	// and reports what is left of the session.
 	Extend(ctx context.Context, key string, owner Owner, ttl time.Duration) (Lease, error)
 
 	// Inspect reports whether anyone holds key. It never reveals the owner.
