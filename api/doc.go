@@ -227,6 +227,14 @@
 //	curl -s --json '{"id":"5b7e20..."}' localhost:8300/v1/session/destroy
 //	{"id":"5b7e20...","destroyed":true}
 //
+// GET /v1/session/info?id=ID reads a session linearizably, as inspect reads
+// a key: whether it is live, its TTL, the time left, its lock_delay and how
+// many keys it holds or waits for ("locks"); {"id":...,"live":false} once
+// it has ended or if it never existed.
+//
+//	curl -s 'localhost:8300/v1/session/info?id=5b7e20...'
+//	{"id":"5b7e20...","live":true,"ttl_ms":15000,"remaining_ms":11204,"locks":2}
+//
 // GET /v1/inspect?key=K tells anyone whether K is held: its token, the time
 // left, the number of waiters and the holder's metadata; never the owner
 // or session. "delayed":true says that nobody holds it but a session's
@@ -273,8 +281,9 @@
 //
 //	raftlock_api_operations_total{op,result}          lock operations; op is acquire, acquire_wait
 //	                                                  (an acquire that may queue), release, extend,
-//	                                                  inspect, list, session_create, session_renew or
-//	                                                  session_destroy; result is ok or the error code
+//	                                                  inspect, list, session_create, session_renew,
+//	                                                  session_destroy or session_info; result is ok or
+//	                                                  the error code
 //	                                                  (canceled also when the client went away)
 //	raftlock_api_operation_duration_seconds{op}       histogram of the time to answer
 //	raftlock_api_waiting_requests                     long-polls in progress on this node

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 
 	"github.com/raftlock/raftlock/lock"
 )
@@ -66,4 +67,19 @@ func (c *Client) DestroySession(ctx context.Context, id lock.SessionID) (bool, e
 		return false, err
 	}
 	return resp.Destroyed, nil
+}
+
+// InspectSession implements lock.SessionStore: GET /v1/session/info.
+func (c *Client) InspectSession(ctx context.Context, id lock.SessionID) (lock.SessionInfo, error) {
+	if err := lock.ValidateSessionID(id); err != nil {
+		return lock.SessionInfo{}, err
+	}
+	var resp SessionInfoResponse
+	if _, err := c.call(ctx, exchange{method: http.MethodGet, path: "/v1/session/info", query: url.Values{"id": {id.String()}}, out: &resp}); err != nil {
+		return lock.SessionInfo{}, err
+	}
+	if !resp.Live {
+		return lock.SessionInfo{}, nil
+	}
+	return lock.SessionInfo{Live: true, TTL: msDuration(resp.TTLMS), Remaining: msDuration(resp.RemainingMS), LockDelay: msDuration(resp.LockDelayMS), Keys: resp.Locks}, nil
 }

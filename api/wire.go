@@ -198,6 +198,16 @@ type SessionResponse struct {
 	RemainingMS int64  `json:"remaining_ms"` // counted from when the request reached the node
 }
 
+// SessionInfoResponse answers GET /v1/session/info.
+type SessionInfoResponse struct {
+	ID          string `json:"id"`
+	Live        bool   `json:"live"`
+	TTLMS       int64  `json:"ttl_ms,omitempty"`
+	RemainingMS int64  `json:"remaining_ms,omitempty"`
+	LockDelayMS int64  `json:"lock_delay_ms,omitempty"`
+	Locks       int    `json:"locks,omitempty"` // keys the session holds or waits for
+}
+
 // SessionDestroyResponse answers a destroy that ended the session.
 type SessionDestroyResponse struct {
 	ID        string `json:"id"`

@@ -151,6 +151,7 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 		"/v1/session/create":  {http.MethodPost, h.op(opSessionCreate, h.sessionCreate)},
 		"/v1/session/renew":   {http.MethodPost, h.op(opSessionRenew, h.sessionRenew)},
 		"/v1/session/destroy": {http.MethodPost, h.op(opSessionDestroy, h.sessionDestroy)},
+		"/v1/session/info":    {http.MethodGet, h.op(opSessionInfo, h.sessionInfo)},
 
 		"/v1/cluster": {http.MethodGet, h.clusterView},
 		"/v1/leave":   {http.MethodPost, h.leave},
@@ -222,6 +223,7 @@ const (
 	opSessionCreate  = "session_create"
 	opSessionRenew   = "session_renew"
 	opSessionDestroy = "session_destroy"
+	opSessionInfo    = "session_info"
 )
 
 // opCall is one lock operation in progress.

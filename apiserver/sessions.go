@@ -107,3 +107,29 @@ func (h *Handler) sessionDestroy(r *http.Request, c *opCall) (any, *apiError) {
 	}
 	return api.SessionDestroyResponse{ID: id.String(), Destroyed: true}, nil
 }
+
+func (h *Handler) sessionInfo(r *http.Request, c *opCall) (any, *apiError) {
+	q, e := query(r, "id")
+	if e != nil {
+		return nil, e
+	}
+	if !q.Has("id") {
+		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidSession, "api: id is required (?id=, the id the create answered with)")
+	}
+	id, err := lock.ParseSessionID(q.Get("id"))
+	if err != nil {
+		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidSession, "api: id: %v", err)
+	}
+	ss, e := h.sessionStore()
+	if e != nil {
+		return nil, e
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
+	defer cancel()
+	info, err := ss.InspectSession(ctx, id)
+	if err != nil {
+		return nil, storeError(err, false)
+	}
+	return api.SessionInfoResponse{ID: id.String(), Live: info.Live, TTLMS: api.Millis(info.TTL), RemainingMS: api.Millis(info.Remaining),
+		LockDelayMS: api.Millis(info.LockDelay), Locks: info.Keys}, nil
+}

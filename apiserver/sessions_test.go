@@ -37,6 +37,14 @@ func TestSessionRoutes(t *testing.T) {
 	require.Equal(t, http.StatusOK, l.status, l.raw)
 	assert.Contains(t, l.raw, `"metadata":"pid=b"`)
 
+	info := n.do(t, "GET", "/v1/session/info?id="+id, "")
+	require.Equal(t, http.StatusOK, info.status, info.raw)
+	assert.Equal(t, true, info.body["live"])
+	assert.EqualValues(t, 2, info.body["locks"])
+	assert.EqualValues(t, 1000, info.body["lock_delay_ms"])
+	bad := n.do(t, "GET", "/v1/session/info?id=zz", "")
+	assert.Equal(t, api.CodeInvalidSession, bad.errorCode())
+
 	r := n.do(t, "POST", "/v1/session/renew", fmt.Sprintf(`{"id":%q}`, id))
 	require.Equal(t, http.StatusOK, r.status, r.raw)
 	assert.EqualValues(t, 30000, r.body["ttl_ms"])
@@ -54,6 +62,9 @@ func TestSessionRoutes(t *testing.T) {
 		assert.Equal(t, http.StatusConflict, a.status, path)
 		assert.Equal(t, api.CodeNoSession, a.errorCode(), path)
 	}
+	gone := n.do(t, "GET", "/v1/session/info?id="+id, "")
+	require.Equal(t, http.StatusOK, gone.status, gone.raw)
+	assert.Equal(t, false, gone.body["live"])
 	a := n.do(t, "POST", "/v1/acquire", fmt.Sprintf(`{"key":"c","session":%q}`, id))
 	assert.Equal(t, http.StatusConflict, a.status)
 	assert.Equal(t, api.CodeNoSession, a.errorCode())

@@ -417,6 +417,11 @@ func (n *Node) serve(ctx context.Context, t *leaderTerm, req request) (reply, er
 			return reply{}, err
 		}
 		return reply{code: codeOK, kind: kindList, list: page}, nil
+	case kindSessionRead:
+		if err := n.readIndex(ctx, t); err != nil {
+			return reply{}, err
+		}
+		return reply{code: codeOK, kind: kindSessionRead, session: n.sm.session(req.session, t.clock.now())}, nil
 	case kindJoin, kindJoinEmpty:
 		if err := n.addMember(ctx, req.id, req.addr, req.kind == kindJoinEmpty); err != nil {
 			return reply{}, err
@@ -504,6 +509,10 @@ func checkForwarded(req request) error {
 	case kindList:
 		if err := (lock.ListRequest{Prefix: req.prefix, After: req.after, Limit: req.limit}).Validate(); err != nil {
 			return fmt.Errorf("%w: %w", ErrBadRequest, err)
+		}
+	case kindSessionRead:
+		if req.session.IsZero() {
+			return fmt.Errorf("%w: zero session", ErrBadRequest)
 		}
 	case kindJoin, kindJoinEmpty:
 		if req.id == "" || req.addr == "" {

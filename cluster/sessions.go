@@ -87,3 +87,27 @@ func (n *Node) DestroySession(ctx context.Context, id lock.SessionID) (bool, err
 	}
 	return false, unexpectedStatus("session-destroy", res)
 }
+
+// InspectSession implements lock.SessionStore with a linearizable read at
+// the leader, as Inspect: Remaining is the leader's figure when it
+// answered, counted from when InspectSession was called.
+func (n *Node) InspectSession(ctx context.Context, id lock.SessionID) (lock.SessionInfo, error) {
+	if err := lock.ValidateSessionID(id); err != nil {
+		return lock.SessionInfo{}, err
+	}
+	if n.closed() {
+		return lock.SessionInfo{}, lock.ErrClosed
+	}
+	rep, _, err := n.do(ctx, request{kind: kindSessionRead, session: fsm.Owner(id)})
+	if err != nil {
+		return lock.SessionInfo{}, err
+	}
+	if rep.kind != kindSessionRead {
+		return lock.SessionInfo{}, fmt.Errorf("%w: %v reply to a session read", ErrBadRequest, rep.kind)
+	}
+	sr := rep.session
+	if !sr.live {
+		return lock.SessionInfo{}, nil
+	}
+	return lock.SessionInfo{Live: true, TTL: sr.ttl, Remaining: max(sr.remaining, 0), LockDelay: sr.lockDelay, Keys: sr.keys}, nil
+}

@@ -23,6 +23,7 @@ import (
 //	  kindInfo:    string id | string API address (the asking node's own, so one exchange informs both)
 //	  kindWaitAcquire: an acquire with a wait, in the fsm encoding (as kindCommand)
 //	  kindIdentity: string id | string cluster ID (the asking node's; empty if it knows none)
+//	  kindSessionRead: 16-byte session ID
 //	reply: version | code | kind | body
 //	  codeOK, kindCommand: status | uvarint token | varint expiresAt | varint now | uvarint waiters
 //	  codeOK, kindRead:    flags (1 held, 2 held by the asking owner, 4 metadata follows, 8 lock-delay) |
@@ -32,6 +33,7 @@ import (
 //	  codeOK, kindJoin/kindJoinEmpty/kindRemove: empty
 //	  codeOK, kindInfo:    string id | string API address (may be empty)
 //	  codeOK, kindIdentity: string id | string cluster ID (may be empty)
+//	  codeOK, kindSessionRead: flags (1 live) | varint ttl | varint remaining | varint lockDelay | uvarint keys
 //	  codeOK, kindList:    flags (1 more keys follow, 2 entries carry metadata) | uvarint count |
 //	                       count × (string key | uvarint token | varint remaining | uvarint waiters
 //	                       [| string metadata | byte lock-delay (0 or 1)])
@@ -70,6 +72,9 @@ const (
 	// kindJoinEmpty: add a node whose data dir held no raft state; a member
 	// of that ID (its data dir emptied) is removed first, see addMember.
 	kindJoinEmpty requestKind = 10
+	// kindSessionRead: a linearizable read of one session, at the leader's
+	// log time. (11 is another change's.)
+	kindSessionRead requestKind = 12
 )
 
 // maxListPage is the most keys one kindList reply carries. A listed key
@@ -101,6 +106,8 @@ func (k requestKind) String() string {
 		return "info"
 	case kindIdentity:
 		return "identity"
+	case kindSessionRead:
+		return "session-read"
 	}
 	return fmt.Sprintf("kind(%d)", byte(k))
 }
@@ -117,6 +124,8 @@ type request struct {
 	addr      string // kindJoin, kindJoinEmpty
 	apiAddr   string // kindInfo: the asking node's
 	clusterID string // kindIdentity: the asking node's, empty if it knows none
+
+	session fsm.Owner // kindSessionRead
 
 	prefix string // kindList: only keys with this prefix
 	after  string // kindList: only keys sorting after this one
@@ -161,6 +170,15 @@ type waitAnswer struct {
 	ttl time.Duration
 }
 
+// sessionResult is what a session read tells.
+type sessionResult struct {
+	live      bool
+	ttl       time.Duration
+	remaining time.Duration // at the leader's log time when it answered
+	lockDelay time.Duration
+	keys      int // keys the session holds or waits for
+}
+
 // listPage is one kindList answer: held keys in byte order, never their
 // owners, and whether more keys match after the last one.
 type listPage struct {
@@ -177,15 +195,16 @@ type nodeInfo struct {
 }
 
 type reply struct {
-	code   replyCode
-	kind   requestKind
-	result fsm.Result // codeOK, kindCommand
-	wait   waitAnswer // codeOK, kindWaitAcquire
-	read   readResult // codeOK, kindRead
-	list   listPage   // codeOK, kindList
-	info   nodeInfo   // codeOK, kindInfo, kindIdentity
-	leader string     // codeNotLeader
-	msg    string     // other codes
+	code    replyCode
+	kind    requestKind
+	result  fsm.Result    // codeOK, kindCommand
+	wait    waitAnswer    // codeOK, kindWaitAcquire
+	read    readResult    // codeOK, kindRead
+	list    listPage      // codeOK, kindList
+	session sessionResult // codeOK, kindSessionRead
+	info    nodeInfo      // codeOK, kindInfo, kindIdentity
+	leader  string        // codeNotLeader
+	msg     string        // other codes
 }
 
 func (r request) appendBinary(b []byte) ([]byte, error) {
@@ -216,6 +235,8 @@ func (r request) appendBinary(b []byte) ([]byte, error) {
 	case kindIdentity:
 		b = appendString(b, r.id)
 		b = appendString(b, r.clusterID)
+	case kindSessionRead:
+		b = append(b, r.session[:]...)
 	default:
 		return nil, fmt.Errorf("%w: cannot encode request %v", ErrBadRequest, r.kind)
 	}
@@ -261,6 +282,8 @@ func decodeRequest(b []byte) (request, error) {
 	case kindIdentity:
 		r.id = d.string(maxIDLen)
 		r.clusterID = d.string(maxIDLen)
+	case kindSessionRead:
+		copy(r.session[:], d.bytes(len(r.session)))
 	default:
 		d.fail("request kind")
 	}
@@ -350,6 +373,16 @@ func (r reply) appendBinary(b []byte) []byte {
 		case kindIdentity:
 			b = appendString(b, r.info.id)
 			b = appendString(b, r.info.clusterID)
+		case kindSessionRead:
+			var flags byte
+			if r.session.live {
+				flags |= 1
+			}
+			b = append(b, flags)
+			b = binary.AppendVarint(b, int64(r.session.ttl))
+			b = binary.AppendVarint(b, int64(r.session.remaining))
+			b = binary.AppendVarint(b, int64(r.session.lockDelay))
+			b = binary.AppendUvarint(b, uint64(max(r.session.keys, 0)))
 		}
 	case codeNotLeader:
 		b = appendString(b, r.leader)
@@ -403,6 +436,16 @@ func decodeReply(b []byte) (reply, error) {
 		case kindIdentity:
 			r.info.id = d.string(maxIDLen)
 			r.info.clusterID = d.string(maxIDLen)
+		case kindSessionRead:
+			flags := d.byte()
+			if flags&^1 != 0 {
+				d.fail("session flags")
+			}
+			r.session.live = flags&1 != 0
+			r.session.ttl = time.Duration(d.varint())
+			r.session.remaining = time.Duration(d.varint())
+			r.session.lockDelay = time.Duration(d.varint())
+			r.session.keys = d.count()
 		case kindJoin, kindJoinEmpty, kindRemove:
 		default:
 			d.fail("reply kind")

@@ -273,6 +273,24 @@ func (s *MemoryStore) DestroySession(ctx context.Context, id SessionID) (bool, e
 	return res.Status == fsm.StatusReleased, nil
 }
 
+// InspectSession implements SessionStore.
+func (s *MemoryStore) InspectSession(ctx context.Context, id SessionID) (SessionInfo, error) {
+	if err := ValidateSessionID(id); err != nil {
+		return SessionInfo{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return SessionInfo{}, ErrClosed
+	}
+	now := s.applyLocked(fsm.Command{Op: fsm.OpTick}).Now
+	st := s.machine.Session(fsm.Owner(id), now)
+	if !st.Live {
+		return SessionInfo{}, nil
+	}
+	return SessionInfo{Live: true, TTL: st.TTL, Remaining: st.ExpiresAt - now, LockDelay: st.LockDelay, Keys: st.Keys}, nil
+}
+
 func (s *MemoryStore) sessionLive(id SessionID) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

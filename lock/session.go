@@ -101,6 +101,18 @@ type SessionStore interface {
 	// It returns false, and changes nothing, when the session has already
 	// ended.
 	DestroySession(ctx context.Context, id SessionID) (bool, error)
+	// InspectSession reports the session's state, linearizably like
+	// Inspect: Live false once it has ended (or if it never existed).
+	InspectSession(ctx context.Context, id SessionID) (SessionInfo, error)
+}
+
+// SessionInfo is what InspectSession reports.
+type SessionInfo struct {
+	Live      bool
+	TTL       time.Duration
+	Remaining time.Duration // counted from when the request was sent
+	LockDelay time.Duration
+	Keys      int // keys the session holds or waits for
 }
 
 // SessionRequest asks a SessionStore for a session.

@@ -171,6 +171,10 @@ func (s *boundedRelease) DestroySession(ctx context.Context, id lock.SessionID) 
 	return s.sessions.DestroySession(ctx, id)
 }
 
+func (s *boundedRelease) InspectSession(ctx context.Context, id lock.SessionID) (lock.SessionInfo, error) {
+	return s.sessions.InspectSession(ctx, id)
+}
+
 // defaultMetadata says where a lock taken by raftlock lock comes from.
 func defaultMetadata() string {
 	host, err := os.Hostname()

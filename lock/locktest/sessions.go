@@ -86,6 +86,11 @@ func (s *suite) testSessionBadInput(t *testing.T) {
 	assert.ErrorIs(t, err, lock.ErrInvalidSession)
 	_, err = ss.DestroySession(ctx, lock.SessionID{})
 	assert.ErrorIs(t, err, lock.ErrInvalidSession)
+	_, err = ss.InspectSession(ctx, lock.SessionID{})
+	assert.ErrorIs(t, err, lock.ErrInvalidSession)
+	info, err := ss.InspectSession(ctx, lock.NewSessionID())
+	require.NoError(t, err)
+	assert.Equal(t, lock.SessionInfo{}, info, "an unknown session is not live")
 
 	id := s.createSession(t, ctx, ss, long)
 	_, err = st.Acquire(ctx, lock.AcquireRequest{Key: key(t, "k"), Owner: lock.NewOwner(), TTL: time.Second, Session: id})
@@ -128,10 +133,20 @@ func (s *suite) testSessionRenew(t *testing.T) {
 	info := inspect(t, ctx, st, k)
 	assert.True(t, info.Locked, "held for three TTLs by renewals")
 	assert.Equal(t, lease.Token, info.Token)
+	si, err := ss.InspectSession(ctx, id)
+	require.NoError(t, err)
+	assert.True(t, si.Live)
+	assert.Equal(t, ttl, si.TTL)
+	assert.Positive(t, si.Remaining)
+	assert.LessOrEqual(t, si.Remaining, ttl)
+	assert.Equal(t, 1, si.Keys)
 	ok, err := ss.DestroySession(ctx, id)
 	require.NoError(t, err)
 	assert.True(t, ok)
 	assert.False(t, inspect(t, ctx, st, k).Locked, "the destroy released it")
+	si, err = ss.InspectSession(ctx, id)
+	require.NoError(t, err)
+	assert.False(t, si.Live, "destroyed")
 }
 
 // A session that is not renewed expires by itself: its locks go to their
