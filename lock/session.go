@@ -204,6 +204,8 @@ type Session struct {
 	deadline   time.Time // conservative local end of the session
 	deadlineAt time.Time // when the request that set deadline was sent
 	err        error     // why it ended; nil while live
+	closed     bool      // Close was called
+	gone       bool      // the store said the session has ended
 }
 
 // NewSession creates a session in the client's store and starts its
@@ -290,9 +292,16 @@ func (s *Session) Remaining() (time.Duration, bool) {
 func (s *Session) Close(ctx context.Context) error {
 	s.stop()
 	<-s.loopDone
-	if !s.end(fmt.Errorf("%w: the session was closed", ErrNoSession)) {
+	s.end(fmt.Errorf("%w: the session was closed", ErrNoSession))
+	s.mu.Lock()
+	first, gone := !s.closed, s.gone
+	s.closed = true
+	s.mu.Unlock()
+	if !first || gone {
 		return nil
 	}
+	// Also after the keep-alive gave up (no renew in time): the session
+	// may still be live in the store, holding its locks until it expires.
 	_, err := s.store.DestroySession(ctx, s.id)
 	return err
 }
@@ -339,6 +348,9 @@ func (s *Session) keepAlive(ctx context.Context) {
 				s.mu.Unlock()
 				continue
 			case errors.Is(err, ErrNoSession):
+				s.mu.Lock()
+				s.gone = true
+				s.mu.Unlock()
 				s.end(fmt.Errorf("%w: the store ended the session", ErrNoSession))
 				return
 			case ctx.Err() != nil:
