@@ -121,3 +121,46 @@ func TestSessionRenewalsShareEntries(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, ok)
 }
+
+// Sessions, their locks and their metadata are in snapshots and the log: a
+// node restarted from a snapshot and the entries after it has them all,
+// and the session still ends its locks.
+func TestSessionsSurviveRestart(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	n := c.nodes[0]
+	ctx := testCtx(t)
+	id := lock.NewSessionID()
+	_, err := n.CreateSession(ctx, lock.SessionRequest{ID: id, TTL: time.Hour, LockDelay: time.Second})
+	require.NoError(t, err)
+	lease, err := n.Acquire(ctx, lock.AcquireRequest{Key: "a", Owner: lock.NewOwner(), Session: id, Metadata: "in the snapshot"})
+	require.NoError(t, err)
+	require.NoError(t, n.raft.Snapshot().Error())
+	_, err = n.Acquire(ctx, lock.AcquireRequest{Key: "b", Owner: lock.NewOwner(), Session: id, Metadata: "in the log"})
+	require.NoError(t, err)
+
+	c.stop(0)
+	n = c.restart(0)
+	c.waitLeader()
+	si, err := n.InspectSession(ctx, id)
+	require.NoError(t, err)
+	assert.True(t, si.Live)
+	assert.Equal(t, time.Hour, si.TTL)
+	assert.Equal(t, time.Second, si.LockDelay)
+	assert.Equal(t, 2, si.Keys)
+	info, err := n.Inspect(ctx, "a")
+	require.NoError(t, err)
+	assert.Equal(t, lease.Token, info.Token)
+	assert.Equal(t, "in the snapshot", info.Metadata)
+	info, err = n.Inspect(ctx, "b")
+	require.NoError(t, err)
+	assert.Equal(t, "in the log", info.Metadata)
+
+	ok, err := n.DestroySession(ctx, id)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	for _, k := range []string{"a", "b"} {
+		info, err := n.Inspect(ctx, k)
+		require.NoError(t, err)
+		assert.False(t, info.Locked, k)
+	}
+}
