@@ -6,11 +6,14 @@ import "time"
 // would not read does not compile with it:
 //
 //	c.Lock(key, lock.TTL(time.Minute), lock.Wait(time.Second)) // LockOption: the handle's defaults
+//	c.Lock(key, lock.Metadata("host=a"))                       // LockOption
 //	l.Acquire(ctx, lock.Wait(0))                               // AcquireOption: this acquire only
-//	l.Run(ctx, fn, lock.Wait(time.Second))                     // AcquireOption
+//	l.Run(ctx, fn, lock.Wait(time.Second), lock.MaxHold(d))    // RunOption
+//	c.NewSession(ctx, lock.SessionTTL(d), lock.LockDelay(d))   // SessionOption
 //	l.Extend(ctx, lock.TTL(time.Hour))                         // ExtendOption
 //	c.Inspect(ctx, key, lock.Stale())                          // ReadOption
 //	l.Acquire(ctx, lock.TTL(time.Minute))                      // does not compile: an acquire takes the handle's TTL
+//	l.Acquire(ctx, lock.MaxHold(time.Minute))                  // does not compile: only Run keeps a cap
 //
 // Out-of-range values are reported by the first call that uses them, as
 // ErrInvalidTTL or ErrInvalidWait. A nil option is ignored.
@@ -21,8 +24,7 @@ type LockOption interface {
 	applyLock(*Lock)
 }
 
-// AcquireOption configures one acquire: Lock.Acquire or Lock.Run. Wait is
-// an AcquireOption.
+// AcquireOption configures one Lock.Acquire. Wait is an AcquireOption.
 type AcquireOption interface {
 	applyAcquire(*acquireOptions)
 }
