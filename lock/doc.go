@@ -15,8 +15,8 @@
 // Client.Lock(key, opts...) returns a *Lock, a handle on one key with a TTL
 // (DefaultTTL, 30s, unless given the TTL option). It touches nothing until
 // used. Options are typed by the call that reads them (LockOption,
-// AcquireOption, ExtendOption), so a misplaced one, such as a TTL given to
-// Acquire, does not compile:
+// AcquireOption, RunOption, ExtendOption, ReadOption, SessionOption), so a
+// misplaced one, such as a TTL given to Acquire, does not compile:
 //
 //   - Run(ctx, fn, opts...) acquires (waiting until ctx is done, or for the
 //     Wait option), runs fn, and always releases, also when fn returns an
@@ -31,7 +31,8 @@
 //   - Client.Inspect(ctx, key) and Client.List(ctx, req) look at keys without
 //     a handle.
 //   - Serialize and Client.Restore hand a held lock to another process, which
-//     can then extend or release the same lease.
+//     can then extend or release the same lease. (A lock bound to a session
+//     travels without it: it still ends with the session.)
 //
 // # Semantics
 //
