@@ -70,7 +70,11 @@ func (n *Node) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease
 	case fsm.StatusGranted:
 		// remaining(res) is the TTL asked for a new grant, and what the
 		// lease had left for a repeat by its holder.
-		return lock.Lease{Token: res.Token, Remaining: remaining(res), TTL: remaining(res)}, nil
+		lease := lock.Lease{Token: res.Token, Remaining: remaining(res), TTL: remaining(res)}
+		if !req.Session.IsZero() {
+			lease.TTL = 0 // no lease of its own
+		}
+		return lease, nil
 	case fsm.StatusHeld:
 		return lock.Lease{}, &lock.HeldError{Key: req.Key, Token: res.Token, Remaining: remaining(res)}
 	}

@@ -94,7 +94,11 @@ func (s *MemoryStore) Acquire(ctx context.Context, req AcquireRequest) (Lease, e
 		s.mu.Unlock()
 		// ExpiresAt-Now is the TTL asked for a new grant, and what the
 		// lease had left for a repeat by its holder.
-		return Lease{Token: res.Token, Remaining: res.ExpiresAt - res.Now, TTL: res.ExpiresAt - res.Now}, nil
+		lease := Lease{Token: res.Token, Remaining: res.ExpiresAt - res.Now, TTL: res.ExpiresAt - res.Now}
+		if !req.Session.IsZero() {
+			lease.TTL = 0 // no lease of its own
+		}
+		return lease, nil
 	case fsm.StatusHeld:
 		s.mu.Unlock()
 		return Lease{}, &HeldError{Key: req.Key, Token: res.Token, Remaining: res.ExpiresAt - res.Now}

@@ -81,7 +81,8 @@ type Lease struct {
 	// new grant and for an extend. An Acquire by the owner that already
 	// holds the key changes nothing (see Store.Acquire), so its TTL is what
 	// the existing lease had left when the store took the call, not the
-	// TTL asked. Zero: the store does not say; Remaining is what counts in
+	// TTL asked. Zero: the store does not say, or the lock is bound to a
+	// session (it has no lease of its own); Remaining is what counts in
 	// any case.
 	TTL time.Duration
 }

@@ -121,6 +121,7 @@ func (s *suite) testSessionRenew(t *testing.T) {
 	lease, err := st.Acquire(ctx, lock.AcquireRequest{Key: k, Owner: lock.NewOwner(), Session: id})
 	require.NoError(t, err)
 	assert.LessOrEqual(t, lease.Remaining, ttl, "a session-bound lock lasts at most the session")
+	assert.Zero(t, lease.TTL, "a session-bound lock has no lease of its own")
 	// Renew every third of the TTL, as a keep-alive does, for three TTLs.
 	renewals := time.NewTicker(ttl / 3)
 	defer renewals.Stop()
