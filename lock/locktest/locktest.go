@@ -91,6 +91,7 @@ func TestStoreWith(t *testing.T, newStore func(t *testing.T) lock.Store, opts Op
 		{"Session/Renew", s.testSessionRenew},
 		{"Session/ExpiryHandsOff", s.testSessionExpiryHandsOff},
 		{"Session/Destroy", s.testSessionDestroy},
+		{"Session/LockDelay", s.testSessionLockDelay},
 		{"Session/Handle", s.testSessionHandle},
 	} {
 		t.Run(tc.name, tc.run)

@@ -316,3 +316,34 @@ func (s *suite) testMaxHold(t *testing.T) {
 	assert.ErrorIs(t, cause, lock.ErrMaxHold)
 	assert.False(t, lockedAfter)
 }
+
+// After a session expires (not after a destroy), a lock-delay keeps its
+// keys from everyone, then hands them to their waiters.
+func (s *suite) testSessionLockDelay(t *testing.T) {
+	st, ss := s.sessionStore(t)
+	ctx := s.ctx(t)
+	id := lock.NewSessionID()
+	// A delay long enough that the checks below fall inside it on a loaded machine.
+	_, err := ss.CreateSession(ctx, lock.SessionRequest{ID: id, TTL: s.ShortTTL, LockDelay: 8 * s.ShortTTL})
+	require.NoError(t, err)
+	k := key(t, "k")
+	l, err := st.Acquire(ctx, lock.AcquireRequest{Key: k, Owner: lock.NewOwner(), Session: id, Metadata: "gone"})
+	require.NoError(t, err)
+	var delayed lock.KeyInfo
+	require.Eventually(t, func() bool {
+		info, err := st.Inspect(ctx, k)
+		delayed = info
+		return err == nil && info.Delayed
+	}, s.Patience, time.Millisecond, "the session expires into its lock-delay")
+	assert.True(t, delayed.Locked, "nobody can take it")
+	assert.Equal(t, l.Token, delayed.Token)
+	assert.Empty(t, delayed.Metadata, "nobody holds it")
+	_, err = st.Acquire(ctx, lock.AcquireRequest{Key: k, Owner: lock.NewOwner(), TTL: long})
+	assert.ErrorIs(t, err, lock.ErrLocked, "taken during the lock-delay")
+	lease, err := st.Acquire(ctx, lock.AcquireRequest{Key: k, Owner: lock.NewOwner(), TTL: long, Wait: s.Patience})
+	require.NoError(t, err, "a waiter gets it when the delay runs out")
+	assert.Greater(t, lease.Token, l.Token)
+	info := inspect(t, ctx, st, k)
+	assert.False(t, info.Delayed)
+	assert.True(t, info.Locked)
+}
