@@ -120,16 +120,16 @@ func checkInternals(m *Machine) error {
 		if e.key != k {
 			return fmt.Errorf("entry under %q has key %q", k, e.key)
 		}
-		if e.token == 0 || e.token > m.lastToken || (e.owner.IsZero() && (e.session != nil || e.meta != "")) {
+		if e.token == 0 || e.token > m.lastToken || (e.owner.IsZero() && e.extra != nil) || (e.extra != nil && e.extra.session == nil && e.extra.meta == "") {
 			return fmt.Errorf("key %q: bad holder %x token %d (last %d)", k, e.owner, e.token, m.lastToken)
 		}
-		if err := ref(e.session, k); err != nil {
+		if err := ref(e.sess(), k); err != nil {
 			return err
 		}
 		if e.leaseEnd() <= m.now {
 			return fmt.Errorf("key %q: lease ended at %v but now is %v", k, e.leaseEnd(), m.now)
 		}
-		if e.session != nil {
+		if e.sess() != nil {
 			if e.index != -1 {
 				return fmt.Errorf("key %q: session-bound holder has a lease index %d", k, e.index)
 			}
@@ -232,7 +232,7 @@ func earliestDeadline(m *Machine) (time.Duration, bool) {
 		}
 	}
 	for _, e := range m.keys {
-		if e.session == nil && (!found || e.expiresAt < best) {
+		if e.sess() == nil && (!found || e.expiresAt < best) {
 			best, found = e.expiresAt, true
 		}
 		if e.waiters != nil {

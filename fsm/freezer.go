@@ -191,9 +191,9 @@ func (fz *Freezer) Flush(w io.Writer) error {
 
 // appendEntry copies e into f.
 func (f *frozen) appendEntry(e *entry) {
-	k := frozenKey{key: e.key, owner: e.owner, token: e.token, expiresAt: e.expiresAt, meta: e.meta}
-	if e.session != nil {
-		k.session = e.session.id
+	k := frozenKey{key: e.key, owner: e.owner, token: e.token, expiresAt: e.expiresAt, meta: e.metadata()}
+	if s := e.sess(); s != nil {
+		k.session = s.id
 	}
 	if e.waiters != nil {
 		for w := e.waiters.head; w != nil; w = w.next {

@@ -47,10 +47,41 @@ type entry struct {
 	owner     Owner
 	token     uint64
 	expiresAt time.Duration
-	session   *session
-	meta      string
-	waiters   *queue // nil while nobody waits
-	index     int    // position of the lease's end in the deadline index; -1 for a session-bound holder
+	extra     *holderExtra // nil for a lease without metadata, the common case
+	waiters   *queue       // nil while nobody waits
+	index     int          // position of the lease's end in the deadline index; -1 for a session-bound holder
+}
+
+// holderExtra is what only some holders have: kept apart so that a plain
+// lease pays one pointer for it, not the 24 bytes of both fields.
+type holderExtra struct {
+	session *session
+	meta    string
+}
+
+// sess is the session e's holder is bound to, nil for a lease.
+func (e *entry) sess() *session {
+	if e.extra == nil {
+		return nil
+	}
+	return e.extra.session
+}
+
+// metadata is e's holder's metadata.
+func (e *entry) metadata() string {
+	if e.extra == nil {
+		return ""
+	}
+	return e.extra.meta
+}
+
+// bind sets e's holder's session and metadata.
+func (e *entry) bind(s *session, meta string) {
+	if s == nil && meta == "" {
+		e.extra = nil
+		return
+	}
+	e.extra = &holderExtra{session: s, meta: meta}
 }
 
 // session is a lease that locks are bound to. refs counts, per key, the
@@ -85,8 +116,8 @@ func (s *session) unref(key string) {
 // leaseEnd is when e's holder's hold ends: its lease's end, or its
 // session's.
 func (e *entry) leaseEnd() time.Duration {
-	if e.session != nil {
-		return e.session.expiresAt
+	if s := e.sess(); s != nil {
+		return s.expiresAt
 	}
 	return e.expiresAt
 }
@@ -182,7 +213,7 @@ func (m *Machine) acquire(c Command) Result {
 		// with the same binding: a grant bound to one session (or to a
 		// lease) is not the answer to an acquire under another, whose
 		// renewals would not keep it; that acquire finds the key held.
-		if e.session != s {
+		if e.sess() != s {
 			held.Status = StatusHeld
 			return held
 		}
@@ -251,7 +282,7 @@ func (m *Machine) extend(c Command) Result {
 	if e == nil || e.owner != c.Owner {
 		return m.notHeld(e)
 	}
-	if e.session != nil {
+	if e.sess() != nil {
 		// The lock has no lease of its own: it lasts as long as its
 		// session, which only a renew of the session lengthens.
 		return Result{Status: StatusExtended, Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now, Waiters: e.waiters.len()}
@@ -299,7 +330,7 @@ func (m *Machine) waiting(e *entry) int {
 func (m *Machine) grant(e *entry, ttl time.Duration, s *session, meta string) {
 	m.lastToken++
 	e.token = m.lastToken
-	e.session, e.meta = s, meta
+	e.bind(s, meta)
 	if s != nil {
 		e.expiresAt = 0
 		s.ref(e.key)
@@ -313,7 +344,7 @@ func (m *Machine) grant(e *entry, ttl time.Duration, s *session, meta string) {
 // end is there).
 func (m *Machine) setHolderDeadline(e *entry) {
 	switch {
-	case e.session != nil:
+	case e.sess() != nil:
 		if e.index >= 0 {
 			m.deadlines.remove(e.index)
 		}
@@ -334,7 +365,7 @@ func (m *Machine) handOff(e *entry) {
 	if m.freezer != nil {
 		m.freezer.touch(e)
 	}
-	e.session.unref(e.key)
+	e.sess().unref(e.key)
 	for e.waiters != nil && e.waiters.head.epoch != m.epoch {
 		m.dropWaiter(e, e.waiters.head)
 	}
@@ -480,7 +511,7 @@ func (m *Machine) endSession(s *session, expired bool, at time.Duration) int {
 			}
 			w = next
 		}
-		if e.session != s {
+		if e.sess() != s {
 			continue
 		}
 		released++
@@ -496,7 +527,8 @@ func (m *Machine) endSession(s *session, expired bool, at time.Duration) int {
 		if m.freezer != nil {
 			m.freezer.touch(e)
 		}
-		e.owner, e.session, e.meta = Owner{}, nil, ""
+		e.owner = Owner{}
+		e.bind(nil, "")
 		e.expiresAt = at + s.lockDelay // due at once if the delay is already over: the loop in expire processes it
 		m.setHolderDeadline(e)
 	}
@@ -538,9 +570,9 @@ func (m *Machine) state(e *entry, t time.Duration) KeyState {
 	if end <= t {
 		return KeyState{Waiters: e.waiters.len()}
 	}
-	st := KeyState{Held: true, Owner: e.owner, Token: e.token, ExpiresAt: end, Waiters: e.waiters.len(), Meta: e.meta, Delayed: e.owner.IsZero()}
-	if e.session != nil {
-		st.Session = e.session.id
+	st := KeyState{Held: true, Owner: e.owner, Token: e.token, ExpiresAt: end, Waiters: e.waiters.len(), Meta: e.metadata(), Delayed: e.owner.IsZero()}
+	if s := e.sess(); s != nil {
+		st.Session = s.id
 	}
 	return st
 }

@@ -307,7 +307,7 @@ func (m *Machine) Restore(b []byte) error {
 		case holdSession:
 			e.owner = d.owner()
 			e.token = d.uvarint()
-			e.session = sessionOf("holder")
+			e.bind(sessionOf("holder"), "")
 		case holdDelayed:
 			e.token = d.uvarint()
 			e.expiresAt = d.deadline("lock delay end", now, MaxLockDelay)
@@ -318,7 +318,9 @@ func (m *Machine) Restore(b []byte) error {
 			d.fail("token outside 1..last token")
 		}
 		if v == snapshotVersion && hold != holdDelayed {
-			e.meta = d.meta()
+			if meta := d.meta(); meta != "" {
+				e.bind(e.sess(), meta)
+			}
 		}
 		waiters := d.uvarint()
 		if d.err == nil && (waiters > MaxWaiters || waiters > uint64(len(b)-d.off)/minWaiter) {
@@ -328,10 +330,10 @@ func (m *Machine) Restore(b []byte) error {
 			return d.err
 		}
 		tokens = append(tokens, e.token)
-		if e.session == nil {
+		if s := e.sess(); s == nil {
 			heap = append(heap, deadline{at: e.expiresAt, e: e})
 		} else {
-			e.session.ref(e.key)
+			s.ref(e.key)
 		}
 		if waiters > 0 {
 			e.waiters = &queue{byOwner: make(map[Owner]*waiter, waiters)}
