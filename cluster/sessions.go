@@ -98,14 +98,10 @@ func (n *Node) InspectSession(ctx context.Context, id lock.SessionID) (lock.Sess
 	if n.closed() {
 		return lock.SessionInfo{}, lock.ErrClosed
 	}
-	rep, _, err := n.do(ctx, request{kind: kindSessionRead, session: fsm.Owner(id)})
+	sr, _, err := ask[*sessionResult](ctx, n, &sessionRequest{session: fsm.Owner(id)})
 	if err != nil {
 		return lock.SessionInfo{}, err
 	}
-	if rep.kind != kindSessionRead {
-		return lock.SessionInfo{}, fmt.Errorf("%w: %v reply to a session read", ErrBadRequest, rep.kind)
-	}
-	sr := rep.session
 	if !sr.live {
 		return lock.SessionInfo{}, nil
 	}

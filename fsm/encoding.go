@@ -19,6 +19,7 @@ import (
 //	           tick, new-term, drop-unclaimed: stamp
 //	           session-create: stamp session ttl lockDelay
 //	           session-renew, session-destroy: stamp session
+//	           force-release: stamp key
 //	key     := length bytes
 //	owner, session := 16 bytes
 //	meta    := length bytes
@@ -66,6 +67,9 @@ func (c Command) appendBody(b []byte) []byte {
 	}
 	b = appendUvarint(b, uint64(len(c.Key)))
 	b = append(b, c.Key...)
+	if c.Op == OpForceRelease {
+		return b
+	}
 	b = append(b, c.Owner[:]...)
 	switch c.Op {
 	case OpAcquire:
@@ -302,7 +306,7 @@ func (d *decoder) command() Command {
 	}
 	switch c.Op {
 	case OpAcquire, OpRelease, OpExtend, OpCancelWait, OpTick, OpNewTerm, OpDropUnclaimed,
-		OpSessionCreate, OpSessionRenew, OpSessionDestroy:
+		OpSessionCreate, OpSessionRenew, OpSessionDestroy, OpForceRelease:
 	default:
 		d.failLimit("op "+c.Op.String(), ErrUnknownOp)
 		return Command{}
@@ -318,7 +322,9 @@ func (d *decoder) command() Command {
 		c.Session = d.session()
 	default:
 		c.Key = d.key()
-		c.Owner = d.owner()
+		if c.Op != OpForceRelease {
+			c.Owner = d.owner()
+		}
 	}
 	switch c.Op {
 	case OpAcquire:

@@ -44,6 +44,10 @@ func cancelWait(at time.Duration, key string, o Owner) Command {
 	return Command{Op: OpCancelWait, Stamp: at, Key: key, Owner: o}
 }
 
+func forceRelease(at time.Duration, key string) Command {
+	return Command{Op: OpForceRelease, Stamp: at, Key: key}
+}
+
 func tick(at time.Duration) Command { return Command{Op: OpTick, Stamp: at} }
 
 func createSession(at time.Duration, id Owner, ttl, delay time.Duration) Command {
@@ -329,6 +333,13 @@ func (g *commandLog) next() Command {
 		return newTerm(stamp)
 	case n < 95:
 		return dropUnclaimed(stamp)
+	case n < 97:
+		if g.r.IntN(4) == 0 {
+			// A key nobody takes, so that a force-release of a free key
+			// is in every log, however busy sessions keep the others.
+			return forceRelease(stamp, "free")
+		}
+		return forceRelease(stamp, key)
 	default:
 		return acquire(stamp, key, o, 0, wait) // invalid: no TTL
 	}

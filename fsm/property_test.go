@@ -122,10 +122,12 @@ func (o *observer) otherBinding(c Command, h Owner, held bool, pos int) bool {
 
 // endSession marks s as ending: by its destroy command, or by expiry.
 func (o *observer) endSession(s Owner, byCmd bool) {
-	delete(o.sessEnd, s)
 	if byCmd {
+		// Kept live until the result: deadlines due before the destroy may
+		// still grant a key to one of its waiters.
 		o.destroying, o.released = &s, 0
 	} else {
+		delete(o.sessEnd, s)
 		o.expiring = s
 	}
 }
@@ -156,6 +158,7 @@ func (o *observer) sessionResult(c Command, r Result) error {
 	case c.Op == OpSessionDestroy && r.Status == StatusReleased:
 		// endSession ran before the events (see the test loop); what is
 		// still bound to the session was released without a hand-off.
+		delete(o.sessEnd, c.Session)
 		for k, s := range o.holderSess {
 			if s == c.Session {
 				delete(o.holder, k)
@@ -259,6 +262,20 @@ func (o *observer) result(c Command, r Result) error {
 			return fmt.Errorf("bad extend")
 		}
 	case StatusReleased:
+		if c.Op == OpForceRelease {
+			// Ends the lease whoever holds it (or a lock-delay); the answer
+			// names its token.
+			if o.delayed[c.Key] && !held {
+				held = true
+				delete(o.delayed, c.Key)
+			}
+			delete(o.holderSess, c.Key)
+			if !held || r.Token != o.token[c.Key] {
+				return fmt.Errorf("force-released token %d, holder %x:%d (held %v)", r.Token, h[:1], o.token[c.Key], held)
+			}
+			delete(o.holder, c.Key)
+			return nil
+		}
 		if !held || h != c.Owner || r.Token != o.token[c.Key] {
 			return fmt.Errorf("released %x:%d, holder %x:%d", c.Owner[:1], r.Token, h[:1], o.token[c.Key])
 		}
@@ -271,6 +288,9 @@ func (o *observer) result(c Command, r Result) error {
 		o.queue[c.Key] = slices.Delete(q, pos, pos+1)
 		delete(o.waiterSess[c.Key], c.Owner)
 	case StatusNotHeld:
+		if c.Op == OpForceRelease && held {
+			return fmt.Errorf("force-release of a held key answered not held")
+		}
 		if held && h == c.Owner {
 			return fmt.Errorf("not held answered to the holder")
 		}
@@ -297,15 +317,18 @@ func TestRandomSequencesKeepInvariants(t *testing.T) {
 					t.Fatalf("seed %d step %d %s %+v -> %+v events %+v: %v", seed, i, c.Op, c, r, events, err)
 				}
 				// Events from deadlines come before the command; a release
-				// (or cancel-wait of a holder) adds one grant after it.
+				// (or cancel-wait of a holder, or force-release) adds one
+				// grant after it, with a token above the one it ended (a
+				// grant by expiry just before has the ended token itself).
 				var after []Event
 				obs.destroying = nil
 				if c.Op == OpSessionDestroy && r.Status == StatusReleased {
 					// The deadlines due first cannot end this session (it
-					// was still live for its destroy), so it ends first.
+					// was still live for its destroy), but may grant it a
+					// key: it is marked as ending, and ends at its result.
 					obs.endSession(c.Session, true)
 				} else if r.Status == StatusReleased && len(events) > 0 {
-					if last := events[len(events)-1]; last.Kind == EventGranted && last.Key == c.Key && last.Owner != c.Owner {
+					if last := events[len(events)-1]; last.Kind == EventGranted && last.Key == c.Key && last.Owner != c.Owner && last.Token > r.Token {
 						events, after = events[:len(events)-1], events[len(events)-1:]
 					}
 				}
