@@ -176,6 +176,12 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 		"/v1/extend":  {http.MethodPost, h.op(opExtend, h.extend)},
 		"/v1/inspect": {http.MethodGet, h.op(opInspect, h.inspect)},
 		"/v1/locks":   {http.MethodGet, h.op(opList, h.list)},
+
+		"/v1/session/create":  {http.MethodPost, h.op(opSessionCreate, h.sessionCreate)},
+		"/v1/session/renew":   {http.MethodPost, h.op(opSessionRenew, h.sessionRenew)},
+		"/v1/session/destroy": {http.MethodPost, h.op(opSessionDestroy, h.sessionDestroy)},
+		"/v1/session/info":    {http.MethodGet, h.op(opSessionInfo, h.sessionInfo)},
+
 		"/v1/cluster": {http.MethodGet, h.clusterView},
 		"/v1/leave":   {http.MethodPost, h.leave},
 		"/healthz":    {http.MethodGet, h.healthz},
@@ -266,7 +272,12 @@ const (
 	opExtend      = "extend"
 	opInspect     = "inspect"
 	opList        = "list"
-	opWaiters     = "waiters"
+
+	opSessionCreate  = "session_create"
+	opSessionRenew   = "session_renew"
+	opSessionDestroy = "session_destroy"
+	opSessionInfo    = "session_info"
+	opWaiters        = "waiters"
 
 	opForceRelease = "force_release"
 )
@@ -312,9 +323,30 @@ func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
 	if e != nil {
 		return nil, e
 	}
-	ttl, e := requiredTTL(req.TTL, req.TTLMS)
-	if e != nil {
-		return nil, e
+	ttl, present, err := api.DurationField("ttl", req.TTL, req.TTLMS)
+	if err != nil {
+		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: %v", err)
+	}
+	var session lock.SessionID
+	if req.Session != nil {
+		if session, err = lock.ParseSessionID(*req.Session); err != nil {
+			return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidSession, "api: session: %v", err)
+		}
+		if present {
+			return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: give ttl or session, not both: a lock bound to a session has no lease of its own")
+		}
+		if _, ok := h.store.(lock.SessionStore); !ok {
+			return nil, newAPIError(http.StatusNotImplemented, api.CodeNotImplemented, "api: this node's store has no sessions")
+		}
+	} else if !present {
+		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: ttl is required (ttl as \"30s\" or ttl_ms), or session")
+	}
+	var metadata string
+	if req.Metadata != nil {
+		metadata = *req.Metadata
+		if err := lock.ValidateMetadata(metadata); err != nil {
+			return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidMetadata, "api: metadata: %v", err)
+		}
 	}
 	wait, _, err := api.DurationField("wait", req.Wait, req.WaitMS)
 	if err != nil {
@@ -345,7 +377,7 @@ func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
 	pending := h.acquires.start(key, owner, giveUp)
 	defer h.acquires.finish(key, owner, pending) // after the clean-up below
 
-	lease, err := h.store.Acquire(ctx, lock.AcquireRequest{Key: key, Owner: owner, TTL: ttl, Wait: wait})
+	lease, err := h.store.Acquire(ctx, lock.AcquireRequest{Key: key, Owner: owner, TTL: ttl, Wait: wait, Session: session, Metadata: metadata})
 	givenUp := errors.Is(context.Cause(ctx), errGivenUp)
 	if err == nil && (givenUp || r.Context().Err() != nil) {
 		// The lock was granted as the client went away or a release gave the

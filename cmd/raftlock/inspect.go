@@ -95,7 +95,7 @@ func runLocks(args []string, stdout, stderr io.Writer) int {
 	}
 	req := lock.ListRequest{Prefix: fs.Arg(0), Limit: 1000}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tTOKEN\tREMAINING\tWAITERS")
+	fmt.Fprintln(tw, "KEY\tTOKEN\tREMAINING\tWAITERS\tMETADATA")
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 		page, err := client.List(ctx, req)
@@ -105,7 +105,14 @@ func runLocks(args []string, stdout, stderr io.Writer) int {
 			return reportError(stderr, "locks", err)
 		}
 		for _, l := range page {
-			fmt.Fprintf(tw, "%s\t%d\t%v\t%d\n", printableKey(l.Key), l.Token, l.Remaining.Round(time.Millisecond), l.Waiters)
+			meta := "-"
+			switch {
+			case l.Delayed:
+				meta = "(lock-delay: free when it runs out)"
+			case l.Metadata != "":
+				meta = printableKey(l.Metadata)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%v\t%d\t%s\n", printableKey(l.Key), l.Token, l.Remaining.Round(time.Millisecond), l.Waiters, meta)
 		}
 		if len(page) < req.Limit {
 			break
