@@ -450,6 +450,10 @@ func (n *Node) handleRPC(ctx context.Context, body []byte) ([]byte, error) {
 	if req.kind == kindIdentity {
 		return n.identityReply(req).appendBinary(nil), nil
 	}
+	if req.kind == kindServerStats {
+		n.reconciler.heardFromLeader(req)
+		return reply{code: codeOK, kind: kindServerStats, stats: n.ownServerStats()}.appendBinary(nil), nil
+	}
 	t := n.term.Load()
 	if t == nil {
 		return n.notLeaderReply(req.kind).appendBinary(nil), nil
@@ -511,6 +515,10 @@ func checkForwarded(req request) error {
 	case kindRemove:
 		if req.id == "" {
 			return fmt.Errorf("%w: remove needs an id", ErrBadRequest)
+		}
+	case kindServerStats:
+		if req.id == "" {
+			return fmt.Errorf("%w: server stats needs the asking leader's id", ErrBadRequest)
 		}
 	}
 	return nil

@@ -23,6 +23,8 @@ import (
 //	  kindInfo:    string id | string API address (the asking node's own, so one exchange informs both)
 //	  kindWaitAcquire: an acquire with a wait, in the fsm encoding (as kindCommand)
 //	  kindIdentity: string id | string cluster ID (the asking node's; empty if it knows none)
+//	  kindServerStats: string id (the asking leader's) | health flags (1 known, 2 the asked node healthy) |
+//	               uvarint failure tolerance | uvarint voters | uvarint healthy voters
 //	reply: version | code | kind | body
 //	  codeOK, kindCommand: status | uvarint token | varint expiresAt | varint now | uvarint waiters
 //	  codeOK, kindRead:    flags (1 held, 2 held by the asking owner) | uvarint token | varint remaining | uvarint waiters
@@ -31,6 +33,7 @@ import (
 //	  codeOK, kindJoin/kindJoinEmpty/kindRemove: empty
 //	  codeOK, kindInfo:    string id | string API address (may be empty)
 //	  codeOK, kindIdentity: string id | string cluster ID (may be empty)
+//	  codeOK, kindServerStats: varint last contact (ns; negative: never) | uvarint last log term | uvarint last log index
 //	  codeOK, kindList:    flags (1 more keys follow) | uvarint count |
 //	                       count × (string key | uvarint token | varint remaining | uvarint waiters)
 //	  codeNotLeader: string leader address (may be empty)
@@ -64,6 +67,10 @@ const (
 	// kindJoinEmpty: add a node whose data dir held no raft state; a member
 	// of that ID (its data dir emptied) is removed first, see addMember.
 	kindJoinEmpty requestKind = 10
+	// kindServerStats: the leader asks any member (leader or not) for its
+	// log position and last contact, telling it the cluster's health
+	// (reconcile.go).
+	kindServerStats requestKind = 11
 )
 
 // maxListPage is the most keys one kindList reply carries. A listed key
@@ -94,6 +101,8 @@ func (k requestKind) String() string {
 		return "info"
 	case kindIdentity:
 		return "identity"
+	case kindServerStats:
+		return "server-stats"
 	}
 	return fmt.Sprintf("kind(%d)", byte(k))
 }
@@ -106,14 +115,26 @@ type request struct {
 	owner     fsm.Owner // kindRead when withOwner
 	withOwner bool      // kindRead: also say whether owner is the holder
 
-	id        string // kindJoin, kindJoinEmpty, kindRemove, kindInfo, kindIdentity (the asking node)
-	addr      string // kindJoin, kindJoinEmpty
-	apiAddr   string // kindInfo: the asking node's
-	clusterID string // kindIdentity: the asking node's, empty if it knows none
+	id        string       // kindJoin, kindJoinEmpty, kindRemove, kindInfo, kindIdentity (the asking node)
+	addr      string       // kindJoin, kindJoinEmpty
+	apiAddr   string       // kindInfo: the asking node's
+	clusterID string       // kindIdentity: the asking node's, empty if it knows none
+	health    healthReport // kindServerStats: the asking leader's judgement
 
 	prefix string // kindList: only keys with this prefix
 	after  string // kindList: only keys sorting after this one
 	limit  int    // kindList: at most this many keys; 0 for no limit (the leader still pages)
+}
+
+// healthReport is what the leader tells a member with each kindServerStats
+// request: the cluster's failure tolerance, and whether it judges that
+// member healthy. known is false before the leader's first health check.
+type healthReport struct {
+	known         bool
+	healthy       bool
+	tolerance     int
+	voters        int
+	healthyVoters int
 }
 
 type replyCode byte
@@ -170,13 +191,14 @@ type nodeInfo struct {
 type reply struct {
 	code   replyCode
 	kind   requestKind
-	result fsm.Result // codeOK, kindCommand
-	wait   waitAnswer // codeOK, kindWaitAcquire
-	read   readResult // codeOK, kindRead
-	list   listPage   // codeOK, kindList
-	info   nodeInfo   // codeOK, kindInfo, kindIdentity
-	leader string     // codeNotLeader
-	msg    string     // other codes
+	result fsm.Result  // codeOK, kindCommand
+	wait   waitAnswer  // codeOK, kindWaitAcquire
+	read   readResult  // codeOK, kindRead
+	list   listPage    // codeOK, kindList
+	info   nodeInfo    // codeOK, kindInfo, kindIdentity
+	stats  serverStats // codeOK, kindServerStats
+	leader string      // codeNotLeader
+	msg    string      // other codes
 }
 
 func (r request) appendBinary(b []byte) ([]byte, error) {
@@ -207,6 +229,19 @@ func (r request) appendBinary(b []byte) ([]byte, error) {
 	case kindIdentity:
 		b = appendString(b, r.id)
 		b = appendString(b, r.clusterID)
+	case kindServerStats:
+		b = appendString(b, r.id)
+		var flags byte
+		if r.health.known {
+			flags |= 1
+		}
+		if r.health.healthy {
+			flags |= 2
+		}
+		b = append(b, flags)
+		b = binary.AppendUvarint(b, uint64(max(r.health.tolerance, 0)))
+		b = binary.AppendUvarint(b, uint64(max(r.health.voters, 0)))
+		b = binary.AppendUvarint(b, uint64(max(r.health.healthyVoters, 0)))
 	default:
 		return nil, fmt.Errorf("%w: cannot encode request %v", ErrBadRequest, r.kind)
 	}
@@ -252,6 +287,16 @@ func decodeRequest(b []byte) (request, error) {
 	case kindIdentity:
 		r.id = d.string(maxIDLen)
 		r.clusterID = d.string(maxIDLen)
+	case kindServerStats:
+		r.id = d.string(maxIDLen)
+		flags := d.byte()
+		if flags&^3 != 0 {
+			d.fail("health flags")
+		}
+		r.health.known, r.health.healthy = flags&1 != 0, flags&2 != 0
+		r.health.tolerance = d.count()
+		r.health.voters = d.count()
+		r.health.healthyVoters = d.count()
 	default:
 		d.fail("request kind")
 	}
@@ -317,6 +362,10 @@ func (r reply) appendBinary(b []byte) []byte {
 		case kindIdentity:
 			b = appendString(b, r.info.id)
 			b = appendString(b, r.info.clusterID)
+		case kindServerStats:
+			b = binary.AppendVarint(b, int64(r.stats.lastContact))
+			b = binary.AppendUvarint(b, r.stats.lastTerm)
+			b = binary.AppendUvarint(b, r.stats.lastIndex)
 		}
 	case codeNotLeader:
 		b = appendString(b, r.leader)
@@ -367,6 +416,10 @@ func decodeReply(b []byte) (reply, error) {
 		case kindIdentity:
 			r.info.id = d.string(maxIDLen)
 			r.info.clusterID = d.string(maxIDLen)
+		case kindServerStats:
+			r.stats.lastContact = time.Duration(d.varint())
+			r.stats.lastTerm = d.uvarint()
+			r.stats.lastIndex = d.uvarint()
 		case kindJoin, kindJoinEmpty, kindRemove:
 		default:
 			d.fail("reply kind")

@@ -38,6 +38,9 @@ func sampleRequests() []request {
 		{kind: kindInfo, id: "n2"},
 		{kind: kindIdentity, id: "n3", clusterID: "5f0c9a3b8e7d6c5b4a39281706f5e4d3"},
 		{kind: kindIdentity, id: "n3"},
+		{kind: kindServerStats, id: "n0"},
+		{kind: kindServerStats, id: "n0", health: healthReport{known: true, healthy: true, tolerance: 1, voters: 3, healthyVoters: 3}},
+		{kind: kindServerStats, id: "n0", health: healthReport{known: true, voters: 5, healthyVoters: 3}},
 	}
 }
 
@@ -59,6 +62,8 @@ func sampleReplies() []reply {
 		{code: codeOK, kind: kindInfo, info: nodeInfo{id: "n2"}},
 		{code: codeOK, kind: kindIdentity, info: nodeInfo{id: "n1", clusterID: "5f0c9a3b8e7d6c5b4a39281706f5e4d3"}},
 		{code: codeOK, kind: kindIdentity, info: nodeInfo{id: "n1"}},
+		{code: codeOK, kind: kindServerStats, stats: serverStats{lastContact: 42 * time.Millisecond, lastTerm: 3, lastIndex: 1 << 40}},
+		{code: codeOK, kind: kindServerStats, stats: serverStats{lastContact: -1}},
 		{code: codeNotLeader, kind: kindCommand, leader: "10.0.0.1:7000"},
 		{code: codeNotLeader, kind: kindRead},
 		{code: codeLostLeadership, kind: kindCommand, msg: "lost"},
