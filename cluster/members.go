@@ -21,10 +21,14 @@ import (
 //     every other member of the configuration alive. This source knows only
 //     members of the configuration and never says "left": a member leaves
 //     by asking the leader (Leave), which removes it at once.
-//   - gossip, when the node runs it (memberView.gossip): its alive, failed
+//   - gossip, when the node runs it (Node.gossipView): its alive, failed
 //     and left states, and the nodes that are not members yet. A member of
 //     the configuration that gossip does not know (a node of a version
-//     without gossip, during an upgrade) is judged by its heartbeats.
+//     without gossip, during an upgrade) is judged by its heartbeats, and
+//     one that gossip calls alive but whose heartbeats (at the address
+//     gossip gives) have failed for failureDetectTime is failed: raft
+//     cannot reach it, whatever gossip hears, and the sooner of the two
+//     detections bounds how long Readiness may lag behind a death.
 
 // Merging with the gossip layer: gossip.go's gossipMember converts to a
 // memberView as follows (the one function Node.New's GOSSIP MERGE comment
@@ -121,6 +125,10 @@ func mergeMembers(self string, servers []raft.Server, failed map[raft.ServerID]b
 		m.InConfig, m.Suffrage, m.ConfigAddr = true, s.Suffrage, s.Address
 		if m.Addr == "" {
 			m.Addr = s.Address
+		}
+		if m.Status == autopilot.NodeAlive && m.Addr == s.Address && failed[s.ID] {
+			// Raft's heartbeats go to the address gossip gives, and fail.
+			m.Status = autopilot.NodeFailed
 		}
 	}
 	if m, ok := byID[raft.ServerID(self)]; ok {

@@ -236,6 +236,13 @@ func (n *Node) addMember(ctx context.Context, id, addr string, empty bool) error
 			}
 		}
 	}
+	// Held while the voters are counted and the node added, so that a
+	// promotion by the reconciler cannot add the same missing voter.
+	n.reconciler.voterChange.Lock()
+	defer n.reconciler.voterChange.Unlock()
+	if cf = n.raft.GetConfiguration(); cf.Error() != nil {
+		return configChangeError(cf.Error())
+	}
 	voters := 0
 	for _, s := range cf.Configuration().Servers {
 		if string(s.ID) == id && string(s.Address) == addr {
@@ -248,7 +255,7 @@ func (n *Node) addMember(ctx context.Context, id, addr string, empty bool) error
 	rec := raftRecorder{n.raft, n.reconciler}
 	if voters < n.cfg.Voters {
 		n.reconciler.explain(raft.ServerID(id), fmt.Sprintf("asked to join; %d voters, %d wanted", voters, n.cfg.Voters))
-		return configChangeError(n.waitFuture(ctx, rec.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 0)))
+		return configChangeError(n.waitFuture(ctx, rec.addJoiningVoter(raft.ServerID(id), raft.ServerAddress(addr))))
 	}
 	n.reconciler.explain(raft.ServerID(id), fmt.Sprintf("asked to join; already %d voters", voters))
 	return configChangeError(n.waitFuture(ctx, rec.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 0)))

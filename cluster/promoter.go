@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -22,12 +23,106 @@ type voterPromoter struct {
 	// explain records why a change is proposed (reconciler.explain); nil
 	// in tests that need no reasons.
 	explain func(id raft.ServerID, reason string)
+
+	mu    sync.Mutex // protects marks and pairs
+	marks map[raft.ServerID]healthMark
+	// pairs maps a non-voter promoted to replace a dead voter to that
+	// voter (see allowPromotion).
+	pairs map[raft.ServerID]raft.ServerID
+}
+
+// healthMark is since when a member has been healthy, or unhealthy: the
+// promoter's own record, kept in each ServerState's Server.Ext.
+// raft-autopilot v0.3.0 sets Health.StableSince when it first sees a
+// server and never again (buildServerState compares the new health with a
+// pointer to itself), so its StableSince cannot time a failure.
+type healthMark struct {
+	healthy bool
+	since   time.Time
 }
 
 var _ autopilot.Promoter = (*voterPromoter)(nil)
 
-func (p *voterPromoter) GetServerExt(*autopilot.Config, *autopilot.ServerState) any { return nil }
-func (p *voterPromoter) GetStateExt(*autopilot.Config, *autopilot.State) any        { return nil }
+// GetServerExt records when srv's health last changed; autopilot calls it
+// for every member at every state update.
+func (p *voterPromoter) GetServerExt(_ *autopilot.Config, srv *autopilot.ServerState) any {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.marks == nil {
+		p.marks = map[raft.ServerID]healthMark{}
+	}
+	m, ok := p.marks[srv.Server.ID]
+	if !ok || m.healthy != srv.Health.Healthy {
+		m = healthMark{healthy: srv.Health.Healthy, since: p.now()}
+		p.marks[srv.Server.ID] = m
+	}
+	return m
+}
+
+// GetStateExt forgets the members that are no longer in the configuration.
+func (p *voterPromoter) GetStateExt(_ *autopilot.Config, s *autopilot.State) any {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id := range p.marks {
+		if _, ok := s.Servers[id]; !ok {
+			delete(p.marks, id)
+		}
+	}
+	for id := range p.pairs {
+		if _, ok := s.Servers[id]; !ok {
+			delete(p.pairs, id)
+		}
+	}
+	return nil
+}
+
+// forget clears the record when this node stops leading: a new leader
+// times failures afresh.
+func (p *voterPromoter) forget() {
+	p.mu.Lock()
+	clear(p.marks)
+	clear(p.pairs)
+	p.mu.Unlock()
+}
+
+// allowPromotion is checked against the latest configuration (not the
+// autopilot state, which may be a round old) right before a non-voter is
+// promoted, with joins held off meanwhile: a promotion may take the voters
+// up to Voters, or one beyond to replace a dead voter that still votes
+// (which is demoted at the next round). So a promotion decided on a stale
+// state, or racing a join that added a voter, never leaves more voters
+// than wanted.
+func (p *voterPromoter) allowPromotion(id raft.ServerID, servers []raft.Server) bool {
+	voters := 0
+	isVoter := map[raft.ServerID]bool{}
+	for _, s := range servers {
+		if s.Suffrage == raft.Voter {
+			voters++
+			isVoter[s.ID] = true
+		}
+	}
+	if voters < p.voters {
+		return true
+	}
+	p.mu.Lock()
+	dead, paired := p.pairs[id]
+	p.mu.Unlock()
+	return paired && voters == p.voters && isVoter[dead]
+}
+
+// healthySince returns since when srv has been as healthy (or unhealthy)
+// as it is now.
+func healthySince(srv *autopilot.ServerState) time.Time {
+	if m, ok := srv.Server.Ext.(healthMark); ok && m.healthy == srv.Health.Healthy {
+		return m.since
+	}
+	return srv.Health.StableSince
+}
+
+// stableFor reports whether srv has been healthy for at least d.
+func stableFor(srv *autopilot.ServerState, now time.Time, d time.Duration) bool {
+	return srv.Health.Healthy && now.Sub(healthySince(srv)) >= d
+}
 
 // GetNodeTypes: every member may vote (there are no read replicas or
 // zones); which ones do is CalculatePromotionsAndDemotions' choice.
@@ -60,12 +155,21 @@ func sortedIDs(s *autopilot.State) []raft.ServerID {
 
 // CalculatePromotionsAndDemotions fills the voters up to Config.Voters
 // with non-voters healthy for the stabilization time (lowest ID first),
-// then replaces at most one voter unhealthy for DeadVoterTimeout per round:
-// demoted, with a healthy non-voter promoted in its place; without one it
-// is demoted only if more than Voters voters would remain. The leader is
-// never demoted. Autopilot applies only what it finds safe on its side
-// too: it promotes healthy servers only, and demotes one failed voter
-// before promoting when the voter count is odd.
+// then deals with at most one voter unhealthy for DeadVoterTimeout per
+// round: while Voters or fewer vote, a healthy non-voter is promoted to
+// replace it; once more than Voters vote (the replacement votes, or the
+// cluster was bootstrapped with more Peers), it is demoted. The leader is
+// never demoted.
+//
+// Promoting first never lowers the number of healthy voters, and with a
+// 3-voter cluster with one voter dead the tolerance is the same either
+// way (4 voters of which 3 must answer, or 2 of which 2 must); demoting
+// first, as autopilot prefers, opens a window with fewer than Voters
+// voters in which a join would be added as a voter too, ending with one
+// voter too many. Autopilot applies only what it finds safe on its side:
+// it promotes healthy servers only, one round of promotions before any
+// demotion; allowPromotion checks each promotion against the latest
+// configuration.
 func (p *voterPromoter) CalculatePromotionsAndDemotions(c *autopilot.Config, s *autopilot.State) autopilot.RaftChanges {
 	var changes autopilot.RaftChanges
 	now := p.now()
@@ -78,10 +182,10 @@ func (p *voterPromoter) CalculatePromotionsAndDemotions(c *autopilot.Config, s *
 		switch {
 		case srv.HasVotingRights():
 			voters++
-			if srv.State != autopilot.RaftLeader && !srv.Health.Healthy && now.Sub(srv.Health.StableSince) >= p.deadVoterTimeout {
+			if srv.State != autopilot.RaftLeader && !srv.Health.Healthy && now.Sub(healthySince(srv)) >= p.deadVoterTimeout {
 				dead = append(dead, srv)
 			}
-		case srv.State == autopilot.RaftNonVoter && srv.Server.NodeStatus == autopilot.NodeAlive && srv.Health.IsStable(now, stable):
+		case srv.State == autopilot.RaftNonVoter && srv.Server.NodeStatus == autopilot.NodeAlive && stableFor(srv, now, stable):
 			candidates = append(candidates, id)
 		}
 	}
@@ -93,17 +197,21 @@ func (p *voterPromoter) CalculatePromotionsAndDemotions(c *autopilot.Config, s *
 	}
 	if len(dead) > 0 {
 		d := dead[0]
-		unhealthyFor := now.Sub(d.Health.StableSince).Truncate(time.Millisecond)
+		unhealthyFor := now.Sub(healthySince(d)).Truncate(time.Millisecond)
 		switch {
-		case len(candidates) > 0:
-			c := candidates[0]
-			p.say(d.Server.ID, "voter unhealthy (status %s) for %v, DeadVoterTimeout %v: %s takes its vote", d.Server.NodeStatus, unhealthyFor, p.deadVoterTimeout, c)
-			p.say(c, "replaces voter %s, unhealthy for %v", d.Server.ID, unhealthyFor)
-			changes.Demotions = append(changes.Demotions, d.Server.ID)
-			changes.Promotions = append(changes.Promotions, c)
-		case voters+len(changes.Promotions)-1 >= p.voters:
+		case voters+len(changes.Promotions) > p.voters:
 			p.say(d.Server.ID, "voter unhealthy (status %s) for %v, DeadVoterTimeout %v: %d voters remain without it", d.Server.NodeStatus, unhealthyFor, p.deadVoterTimeout, voters+len(changes.Promotions)-1)
 			changes.Demotions = append(changes.Demotions, d.Server.ID)
+		case len(candidates) > 0:
+			c := candidates[0]
+			p.say(c, "replaces voter %s, unhealthy (status %s) for %v, DeadVoterTimeout %v", d.Server.ID, d.Server.NodeStatus, unhealthyFor, p.deadVoterTimeout)
+			p.mu.Lock()
+			if p.pairs == nil {
+				p.pairs = map[raft.ServerID]raft.ServerID{}
+			}
+			p.pairs[c] = d.Server.ID
+			p.mu.Unlock()
+			changes.Promotions = append(changes.Promotions, c)
 		}
 	}
 	return changes
@@ -133,7 +241,7 @@ func (p *voterPromoter) FilterFailedServerRemovals(_ *autopilot.Config, s *autop
 		if st == nil || st.Health.Healthy || st.HasVotingRights() {
 			continue
 		}
-		if gone := now.Sub(st.Health.StableSince); gone >= p.deadMemberTimeout {
+		if gone := now.Sub(healthySince(st)); gone >= p.deadMemberTimeout {
 			p.say(srv.ID, "non-voter unhealthy (status %s) for %v, DeadMemberTimeout %v", srv.NodeStatus, gone.Truncate(time.Second), p.deadMemberTimeout)
 			out.FailedNonVoters = append(out.FailedNonVoters, srv)
 		}

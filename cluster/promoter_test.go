@@ -89,8 +89,26 @@ func TestPromoterReplacesOneDeadVoterPerRound(t *testing.T) {
 		member("e", autopilot.RaftNonVoter, true, time.Minute),
 	)
 	got := p.CalculatePromotionsAndDemotions(promoterConfig, s)
-	assert.Equal(t, ids("b"), got.Demotions, "one dead voter per round, lowest ID first")
-	assert.Equal(t, ids("d"), got.Promotions, "its replacement in the same round")
+	assert.Empty(t, got.Demotions, "not before its replacement votes")
+	assert.Equal(t, ids("d"), got.Promotions, "one dead voter per round, lowest ID first, gets a replacement")
+	cfg := []raft.Server{{ID: "a", Suffrage: raft.Voter}, {ID: "b", Suffrage: raft.Voter}, {ID: "c", Suffrage: raft.Voter}, {ID: "d", Suffrage: raft.Nonvoter}, {ID: "e", Suffrage: raft.Nonvoter}}
+	assert.True(t, p.allowPromotion("d", cfg), "a replacement may take the voters one beyond Voters")
+	assert.False(t, p.allowPromotion("e", cfg), "a promotion that is no replacement may not")
+	cfg[1].Suffrage = raft.Nonvoter
+	cfg[2].Suffrage = raft.Nonvoter
+	assert.True(t, p.allowPromotion("e", cfg), "fewer voters than Voters")
+
+	// The next round: the replacement votes; the dead voter is demoted.
+	s = apState(
+		member("a", autopilot.RaftLeader, true, time.Minute),
+		member("b", autopilot.RaftVoter, false, 6*time.Second),
+		member("c", autopilot.RaftVoter, false, 10*time.Second),
+		member("d", autopilot.RaftVoter, true, time.Minute),
+		member("e", autopilot.RaftNonVoter, true, time.Minute),
+	)
+	got = p.CalculatePromotionsAndDemotions(promoterConfig, s)
+	assert.Equal(t, ids("b"), got.Demotions)
+	assert.Empty(t, got.Promotions)
 
 	// Not dead long enough: nothing yet.
 	s = apState(
@@ -184,15 +202,19 @@ func TestMergeMembers(t *testing.T) {
 	assert.Equal(t, want, got)
 
 	// With gossip: its word wins for the members it knows (n1 alive at a
-	// new address, n2 left), n3 (not in gossip: an older version) is still
-	// judged by its heartbeats, and n4, alive in gossip only, is listed
-	// for the reconciler to add.
+	// new address, where raft has not tried it yet; n2 left), but not
+	// against failing heartbeats at the same address (n5); n3 (not in
+	// gossip: an older version) is still judged by its heartbeats, and n4,
+	// alive in gossip only, is listed for the reconciler to add.
 	gossip := []memberView{
 		{ID: "n0", Addr: "10.0.0.1:7000", APIAddr: "http://10.0.0.1:8080", Status: autopilot.NodeAlive, Version: "1"},
 		{ID: "n1", Addr: "10.0.0.9:7000", Status: autopilot.NodeAlive},
 		{ID: "n2", Addr: "10.0.0.3:7000", Status: autopilot.NodeLeft},
 		{ID: "n4", Addr: "10.0.0.5:7000", Status: autopilot.NodeAlive},
+		{ID: "n5", Addr: "10.0.0.6:7000", Status: autopilot.NodeAlive},
 	}
+	servers = append(servers, raft.Server{ID: "n5", Address: "10.0.0.6:7000", Suffrage: raft.Voter})
+	failing["n5"] = true
 	got = mergeMembers("n0", servers, failing, gossip)
 	want = []knownMember{
 		{memberView: gossip[0], InConfig: true, Suffrage: raft.Voter, ConfigAddr: "10.0.0.1:7000"},
@@ -200,6 +222,36 @@ func TestMergeMembers(t *testing.T) {
 		{memberView: gossip[2], InConfig: true, Suffrage: raft.Nonvoter, ConfigAddr: "10.0.0.3:7000"},
 		{memberView: memberView{ID: "n3", Addr: "10.0.0.4:7000", Status: autopilot.NodeFailed}, InConfig: true, Suffrage: raft.Nonvoter, ConfigAddr: "10.0.0.4:7000"},
 		{memberView: gossip[3]},
+		{memberView: memberView{ID: "n5", Addr: "10.0.0.6:7000", Status: autopilot.NodeFailed}, InConfig: true, Suffrage: raft.Voter, ConfigAddr: "10.0.0.6:7000"},
 	}
 	assert.Equal(t, want, got)
+}
+
+// The promoter times health itself (autopilot v0.3.0's StableSince never
+// moves after a server's first state): the clock restarts at each change.
+func TestPromoterTimesHealthChanges(t *testing.T) {
+	now := promoterNow
+	p := testPromoter(3)
+	p.now = func() time.Time { return now }
+	srv := member("b", autopilot.RaftVoter, true, 0)
+	srv.Health.StableSince = time.Time{} // what autopilot would keep: its first sighting
+	ext := func() time.Time {
+		srv.Server.Ext = p.GetServerExt(promoterConfig, srv)
+		return healthySince(srv)
+	}
+	assert.Equal(t, now, ext())
+	first := now
+	now = now.Add(time.Second)
+	assert.Equal(t, first, ext(), "still healthy: same mark")
+	srv.Health.Healthy = false
+	assert.Equal(t, now, ext(), "unhealthy from now")
+	now = now.Add(6 * time.Second)
+	s := apState(member("a", autopilot.RaftLeader, true, time.Hour), srv, member("c", autopilot.RaftVoter, true, time.Hour), member("d", autopilot.RaftNonVoter, true, time.Hour))
+	got := p.CalculatePromotionsAndDemotions(promoterConfig, s)
+	assert.Equal(t, ids("d"), got.Promotions, "b unhealthy for 6s, DeadVoterTimeout 5s: replaced")
+
+	srv.Health.Healthy = true
+	assert.Equal(t, now, ext(), "healthy again from now")
+	p.GetStateExt(promoterConfig, apState(member("a", autopilot.RaftLeader, true, time.Hour)))
+	assert.NotContains(t, p.marks, raft.ServerID("b"), "forgotten once out of the configuration")
 }

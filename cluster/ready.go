@@ -107,9 +107,12 @@ func (n *Node) WatchLeader() (id, addr string, changed <-chan struct{}, err erro
 // losing one more node. See Node.Readiness.
 type Readiness struct {
 	// Ready is true when this node knows a leader, can write its raft log,
-	// the leader judges it healthy, and the cluster's failure tolerance is
-	// at least one (at least zero when Config.Voters is 1: such a cluster
-	// tolerates no failure by design).
+	// and the leader's reports have said for a while (a failure detection
+	// and three health checks: 4 s with DefaultConfig) that it is healthy
+	// and that the cluster's failure tolerance is at least one (at least
+	// zero when Config.Voters is 1: such a cluster tolerates no failure by
+	// design). The wait covers a member that died just before: by the end
+	// of it the leader has seen that death.
 	Ready bool
 	// Reason says why not; "" when Ready.
 	Reason string
@@ -139,7 +142,7 @@ func (n *Node) Readiness() Readiness {
 	r.LeaderID, _ = n.Leader()
 	r.Health = n.reconciler.health()
 	h := r.Health
-	want := min(1, (n.cfg.Voters-1)/2)
+	want := n.wantTolerance()
 	switch {
 	case r.LeaderID == "":
 		r.Reason = "no leader known"
@@ -152,6 +155,10 @@ func (n *Node) Readiness() Readiness {
 	case h.FailureTolerance < want:
 		r.Reason = fmt.Sprintf("failure tolerance %d: %d of %d voters healthy, losing one more would stop the cluster", h.FailureTolerance, h.HealthyVoters, h.Voters)
 	default:
+		if good, hold := n.reconciler.goodFor(), n.readyHold(); good < hold {
+			r.Reason = fmt.Sprintf("healthy with failure tolerance %d for %v of the %v it takes to be sure no failure is still undetected", h.FailureTolerance, good.Truncate(time.Millisecond), hold)
+			break
+		}
 		r.Ready = true
 	}
 	return r

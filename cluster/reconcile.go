@@ -149,6 +149,10 @@ type reconciler struct {
 	ap       *autopilot.Autopilot
 	promoter *voterPromoter
 	poke     chan struct{} // size one: membership changed, reconcile now
+	// voterChange is held while a join or a promotion reads the
+	// configuration and adds a voter, so that the two never both add the
+	// voter that was missing.
+	voterChange sync.Mutex
 
 	mu      sync.Mutex
 	actions []ReconcileAction        // oldest first, at most maxReconcileActions
@@ -156,10 +160,24 @@ type reconciler struct {
 	state   *autopilot.State         // the leader's latest state; nil while not leading
 	stateAt time.Time                // when autopilot computed state
 	heard   heardHealth              // a follower's latest report from the leader
+	// answered is each member's last answer to a stats request, while
+	// this node leads.
+	answered map[raft.ServerID]answeredStats
+	// goodSince is this node's monotonic reading since when every report
+	// (its own judgement while it leads, else goodLeader's) has said this
+	// node is healthy with enough failure tolerance; 0 when the last one
+	// did not.
+	goodSince  time.Duration
+	goodLeader string
+}
+
+type answeredStats struct {
+	stats serverStats
+	at    time.Time
 }
 
 func newReconciler(n *Node) *reconciler {
-	r := &reconciler{n: n, poke: make(chan struct{}, 1), reasons: map[raft.ServerID]string{}}
+	r := &reconciler{n: n, poke: make(chan struct{}, 1), reasons: map[raft.ServerID]string{}, answered: map[raft.ServerID]answeredStats{}}
 	r.promoter = &voterPromoter{
 		voters:            n.cfg.Voters,
 		deadVoterTimeout:  n.cfg.DeadVoterTimeout,
@@ -197,8 +215,11 @@ func (r *reconciler) run() {
 	stop := func() {
 		<-r.ap.Stop()
 		running = false
+		r.promoter.forget()
 		r.mu.Lock()
 		r.state = nil
+		clear(r.answered)
+		r.goodSince = 0
 		r.mu.Unlock()
 		n.heartbeats.forget()
 	}
@@ -359,7 +380,42 @@ func (r *reconciler) heardFromLeader(req request) {
 	}
 	r.mu.Lock()
 	r.heard = h
+	r.noteReportLocked(req.id, h.ClusterHealth)
 	r.mu.Unlock()
+}
+
+// wantTolerance is the failure tolerance Readiness asks for: one, or none
+// in a cluster of one voter by design.
+func (n *Node) wantTolerance() int { return min(1, (n.cfg.Voters-1)/2) }
+
+// readyHold is how long every report must have been good before Readiness
+// says ready: long enough that a member that died just before the reports
+// turned good has been seen dead by now (failure detection, then the
+// leader's next check, then its next report), so that a replica started
+// after a kill is not ready before the kill is known.
+func (n *Node) readyHold() time.Duration { return n.failureDetectTime() + 3*n.autopilotInterval() }
+
+// noteReportLocked keeps goodSince from a report of leaderID's.
+func (r *reconciler) noteReportLocked(leaderID string, h ClusterHealth) {
+	good := h.Known && h.Healthy && h.FailureTolerance >= r.n.wantTolerance()
+	switch {
+	case !good:
+		r.goodSince = 0
+	case r.goodSince == 0 || r.goodLeader != leaderID:
+		r.goodSince, r.goodLeader = r.n.clock.Monotonic(), leaderID
+	}
+}
+
+// goodFor is how long reports from the current leader have all been
+// good; 0 if the last was not.
+func (r *reconciler) goodFor() time.Duration {
+	leaderID, _ := r.n.Leader()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.goodSince == 0 || leaderID == "" || r.goodLeader != leaderID {
+		return 0
+	}
+	return max(r.n.clock.Monotonic()-r.goodSince, 1)
 }
 
 // autopilotDelegate is the reconciler as autopilot's
@@ -383,6 +439,7 @@ func (d *autopilotDelegate) NotifyState(s *autopilot.State) {
 	r := (*reconciler)(d)
 	r.mu.Lock()
 	r.state, r.stateAt = s, time.Now()
+	r.noteReportLocked(r.n.cfg.NodeID, healthOf(s, raft.ServerID(r.n.cfg.NodeID), r.stateAt))
 	r.mu.Unlock()
 }
 
@@ -411,10 +468,11 @@ func (d *autopilotDelegate) KnownServers() map[raft.ServerID]*autopilot.Server {
 // FetchServerStats asks every member (but this node, which reads its own)
 // for its log position and last contact with the leader, all at once and
 // within ctx (autopilot gives half an interval). A member that does not
-// answer is left out: autopilot keeps its previous figures, and its member
-// source says whether it is failed. The request carries this leader's
-// latest health report, which is how every node knows the cluster's
-// failure tolerance.
+// answer is given its last answer aged by the time since (none if it never
+// answered): its last contact grows until it passes lastContactThreshold,
+// so a member that stops answering turns unhealthy whatever its member
+// source says. The request carries this leader's latest health report,
+// which is how every node knows the cluster's failure tolerance.
 func (d *autopilotDelegate) FetchServerStats(ctx context.Context, servers map[raft.ServerID]*autopilot.Server) map[raft.ServerID]*autopilot.ServerStats {
 	r := (*reconciler)(d)
 	n := r.n
@@ -429,7 +487,9 @@ func (d *autopilotDelegate) FetchServerStats(ctx context.Context, servers map[ra
 	for id, srv := range servers {
 		if id == self {
 			st := n.ownServerStats()
+			mu.Lock()
 			out[id] = &autopilot.ServerStats{LastContact: 0, LastTerm: st.lastTerm, LastIndex: st.lastIndex}
+			mu.Unlock()
 			continue
 		}
 		req := request{kind: kindServerStats, id: n.cfg.NodeID}
@@ -444,11 +504,24 @@ func (d *autopilotDelegate) FetchServerStats(ctx context.Context, servers map[ra
 		addr := string(srv.Address)
 		wg.Go(func() {
 			rep, err := n.call(ctx, addr, body)
+			now := time.Now()
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			st := rep.stats
 			if err != nil || rep.code != codeOK || rep.kind != kindServerStats {
-				return
+				last, ok := r.answered[id]
+				if !ok {
+					return
+				}
+				st = last.stats
+				if st.lastContact >= 0 {
+					st.lastContact += now.Sub(last.at)
+				}
+			} else {
+				r.answered[id] = answeredStats{stats: st, at: now}
 			}
 			mu.Lock()
-			out[id] = &autopilot.ServerStats{LastContact: rep.stats.lastContact, LastTerm: rep.stats.lastTerm, LastIndex: rep.stats.lastIndex}
+			out[id] = &autopilot.ServerStats{LastContact: st.lastContact, LastTerm: st.lastTerm, LastIndex: st.lastIndex}
 			mu.Unlock()
 		})
 	}
@@ -513,18 +586,49 @@ type raftRecorder struct {
 	r *reconciler
 }
 
+// AddVoter is autopilot's: a promotion (checked by allowPromotion, and
+// waited for while joins are held off), or an address update of a voter.
 func (rr raftRecorder) AddVoter(id raft.ServerID, addr raft.ServerAddress, prevIndex uint64, timeout time.Duration) raft.IndexFuture {
+	rr.r.voterChange.Lock()
+	defer rr.r.voterChange.Unlock()
+	f := rr.Raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return errorFuture{err}
+	}
+	servers := f.Configuration().Servers
 	action, fallback := ActionAddVoter, "fewer voters than Voters"
-	if s, ok := rr.member(id); ok {
+	for _, s := range servers {
+		if s.ID != id {
+			continue
+		}
 		switch {
 		case s.Address != addr:
 			action, fallback = ActionUpdateAddress, "member back at a new address"
-		case s.Suffrage != raft.Voter:
+		case s.Suffrage == raft.Voter:
+			return errorFuture{nil} // a round-old state: already done
+		default:
 			action, fallback = ActionPromote, "fewer voters than Voters"
+			if !rr.r.promoter.allowPromotion(id, servers) {
+				rr.r.n.log.Debug("reconciler: not promoting: enough voters in the latest configuration", "id", id)
+				return errorFuture{nil}
+			}
 		}
 	}
-	return rr.recorded(rr.Raft.AddVoter(id, addr, prevIndex, timeout), action, id, fallback)
+	rf := rr.recorded(rr.Raft.AddVoter(id, addr, prevIndex, timeout), action, id, fallback)
+	return errorFuture{rf.Error()}
 }
+
+// addJoiningVoter adds a node that asked to join as a voter; the caller
+// holds voterChange.
+func (rr raftRecorder) addJoiningVoter(id raft.ServerID, addr raft.ServerAddress) raft.IndexFuture {
+	return rr.recorded(rr.Raft.AddVoter(id, addr, 0, 0), ActionAddVoter, id, "asked to join")
+}
+
+// errorFuture is a raft.IndexFuture already answered.
+type errorFuture struct{ err error }
+
+func (f errorFuture) Error() error  { return f.err }
+func (f errorFuture) Index() uint64 { return 0 }
 
 func (rr raftRecorder) AddNonvoter(id raft.ServerID, addr raft.ServerAddress, prevIndex uint64, timeout time.Duration) raft.IndexFuture {
 	action, fallback := ActionAddNonvoter, "alive member not in the raft configuration"
