@@ -49,6 +49,7 @@ const (
 	CodeClosed           = "closed"             // 503: the node is shutting down
 	CodeNoLeader         = "no_leader"          // 503: /healthz while no leader is known
 	CodeLogFault         = "log_fault"          // 503: /healthz while the node cannot write its raft log (a full disk)
+	CodeNotReady         = "not_ready"          // 503: /readyz while the cluster would not survive losing one more node
 	CodeNotCluster       = "not_a_cluster"      // 404: /v1/cluster on a node whose store is not a cluster
 	CodeNotFound         = "not_found"          // 404: unknown route
 	CodeNotImplemented   = "not_implemented"    // 501: /v1/locks on a node whose store cannot list
@@ -142,7 +143,7 @@ func codeSentinels(code string) []error {
 		return []error{lock.ErrNotHeld}
 	case CodeQueueFull:
 		return []error{lock.ErrQueueFull}
-	case CodeUnavailable, CodeNoLeader, CodeLogFault:
+	case CodeUnavailable, CodeNoLeader, CodeLogFault, CodeNotReady:
 		return []error{lock.ErrUnavailable}
 	case CodeUnknownOutcome:
 		return []error{lock.ErrUnknownOutcome, lock.ErrUnavailable}

@@ -9,9 +9,10 @@ import (
 	"github.com/raftlock/raftlock/api"
 )
 
-// openPaths answer without a token: load balancers probe /healthz, and it
-// tells nothing a token would protect (no key, no owner, no lock count).
-var openPaths = map[string]bool{"/healthz": true}
+// openPaths answer without a token: load balancers and orchestrators probe
+// /healthz and /readyz, and they tell nothing a token would protect (no
+// key, no owner, no lock count).
+var openPaths = map[string]bool{"/healthz": true, "/readyz": true}
 
 // tokenCheck is a Handler's token, kept as its SHA-256 so that comparing a
 // presented token costs the same whatever its length or contents: neither
