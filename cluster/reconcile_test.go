@@ -397,12 +397,53 @@ func TestGossipSourceLeftMemberIsRemoved(t *testing.T) {
 	l.gossipView.Store(&src)
 	l.reconciler.wake()
 	requireVoters(t, c, []string{"n0", "n1", "n2"}, nil)
-	var found bool
-	for _, a := range l.Stats().ReconcileActions {
-		if a.Action == ActionRemove && a.ID == "n3" {
-			found = true
-			assert.Contains(t, a.Reason, "left")
+	var removal ReconcileAction
+	require.Eventually(t, func() bool { // recorded once the removal commits
+		for _, a := range l.Stats().ReconcileActions {
+			if a.Action == ActionRemove && a.ID == "n3" {
+				removal = a
+				return true
+			}
+		}
+		return false
+	}, patience, 5*time.Millisecond, "no removal of n3 recorded")
+	assert.Contains(t, removal.Reason, "left")
+}
+
+// A voter cut off from the others (alive, but raft cannot reach it) is
+// replaced like a dead one; healed, it serves again as a non-voter.
+func TestPartitionedVoterIsReplaced(t *testing.T) {
+	c, faults := newFaultyCluster(t, 4, func(cfg *Config) {
+		cfg.DeadVoterTimeout = 500 * time.Millisecond
+		cfg.DeadMemberTimeout = time.Hour
+	})
+	requireVoters(t, c, []string{"n0", "n1", "n2"}, []string{"n3"})
+	l := c.leader()
+	var cut *Node
+	for _, n := range c.nodes[:3] {
+		if n != l {
+			cut = n
+			break
 		}
 	}
-	assert.True(t, found, "removal of n3 not among %+v", l.Stats().ReconcileActions)
+	for _, n := range c.nodes {
+		if n != cut {
+			faults.Cut(n.Addr(), cut.Addr())
+			faults.Cut(cut.Addr(), n.Addr())
+		}
+	}
+	want := slices.DeleteFunc([]string{"n0", "n1", "n2", "n3"}, func(id string) bool { return id == cut.ID() })
+	others := slices.DeleteFunc(slices.Clone(c.nodes), func(n *Node) bool { return n == cut })
+	require.Eventually(t, func() bool { // (requireVoters wants every node to agree on the leader)
+		v, nv := suffrages(t, leaderOf(t, others))
+		return slices.Equal(v, want) && slices.Equal(nv, []string{cut.ID()})
+	}, patience, 10*time.Millisecond, "the cut-off voter is not replaced")
+	acquire(t, leaderOf(t, others), "during", time.Minute)
+	r := cut.Readiness()
+	assert.False(t, r.Ready, "cut off, it cannot be ready: %+v", r)
+
+	faults.HealAll()
+	requireReadiness(t, cut, true, 1)
+	acquire(t, cut, "after", time.Minute)
+	requireVoters(t, c, want, []string{cut.ID()})
 }
