@@ -285,6 +285,11 @@ func (n *Node) removeServer(ctx context.Context, id string) error {
 		n.log.Info("not removing the last voter; it stops as a member", "id", id)
 		return nil
 	}
+	if id == n.cfg.NodeID {
+		// Leadership came back to the leaving node after it handed it
+		// over: see Leave for why a leader does not remove itself.
+		return errLeaderRemovesItself
+	}
 	n.log.Info("removing server", "id", id)
 	n.reconciler.explain(raft.ServerID(id), "the member asked to leave")
 	if err := n.waitFuture(ctx, raftRecorder{n.raft, n.reconciler}.RemoveServer(raft.ServerID(id), 0, 0)); err != nil {
@@ -342,10 +347,16 @@ func (n *Node) Leave(ctx context.Context) error {
 		// give up once none has been known for leaveLeaderWait.
 		lctx, stop := n.whileLeaderKnown(ctx, n.leaveLeaderWait())
 		defer stop()
-		if n.IsLeader() {
+		// A leader never removes itself: it hands leadership over first, or
+		// stays. A leader that appends its own removal and stops before a
+		// follower has the entry comes back with that entry only in its own
+		// log: it no longer votes for itself in its configuration, so it
+		// never campaigns, and it refuses its old peers' votes because its
+		// log is longer than theirs. With the other members gone too (all
+		// stopping at once) no election can ever succeed.
+		if n.IsLeader() && n.otherVoters() > 0 {
 			if err := n.waitFuture(lctx, n.raft.LeadershipTransfer()); err != nil {
-				// The leader can still remove itself; raft then steps it down.
-				n.log.Warn("leadership transfer before leaving failed; leaving as leader (raft then steps it down)", "error", err)
+				return fmt.Errorf("cluster: leave: no other voter took over leadership (%w); the node is still a member", err)
 			}
 		}
 		if _, _, err := n.do(lctx, request{kind: kindRemove, id: n.cfg.NodeID}); err != nil {
@@ -358,6 +369,22 @@ func (n *Node) Leave(ctx context.Context) error {
 		}
 	}
 	return n.Close()
+}
+
+// otherVoters counts the voters of the latest configuration other than
+// this node.
+func (n *Node) otherVoters() int {
+	cf := n.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return 0
+	}
+	count := 0
+	for _, s := range cf.Configuration().Servers {
+		if s.ID != raft.ServerID(n.cfg.NodeID) && s.Suffrage == raft.Voter {
+			count++
+		}
+	}
+	return count
 }
 
 // whileLeaderKnown returns a context that ends with ctx, or with an error
