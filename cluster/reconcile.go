@@ -537,6 +537,9 @@ func (d *autopilotDelegate) RemoveFailedServer(srv *autopilot.Server) {
 	r := (*reconciler)(d)
 	n := r.n
 	id, left := srv.ID, srv.NodeStatus == autopilot.NodeLeft
+	if id == raft.ServerID(n.cfg.NodeID) {
+		return // a leader never removes itself (see Leave); knownMembers counts it alive anyway
+	}
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
