@@ -76,8 +76,8 @@ type Config struct {
 	// like any node, but do not slow commits, so embedding a node in 30
 	// replicas of a service does not make a 30-voter quorum. When a voter
 	// leaves, or has been unhealthy for DeadVoterTimeout, the leader
-	// promotes a healthy non-voter in its place (in the same round as it
-	// demotes the dead one, never leaving fewer healthy voters). It must be
+	// promotes a healthy non-voter in its place (a dead voter is demoted
+	// once its replacement votes: never fewer healthy voters). It must be
 	// odd: 3 tolerates one failure, 5 two. Members listed in Peers at
 	// bootstrap are all voters.
 	Voters int

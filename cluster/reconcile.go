@@ -35,14 +35,16 @@ import (
 //   - while fewer than Voters voters exist (a voter left, say), it promotes
 //     non-voters healthy for the stabilization time, lowest ID first, so
 //     the choice does not depend on map order or timing;
-//   - a voter unhealthy for DeadVoterTimeout is demoted and, in the same
-//     round, a healthy non-voter promoted in its place; without one, it
-//     keeps its vote unless more than Voters voters would remain. Demoting
-//     a voter that does not answer takes no live vote away, and autopilot
-//     demotes before it promotes when the count is odd, so that a 3-voter
-//     cluster with one voter dead never counts 4 voters of which 3 must
-//     answer: the number of healthy voters never drops on the reconciler's
-//     account;
+//   - a voter unhealthy for DeadVoterTimeout is replaced: a healthy
+//     non-voter is promoted, and once it votes (the next round) the dead
+//     voter is demoted. Without a non-voter to promote it keeps its vote
+//     unless more than Voters voters remain. Promoting adds a live vote and
+//     demoting one that does not answer takes none away, so the number of
+//     healthy voters never drops on the reconciler's account; while both
+//     vote (4 voters of which 3 must answer) the cluster tolerates no
+//     further failure, as it did not before (2 of 3 answering). Why not
+//     demote first, as autopilot prefers: see
+//     voterPromoter.CalculatePromotionsAndDemotions;
 //   - a non-voter failed for DeadMemberTimeout is removed, as is a member
 //     that left (gossip says so; without gossip a member leaves by asking
 //     the leader, which removes it at once). Voters are never removed by
@@ -58,10 +60,11 @@ import (
 // Stats.ReconcileActions.
 //
 // Timing. A dead voter is replaced after failure detection (members.go:
-// 2×HeartbeatTimeout from raft's heartbeats; gossip's suspicion time with
-// gossip), the next health check (autopilotInterval), DeadVoterTimeout, the
-// next reconcile round (autopilotInterval) and two configuration commits:
-// with DefaultConfig about 1 s + 1 s + 5 s + 1 s, under 10 s. DeadVoterTimeout
+// 2×HeartbeatTimeout from raft's heartbeats, or gossip's if sooner), the
+// next health check (autopilotInterval), DeadVoterTimeout, the next
+// reconcile round (autopilotInterval) for the promotion and one more for
+// the demotion: with DefaultConfig at most 1 s + 1 s + 5 s + 1 s + 1 s,
+// under 10 s; Readiness is back a readyHold later. DeadVoterTimeout
 // is the knob: it must outlast what a healthy voter may go through without
 // answering — an election (one to two ElectionTimeouts), a stall of the
 // host or its disk, a restart of the process on its data dir (a few
