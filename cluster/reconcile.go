@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -470,7 +471,10 @@ func (d *autopilotDelegate) KnownServers() map[raft.ServerID]*autopilot.Server {
 
 // FetchServerStats asks every member (but this node, which reads its own)
 // for its log position and last contact with the leader, all at once and
-// within ctx (autopilot gives half an interval). A member that does not
+// within one autopilotInterval: autopilot's ctx gives half of one, which a
+// loaded host can spend before a request is even sent, and a request not
+// sent also leaves the member without the leader's health report (ctx's
+// own end still stops the requests when autopilot stops). A member that does not
 // answer is given its last answer aged by the time since (none if it never
 // answered): its last contact grows until it passes lastContactThreshold,
 // so a member that stops answering turns unhealthy whatever its member
@@ -483,6 +487,15 @@ func (d *autopilotDelegate) FetchServerStats(ctx context.Context, servers map[ra
 	r.mu.Lock()
 	state, at := r.state, r.stateAt
 	r.mu.Unlock()
+	parent := ctx
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), n.autopilotInterval())
+	defer cancel()
+	stopWithParent := context.AfterFunc(parent, func() {
+		if errors.Is(parent.Err(), context.Canceled) {
+			cancel()
+		}
+	})
+	defer stopWithParent()
 
 	out := make(map[raft.ServerID]*autopilot.ServerStats, len(servers))
 	var mu sync.Mutex

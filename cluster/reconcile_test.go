@@ -301,7 +301,9 @@ func TestRollingReplacementGatedOnReadiness(t *testing.T) {
 				if n == nil {
 					continue
 				}
-				for _, a := range n.Stats().ReconcileActions {
+				st := n.Stats()
+				t.Logf("%s: %s, leader %s, health %+v, readiness %+v", n.ID(), st.State, st.LeaderID, st.Health, n.Readiness())
+				for _, a := range st.ReconcileActions {
 					t.Logf("%s: %s %s %s: %s", n.ID(), a.At.Format("15:04:05.000"), a.Action, a.ID, a.Reason)
 				}
 			}
