@@ -456,3 +456,39 @@ func TestPartitionedVoterIsReplaced(t *testing.T) {
 	acquire(t, cut, "after", time.Minute)
 	requireVoters(t, c, want, []string{cut.ID()})
 }
+
+// A member that gossip sees alive at another address than raft has (back
+// after a restart on a new IP) gets its address updated, its suffrage kept.
+func TestGossipSourceNewAddressIsUpdated(t *testing.T) {
+	c := newCluster(t, 4, nil)
+	requireVoters(t, c, []string{"n0", "n1", "n2"}, []string{"n3"})
+	l := c.leader()
+	const newAddr = "127.0.0.1:1" // nobody listens: only the configuration is looked at
+	src := memberSource(func() []memberView {
+		var out []memberView
+		for _, n := range c.nodes {
+			addr := raft.ServerAddress(n.Addr())
+			if n.ID() == "n3" {
+				addr = newAddr
+			}
+			out = append(out, memberView{ID: raft.ServerID(n.ID()), Addr: addr, Status: autopilot.NodeAlive})
+		}
+		return out
+	})
+	l.gossipView.Store(&src)
+	l.reconciler.wake()
+	require.Eventually(t, func() bool {
+		servers, err := l.Servers()
+		return err == nil && servers["n3"] == newAddr
+	}, patience, 5*time.Millisecond, "n3's address not updated")
+	_, nonvoters := suffrages(t, l)
+	assert.Equal(t, []string{"n3"}, nonvoters, "suffrage kept")
+	require.Eventually(t, func() bool {
+		for _, a := range l.Stats().ReconcileActions {
+			if a.Action == ActionUpdateAddress && a.ID == "n3" {
+				return true
+			}
+		}
+		return false
+	}, patience, 5*time.Millisecond, "no address update recorded: %+v", l.Stats().ReconcileActions)
+}
