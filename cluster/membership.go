@@ -25,10 +25,7 @@ import (
 // have replicated to it already.) A restart on existing state asks with
 // kindJoin.
 func (n *Node) join(ctx context.Context, kind requestKind, addrs []string, retrying func(lastErr error)) (via string, err error) {
-	body, err := request{kind: kind, id: n.cfg.NodeID, addr: n.Addr()}.appendBinary(nil)
-	if err != nil {
-		return "", fmt.Errorf("%w: %w", ErrJoin, err)
-	}
+	body := encodeRequest(&joinRequest{id: n.cfg.NodeID, addr: n.Addr(), empty: kind == kindJoinEmpty})
 	backoff := 50 * time.Millisecond
 	var lastErr error
 	for {
@@ -60,26 +57,26 @@ func (n *Node) join(ctx context.Context, kind requestKind, addrs []string, retry
 					lastErr = fmt.Errorf("%s: %w", addr, err)
 					break
 				}
-				switch rep.code {
-				case codeOK:
+				switch err := rep.err(); {
+				case err == nil:
 					n.joinedCluster(clusterID)
 					return addr, nil
-				case codeNotLeader:
+				case errors.Is(err, errNotLeader):
 					lastErr = fmt.Errorf("%s: not the leader", addr)
 					addr = rep.leader
 					continue
-				case codeBadRequest:
+				case errors.Is(err, ErrBadRequest):
 					if kind == kindJoinEmpty && strings.Contains(rep.msg, "request kind") {
 						// A leader from before kindJoinEmpty: join as before.
 						n.log.Warn("the leader does not know join-empty; joining without asking it to remove an old member of this ID", "leader", addr,
 							"what_to_do", "upgrade every member to one raftlock version")
 						kind = kindJoin
-						body, _ = request{kind: kind, id: n.cfg.NodeID, addr: n.Addr()}.appendBinary(nil)
+						body = encodeRequest(&joinRequest{id: n.cfg.NodeID, addr: n.Addr()})
 						continue
 					}
 					return "", fmt.Errorf("%w: %s refused: %s", ErrJoin, addr, rep.msg)
 				default:
-					lastErr = fmt.Errorf("%s: %s", addr, rep.msg)
+					lastErr = fmt.Errorf("%s: %w", addr, err)
 				}
 				break
 			}
@@ -359,7 +356,7 @@ func (n *Node) Leave(ctx context.Context) error {
 				return fmt.Errorf("cluster: leave: no other voter took over leadership (%w); the node is still a member", err)
 			}
 		}
-		if _, _, err := n.do(lctx, request{kind: kindRemove, id: n.cfg.NodeID}); err != nil {
+		if _, _, err := n.do(lctx, &removeRequest{id: n.cfg.NodeID}); err != nil {
 			if cause := context.Cause(lctx); lctx.Err() != nil && ctx.Err() == nil {
 				// The removal may still commit: the node then rejoins when
 				// it is started again.

@@ -366,7 +366,7 @@ func (r *reconciler) memberHealth(id string) (healthy, ok bool) {
 
 // heardFromLeader records the health report a leader sent with its stats
 // request. Only the leader this node knows is believed.
-func (r *reconciler) heardFromLeader(req request) {
+func (r *reconciler) heardFromLeader(req *serverStatsRequest) {
 	n := r.n
 	if leaderID, _ := n.Leader(); leaderID == "" || leaderID != req.id {
 		return
@@ -508,23 +508,24 @@ func (d *autopilotDelegate) FetchServerStats(ctx context.Context, servers map[ra
 			mu.Unlock()
 			continue
 		}
-		req := request{kind: kindServerStats, id: n.cfg.NodeID}
+		req := serverStatsRequest{id: n.cfg.NodeID}
 		if state != nil {
 			h := healthOf(state, id, at)
 			req.health = healthReport{known: true, tolerance: h.FailureTolerance, voters: h.Voters, healthyVoters: h.HealthyVoters, healthy: h.Healthy}
 		}
-		body, err := req.appendBinary(nil)
-		if err != nil {
-			continue
-		}
+		body := encodeRequest(&req)
 		addr := string(srv.Address)
 		wg.Go(func() {
 			rep, err := n.call(ctx, addr, body)
 			now := time.Now()
 			r.mu.Lock()
 			defer r.mu.Unlock()
-			st := rep.stats
-			if err != nil || rep.code != codeOK || rep.kind != kindServerStats {
+			answer, ok := rep.answer.(*serverStats)
+			var st serverStats
+			if ok {
+				st = *answer
+			}
+			if err != nil || !ok {
 				last, ok := r.answered[id]
 				if !ok {
 					return
@@ -578,13 +579,6 @@ func (d *autopilotDelegate) RemoveFailedServer(srv *autopilot.Server) {
 			return
 		}
 	}()
-}
-
-// serverStats is what a member tells the leader about itself (kindServerStats).
-type serverStats struct {
-	lastContact time.Duration // since it last heard from the leader; negative: never
-	lastTerm    uint64        // term of its last log entry
-	lastIndex   uint64        // index of its last log entry
 }
 
 func (n *Node) ownServerStats() serverStats {
