@@ -185,6 +185,7 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 		"/v1/cluster": {http.MethodGet, h.clusterView},
 		"/v1/leave":   {http.MethodPost, h.leave},
 		"/healthz":    {http.MethodGet, h.healthz},
+		"/readyz":     {http.MethodGet, h.readyz},
 		"/metrics":    {http.MethodGet, h.scrape.ServeHTTP},
 		// The console's and debugging routes (console.go, debug.go, openapi.go).
 		"/v1/events":       {http.MethodGet, h.events},
@@ -720,6 +721,43 @@ func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) {
 	if st.LogFault != "" {
 		resp.Status = api.CodeLogFault
 		resp.Error = &api.ErrorDetail{Code: api.CodeLogFault, Message: fmt.Sprintf("api: node %s cannot write its raft log: %s", st.NodeID, st.LogFault)}
+		writeJSON(w, http.StatusServiceUnavailable, resp)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// readyz is 200 when the cluster would survive losing one more node (the
+// leader's failure tolerance is at least one, this node is healthy and
+// knows the leader: cluster.Node.Readiness), and 503 not_ready with the
+// reason otherwise. It is what a rollout waits for before taking the next
+// replica down (a Kubernetes readinessProbe, a PodDisruptionBudget); a
+// node can serve locks while not ready, which /healthz tells. A store that
+// is not a cluster is always ready; a Cluster that reports no readiness is
+// ready when /healthz is. Like /healthz it ignores the query string.
+func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
+	if h.cluster == nil {
+		writeJSON(w, http.StatusOK, api.ReadyResponse{Status: "ready"})
+		return
+	}
+	st := h.cluster.Status()
+	resp := api.ReadyResponse{Status: "ready", NodeID: st.NodeID, LeaderID: st.LeaderID}
+	if st.Health != nil {
+		tolerance := st.Health.FailureTolerance
+		resp.FailureTolerance = &tolerance
+	}
+	ready, reason := st.HasLeader() && st.LogFault == "", ""
+	switch {
+	case st.Readiness != nil:
+		ready, reason = st.Readiness.Ready, st.Readiness.Reason
+	case !st.HasLeader():
+		reason = "no leader known"
+	case st.LogFault != "":
+		reason = "cannot write the raft log: " + st.LogFault
+	}
+	if !ready {
+		resp.Status, resp.Reason = api.CodeNotReady, reason
+		resp.Error = &api.ErrorDetail{Code: api.CodeNotReady, Message: fmt.Sprintf("api: node %s not ready: %s", st.NodeID, reason)}
 		writeJSON(w, http.StatusServiceUnavailable, resp)
 		return
 	}
