@@ -541,15 +541,23 @@ func query(r *http.Request, allowed ...string) (url.Values, *apiError) {
 	return q, nil
 }
 
-func (h *Handler) inspect(r *http.Request, c *opCall) (any, *apiError) {
+// queryKey reads the one query parameter of a keyed read, ?key=.
+func queryKey(r *http.Request) (string, *apiError) {
 	q, e := query(r, "key")
+	if e != nil {
+		return "", e
+	}
+	if !q.Has("key") {
+		return "", newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "api: key is required (?key=, percent-encoded)")
+	}
+	return q.Get("key"), nil
+}
+
+func (h *Handler) inspect(r *http.Request, c *opCall) (any, *apiError) {
+	key, e := queryKey(r)
 	if e != nil {
 		return nil, e
 	}
-	if !q.Has("key") {
-		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "api: key is required (?key=, percent-encoded)")
-	}
-	key := q.Get("key")
 	if err := lock.ValidateKey(key); err != nil {
 		return nil, storeError(err, false)
 	}
