@@ -348,6 +348,18 @@
 //	curl -s localhost:8300/healthz
 //	{"status":"ok","node_id":"n1","role":"follower","leader_id":"n2","leader_addr":"10.0.0.8:8301"}
 //
+// GET /readyz is 200 when the cluster would survive losing one more node:
+// the node knows a leader, the leader judges it healthy, and the leader's
+// failure tolerance (healthy voters beyond a majority) is at least one, as
+// it has been for a few health checks; 503 not_ready with the reason
+// otherwise. A node can serve locks while not ready (one voter of three
+// down), so /healthz is for sending traffic and /readyz for rollouts: a
+// Kubernetes readinessProbe, which a StatefulSet's rolling update and a
+// PodDisruptionBudget wait on. Neither needs the token.
+//
+//	curl -s localhost:8300/readyz
+//	{"status":"ready","node_id":"n1","leader_id":"n2","failure_tolerance":1}
+//
 // GET /metrics is Prometheus' text format, from a registry of the handler's
 // own (Handler.Registry), so several nodes can share a process:
 //
@@ -465,6 +477,8 @@
 //	503     closed             the node is shutting down                          lock.ErrClosed
 //	503     no_leader          /healthz only                                      (Health.Ready false)
 //	503     log_fault          /healthz only: the raft log cannot be written      (Health.Ready false)
+//	503     not_ready          /readyz only: the cluster would not survive        lock.ErrUnavailable
+//	                           losing one more node (the reason says why)
 //
 // Beyond answers, Client reports a request that never left (connection
 // refused, a failed TLS handshake; on every endpoint it knows) as

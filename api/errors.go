@@ -58,6 +58,7 @@ const (
 	CodeMethodNotAllowed = "method_not_allowed"     // 405: known route, wrong method (Allow header lists the right one)
 	CodeInternal         = "internal"               // 500: a bug; the message says what
 	CodeUnauthorized     = "unauthorized"           // 401: token missing or wrong (apiserver.Config.Token); nothing was done
+	CodeNotReady         = "not_ready"              // 503: /readyz while the cluster would not survive losing one more node
 
 	// Answers net/http gives by itself, made JSON by JSONErrorListener.
 	CodeHeadersTooLarge     = "headers_too_large"    // 431: request headers over the server's MaxHeaderBytes
@@ -147,6 +148,7 @@ var codeErrors = map[string]error{
 	CodeCanceled:            lock.ErrNotHeld,
 	CodeNoLeader:            lock.ErrUnavailable,
 	CodeLogFault:            lock.ErrUnavailable,
+	CodeNotReady:            lock.ErrUnavailable,
 	CodeNotCluster:          ErrNotCluster,
 	CodeNotImplemented:      errors.ErrUnsupported,
 	CodeInternal:            ErrInternal,

@@ -301,6 +301,18 @@ type LeaveResponse struct {
 	NodeID string `json:"node_id,omitempty"`
 }
 
+// ReadyResponse answers GET /readyz, 200 when the cluster would survive
+// losing one more node and 503 not_ready when not; the 503 also carries the
+// usual "error" object, whose message says why.
+type ReadyResponse struct {
+	Status           string       `json:"status"` // "ready" or CodeNotReady
+	NodeID           string       `json:"node_id,omitempty"`
+	LeaderID         string       `json:"leader_id,omitempty"`
+	FailureTolerance *int         `json:"failure_tolerance,omitempty"` // nil while unknown
+	Reason           string       `json:"reason,omitempty"`            // why not ready
+	Error            *ErrorDetail `json:"error,omitempty"`
+}
+
 // HealthResponse answers GET /healthz, 200 when ready and 503 when not; the
 // 503 also carries the usual "error" object.
 type HealthResponse struct {

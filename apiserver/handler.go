@@ -185,6 +185,7 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 		"/v1/cluster": {http.MethodGet, h.clusterView},
 		"/v1/leave":   {http.MethodPost, h.leave},
 		"/healthz":    {http.MethodGet, h.healthz},
+		"/readyz":     {http.MethodGet, h.readyz},
 		"/metrics":    {http.MethodGet, h.scrape.ServeHTTP},
 		// The console's and debugging routes (console.go, debug.go, openapi.go).
 		"/v1/events":       {http.MethodGet, h.events},
@@ -540,15 +541,23 @@ func query(r *http.Request, allowed ...string) (url.Values, *apiError) {
 	return q, nil
 }
 
-func (h *Handler) inspect(r *http.Request, c *opCall) (any, *apiError) {
+// queryKey reads the one query parameter of a keyed read, ?key=.
+func queryKey(r *http.Request) (string, *apiError) {
 	q, e := query(r, "key")
+	if e != nil {
+		return "", e
+	}
+	if !q.Has("key") {
+		return "", newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "api: key is required (?key=, percent-encoded)")
+	}
+	return q.Get("key"), nil
+}
+
+func (h *Handler) inspect(r *http.Request, c *opCall) (any, *apiError) {
+	key, e := queryKey(r)
 	if e != nil {
 		return nil, e
 	}
-	if !q.Has("key") {
-		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "api: key is required (?key=, percent-encoded)")
-	}
-	key := q.Get("key")
 	if err := lock.ValidateKey(key); err != nil {
 		return nil, storeError(err, false)
 	}
@@ -720,6 +729,43 @@ func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) {
 	if st.LogFault != "" {
 		resp.Status = api.CodeLogFault
 		resp.Error = &api.ErrorDetail{Code: api.CodeLogFault, Message: fmt.Sprintf("api: node %s cannot write its raft log: %s", st.NodeID, st.LogFault)}
+		writeJSON(w, http.StatusServiceUnavailable, resp)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// readyz is 200 when the cluster would survive losing one more node (the
+// leader's failure tolerance is at least one, this node is healthy and
+// knows the leader: cluster.Node.Readiness), and 503 not_ready with the
+// reason otherwise. It is what a rollout waits for before taking the next
+// replica down (a Kubernetes readinessProbe, a PodDisruptionBudget); a
+// node can serve locks while not ready, which /healthz tells. A store that
+// is not a cluster is always ready; a Cluster that reports no readiness is
+// ready when /healthz is. Like /healthz it ignores the query string.
+func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
+	if h.cluster == nil {
+		writeJSON(w, http.StatusOK, api.ReadyResponse{Status: "ready"})
+		return
+	}
+	st := h.cluster.Status()
+	resp := api.ReadyResponse{Status: "ready", NodeID: st.NodeID, LeaderID: st.LeaderID}
+	if st.Health != nil {
+		tolerance := st.Health.FailureTolerance
+		resp.FailureTolerance = &tolerance
+	}
+	ready, reason := st.HasLeader() && st.LogFault == "", ""
+	switch {
+	case st.Readiness != nil:
+		ready, reason = st.Readiness.Ready, st.Readiness.Reason
+	case !st.HasLeader():
+		reason = "no leader known"
+	case st.LogFault != "":
+		reason = "cannot write the raft log: " + st.LogFault
+	}
+	if !ready {
+		resp.Status, resp.Reason = api.CodeNotReady, reason
+		resp.Error = &api.ErrorDetail{Code: api.CodeNotReady, Message: fmt.Sprintf("api: node %s not ready: %s", st.NodeID, reason)}
 		writeJSON(w, http.StatusServiceUnavailable, resp)
 		return
 	}

@@ -69,7 +69,9 @@ func (h *Handler) sessionID(r *http.Request, c *opCall) (lock.SessionID, *apiErr
 	return id, nil
 }
 
-func (h *Handler) sessionRenew(r *http.Request, c *opCall) (any, *apiError) {
+// sessionCall reads the id of a renew or destroy and runs call with the
+// store's sessions, under the operation timeout.
+func (h *Handler) sessionCall(r *http.Request, c *opCall, call func(context.Context, lock.SessionStore, lock.SessionID) (any, *apiError)) (any, *apiError) {
 	id, e := h.sessionID(r, c)
 	if e != nil {
 		return nil, e
@@ -80,32 +82,30 @@ func (h *Handler) sessionRenew(r *http.Request, c *opCall) (any, *apiError) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
 	defer cancel()
-	lease, err := ss.RenewSession(ctx, id)
-	if err != nil {
-		return nil, storeError(err, true)
-	}
-	return api.SessionResponse{ID: id.String(), TTLMS: api.Millis(lease.TTL), RemainingMS: api.Millis(lease.Remaining)}, nil
+	return call(ctx, ss, id)
+}
+
+func (h *Handler) sessionRenew(r *http.Request, c *opCall) (any, *apiError) {
+	return h.sessionCall(r, c, func(ctx context.Context, ss lock.SessionStore, id lock.SessionID) (any, *apiError) {
+		lease, err := ss.RenewSession(ctx, id)
+		if err != nil {
+			return nil, storeError(err, true)
+		}
+		return api.SessionResponse{ID: id.String(), TTLMS: api.Millis(lease.TTL), RemainingMS: api.Millis(lease.Remaining)}, nil
+	})
 }
 
 func (h *Handler) sessionDestroy(r *http.Request, c *opCall) (any, *apiError) {
-	id, e := h.sessionID(r, c)
-	if e != nil {
-		return nil, e
-	}
-	ss, e := h.sessionStore()
-	if e != nil {
-		return nil, e
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
-	defer cancel()
-	destroyed, err := ss.DestroySession(ctx, id)
-	if err != nil {
-		return nil, storeError(err, true)
-	}
-	if !destroyed {
-		return nil, newAPIError(http.StatusConflict, api.CodeNoSession, "%v: nothing to destroy", lock.ErrNoSession)
-	}
-	return api.SessionDestroyResponse{ID: id.String(), Destroyed: true}, nil
+	return h.sessionCall(r, c, func(ctx context.Context, ss lock.SessionStore, id lock.SessionID) (any, *apiError) {
+		destroyed, err := ss.DestroySession(ctx, id)
+		if err != nil {
+			return nil, storeError(err, true)
+		}
+		if !destroyed {
+			return nil, newAPIError(http.StatusConflict, api.CodeNoSession, "%v: nothing to destroy", lock.ErrNoSession)
+		}
+		return api.SessionDestroyResponse{ID: id.String(), Destroyed: true}, nil
+	})
 }
 
 func (h *Handler) sessionInfo(r *http.Request, c *opCall) (any, *apiError) {

@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
+	autopilot "github.com/hashicorp/raft-autopilot"
 	"github.com/hashicorp/serf/serf"
 )
 
@@ -386,7 +387,8 @@ func (n *Node) gossipAdvertise() (string, error) {
 // runGossip starts the node's gossip goroutines: the event loop, the role
 // tag keeper, raft-follows-gossip, retry-join and BootstrapExpect.
 func (n *Node) runGossip(fresh bool) {
-	n.wg.Add(3)
+	n.wg.Add(4)
+	go n.wakeReconcilerOnGossip()
 	go n.gossipEventLoop()
 	go n.gossipRoleKeeper()
 	go n.gossipRaftJoiner(fresh)
@@ -566,6 +568,44 @@ func (n *Node) hasRaftState() bool {
 	}
 	f := n.raft.GetConfiguration()
 	return f.Error() == nil && len(f.Configuration().Servers) > 0
+}
+
+// gossipViews turns gossip's members into the reconciler's member source
+// (members.go); nil stays nil (gossip off).
+func gossipViews(ms []gossipMember) []memberView {
+	if ms == nil {
+		return nil
+	}
+	out := make([]memberView, 0, len(ms))
+	for _, m := range ms {
+		status := autopilot.NodeUnknown
+		switch m.Status {
+		case gossipAlive:
+			status = autopilot.NodeAlive
+		case gossipFailed:
+			status = autopilot.NodeFailed
+		case gossipLeft:
+			status = autopilot.NodeLeft
+		}
+		out = append(out, memberView{ID: m.ID, Addr: m.RaftAddr, APIAddr: m.APIAddr, Status: status, Version: m.Version})
+	}
+	return out
+}
+
+// wakeReconcilerOnGossip wakes the reconciler at every gossip event, so that
+// a join, failure or leave is acted on at once rather than at its next
+// interval. It is gossipEvents' one reader.
+func (n *Node) wakeReconcilerOnGossip() {
+	defer n.wg.Done()
+	events := n.gossipEvents()
+	for {
+		select {
+		case <-n.closing:
+			return
+		case <-events:
+			n.reconciler.wake()
+		}
+	}
 }
 
 // gossipByID is what gossip knows of each member, by ID; nil when gossip is off.

@@ -27,6 +27,8 @@ import (
 //	  kindWaitAcquire: an acquire with a wait, in the fsm encoding (as kindCommand)
 //	  kindIdentity: string id | string cluster ID (the asking node's; empty if it knows none)
 //	  kindSessionRead: 16-byte session ID
+//	  kindServerStats: string id (the asking leader's) | health flags (1 known, 2 the asked node healthy) |
+//	               uvarint failure tolerance | uvarint voters | uvarint healthy voters
 //	reply: version | code | kind | body
 //	  codeOK, kindCommand: status | uvarint token | varint expiresAt | varint now | uvarint waiters
 //	  codeOK, kindRead:    flags (1 held, 2 held by the asking owner, 4 metadata follows, 8 lock-delay) |
@@ -37,15 +39,15 @@ import (
 //	  codeOK, kindInfo:    string id | string API address (may be empty)
 //	  codeOK, kindIdentity: string id | string cluster ID (may be empty)
 //	  codeOK, kindSessionRead: flags (1 live) | varint ttl | varint remaining | varint lockDelay | uvarint keys
+//	  codeOK, kindServerStats: varint last contact (ns; negative: never) | uvarint last log term | uvarint last log index
 //	  codeOK, kindList:    flags (1 more keys follow, 2 entries carry metadata) | uvarint count |
 //	                       count × (string key | uvarint token | varint remaining | uvarint waiters
 //	                       [| string metadata | flags (1 lock-delay)])
+//	  codeNotLeader: string leader address (may be empty)
+//	  other codes: string message
 //
 // The metadata flags are set only when a holder has metadata (or a key is
 // in a lock-delay), so replies without them read as before.
-//
-//	codeNotLeader: string leader address (may be empty)
-//	other codes: string message
 //
 // Integers are varints as encoding/binary writes them (signed ones
 // zig-zag), read by fsm.Decoder, which takes only their shortest form.
@@ -85,8 +87,12 @@ const (
 	// kindJoinEmpty: add a node whose data dir held no raft state; a member
 	// of that ID (its data dir emptied) is removed first, see addMember.
 	kindJoinEmpty requestKind = 10
+	// kindServerStats: the leader asks any member (leader or not) for its
+	// log position and last contact, telling it the cluster's health
+	// (reconcile.go).
+	kindServerStats requestKind = 11
 	// kindSessionRead: a linearizable read of one session, at the leader's
-	// log time. (11 is another change's.)
+	// log time.
 	kindSessionRead requestKind = 12
 )
 
@@ -126,6 +132,7 @@ var kinds = map[requestKind]kindSpec{
 	kindWaitAcquire: {"wait-acquire", func() rpcRequest { return new(waitRequest) }, func() rpcAnswer { return new(waitAnswer) }, false},
 	kindIdentity:    {"identity", func() rpcRequest { return new(nodeIdentity) }, func() rpcAnswer { return new(nodeIdentity) }, true},
 	kindSessionRead: {"session-read", func() rpcRequest { return new(sessionRequest) }, func() rpcAnswer { return new(sessionResult) }, false},
+	kindServerStats: {"server-stats", func() rpcRequest { return new(serverStatsRequest) }, func() rpcAnswer { return new(serverStats) }, true},
 }
 
 func (k requestKind) String() string {
@@ -744,6 +751,52 @@ func (r *sessionRequest) admit() error {
 	return nil
 }
 
+// serverStatsRequest (kindServerStats) is the leader's question to a member
+// for its serverStats, carrying the leader's health report for it
+// (reconcile.go). Any node answers; only a report from the leader it knows
+// is believed.
+type serverStatsRequest struct {
+	id     string // the asking leader's
+	health healthReport
+}
+
+// healthReport is what the leader tells a member with each kindServerStats
+// request: the cluster's failure tolerance, and whether it judges that
+// member healthy. known is false before the leader's first health check.
+type healthReport struct {
+	known         bool
+	healthy       bool
+	tolerance     int
+	voters        int
+	healthyVoters int
+}
+
+func (r *serverStatsRequest) kind() requestKind { return kindServerStats }
+
+func (r *serverStatsRequest) appendBody(b []byte) []byte {
+	b = appendString(b, r.id)
+	b = appendFlags(b, r.health.known, r.health.healthy)
+	b = binary.AppendUvarint(b, uint64(max(r.health.tolerance, 0)))
+	b = binary.AppendUvarint(b, uint64(max(r.health.voters, 0)))
+	return binary.AppendUvarint(b, uint64(max(r.health.healthyVoters, 0)))
+}
+
+func (r *serverStatsRequest) decodeBody(d *fsm.Decoder) {
+	r.id = d.String(maxIDLen)
+	flags := readFlags(d, "health flags", 2)
+	r.health.known, r.health.healthy = flags[0], flags[1]
+	r.health.tolerance = d.Count()
+	r.health.voters = d.Count()
+	r.health.healthyVoters = d.Count()
+}
+
+func (r *serverStatsRequest) admit() error {
+	if r.id == "" {
+		return fmt.Errorf("%w: server stats needs the asking leader's id", ErrBadRequest)
+	}
+	return nil
+}
+
 func (r *sessionRequest) serve(ctx context.Context, n *Node, t *leaderTerm) (rpcAnswer, error) {
 	if err := n.readIndex(ctx, t); err != nil {
 		return nil, err
@@ -766,4 +819,29 @@ func (a *sessionResult) decodeBody(d *fsm.Decoder) {
 	a.remaining = time.Duration(d.Varint())
 	a.lockDelay = time.Duration(d.Varint())
 	a.keys = d.Count()
+}
+
+func (r *serverStatsRequest) serve(_ context.Context, n *Node, _ *leaderTerm) (rpcAnswer, error) {
+	n.reconciler.heardFromLeader(r)
+	st := n.ownServerStats()
+	return &st, nil
+}
+
+// serverStats is what a member tells the leader about itself (kindServerStats).
+type serverStats struct {
+	lastContact time.Duration // since it last heard from the leader; negative: never
+	lastTerm    uint64        // term of its last log entry
+	lastIndex   uint64        // index of its last log entry
+}
+
+func (a *serverStats) appendBody(b []byte) []byte {
+	b = binary.AppendVarint(b, int64(a.lastContact))
+	b = binary.AppendUvarint(b, a.lastTerm)
+	return binary.AppendUvarint(b, a.lastIndex)
+}
+
+func (a *serverStats) decodeBody(d *fsm.Decoder) {
+	a.lastContact = time.Duration(d.Varint())
+	a.lastTerm = d.Uvarint()
+	a.lastIndex = d.Uvarint()
 }

@@ -45,6 +45,9 @@ func sampleRequests() []rpcRequest {
 		&commandRequest{fsm.Command{Op: fsm.OpSessionRenew, Session: testOwner}},
 		&commandRequest{fsm.Command{Op: fsm.OpSessionDestroy, Session: testOwner}},
 		&sessionRequest{session: testOwner},
+		&serverStatsRequest{id: "n0"},
+		&serverStatsRequest{id: "n0", health: healthReport{known: true, healthy: true, tolerance: 1, voters: 3, healthyVoters: 3}},
+		&serverStatsRequest{id: "n0", health: healthReport{known: true, voters: 5, healthyVoters: 3}},
 	}
 }
 
@@ -76,6 +79,8 @@ func sampleReplies() []reply {
 		{code: codeOK, kind: kindInfo, answer: &nodeInfo{id: "n2"}},
 		{code: codeOK, kind: kindIdentity, answer: &nodeIdentity{id: "n1", clusterID: "5f0c9a3b8e7d6c5b4a39281706f5e4d3"}},
 		{code: codeOK, kind: kindIdentity, answer: &nodeIdentity{id: "n1"}},
+		{code: codeOK, kind: kindServerStats, answer: &serverStats{lastContact: 42 * time.Millisecond, lastTerm: 3, lastIndex: 1 << 40}},
+		{code: codeOK, kind: kindServerStats, answer: &serverStats{lastContact: -1}},
 		{code: codeNotLeader, kind: kindCommand, leader: "10.0.0.1:7000"},
 		{code: codeNotLeader, kind: kindRead},
 		{code: codeLostLeadership, kind: kindCommand, msg: "lost"},

@@ -275,18 +275,10 @@ func (d *decoder) rawOwner() Owner {
 	return o
 }
 
+// owner reads an owner, which is never zero.
 func (d *decoder) owner() Owner {
-	var o Owner
-	if d.err != nil {
-		return o
-	}
-	if len(d.b)-d.off < len(o) {
-		d.fail("truncated owner")
-		return o
-	}
-	copy(o[:], d.b[d.off:])
-	d.off += len(o)
-	if o.IsZero() {
+	o := d.rawOwner()
+	if d.err == nil && o.IsZero() {
 		d.failLimit("owner", ErrZeroOwner)
 	}
 	return o

@@ -318,8 +318,9 @@ func TestLocksStatusAndReleaseCommands(t *testing.T) {
 	assert.Contains(t, out, "node:    dev (leader)\n")
 	assert.Contains(t, out, "leader:  dev at "+a.raftAddr+"\n")
 	assert.Contains(t, out, "locks:   2 held, 0 waiting\n")
-	assert.Regexp(t, `(?m)^ID\s+ADDRESS\s+SUFFRAGE\s+ROLE\s+GOSSIP\s+API$`, out)
-	assert.Regexp(t, `(?m)^dev\s+`+regexp.QuoteMeta(a.raftAddr)+`\s+voter\s+leader\s+-\s+`+regexp.QuoteMeta(a.httpURL)+`$`, out)
+	assert.Regexp(t, `(?m)^ID\s+ADDRESS\s+SUFFRAGE\s+ROLE\s+GOSSIP\s+API\s+HEALTH$`, out)
+	assert.Regexp(t, `(?m)^dev\s+`+regexp.QuoteMeta(a.raftAddr)+`\s+voter\s+leader\s+-\s+`+regexp.QuoteMeta(a.httpURL)+`\s+(healthy|-)$`, out)
+	assert.Regexp(t, `(?m)^ready:   no: `, out, "one voter: losing it would stop the cluster")
 
 	out, stderr, code = cli(t, a, "release", "-owner", owners["jobs/nightly"].String(), "jobs/nightly")
 	assert.Equal(t, exitOK, code, stderr)
