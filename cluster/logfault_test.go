@@ -465,11 +465,7 @@ func TestFollowerWhoseWritesFailAgainAndAgainCatchesUp(t *testing.T) {
 	}
 	t.Cleanup(func() { close(stop); wg.Wait() })
 
-	caughtUp := func() bool {
-		l := c.waitLeader()
-		last, err := follower.store.LastIndex()
-		return err == nil && last >= l.raft.CommitIndex()
-	}
+	caughtUp := func() bool { return c.holdsAllCommitted(follower) }
 	for cycle := 1; cycle <= cycles; cycle++ {
 		before := granted.Load()
 		require.Eventually(t, func() bool { return granted.Load() > before+10 }, patience, time.Millisecond, "cycle %d: no progress", cycle)
@@ -484,4 +480,17 @@ func TestFollowerWhoseWritesFailAgainAndAgainCatchesUp(t *testing.T) {
 		require.Eventually(t, func() bool { return follower.Stats().LogFault == "" && caughtUp() }, 3*patience, 5*time.Millisecond,
 			"cycle %d: the follower was sent no entries after its writes could succeed again (fault: %q)", cycle, follower.Stats().LogFault)
 	}
+}
+
+// holdsAllCommitted reports whether n's log holds on disk every entry the
+// current leader has committed; false while no node leads. (Unlike
+// waitLeader, it may be called from a condition of require.Eventually.)
+func (c *testCluster) holdsAllCommitted(n *Node) bool {
+	for _, l := range c.nodes {
+		if l != nil && l.leaderReady() {
+			last, err := n.store.LastIndex()
+			return err == nil && last >= l.raft.CommitIndex()
+		}
+	}
+	return false
 }

@@ -115,11 +115,7 @@ func TestDiskFilledAndFreedRepeatedlyOnRealFileSystem(t *testing.T) {
 
 	// caughtUp: the full node holds on disk everything the leader
 	// committed, so its log writes succeed again.
-	caughtUp := func() bool {
-		l := c.waitLeader()
-		last, err := full.store.LastIndex()
-		return err == nil && last >= l.raft.CommitIndex()
-	}
+	caughtUp := func() bool { return c.holdsAllCommitted(full) }
 	filler := filepath.Join(smallDir, "filler")
 	for cycle := 1; cycle <= cycles; cycle++ {
 		before := count()
