@@ -66,7 +66,7 @@ type ClientConfig struct {
 const DefaultDialTimeout = 5 * time.Second
 
 // Client talks to a raftlock node over its HTTP API. It implements
-// lock.Store and lock.Lister, so package lock runs unchanged against a remote
+// lock.Store, lock.Lister and lock.AdminStore (force-release), so package lock runs unchanged against a remote
 // node: lock.NewClient(apiClient) (or however package lock takes its store).
 // It is safe for concurrent use.
 //
@@ -448,6 +448,7 @@ func (c *Client) List(ctx context.Context, req lock.ListRequest) ([]lock.LockInf
 			q.Set("limit", fmt.Sprint(req.Limit-len(out)))
 		}
 		var page ListResponse
+		pageStart := after
 		if _, err := c.call(ctx, exchange{method: http.MethodGet, path: "/v1/locks", query: q, out: &page}); err != nil {
 			return nil, err
 		}
@@ -464,6 +465,20 @@ func (c *Client) List(ctx context.Context, req lock.ListRequest) ([]lock.LockInf
 		}
 		if !page.More || req.Limit > 0 && len(out) >= req.Limit {
 			return out, nil
+		}
+		if page.NextAfter != nil {
+			// The node skipped keys this token may not read.
+			next, err := page.NextAfter.DecodeKey()
+			if err != nil {
+				return nil, err
+			}
+			// At or after the page's last key, and past where the page
+			// started, so that the listing moves on.
+			if next < after || next <= pageStart || !strings.HasPrefix(next, req.Prefix) {
+				return nil, fmt.Errorf("%w: list answered next_after %q outside prefix %q after %q", ErrUnexpectedResponse, next, req.Prefix, pageStart)
+			}
+			after = next
+			continue
 		}
 		if len(page.Locks) == 0 {
 			return nil, fmt.Errorf("%w: list answered an empty page with more to come", ErrUnexpectedResponse)

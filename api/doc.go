@@ -125,17 +125,67 @@
 // in constant time, so timing tells neither the token nor its length.
 // /healthz stays open for load balancers and tells only what it always did
 // (status, node and leader IDs and the leader's raft address; never a key,
-// an owner or a count). One token admits to everything: it is a shared
-// secret between the agents and their callers, not a per-user or per-key
-// right. Send it over TLS only: over plain HTTP anyone on the path reads it.
+// an owner or a count). Config.Token admits to everything: it is a shared
+// secret between the agents and their callers (the token named "shared").
+// Send tokens over TLS only: over plain HTTP anyone on the path reads them.
 // raftlock_api_unauthorized_total counts refused requests.
 //
 //	curl -s --cacert ca.pem -H "Authorization: Bearer $RAFTLOCK_HTTP_TOKEN" \
 //	    'https://10.0.0.7:8300/v1/inspect?key=jobs%2Fnightly'
 //
-// Neither certificates nor the token are reloaded while a node runs:
+// Neither certificates nor Config.Token are reloaded while a node runs:
 // restart it to change them (nodes restart one at a time without losing
-// locks).
+// locks). Named tokens are (below).
+//
+// # Security: rights per key prefix
+//
+// Config.Tokens (the agent's -http-acl-file, reloaded on SIGHUP through
+// Handler.SetTokens) adds named tokens, each with rules in the manner of
+// Consul's key_prefix rules: a rule gives a right on every key that starts
+// with its prefix, and for a given key the rule with the longest matching
+// prefix decides; a key no rule matches gets nothing. The rights, weakest
+// first, each implying the ones before: deny (nothing: a longer prefix that
+// takes away what a shorter one gave), read, lock, admin. The routes need:
+//
+//	POST /v1/acquire, /v1/release, /v1/extend   lock on the key
+//	GET  /v1/inspect                            read on the key
+//	GET  /v1/locks?prefix=P                     read: the list holds only the keys the token may
+//	                                            read; 403 when it may read no key under P
+//	POST /v1/force-release                      admin on the key
+//	POST /v1/leave                              admin on the prefix "" (the rule for every key)
+//	GET  /v1/cluster, /v1/whoami, /metrics      any known token: they name no key
+//	GET  /healthz                               nothing, no token either
+//
+// Cluster status and metrics need no right on a key because they reveal
+// none: members, the leader, raft figures and lock counts. A token without
+// the right gets 403 permission_denied, whose message names the token, the
+// right needed, the key or prefix, and the rule that decided; nothing is
+// done. A malformed request is 400 whoever sends it. Secrets are compared
+// as SHA-256 digests in constant time, against every known token without
+// stopping at a match, and never logged or answered: logs and audit lines
+// name tokens by name. A node with neither Config.Token nor Config.Tokens
+// requires no token, and everyone ("anonymous") may do everything.
+//
+// The token file (ParseTokens in package apiserver reads it) is JSON:
+//
+//	{
+//	  "tokens": [
+//	    {"name": "ops", "secret": "6f1c...", "rules": [{"prefix": "", "right": "admin"}]},
+//	    {"name": "billing", "secret": "a9e4...", "rules": [
+//	      {"prefix": "billing/", "right": "lock"},
+//	      {"prefix": "billing/audit/", "right": "deny"},
+//	      {"prefix": "", "right": "read"}
+//	    ]}
+//	  ]
+//	}
+//
+// Names are 1 to 64 letters, digits, '.', '_' or '-' ("shared" and
+// "anonymous" are reserved); secrets at least 16 bytes of visible ASCII
+// without spaces, each token its own (openssl rand -hex 16 makes one);
+// at most one rule per prefix in a token. Unknown fields are errors. A
+// token may give "secret_sha256", the secret's SHA-256 in hex (printf %s
+// "$SECRET" | sha256sum), instead of "secret", so that the file need not
+// hold the secrets themselves.
 //
 // # Security: web pages
 //
@@ -209,11 +259,33 @@
 // GET /v1/locks?prefix=P&after=A&limit=N lists held keys starting with P and
 // sorting after A, in byte order, at most N (and at most Config.ListPageSize)
 // per page; "more" says whether to ask again with after set to the page's last
-// key. Client.List follows the pages. A store that cannot list (it is not a
-// lock.Lister) answers 501 not_implemented.
+// key, or to "next_after" when the answer has one: a token that may read
+// only some keys under P gets only those, and a page that skipped many
+// unreadable keys may end early, even empty, with next_after saying where
+// to go on. Client.List follows the pages. A store that cannot list (it is
+// not a lock.Lister) answers 501 not_implemented.
 //
 //	curl -s 'localhost:8300/v1/locks?prefix=jobs/&limit=100'
 //	{"locks":[{"key":"jobs/nightly","locked":true,"token":42,"remaining_ms":29001,"waiters":1}],"more":false}
+//
+// POST /v1/force-release ends the key's lease whoever holds it and hands
+// the key to the next waiter in the same step, as the holder's release
+// would: an operator's tool for a lock whose holder is gone. It needs the
+// admin right on the key, and the node logs each one at INFO with the
+// token's name, the key, the ended lease's fencing token and the caller's
+// address. The answer carries that token (never the owner); 409 not_held
+// when nobody holds the key. The former holder's extend and release then
+// answer not_held. Client.ForceRelease never resends it: a repeat could end
+// the next holder's lease.
+//
+//	curl -s --json '{"key":"jobs/nightly"}' -H "Authorization: Bearer $ADMIN" localhost:8300/v1/force-release
+//	{"key":"jobs/nightly","released":true,"token":42}
+//
+// GET /v1/whoami names the caller's token and its rules, longest prefix
+// first; never its secret (WhoAmIResponse).
+//
+//	curl -s -H "Authorization: Bearer $TOKEN" localhost:8300/v1/whoami
+//	{"name":"billing","rules":[{"prefix":"billing/","right":"lock"},{"prefix":"","right":"read"}]}
 //
 // GET /v1/cluster is the node's view of its cluster (ClusterStatus): its ID
 // and role, the leader, the members with their suffrage, raft indexes and
@@ -244,7 +316,8 @@
 //
 //	raftlock_api_operations_total{op,result}          lock operations; op is acquire, acquire_wait
 //	                                                  (an acquire that may queue), release, extend,
-//	                                                  inspect or list; result is ok or the error code
+//	                                                  inspect, list, waiters or force_release; result is
+//	                                                  ok or the error code (permission_denied for a denial)
 //	                                                  (canceled also when the client went away)
 //	raftlock_api_operation_duration_seconds{op}       histogram of the time to answer
 //	raftlock_api_waiting_requests                     long-polls in progress on this node
@@ -261,6 +334,39 @@
 //	raftlock_locks_expired_total                      leases that ran out
 //
 // plus the Go runtime's and the process's metrics.
+//
+// GET /v1/waiters?key=K lists the callers queued for K, next first
+// (WaitersResponse): the lease each asked for and how long it will still
+// wait, never its owner. It reads the answering node's own state, so it may
+// be a moment behind the leader ("stale":true). 501 not_implemented for a
+// store that cannot tell (a *cluster.Node can).
+//
+//	curl -s 'localhost:8300/v1/waiters?key=jobs%2Fnightly'
+//	{"key":"jobs/nightly","waiters":[{"position":1,"ttl_ms":30000,"wait_left_ms":8120}],"stale":true}
+//
+// The web console. /ui/ is a page (HTML, CSS and JavaScript embedded in the
+// server, served without the token: it holds no data) that shows the
+// cluster, the held locks by prefix, a key's waiters and the last minutes of
+// activity. It reads GET /v1/events, a text/event-stream of one
+// ConsoleEvent a second ("data: {...}" lines; ?prefix=P limits the locks;
+// only those the token may read), and GET /v1/whoami, whose rules decide
+// which keys get a force-release button, with the token the user types
+// into the page. The page's own requests are same-origin: Handler
+// lets an Origin that is the request's own scheme and Host through, after
+// the Host check, so the console needs no Config.AllowedOrigins entry.
+//
+// GET /v1/openapi.json describes every route, its parameters, bodies,
+// answers and error codes as OpenAPI 3.0; a test keeps it in step with the
+// handler.
+//
+// Debugging. GET /v1/agent/config is the serving program's effective
+// configuration with secrets redacted, GET /v1/agent/logs its last log lines
+// (AgentLogsResponse); both answer 501 not_implemented unless the program
+// provides them (the agent does). With profiling on (the agent's
+// -enable-pprof), /debug/pprof/ serves Go's net/http/pprof; 404 otherwise.
+// All three need the admin right on every key (the prefix ""), as leave
+// does; GET /v1/waiters needs the read right on its key.
+// raftlock debug collects all of these into one bundle.
 //
 // # Errors
 //
@@ -289,12 +395,14 @@
 //	                           (Config.AllowedHosts)
 //	403     origin_not_allowed from a web page of an origin not in                ErrForbidden
 //	                           Config.AllowedOrigins
+//	403     permission_denied  the token's rules lack the right the route needs   ErrPermissionDenied
+//	                           on the key or prefix; nothing was done
 //	404     not_found          no such route                                      ErrUnexpectedResponse
 //	404     not_a_cluster      /v1/cluster on a store that is not a cluster       ErrNotCluster
 //	405     method_not_allowed wrong method; the Allow header has the right one   ErrUnexpectedResponse
 //	409     locked             held by another owner; token, remaining_ms         *lock.HeldError
-//	409     not_held           release or extend by an owner that holds nothing   release: (false, nil);
-//	                                                                              extend: lock.ErrNotHeld
+//	409     not_held           release or extend by an owner that holds nothing,  release: (false, nil);
+//	                           force-release of a key nobody holds                others: lock.ErrNotHeld
 //	409     canceled           acquire given up by a release of the same owner    lock.ErrNotHeld
 //	413     body_too_large     body over Config.MaxBodyBytes                      ErrBadRequest
 //	415     unsupported_media_type  a POST without Content-Type: application/json ErrBadRequest
@@ -302,7 +410,8 @@
 //	431     headers_too_large  headers over ServerMaxHeaderBytes                  ErrBadRequest
 //	500     internal           a bug; the node's log has more                     ErrInternal
 //	501     not_implemented    /v1/locks on a store that cannot list, /v1/leave   errors.ErrUnsupported
-//	                           without Config.Leave
+//	                           without Config.Leave, /v1/force-release on a
+//	                           store that is not a lock.AdminStore
 //	501/505 unsupported_protocol  HTTP version or transfer encoding net/http      ErrBadRequest
 //	                           does not speak
 //	503     unavailable        no leader or no quorum; nothing was done           lock.ErrUnavailable

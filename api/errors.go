@@ -33,28 +33,28 @@ var (
 // Error codes, stable across versions: clients match on them, never on
 // messages. doc.go lists them with their HTTP status.
 const (
-	CodeBadRequest       = "bad_request"        // 400: malformed JSON, unknown field or parameter, key not UTF-8 in "key"
-	CodeInvalidKey       = "invalid_key"        // 400: key missing, empty or too long
-	CodeInvalidTTL       = "invalid_ttl"        // 400: ttl missing, malformed, not positive or too long
-	CodeInvalidWait      = "invalid_wait"       // 400: wait malformed, negative or too long
-	CodeInvalidOwner     = "invalid_owner"      // 400: owner missing (release, extend), not 32 hex digits, or zero
-	CodeInvalidList      = "invalid_list"       // 400: list limit not a positive integer
-	CodeBodyTooLarge     = "body_too_large"     // 413: request body over the limit
-	CodeLocked           = "locked"             // 409: held by another owner; carries token and remaining_ms
-	CodeNotHeld          = "not_held"           // 409: release/extend by an owner that does not hold the key
-	CodeCanceled         = "canceled"           // 409: acquire given up by a release of the same owner (or its client went away)
-	CodeQueueFull        = "queue_full"         // 429: too many waiters for the key
-	CodeUnavailable      = "unavailable"        // 503: no leader, no quorum; did not take effect
-	CodeUnknownOutcome   = "unknown_outcome"    // 503: may or may not have taken effect; retry with the same owner
-	CodeClosed           = "closed"             // 503: the node is shutting down
-	CodeNoLeader         = "no_leader"          // 503: /healthz while no leader is known
-	CodeLogFault         = "log_fault"          // 503: /healthz while the node cannot write its raft log (a full disk)
-	CodeNotCluster       = "not_a_cluster"      // 404: /v1/cluster on a node whose store is not a cluster
-	CodeNotFound         = "not_found"          // 404: unknown route
-	CodeNotImplemented   = "not_implemented"    // 501: /v1/locks on a node whose store cannot list
-	CodeMethodNotAllowed = "method_not_allowed" // 405: known route, wrong method (Allow header lists the right one)
-	CodeInternal         = "internal"           // 500: a bug; the message says what
-	CodeUnauthorized     = "unauthorized"       // 401: token missing or wrong (apiserver.Config.Token); nothing was done
+	CodeBadRequest       = "bad_request"           // 400: malformed JSON, unknown field or parameter, key not UTF-8 in "key"
+	CodeInvalidKey       = lock.CodeInvalidKey     // 400: key missing, empty or too long
+	CodeInvalidTTL       = lock.CodeInvalidTTL     // 400: ttl missing, malformed, not positive or too long
+	CodeInvalidWait      = lock.CodeInvalidWait    // 400: wait malformed, negative or too long
+	CodeInvalidOwner     = lock.CodeInvalidOwner   // 400: owner missing (release, extend), not 32 hex digits, or zero
+	CodeInvalidList      = lock.CodeInvalidList    // 400: list limit not a positive integer
+	CodeBodyTooLarge     = "body_too_large"        // 413: request body over the limit
+	CodeLocked           = lock.CodeLocked         // 409: held by another owner; carries token and remaining_ms
+	CodeNotHeld          = lock.CodeNotHeld        // 409: release/extend by an owner that does not hold the key
+	CodeCanceled         = "canceled"              // 409: acquire given up by a release of the same owner (or its client went away)
+	CodeQueueFull        = lock.CodeQueueFull      // 429: too many waiters for the key
+	CodeUnavailable      = lock.CodeUnavailable    // 503: no leader, no quorum; did not take effect
+	CodeUnknownOutcome   = lock.CodeUnknownOutcome // 503: may or may not have taken effect; retry with the same owner
+	CodeClosed           = lock.CodeClosed         // 503: the node is shutting down
+	CodeNoLeader         = "no_leader"             // 503: /healthz while no leader is known
+	CodeLogFault         = "log_fault"             // 503: /healthz while the node cannot write its raft log (a full disk)
+	CodeNotCluster       = "not_a_cluster"         // 404: /v1/cluster on a node whose store is not a cluster
+	CodeNotFound         = "not_found"             // 404: unknown route
+	CodeNotImplemented   = "not_implemented"       // 501: /v1/locks on a node whose store cannot list
+	CodeMethodNotAllowed = "method_not_allowed"    // 405: known route, wrong method (Allow header lists the right one)
+	CodeInternal         = "internal"              // 500: a bug; the message says what
+	CodeUnauthorized     = "unauthorized"          // 401: token missing or wrong (apiserver.Config.Token); nothing was done
 
 	// Answers net/http gives by itself, made JSON by JSONErrorListener.
 	CodeHeadersTooLarge     = "headers_too_large"    // 431: request headers over the server's MaxHeaderBytes
@@ -123,46 +123,34 @@ func (e *ServerError) Error() string {
 func (e *ServerError) Unwrap() []error { return codeSentinels(e.Code) }
 
 func codeSentinels(code string) []error {
-	switch code {
-	case CodeBadRequest, CodeBodyTooLarge, CodeHeadersTooLarge, CodeUnsupportedProtocol, CodeHTTPSRequired:
-		return []error{ErrBadRequest}
-	case CodeInvalidKey:
-		return []error{lock.ErrInvalidKey}
-	case CodeInvalidTTL:
-		return []error{lock.ErrInvalidTTL}
-	case CodeInvalidWait:
-		return []error{lock.ErrInvalidWait}
-	case CodeInvalidOwner:
-		return []error{lock.ErrInvalidOwner}
-	case CodeInvalidList:
-		return []error{lock.ErrInvalidList}
-	case CodeLocked:
-		return []error{lock.ErrLocked}
-	case CodeNotHeld, CodeCanceled:
-		return []error{lock.ErrNotHeld}
-	case CodeQueueFull:
-		return []error{lock.ErrQueueFull}
-	case CodeUnavailable, CodeNoLeader, CodeLogFault:
-		return []error{lock.ErrUnavailable}
-	case CodeUnknownOutcome:
-		return []error{lock.ErrUnknownOutcome, lock.ErrUnavailable}
-	case CodeClosed:
-		return []error{lock.ErrClosed}
-	case CodeNotCluster:
-		return []error{ErrNotCluster}
-	case CodeNotImplemented:
-		return []error{errors.ErrUnsupported}
-	case CodeInternal:
-		return []error{ErrInternal}
-	case CodeUnauthorized:
-		return []error{ErrUnauthorized}
-	case CodeHostNotAllowed, CodeOriginNotAllowed:
-		return []error{ErrForbidden}
-	case CodeUnsupportedMedia:
-		return []error{ErrBadRequest}
-	default:
-		return []error{ErrUnexpectedResponse}
+	if errs := lock.CodeErrors(code); errs != nil {
+		return errs
 	}
+	if err, ok := codeErrors[code]; ok {
+		return []error{err}
+	}
+	return []error{ErrUnexpectedResponse}
+}
+
+// codeErrors maps the codes that are not lock.ErrorCodes to what they match:
+// a line per code.
+var codeErrors = map[string]error{
+	CodeBadRequest:          ErrBadRequest,
+	CodeBodyTooLarge:        ErrBadRequest,
+	CodeHeadersTooLarge:     ErrBadRequest,
+	CodeUnsupportedProtocol: ErrBadRequest,
+	CodeHTTPSRequired:       ErrBadRequest,
+	CodeUnsupportedMedia:    ErrBadRequest,
+	CodeCanceled:            lock.ErrNotHeld,
+	CodeNoLeader:            lock.ErrUnavailable,
+	CodeLogFault:            lock.ErrUnavailable,
+	CodeNotCluster:          ErrNotCluster,
+	CodeNotImplemented:      errors.ErrUnsupported,
+	CodeInternal:            ErrInternal,
+	CodeUnauthorized:        ErrUnauthorized,
+	CodePermissionDenied:    ErrPermissionDenied,
+	CodeHostNotAllowed:      ErrForbidden,
+	CodeOriginNotAllowed:    ErrForbidden,
 }
 
 // Millis is d in whole milliseconds, rounded down: a remaining time must

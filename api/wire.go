@@ -230,8 +230,13 @@ func (k KeyInfo) Info() lock.KeyInfo {
 // ListResponse answers GET /v1/locks.
 type ListResponse struct {
 	Locks []KeyInfo `json:"locks"`
-	// More: further keys match; ask again with after set to the last key of this page.
+	// More: further keys match; ask again with after set to NextAfter when
+	// it is present, else to the last key of this page.
 	More bool `json:"more"`
+	// NextAfter, with More, is where the next page starts (its after): set
+	// when the node skipped keys the caller's token may not read, so that
+	// a page may hold fewer locks than asked, even none.
+	NextAfter *KeyOut `json:"next_after,omitempty"`
 }
 
 // LeaveResponse answers POST /v1/leave.

@@ -15,7 +15,15 @@
 // The routes, wire format, error codes and security model are documented in
 // package api; the request and answer types are api's, shared with the
 // client. This package adds what only a server needs: strict JSON decoding,
-// per-request limits and time limits, the token check, the browser guard,
+// per-request limits and time limits, the token check (the shared
+// Config.Token, and named tokens with rights per key prefix: Config.Tokens,
+// LoadTokens, Handler.SetTokens), the browser guard,
 // connection limits, JSON answers for the errors net/http writes by itself,
 // and Prometheus metrics (Handler.Registry).
+//
+// A Handler also serves the web console at /ui/ (console.go: the page is
+// embedded from the ui directory and fed by GET /v1/events), its OpenAPI
+// description at /v1/openapi.json (openapi.go), and, when the program asks,
+// profiles, its configuration and its recent log (debug.go). Mount the
+// Handler at the root of a server to get all of them.
 package apiserver

@@ -159,6 +159,11 @@ func (g *guard) check(w http.ResponseWriter, r *http.Request) (done bool) {
 		return false
 	}
 	origin := origins[0]
+	if len(origins) == 1 && sameOrigin(origin, r) {
+		// The node's own page (the console at /ui/): its Host passed the
+		// check above, so the page is this node's, not a rebinding one's.
+		return false
+	}
 	n, err := normalizeOrigin(origin)
 	if len(origins) > 1 || err != nil || !g.origins[n] {
 		writeError(w, newAPIError(http.StatusForbidden, api.CodeOriginNotAllowed,
@@ -198,4 +203,19 @@ func checkContentType(r *http.Request) *apiError {
 	return newAPIError(http.StatusUnsupportedMediaType, api.CodeUnsupportedMedia,
 		"api: POST %s wants \"Content-Type: application/json\", got %s (curl: add -H 'Content-Type: application/json', or use --json)",
 		r.URL.Path, got)
+}
+
+// sameOrigin reports whether origin is the request's own: its scheme and
+// Host header, as a browser sends it for a page of this node.
+func sameOrigin(origin string, r *http.Request) bool {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	own, err := normalizeOrigin(scheme + "://" + r.Host)
+	if err != nil || r.Host == "" {
+		return false
+	}
+	n, err := normalizeOrigin(origin)
+	return err == nil && n == own
 }

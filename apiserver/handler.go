@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -54,9 +56,17 @@ type Config struct {
 	// nothing is done. It must pass api.ValidateToken (visible ASCII, no spaces):
 	// a token no client can send locks everyone out, and NewHandler logs
 	// that. Send it over TLS only, or on a network you trust: it travels as
-	// it is. One token for all callers: it says "may use the API", nothing
-	// finer (no per-key rights).
+	// it is. It is the token named "shared", with every right on every key
+	// (admin on ""); Tokens adds tokens with narrower rights.
 	Token string
+	// Tokens, when not nil, are named tokens with rights per key prefix
+	// (package api's doc, "Security: rights per key prefix", says which
+	// route needs which right); Handler.SetTokens replaces them while the
+	// handler runs. With Token or Tokens set (even an empty Tokens), every
+	// request but /healthz needs one of their secrets. Tokens in which a
+	// token has Token's secret are refused (CheckTokens says so first):
+	// NewHandler then puts Token alone in force and logs why.
+	Tokens *Tokens
 	// Leave, when set, serves POST /v1/leave: it must take the node out of
 	// its cluster for good and make the program stop (the agent passes
 	// cluster.Node.Leave and then exits). The request waits for it, bounded
@@ -81,6 +91,18 @@ type Config struct {
 	// a node behind a proxy that checks Host itself). Entries must pass
 	// ValidateAllowedHost; NewHandler logs those that do not.
 	AllowedHosts []string
+	// EnablePprof serves net/http/pprof under /debug/pprof/ to callers with
+	// the admin right on every key (the prefix ""). Off by default: profiles
+	// show the program's internals and cost CPU while they run.
+	EnablePprof bool
+	// AgentConfig, when set, serves GET /v1/agent/config: the program's
+	// effective configuration, which it must return with every secret
+	// (token, key) already redacted. Nil: 501 not_implemented.
+	AgentConfig func() any
+	// RecentLogs, when set, serves GET /v1/agent/logs: the last lines of the
+	// program's log (give the same LogRing to its logger). Nil: 501
+	// not_implemented.
+	RecentLogs *LogRing
 }
 
 // Handler serves the HTTP/JSON API of one node over a lock.Store (doc.go lists
@@ -96,8 +118,9 @@ type Handler struct {
 	scrape   http.Handler
 	acquires acquires // in progress, for releases to give up
 	routes   map[string]route
-	token    tokenCheck
+	auth     atomic.Pointer[authenticator]
 	guard    guard
+	console  *console
 }
 
 type route struct {
@@ -118,9 +141,14 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 	if cfg.ListPageSize <= 0 {
 		cfg.ListPageSize = DefaultListPageSize
 	}
-	h := &Handler{store: store, cfg: cfg, log: cfg.Logger, token: newTokenCheck(cfg.Token)}
+	h := &Handler{store: store, cfg: cfg, log: cfg.Logger}
 	if h.log == nil {
 		h.log = hclog.NewNullLogger()
+	}
+	if err := h.SetTokens(cfg.Tokens); err != nil {
+		h.log.Error("api: Config.Tokens conflict with Config.Token; only the shared token is in force", "error", err)
+		auth, _ := newAuthenticator(cfg.Token, nil)
+		h.auth.Store(auth)
 	}
 	if err := api.ValidateToken(cfg.Token); err != nil {
 		h.log.Error("api: Config.Token cannot be sent by any client: every request but /healthz will be refused", "error", err)
@@ -140,6 +168,7 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 		}
 	}
 	h.metrics = newMetrics(h.cluster)
+	h.console = newConsole(h.cluster, h.metrics.answered.Load)
 	h.scrape = promhttp.HandlerFor(h.metrics.registry, promhttp.HandlerOpts{Registry: h.metrics.registry})
 	h.routes = map[string]route{
 		"/v1/acquire": {http.MethodPost, h.op(opAcquire, h.acquire)},
@@ -151,7 +180,15 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 		"/v1/leave":   {http.MethodPost, h.leave},
 		"/healthz":    {http.MethodGet, h.healthz},
 		"/metrics":    {http.MethodGet, h.scrape.ServeHTTP},
+		// The console's and debugging routes (console.go, debug.go, openapi.go).
+		"/v1/events":       {http.MethodGet, h.events},
+		"/v1/waiters":      {http.MethodGet, h.op(opWaiters, h.waiters)},
+		"/v1/agent/config": {http.MethodGet, h.agentConfig},
+		"/v1/agent/logs":   {http.MethodGet, h.agentLogs},
+		"/v1/openapi.json": {http.MethodGet, h.openAPI},
 	}
+	h.routes["/v1/whoami"] = route{http.MethodGet, h.whoami}
+	h.routes["/v1/force-release"] = route{http.MethodPost, h.op(opForceRelease, h.forceRelease)}
 	return h
 }
 
@@ -165,16 +202,32 @@ func (h *Handler) Registry() *prometheus.Registry { return h.metrics.registry }
 // keys never appear in paths, so there is nothing to clean or unescape, and
 // unknown routes and wrong methods get the same JSON errors as everything
 // else. The token is checked first, so that without it a caller learns
-// nothing, not even which routes exist.
+// nothing, not even which routes exist; only the console's files under
+// /ui/ (which hold no data) and /healthz are served without it. Paths under
+// /debug/pprof/ go to net/http/pprof when Config.EnablePprof is set.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.guard.check(w, r) {
 		return
 	}
-	if e := h.token.check(r); e != nil {
-		h.metrics.unauthorized.Inc()
-		// RFC 6750: a 401 names the scheme it wants.
-		w.Header().Set("WWW-Authenticate", `Bearer realm="raftlock"`)
-		writeError(w, e)
+	if isConsolePath(r.URL.Path) {
+		h.console.serveFiles(w, r) // static files, no data: no token
+		return
+	}
+	if !openPaths[r.URL.Path] {
+		c, e := h.auth.Load().authenticate(r)
+		if e != nil {
+			h.metrics.unauthorized.Inc()
+			// RFC 6750: a 401 names the scheme it wants.
+			w.Header().Set("WWW-Authenticate", `Bearer realm="raftlock"`)
+			writeError(w, e)
+			return
+		}
+		if c != anonymous {
+			r = r.WithContext(context.WithValue(r.Context(), callerKey{}, c))
+		}
+	}
+	if isPprofPath(r.URL.Path) {
+		h.servePprof(w, r)
 		return
 	}
 	rt, ok := h.routes[r.URL.Path]
@@ -213,6 +266,9 @@ const (
 	opExtend      = "extend"
 	opInspect     = "inspect"
 	opList        = "list"
+	opWaiters     = "waiters"
+
+	opForceRelease = "force_release"
 )
 
 // opCall is one lock operation in progress.
@@ -252,23 +308,20 @@ func (h *Handler) op(name string, fn opFunc) http.HandlerFunc {
 
 func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
 	var req api.AcquireRequest
-	if e := readJSON(c.w, r, h.cfg.MaxBodyBytes, &req); e != nil {
+	key, e := h.readKeyed(r, c, &req)
+	if e != nil {
 		return nil, e
 	}
-	key, err := req.DecodeKey()
-	if err != nil {
-		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "%s", err)
-	}
-	ttl, present, err := api.DurationField("ttl", req.TTL, req.TTLMS)
-	if err != nil {
-		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: %v", err)
-	}
-	if !present {
-		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: ttl is required (ttl as \"30s\" or ttl_ms)")
+	ttl, e := requiredTTL(req.TTL, req.TTLMS)
+	if e != nil {
+		return nil, e
 	}
 	wait, _, err := api.DurationField("wait", req.Wait, req.WaitMS)
 	if err != nil {
 		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidWait, "api: %v", err)
+	}
+	if e := permit(r, rightLock, key, "acquire"); e != nil {
+		return nil, e
 	}
 	owner := lock.NewOwner()
 	if req.Owner != nil {
@@ -305,26 +358,63 @@ func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
 	if givenUp {
 		return nil, newAPIError(http.StatusConflict, api.CodeCanceled, "%v", errGivenUp)
 	}
+	return leaseResponse(key, owner, lease, ttl, err)
+}
+
+// leaseResponse answers an acquire or extend that asked for ttl with lease,
+// or with the store's err. The term reported is the store's own figure when
+// it gives one, since an acquire by the holder returns the lease it has,
+// not one of the TTL asked.
+func leaseResponse(key string, owner lock.Owner, lease lock.Lease, ttl time.Duration, err error) (any, *apiError) {
 	if err != nil {
 		return nil, storeError(err, true)
+	}
+	if lease.TTL > 0 {
+		ttl = lease.TTL
 	}
 	return api.LeaseResponse{
 		KeyOut:      api.MakeKeyOut(key),
 		Owner:       owner.String(),
 		Token:       lease.Token,
-		TTLMS:       api.Millis(leaseTTL(lease, ttl)),
+		TTLMS:       api.Millis(ttl),
 		RemainingMS: api.Millis(lease.Remaining),
 	}, nil
 }
 
-// leaseTTL is the term to report for lease, granted or extended when asked
-// for ttl: the store's own figure when it gives one, since an acquire by the
-// holder returns the lease it has, not one of the TTL asked.
-func leaseTTL(lease lock.Lease, ttl time.Duration) time.Duration {
-	if lease.TTL > 0 {
-		return lease.TTL
+// readKeyed reads the JSON body into req (a pointer to a request type) and
+// decodes its key.
+func (h *Handler) readKeyed(r *http.Request, c *opCall, req interface{ DecodeKey() (string, error) }) (string, *apiError) {
+	if e := readJSON(c.w, r, h.cfg.MaxBodyBytes, req); e != nil {
+		return "", e
 	}
-	return ttl
+	key, err := req.DecodeKey()
+	if err != nil {
+		return "", newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "%s", err)
+	}
+	return key, nil
+}
+
+// readKeyOwner is readKeyed for a request that names an owner, which it
+// must: owner points at req's owner field.
+func (h *Handler) readKeyOwner(r *http.Request, c *opCall, req interface{ DecodeKey() (string, error) }, owner **string) (string, lock.Owner, *apiError) {
+	key, e := h.readKeyed(r, c, req)
+	if e != nil {
+		return "", lock.Owner{}, e
+	}
+	o, e := requiredOwner(*owner)
+	return key, o, e
+}
+
+// requiredTTL reads a request's ttl (or ttl_ms), which it must give.
+func requiredTTL(ttl *api.Duration, ms *api.MillisField) (time.Duration, *apiError) {
+	d, present, err := api.DurationField("ttl", ttl, ms)
+	if err != nil {
+		return 0, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: %v", err)
+	}
+	if !present {
+		return 0, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: ttl is required (ttl as \"30s\" or ttl_ms)")
+	}
+	return d, nil
 }
 
 func (h *Handler) releaseAbandoned(key string, owner lock.Owner) {
@@ -337,15 +427,11 @@ func (h *Handler) releaseAbandoned(key string, owner lock.Owner) {
 
 func (h *Handler) release(r *http.Request, c *opCall) (any, *apiError) {
 	var req api.ReleaseRequest
-	if e := readJSON(c.w, r, h.cfg.MaxBodyBytes, &req); e != nil {
+	key, owner, e := h.readKeyOwner(r, c, &req, &req.Owner)
+	if e != nil {
 		return nil, e
 	}
-	key, err := req.DecodeKey()
-	if err != nil {
-		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "%s", err)
-	}
-	owner, e := requiredOwner(req.Owner)
-	if e != nil {
+	if e := permit(r, rightLock, key, "release"); e != nil {
 		return nil, e
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
@@ -367,37 +453,21 @@ func (h *Handler) release(r *http.Request, c *opCall) (any, *apiError) {
 
 func (h *Handler) extend(r *http.Request, c *opCall) (any, *apiError) {
 	var req api.ExtendRequest
-	if e := readJSON(c.w, r, h.cfg.MaxBodyBytes, &req); e != nil {
-		return nil, e
-	}
-	key, err := req.DecodeKey()
-	if err != nil {
-		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "%s", err)
-	}
-	owner, e := requiredOwner(req.Owner)
+	key, owner, e := h.readKeyOwner(r, c, &req, &req.Owner)
 	if e != nil {
 		return nil, e
 	}
-	ttl, present, err := api.DurationField("ttl", req.TTL, req.TTLMS)
-	if err != nil {
-		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: %v", err)
+	ttl, e := requiredTTL(req.TTL, req.TTLMS)
+	if e != nil {
+		return nil, e
 	}
-	if !present {
-		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: ttl is required (ttl as \"30s\" or ttl_ms)")
+	if e := permit(r, rightLock, key, "extend"); e != nil {
+		return nil, e
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
 	defer cancel()
 	lease, err := h.store.Extend(ctx, key, owner, ttl)
-	if err != nil {
-		return nil, storeError(err, true)
-	}
-	return api.LeaseResponse{
-		KeyOut:      api.MakeKeyOut(key),
-		Owner:       owner.String(),
-		Token:       lease.Token,
-		TTLMS:       api.Millis(leaseTTL(lease, ttl)),
-		RemainingMS: api.Millis(lease.Remaining),
-	}, nil
+	return leaseResponse(key, owner, lease, ttl, err)
 }
 
 func requiredOwner(s *string) (lock.Owner, *apiError) {
@@ -447,6 +517,12 @@ func (h *Handler) inspect(r *http.Request, c *opCall) (any, *apiError) {
 		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "api: key is required (?key=, percent-encoded)")
 	}
 	key := q.Get("key")
+	if err := lock.ValidateKey(key); err != nil {
+		return nil, storeError(err, false)
+	}
+	if e := permit(r, rightRead, key, "inspect"); e != nil {
+		return nil, e
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
 	defer cancel()
 	info, err := h.store.Inspect(ctx, key)
@@ -472,10 +548,23 @@ func (h *Handler) list(r *http.Request, c *opCall) (any, *apiError) {
 		}
 		limit = min(n, limit)
 	}
+	req := lock.ListRequest{Prefix: q.Get("prefix"), After: q.Get("after")}
+	if err := req.Validate(); err != nil {
+		return nil, storeError(err, false)
+	}
+	who := callerOf(r)
+	all, none := who.readsUnder(req.Prefix)
+	if none {
+		return nil, denied(who, rightRead, "list the locks under "+strconv.Quote(req.Prefix), req.Prefix)
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
 	defer cancel()
+	if !all {
+		return h.listReadable(ctx, who, req, limit)
+	}
 	// One more than the page, to learn whether there is a next page.
-	locks, err := h.lister.List(ctx, lock.ListRequest{Prefix: q.Get("prefix"), After: q.Get("after"), Limit: limit + 1})
+	req.Limit = limit + 1
+	locks, err := h.lister.List(ctx, req)
 	if err != nil {
 		return nil, storeError(err, false)
 	}
@@ -488,6 +577,51 @@ func (h *Handler) list(r *http.Request, c *opCall) (any, *apiError) {
 		resp.Locks = append(resp.Locks, api.MakeKeyInfo(l.Key, l.KeyInfo))
 	}
 	return resp, nil
+}
+
+// maxListScan bounds the keys one listing reads from the store, in pages,
+// to fill a page with keys the caller may read: past it, the answer says
+// where to go on (next_after) rather than keep one request busy.
+var maxListScan = 16 * DefaultListPageSize // a variable for tests
+
+// listReadable is a listing for a caller that may read some keys under
+// the prefix and not others: it reads the store a page (at least
+// Config.ListPageSize keys) at a time and keeps the keys the caller may
+// read, until it has limit of them (and knows whether there are more) or
+// has read maxListScan keys.
+func (h *Handler) listReadable(ctx context.Context, c *caller, req lock.ListRequest, limit int) (any, *apiError) {
+	resp := api.ListResponse{Locks: []api.KeyInfo{}}
+	page := max(limit, h.cfg.ListPageSize)
+	scanned := 0
+	for {
+		// One more than the page, to learn whether the store has more.
+		req.Limit = page + 1
+		locks, err := h.lister.List(ctx, req)
+		if err != nil {
+			return nil, storeError(err, false)
+		}
+		for _, l := range locks[:min(len(locks), page)] {
+			if c.rightOn(l.Key) < rightRead {
+				continue
+			}
+			if len(resp.Locks) == limit {
+				resp.More = true
+				return resp, nil
+			}
+			resp.Locks = append(resp.Locks, api.MakeKeyInfo(l.Key, l.KeyInfo))
+		}
+		if len(locks) <= page {
+			return resp, nil // the store has no more
+		}
+		req.After = locks[page-1].Key
+		scanned += page
+		if scanned >= maxListScan {
+			resp.More = true
+			next := api.MakeKeyOut(req.After)
+			resp.NextAfter = &next
+			return resp, nil
+		}
+	}
 }
 
 func (h *Handler) clusterView(w http.ResponseWriter, r *http.Request) {
@@ -509,6 +643,10 @@ func (h *Handler) clusterView(w http.ResponseWriter, r *http.Request) {
 // leave serves POST /v1/leave through Config.Leave.
 func (h *Handler) leave(w http.ResponseWriter, r *http.Request) {
 	if e := noQuery(r); e != nil {
+		writeError(w, e)
+		return
+	}
+	if e := permitPrefix(r, rightAdmin, "", "ask the node to leave its cluster"); e != nil {
 		writeError(w, e)
 		return
 	}

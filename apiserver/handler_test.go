@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -321,6 +322,23 @@ func TestStoreErrorsMapToCodes(t *testing.T) {
 		a := n.do(t, "GET", "/v1/inspect?key=k", "")
 		assert.Equal(t, api.CodeUnavailable, a.errorCode(), a.raw)
 	})
+}
+
+// Every lock error code is answered with its own code and a status the
+// table gives, and the Go client reads it back as the same lock sentinels.
+func TestEveryLockErrorCodeHasAStatus(t *testing.T) {
+	for _, code := range lock.ErrorCodes() {
+		status, ok := lockCodeStatus[code]
+		require.True(t, ok, "no HTTP status for lock code %q", code)
+		err := fmt.Errorf("store: %w", errors.Join(lock.CodeErrors(code)...))
+		e := storeError(err, true)
+		assert.Equal(t, code, e.detail.Code)
+		assert.Equal(t, status, e.status, code)
+		back := &api.ServerError{StatusCode: e.status, Code: e.detail.Code}
+		for _, s := range lock.CodeErrors(code) {
+			assert.ErrorIs(t, back, s, code)
+		}
+	}
 }
 
 // failingStore answers every call with err.

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +26,8 @@ type metrics struct {
 	// unauthorized counts requests refused for a missing or wrong token:
 	// a client left without its token, or someone guessing.
 	unauthorized prometheus.Counter
+	// answered counts lock operations answered, for the console's history.
+	answered atomic.Uint64
 }
 
 func newMetrics(cluster Cluster) *metrics {
@@ -58,6 +61,7 @@ func newMetrics(cluster Cluster) *metrics {
 }
 
 func (m *metrics) observe(op, result string, took time.Duration) {
+	m.answered.Add(1)
 	m.ops.WithLabelValues(op, result).Inc()
 	m.latency.WithLabelValues(op).Observe(took.Seconds())
 }

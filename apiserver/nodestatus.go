@@ -30,9 +30,9 @@ func (s nodeStatus) Status() api.ClusterStatus {
 		CommitIndex:   st.CommitIndex,
 		AppliedIndex:  st.AppliedIndex,
 		LeaderChanges: st.LeaderChanges,
-		Commit:        api.Timing{Count: st.Commit.Count, Total: st.Commit.Total},
-		Apply:         api.Timing{Count: st.Apply.Count, Total: st.Apply.Total},
-		Freeze:        api.Timing{Count: st.Freeze.Count, Total: st.Freeze.Total},
+		Commit:        api.Timing(st.Commit),
+		Apply:         api.Timing(st.Apply),
+		Freeze:        api.Timing(st.Freeze),
 		Locks: &api.LockStats{
 			Held:     st.Keys,
 			Waiters:  st.Waiters,

@@ -33,8 +33,11 @@ const (
 // bound neither how many are open at once: serve on a LimitListener (the
 // agent does, -max-http-conns) so that a client opening thousands cannot
 // use up the process's file descriptors.
+//
+// When h is a *Handler, Shutdown also ends its console event streams
+// (GET /v1/events), which would otherwise hold Shutdown until they end.
 func NewServer(addr string, h http.Handler) *http.Server {
-	return &http.Server{
+	srv := &http.Server{
 		Addr:              addr,
 		Handler:           h,
 		ReadHeaderTimeout: ServerReadHeaderTimeout,
@@ -42,4 +45,8 @@ func NewServer(addr string, h http.Handler) *http.Server {
 		IdleTimeout:       ServerIdleTimeout,
 		MaxHeaderBytes:    ServerMaxHeaderBytes,
 	}
+	if api, ok := h.(*Handler); ok {
+		srv.RegisterOnShutdown(api.console.shutdown)
+	}
+	return srv
 }

@@ -33,41 +33,20 @@ func badRequest(format string, args ...any) *apiError {
 }
 
 // storeError turns what a lock.Store returned into the answer for the
-// client. write says whether the operation changes state, so that a timeout
-// reads as "outcome unknown" for writes and "unavailable" for reads.
+// client: the lock error's code (lock.ErrorCode) with its status. write says
+// whether the operation changes state, so that a timeout reads as "outcome
+// unknown" for writes and "unavailable" for reads.
 func storeError(err error, write bool) *apiError {
-	var held *lock.HeldError
-	switch {
-	case errors.As(err, &held):
-		e := newAPIError(http.StatusConflict, api.CodeLocked, "%s", err.Error())
-		e.detail.Token = held.Token
-		ms := api.Millis(held.Remaining)
-		e.detail.RemainingMS = &ms
+	if code := lock.ErrorCode(err); code != "" {
+		e := newAPIError(lockCodeStatus[code], code, "%s", err.Error())
+		if held := (*lock.HeldError)(nil); errors.As(err, &held) {
+			e.detail.Token = held.Token
+			ms := api.Millis(held.Remaining)
+			e.detail.RemainingMS = &ms
+		}
 		return e
-	case errors.Is(err, lock.ErrLocked):
-		return newAPIError(http.StatusConflict, api.CodeLocked, "%s", err.Error())
-	case errors.Is(err, lock.ErrNotHeld):
-		return newAPIError(http.StatusConflict, api.CodeNotHeld, "%s", err.Error())
-	case errors.Is(err, lock.ErrInvalidKey):
-		return newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "%s", err.Error())
-	case errors.Is(err, lock.ErrInvalidTTL):
-		return newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "%s", err.Error())
-	case errors.Is(err, lock.ErrInvalidWait):
-		return newAPIError(http.StatusBadRequest, api.CodeInvalidWait, "%s", err.Error())
-	case errors.Is(err, lock.ErrInvalidOwner):
-		return newAPIError(http.StatusBadRequest, api.CodeInvalidOwner, "%s", err.Error())
-	case errors.Is(err, lock.ErrInvalidList):
-		return newAPIError(http.StatusBadRequest, api.CodeInvalidList, "%s", err.Error())
-	case errors.Is(err, lock.ErrQueueFull):
-		return newAPIError(http.StatusTooManyRequests, api.CodeQueueFull, "%s", err.Error())
-	// Unknown outcome before unavailable: an error may match both, and the
-	// more cautious answer wins.
-	case errors.Is(err, lock.ErrUnknownOutcome):
-		return newAPIError(http.StatusServiceUnavailable, api.CodeUnknownOutcome, "%s", err.Error())
-	case errors.Is(err, lock.ErrClosed):
-		return newAPIError(http.StatusServiceUnavailable, api.CodeClosed, "%s", err.Error())
-	case errors.Is(err, lock.ErrUnavailable):
-		return newAPIError(http.StatusServiceUnavailable, api.CodeUnavailable, "%s", err.Error())
+	}
+	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		// The handler's own time limit ran out inside the store.
 		if write {
@@ -80,6 +59,22 @@ func storeError(err error, write bool) *apiError {
 	default:
 		return newAPIError(http.StatusInternalServerError, api.CodeInternal, "api: %v", err)
 	}
+}
+
+// lockCodeStatus is the HTTP status of each lock error code: a line per
+// code (a test checks that every lock.ErrorCodes has one).
+var lockCodeStatus = map[string]int{
+	lock.CodeLocked:         http.StatusConflict,
+	lock.CodeNotHeld:        http.StatusConflict,
+	lock.CodeInvalidKey:     http.StatusBadRequest,
+	lock.CodeInvalidTTL:     http.StatusBadRequest,
+	lock.CodeInvalidWait:    http.StatusBadRequest,
+	lock.CodeInvalidOwner:   http.StatusBadRequest,
+	lock.CodeInvalidList:    http.StatusBadRequest,
+	lock.CodeQueueFull:      http.StatusTooManyRequests,
+	lock.CodeUnknownOutcome: http.StatusServiceUnavailable,
+	lock.CodeClosed:         http.StatusServiceUnavailable,
+	lock.CodeUnavailable:    http.StatusServiceUnavailable,
 }
 
 // readJSON decodes the request body into v (a pointer to a request struct):

@@ -35,7 +35,9 @@
 //     no quorum), ctx's error, or lock.ErrClosed. An error that also matches
 //     lock.ErrUnknownOutcome means the command may have taken effect;
 //     repeating it with the same owner is safe, as the state machine makes
-//     it idempotent.
+//     it idempotent. ForceRelease (lock.AdminStore), which names no owner,
+//     is the exception: it is never repeated, and Inspect tells whether it
+//     took effect.
 //   - Nothing acknowledged is lost: every log write is fsynced before raft
 //     counts it, and a node whose log lost entries, or whose DataDir belongs
 //     to another node or cluster, refuses to start (ErrLogDamaged,

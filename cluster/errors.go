@@ -24,4 +24,7 @@ var (
 	errLostLeadership = errors.New("cluster: leadership lost while committing")
 	// errShuttingDown: the node serving the request is shutting down.
 	errShuttingDown = errors.New("cluster: node shutting down")
+	// errLeaderRemovesItself: a leaving node became leader again after
+	// handing leadership over; it stays a member (Leave says why).
+	errLeaderRemovesItself = errors.New("cluster: the leader does not remove itself; leave again once another member leads")
 )

@@ -18,50 +18,18 @@ import (
 //
 // A command on the leader joins the term's proposal queue. A command on a
 // follower is sent over transport.Call to the leader, which stamps, proposes
-// and answers with the fsm.Result. The RPC's messages are this package's own
-// compact binary encoding with a version byte (wire.go); decoding garbage
-// gives an error, never a panic, and a leader answers a malformed or
-// forbidden request (a tick, a stamped command) with a bad-request reply.
-// A new kind of request (the list, added after the first) keeps the version:
-// a leader that does not know it answers bad request, and every other kind
-// keeps working, so a cluster can be upgraded one node at a time. The one
-// exception is claims (see waiting.go): a node from before them cannot read
-// the new-term and drop-unclaimed log entries or a version 2 snapshot, and
+// and answers with the fsm.Result; the messages and their compatibility
+// rules are in wire.go. The one exception to upgrading one node at a time
+// is claims (see waiting.go): a node from before them cannot read the
+// new-term and drop-unclaimed log entries or a version 2 snapshot, and
 // would grant waiters the others skip, so across that change every member
 // is stopped, upgraded and started again together.
 //
-// A command is retried across leader changes within the caller's context and
-// Config.RequestTimeout:
-//   - rejected before it could take effect (no leader known, not the leader,
-//     transport.ErrNotSent, raft.ErrNotLeader): retried at once against the
-//     leader a member names, or as soon as raft reports a leader change (a
-//     short, growing pause of 5–100ms is the fallback);
-//   - outcome unknown (raft.ErrLeadershipLost or the leader shutting down
-//     after proposing, transport.ErrConnLost): retried the same way with the
-//     same owner, which the state machine makes idempotent;
-//   - still waiting for the leader's answer when raft here reports another
-//     leader (one that froze stops sending heartbeats and is replaced): the
-//     call is cancelled, so the transport drops an answer that comes later,
-//     and the command goes to the new leader at once, as an unknown outcome
-//     — not after RequestTimeout. The old leader cannot commit it any more:
-//     a later term has begun. While raft here knows no leader at all, the
-//     call goes on (a leader that comes back still answers it) for up to
-//     Config.LeaderWait.
-//
-// While no leader is known the call waits for one at most Config.LeaderWait
-// (four election timeouts by default; a waiting acquire at least its wait),
-// then gets lock.ErrUnavailable saying there is no leader. When retries run
-// out otherwise the caller gets lock.ErrUnavailable (no quorum), or ctx's
-// error when its ctx ended (also matching ErrUnavailable if the last attempt
-// found no leader) — within its context, never a hang. If
-// any attempt's outcome was unknown, the error also matches
-// lock.ErrUnknownOutcome: retrying with the same owner is safe.
-//
-// Release after an unknown outcome: if the retry finds the owner no longer
-// holding the key, Release reports true — the first attempt most likely
-// released it, and a release is idempotent, as an etcd or Consul unlock is.
-// Whether the lease had already run out just before cannot be known then;
-// the holder's own deadline (lock.Lock.Remaining) tells it.
+// A command is retried across leader changes within the caller's context,
+// Config.RequestTimeout, and Config.LeaderWait without a leader: see do. If
+// any attempt's outcome was unknown, a final error also matches
+// lock.ErrUnknownOutcome: retrying with the same owner is safe. (Release
+// then reports a key no longer held as released: see Release.)
 
 // Retry pacing when no leader change is signalled: a leader that is known
 // but does not answer (it is dying, or its term is not ready yet) is asked
@@ -86,7 +54,8 @@ const defaultLeaderWaitElections = 4
 // leader, or when raft reports a leader change. An attempt whose outcome is
 // unknown (leadership lost after proposing, transport.ErrConnLost, the
 // leader shutting down) is retried the same way: commands carry the caller's
-// owner, which makes them idempotent. A forwarded attempt still waiting for
+// owner, which makes them idempotent (force-release, which carries none, is
+// not retried then: see Node.ForceRelease). A forwarded attempt still waiting for
 // its answer when raft reports that the leader it went to is replaced (by
 // another, or by none: it stopped answering) is abandoned — its call is
 // cancelled, so a late answer is dropped by the transport — and its request
@@ -99,7 +68,7 @@ const defaultLeaderWaitElections = 4
 // (also matching lock.ErrUnavailable if the last attempt found no leader);
 // lock.ErrUnavailable when RequestTimeout passes or no leader is known for
 // the leader wait; ErrBadRequest when the leader rejects the request itself.
-func (n *Node) do(ctx context.Context, req request) (rep reply, retried bool, err error) {
+func (n *Node) do(ctx context.Context, req rpcRequest) (ans rpcAnswer, retried bool, err error) {
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
 	defer cancel()
@@ -110,24 +79,24 @@ func (n *Node) do(ctx context.Context, req request) (rep reply, retried bool, er
 		hint    string // a leader address learned from a "not leader" reply
 		tried   string // the address the last attempt went to
 	)
-	backoff := minRetryBackoff
-	hops := 0                // hints followed in a row without a pause
 	var leaderless time.Time // since when no leader has been known, in a row; zero while one is
-	wait := n.leaderWait(req)
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
+	wait := n.leaderWait()
+	// Only a command takes effect when it is proposed: for the other kinds
+	// an attempt whose answer is lost leaves nothing unknown.
+	mayApply := req.kind() == kindCommand
+	p := newPacer()
+	defer p.stop()
 	var body []byte
 	for {
 		if n.closed() {
-			return reply{}, unknown, n.closedError(unknown)
+			return nil, unknown, n.closedError(unknown)
 		}
 		changed := n.leaderChanged.wait()
 
 		var attemptErr error
 		if t := n.term.Load(); t != nil {
 			tried = ""
-			rep, attemptErr = n.serve(ctx, t, req)
+			ans, attemptErr = req.serve(ctx, n, t)
 		} else {
 			addr, raftLeader, err := n.leaderTarget(hint)
 			hint = ""
@@ -135,28 +104,17 @@ func (n *Node) do(ctx context.Context, req request) (rep reply, retried bool, er
 			if err == nil {
 				tried = addr
 				if body == nil {
-					if body, err = req.appendBinary(nil); err != nil {
-						return reply{}, false, err
-					}
+					body = encodeRequest(req)
 				}
-				rep, attemptErr = n.callLeader(ctx, addr, raftLeader, body)
+				var rep reply
+				rep, attemptErr = n.callLeader(ctx, addr, raftLeader, body, false)
+				if attemptErr == nil {
+					ans, attemptErr, hint = rep.answer, rep.err(), rep.leader
+				}
 			}
 		}
 		if attemptErr == nil {
-			switch rep.code {
-			case codeOK:
-				return rep, unknown, nil
-			case codeBadRequest:
-				return reply{}, unknown, fmt.Errorf("%w: %s", ErrBadRequest, rep.msg)
-			case codeNotLeader:
-				attemptErr, hint = errNotLeader, rep.leader
-			case codeLostLeadership:
-				attemptErr = errLostLeadership
-			case codeShuttingDown:
-				attemptErr = errLeaderClosing
-			default: // codeUnavailable
-				attemptErr = fmt.Errorf("cluster: leader: %s", rep.msg)
-			}
+			return ans, unknown, nil
 		}
 
 		switch {
@@ -166,53 +124,88 @@ func (n *Node) do(ctx context.Context, req request) (rep reply, retried bool, er
 			// ErrRemote means the peer is still starting: no handler yet.)
 		case errors.Is(attemptErr, errLostLeadership), errors.Is(attemptErr, errLeaderClosing),
 			errors.Is(attemptErr, transport.ErrConnLost), errors.Is(attemptErr, errLeaderReplaced):
-			unknown = unknown || req.kind == kindCommand
+			unknown = unknown || mayApply
+			if c, ok := req.(*commandRequest); ok && c.cmd.Op == fsm.OpForceRelease {
+				// Not idempotent: a retry after the first took effect
+				// would end the lease of the waiter it handed the key to.
+				return nil, true, fmt.Errorf("%w: force-release of %q: %w", lock.ErrUnknownOutcome, c.cmd.Key, attemptErr)
+			}
 		case errors.Is(attemptErr, errShuttingDown), errors.Is(attemptErr, transport.ErrClosed):
-			return reply{}, unknown, n.closedError(unknown || req.kind == kindCommand)
+			return nil, unknown, n.closedError(unknown || mayApply)
 		case ctx.Err() != nil:
 			// The attempt was cut short by ctx: it may have been sent.
-			unknown = unknown || req.kind == kindCommand
-			return reply{}, unknown, n.endedError(parent, ctx, unknown, lastErr)
+			unknown = unknown || mayApply
+			return nil, unknown, n.endedError(parent, ctx, unknown, lastErr)
 		case errors.Is(attemptErr, ErrBadRequest), errors.Is(attemptErr, transport.ErrTooLarge):
-			return reply{}, unknown, attemptErr
+			return nil, unknown, attemptErr
 		default:
 			// codeUnavailable and the unexpected: retry after a pause.
 		}
 		lastErr = attemptErr
 		if ctx.Err() != nil {
-			return reply{}, unknown, n.endedError(parent, ctx, unknown, lastErr)
+			return nil, unknown, n.endedError(parent, ctx, unknown, lastErr)
 		}
-		pause := backoff
+		pause := maxRetryBackoff
 		if errors.Is(attemptErr, errNoLeader) {
 			if leaderless.IsZero() {
 				leaderless = time.Now()
 			}
 			left := wait - time.Since(leaderless)
 			if left <= 0 {
-				return reply{}, unknown, n.leaderlessError(wait, unknown)
+				return nil, unknown, n.leaderlessError(wait, unknown)
 			}
 			pause = min(pause, left)
 		} else {
 			leaderless = time.Time{}
 		}
-		if hint != "" && hint != tried && hint != n.Addr() && hops < 2 {
-			hops++
-			continue // a follower told us who leads: ask it at once
+		if err := p.pause(ctx, n, changed, hint, tried, pause); errors.Is(err, lock.ErrClosed) {
+			return nil, unknown, n.closedError(unknown)
+		} else if err != nil {
+			return nil, unknown, n.endedError(parent, ctx, unknown, lastErr)
 		}
-		hops = 0
-		timer.Reset(pause)
-		select {
-		case <-changed:
-			backoff = minRetryBackoff
-		case <-timer.C:
-			backoff = min(2*backoff, maxRetryBackoff)
-		case <-ctx.Done():
-			return reply{}, unknown, n.endedError(parent, ctx, unknown, lastErr)
-		case <-n.closing:
-			return reply{}, unknown, n.closedError(unknown)
-		}
-		timer.Stop()
 	}
+}
+
+// pacer spaces the attempts of a retry loop (do, acquireWaiting).
+type pacer struct {
+	backoff time.Duration // the next pause
+	hops    int           // hints followed in a row without a pause
+	timer   *time.Timer
+}
+
+func newPacer() *pacer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &pacer{backoff: minRetryBackoff, timer: t}
+}
+
+func (p *pacer) stop() { p.timer.Stop() }
+
+// pause returns when the next attempt may go: at once when hint (from a
+// "not leader" reply) names a leader other than the one just tried, at most
+// twice in a row; else as soon as changed reports a leader change, or after
+// a short pause that grows while nothing changes (at most limit). Its
+// errors are ctx's when ctx ends first, and lock.ErrClosed when the node
+// closes.
+func (p *pacer) pause(ctx context.Context, n *Node, changed <-chan struct{}, hint, tried string, limit time.Duration) error {
+	if hint != "" && hint != tried && hint != n.Addr() && p.hops < 2 {
+		p.hops++
+		return nil
+	}
+	p.hops = 0
+	p.timer.Reset(min(p.backoff, limit))
+	defer p.timer.Stop()
+	select {
+	case <-changed:
+		p.backoff = minRetryBackoff
+	case <-p.timer.C:
+		p.backoff = min(2*p.backoff, maxRetryBackoff)
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.closing:
+		return lock.ErrClosed
+	}
+	return nil
 }
 
 // leaderTarget picks where a forwarded attempt goes: the leader a "not
@@ -237,20 +230,19 @@ var (
 	errNoLeader       = errors.New("cluster: no leader")
 	errLeaderClosing  = errors.New("cluster: leader shutting down")
 	errLeaderReplaced = errors.New("cluster: leader replaced while the request was in flight")
+	// errLeaderUnavailable: the leader could not serve the request now
+	// (codeUnavailable; a configuration change failed, say).
+	errLeaderUnavailable = errors.New("cluster: leader")
 )
 
-// leaderWait is how long req may go on finding no leader before do gives up:
-// Config.LeaderWait (see there), or a waiting acquire's own wait when that
-// is longer — the caller said it would wait that long for the lock.
-func (n *Node) leaderWait(req request) time.Duration {
-	wait := n.cfg.LeaderWait
-	if wait == 0 {
-		wait = defaultLeaderWaitElections * n.cfg.ElectionTimeout
+// leaderWait is how long a request may go on finding no leader before do
+// gives up: Config.LeaderWait (see there). (A waiting acquire, which waits
+// at least its wait, does not go through do: see acquireWaiting.)
+func (n *Node) leaderWait() time.Duration {
+	if n.cfg.LeaderWait == 0 {
+		return defaultLeaderWaitElections * n.cfg.ElectionTimeout
 	}
-	if req.kind == kindCommand && req.cmd.Op == fsm.OpAcquire {
-		wait = max(wait, req.cmd.Wait)
-	}
-	return wait
+	return n.cfg.LeaderWait
 }
 
 // leaderlessError is what do returns when no leader was known for wait.
@@ -272,7 +264,11 @@ func (n *Node) leaderlessError(wait time.Duration, unknown bool) error {
 // left. The cancelled call is over when callLeader returns: the transport
 // drops an answer that comes later, so nothing can take it for the answer of
 // a retry.
-func (n *Node) callLeader(ctx context.Context, addr, raftLeader string, body []byte) (reply, error) {
+//
+// A parked call (a waiting acquire) is not cut when raft merely loses its
+// leader: the leader, even one that lost its quorum for a while, still
+// answers it, and the wait bounds it.
+func (n *Node) callLeader(ctx context.Context, addr, raftLeader string, body []byte, parked bool) (reply, error) {
 	type answer struct {
 		rep reply
 		err error
@@ -290,7 +286,7 @@ func (n *Node) callLeader(ctx context.Context, addr, raftLeader string, body []b
 		now := string(a)
 		// Raft losing its leader says nothing of addr when addr was a
 		// hint: only a leader other than both counts then.
-		lost := now == "" && raftLeader == addr
+		lost := !parked && now == "" && raftLeader == addr
 		moved := now != "" && now != raftLeader && now != addr
 		if lost || moved || n.term.Load() != nil {
 			cancel()
@@ -356,164 +352,63 @@ func (n *Node) endedError(parent, ctx context.Context, unknown bool, lastErr err
 	return err
 }
 
+// ask runs req at the leader (see do) and returns its answer, which must be
+// an A: a peer that answers another kind is refused with ErrBadRequest.
+func ask[A rpcAnswer](ctx context.Context, n *Node, req rpcRequest) (A, bool, error) {
+	ans, retried, err := n.do(ctx, req)
+	a, ok := ans.(A)
+	if err == nil && !ok {
+		err = fmt.Errorf("%w: %T answer to a %v request", ErrBadRequest, ans, req.kind())
+	}
+	return a, retried, err
+}
+
 // command runs one lock command at the leader; see do.
 func (n *Node) command(ctx context.Context, cmd fsm.Command) (fsm.Result, bool, error) {
-	rep, retried, err := n.do(ctx, request{kind: kindCommand, cmd: cmd})
+	ans, retried, err := ask[*commandAnswer](ctx, n, &commandRequest{cmd})
 	if err != nil {
 		return fsm.Result{}, retried, err
 	}
-	if rep.kind != kindCommand {
-		return fsm.Result{}, retried, fmt.Errorf("%w: %v reply to a command", ErrBadRequest, rep.kind)
-	}
-	return rep.result, retried, nil
+	return ans.res, retried, nil
 }
 
 // read asks the leader about key at its log time (a linearizable read);
 // with owner, also whether owner holds it.
 func (n *Node) read(ctx context.Context, key string, owner *fsm.Owner) (readResult, error) {
-	req := request{kind: kindRead, key: key}
+	req := &readRequest{key: key}
 	if owner != nil {
 		req.owner, req.withOwner = *owner, true
 	}
-	rep, _, err := n.do(ctx, req)
+	rr, _, err := ask[*readResult](ctx, n, req)
 	if err != nil {
 		return readResult{}, err
 	}
-	if rep.kind != kindRead {
-		return readResult{}, fmt.Errorf("%w: %v reply to a read", ErrBadRequest, rep.kind)
-	}
-	return rep.read, nil
+	return *rr, nil
 }
 
-// serve runs req on this node as leader of term t. Its errors are
-// errNotLeader, errLostLeadership, errShuttingDown, ctx's, or a message for
-// codeUnavailable.
-func (n *Node) serve(ctx context.Context, t *leaderTerm, req request) (reply, error) {
-	switch req.kind {
-	case kindCommand:
-		if req.cmd.Op == fsm.OpCancelWait {
-			return n.cancelWaitAtLeader(ctx, t, req.cmd) // see waiting.go
-		}
-		res, err := t.propose(ctx, req.cmd)
-		if err != nil {
-			return reply{}, err
-		}
-		return reply{code: codeOK, kind: kindCommand, result: res}, nil
-	case kindRead:
-		rr, err := n.readAtLeader(ctx, t, req)
-		if err != nil {
-			return reply{}, err
-		}
-		return reply{code: codeOK, kind: kindRead, read: rr}, nil
-	case kindWaitAcquire:
-		ans, err := n.waitAtLeader(ctx, t, req.cmd, n.clock.Monotonic())
-		if err != nil {
-			return reply{}, err
-		}
-		return reply{code: codeOK, kind: kindWaitAcquire, wait: ans}, nil
-	case kindList:
-		page, err := n.listAtLeader(ctx, t, req)
-		if err != nil {
-			return reply{}, err
-		}
-		return reply{code: codeOK, kind: kindList, list: page}, nil
-	case kindJoin, kindJoinEmpty:
-		if err := n.addMember(ctx, req.id, req.addr, req.kind == kindJoinEmpty); err != nil {
-			return reply{}, err
-		}
-		return reply{code: codeOK, kind: req.kind}, nil
-	case kindRemove:
-		if err := n.removeServer(ctx, req.id); err != nil {
-			return reply{}, err
-		}
-		return reply{code: codeOK, kind: kindRemove}, nil
-	}
-	return reply{}, fmt.Errorf("%w: unknown request kind %v", ErrBadRequest, req.kind)
-}
-
-// handleRPC serves requests forwarded by other nodes. It always answers
-// with a reply (never a transport error), so the caller can tell "not the
-// leader" from "bad request" from "outcome unknown".
+// handleRPC serves requests forwarded by other nodes: it decodes and admits
+// each (the one check of a request entering this node from another), and
+// serves it. It always answers with a reply (never a transport error), so
+// the caller can tell "not the leader" from "bad request" from "outcome
+// unknown".
 func (n *Node) handleRPC(ctx context.Context, body []byte) ([]byte, error) {
 	req, err := decodeRequest(body)
 	if err == nil {
-		err = checkForwarded(req)
+		err = req.admit()
 	}
 	if err != nil {
 		n.log.Debug("rejecting forwarded request", "error", err)
 		return reply{code: codeBadRequest, msg: err.Error()}.appendBinary(nil), nil
 	}
-	if req.kind == kindInfo {
-		n.heardFrom(req.id, req.apiAddr)
-		return reply{code: codeOK, kind: kindInfo, info: nodeInfo{id: n.cfg.NodeID, apiAddr: n.cfg.APIAddr}}.appendBinary(nil), nil
-	}
-	if req.kind == kindIdentity {
-		return n.identityReply(req).appendBinary(nil), nil
-	}
 	t := n.term.Load()
-	if t == nil {
-		return n.notLeaderReply(req.kind).appendBinary(nil), nil
+	if t == nil && !kinds[req.kind()].anyNode {
+		return n.notLeaderReply(req.kind()).appendBinary(nil), nil
 	}
-	if req.kind == kindList && (req.limit == 0 || req.limit > maxListPage) {
-		// The reply must fit a frame: a longer listing is paged (more).
-		req.limit = maxListPage
-	}
-	rep, err := n.serve(ctx, t, req)
+	ans, err := req.serve(ctx, n, t)
 	if err != nil {
-		rep = n.errorReply(req.kind, err)
+		return n.errorReply(req.kind(), err).appendBinary(nil), nil
 	}
-	return rep.appendBinary(nil), nil
-}
-
-// checkForwarded admits what a follower may ask of the leader: the four
-// client commands and waiting acquires, valid, and unstamped (only the
-// leader stamps; the term's own commands are never forwarded); reads and
-// listings that the store would accept; joins and removals that name a server.
-func checkForwarded(req request) error {
-	switch req.kind {
-	case kindCommand:
-		switch req.cmd.Op {
-		case fsm.OpAcquire, fsm.OpRelease, fsm.OpExtend, fsm.OpCancelWait:
-		default:
-			return fmt.Errorf("%w: %v may not be forwarded", ErrBadRequest, req.cmd.Op)
-		}
-		if req.cmd.Stamp != 0 {
-			return fmt.Errorf("%w: forwarded command carries a stamp", ErrBadRequest)
-		}
-		if err := req.cmd.Validate(); err != nil {
-			return fmt.Errorf("%w: %w", ErrBadRequest, err)
-		}
-	case kindRead:
-		if err := lock.ValidateKey(req.key); err != nil {
-			return fmt.Errorf("%w: %w", ErrBadRequest, err)
-		}
-		if req.withOwner && req.owner.IsZero() {
-			return fmt.Errorf("%w: zero owner", ErrBadRequest)
-		}
-	case kindWaitAcquire:
-		if req.cmd.Op != fsm.OpAcquire || req.cmd.Wait <= 0 {
-			return fmt.Errorf("%w: a waiting acquire must be an acquire with a wait", ErrBadRequest)
-		}
-		if req.cmd.Stamp != 0 {
-			return fmt.Errorf("%w: forwarded command carries a stamp", ErrBadRequest)
-		}
-		if err := req.cmd.Validate(); err != nil {
-			return fmt.Errorf("%w: %w", ErrBadRequest, err)
-		}
-	case kindList:
-		if err := (lock.ListRequest{Prefix: req.prefix, After: req.after, Limit: req.limit}).Validate(); err != nil {
-			return fmt.Errorf("%w: %w", ErrBadRequest, err)
-		}
-	case kindJoin, kindJoinEmpty:
-		if req.id == "" || req.addr == "" {
-			return fmt.Errorf("%w: join needs an id and an address", ErrBadRequest)
-		}
-	case kindRemove:
-		if req.id == "" {
-			return fmt.Errorf("%w: remove needs an id", ErrBadRequest)
-		}
-	}
-	return nil
+	return reply{code: codeOK, kind: req.kind(), answer: ans}.appendBinary(nil), nil
 }
 
 func (n *Node) notLeaderReply(kind requestKind) reply {
@@ -524,27 +419,18 @@ func (n *Node) notLeaderReply(kind requestKind) reply {
 	return reply{code: codeNotLeader, kind: kind, leader: string(addr)}
 }
 
+// errorReply answers a serve's error with its code (replyErrors).
 func (n *Node) errorReply(kind requestKind, err error) reply {
-	switch {
-	case errors.Is(err, errNotLeader):
+	code := replyCodeFor(err)
+	if code == codeNotLeader {
 		return n.notLeaderReply(kind)
-	case errors.Is(err, errLostLeadership):
-		return reply{code: codeLostLeadership, kind: kind, msg: err.Error()}
-	case errors.Is(err, errShuttingDown):
-		return reply{code: codeShuttingDown, kind: kind, msg: err.Error()}
-	case errors.Is(err, ErrBadRequest):
-		return reply{code: codeBadRequest, kind: kind, msg: err.Error()}
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		// The caller gave up; nobody reads this. Say what is true of a command.
-		return reply{code: codeLostLeadership, kind: kind, msg: err.Error()}
-	default:
-		return reply{code: codeUnavailable, kind: kind, msg: err.Error()}
 	}
+	return reply{code: code, kind: kind, msg: err.Error()}
 }
 
 // readAtLeader answers a read at the leader's log time, once readIndex
 // says it may.
-func (n *Node) readAtLeader(ctx context.Context, t *leaderTerm, req request) (readResult, error) {
+func (n *Node) readAtLeader(ctx context.Context, t *leaderTerm, req *readRequest) (readResult, error) {
 	if err := n.readIndex(ctx, t); err != nil {
 		return readResult{}, err
 	}
@@ -554,7 +440,7 @@ func (n *Node) readAtLeader(ctx context.Context, t *leaderTerm, req request) (re
 
 // listAtLeader answers a listing at the leader's log time, once readIndex
 // says it may: one consistent view of the whole page.
-func (n *Node) listAtLeader(ctx context.Context, t *leaderTerm, req request) (listPage, error) {
+func (n *Node) listAtLeader(ctx context.Context, t *leaderTerm, req *listRequest) (listPage, error) {
 	if err := n.readIndex(ctx, t); err != nil {
 		return listPage{}, err
 	}
@@ -567,14 +453,8 @@ func (n *Node) listAtLeader(ctx context.Context, t *leaderTerm, req request) (li
 // up to that index. Its errors are errNotLeader (safe to retry: a read never
 // takes effect), errShuttingDown and ctx's.
 func (n *Node) readIndex(ctx context.Context, t *leaderTerm) error {
-	select {
-	case <-t.ready:
-	case <-t.stop:
-		return errNotLeader
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-n.closing:
-		return errShuttingDown
+	if err := n.until(ctx, t, t.ready); err != nil {
+		return err
 	}
 	commit := n.raft.CommitIndex()
 	if err := n.waitFuture(ctx, n.raft.VerifyLeader()); err != nil {
@@ -594,19 +474,28 @@ func (n *Node) readIndex(ctx context.Context, t *leaderTerm) error {
 		if applied >= commit || t.readyIndex >= commit {
 			return nil
 		}
-		select {
-		case <-changed:
-		case <-t.stop:
-			return errNotLeader
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-n.closing:
-			return errShuttingDown
+		if err := n.until(ctx, t, changed); err != nil {
+			return err
 		}
 	}
 }
 
-func toReadResult(st fsm.KeyState, at time.Duration, req request) readResult {
+// until waits for ch to close while this node leads in term t. Its errors
+// are errNotLeader once the term ends, ctx's, and errShuttingDown.
+func (n *Node) until(ctx context.Context, t *leaderTerm, ch <-chan struct{}) error {
+	select {
+	case <-ch:
+		return nil
+	case <-t.stop:
+		return errNotLeader
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.closing:
+		return errShuttingDown
+	}
+}
+
+func toReadResult(st fsm.KeyState, at time.Duration, req *readRequest) readResult {
 	if !st.Held {
 		return readResult{waiters: st.Waiters}
 	}

@@ -237,24 +237,21 @@ func newClusterID(peers []Peer) (string, error) {
 // existed learns its cluster from the member that adds it.
 func (n *Node) checkCluster(ctx context.Context, addr string) (string, error) {
 	mine := n.ident.clusterID()
-	body, err := request{kind: kindIdentity, id: n.cfg.NodeID, clusterID: mine}.appendBinary(nil)
+	rep, err := n.call(ctx, addr, encodeRequest(&nodeIdentity{id: n.cfg.NodeID, clusterID: mine}))
 	if err != nil {
 		return "", err
 	}
-	rep, err := n.call(ctx, addr, body)
-	if err != nil {
-		return "", err
-	}
-	if rep.code != codeOK || rep.kind != kindIdentity {
+	them, ok := rep.answer.(*nodeIdentity)
+	if !ok {
 		return "", nil // a member too old to know kindIdentity answers bad request
 	}
-	theirs := rep.info.clusterID
+	theirs := them.clusterID
 	if mine != "" && theirs != "" && mine != theirs {
 		return "", &identityError{
 			msg: fmt.Sprintf("data dir %s belongs to cluster %s (%s), but %s (member %q) belongs to cluster %s: "+
 				"a data dir cannot move to another cluster. Set Join (the agent's -join) to members of node %q's own cluster, "+
 				"or give it an empty DataDir (-data-dir) to join this one as a new member",
-				n.cfg.DataDir, mine, n.ident.path(), addr, rep.info.id, theirs, n.cfg.NodeID),
+				n.cfg.DataDir, mine, n.ident.path(), addr, them.id, theirs, n.cfg.NodeID),
 			is: []error{ErrWrongCluster},
 		}
 	}
@@ -278,14 +275,14 @@ func (n *Node) joinedCluster(clusterID string) {
 // node ID and cluster ID. A node of another cluster asking is about to be
 // refused by its own side (checkCluster); this side logs it, so that the
 // operator of either cluster sees why the node does not join.
-func (n *Node) identityReply(req request) reply {
+func (n *Node) identityReply(req *nodeIdentity) *nodeIdentity {
 	mine := n.ident.clusterID()
 	if req.clusterID != "" && mine != "" && req.clusterID != mine {
 		n.log.Error("a node of another cluster asked to join this one; it is refused",
 			"node", req.id, "its_cluster", req.clusterID, "cluster", mine,
 			"what_to_do", "on that node, point -join/-peers at its own cluster, or empty its -data-dir to join this one")
 	}
-	return reply{code: codeOK, kind: kindIdentity, info: nodeInfo{id: n.cfg.NodeID, clusterID: mine}}
+	return &nodeIdentity{id: n.cfg.NodeID, clusterID: mine}
 }
 
 // recordIdentity runs in New once it knows whether the data dir holds raft

@@ -127,8 +127,8 @@ func TestCheckPageRefusesWhatWasNotAsked(t *testing.T) {
 		}
 		return p
 	}
-	assert.NoError(t, checkPage(info("a/1", "a/2"), "a/", "", 2))
-	assert.NoError(t, checkPage(info(), "a/", "a/9", 0))
+	assert.NoError(t, checkPage(new(info("a/1", "a/2")), "a/", "", 2))
+	assert.NoError(t, checkPage(new(info()), "a/", "a/9", 0))
 	for name, tc := range map[string]struct {
 		page          listPage
 		prefix, after string
@@ -140,7 +140,7 @@ func TestCheckPageRefusesWhatWasNotAsked(t *testing.T) {
 		"not after":      {info("a"), "", "a", 0},
 		"outside prefix": {info("b/1"), "a/", "", 0},
 	} {
-		assert.ErrorIs(t, checkPage(tc.page, tc.prefix, tc.after, tc.limit), ErrBadRequest, name)
+		assert.ErrorIs(t, checkPage(&tc.page, tc.prefix, tc.after, tc.limit), ErrBadRequest, name)
 	}
 }
 

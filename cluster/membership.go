@@ -25,10 +25,7 @@ import (
 // have replicated to it already.) A restart on existing state asks with
 // kindJoin.
 func (n *Node) join(ctx context.Context, kind requestKind, addrs []string, retrying func(lastErr error)) (via string, err error) {
-	body, err := request{kind: kind, id: n.cfg.NodeID, addr: n.Addr()}.appendBinary(nil)
-	if err != nil {
-		return "", fmt.Errorf("%w: %w", ErrJoin, err)
-	}
+	body := encodeRequest(&joinRequest{id: n.cfg.NodeID, addr: n.Addr(), empty: kind == kindJoinEmpty})
 	backoff := 50 * time.Millisecond
 	var lastErr error
 	for {
@@ -60,26 +57,26 @@ func (n *Node) join(ctx context.Context, kind requestKind, addrs []string, retry
 					lastErr = fmt.Errorf("%s: %w", addr, err)
 					break
 				}
-				switch rep.code {
-				case codeOK:
+				switch err := rep.err(); {
+				case err == nil:
 					n.joinedCluster(clusterID)
 					return addr, nil
-				case codeNotLeader:
+				case errors.Is(err, errNotLeader):
 					lastErr = fmt.Errorf("%s: not the leader", addr)
 					addr = rep.leader
 					continue
-				case codeBadRequest:
+				case errors.Is(err, ErrBadRequest):
 					if kind == kindJoinEmpty && strings.Contains(rep.msg, "request kind") {
 						// A leader from before kindJoinEmpty: join as before.
 						n.log.Warn("the leader does not know join-empty; joining without asking it to remove an old member of this ID", "leader", addr,
 							"what_to_do", "upgrade every member to one raftlock version")
 						kind = kindJoin
-						body, _ = request{kind: kind, id: n.cfg.NodeID, addr: n.Addr()}.appendBinary(nil)
+						body = encodeRequest(&joinRequest{id: n.cfg.NodeID, addr: n.Addr()})
 						continue
 					}
 					return "", fmt.Errorf("%w: %s refused: %s", ErrJoin, addr, rep.msg)
 				default:
-					lastErr = fmt.Errorf("%s: %s", addr, rep.msg)
+					lastErr = fmt.Errorf("%s: %w", addr, err)
 				}
 				break
 			}
@@ -276,6 +273,11 @@ func (n *Node) removeServer(ctx context.Context, id string) error {
 		n.log.Info("not removing the last voter; it stops as a member", "id", id)
 		return nil
 	}
+	if id == n.cfg.NodeID {
+		// Leadership came back to the leaving node after it handed it
+		// over: see Leave for why a leader does not remove itself.
+		return errLeaderRemovesItself
+	}
 	n.log.Info("removing server", "id", id)
 	if err := n.waitFuture(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, 0)); err != nil {
 		return configChangeError(err)
@@ -332,13 +334,19 @@ func (n *Node) Leave(ctx context.Context) error {
 		// give up once none has been known for leaveLeaderWait.
 		lctx, stop := n.whileLeaderKnown(ctx, n.leaveLeaderWait())
 		defer stop()
-		if n.IsLeader() {
+		// A leader never removes itself: it hands leadership over first, or
+		// stays. A leader that appends its own removal and stops before a
+		// follower has the entry comes back with that entry only in its own
+		// log: it no longer votes for itself in its configuration, so it
+		// never campaigns, and it refuses its old peers' votes because its
+		// log is longer than theirs. With the other members gone too (all
+		// stopping at once) no election can ever succeed.
+		if n.IsLeader() && n.otherVoters() > 0 {
 			if err := n.waitFuture(lctx, n.raft.LeadershipTransfer()); err != nil {
-				// The leader can still remove itself; raft then steps it down.
-				n.log.Warn("leadership transfer before leaving failed; leaving as leader (raft then steps it down)", "error", err)
+				return fmt.Errorf("cluster: leave: no other voter took over leadership (%w); the node is still a member", err)
 			}
 		}
-		if _, _, err := n.do(lctx, request{kind: kindRemove, id: n.cfg.NodeID}); err != nil {
+		if _, _, err := n.do(lctx, &removeRequest{id: n.cfg.NodeID}); err != nil {
 			if cause := context.Cause(lctx); lctx.Err() != nil && ctx.Err() == nil {
 				// The removal may still commit: the node then rejoins when
 				// it is started again.
@@ -348,6 +356,22 @@ func (n *Node) Leave(ctx context.Context) error {
 		}
 	}
 	return n.Close()
+}
+
+// otherVoters counts the voters of the latest configuration other than
+// this node.
+func (n *Node) otherVoters() int {
+	cf := n.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return 0
+	}
+	count := 0
+	for _, s := range cf.Configuration().Servers {
+		if s.ID != raft.ServerID(n.cfg.NodeID) && s.Suffrage == raft.Voter {
+			count++
+		}
+	}
+	return count
 }
 
 // whileLeaderKnown returns a context that ends with ctx, or with an error

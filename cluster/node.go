@@ -106,6 +106,7 @@ var (
 	_ lock.Store       = (*Node)(nil)
 	_ lock.Lister      = (*Node)(nil)
 	_ lock.StaleReader = (*Node)(nil)
+	_ lock.AdminStore  = (*Node)(nil)
 )
 
 // New opens (or creates) the node's data directory, starts its listener and

@@ -106,20 +106,21 @@ func (n *Node) refreshPeerInfo(ctx context.Context) {
 	}
 	n.peers.mu.Unlock()
 
-	body, _ := request{kind: kindInfo, id: n.cfg.NodeID, apiAddr: n.cfg.APIAddr}.appendBinary(nil)
+	body := encodeRequest(&nodeInfo{id: n.cfg.NodeID, apiAddr: n.cfg.APIAddr})
 	var wg sync.WaitGroup
 	for id, addr := range ask {
 		wg.Go(func() {
 			callCtx, cancel := context.WithTimeout(ctx, peerInfoTimeout)
 			defer cancel()
 			rep, err := n.call(callCtx, addr, body)
-			if err != nil || rep.code != codeOK || rep.kind != kindInfo || rep.info.id != id {
+			info, ok := rep.answer.(*nodeInfo)
+			if err != nil || !ok || info.id != id {
 				return
 			}
 			n.peers.mu.Lock()
 			defer n.peers.mu.Unlock()
 			if _, member := servers[id]; member {
-				n.peers.peers[id] = peerInfo{addr: addr, apiAddr: rep.info.apiAddr, learned: time.Now()}
+				n.peers.peers[id] = peerInfo{addr: addr, apiAddr: info.apiAddr, learned: time.Now()}
 			}
 		})
 	}

@@ -49,10 +49,8 @@ func TestMembersLearnEachOthersAPIAddr(t *testing.T) {
 func TestInfoIsAnsweredByFollowers(t *testing.T) {
 	c := newCluster(t, 3, func(cfg *Config) { cfg.APIAddr = "http://" + cfg.NodeID })
 	f := c.follower()
-	body, err := request{kind: kindInfo, id: "n-unknown"}.appendBinary(nil)
-	require.NoError(t, err)
-	rep, err := c.leader().call(testCtx(t), f.Addr(), body)
+	rep, err := c.leader().call(testCtx(t), f.Addr(), encodeRequest(&nodeInfo{id: "n-unknown"}))
 	require.NoError(t, err)
 	assert.Equal(t, codeOK, rep.code)
-	assert.Equal(t, nodeInfo{id: f.ID(), apiAddr: "http://" + f.ID()}, rep.info)
+	assert.Equal(t, &nodeInfo{id: f.ID(), apiAddr: "http://" + f.ID()}, rep.answer)
 }

@@ -205,3 +205,31 @@ func TestLeaveOfTheLastVoterCloses(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, servers, leader.ID(), "the last voter stays in the configuration")
 }
+
+// A leader never appends its own removal. If it did and stopped before a
+// follower had the entry (every member stopping at once with
+// -leave-on-terminate), it would come back out of its own configuration,
+// never campaign, and refuse its peers' votes with its longer log: no
+// election could ever succeed. A leaving leader hands leadership over
+// first (Leave); the removal of the leader itself is refused and changes
+// nothing.
+func TestLeaderDoesNotRemoveItself(t *testing.T) {
+	c := newPeersCluster(t, 3)
+	ctx := testCtx(t)
+	leader := c.leader()
+	err := leader.removeServer(ctx, leader.ID())
+	require.ErrorIs(t, err, errLeaderRemovesItself)
+	requireServers(t, leader, "p0", "p1", "p2")
+	assert.True(t, leader.IsLeader(), "refusing changed nothing")
+
+	// Leave on the leader hands leadership over, then the new leader
+	// removes it.
+	require.NoError(t, leader.Leave(ctx))
+	c.nodes[c.index(leader)] = nil
+	next := c.waitLeader()
+	assert.NotEqual(t, leader.ID(), next.ID())
+	servers, err := next.Servers()
+	require.NoError(t, err)
+	assert.NotContains(t, servers, leader.ID(), "the old leader left")
+	assert.Len(t, servers, 2)
+}

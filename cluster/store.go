@@ -53,9 +53,6 @@ func (n *Node) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease
 	if err := req.Validate(); err != nil {
 		return lock.Lease{}, err
 	}
-	if n.closed() {
-		return lock.Lease{}, lock.ErrClosed
-	}
 	if req.Wait > 0 {
 		return n.acquireWaiting(ctx, req, sent)
 	}
@@ -108,9 +105,6 @@ func (n *Node) Release(ctx context.Context, key string, owner lock.Owner) (bool,
 	if err := lock.ValidateRelease(key, owner); err != nil {
 		return false, err
 	}
-	if n.closed() {
-		return false, lock.ErrClosed
-	}
 	res, retried, err := n.command(ctx, fsm.Command{Op: fsm.OpRelease, Key: key, Owner: fsm.Owner(owner)})
 	if err != nil {
 		return false, err
@@ -124,14 +118,34 @@ func (n *Node) Release(ctx context.Context, key string, owner lock.Owner) (bool,
 	return false, unexpectedStatus("release", res)
 }
 
+// ForceRelease implements lock.AdminStore: the leader applies a
+// force-release of key, which ends its lease whoever holds it and hands it
+// to the next waiter in the same entry. Unlike the owner's commands it is
+// not idempotent (a second one would end the next holder's lease), so it is
+// never sent again once an attempt's outcome is unknown: that error matches
+// lock.ErrUnknownOutcome, and Inspect tells what happened.
+func (n *Node) ForceRelease(ctx context.Context, key string) (uint64, error) {
+	if err := lock.ValidateKey(key); err != nil {
+		return 0, err
+	}
+	res, _, err := n.command(ctx, fsm.Command{Op: fsm.OpForceRelease, Key: key})
+	if err != nil {
+		return 0, err
+	}
+	switch res.Status {
+	case fsm.StatusReleased:
+		return res.Token, nil
+	case fsm.StatusNotHeld:
+		return 0, fmt.Errorf("%w: nobody holds %q", lock.ErrNotHeld, key)
+	}
+	return 0, unexpectedStatus("force-release", res)
+}
+
 // Extend implements lock.Store. The new lease is counted from the leader's
 // stamp of the extend, so the Remaining returned is the TTL.
 func (n *Node) Extend(ctx context.Context, key string, owner lock.Owner, ttl time.Duration) (lock.Lease, error) {
 	if err := lock.ValidateExtend(key, owner, ttl); err != nil {
 		return lock.Lease{}, err
-	}
-	if n.closed() {
-		return lock.Lease{}, lock.ErrClosed
 	}
 	res, _, err := n.command(ctx, fsm.Command{Op: fsm.OpExtend, Key: key, Owner: fsm.Owner(owner), TTL: ttl})
 	if err != nil {
@@ -152,9 +166,6 @@ func (n *Node) Extend(ctx context.Context, key string, owner lock.Owner, ttl tim
 func (n *Node) Inspect(ctx context.Context, key string) (lock.KeyInfo, error) {
 	if err := lock.ValidateKey(key); err != nil {
 		return lock.KeyInfo{}, err
-	}
-	if n.closed() {
-		return lock.KeyInfo{}, lock.ErrClosed
 	}
 	rr, err := n.read(ctx, key, nil)
 	if err != nil {
@@ -177,7 +188,7 @@ func (n *Node) InspectStale(key string) (lock.KeyInfo, error) {
 		return lock.KeyInfo{}, lock.ErrClosed
 	}
 	st, now := n.sm.lookup(key, n.leaderClock())
-	return keyInfo(toReadResult(st, now, request{key: key})), nil
+	return keyInfo(toReadResult(st, now, &readRequest{key: key})), nil
 }
 
 // List implements lock.Lister with linearizable reads at the leader, as
@@ -193,9 +204,6 @@ func (n *Node) List(ctx context.Context, req lock.ListRequest) ([]lock.LockInfo,
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	if n.closed() {
-		return nil, lock.ErrClosed
-	}
 	var out []lock.LockInfo
 	after := req.After
 	for {
@@ -203,14 +211,10 @@ func (n *Node) List(ctx context.Context, req lock.ListRequest) ([]lock.LockInfo,
 		if req.Limit > 0 {
 			want = req.Limit - len(out)
 		}
-		rep, _, err := n.do(ctx, request{kind: kindList, prefix: req.Prefix, after: after, limit: want})
+		page, _, err := ask[*listPage](ctx, n, &listRequest{prefix: req.Prefix, after: after, limit: want})
 		if err != nil {
 			return nil, err
 		}
-		if rep.kind != kindList {
-			return nil, fmt.Errorf("%w: %v reply to a list", ErrBadRequest, rep.kind)
-		}
-		page := rep.list
 		if err := checkPage(page, req.Prefix, after, want); err != nil {
 			return nil, err
 		}
@@ -227,7 +231,7 @@ func (n *Node) List(ctx context.Context, req lock.ListRequest) ([]lock.LockInfo,
 
 // checkPage makes sure a leader's page is what was asked for, so that a
 // confused peer cannot make List loop or answer keys outside the request.
-func checkPage(page listPage, prefix, after string, limit int) error {
+func checkPage(page *listPage, prefix, after string, limit int) error {
 	if limit > 0 && len(page.locks) > limit {
 		return fmt.Errorf("%w: list answered %d keys, asked for %d", ErrBadRequest, len(page.locks), limit)
 	}

@@ -117,7 +117,7 @@ func TestWaitingAcquireThroughFollowerIsOneRequest(t *testing.T) {
 
 	var requests atomic.Int64
 	l.tr.Handle(func(ctx context.Context, body []byte) ([]byte, error) {
-		if req, err := decodeRequest(body); err == nil && req.kind != kindInfo {
+		if req, err := decodeRequest(body); err == nil && req.kind() != kindInfo {
 			requests.Add(1)
 		}
 		return l.handleRPC(ctx, body)

@@ -155,13 +155,10 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 		lastErr   error
 		hint      string
 		tried     string
-		hops      int
 		attempted bool // an attempt went to a leader: the owner may be queued
 	)
-	backoff := minRetryBackoff
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
+	p := newPacer()
+	defer p.stop()
 	for {
 		if n.closed() {
 			return lock.Lease{}, lock.ErrClosed
@@ -193,12 +190,12 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 			tried, attempted = "", true
 			ans, err = n.waitAtLeader(cctx, t, cmd, asked)
 		} else {
-			var addr string
-			addr, _, err = n.leaderTarget(hint)
+			var addr, raftLeader string
+			addr, raftLeader, err = n.leaderTarget(hint)
 			hint = ""
 			if err == nil {
 				tried, attempted = addr, true
-				ans, hint, err = n.callWaiting(cctx, addr, cmd)
+				ans, hint, err = n.callWaiting(cctx, addr, raftLeader, cmd)
 			}
 		}
 		cancel()
@@ -220,75 +217,33 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 		// Not leader, leadership lost, connection lost, no leader, or the
 		// call outlived its wait: send it again.
 		lastErr = err
-		if hint != "" && hint != tried && hint != n.Addr() && hops < 2 {
-			hops++
-			continue
-		}
-		hops = 0
-		timer.Reset(backoff)
-		select {
-		case <-changed:
-			backoff = minRetryBackoff
-		case <-timer.C:
-			backoff = min(2*backoff, maxRetryBackoff)
-		case <-ctx.Done():
-			return lock.Lease{}, n.withdraw(ctx, req.Key, owner)
-		case <-n.closing:
+		if err := p.pause(ctx, n, changed, hint, tried, maxRetryBackoff); errors.Is(err, lock.ErrClosed) {
 			return lock.Lease{}, lock.ErrClosed
+		} else if err != nil {
+			return lock.Lease{}, n.withdraw(ctx, req.Key, owner)
 		}
-		timer.Stop()
 	}
 }
 
-// callWaiting sends a waiting acquire to the leader at addr and waits for
-// its answer. A leader change reported while the call is parked cuts it
-// short (the caller sends it again to the new leader at once); the old
-// leader then withdraws it, in its own term only, so the withdrawal can
-// never follow the new leader's entries in the log. It returns a leader
-// hint from a "not leader" reply.
-func (n *Node) callWaiting(ctx context.Context, addr string, cmd fsm.Command) (waitAnswer, string, error) {
-	body, err := request{kind: kindWaitAcquire, cmd: cmd}.appendBinary(nil)
+// callWaiting sends a waiting acquire to the leader at addr (raftLeader:
+// see callLeader) and waits for its answer. A leader change reported while
+// the call is parked cuts it short (the caller sends it again to the new
+// leader at once); the old leader then withdraws it, in its own term only,
+// so the withdrawal can never follow the new leader's entries in the log.
+// It returns a leader hint from a "not leader" reply.
+func (n *Node) callWaiting(ctx context.Context, addr, raftLeader string, cmd fsm.Command) (waitAnswer, string, error) {
+	rep, err := n.callLeader(ctx, addr, raftLeader, encodeRequest(&waitRequest{commandRequest{cmd}}), true)
+	if err == nil {
+		err = rep.err()
+	}
 	if err != nil {
-		return waitAnswer{}, "", err
+		return waitAnswer{}, rep.leader, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		for {
-			changed := n.leaderChanged.wait()
-			a, _ := n.raft.LeaderWithID()
-			if (a != "" && string(a) != addr) || n.term.Load() != nil {
-				cancel()
-				return
-			}
-			select {
-			case <-changed:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	rep, err := n.call(ctx, addr, body)
-	if err != nil {
-		return waitAnswer{}, "", err
+	ans, ok := rep.answer.(*waitAnswer)
+	if !ok {
+		return waitAnswer{}, "", fmt.Errorf("%w: %v reply to a waiting acquire", ErrBadRequest, rep.kind)
 	}
-	switch rep.code {
-	case codeOK:
-		if rep.kind != kindWaitAcquire {
-			return waitAnswer{}, "", fmt.Errorf("%w: %v reply to a waiting acquire", ErrBadRequest, rep.kind)
-		}
-		return rep.wait, "", nil
-	case codeBadRequest:
-		return waitAnswer{}, "", fmt.Errorf("%w: %s", ErrBadRequest, rep.msg)
-	case codeNotLeader:
-		return waitAnswer{}, rep.leader, errNotLeader
-	case codeLostLeadership:
-		return waitAnswer{}, "", errLostLeadership
-	case codeShuttingDown:
-		return waitAnswer{}, "", errLeaderClosing
-	default:
-		return waitAnswer{}, "", fmt.Errorf("cluster: leader: %s", rep.msg)
-	}
+	return *ans, "", nil
 }
 
 // waitOutcome turns the leader's answer into Acquire's. A grant whose
@@ -348,14 +303,8 @@ func (n *Node) heldError(ctx context.Context, key string, why error) error {
 // the same owner has parked since (see waiterRegistry). Its errors are
 // errNotLeader, errLostLeadership, errShuttingDown and ctx's.
 func (n *Node) waitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Command, received time.Duration) (waitAnswer, error) {
-	select {
-	case <-t.ready:
-	case <-t.stop:
-		return waitAnswer{}, errNotLeader
-	case <-ctx.Done():
-		return waitAnswer{}, ctx.Err()
-	case <-n.closing:
-		return waitAnswer{}, errShuttingDown
+	if err := n.until(ctx, t, t.ready); err != nil {
+		return waitAnswer{}, err
 	}
 	var p *proposal
 	w, err := n.awaits.park(cmd.Key, cmd.Owner, func() (err error) {
@@ -464,7 +413,7 @@ func (n *Node) withdrawAtLeader(t *leaderTerm, cmd fsm.Command, w *waiter) {
 // error says the outcome is unknown). The check and the queuing happen
 // under the registry's claim lock, so a call parking meanwhile is either
 // seen or queued after the cancel-wait.
-func (n *Node) cancelWaitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Command) (reply, error) {
+func (n *Node) cancelWaitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Command) (fsm.Result, error) {
 	for {
 		var (
 			p   *proposal
@@ -474,23 +423,13 @@ func (n *Node) cancelWaitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Co
 			p, err = t.enqueue(cmd)
 		})
 		if err != nil {
-			return reply{}, err
+			return fsm.Result{}, err
 		}
 		if parked == nil {
-			res, err := t.await(ctx, p)
-			if err != nil {
-				return reply{}, err
-			}
-			return reply{code: codeOK, kind: kindCommand, result: res}, nil
+			return t.await(ctx, p)
 		}
-		select {
-		case <-parked:
-		case <-t.stop:
-			return reply{}, errNotLeader
-		case <-ctx.Done():
-			return reply{}, ctx.Err()
-		case <-n.closing:
-			return reply{}, errShuttingDown
+		if err := n.until(ctx, t, parked); err != nil {
+			return fsm.Result{}, err
 		}
 	}
 }

@@ -1,8 +1,11 @@
 package cluster
 
 import (
+	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
@@ -35,6 +38,16 @@ import (
 //	                       count × (string key | uvarint token | varint remaining | uvarint waiters)
 //	  codeNotLeader: string leader address (may be empty)
 //	  other codes: string message
+//
+// Integers are varints as encoding/binary writes them (signed ones
+// zig-zag), read by fsm.Decoder, which takes only their shortest form.
+//
+// Each kind is one struct (its request) with one answer struct, and one line
+// of the kinds table, which is all the decoding, checking and serving code
+// knows of it. To add a kind: give it the next unused number below; write its
+// request type (appendBody, decodeBody, admit, serve: see rpcRequest) and its
+// answer type (appendBody, decodeBody: see rpcAnswer; noAnswer when it
+// answers nothing); add its line to kinds; describe its bytes above.
 //
 // New request kinds are added without a new version: a node that does not
 // know a kind answers codeBadRequest ("bad request kind"), which the asking
@@ -74,46 +87,62 @@ const (
 	maxListEntryLen = binary.MaxVarintLen64 + fsm.MaxKeyLen + 3*binary.MaxVarintLen64
 )
 
+// Limits on names in requests, generous but bounded.
+const (
+	maxIDLen   = 255
+	maxAddrLen = 1024
+	maxMsgLen  = 4096
+)
+
+// kindSpec is one line of the kinds table.
+type kindSpec struct {
+	name    string
+	request func() rpcRequest // an empty request of the kind, to decode into
+	answer  func() rpcAnswer  // an empty answer of the kind, to decode into
+	anyNode bool              // any node serves it; the other kinds only the leader
+}
+
+// kinds is the one table of the forwarding RPC's request kinds: a line per kind.
+var kinds = map[requestKind]kindSpec{
+	kindCommand:     {"command", func() rpcRequest { return new(commandRequest) }, func() rpcAnswer { return new(commandAnswer) }, false},
+	kindRead:        {"read", func() rpcRequest { return new(readRequest) }, func() rpcAnswer { return new(readResult) }, false},
+	kindJoin:        {"join", func() rpcRequest { return new(joinRequest) }, func() rpcAnswer { return new(noAnswer) }, false},
+	kindJoinEmpty:   {"join-empty", func() rpcRequest { return &joinRequest{empty: true} }, func() rpcAnswer { return new(noAnswer) }, false},
+	kindRemove:      {"remove", func() rpcRequest { return new(removeRequest) }, func() rpcAnswer { return new(noAnswer) }, false},
+	kindList:        {"list", func() rpcRequest { return new(listRequest) }, func() rpcAnswer { return new(listPage) }, false},
+	kindInfo:        {"info", func() rpcRequest { return new(nodeInfo) }, func() rpcAnswer { return new(nodeInfo) }, true},
+	kindWaitAcquire: {"wait-acquire", func() rpcRequest { return new(waitRequest) }, func() rpcAnswer { return new(waitAnswer) }, false},
+	kindIdentity:    {"identity", func() rpcRequest { return new(nodeIdentity) }, func() rpcAnswer { return new(nodeIdentity) }, true},
+}
+
 func (k requestKind) String() string {
-	switch k {
-	case kindCommand:
-		return "command"
-	case kindRead:
-		return "read"
-	case kindJoin:
-		return "join"
-	case kindJoinEmpty:
-		return "join-empty"
-	case kindRemove:
-		return "remove"
-	case kindList:
-		return "list"
-	case kindWaitAcquire:
-		return "wait-acquire"
-	case kindInfo:
-		return "info"
-	case kindIdentity:
-		return "identity"
+	if spec, ok := kinds[k]; ok {
+		return spec.name
 	}
 	return fmt.Sprintf("kind(%d)", byte(k))
 }
 
-type request struct {
-	kind requestKind
-	cmd  fsm.Command // kindCommand, kindWaitAcquire
+// rpcRequest is the request of one kind.
+type rpcRequest interface {
+	kind() requestKind
+	// appendBody appends the request's bytes after its kind.
+	appendBody(b []byte) []byte
+	// decodeBody reads what appendBody wrote.
+	decodeBody(d *fsm.Decoder)
+	// admit checks a request that came from another node, and bounds what it
+	// asks to what one reply carries. (A request made on this node was
+	// checked where it entered it: lock's Validate methods.)
+	admit() error
+	// serve answers the request on n; t is n's term while it leads. Kinds
+	// served only by the leader get a t; the others may get nil. Its errors
+	// are answered as replyErrors says.
+	serve(ctx context.Context, n *Node, t *leaderTerm) (rpcAnswer, error)
+}
 
-	key       string    // kindRead
-	owner     fsm.Owner // kindRead when withOwner
-	withOwner bool      // kindRead: also say whether owner is the holder
-
-	id        string // kindJoin, kindJoinEmpty, kindRemove, kindInfo, kindIdentity (the asking node)
-	addr      string // kindJoin, kindJoinEmpty
-	apiAddr   string // kindInfo: the asking node's
-	clusterID string // kindIdentity: the asking node's, empty if it knows none
-
-	prefix string // kindList: only keys with this prefix
-	after  string // kindList: only keys sorting after this one
-	limit  int    // kindList: at most this many keys; 0 for no limit (the leader still pages)
+// rpcAnswer is the answer of one kind (codeOK).
+type rpcAnswer interface {
+	appendBody(b []byte) []byte
+	decodeBody(d *fsm.Decoder)
 }
 
 type replyCode byte
@@ -127,15 +156,254 @@ const (
 	codeUnavailable    replyCode = 6 // the leader could not do it now (e.g. a config change failed)
 )
 
-// readResult is what a read tells: never the holder's owner, only whether
-// the asking owner is the holder.
-type readResult struct {
-	held      bool
-	mine      bool
-	token     uint64
-	remaining time.Duration // the holder's lease left at the leader's log time when it answered
-	waiters   int
+// replyErrors is the one table of the RPC's error codes: a line per error
+// a serve may return (served), the code that answers it, and the error the
+// asking node's attempt fails with (got; the first line of a code gives
+// it). An error no line matches is answered codeUnavailable. The lock
+// package's errors never cross the RPC as errors: a lock outcome is an
+// answer (an fsm.Status), and these codes say only whether, and how, to
+// retry.
+var replyErrors = []replyError{
+	{errNotLeader, codeNotLeader, errNotLeader},
+	{errLostLeadership, codeLostLeadership, errLostLeadership},
+	{errShuttingDown, codeShuttingDown, errLeaderClosing},
+	{ErrBadRequest, codeBadRequest, ErrBadRequest},
+	{nil, codeUnavailable, errLeaderUnavailable},
+	// The caller gave up; nobody reads the answer. Say what is true of a command.
+	{context.Canceled, codeLostLeadership, errLostLeadership},
+	{context.DeadlineExceeded, codeLostLeadership, errLostLeadership},
 }
+
+type replyError struct {
+	served error
+	code   replyCode
+	got    error
+}
+
+// To add a code: a new byte above, and a line here. A node that does not
+// know a code reads the reply as malformed (ErrBadRequest, not retried), so
+// a new code may only answer kinds that such a node cannot have asked, or
+// needs every member upgraded first.
+
+// replyCodeFor is the code answering a serve's error.
+func replyCodeFor(err error) replyCode {
+	for _, e := range replyErrors {
+		if e.served != nil && errors.Is(err, e.served) {
+			return e.code
+		}
+	}
+	return codeUnavailable
+}
+
+// reply is one answer: an answer of the request's kind, or an error code.
+type reply struct {
+	code   replyCode
+	kind   requestKind
+	answer rpcAnswer // codeOK
+	leader string    // codeNotLeader
+	msg    string    // other codes
+}
+
+// err is the error an attempt answered with r fails with (see replyErrors);
+// nil for codeOK.
+func (r reply) err() error {
+	if r.code == codeOK {
+		return nil
+	}
+	for _, e := range replyErrors {
+		if e.code == r.code {
+			if r.code == codeNotLeader {
+				return e.got // r.leader hints at the leader
+			}
+			return fmt.Errorf("%w: %s", e.got, r.msg)
+		}
+	}
+	return fmt.Errorf("%w: reply code %d", ErrBadRequest, r.code)
+}
+
+func encodeRequest(req rpcRequest) []byte {
+	return req.appendBody([]byte{wireVersion, byte(req.kind())})
+}
+
+// decodeRequest never panics: bad bytes give an error matching ErrBadRequest.
+func decodeRequest(b []byte) (rpcRequest, error) {
+	d, err := openMessage(b)
+	if err != nil {
+		return nil, err
+	}
+	k := requestKind(d.Byte())
+	spec, ok := kinds[k]
+	if d.Err() == nil && !ok {
+		return nil, fmt.Errorf("%w: bad request kind %d", ErrBadRequest, k)
+	}
+	var req rpcRequest
+	if ok {
+		req = spec.request()
+		req.decodeBody(d)
+	}
+	if err := d.End(); err != nil {
+		return nil, fmt.Errorf("%w: %v request: %w", ErrBadRequest, k, err)
+	}
+	return req, nil
+}
+
+func (r reply) appendBinary(b []byte) []byte {
+	b = append(b, wireVersion, byte(r.code), byte(r.kind))
+	switch {
+	case r.code == codeOK && r.answer == nil: // a serve's bug: the peer reads a malformed reply
+		return b
+	case r.code == codeOK:
+		return r.answer.appendBody(b)
+	case r.code == codeNotLeader:
+		return appendString(b, r.leader)
+	}
+	return appendString(b, r.msg[:min(len(r.msg), maxMsgLen)])
+}
+
+// decodeReply never panics: bad bytes give an error matching ErrBadRequest.
+func decodeReply(b []byte) (reply, error) {
+	d, err := openMessage(b)
+	if err != nil {
+		return reply{}, err
+	}
+	r := reply{code: replyCode(d.Byte()), kind: requestKind(d.Byte())}
+	switch spec, ok := kinds[r.kind]; {
+	case r.code == codeOK && ok:
+		r.answer = spec.answer()
+		r.answer.decodeBody(d)
+	case r.code == codeOK:
+		d.Fail("reply kind")
+	case r.code == codeNotLeader:
+		r.leader = d.String(maxAddrLen)
+	case slices.ContainsFunc(replyErrors, func(e replyError) bool { return e.code == r.code }):
+		r.msg = d.String(maxMsgLen)
+	default:
+		d.Fail("reply code")
+	}
+	if err := d.End(); err != nil {
+		return reply{}, fmt.Errorf("%w: %v reply: %w", ErrBadRequest, r.kind, err)
+	}
+	return r, nil
+}
+
+// openMessage checks a message's version and returns a decoder of the rest.
+func openMessage(b []byte) (*fsm.Decoder, error) {
+	switch {
+	case len(b) == 0:
+		return nil, fmt.Errorf("%w: empty message", ErrBadRequest)
+	case b[0] != wireVersion:
+		return nil, fmt.Errorf("%w: wire version %d, want %d", ErrBadRequest, b[0], wireVersion)
+	}
+	return fsm.NewDecoder(b[1:]), nil
+}
+
+// appendFlags appends one byte whose bit i is set when flags[i] is.
+func appendFlags(b []byte, flags ...bool) []byte {
+	var f byte
+	for i, set := range flags {
+		if set {
+			f |= 1 << i
+		}
+	}
+	return append(b, f)
+}
+
+// readFlags reads what appendFlags wrote for n flags; another bit set is a
+// problem.
+func readFlags(d *fsm.Decoder, what string, n int) []bool {
+	f := d.Byte()
+	if f>>n != 0 {
+		d.Fail(what)
+	}
+	flags := make([]bool, n)
+	for i := range flags {
+		flags[i] = f&(1<<i) != 0
+	}
+	return flags
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// answered is a serve's answer a, or its error.
+func answered[A any, P interface {
+	*A
+	rpcAnswer
+}](a A, err error) (rpcAnswer, error) {
+	if err != nil {
+		return nil, err
+	}
+	return P(&a), nil
+}
+
+// The kinds, each a request type and an answer type.
+
+// commandRequest (kindCommand) is a client command for the leader to stamp
+// and propose; commandAnswer is its result.
+type commandRequest struct{ cmd fsm.Command }
+
+type commandAnswer struct{ res fsm.Result }
+
+func (r *commandRequest) kind() requestKind { return kindCommand }
+
+// appendBody appends the command's fsm encoding; an invalid command (which
+// Validate at the entry rules out) appends nothing, and is refused.
+func (r *commandRequest) appendBody(b []byte) []byte {
+	b, _ = r.cmd.AppendBinary(b)
+	return b
+}
+
+func (r *commandRequest) decodeBody(d *fsm.Decoder) { r.cmd = d.Command() }
+
+// admit lets through the client commands (acquire, release, extend,
+// cancel-wait, force-release), unstamped (only the leader stamps; the
+// term's own commands are never forwarded). Decoding checked the command's
+// limits.
+func (r *commandRequest) admit() error {
+	switch r.cmd.Op {
+	case fsm.OpAcquire, fsm.OpRelease, fsm.OpExtend, fsm.OpCancelWait, fsm.OpForceRelease:
+	default:
+		return fmt.Errorf("%w: %v may not be forwarded", ErrBadRequest, r.cmd.Op)
+	}
+	if r.cmd.Stamp != 0 {
+		return fmt.Errorf("%w: forwarded command carries a stamp", ErrBadRequest)
+	}
+	return nil
+}
+
+func (r *commandRequest) serve(ctx context.Context, n *Node, t *leaderTerm) (rpcAnswer, error) {
+	if r.cmd.Op == fsm.OpCancelWait {
+		return answered(commandAnswerOf(n.cancelWaitAtLeader(ctx, t, r.cmd))) // see waiting.go
+	}
+	return answered(commandAnswerOf(t.propose(ctx, r.cmd)))
+}
+
+func commandAnswerOf(res fsm.Result, err error) (commandAnswer, error) {
+	return commandAnswer{res}, err
+}
+
+func (a *commandAnswer) appendBody(b []byte) []byte {
+	b = append(b, byte(a.res.Status))
+	b = binary.AppendUvarint(b, a.res.Token)
+	b = binary.AppendVarint(b, int64(a.res.ExpiresAt))
+	b = binary.AppendVarint(b, int64(a.res.Now))
+	return binary.AppendUvarint(b, uint64(max(a.res.Waiters, 0)))
+}
+
+func (a *commandAnswer) decodeBody(d *fsm.Decoder) {
+	a.res.Status = fsm.Status(d.Byte())
+	a.res.Token = d.Uvarint()
+	a.res.ExpiresAt = time.Duration(d.Varint())
+	a.res.Now = time.Duration(d.Varint())
+	a.res.Waiters = d.Count()
+}
+
+// waitRequest (kindWaitAcquire) is an acquire with a wait, parked at the
+// leader until its grant or the end of its wait (waiting.go). Its bytes are
+// a command's.
+type waitRequest struct{ commandRequest }
 
 // waitAnswer is how a waiting acquire ended at the leader: granted (token
 // and remaining are the owner's lease, remaining counted from when the
@@ -152,6 +420,108 @@ type waitAnswer struct {
 	ttl time.Duration
 }
 
+func (r *waitRequest) kind() requestKind { return kindWaitAcquire }
+
+func (r *waitRequest) admit() error {
+	if r.cmd.Op != fsm.OpAcquire || r.cmd.Wait <= 0 {
+		return fmt.Errorf("%w: a waiting acquire must be an acquire with a wait", ErrBadRequest)
+	}
+	return r.commandRequest.admit()
+}
+
+func (r *waitRequest) serve(ctx context.Context, n *Node, t *leaderTerm) (rpcAnswer, error) {
+	return answered(n.waitAtLeader(ctx, t, r.cmd, n.clock.Monotonic()))
+}
+
+func (a *waitAnswer) appendBody(b []byte) []byte {
+	b = append(b, byte(a.status))
+	b = binary.AppendUvarint(b, a.token)
+	b = binary.AppendVarint(b, int64(a.remaining))
+	b = binary.AppendUvarint(b, uint64(max(a.waiters, 0)))
+	return binary.AppendVarint(b, int64(a.ttl))
+}
+
+func (a *waitAnswer) decodeBody(d *fsm.Decoder) {
+	a.status = fsm.Status(d.Byte())
+	a.token = d.Uvarint()
+	a.remaining = time.Duration(d.Varint())
+	a.waiters = d.Count()
+	a.ttl = time.Duration(d.Varint())
+}
+
+// readRequest (kindRead) is a linearizable read of one key at the leader's
+// log time; with an owner, it also asks whether that owner holds it.
+type readRequest struct {
+	key       string
+	owner     fsm.Owner
+	withOwner bool
+}
+
+// readResult is what a read tells: never the holder's owner, only whether
+// the asking owner is the holder.
+type readResult struct {
+	held      bool
+	mine      bool
+	token     uint64
+	remaining time.Duration // the holder's lease left at the leader's log time when it answered
+	waiters   int
+}
+
+func (r *readRequest) kind() requestKind { return kindRead }
+
+func (r *readRequest) appendBody(b []byte) []byte {
+	b = appendFlags(appendString(b, r.key), r.withOwner)
+	if r.withOwner {
+		b = append(b, r.owner[:]...)
+	}
+	return b
+}
+
+func (r *readRequest) decodeBody(d *fsm.Decoder) {
+	r.key = d.String(fsm.MaxKeyLen)
+	if r.withOwner = readFlags(d, "owner flag", 1)[0]; r.withOwner {
+		copy(r.owner[:], d.Bytes(len(r.owner)))
+	}
+}
+
+func (r *readRequest) admit() error {
+	if err := lock.ValidateKey(r.key); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	if r.withOwner && r.owner.IsZero() {
+		return fmt.Errorf("%w: zero owner", ErrBadRequest)
+	}
+	return nil
+}
+
+func (r *readRequest) serve(ctx context.Context, n *Node, t *leaderTerm) (rpcAnswer, error) {
+	return answered(n.readAtLeader(ctx, t, r))
+}
+
+func (a *readResult) appendBody(b []byte) []byte {
+	b = appendFlags(b, a.held, a.mine)
+	b = binary.AppendUvarint(b, a.token)
+	b = binary.AppendVarint(b, int64(a.remaining))
+	return binary.AppendUvarint(b, uint64(max(a.waiters, 0)))
+}
+
+func (a *readResult) decodeBody(d *fsm.Decoder) {
+	f := readFlags(d, "read flags", 2)
+	a.held, a.mine = f[0], f[1]
+	a.token = d.Uvarint()
+	a.remaining = time.Duration(d.Varint())
+	a.waiters = d.Count()
+}
+
+// listRequest (kindList) asks for a linearizable page of held keys at the
+// leader's log time: keys with prefix, sorting after after, at most limit
+// (0: the leader's page size).
+type listRequest struct {
+	prefix string
+	after  string
+	limit  int
+}
+
 // listPage is one kindList answer: held keys in byte order, never their
 // owners, and whether more keys match after the last one.
 type listPage struct {
@@ -159,354 +529,159 @@ type listPage struct {
 	more  bool
 }
 
-// nodeInfo is what a kindInfo or kindIdentity reply tells about the node
-// that answers.
-type nodeInfo struct {
-	id        string
-	apiAddr   string // kindInfo
-	clusterID string // kindIdentity
+func (r *listRequest) kind() requestKind { return kindList }
+
+func (r *listRequest) appendBody(b []byte) []byte {
+	b = appendString(b, r.prefix)
+	b = appendString(b, r.after)
+	return binary.AppendUvarint(b, uint64(max(r.limit, 0)))
 }
 
-type reply struct {
-	code   replyCode
-	kind   requestKind
-	result fsm.Result // codeOK, kindCommand
-	wait   waitAnswer // codeOK, kindWaitAcquire
-	read   readResult // codeOK, kindRead
-	list   listPage   // codeOK, kindList
-	info   nodeInfo   // codeOK, kindInfo, kindIdentity
-	leader string     // codeNotLeader
-	msg    string     // other codes
+func (r *listRequest) decodeBody(d *fsm.Decoder) {
+	r.prefix = d.String(fsm.MaxKeyLen)
+	r.after = d.String(fsm.MaxKeyLen)
+	r.limit = d.Count()
 }
 
-func (r request) appendBinary(b []byte) ([]byte, error) {
-	b = append(b, wireVersion, byte(r.kind))
-	switch r.kind {
-	case kindCommand, kindWaitAcquire:
-		return r.cmd.AppendBinary(b)
-	case kindRead:
-		b = appendString(b, r.key)
-		if r.withOwner {
-			b = append(b, 1)
-			b = append(b, r.owner[:]...)
-		} else {
-			b = append(b, 0)
-		}
-	case kindJoin, kindJoinEmpty:
-		b = appendString(b, r.id)
-		b = appendString(b, r.addr)
-	case kindRemove:
-		b = appendString(b, r.id)
-	case kindList:
-		b = appendString(b, r.prefix)
-		b = appendString(b, r.after)
-		b = binary.AppendUvarint(b, uint64(max(r.limit, 0)))
-	case kindInfo:
-		b = appendString(b, r.id)
-		b = appendString(b, r.apiAddr)
-	case kindIdentity:
-		b = appendString(b, r.id)
-		b = appendString(b, r.clusterID)
-	default:
-		return nil, fmt.Errorf("%w: cannot encode request %v", ErrBadRequest, r.kind)
+// admit also bounds a forwarded listing to a page that fits a frame: a
+// longer one is paged (more).
+func (r *listRequest) admit() error {
+	if err := (lock.ListRequest{Prefix: r.prefix, After: r.after, Limit: r.limit}).Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
-	return b, nil
+	if r.limit == 0 || r.limit > maxListPage {
+		r.limit = maxListPage
+	}
+	return nil
 }
 
-// decodeRequest never panics: bad bytes give an error matching ErrBadRequest.
-func decodeRequest(b []byte) (request, error) {
-	d := wireDecoder{b: b}
-	d.version()
-	r := request{kind: requestKind(d.byte())}
-	switch r.kind {
-	case kindCommand, kindWaitAcquire:
-		if d.err == nil {
-			cmd, err := fsm.DecodeCommand(d.b)
-			if err != nil {
-				return request{}, fmt.Errorf("%w: command: %w", ErrBadRequest, err)
-			}
-			r.cmd, d.b = cmd, nil
-		}
-	case kindRead:
-		r.key = d.string(fsm.MaxKeyLen)
-		switch d.byte() {
-		case 0:
-		case 1:
-			r.withOwner = true
-			copy(r.owner[:], d.bytes(len(r.owner)))
-		default:
-			d.fail("owner flag")
-		}
-	case kindJoin, kindJoinEmpty:
-		r.id = d.string(maxIDLen)
-		r.addr = d.string(maxAddrLen)
-	case kindRemove:
-		r.id = d.string(maxIDLen)
-	case kindList:
-		r.prefix = d.string(fsm.MaxKeyLen)
-		r.after = d.string(fsm.MaxKeyLen)
-		r.limit = d.count()
-	case kindInfo:
-		r.id = d.string(maxIDLen)
-		r.apiAddr = d.string(maxAddrLen)
-	case kindIdentity:
-		r.id = d.string(maxIDLen)
-		r.clusterID = d.string(maxIDLen)
-	default:
-		d.fail("request kind")
-	}
-	d.end()
-	if d.err != nil {
-		return request{}, d.err
-	}
-	return r, nil
+func (r *listRequest) serve(ctx context.Context, n *Node, t *leaderTerm) (rpcAnswer, error) {
+	return answered(n.listAtLeader(ctx, t, r))
 }
 
-// Limits on names in requests, generous but bounded.
-const (
-	maxIDLen   = 255
-	maxAddrLen = 1024
-	maxMsgLen  = 4096
-)
-
-func (r reply) appendBinary(b []byte) []byte {
-	b = append(b, wireVersion, byte(r.code), byte(r.kind))
-	switch r.code {
-	case codeOK:
-		switch r.kind {
-		case kindCommand:
-			b = append(b, byte(r.result.Status))
-			b = binary.AppendUvarint(b, r.result.Token)
-			b = binary.AppendVarint(b, int64(r.result.ExpiresAt))
-			b = binary.AppendVarint(b, int64(r.result.Now))
-			b = binary.AppendUvarint(b, uint64(max(r.result.Waiters, 0)))
-		case kindWaitAcquire:
-			b = append(b, byte(r.wait.status))
-			b = binary.AppendUvarint(b, r.wait.token)
-			b = binary.AppendVarint(b, int64(r.wait.remaining))
-			b = binary.AppendUvarint(b, uint64(max(r.wait.waiters, 0)))
-			b = binary.AppendVarint(b, int64(r.wait.ttl))
-		case kindRead:
-			var flags byte
-			if r.read.held {
-				flags |= 1
-			}
-			if r.read.mine {
-				flags |= 2
-			}
-			b = append(b, flags)
-			b = binary.AppendUvarint(b, r.read.token)
-			b = binary.AppendVarint(b, int64(r.read.remaining))
-			b = binary.AppendUvarint(b, uint64(max(r.read.waiters, 0)))
-		case kindList:
-			var flags byte
-			if r.list.more {
-				flags |= 1
-			}
-			b = append(b, flags)
-			b = binary.AppendUvarint(b, uint64(len(r.list.locks)))
-			for _, l := range r.list.locks {
-				b = appendString(b, l.Key)
-				b = binary.AppendUvarint(b, l.Token)
-				b = binary.AppendVarint(b, int64(l.Remaining))
-				b = binary.AppendUvarint(b, uint64(max(l.Waiters, 0)))
-			}
-		case kindInfo:
-			b = appendString(b, r.info.id)
-			b = appendString(b, r.info.apiAddr)
-		case kindIdentity:
-			b = appendString(b, r.info.id)
-			b = appendString(b, r.info.clusterID)
-		}
-	case codeNotLeader:
-		b = appendString(b, r.leader)
-	default:
-		msg := r.msg
-		if len(msg) > maxMsgLen {
-			msg = msg[:maxMsgLen]
-		}
-		b = appendString(b, msg)
+func (a *listPage) appendBody(b []byte) []byte {
+	b = appendFlags(b, a.more)
+	b = binary.AppendUvarint(b, uint64(len(a.locks)))
+	for _, l := range a.locks {
+		b = appendString(b, l.Key)
+		b = binary.AppendUvarint(b, l.Token)
+		b = binary.AppendVarint(b, int64(l.Remaining))
+		b = binary.AppendUvarint(b, uint64(max(l.Waiters, 0)))
 	}
 	return b
 }
 
-// decodeReply never panics: bad bytes give an error matching ErrBadRequest.
-func decodeReply(b []byte) (reply, error) {
-	d := wireDecoder{b: b}
-	d.version()
-	r := reply{code: replyCode(d.byte()), kind: requestKind(d.byte())}
-	switch r.code {
-	case codeOK:
-		switch r.kind {
-		case kindCommand:
-			r.result.Status = fsm.Status(d.byte())
-			r.result.Token = d.uvarint()
-			r.result.ExpiresAt = time.Duration(d.varint())
-			r.result.Now = time.Duration(d.varint())
-			r.result.Waiters = d.count()
-		case kindWaitAcquire:
-			r.wait.status = fsm.Status(d.byte())
-			r.wait.token = d.uvarint()
-			r.wait.remaining = time.Duration(d.varint())
-			r.wait.waiters = d.count()
-			r.wait.ttl = time.Duration(d.varint())
-		case kindRead:
-			flags := d.byte()
-			if flags&^3 != 0 {
-				d.fail("read flags")
-			}
-			r.read.held, r.read.mine = flags&1 != 0, flags&2 != 0
-			r.read.token = d.uvarint()
-			r.read.remaining = time.Duration(d.varint())
-			r.read.waiters = d.count()
-		case kindList:
-			r.list = d.listPage()
-		case kindInfo:
-			r.info.id = d.string(maxIDLen)
-			r.info.apiAddr = d.string(maxAddrLen)
-		case kindIdentity:
-			r.info.id = d.string(maxIDLen)
-			r.info.clusterID = d.string(maxIDLen)
-		case kindJoin, kindJoinEmpty, kindRemove:
-		default:
-			d.fail("reply kind")
-		}
-	case codeNotLeader:
-		r.leader = d.string(maxAddrLen)
-	case codeLostLeadership, codeShuttingDown, codeBadRequest, codeUnavailable:
-		r.msg = d.string(maxMsgLen)
-	default:
-		d.fail("reply code")
-	}
-	d.end()
-	if d.err != nil {
-		return reply{}, d.err
-	}
-	return r, nil
-}
-
-// listPage reads a kindList reply's body. Entries are appended as they are
-// read (a count alone allocates nothing), so a lying count fails when the
-// bytes run out.
-func (d *wireDecoder) listPage() listPage {
-	var p listPage
-	flags := d.byte()
-	if flags&^1 != 0 {
-		d.fail("list flags")
-	}
-	p.more = flags&1 != 0
-	n := d.uvarint()
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		l := lock.LockInfo{Key: d.string(fsm.MaxKeyLen)}
+// decodeBody appends entries as they are read (a count alone allocates
+// nothing), so a lying count fails when the bytes run out.
+func (a *listPage) decodeBody(d *fsm.Decoder) {
+	a.more = readFlags(d, "list flags", 1)[0]
+	n := d.Uvarint()
+	for i := uint64(0); i < n && d.Err() == nil; i++ {
+		l := lock.LockInfo{Key: d.String(fsm.MaxKeyLen)}
 		l.Locked = true
-		l.Token = d.uvarint()
-		l.Remaining = time.Duration(d.varint())
-		l.Waiters = d.count()
-		if d.err == nil {
-			p.locks = append(p.locks, l)
+		l.Token = d.Uvarint()
+		l.Remaining = time.Duration(d.Varint())
+		l.Waiters = d.Count()
+		if d.Err() == nil {
+			a.locks = append(a.locks, l)
 		}
 	}
-	if d.err != nil {
-		return listPage{}
-	}
-	return p
 }
 
-func appendString(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
+// joinRequest (kindJoin; kindJoinEmpty when empty) asks the leader to add
+// a server: see addMember.
+type joinRequest struct {
+	id, addr string
+	empty    bool // the joining node's data dir held no raft state
 }
 
-// wireDecoder reads a message front to back; the first problem sticks in err
-// and every later read returns a zero value.
-type wireDecoder struct {
-	b   []byte
-	err error
+func (r *joinRequest) kind() requestKind {
+	if r.empty {
+		return kindJoinEmpty
+	}
+	return kindJoin
 }
 
-func (d *wireDecoder) fail(what string) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: bad %s", ErrBadRequest, what)
-	}
-	d.b = nil
+func (r *joinRequest) appendBody(b []byte) []byte {
+	return appendString(appendString(b, r.id), r.addr)
 }
 
-func (d *wireDecoder) version() {
-	if v := d.byte(); d.err == nil && v != wireVersion {
-		d.err = fmt.Errorf("%w: wire version %d, want %d", ErrBadRequest, v, wireVersion)
-	}
+func (r *joinRequest) decodeBody(d *fsm.Decoder) {
+	r.id = d.String(maxIDLen)
+	r.addr = d.String(maxAddrLen)
 }
 
-func (d *wireDecoder) end() {
-	if d.err == nil && len(d.b) != 0 {
-		d.fail("trailing bytes")
+func (r *joinRequest) admit() error {
+	if r.id == "" || r.addr == "" {
+		return fmt.Errorf("%w: join needs an id and an address", ErrBadRequest)
 	}
+	return nil
 }
 
-func (d *wireDecoder) byte() byte {
-	if d.err != nil || len(d.b) == 0 {
-		d.fail("length")
-		return 0
-	}
-	c := d.b[0]
-	d.b = d.b[1:]
-	return c
+func (r *joinRequest) serve(ctx context.Context, n *Node, _ *leaderTerm) (rpcAnswer, error) {
+	return &noAnswer{}, n.addMember(ctx, r.id, r.addr, r.empty)
 }
 
-func (d *wireDecoder) bytes(n int) []byte {
-	if d.err != nil || len(d.b) < n {
-		d.fail("length")
-		return nil
+// removeRequest (kindRemove) asks the leader to remove a server (graceful
+// leave): see removeServer.
+type removeRequest struct{ id string }
+
+func (r *removeRequest) kind() requestKind          { return kindRemove }
+func (r *removeRequest) appendBody(b []byte) []byte { return appendString(b, r.id) }
+func (r *removeRequest) decodeBody(d *fsm.Decoder)  { r.id = d.String(maxIDLen) }
+
+func (r *removeRequest) admit() error {
+	if r.id == "" {
+		return fmt.Errorf("%w: remove needs an id", ErrBadRequest)
 	}
-	p := d.b[:n]
-	d.b = d.b[n:]
-	return p
+	return nil
 }
 
-func (d *wireDecoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("uvarint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
+func (r *removeRequest) serve(ctx context.Context, n *Node, _ *leaderTerm) (rpcAnswer, error) {
+	return &noAnswer{}, n.removeServer(ctx, r.id)
 }
 
-func (d *wireDecoder) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail("varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
+// noAnswer is the answer of kinds that answer only "done".
+type noAnswer struct{}
+
+func (*noAnswer) appendBody(b []byte) []byte { return b }
+func (*noAnswer) decodeBody(*fsm.Decoder)    {}
+
+// nodeInfo (kindInfo) is both the question and its answer: a node's ID and
+// the address of its API (may be empty). The asking node tells its own, so
+// one exchange informs both (peers.go). Any node answers.
+type nodeInfo struct{ id, apiAddr string }
+
+func (r *nodeInfo) kind() requestKind          { return kindInfo }
+func (r *nodeInfo) appendBody(b []byte) []byte { return appendString(appendString(b, r.id), r.apiAddr) }
+func (r *nodeInfo) admit() error               { return nil }
+
+func (r *nodeInfo) decodeBody(d *fsm.Decoder) {
+	r.id = d.String(maxIDLen)
+	r.apiAddr = d.String(maxAddrLen)
 }
 
-// count reads a non-negative int that fits any queue length.
-func (d *wireDecoder) count() int {
-	v := d.uvarint()
-	if v > 1<<31 {
-		d.fail("count")
-		return 0
-	}
-	return int(v)
+func (r *nodeInfo) serve(_ context.Context, n *Node, _ *leaderTerm) (rpcAnswer, error) {
+	n.heardFrom(r.id, r.apiAddr)
+	return &nodeInfo{id: n.cfg.NodeID, apiAddr: n.cfg.APIAddr}, nil
 }
 
-func (d *wireDecoder) string(limit int) string {
-	n := d.uvarint()
-	if d.err != nil {
-		return ""
-	}
-	if n > uint64(limit) {
-		d.fail("string length")
-		return ""
-	}
-	return string(d.bytes(int(n)))
+// nodeIdentity (kindIdentity) is both the question and its answer: a node's
+// ID and its cluster's ID (empty if it knows none), asked by a node about to
+// join through the one it asks (identity.go). Any node answers.
+type nodeIdentity struct{ id, clusterID string }
+
+func (r *nodeIdentity) kind() requestKind { return kindIdentity }
+func (r *nodeIdentity) appendBody(b []byte) []byte {
+	return appendString(appendString(b, r.id), r.clusterID)
+}
+func (r *nodeIdentity) admit() error { return nil }
+
+func (r *nodeIdentity) decodeBody(d *fsm.Decoder) {
+	r.id = d.String(maxIDLen)
+	r.clusterID = d.String(maxIDLen)
+}
+
+func (r *nodeIdentity) serve(_ context.Context, n *Node, _ *leaderTerm) (rpcAnswer, error) {
+	return n.identityReply(r), nil
 }

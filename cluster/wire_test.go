@@ -2,8 +2,10 @@ package cluster
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -22,55 +24,56 @@ import (
 
 var testOwner = fsm.Owner{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
 
-func sampleRequests() []request {
-	return []request{
-		{kind: kindCommand, cmd: fsm.Command{Op: fsm.OpAcquire, Key: "k", Owner: testOwner, TTL: time.Second, Wait: time.Minute}},
-		{kind: kindCommand, cmd: fsm.Command{Op: fsm.OpRelease, Key: "k", Owner: testOwner}},
-		{kind: kindRead, key: "some/key"},
-		{kind: kindRead, key: "k", owner: testOwner, withOwner: true},
-		{kind: kindWaitAcquire, cmd: fsm.Command{Op: fsm.OpAcquire, Key: "k", Owner: testOwner, TTL: time.Second, Wait: time.Minute}},
-		{kind: kindJoin, id: "n3", addr: "10.0.0.3:7000"},
-		{kind: kindJoinEmpty, id: "n3", addr: "10.0.0.3:7000"},
-		{kind: kindRemove, id: "n3"},
-		{kind: kindList},
-		{kind: kindList, prefix: "jobs/", after: "jobs/a", limit: 100},
-		{kind: kindInfo, id: "n2", apiAddr: "http://10.0.0.2:7070"},
-		{kind: kindInfo, id: "n2"},
-		{kind: kindIdentity, id: "n3", clusterID: "5f0c9a3b8e7d6c5b4a39281706f5e4d3"},
-		{kind: kindIdentity, id: "n3"},
+func sampleRequests() []rpcRequest {
+	return []rpcRequest{
+		&commandRequest{fsm.Command{Op: fsm.OpAcquire, Key: "k", Owner: testOwner, TTL: time.Second, Wait: time.Minute}},
+		&commandRequest{fsm.Command{Op: fsm.OpRelease, Key: "k", Owner: testOwner}},
+		&readRequest{key: "some/key"},
+		&readRequest{key: "k", owner: testOwner, withOwner: true},
+		&waitRequest{commandRequest{fsm.Command{Op: fsm.OpAcquire, Key: "k", Owner: testOwner, TTL: time.Second, Wait: time.Minute}}},
+		&joinRequest{id: "n3", addr: "10.0.0.3:7000"},
+		&joinRequest{id: "n3", addr: "10.0.0.3:7000", empty: true},
+		&removeRequest{id: "n3"},
+		&listRequest{},
+		&listRequest{prefix: "jobs/", after: "jobs/a", limit: 100},
+		&nodeInfo{id: "n2", apiAddr: "http://10.0.0.2:7070"},
+		&nodeInfo{id: "n2"},
+		&nodeIdentity{id: "n3", clusterID: "5f0c9a3b8e7d6c5b4a39281706f5e4d3"},
+		&nodeIdentity{id: "n3"},
 	}
 }
 
 func sampleReplies() []reply {
 	return []reply{
-		{code: codeOK, kind: kindCommand, result: fsm.Result{Status: fsm.StatusGranted, Token: 7, ExpiresAt: 9 * time.Second, Now: 4 * time.Second, Waiters: 2}},
-		{code: codeOK, kind: kindRead, read: readResult{held: true, mine: true, token: 3, remaining: time.Second, waiters: 1}},
-		{code: codeOK, kind: kindRead},
-		{code: codeOK, kind: kindWaitAcquire, wait: waitAnswer{status: fsm.StatusGranted, token: 7, remaining: time.Second}},
-		{code: codeOK, kind: kindWaitAcquire, wait: waitAnswer{status: fsm.StatusHeld, token: 3, remaining: time.Minute, waiters: 2}},
-		{code: codeOK, kind: kindJoin},
-		{code: codeOK, kind: kindJoinEmpty},
-		{code: codeOK, kind: kindList},
-		{code: codeOK, kind: kindList, list: listPage{more: true, locks: []lock.LockInfo{
+		{code: codeOK, kind: kindCommand, answer: &commandAnswer{fsm.Result{Status: fsm.StatusGranted, Token: 7, ExpiresAt: 9 * time.Second, Now: 4 * time.Second, Waiters: 2}}},
+		{code: codeOK, kind: kindRead, answer: &readResult{held: true, mine: true, token: 3, remaining: time.Second, waiters: 1}},
+		{code: codeOK, kind: kindRead, answer: &readResult{}},
+		{code: codeOK, kind: kindWaitAcquire, answer: &waitAnswer{status: fsm.StatusGranted, token: 7, remaining: time.Second}},
+		{code: codeOK, kind: kindWaitAcquire, answer: &waitAnswer{status: fsm.StatusHeld, token: 3, remaining: time.Minute, waiters: 2}},
+		{code: codeOK, kind: kindJoin, answer: &noAnswer{}},
+		{code: codeOK, kind: kindJoinEmpty, answer: &noAnswer{}},
+		{code: codeOK, kind: kindRemove, answer: &noAnswer{}},
+		{code: codeOK, kind: kindList, answer: &listPage{}},
+		{code: codeOK, kind: kindList, answer: &listPage{more: true, locks: []lock.LockInfo{
 			{Key: "jobs/a", KeyInfo: lock.KeyInfo{Locked: true, Token: 3, Remaining: time.Second, Waiters: 2}},
 			{Key: "jobs/b", KeyInfo: lock.KeyInfo{Locked: true, Token: 9, Remaining: time.Millisecond}},
 		}}},
-		{code: codeOK, kind: kindInfo, info: nodeInfo{id: "n1", apiAddr: "https://10.0.0.1:7070"}},
-		{code: codeOK, kind: kindInfo, info: nodeInfo{id: "n2"}},
-		{code: codeOK, kind: kindIdentity, info: nodeInfo{id: "n1", clusterID: "5f0c9a3b8e7d6c5b4a39281706f5e4d3"}},
-		{code: codeOK, kind: kindIdentity, info: nodeInfo{id: "n1"}},
+		{code: codeOK, kind: kindInfo, answer: &nodeInfo{id: "n1", apiAddr: "https://10.0.0.1:7070"}},
+		{code: codeOK, kind: kindInfo, answer: &nodeInfo{id: "n2"}},
+		{code: codeOK, kind: kindIdentity, answer: &nodeIdentity{id: "n1", clusterID: "5f0c9a3b8e7d6c5b4a39281706f5e4d3"}},
+		{code: codeOK, kind: kindIdentity, answer: &nodeIdentity{id: "n1"}},
 		{code: codeNotLeader, kind: kindCommand, leader: "10.0.0.1:7000"},
 		{code: codeNotLeader, kind: kindRead},
 		{code: codeLostLeadership, kind: kindCommand, msg: "lost"},
 		{code: codeBadRequest, kind: kindRead, msg: "bad"},
+		{code: codeShuttingDown, kind: kindList, msg: "closing"},
+		{code: codeUnavailable, kind: kindJoin, msg: "config change failed"},
 	}
 }
 
 func TestWireRoundTrip(t *testing.T) {
 	for _, req := range sampleRequests() {
-		b, err := req.appendBinary(nil)
-		require.NoError(t, err)
-		got, err := decodeRequest(b)
+		got, err := decodeRequest(encodeRequest(req))
 		require.NoError(t, err)
 		assert.Equal(t, req, got)
 	}
@@ -81,16 +84,86 @@ func TestWireRoundTrip(t *testing.T) {
 	}
 }
 
+// Every kind of the table is sampled both ways, so a kind added to the
+// table without samples here fails.
+func TestWireSamplesCoverEveryKind(t *testing.T) {
+	asked, answered := map[requestKind]bool{}, map[requestKind]bool{}
+	for _, req := range sampleRequests() {
+		asked[req.kind()] = true
+	}
+	for _, rep := range sampleReplies() {
+		if rep.code == codeOK {
+			answered[rep.kind] = true
+		}
+	}
+	for k, spec := range kinds {
+		assert.True(t, asked[k], "no sample request of kind %v", k)
+		assert.True(t, answered[k], "no sample answer of kind %v", k)
+		assert.Equal(t, k, spec.request().kind(), "the table's request type of %v says another kind", k)
+	}
+}
+
+// The bytes of every message stay as the first release wrote them: nodes of
+// mixed versions talk during a rolling upgrade.
+func TestWireBytesAreStable(t *testing.T) {
+	owner := testOwner[:]
+	cmd := append([]byte{1, 1, 0, 1, 'k'}, owner...)
+	cmd = append(cmd, 0x80, 0xa8, 0xd6, 0xb9, 0x07, 0)
+	for _, tc := range []struct {
+		msg  []byte
+		want []byte
+	}{
+		{encodeRequest(&commandRequest{fsm.Command{Op: fsm.OpAcquire, Key: "k", Owner: testOwner, TTL: 2 * time.Second}}),
+			append([]byte{wireVersion, 1}, cmd...)},
+		{encodeRequest(&readRequest{key: "k", owner: testOwner, withOwner: true}), append([]byte{wireVersion, 2, 1, 'k', 1}, owner...)},
+		{encodeRequest(&joinRequest{id: "n", addr: "a:1", empty: true}), []byte{wireVersion, 10, 1, 'n', 3, 'a', ':', '1'}},
+		{encodeRequest(&listRequest{prefix: "p", limit: 300}), []byte{wireVersion, 5, 1, 'p', 0, 0xac, 0x02}},
+		{reply{code: codeOK, kind: kindCommand, answer: &commandAnswer{fsm.Result{Status: fsm.StatusGranted, Token: 5, ExpiresAt: -1, Now: 1, Waiters: 2}}}.appendBinary(nil),
+			[]byte{wireVersion, 1, 1, byte(fsm.StatusGranted), 5, 1, 2, 2}},
+		{reply{code: codeOK, kind: kindRead, answer: &readResult{held: true, token: 9, remaining: 3, waiters: 1}}.appendBinary(nil),
+			[]byte{wireVersion, 1, 2, 1, 9, 6, 1}},
+		{reply{code: codeNotLeader, kind: kindRead, leader: "l:1"}.appendBinary(nil), []byte{wireVersion, 2, 2, 3, 'l', ':', '1'}},
+		{reply{code: codeUnavailable, kind: kindJoin, msg: "m"}.appendBinary(nil), []byte{wireVersion, 6, 3, 1, 'm'}},
+	} {
+		assert.Equal(t, tc.want, tc.msg)
+	}
+}
+
+// A serve's error is answered with its code, and the asking node's attempt
+// fails with the error the code stands for.
+func TestReplyErrorsRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		served error
+		code   replyCode
+		got    error
+	}{
+		{fmt.Errorf("x: %w", errNotLeader), codeNotLeader, errNotLeader},
+		{errLostLeadership, codeLostLeadership, errLostLeadership},
+		{errShuttingDown, codeShuttingDown, errLeaderClosing},
+		{fmt.Errorf("%w: no id", ErrBadRequest), codeBadRequest, ErrBadRequest},
+		{context.Canceled, codeLostLeadership, errLostLeadership},
+		{errors.New("config change failed"), codeUnavailable, errLeaderUnavailable},
+	} {
+		code := replyCodeFor(tc.served)
+		assert.Equal(t, tc.code, code, "%v", tc.served)
+		rep, err := decodeReply(reply{code: code, kind: kindJoin, msg: tc.served.Error()}.appendBinary(nil))
+		require.NoError(t, err)
+		assert.ErrorIs(t, rep.err(), tc.got, "%v", tc.served)
+	}
+	assert.NoError(t, reply{code: codeOK}.err())
+	_, err := decodeReply([]byte{wireVersion, 99, byte(kindRead), 0})
+	assert.ErrorIs(t, err, ErrBadRequest, "unknown reply code")
+}
+
 // Every proper prefix of a valid message is rejected, never misread.
 func TestWireRejectsTruncation(t *testing.T) {
 	for _, req := range sampleRequests() {
-		b, err := req.appendBinary(nil)
-		require.NoError(t, err)
+		b := encodeRequest(req)
 		for i := range len(b) {
 			_, err := decodeRequest(b[:i])
-			assert.ErrorIs(t, err, ErrBadRequest, "%v cut at %d", req.kind, i)
+			assert.ErrorIs(t, err, ErrBadRequest, "%v cut at %d", req.kind(), i)
 		}
-		_, err = decodeRequest(append(b, 0))
+		_, err := decodeRequest(append(b, 0))
 		assert.ErrorIs(t, err, ErrBadRequest, "trailing byte")
 	}
 	for _, rep := range sampleReplies() {
@@ -112,12 +185,12 @@ func TestFullListPageFitsAFrame(t *testing.T) {
 			KeyInfo: lock.KeyInfo{Locked: true, Token: math.MaxUint64, Remaining: math.MinInt64, Waiters: fsm.MaxWaiters},
 		})
 	}
-	b := reply{code: codeOK, kind: kindList, list: page}.appendBinary(nil)
+	b := reply{code: codeOK, kind: kindList, answer: &page}.appendBinary(nil)
 	assert.LessOrEqual(t, len(b), 8+maxListPage*maxListEntryLen)
 	assert.Less(t, len(b), transport.MaxFrameSize/4)
 	got, err := decodeReply(b)
 	require.NoError(t, err)
-	assert.Equal(t, page, got.list)
+	assert.Equal(t, &page, got.answer)
 }
 
 // A reply that announces more entries than it carries is refused without
@@ -133,17 +206,15 @@ func TestListReplyCountMustMatch(t *testing.T) {
 
 func FuzzDecodeRequest(f *testing.F) {
 	for _, req := range sampleRequests() {
-		b, _ := req.appendBinary(nil)
-		f.Add(b)
+		f.Add(encodeRequest(req))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		req, err := decodeRequest(b)
 		if err != nil {
 			return
 		}
-		again, err := req.appendBinary(nil)
-		require.NoError(t, err)
-		got, err := decodeRequest(again)
+		assert.Equal(t, b, encodeRequest(req), "one encoding per request")
+		got, err := decodeRequest(encodeRequest(req))
 		require.NoError(t, err)
 		assert.Equal(t, req, got)
 	})
@@ -193,15 +264,11 @@ func TestGarbageAndMalformedRequests(t *testing.T) {
 	client, err := transport.Listen(transport.Config{BindAddr: "127.0.0.1:0", Logger: testLogger("client")})
 	require.NoError(t, err)
 	t.Cleanup(func() { client.Close() })
-	encode := func(r request) []byte {
-		b, err := r.appendBinary(nil)
-		require.NoError(t, err)
-		return b
-	}
-	acquireReq := request{kind: kindCommand, cmd: fsm.Command{Op: fsm.OpAcquire, Key: "k", Owner: testOwner, TTL: time.Second}}
-	valid := encode(acquireReq)
-	stamped := acquireReq
-	stamped.cmd.Stamp = time.Hour
+	encode := encodeRequest
+	acquire := fsm.Command{Op: fsm.OpAcquire, Key: "k", Owner: testOwner, TTL: time.Second}
+	valid := encode(&commandRequest{acquire})
+	stamped := acquire
+	stamped.Stamp = time.Hour
 	for name, body := range map[string][]byte{
 		"empty":                 {},
 		"other version":         {99, byte(kindCommand)},
@@ -209,19 +276,19 @@ func TestGarbageAndMalformedRequests(t *testing.T) {
 		"truncated":             valid[:len(valid)-2],
 		"trailing bytes":        append(append([]byte{}, valid...), 1),
 		"noise":                 noise,
-		"stamped command":       encode(stamped),
-		"tick":                  encode(request{kind: kindCommand, cmd: fsm.Command{Op: fsm.OpTick}}),
-		"read of no key":        encode(request{kind: kindRead}),
-		"read, zero owner":      encode(request{kind: kindRead, key: "k", withOwner: true}),
-		"join without id":       encode(request{kind: kindJoin, addr: "127.0.0.1:1"}),
-		"remove nobody":         encode(request{kind: kindRemove}),
-		"list, long after":      encode(request{kind: kindList, after: strings.Repeat("a", fsm.MaxKeyLen+1)}),
+		"stamped command":       encode(&commandRequest{stamped}),
+		"tick":                  encode(&commandRequest{fsm.Command{Op: fsm.OpTick}}),
+		"read of no key":        encode(&readRequest{}),
+		"read, zero owner":      encode(&readRequest{key: "k", withOwner: true}),
+		"join without id":       encode(&joinRequest{addr: "127.0.0.1:1"}),
+		"remove nobody":         encode(&removeRequest{}),
+		"list, long after":      encode(&listRequest{after: strings.Repeat("a", fsm.MaxKeyLen+1)}),
 		"retired await":         append([]byte{wireVersion, 6, 1, 'k', 1}, testOwner[:]...),
-		"new-term":              encode(request{kind: kindCommand, cmd: fsm.Command{Op: fsm.OpNewTerm}}),
-		"drop-unclaimed":        encode(request{kind: kindCommand, cmd: fsm.Command{Op: fsm.OpDropUnclaimed}}),
-		"wait-acquire, no wait": encode(request{kind: kindWaitAcquire, cmd: acquireReq.cmd}),
-		"wait-acquire, release": encode(request{kind: kindWaitAcquire, cmd: fsm.Command{Op: fsm.OpRelease, Key: "k", Owner: testOwner}}),
-		"long cluster ID":       encode(request{kind: kindIdentity, id: "n9", clusterID: strings.Repeat("a", maxIDLen+1)}),
+		"new-term":              encode(&commandRequest{fsm.Command{Op: fsm.OpNewTerm}}),
+		"drop-unclaimed":        encode(&commandRequest{fsm.Command{Op: fsm.OpDropUnclaimed}}),
+		"wait-acquire, no wait": encode(&waitRequest{commandRequest{acquire}}),
+		"wait-acquire, release": encode(&waitRequest{commandRequest{fsm.Command{Op: fsm.OpRelease, Key: "k", Owner: testOwner}}}),
+		"long cluster ID":       encode(&nodeIdentity{id: "n9", clusterID: strings.Repeat("a", maxIDLen+1)}),
 	} {
 		resp, err := client.Call(ctx, n.Addr(), body)
 		require.NoError(t, err, name)

@@ -57,6 +57,10 @@ const (
 	OpNewTerm Op = 6
 	// OpDropUnclaimed drops every waiter not claimed in the current epoch.
 	OpDropUnclaimed Op = 7
+	// OpForceRelease ends Key's lease whoever holds it (an operator's admin
+	// release) and hands the key to the next waiter in the same step, as a
+	// release does. Key only: it carries no owner, so it checks none.
+	OpForceRelease Op = 16
 )
 
 func (op Op) String() string {
@@ -75,6 +79,8 @@ func (op Op) String() string {
 		return "new-term"
 	case OpDropUnclaimed:
 		return "drop-unclaimed"
+	case OpForceRelease:
+		return "force-release"
 	}
 	return "op(" + strconv.Itoa(int(op)) + ")"
 }
@@ -103,14 +109,16 @@ func (c Command) Validate() error {
 			return ErrUnusedField
 		}
 		return nil
+	case OpForceRelease:
+		if !c.Owner.IsZero() || c.TTL != 0 || c.Wait != 0 {
+			return ErrUnusedField
+		}
+		return validKey(c.Key)
 	default:
 		return ErrUnknownOp
 	}
-	if c.Key == "" {
-		return ErrEmptyKey
-	}
-	if len(c.Key) > MaxKeyLen {
-		return ErrKeyTooLong
+	if err := validKey(c.Key); err != nil {
+		return err
 	}
 	if c.Owner.IsZero() {
 		return ErrZeroOwner
@@ -138,6 +146,17 @@ func (c Command) Validate() error {
 	return nil
 }
 
+// validKey checks a key against the key limits.
+func validKey(key string) error {
+	if key == "" {
+		return ErrEmptyKey
+	}
+	if len(key) > MaxKeyLen {
+		return ErrKeyTooLong
+	}
+	return nil
+}
+
 // Status says exactly what a command did.
 type Status uint8
 
@@ -147,9 +166,9 @@ const (
 	StatusHeld      Status = 3  // acquire with Wait 0: held by another; nothing changed
 	StatusQueueFull Status = 4  // acquire: held by another and MaxWaiters already wait
 	StatusExtended  Status = 5  // extend: lease now ends at ExpiresAt
-	StatusReleased  Status = 6  // release, or cancel-wait of an owner that had been granted
+	StatusReleased  Status = 6  // release, force-release, or cancel-wait of an owner that had been granted
 	StatusCanceled  Status = 7  // cancel-wait: Owner left the queue
-	StatusNotHeld   Status = 8  // release/extend/cancel-wait: Owner neither holds nor waits
+	StatusNotHeld   Status = 8  // release/extend/cancel-wait: Owner neither holds nor waits; force-release: nobody holds Key
 	StatusTicked    Status = 9  // tick, new-term, drop-unclaimed
 	StatusInvalid   Status = 10 // the command failed Validate; nothing changed except the clock
 )
@@ -183,7 +202,7 @@ func (s Status) String() string {
 // Result of one applied command.
 type Result struct {
 	Status    Status
-	Token     uint64        // granted/extended/released: the owner's lease token; held/queued/queue-full: the holder's
+	Token     uint64        // granted/extended/released: the owner's lease token (force-release: the token of the lease it ended); held/queued/queue-full: the holder's
 	ExpiresAt time.Duration // granted/extended: when the owner's lease ends; held/queued/queue-full: the holder's
 	Now       time.Duration // the machine's log time after this command: the leader's log clock when it answered, from which a holder counts Remaining
 	Waiters   int           // queued: the owner's 1-based position; new-term: the waiters now unclaimed; drop-unclaimed: the waiters dropped; otherwise the queue length after the command

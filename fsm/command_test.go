@@ -40,6 +40,14 @@ func TestValidate(t *testing.T) {
 		{"tick with key", Command{Op: OpTick, Key: "k"}, ErrUnusedField},
 		{"tick with owner", Command{Op: OpTick, Owner: ownerA}, ErrUnusedField},
 		{"tick with ttl", Command{Op: OpTick, TTL: 1}, ErrUnusedField},
+		{"force-release", forceRelease(1, "k"), nil},
+		{"force-release at the limits", forceRelease(MaxStamp, longKey), nil},
+		{"force-release with owner", Command{Op: OpForceRelease, Key: "k", Owner: ownerA}, ErrUnusedField},
+		{"force-release with ttl", Command{Op: OpForceRelease, Key: "k", TTL: time.Second}, ErrUnusedField},
+		{"force-release with wait", Command{Op: OpForceRelease, Key: "k", Wait: time.Second}, ErrUnusedField},
+		{"force-release without key", forceRelease(1, ""), ErrEmptyKey},
+		{"force-release key too long", forceRelease(1, longKey+"k"), ErrKeyTooLong},
+		{"op after force-release", Command{Op: OpForceRelease + 1, Key: "k"}, ErrUnknownOp},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,7 +5,7 @@
 // # Commands and log time
 //
 // A Command (acquire, release, extend, cancel-wait, tick, new-term,
-// drop-unclaimed) carries a Stamp, the
+// drop-unclaimed, force-release) carries a Stamp, the
 // leader's log clock. Apply sets the machine's clock to max(now, Stamp) and
 // first processes every deadline that is due by then, then the command. A
 // lease is held while now < ExpiresAt. Apply reads no clock, no randomness and
@@ -49,6 +49,12 @@
 //   - Cancel-wait by an owner that was granted meanwhile releases the lock
 //     (StatusReleased) and hands it on, so a caller that gave up waiting never
 //     leaves a lease behind.
+//   - Force-release (an operator's admin release) carries a key and no
+//     owner: it ends the key's lease whoever holds it and hands the key to
+//     the next claimed waiter in the same step, exactly as the holder's
+//     release would. Its Result carries the ended lease's token, never the
+//     owner; a key nobody holds answers StatusNotHeld. The former holder's
+//     release and extend then answer StatusNotHeld.
 //   - A command that fails Validate answers StatusInvalid but its stamp, if
 //     within 0..MaxStamp, still moves the clock: it acts as a tick.
 //   - A key exists in the machine only while held. The head waiter is granted

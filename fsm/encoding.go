@@ -15,6 +15,7 @@ import (
 //	           release, cancel-wait: stamp key owner
 //	           extend: stamp key owner ttl
 //	           tick, new-term, drop-unclaimed: stamp
+//	           force-release: stamp key
 //	key     := length bytes
 //	owner   := 16 bytes
 //
@@ -46,6 +47,9 @@ func (c Command) appendBody(b []byte) []byte {
 	}
 	b = appendUvarint(b, uint64(len(c.Key)))
 	b = append(b, c.Key...)
+	if c.Op == OpForceRelease {
+		return b
+	}
 	b = append(b, c.Owner[:]...)
 	switch c.Op {
 	case OpAcquire:
@@ -248,7 +252,7 @@ func (d *decoder) command() Command {
 		return Command{}
 	}
 	switch c.Op {
-	case OpAcquire, OpRelease, OpExtend, OpCancelWait, OpTick, OpNewTerm, OpDropUnclaimed:
+	case OpAcquire, OpRelease, OpExtend, OpCancelWait, OpTick, OpNewTerm, OpDropUnclaimed, OpForceRelease:
 	default:
 		d.failLimit("op "+c.Op.String(), ErrUnknownOp)
 		return Command{}
@@ -256,7 +260,9 @@ func (d *decoder) command() Command {
 	c.Stamp = d.duration("stamp", MaxStamp, ErrStampRange)
 	if c.Op != OpTick && c.Op != OpNewTerm && c.Op != OpDropUnclaimed {
 		c.Key = d.key()
-		c.Owner = d.owner()
+		if c.Op != OpForceRelease {
+			c.Owner = d.owner()
+		}
 	}
 	switch c.Op {
 	case OpAcquire:

@@ -23,6 +23,8 @@ var validCommands = []Command{
 	tick(MaxStamp),
 	newTerm(7 * ms),
 	dropUnclaimed(MaxStamp),
+	forceRelease(102*ms, "orders/42"),
+	forceRelease(MaxStamp, strings.Repeat("\xff", MaxKeyLen)),
 }
 
 func TestCommandRoundTrip(t *testing.T) {
@@ -45,6 +47,10 @@ func TestCommandEncodingIsCompactAndStable(t *testing.T) {
 	assert.Equal(t,
 		"01"+"01"+"80dea0cb05"+"02"+"6162"+"01000000000000000000000000000002"+"80d88ee16f"+"00",
 		hex.EncodeToString(b))
+
+	fb, err := forceRelease(1, "ab").AppendBinary(nil)
+	require.NoError(t, err)
+	assert.Equal(t, "01"+"10"+"01"+"02"+"6162", hex.EncodeToString(fb), "force-release: op 16, stamp, key, no owner")
 
 	tb, err := tick(0).AppendBinary(nil)
 	require.NoError(t, err)
@@ -102,6 +108,9 @@ func TestDecodeCommandErrors(t *testing.T) {
 		{"ttl under MinTTL", enc2(t, 5, "k", ownerA, uint64(MinTTL)-1, 0), ErrTTLRange},
 		{"wait over MaxWait", enc2(t, 5, "k", ownerA, uint64(time.Second), uint64(MaxWait)+1), ErrWaitRange},
 		{"tick carrying a key", append(enc(tick(0)), 1, 'k'), ErrBadEncoding},
+		{"force-release carrying an owner", append(enc(forceRelease(0, "k")), ownerA[:]...), ErrBadEncoding},
+		{"force-release without key", []byte{1, byte(OpForceRelease), 0}, ErrBadEncoding},
+		{"force-release with empty key", []byte{1, byte(OpForceRelease), 0, 0}, ErrEmptyKey},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -43,6 +43,10 @@ func cancelWait(at time.Duration, key string, o Owner) Command {
 	return Command{Op: OpCancelWait, Stamp: at, Key: key, Owner: o}
 }
 
+func forceRelease(at time.Duration, key string) Command {
+	return Command{Op: OpForceRelease, Stamp: at, Key: key}
+}
+
 func tick(at time.Duration) Command { return Command{Op: OpTick, Stamp: at} }
 
 func newTerm(at time.Duration) Command { return Command{Op: OpNewTerm, Stamp: at} }
@@ -239,6 +243,8 @@ func (g *commandLog) next() Command {
 		return newTerm(stamp)
 	case n < 95:
 		return dropUnclaimed(stamp)
+	case n < 97:
+		return forceRelease(stamp, key)
 	default:
 		return acquire(stamp, key, o, 0, wait) // invalid: no TTL
 	}

@@ -84,6 +84,8 @@ func (m *Machine) Apply(c Command) Result {
 		return m.extend(c)
 	case OpCancelWait:
 		return m.cancelWait(c)
+	case OpForceRelease:
+		return m.forceRelease(c)
 	case OpNewTerm:
 		m.epoch++
 		m.unclaimed = m.Waiters()
@@ -165,6 +167,17 @@ func (m *Machine) releaseHeld(e *entry) Result {
 	token := e.token
 	m.handOff(e)
 	return Result{Status: StatusReleased, Token: token, Now: m.now, Waiters: m.waiting(e)}
+}
+
+// forceRelease ends Key's lease whoever holds it and hands the key on, as
+// the holder's own release would; the answer carries the token of the lease
+// it ended (never the owner). A key nobody holds answers not held.
+func (m *Machine) forceRelease(c Command) Result {
+	e := m.keys[c.Key]
+	if e == nil {
+		return m.notHeld(e)
+	}
+	return m.releaseHeld(e)
 }
 
 func (m *Machine) extend(c Command) Result {

@@ -76,6 +76,44 @@ func TestApplyScenarios(t *testing.T) {
 			},
 		},
 		{
+			name: "force-release ends any holder's lease and hands off to the queue head within the same apply",
+			steps: []step{
+				{cmd: acquire(0, k, ownerA, 10*ms, 0), want: Result{Status: StatusGranted, Token: 1, ExpiresAt: 10 * ms}},
+				{cmd: acquire(0, k, ownerB, 20*ms, 50*ms), want: Result{Status: StatusQueued, Token: 1, ExpiresAt: 10 * ms, Waiters: 1}},
+				{cmd: acquire(0, k, ownerC, 30*ms, 50*ms), want: Result{Status: StatusQueued, Token: 1, ExpiresAt: 10 * ms, Waiters: 2}},
+				{
+					cmd:    forceRelease(3*ms, k),
+					want:   Result{Status: StatusReleased, Token: 1, Now: 3 * ms, Waiters: 1},
+					events: []Event{{Kind: EventGranted, Key: k, Owner: ownerB, Token: 2, ExpiresAt: 23 * ms, At: 3 * ms}},
+				},
+				// The former holder no longer holds: its release and extend are not held.
+				{cmd: release(4*ms, k, ownerA), want: Result{Status: StatusNotHeld, Now: 4 * ms, Waiters: 1}},
+				{cmd: extend(4*ms, k, ownerA, 10*ms), want: Result{Status: StatusNotHeld, Now: 4 * ms, Waiters: 1}},
+				{cmd: acquire(4*ms, k, ownerB, 20*ms, 0), want: Result{Status: StatusGranted, Token: 2, ExpiresAt: 23 * ms, Now: 4 * ms, Waiters: 1}},
+				{
+					cmd:    forceRelease(5*ms, k),
+					want:   Result{Status: StatusReleased, Token: 2, Now: 5 * ms},
+					events: []Event{{Kind: EventGranted, Key: k, Owner: ownerC, Token: 3, ExpiresAt: 35 * ms, At: 5 * ms}},
+				},
+				{cmd: forceRelease(6*ms, k), want: Result{Status: StatusReleased, Token: 3, Now: 6 * ms}},
+				// Free now: a second force-release says so and changes nothing.
+				{cmd: forceRelease(7*ms, k), want: Result{Status: StatusNotHeld, Now: 7 * ms}},
+				{cmd: acquire(8*ms, k, ownerD, 10*ms, 0), want: Result{Status: StatusGranted, Token: 4, ExpiresAt: 18 * ms, Now: 8 * ms}},
+			},
+		},
+		{
+			name: "force-release of a lease that has already ended is not held",
+			steps: []step{
+				{cmd: acquire(0, k, ownerA, 10*ms, 0), want: Result{Status: StatusGranted, Token: 1, ExpiresAt: 10 * ms}},
+				{
+					cmd:    forceRelease(10*ms, k),
+					want:   Result{Status: StatusNotHeld, Now: 10 * ms},
+					events: []Event{{Kind: EventExpired, Key: k, Owner: ownerA, Token: 1, ExpiresAt: 10 * ms, At: 10 * ms}},
+				},
+				{cmd: forceRelease(11*ms, "never-held"), want: Result{Status: StatusNotHeld, Now: 11 * ms}},
+			},
+		},
+		{
 			name: "an expired holder's release is not held and leaves the new holder alone",
 			steps: []step{
 				{cmd: acquire(0, k, ownerA, 10*ms, 0), want: Result{Status: StatusGranted, Token: 1, ExpiresAt: 10 * ms}},
@@ -421,6 +459,7 @@ func TestAccessors(t *testing.T) {
 
 func TestStrings(t *testing.T) {
 	assert.Equal(t, "cancel-wait", OpCancelWait.String())
+	assert.Equal(t, "force-release", OpForceRelease.String())
 	assert.Equal(t, "op(9)", Op(9).String())
 	assert.Equal(t, "queue-full", StatusQueueFull.String())
 	assert.Equal(t, "status(0)", Status(0).String())

@@ -117,6 +117,14 @@ func (o *observer) result(c Command, r Result) error {
 			return fmt.Errorf("bad extend")
 		}
 	case StatusReleased:
+		if c.Op == OpForceRelease {
+			// Ends the lease whoever holds it; the answer names its token.
+			if !held || r.Token != o.token[c.Key] {
+				return fmt.Errorf("force-released token %d, holder %x:%d (held %v)", r.Token, h[:1], o.token[c.Key], held)
+			}
+			delete(o.holder, c.Key)
+			return nil
+		}
 		if !held || h != c.Owner || r.Token != o.token[c.Key] {
 			return fmt.Errorf("released %x:%d, holder %x:%d", c.Owner[:1], r.Token, h[:1], o.token[c.Key])
 		}
@@ -127,6 +135,9 @@ func (o *observer) result(c Command, r Result) error {
 		}
 		o.queue[c.Key] = slices.Delete(q, pos, pos+1)
 	case StatusNotHeld:
+		if c.Op == OpForceRelease && held {
+			return fmt.Errorf("force-release of a held key answered not held")
+		}
 		if held && h == c.Owner {
 			return fmt.Errorf("not held answered to the holder")
 		}
@@ -153,10 +164,12 @@ func TestRandomSequencesKeepInvariants(t *testing.T) {
 					t.Fatalf("seed %d step %d %s %+v -> %+v events %+v: %v", seed, i, c.Op, c, r, events, err)
 				}
 				// Events from deadlines come before the command; a release
-				// (or cancel-wait of a holder) adds one grant after it.
+				// (or cancel-wait of a holder, or force-release) adds one
+				// grant after it, with a token above the one it ended (a
+				// grant by expiry just before has the ended token itself).
 				var after []Event
 				if r.Status == StatusReleased && len(events) > 0 {
-					if last := events[len(events)-1]; last.Kind == EventGranted && last.Key == c.Key && last.Owner != c.Owner {
+					if last := events[len(events)-1]; last.Kind == EventGranted && last.Key == c.Key && last.Owner != c.Owner && last.Token > r.Token {
 						events, after = events[:len(events)-1], events[len(events)-1:]
 					}
 				}

@@ -64,6 +64,13 @@ func TestReplayIsDeterministic(t *testing.T) {
 			for _, k := range []EventKind{EventGranted, EventWaitExpired, EventExpired} {
 				assert.True(t, kinds[k], "seed %d: no %s event", seed, k)
 			}
+			forced := map[Status]bool{}
+			for i, o := range outcomes {
+				if cmds[i].Op == OpForceRelease {
+					forced[o.Result.Status] = true
+				}
+			}
+			assert.True(t, forced[StatusReleased] && forced[StatusNotHeld], "seed %d: force-release of held and free keys not both in the log", seed)
 		})
 	}
 }

@@ -88,6 +88,24 @@ func (c *Client) List(ctx context.Context, req ListRequest, opts ...ReadOption) 
 	return lister.List(ctx, req)
 }
 
+// ForceRelease ends key's lease whoever holds it and hands the key to the
+// next waiter, if the store can (it implements AdminStore; otherwise the
+// error matches errors.ErrUnsupported). It returns the fencing token of the
+// lease it ended; a key nobody holds gives an error matching ErrNotHeld. It
+// is an operator's tool for a lock whose holder is gone: the holder, if it
+// is still there, learns only at its next Extend or Release (ErrNotHeld),
+// so anything it protects must check fencing tokens.
+func (c *Client) ForceRelease(ctx context.Context, key string) (uint64, error) {
+	if err := ValidateKey(key); err != nil {
+		return 0, err
+	}
+	admin, ok := c.store.(AdminStore)
+	if !ok {
+		return 0, fmt.Errorf("lock: %T cannot force-release locks: %w", c.store, errors.ErrUnsupported)
+	}
+	return admin.ForceRelease(ctx, key)
+}
+
 // Hooks observe every handle of a Client; any of them may be nil. They are
 // called synchronously, on the goroutine that made the call (Run's keep-alive
 // goroutine for a loss it discovers), after the

@@ -99,5 +99,8 @@
 // API is written once on top. The Store type says what a store must do;
 // package locktest holds the conformance suite every store runs
 // (locktest.TestStore). A store may also implement Lister, found by type
-// assertion, to list held locks by prefix (Client.List).
+// assertion, to list held locks by prefix (Client.List), and AdminStore, to
+// release a key whoever holds it (Client.ForceRelease: an operator's tool
+// for a lock whose holder is gone; it hands the key to the next waiter, and
+// the former holder finds the lock not held at its next Extend or Release).
 package lock

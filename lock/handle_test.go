@@ -713,6 +713,29 @@ func TestClientList(t *testing.T) {
 	assert.ErrorIs(t, err, errors.ErrUnsupported, "a store that cannot list")
 }
 
+func TestClientForceRelease(t *testing.T) {
+	ctx := testCtx(t)
+	st := newMemoryStore(t)
+	c := lock.New(st)
+	l := c.Lock("job/stuck", lock.TTL(time.Hour))
+	require.NoError(t, l.Acquire(ctx))
+
+	token, err := c.ForceRelease(ctx, "job/stuck")
+	require.NoError(t, err)
+	assert.Equal(t, l.Token(), token)
+	info, err := c.Inspect(ctx, "job/stuck")
+	require.NoError(t, err)
+	assert.False(t, info.Locked)
+	assert.ErrorIs(t, l.Extend(ctx), lock.ErrNotHeld, "the holder finds out at its next extend")
+
+	_, err = c.ForceRelease(ctx, "job/stuck")
+	assert.ErrorIs(t, err, lock.ErrNotHeld)
+	_, err = c.ForceRelease(ctx, "")
+	assert.ErrorIs(t, err, lock.ErrInvalidKey)
+	_, err = lock.New(struct{ lock.Store }{st}).ForceRelease(ctx, "k")
+	assert.ErrorIs(t, err, errors.ErrUnsupported, "a store that cannot force-release")
+}
+
 func TestMemoryStoreClose(t *testing.T) {
 	ctx := testCtx(t)
 	st := lock.NewMemoryStore()

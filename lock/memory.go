@@ -40,8 +40,9 @@ type waiterKey struct {
 }
 
 var (
-	_ Store  = (*MemoryStore)(nil)
-	_ Lister = (*MemoryStore)(nil)
+	_ Store      = (*MemoryStore)(nil)
+	_ Lister     = (*MemoryStore)(nil)
+	_ AdminStore = (*MemoryStore)(nil)
 )
 
 // NewMemoryStore returns an empty store.
@@ -157,6 +158,23 @@ func (s *MemoryStore) Release(ctx context.Context, key string, owner Owner) (boo
 	}
 	res := s.applyLocked(fsm.Command{Op: fsm.OpRelease, Key: key, Owner: fsm.Owner(owner)})
 	return res.Status == fsm.StatusReleased, nil
+}
+
+// ForceRelease implements AdminStore.
+func (s *MemoryStore) ForceRelease(ctx context.Context, key string) (uint64, error) {
+	if err := ValidateKey(key); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, ErrClosed
+	}
+	res := s.applyLocked(fsm.Command{Op: fsm.OpForceRelease, Key: key})
+	if res.Status != fsm.StatusReleased {
+		return 0, fmt.Errorf("%w: nobody holds %q", ErrNotHeld, key)
+	}
+	return res.Token, nil
 }
 
 // Extend implements Store.

@@ -91,6 +91,22 @@ type Lister interface {
 	List(ctx context.Context, req ListRequest) ([]LockInfo, error)
 }
 
+// AdminStore is an optional Store ability, found by type assertion: an
+// operator's release of a key whoever holds it, for a lock whose holder is
+// gone and whose lease would otherwise run for up to MaxTTL.
+// Client.ForceRelease uses it and reports errors.ErrUnsupported for a store
+// without it.
+type AdminStore interface {
+	// ForceRelease ends key's lease whoever holds it and hands the key to
+	// the next waiter, exactly as the holder's Release would (in the same
+	// step: nobody else can take the key in between). It returns the
+	// fencing token of the lease it ended, never its owner. When nobody
+	// holds key it returns an error matching ErrNotHeld and changes
+	// nothing. The former holder's Release then returns false, and its
+	// Extend ErrNotHeld. It validates key like Inspect (ErrInvalidKey).
+	ForceRelease(ctx context.Context, key string) (token uint64, err error)
+}
+
 // StaleReader is an optional Store ability, found by type assertion: reading
 // from local state that may be behind (a cluster node's own state machine)
 // rather than linearizably. Client.Inspect and Client.List use it when given

@@ -15,6 +15,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/raftlock/raftlock/internal/connlimit"
 )
 
 // Handler serves one RPC request. It runs on its own goroutine, so a slow
@@ -119,10 +121,9 @@ type Transport struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // every goroutine the transport starts; Close waits for them
 
-	raftAccept chan net.Conn // unbuffered: hands each raft conn straight to raft's Accept
-	connSlots  chan struct{} // one element per accepted connection still open (MaxConns)
-	fullLog    rateLimited   // "MaxConns reached"
-	raftDone   chan struct{} // closed when the raft side closes
+	raftAccept chan net.Conn      // unbuffered: hands each raft conn straight to raft's Accept
+	conns      *connlimit.Limiter // MaxConns accepted connections still open
+	raftDone   chan struct{}      // closed when the raft side closes
 
 	mu          sync.Mutex // protects the fields below
 	closed      bool
@@ -166,13 +167,17 @@ func Listen(cfg Config) (*Transport, error) {
 		ctx:         ctx,
 		cancel:      cancel,
 		raftAccept:  make(chan net.Conn),
-		connSlots:   make(chan struct{}, cfg.MaxConns),
 		raftDone:    make(chan struct{}),
 		peers:       make(map[string]*peerPool),
 		headerConns: make(map[net.Conn]struct{}),
 		rpcConns:    make(map[rpcConn]struct{}),
 		raftConns:   make(map[*raftConn]struct{}),
 	}
+	t.conns = connlimit.New(cfg.MaxConns, func(waits int) {
+		t.logger.Warn("peer connection limit reached: new connections wait until one closes; "+
+			"something is opening connections to the raft port and leaving them open (a peer with many pools, a scanner): find it, or raise the limit",
+			"limit", cfg.MaxConns, "addr", ln.Addr().String(), "times", waits, "since", connlimit.WarnEvery)
+	})
 	t.wg.Add(1)
 	go t.acceptLoop()
 	return t, nil
@@ -299,12 +304,12 @@ func (t *Transport) acceptLoop() {
 	const maxBackoff = time.Second
 	var backoff time.Duration
 	for {
-		if !t.takeConnSlot() {
+		if !t.conns.Take(t.ctx.Done()) {
 			return
 		}
 		nc, err := t.ln.Accept()
 		if err != nil {
-			<-t.connSlots
+			t.conns.Give()
 			if t.isClosed() {
 				return
 			}
@@ -321,7 +326,7 @@ func (t *Transport) acceptLoop() {
 			}
 		}
 		backoff = 0
-		nc = &slotConn{Conn: nc, release: func() { <-t.connSlots }}
+		nc = t.conns.Conn(nc) // TLS, raft and the RPC all close down to it
 		t.mu.Lock()
 		if t.closed {
 			t.mu.Unlock()
@@ -333,66 +338,6 @@ func (t *Transport) acceptLoop() {
 		t.mu.Unlock()
 		go t.serveConn(nc)
 	}
-}
-
-// takeConnSlot waits for a place among MaxConns open accepted
-// connections; false when the transport closed meanwhile.
-func (t *Transport) takeConnSlot() bool {
-	select {
-	case t.connSlots <- struct{}{}:
-		return true
-	default:
-	}
-	t.fullLog.do(func(times int) {
-		t.logger.Warn("peer connection limit reached: new connections wait until one closes; "+
-			"something is opening connections to the raft port and leaving them open (a peer with many pools, a scanner): find it, or raise the limit",
-			"limit", t.cfg.MaxConns, "addr", t.ln.Addr().String(), "times", times, "since", fullLogEvery)
-	})
-	select {
-	case t.connSlots <- struct{}{}:
-		return true
-	case <-t.ctx.Done():
-		return false
-	}
-}
-
-// fullLogEvery bounds how often the "limit reached" warning is logged.
-const fullLogEvery = time.Minute
-
-// rateLimited runs a log call at most once per fullLogEvery, telling it how
-// many times it was due since the last one.
-type rateLimited struct {
-	mu    sync.Mutex
-	last  time.Time
-	times int
-}
-
-func (r *rateLimited) do(log func(times int)) {
-	r.mu.Lock()
-	r.times++
-	if !r.last.IsZero() && time.Since(r.last) < fullLogEvery {
-		r.mu.Unlock()
-		return
-	}
-	times := r.times
-	r.times = 0
-	r.last = time.Now()
-	r.mu.Unlock()
-	log(times)
-}
-
-// slotConn is an accepted connection holding one of MaxConns places, given
-// back on its first Close (TLS, raft and the RPC all close down to it).
-type slotConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
-}
-
-func (c *slotConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
 }
 
 // replayConn is a raft connection whose first byte serveConn read already

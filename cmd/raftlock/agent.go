@@ -50,10 +50,12 @@ type agentFlags struct {
 	certFile, keyFile         string // HTTPS for the API
 	clientCA                  string // ... requiring client certificates
 	httpToken, httpTokenFile  string // a token for the API
+	httpACLFile               string // named API tokens with rights per key prefix
 	advertiseHTTP             string // the API's URL for clients, told to other members
 	allowedOrigins            string // web origins whose pages may call the API
 	allowedHosts              string // Host header names beyond the agent's own
 	maxHTTPConns              int    // concurrent HTTP connections
+	enablePprof               bool   // net/http/pprof under /debug/pprof/
 }
 
 // configFieldFlags names the agent flag that sets each cluster.Config field,
@@ -115,6 +117,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		"peer-cert-file": "RAFTLOCK_PEER_CERT_FILE", "peer-key-file": "RAFTLOCK_PEER_KEY_FILE", "peer-ca-file": "RAFTLOCK_PEER_CA_FILE",
 		"cert-file": "RAFTLOCK_CERT_FILE", "key-file": "RAFTLOCK_KEY_FILE", "client-ca-file": "RAFTLOCK_CLIENT_CA_FILE",
 		"http-token": "RAFTLOCK_HTTP_TOKEN", "http-token-file": "RAFTLOCK_HTTP_TOKEN_FILE", "advertise-http": "RAFTLOCK_ADVERTISE_HTTP",
+		"http-acl-file":  "RAFTLOCK_HTTP_ACL_FILE",
 		"shutdown-grace": "RAFTLOCK_SHUTDOWN_GRACE", "raft-heartbeat": "RAFTLOCK_RAFT_HEARTBEAT", "raft-election": "RAFTLOCK_RAFT_ELECTION",
 		"request-timeout": "RAFTLOCK_REQUEST_TIMEOUT", "dead-voter-timeout": "RAFTLOCK_DEAD_VOTER_TIMEOUT",
 		"dead-member-timeout": "RAFTLOCK_DEAD_MEMBER_TIMEOUT", "snapshot-interval": "RAFTLOCK_SNAPSHOT_INTERVAL",
@@ -124,6 +127,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		"allowed-origins":    "RAFTLOCK_ALLOWED_ORIGINS",
 		"allowed-hosts":      "RAFTLOCK_ALLOWED_HOSTS",
 		"max-http-conns":     "RAFTLOCK_MAX_HTTP_CONNS",
+		"enable-pprof":       "RAFTLOCK_ENABLE_PPROF",
 	}
 	fs := newFlagSet("agent", "[-dev] [-node-id ID -data-dir DIR (-bootstrap [-peers ...] | -join ADDR,...)] [FLAGS]",
 		"Runs a raftlock node: a member of the Raft cluster that keeps the locks, serving the\n"+
@@ -155,7 +159,22 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 			"  -http-token (better: -http-token-file or the environment, which ps does not show)\n"+
 			"  requires \"Authorization: Bearer TOKEN\" or \"X-Raftlock-Token: TOKEN\" on every\n"+
 			"  request but /healthz; clients: raftlock COMMAND -token, or RAFTLOCK_HTTP_TOKEN.\n"+
-			"  Certificates and the token are read at start only: restart the agent to change them.",
+			"  That shared token may do everything. -http-acl-file names tokens with narrower rights,\n"+
+			"  per key prefix (the longest matching prefix decides; lock implies read, admin implies\n"+
+			"  lock; deny takes away), in JSON:\n"+
+			"    {\"tokens\": [\n"+
+			"      {\"name\": \"ops\", \"secret\": \"<openssl rand -hex 16>\",\n"+
+			"       \"rules\": [{\"prefix\": \"\", \"right\": \"admin\"}]},\n"+
+			"      {\"name\": \"billing\", \"secret\": \"<another>\",\n"+
+			"       \"rules\": [{\"prefix\": \"billing/\", \"right\": \"lock\"}, {\"prefix\": \"\", \"right\": \"read\"}]}]}\n"+
+			"  Rights: read (inspect, list: a list shows only the keys the token may read), lock\n"+
+			"  (acquire, release, extend), admin (release -force; on the prefix \"\": also leave);\n"+
+			"  status and metrics need any known token. Names: letters, digits, . _ -; secrets: 16+\n"+
+			"  visible ASCII characters, each its own (or \"secret_sha256\": printf %s \"$SECRET\" |\n"+
+			"  sha256sum, so that the file holds no secret). SIGHUP reloads the file: a bad file\n"+
+			"  then keeps the tokens in force and logs why; at start it stops the agent. Audit: each\n"+
+			"  force release is logged at INFO with the token's name; secrets are never logged.\n"+
+			"  Certificates and -http-token are read at start only: restart the agent to change them.",
 		stdout, stderr)
 	var f agentFlags
 	fs.BoolVar(&f.dev, "dev", false, "single-node cluster with a temporary data dir, listening on 127.0.0.1 without TLS or token unless the flags below say so")
@@ -191,9 +210,11 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.clientCA, "client-ca-file", "", "PEM CA certificate(s): API clients must present a certificate they signed; needs -cert-file")
 	fs.StringVar(&f.httpToken, "http-token", "", "token every API request but /healthz must carry (env RAFTLOCK_HTTP_TOKEN; a flag shows in ps: prefer the env or -http-token-file)")
 	fs.StringVar(&f.httpTokenFile, "http-token-file", "", "file holding -http-token, surrounding whitespace ignored")
+	fs.StringVar(&f.httpACLFile, "http-acl-file", "", "JSON file of named API tokens with rights per key prefix (format above); reloaded on SIGHUP")
 	fs.StringVar(&f.allowedOrigins, "allowed-origins", "", "web origins (https://ops.example.com,...) whose pages may call the API from a browser; requests from any other page are refused (default: none)")
 	fs.StringVar(&f.allowedHosts, "allowed-hosts", "", "host names clients use to reach the API, beyond IPs, localhost and the names in -http, -advertise-http, -advertise and -cert-file; a request with another Host is refused, against DNS rebinding (* allows any)")
 	fs.IntVar(&f.maxHTTPConns, "max-http-conns", apiserver.DefaultMaxConns, "most HTTP connections open at once; more wait in the kernel's backlog until one closes (0: no limit)")
+	fs.BoolVar(&f.enablePprof, "enable-pprof", false, "serve Go's net/http/pprof under /debug/pprof/ (to tokens with the admin right on every key), for profiles and raftlock debug's goroutine dump")
 	if code := parseFlags(fs, args, env, stderr); code >= 0 {
 		return code
 	}
@@ -206,7 +227,9 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "raftlock agent: -log-level %q: want trace, debug, info, warn or error\n", f.logLevel)
 		return exitUsage
 	}
-	logger := hclog.New(&hclog.LoggerOptions{Name: "raftlock", Level: level, Output: stderr})
+	// The last lines also go to a ring, for GET /v1/agent/logs (raftlock debug).
+	recentLogs := apiserver.NewLogRing(recentLogLines)
+	logger := hclog.New(&hclog.LoggerOptions{Name: "raftlock", Level: level, Output: io.MultiWriter(stderr, recentLogs)})
 
 	sec, err := f.security(fs)
 	if err != nil {
@@ -241,6 +264,14 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		httpLn.Close()
 		fmt.Fprintf(stderr, "raftlock agent: -max-http-conns must not be negative, got %d (0: no limit)\n", f.maxHTTPConns)
 		return exitUsage
+	}
+	var tokens *apiserver.Tokens
+	if f.httpACLFile != "" {
+		if tokens, err = loadTokens(f.httpACLFile, sec.token); err != nil {
+			httpLn.Close()
+			fmt.Fprintf(stderr, "raftlock agent: -http-acl-file: %v: fix the file (its format: raftlock agent -h) and start again\n", err)
+			return exitUsage
+		}
 	}
 	origins, hosts, err := browserGuard(f.allowedOrigins, f.allowedHosts, f.httpAddr, cfg.APIAddr, cfg.AdvertiseAddr, sec.api)
 	if err != nil {
@@ -285,7 +316,27 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	defer httpQuiet.Close()
 	httpLog := httpQuiet.Wrap(logger.Named("http"))
 	handler := apiserver.NewHandler(node, apiserver.Config{Cluster: apiserver.NodeStatus(node), Logger: httpLog, Token: sec.token, Leave: leave,
-		AllowedOrigins: origins, AllowedHosts: hosts})
+		AllowedOrigins: origins, AllowedHosts: hosts, Tokens: tokens,
+		EnablePprof: f.enablePprof, RecentLogs: recentLogs, AgentConfig: effectiveConfig(fs, cfg, node)})
+	if tokens != nil {
+		logger.Info("API tokens loaded", "file", f.httpACLFile, "names", tokens.Names())
+		warnIfShared(f.httpACLFile, logger)
+	}
+	reloads := make(chan os.Signal, 1)
+	signal.Notify(reloads, syscall.SIGHUP)
+	defer signal.Stop(reloads)
+	reloadDone := make(chan struct{})
+	defer close(reloadDone)
+	go func() {
+		for {
+			select {
+			case <-reloads:
+				reloadTokens(f.httpACLFile, sec.token, handler, logger)
+			case <-reloadDone:
+				return
+			}
+		}
+	}()
 	srv := apiserver.NewServer(httpLn.Addr().String(), handler)
 	// Capped first, so that a connection waiting for a slot costs no file
 	// descriptor; net/http's own error answers become JSON on each one.
@@ -303,6 +354,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 
 	fmt.Fprintf(stdout, "raftlock agent %s: raft on %s, HTTP API on %s://%s, data in %s (%s log)\n",
 		node.ID(), node.Addr(), scheme, httpLn.Addr(), cfg.DataDir, node.Stats().LogStore)
+	logger.Info("web console", "url", strings.TrimSuffix(cfg.APIAddr, "/")+"/ui/", "pprof", f.enablePprof)
 
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
@@ -547,4 +599,50 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// loadTokens reads an -http-acl-file and checks it against the shared
+// token, so that a clash is found before it is put in force.
+func loadTokens(path, shared string) (*apiserver.Tokens, error) {
+	tokens, err := apiserver.LoadTokens(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := apiserver.CheckTokens(shared, tokens); err != nil {
+		return nil, fmt.Errorf("token file %s: %w", path, err)
+	}
+	return tokens, nil
+}
+
+// reloadTokens is what SIGHUP does: read -http-acl-file again and put it in
+// force. A file that cannot be read or is not valid changes nothing: the
+// tokens in force stay, and the log says why. It reports whether the new
+// tokens are in force.
+func reloadTokens(path, shared string, handler *apiserver.Handler, logger hclog.Logger) bool {
+	if path == "" {
+		logger.Info("SIGHUP: no -http-acl-file to reload")
+		return false
+	}
+	tokens, err := loadTokens(path, shared)
+	if err == nil {
+		err = handler.SetTokens(tokens)
+	}
+	if err != nil {
+		logger.Error("SIGHUP: the token file was not reloaded; the tokens in force stay", "error", err,
+			"what_to_do", "fix the file and send SIGHUP again")
+		return false
+	}
+	logger.Info("SIGHUP: API tokens reloaded", "file", path, "names", tokens.Names())
+	warnIfShared(path, logger)
+	return true
+}
+
+// warnIfShared warns when other users may read the token file: it holds
+// every token's secret.
+func warnIfShared(path string, logger hclog.Logger) {
+	fi, err := os.Stat(path)
+	if err == nil && fi.Mode().Perm()&0o077 != 0 {
+		logger.Warn("the token file may be read by other users than the agent's", "file", path, "mode", fi.Mode().Perm().String(),
+			"what_to_do", "chmod 600 it: it holds every token's secret")
+	}
 }

@@ -115,18 +115,30 @@ func runLocks(args []string, stdout, stderr io.Writer) int {
 // runRelease is `raftlock release -owner HEX KEY`.
 func runRelease(args []string, stdout, stderr io.Writer) int {
 	env := map[string]string{"owner": "RAFTLOCK_OWNER"}
-	fs := newFlagSet("release", "[-addr URL,...] -owner HEX KEY",
+	fs := newFlagSet("release", "[-addr URL,...] (-owner HEX | -force) KEY",
 		"Releases KEY held by the owner given (32 hex digits, as the HTTP API returned it).\n"+
-			"Exit status 0 when released, 1 when that owner did not hold KEY."+connectHelp, stdout, stderr)
+			"Exit status 0 when released, 1 when that owner did not hold KEY.\n\n"+
+			"-force releases KEY whoever holds it and hands it to the next waiter, for a lock whose\n"+
+			"holder is gone: it needs a token with the admin right on KEY, and the agent logs who\n"+
+			"did it. The former holder finds out at its next extend or release; whatever the lock\n"+
+			"protects must check fencing tokens. Exit status 1 when nobody held KEY."+connectHelp, stdout, stderr)
 	fs.leadingArgs = 1 // KEY -owner HEX works too
 	agent := addClientFlags(fs, env)
 	ownerText := fs.String("owner", "", "the lock's owner token, 32 hex digits: the \"owner\" of the HTTP API's acquire answer")
+	force := fs.Bool("force", false, "release KEY whoever holds it (an admin's tool for a lock whose holder is gone; needs the admin right on KEY)")
 	if code := parseFlags(fs, args, env, stderr); code >= 0 {
 		return code
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "raftlock release: want exactly one KEY (see raftlock release -h)")
 		return exitUsage
+	}
+	if *force {
+		if *ownerText != "" {
+			fmt.Fprintln(stderr, "raftlock release: give -owner or -force, not both: -force releases KEY whoever holds it")
+			return exitUsage
+		}
+		return forceRelease(agent, fs.Arg(0), stdout, stderr)
 	}
 	if *ownerText == "" {
 		fmt.Fprintln(stderr, "raftlock release: -owner is required (or RAFTLOCK_OWNER): the 32 hex digits of \"owner\" in the HTTP API's acquire answer "+
@@ -163,10 +175,39 @@ func runRelease(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// forceRelease is release -force.
+func forceRelease(agent *clientFlags, key string, stdout, stderr io.Writer) int {
+	if err := lock.ValidateKey(key); err != nil {
+		fmt.Fprintf(stderr, "raftlock release: %v\n", err)
+		return exitUsage
+	}
+	client, err := agent.newClient()
+	if err != nil {
+		fmt.Fprintf(stderr, "raftlock release: %v\n", err)
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	token, err := client.ForceRelease(ctx, key)
+	switch {
+	case errors.Is(err, lock.ErrNotHeld):
+		fmt.Fprintf(stderr, "raftlock release: %q is not held by anyone\n", key)
+		return exitError
+	case err != nil:
+		return reportError(stderr, "release", err)
+	}
+	fmt.Fprintf(stdout, "released %q (its lease had token %d)\n", key, token)
+	return exitOK
+}
+
 // reportError prints err in one line and picks the exit status.
 func reportError(stderr io.Writer, cmd string, err error) int {
 	if errors.Is(err, api.ErrUnauthorized) {
 		fmt.Fprintf(stderr, "raftlock %s: %v (set -token, -token-file or RAFTLOCK_HTTP_TOKEN)\n", cmd, err)
+		return exitDenied
+	}
+	if errors.Is(err, api.ErrPermissionDenied) {
+		fmt.Fprintf(stderr, "raftlock %s: %v (use a token whose rules give that right: the agent's -http-acl-file)\n", cmd, err)
 		return exitDenied
 	}
 	if hint, ok := tlsConfigError(err); ok {

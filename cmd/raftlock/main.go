@@ -6,7 +6,9 @@
 //	raftlock status                              the cluster and its leader at a glance
 //	raftlock locks [PREFIX]                      held locks
 //	raftlock release -owner HEX KEY              release a lock whose owner you know
+//	raftlock release -force KEY                  release a lock whoever holds it (admin right)
 //	raftlock leave -addr URL                     take a member out of its cluster for good
+//	raftlock debug -addr URL -o FILE.tar.gz      a bundle for a bug report (status, config, log, goroutines)
 //	raftlock version                             the version, Go version and commit (also -version)
 //
 // Every flag can also be set by an environment variable, named in its help
@@ -27,16 +29,19 @@
 //     client certificates of that CA (like etcd's --client-cert-auth).
 //   - -http-token or -http-token-file (RAFTLOCK_HTTP_TOKEN): every API request
 //     but /healthz must carry the token (see package api).
+//   - -http-acl-file (RAFTLOCK_HTTP_ACL_FILE): named tokens with rights
+//     (read, lock, admin, deny) per key prefix, the longest matching prefix
+//     deciding, as Consul's key_prefix rules do; reloaded on SIGHUP.
 //
 // The client commands take -addr with https:// and -ca-file
 // (RAFTLOCK_CACERT), -client-cert and -client-key (RAFTLOCK_CLIENT_CERT,
 // RAFTLOCK_CLIENT_KEY), -token or -token-file (RAFTLOCK_HTTP_TOKEN,
 // RAFTLOCK_HTTP_TOKEN_FILE). -addr may list several agents, comma-separated;
-// a request that cannot reach one goes to the next. A refused token exits
-// with status 77.
+// a request that cannot reach one goes to the next. A refused token, or one
+// without the right the request needs, exits with status 77.
 //
 // Certificates and tokens are read when a command starts; an agent must be
-// restarted to change them.
+// restarted to change them, except -http-acl-file, which SIGHUP reloads.
 package main
 
 import (
@@ -58,7 +63,7 @@ const (
 	exitUnavailable = 69 // the agent cannot be reached, or has no leader (EX_UNAVAILABLE)
 	exitHeld        = 75 // the lock is held by another owner and we may not wait any longer (EX_TEMPFAIL)
 	exitLost        = 76 // the lock was lost while the command ran; the command was stopped
-	exitDenied      = 77 // the agent refused our token (missing or wrong) (EX_NOPERM)
+	exitDenied      = 77 // the agent refused our token (missing, wrong, or without the right) (EX_NOPERM)
 	// exitConfig: a configuration error a retry cannot fix: a TLS handshake
 	// failed over certificates (unknown CA, missing or rejected client
 	// certificate, wrong host name) or https:// named a plain HTTP port
@@ -83,6 +88,7 @@ func commands() []command {
 		{"locks", "list held locks, optionally by key prefix", runLocks},
 		{"release", "release a lock by key and owner", runRelease},
 		{"leave", "take an agent's node out of its cluster for good, and stop it", runLeave},
+		{"debug", "collect an agent's status, config, recent log and goroutines into a bundle", runDebug},
 		{"version", "print the version of raftlock, and the Go it was built with", runVersion},
 	}
 }

@@ -41,7 +41,7 @@
 //   - 503 Service Unavailable {"error":"unavailable"}: the store could not
 //     answer (lock.ErrUnavailable: no leader or no quorum; lock.ErrQueueFull;
 //     lock.ErrClosed), or the request's context ended while it waited;
-//   - 400 Bad Request {"error":"bad_key"}: the key function returned a key
+//   - 400 Bad Request {"error":"invalid_key"}: the key function returned a key
 //     the store refuses (empty, or longer than lock.MaxKeyLen bytes). A key is
 //     usually made from the request (a path value), so this is the client's
 //     doing;

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/lock"
 	"github.com/raftlock/raftlock/lock/lockhttp"
 )
@@ -221,7 +222,7 @@ func TestAcquireErrors(t *testing.T) {
 			status: http.StatusServiceUnavailable, error: "unavailable"},
 		{name: "transport error", store: failingStore{err: errors.New("dial tcp 10.0.0.1:7000: connection refused")},
 			status: http.StatusServiceUnavailable, error: "unavailable"},
-		{name: "empty key", key: lockhttp.Key(""), status: http.StatusBadRequest, error: "bad_key"},
+		{name: "empty key", key: lockhttp.Key(""), status: http.StatusBadRequest, error: "invalid_key"},
 		{name: "ttl out of range", opts: []lockhttp.Option{lockhttp.TTL(0)},
 			status: http.StatusInternalServerError, error: "internal"},
 		{name: "wait out of range", opts: []lockhttp.Option{lockhttp.Wait(-time.Second)},
@@ -252,6 +253,18 @@ func TestAcquireErrors(t *testing.T) {
 			assert.NotContains(t, rec.Body.String(), "10.0.0.1", "internal addresses stay inside")
 		})
 	}
+}
+
+// lockhttp answers a refused key with the code the HTTP API uses for it,
+// which the Go client reads back as lock.ErrInvalidKey.
+func TestInvalidKeyCodeIsTheAPIs(t *testing.T) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
+	rec := httptest.NewRecorder()
+	lockhttp.Middleware(lock.New(newStore(t)), lockhttp.Key(""))(ok).ServeHTTP(rec, post("/payouts/run"))
+	require.Equal(t, http.StatusBadRequest, rec.Code)
+	code := decode(t, rec).Error
+	assert.Equal(t, api.CodeInvalidKey, code)
+	assert.ErrorIs(t, &api.ServerError{StatusCode: rec.Code, Code: code}, lock.ErrInvalidKey)
 }
 
 func TestOnErrorReplacesTheResponse(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 
 // body is the JSON the default responses write.
 type body struct {
-	Error string `json:"error"`           // locked, unavailable, bad_key, internal
+	Error string `json:"error"`           // locked, unavailable, invalid_key, internal
 	Key   string `json:"key,omitempty"`   // the lock's key
 	Token uint64 `json:"token,omitempty"` // the holder's fencing token, when locked and known
 }
@@ -19,30 +19,31 @@ type body struct {
 // {"error":"locked","key":...,"token":...}. An OnLocked function may call it
 // after setting headers of its own (Retry-After, for instance).
 func WriteLocked(w http.ResponseWriter, r *http.Request, held *lock.HeldError) {
-	b := body{Error: "locked"}
+	b := body{Error: lock.CodeLocked}
 	if held != nil {
 		b.Key, b.Token = held.Key, held.Token
 	}
 	writeJSON(w, http.StatusConflict, b)
 }
 
-// WriteError is the default OnError response: 400 {"error":"bad_key"} for a
-// key the store refuses, 500 {"error":"internal"} for a misconfigured
+// WriteError is the default OnError response: 400 {"error":"invalid_key"}
+// for a key the store refuses, 500 {"error":"internal"} for a misconfigured
 // middleware (a TTL or Wait out of range, a nil argument), and
 // 503 {"error":"unavailable"} for everything else: the store could not answer,
-// or the request's context ended while it waited. The error's text is not
-// sent: it may name internal hosts.
+// or the request's context ended while it waited. The codes are the lock
+// package's (lock.ErrorCode), which the HTTP API uses too. The error's text
+// is not sent: it may name internal hosts.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
-	switch {
-	case errors.Is(err, lock.ErrInvalidKey):
-		writeJSON(w, http.StatusBadRequest, body{Error: "bad_key"})
-	case errors.Is(err, lock.ErrInvalidTTL), errors.Is(err, lock.ErrInvalidWait), errors.Is(err, ErrNilArgument):
+	switch code := lock.ErrorCode(err); {
+	case code == lock.CodeInvalidKey:
+		writeJSON(w, http.StatusBadRequest, body{Error: code})
+	case code == lock.CodeInvalidTTL, code == lock.CodeInvalidWait, errors.Is(err, ErrNilArgument):
 		writeJSON(w, http.StatusInternalServerError, body{Error: "internal"})
 	default:
 		// lock.ErrUnavailable, ErrUnknownOutcome, ErrQueueFull, ErrClosed, a
 		// transport error of a remote store, or the request's context: all
 		// mean "not now", and a retry may succeed.
-		writeJSON(w, http.StatusServiceUnavailable, body{Error: "unavailable"})
+		writeJSON(w, http.StatusServiceUnavailable, body{Error: lock.CodeUnavailable})
 	}
 }
 

@@ -14,6 +14,10 @@
 // subtests, and keeps its leases short so that the whole suite takes a few
 // seconds. Nothing waits with a sleep: conditions are awaited with a deadline,
 // and a store that misses one fails the test rather than hanging it.
+//
+// A store that implements lock.AdminStore is also held to its contract
+// (force-release hands off to the next waiter; the former holder's Release
+// and Extend then find the lock not held); the subtest skips otherwise.
 package locktest
 
 import (
@@ -79,6 +83,7 @@ func TestStoreWith(t *testing.T, newStore func(t *testing.T) lock.Store, opts Op
 		{"CancelWhileWaiting", s.testCancelWhileWaiting},
 		{"TokensIncrease", s.testTokensIncrease},
 		{"Inspect", s.testInspect},
+		{"ForceRelease", s.testForceRelease},
 		{"Handle/RunReleasesAfterError", s.testRunReleasesAfterError},
 		{"Handle/RunReleasesAfterPanic", s.testRunReleasesAfterPanic},
 		{"Handle/RunCancelsWhenLost", s.testRunCancelsWhenLost},
@@ -503,6 +508,52 @@ func (s *suite) testReleaseWakesWaiter(t *testing.T) {
 	ok, err = st.Release(ctx, k, waiter)
 	require.NoError(t, err)
 	assert.True(t, ok)
+}
+
+func (s *suite) testForceRelease(t *testing.T) {
+	st := s.newStore(t)
+	admin, ok := st.(lock.AdminStore)
+	if !ok {
+		t.Skipf("%T does not implement lock.AdminStore", st)
+	}
+	ctx := s.ctx(t)
+	k := key(t, "k")
+
+	_, err := admin.ForceRelease(ctx, "")
+	assert.ErrorIs(t, err, lock.ErrInvalidKey, "empty key")
+	_, err = admin.ForceRelease(ctx, k)
+	assert.ErrorIs(t, err, lock.ErrNotHeld, "a key nobody holds")
+
+	holder, lease := acquire(t, ctx, st, k, long)
+	waiter := lock.NewOwner()
+	done := acquireAsync(ctx, st, lock.AcquireRequest{Key: k, Owner: waiter, TTL: long, Wait: s.Patience})
+	s.awaitWaiters(t, ctx, st, k, 1)
+
+	token, err := admin.ForceRelease(ctx, k)
+	require.NoError(t, err)
+	assert.Equal(t, lease.Token, token, "answers the token of the lease it ended")
+	got := s.await(t, done, "the waiter")
+	require.NoError(t, got.err, "the next waiter is handed the key")
+	assert.Greater(t, got.lease.Token, lease.Token)
+
+	// The former holder has lost the lock.
+	ok, err = st.Release(ctx, k, holder)
+	require.NoError(t, err)
+	assert.False(t, ok, "the former holder's release")
+	_, err = st.Extend(ctx, k, holder, long)
+	assert.ErrorIs(t, err, lock.ErrNotHeld, "the former holder's extend")
+	info := inspect(t, ctx, st, k)
+	assert.True(t, info.Locked)
+	assert.Equal(t, got.lease.Token, info.Token, "the waiter holds the key")
+
+	token, err = admin.ForceRelease(ctx, k)
+	require.NoError(t, err)
+	assert.Equal(t, got.lease.Token, token)
+	assert.False(t, inspect(t, ctx, st, k).Locked, "nobody waited: the key is free")
+	_, err = st.Extend(ctx, k, waiter, long)
+	assert.ErrorIs(t, err, lock.ErrNotHeld)
+	_, err = admin.ForceRelease(ctx, k)
+	assert.ErrorIs(t, err, lock.ErrNotHeld, "a second force-release")
 }
 
 func (s *suite) testWaitRunsOut(t *testing.T) {

@@ -1,0 +1,116 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/lock"
+)
+
+// callerKey carries the authenticated *caller in a request's context. A
+// request without one is anonymous: the node requires no token.
+type callerKey struct{}
+
+func callerOf(r *http.Request) *caller {
+	if c, ok := r.Context().Value(callerKey{}).(*caller); ok {
+		return c
+	}
+	return anonymous
+}
+
+// permit is nil when r's caller has want on key. An invalid key passes:
+// the store reports it as such (400), whoever asks.
+func permit(r *http.Request, want right, key, what string) *apiError {
+	if lock.ValidateKey(key) != nil {
+		return nil
+	}
+	c := callerOf(r)
+	if c.rightOn(key) >= want {
+		return nil
+	}
+	return denied(c, want, what+" "+strconv.Quote(key), key)
+}
+
+// permitPrefix is nil when r's caller's rule for prefix itself gives want.
+func permitPrefix(r *http.Request, want right, prefix, what string) *apiError {
+	c := callerOf(r)
+	if c.rightOn(prefix) >= want {
+		return nil
+	}
+	return denied(c, want, what, prefix)
+}
+
+// SetTokens puts tokens in force for every request from now on (nil: none
+// but Config.Token), as the agent does on SIGHUP. Requests in flight keep
+// the token they were admitted with. It refuses, and changes nothing, when
+// a token has the shared Config.Token's secret.
+func (h *Handler) SetTokens(tokens *Tokens) error {
+	auth, err := newAuthenticator(h.cfg.Token, tokens)
+	if err != nil {
+		return err
+	}
+	h.auth.Store(auth)
+	return nil
+}
+
+// CheckTokens reports whether tokens can be put in force beside the shared
+// token (Config.Token): nil, or the *TokenError SetTokens would return.
+func CheckTokens(shared string, tokens *Tokens) error {
+	_, err := newAuthenticator(shared, tokens)
+	return err
+}
+
+// Permits reports whether the caller of r, a request that came through
+// ServeHTTP, has right (api.RightRead, RightLock or RightAdmin) on key;
+// for handlers mounted beside the API (a console's admin actions, debug
+// pages) that share its tokens.
+func (h *Handler) Permits(r *http.Request, right, key string) bool {
+	want, ok := parseRight(right)
+	return ok && callerOf(r).rightOn(key) >= want
+}
+
+func (h *Handler) forceRelease(r *http.Request, c *opCall) (any, *apiError) {
+	var req api.ForceReleaseRequest
+	key, e := h.readKeyed(r, c, &req)
+	if e != nil {
+		return nil, e
+	}
+	if err := lock.ValidateKey(key); err != nil {
+		return nil, storeError(err, true)
+	}
+	if e := permit(r, rightAdmin, key, "force-release"); e != nil {
+		// An admin action refused is part of the audit trail too.
+		h.log.Info("api: force-release: denied", "caller", callerOf(r).name, "key", key, "remote", r.RemoteAddr)
+		return nil, e
+	}
+	admin, ok := h.store.(lock.AdminStore)
+	if !ok {
+		return nil, newAPIError(http.StatusNotImplemented, api.CodeNotImplemented, "api: this node's store cannot force-release locks")
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
+	defer cancel()
+	caller := callerOf(r).name
+	token, err := admin.ForceRelease(ctx, key)
+	if err != nil {
+		if errors.Is(err, lock.ErrUnknownOutcome) || !errors.Is(err, lock.ErrNotHeld) && !errors.Is(err, lock.ErrUnavailable) {
+			// It may have ended a lease: the audit trail says who tried.
+			h.log.Warn("api: force-release: outcome unknown", "caller", caller, "key", key, "remote", r.RemoteAddr, "error", err)
+		}
+		return nil, storeError(err, true)
+	}
+	h.log.Info("api: force-release: ended a lease", "caller", caller, "key", key, "token", token, "remote", r.RemoteAddr)
+	return api.ForceReleaseResponse{KeyOut: api.MakeKeyOut(key), Released: true, Token: token}, nil
+}
+
+// whoami serves GET /v1/whoami: the caller's token name and rules.
+func (h *Handler) whoami(w http.ResponseWriter, r *http.Request) {
+	if e := noQuery(r); e != nil {
+		writeError(w, e)
+		return
+	}
+	c := callerOf(r)
+	writeJSON(w, http.StatusOK, api.WhoAmIResponse{Name: c.name, Rules: c.apiRules()})
+}

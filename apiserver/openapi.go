@@ -1,0 +1,364 @@
+package apiserver
+
+import (
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/raftlock/raftlock/api"
+)
+
+// The OpenAPI 3.0 description served at GET /v1/openapi.json. Routes are
+// listed here by hand (method, query parameters, request and answer types,
+// error codes); the schemas of the request and answer types are generated
+// from the Go types by reflection, so that they follow the JSON tags.
+// TestOpenAPICoversRoutes checks the list against the Handler's route table
+// and the error codes against package api, so that neither can drift.
+
+// routeDoc describes one route for the OpenAPI document.
+type routeDoc struct {
+	method, path string
+	summary      string
+	query        []paramDoc
+	request      any    // the body's Go type (a zero value), nil without a body
+	answer       any    // the 200 answer's Go type, nil when answerType says
+	answerType   string // content type of a 200 that is not JSON
+	codes        []string
+	open         bool // served without the token
+	prefix       bool // path is a prefix: every path under it
+}
+
+type paramDoc struct {
+	name, description string
+	required          bool
+}
+
+// Codes every route may answer besides its own: the guard's and the token's.
+var commonCodes = []string{api.CodeUnauthorized, api.CodeHostNotAllowed, api.CodeOriginNotAllowed, api.CodeMethodNotAllowed}
+
+// Codes of the routes that take a JSON body.
+var bodyCodes = []string{api.CodeBadRequest, api.CodeBodyTooLarge, api.CodeUnsupportedMedia}
+
+// storeCodes a lock operation may answer when the store fails.
+var storeCodes = []string{api.CodeUnavailable, api.CodeUnknownOutcome, api.CodeClosed, api.CodeInternal}
+
+func codes(lists ...[]string) []string {
+	var out []string
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
+}
+
+// openAPIRoutes is every route the Handler serves. A route added to
+// NewHandler's table must be added here (TestOpenAPICoversRoutes says so).
+var openAPIRoutes = []routeDoc{
+	{method: http.MethodPost, path: "/v1/acquire", summary: "Take a lock, waiting up to wait for it; the answer carries the owner and the fencing token.",
+		request: api.AcquireRequest{}, answer: api.LeaseResponse{},
+		codes: codes(bodyCodes, []string{api.CodeInvalidKey, api.CodeInvalidTTL, api.CodeInvalidWait, api.CodeInvalidOwner, api.CodeLocked, api.CodeCanceled, api.CodeQueueFull, api.CodePermissionDenied}, storeCodes)},
+	{method: http.MethodPost, path: "/v1/release", summary: "Release a lock held by owner; the next waiter gets it.",
+		request: api.ReleaseRequest{}, answer: api.ReleaseResponse{},
+		codes: codes(bodyCodes, []string{api.CodeInvalidKey, api.CodeInvalidOwner, api.CodeNotHeld, api.CodePermissionDenied}, storeCodes)},
+	{method: http.MethodPost, path: "/v1/extend", summary: "Renew a lease held by owner for ttl from now.",
+		request: api.ExtendRequest{}, answer: api.LeaseResponse{},
+		codes: codes(bodyCodes, []string{api.CodeInvalidKey, api.CodeInvalidOwner, api.CodeInvalidTTL, api.CodeNotHeld, api.CodePermissionDenied}, storeCodes)},
+	{method: http.MethodGet, path: "/v1/inspect", summary: "A key's state: held or not, token, time left, waiters; never the owner.",
+		query: []paramDoc{{"key", "the key, percent-encoded", true}}, answer: api.KeyInfo{},
+		codes: codes([]string{api.CodeBadRequest, api.CodeInvalidKey, api.CodePermissionDenied}, storeCodes)},
+	{method: http.MethodGet, path: "/v1/locks", summary: "Held locks in key order, one page at a time.",
+		query:  []paramDoc{{"prefix", "only keys starting with it", false}, {"after", "the last key of the previous page", false}, {"limit", "most locks in the page (the node caps it)", false}},
+		answer: api.ListResponse{},
+		codes:  codes([]string{api.CodeBadRequest, api.CodeInvalidList, api.CodeNotImplemented, api.CodePermissionDenied}, storeCodes)},
+	{method: http.MethodGet, path: "/v1/waiters", summary: "The callers queued for a key, next first, read from this node's own state (may be a little behind); never their owners.",
+		query: []paramDoc{{"key", "the key, percent-encoded", true}}, answer: api.WaitersResponse{},
+		codes: []string{api.CodeBadRequest, api.CodeInvalidKey, api.CodeNotImplemented, api.CodePermissionDenied, api.CodeClosed, api.CodeInternal}},
+	{method: http.MethodGet, path: "/v1/cluster", summary: "This node's view of its cluster: members, leader, term, raft figures.",
+		answer: api.ClusterStatus{}, codes: []string{api.CodeBadRequest, api.CodeNotCluster}},
+	{method: http.MethodPost, path: "/v1/leave", summary: "Take this node out of its cluster for good; it then stops.",
+		answer: api.LeaveResponse{}, codes: codes([]string{api.CodeBadRequest, api.CodeUnsupportedMedia, api.CodeNotImplemented, api.CodePermissionDenied}, storeCodes)},
+	{method: http.MethodGet, path: "/healthz", summary: "Ready (200) when a leader is known and the raft log can be written; 503 otherwise, with the same body and an error.",
+		answer: api.HealthResponse{}, codes: []string{api.CodeNoLeader, api.CodeLogFault}, open: true},
+	{method: http.MethodGet, path: "/metrics", summary: "Prometheus metrics of the API and the node.",
+		answerType: "text/plain"},
+	{method: http.MethodGet, path: "/v1/events", summary: "Server-sent events: one ConsoleEvent a second, as \"data:\" lines, for the web console.",
+		query: []paramDoc{{"prefix", "only locks whose key starts with it", false}}, answer: api.ConsoleEvent{}, answerType: "text/event-stream",
+		codes: []string{api.CodeBadRequest}},
+	{method: http.MethodGet, path: "/v1/whoami", summary: "The caller's token name and its rules (right per key prefix, longest prefix first); never its secret. The console shows admin actions from it.",
+		answer: api.WhoAmIResponse{}, codes: []string{api.CodeBadRequest}},
+	{method: http.MethodPost, path: "/v1/force-release", summary: "End a key's lease whoever holds it and hand the key to the next waiter; needs the admin right on the key, and is logged with the caller's token name.",
+		request: api.ForceReleaseRequest{}, answer: api.ForceReleaseResponse{},
+		codes: codes(bodyCodes, []string{api.CodeInvalidKey, api.CodeNotHeld, api.CodePermissionDenied, api.CodeNotImplemented}, storeCodes)},
+	{method: http.MethodGet, path: "/v1/agent/config", summary: "The agent's effective configuration, secrets redacted; needs the admin right on every key (prefix \"\").",
+		answer: map[string]any{}, codes: []string{api.CodeBadRequest, api.CodeNotImplemented, api.CodePermissionDenied}},
+	{method: http.MethodGet, path: "/v1/agent/logs", summary: "The agent's most recent log lines; needs the admin right on every key (prefix \"\").",
+		answer: api.AgentLogsResponse{}, codes: []string{api.CodeBadRequest, api.CodeNotImplemented, api.CodePermissionDenied}},
+	{method: http.MethodGet, path: "/v1/openapi.json", summary: "This description.",
+		answer: map[string]any{}, codes: []string{api.CodeBadRequest}},
+	{method: http.MethodGet, path: "/ui/", summary: "The web console's page and files (no data; served without the token).",
+		answerType: "text/html", open: true, prefix: true},
+	{method: http.MethodGet, path: "/debug/pprof/", summary: "net/http/pprof, when the node runs with profiling on (agent -enable-pprof); 404 otherwise.",
+		answerType: "application/octet-stream", prefix: true, codes: []string{api.CodeNotFound, api.CodePermissionDenied}},
+}
+
+// codeStatus is the HTTP status of every error code of package api.
+var codeStatus = map[string]int{
+	api.CodeBadRequest:          400,
+	api.CodeInvalidKey:          400,
+	api.CodeInvalidTTL:          400,
+	api.CodeInvalidWait:         400,
+	api.CodeInvalidOwner:        400,
+	api.CodeInvalidList:         400,
+	api.CodeHTTPSRequired:       400,
+	api.CodeUnauthorized:        401,
+	api.CodeHostNotAllowed:      403,
+	api.CodeOriginNotAllowed:    403,
+	api.CodePermissionDenied:    403,
+	api.CodeNotCluster:          404,
+	api.CodeNotFound:            404,
+	api.CodeMethodNotAllowed:    405,
+	api.CodeLocked:              409,
+	api.CodeNotHeld:             409,
+	api.CodeCanceled:            409,
+	api.CodeBodyTooLarge:        413,
+	api.CodeUnsupportedMedia:    415,
+	api.CodeQueueFull:           429,
+	api.CodeHeadersTooLarge:     431,
+	api.CodeInternal:            500,
+	api.CodeNotImplemented:      501,
+	api.CodeUnavailable:         503,
+	api.CodeUnknownOutcome:      503,
+	api.CodeClosed:              503,
+	api.CodeNoLeader:            503,
+	api.CodeLogFault:            503,
+	api.CodeUnsupportedProtocol: 505,
+}
+
+var (
+	openAPIOnce sync.Once
+	openAPIBody []byte
+)
+
+// openAPI serves GET /v1/openapi.json.
+func (h *Handler) openAPI(w http.ResponseWriter, r *http.Request) {
+	if e := noQuery(r); e != nil {
+		writeError(w, e)
+		return
+	}
+	openAPIOnce.Do(func() {
+		b, err := json.MarshalIndent(openAPIDocument(), "", "  ")
+		if err != nil {
+			panic(err) // the document is built from fixed Go values
+		}
+		openAPIBody = b
+	})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-cache")
+	_, _ = w.Write(openAPIBody)
+}
+
+// openAPIDocument builds the description.
+func openAPIDocument() map[string]any {
+	schemas := map[string]any{}
+	gen := schemaGen{schemas: schemas}
+	errorRef := gen.schema(reflect.TypeOf(api.ErrorBody{}))
+	paths := map[string]any{}
+	for _, rd := range openAPIRoutes {
+		op := map[string]any{
+			"summary":     rd.summary,
+			"operationId": strings.ToLower(rd.method) + operationName(rd.path),
+		}
+		if rd.prefix {
+			op["description"] = "Every path under " + rd.path + "."
+		}
+		if !rd.open {
+			op["security"] = []any{map[string]any{"bearer": []any{}}, map[string]any{"tokenHeader": []any{}}}
+		} else {
+			op["security"] = []any{}
+		}
+		var params []any
+		for _, p := range rd.query {
+			params = append(params, map[string]any{
+				"name": p.name, "in": "query", "required": p.required, "description": p.description,
+				"schema": map[string]any{"type": "string"},
+			})
+		}
+		if params != nil {
+			op["parameters"] = params
+		}
+		if rd.request != nil {
+			op["requestBody"] = map[string]any{"required": true, "content": map[string]any{
+				"application/json": map[string]any{"schema": gen.schema(reflect.TypeOf(rd.request))},
+			}}
+		}
+		ok := map[string]any{"description": "OK"}
+		switch {
+		case rd.answerType != "" && rd.answer != nil:
+			ok["content"] = map[string]any{rd.answerType: map[string]any{"schema": gen.schema(reflect.TypeOf(rd.answer))}}
+		case rd.answerType != "":
+			ok["content"] = map[string]any{rd.answerType: map[string]any{"schema": map[string]any{"type": "string"}}}
+		case rd.answer != nil:
+			ok["content"] = map[string]any{"application/json": map[string]any{"schema": gen.schema(reflect.TypeOf(rd.answer))}}
+		}
+		responses := map[string]any{"200": ok}
+		byStatus := map[int][]string{}
+		all := append(append([]string(nil), rd.codes...), commonCodes...)
+		if rd.open {
+			all = append([]string(nil), rd.codes...)
+			all = append(all, api.CodeHostNotAllowed, api.CodeOriginNotAllowed, api.CodeMethodNotAllowed)
+		}
+		seen := map[string]bool{}
+		for _, c := range all {
+			if seen[c] {
+				continue
+			}
+			seen[c] = true
+			byStatus[codeStatus[c]] = append(byStatus[codeStatus[c]], c)
+		}
+		for status, cs := range byStatus {
+			sort.Strings(cs)
+			responses[itoa(status)] = map[string]any{
+				"description":   "error codes: " + strings.Join(cs, ", "),
+				"content":       map[string]any{"application/json": map[string]any{"schema": errorRef}},
+				"x-error-codes": cs,
+			}
+		}
+		op["responses"] = responses
+		item, _ := paths[rd.path].(map[string]any)
+		if item == nil {
+			item = map[string]any{}
+			paths[rd.path] = item
+		}
+		item[strings.ToLower(rd.method)] = op
+	}
+	codeTable := map[string]any{}
+	for c, s := range codeStatus {
+		codeTable[c] = s
+	}
+	return map[string]any{
+		"openapi": "3.0.3",
+		"info": map[string]any{
+			"title":   "raftlock HTTP API",
+			"version": "1",
+			"description": "Distributed locks with fencing tokens over a Raft cluster. Keys travel in bodies and queries, never in paths. " +
+				"Every error answer is {\"error\":{\"code\":...,\"message\":...}}; x-error-codes maps every code to its HTTP status.",
+		},
+		"paths": paths,
+		"components": map[string]any{
+			"schemas": schemas,
+			"securitySchemes": map[string]any{
+				"bearer":      map[string]any{"type": "http", "scheme": "bearer"},
+				"tokenHeader": map[string]any{"type": "apiKey", "in": "header", "name": api.TokenHeader},
+			},
+		},
+		"x-error-codes": codeTable,
+	}
+}
+
+func itoa(n int) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
+// operationName turns /v1/agent/config into AgentConfig.
+func operationName(path string) string {
+	var b strings.Builder
+	for _, part := range strings.FieldsFunc(strings.TrimPrefix(path, "/v1"), func(r rune) bool { return r == '/' || r == '.' || r == '-' }) {
+		b.WriteString(strings.ToUpper(part[:1]) + part[1:])
+	}
+	return b.String()
+}
+
+// schemaGen turns Go types into JSON schemas the way encoding/json sees
+// them: named structs become components, embedded structs' fields are the
+// outer struct's, omitempty fields are optional.
+type schemaGen struct{ schemas map[string]any }
+
+var (
+	durationType    = reflect.TypeOf(api.Duration{})
+	millisFieldType = reflect.TypeOf(api.MillisField{})
+	timeDuration    = reflect.TypeOf(time.Duration(0))
+	rawMessageType  = reflect.TypeOf(json.RawMessage(nil))
+)
+
+func (g schemaGen) schema(t reflect.Type) map[string]any {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t {
+	case rawMessageType:
+		return map[string]any{"description": "any JSON value"}
+	case durationType:
+		return map[string]any{"type": "string", "description": "a Go duration: \"30s\", \"1m30s\", \"250ms\"", "example": "30s"}
+	case millisFieldType:
+		return map[string]any{"type": "integer", "format": "int64", "description": "whole milliseconds"}
+	case timeDuration:
+		return map[string]any{"type": "integer", "format": "int64", "description": "nanoseconds"}
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return map[string]any{"type": "string"}
+	case reflect.Bool:
+		return map[string]any{"type": "boolean"}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return map[string]any{"type": "integer", "format": "int64"}
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return map[string]any{"type": "integer", "format": "int64", "minimum": 0}
+	case reflect.Float32, reflect.Float64:
+		return map[string]any{"type": "number"}
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return map[string]any{"type": "string", "format": "byte"} // encoding/json writes []byte as base64
+		}
+		return map[string]any{"type": "array", "items": g.schema(t.Elem())}
+	case reflect.Map:
+		return map[string]any{"type": "object", "additionalProperties": g.schema(t.Elem())}
+	case reflect.Interface:
+		return map[string]any{}
+	case reflect.Struct:
+		name := t.Name()
+		ref := map[string]any{"$ref": "#/components/schemas/" + name}
+		if _, done := g.schemas[name]; done {
+			return ref
+		}
+		g.schemas[name] = nil // placeholder against recursion
+		props := map[string]any{}
+		var required []string
+		g.fields(t, props, &required)
+		s := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
+		if len(required) > 0 {
+			sort.Strings(required)
+			s["required"] = required
+		}
+		g.schemas[name] = s
+		return ref
+	default:
+		return map[string]any{}
+	}
+}
+
+// fields adds t's JSON fields to props, those of embedded structs included.
+func (g schemaGen) fields(t reflect.Type, props map[string]any, required *[]string) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		name, opts, _ := strings.Cut(tag, ",")
+		if f.Anonymous && f.Type.Kind() == reflect.Struct && name == "" {
+			g.fields(f.Type, props, required)
+			continue
+		}
+		if !f.IsExported() || name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		props[name] = g.schema(f.Type)
+		if !strings.Contains(","+opts+",", ",omitempty,") && f.Type.Kind() != reflect.Pointer {
+			*required = append(*required, name)
+		}
+	}
+}
