@@ -244,6 +244,15 @@ func TestTermWriteWaitsForSpace(t *testing.T) {
 	v, err := g.GetUint64([]byte("term"))
 	require.NoError(t, err)
 	assert.Equal(t, uint64(7), v)
+	// The fault ends with the write that succeeded, not with the next
+	// write of the log, which an idle follower may not get for long.
+	assert.Empty(t, g.faults.fault(), "the fault outlived the failing term write")
+
+	// A term write that succeeds does not end a fault of the log itself.
+	g.faults.failed(errNoSpace)
+	require.NoError(t, g.SetUint64([]byte("term"), 8))
+	assert.NotEmpty(t, g.faults.fault(), "a term write ended a fault of the log")
+	g.faults.succeeded()
 
 	full.Store(true)
 	ended := make(chan struct{})
