@@ -336,7 +336,17 @@ func (c *Client) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lea
 		return lock.Lease{}, err
 	}
 	owner := req.Owner.String()
-	body := AcquireRequest{KeyFields: MakeKeyFields(req.Key), TTL: NewDuration(req.TTL), Owner: &owner}
+	body := AcquireRequest{KeyFields: MakeKeyFields(req.Key), Owner: &owner}
+	if req.Session.IsZero() {
+		body.TTL = NewDuration(req.TTL)
+	} else {
+		s := req.Session.String()
+		body.Session = &s
+	}
+	if req.Metadata != "" {
+		m := req.Metadata
+		body.Metadata = &m
+	}
 	if req.Wait > 0 {
 		body.Wait = NewDuration(req.Wait)
 	}

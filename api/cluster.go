@@ -48,6 +48,18 @@ type ClusterStatus struct {
 	// disk, say) while that lasts; "" otherwise. /healthz answers 503 then.
 	LogFault string `json:"log_fault,omitempty"`
 
+	// Health is the leader's latest judgement of the cluster: its own on
+	// the leader, the leader's last report elsewhere; nil when this node
+	// has none recent (no leader, or none reported yet).
+	Health *ClusterHealth `json:"health,omitempty"`
+	// Readiness says whether the cluster would survive losing one more
+	// node (GET /readyz answers from it); nil when the node does not tell.
+	Readiness *Readiness `json:"readiness,omitempty"`
+	// ReconcileActions are the latest changes (oldest first) the node's
+	// reconciler made to the raft configuration while it led, with their
+	// reasons: ask the leader.
+	ReconcileActions []ReconcileAction `json:"reconcile_actions,omitempty"`
+
 	// Locks is the lock state machine as this node sees it; nil when the
 	// adapter does not count it.
 	Locks *LockStats `json:"locks,omitempty"`
@@ -67,6 +79,39 @@ type Member struct {
 	APIAddr  string `json:"api_addr,omitempty"` // HTTP API address, when known (members tell each other theirs)
 	Suffrage string `json:"suffrage"`           // SuffrageVoter, SuffrageNonvoter or SuffrageStaging
 	Leader   bool   `json:"leader"`
+	// Status and Health are the leader's view (empty on other nodes):
+	// Status is what its member source says ("alive", "failed", "left"),
+	// Health "healthy" or "unhealthy" as its reconciler last judged it
+	// (alive, in contact, on the leader's term, not far behind).
+	Status string `json:"status,omitempty"`
+	Health string `json:"health,omitempty"`
+}
+
+// ClusterHealth is the leader's judgement of the cluster's voters.
+type ClusterHealth struct {
+	// FailureTolerance is how many more voters may fail with the cluster
+	// keeping a quorum: healthy voters beyond a majority.
+	FailureTolerance int       `json:"failure_tolerance"`
+	Voters           int       `json:"voters"`
+	HealthyVoters    int       `json:"healthy_voters"`
+	Healthy          bool      `json:"healthy"`    // the node answering, as the leader judged it
+	CheckedAt        time.Time `json:"checked_at"` // when the answering node learned it
+}
+
+// Readiness is whether the node is ready in the sense a rollout needs:
+// the cluster would survive losing one more node.
+type Readiness struct {
+	Ready  bool   `json:"ready"`
+	Reason string `json:"reason,omitempty"` // why not
+}
+
+// ReconcileAction is one change the leader's reconciler made to the raft
+// configuration.
+type ReconcileAction struct {
+	At     time.Time `json:"at"`
+	Action string    `json:"action"` // add-voter, add-nonvoter, promote, demote, remove, update-address
+	ID     string    `json:"id"`
+	Reason string    `json:"reason"`
 }
 
 // Timing is a cumulative count and total duration of one kind of event, as a

@@ -228,7 +228,11 @@
 // sight).
 //
 // POST /v1/acquire takes a lock: key (or key_b64), ttl (or ttl_ms), optional
-// wait (or wait_ms; 0 or absent: never queue), optional owner.
+// wait (or wait_ms; 0 or absent: never queue), optional owner, optional
+// metadata (UTF-8 text, at most lock.MaxMetadataLen bytes, shown to anyone
+// by inspect and list: who holds the lock, never a secret). With session
+// (an id from /v1/session/create) instead of ttl, the lock has no lease of
+// its own: it ends with the session, and remaining_ms is the session's.
 //
 //	curl -s --json '{"key":"jobs/nightly","ttl":"30s","wait":"10s"}' localhost:8300/v1/acquire
 //	{"key":"jobs/nightly","owner":"9f0c1e...","token":42,"ttl_ms":30000,"remaining_ms":29998}
@@ -250,11 +254,44 @@
 //	curl -s --json '{"key":"jobs/nightly","owner":"9f0c1e...","ttl":"30s"}' localhost:8300/v1/extend
 //	{"key":"jobs/nightly","owner":"9f0c1e...","token":42,"ttl_ms":30000,"remaining_ms":29999}
 //
+// POST /v1/session/create starts a session: ttl (or ttl_ms), optional
+// lock_delay (or lock_delay_ms, 0..1m: after the session expires, not
+// after a destroy, its keys stay unavailable that long), optional id (32
+// hex digits; the node mints one when absent; a create of a live session
+// with the same id is an idempotent retry). Locks acquired with
+// "session":id end when it ends: when nobody renews it for its TTL (the
+// process holding it died), or when it is destroyed, which releases them
+// all in one step, each key to its next waiter. The id is a secret, like
+// an owner. Client.CreateSession (lock.SessionStore) sends its own id.
+//
+//	curl -s --json '{"ttl":"15s"}' localhost:8300/v1/session/create
+//	{"id":"5b7e20...","ttl_ms":15000,"remaining_ms":14999}
+//
+// POST /v1/session/renew makes the session end its TTL from now (renew
+// every TTL/3, as lock.Session does); POST /v1/session/destroy ends it and
+// releases its locks. Both take {"id":...} and answer 409 no_session once
+// the session has ended.
+//
+//	curl -s --json '{"id":"5b7e20..."}' localhost:8300/v1/session/renew
+//	{"id":"5b7e20...","ttl_ms":15000,"remaining_ms":14999}
+//	curl -s --json '{"id":"5b7e20..."}' localhost:8300/v1/session/destroy
+//	{"id":"5b7e20...","destroyed":true}
+//
+// GET /v1/session/info?id=ID reads a session linearizably, as inspect reads
+// a key: whether it is live, its TTL, the time left, its lock_delay and how
+// many keys it holds or waits for ("locks"); {"id":...,"live":false} once
+// it has ended or if it never existed.
+//
+//	curl -s 'localhost:8300/v1/session/info?id=5b7e20...'
+//	{"id":"5b7e20...","live":true,"ttl_ms":15000,"remaining_ms":11204,"locks":2}
+//
 // GET /v1/inspect?key=K tells anyone whether K is held: its token, the time
-// left and the number of waiters; never the owner.
+// left, the number of waiters and the holder's metadata; never the owner
+// or session. "delayed":true says that nobody holds it but a session's
+// lock-delay keeps it for remaining_ms.
 //
 //	curl -s 'localhost:8300/v1/inspect?key=jobs%2Fnightly'
-//	{"key":"jobs/nightly","locked":true,"token":42,"remaining_ms":29412,"waiters":1}
+//	{"key":"jobs/nightly","locked":true,"token":42,"remaining_ms":29412,"waiters":1,"metadata":"host=web-3"}
 //
 // GET /v1/locks?prefix=P&after=A&limit=N lists held keys starting with P and
 // sorting after A, in byte order, at most N (and at most Config.ListPageSize)
@@ -311,13 +348,27 @@
 //	curl -s localhost:8300/healthz
 //	{"status":"ok","node_id":"n1","role":"follower","leader_id":"n2","leader_addr":"10.0.0.8:8301"}
 //
+// GET /readyz is 200 when the cluster would survive losing one more node:
+// the node knows a leader, the leader judges it healthy, and the leader's
+// failure tolerance (healthy voters beyond a majority) is at least one, as
+// it has been for a few health checks; 503 not_ready with the reason
+// otherwise. A node can serve locks while not ready (one voter of three
+// down), so /healthz is for sending traffic and /readyz for rollouts: a
+// Kubernetes readinessProbe, which a StatefulSet's rolling update and a
+// PodDisruptionBudget wait on. Neither needs the token.
+//
+//	curl -s localhost:8300/readyz
+//	{"status":"ready","node_id":"n1","leader_id":"n2","failure_tolerance":1}
+//
 // GET /metrics is Prometheus' text format, from a registry of the handler's
 // own (Handler.Registry), so several nodes can share a process:
 //
 //	raftlock_api_operations_total{op,result}          lock operations; op is acquire, acquire_wait
 //	                                                  (an acquire that may queue), release, extend,
-//	                                                  inspect, list, waiters or force_release; result is
-//	                                                  ok or the error code (permission_denied for a denial)
+//	                                                  inspect, list, waiters, force_release,
+//	                                                  session_create, session_renew, session_destroy or
+//	                                                  session_info; result is ok or the error code
+//	                                                  (permission_denied for a denial)
 //	                                                  (canceled also when the client went away)
 //	raftlock_api_operation_duration_seconds{op}       histogram of the time to answer
 //	raftlock_api_waiting_requests                     long-polls in progress on this node
@@ -389,6 +440,9 @@
 //	400     invalid_owner      owner missing (release, extend), not 32 hex        lock.ErrInvalidOwner
 //	                           digits, or zero
 //	400     invalid_list       list limit not a positive integer                  lock.ErrInvalidList
+//	400     invalid_session    session or id not 32 hex digits or zero, session   lock.ErrInvalidSession
+//	                           ttl or lock_delay out of range
+//	400     invalid_metadata   metadata over lock.MaxMetadataLen bytes            lock.ErrInvalidMetadata
 //	401     unauthorized       token missing or wrong (Config.Token); nothing     ErrUnauthorized
 //	                           was done; every route but /healthz
 //	403     host_not_allowed   Host header not a name of the node                 ErrForbidden
@@ -404,6 +458,8 @@
 //	409     not_held           release or extend by an owner that holds nothing,  release: (false, nil);
 //	                           force-release of a key nobody holds                others: lock.ErrNotHeld
 //	409     canceled           acquire given up by a release of the same owner    lock.ErrNotHeld
+//	409     no_session         the session has ended or never existed (renew,     lock.ErrNoSession;
+//	                           destroy, acquire with session)                     destroy: (false, nil)
 //	413     body_too_large     body over Config.MaxBodyBytes                      ErrBadRequest
 //	415     unsupported_media_type  a POST without Content-Type: application/json ErrBadRequest
 //	429     queue_full         lock.MaxWaiters already wait for the key           lock.ErrQueueFull
@@ -411,7 +467,8 @@
 //	500     internal           a bug; the node's log has more                     ErrInternal
 //	501     not_implemented    /v1/locks on a store that cannot list, /v1/leave   errors.ErrUnsupported
 //	                           without Config.Leave, /v1/force-release on a
-//	                           store that is not a lock.AdminStore
+//	                           store that is not a lock.AdminStore, sessions on
+//	                           a store without them (not a lock.SessionStore)
 //	501/505 unsupported_protocol  HTTP version or transfer encoding net/http      ErrBadRequest
 //	                           does not speak
 //	503     unavailable        no leader or no quorum; nothing was done           lock.ErrUnavailable
@@ -420,6 +477,8 @@
 //	503     closed             the node is shutting down                          lock.ErrClosed
 //	503     no_leader          /healthz only                                      (Health.Ready false)
 //	503     log_fault          /healthz only: the raft log cannot be written      (Health.Ready false)
+//	503     not_ready          /readyz only: the cluster would not survive        lock.ErrUnavailable
+//	                           losing one more node (the reason says why)
 //
 // Beyond answers, Client reports a request that never left (connection
 // refused, a failed TLS handshake; on every endpoint it knows) as

@@ -33,28 +33,32 @@ var (
 // Error codes, stable across versions: clients match on them, never on
 // messages. doc.go lists them with their HTTP status.
 const (
-	CodeBadRequest       = "bad_request"           // 400: malformed JSON, unknown field or parameter, key not UTF-8 in "key"
-	CodeInvalidKey       = lock.CodeInvalidKey     // 400: key missing, empty or too long
-	CodeInvalidTTL       = lock.CodeInvalidTTL     // 400: ttl missing, malformed, not positive or too long
-	CodeInvalidWait      = lock.CodeInvalidWait    // 400: wait malformed, negative or too long
-	CodeInvalidOwner     = lock.CodeInvalidOwner   // 400: owner missing (release, extend), not 32 hex digits, or zero
-	CodeInvalidList      = lock.CodeInvalidList    // 400: list limit not a positive integer
-	CodeBodyTooLarge     = "body_too_large"        // 413: request body over the limit
-	CodeLocked           = lock.CodeLocked         // 409: held by another owner; carries token and remaining_ms
-	CodeNotHeld          = lock.CodeNotHeld        // 409: release/extend by an owner that does not hold the key
-	CodeCanceled         = "canceled"              // 409: acquire given up by a release of the same owner (or its client went away)
-	CodeQueueFull        = lock.CodeQueueFull      // 429: too many waiters for the key
-	CodeUnavailable      = lock.CodeUnavailable    // 503: no leader, no quorum; did not take effect
-	CodeUnknownOutcome   = lock.CodeUnknownOutcome // 503: may or may not have taken effect; retry with the same owner
-	CodeClosed           = lock.CodeClosed         // 503: the node is shutting down
-	CodeNoLeader         = "no_leader"             // 503: /healthz while no leader is known
-	CodeLogFault         = "log_fault"             // 503: /healthz while the node cannot write its raft log (a full disk)
-	CodeNotCluster       = "not_a_cluster"         // 404: /v1/cluster on a node whose store is not a cluster
-	CodeNotFound         = "not_found"             // 404: unknown route
-	CodeNotImplemented   = "not_implemented"       // 501: /v1/locks on a node whose store cannot list
-	CodeMethodNotAllowed = "method_not_allowed"    // 405: known route, wrong method (Allow header lists the right one)
-	CodeInternal         = "internal"              // 500: a bug; the message says what
-	CodeUnauthorized     = "unauthorized"          // 401: token missing or wrong (apiserver.Config.Token); nothing was done
+	CodeBadRequest       = "bad_request"            // 400: malformed JSON, unknown field or parameter, key not UTF-8 in "key"
+	CodeInvalidKey       = lock.CodeInvalidKey      // 400: key missing, empty or too long
+	CodeInvalidTTL       = lock.CodeInvalidTTL      // 400: ttl missing, malformed, not positive or too long
+	CodeInvalidWait      = lock.CodeInvalidWait     // 400: wait malformed, negative or too long
+	CodeInvalidOwner     = lock.CodeInvalidOwner    // 400: owner missing (release, extend), not 32 hex digits, or zero
+	CodeInvalidList      = lock.CodeInvalidList     // 400: list limit not a positive integer
+	CodeInvalidSession   = lock.CodeInvalidSession  // 400: session id not 32 hex digits or zero, session ttl or lock_delay out of range
+	CodeInvalidMetadata  = lock.CodeInvalidMetadata // 400: metadata longer than lock.MaxMetadataLen bytes
+	CodeNoSession        = lock.CodeNoSession       // 409: the session has ended (expired or destroyed) or never existed
+	CodeBodyTooLarge     = "body_too_large"         // 413: request body over the limit
+	CodeLocked           = lock.CodeLocked          // 409: held by another owner; carries token and remaining_ms
+	CodeNotHeld          = lock.CodeNotHeld         // 409: release/extend by an owner that does not hold the key
+	CodeCanceled         = "canceled"               // 409: acquire given up by a release of the same owner (or its client went away)
+	CodeQueueFull        = lock.CodeQueueFull       // 429: too many waiters for the key
+	CodeUnavailable      = lock.CodeUnavailable     // 503: no leader, no quorum; did not take effect
+	CodeUnknownOutcome   = lock.CodeUnknownOutcome  // 503: may or may not have taken effect; retry with the same owner
+	CodeClosed           = lock.CodeClosed          // 503: the node is shutting down
+	CodeNoLeader         = "no_leader"              // 503: /healthz while no leader is known
+	CodeLogFault         = "log_fault"              // 503: /healthz while the node cannot write its raft log (a full disk)
+	CodeNotCluster       = "not_a_cluster"          // 404: /v1/cluster on a node whose store is not a cluster
+	CodeNotFound         = "not_found"              // 404: unknown route
+	CodeNotImplemented   = "not_implemented"        // 501: /v1/locks on a node whose store cannot list
+	CodeMethodNotAllowed = "method_not_allowed"     // 405: known route, wrong method (Allow header lists the right one)
+	CodeInternal         = "internal"               // 500: a bug; the message says what
+	CodeUnauthorized     = "unauthorized"           // 401: token missing or wrong (apiserver.Config.Token); nothing was done
+	CodeNotReady         = "not_ready"              // 503: /readyz while the cluster would not survive losing one more node
 
 	// Answers net/http gives by itself, made JSON by JSONErrorListener.
 	CodeHeadersTooLarge     = "headers_too_large"    // 431: request headers over the server's MaxHeaderBytes
@@ -144,6 +148,7 @@ var codeErrors = map[string]error{
 	CodeCanceled:            lock.ErrNotHeld,
 	CodeNoLeader:            lock.ErrUnavailable,
 	CodeLogFault:            lock.ErrUnavailable,
+	CodeNotReady:            lock.ErrUnavailable,
 	CodeNotCluster:          ErrNotCluster,
 	CodeNotImplemented:      errors.ErrUnsupported,
 	CodeInternal:            ErrInternal,

@@ -164,6 +164,54 @@ type AcquireRequest struct {
 	Wait   *Duration    `json:"wait,omitempty"`
 	WaitMS *MillisField `json:"wait_ms,omitempty"`
 	Owner  *string      `json:"owner,omitempty"` // optional: the node mints one when absent
+	// Session binds the lock to a session (POST /v1/session/create): it
+	// then has no lease of its own, so ttl must be absent, and it ends with
+	// the session.
+	Session *string `json:"session,omitempty"`
+	// Metadata is shown with the holder by inspect and list: UTF-8 text,
+	// at most lock.MaxMetadataLen bytes.
+	Metadata *string `json:"metadata,omitempty"`
+}
+
+// SessionCreateRequest is the body of POST /v1/session/create.
+type SessionCreateRequest struct {
+	// ID is optional: the node mints one when absent. Send your own to make
+	// a retry idempotent (a create of a live session changes nothing).
+	ID          *string      `json:"id,omitempty"`
+	TTL         *Duration    `json:"ttl,omitempty"`
+	TTLMS       *MillisField `json:"ttl_ms,omitempty"`
+	LockDelay   *Duration    `json:"lock_delay,omitempty"`
+	LockDelayMS *MillisField `json:"lock_delay_ms,omitempty"`
+}
+
+// SessionRequest is the body of POST /v1/session/renew and
+// POST /v1/session/destroy.
+type SessionRequest struct {
+	ID *string `json:"id,omitempty"`
+}
+
+// SessionResponse answers a session create or renew. The ID is a secret:
+// whoever knows it can bind locks to the session or end it.
+type SessionResponse struct {
+	ID          string `json:"id"`
+	TTLMS       int64  `json:"ttl_ms"`
+	RemainingMS int64  `json:"remaining_ms"` // counted from when the request reached the node
+}
+
+// SessionInfoResponse answers GET /v1/session/info.
+type SessionInfoResponse struct {
+	ID          string `json:"id"`
+	Live        bool   `json:"live"`
+	TTLMS       int64  `json:"ttl_ms,omitempty"`
+	RemainingMS int64  `json:"remaining_ms,omitempty"`
+	LockDelayMS int64  `json:"lock_delay_ms,omitempty"`
+	Locks       int    `json:"locks,omitempty"` // keys the session holds or waits for
+}
+
+// SessionDestroyResponse answers a destroy that ended the session.
+type SessionDestroyResponse struct {
+	ID        string `json:"id"`
+	Destroyed bool   `json:"destroyed"`
 }
 
 // ReleaseRequest is the body of POST /v1/release.
@@ -203,6 +251,10 @@ type KeyInfo struct {
 	Token       uint64 `json:"token,omitempty"`
 	RemainingMS int64  `json:"remaining_ms"`
 	Waiters     int    `json:"waiters"`
+	Metadata    string `json:"metadata,omitempty"` // the holder's, as given at acquire
+	// Delayed: nobody holds the key, but a session's lock-delay keeps it
+	// for remaining_ms (locked is true).
+	Delayed bool `json:"delayed,omitempty"`
 }
 
 // MakeKeyInfo is the answer describing info of key; Remaining is rounded
@@ -214,6 +266,8 @@ func MakeKeyInfo(key string, info lock.KeyInfo) KeyInfo {
 		Token:       info.Token,
 		RemainingMS: Millis(info.Remaining),
 		Waiters:     info.Waiters,
+		Metadata:    info.Metadata,
+		Delayed:     info.Delayed,
 	}
 }
 
@@ -224,6 +278,8 @@ func (k KeyInfo) Info() lock.KeyInfo {
 		Token:     k.Token,
 		Remaining: time.Duration(k.RemainingMS) * time.Millisecond,
 		Waiters:   k.Waiters,
+		Metadata:  k.Metadata,
+		Delayed:   k.Delayed,
 	}
 }
 
@@ -243,6 +299,18 @@ type ListResponse struct {
 type LeaveResponse struct {
 	Status string `json:"status"` // "left"
 	NodeID string `json:"node_id,omitempty"`
+}
+
+// ReadyResponse answers GET /readyz, 200 when the cluster would survive
+// losing one more node and 503 not_ready when not; the 503 also carries the
+// usual "error" object, whose message says why.
+type ReadyResponse struct {
+	Status           string       `json:"status"` // "ready" or CodeNotReady
+	NodeID           string       `json:"node_id,omitempty"`
+	LeaderID         string       `json:"leader_id,omitempty"`
+	FailureTolerance *int         `json:"failure_tolerance,omitempty"` // nil while unknown
+	Reason           string       `json:"reason,omitempty"`            // why not ready
+	Error            *ErrorDetail `json:"error,omitempty"`
 }
 
 // HealthResponse answers GET /healthz, 200 when ready and 503 when not; the

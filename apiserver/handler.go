@@ -176,9 +176,16 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 		"/v1/extend":  {http.MethodPost, h.op(opExtend, h.extend)},
 		"/v1/inspect": {http.MethodGet, h.op(opInspect, h.inspect)},
 		"/v1/locks":   {http.MethodGet, h.op(opList, h.list)},
+
+		"/v1/session/create":  {http.MethodPost, h.op(opSessionCreate, h.sessionCreate)},
+		"/v1/session/renew":   {http.MethodPost, h.op(opSessionRenew, h.sessionRenew)},
+		"/v1/session/destroy": {http.MethodPost, h.op(opSessionDestroy, h.sessionDestroy)},
+		"/v1/session/info":    {http.MethodGet, h.op(opSessionInfo, h.sessionInfo)},
+
 		"/v1/cluster": {http.MethodGet, h.clusterView},
 		"/v1/leave":   {http.MethodPost, h.leave},
 		"/healthz":    {http.MethodGet, h.healthz},
+		"/readyz":     {http.MethodGet, h.readyz},
 		"/metrics":    {http.MethodGet, h.scrape.ServeHTTP},
 		// The console's and debugging routes (console.go, debug.go, openapi.go).
 		"/v1/events":       {http.MethodGet, h.events},
@@ -266,7 +273,12 @@ const (
 	opExtend      = "extend"
 	opInspect     = "inspect"
 	opList        = "list"
-	opWaiters     = "waiters"
+
+	opSessionCreate  = "session_create"
+	opSessionRenew   = "session_renew"
+	opSessionDestroy = "session_destroy"
+	opSessionInfo    = "session_info"
+	opWaiters        = "waiters"
 
 	opForceRelease = "force_release"
 )
@@ -312,9 +324,30 @@ func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
 	if e != nil {
 		return nil, e
 	}
-	ttl, e := requiredTTL(req.TTL, req.TTLMS)
-	if e != nil {
-		return nil, e
+	ttl, present, err := api.DurationField("ttl", req.TTL, req.TTLMS)
+	if err != nil {
+		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: %v", err)
+	}
+	var session lock.SessionID
+	if req.Session != nil {
+		if session, err = lock.ParseSessionID(*req.Session); err != nil {
+			return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidSession, "api: session: %v", err)
+		}
+		if present {
+			return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: give ttl or session, not both: a lock bound to a session has no lease of its own")
+		}
+		if _, ok := h.store.(lock.SessionStore); !ok {
+			return nil, newAPIError(http.StatusNotImplemented, api.CodeNotImplemented, "api: this node's store has no sessions")
+		}
+	} else if !present {
+		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: ttl is required (ttl as \"30s\" or ttl_ms), or session")
+	}
+	var metadata string
+	if req.Metadata != nil {
+		metadata = *req.Metadata
+		if err := lock.ValidateMetadata(metadata); err != nil {
+			return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidMetadata, "api: metadata: %v", err)
+		}
 	}
 	wait, _, err := api.DurationField("wait", req.Wait, req.WaitMS)
 	if err != nil {
@@ -345,7 +378,7 @@ func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
 	pending := h.acquires.start(key, owner, giveUp)
 	defer h.acquires.finish(key, owner, pending) // after the clean-up below
 
-	lease, err := h.store.Acquire(ctx, lock.AcquireRequest{Key: key, Owner: owner, TTL: ttl, Wait: wait})
+	lease, err := h.store.Acquire(ctx, lock.AcquireRequest{Key: key, Owner: owner, TTL: ttl, Wait: wait, Session: session, Metadata: metadata})
 	givenUp := errors.Is(context.Cause(ctx), errGivenUp)
 	if err == nil && (givenUp || r.Context().Err() != nil) {
 		// The lock was granted as the client went away or a release gave the
@@ -508,15 +541,23 @@ func query(r *http.Request, allowed ...string) (url.Values, *apiError) {
 	return q, nil
 }
 
-func (h *Handler) inspect(r *http.Request, c *opCall) (any, *apiError) {
+// queryKey reads the one query parameter of a keyed read, ?key=.
+func queryKey(r *http.Request) (string, *apiError) {
 	q, e := query(r, "key")
+	if e != nil {
+		return "", e
+	}
+	if !q.Has("key") {
+		return "", newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "api: key is required (?key=, percent-encoded)")
+	}
+	return q.Get("key"), nil
+}
+
+func (h *Handler) inspect(r *http.Request, c *opCall) (any, *apiError) {
+	key, e := queryKey(r)
 	if e != nil {
 		return nil, e
 	}
-	if !q.Has("key") {
-		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "api: key is required (?key=, percent-encoded)")
-	}
-	key := q.Get("key")
 	if err := lock.ValidateKey(key); err != nil {
 		return nil, storeError(err, false)
 	}
@@ -688,6 +729,43 @@ func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) {
 	if st.LogFault != "" {
 		resp.Status = api.CodeLogFault
 		resp.Error = &api.ErrorDetail{Code: api.CodeLogFault, Message: fmt.Sprintf("api: node %s cannot write its raft log: %s", st.NodeID, st.LogFault)}
+		writeJSON(w, http.StatusServiceUnavailable, resp)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// readyz is 200 when the cluster would survive losing one more node (the
+// leader's failure tolerance is at least one, this node is healthy and
+// knows the leader: cluster.Node.Readiness), and 503 not_ready with the
+// reason otherwise. It is what a rollout waits for before taking the next
+// replica down (a Kubernetes readinessProbe, a PodDisruptionBudget); a
+// node can serve locks while not ready, which /healthz tells. A store that
+// is not a cluster is always ready; a Cluster that reports no readiness is
+// ready when /healthz is. Like /healthz it ignores the query string.
+func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
+	if h.cluster == nil {
+		writeJSON(w, http.StatusOK, api.ReadyResponse{Status: "ready"})
+		return
+	}
+	st := h.cluster.Status()
+	resp := api.ReadyResponse{Status: "ready", NodeID: st.NodeID, LeaderID: st.LeaderID}
+	if st.Health != nil {
+		tolerance := st.Health.FailureTolerance
+		resp.FailureTolerance = &tolerance
+	}
+	ready, reason := st.HasLeader() && st.LogFault == "", ""
+	switch {
+	case st.Readiness != nil:
+		ready, reason = st.Readiness.Ready, st.Readiness.Reason
+	case !st.HasLeader():
+		reason = "no leader known"
+	case st.LogFault != "":
+		reason = "cannot write the raft log: " + st.LogFault
+	}
+	if !ready {
+		resp.Status, resp.Reason = api.CodeNotReady, reason
+		resp.Error = &api.ErrorDetail{Code: api.CodeNotReady, Message: fmt.Sprintf("api: node %s not ready: %s", st.NodeID, reason)}
 		writeJSON(w, http.StatusServiceUnavailable, resp)
 		return
 	}

@@ -77,6 +77,7 @@ type clusterCollector struct {
 	leaderChanges, commitTime, applyTime, freezeTime *prometheus.Desc
 	locksHeld, locksWaiters, handoffs, expirations   *prometheus.Desc
 	logFault                                         *prometheus.Desc
+	failureTolerance, healthyVoters, ready           *prometheus.Desc
 }
 
 func newClusterCollector(c Cluster) *clusterCollector {
@@ -100,6 +101,10 @@ func newClusterCollector(c Cluster) *clusterCollector {
 		handoffs:      d("raftlock_locks_handoffs_total", "Locks handed to a queued waiter on release, expiry or cancel."),
 		expirations:   d("raftlock_locks_expired_total", "Leases that ran out."),
 		logFault:      d("raftlock_raft_log_fault", "1 while this node cannot write its raft log (a full disk, say: /healthz says why), else 0."),
+		failureTolerance: d("raftlock_cluster_failure_tolerance",
+			"Voters the cluster can still lose and keep a quorum, as the leader last judged it (absent while unknown)."),
+		healthyVoters: d("raftlock_cluster_healthy_voters", "Healthy voters, as the leader last judged them (absent while unknown)."),
+		ready:         d("raftlock_cluster_ready", "1 when /readyz would answer 200 (the cluster would survive losing one more node), else 0."),
 	}
 }
 
@@ -108,6 +113,7 @@ func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.hasLeader, c.isLeader, c.members, c.term, c.commitIndex, c.appliedIndex,
 		c.leaderChanges, c.commitTime, c.applyTime, c.freezeTime,
 		c.locksHeld, c.locksWaiters, c.handoffs, c.expirations, c.logFault,
+		c.failureTolerance, c.healthyVoters, c.ready,
 	} {
 		ch <- d
 	}
@@ -141,6 +147,13 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	timing(c.applyTime, st.Apply)
 	timing(c.freezeTime, st.Freeze)
 	gauge(c.logFault, boolFloat(st.LogFault != ""))
+	if h := st.Health; h != nil {
+		gauge(c.failureTolerance, float64(h.FailureTolerance))
+		gauge(c.healthyVoters, float64(h.HealthyVoters))
+	}
+	if r := st.Readiness; r != nil {
+		gauge(c.ready, boolFloat(r.Ready))
+	}
 	if l := st.Locks; l != nil {
 		gauge(c.locksHeld, float64(l.Held))
 		gauge(c.locksWaiters, float64(l.Waiters))

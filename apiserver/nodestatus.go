@@ -42,6 +42,20 @@ func (s nodeStatus) Status() api.ClusterStatus {
 		LogFault: st.LogFault,
 		Raft:     st.Raft,
 	}
+	if st.Health.Known {
+		out.Health = &api.ClusterHealth{
+			FailureTolerance: st.Health.FailureTolerance,
+			Voters:           st.Health.Voters,
+			HealthyVoters:    st.Health.HealthyVoters,
+			Healthy:          st.Health.Healthy,
+			CheckedAt:        st.Health.CheckedAt,
+		}
+	}
+	rd := s.node.Readiness()
+	out.Readiness = &api.Readiness{Ready: rd.Ready, Reason: rd.Reason}
+	for _, a := range st.ReconcileActions {
+		out.ReconcileActions = append(out.ReconcileActions, api.ReconcileAction{At: a.At, Action: a.Action, ID: a.ID, Reason: a.Reason})
+	}
 	for _, m := range st.Members { // already sorted by ID
 		out.Members = append(out.Members, api.Member{
 			ID:       m.ID,
@@ -49,6 +63,8 @@ func (s nodeStatus) Status() api.ClusterStatus {
 			Suffrage: suffrageName(m.Suffrage),
 			Leader:   m.Leader,
 			APIAddr:  m.APIAddr,
+			Status:   m.Status,
+			Health:   m.Health,
 		})
 	}
 	return out

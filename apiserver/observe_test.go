@@ -256,3 +256,62 @@ type clusterStore struct {
 	*lock.MemoryStore
 	*fakeCluster
 }
+
+func TestReadyz(t *testing.T) {
+	t.Run("not a cluster: always ready", func(t *testing.T) {
+		a := newTestNode(t, Config{}).do(t, "GET", "/readyz", "")
+		assert.Equal(t, http.StatusOK, a.status)
+		assert.Equal(t, "ready", a.body["status"])
+	})
+
+	fc := &fakeCluster{st: leaderStatus()}
+	n := newTestNode(t, Config{Cluster: fc, Token: testToken})
+
+	t.Run("a cluster that reports no readiness follows healthz", func(t *testing.T) {
+		fc.set(leaderStatus())
+		a := n.do(t, "GET", "/readyz", "")
+		assert.Equal(t, http.StatusOK, a.status, "open without the token, as probes are: %s", a.raw)
+		st := leaderStatus()
+		st.LeaderID, st.LeaderAddr = "", ""
+		fc.set(st)
+		a = n.do(t, "GET", "/readyz", "")
+		assert.Equal(t, http.StatusServiceUnavailable, a.status, a.raw)
+		assert.Equal(t, api.CodeNotReady, a.errorCode())
+		assert.Equal(t, "no leader known", a.body["reason"])
+	})
+
+	t.Run("ready", func(t *testing.T) {
+		st := leaderStatus()
+		st.Health = &api.ClusterHealth{FailureTolerance: 1, Voters: 3, HealthyVoters: 3, Healthy: true}
+		st.Readiness = &api.Readiness{Ready: true}
+		fc.set(st)
+		a := n.do(t, "GET", "/readyz", "")
+		assert.Equal(t, http.StatusOK, a.status, a.raw)
+		assert.Equal(t, 1.0, a.body["failure_tolerance"])
+		assert.Equal(t, "n2", a.body["leader_id"])
+	})
+
+	t.Run("failure tolerance 0", func(t *testing.T) {
+		st := leaderStatus()
+		st.Health = &api.ClusterHealth{FailureTolerance: 0, Voters: 3, HealthyVoters: 2, Healthy: true}
+		st.Readiness = &api.Readiness{Reason: "failure tolerance 0: 2 of 3 voters healthy, losing one more would stop the cluster"}
+		fc.set(st)
+		a := n.do(t, "GET", "/readyz?probe=1", "")
+		assert.Equal(t, http.StatusServiceUnavailable, a.status, a.raw)
+		assert.Equal(t, api.CodeNotReady, a.errorCode())
+		assert.Equal(t, 0.0, a.body["failure_tolerance"])
+		assert.Contains(t, a.errorField("message"), "failure tolerance 0")
+		assert.Equal(t, st.Readiness.Reason, a.body["reason"])
+
+		// The same in the metrics.
+		for name, want := range map[string]float64{
+			"raftlock_cluster_failure_tolerance": 0,
+			"raftlock_cluster_healthy_voters":    2,
+			"raftlock_cluster_ready":             0,
+		} {
+			m, err := sample(scrape(t, n), name, nil)
+			require.NoError(t, err, name)
+			assert.Equal(t, want, m.GetGauge().GetValue(), name)
+		}
+	})
+}

@@ -16,14 +16,10 @@ type queueReader interface {
 // waiters serves GET /v1/waiters?key=: a key's queue in FIFO order, read
 // from this node's own state (a status page's read), never with owners.
 func (h *Handler) waiters(r *http.Request, c *opCall) (any, *apiError) {
-	q, e := query(r, "key")
+	key, e := queryKey(r)
 	if e != nil {
 		return nil, e
 	}
-	if !q.Has("key") {
-		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "api: key is required (?key=, percent-encoded)")
-	}
-	key := q.Get("key")
 	if e := permit(r, rightRead, key, "list the waiters of"); e != nil {
 		return nil, e
 	}

@@ -75,6 +75,10 @@ var lockCodeStatus = map[string]int{
 	lock.CodeUnknownOutcome: http.StatusServiceUnavailable,
 	lock.CodeClosed:         http.StatusServiceUnavailable,
 	lock.CodeUnavailable:    http.StatusServiceUnavailable,
+
+	lock.CodeInvalidSession:  http.StatusBadRequest,
+	lock.CodeInvalidMetadata: http.StatusBadRequest,
+	lock.CodeNoSession:       http.StatusConflict,
 }
 
 // readJSON decodes the request body into v (a pointer to a request struct):

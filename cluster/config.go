@@ -75,23 +75,27 @@ type Config struct {
 	// members join as non-voters: they replicate every lock and serve calls
 	// like any node, but do not slow commits, so embedding a node in 30
 	// replicas of a service does not make a 30-voter quorum. When a voter
-	// leaves, or has been unreachable for DeadVoterTimeout, the leader
-	// promotes a reachable non-voter in its place (a dead voter is demoted
-	// only once its replacement votes). It must be odd: 3 tolerates one
-	// failure, 5 two. Members listed in Peers at bootstrap are all voters.
+	// leaves, or has been unhealthy for DeadVoterTimeout, the leader
+	// promotes a healthy non-voter in its place (a dead voter is demoted
+	// once its replacement votes: never fewer healthy voters). It must be
+	// odd: 3 tolerates one failure, 5 two. Members listed in Peers at
+	// bootstrap are all voters.
 	Voters int
-	// DeadVoterTimeout is how long a voter may miss the leader's heartbeats
-	// before a non-voter replaces it.
+	// DeadVoterTimeout is how long a voter may be unhealthy (failed, out of
+	// the leader's contact, or far behind) before a healthy non-voter
+	// replaces it. Default 5s: longer than a healthy voter may go silent (an
+	// election, a stalled host or disk, a restart on its data dir), short
+	// because a 3-voter cluster with a dead voter tolerates no further
+	// failure until it is replaced. Raise it with the raft timeouts.
 	DeadVoterTimeout time.Duration
 	// DeadMemberTimeout is how long a non-voter (including a demoted voter)
-	// may miss the leader's heartbeats before the leader removes it from the
-	// cluster, like Consul's reconnect_timeout: replicas of a service that
-	// crash rather than leave, and come back under new names, would
-	// otherwise stay members forever, each costing the leader a replication
-	// stream. A member removed this way that returns must ask to join again
-	// (set Join; the raftlock agent's -join): it is no longer sent entries.
-	// The count starts again at each leader change. At least
-	// DeadVoterTimeout.
+	// may be failed before the leader removes it from the cluster, like
+	// Consul's reconnect_timeout: replicas of a service that crash rather
+	// than leave, and come back under new names, would otherwise stay
+	// members forever, each costing the leader a replication stream. A
+	// member removed this way that returns must ask to join again (set
+	// Join; the raftlock agent's -join): it is no longer sent entries. The
+	// count starts again at each leader change. At least DeadVoterTimeout.
 	DeadMemberTimeout time.Duration
 
 	// Snapshotting; see raft.Config.
@@ -161,7 +165,7 @@ func DefaultConfig() Config {
 		LeaderLeaseTimeout: 250 * time.Millisecond,
 		CommitTimeout:      50 * time.Millisecond,
 		Voters:             3,
-		DeadVoterTimeout:   30 * time.Second,
+		DeadVoterTimeout:   5 * time.Second,
 		DeadMemberTimeout:  72 * time.Hour,
 		SnapshotThreshold:  8192,
 		SnapshotInterval:   2 * time.Minute,

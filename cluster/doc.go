@@ -46,13 +46,18 @@
 // A node that joins is added as a voter while fewer than Config.Voters (3
 // by default) exist, and as a non-voter otherwise: non-voters serve every
 // call but do not take part in commits, so a service can embed a node in
-// each of many replicas. Stats describes a node for status pages and
-// metrics.
+// each of many replicas. The leader keeps Config.Voters of the healthy
+// members voting (a dead voter is replaced by a non-voter within seconds)
+// and removes the members that are gone, with hashicorp/raft-autopilot.
+// Readiness says whether the cluster would survive losing one more node:
+// what an orchestrator waits for before taking the next replica down.
+// Stats describes a node for status pages and metrics.
 //
 // The reasons behind each of these are comments next to the code that keeps
 // them: node.go (starting, restarting, stopping), logstore.go (the log on
-// disk), identity.go and private.go (whose data dir, file modes), voters.go
-// (membership), statemachine.go (the raft FSM adapter), logclock.go (the
+// disk), identity.go and private.go (whose data dir, file modes),
+// reconcile.go, promoter.go and members.go (membership, failure tolerance,
+// readiness), statemachine.go (the raft FSM adapter), logclock.go (the
 // log clock), forward.go (forwarding and retries), leader.go (proposal
 // batching), waiting.go (waiting at the leader), store.go (reads) and
 // peers.go (how members learn each other's API addresses).

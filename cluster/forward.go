@@ -505,5 +505,7 @@ func toReadResult(st fsm.KeyState, at time.Duration, req *readRequest) readResul
 		token:     st.Token,
 		remaining: max(st.ExpiresAt-at, 0),
 		waiters:   st.Waiters,
+		meta:      st.Meta,
+		delayed:   st.Delayed,
 	}
 }

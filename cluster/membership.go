@@ -203,7 +203,7 @@ func (n *Node) rejoinAddrs() (member bool, addrs []string) {
 
 // addMember runs on the leader for a joining node. It joins as a voter while
 // fewer than Config.Voters voters exist, and as a non-voter otherwise (the
-// voter keeper promotes it later if a voter goes). Adding a member that is
+// reconciler promotes it later if a voter goes: reconcile.go). Adding a member that is
 // already in the configuration at the same address is a no-op, so a join
 // retried after an unknown outcome succeeds; at a new address (a restart on
 // another port) its address is updated and its suffrage kept.
@@ -225,12 +225,20 @@ func (n *Node) addMember(ctx context.Context, id, addr string, empty bool) error
 		for _, s := range cf.Configuration().Servers {
 			if string(s.ID) == id {
 				n.log.Info("a member rejoins with an empty data dir: removing its old entry before adding it again", "id", id, "addr", addr)
-				if err := n.waitFuture(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, 0)); err != nil {
+				n.reconciler.explain(raft.ServerID(id), "rejoins with an empty data dir: removed before being added again")
+				if err := n.waitFuture(ctx, raftRecorder{n.raft, n.reconciler}.RemoveServer(raft.ServerID(id), 0, 0)); err != nil {
 					return configChangeError(err)
 				}
 				return n.addMember(ctx, id, addr, false)
 			}
 		}
+	}
+	// Held while the voters are counted and the node added, so that a
+	// promotion by the reconciler cannot add the same missing voter.
+	n.reconciler.voterChange.Lock()
+	defer n.reconciler.voterChange.Unlock()
+	if cf = n.raft.GetConfiguration(); cf.Error() != nil {
+		return configChangeError(cf.Error())
 	}
 	voters := 0
 	for _, s := range cf.Configuration().Servers {
@@ -241,12 +249,13 @@ func (n *Node) addMember(ctx context.Context, id, addr string, empty bool) error
 			voters++
 		}
 	}
+	rec := raftRecorder{n.raft, n.reconciler}
 	if voters < n.cfg.Voters {
-		n.log.Info("adding voter", "id", id, "addr", addr)
-		return configChangeError(n.waitFuture(ctx, n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 0)))
+		n.reconciler.explain(raft.ServerID(id), fmt.Sprintf("asked to join; %d voters, %d wanted", voters, n.cfg.Voters))
+		return configChangeError(n.waitFuture(ctx, rec.addJoiningVoter(raft.ServerID(id), raft.ServerAddress(addr))))
 	}
-	n.log.Info("adding non-voter", "id", id, "addr", addr, "voters", voters)
-	return configChangeError(n.waitFuture(ctx, n.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 0)))
+	n.reconciler.explain(raft.ServerID(id), fmt.Sprintf("asked to join; already %d voters", voters))
+	return configChangeError(n.waitFuture(ctx, rec.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 0)))
 }
 
 // removeServer runs on the leader for a leaving node. Removing a server
@@ -279,11 +288,12 @@ func (n *Node) removeServer(ctx context.Context, id string) error {
 		return errLeaderRemovesItself
 	}
 	n.log.Info("removing server", "id", id)
-	if err := n.waitFuture(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, 0)); err != nil {
+	n.reconciler.explain(raft.ServerID(id), "the member asked to leave")
+	if err := n.waitFuture(ctx, raftRecorder{n.raft, n.reconciler}.RemoveServer(raft.ServerID(id), 0, 0)); err != nil {
 		return configChangeError(err)
 	}
-	// A voter that leaves is replaced at once, not at the next review.
-	n.voters.wake()
+	// A voter that leaves is replaced at the next round.
+	n.reconciler.wake()
 	return nil
 }
 

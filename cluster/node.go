@@ -78,8 +78,15 @@ type Node struct {
 	awaits *waiterRegistry
 	// localWaiting counts this node's callers blocked in a waiting Acquire.
 	localWaiting atomic.Int64
-	voters       *voterKeeper
 	peers        peerDirectory
+
+	// heartbeats is the leader's record of members that stop answering
+	// (members.go); reconciler keeps the raft configuration (reconcile.go).
+	heartbeats *heartbeatWatch
+	reconciler *reconciler
+	// gossipView, when set, is the gossip layer's view of the nodes
+	// (members.go); nil: membership is judged by raft's heartbeats alone.
+	gossipView atomic.Pointer[memberSource]
 
 	// term is this node's current leadership, nil while it follows.
 	term atomic.Pointer[leaderTerm]
@@ -145,7 +152,7 @@ func New(cfg Config) (*Node, error) {
 		log:           logger,
 		clock:         clock,
 		awaits:        newWaiterRegistry(),
-		voters:        newVoterKeeper(),
+		heartbeats:    newHeartbeatWatch(),
 		peers:         peerDirectory{peers: map[string]peerInfo{}},
 		leaderChanged: newBroadcast(),
 		closing:       make(chan struct{}),
@@ -301,7 +308,16 @@ func New(cfg Config) (*Node, error) {
 	go n.watchLeadership(observations)
 	n.wg.Add(1)
 	go n.runPeerInfo()
-	n.startVoterKeeper()
+	n.watchHeartbeats()
+	// GOSSIP MERGE (the one place membership switches to gossip): once
+	// the gossip layer is started above, set
+	//	src := memberSource(func() []memberView { return gossipViews(n.gossipMembers()) })
+	//	n.gossipView.Store(&src)
+	// (gossipViews: members.go's comment) and have a goroutine call
+	// n.reconciler.wake() on every n.gossipEvents() signal.
+	n.reconciler = newReconciler(n)
+	n.wg.Add(1)
+	go n.reconciler.run()
 	cleanup = append(cleanup, func() { close(n.closing); n.wg.Wait() })
 
 	if !existing && len(cfg.Join) > 0 {
@@ -455,6 +471,15 @@ type Stats struct {
 	// they do; "" once one succeeds. The node cannot commit or vote meanwhile.
 	LogFault string
 
+	// Health is the leader's latest judgement of the cluster (its failure
+	// tolerance, healthy voters, and this node's health): the leader's own,
+	// or on another node the leader's last report, if recent.
+	Health ClusterHealth
+	// ReconcileActions are the last changes (at most 16, oldest first) this
+	// node's reconciler made to the raft configuration while it led, with
+	// their reasons; a node that never led has none.
+	ReconcileActions []ReconcileAction
+
 	// Commit times the raft entries this node proposed while leading (each
 	// carries a batch of commands), from raft.Apply until raft answered:
 	// replication, the quorum's fsync and the leader's own apply.
@@ -479,7 +504,20 @@ type Member struct {
 	APIAddr  string
 	Suffrage string // SuffrageVoter or SuffrageNonvoter (or "staging", which raft no longer uses)
 	Leader   bool   // this node knows it as the leader
+	// Status is, on the leader, what its member source says of it:
+	// "alive", "failed" or "left" (see members.go); "" on other nodes.
+	Status string
+	// Health is, on the leader, HealthHealthy or HealthUnhealthy as the
+	// reconciler last judged it (alive, in contact, on the leader's term,
+	// not far behind); "" on other nodes and before the first check.
+	Health string
 }
+
+// Health of a Member.
+const (
+	HealthHealthy   = "healthy"
+	HealthUnhealthy = "unhealthy"
+)
 
 // Suffrages of a Member, as raft names them, in lower case.
 const (
@@ -545,6 +583,9 @@ func (n *Node) Stats() Stats {
 		Apply:         n.sm.applies.read(),
 		Freeze:        n.sm.freezes.read(),
 		Raft:          n.raft.Stats(),
+
+		Health:           n.reconciler.health(),
+		ReconcileActions: n.reconciler.recentActions(),
 	}
 	if at := n.leaderClock(); at > 0 {
 		s.LogTime = max(s.LogTime, at)
@@ -561,6 +602,13 @@ func (n *Node) members(leaderID string) []Member {
 	}
 	servers := f.Configuration().Servers
 	out := make([]Member, 0, len(servers))
+	var status map[raft.ServerID]string
+	if n.IsLeader() {
+		status = make(map[raft.ServerID]string, len(servers))
+		for _, m := range n.knownMembers() {
+			status[m.ID] = string(m.Status)
+		}
+	}
 	for _, srv := range servers {
 		m := Member{
 			ID:       string(srv.ID),
@@ -572,6 +620,13 @@ func (n *Node) members(leaderID string) []Member {
 			m.APIAddr = n.cfg.APIAddr
 		} else {
 			m.APIAddr = n.peers.apiAddr(m.ID)
+		}
+		m.Status = status[srv.ID]
+		if healthy, ok := n.reconciler.memberHealth(m.ID); ok {
+			m.Health = HealthUnhealthy
+			if healthy {
+				m.Health = HealthHealthy
+			}
 		}
 		out = append(out, m)
 	}

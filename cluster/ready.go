@@ -101,3 +101,73 @@ func (n *Node) WatchLeader() (id, addr string, changed <-chan struct{}, err erro
 	id, addr = n.Leader()
 	return id, addr, changed, nil
 }
+
+// Readiness says whether this node is ready in the sense an orchestrator
+// needs before it takes another replica down: the cluster would survive
+// losing one more node. See Node.Readiness.
+type Readiness struct {
+	// Ready is true when this node knows a leader, can write its raft log,
+	// and the leader's reports have said for a while (a failure detection
+	// and three health checks: 4 s with DefaultConfig) that it is healthy
+	// and that the cluster's failure tolerance is at least one (at least
+	// zero when Config.Voters is 1: such a cluster tolerates no failure by
+	// design). The wait covers a member that died just before: by the end
+	// of it the leader has seen that death.
+	Ready bool
+	// Reason says why not; "" when Ready.
+	Reason string
+	// Health is the leader's judgement it rests on (Known false if none).
+	Health   ClusterHealth
+	LeaderID string // "" while no leader is known
+}
+
+// Readiness reports, without waiting and without a round trip, whether the
+// cluster would survive losing one more node, as the leader last judged it
+// (it checks every member every autopilotInterval, 1 s with DefaultConfig,
+// and tells each member the result): a rollout that waits for the new
+// replica's Readiness before stopping the next one never takes two voters
+// before the first is replaced. The leader's judgement is believed for a
+// few checks; a node that hears nothing from its leader for longer is not
+// ready.
+//
+// Ready (the method) is the other signal: it waits until this node can
+// serve lock calls. A node can serve while not ready (one voter of three
+// down: the cluster has a quorum, but tolerates no further failure).
+func (n *Node) Readiness() Readiness {
+	r := Readiness{}
+	if n.closed() {
+		r.Reason = "node closed"
+		return r
+	}
+	r.LeaderID, _ = n.Leader()
+	r.Health = n.reconciler.health()
+	h := r.Health
+	want := n.wantTolerance()
+	switch {
+	case r.LeaderID == "":
+		r.Reason = "no leader known"
+	case n.store.faults.fault() != "":
+		r.Reason = "cannot write the raft log: " + n.store.faults.fault()
+	case !h.Known:
+		r.Reason = fmt.Sprintf("no health report from leader %s yet", r.LeaderID)
+	case !h.Healthy:
+		r.Reason = fmt.Sprintf("leader %s judges this node unhealthy (out of contact, on another term, or more than %d entries behind)", r.LeaderID, maxTrailingLogs)
+	case h.FailureTolerance < want:
+		r.Reason = fmt.Sprintf("failure tolerance %d: %d of %d voters healthy, losing one more would stop the cluster", h.FailureTolerance, h.HealthyVoters, h.Voters)
+	default:
+		if good, hold := n.reconciler.goodFor(), n.readyHold(); good < hold {
+			r.Reason = fmt.Sprintf("healthy with failure tolerance %d for %v of the %v it takes to be sure no failure is still undetected", h.FailureTolerance, good.Truncate(time.Millisecond), hold)
+			break
+		}
+		r.Ready = true
+	}
+	return r
+}
+
+// FailureTolerance is how many more voters the cluster can lose and keep a
+// quorum, as the leader last judged it; known is false when this node has
+// no recent judgement (no leader, or none reported yet).
+func (n *Node) FailureTolerance() (tolerance int, known bool) {
+	h := n.reconciler.health()
+	return h.FailureTolerance, h.Known
+}

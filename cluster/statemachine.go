@@ -236,10 +236,33 @@ func (s *stateMachine) list(prefix, after string, limit int, at time.Duration) l
 			Token:     st.Token,
 			Remaining: max(st.ExpiresAt-now, 0),
 			Waiters:   st.Waiters,
+			Metadata:  st.Meta,
+			Delayed:   st.Delayed,
 		}})
 		return true
 	})
 	return page
+}
+
+// session reads session id as seen at log time at (or the machine's own,
+// if later).
+func (s *stateMachine) session(id fsm.Owner, at time.Duration) sessionResult {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := max(at, s.m.Now())
+	st := s.m.Session(id, now)
+	if !st.Live {
+		return sessionResult{}
+	}
+	return sessionResult{live: true, ttl: st.TTL, remaining: st.ExpiresAt - now, lockDelay: st.LockDelay, keys: st.Keys}
+}
+
+// sessionLive reports whether session id is live at log time at (or the
+// machine's own, if later).
+func (s *stateMachine) sessionLive(id fsm.Owner, at time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m.Session(id, max(at, s.m.Now())).Live
 }
 
 // machineCounts are the machine's figures for Stats.

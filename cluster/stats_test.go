@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -96,8 +97,24 @@ func TestStatsShowNonvoters(t *testing.T) {
 		{ID: "n1", Addr: c.nodes[1].Addr(), Suffrage: SuffrageNonvoter},
 		{ID: "n2", Addr: c.nodes[2].Addr(), Suffrage: SuffrageNonvoter},
 	}
+	// Status and Health are the leader's judgement, shown by the leader only.
+	raftView := func(ms []Member) []Member {
+		out := slices.Clone(ms)
+		for i := range out {
+			out[i].Status, out[i].Health = "", ""
+		}
+		return out
+	}
 	for _, n := range c.nodes {
-		require.Eventually(t, func() bool { return assert.ObjectsAreEqual(want, n.Stats().Members) }, patience, 2*time.Millisecond,
+		require.Eventually(t, func() bool { return assert.ObjectsAreEqual(want, raftView(n.Stats().Members)) }, patience, 2*time.Millisecond,
 			"node %s sees n0 voting and the others not: %+v", n.ID(), n.Stats().Members)
+		for _, m := range n.Stats().Members {
+			if n.IsLeader() {
+				assert.Equal(t, "alive", m.Status, "%s on the leader", m.ID)
+			} else {
+				assert.Empty(t, m.Status, "%s on %s", m.ID, n.ID())
+				assert.Empty(t, m.Health, "%s on %s", m.ID, n.ID())
+			}
+		}
 	}
 }

@@ -57,15 +57,21 @@ func (n *Node) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease
 		return n.acquireWaiting(ctx, req, sent)
 	}
 	owner := fsm.Owner(req.Owner)
-	res, _, err := n.command(ctx, fsm.Command{Op: fsm.OpAcquire, Key: req.Key, Owner: owner, TTL: req.TTL})
+	res, _, err := n.command(ctx, fsm.Command{Op: fsm.OpAcquire, Key: req.Key, Owner: owner, TTL: req.TTL, Session: fsm.Owner(req.Session), Meta: req.Metadata})
 	if err != nil {
 		return lock.Lease{}, err
 	}
 	switch res.Status {
+	case fsm.StatusNoSession:
+		return lock.Lease{}, errNoSession
 	case fsm.StatusGranted:
 		// remaining(res) is the TTL asked for a new grant, and what the
 		// lease had left for a repeat by its holder.
-		return lock.Lease{Token: res.Token, Remaining: remaining(res), TTL: remaining(res)}, nil
+		lease := lock.Lease{Token: res.Token, Remaining: remaining(res), TTL: remaining(res)}
+		if !req.Session.IsZero() {
+			lease.TTL = 0 // no lease of its own
+		}
+		return lease, nil
 	case fsm.StatusHeld:
 		return lock.Lease{}, &lock.HeldError{Key: req.Key, Token: res.Token, Remaining: remaining(res)}
 	}
@@ -269,7 +275,7 @@ func (n *Node) leaderClock() time.Duration {
 }
 
 func keyInfo(rr readResult) lock.KeyInfo {
-	return lock.KeyInfo{Locked: rr.held, Token: rr.token, Remaining: rr.remaining, Waiters: rr.waiters}
+	return lock.KeyInfo{Locked: rr.held, Token: rr.token, Remaining: rr.remaining, Waiters: rr.waiters, Metadata: rr.meta, Delayed: rr.delayed}
 }
 
 func unexpectedStatus(op string, res fsm.Result) error {

@@ -177,7 +177,7 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 			}
 			return lock.Lease{}, n.heldError(ctx, req.Key, lastErr)
 		}
-		cmd := fsm.Command{Op: fsm.OpAcquire, Key: req.Key, Owner: owner, TTL: req.TTL, Wait: left}
+		cmd := fsm.Command{Op: fsm.OpAcquire, Key: req.Key, Owner: owner, TTL: req.TTL, Wait: left, Session: fsm.Owner(req.Session), Meta: req.Metadata}
 		asked := n.clock.Monotonic()
 		// The answer comes at the latest when the wait ends at the leader;
 		// past that (a leader without quorum cannot tick), ask again.
@@ -262,6 +262,8 @@ func (n *Node) waitOutcome(ctx context.Context, req lock.AcquireRequest, sent, a
 		return lock.Lease{}, &lock.HeldError{Key: req.Key, Token: ans.token, Remaining: ans.remaining}
 	case fsm.StatusQueueFull:
 		return lock.Lease{}, fmt.Errorf("%w: %d callers wait for %q", lock.ErrQueueFull, ans.waiters, req.Key)
+	case fsm.StatusNoSession:
+		return lock.Lease{}, errNoSession
 	}
 	return lock.Lease{}, fmt.Errorf("cluster: waiting acquire answered %v", ans.status)
 }
@@ -329,7 +331,7 @@ func (n *Node) waitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Command,
 			return waitAnswer{}, ctx.Err()
 		}
 		return waitAnswer{status: fsm.StatusGranted, token: res.Token, remaining: remaining(res), ttl: remaining(res)}, nil
-	case fsm.StatusHeld, fsm.StatusQueueFull:
+	case fsm.StatusHeld, fsm.StatusQueueFull, fsm.StatusNoSession:
 		return waitAnswer{status: res.Status, token: res.Token, remaining: remaining(res), waiters: res.Waiters}, nil
 	case fsm.StatusQueued:
 	default:
@@ -342,8 +344,12 @@ func (n *Node) waitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Command,
 				continue
 			}
 			if ev.Kind != fsm.EventGranted {
-				// The wait ran out (or, which a parked call's claim rules
-				// out, the waiter was dropped unclaimed).
+				// The wait ran out, or its session ended (or, which a
+				// parked call's claim rules out, the waiter was dropped
+				// unclaimed).
+				if !cmd.Session.IsZero() && !n.sm.sessionLive(cmd.Session, 0) {
+					return waitAnswer{status: fsm.StatusNoSession}, nil
+				}
 				st, at := n.sm.lookup(cmd.Key, t.clock.now())
 				ans := waitAnswer{status: fsm.StatusHeld, waiters: st.Waiters}
 				if st.Held {

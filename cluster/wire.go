@@ -26,18 +26,28 @@ import (
 //	  kindInfo:    string id | string API address (the asking node's own, so one exchange informs both)
 //	  kindWaitAcquire: an acquire with a wait, in the fsm encoding (as kindCommand)
 //	  kindIdentity: string id | string cluster ID (the asking node's; empty if it knows none)
+//	  kindSessionRead: 16-byte session ID
+//	  kindServerStats: string id (the asking leader's) | health flags (1 known, 2 the asked node healthy) |
+//	               uvarint failure tolerance | uvarint voters | uvarint healthy voters
 //	reply: version | code | kind | body
 //	  codeOK, kindCommand: status | uvarint token | varint expiresAt | varint now | uvarint waiters
-//	  codeOK, kindRead:    flags (1 held, 2 held by the asking owner) | uvarint token | varint remaining | uvarint waiters
+//	  codeOK, kindRead:    flags (1 held, 2 held by the asking owner, 4 metadata follows, 8 lock-delay) |
+//	                       uvarint token | varint remaining | uvarint waiters [| string metadata]
 //	  codeOK, kindWaitAcquire: status | uvarint token | varint remaining | uvarint waiters | varint ttl;
 //	                       remaining counts from when the request reached the leader
 //	  codeOK, kindJoin/kindJoinEmpty/kindRemove: empty
 //	  codeOK, kindInfo:    string id | string API address (may be empty)
 //	  codeOK, kindIdentity: string id | string cluster ID (may be empty)
-//	  codeOK, kindList:    flags (1 more keys follow) | uvarint count |
-//	                       count × (string key | uvarint token | varint remaining | uvarint waiters)
+//	  codeOK, kindSessionRead: flags (1 live) | varint ttl | varint remaining | varint lockDelay | uvarint keys
+//	  codeOK, kindServerStats: varint last contact (ns; negative: never) | uvarint last log term | uvarint last log index
+//	  codeOK, kindList:    flags (1 more keys follow, 2 entries carry metadata) | uvarint count |
+//	                       count × (string key | uvarint token | varint remaining | uvarint waiters
+//	                       [| string metadata | flags (1 lock-delay)])
 //	  codeNotLeader: string leader address (may be empty)
 //	  other codes: string message
+//
+// The metadata flags are set only when a holder has metadata (or a key is
+// in a lock-delay), so replies without them read as before.
 //
 // Integers are varints as encoding/binary writes them (signed ones
 // zig-zag), read by fsm.Decoder, which takes only their shortest form.
@@ -77,14 +87,22 @@ const (
 	// kindJoinEmpty: add a node whose data dir held no raft state; a member
 	// of that ID (its data dir emptied) is removed first, see addMember.
 	kindJoinEmpty requestKind = 10
+	// kindServerStats: the leader asks any member (leader or not) for its
+	// log position and last contact, telling it the cluster's health
+	// (reconcile.go).
+	kindServerStats requestKind = 11
+	// kindSessionRead: a linearizable read of one session, at the leader's
+	// log time.
+	kindSessionRead requestKind = 12
 )
 
 // maxListPage is the most keys one kindList reply carries. A listed key
-// encodes in at most maxListEntryLen bytes, so a full page (about 2.2 MB) stays
-// well under transport.MaxFrameSize; a longer listing takes several pages.
+// encodes in at most maxListEntryLen bytes, so a full page (about 2.2 MB,
+// 6.5 MB if every holder has the largest metadata) stays well under
+// transport.MaxFrameSize; a longer listing takes several pages.
 const (
 	maxListPage     = 4096
-	maxListEntryLen = binary.MaxVarintLen64 + fsm.MaxKeyLen + 3*binary.MaxVarintLen64
+	maxListEntryLen = binary.MaxVarintLen64 + fsm.MaxKeyLen + 3*binary.MaxVarintLen64 + binary.MaxVarintLen64 + fsm.MaxMetaLen + 1
 )
 
 // Limits on names in requests, generous but bounded.
@@ -113,6 +131,8 @@ var kinds = map[requestKind]kindSpec{
 	kindInfo:        {"info", func() rpcRequest { return new(nodeInfo) }, func() rpcAnswer { return new(nodeInfo) }, true},
 	kindWaitAcquire: {"wait-acquire", func() rpcRequest { return new(waitRequest) }, func() rpcAnswer { return new(waitAnswer) }, false},
 	kindIdentity:    {"identity", func() rpcRequest { return new(nodeIdentity) }, func() rpcAnswer { return new(nodeIdentity) }, true},
+	kindSessionRead: {"session-read", func() rpcRequest { return new(sessionRequest) }, func() rpcAnswer { return new(sessionResult) }, false},
+	kindServerStats: {"server-stats", func() rpcRequest { return new(serverStatsRequest) }, func() rpcAnswer { return new(serverStats) }, true},
 }
 
 func (k requestKind) String() string {
@@ -358,12 +378,13 @@ func (r *commandRequest) appendBody(b []byte) []byte {
 func (r *commandRequest) decodeBody(d *fsm.Decoder) { r.cmd = d.Command() }
 
 // admit lets through the client commands (acquire, release, extend,
-// cancel-wait, force-release), unstamped (only the leader stamps; the
+// cancel-wait, force-release, and the session ops), unstamped (only the leader stamps; the
 // term's own commands are never forwarded). Decoding checked the command's
 // limits.
 func (r *commandRequest) admit() error {
 	switch r.cmd.Op {
-	case fsm.OpAcquire, fsm.OpRelease, fsm.OpExtend, fsm.OpCancelWait, fsm.OpForceRelease:
+	case fsm.OpAcquire, fsm.OpRelease, fsm.OpExtend, fsm.OpCancelWait, fsm.OpForceRelease,
+		fsm.OpSessionCreate, fsm.OpSessionRenew, fsm.OpSessionDestroy:
 	default:
 		return fmt.Errorf("%w: %v may not be forwarded", ErrBadRequest, r.cmd.Op)
 	}
@@ -465,6 +486,8 @@ type readResult struct {
 	token     uint64
 	remaining time.Duration // the holder's lease left at the leader's log time when it answered
 	waiters   int
+	meta      string // the holder's metadata
+	delayed   bool   // nobody holds it: a session's lock-delay runs
 }
 
 func (r *readRequest) kind() requestKind { return kindRead }
@@ -499,18 +522,25 @@ func (r *readRequest) serve(ctx context.Context, n *Node, t *leaderTerm) (rpcAns
 }
 
 func (a *readResult) appendBody(b []byte) []byte {
-	b = appendFlags(b, a.held, a.mine)
+	b = appendFlags(b, a.held, a.mine, a.meta != "", a.delayed)
 	b = binary.AppendUvarint(b, a.token)
 	b = binary.AppendVarint(b, int64(a.remaining))
-	return binary.AppendUvarint(b, uint64(max(a.waiters, 0)))
+	b = binary.AppendUvarint(b, uint64(max(a.waiters, 0)))
+	if a.meta != "" {
+		b = appendString(b, a.meta)
+	}
+	return b
 }
 
 func (a *readResult) decodeBody(d *fsm.Decoder) {
-	f := readFlags(d, "read flags", 2)
-	a.held, a.mine = f[0], f[1]
+	f := readFlags(d, "read flags", 4)
+	a.held, a.mine, a.delayed = f[0], f[1], f[3]
 	a.token = d.Uvarint()
 	a.remaining = time.Duration(d.Varint())
 	a.waiters = d.Count()
+	if f[2] {
+		a.meta = d.String(fsm.MaxMetaLen)
+	}
 }
 
 // listRequest (kindList) asks for a linearizable page of held keys at the
@@ -560,13 +590,20 @@ func (r *listRequest) serve(ctx context.Context, n *Node, t *leaderTerm) (rpcAns
 }
 
 func (a *listPage) appendBody(b []byte) []byte {
-	b = appendFlags(b, a.more)
+	withMeta := false
+	for _, l := range a.locks {
+		withMeta = withMeta || l.Metadata != "" || l.Delayed
+	}
+	b = appendFlags(b, a.more, withMeta)
 	b = binary.AppendUvarint(b, uint64(len(a.locks)))
 	for _, l := range a.locks {
 		b = appendString(b, l.Key)
 		b = binary.AppendUvarint(b, l.Token)
 		b = binary.AppendVarint(b, int64(l.Remaining))
 		b = binary.AppendUvarint(b, uint64(max(l.Waiters, 0)))
+		if withMeta {
+			b = appendFlags(appendString(b, l.Metadata), l.Delayed)
+		}
 	}
 	return b
 }
@@ -574,7 +611,8 @@ func (a *listPage) appendBody(b []byte) []byte {
 // decodeBody appends entries as they are read (a count alone allocates
 // nothing), so a lying count fails when the bytes run out.
 func (a *listPage) decodeBody(d *fsm.Decoder) {
-	a.more = readFlags(d, "list flags", 1)[0]
+	f := readFlags(d, "list flags", 2)
+	a.more = f[0]
 	n := d.Uvarint()
 	for i := uint64(0); i < n && d.Err() == nil; i++ {
 		l := lock.LockInfo{Key: d.String(fsm.MaxKeyLen)}
@@ -582,6 +620,10 @@ func (a *listPage) decodeBody(d *fsm.Decoder) {
 		l.Token = d.Uvarint()
 		l.Remaining = time.Duration(d.Varint())
 		l.Waiters = d.Count()
+		if f[1] {
+			l.Metadata = d.String(fsm.MaxMetaLen)
+			l.Delayed = readFlags(d, "lock-delay flag", 1)[0]
+		}
 		if d.Err() == nil {
 			a.locks = append(a.locks, l)
 		}
@@ -684,4 +726,122 @@ func (r *nodeIdentity) decodeBody(d *fsm.Decoder) {
 
 func (r *nodeIdentity) serve(_ context.Context, n *Node, _ *leaderTerm) (rpcAnswer, error) {
 	return n.identityReply(r), nil
+}
+
+// sessionRequest (kindSessionRead) is a linearizable read of one session at
+// the leader's log time; sessionResult is what it tells.
+type sessionRequest struct{ session fsm.Owner }
+
+type sessionResult struct {
+	live      bool
+	ttl       time.Duration
+	remaining time.Duration // at the leader's log time when it answered
+	lockDelay time.Duration
+	keys      int // keys the session holds or waits for
+}
+
+func (r *sessionRequest) kind() requestKind          { return kindSessionRead }
+func (r *sessionRequest) appendBody(b []byte) []byte { return append(b, r.session[:]...) }
+func (r *sessionRequest) decodeBody(d *fsm.Decoder)  { copy(r.session[:], d.Bytes(len(r.session))) }
+
+func (r *sessionRequest) admit() error {
+	if r.session.IsZero() {
+		return fmt.Errorf("%w: zero session", ErrBadRequest)
+	}
+	return nil
+}
+
+// serverStatsRequest (kindServerStats) is the leader's question to a member
+// for its serverStats, carrying the leader's health report for it
+// (reconcile.go). Any node answers; only a report from the leader it knows
+// is believed.
+type serverStatsRequest struct {
+	id     string // the asking leader's
+	health healthReport
+}
+
+// healthReport is what the leader tells a member with each kindServerStats
+// request: the cluster's failure tolerance, and whether it judges that
+// member healthy. known is false before the leader's first health check.
+type healthReport struct {
+	known         bool
+	healthy       bool
+	tolerance     int
+	voters        int
+	healthyVoters int
+}
+
+func (r *serverStatsRequest) kind() requestKind { return kindServerStats }
+
+func (r *serverStatsRequest) appendBody(b []byte) []byte {
+	b = appendString(b, r.id)
+	b = appendFlags(b, r.health.known, r.health.healthy)
+	b = binary.AppendUvarint(b, uint64(max(r.health.tolerance, 0)))
+	b = binary.AppendUvarint(b, uint64(max(r.health.voters, 0)))
+	return binary.AppendUvarint(b, uint64(max(r.health.healthyVoters, 0)))
+}
+
+func (r *serverStatsRequest) decodeBody(d *fsm.Decoder) {
+	r.id = d.String(maxIDLen)
+	flags := readFlags(d, "health flags", 2)
+	r.health.known, r.health.healthy = flags[0], flags[1]
+	r.health.tolerance = d.Count()
+	r.health.voters = d.Count()
+	r.health.healthyVoters = d.Count()
+}
+
+func (r *serverStatsRequest) admit() error {
+	if r.id == "" {
+		return fmt.Errorf("%w: server stats needs the asking leader's id", ErrBadRequest)
+	}
+	return nil
+}
+
+func (r *sessionRequest) serve(ctx context.Context, n *Node, t *leaderTerm) (rpcAnswer, error) {
+	if err := n.readIndex(ctx, t); err != nil {
+		return nil, err
+	}
+	a := n.sm.session(r.session, t.clock.now())
+	return &a, nil
+}
+
+func (a *sessionResult) appendBody(b []byte) []byte {
+	b = appendFlags(b, a.live)
+	b = binary.AppendVarint(b, int64(a.ttl))
+	b = binary.AppendVarint(b, int64(a.remaining))
+	b = binary.AppendVarint(b, int64(a.lockDelay))
+	return binary.AppendUvarint(b, uint64(max(a.keys, 0)))
+}
+
+func (a *sessionResult) decodeBody(d *fsm.Decoder) {
+	a.live = readFlags(d, "session flags", 1)[0]
+	a.ttl = time.Duration(d.Varint())
+	a.remaining = time.Duration(d.Varint())
+	a.lockDelay = time.Duration(d.Varint())
+	a.keys = d.Count()
+}
+
+func (r *serverStatsRequest) serve(_ context.Context, n *Node, _ *leaderTerm) (rpcAnswer, error) {
+	n.reconciler.heardFromLeader(r)
+	st := n.ownServerStats()
+	return &st, nil
+}
+
+// serverStats is what a member tells the leader about itself (kindServerStats).
+type serverStats struct {
+	lastContact time.Duration // since it last heard from the leader; negative: never
+	lastTerm    uint64        // term of its last log entry
+	lastIndex   uint64        // index of its last log entry
+}
+
+func (a *serverStats) appendBody(b []byte) []byte {
+	b = binary.AppendVarint(b, int64(a.lastContact))
+	b = binary.AppendUvarint(b, a.lastTerm)
+	return binary.AppendUvarint(b, a.lastIndex)
+}
+
+func (a *serverStats) decodeBody(d *fsm.Decoder) {
+	a.lastContact = time.Duration(d.Varint())
+	a.lastTerm = d.Uvarint()
+	a.lastIndex = d.Uvarint()
 }

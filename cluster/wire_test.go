@@ -40,6 +40,14 @@ func sampleRequests() []rpcRequest {
 		&nodeInfo{id: "n2"},
 		&nodeIdentity{id: "n3", clusterID: "5f0c9a3b8e7d6c5b4a39281706f5e4d3"},
 		&nodeIdentity{id: "n3"},
+		&waitRequest{commandRequest{fsm.Command{Op: fsm.OpAcquire, Key: "k", Owner: testOwner, Session: testOwner, Wait: time.Minute, Meta: "m"}}},
+		&commandRequest{fsm.Command{Op: fsm.OpSessionCreate, Session: testOwner, TTL: time.Second, LockDelay: time.Second}},
+		&commandRequest{fsm.Command{Op: fsm.OpSessionRenew, Session: testOwner}},
+		&commandRequest{fsm.Command{Op: fsm.OpSessionDestroy, Session: testOwner}},
+		&sessionRequest{session: testOwner},
+		&serverStatsRequest{id: "n0"},
+		&serverStatsRequest{id: "n0", health: healthReport{known: true, healthy: true, tolerance: 1, voters: 3, healthyVoters: 3}},
+		&serverStatsRequest{id: "n0", health: healthReport{known: true, voters: 5, healthyVoters: 3}},
 	}
 }
 
@@ -48,6 +56,11 @@ func sampleReplies() []reply {
 		{code: codeOK, kind: kindCommand, answer: &commandAnswer{fsm.Result{Status: fsm.StatusGranted, Token: 7, ExpiresAt: 9 * time.Second, Now: 4 * time.Second, Waiters: 2}}},
 		{code: codeOK, kind: kindRead, answer: &readResult{held: true, mine: true, token: 3, remaining: time.Second, waiters: 1}},
 		{code: codeOK, kind: kindRead, answer: &readResult{}},
+		{code: codeOK, kind: kindRead, answer: &readResult{held: true, token: 3, remaining: time.Second, meta: "host=a"}},
+		{code: codeOK, kind: kindRead, answer: &readResult{held: true, token: 3, remaining: time.Second, delayed: true}},
+		{code: codeOK, kind: kindWaitAcquire, answer: &waitAnswer{status: fsm.StatusNoSession}},
+		{code: codeOK, kind: kindSessionRead, answer: &sessionResult{live: true, ttl: 15 * time.Second, remaining: time.Second, lockDelay: time.Second, keys: 3}},
+		{code: codeOK, kind: kindSessionRead, answer: &sessionResult{}},
 		{code: codeOK, kind: kindWaitAcquire, answer: &waitAnswer{status: fsm.StatusGranted, token: 7, remaining: time.Second}},
 		{code: codeOK, kind: kindWaitAcquire, answer: &waitAnswer{status: fsm.StatusHeld, token: 3, remaining: time.Minute, waiters: 2}},
 		{code: codeOK, kind: kindJoin, answer: &noAnswer{}},
@@ -58,10 +71,16 @@ func sampleReplies() []reply {
 			{Key: "jobs/a", KeyInfo: lock.KeyInfo{Locked: true, Token: 3, Remaining: time.Second, Waiters: 2}},
 			{Key: "jobs/b", KeyInfo: lock.KeyInfo{Locked: true, Token: 9, Remaining: time.Millisecond}},
 		}}},
+		{code: codeOK, kind: kindList, answer: &listPage{locks: []lock.LockInfo{
+			{Key: "jobs/a", KeyInfo: lock.KeyInfo{Locked: true, Token: 3, Remaining: time.Second, Metadata: "pid=7"}},
+			{Key: "jobs/b", KeyInfo: lock.KeyInfo{Locked: true, Token: 9, Remaining: time.Millisecond, Delayed: true}},
+		}}},
 		{code: codeOK, kind: kindInfo, answer: &nodeInfo{id: "n1", apiAddr: "https://10.0.0.1:7070"}},
 		{code: codeOK, kind: kindInfo, answer: &nodeInfo{id: "n2"}},
 		{code: codeOK, kind: kindIdentity, answer: &nodeIdentity{id: "n1", clusterID: "5f0c9a3b8e7d6c5b4a39281706f5e4d3"}},
 		{code: codeOK, kind: kindIdentity, answer: &nodeIdentity{id: "n1"}},
+		{code: codeOK, kind: kindServerStats, answer: &serverStats{lastContact: 42 * time.Millisecond, lastTerm: 3, lastIndex: 1 << 40}},
+		{code: codeOK, kind: kindServerStats, answer: &serverStats{lastContact: -1}},
 		{code: codeNotLeader, kind: kindCommand, leader: "10.0.0.1:7000"},
 		{code: codeNotLeader, kind: kindRead},
 		{code: codeLostLeadership, kind: kindCommand, msg: "lost"},
@@ -182,12 +201,12 @@ func TestFullListPageFitsAFrame(t *testing.T) {
 	for i := range maxListPage {
 		page.locks = append(page.locks, lock.LockInfo{
 			Key:     fmt.Sprintf("%0*d", fsm.MaxKeyLen, i),
-			KeyInfo: lock.KeyInfo{Locked: true, Token: math.MaxUint64, Remaining: math.MinInt64, Waiters: fsm.MaxWaiters},
+			KeyInfo: lock.KeyInfo{Locked: true, Token: math.MaxUint64, Remaining: math.MinInt64, Waiters: fsm.MaxWaiters, Metadata: strings.Repeat("m", fsm.MaxMetaLen), Delayed: true},
 		})
 	}
 	b := reply{code: codeOK, kind: kindList, answer: &page}.appendBinary(nil)
 	assert.LessOrEqual(t, len(b), 8+maxListPage*maxListEntryLen)
-	assert.Less(t, len(b), transport.MaxFrameSize/4)
+	assert.Less(t, len(b), transport.MaxFrameSize/2)
 	got, err := decodeReply(b)
 	require.NoError(t, err)
 	assert.Equal(t, &page, got.answer)
@@ -200,7 +219,7 @@ func TestListReplyCountMustMatch(t *testing.T) {
 	b = binary.AppendUvarint(b, math.MaxUint64)
 	_, err := decodeReply(b)
 	assert.ErrorIs(t, err, ErrBadRequest)
-	_, err = decodeReply([]byte{wireVersion, byte(codeOK), byte(kindList), 2, 0})
+	_, err = decodeReply([]byte{wireVersion, byte(codeOK), byte(kindList), 4, 0})
 	assert.ErrorIs(t, err, ErrBadRequest, "unknown flags")
 }
 

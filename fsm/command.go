@@ -14,6 +14,12 @@ const (
 	MaxWait    = 24 * time.Hour   // longest a waiter may queue
 	MaxWaiters = 1 << 16          // waiters per key; beyond this an acquire answers StatusQueueFull
 
+	// MaxMetaLen bounds a holder's metadata (Command.Meta): bytes of any
+	// content, stored with the holder or waiter and shown by reads.
+	MaxMetaLen = 1024
+	// MaxLockDelay bounds a session's lock-delay (Consul's limit).
+	MaxLockDelay = time.Minute
+
 	// MaxStamp is the latest log time a command may carry (about 146 years).
 	// Bounding it keeps now+TTL and now+Wait far from overflow.
 	MaxStamp = time.Duration(1 << 62)
@@ -28,6 +34,9 @@ var (
 	ErrWaitRange   = errors.New("wait must be between 0 and 24h")
 	ErrStampRange  = errors.New("stamp must be between 0 and MaxStamp")
 	ErrUnusedField = errors.New("command sets a field its op does not use")
+	ErrMetaTooLong = errors.New("metadata is longer than 1024 bytes")
+	ErrZeroSession = errors.New("session is zero")
+	ErrDelayRange  = errors.New("lock delay must be between 0 and 1m")
 	ErrUnknownOp   = errors.New("unknown command")
 	ErrBadEncoding = errors.New("malformed encoding")
 	ErrBadVersion  = errors.New("unsupported encoding version")
@@ -57,6 +66,21 @@ const (
 	OpNewTerm Op = 6
 	// OpDropUnclaimed drops every waiter not claimed in the current epoch.
 	OpDropUnclaimed Op = 7
+	// OpSessionCreate starts session Session (an ID minted by the client,
+	// like an owner) with lease TTL and lock-delay LockDelay. A retry of a
+	// live session answers its state and changes nothing.
+	OpSessionCreate Op = 8
+	// OpSessionRenew makes Session end TTL-of-the-session from now.
+	OpSessionRenew Op = 9
+	// OpSessionDestroy ends Session and releases every lock it holds in
+	// this one command, handing each key to its next waiter; its waiters
+	// leave their queues. No lock-delay applies.
+	OpSessionDestroy Op = 10
+
+	// Op codes 11 and 12 are reserved for sessions: 11 is the wire form of
+	// an acquire that carries a session or metadata (see encoding.go); it
+	// is never a Command's Op.
+	wireAcquireExtended byte = 11
 	// OpForceRelease ends Key's lease whoever holds it (an operator's admin
 	// release) and hands the key to the next waiter in the same step, as a
 	// release does. Key only: it carries no owner, so it checks none.
@@ -79,6 +103,12 @@ func (op Op) String() string {
 		return "new-term"
 	case OpDropUnclaimed:
 		return "drop-unclaimed"
+	case OpSessionCreate:
+		return "session-create"
+	case OpSessionRenew:
+		return "session-renew"
+	case OpSessionDestroy:
+		return "session-destroy"
 	case OpForceRelease:
 		return "force-release"
 	}
@@ -94,6 +124,17 @@ type Command struct {
 	Owner Owner
 	TTL   time.Duration
 	Wait  time.Duration // acquire only: 0 means never queue
+	// Session: for an acquire, the session the lock is bound to (zero:
+	// none; then TTL is the lease, otherwise TTL must be zero: the lock
+	// ends with the session); for the session ops, the session's ID.
+	Session Owner
+	// LockDelay, session-create only: how long the keys a session held
+	// stay unavailable after the session expires (not after a destroy).
+	LockDelay time.Duration
+	// Meta, acquire only: the holder's metadata, at most MaxMetaLen bytes,
+	// kept with the holder (and the waiter until its grant) and shown by
+	// reads. Never put secrets in it.
+	Meta string
 }
 
 // Validate checks a command against the input limits without applying it.
@@ -102,15 +143,26 @@ func (c Command) Validate() error {
 	if c.Stamp < 0 || c.Stamp > MaxStamp {
 		return ErrStampRange
 	}
+	if c.Op != OpAcquire && c.Meta != "" {
+		return ErrUnusedField
+	}
+	if c.Op != OpSessionCreate && c.LockDelay != 0 {
+		return ErrUnusedField
+	}
 	switch c.Op {
 	case OpAcquire, OpRelease, OpExtend, OpCancelWait:
+		if c.Op != OpAcquire && !c.Session.IsZero() {
+			return ErrUnusedField
+		}
 	case OpTick, OpNewTerm, OpDropUnclaimed:
-		if c.Key != "" || !c.Owner.IsZero() || c.TTL != 0 || c.Wait != 0 {
+		if c.Key != "" || !c.Owner.IsZero() || c.TTL != 0 || c.Wait != 0 || !c.Session.IsZero() {
 			return ErrUnusedField
 		}
 		return nil
+	case OpSessionCreate, OpSessionRenew, OpSessionDestroy:
+		return c.validateSession()
 	case OpForceRelease:
-		if !c.Owner.IsZero() || c.TTL != 0 || c.Wait != 0 {
+		if !c.Owner.IsZero() || c.TTL != 0 || c.Wait != 0 || !c.Session.IsZero() {
 			return ErrUnusedField
 		}
 		return validKey(c.Key)
@@ -125,7 +177,14 @@ func (c Command) Validate() error {
 	}
 	switch c.Op {
 	case OpAcquire:
-		if c.TTL < MinTTL || c.TTL > MaxTTL {
+		if len(c.Meta) > MaxMetaLen {
+			return ErrMetaTooLong
+		}
+		if !c.Session.IsZero() {
+			if c.TTL != 0 {
+				return ErrUnusedField // the lock has no lease of its own
+			}
+		} else if c.TTL < MinTTL || c.TTL > MaxTTL {
 			return ErrTTLRange
 		}
 		if c.Wait < 0 || c.Wait > MaxWait {
@@ -142,6 +201,29 @@ func (c Command) Validate() error {
 		if c.TTL != 0 || c.Wait != 0 {
 			return ErrUnusedField
 		}
+	}
+	return nil
+}
+
+// validateSession checks the session ops' fields.
+func (c Command) validateSession() error {
+	if c.Key != "" || !c.Owner.IsZero() || c.Wait != 0 {
+		return ErrUnusedField
+	}
+	if c.Session.IsZero() {
+		return ErrZeroSession
+	}
+	if c.Op != OpSessionCreate {
+		if c.TTL != 0 {
+			return ErrUnusedField
+		}
+		return nil
+	}
+	if c.TTL < MinTTL || c.TTL > MaxTTL {
+		return ErrTTLRange
+	}
+	if c.LockDelay < 0 || c.LockDelay > MaxLockDelay {
+		return ErrDelayRange
 	}
 	return nil
 }
@@ -163,7 +245,7 @@ type Status uint8
 const (
 	StatusGranted   Status = 1  // acquire: Owner holds Key (new grant, or the idempotent repeat of a live one)
 	StatusQueued    Status = 2  // acquire: held by another; Owner queued (or was already queued)
-	StatusHeld      Status = 3  // acquire with Wait 0: held by another; nothing changed
+	StatusHeld      Status = 3  // acquire with Wait 0: held by another (or by, or queued for, Owner under another session or a lease); nothing changed
 	StatusQueueFull Status = 4  // acquire: held by another and MaxWaiters already wait
 	StatusExtended  Status = 5  // extend: lease now ends at ExpiresAt
 	StatusReleased  Status = 6  // release, force-release, or cancel-wait of an owner that had been granted
@@ -171,6 +253,10 @@ const (
 	StatusNotHeld   Status = 8  // release/extend/cancel-wait: Owner neither holds nor waits; force-release: nobody holds Key
 	StatusTicked    Status = 9  // tick, new-term, drop-unclaimed
 	StatusInvalid   Status = 10 // the command failed Validate; nothing changed except the clock
+	// StatusNoSession: an acquire under, or a renew or destroy of, a
+	// session that does not exist (never created, expired or destroyed);
+	// nothing changed.
+	StatusNoSession Status = 11
 )
 
 func (s Status) String() string {
@@ -195,6 +281,8 @@ func (s Status) String() string {
 		return "ticked"
 	case StatusInvalid:
 		return "invalid"
+	case StatusNoSession:
+		return "no-session"
 	}
 	return "status(" + strconv.Itoa(int(s)) + ")"
 }
@@ -205,7 +293,7 @@ type Result struct {
 	Token     uint64        // granted/extended/released: the owner's lease token (force-release: the token of the lease it ended); held/queued/queue-full: the holder's
 	ExpiresAt time.Duration // granted/extended: when the owner's lease ends; held/queued/queue-full: the holder's
 	Now       time.Duration // the machine's log time after this command: the leader's log clock when it answered, from which a holder counts Remaining
-	Waiters   int           // queued: the owner's 1-based position; new-term: the waiters now unclaimed; drop-unclaimed: the waiters dropped; otherwise the queue length after the command
+	Waiters   int           // queued: the owner's 1-based position; new-term: the waiters now unclaimed; drop-unclaimed: the waiters dropped; session-destroy: the locks released; session-create (a retry) and session-renew: the keys the session holds or waits for; otherwise the queue length after the command
 }
 
 // EventKind names something that happened to an owner other than through its own command's Result.
@@ -219,6 +307,10 @@ const (
 	// again since the last new-term (skipped at a hand-off, or by a
 	// drop-unclaimed); At is the machine's now.
 	EventUnclaimed EventKind = 4
+	// EventSessionExpired: session Owner reached its deadline (ExpiresAt)
+	// and ended; its locks are released (EventExpired each, then a
+	// hand-off or a lock-delay) and its waiters dropped (EventWaitExpired).
+	EventSessionExpired EventKind = 5
 )
 
 func (k EventKind) String() string {
@@ -231,6 +323,8 @@ func (k EventKind) String() string {
 		return "expired"
 	case EventUnclaimed:
 		return "unclaimed"
+	case EventSessionExpired:
+		return "session-expired"
 	}
 	return "event(" + strconv.Itoa(int(k)) + ")"
 }
@@ -252,4 +346,12 @@ type KeyState struct {
 	Token     uint64
 	ExpiresAt time.Duration
 	Waiters   int
+	// Session: the holder's lock ends with this session (ExpiresAt is the
+	// session's end); zero for a lease. Like Owner, never expose it.
+	Session Owner
+	Meta    string // the holder's metadata
+	// Delayed: nobody holds the key, but its session expired with a
+	// lock-delay that runs until ExpiresAt; Held is true (the key cannot
+	// be taken) and Owner is zero.
+	Delayed bool
 }

@@ -14,36 +14,55 @@ type deadline struct {
 	at time.Duration
 	e  *entry
 	w  *waiter
+	s  *session // a session's end: e and w are nil
 }
 
 // kind orders deadlines at the same time: wait deadlines before lease ends,
 // so that a lease ending at t hands the key to a waiter whose deadline is
 // later than t (one whose deadline is t has already gone).
+// Session ends come last, after the lease ends at the same time.
 func (d *deadline) kind() EventKind {
-	if d.w != nil {
+	switch {
+	case d.s != nil:
+		return EventSessionExpired
+	case d.w != nil:
 		return EventWaitExpired
 	}
 	return EventExpired
 }
 
 func (d *deadline) owner() *Owner {
-	if d.w != nil {
+	switch {
+	case d.s != nil:
+		return &d.s.id
+	case d.w != nil:
 		return &d.w.owner
 	}
 	return &d.e.owner
 }
 
+func (d *deadline) key() string {
+	if d.e == nil {
+		return ""
+	}
+	return d.e.key
+}
+
 func (d *deadline) setIndex(i int) {
-	if d.w != nil {
+	switch {
+	case d.s != nil:
+		d.s.index = i
+	case d.w != nil:
 		d.w.index = i
-	} else {
+	default:
 		d.e.index = i
 	}
 }
 
 // before is the total processing order: time, kind, key, owner. No two
 // pending deadlines compare equal (one lease per key, one wait per owner and
-// key), so the order never depends on how the heap was built.
+// key, one end per session), so the order never depends on how the heap was
+// built.
 func (d *deadline) before(o *deadline) bool {
 	if d.at != o.at {
 		return d.at < o.at
@@ -51,8 +70,8 @@ func (d *deadline) before(o *deadline) bool {
 	if dk, ok := d.kind(), o.kind(); dk != ok {
 		return dk < ok
 	}
-	if d.e.key != o.e.key {
-		return d.e.key < o.e.key
+	if dk, ok := d.key(), o.key(); dk != ok {
+		return dk < ok
 	}
 	return bytes.Compare(d.owner()[:], o.owner()[:]) < 0
 }

@@ -78,6 +78,24 @@
 //   - Fencing tokens come from one counter for all keys, kept in the snapshot;
 //     the first token is 1, and 0 means "no token".
 //
+// # Sessions
+//
+// A session (OpSessionCreate) is a lease with an ID minted by its client,
+// a TTL and an optional lock-delay, kept alive by OpSessionRenew. An
+// acquire may name a session instead of a TTL: the lock then has no lease
+// of its own and lasts exactly as long as the session, so one renew keeps
+// every lock bound to it. A session ends when its deadline passes (by the
+// log clock, like a lease; the deadline is in NextDeadline) or by
+// OpSessionDestroy; either way every lock it holds is released in that one
+// command, key by key in key order, each handed to its next waiter, and its
+// waiters leave their queues. After an expiry (not a destroy) with a
+// lock-delay, each key it held stays unavailable (held by nobody, Delayed)
+// until the delay runs out, then goes to its next waiter. Tokens work as
+// for leases. An acquire may also carry metadata (at most MaxMetaLen
+// bytes), kept with the holder or waiter and returned by Lookup and Range.
+// Sessions and metadata appeared with snapshot version 3; versions 1 and 2
+// still restore.
+//
 // # Encoding
 //
 // Commands, batches of commands (one raft entry) and snapshots have a

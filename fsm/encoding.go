@@ -12,15 +12,23 @@ import (
 //	command := version op body
 //	batch   := version count body*      (each body preceded by its op)
 //	body    := acquire: stamp key owner ttl wait
+//	           acquire with a session or metadata (op byte 11):
+//	             stamp key owner ttl wait session meta
 //	           release, cancel-wait: stamp key owner
 //	           extend: stamp key owner ttl
 //	           tick, new-term, drop-unclaimed: stamp
+//	           session-create: stamp session ttl lockDelay
+//	           session-renew, session-destroy: stamp session
 //	           force-release: stamp key
 //	key     := length bytes
-//	owner   := 16 bytes
+//	owner, session := 16 bytes
+//	meta    := length bytes
 //
 // Durations are nanoseconds. An op's layout has no room for the fields it
 // does not use, and every field is checked against the limits of Validate.
+// An acquire without session and metadata has only the op-1 form (op 11
+// with a zero session and no metadata is rejected), so that each command
+// still has one encoding and logs written before sessions read the same.
 const encodingVersion = 1
 
 // minBodyLen is the shortest encoded command without version: a tick at stamp
@@ -40,10 +48,22 @@ func (c Command) AppendBinary(b []byte) ([]byte, error) {
 
 // appendBody encodes a valid command without the version byte.
 func (c Command) appendBody(b []byte) []byte {
-	b = append(b, byte(c.Op))
+	extended := c.Op == OpAcquire && (!c.Session.IsZero() || c.Meta != "")
+	if extended {
+		b = append(b, wireAcquireExtended)
+	} else {
+		b = append(b, byte(c.Op))
+	}
 	b = appendUvarint(b, uint64(c.Stamp))
-	if c.Op == OpTick || c.Op == OpNewTerm || c.Op == OpDropUnclaimed {
+	switch c.Op {
+	case OpTick, OpNewTerm, OpDropUnclaimed:
 		return b
+	case OpSessionCreate:
+		b = append(b, c.Session[:]...)
+		b = appendUvarint(b, uint64(c.TTL))
+		return appendUvarint(b, uint64(c.LockDelay))
+	case OpSessionRenew, OpSessionDestroy:
+		return append(b, c.Session[:]...)
 	}
 	b = appendUvarint(b, uint64(len(c.Key)))
 	b = append(b, c.Key...)
@@ -55,6 +75,10 @@ func (c Command) appendBody(b []byte) []byte {
 	case OpAcquire:
 		b = appendUvarint(b, uint64(c.TTL))
 		b = appendUvarint(b, uint64(c.Wait))
+		if extended {
+			b = append(b, c.Session[:]...)
+			b = appendMeta(b, c.Meta)
+		}
 	case OpExtend:
 		b = appendUvarint(b, uint64(c.TTL))
 	}
@@ -227,7 +251,17 @@ func (d *decoder) key() string {
 	return k
 }
 
-func (d *decoder) owner() Owner {
+// session reads a session ID, which like an owner is never zero.
+func (d *decoder) session() Owner {
+	o := d.rawOwner()
+	if d.err == nil && o.IsZero() {
+		d.failLimit("session", ErrZeroSession)
+	}
+	return o
+}
+
+// rawOwner reads 16 bytes that may be zero.
+func (d *decoder) rawOwner() Owner {
 	var o Owner
 	if d.err != nil {
 		return o
@@ -238,7 +272,13 @@ func (d *decoder) owner() Owner {
 	}
 	copy(o[:], d.b[d.off:])
 	d.off += len(o)
-	if o.IsZero() {
+	return o
+}
+
+// owner reads an owner, which is never zero.
+func (d *decoder) owner() Owner {
+	o := d.rawOwner()
+	if d.err == nil && o.IsZero() {
 		d.failLimit("owner", ErrZeroOwner)
 	}
 	return o
@@ -247,18 +287,32 @@ func (d *decoder) owner() Owner {
 // command reads one op and its body.
 func (d *decoder) command() Command {
 	var c Command
-	c.Op = Op(d.byte())
+	op := d.byte()
 	if d.err != nil {
 		return Command{}
 	}
+	extended := op == wireAcquireExtended
+	c.Op = Op(op)
+	if extended {
+		c.Op = OpAcquire
+	}
 	switch c.Op {
-	case OpAcquire, OpRelease, OpExtend, OpCancelWait, OpTick, OpNewTerm, OpDropUnclaimed, OpForceRelease:
+	case OpAcquire, OpRelease, OpExtend, OpCancelWait, OpTick, OpNewTerm, OpDropUnclaimed,
+		OpSessionCreate, OpSessionRenew, OpSessionDestroy, OpForceRelease:
 	default:
 		d.failLimit("op "+c.Op.String(), ErrUnknownOp)
 		return Command{}
 	}
 	c.Stamp = d.duration("stamp", MaxStamp, ErrStampRange)
-	if c.Op != OpTick && c.Op != OpNewTerm && c.Op != OpDropUnclaimed {
+	switch c.Op {
+	case OpTick, OpNewTerm, OpDropUnclaimed:
+	case OpSessionCreate:
+		c.Session = d.session()
+		c.TTL = d.duration("ttl", MaxTTL, ErrTTLRange)
+		c.LockDelay = d.duration("lock delay", MaxLockDelay, ErrDelayRange)
+	case OpSessionRenew, OpSessionDestroy:
+		c.Session = d.session()
+	default:
 		c.Key = d.key()
 		if c.Op != OpForceRelease {
 			c.Owner = d.owner()
@@ -268,6 +322,13 @@ func (d *decoder) command() Command {
 	case OpAcquire:
 		c.TTL = d.duration("ttl", MaxTTL, ErrTTLRange)
 		c.Wait = d.duration("wait", MaxWait, ErrWaitRange)
+		if extended {
+			c.Session = d.rawOwner()
+			c.Meta = d.meta()
+			if d.err == nil && c.Session.IsZero() && c.Meta == "" {
+				d.fail("op 11 acquire with neither session nor metadata")
+			}
+		}
 	case OpExtend:
 		c.TTL = d.duration("ttl", MaxTTL, ErrTTLRange)
 	}

@@ -23,6 +23,13 @@ var validCommands = []Command{
 	tick(MaxStamp),
 	newTerm(7 * ms),
 	dropUnclaimed(MaxStamp),
+	createSession(5*ms, ownerA, MinTTL, 0),
+	createSession(MaxStamp, Owner{0xff, 15: 0xff}, MaxTTL, MaxLockDelay),
+	renewSession(6*ms, ownerB),
+	destroySession(7*ms, ownerC),
+	acquireIn(8*ms, "k", ownerA, ownerB, 0, ""),
+	acquireIn(9*ms, "k", ownerA, ownerB, MaxWait, strings.Repeat("m", MaxMetaLen)),
+	{Op: OpAcquire, Stamp: 10 * ms, Key: "k", Owner: ownerC, TTL: time.Second, Meta: "host=a"},
 	forceRelease(102*ms, "orders/42"),
 	forceRelease(MaxStamp, strings.Repeat("\xff", MaxKeyLen)),
 }
@@ -90,7 +97,7 @@ func TestDecodeCommandErrors(t *testing.T) {
 		{"bad version", append([]byte{2}, good[1:]...), ErrBadVersion},
 		{"version zero", append([]byte{0}, good[1:]...), ErrBadVersion},
 		{"only version", []byte{1}, ErrBadEncoding},
-		{"unknown op", []byte{1, 9, 0}, ErrUnknownOp},
+		{"unknown op", []byte{1, 13, 0}, ErrUnknownOp},
 		{"op zero", []byte{1, 0, 0}, ErrUnknownOp},
 		{"trailing bytes", append(bytes.Clone(good), 0), ErrBadEncoding},
 		{"truncated", good[:len(good)-1], ErrBadEncoding},
@@ -164,7 +171,7 @@ func TestDecodeBatchErrors(t *testing.T) {
 		{"count short of the bytes", append([]byte{1, 1}, good[2:]...), ErrBadEncoding},
 		{"trailing bytes", append(bytes.Clone(good), 0), ErrBadEncoding},
 		{"truncated command", good[:len(good)-1], ErrBadEncoding},
-		{"bad command", []byte{1, 1, 8, 0}, ErrUnknownOp},
+		{"bad command", []byte{1, 1, 13, 0}, ErrUnknownOp},
 		{"version inside the batch", []byte{1, 1, 1, byte(OpTick), 0}, ErrBadEncoding},
 	}
 	for _, tt := range tests {

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"sort"
@@ -49,6 +50,23 @@ func forceRelease(at time.Duration, key string) Command {
 
 func tick(at time.Duration) Command { return Command{Op: OpTick, Stamp: at} }
 
+func createSession(at time.Duration, id Owner, ttl, delay time.Duration) Command {
+	return Command{Op: OpSessionCreate, Stamp: at, Session: id, TTL: ttl, LockDelay: delay}
+}
+
+func renewSession(at time.Duration, id Owner) Command {
+	return Command{Op: OpSessionRenew, Stamp: at, Session: id}
+}
+
+func destroySession(at time.Duration, id Owner) Command {
+	return Command{Op: OpSessionDestroy, Stamp: at, Session: id}
+}
+
+// acquireIn acquires key for o bound to session id, with metadata meta.
+func acquireIn(at time.Duration, key string, o, id Owner, wait time.Duration, meta string) Command {
+	return Command{Op: OpAcquire, Stamp: at, Key: key, Owner: o, Session: id, Wait: wait, Meta: meta}
+}
+
 func newTerm(at time.Duration) Command { return Command{Op: OpNewTerm, Stamp: at} }
 
 func dropUnclaimed(at time.Duration) Command { return Command{Op: OpDropUnclaimed, Stamp: at} }
@@ -77,21 +95,54 @@ func (r *recorder) apply(c Command) (Result, []Event) {
 // exactly the pending deadlines, and nothing pending is already due; the key
 // order holds exactly the map's entries, in ascending key order.
 func checkInternals(m *Machine) error {
-	want, unclaimed := 0, 0
+	want, unclaimed, waiters := 0, 0, 0
+	refs := map[*session]map[string]int{}
+	for id, s := range m.sessions {
+		if s.id != id || s.refs == nil {
+			return fmt.Errorf("session %x: bad record", id)
+		}
+		if s.expiresAt <= m.now {
+			return fmt.Errorf("session %x: ended at %v but now is %v", id, s.expiresAt, m.now)
+		}
+		if s.index < 0 || s.index >= len(m.deadlines) || m.deadlines[s.index].s != s || m.deadlines[s.index].at != s.expiresAt {
+			return fmt.Errorf("session %x: not at its index %d", id, s.index)
+		}
+		refs[s] = map[string]int{}
+		want++
+	}
+	ref := func(s *session, key string) error {
+		if s == nil {
+			return nil
+		}
+		if m.sessions[s.id] != s {
+			return fmt.Errorf("key %q: bound to session %x that has ended", key, s.id)
+		}
+		refs[s][key]++
+		return nil
+	}
 	for k, e := range m.keys {
 		if e.key != k {
 			return fmt.Errorf("entry under %q has key %q", k, e.key)
 		}
-		if e.owner.IsZero() || e.token == 0 || e.token > m.lastToken {
+		if e.token == 0 || e.token > m.lastToken || (e.owner.IsZero() && e.extra != nil) || (e.extra != nil && e.extra.session == nil && e.extra.meta == "") {
 			return fmt.Errorf("key %q: bad holder %x token %d (last %d)", k, e.owner, e.token, m.lastToken)
 		}
-		if e.expiresAt <= m.now {
-			return fmt.Errorf("key %q: lease ended at %v but now is %v", k, e.expiresAt, m.now)
+		if err := ref(e.sess(), k); err != nil {
+			return err
 		}
-		if e.index < 0 || e.index >= len(m.deadlines) || m.deadlines[e.index].e != e || m.deadlines[e.index].w != nil || m.deadlines[e.index].at != e.expiresAt {
-			return fmt.Errorf("key %q: lease not at its index %d", k, e.index)
+		if e.leaseEnd() <= m.now {
+			return fmt.Errorf("key %q: lease ended at %v but now is %v", k, e.leaseEnd(), m.now)
 		}
-		want++
+		if e.sess() != nil {
+			if e.index != -1 {
+				return fmt.Errorf("key %q: session-bound holder has a lease index %d", k, e.index)
+			}
+		} else {
+			if e.index < 0 || e.index >= len(m.deadlines) || m.deadlines[e.index].e != e || m.deadlines[e.index].w != nil || m.deadlines[e.index].at != e.expiresAt {
+				return fmt.Errorf("key %q: lease not at its index %d", k, e.index)
+			}
+			want++
+		}
 		if e.waiters == nil {
 			continue
 		}
@@ -109,6 +160,10 @@ func checkInternals(m *Machine) error {
 			if w.owner == e.owner {
 				return fmt.Errorf("key %q: holder %x also waits", k, w.owner)
 			}
+			if err := ref(w.session, k); err != nil {
+				return err
+			}
+			waiters++
 			if e.waiters.byOwner[w.owner] != w {
 				return fmt.Errorf("key %q: waiter %x missing from index", k, w.owner)
 			}
@@ -155,8 +210,13 @@ func checkInternals(m *Machine) error {
 	if m.Unclaimed() != unclaimed {
 		return fmt.Errorf("Unclaimed is %d, but %d are", m.Unclaimed(), unclaimed)
 	}
-	if waiters := want - len(m.keys); m.Waiters() != waiters {
+	if m.Waiters() != waiters {
 		return fmt.Errorf("Waiters is %d, but %d wait", m.Waiters(), waiters)
+	}
+	for s, want := range refs {
+		if !maps.Equal(s.refs, want) {
+			return fmt.Errorf("session %x: refs %v, want %v", s.id, s.refs, want)
+		}
 	}
 	for i := 1; i < len(m.deadlines); i++ {
 		if m.deadlines[i].before(&m.deadlines[(i-1)/2]) {
@@ -170,14 +230,19 @@ func checkInternals(m *Machine) error {
 func earliestDeadline(m *Machine) (time.Duration, bool) {
 	var best time.Duration
 	found := false
+	for _, s := range m.sessions {
+		if !found || s.expiresAt < best {
+			best, found = s.expiresAt, true
+		}
+	}
 	for _, e := range m.keys {
-		if !found || e.expiresAt < best {
+		if e.sess() == nil && (!found || e.expiresAt < best) {
 			best, found = e.expiresAt, true
 		}
 		if e.waiters != nil {
 			for w := e.waiters.head; w != nil; w = w.next {
-				if w.deadline < best {
-					best = w.deadline
+				if !found || w.deadline < best {
+					best, found = w.deadline, true
 				}
 			}
 		}
@@ -200,10 +265,11 @@ func holders(m *Machine) []string {
 // that mostly advance and sometimes step back a little (as batched commands
 // stamped on a leader do); and a sprinkle of invalid commands.
 type commandLog struct {
-	r      *rand.Rand
-	clock  time.Duration
-	keys   []string
-	owners []Owner
+	r        *rand.Rand
+	clock    time.Duration
+	keys     []string
+	owners   []Owner
+	sessions []Owner
 }
 
 func newCommandLog(seed uint64) *commandLog {
@@ -211,6 +277,9 @@ func newCommandLog(seed uint64) *commandLog {
 	g.keys = []string{"a", "jobs/1", "jobs/2"}
 	for i := range 5 {
 		g.owners = append(g.owners, Owner{byte(0x10 * (5 - i)), 15: byte(i + 1)})
+	}
+	for i := range 3 {
+		g.sessions = append(g.sessions, Owner{0xee, byte(i + 1)})
 	}
 	return g
 }
@@ -228,8 +297,29 @@ func (g *commandLog) next() Command {
 	if g.r.IntN(2) == 0 {
 		wait = time.Duration(1+g.r.IntN(30000)) * time.Microsecond
 	}
-	switch n := g.r.IntN(100); {
+	sess := g.sessions[g.r.IntN(len(g.sessions))]
+	var meta string
+	if g.r.IntN(4) == 0 {
+		meta = "m" + strconv.Itoa(g.r.IntN(3))
+	}
+	switch n := g.r.IntN(120); {
+	case n >= 100:
+		switch n {
+		case 100, 101, 102:
+			return createSession(stamp, sess, time.Duration(1+g.r.IntN(30))*ms, time.Duration(g.r.IntN(3))*ms)
+		case 103, 104, 105, 106, 107:
+			return renewSession(stamp, sess)
+		case 108:
+			return destroySession(stamp, sess)
+		default:
+			return acquireIn(stamp, key, o, sess, wait, meta)
+		}
 	case n < 45:
+		if meta != "" {
+			c := acquire(stamp, key, o, ttl, wait)
+			c.Meta = meta
+			return c
+		}
 		return acquire(stamp, key, o, ttl, wait)
 	case n < 65:
 		return release(stamp, key, o)
@@ -244,6 +334,11 @@ func (g *commandLog) next() Command {
 	case n < 95:
 		return dropUnclaimed(stamp)
 	case n < 97:
+		if g.r.IntN(4) == 0 {
+			// A key nobody takes, so that a force-release of a free key
+			// is in every log, however busy sessions keep the others.
+			return forceRelease(stamp, "free")
+		}
 		return forceRelease(stamp, key)
 	default:
 		return acquire(stamp, key, o, 0, wait) // invalid: no TTL

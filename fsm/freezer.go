@@ -30,8 +30,9 @@ type Freezer struct {
 	now      time.Duration
 	token    uint64
 	epoch    uint64
-	count    int    // keys at the start: the snapshot's key count
-	cursor   string // every key up to it is copied ("": none yet; no key is empty)
+	sessions []frozenSession // every session at the start, copied whole
+	count    int             // keys at the start: the snapshot's key count
+	cursor   string          // every key up to it is copied ("": none yet; no key is empty)
 	emitted  int
 	pre      map[string]preImage // keys beyond the cursor changed since the start
 	gone     []string            // keys of pre, in order, that existed at the start and are absent now
@@ -57,7 +58,7 @@ func (m *Machine) StartFreeze() *Freezer {
 	if m.freezer != nil {
 		m.freezer.Stop()
 	}
-	fz := &Freezer{m: m, now: m.now, token: m.lastToken, epoch: m.epoch, count: len(m.keys), pre: make(map[string]preImage)}
+	fz := &Freezer{m: m, now: m.now, token: m.lastToken, epoch: m.epoch, sessions: m.freezeSessions(), count: len(m.keys), pre: make(map[string]preImage)}
 	m.freezer = fz
 	return fz
 }
@@ -173,7 +174,7 @@ func (fz *Freezer) Flush(w io.Writer) error {
 	b := fz.buf[:0]
 	defer func() { fz.buf = b[:0] }() // kept for the next chunk
 	if !fz.wroteHdr {
-		b = appendSnapshotHeader(b, fz.now, fz.token, fz.epoch, fz.count)
+		b = appendSnapshotHeader(b, fz.now, fz.token, fz.epoch, fz.sessions, fz.count)
 		fz.wroteHdr = true
 	}
 	var c int
@@ -190,10 +191,17 @@ func (fz *Freezer) Flush(w io.Writer) error {
 
 // appendEntry copies e into f.
 func (f *frozen) appendEntry(e *entry) {
-	k := frozenKey{key: e.key, owner: e.owner, token: e.token, expiresAt: e.expiresAt}
+	k := frozenKey{key: e.key, owner: e.owner, token: e.token, expiresAt: e.expiresAt, meta: e.metadata()}
+	if s := e.sess(); s != nil {
+		k.session = s.id
+	}
 	if e.waiters != nil {
 		for w := e.waiters.head; w != nil; w = w.next {
-			f.waiters = append(f.waiters, frozenWaiter{owner: w.owner, ttl: w.ttl, deadline: w.deadline, epoch: w.epoch})
+			fw := frozenWaiter{owner: w.owner, ttl: w.ttl, deadline: w.deadline, epoch: w.epoch, meta: w.meta}
+			if w.session != nil {
+				fw.session = w.session.id
+			}
+			f.waiters = append(f.waiters, fw)
 			k.nWaiters++
 		}
 	}

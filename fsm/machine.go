@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"slices"
 	"strings"
 	"time"
 )
@@ -23,20 +24,102 @@ import (
 // waiter (a no-op when Unclaimed is 0): O(n) at most, once per leader change
 // that left waiters behind. Snapshot walks the key order instead of
 // sorting, and Restore, whose keys arrive sorted, builds it bottom-up in
-// O(n). A held lock must cost less than 250 bytes of memory, which
+// O(n). Sessions are a map by ID, each with one deadline in the same heap
+// and a count of its keys per key: create and renew are O(log n), ending a
+// session O(k log k) for its k keys (sorted, so replicas hand them off in
+// the same order) plus their hand-offs; a Freezer copies all sessions when
+// it starts, sorted by ID (O(s log s), a few milliseconds for 10,000). A
+// held lock must cost less than 250 bytes of memory, which
 // TestMemoryPerHeldLock checks at 1,000,000 held locks with FSM_MEMORY=1
 // (README, "Performance", has the figures).
 
 // entry is one held key. A key exists in the machine exactly while it is
 // held: whenever a lease ends, the head waiter (if any) is granted in the
 // same step, so a key never has waiters without a holder.
+//
+// A holder has a lease of its own (session nil: expiresAt is its end, in
+// the deadline index) or is bound to a session (its end is the session's,
+// and only the session is in the deadline index: index is -1). A key whose
+// session expired with a lock-delay stays, with a zero owner and no
+// session, until expiresAt, the delay's end.
 type entry struct {
 	key       string
 	owner     Owner
 	token     uint64
 	expiresAt time.Duration
-	waiters   *queue // nil while nobody waits
-	index     int    // position of the lease's end in the deadline index
+	extra     *holderExtra // nil for a lease without metadata, the common case
+	waiters   *queue       // nil while nobody waits
+	index     int          // position of the lease's end in the deadline index; -1 for a session-bound holder
+}
+
+// holderExtra is what only some holders have: kept apart so that a plain
+// lease pays one pointer for it, not the 24 bytes of both fields.
+type holderExtra struct {
+	session *session
+	meta    string
+}
+
+// sess is the session e's holder is bound to, nil for a lease.
+func (e *entry) sess() *session {
+	if e.extra == nil {
+		return nil
+	}
+	return e.extra.session
+}
+
+// metadata is e's holder's metadata.
+func (e *entry) metadata() string {
+	if e.extra == nil {
+		return ""
+	}
+	return e.extra.meta
+}
+
+// bind sets e's holder's session and metadata.
+func (e *entry) bind(s *session, meta string) {
+	if s == nil && meta == "" {
+		e.extra = nil
+		return
+	}
+	e.extra = &holderExtra{session: s, meta: meta}
+}
+
+// session is a lease that locks are bound to. refs counts, per key, the
+// holder and waiters bound to it there, so that ending it visits exactly
+// its keys.
+type session struct {
+	id        Owner
+	ttl       time.Duration
+	expiresAt time.Duration
+	lockDelay time.Duration
+	refs      map[string]int // nil once the session has ended
+	index     int            // position of its end in the deadline index
+}
+
+func (s *session) ref(key string) {
+	if s != nil && s.refs != nil {
+		s.refs[key]++
+	}
+}
+
+func (s *session) unref(key string) {
+	if s == nil || s.refs == nil {
+		return
+	}
+	if s.refs[key] <= 1 {
+		delete(s.refs, key)
+	} else {
+		s.refs[key]--
+	}
+}
+
+// leaseEnd is when e's holder's hold ends: its lease's end, or its
+// session's.
+func (e *entry) leaseEnd() time.Duration {
+	if s := e.sess(); s != nil {
+		return s.expiresAt
+	}
+	return e.expiresAt
 }
 
 // Machine is the lock state machine. It is not safe for concurrent use:
@@ -53,12 +136,14 @@ type Machine struct {
 	// been claimed since the last one. unclaimed counts those waiters.
 	epoch     uint64
 	unclaimed int
+	sessions  map[Owner]*session
+	nWaiters  int // callers queued, over all keys
 }
 
 // New returns an empty machine. observe (may be nil) receives events during
 // Apply, synchronously and in order; it must not call back into the machine.
 func New(observe func(Event)) *Machine {
-	return &Machine{keys: make(map[string]*entry), order: newKeyOrder(), observe: observe}
+	return &Machine{keys: make(map[string]*entry), order: newKeyOrder(), observe: observe, sessions: make(map[Owner]*session)}
 }
 
 // Apply applies one command: now = max(now, Stamp); every deadline at or before
@@ -84,6 +169,12 @@ func (m *Machine) Apply(c Command) Result {
 		return m.extend(c)
 	case OpCancelWait:
 		return m.cancelWait(c)
+	case OpSessionCreate:
+		return m.createSession(c)
+	case OpSessionRenew:
+		return m.renewSession(c)
+	case OpSessionDestroy:
+		return m.destroySession(c)
 	case OpForceRelease:
 		return m.forceRelease(c)
 	case OpNewTerm:
@@ -98,27 +189,44 @@ func (m *Machine) Apply(c Command) Result {
 }
 
 func (m *Machine) acquire(c Command) Result {
+	var s *session
+	if !c.Session.IsZero() {
+		if s = m.sessions[c.Session]; s == nil {
+			return Result{Status: StatusNoSession, Now: m.now, Waiters: m.waiting(m.keys[c.Key])}
+		}
+	}
 	e := m.keys[c.Key]
 	if e == nil {
 		if m.freezer != nil {
 			m.freezer.touchNew(c.Key)
 		}
 		// Clone so that the machine never pins a larger buffer the caller's
-		// key was sliced from (a decoded batch, a request).
-		e = &entry{key: strings.Clone(c.Key), owner: c.Owner}
-		m.grant(e, c.TTL)
+		// key (or metadata) was sliced from (a decoded batch, a request).
+		e = &entry{key: strings.Clone(c.Key), owner: c.Owner, index: -1}
+		m.grant(e, c.TTL, s, strings.Clone(c.Meta))
 		m.keys[e.key] = e
 		m.order.insert(e)
-		m.deadlines.push(deadline{at: e.expiresAt, e: e})
-		return Result{Status: StatusGranted, Token: e.token, ExpiresAt: e.expiresAt, Now: m.now}
+		m.setHolderDeadline(e)
+		return Result{Status: StatusGranted, Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now}
 	}
-	held := Result{Token: e.token, ExpiresAt: e.expiresAt, Now: m.now, Waiters: e.waiters.len()}
+	held := Result{Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now, Waiters: e.waiters.len()}
 	if e.owner == c.Owner {
-		// A retry by the live holder: the same grant, not lengthened.
+		// A retry by the live holder: the same grant, not lengthened. Only
+		// with the same binding: a grant bound to one session (or to a
+		// lease) is not the answer to an acquire under another, whose
+		// renewals would not keep it; that acquire finds the key held.
+		if e.sess() != s {
+			held.Status = StatusHeld
+			return held
+		}
 		held.Status = StatusGranted
 		return held
 	}
 	if w := e.waiters.find(c.Owner); w != nil {
+		if w.session != s {
+			held.Status = StatusHeld // as for the holder: another binding
+			return held
+		}
 		// A retry by a queued owner keeps its place and its deadline, and
 		// claims the place for the current epoch.
 		if w.epoch != m.epoch {
@@ -146,8 +254,10 @@ func (m *Machine) acquire(c Command) Result {
 	if e.waiters == nil {
 		e.waiters = &queue{}
 	}
-	w := &waiter{owner: c.Owner, ttl: c.TTL, deadline: m.now + c.Wait, epoch: m.epoch}
+	w := &waiter{owner: c.Owner, ttl: c.TTL, deadline: m.now + c.Wait, epoch: m.epoch, session: s, meta: strings.Clone(c.Meta)}
 	e.waiters.pushBack(w)
+	m.nWaiters++
+	s.ref(e.key)
 	m.deadlines.push(deadline{at: w.deadline, e: e, w: w})
 	held.Status = StatusQueued
 	held.Waiters = e.waiters.len()
@@ -185,6 +295,11 @@ func (m *Machine) extend(c Command) Result {
 	if e == nil || e.owner != c.Owner {
 		return m.notHeld(e)
 	}
+	if e.sess() != nil {
+		// The lock has no lease of its own: it lasts as long as its
+		// session, which only a renew of the session lengthens.
+		return Result{Status: StatusExtended, Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now, Waiters: e.waiters.len()}
+	}
 	if m.freezer != nil {
 		m.freezer.touch(e)
 	}
@@ -207,7 +322,7 @@ func (m *Machine) cancelWait(c Command) Result {
 		return m.notHeld(e)
 	}
 	m.removeWaiter(e, w)
-	return Result{Status: StatusCanceled, Token: e.token, ExpiresAt: e.expiresAt, Now: m.now, Waiters: e.waiters.len()}
+	return Result{Status: StatusCanceled, Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now, Waiters: e.waiters.len()}
 }
 
 func (m *Machine) notHeld(e *entry) Result {
@@ -222,11 +337,36 @@ func (m *Machine) waiting(e *entry) int {
 	return e.waiters.len()
 }
 
-// grant gives e to e.owner with a fresh token for ttl from now.
-func (m *Machine) grant(e *entry, ttl time.Duration) {
+// grant gives e to e.owner with a fresh token: for ttl from now, or bound
+// to session s. The caller then places the hold in the deadline index
+// (setHolderDeadline).
+func (m *Machine) grant(e *entry, ttl time.Duration, s *session, meta string) {
 	m.lastToken++
 	e.token = m.lastToken
-	e.expiresAt = m.now + ttl
+	e.bind(s, meta)
+	if s != nil {
+		e.expiresAt = 0
+		s.ref(e.key)
+	} else {
+		e.expiresAt = m.now + ttl
+	}
+}
+
+// setHolderDeadline puts e's hold in the deadline index: its own end for a
+// lease or lock-delay, nothing for a session-bound holder (the session's
+// end is there).
+func (m *Machine) setHolderDeadline(e *entry) {
+	switch {
+	case e.sess() != nil:
+		if e.index >= 0 {
+			m.deadlines.remove(e.index)
+		}
+		e.index = -1
+	case e.index >= 0:
+		m.deadlines.fix(e.index, e.expiresAt)
+	default:
+		m.deadlines.push(deadline{at: e.expiresAt, e: e})
+	}
 }
 
 // handOff ends e's lease (released or expired) and grants the key to the
@@ -238,6 +378,7 @@ func (m *Machine) handOff(e *entry) {
 	if m.freezer != nil {
 		m.freezer.touch(e)
 	}
+	e.sess().unref(e.key)
 	for e.waiters != nil && e.waiters.head.epoch != m.epoch {
 		m.dropWaiter(e, e.waiters.head)
 	}
@@ -246,7 +387,9 @@ func (m *Machine) handOff(e *entry) {
 		if m.freezer != nil {
 			m.freezer.removing(e.key)
 		}
-		m.deadlines.remove(e.index)
+		if e.index >= 0 {
+			m.deadlines.remove(e.index)
+		}
 		delete(m.keys, e.key)
 		m.order.remove(e)
 		return
@@ -254,9 +397,9 @@ func (m *Machine) handOff(e *entry) {
 	w := q.head
 	m.removeWaiter(e, w)
 	e.owner = w.owner
-	m.grant(e, w.ttl)
-	m.deadlines.fix(e.index, e.expiresAt)
-	m.emit(Event{Kind: EventGranted, Key: e.key, Owner: e.owner, Token: e.token, ExpiresAt: e.expiresAt, At: m.now})
+	m.grant(e, w.ttl, w.session, w.meta)
+	m.setHolderDeadline(e)
+	m.emit(Event{Kind: EventGranted, Key: e.key, Owner: e.owner, Token: e.token, ExpiresAt: e.leaseEnd(), At: m.now})
 }
 
 // dropWaiter removes an unclaimed waiter and says so.
@@ -291,6 +434,8 @@ func (m *Machine) removeWaiter(e *entry, w *waiter) {
 	if w.epoch != m.epoch {
 		m.unclaimed--
 	}
+	m.nWaiters--
+	w.session.unref(e.key)
 	m.deadlines.remove(w.index)
 	e.waiters.unlink(w)
 	if e.waiters.len() == 0 {
@@ -304,15 +449,103 @@ func (m *Machine) removeWaiter(e *entry, w *waiter) {
 func (m *Machine) expire() {
 	for len(m.deadlines) > 0 && m.deadlines[0].at <= m.now {
 		d := m.deadlines[0]
-		if d.w != nil {
+		switch {
+		case d.s != nil:
+			m.emit(Event{Kind: EventSessionExpired, Owner: d.s.id, ExpiresAt: d.s.expiresAt, At: d.at})
+			m.endSession(d.s, true, d.at)
+		case d.w != nil:
 			m.removeWaiter(d.e, d.w)
 			m.emit(Event{Kind: EventWaitExpired, Key: d.e.key, Owner: d.w.owner, At: d.at})
+		case d.e.owner.IsZero():
+			m.handOff(d.e) // a lock-delay ran out
+		default:
+			e := d.e
+			m.emit(Event{Kind: EventExpired, Key: e.key, Owner: e.owner, Token: e.token, ExpiresAt: e.expiresAt, At: d.at})
+			m.handOff(e)
+		}
+	}
+}
+
+func (m *Machine) createSession(c Command) Result {
+	if s := m.sessions[c.Session]; s != nil {
+		// A retry: the session as it is, not lengthened.
+		return Result{Status: StatusGranted, ExpiresAt: s.expiresAt, Now: m.now, Waiters: len(s.refs)}
+	}
+	s := &session{id: c.Session, ttl: c.TTL, expiresAt: m.now + c.TTL, lockDelay: c.LockDelay, refs: make(map[string]int)}
+	m.sessions[s.id] = s
+	m.deadlines.push(deadline{at: s.expiresAt, s: s})
+	return Result{Status: StatusGranted, ExpiresAt: s.expiresAt, Now: m.now}
+}
+
+func (m *Machine) renewSession(c Command) Result {
+	s := m.sessions[c.Session]
+	if s == nil {
+		return Result{Status: StatusNoSession, Now: m.now}
+	}
+	s.expiresAt = m.now + s.ttl
+	m.deadlines.fix(s.index, s.expiresAt)
+	return Result{Status: StatusExtended, ExpiresAt: s.expiresAt, Now: m.now, Waiters: len(s.refs)}
+}
+
+func (m *Machine) destroySession(c Command) Result {
+	s := m.sessions[c.Session]
+	if s == nil {
+		return Result{Status: StatusNoSession, Now: m.now}
+	}
+	released := m.endSession(s, false, m.now)
+	return Result{Status: StatusReleased, ExpiresAt: s.expiresAt, Now: m.now, Waiters: released}
+}
+
+// endSession ends s (expired at time at, or destroyed) and returns how many
+// locks it released. Key by key in key order, so that replicas agree: its
+// waiters leave the queue (EventWaitExpired), and the key it holds is
+// released and handed to the next waiter, or, after an expiry with a
+// lock-delay, kept unavailable until the delay runs out.
+func (m *Machine) endSession(s *session, expired bool, at time.Duration) int {
+	keys := make([]string, 0, len(s.refs))
+	for k := range s.refs {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	s.refs = nil // no more bookkeeping for a session that has ended
+	delete(m.sessions, s.id)
+	m.deadlines.remove(s.index)
+	released := 0
+	for _, k := range keys {
+		e := m.keys[k]
+		if e == nil {
 			continue
 		}
-		e := d.e
-		m.emit(Event{Kind: EventExpired, Key: e.key, Owner: e.owner, Token: e.token, ExpiresAt: e.expiresAt, At: d.at})
-		m.handOff(e)
+		for w := e.waiters.first(); w != nil; {
+			next := w.next
+			if w.session == s {
+				m.removeWaiter(e, w)
+				m.emit(Event{Kind: EventWaitExpired, Key: e.key, Owner: w.owner, At: at})
+			}
+			w = next
+		}
+		if e.sess() != s {
+			continue
+		}
+		released++
+		if !expired {
+			m.handOff(e)
+			continue
+		}
+		m.emit(Event{Kind: EventExpired, Key: e.key, Owner: e.owner, Token: e.token, ExpiresAt: s.expiresAt, At: at})
+		if s.lockDelay == 0 {
+			m.handOff(e)
+			continue
+		}
+		if m.freezer != nil {
+			m.freezer.touch(e)
+		}
+		e.owner = Owner{}
+		e.bind(nil, "")
+		e.expiresAt = at + s.lockDelay // due at once if the delay is already over: the loop in expire processes it
+		m.setHolderDeadline(e)
 	}
+	return released
 }
 
 func (m *Machine) emit(ev Event) {
@@ -346,11 +579,37 @@ func (m *Machine) Lookup(key string, at time.Duration) KeyState {
 }
 
 func (m *Machine) state(e *entry, t time.Duration) KeyState {
-	if e.expiresAt <= t {
+	end := e.leaseEnd()
+	if end <= t {
 		return KeyState{Waiters: e.waiters.len()}
 	}
-	return KeyState{Held: true, Owner: e.owner, Token: e.token, ExpiresAt: e.expiresAt, Waiters: e.waiters.len()}
+	st := KeyState{Held: true, Owner: e.owner, Token: e.token, ExpiresAt: end, Waiters: e.waiters.len(), Meta: e.metadata(), Delayed: e.owner.IsZero()}
+	if s := e.sess(); s != nil {
+		st.Session = s.id
+	}
+	return st
 }
+
+// SessionState is what a read sees of one session.
+type SessionState struct {
+	Live      bool
+	TTL       time.Duration
+	ExpiresAt time.Duration
+	LockDelay time.Duration
+	Keys      int // keys where the session holds or waits
+}
+
+// Session reports session id as seen at log time max(Now(), at).
+func (m *Machine) Session(id Owner, at time.Duration) SessionState {
+	s := m.sessions[id]
+	if s == nil || s.expiresAt <= max(m.now, at) {
+		return SessionState{}
+	}
+	return SessionState{Live: true, TTL: s.ttl, ExpiresAt: s.expiresAt, LockDelay: s.lockDelay, Keys: len(s.refs)}
+}
+
+// Sessions is the number of live sessions.
+func (m *Machine) Sessions() int { return len(m.sessions) }
 
 // Range calls fn for every held key with the given prefix in key order, as seen
 // at max(Now(), at), until fn returns false. It seeks to the prefix in the
@@ -375,7 +634,7 @@ func (m *Machine) RangeFrom(prefix, after string, at time.Duration, fn func(key 
 		if !strings.HasPrefix(e.key, prefix) {
 			return false
 		}
-		if e.key == after || e.expiresAt <= t {
+		if e.key == after || e.leaseEnd() <= t {
 			return true
 		}
 		return fn(e.key, m.state(e, t))
@@ -385,10 +644,8 @@ func (m *Machine) RangeFrom(prefix, after string, at time.Duration, fn func(key 
 // Len is the number of keys with a holder or waiters.
 func (m *Machine) Len() int { return len(m.keys) }
 
-// Waiters is the number of callers queued, over all keys. The deadline index
-// holds one lease end per key and one wait deadline per waiter, so this is
-// its size less the keys': no walk over the queues.
-func (m *Machine) Waiters() int { return len(m.deadlines) - len(m.keys) }
+// Waiters is the number of callers queued, over all keys.
+func (m *Machine) Waiters() int { return m.nWaiters }
 
 // Epoch is the number of new-term commands applied.
 func (m *Machine) Epoch() uint64 { return m.epoch }

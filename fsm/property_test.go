@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -17,10 +18,24 @@ type observer struct {
 	token     map[string]uint64
 	queue     map[string][]Owner
 	lastToken uint64
+
+	// Sessions: live ones with their end and lock-delay, the session each
+	// holder and waiter is bound to, keys kept by a lock-delay, and the
+	// session being ended by the command or event at hand.
+	sessEnd    map[Owner]time.Duration
+	sessDelay  map[Owner]time.Duration
+	holderSess map[string]Owner
+	waiterSess map[string]map[Owner]Owner
+	delayed    map[string]bool
+	expiring   Owner
+	destroying *Owner
+	released   int
 }
 
 func newObserver() *observer {
-	return &observer{holder: map[string]Owner{}, token: map[string]uint64{}, queue: map[string][]Owner{}}
+	return &observer{holder: map[string]Owner{}, token: map[string]uint64{}, queue: map[string][]Owner{},
+		sessEnd: map[Owner]time.Duration{}, sessDelay: map[Owner]time.Duration{}, holderSess: map[string]Owner{},
+		waiterSess: map[string]map[Owner]Owner{}, delayed: map[string]bool{}}
 }
 
 func (o *observer) newToken(tok uint64) error {
@@ -39,6 +54,12 @@ func (o *observer) event(e Event) error {
 			return fmt.Errorf("%v for %x, not queued on %q", e.Kind, e.Owner[:1], e.Key)
 		}
 		o.queue[e.Key] = slices.Delete(o.queue[e.Key], i, i+1)
+		delete(o.waiterSess[e.Key], e.Owner)
+	case EventSessionExpired:
+		if _, ok := o.sessEnd[e.Owner]; !ok || e.At != e.ExpiresAt || o.sessEnd[e.Owner] != e.ExpiresAt {
+			return fmt.Errorf("session %x expired at %v, observed end %v", e.Owner[:2], e.At, o.sessEnd[e.Owner])
+		}
+		o.endSession(e.Owner, false)
 	case EventExpired:
 		h, ok := o.holder[e.Key]
 		if !ok || h != e.Owner || o.token[e.Key] != e.Token {
@@ -47,17 +68,39 @@ func (o *observer) event(e Event) error {
 		if e.At != e.ExpiresAt {
 			return fmt.Errorf("expiry at %v of a lease ending at %v", e.At, e.ExpiresAt)
 		}
+		if s, bound := o.holderSess[e.Key]; bound {
+			if s != o.expiring {
+				return fmt.Errorf("%q of session %x expired while %x ends", e.Key, s[:2], o.expiring[:2])
+			}
+			if o.sessDelay[s] > 0 {
+				o.delayed[e.Key] = true
+			}
+			delete(o.holderSess, e.Key)
+		}
 		delete(o.holder, e.Key)
 	case EventGranted:
 		if h, ok := o.holder[e.Key]; ok {
-			return fmt.Errorf("granted %q to %x while %x holds it", e.Key, e.Owner[:1], h[:1])
+			if s, bound := o.holderSess[e.Key]; !bound || o.destroying == nil || s != *o.destroying {
+				return fmt.Errorf("granted %q to %x while %x holds it", e.Key, e.Owner[:1], h[:1])
+			}
+			o.released++ // a destroy's hand-off
+			delete(o.holder, e.Key)
+			delete(o.holderSess, e.Key)
 		}
+		delete(o.delayed, e.Key)
 		q := o.queue[e.Key]
 		if len(q) == 0 || q[0] != e.Owner {
 			return fmt.Errorf("granted %q to %x, queue is %x", e.Key, e.Owner[:1], q)
 		}
 		o.queue[e.Key] = q[1:]
 		o.holder[e.Key], o.token[e.Key] = e.Owner, e.Token
+		if s, ok := o.waiterSess[e.Key][e.Owner]; ok {
+			o.holderSess[e.Key] = s
+			if e.ExpiresAt != o.sessEnd[s] {
+				return fmt.Errorf("session grant ends at %v, session at %v", e.ExpiresAt, o.sessEnd[s])
+			}
+		}
+		delete(o.waiterSess[e.Key], e.Owner)
 		return o.newToken(e.Token)
 	default:
 		return fmt.Errorf("unknown event %v", e.Kind)
@@ -65,7 +108,85 @@ func (o *observer) event(e Event) error {
 	return nil
 }
 
+// otherBinding reports whether c's owner holds (h, held) or waits (pos) for
+// c's key under another session, or a lease, than c names.
+func (o *observer) otherBinding(c Command, h Owner, held bool, pos int) bool {
+	if held && h == c.Owner {
+		return o.holderSess[c.Key] != c.Session
+	}
+	if pos >= 0 {
+		return o.waiterSess[c.Key][c.Owner] != c.Session
+	}
+	return false
+}
+
+// endSession marks s as ending: by its destroy command, or by expiry.
+func (o *observer) endSession(s Owner, byCmd bool) {
+	if byCmd {
+		// Kept live until the result: deadlines due before the destroy may
+		// still grant a key to one of its waiters.
+		o.destroying, o.released = &s, 0
+	} else {
+		delete(o.sessEnd, s)
+		o.expiring = s
+	}
+}
+
+// sessionResult checks the session ops' results.
+func (o *observer) sessionResult(c Command, r Result) error {
+	end, live := o.sessEnd[c.Session]
+	switch {
+	case r.Status == StatusNoSession:
+		if live && c.Op != OpSessionDestroy {
+			return fmt.Errorf("no-session for a live session")
+		}
+	case c.Op == OpSessionCreate && r.Status == StatusGranted:
+		if live && r.ExpiresAt != end {
+			return fmt.Errorf("a create retry moved the end")
+		}
+		if !live {
+			if r.ExpiresAt != r.Now+c.TTL {
+				return fmt.Errorf("session ends at %v, want now+ttl", r.ExpiresAt)
+			}
+			o.sessEnd[c.Session], o.sessDelay[c.Session] = r.ExpiresAt, c.LockDelay
+		}
+	case c.Op == OpSessionRenew && r.Status == StatusExtended:
+		if !live {
+			return fmt.Errorf("renewed a session not live")
+		}
+		o.sessEnd[c.Session] = r.ExpiresAt
+	case c.Op == OpSessionDestroy && r.Status == StatusReleased:
+		// endSession ran before the events (see the test loop); what is
+		// still bound to the session was released without a hand-off.
+		delete(o.sessEnd, c.Session)
+		for k, s := range o.holderSess {
+			if s == c.Session {
+				delete(o.holder, k)
+				delete(o.holderSess, k)
+				o.released++
+			}
+		}
+		if r.Waiters != o.released {
+			return fmt.Errorf("destroy released %d, observed %d", r.Waiters, o.released)
+		}
+	default:
+		return fmt.Errorf("unexpected %v for %v", r.Status, c.Op)
+	}
+	return nil
+}
+
 func (o *observer) result(c Command, r Result) error {
+	if c.Op == OpSessionCreate || c.Op == OpSessionRenew || c.Op == OpSessionDestroy {
+		if r.Status != StatusInvalid {
+			return o.sessionResult(c, r)
+		}
+	}
+	if r.Status == StatusNoSession {
+		if _, live := o.sessEnd[c.Session]; live || c.Op != OpAcquire {
+			return fmt.Errorf("no-session for a live session")
+		}
+		return nil
+	}
 	h, held := o.holder[c.Key]
 	q := o.queue[c.Key]
 	pos := slices.Index(q, c.Owner)
@@ -81,18 +202,32 @@ func (o *observer) result(c Command, r Result) error {
 		if pos >= 0 {
 			return fmt.Errorf("granted to an owner still queued")
 		}
+		if held && o.holderSess[c.Key] != c.Session {
+			return fmt.Errorf("granted a retry under another binding")
+		}
 		if held {
 			if h != c.Owner || r.Token != o.token[c.Key] {
 				return fmt.Errorf("granted %x:%d while %x:%d holds", c.Owner[:1], r.Token, h[:1], o.token[c.Key])
 			}
 			return nil
 		}
-		if r.ExpiresAt != r.Now+c.TTL {
+		if !c.Session.IsZero() {
+			if r.ExpiresAt != o.sessEnd[c.Session] {
+				return fmt.Errorf("session grant ends at %v, session at %v", r.ExpiresAt, o.sessEnd[c.Session])
+			}
+			o.holderSess[c.Key] = c.Session
+		} else if r.ExpiresAt != r.Now+c.TTL {
 			return fmt.Errorf("grant ends at %v, want now+ttl %v", r.ExpiresAt, r.Now+c.TTL)
 		}
 		o.holder[c.Key], o.token[c.Key] = c.Owner, r.Token
 		return o.newToken(r.Token)
 	case StatusQueued, StatusHeld:
+		if r.Status == StatusHeld && o.otherBinding(c, h, held, pos) {
+			return nil // the owner holds or waits under another binding: nothing changed
+		}
+		if o.delayed[c.Key] && !held {
+			held, h = true, Owner{}
+		}
 		if !held || h == c.Owner || r.Token != o.token[c.Key] {
 			return fmt.Errorf("%s while holder is %x (held %v)", r.Status, h[:1], held)
 		}
@@ -108,17 +243,33 @@ func (o *observer) result(c Command, r Result) error {
 			}
 			o.queue[c.Key] = append(q, c.Owner)
 			pos = len(q)
+			if !c.Session.IsZero() {
+				if o.waiterSess[c.Key] == nil {
+					o.waiterSess[c.Key] = map[Owner]Owner{}
+				}
+				o.waiterSess[c.Key][c.Owner] = c.Session
+			}
 		}
 		if r.Waiters != pos+1 {
 			return fmt.Errorf("queued at %d, observed %d", r.Waiters, pos+1)
 		}
 	case StatusExtended:
-		if !held || h != c.Owner || r.Token != o.token[c.Key] || r.ExpiresAt != r.Now+c.TTL {
+		want := r.Now + c.TTL
+		if s, bound := o.holderSess[c.Key]; bound {
+			want = o.sessEnd[s]
+		}
+		if !held || h != c.Owner || r.Token != o.token[c.Key] || r.ExpiresAt != want {
 			return fmt.Errorf("bad extend")
 		}
 	case StatusReleased:
 		if c.Op == OpForceRelease {
-			// Ends the lease whoever holds it; the answer names its token.
+			// Ends the lease whoever holds it (or a lock-delay); the answer
+			// names its token.
+			if o.delayed[c.Key] && !held {
+				held = true
+				delete(o.delayed, c.Key)
+			}
+			delete(o.holderSess, c.Key)
 			if !held || r.Token != o.token[c.Key] {
 				return fmt.Errorf("force-released token %d, holder %x:%d (held %v)", r.Token, h[:1], o.token[c.Key], held)
 			}
@@ -129,11 +280,13 @@ func (o *observer) result(c Command, r Result) error {
 			return fmt.Errorf("released %x:%d, holder %x:%d", c.Owner[:1], r.Token, h[:1], o.token[c.Key])
 		}
 		delete(o.holder, c.Key)
+		delete(o.holderSess, c.Key)
 	case StatusCanceled:
 		if pos < 0 {
 			return fmt.Errorf("canceled an owner not queued")
 		}
 		o.queue[c.Key] = slices.Delete(q, pos, pos+1)
+		delete(o.waiterSess[c.Key], c.Owner)
 	case StatusNotHeld:
 		if c.Op == OpForceRelease && held {
 			return fmt.Errorf("force-release of a held key answered not held")
@@ -168,7 +321,13 @@ func TestRandomSequencesKeepInvariants(t *testing.T) {
 				// grant after it, with a token above the one it ended (a
 				// grant by expiry just before has the ended token itself).
 				var after []Event
-				if r.Status == StatusReleased && len(events) > 0 {
+				obs.destroying = nil
+				if c.Op == OpSessionDestroy && r.Status == StatusReleased {
+					// The deadlines due first cannot end this session (it
+					// was still live for its destroy), but may grant it a
+					// key: it is marked as ending, and ends at its result.
+					obs.endSession(c.Session, true)
+				} else if r.Status == StatusReleased && len(events) > 0 {
 					if last := events[len(events)-1]; last.Kind == EventGranted && last.Key == c.Key && last.Owner != c.Owner && last.Token > r.Token {
 						events, after = events[:len(events)-1], events[len(events)-1:]
 					}
@@ -196,6 +355,11 @@ func TestRandomSequencesKeepInvariants(t *testing.T) {
 				for _, k := range g.keys {
 					st := m.Lookup(k, 0)
 					h, held := obs.holder[k]
+					if st.Delayed && obs.delayed[k] && !held {
+						held = true
+					} else if obs.delayed[k] && !st.Delayed {
+						delete(obs.delayed, k) // the delay ran out with nobody waiting
+					}
 					if st.Held != held || st.Owner != h || st.Waiters != len(obs.queue[k]) {
 						fail(fmt.Errorf("key %q: machine %+v, observed holder %x queue %d", k, st, h[:1], len(obs.queue[k])))
 					}

@@ -8,6 +8,8 @@ type waiter struct {
 	ttl        time.Duration // the lease it asked for, granted when its turn comes
 	deadline   time.Duration // when it gives up
 	epoch      uint64        // the machine's epoch when it queued or last claimed its place again
+	session    *session      // granted bound to this session (ttl is then zero); nil for a lease
+	meta       string        // the holder's metadata once granted
 	prev, next *waiter
 	index      int // position in the deadline index
 }

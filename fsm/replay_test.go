@@ -58,10 +58,10 @@ func TestReplayIsDeterministic(t *testing.T) {
 					kinds[e.Kind] = true
 				}
 			}
-			for _, s := range []Status{StatusGranted, StatusQueued, StatusHeld, StatusExtended, StatusReleased, StatusCanceled, StatusNotHeld, StatusTicked, StatusInvalid} {
+			for _, s := range []Status{StatusGranted, StatusQueued, StatusHeld, StatusExtended, StatusReleased, StatusCanceled, StatusNotHeld, StatusTicked, StatusInvalid, StatusNoSession} {
 				assert.True(t, seen[s], "seed %d: no %s in the log", seed, s)
 			}
-			for _, k := range []EventKind{EventGranted, EventWaitExpired, EventExpired} {
+			for _, k := range []EventKind{EventGranted, EventWaitExpired, EventExpired, EventSessionExpired} {
 				assert.True(t, kinds[k], "seed %d: no %s event", seed, k)
 			}
 			forced := map[Status]bool{}

@@ -88,9 +88,9 @@ func (s snapshotBuilder) key(k string) snapshotBuilder {
 }
 func (s snapshotBuilder) owner(o Owner) snapshotBuilder { return append(s, o[:]...) }
 
-// header: version 2, now 100, last token 10, epoch 1, n keys.
+// header: version 2 (the rejections below are of version 2 records), now 100, last token 10, epoch 1, n keys.
 func header(n uint64) snapshotBuilder {
-	return snapshotBuilder{snapshotVersion}.uv(100).uv(10).uv(1).uv(n)
+	return snapshotBuilder{snapshotVersionV2}.uv(100).uv(10).uv(1).uv(n)
 }
 
 // lease appends a key record without waiters.
@@ -119,10 +119,10 @@ func TestRestoreRejects(t *testing.T) {
 		want error
 	}{
 		{"empty", nil, ErrBadEncoding},
-		{"bad version", append([]byte{3}, valid[1:]...), ErrBadVersion},
+		{"bad version", append([]byte{4}, valid[1:]...), ErrBadVersion},
 		{"trailing bytes", append(valid, 0), ErrBadEncoding},
 		{"truncated", valid[:len(valid)-1], ErrBadEncoding},
-		{"now beyond MaxStamp", snapshotBuilder{snapshotVersion}.uv(uint64(MaxStamp) + 1).uv(0).uv(0).uv(0), ErrStampRange},
+		{"now beyond MaxStamp", snapshotBuilder{snapshotVersionV2}.uv(uint64(MaxStamp) + 1).uv(0).uv(0).uv(0), ErrStampRange},
 		{"waiter epoch after the machine's", queued(snapshotBuilder{}.owner(ownerB).uv(uint64(ms)).uv(150).uv(2)), ErrBadEncoding},
 		{"key count beyond the bytes", header(2).lease("k", ownerA, 1, 200), ErrBadEncoding},
 		{"huge key count", header(1 << 50), ErrBadEncoding},

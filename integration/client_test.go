@@ -35,7 +35,7 @@ const (
 // it is also lock.ErrUnavailable.
 func classify(err error) outcome {
 	switch {
-	case err == nil, errors.Is(err, lock.ErrLocked), errors.Is(err, lock.ErrNotHeld):
+	case err == nil, errors.Is(err, lock.ErrLocked), errors.Is(err, lock.ErrNotHeld), errors.Is(err, lock.ErrNoSession):
 		return answered
 	case errors.Is(err, lock.ErrUnknownOutcome):
 		return mayHave
@@ -49,7 +49,7 @@ func classify(err error) outcome {
 // expectedError reports whether err is one a store may give under faults;
 // anything else (an internal error, a bad request) is worth reporting.
 func expectedError(err error) bool {
-	return err == nil || errors.Is(err, lock.ErrLocked) || errors.Is(err, lock.ErrNotHeld) ||
+	return err == nil || errors.Is(err, lock.ErrLocked) || errors.Is(err, lock.ErrNotHeld) || errors.Is(err, lock.ErrNoSession) ||
 		errors.Is(err, lock.ErrUnknownOutcome) || errors.Is(err, lock.ErrUnavailable) ||
 		errors.Is(err, lock.ErrClosed) || errors.Is(err, context.DeadlineExceeded)
 }

@@ -96,7 +96,13 @@
 // waiters are handed the lock, holders stall past their leases (a sleep, or
 // a SIGSTOP of a client process: TestMain runs this test binary as a
 // client process when RAFTLOCK_INTEGRATION_CLIENT is set) and write late,
-// and fencing must refuse the late writes that were overtaken.
+// and fencing must refuse the late writes that were overtaken. In the
+// session variant (TestFencedSessions*) each holding binds the lock to a
+// fresh session of a short TTL, renews the session instead of the lock,
+// and ends with a release, a destroy of the session or its expiry; a
+// holder's window ends at its session's conservative deadline, so the same
+// checks show that no session-bound lock outlived its session and none
+// ended before its holder's deadline, under kills, pauses and partitions.
 //
 // Durability. Clients own their keys, so they know what each acknowledged
 // acquire, extend and release left. Between rounds of work under the

@@ -186,6 +186,12 @@ type fencedConfig struct {
 	Stall  bool          `json:"stall"`  // holders simulate their own stalls (a sleep past the TTL)
 	Work   time.Duration `json:"work"`   // between reading and writing the register, at most
 	Writes int           `json:"writes"` // increments per holding, at most
+	// Session: each holding creates a session of TTL, acquires under it
+	// (the lock has no lease of its own), renews the session instead of
+	// extending, and ends with a release, a destroy of the session, or (in
+	// expiry mode) the session left to expire. Wait must be under TTL: a
+	// waiting holder does not renew its session.
+	Session bool `json:"session"`
 }
 
 // holderStats counts what one holder did.
@@ -228,6 +234,10 @@ func (h *holder) run(run, budget context.Context) {
 }
 
 func (h *holder) holdOnce(budget context.Context) {
+	if h.cfg.Session {
+		h.holdOnceInSession(budget)
+		return
+	}
 	sent := time.Now()
 	var lease lock.Lease
 	var res callResult

@@ -138,3 +138,54 @@ func TestDurableProcesses(t *testing.T) {
 	}
 	rep.finish(t)
 }
+
+// TestFencedSessionsProcesses: three agents as processes; holders bind the
+// lock to a session of a short TTL, renew the session rather than the
+// lock, and end with a release, a destroy or an expiry; holders stall past
+// their session and client processes are paused for several TTLs, under
+// kills and pauses of the agents. No session-bound lock may outlive its
+// session into another holder's window, and none may end before its
+// holder's deadline.
+func TestFencedSessionsProcesses(t *testing.T) {
+	s := loadSettings(t)
+	rep := newReport("fenced-sessions/3-processes", s)
+	c := startProcCluster(t, 3)
+	events := newEventLog(rep.started)
+	nem := newNemesis(s, rep, events, procFaults(c, rep, events), c.waitReady)
+	var nodes []string
+	for _, n := range c.nodes {
+		nodes = append(nodes, n.httpAddr)
+	}
+	const ttl = 2 * time.Second
+	cfg := fencedConfig{Key: "fenced", TTL: ttl, Wait: time.Second, Expiry: true, Stall: true, Session: true, Work: 20 * time.Millisecond, Writes: 4}
+	procCfg := cfg
+	procCfg.Stall, procCfg.Work = false, 150*time.Millisecond
+	runFenced(t, s, rep, c, nem, fencedRun{
+		cfg:        cfg,
+		holders:    4,
+		procs:      2,
+		procNodes:  nodes,
+		procCfg:    procCfg,
+		procFaults: func(p []*clientProc) []fault { f := pauseClientFault(p, ttl); return []fault{f, f} },
+	})
+	if races := c.racesReported(); len(races) > 0 {
+		rep.problem("data races reported by agents %v (their logs follow)", races)
+	}
+	rep.finish(t)
+}
+
+// TestFencedSessionsPartitions: the session workload on three nodes in
+// this process under the partition nemeses.
+func TestFencedSessionsPartitions(t *testing.T) {
+	s := loadSettings(t)
+	rep := newReport("fenced-sessions/3-in-process-partitions", s)
+	c := startMemCluster(t, 3)
+	events := newEventLog(rep.started)
+	nem := newNemesis(s, rep, events, memFaults(c, rep, events), c.waitReady)
+	runFenced(t, s, rep, c, nem, fencedRun{
+		cfg:     fencedConfig{Key: "fenced", TTL: 2 * time.Second, Wait: time.Second, Expiry: true, Stall: true, Session: true, Work: 20 * time.Millisecond, Writes: 4},
+		holders: 6,
+	})
+	rep.note("%d snapshot restores", c.snapshotRestores())
+	rep.finish(t)
+}

@@ -12,8 +12,9 @@ import (
 // Client makes lock handles on one Store. It is safe for concurrent use and
 // holds no state besides its store and hooks, so one per store is enough.
 type Client struct {
-	store Store
-	hooks Hooks
+	store   Store
+	hooks   Hooks
+	session *Session // the session handles are bound to (WithSession), nil for leases
 }
 
 // ClientOption configures a Client.
@@ -49,7 +50,7 @@ func (c *Client) Store() Store { return c.store }
 // TTL (DefaultTTL otherwise) and default Wait. An invalid key or option is
 // reported by the first call that uses the store.
 func (c *Client) Lock(key string, opts ...LockOption) *Lock {
-	l := &Lock{client: c, key: key, ttl: DefaultTTL}
+	l := &Lock{client: c, key: key, ttl: DefaultTTL, session: c.session}
 	for _, opt := range opts {
 		if opt != nil {
 			opt.applyLock(l)

@@ -20,6 +20,10 @@ const (
 	CodeUnknownOutcome = "unknown_outcome" // ErrUnknownOutcome (and ErrUnavailable)
 	CodeClosed         = "closed"          // ErrClosed
 	CodeUnavailable    = "unavailable"     // ErrUnavailable
+
+	CodeInvalidSession  = "invalid_session"  // ErrInvalidSession
+	CodeInvalidMetadata = "invalid_metadata" // ErrInvalidMetadata
+	CodeNoSession       = "no_session"       // ErrNoSession
 )
 
 // To add a code: its sentinel (errors.go), its constant above and its line
@@ -39,11 +43,14 @@ var errorCodes = []struct {
 }{
 	{CodeLocked, []error{ErrLocked}},
 	{CodeNotHeld, []error{ErrNotHeld}},
+	{CodeNoSession, []error{ErrNoSession}},
 	{CodeInvalidKey, []error{ErrInvalidKey}},
 	{CodeInvalidTTL, []error{ErrInvalidTTL}},
 	{CodeInvalidWait, []error{ErrInvalidWait}},
 	{CodeInvalidOwner, []error{ErrInvalidOwner}},
 	{CodeInvalidList, []error{ErrInvalidList}},
+	{CodeInvalidSession, []error{ErrInvalidSession}},
+	{CodeInvalidMetadata, []error{ErrInvalidMetadata}},
 	{CodeQueueFull, []error{ErrQueueFull}},
 	{CodeUnknownOutcome, []error{ErrUnknownOutcome, ErrUnavailable}},
 	{CodeClosed, []error{ErrClosed}},

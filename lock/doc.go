@@ -15,8 +15,8 @@
 // Client.Lock(key, opts...) returns a *Lock, a handle on one key with a TTL
 // (DefaultTTL, 30s, unless given the TTL option). It touches nothing until
 // used. Options are typed by the call that reads them (LockOption,
-// AcquireOption, ExtendOption), so a misplaced one, such as a TTL given to
-// Acquire, does not compile:
+// AcquireOption, RunOption, ExtendOption, ReadOption, SessionOption), so a
+// misplaced one, such as a TTL given to Acquire, does not compile:
 //
 //   - Run(ctx, fn, opts...) acquires (waiting until ctx is done, or for the
 //     Wait option), runs fn, and always releases, also when fn returns an
@@ -31,7 +31,8 @@
 //   - Client.Inspect(ctx, key) and Client.List(ctx, req) look at keys without
 //     a handle.
 //   - Serialize and Client.Restore hand a held lock to another process, which
-//     can then extend or release the same lease.
+//     can then extend or release the same lease. (A lock bound to a session
+//     travels without it: it still ends with the session.)
 //
 // # Semantics
 //
@@ -91,6 +92,30 @@
 // them. It is for tests, examples and single-process programs; a cluster node
 // (package cluster) or the API client (package api) is the store that
 // excludes across processes.
+//
+// # Sessions, metadata, max hold
+//
+// A Session (Client.NewSession) is one lease, kept alive by one goroutine,
+// that any number of locks are bound to (Client.WithSession): they have no
+// lease of their own, so a process that crashes frees them all within the
+// session TTL (DefaultSessionTTL, 15s, like Consul's; etcd's is 60s), and
+// Session.Close frees them all in one step, each key handed to its next
+// waiter. A holder's conservative deadline is its session's (see
+// Session.Remaining); Done says when the session has ended, and Run
+// cancels its callback then. A session may have a lock-delay (LockDelay):
+// after it expires, its keys stay unavailable that long. Make one session
+// per process, at startup, and bind the process's locks to it. The store
+// must implement SessionStore (the memory store, a cluster node and the
+// HTTP client do).
+//
+// Metadata (a LockOption, at most MaxMetadataLen bytes) travels with an
+// acquisition and is shown to anyone by Inspect and List: who holds the
+// lock and why. Never the owner, never a secret.
+//
+// MaxHold (a RunOption) caps how long Run holds a lock even while its
+// keep-alive runs. The cap is kept by Run on the local clock, not by the
+// store: at the cap the callback's context is canceled and the lock
+// released.
 //
 // # Stores
 //

@@ -28,11 +28,13 @@ import (
 // store promises (same grant, same token), and Release releases what may have
 // been granted.
 type Lock struct {
-	client *Client
-	key    string
+	client  *Client
+	key     string
+	session *Session // the session its locks are bound to; nil for leases
 
 	mu        sync.Mutex // protects the fields below
 	ttl       time.Duration
+	meta      string        // holder metadata its acquisitions carry
 	wait      time.Duration // default wait, when waitSet
 	waitSet   bool
 	acquiring bool
@@ -86,9 +88,14 @@ func (l *Lock) Token() uint64 {
 // store's lease never ends before it. It reports false when the handle does
 // not hold the lock, when that figure has run out (the lease may be gone), and
 // for a restored handle until its first Extend.
+//
+// For a handle bound to a session it is the session's Remaining.
 func (l *Lock) Remaining() (time.Duration, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.held != nil && l.session != nil {
+		return l.session.Remaining()
+	}
 	if l.held == nil || l.held.deadline.IsZero() {
 		return 0, false
 	}
@@ -201,6 +208,10 @@ func (l *Lock) lose(ctx context.Context, g *grant) {
 // the handle does not hold the lock or the lease was lost: never a silent
 // no-op. After another error the lease is unchanged as far as the handle
 // knows, and Remaining still counts down the old deadline.
+//
+// A handle bound to a session has no lease of its own: Extend sends
+// nothing, and returns nil while the session is live and an error
+// matching ErrNotHeld and ErrNoSession once it has ended.
 func (l *Lock) Extend(ctx context.Context, opts ...ExtendOption) error {
 	o := collectExtend(opts)
 	l.mu.Lock()
@@ -208,6 +219,13 @@ func (l *Lock) Extend(ctx context.Context, opts ...ExtendOption) error {
 	l.mu.Unlock()
 	if g == nil {
 		return fmt.Errorf("%w: handle for %q holds no lease to extend", ErrNotHeld, l.key)
+	}
+	if l.session != nil {
+		if err := l.session.Err(); err != nil {
+			l.lose(ctx, g)
+			return fmt.Errorf("%w: %w", ErrNotHeld, err)
+		}
+		return nil
 	}
 	return l.extendGrant(ctx, g, o)
 }
@@ -299,10 +317,19 @@ func (l *Lock) waitFor(o acquireOptions) time.Duration {
 func (l *Lock) acquire(ctx context.Context, wait time.Duration) (*grant, error) {
 	req := AcquireRequest{Key: l.key, Owner: NewOwner(), Wait: wait}
 	l.mu.Lock()
-	req.TTL = l.ttl
+	req.TTL, req.Metadata = l.ttl, l.meta
+	if l.session != nil {
+		req.TTL, req.Session = 0, l.session.id
+	}
 	if err := req.Validate(); err != nil {
 		l.mu.Unlock()
 		return nil, err
+	}
+	if l.session != nil {
+		if err := l.session.Err(); err != nil {
+			l.mu.Unlock()
+			return nil, err
+		}
 	}
 	if l.held != nil || l.acquiring {
 		l.mu.Unlock()

@@ -212,7 +212,11 @@ func TestHandleValidation(t *testing.T) {
 			err := tc.l.Acquire(ctx, tc.opts...)
 			assert.ErrorIs(t, err, tc.want)
 			called := false
-			ran, err := tc.l.Run(ctx, func(context.Context) error { called = true; return nil }, tc.opts...)
+			var runOpts []lock.RunOption
+			for _, o := range tc.opts {
+				runOpts = append(runOpts, o.(lock.WaitOption))
+			}
+			ran, err := tc.l.Run(ctx, func(context.Context) error { called = true; return nil }, runOpts...)
 			assert.ErrorIs(t, err, tc.want)
 			assert.False(t, ran)
 			assert.False(t, called)

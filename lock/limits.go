@@ -28,7 +28,7 @@ const (
 // request changes nothing. The error matches ErrInvalidKey, ErrInvalidOwner,
 // ErrInvalidTTL or ErrInvalidWait, and its message says what was wrong.
 func (r AcquireRequest) Validate() error {
-	return validate(fsm.Command{Op: fsm.OpAcquire, Key: r.Key, Owner: fsm.Owner(r.Owner), TTL: r.TTL, Wait: r.Wait})
+	return validate(fsm.Command{Op: fsm.OpAcquire, Key: r.Key, Owner: fsm.Owner(r.Owner), TTL: r.TTL, Wait: r.Wait, Session: fsm.Owner(r.Session), Meta: r.Metadata})
 }
 
 // ValidateRelease checks the arguments of Store.Release; see
@@ -104,6 +104,10 @@ func validate(c fsm.Command) error {
 		return ttlError(c.TTL)
 	case errors.Is(err, fsm.ErrWaitRange):
 		return waitError(c.Wait)
+	case errors.Is(err, fsm.ErrMetaTooLong):
+		return ValidateMetadata(c.Meta)
+	case errors.Is(err, fsm.ErrUnusedField) && c.Op == fsm.OpAcquire && !c.Session.IsZero() && c.TTL != 0:
+		return fmt.Errorf("%w: a lock bound to a session has no lease of its own: ttl must be 0 (got %v)", ErrInvalidTTL, c.TTL)
 	default:
 		// Only a bug in this package can build a command the machine rejects
 		// for another reason (an unused field, a bad op).

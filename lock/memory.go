@@ -40,9 +40,10 @@ type waiterKey struct {
 }
 
 var (
-	_ Store      = (*MemoryStore)(nil)
-	_ Lister     = (*MemoryStore)(nil)
-	_ AdminStore = (*MemoryStore)(nil)
+	_ Store        = (*MemoryStore)(nil)
+	_ Lister       = (*MemoryStore)(nil)
+	_ SessionStore = (*MemoryStore)(nil)
+	_ AdminStore   = (*MemoryStore)(nil)
 )
 
 // NewMemoryStore returns an empty store.
@@ -85,13 +86,20 @@ func (s *MemoryStore) Acquire(ctx context.Context, req AcquireRequest) (Lease, e
 		s.mu.Unlock()
 		return Lease{}, ErrClosed
 	}
-	res := s.applyLocked(fsm.Command{Op: fsm.OpAcquire, Key: req.Key, Owner: owner, TTL: req.TTL, Wait: req.Wait})
+	res := s.applyLocked(fsm.Command{Op: fsm.OpAcquire, Key: req.Key, Owner: owner, TTL: req.TTL, Wait: req.Wait, Session: fsm.Owner(req.Session), Meta: req.Metadata})
 	switch res.Status {
+	case fsm.StatusNoSession:
+		s.mu.Unlock()
+		return Lease{}, noSessionError(req.Session)
 	case fsm.StatusGranted:
 		s.mu.Unlock()
 		// ExpiresAt-Now is the TTL asked for a new grant, and what the
 		// lease had left for a repeat by its holder.
-		return Lease{Token: res.Token, Remaining: res.ExpiresAt - res.Now, TTL: res.ExpiresAt - res.Now}, nil
+		lease := Lease{Token: res.Token, Remaining: res.ExpiresAt - res.Now, TTL: res.ExpiresAt - res.Now}
+		if !req.Session.IsZero() {
+			lease.TTL = 0 // no lease of its own
+		}
+		return lease, nil
 	case fsm.StatusHeld:
 		s.mu.Unlock()
 		return Lease{}, &HeldError{Key: req.Key, Token: res.Token, Remaining: res.ExpiresAt - res.Now}
@@ -118,6 +126,9 @@ func (s *MemoryStore) Acquire(ctx context.Context, req AcquireRequest) (Lease, e
 			// the caller sent it: the caller's deadline comes no later than
 			// ExpiresAt.
 			return Lease{Token: ev.Token, Remaining: ev.ExpiresAt - queuedAt, TTL: req.TTL}, nil
+		}
+		if !req.Session.IsZero() && !s.sessionLive(req.Session) {
+			return Lease{}, noSessionError(req.Session) // its session ended while it waited
 		}
 		return Lease{}, s.heldError(req.Key)
 	case <-ctx.Done():
@@ -233,7 +244,83 @@ func keyInfo(st fsm.KeyState, now time.Duration) KeyInfo {
 	if !st.Held {
 		return KeyInfo{Waiters: st.Waiters}
 	}
-	return KeyInfo{Locked: true, Token: st.Token, Remaining: st.ExpiresAt - now, Waiters: st.Waiters}
+	return KeyInfo{Locked: true, Token: st.Token, Remaining: st.ExpiresAt - now, Waiters: st.Waiters, Metadata: st.Meta, Delayed: st.Delayed}
+}
+
+// CreateSession implements SessionStore.
+func (s *MemoryStore) CreateSession(ctx context.Context, req SessionRequest) (SessionLease, error) {
+	if err := req.Validate(); err != nil {
+		return SessionLease{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return SessionLease{}, ErrClosed
+	}
+	res := s.applyLocked(fsm.Command{Op: fsm.OpSessionCreate, Session: fsm.Owner(req.ID), TTL: req.TTL, LockDelay: req.LockDelay})
+	if res.Status != fsm.StatusGranted {
+		return SessionLease{}, fmt.Errorf("lock: memory store: unexpected session-create status %v", res.Status)
+	}
+	return SessionLease{Remaining: res.ExpiresAt - res.Now, TTL: s.machine.Session(fsm.Owner(req.ID), 0).TTL}, nil
+}
+
+// RenewSession implements SessionStore.
+func (s *MemoryStore) RenewSession(ctx context.Context, id SessionID) (SessionLease, error) {
+	if err := ValidateSessionID(id); err != nil {
+		return SessionLease{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return SessionLease{}, ErrClosed
+	}
+	res := s.applyLocked(fsm.Command{Op: fsm.OpSessionRenew, Session: fsm.Owner(id)})
+	if res.Status != fsm.StatusExtended {
+		return SessionLease{}, noSessionError(id)
+	}
+	return SessionLease{Remaining: res.ExpiresAt - res.Now, TTL: res.ExpiresAt - res.Now}, nil
+}
+
+// DestroySession implements SessionStore.
+func (s *MemoryStore) DestroySession(ctx context.Context, id SessionID) (bool, error) {
+	if err := ValidateSessionID(id); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false, ErrClosed
+	}
+	res := s.applyLocked(fsm.Command{Op: fsm.OpSessionDestroy, Session: fsm.Owner(id)})
+	return res.Status == fsm.StatusReleased, nil
+}
+
+// InspectSession implements SessionStore.
+func (s *MemoryStore) InspectSession(ctx context.Context, id SessionID) (SessionInfo, error) {
+	if err := ValidateSessionID(id); err != nil {
+		return SessionInfo{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return SessionInfo{}, ErrClosed
+	}
+	now := s.applyLocked(fsm.Command{Op: fsm.OpTick}).Now
+	st := s.machine.Session(fsm.Owner(id), now)
+	if !st.Live {
+		return SessionInfo{}, nil
+	}
+	return SessionInfo{Live: true, TTL: st.TTL, Remaining: st.ExpiresAt - now, LockDelay: st.LockDelay, Keys: st.Keys}, nil
+}
+
+func (s *MemoryStore) sessionLive(id SessionID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.machine.Session(fsm.Owner(id), s.now()).Live
+}
+
+func noSessionError(id SessionID) error {
+	return fmt.Errorf("%w: the session has ended or does not exist", ErrNoSession)
 }
 
 // now is the machine's clock: the monotonic time since the store was made.

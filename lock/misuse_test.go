@@ -74,6 +74,9 @@ func main() {
 		`c.Lock("k", lock.TTL(time.Minute), lock.Wait(time.Second))`,
 		`_ = l.Acquire(ctx, lock.Wait(0))`,
 		`_, _ = l.Run(ctx, fn, lock.Wait(time.Second))`,
+		`_, _ = l.Run(ctx, fn, lock.Wait(time.Second), lock.MaxHold(time.Minute))`,
+		`c.Lock("k", lock.Metadata("host=a"))`,
+		`_, _ = c.NewSession(ctx, lock.SessionTTL(time.Minute), lock.LockDelay(time.Second))`,
 		`_ = l.Extend(ctx, lock.TTL(time.Hour))`,
 		`_, _ = c.Inspect(ctx, "k", lock.Stale())`,
 	}
@@ -83,7 +86,11 @@ func main() {
 
 	misplaced := map[string]string{
 		`_ = l.Acquire(ctx, lock.TTL(time.Minute))`:         "lock.TTLOption does not implement lock.AcquireOption",
-		`_, _ = l.Run(ctx, fn, lock.TTL(time.Minute))`:      "lock.TTLOption does not implement lock.AcquireOption",
+		`_, _ = l.Run(ctx, fn, lock.TTL(time.Minute))`:      "lock.TTLOption does not implement lock.RunOption",
+		`_ = l.Acquire(ctx, lock.MaxHold(time.Minute))`:     "lock.MaxHoldOption does not implement lock.AcquireOption",
+		`c.Lock("k", lock.MaxHold(time.Minute))`:            "lock.MaxHoldOption does not implement lock.LockOption",
+		`_ = l.Acquire(ctx, lock.Metadata("x"))`:            "lock.MetadataOption does not implement lock.AcquireOption",
+		`_, _ = c.NewSession(ctx, lock.TTL(time.Minute))`:   "lock.TTLOption does not implement lock.SessionOption",
 		`_ = l.Extend(ctx, lock.Wait(time.Minute))`:         "lock.WaitOption does not implement lock.ExtendOption",
 		`_ = c.Lock("k").Acquire(ctx, lock.TTL(time.Hour))`: "lock.TTLOption does not implement lock.AcquireOption",
 		`_ = l.Acquire(ctx, lock.Stale())`:                  "lock.StaleOption does not implement lock.AcquireOption",

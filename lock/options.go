@@ -6,11 +6,14 @@ import "time"
 // would not read does not compile with it:
 //
 //	c.Lock(key, lock.TTL(time.Minute), lock.Wait(time.Second)) // LockOption: the handle's defaults
+//	c.Lock(key, lock.Metadata("host=a"))                       // LockOption
 //	l.Acquire(ctx, lock.Wait(0))                               // AcquireOption: this acquire only
-//	l.Run(ctx, fn, lock.Wait(time.Second))                     // AcquireOption
+//	l.Run(ctx, fn, lock.Wait(time.Second), lock.MaxHold(d))    // RunOption
+//	c.NewSession(ctx, lock.SessionTTL(d), lock.LockDelay(d))   // SessionOption
 //	l.Extend(ctx, lock.TTL(time.Hour))                         // ExtendOption
 //	c.Inspect(ctx, key, lock.Stale())                          // ReadOption
 //	l.Acquire(ctx, lock.TTL(time.Minute))                      // does not compile: an acquire takes the handle's TTL
+//	l.Acquire(ctx, lock.MaxHold(time.Minute))                  // does not compile: only Run keeps a cap
 //
 // Out-of-range values are reported by the first call that uses them, as
 // ErrInvalidTTL or ErrInvalidWait. A nil option is ignored.
@@ -21,8 +24,7 @@ type LockOption interface {
 	applyLock(*Lock)
 }
 
-// AcquireOption configures one acquire: Lock.Acquire or Lock.Run. Wait is
-// an AcquireOption.
+// AcquireOption configures one Lock.Acquire. Wait is an AcquireOption.
 type AcquireOption interface {
 	applyAcquire(*acquireOptions)
 }
@@ -71,6 +73,54 @@ type acquireOptions struct {
 	waitSet bool
 }
 
+// RunOption configures one Lock.Run or TryRun. Wait and MaxHold are
+// RunOptions.
+type RunOption interface {
+	applyRun(*runOptions)
+}
+
+type runOptions struct {
+	acquireOptions
+	maxHold time.Duration // 0: no cap
+}
+
+func collectRun(opts []RunOption) runOptions {
+	var o runOptions
+	for _, opt := range opts {
+		if opt != nil {
+			opt.applyRun(&o)
+		}
+	}
+	return o
+}
+
+// MaxHoldOption is the option MaxHold returns; it is a RunOption, and
+// nothing else.
+type MaxHoldOption struct{ d time.Duration }
+
+// MaxHold caps how long Run holds the lock, keep-alive or not: d after the
+// grant, the callback's context is canceled (context.Cause matches
+// ErrMaxHold) and the lock is released at once, whether or not the
+// callback has returned. The cap is kept by Run, on the local clock, not
+// by the store: a process that dies keeps nothing anyway (its lease or
+// session ends), and the store's state machine needs no change for it. d
+// must be positive; 0 means no cap.
+func MaxHold(d time.Duration) MaxHoldOption { return MaxHoldOption{d: d} }
+
+func (o MaxHoldOption) applyRun(r *runOptions) { r.maxHold = o.d }
+
+// MetadataOption is the option Metadata returns; it is a LockOption, and
+// nothing else.
+type MetadataOption struct{ meta string }
+
+// Metadata sets what the handle's acquisitions carry as holder metadata
+// (see AcquireRequest.Metadata): at most MaxMetadataLen bytes, shown by
+// Inspect and List. An oversized value is reported by the first acquire,
+// as ErrInvalidMetadata.
+func Metadata(meta string) MetadataOption { return MetadataOption{meta: meta} }
+
+func (o MetadataOption) applyLock(l *Lock) { l.meta = o.meta }
+
 type extendOptions struct {
 	ttl    time.Duration
 	ttlSet bool
@@ -103,6 +153,7 @@ func Wait(d time.Duration) WaitOption { return WaitOption{wait: d} }
 
 func (o WaitOption) applyLock(l *Lock)              { l.wait, l.waitSet = o.wait, true }
 func (o WaitOption) applyAcquire(a *acquireOptions) { a.wait, a.waitSet = o.wait, true }
+func (o WaitOption) applyRun(r *runOptions)         { r.wait, r.waitSet = o.wait, true }
 
 func collectAcquire(opts []AcquireOption) acquireOptions {
 	var o acquireOptions

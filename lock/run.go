@@ -35,17 +35,29 @@ const releaseTimeout = 10 * time.Second
 // fn may use the handle: Token for fencing, Extend with a longer TTL,
 // Remaining. It must not Release it (Run does), and an acquire on the same
 // handle inside fn fails with ErrInUse.
-func (l *Lock) Run(ctx context.Context, fn func(ctx context.Context) error, opts ...AcquireOption) (ran bool, err error) {
-	return l.run(ctx, l.waitFor(collectAcquire(opts)), fn)
+//
+// With MaxHold(d), Run holds the lock for d at most: then fn's context is
+// canceled with a cause matching ErrMaxHold and the lock released, and Run
+// returns fn's error when fn returns. For a handle bound to a session
+// (Client.WithSession) there is no keep-alive of the lock: fn's context is
+// canceled when the session ends, with a cause matching ErrNotHeld and
+// ErrNoSession.
+func (l *Lock) Run(ctx context.Context, fn func(ctx context.Context) error, opts ...RunOption) (ran bool, err error) {
+	o := collectRun(opts)
+	return l.run(ctx, l.waitFor(o.acquireOptions), o.maxHold, fn)
 }
 
 // TryRun is Run without waiting: it reports (false, nil) at once when another
 // owner holds the key.
-func (l *Lock) TryRun(ctx context.Context, fn func(ctx context.Context) error) (ran bool, err error) {
-	return l.run(ctx, 0, fn)
+func (l *Lock) TryRun(ctx context.Context, fn func(ctx context.Context) error, opts ...RunOption) (ran bool, err error) {
+	o := collectRun(opts)
+	return l.run(ctx, 0, o.maxHold, fn)
 }
 
-func (l *Lock) run(ctx context.Context, wait time.Duration, fn func(ctx context.Context) error) (bool, error) {
+func (l *Lock) run(ctx context.Context, wait, maxHold time.Duration, fn func(ctx context.Context) error) (bool, error) {
+	if maxHold < 0 {
+		return false, fmt.Errorf("%w: max hold must not be negative (got %v)", ErrInvalidTTL, maxHold)
+	}
 	g, err := l.acquire(ctx, wait)
 	if err != nil {
 		if errors.Is(err, ErrLocked) {
@@ -53,14 +65,32 @@ func (l *Lock) run(ctx context.Context, wait time.Duration, fn func(ctx context.
 		}
 		return false, err
 	}
-	return true, l.runHeld(ctx, g, fn)
+	return true, l.runHeld(ctx, g, maxHold, fn)
 }
 
 // runHeld runs fn under g with the keep-alive, then releases g, whether fn
 // returns, panics or exits its goroutine.
-func (l *Lock) runHeld(ctx context.Context, g *grant, fn func(ctx context.Context) error) (err error) {
+func (l *Lock) runHeld(ctx context.Context, g *grant, maxHold time.Duration, fn func(ctx context.Context) error) (err error) {
 	fnCtx, cancelFn := context.WithCancelCause(ctx)
 	keepAliveCtx, stopKeepAlive := context.WithCancel(context.WithoutCancel(ctx))
+	stopCap := func() {}
+	if maxHold > 0 {
+		capDone := make(chan struct{})
+		capTimer := time.AfterFunc(maxHold, func() {
+			defer close(capDone)
+			cancelFn(fmt.Errorf("%w (%v) on %q", ErrMaxHold, maxHold, l.key))
+			stopKeepAlive()
+			releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+			defer cancel()
+			// An error leaves g held: finish retries the release.
+			_, _ = l.releaseGrant(releaseCtx, g)
+		})
+		stopCap = func() {
+			if !capTimer.Stop() {
+				<-capDone // the cap fired: let its release settle first
+			}
+		}
+	}
 	keepAliveDone := make(chan struct{})
 	var mayBeLost bool // written by the keep-alive, read after keepAliveDone
 	go func() {
@@ -73,6 +103,7 @@ func (l *Lock) runHeld(ctx context.Context, g *grant, fn func(ctx context.Contex
 
 	returned := false
 	defer func() {
+		stopCap()
 		stopKeepAlive()
 		<-keepAliveDone
 		cancelFn(context.Canceled)
@@ -167,6 +198,17 @@ func (l *Lock) KeepAlive(ctx context.Context, opts ...ExtendOption) error {
 // keepAlive is KeepAlive for g; mayBeLost says that it gave up because the
 // local deadline came without an extend it could trust.
 func (l *Lock) keepAlive(ctx context.Context, g *grant, o extendOptions) (mayBeLost bool, err error) {
+	if s := l.session; s != nil {
+		// The lock lasts as long as the session, whose own keep-alive runs.
+		select {
+		case <-ctx.Done():
+			return false, nil
+		case <-s.Done():
+			l.lose(ctx, g)
+			return true, fmt.Errorf("%w: the lock on %q ended with its session: %w", ErrNotHeld, l.key, s.Err())
+		}
+	}
+	var extendedAt time.Time // the last successful extend
 	for {
 		l.mu.Lock()
 		deadline, ended, ttl := g.deadline, g.ended, l.ttl
@@ -185,6 +227,12 @@ func (l *Lock) keepAlive(ctx context.Context, g *grant, o extendOptions) (mayBeL
 			}
 			wait = left - ttl*2/3
 		}
+		if since := time.Since(extendedAt); wait <= 0 && since < ttl/10 {
+			// The store granted less than the TTL (a lock bound to a
+			// session, through a restored handle, lasts as its session
+			// does): extend no more often than every TTL/10.
+			wait = ttl/10 - since
+		}
 		if wait <= 0 {
 			// An answer after the deadline comes too late: the caller may
 			// already share the resource with the next holder.
@@ -196,6 +244,7 @@ func (l *Lock) keepAlive(ctx context.Context, g *grant, o extendOptions) (mayBeL
 			cancel()
 			switch {
 			case err == nil:
+				extendedAt = time.Now()
 				continue
 			case errors.Is(err, ErrNotHeld):
 				return false, l.endedError(g)

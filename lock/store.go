@@ -45,7 +45,9 @@ type Store interface {
 
 	// Extend makes owner's lease on key end ttl from now (which may shorten
 	// it), keeping its token. It returns
-	// ErrNotHeld when owner does not hold key (the lease was lost).
+	// ErrNotHeld when owner does not hold key (the lease was lost). A lock
+	// bound to a session has no lease of its own: Extend changes nothing
+	// and reports what is left of the session.
 	Extend(ctx context.Context, key string, owner Owner, ttl time.Duration) (Lease, error)
 
 	// Inspect reports whether anyone holds key. It never reveals the owner.
@@ -56,8 +58,19 @@ type Store interface {
 type AcquireRequest struct {
 	Key   string
 	Owner Owner
-	TTL   time.Duration
+	TTL   time.Duration // the lease; must be 0 with a Session
 	Wait  time.Duration // how long to queue when held; 0 never queues
+	// Session, when not zero, binds the lock to that session (the store
+	// must implement SessionStore): it has no lease of its own and ends
+	// with the session; Lease.Remaining is the session's. An acquire under
+	// a session that has ended fails with an error matching ErrNoSession.
+	Session SessionID
+	// Metadata is kept with the holder (and with the waiter until its
+	// grant) and shown by Inspect and List: at most MaxMetadataLen bytes,
+	// for people and tools (who holds it, since when). Never an owner or
+	// other secret: anyone who can read the lock can read it. A store may
+	// drop it (then reads report none).
+	Metadata string
 }
 
 // Lease is a granted or extended lock.
@@ -68,7 +81,8 @@ type Lease struct {
 	// new grant and for an extend. An Acquire by the owner that already
 	// holds the key changes nothing (see Store.Acquire), so its TTL is what
 	// the existing lease had left when the store took the call, not the
-	// TTL asked. Zero: the store does not say; Remaining is what counts in
+	// TTL asked. Zero: the store does not say, or the lock is bound to a
+	// session (it has no lease of its own); Remaining is what counts in
 	// any case.
 	TTL time.Duration
 }
@@ -77,8 +91,13 @@ type Lease struct {
 type KeyInfo struct {
 	Locked    bool
 	Token     uint64        // the holder's fencing token, when Locked
-	Remaining time.Duration // the holder's lease left, counted from when the request was sent
+	Remaining time.Duration // the holder's lease (or session, or lock-delay) left, counted from when the request was sent
 	Waiters   int           // callers queued for the key
+	Metadata  string        // the holder's metadata, when Locked
+	// Delayed: nobody holds the key, but the session that held it expired
+	// with a lock-delay that has Remaining left; Locked is true (nobody can
+	// take it meanwhile).
+	Delayed bool
 }
 
 // Lister is an optional Store ability, found by type assertion (like

@@ -101,7 +101,7 @@ func TestAgentConfigErrorsNameFlags(t *testing.T) {
 		{[]string{"-raft-heartbeat", "0"}, "raftlock agent: -raft-heartbeat must be positive, got 0s\n"},
 		{[]string{"-raft-election", "100ms"}, "raftlock agent: -raft-election must be at least -raft-heartbeat, got 100ms < 500ms\n"},
 		{[]string{"-voters", "2"}, "raftlock agent: -voters must be odd, from 1 to 9 (3 or 5 recommended), got 2\n"},
-		{[]string{"-dead-member-timeout", "1s"}, "raftlock agent: -dead-member-timeout must be at least -dead-voter-timeout, got 1s < 30s\n"},
+		{[]string{"-dead-member-timeout", "1s"}, "raftlock agent: -dead-member-timeout must be at least -dead-voter-timeout, got 1s < 5s\n"},
 		{nil, "set -bootstrap to start a new cluster or -join to join one\n"},
 	} {
 		dir := t.TempDir()

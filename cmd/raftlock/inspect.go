@@ -23,7 +23,9 @@ const requestTimeout = 10 * time.Second
 func runStatus(args []string, stdout, stderr io.Writer) int {
 	env := map[string]string{}
 	fs := newFlagSet("status", "[-addr URL,...]", "Shows the agent's cluster: its role, the leader and the members, with the URL of\n"+
-		"each one's API (its -advertise-http) once members have told each other."+connectHelp, stdout, stderr)
+		"each one's API (its -advertise-http) once members have told each other, the cluster's\n"+
+		"failure tolerance and readiness (GET /readyz), and, asked of the leader, each member's\n"+
+		"health and the last changes its reconciler made to the membership."+connectHelp, stdout, stderr)
 	agent := addClientFlags(fs, env)
 	if code := parseFlags(fs, args, env, stderr); code >= 0 {
 		return code
@@ -54,9 +56,21 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	if st.Locks != nil {
 		fmt.Fprintf(stdout, "locks:   %d held, %d waiting\n", st.Locks.Held, st.Locks.Waiters)
 	}
+	if h := st.Health; h != nil {
+		fmt.Fprintf(stdout, "health:  failure tolerance %d (%d of %d voters healthy)\n", h.FailureTolerance, h.HealthyVoters, h.Voters)
+	} else {
+		fmt.Fprintln(stdout, "health:  unknown (no recent report from a leader)")
+	}
+	if r := st.Readiness; r != nil {
+		if r.Ready {
+			fmt.Fprintln(stdout, "ready:   yes (the cluster would survive losing one more node)")
+		} else {
+			fmt.Fprintf(stdout, "ready:   no: %s\n", r.Reason)
+		}
+	}
 	fmt.Fprintln(stdout)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tADDRESS\tSUFFRAGE\tROLE\tAPI")
+	fmt.Fprintln(tw, "ID\tADDRESS\tSUFFRAGE\tROLE\tAPI\tHEALTH")
 	for _, m := range st.Members {
 		role := "follower"
 		if m.Leader {
@@ -66,9 +80,22 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		if apiAddr == "" {
 			apiAddr = "-" // not told (yet), or the member knows no dialable address
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.ID, m.Address, m.Suffrage, role, apiAddr)
+		health := "-" // only the leader judges
+		switch {
+		case m.Health != "" && m.Status != "" && m.Status != "alive":
+			health = m.Health + " (" + m.Status + ")"
+		case m.Health != "":
+			health = m.Health
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Address, m.Suffrage, role, apiAddr, health)
 	}
 	tw.Flush()
+	if len(st.ReconcileActions) > 0 {
+		fmt.Fprintln(stdout, "\nrecent membership changes by this node's reconciler:")
+		for _, a := range st.ReconcileActions {
+			fmt.Fprintf(stdout, "  %s  %s %s: %s\n", a.At.Local().Format(time.DateTime), a.Action, a.ID, a.Reason)
+		}
+	}
 	return exitOK
 }
 
@@ -91,7 +118,7 @@ func runLocks(args []string, stdout, stderr io.Writer) int {
 	}
 	req := lock.ListRequest{Prefix: fs.Arg(0), Limit: 1000}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tTOKEN\tREMAINING\tWAITERS")
+	fmt.Fprintln(tw, "KEY\tTOKEN\tREMAINING\tWAITERS\tMETADATA")
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 		page, err := client.List(ctx, req)
@@ -101,7 +128,14 @@ func runLocks(args []string, stdout, stderr io.Writer) int {
 			return reportError(stderr, "locks", err)
 		}
 		for _, l := range page {
-			fmt.Fprintf(tw, "%s\t%d\t%v\t%d\n", printableKey(l.Key), l.Token, l.Remaining.Round(time.Millisecond), l.Waiters)
+			meta := "-"
+			switch {
+			case l.Delayed:
+				meta = "(lock-delay: free when it runs out)"
+			case l.Metadata != "":
+				meta = printableKey(l.Metadata)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%v\t%d\t%s\n", printableKey(l.Key), l.Token, l.Remaining.Round(time.Millisecond), l.Waiters, meta)
 		}
 		if len(page) < req.Limit {
 			break

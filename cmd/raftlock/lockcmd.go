@@ -20,13 +20,17 @@ import (
 // only while holding a lock, keeps the lease alive while the command runs, and
 // stops the command if the lease is lost.
 func runLock(args []string, stdout, stderr io.Writer) int {
-	env := map[string]string{"ttl": "RAFTLOCK_TTL", "wait": "RAFTLOCK_WAIT", "kill-after": "RAFTLOCK_KILL_AFTER"}
-	fs := newFlagSet("lock", "[-addr URL,...] [-ttl 30s] [-wait 0] KEY -- COMMAND [ARG...]",
+	env := map[string]string{"ttl": "RAFTLOCK_TTL", "wait": "RAFTLOCK_WAIT", "kill-after": "RAFTLOCK_KILL_AFTER", "session-ttl": "RAFTLOCK_SESSION_TTL"}
+	fs := newFlagSet("lock", "[-addr URL,...] [-ttl 30s | -session-ttl 15s] [-wait 0] [-metadata TEXT] KEY -- COMMAND [ARG...]",
 		"Runs COMMAND while holding the lock KEY, and releases the lock when it exits.\n"+
 			"The lease is extended while COMMAND runs. If the lock is lost anyway, COMMAND gets\n"+
 			"SIGTERM, then SIGKILL after -kill-after. COMMAND finds the lock's fencing token in\n"+
 			"RAFTLOCK_TOKEN and its key in RAFTLOCK_KEY: pass the token to what you protect.\n"+
 			"Flags may also follow KEY (KEY -ttl 5s -- COMMAND); they are read before the lock is taken.\n\n"+
+			"With -session-ttl the lock is bound to a session of that TTL instead of a lease\n"+
+			"(-ttl is then not used): the session is renewed while COMMAND runs and destroyed\n"+
+			"when it exits; if raftlock lock dies, the lock is freed within the session TTL.\n"+
+			"-metadata is shown with the lock by raftlock locks (default: host and pid).\n\n"+
 			"Once COMMAND has exited the lock is released; that release gets 2s at most (the\n"+
 			"lease runs out by itself within -ttl if it cannot be sent), so raftlock lock exits\n"+
 			"right after COMMAND.\n\n"+
@@ -37,8 +41,11 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 		stdout, stderr)
 	fs.leadingArgs = 1 // KEY; flags after it are parsed before anything is taken
 	agent := addClientFlags(fs, env)
-	var ttl, wait, killAfter time.Duration
+	var ttl, wait, killAfter, sessionTTL time.Duration
+	var metadata string
 	durationVar(fs, &ttl, "ttl", lock.DefaultTTL, "lease length; kept alive while COMMAND runs")
+	durationVar(fs, &sessionTTL, "session-ttl", 0, "hold the lock through a session of this TTL instead of a lease (0: a lease of -ttl)")
+	fs.StringVar(&metadata, "metadata", defaultMetadata(), "text shown with the lock by raftlock locks, at most 1024 bytes; never a secret")
 	durationVar(fs, &wait, "wait", 0, "how long to wait for a held lock; 0 fails at once")
 	durationVar(fs, &killAfter, "kill-after", 10*time.Second, "after SIGTERM, how long COMMAND has before SIGKILL")
 	if code := parseFlags(fs, args, env, stderr); code >= 0 {
@@ -66,9 +73,15 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	}
 	// The same validation the store runs, so bad input fails here in one line
 	// (the first wrong value's).
-	if err := cmp.Or(lock.ValidateKey(key), lock.ValidateTTL(ttl), lock.ValidateWait(wait)); err != nil {
+	if err := cmp.Or(lock.ValidateKey(key), lock.ValidateTTL(ttl), lock.ValidateWait(wait), lock.ValidateMetadata(metadata)); err != nil {
 		fmt.Fprintf(stderr, "raftlock lock: %v\n", err)
 		return exitUsage
+	}
+	if sessionTTL != 0 {
+		if err := (lock.SessionRequest{ID: lock.NewSessionID(), TTL: sessionTTL}).Validate(); err != nil {
+			fmt.Fprintf(stderr, "raftlock lock: -session-ttl: %v\n", err)
+			return exitUsage
+		}
 	}
 	client, err := agent.newClient()
 	if err != nil {
@@ -76,10 +89,27 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 
-	store := &boundedRelease{Store: client}
-	l := lock.New(store).Lock(key, lock.TTL(ttl))
-	child := &childRun{argv: argv, key: key, stdout: stdout, stderr: stderr, killAfter: killAfter, token: l.Token}
+	store := &boundedRelease{Store: client, sessions: client}
+	c := lock.New(store)
 	ctx := context.Background()
+	if sessionTTL != 0 {
+		sess, err := c.NewSession(ctx, lock.SessionTTL(sessionTTL))
+		if err != nil {
+			return reportError(stderr, "lock", err)
+		}
+		defer func() {
+			// Bounded as a release is; the session ends by itself within
+			// its TTL if the destroy cannot be sent.
+			closeCtx, cancel := context.WithTimeout(ctx, releaseTimeout)
+			defer cancel()
+			if err := sess.Close(closeCtx); err != nil {
+				fmt.Fprintf(stderr, "raftlock lock: could not end the session (%v); it ends by itself within -session-ttl %v\n", err, sessionTTL)
+			}
+		}()
+		c = c.WithSession(sess)
+	}
+	l := c.Lock(key, lock.TTL(ttl), lock.Metadata(metadata))
+	child := &childRun{argv: argv, key: key, stdout: stdout, stderr: stderr, killAfter: killAfter, token: l.Token}
 	var ran bool
 	if wait > 0 {
 		ran, err = l.Run(ctx, child.run, lock.Wait(wait))
@@ -124,8 +154,34 @@ const releaseTimeout = 2 * time.Second
 // releaseTimeout, and the last one's failure is kept to be reported.
 type boundedRelease struct {
 	lock.Store
-	mu  sync.Mutex // protects err
-	err error
+	sessions lock.SessionStore
+	mu       sync.Mutex // protects err
+	err      error
+}
+
+func (s *boundedRelease) CreateSession(ctx context.Context, req lock.SessionRequest) (lock.SessionLease, error) {
+	return s.sessions.CreateSession(ctx, req)
+}
+
+func (s *boundedRelease) RenewSession(ctx context.Context, id lock.SessionID) (lock.SessionLease, error) {
+	return s.sessions.RenewSession(ctx, id)
+}
+
+func (s *boundedRelease) DestroySession(ctx context.Context, id lock.SessionID) (bool, error) {
+	return s.sessions.DestroySession(ctx, id)
+}
+
+func (s *boundedRelease) InspectSession(ctx context.Context, id lock.SessionID) (lock.SessionInfo, error) {
+	return s.sessions.InspectSession(ctx, id)
+}
+
+// defaultMetadata says where a lock taken by raftlock lock comes from.
+func defaultMetadata() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "?"
+	}
+	return fmt.Sprintf("raftlock lock host=%s pid=%d", host, os.Getpid())
 }
 
 func (s *boundedRelease) Release(ctx context.Context, key string, owner lock.Owner) (bool, error) {

@@ -216,6 +216,42 @@ func TestLockCommandExcludesAndWaits(t *testing.T) {
 	assert.False(t, info.Locked, "both commands released the lock")
 }
 
+// raftlock lock -session-ttl holds the lock through a session: its metadata
+// shows in raftlock locks, and a raftlock lock that dies (SIGKILL: no
+// release) frees the lock within the session TTL.
+func TestLockCommandWithSession(t *testing.T) {
+	a := startAgent(t, "-dev")
+	a.waitLeader(t)
+	dir := t.TempDir()
+	started := filepath.Join(dir, "started")
+	cmd := exec.Command(binary, "lock", "-addr", a.httpAddr, "-session-ttl", "2s", "-metadata", "build 7", "sess", "--",
+		"sh", "-c", fmt.Sprintf(`touch %s; exec sleep 60`, started))
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { cmd.Process.Kill() })
+	require.Eventually(t, func() bool { _, err := os.Stat(started); return err == nil }, 20*time.Second, 10*time.Millisecond)
+
+	out, stderr, code := cli(t, a, "locks")
+	require.Equal(t, exitOK, code, stderr)
+	assert.Regexp(t, `(?m)^sess\s+\d+\s+\S+s\s+0\s+build 7$`, out)
+
+	c := a.client(t)
+	require.NoError(t, cmd.Process.Kill()) // the child sleep lives on; only the lock's keeper is gone
+	_ = cmd.Wait()
+	killed := time.Now()
+	require.Eventually(t, func() bool {
+		info, err := c.Inspect(context.Background(), "sess")
+		return err == nil && !info.Locked
+	}, 20*time.Second, 10*time.Millisecond, "the session ends without its keep-alive")
+	t.Logf("lock freed %v after its raftlock lock was killed (session TTL 2s)", time.Since(killed).Round(time.Millisecond))
+
+	_, stderr, code = cli(t, a, "lock", "-session-ttl", "1us", "k", "--", "true")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, "-session-ttl")
+	_, stderr, code = cli(t, a, "lock", "-metadata", strings.Repeat("x", 1025), "k", "--", "true")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, "metadata")
+}
+
 func TestLockCommandStopsCommandWhenLockIsLost(t *testing.T) {
 	a := startAgent(t, "-dev")
 	a.waitLeader(t)
@@ -256,7 +292,7 @@ func TestLocksStatusAndReleaseCommands(t *testing.T) {
 		tokens[key] = lease.Token
 	}
 	row := func(key string) string {
-		return fmt.Sprintf(`^%s\s+%d\s+\S+s\s+0$`, regexp.QuoteMeta(key), tokens[key])
+		return fmt.Sprintf(`^%s\s+%d\s+\S+s\s+0\s+-$`, regexp.QuoteMeta(key), tokens[key])
 	}
 	lines := func(out string) []string { return strings.Split(strings.TrimRight(out, "\n"), "\n") }
 
@@ -264,7 +300,7 @@ func TestLocksStatusAndReleaseCommands(t *testing.T) {
 	require.Equal(t, exitOK, code, stderr)
 	all := lines(out)
 	require.Len(t, all, 3, out)
-	assert.Regexp(t, `^KEY\s+TOKEN\s+REMAINING\s+WAITERS$`, all[0])
+	assert.Regexp(t, `^KEY\s+TOKEN\s+REMAINING\s+WAITERS\s+METADATA$`, all[0])
 	assert.Regexp(t, row("cache/warm"), all[1], "in key order")
 	assert.Regexp(t, row("jobs/nightly"), all[2])
 	for _, owner := range owners {
@@ -282,8 +318,9 @@ func TestLocksStatusAndReleaseCommands(t *testing.T) {
 	assert.Contains(t, out, "node:    dev (leader)\n")
 	assert.Contains(t, out, "leader:  dev at "+a.raftAddr+"\n")
 	assert.Contains(t, out, "locks:   2 held, 0 waiting\n")
-	assert.Regexp(t, `(?m)^ID\s+ADDRESS\s+SUFFRAGE\s+ROLE\s+API$`, out)
-	assert.Regexp(t, `(?m)^dev\s+`+regexp.QuoteMeta(a.raftAddr)+`\s+voter\s+leader\s+`+regexp.QuoteMeta(a.httpURL)+`$`, out)
+	assert.Regexp(t, `(?m)^ID\s+ADDRESS\s+SUFFRAGE\s+ROLE\s+API\s+HEALTH$`, out)
+	assert.Regexp(t, `(?m)^dev\s+`+regexp.QuoteMeta(a.raftAddr)+`\s+voter\s+leader\s+`+regexp.QuoteMeta(a.httpURL)+`\s+(healthy|-)$`, out)
+	assert.Regexp(t, `(?m)^ready:   no: `, out, "one voter: losing it would stop the cluster")
 
 	out, stderr, code = cli(t, a, "release", "-owner", owners["jobs/nightly"].String(), "jobs/nightly")
 	assert.Equal(t, exitOK, code, stderr)

@@ -90,6 +90,14 @@ func TestStoreWith(t *testing.T, newStore func(t *testing.T) lock.Store, opts Op
 		{"Handle/Held", s.testHandleHeld},
 		{"Handle/Restore", s.testRestore},
 		{"Handle/IsExpired", s.testIsExpired},
+		{"Handle/MaxHold", s.testMaxHold},
+		{"Metadata", s.testMetadata},
+		{"Session/BadInput", s.testSessionBadInput},
+		{"Session/Renew", s.testSessionRenew},
+		{"Session/ExpiryHandsOff", s.testSessionExpiryHandsOff},
+		{"Session/Destroy", s.testSessionDestroy},
+		{"Session/LockDelay", s.testSessionLockDelay},
+		{"Session/Handle", s.testSessionHandle},
 	} {
 		t.Run(tc.name, tc.run)
 	}

@@ -1,0 +1,692 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	autopilot "github.com/hashicorp/raft-autopilot"
+)
+
+// Membership: the leader reconciles the raft configuration.
+//
+// Join asks the listed addresses in turn to add this node; a member that
+// does not lead answers with the leader's address and Join asks that one.
+// The leader adds it as a voter while fewer than Config.Voters (3 by
+// default) voters exist, and as a non-voter otherwise. Non-voters replicate
+// every lock, serve and forward calls like any node, but do not vote or
+// acknowledge commits, so embedding a node in 30 replicas of a service keeps
+// a 3-voter quorum and 3 fsyncs per commit. Members named in Peers at
+// bootstrap are all voters, however many.
+//
+// From then on the leader runs hashicorp/raft-autopilot (the library Consul,
+// Nomad and Vault share), started when raft makes this node leader and
+// stopped when it is not. Every autopilotInterval it asks each member for
+// its last log index and term and how long ago it heard from the leader
+// (kindServerStats, answered by any node), and judges each member healthy
+// when its member source (members.go) says alive, it heard from the leader
+// within lastContactThreshold, is on the leader's term, and is at most
+// maxTrailingLogs entries behind. Every autopilotInterval too, the
+// promoter below decides, one step at a time:
+//
+//   - while fewer than Voters voters exist (a voter left, say), it promotes
+//     non-voters healthy for the stabilization time, lowest ID first, so
+//     the choice does not depend on map order or timing;
+//   - a voter unhealthy for DeadVoterTimeout is replaced: a healthy
+//     non-voter is promoted, and once it votes (the next round) the dead
+//     voter is demoted. Without a non-voter to promote it keeps its vote
+//     unless more than Voters voters remain. Promoting adds a live vote and
+//     demoting one that does not answer takes none away, so the number of
+//     healthy voters never drops on the reconciler's account; while both
+//     vote (4 voters of which 3 must answer) the cluster tolerates no
+//     further failure, as it did not before (2 of 3 answering). Why not
+//     demote first, as autopilot prefers: see
+//     voterPromoter.CalculatePromotionsAndDemotions;
+//   - a non-voter failed for DeadMemberTimeout is removed, as is a member
+//     that left (gossip says so; without gossip a member leaves by asking
+//     the leader, which removes it at once). Voters are never removed by
+//     the reconciler: they are demoted first. Autopilot itself caps
+//     removals so that no round takes away a majority of the voters.
+//   - a live node that is not in the configuration (gossip knows it, raft
+//     does not) is added as a non-voter, and a member back at a new address
+//     is updated, keeping its suffrage (reconcileMembers).
+//
+// The leader's failure tolerance (healthy voters beyond a quorum) is what
+// Readiness reports, on every node: the leader passes it along with each
+// stats request. The reconciler's last actions, with their reasons, are in
+// Stats.ReconcileActions.
+//
+// Timing. A dead voter is replaced after failure detection (members.go:
+// 2×HeartbeatTimeout from raft's heartbeats, or gossip's if sooner), the
+// next health check (autopilotInterval), DeadVoterTimeout, the next
+// reconcile round (autopilotInterval) for the promotion and one more for
+// the demotion: with DefaultConfig at most 1 s + 1 s + 5 s + 1 s + 1 s,
+// under 10 s; Readiness is back a readyHold later. DeadVoterTimeout
+// is the knob: it must outlast what a healthy voter may go through without
+// answering — an election (one to two ElectionTimeouts), a stall of the
+// host or its disk, a restart of the process on its data dir (a few
+// seconds) — or every such event swaps voters for nothing (safe, but
+// churn); and it should be short, because while a voter is dead a 3-voter
+// cluster tolerates no further failure. 5 s is ten ElectionTimeouts of
+// DefaultConfig. Raise it with the raft timeouts.
+
+// Timings of the reconciler, derived from the raft timings so that a
+// cluster tuned for a slow network is judged by that network's standards.
+const (
+	// maxTrailingLogs is how far behind the leader's log a member may be
+	// and still count as healthy (Consul's default is 250; lock traffic
+	// batches many commands per entry, but a burst can still put a sound
+	// follower a few hundred entries behind while a stats request travels).
+	maxTrailingLogs = 1000
+	// maxReconcileActions is how many recent actions Stats keeps.
+	maxReconcileActions = 16
+)
+
+// autopilotInterval is how often the leader checks its members' health and
+// reconciles: twice HeartbeatTimeout (1 s with DefaultConfig), within
+// 100 ms and 2 s (autopilot's own default).
+func (n *Node) autopilotInterval() time.Duration {
+	return min(max(2*n.cfg.HeartbeatTimeout, 100*time.Millisecond), 2*time.Second)
+}
+
+// lastContactThreshold: a member that has not heard from the leader for
+// longer is unhealthy. A follower starts an election after one to two
+// HeartbeatTimeouts without the leader; four leave room for a loaded host.
+func (n *Node) lastContactThreshold() time.Duration { return 4 * n.cfg.HeartbeatTimeout }
+
+// stabilizationTime is how long a non-voter must have been healthy before
+// it is promoted: three health checks in a row.
+func (n *Node) stabilizationTime() time.Duration { return 3 * n.autopilotInterval() }
+
+// ReconcileAction is one change the leader's reconciler made to the raft
+// configuration.
+type ReconcileAction struct {
+	At     time.Time // when it committed, on the leader's wall clock
+	Action string    // ActionAddVoter, ActionAddNonvoter, ActionPromote, ActionDemote, ActionRemove or ActionUpdateAddress
+	ID     string    // the member's node ID
+	Reason string    // why, for people to read
+}
+
+// Actions of a ReconcileAction.
+const (
+	ActionAddVoter      = "add-voter"
+	ActionAddNonvoter   = "add-nonvoter"
+	ActionPromote       = "promote"
+	ActionDemote        = "demote"
+	ActionRemove        = "remove"
+	ActionUpdateAddress = "update-address"
+)
+
+// ClusterHealth is the leader's latest judgement of its members, as
+// autopilot computes it.
+type ClusterHealth struct {
+	// Known is false until a leader has checked its members (and, on a
+	// follower, told this node), or when that report is older than a few
+	// checks; the other fields are then zero.
+	Known bool
+	// FailureTolerance is how many more voters may fail with the cluster
+	// still keeping a quorum: healthy voters beyond a majority.
+	FailureTolerance int
+	Voters           int  // voters in the configuration
+	HealthyVoters    int  // of which healthy
+	Healthy          bool // this node, as the leader judged it
+	// CheckedAt is when this node learned it (on the leader: when it
+	// checked), on this node's wall clock.
+	CheckedAt time.Time
+}
+
+// heardHealth is a ClusterHealth and whom it came from.
+type heardHealth struct {
+	ClusterHealth
+	leaderID string
+	at       time.Duration // this node's monotonic reading when it learned it
+}
+
+// reconciler runs autopilot while this node leads, records its actions,
+// and keeps the latest cluster health (its own, or the leader's report).
+type reconciler struct {
+	n        *Node
+	ap       *autopilot.Autopilot
+	promoter *voterPromoter
+	poke     chan struct{} // size one: membership changed, reconcile now
+	// voterChange is held while a join or a promotion reads the
+	// configuration and adds a voter, so that the two never both add the
+	// voter that was missing.
+	voterChange sync.Mutex
+
+	mu      sync.Mutex
+	actions []ReconcileAction        // oldest first, at most maxReconcileActions
+	reasons map[raft.ServerID]string // why the next change to a member is made
+	state   *autopilot.State         // the leader's latest state; nil while not leading
+	stateAt time.Time                // when autopilot computed state
+	heard   heardHealth              // a follower's latest report from the leader
+	// answered is each member's last answer to a stats request, while
+	// this node leads.
+	answered map[raft.ServerID]answeredStats
+	// goodSince is this node's monotonic reading since when every report
+	// (its own judgement while it leads, else goodLeader's) has said this
+	// node is healthy with enough failure tolerance; 0 when the last one
+	// did not.
+	goodSince  time.Duration
+	goodLeader string
+}
+
+type answeredStats struct {
+	stats serverStats
+	at    time.Time
+}
+
+func newReconciler(n *Node) *reconciler {
+	r := &reconciler{n: n, poke: make(chan struct{}, 1), reasons: map[raft.ServerID]string{}, answered: map[raft.ServerID]answeredStats{}}
+	r.promoter = &voterPromoter{
+		voters:            n.cfg.Voters,
+		deadVoterTimeout:  n.cfg.DeadVoterTimeout,
+		deadMemberTimeout: n.cfg.DeadMemberTimeout,
+		now:               time.Now,
+		explain:           r.explain,
+	}
+	interval := n.autopilotInterval()
+	r.ap = autopilot.New(raftRecorder{n.raft, r}, (*autopilotDelegate)(r),
+		autopilot.WithLogger(n.quiet.Wrap(n.log)),
+		autopilot.WithPromoter(r.promoter),
+		autopilot.WithUpdateInterval(interval),
+		autopilot.WithReconcileInterval(interval))
+	return r
+}
+
+// wake asks the leader to reconcile membership now (a member joined,
+// left, or changed address) rather than at the next round.
+func (r *reconciler) wake() {
+	select {
+	case r.poke <- struct{}{}:
+	default:
+	}
+}
+
+// run starts autopilot when this node leads and stops it when it does not,
+// until the node closes; while leading it reconciles membership every
+// autopilotInterval and when woken.
+func (r *reconciler) run() {
+	n := r.n
+	defer n.wg.Done()
+	ticker := time.NewTicker(n.autopilotInterval())
+	defer ticker.Stop()
+	running := false
+	stop := func() {
+		<-r.ap.Stop()
+		running = false
+		r.promoter.forget()
+		r.mu.Lock()
+		r.state = nil
+		clear(r.answered)
+		r.goodSince = 0
+		r.mu.Unlock()
+		n.heartbeats.forget()
+	}
+	for {
+		changed := n.leaderChanged.wait()
+		leading := n.term.Load() != nil && !n.closed()
+		switch {
+		case leading && !running:
+			r.ap.Start(context.Background())
+			running = true
+		case !leading && running:
+			stop()
+		}
+		select {
+		case <-n.closing:
+			if running {
+				stop()
+			}
+			return
+		case <-changed:
+		case <-ticker.C:
+			if running {
+				r.reconcileMembers()
+			}
+		case <-r.poke:
+			if running {
+				r.reconcileMembers()
+				r.ap.RemoveDeadServers()
+			}
+		}
+	}
+}
+
+// reconcileMembers adds the live nodes that are not in the configuration,
+// as non-voters (the promoter makes voters of them if voters are wanted),
+// and updates the address of a member back at a new one, keeping its
+// suffrage. Without gossip every known member is in the configuration, at
+// the address raft has, so there is nothing to do. autopilot.AddServer
+// first removes a server of another ID at the same address (an address
+// reused by a new node), unless that would remove too many voters.
+func (r *reconciler) reconcileMembers() {
+	for _, m := range r.n.knownMembers() {
+		if m.Status != autopilot.NodeAlive || m.Addr == "" || (m.InConfig && m.ConfigAddr == m.Addr) {
+			continue
+		}
+		reason := "alive member not in the raft configuration"
+		if m.InConfig {
+			reason = fmt.Sprintf("member back at a new address (was %s)", m.ConfigAddr)
+		}
+		r.explain(m.ID, reason)
+		if err := r.ap.AddServer(&autopilot.Server{ID: m.ID, Name: string(m.ID), Address: m.Addr, NodeStatus: m.Status}); err != nil && !r.n.closed() {
+			r.n.log.Warn("reconciler: adding member failed; retrying at the next round", "id", m.ID, "addr", m.Addr, "error", err)
+		}
+	}
+}
+
+// explain records why the next configuration change for id is made.
+func (r *reconciler) explain(id raft.ServerID, reason string) {
+	r.mu.Lock()
+	r.reasons[id] = reason
+	r.mu.Unlock()
+}
+
+// record adds a committed change to the ring of recent actions, with the
+// reason given last for that member (or fallback), and logs it.
+func (r *reconciler) record(action string, id raft.ServerID, fallback string) {
+	r.mu.Lock()
+	reason, ok := r.reasons[id]
+	if !ok {
+		reason = fallback
+	}
+	delete(r.reasons, id)
+	r.actions = append(r.actions, ReconcileAction{At: time.Now(), Action: action, ID: string(id), Reason: reason})
+	if len(r.actions) > maxReconcileActions {
+		r.actions = append([]ReconcileAction(nil), r.actions[len(r.actions)-maxReconcileActions:]...)
+	}
+	r.mu.Unlock()
+	r.n.log.Info("reconciler: "+action, "id", id, "reason", reason)
+}
+
+// recentActions returns a copy of the ring, oldest first.
+func (r *reconciler) recentActions() []ReconcileAction {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.actions) == 0 {
+		return nil
+	}
+	return append([]ReconcileAction(nil), r.actions...)
+}
+
+// health is the cluster health as this node knows it: its own judgement
+// while it leads, else the current leader's last report if recent.
+func (r *reconciler) health() ClusterHealth {
+	n := r.n
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n.term.Load() != nil {
+		if r.state == nil {
+			return ClusterHealth{}
+		}
+		return healthOf(r.state, raft.ServerID(n.cfg.NodeID), r.stateAt)
+	}
+	leaderID, _ := n.Leader()
+	h := r.heard
+	if leaderID == "" || h.leaderID != leaderID || n.clock.Monotonic()-h.at > 4*n.autopilotInterval() {
+		return ClusterHealth{}
+	}
+	return h.ClusterHealth
+}
+
+// healthOf summarizes an autopilot state for the member id.
+func healthOf(s *autopilot.State, id raft.ServerID, at time.Time) ClusterHealth {
+	h := ClusterHealth{Known: true, FailureTolerance: s.FailureTolerance, Voters: len(s.Voters), CheckedAt: at}
+	for _, v := range s.Voters {
+		if srv := s.Servers[v]; srv != nil && srv.Health.Healthy {
+			h.HealthyVoters++
+		}
+	}
+	if srv := s.Servers[id]; srv != nil {
+		h.Healthy = srv.Health.Healthy
+	}
+	return h
+}
+
+// memberHealth reports, on the leader, whether autopilot last judged
+// member id healthy; ok is false elsewhere or for a member it has not
+// judged yet.
+func (r *reconciler) memberHealth(id string) (healthy, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.state == nil {
+		return false, false
+	}
+	srv := r.state.Servers[raft.ServerID(id)]
+	if srv == nil {
+		return false, false
+	}
+	return srv.Health.Healthy, true
+}
+
+// heardFromLeader records the health report a leader sent with its stats
+// request. Only the leader this node knows is believed.
+func (r *reconciler) heardFromLeader(req *serverStatsRequest) {
+	n := r.n
+	if leaderID, _ := n.Leader(); leaderID == "" || leaderID != req.id {
+		return
+	}
+	h := heardHealth{leaderID: req.id, at: n.clock.Monotonic()}
+	if req.health.known {
+		h.ClusterHealth = ClusterHealth{
+			Known:            true,
+			FailureTolerance: req.health.tolerance,
+			Voters:           req.health.voters,
+			HealthyVoters:    req.health.healthyVoters,
+			Healthy:          req.health.healthy,
+			CheckedAt:        time.Now(),
+		}
+	}
+	r.mu.Lock()
+	r.heard = h
+	r.noteReportLocked(req.id, h.ClusterHealth)
+	r.mu.Unlock()
+}
+
+// wantTolerance is the failure tolerance Readiness asks for: one, or none
+// in a cluster of one voter by design.
+func (n *Node) wantTolerance() int { return min(1, (n.cfg.Voters-1)/2) }
+
+// readyHold is how long every report must have been good before Readiness
+// says ready: long enough that a member that died just before the reports
+// turned good has been seen dead by now (failure detection, then the
+// leader's next check, then its next report), so that a replica started
+// after a kill is not ready before the kill is known.
+func (n *Node) readyHold() time.Duration { return n.failureDetectTime() + 3*n.autopilotInterval() }
+
+// noteReportLocked keeps goodSince from a report of leaderID's.
+func (r *reconciler) noteReportLocked(leaderID string, h ClusterHealth) {
+	good := h.Known && h.Healthy && h.FailureTolerance >= r.n.wantTolerance()
+	switch {
+	case !good:
+		r.goodSince = 0
+	case r.goodSince == 0 || r.goodLeader != leaderID:
+		r.goodSince, r.goodLeader = r.n.clock.Monotonic(), leaderID
+	}
+}
+
+// goodFor is how long reports from the current leader have all been
+// good; 0 if the last was not.
+func (r *reconciler) goodFor() time.Duration {
+	leaderID, _ := r.n.Leader()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.goodSince == 0 || leaderID == "" || r.goodLeader != leaderID {
+		return 0
+	}
+	return max(r.n.clock.Monotonic()-r.goodSince, 1)
+}
+
+// autopilotDelegate is the reconciler as autopilot's
+// ApplicationIntegration.
+type autopilotDelegate reconciler
+
+var _ autopilot.ApplicationIntegration = (*autopilotDelegate)(nil)
+
+func (d *autopilotDelegate) AutopilotConfig() *autopilot.Config {
+	n := d.n
+	return &autopilot.Config{
+		CleanupDeadServers:      true,
+		LastContactThreshold:    n.lastContactThreshold(),
+		MaxTrailingLogs:         maxTrailingLogs,
+		ServerStabilizationTime: n.stabilizationTime(),
+	}
+}
+
+// NotifyState keeps the state for Stats and Readiness.
+func (d *autopilotDelegate) NotifyState(s *autopilot.State) {
+	r := (*reconciler)(d)
+	r.mu.Lock()
+	r.state, r.stateAt = s, time.Now()
+	r.noteReportLocked(r.n.cfg.NodeID, healthOf(s, raft.ServerID(r.n.cfg.NodeID), r.stateAt))
+	r.mu.Unlock()
+}
+
+// KnownServers is knownMembers in autopilot's terms: every member of the
+// configuration is known, so autopilot never sees one as stale (and
+// removes none for not being known: a member only gossip forgot is judged
+// by its heartbeats).
+func (d *autopilotDelegate) KnownServers() map[raft.ServerID]*autopilot.Server {
+	n := d.n
+	self := raft.ServerID(n.cfg.NodeID)
+	leading := n.IsLeader()
+	out := make(map[raft.ServerID]*autopilot.Server)
+	for _, m := range n.knownMembers() {
+		out[m.ID] = &autopilot.Server{
+			ID:         m.ID,
+			Name:       string(m.ID),
+			Address:    m.Addr,
+			NodeStatus: m.Status,
+			Version:    m.Version,
+			IsLeader:   leading && m.ID == self,
+		}
+	}
+	return out
+}
+
+// FetchServerStats asks every member (but this node, which reads its own)
+// for its log position and last contact with the leader, all at once and
+// within one autopilotInterval: autopilot's ctx gives half of one, which a
+// loaded host can spend before a request is even sent, and a request not
+// sent also leaves the member without the leader's health report (ctx's
+// own end still stops the requests when autopilot stops). A member that does not
+// answer is given its last answer aged by the time since (none if it never
+// answered): its last contact grows until it passes lastContactThreshold,
+// so a member that stops answering turns unhealthy whatever its member
+// source says. The request carries this leader's latest health report,
+// which is how every node knows the cluster's failure tolerance.
+func (d *autopilotDelegate) FetchServerStats(ctx context.Context, servers map[raft.ServerID]*autopilot.Server) map[raft.ServerID]*autopilot.ServerStats {
+	r := (*reconciler)(d)
+	n := r.n
+	self := raft.ServerID(n.cfg.NodeID)
+	r.mu.Lock()
+	state, at := r.state, r.stateAt
+	r.mu.Unlock()
+	parent := ctx
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), n.autopilotInterval())
+	defer cancel()
+	stopWithParent := context.AfterFunc(parent, func() {
+		if errors.Is(parent.Err(), context.Canceled) {
+			cancel()
+		}
+	})
+	defer stopWithParent()
+
+	out := make(map[raft.ServerID]*autopilot.ServerStats, len(servers))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for id, srv := range servers {
+		if id == self {
+			st := n.ownServerStats()
+			mu.Lock()
+			out[id] = &autopilot.ServerStats{LastContact: 0, LastTerm: st.lastTerm, LastIndex: st.lastIndex}
+			mu.Unlock()
+			continue
+		}
+		req := serverStatsRequest{id: n.cfg.NodeID}
+		if state != nil {
+			h := healthOf(state, id, at)
+			req.health = healthReport{known: true, tolerance: h.FailureTolerance, voters: h.Voters, healthyVoters: h.HealthyVoters, healthy: h.Healthy}
+		}
+		body := encodeRequest(&req)
+		addr := string(srv.Address)
+		wg.Go(func() {
+			rep, err := n.call(ctx, addr, body)
+			now := time.Now()
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			answer, ok := rep.answer.(*serverStats)
+			var st serverStats
+			if ok {
+				st = *answer
+			}
+			if err != nil || !ok {
+				last, ok := r.answered[id]
+				if !ok {
+					return
+				}
+				st = last.stats
+				if st.lastContact >= 0 {
+					st.lastContact += now.Sub(last.at)
+				}
+			} else {
+				r.answered[id] = answeredStats{stats: st, at: now}
+			}
+			mu.Lock()
+			out[id] = &autopilot.ServerStats{LastContact: st.lastContact, LastTerm: st.lastTerm, LastIndex: st.lastIndex}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// RemoveFailedServer removes a member the promoter let go (a non-voter
+// failed for DeadMemberTimeout, or a member that left). Autopilot wants it
+// to return at once, so the removal runs on its own; it is done only if
+// the member is still no voter, or left.
+func (d *autopilotDelegate) RemoveFailedServer(srv *autopilot.Server) {
+	r := (*reconciler)(d)
+	n := r.n
+	id, left := srv.ID, srv.NodeStatus == autopilot.NodeLeft
+	if id == raft.ServerID(n.cfg.NodeID) {
+		return // a leader never removes itself (see Leave); knownMembers counts it alive anyway
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f := n.raft.GetConfiguration()
+		if f.Error() != nil {
+			return
+		}
+		for _, s := range f.Configuration().Servers {
+			if s.ID != id {
+				continue
+			}
+			if s.Suffrage == raft.Voter && !left {
+				return // promoted again meanwhile: the promoter demotes it first
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.RequestTimeout)
+			defer cancel()
+			if err := n.waitFuture(ctx, raftRecorder{n.raft, r}.RemoveServer(id, 0, 0)); err != nil && !n.closed() {
+				n.log.Warn("reconciler: removing member failed; retrying at the next round", "id", id, "error", err)
+			}
+			return
+		}
+	}()
+}
+
+func (n *Node) ownServerStats() serverStats {
+	st := serverStats{lastContact: -1, lastIndex: n.raft.LastIndex()}
+	st.lastTerm, _ = strconv.ParseUint(n.raft.Stats()["last_log_term"], 10, 64)
+	if n.IsLeader() {
+		st.lastContact = 0
+	} else if last := n.raft.LastContact(); !last.IsZero() {
+		st.lastContact = time.Since(last)
+	}
+	return st
+}
+
+// raftRecorder is raft as autopilot sees it: every configuration change
+// that commits is recorded with its reason.
+type raftRecorder struct {
+	*raft.Raft
+	r *reconciler
+}
+
+// AddVoter is autopilot's: a promotion (checked by allowPromotion, and
+// waited for while joins are held off), or an address update of a voter.
+func (rr raftRecorder) AddVoter(id raft.ServerID, addr raft.ServerAddress, prevIndex uint64, timeout time.Duration) raft.IndexFuture {
+	rr.r.voterChange.Lock()
+	defer rr.r.voterChange.Unlock()
+	f := rr.Raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return errorFuture{err}
+	}
+	servers := f.Configuration().Servers
+	action, fallback := ActionAddVoter, "fewer voters than Voters"
+	for _, s := range servers {
+		if s.ID != id {
+			continue
+		}
+		switch {
+		case s.Address != addr:
+			action, fallback = ActionUpdateAddress, "member back at a new address"
+		case s.Suffrage == raft.Voter:
+			return errorFuture{nil} // a round-old state: already done
+		default:
+			action, fallback = ActionPromote, "fewer voters than Voters"
+			if !rr.r.promoter.allowPromotion(id, servers) {
+				rr.r.n.log.Debug("reconciler: not promoting: enough voters in the latest configuration", "id", id)
+				return errorFuture{nil}
+			}
+		}
+	}
+	rf := rr.recorded(rr.Raft.AddVoter(id, addr, prevIndex, timeout), action, id, fallback)
+	return errorFuture{rf.Error()}
+}
+
+// addJoiningVoter adds a node that asked to join as a voter; the caller
+// holds voterChange.
+func (rr raftRecorder) addJoiningVoter(id raft.ServerID, addr raft.ServerAddress) raft.IndexFuture {
+	return rr.recorded(rr.Raft.AddVoter(id, addr, 0, 0), ActionAddVoter, id, "asked to join")
+}
+
+// errorFuture is a raft.IndexFuture already answered.
+type errorFuture struct{ err error }
+
+func (f errorFuture) Error() error  { return f.err }
+func (f errorFuture) Index() uint64 { return 0 }
+
+func (rr raftRecorder) AddNonvoter(id raft.ServerID, addr raft.ServerAddress, prevIndex uint64, timeout time.Duration) raft.IndexFuture {
+	action, fallback := ActionAddNonvoter, "alive member not in the raft configuration"
+	if s, ok := rr.member(id); ok && s.Address != addr {
+		action, fallback = ActionUpdateAddress, "member back at a new address"
+	}
+	return rr.recorded(rr.Raft.AddNonvoter(id, addr, prevIndex, timeout), action, id, fallback)
+}
+
+func (rr raftRecorder) DemoteVoter(id raft.ServerID, prevIndex uint64, timeout time.Duration) raft.IndexFuture {
+	return rr.recorded(rr.Raft.DemoteVoter(id, prevIndex, timeout), ActionDemote, id, "unhealthy voter")
+}
+
+func (rr raftRecorder) RemoveServer(id raft.ServerID, prevIndex uint64, timeout time.Duration) raft.IndexFuture {
+	return rr.recorded(rr.Raft.RemoveServer(id, prevIndex, timeout), ActionRemove, id, "failed or left")
+}
+
+func (rr raftRecorder) member(id raft.ServerID) (raft.Server, bool) {
+	f := rr.Raft.GetConfiguration()
+	if f.Error() != nil {
+		return raft.Server{}, false
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.ID == id {
+			return s, true
+		}
+	}
+	return raft.Server{}, false
+}
+
+func (rr raftRecorder) recorded(f raft.IndexFuture, action string, id raft.ServerID, fallback string) raft.IndexFuture {
+	return &recordedFuture{IndexFuture: f, done: func() { rr.r.record(action, id, fallback) }}
+}
+
+// recordedFuture records its change once, when Error first reports success.
+type recordedFuture struct {
+	raft.IndexFuture
+	once sync.Once
+	done func()
+}
+
+func (f *recordedFuture) Error() error {
+	err := f.IndexFuture.Error()
+	if err == nil {
+		f.once.Do(f.done)
+	}
+	return err
+}

@@ -1,0 +1,109 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/lock"
+)
+
+// Sessions (lock.SessionStore).
+//
+// Create, renew and destroy are commands like release and extend: proposed
+// by the leader (forwarded by a follower), stamped with its log clock, and
+// answered once applied. A session's end is a deadline of the state
+// machine, like a lease's, so the leader's expiry timer ends it on time and
+// releases its locks, handing each key to its next waiter, in that one
+// entry. Renewals of many sessions share raft entries: the proposer puts
+// whatever is queued into one entry (up to 512 commands), so the renewals
+// that arrive while an entry commits go out together in the next one. A
+// session's Remaining is counted from the stamp of the command, as a
+// lease's: the leader's log clock before it answered, so a client counting
+// it from when it sent the request never counts past the session's end.
+
+var errNoSession = fmt.Errorf("%w: the session has ended or does not exist", lock.ErrNoSession)
+
+var _ lock.SessionStore = (*Node)(nil)
+
+// CreateSession implements lock.SessionStore.
+func (n *Node) CreateSession(ctx context.Context, req lock.SessionRequest) (lock.SessionLease, error) {
+	if err := req.Validate(); err != nil {
+		return lock.SessionLease{}, err
+	}
+	if n.closed() {
+		return lock.SessionLease{}, lock.ErrClosed
+	}
+	res, _, err := n.command(ctx, fsm.Command{Op: fsm.OpSessionCreate, Session: fsm.Owner(req.ID), TTL: req.TTL, LockDelay: req.LockDelay})
+	if err != nil {
+		return lock.SessionLease{}, err
+	}
+	if res.Status != fsm.StatusGranted {
+		return lock.SessionLease{}, unexpectedStatus("session-create", res)
+	}
+	return lock.SessionLease{Remaining: remaining(res), TTL: req.TTL}, nil
+}
+
+// RenewSession implements lock.SessionStore.
+func (n *Node) RenewSession(ctx context.Context, id lock.SessionID) (lock.SessionLease, error) {
+	if err := lock.ValidateSessionID(id); err != nil {
+		return lock.SessionLease{}, err
+	}
+	if n.closed() {
+		return lock.SessionLease{}, lock.ErrClosed
+	}
+	res, _, err := n.command(ctx, fsm.Command{Op: fsm.OpSessionRenew, Session: fsm.Owner(id)})
+	if err != nil {
+		return lock.SessionLease{}, err
+	}
+	switch res.Status {
+	case fsm.StatusExtended:
+		return lock.SessionLease{Remaining: remaining(res), TTL: remaining(res)}, nil
+	case fsm.StatusNoSession:
+		return lock.SessionLease{}, errNoSession
+	}
+	return lock.SessionLease{}, unexpectedStatus("session-renew", res)
+}
+
+// DestroySession implements lock.SessionStore. As Release, a retry after an
+// attempt whose outcome was unknown reports true when it finds the session
+// gone: most likely the first attempt ended it.
+func (n *Node) DestroySession(ctx context.Context, id lock.SessionID) (bool, error) {
+	if err := lock.ValidateSessionID(id); err != nil {
+		return false, err
+	}
+	if n.closed() {
+		return false, lock.ErrClosed
+	}
+	res, retried, err := n.command(ctx, fsm.Command{Op: fsm.OpSessionDestroy, Session: fsm.Owner(id)})
+	if err != nil {
+		return false, err
+	}
+	switch res.Status {
+	case fsm.StatusReleased:
+		return true, nil
+	case fsm.StatusNoSession:
+		return retried, nil
+	}
+	return false, unexpectedStatus("session-destroy", res)
+}
+
+// InspectSession implements lock.SessionStore with a linearizable read at
+// the leader, as Inspect: Remaining is the leader's figure when it
+// answered, counted from when InspectSession was called.
+func (n *Node) InspectSession(ctx context.Context, id lock.SessionID) (lock.SessionInfo, error) {
+	if err := lock.ValidateSessionID(id); err != nil {
+		return lock.SessionInfo{}, err
+	}
+	if n.closed() {
+		return lock.SessionInfo{}, lock.ErrClosed
+	}
+	sr, _, err := ask[*sessionResult](ctx, n, &sessionRequest{session: fsm.Owner(id)})
+	if err != nil {
+		return lock.SessionInfo{}, err
+	}
+	if !sr.live {
+		return lock.SessionInfo{}, nil
+	}
+	return lock.SessionInfo{Live: true, TTL: sr.ttl, Remaining: max(sr.remaining, 0), LockDelay: sr.lockDelay, Keys: sr.keys}, nil
+}

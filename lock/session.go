@@ -1,0 +1,392 @@
+package lock
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// Sessions.
+//
+// A session is a lease that locks are bound to instead of each having its
+// own: one keep-alive, however many locks it holds. A lock acquired under a
+// session (through Client.WithSession) ends when the session ends: when it
+// expires because its keep-alive stopped (the process crashed, hung or lost
+// the store for a TTL), or when Close destroys it, which releases all its
+// locks in one step and hands each key to its next waiter. This is etcd's
+// concurrency.Session and Consul's session: make one session per process,
+// and a process that dies frees its locks within the session TTL.
+//
+//	s, err := c.NewSession(ctx) // DefaultSessionTTL; SessionTTL(d) to change it
+//	if err != nil { ... }
+//	defer s.Close(context.Background())
+//	sc := c.WithSession(s)
+//	ran, err := sc.Lock("jobs/42").Run(ctx, work) // work's ctx ends if the session does
+
+// DefaultSessionTTL is the session TTL NewSession asks for unless given
+// SessionTTL: Consul's (its lock command's session TTL; Consul allows 10s
+// to 24h), rather than etcd's 60s, because the TTL is how long a crashed
+// process keeps its locks, and a keep-alive every TTL/3 (5s) costs one
+// small command per process.
+const DefaultSessionTTL = 15 * time.Second
+
+// MaxLockDelay is the longest lock-delay a session may have.
+const MaxLockDelay = fsm.MaxLockDelay
+
+// MaxMetadataLen is the most bytes of metadata a holder may carry.
+const MaxMetadataLen = fsm.MaxMetaLen
+
+// Session errors.
+var (
+	// ErrNoSession: the session has ended (expired, or closed) or never
+	// existed; a lock bound to it is released, and an acquire under it fails.
+	ErrNoSession = errors.New("lock: session ended")
+	// ErrInvalidSession: a zero session ID, a session TTL outside
+	// MinTTL..MaxTTL or a lock-delay outside 0..MaxLockDelay.
+	ErrInvalidSession = errors.New("lock: invalid session")
+	// ErrInvalidMetadata: metadata longer than MaxMetadataLen bytes.
+	ErrInvalidMetadata = errors.New("lock: invalid metadata")
+	// ErrMaxHold: the cause given to Run's callback context when the MaxHold
+	// cap is reached.
+	ErrMaxHold = errors.New("lock: held for its max hold")
+)
+
+// SessionID identifies a session: 128 random bits minted by the client.
+// Whoever knows it can renew, bind locks to, or destroy the session: treat
+// it as a secret, like an Owner.
+type SessionID [16]byte
+
+// NewSessionID returns a fresh random session ID.
+func NewSessionID() SessionID { return SessionID(NewOwner()) }
+
+// IsZero reports whether id is the zero (invalid) session ID.
+func (id SessionID) IsZero() bool { return id == SessionID{} }
+
+// String is the ID's 32-digit lowercase hex form.
+func (id SessionID) String() string { return hex.EncodeToString(id[:]) }
+
+// ParseSessionID parses the form String writes.
+func ParseSessionID(s string) (SessionID, error) {
+	var id SessionID
+	if len(s) != 2*len(id) {
+		return SessionID{}, fmt.Errorf("%w: session must be 32 hex digits", ErrInvalidSession)
+	}
+	if _, err := hex.Decode(id[:], []byte(s)); err != nil {
+		return SessionID{}, fmt.Errorf("%w: session must be 32 hex digits", ErrInvalidSession)
+	}
+	if id.IsZero() {
+		return SessionID{}, fmt.Errorf("%w: session is zero", ErrInvalidSession)
+	}
+	return id, nil
+}
+
+// SessionStore is an optional Store ability, found by type assertion:
+// sessions. Client.NewSession needs it and reports errors.ErrUnsupported
+// for a store without it. Like Store's, its methods validate first and
+// change nothing on bad input; every method may be called concurrently.
+type SessionStore interface {
+	// CreateSession starts session req.ID. A create of a live session is
+	// an idempotent retry: its state, not lengthened.
+	CreateSession(ctx context.Context, req SessionRequest) (SessionLease, error)
+	// RenewSession makes the session end its TTL from now. It returns an
+	// error matching ErrNoSession when the session has ended.
+	RenewSession(ctx context.Context, id SessionID) (SessionLease, error)
+	// DestroySession ends the session and releases every lock bound to
+	// it, in one step, each key to its next waiter; no lock-delay applies.
+	// It returns false, and changes nothing, when the session has already
+	// ended.
+	DestroySession(ctx context.Context, id SessionID) (bool, error)
+	// InspectSession reports the session's state, linearizably like
+	// Inspect: Live false once it has ended (or if it never existed).
+	InspectSession(ctx context.Context, id SessionID) (SessionInfo, error)
+}
+
+// SessionInfo is what InspectSession reports.
+type SessionInfo struct {
+	Live      bool
+	TTL       time.Duration
+	Remaining time.Duration // counted from when the request was sent
+	LockDelay time.Duration
+	Keys      int // keys the session holds or waits for
+}
+
+// SessionRequest asks a SessionStore for a session.
+type SessionRequest struct {
+	ID  SessionID
+	TTL time.Duration
+	// LockDelay: after the session expires (not after a destroy), the keys
+	// it held stay unavailable this long, so that a holder that was only
+	// slow has time to notice before the next one starts (Consul's
+	// lock-delay). 0..MaxLockDelay.
+	LockDelay time.Duration
+}
+
+// Validate checks a session request. The error matches ErrInvalidSession.
+func (r SessionRequest) Validate() error {
+	return sessionError(fsm.Command{Op: fsm.OpSessionCreate, Session: fsm.Owner(r.ID), TTL: r.TTL, LockDelay: r.LockDelay}.Validate(), r.TTL, r.LockDelay)
+}
+
+// ValidateSessionID checks a session ID: not zero. The error matches
+// ErrInvalidSession.
+func ValidateSessionID(id SessionID) error {
+	if id.IsZero() {
+		return fmt.Errorf("%w: session is zero", ErrInvalidSession)
+	}
+	return nil
+}
+
+// sessionError turns the state machine's verdict on a session command
+// into this package's error.
+func sessionError(err error, ttl, delay time.Duration) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, fsm.ErrZeroSession):
+		return fmt.Errorf("%w: session is zero", ErrInvalidSession)
+	case errors.Is(err, fsm.ErrTTLRange):
+		return fmt.Errorf("%w: session ttl must be between %v and %v (got %v)", ErrInvalidSession, MinTTL, MaxTTL, ttl)
+	case errors.Is(err, fsm.ErrDelayRange):
+		return fmt.Errorf("%w: lock delay must be between 0 and %v (got %v)", ErrInvalidSession, MaxLockDelay, delay)
+	}
+	return fmt.Errorf("lock: invalid session request: %w", err)
+}
+
+// SessionLease is a created or renewed session.
+type SessionLease struct {
+	Remaining time.Duration // session left, counted from when the request was sent
+	TTL       time.Duration // the session's TTL
+}
+
+// SessionOption configures Client.NewSession. SessionTTL and LockDelay
+// are SessionOptions.
+type SessionOption interface {
+	applySession(*SessionRequest)
+}
+
+// SessionTTLOption is the option SessionTTL returns.
+type SessionTTLOption struct{ ttl time.Duration }
+
+// SessionTTL sets the session's TTL: MinTTL..MaxTTL, DefaultSessionTTL when
+// not given. The keep-alive renews it every TTL/3.
+func SessionTTL(d time.Duration) SessionTTLOption { return SessionTTLOption{ttl: d} }
+
+func (o SessionTTLOption) applySession(r *SessionRequest) { r.TTL = o.ttl }
+
+// LockDelayOption is the option LockDelay returns.
+type LockDelayOption struct{ delay time.Duration }
+
+// LockDelay sets the session's lock-delay (see SessionRequest.LockDelay):
+// 0..MaxLockDelay, 0 when not given (Consul defaults to 15s; fencing
+// tokens already protect a resource from a holder that was only slow, so
+// raftlock does not make every crash cost the delay too).
+func LockDelay(d time.Duration) LockDelayOption { return LockDelayOption{delay: d} }
+
+func (o LockDelayOption) applySession(r *SessionRequest) { r.LockDelay = o.delay }
+
+// Session is a live session and its keep-alive. Make one with
+// Client.NewSession, bind locks to it with Client.WithSession, and Close
+// it when done. It is safe for concurrent use.
+type Session struct {
+	store SessionStore
+	id    SessionID
+	ttl   time.Duration
+
+	done     chan struct{} // closed when the session has ended (or may have)
+	stop     context.CancelFunc
+	loopDone chan struct{}
+
+	mu         sync.Mutex
+	deadline   time.Time // conservative local end of the session
+	deadlineAt time.Time // when the request that set deadline was sent
+	err        error     // why it ended; nil while live
+	closed     bool      // Close was called
+	gone       bool      // the store said the session has ended
+}
+
+// NewSession creates a session in the client's store and starts its
+// keep-alive, which renews it every TTL/3 until Close or until the store
+// says it has ended; Done is then closed. It fails with errors.ErrUnsupported
+// when the store has no sessions (it does not implement SessionStore).
+func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Session, error) {
+	ss, ok := c.store.(SessionStore)
+	if !ok {
+		return nil, fmt.Errorf("lock: %T has no sessions: %w", c.store, errors.ErrUnsupported)
+	}
+	req := SessionRequest{ID: NewSessionID(), TTL: DefaultSessionTTL}
+	for _, opt := range opts {
+		if opt != nil {
+			opt.applySession(&req)
+		}
+	}
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	var lease SessionLease
+	var sent time.Time
+	for {
+		sent = time.Now()
+		var err error
+		lease, err = ss.CreateSession(ctx, req)
+		if err == nil {
+			break
+		}
+		// A create is idempotent per ID: retry one whose outcome is
+		// unknown, as long as the caller waits.
+		if !errors.Is(err, ErrUnknownOutcome) || ctx.Err() != nil {
+			return nil, err
+		}
+	}
+	loopCtx, stop := context.WithCancel(context.Background())
+	s := &Session{
+		store: ss, id: req.ID, ttl: req.TTL,
+		done: make(chan struct{}), stop: stop, loopDone: make(chan struct{}),
+		deadline: sent.Add(lease.Remaining), deadlineAt: sent,
+	}
+	go s.keepAlive(loopCtx)
+	return s, nil
+}
+
+// ID is the session's ID.
+func (s *Session) ID() SessionID { return s.id }
+
+// TTL is the session's TTL.
+func (s *Session) TTL() time.Duration { return s.ttl }
+
+// Done is closed when the session has ended, or may have: the store said
+// it is gone, no renew succeeded before its conservative local deadline,
+// or Close was called. Every lock bound to it is then released (or will be
+// by the store within what is left of the TTL): stop touching what they
+// protect.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Err is nil while the session is live, and says why it ended after Done
+// is closed; it matches ErrNoSession.
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Remaining is how long the session is sure to last, counted on the local
+// monotonic clock from when the last create or renew was sent; false once
+// it has ended or that figure has run out.
+func (s *Session) Remaining() (time.Duration, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return 0, false
+	}
+	left := time.Until(s.deadline)
+	return left, left > 0
+}
+
+// Close stops the keep-alive and destroys the session, releasing every
+// lock bound to it in one step. If the destroy fails (the error says why),
+// the session still ends by itself within its TTL. Close is idempotent;
+// after the first call it returns nil.
+func (s *Session) Close(ctx context.Context) error {
+	s.stop()
+	<-s.loopDone
+	s.end(fmt.Errorf("%w: the session was closed", ErrNoSession))
+	s.mu.Lock()
+	first, gone := !s.closed, s.gone
+	s.closed = true
+	s.mu.Unlock()
+	if !first || gone {
+		return nil
+	}
+	// Also after the keep-alive gave up (no renew in time): the session
+	// may still be live in the store, holding its locks until it expires.
+	_, err := s.store.DestroySession(ctx, s.id)
+	return err
+}
+
+// end records why the session ended and closes Done, once; it reports
+// whether this call ended it.
+func (s *Session) end(err error) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return false
+	}
+	s.err = err
+	close(s.done)
+	return true
+}
+
+// keepAlive renews the session whenever less than two thirds of its TTL
+// is left (so every TTL/3), retrying every TTL/10 after a failure until the
+// local deadline passes.
+func (s *Session) keepAlive(ctx context.Context) {
+	defer close(s.loopDone)
+	for {
+		s.mu.Lock()
+		deadline := s.deadline
+		s.mu.Unlock()
+		left := time.Until(deadline)
+		if left <= 0 {
+			s.end(fmt.Errorf("%w: the session may have expired: no renew succeeded before its local deadline", ErrNoSession))
+			return
+		}
+		wait := left - s.ttl*2/3
+		if wait <= 0 {
+			renewCtx, cancel := context.WithDeadline(ctx, deadline)
+			sent := time.Now()
+			lease, err := s.store.RenewSession(renewCtx, s.id)
+			cancel()
+			switch {
+			case err == nil:
+				s.mu.Lock()
+				if !sent.Before(s.deadlineAt) {
+					s.deadline, s.deadlineAt = sent.Add(lease.Remaining), sent
+				}
+				s.mu.Unlock()
+				continue
+			case errors.Is(err, ErrNoSession):
+				s.mu.Lock()
+				s.gone = true
+				s.mu.Unlock()
+				s.end(fmt.Errorf("%w: the store ended the session", ErrNoSession))
+				return
+			case ctx.Err() != nil:
+				return // Close
+			}
+			wait = min(s.ttl/10, time.Until(deadline))
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+	}
+}
+
+// WithSession returns a client whose lock handles are bound to s: their
+// locks have no lease of their own and end when s ends. Their TTL option
+// is ignored and Extend does nothing but check the session; Run cancels
+// its callback's context when s ends (the cause matches ErrNotHeld and
+// ErrNoSession). Inspect and List are the client's.
+func (c *Client) WithSession(s *Session) *Client {
+	cc := *c
+	cc.session = s
+	return &cc
+}
+
+// Session is the session the client's handles are bound to, nil if none.
+func (c *Client) Session() *Session { return c.session }
+
+// ValidateMetadata checks holder metadata: at most MaxMetadataLen bytes.
+// The error matches ErrInvalidMetadata.
+func ValidateMetadata(meta string) error {
+	if len(meta) > MaxMetadataLen {
+		return fmt.Errorf("%w: metadata is longer than %d bytes (got %d)", ErrInvalidMetadata, MaxMetadataLen, len(meta))
+	}
+	return nil
+}
