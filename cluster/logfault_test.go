@@ -433,7 +433,9 @@ func (f failingFile) WriteAt(p []byte, off int64) (int, error) {
 // (heartbeats went on, so nothing noticed): raft's pipelined replication
 // stopped reading the follower's answers at the refusal, and its next send
 // then waited for a reader forever. The follower's disk was freed, but no
-// write came to clear its fault.
+// write came to clear its fault. (That failure also made the leader's Close
+// hang, so the test then ran into go test's timeout, whose goroutine dump
+// shows raft's pipelineSend and decodeResponses stuck.)
 func TestFollowerWhoseWritesFailAgainAndAgainCatchesUp(t *testing.T) {
 	const cycles = 25
 	d := &failingWrites{}
