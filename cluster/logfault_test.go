@@ -244,6 +244,15 @@ func TestTermWriteWaitsForSpace(t *testing.T) {
 	v, err := g.GetUint64([]byte("term"))
 	require.NoError(t, err)
 	assert.Equal(t, uint64(7), v)
+	// The fault ends with the write that succeeded, not with the next
+	// write of the log, which an idle follower may not get for long.
+	assert.Empty(t, g.faults.fault(), "the fault outlived the failing term write")
+
+	// A term write that succeeds does not end a fault of the log itself.
+	g.faults.failed(errNoSpace)
+	require.NoError(t, g.SetUint64([]byte("term"), 8))
+	assert.NotEmpty(t, g.faults.fault(), "a term write ended a fault of the log")
+	g.faults.succeeded()
 
 	full.Store(true)
 	ended := make(chan struct{})
@@ -354,4 +363,145 @@ func TestDiskFullUnderLoadLosesNothing(t *testing.T) {
 		tokens[g.lease.Token] = g.key
 	}
 	t.Logf("%d grants checked", len(granted))
+}
+
+// failingWrites makes every write of raft-wal's segment files fail with
+// ENOSPC while fail is set, for the WAL under the directory set in dir:
+// whatever that node is sent, it can store none of it, as on a full disk.
+type failingWrites struct {
+	dir  atomic.Pointer[string]
+	fail atomic.Bool
+}
+
+func (d *failingWrites) install(t *testing.T) {
+	old := walTestFiles
+	walTestFiles = func(dir string, meta types.MetaStore, files types.SegmentFiler) (types.MetaStore, types.SegmentFiler) {
+		return meta, segment.NewFiler(dir, failingVFS{VFS: walfs.New(), d: d, dir: dir})
+	}
+	t.Cleanup(func() { walTestFiles = old })
+}
+
+func (d *failingWrites) failing(dir string) bool {
+	only := d.dir.Load()
+	return d.fail.Load() && only != nil && strings.HasPrefix(dir, *only)
+}
+
+// failingWriteLatency is how long a failing write takes.
+const failingWriteLatency = 20 * time.Millisecond
+
+type failingVFS struct {
+	types.VFS
+	d   *failingWrites
+	dir string
+}
+
+func (v failingVFS) Create(dir, name string, size uint64) (types.WritableFile, error) {
+	f, err := v.VFS.Create(dir, name, size)
+	if err != nil {
+		return nil, err
+	}
+	return failingFile{WritableFile: f, v: v}, nil
+}
+
+func (v failingVFS) OpenWriter(dir, name string) (types.WritableFile, error) {
+	f, err := v.VFS.OpenWriter(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	return failingFile{WritableFile: f, v: v}, nil
+}
+
+type failingFile struct {
+	types.WritableFile
+	v failingVFS
+}
+
+func (f failingFile) WriteAt(p []byte, off int64) (int, error) {
+	if f.v.d.failing(f.v.dir) {
+		// A failing disk is slow to say so: meanwhile the leader sends the
+		// next request, as it does to a real member under load.
+		time.Sleep(failingWriteLatency)
+		return 0, errNoSpace
+	}
+	return f.WritableFile.WriteAt(p, off)
+}
+
+// A follower whose log writes fail for a moment, again and again under
+// load, is sent the entries again each time its writes succeed, and catches
+// up. Before, a write that failed while the leader had a second request on
+// the way to it could stop the leader from ever sending it entries again
+// (heartbeats went on, so nothing noticed): raft's pipelined replication
+// stopped reading the follower's answers at the refusal, and its next send
+// then waited for a reader forever. The follower's disk was freed, but no
+// write came to clear its fault. (That failure also made the leader's Close
+// hang, so the test then ran into go test's timeout, whose goroutine dump
+// shows raft's pipelineSend and decodeResponses stuck.)
+func TestFollowerWhoseWritesFailAgainAndAgainCatchesUp(t *testing.T) {
+	const cycles = 25
+	d := &failingWrites{}
+	d.install(t)
+	c := newCluster(t, 3, nil)
+	follower := c.follower()
+	dir := c.cfgs[c.index(follower)].DataDir
+	d.dir.Store(&dir)
+	var working []*Node
+	for _, n := range c.nodes {
+		if n != follower {
+			working = append(working, n)
+		}
+	}
+
+	var granted atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				n := working[(w+i)%len(working)]
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				_, err := n.Acquire(ctx, lock.AcquireRequest{Key: fmt.Sprintf("w%d-%d", w, i), Owner: lock.NewOwner(), TTL: time.Hour})
+				cancel()
+				if err == nil {
+					granted.Add(1)
+				}
+			}
+		}()
+	}
+	t.Cleanup(func() { close(stop); wg.Wait() })
+
+	caughtUp := func() bool { return c.holdsAllCommitted(follower) }
+	for cycle := 1; cycle <= cycles; cycle++ {
+		before := granted.Load()
+		require.Eventually(t, func() bool { return granted.Load() > before+10 }, patience, time.Millisecond, "cycle %d: no progress", cycle)
+		d.fail.Store(true)
+		require.Eventually(t, func() bool { return follower.Stats().LogFault != "" }, patience, time.Millisecond,
+			"cycle %d: the follower's writes did not fail", cycle)
+		during := granted.Load()
+		require.Eventually(t, func() bool { return granted.Load() > during+10 }, patience, time.Millisecond, "cycle %d: the others did not go on", cycle)
+		d.fail.Store(false)
+		// raft retries a failing follower after a backoff of at most about
+		// 10 s; the patience is generous beyond that.
+		require.Eventually(t, func() bool { return follower.Stats().LogFault == "" && caughtUp() }, 3*patience, 5*time.Millisecond,
+			"cycle %d: the follower was sent no entries after its writes could succeed again (fault: %q)", cycle, follower.Stats().LogFault)
+	}
+}
+
+// holdsAllCommitted reports whether n's log holds on disk every entry the
+// current leader has committed; false while no node leads. (Unlike
+// waitLeader, it may be called from a condition of require.Eventually.)
+func (c *testCluster) holdsAllCommitted(n *Node) bool {
+	for _, l := range c.nodes {
+		if l != nil && l.leaderReady() {
+			last, err := n.store.LastIndex()
+			return err == nil && last >= l.raft.CommitIndex()
+		}
+	}
+	return false
 }

@@ -382,12 +382,17 @@ func (g *guardedStore) stableWrite(fn func(s logStore) error) error {
 	for {
 		err, broken := g.try(false, fn)
 		if err == nil {
+			g.faults.stableSucceeded()
 			return nil
 		}
 		if !broken && !errors.Is(err, syscall.ENOSPC) {
 			return err
 		}
-		g.faults.failed(err)
+		if broken {
+			g.faults.failed(err)
+		} else {
+			g.faults.stableFailed(err)
+		}
 		if broken {
 			g.mu.RLock()
 			reopened := g.store != nil
@@ -440,16 +445,32 @@ type writeFaults struct {
 	err    error // nil while writes succeed
 	since  time.Time
 	logged time.Time
+	// stable: the fault is only that writes of the term or vote failed (no
+	// write of the log failed since it began), so a term or vote write that
+	// succeeds ends it; an idle follower may get no log write for long.
+	stable bool
 }
 
 const writeFaultLogEvery = 10 * time.Second
 
 func (f *writeFaults) failed(err error) {
+	f.record(err, false)
+}
+
+// stableFailed records a failed write of the term or vote.
+func (f *writeFaults) stableFailed(err error) {
+	f.record(err, true)
+}
+
+func (f *writeFaults) record(err error, stable bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := time.Now()
 	if f.err == nil {
 		f.since = now
+		f.stable = stable
+	} else if !stable {
+		f.stable = false
 	}
 	f.err = err
 	if now.Sub(f.logged) < writeFaultLogEvery {
@@ -467,11 +488,25 @@ func (f *writeFaults) failed(err error) {
 func (f *writeFaults) succeeded() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.endLocked()
+}
+
+// stableSucceeded records a write of the term or vote that succeeded: it
+// ends a fault made only of such writes, not one where the log failed.
+func (f *writeFaults) stableSucceeded() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stable {
+		f.endLocked()
+	}
+}
+
+func (f *writeFaults) endLocked() {
 	if f.err == nil {
 		return
 	}
 	f.logger.Info("raft log writes succeed again", "path", f.path, "after", time.Since(f.since).Round(time.Millisecond))
-	f.err, f.logged = nil, time.Time{}
+	f.err, f.logged, f.stable = nil, time.Time{}, false
 }
 
 // fault describes the current write failure; "" while writes succeed.

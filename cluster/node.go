@@ -242,7 +242,19 @@ func New(cfg Config) (*Node, error) {
 		Stream:  tr.StreamLayer(),
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
-		Logger:  n.quiet.Wrap(logger.Named("raft-net")),
+		// One request in flight per follower: no pipelined replication.
+		// raft's pipeline (v1.7.3, with the default of 2 in flight) can stop
+		// sending entries to a follower for good when the follower refuses
+		// one (its log write failed: a full disk) while the next request is
+		// on its way: the pipeline stops reading answers at the refusal, its
+		// next send then waits for a reader forever, and heartbeats go on,
+		// so no election heals it. The follower never gets another entry
+		// (a member whose disk was full never recovers), and the leader's
+		// Close waits for that send forever. Synchronous replication
+		// retries a refused request after a backoff (at most ~10 s)
+		// instead; with raft's batching of entries it costs little.
+		MaxRPCsInFlight: 1,
+		Logger:          n.quiet.Wrap(logger.Named("raft-net")),
 	})
 	cleanup = append(cleanup, func() { netTrans.Close() })
 

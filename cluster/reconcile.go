@@ -627,13 +627,35 @@ func (rr raftRecorder) AddVoter(id raft.ServerID, addr raft.ServerAddress, prevI
 			}
 		}
 	}
+	if action == ActionUpdateAddress {
+		if err := rr.removeBeforeMove(id, prevIndex, timeout); err != nil {
+			return errorFuture{err}
+		}
+		prevIndex = 0
+	}
 	rf := rr.recorded(rr.Raft.AddVoter(id, addr, prevIndex, timeout), action, id, fallback)
 	return errorFuture{rf.Error()}
+}
+
+// removeBeforeMove takes a member out of the configuration before it is
+// added back at its new address. raft v1.7.3 changes a replicated
+// server's address in place, under a lock that its replication goroutine
+// does not take when it reads the server (a data race in raft); a server
+// removed and added again gets a new replication goroutine instead. The
+// member is briefly out of the configuration: its old address is dead
+// (it is back elsewhere), so no live voter is lost.
+func (rr raftRecorder) removeBeforeMove(id raft.ServerID, prevIndex uint64, timeout time.Duration) error {
+	return rr.Raft.RemoveServer(id, prevIndex, timeout).Error()
 }
 
 // addJoiningVoter adds a node that asked to join as a voter; the caller
 // holds voterChange.
 func (rr raftRecorder) addJoiningVoter(id raft.ServerID, addr raft.ServerAddress) raft.IndexFuture {
+	if s, ok := rr.member(id); ok && s.Address != addr {
+		if err := rr.removeBeforeMove(id, 0, 0); err != nil {
+			return errorFuture{err}
+		}
+	}
 	return rr.recorded(rr.Raft.AddVoter(id, addr, 0, 0), ActionAddVoter, id, "asked to join")
 }
 
@@ -647,6 +669,10 @@ func (rr raftRecorder) AddNonvoter(id raft.ServerID, addr raft.ServerAddress, pr
 	action, fallback := ActionAddNonvoter, "alive member not in the raft configuration"
 	if s, ok := rr.member(id); ok && s.Address != addr {
 		action, fallback = ActionUpdateAddress, "member back at a new address"
+		if err := rr.removeBeforeMove(id, prevIndex, timeout); err != nil {
+			return errorFuture{err}
+		}
+		prevIndex = 0
 	}
 	return rr.recorded(rr.Raft.AddNonvoter(id, addr, prevIndex, timeout), action, id, fallback)
 }
