@@ -364,7 +364,13 @@ func TestReadinessWithoutLeaderOrReport(t *testing.T) {
 	n := startNode(t, cfg)
 	require.NoError(t, n.Ready(testCtx(t)))
 	// One member of three wanted: it serves, but tolerates no failure.
-	r := requireReadiness(t, n, false, 0)
+	requireReadiness(t, n, false, 0)
+	// On a loaded machine a round of the leader's own stats can come too
+	// late, and it judges itself unhealthy for that round: the reason to
+	// look at is the one it gives once healthy.
+	var r Readiness
+	require.Eventually(t, func() bool { r = n.Readiness(); return r.Health.Healthy }, patience, 5*time.Millisecond, "the leader judges itself healthy")
+	assert.False(t, r.Ready)
 	assert.Contains(t, r.Reason, "failure tolerance 0")
 	tol, known := n.FailureTolerance()
 	assert.True(t, known)
