@@ -29,6 +29,8 @@ import (
 type procCluster struct {
 	t     testing.TB
 	nodes []*procNode
+	// voters is every agent's -voters; 0 means one voter per node.
+	voters int
 }
 
 // nodeState is what the harness last did to a node.
@@ -198,7 +200,11 @@ func (n *procNode) start(args ...string) error {
 }
 
 func (n *procNode) startOnce(args ...string) error {
-	full := append([]string{"agent", "-log-level", "warn", "-voters", strconv.Itoa(len(n.c.nodes)),
+	voters := len(n.c.nodes)
+	if n.c.voters > 0 {
+		voters = n.c.voters
+	}
+	full := append([]string{"agent", "-log-level", "warn", "-voters", strconv.Itoa(voters),
 		"-node-id", n.id, "-data-dir", n.dataDir, "-bind", n.raftAddr, "-http", n.httpAddr}, n.args...)
 	full = append(full, args...)
 	cmd := exec.Command(binary, full...)

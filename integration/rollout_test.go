@@ -1,0 +1,434 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/lock"
+)
+
+// The rollout tests run a "service" of agent processes the way an
+// orchestrator does: every agent started from one template (the same
+// flags; only its name and ports differ), replaced by new agents with new
+// names and empty data dirs, scaled up and down, under continuous lock
+// traffic from the durability workload (every acknowledged acquire,
+// extend and release kept; tokens strictly increasing).
+
+// rolloutFlags are the template's flags, the same for every agent ever
+// started (with -retry-join the members running at the time).
+// -dead-member-timeout is short so that the members stopped without a
+// leave are removed within the test rather than after the default 72h.
+var rolloutFlags = []string{"-bootstrap-expect", "3", "-dead-member-timeout", "10s"}
+
+// rolloutVoters is the -voters of every agent.
+const rolloutVoters = 3
+
+// rollout is the service: replicas, each run by one agent at a time, and
+// every agent ever started (for the cleanup and the logs).
+type rollout struct {
+	t     testing.TB
+	dir   string
+	pc    *procCluster // every agent ever started, for leader() and racesReported()
+	clock *grantClock
+
+	mu       sync.Mutex // protects replicas
+	replicas []*procNode
+	gossip   map[*procNode]string // each agent's -gossip-bind
+}
+
+func newRollout(t testing.TB) *rollout {
+	r := &rollout{t: t, dir: t.TempDir(), pc: &procCluster{t: t, voters: rolloutVoters}, clock: &grantClock{}, gossip: map[*procNode]string{}}
+	t.Cleanup(func() {
+		for _, n := range r.pc.nodes {
+			n.kill()
+		}
+		if t.Failed() {
+			for _, n := range r.pc.nodes {
+				t.Logf("agent %s (%s) logs, last part:\n%s", n.id, n.raftAddr, n.logs.String())
+			}
+		}
+	})
+	return r
+}
+
+// newAgent prepares agent id with its own ports and an empty data dir; it
+// does not start it.
+func (r *rollout) newAgent(id string) *procNode {
+	addrs, err := freeAddrs(3)
+	require.NoError(r.t, err)
+	n := &procNode{c: r.pc, id: id, dataDir: filepath.Join(r.dir, id), raftAddr: addrs[0], httpAddr: addrs[1],
+		logs: newLogRing(1 << 20), state: nodeDown}
+	n.client, err = api.NewClient(n.httpAddr, api.ClientConfig{})
+	require.NoError(r.t, err)
+	r.pc.nodes = append(r.pc.nodes, n)
+	r.gossip[n] = addrs[2]
+	return n
+}
+
+// launch starts n from the template, joining the gossip addresses join.
+func (r *rollout) launch(n *procNode, join []string) {
+	n.args = append([]string{"-gossip-bind", r.gossip[n], "-retry-join", strings.Join(join, ",")}, rolloutFlags...)
+	require.NoError(r.t, n.start())
+}
+
+// runningGossip lists the gossip addresses of the running replicas.
+func (r *rollout) runningGossip() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, n := range r.replicas {
+		if n.currentState() == nodeUp {
+			out = append(out, r.gossip[n])
+		}
+	}
+	return out
+}
+
+func (r *rollout) setReplica(i int, n *procNode) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if i == len(r.replicas) {
+		r.replicas = append(r.replicas, n)
+	} else {
+		r.replicas[i] = n
+	}
+}
+
+func (r *rollout) replica(i int) *procNode {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.replicas[i]
+}
+
+// shrink forgets the replicas from k on.
+func (r *rollout) shrink(k int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.replicas = r.replicas[:k]
+}
+
+func (r *rollout) ids() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, n := range r.replicas {
+		out = append(out, n.id)
+	}
+	return out
+}
+
+// size and store make a rollout a storeSet: the clients see the replicas,
+// whichever agent runs each, and every grant is noted on the clock.
+func (r *rollout) size() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.replicas)
+}
+
+func (r *rollout) store(i int) lock.Store {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if i >= len(r.replicas) || r.replicas[i].currentState() != nodeUp {
+		return nil
+	}
+	return grantNoting{Store: r.replicas[i].client, clock: r.clock}
+}
+
+// grantNoting notes every granted acquire on a clock.
+type grantNoting struct {
+	lock.Store
+	clock *grantClock
+}
+
+func (g grantNoting) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease, error) {
+	lease, err := g.Store.Acquire(ctx, req)
+	if err == nil {
+		g.clock.grant()
+	}
+	return lease, err
+}
+
+// grantClock measures the longest time without a grant, per step.
+type grantClock struct {
+	mu     sync.Mutex // protects the rest
+	last   time.Time
+	worst  time.Duration
+	grants int
+}
+
+func (g *grantClock) grant() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := time.Now()
+	if !g.last.IsZero() {
+		g.worst = max(g.worst, now.Sub(g.last))
+	}
+	g.last = now
+	g.grants++
+}
+
+// count is the number of grants so far.
+func (g *grantClock) count() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.grants
+}
+
+// lap returns the longest gap without a grant since the last lap and
+// starts a new one.
+func (g *grantClock) lap() time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	worst := max(g.worst, time.Since(g.last))
+	g.worst = 0
+	return worst
+}
+
+// waitGrants waits until a grant comes after the ones counted so far.
+func (r *rollout) waitGrants(ctx context.Context) error {
+	before := r.clock.count()
+	return pollUntil(ctx, 20*time.Millisecond, "a lock granted", func(context.Context) error {
+		if r.clock.count() > before {
+			return nil
+		}
+		return errors.New("no grant yet")
+	})
+}
+
+// readyz asks n's GET /readyz: nil on 200.
+func readyz(ctx context.Context, n *procNode) error {
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(qctx, http.MethodGet, "http://"+n.httpAddr+"/readyz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: /readyz %d %s", n.id, resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	return nil
+}
+
+// waitReadyz is the rollout's gate: n's /readyz answers 200.
+func waitReadyz(ctx context.Context, n *procNode) error {
+	return pollUntil(ctx, 50*time.Millisecond, n.id+" ready", func(ctx context.Context) error { return readyz(ctx, n) })
+}
+
+// waitMembers waits until the leader's configuration is exactly ids, voters
+// of them voting, every member alive in gossip.
+func (r *rollout) waitMembers(ctx context.Context, ids []string, voters int) error {
+	want := slices.Sorted(slices.Values(ids))
+	return pollUntil(ctx, 100*time.Millisecond, "members", func(ctx context.Context) error {
+		l := r.pc.leader(ctx)
+		if l == nil {
+			return errors.New("no leader")
+		}
+		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		st, err := l.client.Cluster(qctx)
+		if err != nil {
+			return err
+		}
+		var got, desc []string
+		v := 0
+		for _, m := range st.Members {
+			got = append(got, m.ID)
+			desc = append(desc, fmt.Sprintf("%s=%s/%s/%s", m.ID, m.Suffrage, m.Gossip, m.Health))
+			if m.Suffrage == api.SuffrageVoter {
+				v++
+			}
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) || v != voters {
+			return fmt.Errorf("leader %s: configuration %v, want %v with %d voters", l.id, desc, want, voters)
+		}
+		return nil
+	})
+}
+
+// traffic is the durability workload running against a rollout until
+// stopped.
+type traffic struct {
+	w       *durWorkload
+	clients []*durClient
+	stop    context.CancelFunc
+	budget  context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	errs    *errorLog
+}
+
+func startTraffic(s settings, rep *report, r *rollout, clients, keysEach int) *traffic {
+	tr := &traffic{w: &durWorkload{rep: rep}, errs: &errorLog{}}
+	run, stop := context.WithCancel(context.Background())
+	tr.stop = stop
+	tr.budget, tr.cancel = context.WithCancel(context.Background())
+	for i := range clients {
+		dc := &durClient{workClient: &workClient{id: i, owner: lock.NewOwner(), stores: r, node: i % r.size(), rng: s.rng(uint64(5000 + i)), unexpected: tr.errs},
+			state: map[string]*durState{}}
+		for k := range keysEach {
+			key := fmt.Sprintf("rollout/%d/%d", i, k)
+			dc.keys = append(dc.keys, key)
+			dc.state[key] = &durState{}
+		}
+		tr.clients = append(tr.clients, dc)
+		tr.wg.Add(1)
+		go func() {
+			defer tr.wg.Done()
+			for run.Err() == nil {
+				tr.w.step(dc, tr.budget)
+			}
+		}()
+	}
+	return tr
+}
+
+// finish stops the clients (each ends its operation in flight), inspects
+// every key and fills the report.
+func (tr *traffic) finish(rep *report, r *rollout) {
+	tr.stop()
+	tr.wg.Wait()
+	vctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	checked := tr.w.verify(tr.clients, r, vctx)
+	tr.cancel()
+	var sum tally
+	doubts := 0
+	for _, dc := range tr.clients {
+		sum.add(dc.tally)
+		for _, st := range dc.state {
+			if st.doubt {
+				doubts++
+			}
+		}
+	}
+	rep.ops, rep.unsure, rep.unknown, rep.dropped = sum.ops, sum.unsure, sum.unknown, sum.dropped
+	rep.note("%d keys checked at the end (%d in doubt), highest token %d", checked, doubts, tr.w.maxToken.Load())
+	if n := tr.errs.count.Load(); n > 0 {
+		rep.problem("clients saw errors no store should give: %s", tr.errs)
+	}
+	if races := r.pc.racesReported(); len(races) > 0 {
+		rep.problem("data races reported by agents %v (their logs follow)", races)
+	}
+}
+
+// startService starts n agents from the template, all joining each other,
+// and waits until they form one cluster with rolloutVoters voters, every
+// one of them ready.
+func startService(t *testing.T, r *rollout, n int) {
+	var nodes []*procNode
+	var join []string
+	for i := range n {
+		node := r.newAgent(fmt.Sprintf("n%d", i+1))
+		nodes = append(nodes, node)
+		join = append(join, r.gossip[node])
+	}
+	for i, node := range nodes {
+		r.launch(node, join)
+		r.setReplica(i, node)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	require.NoError(t, r.waitMembers(ctx, r.ids(), rolloutVoters), "the agents form one cluster")
+	for _, node := range nodes {
+		require.NoError(t, waitReadyz(ctx, node))
+	}
+}
+
+// stepTimeout bounds one step of a rollout (an agent stopped, its
+// replacement ready, grants seen again): far above the dead-voter timeout
+// plus an election, for a loaded machine with race-built agents.
+const stepTimeout = 3 * time.Minute
+
+// TestRollingReplacementProcesses: five agents started from one template
+// (-bootstrap-expect 3 -retry-join the others; 3 voters, 2 non-voters)
+// under continuous lock traffic, replaced one by one by new agents with new
+// names and empty data dirs that join by -retry-join alone, as a
+// Deployment rollout does; each old agent is stopped with SIGTERM (without
+// -leave-on-terminate: it does not leave) or killed with SIGKILL, and the
+// next step waits for the new agent's /readyz. No acknowledged lock may be
+// lost, tokens keep increasing, locks are granted again after each step,
+// and in the end the configuration holds only the new agents, 3 voting.
+// Each step's longest time without a grant is reported.
+func TestRollingReplacementProcesses(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		name := strings.ToLower(unixSignalName(sig))
+		t.Run(name, func(t *testing.T) {
+			s := loadSettings(t)
+			rep := newReport("rolling-replacement/5-processes/"+name, s)
+			r := newRollout(t)
+			startService(t, r, 5)
+			tr := startTraffic(s, rep, r, 6, 4)
+			defer tr.stop()
+			defer tr.cancel()
+			ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+			require.NoError(t, r.waitGrants(ctx), "locks are granted before the rollout")
+			cancel()
+
+			var steps []string
+			for i := range 5 {
+				old := r.replica(i)
+				r.clock.lap()
+				began := time.Now()
+				if sig == syscall.SIGKILL {
+					old.kill()
+				} else {
+					require.NoError(t, old.stop(sig, 30*time.Second))
+				}
+				fresh := r.newAgent(fmt.Sprintf("m%d", i+1))
+				r.launch(fresh, r.runningGossip())
+				r.setReplica(i, fresh)
+				ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+				err := waitReadyz(ctx, fresh)
+				ready := time.Since(began)
+				if err == nil {
+					err = r.waitGrants(ctx)
+				}
+				cancel()
+				require.NoError(t, err, "step %d: %s replaced by %s", i+1, old.id, fresh.id)
+				gap := r.clock.lap()
+				rep.failover(gap)
+				steps = append(steps, fmt.Sprintf("%s->%s ready %v, gap %v", old.id, fresh.id, ready.Round(time.Millisecond), gap.Round(time.Millisecond)))
+			}
+			rep.fault(name)
+			ctx, cancel = context.WithTimeout(context.Background(), stepTimeout)
+			err := r.waitMembers(ctx, r.ids(), rolloutVoters)
+			cancel()
+			if err != nil {
+				rep.problem("after the rollout: %v", err)
+			}
+			tr.finish(rep, r)
+			rep.note("steps: %s", strings.Join(steps, "; "))
+			rep.finish(t)
+		})
+	}
+}
+
+func unixSignalName(sig syscall.Signal) string {
+	switch sig {
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGKILL:
+		return "SIGKILL"
+	}
+	return sig.String()
+}
