@@ -86,13 +86,9 @@ func (r *rollout) launch(n *procNode, join []string) {
 
 // runningGossip lists the gossip addresses of the running replicas.
 func (r *rollout) runningGossip() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	var out []string
-	for _, n := range r.replicas {
-		if n.currentState() == nodeUp {
-			out = append(out, r.gossip[n])
-		}
+	for _, n := range r.running() {
+		out = append(out, r.gossip[n])
 	}
 	return out
 }
@@ -113,18 +109,23 @@ func (r *rollout) replica(i int) *procNode {
 	return r.replicas[i]
 }
 
-// shrink forgets the replicas from k on.
-func (r *rollout) shrink(k int) {
+// running lists the replicas whose agent runs.
+func (r *rollout) running() []*procNode {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.replicas = r.replicas[:k]
+	var out []*procNode
+	for _, n := range r.replicas {
+		if n.currentState() == nodeUp {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
+// ids lists the running replicas' node IDs.
 func (r *rollout) ids() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	var out []string
-	for _, n := range r.replicas {
+	for _, n := range r.running() {
 		out = append(out, n.id)
 	}
 	return out
@@ -421,6 +422,107 @@ func TestRollingReplacementProcesses(t *testing.T) {
 			rep.finish(t)
 		})
 	}
+}
+
+// TestScaleUpAndDownProcesses: three agents started from the template
+// (-bootstrap-expect 3 -retry-join each other) under continuous lock
+// traffic; six more from the same template started at once, joining the
+// three by -retry-join (and, with the template's -bootstrap-expect 3, not
+// forming a cluster of their own): nine members, three voting. Then six
+// are stopped with SIGTERM one at a time, among them all three original
+// voters, as a scale-down to three that respects a PodDisruptionBudget of
+// one: each next stop waits until the stopped agent no longer votes and
+// every remaining agent's /readyz answers 200. Locks are granted
+// throughout, nothing acknowledged is lost, tokens keep increasing, and the
+// configuration ends with the three remaining agents, all voting.
+func TestScaleUpAndDownProcesses(t *testing.T) {
+	s := loadSettings(t)
+	rep := newReport("scale-3-9-3/processes", s)
+	r := newRollout(t)
+	startService(t, r, 3)
+	tr := startTraffic(s, rep, r, 6, 4)
+	defer tr.stop()
+	defer tr.cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+	defer cancel()
+	require.NoError(t, r.waitGrants(ctx), "locks are granted before scaling")
+
+	// Up: six at once.
+	r.clock.lap()
+	began := time.Now()
+	join := r.runningGossip()
+	var added []*procNode
+	for i := range 6 {
+		n := r.newAgent(fmt.Sprintf("m%d", i+1))
+		r.launch(n, join)
+		r.setReplica(3+i, n)
+		added = append(added, n)
+	}
+	up, cancelUp := context.WithTimeout(context.Background(), stepTimeout)
+	defer cancelUp()
+	require.NoError(t, r.waitMembers(up, r.ids(), rolloutVoters), "scaled up to 9")
+	for _, n := range added {
+		require.NoError(t, waitReadyz(up, n))
+	}
+	require.NoError(t, r.waitGrants(up))
+	gap := r.clock.lap()
+	rep.failover(gap)
+	steps := []string{fmt.Sprintf("3->9 in %v, gap %v", time.Since(began).Round(time.Millisecond), gap.Round(time.Millisecond))}
+
+	// Down: the original three (voters, the leader among them) and three of
+	// the added, in turn.
+	for _, i := range []int{0, 3, 1, 4, 2, 5} {
+		n := r.replica(i)
+		began := time.Now()
+		require.NoError(t, n.stop(syscall.SIGTERM, 30*time.Second))
+		ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+		err := pollUntil(ctx, 100*time.Millisecond, n.id+" no longer votes", func(ctx context.Context) error {
+			return r.notVoting(ctx, n.id)
+		})
+		for _, m := range r.running() {
+			if err == nil {
+				err = waitReadyz(ctx, m)
+			}
+		}
+		if err == nil {
+			err = r.waitGrants(ctx)
+		}
+		cancel()
+		require.NoError(t, err, "after stopping %s", n.id)
+		gap := r.clock.lap()
+		rep.failover(gap)
+		steps = append(steps, fmt.Sprintf("-%s in %v, gap %v", n.id, time.Since(began).Round(time.Millisecond), gap.Round(time.Millisecond)))
+	}
+	rep.fault("sigterm")
+	fin, cancelFin := context.WithTimeout(context.Background(), stepTimeout)
+	defer cancelFin()
+	if err := r.waitMembers(fin, r.ids(), rolloutVoters); err != nil {
+		rep.problem("after scaling down: %v", err)
+	}
+	tr.finish(rep, r)
+	rep.note("steps: %s", strings.Join(steps, "; "))
+	rep.finish(t)
+}
+
+// notVoting says (nil) whether the leader's configuration has id as
+// anything but a voter, or not at all.
+func (r *rollout) notVoting(ctx context.Context, id string) error {
+	l := r.pc.leader(ctx)
+	if l == nil {
+		return errors.New("no leader")
+	}
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st, err := l.client.Cluster(qctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range st.Members {
+		if m.ID == id && m.Suffrage == api.SuffrageVoter {
+			return fmt.Errorf("%s still votes (leader %s)", id, l.id)
+		}
+	}
+	return nil
 }
 
 func unixSignalName(sig syscall.Signal) string {
