@@ -388,6 +388,7 @@ func TestRollingReplacementProcesses(t *testing.T) {
 			var steps []string
 			for i := range 5 {
 				old := r.replica(i)
+				before := r.describe(old.id)
 				r.clock.lap()
 				began := time.Now()
 				if sig == syscall.SIGKILL {
@@ -408,7 +409,7 @@ func TestRollingReplacementProcesses(t *testing.T) {
 				require.NoError(t, err, "step %d: %s replaced by %s", i+1, old.id, fresh.id)
 				gap := r.clock.lap()
 				rep.failover(gap)
-				steps = append(steps, fmt.Sprintf("%s->%s ready %v, gap %v", old.id, fresh.id, ready.Round(time.Millisecond), gap.Round(time.Millisecond)))
+				steps = append(steps, fmt.Sprintf("%s->%s (%s) ready %v, gap %v, then leader %s", old.id, fresh.id, before, ready.Round(time.Millisecond), gap.Round(time.Millisecond), r.leaderID()))
 			}
 			rep.fault(name)
 			ctx, cancel = context.WithTimeout(context.Background(), stepTimeout)
@@ -473,6 +474,7 @@ func TestScaleUpAndDownProcesses(t *testing.T) {
 	// the added, in turn.
 	for _, i := range []int{0, 3, 1, 4, 2, 5} {
 		n := r.replica(i)
+		before := r.describe(n.id)
 		began := time.Now()
 		require.NoError(t, n.stop(syscall.SIGTERM, 30*time.Second))
 		ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
@@ -491,7 +493,7 @@ func TestScaleUpAndDownProcesses(t *testing.T) {
 		require.NoError(t, err, "after stopping %s", n.id)
 		gap := r.clock.lap()
 		rep.failover(gap)
-		steps = append(steps, fmt.Sprintf("-%s in %v, gap %v", n.id, time.Since(began).Round(time.Millisecond), gap.Round(time.Millisecond)))
+		steps = append(steps, fmt.Sprintf("-%s (%s) in %v, gap %v", n.id, before, time.Since(began).Round(time.Millisecond), gap.Round(time.Millisecond)))
 	}
 	rep.fault("sigterm")
 	fin, cancelFin := context.WithTimeout(context.Background(), stepTimeout)
@@ -502,6 +504,38 @@ func TestScaleUpAndDownProcesses(t *testing.T) {
 	tr.finish(rep, r)
 	rep.note("steps: %s", strings.Join(steps, "; "))
 	rep.finish(t)
+}
+
+// describe says who leads and what id is in the leader's configuration,
+// for the report.
+func (r *rollout) describe(id string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l := r.pc.leader(ctx)
+	if l == nil {
+		return "no leader"
+	}
+	st, err := l.client.Cluster(ctx)
+	if err != nil {
+		return "leader " + l.id + ": " + err.Error()
+	}
+	suffrage := "not a member"
+	for _, m := range st.Members {
+		if m.ID == id {
+			suffrage = m.Suffrage
+		}
+	}
+	return fmt.Sprintf("%s %s, leader %s", id, suffrage, l.id)
+}
+
+// leaderID names the leader, for the report.
+func (r *rollout) leaderID() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if l := r.pc.leader(ctx); l != nil {
+		return l.id
+	}
+	return "none known"
 }
 
 // notVoting says (nil) whether the leader's configuration has id as
