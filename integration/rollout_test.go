@@ -43,14 +43,16 @@ type rollout struct {
 	dir   string
 	pc    *procCluster // every agent ever started, for leader() and racesReported()
 	clock *grantClock
+	flags []string // the template's flags: rolloutFlags and the test's own
 
 	mu       sync.Mutex // protects replicas
 	replicas []*procNode
 	gossip   map[*procNode]string // each agent's -gossip-bind
 }
 
-func newRollout(t testing.TB) *rollout {
-	r := &rollout{t: t, dir: t.TempDir(), pc: &procCluster{t: t, voters: rolloutVoters}, clock: &grantClock{}, gossip: map[*procNode]string{}}
+func newRollout(t testing.TB, extra ...string) *rollout {
+	r := &rollout{t: t, dir: t.TempDir(), pc: &procCluster{t: t, voters: rolloutVoters}, clock: &grantClock{}, gossip: map[*procNode]string{},
+		flags: append(slices.Clone(rolloutFlags), extra...)}
 	t.Cleanup(func() {
 		for _, n := range r.pc.nodes {
 			n.kill()
@@ -80,7 +82,7 @@ func (r *rollout) newAgent(id string) *procNode {
 
 // launch starts n from the template, joining the gossip addresses join.
 func (r *rollout) launch(n *procNode, join []string) {
-	n.args = append([]string{"-gossip-bind", r.gossip[n], "-retry-join", strings.Join(join, ",")}, rolloutFlags...)
+	n.args = append([]string{"-gossip-bind", r.gossip[n], "-retry-join", strings.Join(join, ",")}, r.flags...)
 	require.NoError(r.t, n.start())
 }
 
@@ -371,12 +373,21 @@ const stepTimeout = 3 * time.Minute
 // and in the end the configuration holds only the new agents, 3 voting.
 // Each step's longest time without a grant is reported.
 func TestRollingReplacementProcesses(t *testing.T) {
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+	for _, stop := range []struct {
+		sig   syscall.Signal
+		leave bool
+	}{{syscall.SIGTERM, false}, {syscall.SIGTERM, true}, {syscall.SIGKILL, false}} {
+		sig := stop.sig
 		name := strings.ToLower(unixSignalName(sig))
+		var extra []string
+		if stop.leave {
+			name += "-leave-on-terminate"
+			extra = append(extra, "-leave-on-terminate")
+		}
 		t.Run(name, func(t *testing.T) {
 			s := loadSettings(t)
 			rep := newReport("rolling-replacement/5-processes/"+name, s)
-			r := newRollout(t)
+			r := newRollout(t, extra...)
 			startService(t, r, 5)
 			tr := startTraffic(s, rep, r, 6, 4)
 			defer tr.stop()
@@ -396,6 +407,7 @@ func TestRollingReplacementProcesses(t *testing.T) {
 				} else {
 					require.NoError(t, old.stop(sig, 30*time.Second))
 				}
+				rep.fault(name)
 				fresh := r.newAgent(fmt.Sprintf("m%d", i+1))
 				r.launch(fresh, r.runningGossip())
 				r.setReplica(i, fresh)
@@ -411,7 +423,6 @@ func TestRollingReplacementProcesses(t *testing.T) {
 				rep.failover(gap)
 				steps = append(steps, fmt.Sprintf("%s->%s (%s) ready %v, gap %v, then leader %s", old.id, fresh.id, before, ready.Round(time.Millisecond), gap.Round(time.Millisecond), r.leaderID()))
 			}
-			rep.fault(name)
 			ctx, cancel = context.WithTimeout(context.Background(), stepTimeout)
 			err := r.waitMembers(ctx, r.ids(), rolloutVoters)
 			cancel()
@@ -477,6 +488,7 @@ func TestScaleUpAndDownProcesses(t *testing.T) {
 		before := r.describe(n.id)
 		began := time.Now()
 		require.NoError(t, n.stop(syscall.SIGTERM, 30*time.Second))
+		rep.fault("sigterm")
 		ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
 		err := pollUntil(ctx, 100*time.Millisecond, n.id+" no longer votes", func(ctx context.Context) error {
 			return r.notVoting(ctx, n.id)
@@ -495,7 +507,6 @@ func TestScaleUpAndDownProcesses(t *testing.T) {
 		rep.failover(gap)
 		steps = append(steps, fmt.Sprintf("-%s (%s) in %v, gap %v", n.id, before, time.Since(began).Round(time.Millisecond), gap.Round(time.Millisecond)))
 	}
-	rep.fault("sigterm")
 	fin, cancelFin := context.WithTimeout(context.Background(), stepTimeout)
 	defer cancelFin()
 	if err := r.waitMembers(fin, r.ids(), rolloutVoters); err != nil {
