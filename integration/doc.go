@@ -19,6 +19,14 @@
 // and every restart repeats the command line a node was first started with,
 // as an operator's unit file would. Clients use the HTTP API (api.Client).
 //
+// The rollout scenarios (TestRollingReplacementProcesses,
+// TestScaleUpAndDownProcesses) run a service the way an orchestrator does
+// instead: every agent started from one template (-bootstrap-expect 3
+// -retry-join the running members' gossip addresses, -voters 3), replaced
+// by agents with new names, new ports and empty data dirs, scaled up and
+// down, each step gated on GET /readyz, under the durability workload; they
+// report each step's longest time without a grant.
+//
 // An in-process cluster runs cluster.New nodes in the test process. Their
 // transports share a fault table (internal/faultnet, plugged in as
 // cluster.Config.TransportDial and TransportListen) that is consulted
