@@ -386,6 +386,11 @@ func TestRollingReplacementProcesses(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			s := loadSettings(t)
+			if !s.long && sig != syscall.SIGKILL {
+				// Each subtest takes a minute and a half under -race: the
+				// short run keeps the hardest (kills), the long one all three.
+				t.Skip("runs with RAFTLOCK_LONG=1; the short run keeps the sigkill rollout")
+			}
 			rep := newReport("rolling-replacement/5-processes/"+name, s)
 			r := newRollout(t, extra...)
 			startService(t, r, 5)
@@ -449,6 +454,11 @@ func TestRollingReplacementProcesses(t *testing.T) {
 // configuration ends with the three remaining agents, all voting.
 func TestScaleUpAndDownProcesses(t *testing.T) {
 	s := loadSettings(t)
+	if !s.long {
+		// About 100 s under -race, which would take the package near go
+		// test's default 10-minute limit on a loaded 2-core machine.
+		t.Skip("runs with RAFTLOCK_LONG=1")
+	}
 	rep := newReport("scale-3-9-3/processes", s)
 	r := newRollout(t)
 	startService(t, r, 3)
