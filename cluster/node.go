@@ -308,13 +308,15 @@ func New(cfg Config) (*Node, error) {
 		return ok
 	})
 	r.RegisterObserver(n.leaderObserver)
+	// Before the handler: a leader's stats request (kindServerStats) may
+	// arrive as soon as it is installed, and is answered by the reconciler.
+	n.reconciler = newReconciler(n)
 	tr.Handle(n.handleRPC)
 	n.wg.Add(1)
 	go n.watchLeadership(observations)
 	n.wg.Add(1)
 	go n.runPeerInfo()
 	n.watchHeartbeats()
-	n.reconciler = newReconciler(n)
 	if cfg.GossipBindAddr != "" {
 		if err := n.startGossip(!existing); err != nil {
 			close(n.closing)

@@ -24,9 +24,10 @@ import (
 // bootstrap are all voters, however many.
 //
 // From then on the leader runs hashicorp/raft-autopilot (the library Consul,
-// Nomad and Vault share), started when raft makes this node leader and
-// stopped when it is not. Every autopilotInterval it asks each member for
-// its last log index and term and how long ago it heard from the leader
+// Nomad and Vault share), started once this node leads and its term is
+// ready (judgingTerm says why not before) and stopped when the term ends.
+// Every autopilotInterval it asks each member for its last log index and
+// term and how long ago it heard from the leader
 // (kindServerStats, answered by any node), and judges each member healthy
 // when its member source (members.go) says alive, it heard from the leader
 // within lastContactThreshold, is on the leader's term, and is at most
@@ -207,18 +208,18 @@ func (r *reconciler) wake() {
 	}
 }
 
-// run starts autopilot when this node leads and stops it when it does not,
-// until the node closes; while leading it reconciles membership every
-// autopilotInterval and when woken.
+// run starts autopilot once this node's leader term is ready and stops it
+// when the term ends (or another begins), until the node closes; while it
+// runs it reconciles membership every autopilotInterval and when woken.
 func (r *reconciler) run() {
 	n := r.n
 	defer n.wg.Done()
 	ticker := time.NewTicker(n.autopilotInterval())
 	defer ticker.Stop()
-	running := false
+	var running *leaderTerm // the term autopilot runs for; nil when it does not run
 	stop := func() {
 		<-r.ap.Stop()
-		running = false
+		running = nil
 		r.promoter.forget()
 		r.mu.Lock()
 		r.state = nil
@@ -229,32 +230,52 @@ func (r *reconciler) run() {
 	}
 	for {
 		changed := n.leaderChanged.wait()
-		leading := n.term.Load() != nil && !n.closed()
-		switch {
-		case leading && !running:
-			r.ap.Start(context.Background())
-			running = true
-		case !leading && running:
+		judging := judgingTerm(n.term.Load(), n.closed())
+		if running != nil && running != judging {
 			stop()
+		}
+		if running == nil && judging != nil {
+			r.ap.Start(context.Background())
+			running = judging
 		}
 		select {
 		case <-n.closing:
-			if running {
+			if running != nil {
 				stop()
 			}
 			return
 		case <-changed:
 		case <-ticker.C:
-			if running {
+			if running != nil {
 				r.reconcileMembers()
 			}
 		case <-r.poke:
-			if running {
+			if running != nil {
 				r.reconcileMembers()
 				r.ap.RemoveDeadServers()
 			}
 		}
 	}
+}
+
+// judgingTerm is the leader term autopilot may judge members in: t once it
+// is ready, nil before, or when the node is closed or not leading.
+//
+// Autopilot judges every member, this leader included, against the last
+// index and term of the leader's log, read just before the members' own.
+// Raft tells a node that it leads before that node appends the first entry
+// of its term, so a leader that judged at once would judge on the previous
+// term's log: a member that has received the new entry (the leader itself,
+// if it appends the entry between autopilot's read and its own) would be
+// on "another term", unhealthy for a round. Once the term is ready its
+// first entry is committed, the log's last term is the term's own until
+// the term ends, and the last index only grows, so the leader is never
+// behind itself and a member is judged against the term it follows.
+func judgingTerm(t *leaderTerm, closed bool) *leaderTerm {
+	if t == nil || closed || !t.isReady() {
+		return nil
+	}
+	return t
 }
 
 // reconcileMembers adds the live nodes that are not in the configuration,
