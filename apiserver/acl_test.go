@@ -1,7 +1,6 @@
 package apiserver
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -51,25 +49,7 @@ func testTokens(t *testing.T) *Tokens {
 	return tokens
 }
 
-// logBuffer collects a handler's log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func newACLNode(t *testing.T, logs *logBuffer) *testNode {
+func newACLNode(t *testing.T, logs *lockedBuffer) *testNode {
 	t.Helper()
 	cfg := Config{Token: testToken, Tokens: testTokens(t)}
 	if logs != nil {
@@ -326,7 +306,7 @@ func TestWhoAmI(t *testing.T) {
 }
 
 func TestForceReleaseOverHTTP(t *testing.T) {
-	logs := &logBuffer{}
+	logs := &lockedBuffer{}
 	n := newACLNode(t, logs)
 	ctx := context.Background()
 	holder := lock.NewOwner()
@@ -400,7 +380,7 @@ func TestForceReleaseOverHTTP(t *testing.T) {
 }
 
 func TestSecretsAreNeverLogged(t *testing.T) {
-	logs := &logBuffer{}
+	logs := &lockedBuffer{}
 	n := newACLNode(t, logs)
 	ctx := context.Background()
 	_, err := n.store.Acquire(ctx, lock.AcquireRequest{Key: "jobs/1", Owner: lock.NewOwner(), TTL: time.Hour})

@@ -41,25 +41,7 @@ func freeGossipAddrs(t *testing.T, n int) []string {
 	return out
 }
 
-// logBuffer collects a node's log lines for assertions.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func capturedLogger(name string, b *logBuffer) hclog.Logger {
+func capturedLogger(name string, b *lockedBuffer) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Name: name, Output: b, Level: hclog.Debug})
 }
 
@@ -311,7 +293,7 @@ func TestGossipMembersShowFailedAndLeft(t *testing.T) {
 // in neither gossip nor raft, that the cluster still serves, and that some
 // log line says want.
 func intruderTest(t *testing.T, base func(*Config), intruder func(*Config), want string) {
-	var logs logBuffer
+	var logs lockedBuffer
 	nodes := twoNodeGossipCluster(t, func(c *Config) {
 		base(c)
 		c.Logger = capturedLogger(c.NodeID, &logs)
