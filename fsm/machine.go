@@ -132,6 +132,7 @@ type Machine struct {
 	deadlines deadlines
 	observe   func(Event)
 	freezer   *Freezer // a snapshot being copied a chunk at a time; told of every change
+	onChange  func(key string)
 	// epoch counts new-term commands; a waiter whose epoch is older has not
 	// been claimed since the last one. unclaimed counts those waiters.
 	epoch     uint64
@@ -197,9 +198,7 @@ func (m *Machine) acquire(c Command) Result {
 	}
 	e := m.keys[c.Key]
 	if e == nil {
-		if m.freezer != nil {
-			m.freezer.touchNew(c.Key)
-		}
+		m.adding(c.Key)
 		// Clone so that the machine never pins a larger buffer the caller's
 		// key (or metadata) was sliced from (a decoded batch, a request).
 		e = &entry{key: strings.Clone(c.Key), owner: c.Owner, index: -1}
@@ -231,7 +230,7 @@ func (m *Machine) acquire(c Command) Result {
 		// claims the place for the current epoch.
 		if w.epoch != m.epoch {
 			if m.freezer != nil {
-				m.freezer.touch(e)
+				m.freezer.touch(e) // not a change readers see: no changing(e)
 			}
 			w.epoch = m.epoch
 			m.unclaimed--
@@ -248,9 +247,7 @@ func (m *Machine) acquire(c Command) Result {
 		held.Status = StatusQueueFull
 		return held
 	}
-	if m.freezer != nil {
-		m.freezer.touch(e)
-	}
+	m.changing(e)
 	if e.waiters == nil {
 		e.waiters = &queue{}
 	}
@@ -300,9 +297,7 @@ func (m *Machine) extend(c Command) Result {
 		// session, which only a renew of the session lengthens.
 		return Result{Status: StatusExtended, Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now, Waiters: e.waiters.len()}
 	}
-	if m.freezer != nil {
-		m.freezer.touch(e)
-	}
+	m.changing(e)
 	e.expiresAt = m.now + c.TTL
 	m.deadlines.fix(e.index, e.expiresAt)
 	return Result{Status: StatusExtended, Token: e.token, ExpiresAt: e.expiresAt, Now: m.now, Waiters: e.waiters.len()}
@@ -375,9 +370,7 @@ func (m *Machine) setHolderDeadline(e *entry) {
 // waiter has a deadline later than the moment the lease ended, because due
 // wait deadlines are processed first.
 func (m *Machine) handOff(e *entry) {
-	if m.freezer != nil {
-		m.freezer.touch(e)
-	}
+	m.changing(e)
 	e.sess().unref(e.key)
 	for e.waiters != nil && e.waiters.head.epoch != m.epoch {
 		m.dropWaiter(e, e.waiters.head)
@@ -428,9 +421,7 @@ func (m *Machine) dropUnclaimed() int {
 }
 
 func (m *Machine) removeWaiter(e *entry, w *waiter) {
-	if m.freezer != nil {
-		m.freezer.touch(e)
-	}
+	m.changing(e)
 	if w.epoch != m.epoch {
 		m.unclaimed--
 	}
@@ -537,15 +528,42 @@ func (m *Machine) endSession(s *session, expired bool, at time.Duration) int {
 			m.handOff(e)
 			continue
 		}
-		if m.freezer != nil {
-			m.freezer.touch(e)
-		}
+		m.changing(e)
 		e.owner = Owner{}
 		e.bind(nil, "")
 		e.expiresAt = at + s.lockDelay // due at once if the delay is already over: the loop in expire processes it
 		m.setHolderDeadline(e)
 	}
 	return released
+}
+
+// OnChange sets fn (nil: none) to be called, during Apply and before the
+// change, with every key whose state a reader can see is about to change:
+// its holder, token, lease end, metadata or queue. A key may be reported
+// more than once in one Apply. Renewing a session that holds the key is not
+// a change of the key. fn must not call back into the machine, and must copy
+// the key if it keeps it (the string is the machine's).
+func (m *Machine) OnChange(fn func(key string)) { m.onChange = fn }
+
+// changing records that e is about to change: the snapshot being copied
+// keeps its state as it was, and OnChange hears of it.
+func (m *Machine) changing(e *entry) {
+	if m.freezer != nil {
+		m.freezer.touch(e)
+	}
+	if m.onChange != nil {
+		m.onChange(e.key)
+	}
+}
+
+// adding is changing for a key that is not in the machine yet.
+func (m *Machine) adding(key string) {
+	if m.freezer != nil {
+		m.freezer.touchNew(key)
+	}
+	if m.onChange != nil {
+		m.onChange(key)
+	}
 }
 
 func (m *Machine) emit(ev Event) {
