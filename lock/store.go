@@ -71,6 +71,14 @@ type AcquireRequest struct {
 	// other secret: anyone who can read the lock can read it. A store may
 	// drop it (then reads report none).
 	Metadata string
+	// Kind is what the key is to be (see Kind): the zero value is the
+	// mutex. Limit is a semaphore's n (1..MaxHolders), 0 for other kinds;
+	// Shared asks a read/write lock for a read (shared) hold, false for the
+	// write. An acquire of another kind or limit than the key's while
+	// anyone holds or waits fails with a *KindMismatchError.
+	Kind   Kind
+	Limit  int
+	Shared bool
 }
 
 // Lease is a granted or extended lock.
@@ -98,6 +106,16 @@ type KeyInfo struct {
 	// with a lock-delay that has Remaining left; Locked is true (nobody can
 	// take it meanwhile).
 	Delayed bool
+	// Kind is what the key is while Locked; Limit a semaphore's n. For a
+	// semaphore or read/write lock, Holders counts its holders (a slot kept
+	// by a lock-delay included), Shared says a read/write lock is held by
+	// readers, Token is the newest holder's and Remaining the longest hold
+	// left, and Metadata is empty (each holder's is kept, not listed). A
+	// mutex's Holders is 1 while Locked and not Delayed.
+	Kind    Kind
+	Limit   int
+	Holders int
+	Shared  bool
 }
 
 // Lister is an optional Store ability, found by type assertion (like
