@@ -27,6 +27,16 @@ const (
 	// key record and on the work of ending a session's locks there.
 	MaxHolders = MaxWaiters
 
+	// MaxKeys bounds the keys of one multi-key acquire (OpAcquireAll). A
+	// set is applied in one command: its size bounds that command's work
+	// (k grants or k queue joins, each O(log n), and k hand-offs when it
+	// ends), its encoding (at most 64 keys of 512 bytes: 32 KiB, well
+	// inside one raft entry) and the memory one waiter can pin. The sets
+	// users lock together (the rows of a transfer, the shards of a job)
+	// are a handful of keys; 64 leaves room without letting one command
+	// stall the log.
+	MaxKeys = 64
+
 	// MaxStamp is the latest log time a command may carry (about 146 years).
 	// Bounding it keeps now+TTL and now+Wait far from overflow.
 	MaxStamp = time.Duration(1 << 62)
@@ -47,8 +57,13 @@ var (
 	ErrUnknownOp   = errors.New("unknown command")
 	ErrUnknownKind = errors.New("unknown lock kind")
 	ErrLimitRange  = errors.New("semaphore limit must be between 1 and 65536")
-	ErrBadEncoding = errors.New("malformed encoding")
-	ErrBadVersion  = errors.New("unsupported encoding version")
+	// Multi-key acquire (OpAcquireAll) errors.
+	ErrKeyCount     = errors.New("a multi-key acquire takes 1 to 64 keys")
+	ErrKeysOrder    = errors.New("keys of a multi-key acquire must be in ascending byte order")
+	ErrDuplicateKey = errors.New("a key appears twice in a multi-key acquire")
+	ErrKeysSession  = errors.New("a multi-key acquire cannot be bound to a session: give it a TTL")
+	ErrBadEncoding  = errors.New("malformed encoding")
+	ErrBadVersion   = errors.New("unsupported encoding version")
 )
 
 // Owner identifies one acquisition: 128 random bits minted by the client.
@@ -91,7 +106,12 @@ const (
 	// one of a semaphore or read/write key (Kind not KindMutex).
 	wireAcquireExtended byte = 11
 	wireAcquireKind     byte = 12
-	// Op codes 13 to 15 are reserved (multi-key acquire).
+	// OpAcquireAll acquires every key of Keys (1..MaxKeys mutex keys in
+	// strictly ascending byte order) for Owner, all or nothing, with lease
+	// TTL, waiting up to Wait on all of them at once (see the package doc,
+	// "Multi-key locks"). Release, extend and cancel-wait of any key of
+	// the set act on the whole set. Op codes 14 and 15 stay reserved.
+	OpAcquireAll Op = 13
 	// OpForceRelease ends Key's lease whoever holds it (an operator's admin
 	// release) and hands the key to the next waiter in the same step, as a
 	// release does. Key only: it carries no owner, so it checks none.
@@ -122,6 +142,8 @@ func (op Op) String() string {
 		return "session-destroy"
 	case OpForceRelease:
 		return "force-release"
+	case OpAcquireAll:
+		return "acquire-all"
 	}
 	return "op(" + strconv.Itoa(int(op)) + ")"
 }
@@ -153,6 +175,9 @@ type Command struct {
 	Kind Kind
 	// Limit, a semaphore's acquire only: N, 1..MaxHolders.
 	Limit int
+	// Keys, acquire-all only (whose Key is empty): the set, 1..MaxKeys
+	// keys in strictly ascending byte order.
+	Keys []string
 	// Shared, a read/write key's acquire only: a read (shared) hold;
 	// false asks for the write (exclusive) hold.
 	Shared bool
@@ -186,7 +211,13 @@ func (c Command) Validate() error {
 	if c.Stamp < 0 || c.Stamp > MaxStamp {
 		return ErrStampRange
 	}
-	if c.Op != OpAcquire && c.Meta != "" {
+	if c.Op != OpAcquire && c.Op != OpAcquireAll && c.Meta != "" {
+		return ErrUnusedField
+	}
+	if c.Op == OpAcquireAll {
+		return c.validateAll()
+	}
+	if c.Keys != nil {
 		return ErrUnusedField
 	}
 	if c.Op != OpSessionCreate && c.LockDelay != 0 {
@@ -248,6 +279,43 @@ func (c Command) Validate() error {
 		if c.TTL != 0 || c.Wait != 0 {
 			return ErrUnusedField
 		}
+	}
+	return nil
+}
+
+// validateAll checks an acquire-all.
+func (c Command) validateAll() error {
+	if c.Key != "" || c.Kind != KindMutex || c.Limit != 0 || c.Shared || c.LockDelay != 0 {
+		return ErrUnusedField
+	}
+	if !c.Session.IsZero() {
+		return ErrKeysSession
+	}
+	if len(c.Keys) == 0 || len(c.Keys) > MaxKeys {
+		return ErrKeyCount
+	}
+	for i, k := range c.Keys {
+		if err := validKey(k); err != nil {
+			return err
+		}
+		if i > 0 && k == c.Keys[i-1] {
+			return ErrDuplicateKey
+		}
+		if i > 0 && k < c.Keys[i-1] {
+			return ErrKeysOrder
+		}
+	}
+	if c.Owner.IsZero() {
+		return ErrZeroOwner
+	}
+	if len(c.Meta) > MaxMetaLen {
+		return ErrMetaTooLong
+	}
+	if c.TTL < MinTTL || c.TTL > MaxTTL {
+		return ErrTTLRange
+	}
+	if c.Wait < 0 || c.Wait > MaxWait {
+		return ErrWaitRange
 	}
 	return nil
 }
@@ -366,7 +434,7 @@ type Result struct {
 	Token     uint64        // granted/extended/released: the owner's lease token (force-release: the token of the lease it ended); held/queued/queue-full: the holder's
 	ExpiresAt time.Duration // granted/extended: when the owner's lease ends; held/queued/queue-full: the holder's
 	Now       time.Duration // the machine's log time after this command: the leader's log clock when it answered, from which a holder counts Remaining
-	Waiters   int           // queued: the owner's 1-based position; new-term: the waiters now unclaimed; drop-unclaimed: the waiters dropped; session-destroy: the locks released; session-create (a retry) and session-renew: the keys the session holds or waits for; otherwise the queue length after the command
+	Waiters   int           // queued: the owner's 1-based position (acquire-all: its worst place over its keys); new-term: the waiters now unclaimed; drop-unclaimed: the waiters dropped; session-destroy: the locks released; session-create (a retry) and session-renew: the keys the session holds or waits for; otherwise the queue length after the command
 	// Kind and Limit, kind-mismatch only: what the key is (Limit for a
 	// semaphore). Other answers leave them zero.
 	Kind  Kind
@@ -431,6 +499,13 @@ type KeyState struct {
 	// lock-delay that runs until ExpiresAt; Held is true (the key cannot
 	// be taken) and Owner is zero.
 	Delayed bool
+	// Reserved: nobody holds the key, but the head of its queue is a
+	// multi-key waiter still waiting for another of its keys; the key is
+	// kept for it (Held is false, but an acquire cannot take it).
+	Reserved bool
+	// SetKeys: the holder holds the key as one of a multi-key grant of
+	// this many keys (all with the same token and lease); 0 otherwise.
+	SetKeys int
 
 	// Kind and Limit: what the key is (Limit: a semaphore's N). For a
 	// semaphore or read/write key, Holders counts its holders (lock-delay

@@ -24,7 +24,7 @@ func TestValidate(t *testing.T) {
 		{"negative stamp", acquire(-1, "k", ownerA, time.Second, 0), ErrStampRange},
 		{"stamp past MaxStamp", tick(MaxStamp + 1), ErrStampRange},
 		{"unknown op", Command{Op: 0, Key: "k", Owner: ownerA}, ErrUnknownOp},
-		{"unknown high op", Command{Op: 13}, ErrUnknownOp},
+		{"unknown high op", Command{Op: 14}, ErrUnknownOp},
 		{"new-term with key", Command{Op: OpNewTerm, Key: "k"}, ErrUnusedField},
 		{"drop-unclaimed with owner", Command{Op: OpDropUnclaimed, Owner: ownerA}, ErrUnusedField},
 		{"empty key", acquire(0, "", ownerA, time.Second, 0), ErrEmptyKey},

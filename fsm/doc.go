@@ -4,8 +4,8 @@
 //
 // # Commands and log time
 //
-// A Command (acquire, release, extend, cancel-wait, tick, new-term,
-// drop-unclaimed, force-release) carries a Stamp, the
+// A Command (acquire, acquire-all, release, extend, cancel-wait, tick,
+// new-term, drop-unclaimed, force-release, the session ops) carries a Stamp, the
 // leader's log clock. Apply sets the machine's clock to max(now, Stamp) and
 // first processes every deadline that is due by then, then the command. A
 // lease is held while now < ExpiresAt. Apply reads no clock, no randomness and
@@ -57,10 +57,13 @@
 //     release and extend then answer StatusNotHeld.
 //   - A command that fails Validate answers StatusInvalid but its stamp, if
 //     within 0..MaxStamp, still moves the clock: it acts as a tick.
-//   - A key exists in the machine only while held. The head waiter is granted
-//     in the same step as the lease ends, so there is never a queue without a
-//     holder, and Len counts held keys; Waiters counts the queued callers
-//     of all keys, in constant time.
+//   - A key exists in the machine only while held or waited for. The head
+//     waiter is granted in the same step as the lease ends, so a queue
+//     without a holder exists only while a multi-key waiter heads it and
+//     waits for another of its keys (the key is reserved: see "Multi-key
+//     locks"). Len counts the keys that are held or reserved; Waiters
+//     counts the queued callers of all keys (a multi-key waiter once per
+//     key), in constant time.
 //   - Lookup, Range and RangeFrom take a read time at, for a leader whose log
 //     clock has moved past the last applied stamp. They report leases that
 //     have ended by then as not held, but do not play the hand-off to waiters
@@ -127,6 +130,71 @@
 // every hold of such a key (the Result's token is the newest ended) and
 // grants who then fits. They appeared with snapshot version 4 (versions 1
 // to 3 still restore) and the op-12 acquire encoding.
+//
+// # Multi-key locks
+//
+// OpAcquireAll takes a set of 1..MaxKeys mutex keys (strictly ascending in
+// the command, so a set has one encoding and is applied in one order) for
+// one owner, all or nothing, with one lease (TTL; a session-bound set is
+// refused with ErrKeysSession rather than tie a set's many keys to a
+// session's key-by-key ending) and optional Wait and metadata. A key in
+// the set that is a semaphore or read/write key answers
+// StatusKindMismatch with that key's Kind and Limit, and nothing changes.
+//
+//   - Granted at once when every key is free: not held, not kept by a
+//     lock-delay, nobody waiting. Each key then reads as a mutex held by
+//     the owner, all with one fencing token (one per grant) and one lease
+//     end (KeyState.SetKeys says how many keys the grant has).
+//   - Otherwise, with a Wait, the owner is queued on every key of the set
+//     in this one command (StatusQueued, Waiters its worst place); without
+//     one, StatusHeld about the first key not free. A set's wait has one
+//     deadline for all its keys.
+//   - Strict FIFO per key. A waiting set at the head of a key whose holder
+//     has gone keeps the key reserved for itself while another of its keys
+//     is still held or has someone ahead of it: nobody behind it is granted
+//     that key, a try-acquire of it answers StatusHeld, force-release
+//     answers StatusNotHeld (nobody holds it), and reads show it not held,
+//     KeyState.Reserved. When its last key frees, the set is granted every
+//     key in that command (one EventGranted per key, in key order).
+//   - Whatever ends a held set (release, extend's lease running out,
+//     force-release, cancel-wait by a set that was granted meanwhile) is
+//     addressed to any one of its keys and acts on all of them: a
+//     Release(key, owner) of any key of the set releases the whole set and
+//     hands each key to its next waiter, in key order, in this command.
+//     Extend of any key extends the whole set's lease. An expiry emits
+//     EventExpired for every key.
+//   - Whatever ends a waiting set (its wait deadline, cancel-wait on any
+//     of its keys, going unclaimed after a leader change) takes it out of
+//     every queue in one command, and every key it had reserved goes at
+//     once to its next waiter (a single waiter is granted; another set is
+//     granted if it is now ready, else keeps the key reserved in turn).
+//   - An owner has at most one multi-key acquisition. Its retry with the
+//     same keys is idempotent (the same grant, or the same places claimed
+//     again); an acquire-all with another set, or a single-key acquire of
+//     one of its keys, answers StatusHeld and changes nothing: one
+//     acquisition is one set, and a changed set is a bug the caller should
+//     hear of. An acquire-all by an owner that holds or waits for one of
+//     the keys singly also answers StatusHeld.
+//
+// Why no set ever starves and no two sets deadlock: every queue is in the
+// order of the commands that enqueued its waiters, and a set joins all its
+// queues in one command, so there is one global order of waiters (the log
+// order) and each queue is a subsequence of it. Take the oldest waiting
+// set W. On each of its keys, everything ahead of W is a single waiter or
+// a holder — no set is ahead, since W is the oldest — and single waiters
+// are granted as soon as their key frees and end within their lease. So
+// each of W's keys reaches W at the head within finite time and then stays
+// reserved for W (nobody passes a reserved key); once the last one does,
+// W is granted. Then the next-oldest set is the oldest, and so on. Two
+// sets that share keys are in the same order in all their shared queues,
+// so neither can hold a key the other waits for while waiting for a key
+// the other holds: waiting sets hold nothing, and granting is all or
+// nothing. A reserved key is idle until its set is granted; this is the
+// price of never starving a set, as in Consul's and ZooKeeper's fair
+// locks, and it is bounded by the leases of the keys still held.
+//
+// Multi-key locks appeared with snapshot version 5 (versions 1 to 4 still
+// restore) and the op-13 command; op codes 14 and 15 are reserved.
 //
 // # Encoding
 //

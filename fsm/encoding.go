@@ -22,6 +22,7 @@ import (
 //	           session-create: stamp session ttl lockDelay
 //	           session-renew, session-destroy: stamp session
 //	           force-release: stamp key
+//	           acquire-all (op 13): stamp owner ttl wait meta count key*
 //	key     := length bytes
 //	owner, session := 16 bytes
 //	meta    := length bytes
@@ -33,7 +34,9 @@ import (
 // still has one encoding and logs written before sessions read the same.
 // Likewise op 12 is only for a kind other than the mutex (kind is 1 or 2,
 // limit a varint, 0 unless a semaphore, shared one byte, 0 or 1, 1 only for
-// a read/write key), and ops 1 and 11 always mean a mutex.
+// a read/write key), and ops 1 and 11 always mean a mutex. An
+// acquire-all's count is 1..MaxKeys and its keys are strictly ascending,
+// so a set has one encoding.
 const encodingVersion = 1
 
 // minBodyLen is the shortest encoded command without version: a tick at stamp
@@ -66,6 +69,17 @@ func (c Command) appendBody(b []byte) []byte {
 	b = appendUvarint(b, uint64(c.Stamp))
 	switch c.Op {
 	case OpTick, OpNewTerm, OpDropUnclaimed:
+		return b
+	case OpAcquireAll:
+		b = append(b, c.Owner[:]...)
+		b = appendUvarint(b, uint64(c.TTL))
+		b = appendUvarint(b, uint64(c.Wait))
+		b = appendMeta(b, c.Meta)
+		b = appendUvarint(b, uint64(len(c.Keys)))
+		for _, k := range c.Keys {
+			b = appendUvarint(b, uint64(len(k)))
+			b = append(b, k...)
+		}
 		return b
 	case OpSessionCreate:
 		b = append(b, c.Session[:]...)
@@ -317,7 +331,7 @@ func (d *decoder) command() Command {
 	}
 	switch c.Op {
 	case OpAcquire, OpRelease, OpExtend, OpCancelWait, OpTick, OpNewTerm, OpDropUnclaimed,
-		OpSessionCreate, OpSessionRenew, OpSessionDestroy, OpForceRelease:
+		OpSessionCreate, OpSessionRenew, OpSessionDestroy, OpForceRelease, OpAcquireAll:
 	default:
 		d.failLimit("op "+c.Op.String(), ErrUnknownOp)
 		return Command{}
@@ -331,6 +345,21 @@ func (d *decoder) command() Command {
 		c.LockDelay = d.duration("lock delay", MaxLockDelay, ErrDelayRange)
 	case OpSessionRenew, OpSessionDestroy:
 		c.Session = d.session()
+	case OpAcquireAll:
+		c.Owner = d.owner()
+		c.TTL = d.duration("ttl", MaxTTL, ErrTTLRange)
+		c.Wait = d.duration("wait", MaxWait, ErrWaitRange)
+		c.Meta = d.meta()
+		n := d.uvarint()
+		if d.err == nil && (n == 0 || n > MaxKeys) {
+			d.failLimit("keys", ErrKeyCount)
+		}
+		if d.err == nil {
+			c.Keys = make([]string, 0, n)
+			for i := uint64(0); i < n && d.err == nil; i++ {
+				c.Keys = append(c.Keys, d.key())
+			}
+		}
 	default:
 		c.Key = d.key()
 		if c.Op != OpForceRelease {

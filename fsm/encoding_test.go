@@ -37,6 +37,9 @@ var validCommands = []Command{
 	acquireKind(14*ms, "doc", ownerD, time.Second, 0, 0, false),
 	{Op: OpAcquire, Stamp: 15 * ms, Key: "doc", Owner: ownerA, Session: ownerB, Kind: KindRW, Shared: true, Meta: "r"},
 	forceRelease(MaxStamp, strings.Repeat("\xff", MaxKeyLen)),
+	acquireAll(16*ms, ownerA, time.Second, 0, "a"),
+	acquireAll(17*ms, ownerB, MaxTTL, MaxWait, "a", "b", "orders/42"),
+	{Op: OpAcquireAll, Stamp: MaxStamp, Owner: ownerC, TTL: MinTTL, Wait: time.Second, Meta: "job=7", Keys: manyKeys(MaxKeys)},
 }
 
 func TestCommandRoundTrip(t *testing.T) {
@@ -102,7 +105,7 @@ func TestDecodeCommandErrors(t *testing.T) {
 		{"bad version", append([]byte{2}, good[1:]...), ErrBadVersion},
 		{"version zero", append([]byte{0}, good[1:]...), ErrBadVersion},
 		{"only version", []byte{1}, ErrBadEncoding},
-		{"unknown op", []byte{1, 13, 0}, ErrUnknownOp},
+		{"unknown op", []byte{1, 14, 0}, ErrUnknownOp},
 		{"op zero", []byte{1, 0, 0}, ErrUnknownOp},
 		{"trailing bytes", append(bytes.Clone(good), 0), ErrBadEncoding},
 		{"truncated", good[:len(good)-1], ErrBadEncoding},
@@ -176,7 +179,7 @@ func TestDecodeBatchErrors(t *testing.T) {
 		{"count short of the bytes", append([]byte{1, 1}, good[2:]...), ErrBadEncoding},
 		{"trailing bytes", append(bytes.Clone(good), 0), ErrBadEncoding},
 		{"truncated command", good[:len(good)-1], ErrBadEncoding},
-		{"bad command", []byte{1, 1, 13, 0}, ErrUnknownOp},
+		{"bad command", []byte{1, 1, 14, 0}, ErrUnknownOp},
 		{"version inside the batch", []byte{1, 1, 1, byte(OpTick), 0}, ErrBadEncoding},
 	}
 	for _, tt := range tests {

@@ -134,22 +134,30 @@ func checkInternals(m *Machine) error {
 		if e.key != k {
 			return fmt.Errorf("entry under %q has key %q", k, e.key)
 		}
-		if g := e.group(); g != nil {
+		if e.vacant() {
+			// Reserved: a multi-key waiter heads its queue and waits for
+			// another of its keys.
+			if w := e.waiters.first(); w == nil || w.set == nil {
+				return fmt.Errorf("key %q: vacant but not reserved for a multi-key waiter", k)
+			}
+		} else if g := e.group(); g != nil {
 			n, err := checkGroup(m, e, g, ref)
 			if err != nil {
 				return err
 			}
 			want += n
-		} else if e.token == 0 || e.token > m.lastToken || (e.owner.IsZero() && e.extra != nil) || (e.extra != nil && e.extra.session == nil && e.extra.meta == "") {
+		} else if e.token == 0 || e.token > m.lastToken || (e.owner.IsZero() && e.extra != nil) || (e.extra != nil && e.extra.session == nil && e.extra.meta == "" && e.extra.set == nil) {
 			return fmt.Errorf("key %q: bad holder %x token %d (last %d)", k, e.owner, e.token, m.lastToken)
 		}
 		if err := ref(e.sess(), k); err != nil {
 			return err
 		}
-		if e.leaseEnd() <= m.now {
+		if e.leaseEnd() <= m.now && !e.vacant() {
 			return fmt.Errorf("key %q: lease ended at %v but now is %v", k, e.leaseEnd(), m.now)
 		}
-		if e.sess() != nil || e.group() != nil {
+		if e.vacant() {
+			// no hold, no deadline
+		} else if e.sess() != nil || e.group() != nil {
 			if e.index != -1 {
 				return fmt.Errorf("key %q: session-bound holder (or group) has a lease index %d", k, e.index)
 			}
@@ -231,6 +239,9 @@ func checkInternals(m *Machine) error {
 	}
 	if m.Waiters() != waiters {
 		return fmt.Errorf("Waiters is %d, but %d wait", m.Waiters(), waiters)
+	}
+	if err := checkSets(m); err != nil {
+		return err
 	}
 	for s, want := range refs {
 		if !maps.Equal(s.refs, want) {
@@ -324,7 +335,7 @@ func earliestDeadline(m *Machine) (time.Duration, bool) {
 					best, found = h.deadline, true
 				}
 			}
-		} else if e.sess() == nil && (!found || e.expiresAt < best) {
+		} else if e.sess() == nil && !e.vacant() && (!found || e.expiresAt < best) {
 			best, found = e.expiresAt, true
 		}
 		if e.waiters != nil {
@@ -506,4 +517,59 @@ func randomSeeds(t *testing.T, short int) []uint64 {
 		seeds = append(seeds, base+uint64(i))
 	}
 	return seeds[:n]
+}
+
+// checkSets verifies the multi-key acquisitions: each is in the index by
+// its owner; a held one holds every one of its keys (never a partial
+// grant) with one token, one lease end and one holderExtra, and holds no
+// other key through that holderExtra; a waiting one has one record in
+// each of its keys' queues, all alike, and cannot be granted (some key is
+// held or another waiter is ahead of it); every set record or set holder
+// found in the keys belongs to an indexed set.
+func checkSets(m *Machine) error {
+	for o, s := range m.sets {
+		if s.owner != o || len(s.entries) == 0 || len(s.entries) > MaxKeys {
+			return fmt.Errorf("set of %x: bad record", o[:2])
+		}
+		for i, e := range s.entries {
+			if m.keys[e.key] != e {
+				return fmt.Errorf("set of %x: key %q not in the machine", o[:2], e.key)
+			}
+			if i > 0 && e.key <= s.entries[i-1].key {
+				return fmt.Errorf("set of %x: keys not ascending", o[:2])
+			}
+		}
+		if s.waits == nil {
+			first := s.entries[0]
+			for _, e := range s.entries {
+				if e.owner != o || e.extra != s.extra || s.extra.set != s || e.token != first.token || e.expiresAt != first.expiresAt || e.group() != nil {
+					return fmt.Errorf("set of %x: partial or inconsistent grant at %q", o[:2], e.key)
+				}
+			}
+			continue
+		}
+		if len(s.waits) != len(s.entries) {
+			return fmt.Errorf("set of %x: %d records for %d keys", o[:2], len(s.waits), len(s.entries))
+		}
+		for i, w := range s.waits {
+			e := s.entries[i]
+			if e.waiters.find(o) != w || w.set != s || w.ttl != s.waits[0].ttl || w.deadline != s.waits[0].deadline || w.epoch != s.waits[0].epoch || w.meta != s.waits[0].meta {
+				return fmt.Errorf("set of %x: record on %q missing or unlike the others", o[:2], e.key)
+			}
+		}
+		if s.ready() {
+			return fmt.Errorf("set of %x: could be granted but waits", o[:2])
+		}
+	}
+	for k, e := range m.keys {
+		if st := e.set(); st != nil && (m.sets[st.owner] != st || st.waits != nil) {
+			return fmt.Errorf("key %q: held by a set not in the index", k)
+		}
+		for w := e.waiters.first(); w != nil; w = w.next {
+			if w.set != nil && m.sets[w.owner] != w.set {
+				return fmt.Errorf("key %q: set waiter %x not in the index", k, w.owner[:2])
+			}
+		}
+	}
+	return nil
 }

@@ -193,7 +193,7 @@ func (fz *Freezer) Flush(w io.Writer) error {
 
 // appendEntry copies e into f.
 func (f *frozen) appendEntry(e *entry) {
-	k := frozenKey{key: e.key, owner: e.owner, token: e.token, expiresAt: e.expiresAt, meta: e.metadata()}
+	k := frozenKey{key: e.key, owner: e.owner, token: e.token, expiresAt: e.expiresAt, meta: e.metadata(), reserved: e.vacant(), multi: e.set() != nil}
 	if s := e.sess(); s != nil {
 		k.session = s.id
 	}
@@ -209,7 +209,7 @@ func (f *frozen) appendEntry(e *entry) {
 	}
 	if e.waiters != nil {
 		for w := e.waiters.head; w != nil; w = w.next {
-			fw := frozenWaiter{owner: w.owner, ttl: w.ttl, deadline: w.deadline, epoch: w.epoch, meta: w.meta, shared: w.shared}
+			fw := frozenWaiter{owner: w.owner, ttl: w.ttl, deadline: w.deadline, epoch: w.epoch, meta: w.meta, shared: w.shared, multi: w.set != nil}
 			if w.session != nil {
 				fw.session = w.session.id
 			}

@@ -68,9 +68,15 @@ func FuzzRestore(f *testing.F) {
 		seed.Apply(c)
 	}
 	f.Add(seed.Snapshot())
+	multi, log := New(nil), newMultiLog(7)
+	for range 300 {
+		multi.Apply(log.next())
+	}
+	f.Add(multi.Snapshot())
 	f.Add([]byte(header(1).lease("k", ownerA, 1, 200)))
 	f.Add(sessionMachine(f).Snapshot())
 	f.Add(groupMachine(f).Snapshot())
+	f.Add(multiMachine(f).Snapshot())
 	f.Fuzz(func(t *testing.T, in []byte) {
 		m := New(nil)
 		m.Apply(acquire(1, "before", ownerA, MaxTTL, 0))

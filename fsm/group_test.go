@@ -249,7 +249,7 @@ func TestGroupSnapshotRoundTrip(t *testing.T) {
 	require.Equal(t, 3, st.Holders, "the lock-delay slot counts")
 	require.Equal(t, 1, st.Waiters)
 	snap := m.Snapshot()
-	assert.Equal(t, byte(4), snap[0])
+	assert.Equal(t, byte(snapshotVersion), snap[0])
 	m2 := New(nil)
 	require.NoError(t, m2.Restore(snap))
 	require.NoError(t, checkInternals(m2))
@@ -289,15 +289,17 @@ func TestGroupSnapshotRoundTrip(t *testing.T) {
 func TestSnapshotFixturesRestore(t *testing.T) {
 	path := filepath.Join("testdata", "snapshot-v4.bin")
 	if os.Getenv("FSM_UPDATE_FIXTURES") != "" {
-		require.NoError(t, os.WriteFile(path, groupMachine(t).Snapshot(), 0o644))
+		snap := groupMachine(t).Snapshot()
+		snap[0] = 4 // the version 4 fixture stays a version 4 file
+		require.NoError(t, os.WriteFile(path, snap, 0o644))
 	}
 	v4, err := os.ReadFile(path)
 	require.NoError(t, err)
 	m := New(nil)
 	require.NoError(t, m.Restore(v4))
 	require.NoError(t, checkInternals(m))
-	assert.Equal(t, v4, m.Snapshot(), "version 4 is the current format")
-	assert.Equal(t, groupMachine(t).Snapshot(), v4, "the fixture is groupMachine's state")
+	assert.Equal(t, v4[1:], m.Snapshot()[1:], "version 5 writes a state without multi-key locks as version 4 did")
+	assert.Equal(t, groupMachine(t).Snapshot()[1:], v4[1:], "the fixture is groupMachine's state")
 
 	v3 := sessionMachine(t).Snapshot()
 	v3[0] = 3 // a state without groups is written alike in version 3

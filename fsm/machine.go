@@ -39,10 +39,19 @@ import (
 // count and latest end, O(h), h at most MaxHolders. A held lock must cost less than 250 bytes of memory, which
 // TestMemoryPerHeldLock checks at 1,000,000 held locks with FSM_MEMORY=1
 // (README, "Performance", has the figures).
+// A multi-key grant's k keys are k ordinary mutex entries sharing one
+// holderExtra (so a single key pays nothing for sets), each lease end in
+// the index at the same time; a waiting set is k waiter records, one per
+// queue, each with its deadline in the index. Acquire-all, its grant and
+// its release are O(k log n) plus the hand-offs; ending a waiting set
+// serves the keys it reserved, each O(log n) plus the grants it causes.
+// The machine indexes sets by owner, so a retry finds its set in O(1).
 
-// entry is one held key. A key exists in the machine exactly while it is
-// held: whenever a lease ends, the head waiter (if any) is granted in the
-// same step, so a key never has waiters without a holder.
+// entry is one held or reserved key. A key exists in the machine exactly
+// while it is held or waited for: whenever a lease ends, the head waiter
+// (if any) is granted in the same step, so a key has waiters without a
+// holder (it is vacant, reserved) only while a multi-key waiter heads its
+// queue and waits for another of its keys.
 //
 // A holder has a lease of its own (session nil: expiresAt is its end, in
 // the deadline index) or is bound to a session (its end is the session's,
@@ -66,6 +75,7 @@ type holderExtra struct {
 	session *session
 	meta    string
 	group   *group
+	set     *keySet // a multi-key grant's keys share one holderExtra
 }
 
 // sess is the session e's holder is bound to, nil for a lease.
@@ -153,13 +163,14 @@ type Machine struct {
 	epoch     uint64
 	unclaimed int
 	sessions  map[Owner]*session
-	nWaiters  int // callers queued, over all keys
+	nWaiters  int               // callers queued, over all keys
+	sets      map[Owner]*keySet // multi-key acquisitions, held or waiting, by owner
 }
 
 // New returns an empty machine. observe (may be nil) receives events during
 // Apply, synchronously and in order; it must not call back into the machine.
 func New(observe func(Event)) *Machine {
-	return &Machine{keys: make(map[string]*entry), order: newKeyOrder(), observe: observe, sessions: make(map[Owner]*session)}
+	return &Machine{keys: make(map[string]*entry), order: newKeyOrder(), observe: observe, sessions: make(map[Owner]*session), sets: make(map[Owner]*keySet)}
 }
 
 // Apply applies one command: now = max(now, Stamp); every deadline at or before
@@ -179,6 +190,8 @@ func (m *Machine) Apply(c Command) Result {
 	switch c.Op {
 	case OpAcquire:
 		return m.acquire(c)
+	case OpAcquireAll:
+		return m.acquireAll(c)
 	case OpRelease:
 		return m.release(c)
 	case OpExtend:
@@ -233,6 +246,12 @@ func (m *Machine) acquire(c Command) Result {
 		return m.acquireGroup(c, e, g, s)
 	}
 	held := Result{Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now, Waiters: e.waiters.len()}
+	if e.owner == c.Owner && e.set() != nil {
+		// Held as one key of a multi-key grant: a single-key acquire is
+		// not a retry of that acquisition.
+		held.Status = StatusHeld
+		return held
+	}
 	if e.owner == c.Owner {
 		// A retry by the live holder: the same grant, not lengthened. Only
 		// with the same binding: a grant bound to one session (or to a
@@ -246,8 +265,8 @@ func (m *Machine) acquire(c Command) Result {
 		return held
 	}
 	if w := e.waiters.find(c.Owner); w != nil {
-		if w.session != s {
-			held.Status = StatusHeld // as for the holder: another binding
+		if w.session != s || w.set != nil {
+			held.Status = StatusHeld // as for the holder: another binding (or a multi-key wait)
 			return held
 		}
 		m.claim(e, w)
@@ -321,8 +340,8 @@ func (m *Machine) releaseHeld(e *entry) Result {
 // it ended (never the owner). A key nobody holds answers not held.
 func (m *Machine) forceRelease(c Command) Result {
 	e := m.keys[c.Key]
-	if e == nil {
-		return m.notHeld(e)
+	if e == nil || e.vacant() {
+		return m.notHeld(e) // a reserved key: nobody holds it yet
 	}
 	if g := e.group(); g != nil {
 		return m.forceReleaseGroup(e, g)
@@ -345,6 +364,10 @@ func (m *Machine) extend(c Command) Result {
 		// The lock has no lease of its own: it lasts as long as its
 		// session, which only a renew of the session lengthens.
 		return Result{Status: StatusExtended, Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now, Waiters: e.waiters.len()}
+	}
+	if set := e.set(); set != nil {
+		m.extendSet(set, c.TTL)
+		return Result{Status: StatusExtended, Token: e.token, ExpiresAt: e.expiresAt, Now: m.now, Waiters: e.waiters.len()}
 	}
 	m.changing(e)
 	e.expiresAt = m.now + c.TTL
@@ -369,6 +392,12 @@ func (m *Machine) cancelWait(c Command) Result {
 	w := e.waiters.find(c.Owner)
 	if w == nil {
 		return m.notHeld(e)
+	}
+	if w.set != nil {
+		// One key of a multi-key wait: the whole set leaves its queues,
+		// and the keys it reserved go to their next waiters.
+		m.removeSet(w.set, 0, m.now)
+		return Result{Status: StatusCanceled, Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now, Waiters: m.waiting(e)}
 	}
 	m.removeWaiter(e, w)
 	if g != nil {
@@ -422,35 +451,29 @@ func (m *Machine) setHolderDeadline(e *entry) {
 	}
 }
 
-// handOff ends e's lease (released or expired) and grants the key to the
-// first waiter claimed in the current epoch, dropping the unclaimed ones
-// ahead of it, or forgets the key when nobody claimed waits. Every queued
-// waiter has a deadline later than the moment the lease ended, because due
+// handOff ends e's hold (released, expired, or a lock-delay that ran
+// out) and serves its queue: the first waiter claimed in the current epoch
+// is granted, the unclaimed ones ahead of it dropped (see serve, which also
+// handles a multi-key waiter at the head), or the key is forgotten when
+// nobody claimed waits. A hold that is one key of a multi-key grant ends
+// on every key of the set, each handed on in key order. Every queued
+// waiter has a deadline later than the moment the hold ended, because due
 // wait deadlines are processed first.
 func (m *Machine) handOff(e *entry) {
-	m.changing(e)
-	e.sess().unref(e.key)
-	for e.waiters != nil && e.waiters.head.epoch != m.epoch {
-		m.dropWaiter(e, e.waiters.head)
-	}
-	q := e.waiters
-	if q.len() == 0 {
-		if m.freezer != nil {
-			m.freezer.removing(e.key)
-		}
-		if e.index >= 0 {
-			m.deadlines.remove(e.index)
-		}
-		delete(m.keys, e.key)
-		m.order.remove(e)
+	if s := e.set(); s != nil {
+		m.releaseSet(s)
 		return
 	}
-	w := q.head
-	m.removeWaiter(e, w)
-	e.owner = w.owner
-	m.grant(e, w.ttl, w.session, w.meta)
-	m.setHolderDeadline(e)
-	m.emit(Event{Kind: EventGranted, Key: e.key, Owner: e.owner, Token: e.token, ExpiresAt: e.leaseEnd(), At: m.now})
+	m.changing(e)
+	if w := e.waiters.first(); w != nil && w.set == nil && w.epoch == m.epoch {
+		// The common case, kept cheap: the lease passes to the head in
+		// place (its deadline moves in the index).
+		e.sess().unref(e.key)
+		m.grantHead(e, w)
+		return
+	}
+	m.vacate(e)
+	m.serve(e)
 }
 
 // dropWaiter removes an unclaimed waiter and says so.
@@ -460,25 +483,54 @@ func (m *Machine) dropWaiter(e *entry, w *waiter) {
 }
 
 // dropUnclaimed drops every waiter not claimed in the current epoch, key
-// by key in key order, and returns how many it dropped. Keys stay: each
-// is held.
+// by key in key order, and returns how many it dropped. A multi-key waiter
+// leaves all its queues at its first key, and a key it reserved goes to
+// its next waiter (serve). The keys are collected first: serving may take
+// a key out of the key order, which is not changed while it is walked.
 func (m *Machine) dropUnclaimed() int {
-	dropped := 0
+	var keys []*entry
+	pending := m.unclaimed
 	m.order.ascend("", func(e *entry) bool {
-		before := dropped
-		for w := e.waiters.first(); w != nil && m.unclaimed > 0; {
-			next := w.next
+		n := 0
+		for w := e.waiters.first(); w != nil; w = w.next {
 			if w.epoch != m.epoch {
+				n++
+			}
+		}
+		if n > 0 {
+			keys = append(keys, e)
+			pending -= n
+		}
+		return pending > 0
+	})
+	dropped := 0
+	var stale []*waiter
+	for _, e := range keys {
+		if m.keys[e.key] != e {
+			continue // served away by a set's departure
+		}
+		stale = stale[:0]
+		for w := e.waiters.first(); w != nil; w = w.next {
+			if w.epoch != m.epoch {
+				stale = append(stale, w)
+			}
+		}
+		before := dropped
+		for _, w := range stale {
+			switch {
+			case e.waiters.find(w.owner) != w:
+				// Gone meanwhile (a set dropped from another key).
+			case w.set != nil:
+				dropped += m.removeSet(w.set, EventUnclaimed, m.now)
+			default:
 				m.dropWaiter(e, w)
 				dropped++
 			}
-			w = next
 		}
-		if g := e.group(); g != nil && dropped > before {
+		if g := e.group(); g != nil && dropped > before && m.keys[e.key] == e {
 			m.settle(e, g) // grants only: the key keeps its holders
 		}
-		return m.unclaimed > 0
-	})
+	}
 	return dropped
 }
 
@@ -508,6 +560,8 @@ func (m *Machine) expire() {
 			m.endSession(d.s, true, d.at)
 		case d.w != nil && d.w.held:
 			m.expireHolder(d.e, d.w, d.at)
+		case d.w != nil && d.w.set != nil:
+			m.removeSet(d.w.set, EventWaitExpired, d.at)
 		case d.w != nil:
 			m.removeWaiter(d.e, d.w)
 			m.emit(Event{Kind: EventWaitExpired, Key: d.e.key, Owner: d.w.owner, At: d.at})
@@ -516,6 +570,13 @@ func (m *Machine) expire() {
 			}
 		case d.e.owner.IsZero():
 			m.handOff(d.e) // a lock-delay ran out
+		case d.e.set() != nil:
+			// A multi-key lease: every key's end is due at once, the
+			// first key's first; they all end now.
+			for _, e := range d.e.set().entries {
+				m.emit(Event{Kind: EventExpired, Key: e.key, Owner: e.owner, Token: e.token, ExpiresAt: e.expiresAt, At: d.at})
+			}
+			m.handOff(d.e)
 		default:
 			e := d.e
 			m.emit(Event{Kind: EventExpired, Key: e.key, Owner: e.owner, Token: e.token, ExpiresAt: e.expiresAt, At: d.at})
@@ -673,9 +734,9 @@ func (m *Machine) state(e *entry, t time.Duration) KeyState {
 	}
 	end := e.leaseEnd()
 	if end <= t {
-		return KeyState{Waiters: e.waiters.len()}
+		return KeyState{Waiters: e.waiters.len(), Reserved: e.vacant()}
 	}
-	st := KeyState{Held: true, Owner: e.owner, Token: e.token, ExpiresAt: end, Waiters: e.waiters.len(), Meta: e.metadata(), Delayed: e.owner.IsZero()}
+	st := KeyState{Held: true, Owner: e.owner, Token: e.token, ExpiresAt: end, Waiters: e.waiters.len(), Meta: e.metadata(), Delayed: e.owner.IsZero(), SetKeys: e.setKeys()}
 	if s := e.sess(); s != nil {
 		st.Session = s.id
 	}
@@ -733,7 +794,8 @@ func (m *Machine) RangeFrom(prefix, after string, at time.Duration, fn func(key 
 	})
 }
 
-// Len is the number of keys with a holder or waiters.
+// Len is the number of keys with a holder or waiters: held, or reserved
+// for a multi-key waiter.
 func (m *Machine) Len() int { return len(m.keys) }
 
 // Waiters is the number of callers queued, over all keys.

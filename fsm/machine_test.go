@@ -460,7 +460,8 @@ func TestAccessors(t *testing.T) {
 func TestStrings(t *testing.T) {
 	assert.Equal(t, "cancel-wait", OpCancelWait.String())
 	assert.Equal(t, "force-release", OpForceRelease.String())
-	assert.Equal(t, "op(13)", Op(13).String())
+	assert.Equal(t, "acquire-all", OpAcquireAll.String())
+	assert.Equal(t, "op(14)", Op(14).String())
 	assert.Equal(t, "queue-full", StatusQueueFull.String())
 	assert.Equal(t, "status(0)", Status(0).String())
 	assert.Equal(t, "wait-expired", EventWaitExpired.String())

@@ -14,11 +14,12 @@ type waiter struct {
 	session    *session      // granted bound to this session (ttl is then zero); nil for a lease
 	meta       string        // the holder's metadata once granted
 	prev, next *waiter
-	index      int    // position in the deadline index; -1 for a session-bound holder
-	token      uint64 // held: its fencing token
-	held       bool   // a holder, in its key's group, not a waiter
-	shared     bool   // a read/write key's reader (held or asked)
-	delayed    bool   // held: its session expired with a lock-delay; the slot is nobody's until deadline
+	index      int     // position in the deadline index; -1 for a session-bound holder
+	token      uint64  // held: its fencing token
+	held       bool    // a holder, in its key's group, not a waiter
+	shared     bool    // a read/write key's reader (held or asked)
+	delayed    bool    // held: its session expired with a lock-delay; the slot is nobody's until deadline
+	set        *keySet // a multi-key waiter: its records in all its keys' queues form this set
 }
 
 // queue is a key's FIFO of waiters: a doubly linked list, so a waiter whose

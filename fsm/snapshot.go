@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Snapshot format, version 4 (varints as in the command encoding):
+// Snapshot format, version 5 (varints as in the command encoding):
 //
 //	snapshot := version now lastToken epoch sessions session* count key*
 //	session  := id ttl expiresAt lockDelay
@@ -16,11 +16,20 @@ import (
 //	          | 1 owner token session meta       (bound to a session)
 //	          | 2 token expiresAt                (a lock-delay until expiresAt)
 //	          | 3 kind limit exclusive slots slot*  (a semaphore or read/write key)
+//	          | 4                                (nobody: reserved for the multi-key waiter at the head)
+//	          | 5 owner token expiresAt meta     (one key of a multi-key grant)
 //	slot     := owner token hold
 //	hold     := 0 expiresAt meta | 1 session meta | 2 expiresAt (a lock-delay slot)
 //	waiter   := owner grant deadline epoch meta [shared]
-//	grant    := 0 ttl | 1 session
+//	grant    := 0 ttl | 1 session | 2 ttl        (2: one key of a multi-key waiter)
 //	meta     := length bytes
+//
+// A multi-key grant is the keys whose holder kind is 5 with the same token
+// (one token per grant); a multi-key waiter is the waiters of grant kind 2
+// with the same owner (an owner is in at most one multi-key acquisition).
+// Their records agree on owner, lease end, TTL, deadline, epoch and
+// metadata, which Restore checks. Version 4, written before multi-key
+// locks, is version 5 without holder kinds 4 and 5 and grant kind 2.
 //
 // kind is 1 (semaphore: limit is N, exclusive 0) or 2 (read/write: limit
 // 0, exclusive 1 for a writer's hold); slots are in grant (token) order;
@@ -39,7 +48,8 @@ import (
 // epochs. Restore reads both: no sessions, no metadata, and for version 1
 // epoch 0 with every waiter claimed.
 const (
-	snapshotVersion   = 4
+	snapshotVersion   = 5
+	snapshotVersionV4 = 4
 	snapshotVersionV3 = 3
 	snapshotVersionV2 = 2
 	snapshotVersionV1 = 1
@@ -51,6 +61,9 @@ const (
 	holdSession = 1
 	holdDelayed = 2
 	holdGroup   = 3
+	holdNone    = 4 // reserved key; nothing follows
+	holdSet     = 5 // holder kind: one key of a multi-key grant; grant kind: of a multi-key waiter (2)
+	grantSet    = 2
 )
 
 // Shortest encodings of a key record (1-byte key, no waiters) and of a
@@ -99,6 +112,8 @@ type frozenKey struct {
 	limit     int
 	exclusive bool
 	nSlots    int
+	reserved  bool // nobody holds it: a multi-key waiter heads its queue
+	multi     bool // its holder holds it as one key of a multi-key grant
 }
 
 type frozenWaiter struct {
@@ -108,6 +123,7 @@ type frozenWaiter struct {
 	session       Owner
 	meta          string
 	shared        bool
+	multi         bool // one record of a multi-key waiter
 }
 
 // frozenSlot is one holder of a semaphore or read/write key.
@@ -154,6 +170,8 @@ func (f *frozen) size() int {
 		}
 		size += uvarintLen(uint64(len(k.key))) + len(k.key) + 1 + uvarintLen(k.token) + uvarintLen(uint64(k.nWaiters))
 		switch {
+		case k.reserved:
+			size -= uvarintLen(k.token) // none: the holder kind alone
 		case k.owner.IsZero():
 			size += uvarintLen(uint64(k.expiresAt))
 		case k.session.IsZero():
@@ -263,12 +281,18 @@ func (f *frozen) appendKey(b []byte, i int, next *frozenCursor) []byte {
 			}
 		}
 		next.slot += k.nSlots
+	case k.reserved:
+		b = append(b, holdNone)
 	case k.owner.IsZero():
 		b = append(b, holdDelayed)
 		b = appendUvarint(b, k.token)
 		b = appendUvarint(b, uint64(k.expiresAt))
 	case k.session.IsZero():
-		b = append(b, holdLease)
+		hold := byte(holdLease)
+		if k.multi {
+			hold = holdSet
+		}
+		b = append(b, hold)
 		b = append(b, k.owner[:]...)
 		b = appendUvarint(b, k.token)
 		b = appendUvarint(b, uint64(k.expiresAt))
@@ -283,7 +307,10 @@ func (f *frozen) appendKey(b []byte, i int, next *frozenCursor) []byte {
 	b = appendUvarint(b, uint64(k.nWaiters))
 	for _, w := range f.waiters[next.waiter : next.waiter+k.nWaiters] {
 		b = append(b, w.owner[:]...)
-		if w.session.IsZero() {
+		if w.multi {
+			b = append(b, grantSet)
+			b = appendUvarint(b, uint64(w.ttl))
+		} else if w.session.IsZero() {
 			b = append(b, holdLease)
 			b = appendUvarint(b, uint64(w.ttl))
 		} else {
@@ -313,7 +340,7 @@ func (f *frozen) appendKey(b []byte, i int, next *frozenCursor) []byte {
 func (m *Machine) Restore(b []byte) error {
 	d := decoder{b: b}
 	v := d.byte()
-	if d.err == nil && v != snapshotVersion && v != snapshotVersionV3 && v != snapshotVersionV2 && v != snapshotVersionV1 {
+	if d.err == nil && (v < snapshotVersionV1 || v > snapshotVersion) {
 		return fmt.Errorf("%w: snapshot version %d", ErrBadVersion, v)
 	}
 	now := d.duration("now", MaxStamp, ErrStampRange)
@@ -321,7 +348,7 @@ func (m *Machine) Restore(b []byte) error {
 	var epoch uint64
 	minWaiter, minKey := uint64(minWaiterRecord), uint64(minKeyRecord)
 	switch v {
-	case snapshotVersion, snapshotVersionV3:
+	case snapshotVersion, snapshotVersionV4, snapshotVersionV3:
 		epoch = d.uvarint()
 		minWaiter, minKey = minWaiterRecordV3, minKeyRecordV3
 	case snapshotVersionV2:
@@ -371,7 +398,9 @@ func (m *Machine) Restore(b []byte) error {
 		return s
 	}
 	keys := make(map[string]*entry, n)
-	sorted := make([]*entry, 0, n) // the key order's input, already in order
+	sorted := make([]*entry, 0, n)       // the key order's input, already in order
+	heldSets := make(map[uint64]*keySet) // multi-key grants by token
+	sets := make(map[Owner]*keySet)      // every multi-key acquisition by owner
 	heap = slices.Grow(heap, int(n))
 	tokens := make([]uint64, 0, n)
 	prev := ""
@@ -389,7 +418,7 @@ func (m *Machine) Restore(b []byte) error {
 		var g *group
 		switch hold {
 		case holdGroup:
-			if v != snapshotVersion {
+			if v < snapshotVersionV4 {
 				d.fail("unknown holder kind")
 				break
 			}
@@ -413,16 +442,46 @@ func (m *Machine) Restore(b []byte) error {
 		case holdDelayed:
 			e.token = d.uvarint()
 			e.expiresAt = d.deadline("lock delay end", now, MaxLockDelay)
+		case holdNone:
+			if v < snapshotVersion {
+				d.fail("unknown holder kind")
+			}
+		case holdSet:
+			if v < snapshotVersion {
+				d.fail("unknown holder kind")
+				break
+			}
+			e.owner = d.owner()
+			e.token = d.uvarint()
+			e.expiresAt = d.deadline("lease end", now, MaxTTL)
 		default:
 			d.fail("unknown holder kind")
 		}
-		if d.err == nil && g == nil && (e.token == 0 || e.token > lastToken) {
+		if d.err == nil && g == nil && hold != holdNone && (e.token == 0 || e.token > lastToken) {
 			d.fail("token outside 1..last token")
 		}
-		if v >= snapshotVersionV3 && hold != holdDelayed && g == nil {
+		if v >= snapshotVersionV3 && hold != holdDelayed && hold != holdNone && g == nil {
 			if meta := d.meta(); meta != "" {
 				e.bind(e.sess(), meta)
 			}
+		}
+		newSet := false
+		if hold == holdSet && d.err == nil {
+			s := heldSets[e.token]
+			if s == nil {
+				s = &keySet{owner: e.owner, extra: &holderExtra{meta: e.metadata()}}
+				s.extra.set = s
+				heldSets[e.token] = s
+				newSet = true
+				if sets[s.owner] != nil {
+					d.fail("owner in two multi-key acquisitions")
+				}
+				sets[s.owner] = s
+			} else if s.owner != e.owner || s.entries[0].expiresAt != e.expiresAt || s.extra.meta != e.metadata() {
+				d.fail("keys of one multi-key grant disagree")
+			}
+			e.extra = s.extra
+			s.entries = append(s.entries, e)
 		}
 		waiters := d.uvarint()
 		if d.err == nil && (waiters > MaxWaiters || waiters > uint64(len(b)-d.off)/minWaiter) {
@@ -431,8 +490,15 @@ func (m *Machine) Restore(b []byte) error {
 		if d.err != nil {
 			return d.err
 		}
-		if g == nil {
-			tokens = append(tokens, e.token)
+		if hold == holdNone {
+			if waiters == 0 {
+				d.fail("reserved key without waiters")
+				return d.err
+			}
+		} else if g == nil {
+			if hold != holdSet || newSet {
+				tokens = append(tokens, e.token)
+			}
 			if s := e.sess(); s == nil {
 				heap = append(heap, deadline{at: e.expiresAt, e: e})
 			} else {
@@ -457,8 +523,21 @@ func (m *Machine) Restore(b []byte) error {
 				w.ttl = ttl
 			case holdSession:
 				w.session = sessionOf("waiter")
+			case grantSet:
+				if v < snapshotVersion || g != nil {
+					d.fail("unknown waiter grant kind")
+					break
+				}
+				w.ttl = d.duration("waiter ttl", MaxTTL, ErrTTLRange)
+				if d.err == nil && w.ttl < MinTTL {
+					d.failLimit("waiter ttl", ErrTTLRange)
+				}
+				w.set = &keySet{} // put together below, once its fields are read
 			default:
 				d.fail("unknown waiter grant kind")
+			}
+			if d.err == nil && j == 0 && hold == holdNone && w.set == nil {
+				d.fail("reserved key whose head is not a multi-key waiter")
 			}
 			w.deadline = d.deadline("wait deadline", now, MaxWait)
 			if v != snapshotVersionV1 {
@@ -482,6 +561,21 @@ func (m *Machine) Restore(b []byte) error {
 			if d.err == nil && j == 0 && g != nil && g.fits(w.shared) {
 				d.fail("head waiter fits its key but was not granted")
 			}
+			if w.set != nil && d.err == nil {
+				s := sets[w.owner]
+				switch {
+				case s == nil:
+					s = &keySet{owner: w.owner}
+					sets[w.owner] = s
+				case s.waits == nil:
+					d.fail("owner in two multi-key acquisitions")
+				case s.waits[0].ttl != w.ttl || s.waits[0].deadline != w.deadline || s.waits[0].epoch != w.epoch || s.waits[0].meta != w.meta:
+					d.fail("keys of one multi-key waiter disagree")
+				}
+				w.set = s
+				s.entries = append(s.entries, e)
+				s.waits = append(s.waits, w)
+			}
 			if d.err != nil {
 				return d.err
 			}
@@ -504,13 +598,21 @@ func (m *Machine) Restore(b []byte) error {
 		}
 	}
 
-	heap.init()
+	heap.init() // sets the entries' indices, which tell a lock-delay from a vacant key
+	for _, s := range sets {
+		if len(s.entries) > MaxKeys {
+			return fmt.Errorf("%w: a multi-key acquisition of more than %d keys", ErrBadEncoding, MaxKeys)
+		}
+		if s.waits != nil && s.ready() {
+			return fmt.Errorf("%w: a multi-key waiter could have been granted", ErrBadEncoding)
+		}
+	}
 	if m.freezer != nil {
 		m.freezer.err = errFreezeRestored
 		m.freezer.Stop()
 	}
 	m.now, m.lastToken, m.keys, m.order, m.deadlines = now, lastToken, keys, buildKeyOrder(sorted), heap
-	m.epoch, m.unclaimed, m.nWaiters, m.sessions = epoch, unclaimed, nWaiters, sessions
+	m.epoch, m.unclaimed, m.nWaiters, m.sessions, m.sets = epoch, unclaimed, nWaiters, sessions, sets
 	return nil
 }
 
