@@ -211,7 +211,7 @@ func TestFullListPageFitsAFrame(t *testing.T) {
 	page := listPage{more: true}
 	for i := range maxListPage {
 		page.locks = append(page.locks, lock.LockInfo{
-			Key:     fmt.Sprintf("%0*d", fsm.MaxKeyLen, i),
+			Key: fmt.Sprintf("%0*d", fsm.MaxKeyLen, i),
 			KeyInfo: lock.KeyInfo{Locked: true, Token: math.MaxUint64, Remaining: math.MinInt64, Waiters: fsm.MaxWaiters, Metadata: strings.Repeat("m", fsm.MaxMetaLen), Delayed: true,
 				Kind: lock.KindSemaphore, Limit: fsm.MaxHolders, Holders: fsm.MaxHolders},
 		})
