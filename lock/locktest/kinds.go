@@ -136,6 +136,13 @@ func (s *suite) testRWLock(t *testing.T) {
 	assert.False(t, info.Shared)
 	assert.Equal(t, 1, info.Holders)
 	assert.Equal(t, got.lease.Token, info.Token)
+	// A second reader queues behind the first; the writer's release lets
+	// both in at once (one step hands over to every waiter that fits, and
+	// each waiting caller is answered).
+	late2 := rwReq(k, true)
+	late2.Wait = s.Patience
+	reader2 := acquireAsync(ctx, st, late2)
+	s.awaitWaiters(t, ctx, st, k, 2)
 	select {
 	case o := <-reader:
 		t.Fatalf("a reader got the lock while the writer held it: %+v", o)
@@ -144,7 +151,14 @@ func (s *suite) testRWLock(t *testing.T) {
 	free(t, ctx, st, w)
 	got = s.await(t, reader, "the reader behind the writer")
 	require.NoError(t, got.err)
+	got2 := s.await(t, reader2, "the second reader behind the writer")
+	require.NoError(t, got2.err)
+	assert.Greater(t, got2.lease.Token, got.lease.Token, "granted in queue order")
+	info = inspect(t, ctx, st, k)
+	assert.Equal(t, 2, info.Holders)
+	assert.True(t, info.Shared)
 	free(t, ctx, st, late)
+	free(t, ctx, st, late2)
 }
 
 // An acquire of another kind, or of a semaphore of another limit, while
