@@ -147,6 +147,36 @@
 // handle that can Extend and Release its hold; its next acquisition is a
 // mutex's.
 //
+// # Multi-key locks
+//
+// Client.LockAll(keys) gives a handle that takes a set of 1..MaxKeys keys
+// all or nothing, in one step of the store: every key is granted at once,
+// with one fencing token (every key shows it) and one lease, or none is.
+// It is the same *Lock handle: Acquire, TryAcquire, Run, TryRun, Extend,
+// KeepAlive, Release and Token act on the whole set. A Release (or Extend)
+// of any key of the set by its owner releases (or extends) every key, and
+// hands each to its next waiter in that one step; an expiry or an
+// operator's ForceRelease of any key ends the whole set likewise.
+//
+// While it waits, the set waits on every key at once, and each key's
+// queue stays strictly FIFO: a key whose queue the set heads is kept for
+// it (reserved: nobody holds it, Inspect reports it not Locked with the
+// set among its Waiters, and a TryAcquire of it fails) until its other
+// keys come free too. So a set is never starved by later single-key
+// locks, and two sets never deadlock, whatever order their keys are
+// listed in: every queue is in the order the store took the waiters in,
+// and the oldest waiting set heads every queue it is in, so it is granted
+// once the holders ahead of it release or expire. The price is that a
+// reserved key is idle until the set gets its last key.
+//
+// The keys are mutex keys (a semaphore or read/write key in the set fails
+// with a *KindMismatchError naming it); a key twice, no key or more than
+// MaxKeys fail with ErrInvalidKey (duplicates are refused rather than
+// merged: they are most often two names the caller meant to differ). A set
+// is never bound to a session (ErrInvalidSession): its one lease is what a
+// keep-alive renews. The store must implement MultiKeyStore (the memory
+// store does); the handle reports errors.ErrUnsupported otherwise.
+//
 // # Stores
 //
 // Store is the seam, as database/sql/driver is for database/sql: the memory

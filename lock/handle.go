@@ -36,6 +36,7 @@ type Lock struct {
 	kind    Kind     // what it acquires the key as (Client.Semaphore, RWLock)
 	limit   int      // a semaphore's n
 	shared  bool     // an RWLock's reader
+	keys    []string // Client.LockAll's set, sorted (key is its first); nil for a single key
 
 	mu        sync.Mutex // protects the fields below
 	ttl       time.Duration
@@ -320,7 +321,7 @@ func (l *Lock) waitFor(o acquireOptions) time.Duration {
 
 // acquire takes the lock, queueing up to wait, and returns the new grant.
 func (l *Lock) acquire(ctx context.Context, wait time.Duration) (*grant, error) {
-	req := AcquireRequest{Key: l.key, Owner: NewOwner(), Wait: wait, Kind: l.kind, Limit: l.limit, Shared: l.shared}
+	req := AcquireRequest{Key: l.key, Owner: NewOwner(), Wait: wait, Kind: l.kind, Limit: l.limit, Shared: l.shared, Keys: l.keys}
 	l.mu.Lock()
 	req.TTL, req.Metadata = l.ttl, l.meta
 	if l.session != nil {
@@ -398,7 +399,13 @@ func (l *Lock) ask(ctx context.Context, req AcquireRequest) (*grant, error) {
 
 func (l *Lock) send(ctx context.Context, req AcquireRequest) (*grant, error) {
 	sent := time.Now()
-	lease, err := l.client.store.Acquire(ctx, req)
+	var lease Lease
+	var err error
+	if req.Keys != nil {
+		lease, err = l.client.acquireAll(ctx, req)
+	} else {
+		lease, err = l.client.store.Acquire(ctx, req)
+	}
 	if err != nil {
 		return nil, err
 	}

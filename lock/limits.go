@@ -28,6 +28,9 @@ const (
 // request changes nothing. The error matches ErrInvalidKey, ErrInvalidOwner,
 // ErrInvalidTTL or ErrInvalidWait, and its message says what was wrong.
 func (r AcquireRequest) Validate() error {
+	if len(r.Keys) > 0 && r.Key != r.Keys[0] {
+		return fmt.Errorf("%w: a multi-key request's Key must be the first of its Keys (got %q, keys start with %q)", ErrInvalidKey, r.Key, r.Keys[0])
+	}
 	return validate(r.Command())
 }
 
@@ -35,6 +38,10 @@ func (r AcquireRequest) Validate() error {
 // stores that run the machine (package fsm): every store builds it here,
 // so that no field is lost on the way.
 func (r AcquireRequest) Command() fsm.Command {
+	if r.Keys != nil {
+		return fsm.Command{Op: fsm.OpAcquireAll, Keys: r.Keys, Owner: fsm.Owner(r.Owner), TTL: r.TTL, Wait: r.Wait, Session: fsm.Owner(r.Session), Meta: r.Metadata,
+			Kind: fsm.Kind(r.Kind), Limit: r.Limit, Shared: r.Shared}
+	}
 	return fsm.Command{Op: fsm.OpAcquire, Key: r.Key, Owner: fsm.Owner(r.Owner), TTL: r.TTL, Wait: r.Wait, Session: fsm.Owner(r.Session), Meta: r.Metadata,
 		Kind: fsm.Kind(r.Kind), Limit: r.Limit, Shared: r.Shared}
 }
@@ -108,6 +115,11 @@ func waitError(wait time.Duration) error {
 // bad input identically and the limits live in one place (package fsm).
 func validate(c fsm.Command) error {
 	err := c.Validate()
+	if err != nil && c.Op == fsm.OpAcquireAll {
+		if kerr := validateKeys(c, err); kerr != nil {
+			return kerr
+		}
+	}
 	switch {
 	case err == nil:
 		return nil

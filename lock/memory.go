@@ -40,10 +40,11 @@ type waiterKey struct {
 }
 
 var (
-	_ Store        = (*MemoryStore)(nil)
-	_ Lister       = (*MemoryStore)(nil)
-	_ SessionStore = (*MemoryStore)(nil)
-	_ AdminStore   = (*MemoryStore)(nil)
+	_ Store         = (*MemoryStore)(nil)
+	_ Lister        = (*MemoryStore)(nil)
+	_ SessionStore  = (*MemoryStore)(nil)
+	_ AdminStore    = (*MemoryStore)(nil)
+	_ MultiKeyStore = (*MemoryStore)(nil)
 )
 
 // NewMemoryStore returns an empty store.
@@ -89,6 +90,11 @@ func (s *MemoryStore) Acquire(ctx context.Context, req AcquireRequest) (Lease, e
 	res := s.applyLocked(req.Command())
 	switch res.Status {
 	case fsm.StatusKindMismatch:
+		if req.Keys != nil {
+			err := req.KindMismatchAll(s.otherKind(req.Keys), res)
+			s.mu.Unlock()
+			return Lease{}, err
+		}
 		s.mu.Unlock()
 		return Lease{}, req.KindMismatch(res)
 	case fsm.StatusNoSession:
@@ -146,6 +152,27 @@ func (s *MemoryStore) Acquire(ctx context.Context, req AcquireRequest) (Lease, e
 	case <-s.done:
 		return Lease{}, ErrClosed
 	}
+}
+
+// AcquireAll implements MultiKeyStore: Acquire of a request with Keys
+// (the memory store's Acquire takes both; the set's waiter waits, and is
+// canceled, under its first key, which the machine's events name first).
+func (s *MemoryStore) AcquireAll(ctx context.Context, req AcquireRequest) (Lease, error) {
+	if req.Keys == nil {
+		req.Keys = []string{} // reported as an empty set
+	}
+	return s.Acquire(ctx, req)
+}
+
+// otherKind is the first of keys that exists as another kind than a
+// mutex. Called with mu held.
+func (s *MemoryStore) otherKind(keys []string) string {
+	for _, k := range keys {
+		if st := s.machine.Lookup(k, 0); st.Kind != fsm.KindMutex {
+			return k
+		}
+	}
+	return keys[0]
 }
 
 // heldError describes key's holder now, for a waiter whose wait ran out.

@@ -79,6 +79,11 @@ type AcquireRequest struct {
 	Kind   Kind
 	Limit  int
 	Shared bool
+	// Keys, for a multi-key acquire (MultiKeyStore.AcquireAll; nil
+	// otherwise): the whole set, 1..MaxKeys distinct keys in ascending
+	// byte order, and Key is its first. Kind must be the mutex and Session
+	// zero.
+	Keys []string
 }
 
 // Lease is a granted or extended lock.

@@ -11,7 +11,11 @@
 // canceling its callback when the lease is lost, Serialize/Restore, IsExpired),
 // and the other kinds of key: semaphores (N holders, FIFO, each with its own
 // token) and read/write locks (readers share, a writer excludes and is not
-// starved), and an acquire of a kind the key is not.
+// starved), and an acquire of a kind the key is not; and, for a store that
+// implements lock.MultiKeyStore, multi-key locks (all or nothing, one token
+// per grant, FIFO with single-key waiters and reserved keys, no deadlock
+// between sets listed in any order, release and expiry of the whole set
+// handing each key on).
 //
 // Every subtest uses keys under its own name, so a store may be shared between
 // subtests, and keeps its leases short so that the whole suite takes a few
@@ -105,6 +109,12 @@ func TestStoreWith(t *testing.T, newStore func(t *testing.T) lock.Store, opts Op
 		{"RWLock", s.testRWLock},
 		{"KindMismatch", s.testKindMismatch},
 		{"KindHandles", s.testKindHandles},
+		{"MultiKey/AllOrNothing", s.testMultiKeyAllOrNothing},
+		{"MultiKey/FIFO", s.testMultiKeyFIFO},
+		{"MultiKey/Expiry", s.testMultiKeyExpiry},
+		{"MultiKey/BadInput", s.testMultiKeyBadInput},
+		{"MultiKey/NoDeadlock", s.testMultiKeyNoDeadlock},
+		{"MultiKey/Handle", s.testMultiKeyHandle},
 	} {
 		t.Run(tc.name, tc.run)
 	}
