@@ -112,6 +112,14 @@
 // checks show that no session-bound lock outlived its session and none
 // ended before its holder's deadline, under kills, pauses and partitions.
 //
+// Semaphores and read/write locks (TestFencedSemaphore*,
+// TestFencedRWLock*) run the same holders on a semaphore of 3 or a
+// read/write lock (three holdings in four read), with short TTLs, stalls
+// and waits; several hold at once, so they leave the register alone, and
+// the check is on their windows: never more than N of them at once, never
+// a writer's with any other, and a grant whose acquire was sent after
+// another grant returned has the larger token.
+//
 // Durability. Clients own their keys, so they know what each acknowledged
 // acquire, extend and release left. Between rounds of work under the
 // nemesis, the whole cluster is killed with -9 while nothing is in flight,

@@ -177,3 +177,46 @@ func TestDurabilityVerifyCatchesLostState(t *testing.T) {
 	w.verify([]*durClient{c}, oneStore{store}, ctx)
 	assert.Len(t, rep.violations, 2)
 }
+
+// loosened is a store that lets one holder more into every semaphore than
+// asked, and turns every write of a read/write lock into a read, as a
+// state machine that miscounted holders would.
+type loosened struct{ *lock.MemoryStore }
+
+func (l loosened) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease, error) {
+	switch req.Kind {
+	case lock.KindSemaphore:
+		req.Limit++
+	case lock.KindRWLock:
+		req.Shared = true
+	}
+	return l.MemoryStore.Acquire(ctx, req)
+}
+
+// The kinds checker passes the memory store's semaphores and read/write
+// locks (with expiring leases and stalls), and catches a store that lets
+// too many in.
+func TestKindCheckerPassesACorrectStoreAndCatchesALooseOne(t *testing.T) {
+	for _, cfg := range []fencedConfig{
+		{Key: "sem", TTL: 200 * time.Millisecond, Wait: time.Second, Expiry: true, Stall: true, Work: 5 * time.Millisecond, Writes: 4, Limit: 2},
+		{Key: "rw", TTL: 200 * time.Millisecond, Wait: time.Second, Expiry: true, Stall: true, Work: 5 * time.Millisecond, Writes: 4, RW: true},
+	} {
+		s := quickSettings(t)
+		rep := newReport("memory-store-kinds/"+cfg.Key, s)
+		store := lock.NewMemoryStore()
+		t.Cleanup(func() { store.Close() })
+		nem := &nemesis{rep: rep, events: newEventLog(rep.started)}
+		runFenced(t, s, rep, oneStore{store}, nem, fencedRun{cfg: cfg, holders: 5})
+		t.Log(rep.line())
+		assert.Empty(t, rep.violations, cfg.Key)
+		assert.Empty(t, rep.problems, cfg.Key)
+
+		rep = newReport("broken/loose-"+cfg.Key, s)
+		loose := loosened{lock.NewMemoryStore()}
+		t.Cleanup(func() { loose.Close() })
+		nem = &nemesis{rep: rep, events: newEventLog(rep.started)}
+		runFenced(t, s, rep, oneStore{loose}, nem, fencedRun{cfg: cfg, holders: 5})
+		t.Log(rep.line())
+		assert.NotEmpty(t, rep.violations, "%s: too many holders at once are a violation", cfg.Key)
+	}
+}
