@@ -112,10 +112,11 @@ type Node struct {
 }
 
 var (
-	_ lock.Store       = (*Node)(nil)
-	_ lock.Lister      = (*Node)(nil)
-	_ lock.StaleReader = (*Node)(nil)
-	_ lock.AdminStore  = (*Node)(nil)
+	_ lock.Store         = (*Node)(nil)
+	_ lock.Lister        = (*Node)(nil)
+	_ lock.StaleReader   = (*Node)(nil)
+	_ lock.AdminStore    = (*Node)(nil)
+	_ lock.MultiKeyStore = (*Node)(nil)
 )
 
 // New opens (or creates) the node's data directory, starts its listener and

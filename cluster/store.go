@@ -82,6 +82,19 @@ func (n *Node) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease
 	return lock.Lease{}, unexpectedStatus("acquire", res)
 }
 
+// AcquireAll implements lock.MultiKeyStore: Acquire of a multi-key request
+// (fsm.OpAcquireAll). It takes the same paths as a single key's acquire:
+// an immediate answer from the leader, or one request parked at the
+// leader, sent again with the same owner after a leader change (the
+// machine keeps the set's places), and withdrawn under the set's first key
+// (waitKey in waiting.go) when its caller goes.
+func (n *Node) AcquireAll(ctx context.Context, req lock.AcquireRequest) (lock.Lease, error) {
+	if req.Keys == nil {
+		req.Keys = []string{} // reported as an empty set
+	}
+	return n.Acquire(ctx, req)
+}
+
 // remaining is a command's lease left at its own stamp. The stamp is the
 // leader's log clock when the command was proposed, before it answered, so a
 // holder that counts the figure from when it sent the request never counts

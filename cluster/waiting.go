@@ -13,6 +13,12 @@ import (
 
 // Waiting.
 //
+// A multi-key acquire (Node.AcquireAll: fsm.OpAcquireAll, sent in the same
+// kindCommand and kindWaitAcquire requests, whose fsm encoding carries it)
+// waits exactly like a single key's, parked and withdrawn under the set's
+// first key (waitKey): the events of its grant and of its wait's end name
+// that key first, and a cancel-wait of it withdraws the whole set.
+//
 // An Acquire with Wait is one request to the leader (served in-process on
 // the leader itself, kindWaitAcquire from a follower), not cut by
 // RequestTimeout: it lasts the wait. The leader registers (key, owner) with
@@ -266,7 +272,7 @@ func (n *Node) waitOutcome(ctx context.Context, req lock.AcquireRequest, sent, a
 	case fsm.StatusNoSession:
 		return lock.Lease{}, errNoSession
 	case fsm.StatusKindMismatch:
-		return lock.Lease{}, req.KindMismatch(fsm.Result{Kind: ans.kind, Limit: ans.limit})
+		return lock.Lease{}, req.KindMismatch(fsm.Result{Kind: ans.kind, Limit: ans.limit, Waiters: ans.waiters})
 	}
 	return lock.Lease{}, fmt.Errorf("cluster: waiting acquire answered %v", ans.status)
 }
@@ -312,14 +318,15 @@ func (n *Node) waitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Command,
 		return waitAnswer{}, err
 	}
 	var p *proposal
-	w, err := n.awaits.park(cmd.Key, cmd.Owner, func() (err error) {
+	key := waitKey(cmd)
+	w, err := n.awaits.park(key, cmd.Owner, func() (err error) {
 		p, err = t.enqueue(cmd)
 		return err
 	})
 	if err != nil {
 		return waitAnswer{}, err
 	}
-	defer n.awaits.unregister(cmd.Key, cmd.Owner, w)
+	defer n.awaits.unregister(key, cmd.Owner, w)
 	res, err := t.await(ctx, p)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -353,7 +360,7 @@ func (n *Node) waitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Command,
 				if !cmd.Session.IsZero() && !n.sm.sessionLive(cmd.Session, 0) {
 					return waitAnswer{status: fsm.StatusNoSession}, nil
 				}
-				st, at := n.sm.lookup(cmd.Key, t.clock.now())
+				st, at := n.sm.lookup(key, t.clock.now())
 				ans := waitAnswer{status: fsm.StatusHeld, waiters: st.Waiters}
 				if st.Held {
 					ans.token, ans.remaining = st.Token, max(st.ExpiresAt-at, 0)
@@ -393,8 +400,9 @@ func (n *Node) waitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Command,
 // where it is unclaimed.
 func (n *Node) withdrawAtLeader(t *leaderTerm, cmd fsm.Command, w *waiter) {
 	var p *proposal
-	queued := n.awaits.withdraw(cmd.Key, cmd.Owner, w, func() {
-		p, _ = t.enqueue(fsm.Command{Op: fsm.OpCancelWait, Key: cmd.Key, Owner: cmd.Owner})
+	key := waitKey(cmd)
+	queued := n.awaits.withdraw(key, cmd.Owner, w, func() {
+		p, _ = t.enqueue(fsm.Command{Op: fsm.OpCancelWait, Key: key, Owner: cmd.Owner})
 	})
 	if !queued || p == nil {
 		return
@@ -405,9 +413,9 @@ func (n *Node) withdrawAtLeader(t *leaderTerm, cmd fsm.Command, w *waiter) {
 	switch {
 	case err != nil:
 		n.log.Warn("could not withdraw a waiting acquire whose caller left; it stays queued until its wait ends, and a grant to it is released",
-			"key", cmd.Key, "error", err)
+			"key", key, "error", err)
 	case res.Status == fsm.StatusReleased:
-		n.log.Debug("released a lock granted to a caller that had left", "key", cmd.Key)
+		n.log.Debug("released a lock granted to a caller that had left", "key", key)
 	}
 }
 
@@ -441,6 +449,17 @@ func (n *Node) cancelWaitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Co
 			return fsm.Result{}, err
 		}
 	}
+}
+
+// waitKey is the key a waiting acquire is parked, withdrawn and read
+// under: its key, or a multi-key acquire's first key. The state machine
+// names a set's first key first in the events of its grant and of the end
+// of its wait, and a cancel-wait of any key of the set withdraws the set.
+func waitKey(cmd fsm.Command) string {
+	if cmd.Op == fsm.OpAcquireAll && len(cmd.Keys) > 0 {
+		return cmd.Keys[0]
+	}
+	return cmd.Key
 }
 
 // staleEvent reports whether ev, delivered to a waiter whose acquire was

@@ -24,7 +24,7 @@ import (
 //	  kindRemove:  string id
 //	  kindList:    string prefix | string after | uvarint limit (0: the leader's page size)
 //	  kindInfo:    string id | string API address (the asking node's own, so one exchange informs both)
-//	  kindWaitAcquire: an acquire with a wait, in the fsm encoding (as kindCommand)
+//	  kindWaitAcquire: an acquire (or acquire-all) with a wait, in the fsm encoding (as kindCommand)
 //	  kindIdentity: string id | string cluster ID (the asking node's; empty if it knows none)
 //	  kindSessionRead: 16-byte session ID
 //	  kindServerStats: string id (the asking leader's) | health flags (1 known, 2 the asked node healthy) |
@@ -56,6 +56,12 @@ import (
 //
 // Integers are varints as encoding/binary writes them (signed ones
 // zig-zag), read by fsm.Decoder, which takes only their shortest form.
+//
+// A multi-key acquire (fsm op 13, acquire-all) travels in kindCommand and
+// kindWaitAcquire like any acquire, in its fsm encoding, and is answered
+// in the same replies (for a kind-mismatch, waiters is the 1-based place of
+// the key of another kind in the set); a leader too old to know op 13
+// fails to decode it and answers codeBadRequest.
 //
 // Each kind is one struct (its request) with one answer struct, and one line
 // of the kinds table, which is all the decoding, checking and serving code
@@ -390,7 +396,7 @@ func (r *commandRequest) decodeBody(d *fsm.Decoder) { r.cmd = d.Command() }
 func (r *commandRequest) admit() error {
 	switch r.cmd.Op {
 	case fsm.OpAcquire, fsm.OpRelease, fsm.OpExtend, fsm.OpCancelWait, fsm.OpForceRelease,
-		fsm.OpSessionCreate, fsm.OpSessionRenew, fsm.OpSessionDestroy:
+		fsm.OpSessionCreate, fsm.OpSessionRenew, fsm.OpSessionDestroy, fsm.OpAcquireAll:
 	default:
 		return fmt.Errorf("%w: %v may not be forwarded", ErrBadRequest, r.cmd.Op)
 	}
@@ -476,7 +482,7 @@ type waitAnswer struct {
 func (r *waitRequest) kind() requestKind { return kindWaitAcquire }
 
 func (r *waitRequest) admit() error {
-	if r.cmd.Op != fsm.OpAcquire || r.cmd.Wait <= 0 {
+	if (r.cmd.Op != fsm.OpAcquire && r.cmd.Op != fsm.OpAcquireAll) || r.cmd.Wait <= 0 {
 		return fmt.Errorf("%w: a waiting acquire must be an acquire with a wait", ErrBadRequest)
 	}
 	return r.commandRequest.admit()

@@ -50,6 +50,8 @@ func sampleRequests() []rpcRequest {
 		&serverStatsRequest{id: "n0"},
 		&serverStatsRequest{id: "n0", health: healthReport{known: true, healthy: true, tolerance: 1, voters: 3, healthyVoters: 3}},
 		&serverStatsRequest{id: "n0", health: healthReport{known: true, voters: 5, healthyVoters: 3}},
+		&commandRequest{fsm.Command{Op: fsm.OpAcquireAll, Keys: []string{"a", "b"}, Owner: testOwner, TTL: time.Second}},
+		&waitRequest{commandRequest{fsm.Command{Op: fsm.OpAcquireAll, Keys: []string{"a", "b", "c"}, Owner: testOwner, TTL: time.Second, Wait: time.Minute, Meta: "m"}}},
 	}
 }
 
@@ -86,6 +88,7 @@ func sampleReplies() []reply {
 		{code: codeOK, kind: kindRead, answer: &readResult{held: true, token: 3, remaining: time.Second, kind: fsm.KindRW, holders: 2, shared: true}},
 		{code: codeOK, kind: kindCommand, answer: &commandAnswer{fsm.Result{Status: fsm.StatusKindMismatch, Now: time.Second, Kind: fsm.KindSemaphore, Limit: 8}}},
 		{code: codeOK, kind: kindWaitAcquire, answer: &waitAnswer{status: fsm.StatusKindMismatch, kind: fsm.KindRW}},
+		{code: codeOK, kind: kindWaitAcquire, answer: &waitAnswer{status: fsm.StatusKindMismatch, kind: fsm.KindSemaphore, limit: 2, waiters: 3}},
 		{code: codeOK, kind: kindInfo, answer: &nodeInfo{id: "n1", apiAddr: "https://10.0.0.1:7070"}},
 		{code: codeOK, kind: kindInfo, answer: &nodeInfo{id: "n2"}},
 		{code: codeOK, kind: kindIdentity, answer: &nodeIdentity{id: "n1", clusterID: "5f0c9a3b8e7d6c5b4a39281706f5e4d3"}},

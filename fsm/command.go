@@ -434,7 +434,7 @@ type Result struct {
 	Token     uint64        // granted/extended/released: the owner's lease token (force-release: the token of the lease it ended); held/queued/queue-full: the holder's
 	ExpiresAt time.Duration // granted/extended: when the owner's lease ends; held/queued/queue-full: the holder's
 	Now       time.Duration // the machine's log time after this command: the leader's log clock when it answered, from which a holder counts Remaining
-	Waiters   int           // queued: the owner's 1-based position (acquire-all: its worst place over its keys); new-term: the waiters now unclaimed; drop-unclaimed: the waiters dropped; session-destroy: the locks released; session-create (a retry) and session-renew: the keys the session holds or waits for; otherwise the queue length after the command
+	Waiters   int           // queued: the owner's 1-based position (acquire-all: its worst place over its keys); new-term: the waiters now unclaimed; drop-unclaimed: the waiters dropped; session-destroy: the locks released; session-create (a retry) and session-renew: the keys the session holds or waits for; an acquire-all's kind-mismatch: the 1-based place in Keys of the key of another kind; otherwise the queue length after the command
 	// Kind and Limit, kind-mismatch only: what the key is (Limit for a
 	// semaphore). Other answers leave them zero.
 	Kind  Kind

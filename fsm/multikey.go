@@ -69,7 +69,8 @@ func (m *Machine) acquireAll(c Command) Result {
 		}
 		entries[i] = e
 		if kind, limit := e.kind(); kind != KindMutex {
-			return Result{Status: StatusKindMismatch, Now: m.now, Waiters: e.waiters.len(), Kind: kind, Limit: limit}
+			// Waiters names the key: its 1-based place in Keys.
+			return Result{Status: StatusKindMismatch, Now: m.now, Waiters: i + 1, Kind: kind, Limit: limit}
 		}
 		if free {
 			// The answer about the set's holders is about its first key

@@ -117,6 +117,7 @@ func TestAcquireAllIsAllOrNothing(t *testing.T) {
 	assert.Equal(t, StatusKindMismatch, r.Status)
 	assert.Equal(t, KindSemaphore, r.Kind)
 	assert.Equal(t, 2, r.Limit)
+	assert.Equal(t, 2, r.Waiters, "the second key is the semaphore")
 	r = m.Apply(acquireAll(0, ownerB, 10*ms, time.Second, "a", "b"))
 	assert.Equal(t, StatusHeld, r.Status, "the owner holds b singly")
 	assert.Equal(t, before, m.Snapshot(), "nothing changed")

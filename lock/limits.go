@@ -49,8 +49,15 @@ func (r AcquireRequest) Command() fsm.Command {
 // KindMismatch is the error of an acquire answered fsm.StatusKindMismatch
 // (res.Kind and res.Limit say what the key is), for stores that run the
 // state machine.
+//
+// For a multi-key request, res.Waiters is the 1-based place in r.Keys of
+// the key that is of another kind, which the error names.
 func (r AcquireRequest) KindMismatch(res fsm.Result) error {
-	return &KindMismatchError{Key: r.Key, Kind: Kind(res.Kind), Limit: res.Limit, AskedKind: r.Kind, AskedLimit: r.Limit}
+	key := r.Key
+	if r.Keys != nil && res.Waiters >= 1 && res.Waiters <= len(r.Keys) {
+		key = r.Keys[res.Waiters-1]
+	}
+	return &KindMismatchError{Key: key, Kind: Kind(res.Kind), Limit: res.Limit, AskedKind: r.Kind, AskedLimit: r.Limit}
 }
 
 // ValidateRelease checks the arguments of Store.Release; see

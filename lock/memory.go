@@ -90,11 +90,6 @@ func (s *MemoryStore) Acquire(ctx context.Context, req AcquireRequest) (Lease, e
 	res := s.applyLocked(req.Command())
 	switch res.Status {
 	case fsm.StatusKindMismatch:
-		if req.Keys != nil {
-			err := req.KindMismatchAll(s.otherKind(req.Keys), res)
-			s.mu.Unlock()
-			return Lease{}, err
-		}
 		s.mu.Unlock()
 		return Lease{}, req.KindMismatch(res)
 	case fsm.StatusNoSession:
@@ -162,17 +157,6 @@ func (s *MemoryStore) AcquireAll(ctx context.Context, req AcquireRequest) (Lease
 		req.Keys = []string{} // reported as an empty set
 	}
 	return s.Acquire(ctx, req)
-}
-
-// otherKind is the first of keys that exists as another kind than a
-// mutex. Called with mu held.
-func (s *MemoryStore) otherKind(keys []string) string {
-	for _, k := range keys {
-		if st := s.machine.Lookup(k, 0); st.Kind != fsm.KindMutex {
-			return k
-		}
-	}
-	return keys[0]
 }
 
 // heldError describes key's holder now, for a waiter whose wait ran out.

@@ -117,10 +117,3 @@ func validateKeys(c fsm.Command, err error) error {
 	}
 	return nil
 }
-
-// KindMismatchAll is the error of a multi-key acquire answered
-// fsm.StatusKindMismatch about key (the set's key that is of another
-// kind), for stores that run the state machine.
-func (r AcquireRequest) KindMismatchAll(key string, res fsm.Result) error {
-	return &KindMismatchError{Key: key, Kind: Kind(res.Kind), Limit: res.Limit, AskedKind: KindMutex}
-}
