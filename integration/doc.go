@@ -89,6 +89,12 @@
 //   - a release by the holder may answer false only when the workload's own
 //     earlier attempt had an unknown outcome (that attempt may have released).
 //
+// The same workload runs on semaphores and read/write locks
+// (TestLinearizableKindsPartitions), checked against groupModel: each
+// client's hold (a slot, a read or a write) and token; a grant only when
+// it fits (fewer than N holders, no writer for a read, nobody for a
+// write), held otherwise, inspect telling the number of holders.
+//
 // Tokens are global, which the per-key model cannot see; a separate check
 // demands that no two grants share a token and that a grant invoked after
 // another grant returned gets a larger token.

@@ -241,3 +241,24 @@ func TestFencedRWLockPartitions(t *testing.T) {
 	rep.note("%d snapshot restores", c.snapshotRestores())
 	rep.finish(t)
 }
+
+// TestLinearizableKindsPartitions: the linearizability workload on
+// semaphores of 3 and on read/write locks, five nodes in this process
+// under the partition nemeses, checked against groupModel.
+func TestLinearizableKindsPartitions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		kind linKind
+	}{{"semaphore", linKind{limit: 3}}, {"rwlock", linKind{rw: true}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := loadSettings(t)
+			rep := newReport("linearizable-"+tc.name+"/5-in-process-partitions", s)
+			c := startMemCluster(t, 5)
+			events := newEventLog(rep.started)
+			nem := newNemesis(s, rep, events, memFaults(c, rep, events), c.waitReady)
+			runLinearizableKind(t, s, rep, c, nem, 8, 3, tc.kind)
+			rep.note("%d snapshot restores", c.snapshotRestores())
+			rep.finish(t)
+		})
+	}
+}

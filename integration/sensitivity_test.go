@@ -220,3 +220,26 @@ func TestKindCheckerPassesACorrectStoreAndCatchesALooseOne(t *testing.T) {
 		assert.NotEmpty(t, rep.violations, "%s: too many holders at once are a violation", cfg.Key)
 	}
 }
+
+// The group model passes the memory store's semaphores and read/write
+// locks, and catches a store that lets too many in.
+func TestGroupLinearizabilityCheckerPassesACorrectStoreAndCatchesALooseOne(t *testing.T) {
+	for _, kind := range []linKind{{limit: 2}, {rw: true}} {
+		s := quickSettings(t)
+		rep := newReport("memory-store-kinds", s)
+		store := lock.NewMemoryStore()
+		t.Cleanup(func() { store.Close() })
+		nem := &nemesis{rep: rep, events: newEventLog(rep.started)}
+		runLinearizableKind(t, s, rep, oneStore{store}, nem, 6, 2, kind)
+		require.Greater(t, rep.ops, 100, "the workload ran")
+		assert.Empty(t, rep.violations, "%+v", kind)
+		assert.Empty(t, rep.problems, "%+v", kind)
+
+		rep = newReport("broken/loose-kinds", s)
+		loose := loosened{lock.NewMemoryStore()}
+		t.Cleanup(func() { loose.Close() })
+		nem = &nemesis{rep: rep, events: newEventLog(rep.started)}
+		runLinearizableKind(t, s, rep, oneStore{loose}, nem, 6, 2, kind)
+		assert.NotEmpty(t, rep.violations, "%+v: too many holders are not linearizable", kind)
+	}
+}

@@ -143,9 +143,7 @@
 // nobody holds or waits, the key is gone and any kind takes it. n is
 // 1..MaxHolders (ErrInvalidLimit), as is the number of readers. Inspect and
 // List report the kind, the limit and the number of holders, never their
-// owners. A Serialize'd semaphore or read/write handle restores as a
-// handle that can Extend and Release its hold; its next acquisition is a
-// mutex's.
+// owners. Serialize and Client.Restore keep a handle's kind.
 //
 // # Multi-key locks
 //
