@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/raftlock/raftlock/lock"
 )
@@ -131,8 +132,9 @@ type Client struct {
 }
 
 var (
-	_ lock.Store  = (*Client)(nil)
-	_ lock.Lister = (*Client)(nil)
+	_ lock.Store         = (*Client)(nil)
+	_ lock.Lister        = (*Client)(nil)
+	_ lock.MultiKeyStore = (*Client)(nil)
 )
 
 // NewClient returns a client of the node at baseURL: "http://host:port",
@@ -337,6 +339,14 @@ func (c *Client) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lea
 	}
 	owner := req.Owner.String()
 	body := AcquireRequest{KeyFields: MakeKeyFields(req.Key), Owner: &owner}
+	if req.Keys != nil {
+		for _, k := range req.Keys {
+			if !utf8.ValidString(k) {
+				return lock.Lease{}, fmt.Errorf("%w: api: a multi-key lock's keys must be UTF-8 text over HTTP (got %q)", lock.ErrInvalidKey, k)
+			}
+		}
+		body.KeyFields, body.Keys = KeyFields{}, req.Keys
+	}
 	if req.Session.IsZero() {
 		body.TTL = NewDuration(req.TTL)
 	} else {
@@ -370,6 +380,16 @@ func (c *Client) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lea
 		return lock.Lease{}, fmt.Errorf("%w: acquire answered for owner %q, not ours", ErrUnexpectedResponse, resp.Owner)
 	}
 	return lock.Lease{Token: resp.Token, Remaining: msDuration(resp.RemainingMS), TTL: msDuration(resp.TTLMS)}, nil
+}
+
+// AcquireAll implements lock.MultiKeyStore: POST /v1/acquire with keys,
+// as Acquire (a canceled acquire's clean-up releases the set's first key,
+// which gives up or releases the whole set).
+func (c *Client) AcquireAll(ctx context.Context, req lock.AcquireRequest) (lock.Lease, error) {
+	if req.Keys == nil {
+		req.Keys = []string{} // reported as an empty set
+	}
+	return c.Acquire(ctx, req)
 }
 
 // cleanupAcquire releases what an abandoned acquire may have been granted,
@@ -747,6 +767,9 @@ func answerError(status int, payload []byte, key string, write bool) error {
 	}
 	if d.Code == CodeKindMismatch {
 		kind, _ := lock.ParseKind(d.Kind)
+		if d.Key != "" {
+			key = d.Key // a multi-key acquire's key of another kind
+		}
 		return &lock.KindMismatchError{Key: key, Kind: kind, Limit: d.Limit}
 	}
 	return &ServerError{StatusCode: status, Code: d.Code, Message: d.Message}

@@ -257,6 +257,23 @@
 //	curl -s --json '{"key":"render","ttl":"30s","limit":4}' localhost:8300/v1/acquire
 //	{"error":{"code":"kind_mismatch","message":"lock: key \"render\" is a semaphore of 8; asked for a semaphore of 4","kind":"semaphore","limit":8}}
 //
+// With "keys" (1..64 distinct UTF-8 keys, any order) instead of "key", the
+// route takes a multi-key lock: every key at once, all or nothing, with one
+// lease and one fencing token for the set; the answer's "key" is the set's
+// first in byte order and "keys" the whole set, sorted. With a wait, the
+// set queues on every key at once, FIFO on each: a free key whose queue it
+// heads is kept for it (an acquire of it answers 409 locked) until its last
+// key frees, so sets never deadlock and are never starved. A release or
+// extend of any key of the set (with the answer's owner) acts on the whole
+// set; the release hands each key to its next waiter. The keys are mutex
+// keys (a key of another kind answers 409 kind_mismatch with that key in
+// "key"), the set needs the lock right on every key, and it has a ttl,
+// never a session (400 invalid_session). A key twice, no keys or more than
+// 64 answer 400 invalid_key.
+//
+//	curl -s --json '{"keys":["accounts/bob","accounts/alice"],"ttl":"30s","wait":"10s"}' localhost:8300/v1/acquire
+//	{"key":"accounts/alice","owner":"77a0c4...","token":44,"ttl_ms":30000,"remaining_ms":29999,"keys":["accounts/alice","accounts/bob"]}
+//
 // POST /v1/release ends the owner's lease and hands the key to the next
 // waiter. 409 not_held when the owner does not hold the key (any more). It
 // also gives up the owner's acquires of the key still waiting on this node.

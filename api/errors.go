@@ -110,6 +110,9 @@ type ErrorDetail struct {
 	// limit, "rwlock", "mutex").
 	Kind  string `json:"kind,omitempty"`
 	Limit int    `json:"limit,omitempty"`
+	// Set with CodeKindMismatch for a multi-key acquire (keys): the key of
+	// the set that is of another kind.
+	Key string `json:"key,omitempty"`
 }
 
 // ServerError is an error answer from a node that has no better Go form than

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -179,6 +181,33 @@ type AcquireRequest struct {
 	Limit *int `json:"limit,omitempty"`
 	// Shared asks a read/write lock for a read hold.
 	Shared *bool `json:"shared,omitempty"`
+	// Keys, instead of key or key_b64, asks for a multi-key lock: every
+	// key of the set (1..lock.MaxKeys distinct UTF-8 keys, in any order)
+	// at once, all or nothing, with one lease and one fencing token. The
+	// keys are mutex keys (no kind, limit or shared) and the set has a
+	// ttl, never a session. Release or extend any key of the set (with the
+	// answer's owner) to release or extend the whole set.
+	Keys []string `json:"keys,omitempty"`
+}
+
+// DecodeKeys returns what the request asks for: a multi-key set (keys,
+// sorted; key its first) when it gives keys, or one key (keys nil). Its
+// errors wrap lock.ErrInvalidKey. A set with a key twice or too many keys
+// is left to the store's validation, which names the fault.
+func (r AcquireRequest) DecodeKeys() (key string, keys []string, err error) {
+	if r.Keys == nil {
+		key, err = r.DecodeKey()
+		return key, nil, err
+	}
+	if r.Key != nil || r.KeyB64 != nil {
+		return "", nil, invalidKey("api: give key (or key_b64) or keys, not both")
+	}
+	if len(r.Keys) == 0 {
+		return "", nil, invalidKey("api: keys is empty: a multi-key lock takes 1 to " + strconv.Itoa(lock.MaxKeys) + " keys")
+	}
+	keys = slices.Clone(r.Keys)
+	slices.Sort(keys)
+	return keys[0], keys, nil
 }
 
 // KindFields is the lock.AcquireRequest fields an AcquireRequest's kind,
@@ -286,6 +315,9 @@ type LeaseResponse struct {
 	Token       uint64 `json:"token"`
 	TTLMS       int64  `json:"ttl_ms"`
 	RemainingMS int64  `json:"remaining_ms"`
+	// Keys: a multi-key acquire's whole set, sorted (key is its first);
+	// absent otherwise.
+	Keys []string `json:"keys,omitempty"`
 }
 
 // ReleaseResponse answers a release that released.

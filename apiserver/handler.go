@@ -320,9 +320,21 @@ func (h *Handler) op(name string, fn opFunc) http.HandlerFunc {
 
 func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
 	var req api.AcquireRequest
-	key, e := h.readKeyed(r, c, &req)
-	if e != nil {
+	if e := readJSON(c.w, r, h.cfg.MaxBodyBytes, &req); e != nil {
 		return nil, e
+	}
+	// keys (a multi-key lock) or one key; key is the set's first.
+	key, keys, err := req.DecodeKeys()
+	if err != nil {
+		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "%s", err)
+	}
+	if keys != nil {
+		if req.Session != nil {
+			return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidSession, "api: a multi-key lock (keys) cannot be bound to a session: give it a ttl")
+		}
+		if _, ok := h.store.(lock.MultiKeyStore); !ok {
+			return nil, newAPIError(http.StatusNotImplemented, api.CodeNotImplemented, "api: this node's store has no multi-key locks")
+		}
 	}
 	ttl, present, err := api.DurationField("ttl", req.TTL, req.TTLMS)
 	if err != nil {
@@ -360,6 +372,11 @@ func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
 	if e := permit(r, rightLock, key, "acquire"); e != nil {
 		return nil, e
 	}
+	for _, k := range keys {
+		if e := permit(r, rightLock, k, "acquire"); e != nil {
+			return nil, e // every key of a set needs the lock right
+		}
+	}
 	owner := lock.NewOwner()
 	if req.Owner != nil {
 		if owner, err = lock.ParseOwner(*req.Owner); err != nil {
@@ -382,8 +399,16 @@ func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
 	pending := h.acquires.start(key, owner, giveUp)
 	defer h.acquires.finish(key, owner, pending) // after the clean-up below
 
-	lease, err := h.store.Acquire(ctx, lock.AcquireRequest{Key: key, Owner: owner, TTL: ttl, Wait: wait, Session: session, Metadata: metadata,
-		Kind: kind, Limit: kindLimit, Shared: shared})
+	areq := lock.AcquireRequest{Key: key, Owner: owner, TTL: ttl, Wait: wait, Session: session, Metadata: metadata,
+		Kind: kind, Limit: kindLimit, Shared: shared, Keys: keys}
+	var lease lock.Lease
+	if keys != nil {
+		// A release of the set's first key (key) gives the acquire up, as
+		// for one key: it is under that key in h.acquires.
+		lease, err = h.store.(lock.MultiKeyStore).AcquireAll(ctx, areq)
+	} else {
+		lease, err = h.store.Acquire(ctx, areq)
+	}
 	givenUp := errors.Is(context.Cause(ctx), errGivenUp)
 	if err == nil && (givenUp || r.Context().Err() != nil) {
 		// The lock was granted as the client went away or a release gave the
@@ -396,7 +421,16 @@ func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
 	if givenUp {
 		return nil, newAPIError(http.StatusConflict, api.CodeCanceled, "%v", errGivenUp)
 	}
-	return leaseResponse(key, owner, lease, ttl, err)
+	resp, e := leaseResponse(key, owner, lease, ttl, err)
+	if mismatch := (*lock.KindMismatchError)(nil); e != nil && keys != nil && errors.As(err, &mismatch) {
+		e.detail.Key = mismatch.Key // which key of the set
+	}
+	if e == nil && keys != nil {
+		lr := resp.(api.LeaseResponse)
+		lr.Keys = keys
+		return lr, nil
+	}
+	return resp, e
 }
 
 // leaseResponse answers an acquire or extend that asked for ttl with lease,
