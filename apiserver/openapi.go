@@ -57,7 +57,7 @@ func codes(lists ...[]string) []string {
 // openAPIRoutes is every route the Handler serves. A route added to
 // NewHandler's table must be added here (TestOpenAPICoversRoutes says so).
 var openAPIRoutes = []routeDoc{
-	{method: http.MethodPost, path: "/v1/acquire", summary: "Take a lock, waiting up to wait for it; the answer carries the owner and the fencing token. With session instead of ttl, the lock ends with that session. With keys instead of key, a multi-key lock: every key at once, all or nothing, one token for the set (release or extend any of its keys to act on all).",
+	{method: http.MethodPost, path: "/v1/acquire", summary: "Take a lock, waiting up to wait for it; the answer carries the owner and the fencing token. With session instead of ttl, the lock ends with that session. With limit, a slot of a semaphore of limit holders; with shared, a read (true) or the write (false) of a read/write lock; kind_mismatch while the key exists as another kind or limit. With keys instead of key, a multi-key lock: every key at once, all or nothing, one token for the set (release or extend any of its keys to act on all).",
 		request: api.AcquireRequest{}, answer: api.LeaseResponse{},
 		codes: codes(bodyCodes, []string{api.CodeInvalidKey, api.CodeInvalidTTL, api.CodeInvalidWait, api.CodeInvalidOwner, api.CodeInvalidSession, api.CodeInvalidMetadata, api.CodeNoSession, api.CodeNotImplemented, api.CodeLocked, api.CodeCanceled, api.CodeQueueFull, api.CodePermissionDenied,
 			api.CodeKindMismatch, api.CodeInvalidLimit, api.CodeInvalidKind}, storeCodes)},
