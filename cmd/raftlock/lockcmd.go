@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -21,7 +23,8 @@ import (
 // stops the command if the lease is lost.
 func runLock(args []string, stdout, stderr io.Writer) int {
 	env := map[string]string{"ttl": "RAFTLOCK_TTL", "wait": "RAFTLOCK_WAIT", "kill-after": "RAFTLOCK_KILL_AFTER", "session-ttl": "RAFTLOCK_SESSION_TTL"}
-	fs := newFlagSet("lock", "[-addr URL,...] [-ttl 30s | -session-ttl 15s] [-wait 0] [-metadata TEXT] [-n N | -shared | -write] KEY -- COMMAND [ARG...]",
+	fs := newFlagSet("lock", "[-addr URL,...] [-ttl 30s | -session-ttl 15s] [-wait 0] [-metadata TEXT] [-n N | -shared | -write] KEY -- COMMAND [ARG...]\n"+
+		"       raftlock lock [-addr URL,...] [-ttl 30s] [-wait 0] [-metadata TEXT] -keys KEY,KEY,... -- COMMAND [ARG...]",
 		"Runs COMMAND while holding the lock KEY, and releases the lock when it exits.\n"+
 			"The lease is extended while COMMAND runs. If the lock is lost anyway, COMMAND gets\n"+
 			"SIGTERM, then SIGKILL after -kill-after. COMMAND finds the lock's fencing token in\n"+
@@ -37,6 +40,13 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 			"takes it for writing (alone). Waiters go first come, first served: a writer is\n"+
 			"not starved by later readers. Every holder of KEY must agree on what it is (the\n"+
 			"same -n, or -shared/-write): while anyone holds or waits, another kind fails.\n\n"+
+			"With -keys K1,K2,... (instead of KEY) COMMAND runs while holding every key at once:\n"+
+			"all are taken in one step, or none, with one lease and one fencing token. While it\n"+
+			"waits it queues on every key, first come, first served on each, so two lock\n"+
+			"commands naming the same keys in any order never deadlock. COMMAND finds the keys,\n"+
+			"sorted, in RAFTLOCK_KEYS (comma-separated) and the first in RAFTLOCK_KEY. Keys are\n"+
+			"split at commas (a key with a comma cannot be named this way); up to 64 keys, all\n"+
+			"plain locks, with -ttl (not -session-ttl). Flags go before COMMAND.\n\n"+
 			"Once COMMAND has exited the lock is released; that release gets 2s at most (the\n"+
 			"lease runs out by itself within -ttl if it cannot be sent), so raftlock lock exits\n"+
 			"right after COMMAND.\n\n"+
@@ -46,12 +56,19 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 			"SIGINT and SIGTERM are passed to COMMAND."+connectHelp,
 		stdout, stderr)
 	fs.leadingArgs = 1 // KEY; flags after it are parsed before anything is taken
+	if keysFlagGiven(args) {
+		// No KEY: what follows the flags is COMMAND, whose own flags are
+		// not ours.
+		fs.leadingArgs = 0
+	}
 	agent := addClientFlags(fs, env)
 	var ttl, wait, killAfter, sessionTTL time.Duration
 	var metadata string
 	var limit int
 	var shared, write bool
+	var keysList string
 	durationVar(fs, &ttl, "ttl", lock.DefaultTTL, "lease length; kept alive while COMMAND runs")
+	fs.StringVar(&keysList, "keys", "", "hold all these comma-separated keys at once, all or nothing, instead of KEY (up to 64)")
 	fs.IntVar(&limit, "n", 0, "hold KEY as a semaphore of N holders at once, 1..65536 (0: a plain lock)")
 	fs.BoolVar(&shared, "shared", false, "hold KEY as a read/write lock, for reading: shared with other readers")
 	fs.BoolVar(&write, "write", false, "hold KEY as a read/write lock, for writing: alone")
@@ -65,6 +82,17 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	rest := fs.Args()
 	if len(rest) > 0 && rest[0] == "--" {
 		rest = rest[1:]
+	}
+	var keys []string
+	if keysList != "" {
+		var err error
+		if keys, err = parseKeys(keysList, limit, shared, write, sessionTTL); err != nil {
+			fmt.Fprintf(stderr, "raftlock lock: -keys: %v\n", err)
+			return exitUsage
+		}
+		// The first key (sorted) stands for the set: its release releases
+		// the set. rest is COMMAND.
+		rest = append([]string{keys[0]}, rest...)
 	}
 	if len(rest) < 2 {
 		fmt.Fprintln(stderr, "raftlock lock: want KEY -- COMMAND [ARG...] (see raftlock lock -h)")
@@ -126,6 +154,8 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	}
 	var l *lock.Lock
 	switch {
+	case keys != nil:
+		l = c.LockAll(keys, lock.TTL(ttl), lock.Metadata(metadata))
 	case kind == lock.KindSemaphore:
 		l = c.Semaphore(key, limit, lock.TTL(ttl), lock.Metadata(metadata))
 	case shared:
@@ -135,7 +165,11 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	default:
 		l = c.Lock(key, lock.TTL(ttl), lock.Metadata(metadata))
 	}
-	child := &childRun{argv: argv, key: key, stdout: stdout, stderr: stderr, killAfter: killAfter, token: l.Token}
+	child := &childRun{argv: argv, key: key, keys: keys, stdout: stdout, stderr: stderr, killAfter: killAfter, token: l.Token}
+	what := fmt.Sprintf("%q", key)
+	if keys != nil {
+		what = fmt.Sprintf("the keys %q", keys)
+	}
 	var ran bool
 	if wait > 0 {
 		ran, err = l.Run(ctx, child.run, lock.Wait(wait))
@@ -145,7 +179,7 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 
 	if ran {
 		if rerr := store.failure(); rerr != nil {
-			fmt.Fprintf(stderr, "raftlock lock: could not release %q after the command ended (%v); it stays locked until its lease runs out, within -ttl %v\n", key, rerr, ttl)
+			fmt.Fprintf(stderr, "raftlock lock: could not release %s after the command ended (%v); it stays locked until its lease runs out, within -ttl %v\n", what, rerr, ttl)
 		}
 	}
 	var exit *childExit
@@ -157,16 +191,61 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 		}
 		return exit.status
 	case ran && errors.Is(err, lock.ErrNotHeld):
-		fmt.Fprintf(stderr, "raftlock lock: lost the lock %q while the command ran; the command was stopped\n", key)
+		fmt.Fprintf(stderr, "raftlock lock: lost the lock %s while the command ran; the command was stopped\n", what)
 		return exitLost
 	case ran && err == nil:
 		return exitOK
+	case !ran && (err == nil || errors.Is(err, lock.ErrLocked)) && keys != nil:
+		fmt.Fprintf(stderr, "raftlock lock: the keys %q are not all free (one is held, or kept for an earlier waiter): %v\n", keys, err)
+		return exitHeld
 	case !ran && (err == nil || errors.Is(err, lock.ErrLocked)):
 		fmt.Fprintf(stderr, "raftlock lock: %s\n", heldMessage(client, key, err))
 		return exitHeld
 	default:
 		return reportError(stderr, "lock", err)
 	}
+}
+
+// keysFlagGiven reports whether args give -keys before COMMAND (before a
+// "--" or the first argument that is not a flag or a flag's value is not
+// knowable without parsing, so this looks for the flag anywhere before a
+// "--"; a COMMAND argument spelt -keys only makes flags stop after KEY).
+func keysFlagGiven(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		name := strings.TrimLeft(a, "-")
+		if strings.HasPrefix(a, "-") && (name == "keys" || strings.HasPrefix(name, "keys=")) {
+			return true
+		}
+	}
+	return false
+}
+
+// parseKeys reads -keys: comma-separated, distinct, 1..lock.MaxKeys valid
+// keys, sorted; not with a kind's flags nor a session.
+func parseKeys(list string, limit int, shared, write bool, sessionTTL time.Duration) ([]string, error) {
+	switch {
+	case limit != 0 || shared || write:
+		return nil, errors.New("a multi-key lock takes plain locks: -n, -shared and -write do not go with it")
+	case sessionTTL != 0:
+		return nil, errors.New("a multi-key lock cannot be bound to a session: give -ttl, not -session-ttl")
+	}
+	keys := strings.Split(list, ",")
+	if len(keys) > lock.MaxKeys {
+		return nil, fmt.Errorf("at most %d keys (got %d)", lock.MaxKeys, len(keys))
+	}
+	slices.Sort(keys)
+	for i, k := range keys {
+		if err := lock.ValidateKey(k); err != nil {
+			return nil, fmt.Errorf("%w (keys are separated by commas: %q has an empty one?)", err, list)
+		}
+		if i > 0 && k == keys[i-1] {
+			return nil, fmt.Errorf("key %q is given twice", k)
+		}
+	}
+	return keys, nil
 }
 
 // lockKind is the kind the -n, -shared and -write flags ask for, or a
@@ -228,6 +307,16 @@ func defaultMetadata() string {
 	return fmt.Sprintf("raftlock lock host=%s pid=%d", host, os.Getpid())
 }
 
+// AcquireAll makes the lock command's store a lock.MultiKeyStore (for
+// -keys) when the client it wraps is one.
+func (s *boundedRelease) AcquireAll(ctx context.Context, req lock.AcquireRequest) (lock.Lease, error) {
+	ms, ok := s.Store.(lock.MultiKeyStore)
+	if !ok {
+		return lock.Lease{}, fmt.Errorf("raftlock lock: the client takes no multi-key locks: %w", errors.ErrUnsupported)
+	}
+	return ms.AcquireAll(ctx, req)
+}
+
 func (s *boundedRelease) Release(ctx context.Context, key string, owner lock.Owner) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, releaseTimeout)
 	defer cancel()
@@ -263,6 +352,7 @@ func heldMessage(store lock.Store, key string, err error) string {
 type childRun struct {
 	argv           []string
 	key            string
+	keys           []string // a multi-key lock's set (sorted); nil for one key
 	stdout, stderr io.Writer
 	killAfter      time.Duration
 	token          func() uint64
@@ -285,6 +375,9 @@ func (e *childExit) Error() string {
 func (c *childRun) run(ctx context.Context) error {
 	cmd := exec.Command(c.argv[0], c.argv[1:]...)
 	cmd.Env = append(os.Environ(), "RAFTLOCK_KEY="+c.key, fmt.Sprintf("RAFTLOCK_TOKEN=%d", c.token()))
+	if c.keys != nil {
+		cmd.Env = append(cmd.Env, "RAFTLOCK_KEYS="+strings.Join(c.keys, ","))
+	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, c.stdout, c.stderr
 	// Its own process group, so that stopping it reaches what it started too.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
