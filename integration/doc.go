@@ -126,6 +126,17 @@
 // a writer's with any other, and a grant whose acquire was sent after
 // another grant returned has the larger token.
 //
+// Multi-key locks (TestFencedMultiKey*) run holders that take random sets
+// of one to three of four keys all at once (and, among them, single keys
+// alone), with short TTLs, stalls and impatient waits, under partitions
+// (in-process nodes) or kills and pauses (agent processes over HTTP).
+// Right after each grant a holder reads every key of its set: a key not
+// held with its token while the holder's own deadline has not passed is a
+// partial grant. The windows are then checked key by key as a semaphore of
+// one is: never two holders of a key at once, and a grant of a key whose
+// acquire was sent after another grant of it returned has the larger
+// token.
+//
 // Durability. Clients own their keys, so they know what each acknowledged
 // acquire, extend and release left. Between rounds of work under the
 // nemesis, the whole cluster is killed with -9 while nothing is in flight,

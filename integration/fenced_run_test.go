@@ -103,7 +103,20 @@ func runFenced(t *testing.T, s settings, rep *report, stores storeSet, nem *neme
 		rep.problem("no client ever held the lock")
 	}
 	trouble := checkFenced(windows, events)
-	if fr.cfg.kinds() {
+	switch {
+	case fr.cfg.Multi:
+		trouble = checkMultiWindows(windows)
+		sets := 0
+		for _, w := range windows {
+			if len(w.Keys) > 1 {
+				sets++
+			}
+		}
+		rep.note("%d windows checked key by key (%d of sets of 2 or 3 keys)", len(windows), sets)
+		if sets == 0 {
+			rep.problem("no set of several keys was ever held")
+		}
+	case fr.cfg.kinds():
 		trouble = checkKindWindows(fr.cfg, windows)
 		rep.note("%d windows checked as a %s", len(windows), map[bool]string{true: fmt.Sprintf("semaphore of %d", fr.cfg.Limit), false: "read/write lock"}[fr.cfg.Limit > 0])
 	}

@@ -179,6 +179,11 @@ type window struct {
 	// hold of a read/write lock (kinds runs only).
 	Sent   int64 `json:"sent,omitempty"`
 	Shared bool  `json:"shared,omitempty"`
+	// Keys is a multi-key run's set held (Multi runs only); Partial, when
+	// not empty, is what the holder's reads found wrong with its grant:
+	// a key of its set not held with its token while it held the set.
+	Keys    []string `json:"keys,omitempty"`
+	Partial string   `json:"partial,omitempty"`
 }
 
 // fencedConfig is how holders behave.
@@ -204,10 +209,22 @@ type fencedConfig struct {
 	// anyone else, tokens growing.
 	Limit int  `json:"limit,omitempty"`
 	RW    bool `json:"rw,omitempty"`
+	// Multi: each holding takes a random set of one to three of
+	// multiKeys (under Key) all at once, or, one time in four, one key of
+	// them alone; checkMultiWindows checks, key by key, one holder at a
+	// time and tokens growing, and that no holder found a key of its set
+	// not held with its token (never a partial grant).
+	Multi bool `json:"multi,omitempty"`
 }
 
-// kinds reports whether the workload's key is a semaphore or a read/write lock.
-func (c fencedConfig) kinds() bool { return c.Limit > 0 || c.RW }
+// multiKeys are the keys, under fencedConfig.Key, that a Multi run's
+// holdings take sets of.
+var multiKeys = []string{"a", "b", "c", "d"}
+
+// kinds reports whether the workload's key is a semaphore or a read/write
+// lock, or a Multi run's sets: several holders at once (of different
+// keys), so the register is not used.
+func (c fencedConfig) kinds() bool { return c.Limit > 0 || c.RW || c.Multi }
 
 // holderStats counts what one holder did.
 type holderStats struct {
@@ -235,6 +252,7 @@ type holder struct {
 	cfg     fencedConfig
 	windows func(window)
 	stats   holderStats
+	key     string // the key its release and extend name: cfg.Key, or its set's first key
 }
 
 // safetyMargin: a careful holder stops using the lock this long before its
@@ -257,12 +275,13 @@ func (h *holder) holdOnce(budget context.Context) {
 	var lease lock.Lease
 	var res callResult
 	req := h.acquireRequest()
+	h.key = req.Key
 	if h.cfg.Wait > 0 && h.rng.IntN(6) == 0 {
 		res = h.impatientAcquire(req, &lease)
 	} else {
 		res = h.call(budget, func(ctx context.Context, s lock.Store) error {
 			var err error
-			lease, err = s.Acquire(ctx, req)
+			lease, err = acquireWith(ctx, s, req)
 			return err
 		})
 	}
@@ -279,6 +298,10 @@ func (h *holder) holdOnce(budget context.Context) {
 	start := time.Now()
 	deadline := sent.Add(lease.Remaining)
 	h.stats.Holds++
+	var partial string
+	if req.Keys != nil {
+		partial = h.checkSet(budget, req.Keys, lease.Token, deadline)
+	}
 	for i := 0; i < 1+h.rng.IntN(h.cfg.Writes); i++ {
 		late := false
 		if h.cfg.Stall && h.rng.IntN(8) == 0 {
@@ -297,7 +320,7 @@ func (h *holder) holdOnce(budget context.Context) {
 			var ext lock.Lease
 			res := h.call(budget, func(ctx context.Context, s lock.Store) error {
 				var err error
-				ext, err = s.Extend(ctx, h.cfg.Key, h.owner, h.cfg.TTL)
+				ext, err = s.Extend(ctx, h.key, h.owner, h.cfg.TTL)
 				return err
 			})
 			if res.known && res.err == nil {
@@ -311,8 +334,9 @@ func (h *holder) holdOnce(budget context.Context) {
 	if end.After(deadline) {
 		end = deadline
 	}
-	if end.After(start) {
-		h.windows(window{Client: h.id, Token: lease.Token, Start: start.UnixNano(), End: end.UnixNano(), Sent: sent.UnixNano(), Shared: req.Shared})
+	if end.After(start) || partial != "" {
+		h.windows(window{Client: h.id, Token: lease.Token, Start: start.UnixNano(), End: max(end.UnixNano(), start.UnixNano()), Sent: sent.UnixNano(), Shared: req.Shared,
+			Keys: multiWindowKeys(req), Partial: partial})
 	}
 	if !h.cfg.Expiry || h.rng.IntN(4) != 0 {
 		h.release(budget) // in expiry mode, one holding in four is left to run out
@@ -324,6 +348,27 @@ func (h *holder) holdOnce(budget context.Context) {
 func (h *holder) acquireRequest() lock.AcquireRequest {
 	req := lock.AcquireRequest{Key: h.cfg.Key, Owner: h.owner, TTL: h.cfg.TTL, Wait: h.cfg.Wait}
 	switch {
+	case h.cfg.Multi:
+		// A fresh owner per holding: one owner is one set, and a holding
+		// left to run out keeps its owner's set until then.
+		h.owner = lock.NewOwner()
+		req.Owner = h.owner
+		var keys []string
+		for _, k := range multiKeys {
+			if h.rng.IntN(2) == 0 {
+				keys = append(keys, h.cfg.Key+"/"+k)
+			}
+		}
+		if len(keys) == 0 {
+			keys = []string{h.cfg.Key + "/" + multiKeys[h.rng.IntN(len(multiKeys))]}
+		}
+		if len(keys) > 3 {
+			keys = keys[h.rng.IntN(2):][:3]
+		}
+		req.Key = keys[0]
+		if len(keys) > 1 || h.rng.IntN(4) != 0 {
+			req.Keys = keys // else a single key's plain acquire, among the sets
+		}
 	case h.cfg.Limit > 0:
 		req.Kind, req.Limit = lock.KindSemaphore, h.cfg.Limit
 	case h.cfg.RW:
@@ -374,7 +419,7 @@ func (h *holder) impatientAcquire(req lock.AcquireRequest, lease *lock.Lease) ca
 	ctx, cancel := context.WithTimeout(context.Background(), between(h.rng, h.cfg.Wait/10, h.cfg.Wait))
 	defer cancel()
 	var err error
-	*lease, err = s.Acquire(ctx, req)
+	*lease, err = acquireWith(ctx, s, req)
 	if !expectedError(err) && !errors.Is(err, context.Canceled) {
 		h.unexpected.add(fmt.Errorf("client %d on node %d: %w", h.id, h.node, err))
 	}
@@ -394,9 +439,81 @@ func (h *holder) countLate(late, ok bool) {
 
 func (h *holder) release(budget context.Context) {
 	h.call(budget, func(ctx context.Context, s lock.Store) error {
-		_, err := s.Release(ctx, h.cfg.Key, h.owner)
+		_, err := s.Release(ctx, h.key, h.owner)
 		return err
 	})
+}
+
+// acquireWith is req's acquire on s: a multi-key one when req has Keys.
+func acquireWith(ctx context.Context, s lock.Store, req lock.AcquireRequest) (lock.Lease, error) {
+	if req.Keys == nil {
+		return s.Acquire(ctx, req)
+	}
+	ms, ok := s.(lock.MultiKeyStore)
+	if !ok {
+		return lock.Lease{}, fmt.Errorf("%T takes no multi-key locks: %w", s, errors.ErrUnsupported)
+	}
+	return ms.AcquireAll(ctx, req)
+}
+
+// multiWindowKeys is the keys a window of req covers: its set, or its key.
+func multiWindowKeys(req lock.AcquireRequest) []string {
+	if req.Keys != nil {
+		return req.Keys
+	}
+	return []string{req.Key}
+}
+
+// checkSet reads every key of a set just granted with token: each must be
+// held with that token (never a partial grant). A read that returns after
+// the holder's deadline proves nothing (the lease may have ended) and a
+// read that fails is skipped; it returns what it found wrong, or "".
+func (h *holder) checkSet(budget context.Context, keys []string, token uint64, deadline time.Time) string {
+	for _, k := range keys {
+		var info lock.KeyInfo
+		res := h.call(budget, func(ctx context.Context, s lock.Store) error {
+			var err error
+			info, err = s.Inspect(ctx, k)
+			return err
+		})
+		if !res.known || res.err != nil || time.Now().After(deadline) {
+			return ""
+		}
+		if !info.Locked || info.Token != token {
+			return fmt.Sprintf("%q read as locked=%v token %d while its set %q was held with token %d", k, info.Locked, info.Token, keys, token)
+		}
+	}
+	return ""
+}
+
+// checkMultiWindows checks a Multi run's windows: key by key, the windows
+// that cover it as checkKindWindows checks a semaphore of 1 (one holder at
+// a time, tokens growing), and no window with a partial grant.
+func checkMultiWindows(windows []window) []string {
+	var trouble []string
+	byKey := map[string][]window{}
+	for _, w := range windows {
+		if w.Partial != "" {
+			trouble = append(trouble, fmt.Sprintf("client %d: partial grant: %s", w.Client, w.Partial))
+		}
+		if w.End <= w.Start {
+			continue
+		}
+		for _, k := range w.Keys {
+			byKey[k] = append(byKey[k], w)
+		}
+	}
+	keys := make([]string, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		for _, v := range checkKindWindows(fencedConfig{Limit: 1}, byKey[k]) {
+			trouble = append(trouble, fmt.Sprintf("key %q: %s", k, v))
+		}
+	}
+	return trouble
 }
 
 // checkFenced checks the windows and the register's events (see the
@@ -548,5 +665,6 @@ func newHolder(id int, stores storeSet, reg registerAPI, cfg fencedConfig, rng *
 		reg:        reg,
 		cfg:        cfg,
 		windows:    windows,
+		key:        cfg.Key,
 	}
 }

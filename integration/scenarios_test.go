@@ -242,6 +242,43 @@ func TestFencedRWLockPartitions(t *testing.T) {
 	rep.finish(t)
 }
 
+// TestFencedMultiKeyPartitions: holders take random sets of one to three
+// of four keys all at once (and single keys among them), three nodes in
+// this process under the partition nemeses, with short leases, stalls and
+// impatient waiters: key by key one holder at a time and tokens growing,
+// and never a partial grant seen by a holder's reads.
+func TestFencedMultiKeyPartitions(t *testing.T) {
+	s := loadSettings(t)
+	rep := newReport("fenced-multikey/3-in-process-partitions", s)
+	c := startMemCluster(t, 3)
+	events := newEventLog(rep.started)
+	nem := newNemesis(s, rep, events, memFaults(c, rep, events), c.waitReady)
+	runFenced(t, s, rep, c, nem, fencedRun{
+		cfg:     fencedConfig{Key: "multi", TTL: time.Second, Wait: 3 * time.Second, Expiry: true, Stall: true, Work: 20 * time.Millisecond, Writes: 4, Multi: true},
+		holders: 7,
+	})
+	rep.note("%d snapshot restores", c.snapshotRestores())
+	rep.finish(t)
+}
+
+// TestFencedMultiKeyProcesses: the multi-key workload over HTTP on three
+// agents as processes under kills and pauses.
+func TestFencedMultiKeyProcesses(t *testing.T) {
+	s := loadSettings(t)
+	rep := newReport("fenced-multikey/3-processes", s)
+	c := startProcCluster(t, 3)
+	events := newEventLog(rep.started)
+	nem := newNemesis(s, rep, events, procFaults(c, rep, events), c.waitReady)
+	runFenced(t, s, rep, c, nem, fencedRun{
+		cfg:     fencedConfig{Key: "multi", TTL: time.Second, Wait: 3 * time.Second, Expiry: true, Stall: true, Work: 20 * time.Millisecond, Writes: 4, Multi: true},
+		holders: 6,
+	})
+	if races := c.racesReported(); len(races) > 0 {
+		rep.problem("data races reported by agents %v (their logs follow)", races)
+	}
+	rep.finish(t)
+}
+
 // TestLinearizableKindsPartitions: the linearizability workload on
 // semaphores of 3 and on read/write locks, five nodes in this process
 // under the partition nemeses, checked against groupModel.

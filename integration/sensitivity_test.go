@@ -243,3 +243,18 @@ func TestGroupLinearizabilityCheckerPassesACorrectStoreAndCatchesALooseOne(t *te
 		assert.NotEmpty(t, rep.violations, "%+v: too many holders are not linearizable", kind)
 	}
 }
+
+// The multi-key checker finds two holders of one key at once (even when
+// their sets differ elsewhere), a token that did not grow on a key, and a
+// partial grant a holder saw; sets that share no key may overlap.
+func TestMultiKeyCheckerFindsViolations(t *testing.T) {
+	w := func(client int, token uint64, start, end int64, keys ...string) window {
+		return window{Client: client, Token: token, Start: start, End: end, Sent: start - 1, Keys: keys}
+	}
+	assert.Empty(t, checkMultiWindows([]window{w(1, 1, 10, 20, "a", "b"), w(2, 2, 12, 18, "c", "d"), w(3, 3, 21, 30, "a", "c")}), "disjoint sets overlap; shared keys take turns")
+	assert.NotEmpty(t, checkMultiWindows([]window{w(1, 1, 10, 20, "a", "b"), w(2, 2, 15, 25, "b", "c")}), "b held twice at once")
+	assert.NotEmpty(t, checkMultiWindows([]window{w(1, 5, 10, 20, "a", "b"), w(2, 4, 30, 40, "b")}), "b's token went down")
+	partial := w(1, 1, 10, 20, "a", "b")
+	partial.Partial = `"b" read as locked=false`
+	assert.NotEmpty(t, checkMultiWindows([]window{partial}))
+}
