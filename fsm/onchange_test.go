@@ -43,3 +43,25 @@ func TestOnChangeReportsEveryVisibleChange(t *testing.T) {
 	assert.Empty(t, apply(Command{Op: OpSessionRenew, Stamp: 2*time.Second + ms, Session: ownerD}), "a renewal does not change the key")
 	assert.Equal(t, []string{k}, apply(destroySession(2*time.Second+2*ms, ownerD)), "the session's end releases the key")
 }
+
+// A multi-key command reports every key of its set: the grant, the
+// queueing on every key, an extend or release by one key, and a waiting
+// set's leaving that hands its reserved keys on.
+func TestOnChangeReportsEveryKeyOfASet(t *testing.T) {
+	m := New(nil)
+	var heard []string
+	m.OnChange(func(key string) { heard = append(heard, key) })
+	apply := func(c Command) []string {
+		heard = nil
+		m.Apply(c)
+		slices.Sort(heard)
+		return slices.Compact(heard)
+	}
+	assert.Equal(t, []string{"a", "b"}, apply(acquireAll(0, ownerA, 10*ms, 0, "a", "b")), "the grant")
+	assert.Empty(t, apply(acquireAll(ms, ownerA, 10*ms, 0, "a", "b")), "its retry")
+	assert.Equal(t, []string{"b", "c"}, apply(acquireAll(ms, ownerB, 10*ms, time.Second, "b", "c")), "a set queues on b and reserves c")
+	assert.Equal(t, []string{"a", "b"}, apply(extend(2*ms, "b", ownerA, 20*ms)), "an extend by one key")
+	assert.Equal(t, []string{"a", "b", "c"}, apply(release(3*ms, "a", ownerA)), "a release by one key hands b on, and the waiting set gets b and c")
+	assert.Empty(t, apply(acquireAll(3*ms, ownerC, 10*ms, 0, "b", "c")), "a refused set changes nothing")
+	assert.Equal(t, []string{"b", "c"}, apply(tick(time.Second)), "the set's lease ends on both keys")
+}
