@@ -503,7 +503,9 @@ func (m *Machine) dropUnclaimed() int {
 		}
 		return pending > 0
 	})
-	dropped := 0
+	// Serving a key a set left may drop unclaimed waiters elsewhere too:
+	// the count is what the whole walk took off Unclaimed.
+	before := m.unclaimed
 	var stale []*waiter
 	for _, e := range keys {
 		if m.keys[e.key] != e {
@@ -515,23 +517,21 @@ func (m *Machine) dropUnclaimed() int {
 				stale = append(stale, w)
 			}
 		}
-		before := dropped
 		for _, w := range stale {
 			switch {
 			case e.waiters.find(w.owner) != w:
 				// Gone meanwhile (a set dropped from another key).
 			case w.set != nil:
-				dropped += m.removeSet(w.set, EventUnclaimed, m.now)
+				m.removeSet(w.set, EventUnclaimed, m.now)
 			default:
 				m.dropWaiter(e, w)
-				dropped++
 			}
 		}
-		if g := e.group(); g != nil && dropped > before && m.keys[e.key] == e {
+		if g := e.group(); g != nil && len(stale) > 0 && m.keys[e.key] == e {
 			m.settle(e, g) // grants only: the key keeps its holders
 		}
 	}
-	return dropped
+	return before - m.unclaimed
 }
 
 func (m *Machine) removeWaiter(e *entry, w *waiter) {

@@ -224,9 +224,8 @@ func (m *Machine) releaseSet(s *keySet) {
 // removeSet takes waiting set s out of every queue it is in (its wait
 // ended, it went unclaimed, or its owner canceled), one event of the given
 // kind per key (none for 0), and then serves each of its keys left
-// vacant: a key it reserved goes to its next waiter in this command. It
-// returns how many waiter records it removed.
-func (m *Machine) removeSet(s *keySet, kind EventKind, at time.Duration) int {
+// vacant: a key it reserved goes to its next waiter in this command.
+func (m *Machine) removeSet(s *keySet, kind EventKind, at time.Duration) {
 	delete(m.sets, s.owner)
 	for i, e := range s.entries {
 		m.removeWaiter(e, s.waits[i])
@@ -239,7 +238,6 @@ func (m *Machine) removeSet(s *keySet, kind EventKind, at time.Duration) int {
 			m.serve(e)
 		}
 	}
-	return len(s.entries)
 }
 
 // extendSet sets held set s's lease, on every key, to end ttl from now.
