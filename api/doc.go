@@ -7,7 +7,8 @@
 // apiserver, which uses these same wire types, so the two cannot drift
 // apart.
 //
-// *Client implements lock.Store and lock.Lister, so package lock runs
+// *Client implements lock.Store and lock.Lister (and lock.SessionStore,
+// lock.AdminStore and lock.MultiKeyStore), so package lock runs
 // unchanged against a remote node:
 //
 //	c, err := api.NewClient("http://10.0.0.7:8300", api.ClientConfig{})
@@ -509,7 +510,8 @@
 //	501     not_implemented    /v1/locks on a store that cannot list, /v1/leave   errors.ErrUnsupported
 //	                           without Config.Leave, /v1/force-release on a
 //	                           store that is not a lock.AdminStore, sessions on
-//	                           a store without them (not a lock.SessionStore)
+//	                           a store without them (not a lock.SessionStore),
+//	                           keys on a store that is not a lock.MultiKeyStore
 //	501/505 unsupported_protocol  HTTP version or transfer encoding net/http      ErrBadRequest
 //	                           does not speak
 //	503     unavailable        no leader or no quorum; nothing was done           lock.ErrUnavailable

@@ -185,5 +185,6 @@
 // assertion, to list held locks by prefix (Client.List), and AdminStore, to
 // release a key whoever holds it (Client.ForceRelease: an operator's tool
 // for a lock whose holder is gone; it hands the key to the next waiter, and
-// the former holder finds the lock not held at its next Extend or Release).
+// the former holder finds the lock not held at its next Extend or Release),
+// and MultiKeyStore, to take a set of keys all or nothing (Client.LockAll).
 package lock
