@@ -408,3 +408,58 @@ func TestRetryJoinResolvesNamesAndSkipsItself(t *testing.T) {
 	assert.NotContains(t, addrs, addr, "this node skipped")
 	assert.NotContains(t, addrs, fmt.Sprintf("127.0.0.1:%d", port))
 }
+
+// memberActions lists n's recorded reconciler actions for id, oldest first.
+func memberActions(n *Node, id string) []string {
+	var out []string
+	for _, a := range n.Stats().ReconcileActions {
+		if a.ID == id {
+			out = append(out, a.Action)
+		}
+	}
+	return out
+}
+
+// With gossip on at the leader, a member gets its vote from the promoter
+// only: a node that joins while voters are missing, whether gossip shows it
+// (retry-join) or it asks by the join RPC alone (Join, no gossip of its
+// own), is added as a non-voter and promoted once stable, never added as a
+// voter directly.
+func TestGossipLeaderAddsJoinersAsNonVotersThenPromotes(t *testing.T) {
+	addrs := freeGossipAddrs(t, 2)
+	c0 := gossipConfig(t, "n0", addrs[0], 0, nil)
+	c0.Bootstrap = true
+	n0 := startNode(t, c0)
+	waitOneCluster(t, []*Node{n0}, []string{"n0=voter"})
+	n1 := startNode(t, gossipConfig(t, "n1", addrs[1], 0, addrs[:1]))
+	c2 := testConfig(t, "n2")
+	c2.Join = []string{n0.Addr()}
+	n2 := startNode(t, c2)
+	nodes := []*Node{n0, n1, n2}
+	waitOneCluster(t, nodes, []string{"n0=voter", "n1=voter", "n2=voter"})
+	for _, id := range []string{"n1", "n2"} {
+		actions := memberActions(n0, id)
+		t.Logf("%s: %v", id, actions)
+		assert.NotContains(t, actions, ActionAddVoter, "%s: %v", id, actions)
+		if assert.NotEmpty(t, actions, id) {
+			assert.Equal(t, ActionAddNonvoter, actions[0], "%s: %v", id, actions)
+		}
+		assert.Contains(t, actions, ActionPromote, "%s: %v", id, actions)
+	}
+}
+
+// Without gossip the join RPC still adds a voter directly while voters
+// are missing: a cluster started by hand has its voters at once.
+func TestJoinWithoutGossipAddsVoterDirectly(t *testing.T) {
+	c0 := testConfig(t, "n0")
+	c0.Bootstrap = true
+	n0 := startNode(t, c0)
+	waitOneCluster(t, []*Node{n0}, []string{"n0=voter"})
+	c1 := testConfig(t, "n1")
+	c1.Join = []string{n0.Addr()}
+	n1 := startNode(t, c1)
+	// New returns once the member that answered added it: a voter already.
+	assert.Equal(t, []string{"n0=voter", "n1=voter"}, raftServers(n0))
+	waitOneCluster(t, []*Node{n0, n1}, []string{"n0=voter", "n1=voter"})
+	assert.Equal(t, []string{ActionAddVoter}, memberActions(n0, "n1"))
+}
