@@ -13,11 +13,19 @@
 // into a temporary directory (with the race detector when the tests have it,
 // so a data race in an agent under faults fails the run), and each node is a
 // `raftlock agent` process on 127.0.0.1 with its own data directory, raft
-// port and HTTP port, all kept across restarts. The nodes bootstrap together
-// with -peers (or, for the stop-all/start-all scenario, one with -bootstrap
-// and the others with -join), so every one of them votes (three or five),
-// and every restart repeats the command line a node was first started with,
-// as an operator's unit file would. Clients use the HTTP API (api.Client).
+// port, HTTP port and gossip port, all kept across restarts. The nodes form
+// their cluster the way README recommends: every one started with the same
+// -bootstrap-expect N and -retry-join list (the gossip addresses of all N),
+// gossip on, and -voters N, so every one of them votes (three or five).
+// Two scenarios keep the manual ways under test: the damaged-log scenario
+// (one node -bootstrap, the others -join, no gossip; a node whose data dir
+// was emptied comes back with -join, as the refusal says) and the
+// stop-all/start-all scenario (all with -bootstrap -peers, and -bootstrap
+// plus -join). A node whose data dir was emptied under gossip comes back
+// with its own command line: -retry-join finds the cluster and the leader
+// adds it again. Every restart repeats the command line a node was first
+// started with, as an operator's unit file would. Clients use the HTTP API
+// (api.Client).
 //
 // The rollout scenarios (TestRollingReplacementProcesses,
 // TestScaleUpAndDownProcesses) run a service the way an orchestrator does
@@ -25,7 +33,13 @@
 // -retry-join the running members' gossip addresses, -voters 3), replaced
 // by agents with new names, new ports and empty data dirs, scaled up and
 // down, each step gated on GET /readyz, under the durability workload; they
-// report each step's longest time without a grant.
+// report each step's longest time without a grant. The same service heals
+// from kills without a rollout (TestTwoVotersKilledInTurnProcesses: of 3
+// voters and 2 non-voters, a voter and then the leader killed, each time
+// back to 3 live voters; TestFiveVotersTwoKilledAtOnceProcesses: 5 voters,
+// the leader and another killed together, then started again) and comes
+// back whole from a stop of all its agents, then a kill of all
+// (TestStopAllStartAllServiceProcesses, long version only).
 //
 // An in-process cluster runs cluster.New nodes in the test process. Their
 // transports share a fault table (internal/faultnet, plugged in as
