@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -446,6 +447,11 @@ func TestGossipLeaderAddsJoinersAsNonVotersThenPromotes(t *testing.T) {
 		}
 		assert.Contains(t, actions, ActionPromote, "%s: %v", id, actions)
 	}
+	counts := n0.Stats().ReconcileCounts
+	assert.Len(t, counts, len(reconcileActionNames), "every action listed: %v", counts)
+	assert.Zero(t, counts[ActionAddVoter], "%v", counts)
+	assert.GreaterOrEqual(t, counts[ActionPromote], uint64(2), "%v", counts)
+	assert.GreaterOrEqual(t, counts[ActionAddNonvoter], uint64(2), "%v", counts)
 }
 
 // Without gossip the join RPC still adds a voter directly while voters
@@ -462,4 +468,47 @@ func TestJoinWithoutGossipAddsVoterDirectly(t *testing.T) {
 	assert.Equal(t, []string{"n0=voter", "n1=voter"}, raftServers(n0))
 	waitOneCluster(t, []*Node{n0, n1}, []string{"n0=voter", "n1=voter"})
 	assert.Equal(t, []string{ActionAddVoter}, memberActions(n0, "n1"))
+}
+
+// A node started again on its data dir rejoins gossip by itself, from the
+// members it knew (serf's snapshot in DataDir), with no RetryJoin: at
+// once, not when a member happens to try reconnecting to it.
+func TestGossipRestartRejoinsKnownMembersWithoutRetryJoin(t *testing.T) {
+	addrs := freeGossipAddrs(t, 3)
+	var cfgs []Config
+	for i, a := range addrs {
+		cfgs = append(cfgs, gossipConfig(t, fmt.Sprintf("n%d", i), a, 3, addrs))
+	}
+	nodes := startAll(t, cfgs)
+	waitOneCluster(t, nodes, []string{"n0=voter", "n1=voter", "n2=voter"})
+	aliveIn := func(n *Node) int {
+		alive := 0
+		for _, m := range n.gossipMembers() {
+			if m.Status == gossipAlive {
+				alive++
+			}
+		}
+		return alive
+	}
+	require.Eventually(t, func() bool { return aliveIn(nodes[2]) == 3 }, gossipPatience, 20*time.Millisecond)
+	cfg := cfgs[2]
+	cfg.BindAddr = nodes[2].Addr()
+	cfg.RetryJoin = nil
+	cfg.BootstrapExpect = 0
+	require.NoError(t, nodes[2].Close())
+	// Once the others count it failed they no longer probe it (a probe
+	// would reach the restarted node and sync it), and serf's reconnection
+	// to a failed member runs every 30 s: well beyond the wait below.
+	require.Eventually(t, func() bool {
+		for _, m := range nodes[0].gossipMembers() {
+			if m.ID == "n2" {
+				return m.Status == gossipFailed
+			}
+		}
+		return false
+	}, gossipPatience, 20*time.Millisecond, "n0 sees n2 failed")
+	restarted := startNode(t, cfg)
+	assert.Eventually(t, func() bool { return aliveIn(restarted) == 3 }, 10*time.Second, 20*time.Millisecond,
+		"the restarted node sees the others in gossip: %v", restarted.gossipMembers())
+	assert.FileExists(t, filepath.Join(cfg.DataDir, gossipDirName, "members.snapshot"))
 }
