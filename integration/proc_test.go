@@ -512,6 +512,53 @@ func probeWrite(ctx context.Context, s lock.Store) error {
 	return err
 }
 
+// checkAtEnd reports what a nemesis scenario checks of its cluster at the
+// end: every agent votes (leaves and rejoins, kills and restarts must not
+// leave a member without its vote for good), and no agent's race detector
+// spoke.
+func (c *procCluster) checkAtEnd(rep *report) {
+	var ids []string
+	for _, n := range c.nodes {
+		ids = append(ids, n.id)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), defaultRecoverIn)
+	defer cancel()
+	if err := c.waitVoters(ctx, ids); err != nil {
+		rep.problem("at the end: %v", err)
+	}
+	if races := c.racesReported(); len(races) > 0 {
+		rep.problem("data races reported by agents %v (their logs follow)", races)
+	}
+}
+
+// survivorsElect says whether the voters other than l that run are a
+// majority of the leader's configuration's voters: whether a failover is
+// possible if l dies now. Not right after a member came back (a leave and
+// a restart, say): with gossip it is added as a non-voter and gets its
+// vote a health check or two later, and meanwhile two voters are a quorum
+// of two.
+func (c *procCluster) survivorsElect(ctx context.Context, l *procNode) bool {
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st, err := l.client.Cluster(qctx)
+	if err != nil {
+		return false
+	}
+	voters, surviving := 0, 0
+	for _, m := range st.Members {
+		if m.Suffrage != api.SuffrageVoter {
+			continue
+		}
+		voters++
+		for _, n := range c.up() {
+			if n != l && n.id == m.ID {
+				surviving++
+			}
+		}
+	}
+	return surviving > voters/2
+}
+
 // racesReported lists the nodes whose race detector reported a data race.
 func (c *procCluster) racesReported() []string {
 	var out []string
