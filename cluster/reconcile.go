@@ -708,7 +708,14 @@ func (f errorFuture) Index() uint64 { return 0 }
 
 func (rr raftRecorder) AddNonvoter(id raft.ServerID, addr raft.ServerAddress, prevIndex uint64, timeout time.Duration) raft.IndexFuture {
 	action, fallback := ActionAddNonvoter, "alive member not in the raft configuration"
-	if s, ok := rr.member(id); ok && s.Address != addr {
+	s, ok := rr.member(id)
+	if ok && s.Address == addr {
+		// Added meanwhile by the other path (the reconciler and a join
+		// request race for a new member): raft would accept it again and
+		// change nothing, and no action is recorded.
+		return errorFuture{nil}
+	}
+	if ok {
 		action, fallback = ActionUpdateAddress, "member back at a new address"
 		if err := rr.removeBeforeMove(id, prevIndex, timeout); err != nil {
 			return errorFuture{err}
