@@ -39,7 +39,9 @@ import (
 //
 //   - while fewer than Voters voters exist (a voter left, say), it promotes
 //     non-voters healthy for the stabilization time, lowest ID first, so
-//     the choice does not depend on map order or timing;
+//     the choice does not depend on map order or timing; a promotion that
+//     makes the count odd (2 to 3, 4 to 5) takes a healthy non-voter at
+//     once if no stable one is there, as the quorum keeps its size;
 //   - a voter unhealthy for DeadVoterTimeout is replaced: a healthy
 //     non-voter is promoted, and once it votes (the next round) the dead
 //     voter is demoted. Without a non-voter to promote it keeps its vote
