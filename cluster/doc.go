@@ -63,8 +63,9 @@
 //
 // A node that joins is added as a voter while fewer than Config.Voters (3
 // by default) exist, and as a non-voter otherwise; with gossip on, it is
-// always added as a non-voter and promoted once it has been healthy for a
-// few seconds, if voters are missing. Non-voters serve every
+// always added as a non-voter and promoted, if voters are missing, once it
+// has been healthy for a few seconds (at once when that makes the number of
+// voters odd). Non-voters serve every
 // call but do not take part in commits, so a service can embed a node in
 // each of many replicas. The leader keeps Config.Voters of the healthy
 // members voting (a dead voter is replaced by a non-voter within seconds)

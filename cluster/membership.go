@@ -207,9 +207,10 @@ func (n *Node) rejoinAddrs() (member bool, addrs []string) {
 // reconcile.go). With gossip on this leader it always joins as a
 // non-voter, as the reconciler adds the members gossip shows: the promoter
 // is then the one path to a new vote, and it promotes only a member that
-// has been healthy for the stabilization time (a node that joins and dies
-// at once never counts toward the quorum), one at a time, under the
-// voterChange lock. Without gossip the direct add stays: a cluster started
+// is healthy, and stable for the stabilization time unless the promotion
+// makes the voter count odd (the quorum keeps its size, so a node that
+// joins and dies at once cannot make it larger), under the voterChange
+// lock. Without gossip the direct add stays: a cluster started
 // by hand (one -bootstrap, the others -join) has its voters as soon as
 // they join, rather than one voter for a stabilization time, which a
 // single node's failure would then stop. Adding a member that is
