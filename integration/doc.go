@@ -56,7 +56,9 @@
 // it, heals it, and waits until the cluster commits again (a cluster that
 // does not within a minute is a problem of the run, which fails it):
 //
-//   - processes: kill -9 of the leader or of any node, then a restart;
+//   - processes: kill -9 of the leader (when the other voters can elect
+//     one: a member back from a leave votes again only a health check or
+//     two after it rejoined) or of any node, then a restart;
 //     SIGSTOP of the leader for 2.5–5s (several election timeouts: the
 //     others elect a new leader meanwhile), then SIGCONT; a graceful leave
 //     (POST /v1/leave, as `raftlock leave` does) and a restart with the same
@@ -145,6 +147,8 @@
 // with identical command lines, for each way of starting a cluster. Every
 // stop must end within the agent's grace, the same voters must come back,
 // and the keys are checked as above.
+//
+// At the end of each process scenario every agent must vote again.
 //
 // The checkers are tested too: the workloads run against stores broken on
 // purpose (sensitivity_test.go) must report violations. A bug a scenario
