@@ -9,9 +9,10 @@ import (
 )
 
 // Lock is a handle on one key: one holder at a time (of a mutex, of a
-// semaphore's slots, or a read or write hold of a read/write lock). Make
-// one with Client.Lock, Client.Semaphore, an RWLock's Reader or Writer, or
-// Client.Restore.
+// semaphore's slots, or a read or write hold of a read/write lock), or on
+// a set of keys taken all at once (Client.LockAll: Key is the set's first,
+// Keys the set). Make one with Client.Lock, Client.Semaphore, an RWLock's
+// Reader or Writer, Client.LockAll, or Client.Restore.
 //
 // Every method is safe to call from several goroutines (Release from a signal
 // handler while Run's callback works, Remaining from a progress reporter), and
