@@ -17,7 +17,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/raftlock/raftlock/lock"
 )
@@ -340,12 +339,8 @@ func (c *Client) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lea
 	owner := req.Owner.String()
 	body := AcquireRequest{KeyFields: MakeKeyFields(req.Key), Owner: &owner}
 	if req.Keys != nil {
-		for _, k := range req.Keys {
-			if !utf8.ValidString(k) {
-				return lock.Lease{}, fmt.Errorf("%w: api: a multi-key lock's keys must be UTF-8 text over HTTP (got %q)", lock.ErrInvalidKey, k)
-			}
-		}
-		body.KeyFields, body.Keys = KeyFields{}, req.Keys
+		body.KeyFields = KeyFields{}
+		body.Keys, body.KeysB64 = MakeKeysFields(req.Keys)
 	}
 	if req.Session.IsZero() {
 		body.TTL = NewDuration(req.TTL)

@@ -258,13 +258,15 @@
 //	curl -s --json '{"key":"render","ttl":"30s","limit":4}' localhost:8300/v1/acquire
 //	{"error":{"code":"kind_mismatch","message":"lock: key \"render\" is a semaphore of 8; asked for a semaphore of 4","kind":"semaphore","limit":8}}
 //
-// With "keys" (1..64 distinct UTF-8 keys, any order) instead of "key", the
-// route takes a multi-key lock: every key at once, all or nothing, with one
+// With "keys" (1..64 distinct UTF-8 keys, any order; "keys_b64" for keys
+// that are not text, each in standard base64) instead of "key", the route
+// takes a multi-key lock: every key at once, all or nothing, with one
 // lease and one fencing token for the set; the answer's "key" is the set's
-// first in byte order and "keys" the whole set, sorted. With a wait, the
-// set queues on every key at once, FIFO on each: a free key whose queue it
-// heads is kept for it (an acquire of it answers 409 locked) until its last
-// key frees, so sets never deadlock and are never starved. A release or
+// first in byte order and "keys" (or "keys_b64") the whole set, sorted.
+// With a wait, the set queues on every key at once, FIFO on each: a free
+// key whose queue it heads is kept for it (an acquire of it answers 409
+// locked) until its last key frees, so sets never deadlock and are never
+// starved. A release or
 // extend of any key of the set (with the answer's owner) acts on the whole
 // set; the release hands each key to its next waiter. The keys are mutex
 // keys (a key of another kind answers 409 kind_mismatch with that key in

@@ -182,12 +182,15 @@ type AcquireRequest struct {
 	// Shared asks a read/write lock for a read hold.
 	Shared *bool `json:"shared,omitempty"`
 	// Keys, instead of key or key_b64, asks for a multi-key lock: every
-	// key of the set (1..lock.MaxKeys distinct UTF-8 keys, in any order)
+	// key of the set (1..lock.MaxKeys distinct keys, in any order)
 	// at once, all or nothing, with one lease and one fencing token. The
 	// keys are mutex keys (no kind, limit or shared) and the set has a
 	// ttl, never a session. Release or extend any key of the set (with the
 	// answer's owner) to release or extend the whole set.
 	Keys []string `json:"keys,omitempty"`
+	// KeysB64 is keys for keys that are not UTF-8 text: each in standard
+	// base64. Give keys or keys_b64, not both.
+	KeysB64 []string `json:"keys_b64,omitempty"`
 }
 
 // DecodeKeys returns what the request asks for: a multi-key set (keys,
@@ -195,19 +198,46 @@ type AcquireRequest struct {
 // errors wrap lock.ErrInvalidKey. A set with a key twice or too many keys
 // is left to the store's validation, which names the fault.
 func (r AcquireRequest) DecodeKeys() (key string, keys []string, err error) {
-	if r.Keys == nil {
+	switch {
+	case r.Keys == nil && r.KeysB64 == nil:
 		key, err = r.DecodeKey()
 		return key, nil, err
+	case r.Key != nil || r.KeyB64 != nil:
+		return "", nil, invalidKey("api: give key (or key_b64) or keys (or keys_b64), not both")
+	case r.Keys != nil && r.KeysB64 != nil:
+		return "", nil, invalidKey("api: give keys or keys_b64, not both")
+	case r.Keys != nil:
+		keys = slices.Clone(r.Keys)
+	default:
+		keys = make([]string, len(r.KeysB64))
+		for i, k := range r.KeysB64 {
+			b, err := base64.StdEncoding.DecodeString(k)
+			if err != nil {
+				return "", nil, invalidKey(fmt.Sprintf("api: keys_b64[%d] is not standard base64: %v", i, err))
+			}
+			keys[i] = string(b)
+		}
 	}
-	if r.Key != nil || r.KeyB64 != nil {
-		return "", nil, invalidKey("api: give key (or key_b64) or keys, not both")
-	}
-	if len(r.Keys) == 0 {
+	if len(keys) == 0 {
 		return "", nil, invalidKey("api: keys is empty: a multi-key lock takes 1 to " + strconv.Itoa(lock.MaxKeys) + " keys")
 	}
-	keys = slices.Clone(r.Keys)
 	slices.Sort(keys)
 	return keys[0], keys, nil
+}
+
+// MakeKeysFields encodes a multi-key set for a request body: as keys when
+// every key is UTF-8 text, as keys_b64 otherwise.
+func MakeKeysFields(keys []string) (text, b64 []string) {
+	for _, k := range keys {
+		if !utf8.ValidString(k) {
+			b64 = make([]string, len(keys))
+			for i, k := range keys {
+				b64[i] = base64.StdEncoding.EncodeToString([]byte(k))
+			}
+			return nil, b64
+		}
+	}
+	return keys, nil
 }
 
 // KindFields is the lock.AcquireRequest fields an AcquireRequest's kind,
@@ -316,8 +346,9 @@ type LeaseResponse struct {
 	TTLMS       int64  `json:"ttl_ms"`
 	RemainingMS int64  `json:"remaining_ms"`
 	// Keys: a multi-key acquire's whole set, sorted (key is its first);
-	// absent otherwise.
-	Keys []string `json:"keys,omitempty"`
+	// absent otherwise. KeysB64 instead when a key is not UTF-8 text.
+	Keys    []string `json:"keys,omitempty"`
+	KeysB64 []string `json:"keys_b64,omitempty"`
 }
 
 // ReleaseResponse answers a release that released.

@@ -427,7 +427,7 @@ func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
 	}
 	if e == nil && keys != nil {
 		lr := resp.(api.LeaseResponse)
-		lr.Keys = keys
+		lr.Keys, lr.KeysB64 = api.MakeKeysFields(keys)
 		return lr, nil
 	}
 	return resp, e

@@ -1,13 +1,16 @@
 package apiserver
 
 import (
+	"context"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/lock"
 )
 
 // Multi-key locks over JSON: keys on POST /v1/acquire take every key at
@@ -41,8 +44,18 @@ func TestMultiKeyOverHTTP(t *testing.T) {
 	assert.Equal(t, api.CodeKindMismatch, a.errorCode())
 	assert.Equal(t, "pool", a.body["error"].(map[string]any)["key"])
 
+	// keys_b64 for keys that are not text.
+	a = n.do(t, "POST", "/v1/acquire", `{"keys_b64":["/w==","YQ=="],"ttl":"1m"}`)
+	require.Equal(t, http.StatusOK, a.status, a.raw)
+	assert.Equal(t, "a", a.body["key"], "a sorts before \xff")
+	assert.Equal(t, []any{"YQ==", "/w=="}, a.body["keys_b64"], "the set, sorted, as it was given")
+	a = n.do(t, "POST", "/v1/release", `{"key_b64":"/w==","owner":"`+a.body["owner"].(string)+`"}`)
+	require.Equal(t, http.StatusOK, a.status, a.raw)
+
 	for _, tc := range []struct{ body, code, names string }{
 		{`{"keys":["a","a"],"ttl":"1m"}`, api.CodeInvalidKey, "appears twice"},
+		{`{"keys":["a"],"keys_b64":["YQ=="],"ttl":"1m"}`, api.CodeInvalidKey, "not both"},
+		{`{"keys_b64":["!"],"ttl":"1m"}`, api.CodeInvalidKey, "keys_b64[0]"},
 		{`{"keys":[],"ttl":"1m"}`, api.CodeInvalidKey, "keys is empty"},
 		{`{"key":"a","keys":["b"],"ttl":"1m"}`, api.CodeInvalidKey, "not both"},
 		{`{"keys":["a",""],"ttl":"1m"}`, api.CodeInvalidKey, "empty"},
@@ -55,6 +68,24 @@ func TestMultiKeyOverHTTP(t *testing.T) {
 		assert.Equal(t, tc.code, a.errorCode(), tc.body)
 		assert.Contains(t, a.raw, tc.names, tc.body)
 	}
+}
+
+// The Go client sends a set with a key that is not text as keys_b64.
+func TestMultiKeyClientSendsBytes(t *testing.T) {
+	n := newTestNode(t, Config{})
+	ctx := context.Background()
+	req := lock.AcquireRequest{Key: "a", Keys: []string{"a", "\xff\x00"}, Owner: lock.NewOwner(), TTL: time.Minute}
+	lease, err := n.client.AcquireAll(ctx, req)
+	require.NoError(t, err)
+	info, err := n.client.Inspect(ctx, "\xff\x00")
+	require.NoError(t, err)
+	assert.Equal(t, lease.Token, info.Token)
+	ok, err := n.client.Release(ctx, "\xff\x00", req.Owner)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	info, err = n.client.Inspect(ctx, "a")
+	require.NoError(t, err)
+	assert.False(t, info.Locked, "the release of one key released the set")
 }
 
 // Every key of a set needs the lock right: one outside the token's
