@@ -37,6 +37,14 @@ type Store interface {
 	// releases, if the lock was granted meanwhile). Acquire by the live holder
 	// is idempotent: the same token, the lease not lengthened; acquire by an
 	// owner already queued keeps its place in the queue.
+	//
+	// For a semaphore or read/write lock (req.Kind), "held by another
+	// owner" means the acquire does not fit now (the semaphore is full, a
+	// writer holds, or readers hold and a write is asked) or someone
+	// already waits: the queue is strictly FIFO, and every waiter that
+	// fits at its head is granted in the step that makes room. An acquire
+	// of another kind or limit than the key's while anyone holds or waits
+	// returns a *KindMismatchError and changes nothing.
 	Acquire(ctx context.Context, req AcquireRequest) (Lease, error)
 
 	// Release ends owner's lease on key and hands the key to the next waiter.
