@@ -89,8 +89,8 @@ func (m *Machine) acquireAll(c Command) Result {
 	s := &keySet{owner: c.Owner, entries: entries}
 	if free {
 		for i, k := range c.Keys {
-			m.adding(k)
 			e := &entry{key: strings.Clone(k), index: -1}
+			m.adding(e.key) // the machine's copy: OnChange may keep it
 			m.keys[e.key] = e
 			m.order.insert(e)
 			entries[i] = e
@@ -113,8 +113,8 @@ func (m *Machine) acquireAll(c Command) Result {
 		if e == nil {
 			// A free key is reserved for the set at once: it joins as a
 			// vacant entry with the set at the head of its queue.
-			m.adding(k)
 			e = &entry{key: strings.Clone(k), index: -1}
+			m.adding(e.key)
 			m.keys[e.key] = e
 			m.order.insert(e)
 			entries[i] = e
