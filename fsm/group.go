@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"encoding/binary"
 	"strings"
 	"time"
 )
@@ -115,9 +116,9 @@ func (m *Machine) acquireGroup(c Command, e *entry, g *group, s *session) Result
 // createGroup is acquire for a key nobody holds, of a semaphore or
 // read/write kind: the key appears with c's owner its one holder.
 func (m *Machine) createGroup(c Command, s *session) Result {
-	m.adding(c.Key)
 	g := &group{kind: c.Kind, limit: c.Limit}
 	e := &entry{key: strings.Clone(c.Key), index: -1, extra: &holderExtra{group: g}}
+	m.adding(e.key)
 	h := &waiter{owner: c.Owner, ttl: c.TTL, session: s, meta: strings.Clone(c.Meta), shared: c.Shared}
 	m.addHolder(e, g, h)
 	m.keys[e.key] = e
@@ -249,6 +250,11 @@ func (m *Machine) endGroupSession(e *entry, g *group, s *session, expired bool, 
 			}
 			if expired && s.lockDelay > 0 {
 				m.changing(e)
+				// The slot is nobody's now: its owner may acquire again and
+				// must find a newcomer's answer (queued, or held without a
+				// wait), as with a mutex's lock-delay. Re-keyed rather than
+				// zeroed, since several slots of a key may be delayed at once.
+				g.holders.rekey(h, delayedSlotOwner(h.token))
 				h.session, h.meta, h.delayed = nil, "", true
 				h.deadline = at + s.lockDelay // due at once if already over: expire's loop processes it
 				m.deadlines.push(deadline{at: h.deadline, e: e, w: h})
@@ -277,4 +283,14 @@ func (g *group) state(e *entry, t time.Duration) KeyState {
 	}
 	st.Shared = st.Held && g.kind == KindRW && !g.exclusive
 	return st
+}
+
+// delayedSlotOwner is the owner a lock-delayed slot is kept under: unique
+// in its key (tokens are), and not an owner any client will send (128
+// random bits of an owner match it with probability 2^-128; one that did
+// would find the key held, never granted).
+func delayedSlotOwner(token uint64) Owner {
+	o := Owner{0xde, 0x1a, 0x7e, 0xd5, 0x10, 0x70, 0x00, 0x00}
+	binary.BigEndian.PutUint64(o[8:], token)
+	return o
 }

@@ -100,8 +100,10 @@ func (g *groupObserver) event(o *observer, c Command, e Event) error {
 				return fmt.Errorf("%q of session %x expired while %x ends", e.Key, h.session[:2], o.expiring[:2])
 			}
 			if d := o.sessDelay[h.session]; d > 0 {
+				// The slot stays, nobody's: its owner may come again as a
+				// newcomer.
 				h.delayedUntil = e.At + d
-				k.holders[e.Owner] = h
+				k.holders[delayedSlotOwner(h.token)] = h
 			}
 		}
 	case EventGranted:

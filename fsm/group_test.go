@@ -390,3 +390,32 @@ func TestForceReleaseEndsEveryHold(t *testing.T) {
 	assert.Equal(t, StatusNotHeld, r.Apply(release(3*ms, "s", ownerA)).Status)
 	require.NoError(t, checkInternals(r.Machine))
 }
+
+// TestDelayedSlotOwnerComesBackAsANewcomer: a slot kept by a lock-delay is
+// nobody's, so its former owner acquiring again with a wait queues like
+// anyone (as with a mutex's lock-delay), and is granted another slot of
+// the semaphore while the delayed one still runs, under a fresh token.
+func TestDelayedSlotOwnerComesBackAsANewcomer(t *testing.T) {
+	r := newRecorder()
+	r.Apply(createSession(0, sessionS, 10*ms, 50*ms))
+	first := r.Apply(Command{Op: OpAcquire, Stamp: 1 * ms, Key: "s", Owner: ownerA, Session: sessionS, Kind: KindSemaphore, Limit: 2})
+	require.Equal(t, StatusGranted, first.Status)
+	require.Equal(t, StatusGranted, r.Apply(semAcquire(2*ms, "s", ownerB, 2, 0)).Status)
+	r.Apply(tick(10 * ms)) // the session expires: A's slot is delayed until 60ms
+
+	assert.Equal(t, StatusHeld, r.Apply(semAcquire(11*ms, "s", ownerA, 2, 0)).Status, "no room, no wait")
+	q := r.Apply(semAcquire(11*ms, "s", ownerA, 2, time.Second))
+	require.Equal(t, StatusQueued, q.Status, "the former owner of a delayed slot is a newcomer")
+	assert.Equal(t, 1, q.Waiters)
+
+	_, events := r.apply(release(12*ms, "s", ownerB))
+	require.Len(t, events, 1)
+	assert.Equal(t, EventGranted, events[0].Kind)
+	assert.Equal(t, ownerA, events[0].Owner)
+	assert.Greater(t, events[0].Token, first.Token)
+	st := r.Lookup("s", 0)
+	assert.Equal(t, 2, st.Holders, "A's new slot and the delayed one")
+	assert.Equal(t, StatusReleased, r.Apply(release(13*ms, "s", ownerA)).Status, "A releases its new slot, not the delayed one")
+	assert.Equal(t, 1, r.Lookup("s", 0).Holders)
+	require.NoError(t, checkInternals(r.Machine))
+}

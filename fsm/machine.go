@@ -229,10 +229,11 @@ func (m *Machine) acquire(c Command) Result {
 		if c.Kind != KindMutex {
 			return m.createGroup(c, s)
 		}
-		m.adding(c.Key)
 		// Clone so that the machine never pins a larger buffer the caller's
-		// key (or metadata) was sliced from (a decoded batch, a request).
+		// key (or metadata) was sliced from (a decoded batch, a request);
+		// OnChange gets the clone, which its listener may keep.
 		e = &entry{key: strings.Clone(c.Key), owner: c.Owner, index: -1}
+		m.adding(e.key)
 		m.grant(e, c.TTL, s, strings.Clone(c.Meta))
 		m.keys[e.key] = e
 		m.order.insert(e)
@@ -673,8 +674,9 @@ func (m *Machine) endSession(s *session, expired bool, at time.Duration) int {
 // change, with every key whose state a reader can see is about to change:
 // its holder, token, lease end, metadata or queue. A key may be reported
 // more than once in one Apply. Renewing a session that holds the key is not
-// a change of the key. fn must not call back into the machine, and must copy
-// the key if it keeps it (the string is the machine's).
+// a change of the key. fn must not call back into the machine. The key is
+// the machine's own copy, never a slice of a command's buffer: fn may keep
+// it.
 func (m *Machine) OnChange(fn func(key string)) { m.onChange = fn }
 
 // changing records that e is about to change: the snapshot being copied

@@ -54,6 +54,13 @@ func (q *queue) find(o Owner) *waiter {
 	return q.byOwner[o]
 }
 
+// rekey files w, which is in q, under owner o instead of its own.
+func (q *queue) rekey(w *waiter, o Owner) {
+	delete(q.byOwner, w.owner)
+	w.owner = o
+	q.byOwner[o] = w
+}
+
 func (q *queue) pushBack(w *waiter) {
 	if q.byOwner == nil {
 		q.byOwner = make(map[Owner]*waiter)

@@ -662,6 +662,7 @@ func (d *decoder) group(e *entry, now time.Duration, lastToken uint64, sessionOf
 		case holdDelayed:
 			h.delayed = true
 			h.deadline = d.deadline("lock delay end", now, MaxLockDelay)
+			h.owner = delayedSlotOwner(h.token) // nobody's (see endGroupSession)
 		default:
 			d.fail("unknown holder kind")
 		}
