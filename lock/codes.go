@@ -24,6 +24,8 @@ const (
 	CodeInvalidSession  = "invalid_session"  // ErrInvalidSession
 	CodeInvalidMetadata = "invalid_metadata" // ErrInvalidMetadata
 	CodeNoSession       = "no_session"       // ErrNoSession
+
+	CodeTooManyWatchers = "too_many_watchers" // ErrTooManyWatchers
 )
 
 // To add a code: its sentinel (errors.go), its constant above and its line
@@ -52,6 +54,7 @@ var errorCodes = []struct {
 	{CodeInvalidSession, []error{ErrInvalidSession}},
 	{CodeInvalidMetadata, []error{ErrInvalidMetadata}},
 	{CodeQueueFull, []error{ErrQueueFull}},
+	{CodeTooManyWatchers, []error{ErrTooManyWatchers}},
 	{CodeUnknownOutcome, []error{ErrUnknownOutcome, ErrUnavailable}},
 	{CodeClosed, []error{ErrClosed}},
 	{CodeUnavailable, []error{ErrUnavailable}},
