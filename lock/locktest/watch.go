@@ -189,8 +189,13 @@ func (s *suite) testWatchSessionEnd(t *testing.T) {
 	id := s.createSession(t, ctx, ss, long)
 	_, err := st.Acquire(ctx, lock.AcquireRequest{Key: k, Owner: lock.NewOwner(), Session: id})
 	require.NoError(t, err)
+	// A store that answers from local state (a cluster follower) may not
+	// show the grant yet: watch until it does.
 	info, index := now(t, ctx, w, k)
-	require.True(t, info.Locked)
+	for !info.Locked {
+		a := s.woken(t, watchKeyAsync(ctx, w, k, index), "the grant")
+		info, index = a.info, a.index
+	}
 	watch := watchKeyAsync(ctx, w, k, index)
 	s.fence(t, ctx, st, w, index, watch, "before the session's end")
 	ended, err := ss.DestroySession(ctx, id)
