@@ -322,7 +322,7 @@ func New(cfg Config) (*Node, error) {
 	if cfg.GossipBindAddr != "" {
 		if err := n.startGossip(!existing); err != nil {
 			close(n.closing)
-		n.sm.hub.Close() // blocking queries return lock.ErrClosed
+			n.sm.hub.Close() // blocking queries return lock.ErrClosed
 			n.wg.Wait()
 			return nil, err
 		}
