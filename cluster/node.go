@@ -322,7 +322,6 @@ func New(cfg Config) (*Node, error) {
 	if cfg.GossipBindAddr != "" {
 		if err := n.startGossip(!existing); err != nil {
 			close(n.closing)
-			n.sm.hub.Close() // blocking queries return lock.ErrClosed
 			n.wg.Wait()
 			return nil, err
 		}
@@ -406,6 +405,7 @@ func (n *Node) pokeExpiryTimer() {
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		close(n.closing)
+		n.sm.hub.Close() // blocking queries return lock.ErrClosed
 		// Wake WatchLeader's callers, which then see the node closed.
 		n.leaderChanged.fire()
 		n.stopGossip(false)
