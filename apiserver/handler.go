@@ -554,7 +554,15 @@ func queryKey(r *http.Request) (string, *apiError) {
 }
 
 func (h *Handler) inspect(r *http.Request, c *opCall) (any, *apiError) {
-	key, e := queryKey(r)
+	q, e := query(r, "key", "index", "wait", "consistent")
+	if e != nil {
+		return nil, e
+	}
+	if !q.Has("key") {
+		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "api: key is required (?key=, percent-encoded)")
+	}
+	key := q.Get("key")
+	wq, blocking, e := watchQuery(q) // watch.go
 	if e != nil {
 		return nil, e
 	}
@@ -563,6 +571,9 @@ func (h *Handler) inspect(r *http.Request, c *opCall) (any, *apiError) {
 	}
 	if e := permit(r, rightRead, key, "inspect"); e != nil {
 		return nil, e
+	}
+	if blocking {
+		return h.watchKey(r, c, key, wq)
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
 	defer cancel()
@@ -574,11 +585,15 @@ func (h *Handler) inspect(r *http.Request, c *opCall) (any, *apiError) {
 }
 
 func (h *Handler) list(r *http.Request, c *opCall) (any, *apiError) {
-	q, e := query(r, "prefix", "after", "limit")
+	q, e := query(r, "prefix", "after", "limit", "index", "wait", "consistent")
 	if e != nil {
 		return nil, e
 	}
-	if h.lister == nil {
+	wq, blocking, e := watchQuery(q) // watch.go
+	if e != nil {
+		return nil, e
+	}
+	if h.lister == nil && !blocking {
 		return nil, newAPIError(http.StatusNotImplemented, api.CodeNotImplemented, "api: this node's store cannot list locks")
 	}
 	limit := h.cfg.ListPageSize
@@ -592,6 +607,9 @@ func (h *Handler) list(r *http.Request, c *opCall) (any, *apiError) {
 	req := lock.ListRequest{Prefix: q.Get("prefix"), After: q.Get("after")}
 	if err := req.Validate(); err != nil {
 		return nil, storeError(err, false)
+	}
+	if blocking {
+		return h.watchList(r, c, req, limit, wq)
 	}
 	who := callerOf(r)
 	all, none := who.readsUnder(req.Prefix)

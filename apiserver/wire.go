@@ -79,6 +79,8 @@ var lockCodeStatus = map[string]int{
 	lock.CodeInvalidSession:  http.StatusBadRequest,
 	lock.CodeInvalidMetadata: http.StatusBadRequest,
 	lock.CodeNoSession:       http.StatusConflict,
+
+	lock.CodeTooManyWatchers: http.StatusTooManyRequests,
 }
 
 // readJSON decodes the request body into v (a pointer to a request struct):
