@@ -25,9 +25,12 @@ const (
 	wlContend  = "contend16"
 	wlHeld     = "held"
 	wlFailover = "failover"
+
+	wlWatch     = "watch"     // raftlock only: watch fan-out
+	wlKeepalive = "keepalive" // raftlock only: sessions kept alive
 )
 
-var allWorkloads = []string{wlSeq, wlPar, wlContend, wlHeld, wlFailover}
+var allWorkloads = []string{wlSeq, wlPar, wlContend, wlHeld, wlWatch, wlKeepalive, wlFailover}
 
 // system is one lock service under test. start brings up the cluster the
 // throughput workloads and failover share; held brings up its own.
