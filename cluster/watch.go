@@ -46,10 +46,10 @@ import (
 //
 // Config.MaxWatchers bounds the queries blocked at once (default
 // lock.DefaultMaxWatchers); past it a query fails with
-// lock.ErrTooManyWatchers. A key watcher costs a map entry until it is
-// woken or its ctx ends; a prefix watcher is matched against every change,
-// so many prefix watchers cost apply time (one prefix comparison each per
-// changed key).
+// lock.ErrTooManyWatchers. A watcher costs a map entry until it is woken
+// or its ctx ends. Recording a change costs, in the apply path, one map
+// lookup for the key's watchers and at most min(distinct watched prefixes,
+// len(key)+1) for the prefix watchers, and no allocation.
 
 // watchRingSize is how many recent (index, key) changes a node remembers.
 const watchRingSize = 4096

@@ -49,8 +49,10 @@ type Hub struct {
 	// as old changes are dropped and on Reset.
 	covered uint64
 	keys    map[string]map[*watcher]struct{} // watchers of one key
-	// prefixes are the prefix watchers, each matched against every change.
-	prefixes map[*watcher]struct{}
+	// prefixes holds the prefix watchers by prefix. A change is matched
+	// against each distinct prefix, or against each prefix of its key when
+	// those are fewer: at most min(distinct prefixes, len(key)+1) lookups.
+	prefixes map[string]map[*watcher]struct{}
 	count    int // registered watchers
 	max      int
 	closed   bool
@@ -63,10 +65,8 @@ type change struct {
 }
 
 type watcher struct {
-	scope  string
-	prefix bool
-	woken  chan struct{} // closed (once, under mu) by the change that wakes it
-	fired  bool
+	woken chan struct{} // closed (once, under mu) by the change that wakes it
+	fired bool
 }
 
 // New returns a hub that remembers ringSize changes (at least 1) and
@@ -78,7 +78,7 @@ func New(ringSize, maxWatchers int, covered uint64) *Hub {
 		ring:     make([]change, max(ringSize, 1)),
 		covered:  covered,
 		keys:     make(map[string]map[*watcher]struct{}),
-		prefixes: make(map[*watcher]struct{}),
+		prefixes: make(map[string]map[*watcher]struct{}),
 		max:      max(maxWatchers, 1),
 		done:     make(chan struct{}),
 	}
@@ -99,17 +99,30 @@ func (h *Hub) Record(index uint64, key string) {
 		h.ring[(h.head+h.n)%len(h.ring)] = change{index, key}
 		h.n++
 	}
-	if ws := h.keys[key]; ws != nil {
+	h.fireAllLocked(h.keys, key)
+	if len(h.prefixes) == 0 {
+		return
+	}
+	if len(h.prefixes) <= len(key) {
+		for prefix := range h.prefixes {
+			if strings.HasPrefix(key, prefix) {
+				h.fireAllLocked(h.prefixes, prefix)
+			}
+		}
+		return
+	}
+	for i := 0; i <= len(key); i++ {
+		h.fireAllLocked(h.prefixes, key[:i])
+	}
+}
+
+// fireAllLocked wakes the watchers of scope in m and forgets them.
+func (h *Hub) fireAllLocked(m map[string]map[*watcher]struct{}, scope string) {
+	if ws := m[scope]; ws != nil {
 		for w := range ws {
 			h.fireLocked(w)
 		}
-		delete(h.keys, key)
-	}
-	for w := range h.prefixes {
-		if strings.HasPrefix(key, w.scope) {
-			h.fireLocked(w)
-			delete(h.prefixes, w)
-		}
+		delete(m, scope)
 	}
 }
 
@@ -136,16 +149,14 @@ func (h *Hub) Close() {
 }
 
 func (h *Hub) wakeAllLocked() {
-	for _, ws := range h.keys {
-		for w := range ws {
-			h.fireLocked(w)
+	for _, m := range []map[string]map[*watcher]struct{}{h.keys, h.prefixes} {
+		for _, ws := range m {
+			for w := range ws {
+				h.fireLocked(w)
+			}
 		}
+		clear(m)
 	}
-	clear(h.keys)
-	for w := range h.prefixes {
-		h.fireLocked(w)
-	}
-	clear(h.prefixes)
 }
 
 func (h *Hub) fireLocked(w *watcher) {
@@ -185,18 +196,18 @@ func (h *Hub) Wait(ctx context.Context, scope string, prefix bool, after uint64,
 		h.mu.Unlock()
 		return ErrFull
 	}
-	w := &watcher{scope: scope, prefix: prefix, woken: make(chan struct{})}
+	w := &watcher{woken: make(chan struct{})}
 	h.count++
+	registry := h.keys
 	if prefix {
-		h.prefixes[w] = struct{}{}
-	} else {
-		ws := h.keys[scope]
-		if ws == nil {
-			ws = make(map[*watcher]struct{})
-			h.keys[scope] = ws
-		}
-		ws[w] = struct{}{}
+		registry = h.prefixes
 	}
+	ws := registry[scope]
+	if ws == nil {
+		ws = make(map[*watcher]struct{})
+		registry[scope] = ws
+	}
+	ws[w] = struct{}{}
 	h.mu.Unlock()
 
 	timer := time.NewTimer(wait)
@@ -213,12 +224,10 @@ func (h *Hub) Wait(ctx context.Context, scope string, prefix bool, after uint64,
 	if !w.fired {
 		w.fired = true
 		h.count--
-		if prefix {
-			delete(h.prefixes, w)
-		} else if ws := h.keys[scope]; ws != nil {
+		if ws := registry[scope]; ws != nil {
 			delete(ws, w)
 			if len(ws) == 0 {
-				delete(h.keys, scope)
+				delete(registry, scope)
 			}
 		}
 	}

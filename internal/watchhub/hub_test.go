@@ -2,6 +2,7 @@ package watchhub
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -99,6 +100,26 @@ func TestCloseWakesWatchers(t *testing.T) {
 	h.Close()
 	assert.ErrorIs(t, answered(t, done), ErrClosed)
 	assert.ErrorIs(t, h.Wait(context.Background(), "a", false, 0, forever), ErrClosed)
+}
+
+// Prefix watchers are found whether there are fewer distinct prefixes than
+// the key is long, or more.
+func TestManyPrefixesAndFew(t *testing.T) {
+	for _, extra := range []int{0, 40} {
+		h := New(8, 100, 0)
+		ctx, cancel := context.WithCancel(context.Background())
+		for i := range extra {
+			waitAsync(t, h, ctx, "other/"+strconv.Itoa(i), true, 0)
+		}
+		empty := waitAsync(t, h, ctx, "", true, 0)
+		dir := waitAsync(t, h, ctx, "orders/", true, 0)
+		h.Record(1, "orders/1")
+		assert.NoError(t, answered(t, empty), "with %d other prefixes", extra)
+		assert.NoError(t, answered(t, dir), "with %d other prefixes", extra)
+		assert.Equal(t, extra, h.Watchers())
+		cancel()
+		require.Eventually(t, func() bool { return h.Watchers() == 0 }, 10*time.Second, time.Millisecond)
+	}
 }
 
 func TestRecordDoesNotAllocate(t *testing.T) {
