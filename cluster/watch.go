@@ -34,7 +34,9 @@ import (
 //
 // The state read afterwards, and the index answered, are this node's: a
 // follower's answer may be behind the leader by its replication lag (the
-// answer's index says how far it got), and, since a follower's log clock
+// answer's index says how far it got; a follower hears of a commit with
+// the leader's next message, which raft sends within CommitTimeout to twice
+// it), and, since a follower's log clock
 // advances only with the entries it applies, its Remaining may overstate,
 // as InspectStale's. With lock.WatchQuery.Consistent the state is read
 // through the leader (a linearizable Inspect or List) once the local wake
