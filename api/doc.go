@@ -317,8 +317,10 @@
 // delay; consistent reads it through the leader once woken. A key watch
 // needs read on the key, a list watch read on every key under its prefix.
 // Each waiting query holds one HTTP/1.1 connection (kept alive for the
-// next one); past the node's maximum of watchers (cluster.Config.MaxWatchers,
-// default 10,000) a query answers 429 too_many_watchers. Client implements
+// next one); past the server's maximum (apiserver.Config.MaxWatchers: half
+// the agent's -max-http-conns, so that watches never take every connection
+// from lock traffic) or the node's (cluster.Config.MaxWatchers, default
+// 10,000) a query answers 429 too_many_watchers. Client implements
 // lock.Watcher with them (lock.Client.Watch, WatchPrefix).
 //
 //	curl -si 'localhost:8300/v1/inspect?key=jobs%2Fnightly&index=0' | grep X-Raftlock-Index

@@ -47,6 +47,14 @@ type Config struct {
 	// ListPageSize is the most locks one GET /v1/locks returns, whatever
 	// limit the caller asks. Default DefaultListPageSize.
 	ListPageSize int
+	// MaxWatchers bounds the blocking queries (GET /v1/inspect or
+	// /v1/locks with ?index=) this handler serves at once; past it a query
+	// answers 429 too_many_watchers. Each holds its connection while it
+	// waits: keep it under the listener's connection limit (LimitListener,
+	// the agent's -max-http-conns) so that watches never take every
+	// connection from lock traffic. Default DefaultMaxWatchers (half of
+	// DefaultMaxConns); negative: no bound here (the store's still applies).
+	MaxWatchers int
 	// Logger receives what a client cannot be told (internal errors, failed
 	// clean-ups). Default: discard.
 	Logger hclog.Logger
@@ -121,6 +129,7 @@ type Handler struct {
 	auth     atomic.Pointer[authenticator]
 	guard    guard
 	console  *console
+	watching atomic.Int64 // blocking queries in progress (watch.go)
 }
 
 type route struct {
@@ -140,6 +149,9 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 	}
 	if cfg.ListPageSize <= 0 {
 		cfg.ListPageSize = DefaultListPageSize
+	}
+	if cfg.MaxWatchers == 0 {
+		cfg.MaxWatchers = DefaultMaxWatchers
 	}
 	h := &Handler{store: store, cfg: cfg, log: cfg.Logger}
 	if h.log == nil {

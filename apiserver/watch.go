@@ -25,9 +25,16 @@ import (
 // kept-alive connection is reused for the next query) and a goroutine
 // until it answers: the agent's -max-http-conns bounds the connections, and
 // the store's maximum of watchers (cluster.Config.MaxWatchers, default
-// lock.DefaultMaxWatchers) the queries; past it a query fails with 429
+// lock.DefaultMaxWatchers) and the handler's (Config.MaxWatchers, default
+// half of DefaultMaxConns, so that watches cannot take every connection
+// from lock traffic) the queries; past either a query fails with 429
 // too_many_watchers. The server's write deadline for the answer is moved to
 // the wait plus Config.OpTimeout, as for a waiting acquire.
+
+// DefaultMaxWatchers is Config.MaxWatchers' default: half of
+// DefaultMaxConns, so that watches leave half the connections to lock
+// traffic.
+const DefaultMaxWatchers = DefaultMaxConns / 2
 
 // IndexHeader carries a blocking query's index in its answer.
 const IndexHeader = api.IndexHeader
@@ -85,21 +92,30 @@ func (h *Handler) watchContext(r *http.Request, c *opCall, wq lock.WatchQuery) (
 	return context.WithTimeout(r.Context(), limit)
 }
 
-func (h *Handler) watcher() (lock.Watcher, *apiError) {
+// watcher is the store's watch ability, with a place among the handler's
+// blocking queries, which done gives back.
+func (h *Handler) watcher() (w lock.Watcher, done func(), e *apiError) {
 	w, ok := h.store.(lock.Watcher)
 	if !ok {
-		return nil, newAPIError(http.StatusNotImplemented, api.CodeNotImplemented, "api: this node's store cannot watch (no blocking queries): drop index")
+		return nil, nil, newAPIError(http.StatusNotImplemented, api.CodeNotImplemented, "api: this node's store cannot watch (no blocking queries): drop index")
 	}
-	return w, nil
+	done = func() { h.watching.Add(-1) }
+	if n := h.watching.Add(1); h.cfg.MaxWatchers > 0 && n > int64(h.cfg.MaxWatchers) {
+		done()
+		return nil, nil, newAPIError(http.StatusTooManyRequests, api.CodeTooManyWatchers,
+			"api: this node serves its maximum of blocking queries (%d, apiserver.Config.MaxWatchers: half the agent's -max-http-conns); try again later, or watch a prefix rather than many keys", h.cfg.MaxWatchers)
+	}
+	return w, done, nil
 }
 
 // watchKey is GET /v1/inspect?key=K&index=N.
 func (h *Handler) watchKey(r *http.Request, c *opCall, key string, wq lock.WatchQuery) (any, *apiError) {
 	c.op = opWatch
-	w, e := h.watcher()
+	w, done, e := h.watcher()
 	if e != nil {
 		return nil, e
 	}
+	defer done()
 	ctx, cancel := h.watchContext(r, c, wq)
 	defer cancel()
 	info, index, err := w.WatchKey(ctx, key, wq)
@@ -114,10 +130,11 @@ func (h *Handler) watchKey(r *http.Request, c *opCall, key string, wq lock.Watch
 // prefix (a watcher must be told of any change under it).
 func (h *Handler) watchList(r *http.Request, c *opCall, req lock.ListRequest, limit int, wq lock.WatchQuery) (any, *apiError) {
 	c.op = opWatchList
-	w, e := h.watcher()
+	w, done, e := h.watcher()
 	if e != nil {
 		return nil, e
 	}
+	defer done()
 	who := callerOf(r)
 	if all, _ := who.readsUnder(req.Prefix); !all {
 		return nil, denied(who, rightRead, "watch the locks under "+strconv.Quote(req.Prefix)+" (a blocking list needs read on every key under its prefix)", req.Prefix)

@@ -90,3 +90,29 @@ func TestClientWatchEndsWithItsContext(t *testing.T) {
 	}
 	assert.ErrorIs(t, last, context.Canceled)
 }
+
+// Past Config.MaxWatchers a blocking query answers 429 too_many_watchers,
+// and the place is given back when a query ends.
+func TestBlockingQueriesAreBounded(t *testing.T) {
+	n := newTestNode(t, Config{MaxWatchers: 1})
+	first := n.do(t, "GET", "/v1/inspect?key=a&index=0", "")
+	require.Equal(t, http.StatusOK, first.status, first.raw)
+	index := first.header.Get(IndexHeader)
+	parked := make(chan answer, 1)
+	go func() { parked <- n.do(t, "GET", "/v1/inspect?key=a&wait=1m&index="+index, "") }()
+	require.Eventually(t, func() bool { return n.handler.watching.Load() == 1 }, patience, time.Millisecond)
+	refused := n.do(t, "GET", "/v1/inspect?key=b&index="+index, "")
+	assert.Equal(t, http.StatusTooManyRequests, refused.status)
+	assert.Equal(t, api.CodeTooManyWatchers, refused.errorCode())
+	acquired := n.do(t, "POST", "/v1/acquire", `{"key":"a","ttl":"30s"}`)
+	require.Equal(t, http.StatusOK, acquired.status, acquired.raw)
+	select {
+	case a := <-parked:
+		assert.Equal(t, http.StatusOK, a.status)
+	case <-time.After(patience):
+		t.Fatal("the parked query was not woken")
+	}
+	again := n.do(t, "GET", "/v1/inspect?key=b&index=0", "")
+	assert.Equal(t, http.StatusOK, again.status, "the place was given back")
+	assert.Zero(t, n.handler.watching.Load())
+}
