@@ -78,3 +78,17 @@ func TestMemoryWatchersAreBounded(t *testing.T) {
 	cancel()
 	wg.Wait()
 }
+
+// An index the store never answered (another store's, from before a
+// restart) answers at once, with the store's own index.
+func TestMemoryWatchOfAnUnknownIndexAnswersAtOnce(t *testing.T) {
+	s := NewMemoryStore()
+	t.Cleanup(func() { _ = s.Close() })
+	info, index, err := s.WatchKey(context.Background(), "k", WatchQuery{Index: 1 << 40, Wait: time.Hour})
+	require.NoError(t, err)
+	assert.False(t, info.Locked)
+	assert.Less(t, index, uint64(1<<40))
+	_, index, err = s.WatchList(context.Background(), ListRequest{}, WatchQuery{Index: 1 << 40, Wait: time.Hour})
+	require.NoError(t, err)
+	assert.Less(t, index, uint64(1<<40))
+}

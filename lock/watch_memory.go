@@ -62,6 +62,15 @@ func (s *MemoryStore) block(ctx context.Context, scope string, prefix bool, q Wa
 	if q.Index == 0 {
 		return ctx.Err()
 	}
+	s.mu.Lock()
+	unknown := q.Index > s.index
+	s.mu.Unlock()
+	if unknown {
+		// An index this store never answered (another store's, or one from
+		// before the process restarted): what the caller saw is not this
+		// store's state, so answer at once.
+		return ctx.Err()
+	}
 	return hubError(s.hub.Wait(ctx, scope, prefix, q.Index, q.BlockFor()), scope, s.maxWatchers)
 }
 
