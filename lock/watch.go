@@ -89,10 +89,14 @@ func (q WatchQuery) BlockFor() time.Duration {
 //
 // The index is the store's own: a cluster node's raft log index of the last
 // entry it applied (the same on every node, so a caller may move between
-// nodes), a memory store's count of applied commands. It only grows, except
-// that an index from another store, or one the store no longer remembers
-// changes since, makes the query answer at once (a spurious wake) with the
-// store's index.
+// nodes), a memory store's count of applied commands. It only grows. An
+// index the store no longer remembers changes since (it keeps the last few
+// thousand, and none from before a snapshot restore) makes the query answer
+// at once (a spurious wake). An index ahead of the store's: a cluster node
+// first waits, within the wait, to catch up with it (the caller saw it on
+// a node that had applied more), so that an answer never goes back in
+// time; the memory store answers at once (it never gave that index). Either
+// way the answer carries the store's own index, to use next.
 type Watcher interface {
 	// WatchKey answers key's state (as Inspect, never the owner) and the
 	// index, once a change to key is applied after q.Index or the wait ends
