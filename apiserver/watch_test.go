@@ -11,7 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/cluster/clustertest"
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/locktest"
 )
 
 // A blocking query answers the index in its header, blocks until the key
@@ -115,4 +117,12 @@ func TestBlockingQueriesAreBounded(t *testing.T) {
 	again := n.do(t, "GET", "/v1/inspect?key=b&index=0", "")
 	assert.Equal(t, http.StatusOK, again.status, "the place was given back")
 	assert.Zero(t, n.handler.watching.Load())
+}
+
+// The HTTP client of a cluster follower: its answers come from the
+// follower's own state, which lags the leader, and the watch contract holds.
+func TestClientWatchesThroughClusterFollower(t *testing.T) {
+	c := clustertest.Start(t, 3, nil)
+	n := newTestNodeOver(t, c.Follower(t), Config{}, nil)
+	locktest.TestWatcher(t, func(*testing.T) lock.Store { return n.client }, locktest.Options{ShortTTL: 500 * time.Millisecond})
 }

@@ -19,6 +19,19 @@ import (
 // and a watch of another key start from the same index; a change to the
 // other key wakes its watch, and the first must still be waiting then (a
 // store that woke every watcher on any change would have woken both).
+// TestWatcher runs only the watch subtests of the suite (TestStoreWith runs
+// them with the rest): for a store whose other behaviours are checked
+// elsewhere, such as the HTTP client of a cluster follower.
+func TestWatcher(t *testing.T, newStore func(t *testing.T) lock.Store, opts Options) {
+	if opts.ShortTTL <= 0 {
+		opts.ShortTTL = 150 * time.Millisecond
+	}
+	if opts.Patience <= 0 {
+		opts.Patience = 10 * time.Second
+	}
+	(&suite{newStore: newStore, Options: opts}).runWatchTests(t)
+}
+
 func (s *suite) runWatchTests(t *testing.T) {
 	for _, tc := range []struct {
 		name string
