@@ -126,3 +126,27 @@ func TestClientWatchesThroughClusterFollower(t *testing.T) {
 	n := newTestNodeOver(t, c.Follower(t), Config{}, nil)
 	locktest.TestWatcher(t, func(*testing.T) lock.Store { return n.client }, locktest.Options{ShortTTL: 500 * time.Millisecond})
 }
+
+// A client that goes away ends its blocking query: the handler gives its
+// place back (the store forgets the watcher when the request's ctx ends,
+// which lock's and cluster's tests check).
+func TestBlockingQueryEndsWithItsClient(t *testing.T) {
+	n := newTestNode(t, Config{})
+	_, index, err := n.client.WatchKey(context.Background(), "a", lock.WatchQuery{})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := n.client.WatchKey(ctx, "a", lock.WatchQuery{Index: index, Wait: time.Hour})
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return n.handler.watching.Load() == 1 }, patience, time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, context.Canceled)
+	case <-time.After(patience):
+		t.Fatal("the client's watch did not end with its ctx")
+	}
+	require.Eventually(t, func() bool { return n.handler.watching.Load() == 0 }, patience, time.Millisecond, "the handler's place is given back")
+}

@@ -73,13 +73,36 @@ func TestWatchIndexHoldsAcrossNodes(t *testing.T) {
 	}
 }
 
-// Close ends blocked watches with lock.ErrClosed.
+// Watches end with their ctx, leaving nothing behind, and Close ends
+// those still blocked with lock.ErrClosed.
 func TestCloseEndsWatches(t *testing.T) {
 	c := newCluster(t, 1, nil)
 	n := c.leader()
 	ctx := testCtx(t)
 	_, index, err := n.WatchKey(ctx, "k", lock.WatchQuery{})
 	require.NoError(t, err)
+
+	// Watchers whose ctx ends leave no registration behind.
+	wctx, cancel := context.WithCancel(ctx)
+	ended := make(chan error, 10)
+	for i := range 10 {
+		go func() {
+			if i%2 == 0 {
+				_, _, err := n.WatchKey(wctx, "k", lock.WatchQuery{Index: index, Wait: time.Hour})
+				ended <- err
+			} else {
+				_, _, err := n.WatchList(wctx, lock.ListRequest{Prefix: "k"}, lock.WatchQuery{Index: index, Wait: time.Hour})
+				ended <- err
+			}
+		}()
+	}
+	require.Eventually(t, func() bool { return n.sm.hub.Watchers() == 10 }, patienceFor(t), time.Millisecond)
+	cancel()
+	for range 10 {
+		assert.ErrorIs(t, <-ended, context.Canceled)
+	}
+	assert.Zero(t, n.sm.hub.Watchers(), "no registration left")
+
 	done := make(chan error, 1)
 	go func() {
 		_, _, err := n.WatchKey(ctx, "k", lock.WatchQuery{Index: index, Wait: time.Hour})
