@@ -65,8 +65,9 @@ type stateMachine struct {
 	stamped   bool
 
 	// hub remembers recent changes for watches and wakes their watchers
-	// (watch.go); applying is the index of the entry being applied, which
-	// the machine's OnChange records with each key. Under mu.
+	// (watch.go; it has its own lock). applying, under mu, is the index of
+	// the entry being applied, which the machine's OnChange records in hub
+	// with each key. Both set before raft starts.
 	hub         *watchhub.Hub
 	maxWatchers int
 	applying    uint64
