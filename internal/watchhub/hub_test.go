@@ -2,7 +2,9 @@ package watchhub
 
 import (
 	"context"
+	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,4 +133,48 @@ func TestRecordDoesNotAllocate(t *testing.T) {
 		h.Record(i, key)
 	})
 	assert.Zero(t, allocs)
+}
+
+// A model check of Wait's decision to answer at once: after random changes
+// (several keys per index at times, old ones pushed out of a small ring),
+// for every scope and index it answers at once exactly when a change to the
+// scope above that index was recorded, or the ring no longer holds every
+// change above it (spurious, allowed). Otherwise it registers, and Record
+// wakes it (TestWaitWakesOnTheKeyOrPrefixOnlyAndCleansUp).
+func TestWaitAgreesWithAModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	keys := []string{"a", "a/b", "a/c", "b", "b/a"}
+	scopes := []struct {
+		scope  string
+		prefix bool
+	}{{"a", false}, {"a/b", false}, {"b", false}, {"a/", true}, {"b", true}, {"", true}, {"c", true}}
+	for round := range 50 {
+		h := New(4, 100, 0)
+		var changes []change
+		var index uint64
+		for range rng.IntN(10) {
+			index += uint64(1 + rng.IntN(2))
+			for range 1 + rng.IntN(2) { // one entry may change several keys
+				k := keys[rng.IntN(len(keys))]
+				h.Record(index, k)
+				changes = append(changes, change{index, k})
+			}
+		}
+		covered := uint64(0)
+		if len(changes) > 4 {
+			covered = changes[len(changes)-5].index
+		}
+		for after := uint64(0); after <= index+1; after++ {
+			for _, sc := range scopes {
+				want := after < covered
+				for _, c := range changes {
+					if c.index > after && (c.key == sc.scope || sc.prefix && strings.HasPrefix(c.key, sc.scope)) {
+						want = true
+					}
+				}
+				got := h.changedLocked(sc.scope, sc.prefix, after) || after < h.covered
+				require.Equal(t, want, got, "round %d: scope %q (prefix %v) after %d; changes %v", round, sc.scope, sc.prefix, after, changes)
+			}
+		}
+	}
 }
