@@ -128,3 +128,25 @@ func TestConfigMaxWatchersMustNotBeNegative(t *testing.T) {
 	assert.ErrorIs(t, err, ErrInvalidConfig)
 	assert.Contains(t, err.Error(), "MaxWatchers")
 }
+
+// A consistent watch reads through the leader once woken: a grant the
+// leader has committed is seen at once, and the index is the follower's
+// own (read before), so the grant's arrival there wakes the next query
+// rather than being missed.
+func TestConsistentWatchReadsThroughTheLeader(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	f := c.follower()
+	_, lease := acquire(t, c.leader(), "k", time.Hour)
+	info, index, err := f.WatchKey(ctx, "k", lock.WatchQuery{Consistent: true})
+	require.NoError(t, err)
+	assert.True(t, info.Locked, "linearizable: the leader's committed grant")
+	assert.Equal(t, lease.Token, info.Token)
+	locks, _, err := f.WatchList(ctx, lock.ListRequest{Prefix: "k"}, lock.WatchQuery{Consistent: true})
+	require.NoError(t, err)
+	require.Len(t, locks, 1)
+	assert.Equal(t, lease.Token, locks[0].Token)
+	_, next, err := f.WatchKey(ctx, "k", lock.WatchQuery{Index: index, Wait: 10 * time.Millisecond})
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, next, index)
+}
