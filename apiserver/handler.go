@@ -365,6 +365,10 @@ func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
 	if err != nil {
 		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidWait, "api: %v", err)
 	}
+	kind, kindLimit, shared, err := req.KindFields()
+	if err != nil {
+		return nil, storeError(fmt.Errorf("api: %w", err), true)
+	}
 	if e := permit(r, rightLock, key, "acquire"); e != nil {
 		return nil, e
 	}
@@ -390,7 +394,8 @@ func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
 	pending := h.acquires.start(key, owner, giveUp)
 	defer h.acquires.finish(key, owner, pending) // after the clean-up below
 
-	lease, err := h.store.Acquire(ctx, lock.AcquireRequest{Key: key, Owner: owner, TTL: ttl, Wait: wait, Session: session, Metadata: metadata})
+	lease, err := h.store.Acquire(ctx, lock.AcquireRequest{Key: key, Owner: owner, TTL: ttl, Wait: wait, Session: session, Metadata: metadata,
+		Kind: kind, Limit: kindLimit, Shared: shared})
 	givenUp := errors.Is(context.Cause(ctx), errGivenUp)
 	if err == nil && (givenUp || r.Context().Err() != nil) {
 		// The lock was granted as the client went away or a release gave the

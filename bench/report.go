@@ -33,8 +33,10 @@ var rows = []row{
 	{key: "contend_min_max", label: "contend16: min/max acquisitions per client", higher: true, ratio: true, format: func(f map[string]float64) string {
 		return fmt.Sprintf("%.0f/%.0f", f["contend_min"], f["contend_max"])
 	}},
+	{key: "sem_acquires_per_s", label: "sem8: acquires/s, 64 clients on 1 semaphore of 8", higher: true, ratio: true},
 	{key: "par_raft_entries_per_cycle", label: "par64: raft log entries per cycle (diagnostic)"},
 	{key: "contend_raft_entries_per_cycle", label: "contend16: raft log entries per cycle (diagnostic)"},
+	{key: "sem_raft_entries_per_cycle", label: "sem8: raft log entries per cycle (diagnostic)"},
 	{key: "held_locks", label: "held: locks held", format: func(f map[string]float64) string { return fmt.Sprintf("%.0f", f["held_locks"]) }},
 	{key: "held_fill_per_s", label: "held: fill rate, locks/s", higher: true, ratio: true},
 	{key: "held_bytes_per_lock", label: "held: memory, bytes per lock per node", ratio: true},
@@ -175,6 +177,8 @@ func workloadOf(key string) string {
 		return wlPar
 	case strings.HasPrefix(key, "contend_"):
 		return wlContend
+	case strings.HasPrefix(key, "sem_"):
+		return wlSem
 	case strings.HasPrefix(key, "held_"), strings.HasPrefix(key, "big_"):
 		return wlHeld
 	case strings.HasPrefix(key, "watch_"):
@@ -318,7 +322,7 @@ func (r *report) json() string {
 		"elapsed_s": round(r.elapsed.Seconds(), 1),
 		"params": map[string]any{
 			"duration_s": r.p.duration.Seconds(), "warmup_s": r.p.warmup.Seconds(),
-			"par_clients": r.p.parClients, "contend_clients": r.p.contendClient,
+			"par_clients": r.p.parClients, "contend_clients": r.p.contendClient, "sem_clients": r.p.semClients, "sem_limit": r.p.semLimit,
 			"held": r.p.held, "held_peers": r.p.heldPeers, "fill_clients": r.p.fillClients,
 			"redis_poll_ms": ms(r.p.redisPoll),
 		},

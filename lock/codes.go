@@ -25,6 +25,9 @@ const (
 	CodeInvalidMetadata = "invalid_metadata" // ErrInvalidMetadata
 	CodeNoSession       = "no_session"       // ErrNoSession
 
+	CodeKindMismatch    = "kind_mismatch"     // ErrKindMismatch (a *KindMismatchError)
+	CodeInvalidLimit    = "invalid_limit"     // ErrInvalidLimit
+	CodeInvalidKind     = "invalid_kind"      // ErrInvalidKind
 	CodeTooManyWatchers = "too_many_watchers" // ErrTooManyWatchers
 )
 
@@ -54,6 +57,9 @@ var errorCodes = []struct {
 	{CodeInvalidSession, []error{ErrInvalidSession}},
 	{CodeInvalidMetadata, []error{ErrInvalidMetadata}},
 	{CodeQueueFull, []error{ErrQueueFull}},
+	{CodeKindMismatch, []error{ErrKindMismatch}},
+	{CodeInvalidLimit, []error{ErrInvalidLimit}},
+	{CodeInvalidKind, []error{ErrInvalidKind}},
 	{CodeTooManyWatchers, []error{ErrTooManyWatchers}},
 	{CodeUnknownOutcome, []error{ErrUnknownOutcome, ErrUnavailable}},
 	{CodeClosed, []error{ErrClosed}},
