@@ -139,6 +139,9 @@ func describeKey(info lock.KeyInfo) string {
 	switch {
 	case info.Delayed:
 		s = fmt.Sprintf("lock-delay remaining=%v", info.Remaining.Round(time.Millisecond))
+	case info.Locked && info.Kind != lock.KindMutex:
+		// Token is the newest holder's, Remaining the longest hold left.
+		s = fmt.Sprintf("locked %s holders=%d token=%d remaining=%v", kindColumn(info), info.Holders, info.Token, info.Remaining.Round(time.Millisecond))
 	case info.Locked:
 		s = fmt.Sprintf("locked token=%d remaining=%v", info.Token, info.Remaining.Round(time.Millisecond))
 	default:

@@ -103,3 +103,18 @@ func TestWatchCommandBadInput(t *testing.T) {
 }
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
+
+func TestDescribeKey(t *testing.T) {
+	for _, tc := range []struct {
+		info lock.KeyInfo
+		want string
+	}{
+		{lock.KeyInfo{}, "free waiters=0"},
+		{lock.KeyInfo{Locked: true, Holders: 1, Token: 7, Remaining: 1500 * time.Millisecond, Waiters: 2, Metadata: "host=a"}, "locked token=7 remaining=1.5s waiters=2 metadata=host=a"},
+		{lock.KeyInfo{Locked: true, Kind: lock.KindSemaphore, Limit: 8, Holders: 3, Token: 9, Remaining: time.Second}, "locked semaphore/8 holders=3 token=9 remaining=1s waiters=0"},
+		{lock.KeyInfo{Locked: true, Kind: lock.KindRWLock, Shared: true, Holders: 2, Token: 9, Remaining: time.Second}, "locked rwlock/read holders=2 token=9 remaining=1s waiters=0"},
+		{lock.KeyInfo{Locked: true, Delayed: true, Remaining: time.Second}, "lock-delay remaining=1s waiters=0"},
+	} {
+		assert.Equal(t, tc.want, describeKey(tc.info))
+	}
+}

@@ -40,6 +40,7 @@ func (s *suite) runWatchTests(t *testing.T) {
 		{"Watch/Key", s.testWatchKey},
 		{"Watch/SessionEnd", s.testWatchSessionEnd},
 		{"Watch/Prefix", s.testWatchPrefix},
+		{"Watch/SharedHolders", s.testWatchSharedHolders},
 		{"Watch/NoMissedChange", s.testWatchNoMissedChange},
 		{"Watch/WaitEnds", s.testWatchWaitEnds},
 		{"Watch/ContextEnds", s.testWatchContextEnds},
@@ -336,5 +337,41 @@ func (s *suite) testWatchIterator(t *testing.T) {
 		if v.err != nil {
 			assert.ErrorIs(t, v.err, context.Canceled)
 		}
+	}
+}
+
+// A holder joining or leaving a semaphore or a read/write lock's readers is
+// a change too (Holders counts them).
+func (s *suite) testWatchSharedHolders(t *testing.T) {
+	st, w := s.watcher(t)
+	ctx := s.ctx(t)
+	for _, req := range []lock.AcquireRequest{
+		{Key: key(t, "sem"), Kind: lock.KindSemaphore, Limit: 3, TTL: long},
+		{Key: key(t, "rw"), Kind: lock.KindRWLock, Shared: true, TTL: long},
+	} {
+		req.Owner = lock.NewOwner()
+		_, err := st.Acquire(ctx, req)
+		require.NoError(t, err)
+		info, index := now(t, ctx, w, req.Key)
+		for info.Holders != 1 { // a follower may not show the grant yet
+			a := s.woken(t, watchKeyAsync(ctx, w, req.Key, index), "the first grant")
+			info, index = a.info, a.index
+		}
+		watch := watchKeyAsync(ctx, w, req.Key, index)
+		s.fence(t, ctx, st, w, index, watch, "before the second holder")
+		second := req
+		second.Owner = lock.NewOwner()
+		lease, err := st.Acquire(ctx, second)
+		require.NoError(t, err)
+		a := s.woken(t, watch, "a second holder of "+req.Kind.String())
+		assert.Equal(t, 2, a.info.Holders, req.Kind.String())
+		assert.Equal(t, lease.Token, a.info.Token, "the newest holder's token")
+
+		watch = watchKeyAsync(ctx, w, req.Key, a.index)
+		ok, err := st.Release(ctx, req.Key, second.Owner)
+		require.NoError(t, err)
+		require.True(t, ok)
+		a = s.woken(t, watch, "a holder of "+req.Kind.String()+" leaving")
+		assert.Equal(t, 1, a.info.Holders, req.Kind.String())
 	}
 }
