@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -135,4 +137,22 @@ func TestClientBatchingUnderConcurrency(t *testing.T) {
 	ok, err := n.client.Release(ctx, "conc/0", lock.NewOwner())
 	require.NoError(t, err)
 	assert.False(t, ok)
+}
+
+// writeBatchResponse writes what writeJSON would, byte for byte.
+func TestWriteBatchResponseIsWriteJSONs(t *testing.T) {
+	var results []api.BatchResult
+	for _, v := range []any{
+		api.LeaseResponse{KeyOut: api.MakeKeyOut("a<b>&c\u2028"), Owner: "o", Token: 7, TTLMS: 1, RemainingMS: 1},
+		api.ErrorBody{Error: api.ErrorDetail{Code: api.CodeLocked, Message: `"quoted" <html>`}},
+	} {
+		raw, err := json.Marshal(v)
+		require.NoError(t, err)
+		results = append(results, api.BatchResult{Status: 200, Body: raw})
+	}
+	want, got := httptest.NewRecorder(), httptest.NewRecorder()
+	writeJSON(want, http.StatusOK, api.BatchResponse{Results: results})
+	writeBatchResponse(got, results)
+	assert.Equal(t, want.Body.String(), got.Body.String())
+	assert.Equal(t, want.Header(), got.Header())
 }

@@ -121,6 +121,8 @@ type Handler struct {
 	auth     atomic.Pointer[authenticator]
 	guard    guard
 	console  *console
+	// batchWorkers run the operations of POST /v1/batch (batch.go).
+	batchWorkers workerPool
 }
 
 type route struct {
@@ -141,7 +143,7 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 	if cfg.ListPageSize <= 0 {
 		cfg.ListPageSize = DefaultListPageSize
 	}
-	h := &Handler{store: store, cfg: cfg, log: cfg.Logger}
+	h := &Handler{store: store, cfg: cfg, log: cfg.Logger, batchWorkers: workerPool{work: make(chan func())}}
 	if h.log == nil {
 		h.log = hclog.NewNullLogger()
 	}

@@ -89,7 +89,7 @@ var lockCodeStatus = map[string]int{
 // reads the body to its end, which also lets net/http notice a client that
 // goes away during a long-poll.
 func readJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) *apiError {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	body, err := readBody(w, r, limit)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {

@@ -68,7 +68,7 @@ func run() error {
 	flag.StringVar(&p.redisServer, "redis-server", "redis-server", "redis-server binary (name in PATH or path)")
 	flag.BoolVar(&p.installRedis, "install-redis", true, "if redis-server is missing and we are root, run apt-get install -y redis-server")
 	flag.DurationVar(&p.snapshotEvery, "held-snapshot-interval", 2*time.Second, "raftlock's SnapshotInterval in the held workload, so that raft snapshots right after the fill (DefaultConfig's is 2m)")
-	flag.StringVar(&p.profileDir, "profiledir", "", "write one CPU profile per system and workload into `dir` (e.g. raftlock-seq.pprof)")
+	flag.StringVar(&p.profileDir, "profiledir", "", "write one CPU profile per system and workload into `dir` (e.g. raftlock-seq.pprof), and the allocations profile before and after it (raftlock-seq.allocs0.pprof, raftlock-seq.allocs.pprof)")
 	flag.BoolVar(&p.httpClientEach, "http-client-each", false, "raftlock-http: give each client an api.Client of its own (one process per client) instead of one per node shared by its clients (one application per node)")
 	flag.BoolVar(&p.verbose, "v", false, "log each step and the systems' own warnings")
 	flag.Parse()
@@ -241,6 +241,13 @@ func runWorkload(ctx context.Context, sys system, w string, p params, rep *repor
 			}
 		}
 	}
+	if p.profileDir != "" && w != wlHeld {
+		// Allocations: the cumulative profile before and after, for
+		// go tool pprof -sample_index=alloc_space -base BEFORE AFTER.
+		base := fmt.Sprintf("%s/%s-%s.allocs", p.profileDir, name, w)
+		writeAllocsProfile(base + "0.pprof")
+		defer writeAllocsProfile(base + ".pprof")
+	}
 	t0 := time.Now()
 	var (
 		figs map[string]float64
@@ -324,6 +331,20 @@ func writeHeapProfile(path string) {
 	runtime.GC()
 	if err := pprof.WriteHeapProfile(f); err != nil {
 		progress("memprofile: %v", err)
+	}
+}
+
+// writeAllocsProfile writes the allocations since the start (the "allocs"
+// profile) to path.
+func writeAllocsProfile(path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		progress("allocs profile: %v", err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		progress("allocs profile: %v", err)
 	}
 }
 
