@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Batching. Over HTTP/1.1 each operation is a request and an answer: on
@@ -48,6 +49,10 @@ type batcher struct {
 	inflight int // exchanges with batchable operations in flight
 	queue    []*batchItem
 	off      atomic.Bool // the node has no /v1/batch
+	// want and ready: a linger (see sendQueued) waits for want operations
+	// to queue; ready is closed when they have.
+	want  int
+	ready chan struct{}
 }
 
 // batchItem is one queued operation and, once done, its outcome as
@@ -98,6 +103,10 @@ func (c *Client) sendOp(ctx context.Context, base *url.URL, x exchange, body []b
 	}
 	it := &batchItem{ctx: ctx, x: x, body: body, done: make(chan struct{})}
 	b.queue = append(b.queue, it)
+	if b.ready != nil && len(b.queue) >= b.want {
+		close(b.ready)
+		b.ready = nil
+	}
 	b.mu.Unlock()
 	select {
 	case <-it.done:
@@ -115,6 +124,14 @@ func (c *Client) sendOp(ctx context.Context, base *url.URL, x exchange, body []b
 // sendQueued is called when an exchange with batchable operations ends:
 // what queued meanwhile goes out (in a goroutine of its own, so that the
 // caller has its answer at once), else the endpoint has none in flight.
+//
+// When a batch of n operations comes back, their callers are likely to
+// start their next operations right away: the goroutine lingers until n
+// have queued, for at most a quarter of the batch's round trip (and
+// batchMaxLinger), and sends them together. Without it, the first to come
+// back would find nothing in flight and go alone, and the others would
+// queue behind it for a whole round trip: every wave of operations would
+// take two round trips, and the node two raft commits.
 func (c *Client) sendQueued(b *batcher, base *url.URL) {
 	items := b.take()
 	if len(items) == 0 {
@@ -122,10 +139,40 @@ func (c *Client) sendQueued(b *batcher, base *url.URL) {
 	}
 	go func() {
 		for len(items) > 0 {
+			start := time.Now()
 			c.sendBatch(b, base, items)
+			if len(items) > 1 {
+				b.linger(len(items), min(time.Since(start)/4, batchMaxLinger))
+			}
 			items = b.take()
 		}
 	}()
+}
+
+// batchMaxLinger bounds the wait for the callers of a batch to come back.
+const batchMaxLinger = time.Millisecond
+
+// linger waits until n operations are queued, or for d.
+func (b *batcher) linger(n int, d time.Duration) {
+	b.mu.Lock()
+	if len(b.queue) >= n || d <= 0 {
+		b.mu.Unlock()
+		return
+	}
+	ready := make(chan struct{})
+	b.want, b.ready = n, ready
+	b.mu.Unlock()
+	t := time.NewTimer(d)
+	select {
+	case <-ready:
+	case <-t.C:
+	}
+	t.Stop()
+	b.mu.Lock()
+	if b.ready == ready {
+		b.ready = nil
+	}
+	b.mu.Unlock()
 }
 
 // take removes the next batch from the queue (what fits in one), or marks
@@ -206,7 +253,7 @@ func (c *Client) sendBatch(b *batcher, base *url.URL, items []*batchItem) {
 		}
 	case status == http.StatusOK:
 		var resp BatchResponse
-		if json.Unmarshal(payload, &resp) != nil || len(resp.Results) != len(items) {
+		if !decodeAnswer(payload, &resp) && json.Unmarshal(payload, &resp) != nil || len(resp.Results) != len(items) {
 			resp.Results = make([]BatchResult, len(items)) // each reads as a 200 that is not the expected JSON
 		}
 		for i, it := range items {

@@ -70,7 +70,7 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
 		sub.Body = &batchBody{raw: req.Ops[i].Body}
 		sub.ContentLength = int64(len(req.Ops[i].Body))
 		status, body := h.runOp(ops[i].name, ops[i].fn, batchWriter{}, sub, true)
-		raw, err := json.Marshal(body)
+		raw, err := marshalAnswer(body)
 		if err != nil { // no wire type fails to encode; say so rather than answer nothing
 			status = http.StatusInternalServerError
 			raw, _ = json.Marshal(api.ErrorBody{Error: api.ErrorDetail{Code: api.CodeInternal, Message: "api: encoding the answer: " + err.Error()}})

@@ -1,6 +1,8 @@
 package apiserver
 
 import (
+	"encoding/json"
+	"net/http/httptest"
 	"testing"
 	"unicode/utf8"
 
@@ -72,4 +74,27 @@ func FuzzFastDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		checkFastDecode(t, body)
 	})
+}
+
+// The hand-written answers are json.Marshal's, byte for byte, and are in
+// force for the types as they are.
+func TestMarshalAnswerIsJSONs(t *testing.T) {
+	require.True(t, fastAnswers, "the hand-written encoding no longer matches json.Marshal: a field was added to LeaseResponse or ReleaseResponse; update appendAnswer")
+	for _, v := range []any{
+		api.LeaseResponse{KeyOut: api.MakeKeyOut("jobs/a"), Owner: "0123456789abcdef0123456789abcdef", Token: 1<<64 - 1, TTLMS: 30000, RemainingMS: -1},
+		api.LeaseResponse{KeyOut: api.MakeKeyOut("\xff\x00"), Owner: "o"},
+		api.LeaseResponse{KeyOut: api.MakeKeyOut("a<b>&\"c\\\u2028é"), Owner: "o"},
+		api.ReleaseResponse{KeyOut: api.MakeKeyOut("jobs/a"), Released: true},
+		api.ReleaseResponse{},
+		api.ErrorBody{Error: api.ErrorDetail{Code: "x"}},
+	} {
+		want, err := json.Marshal(v)
+		require.NoError(t, err)
+		got, err := marshalAnswer(v)
+		require.NoError(t, err)
+		assert.Equal(t, string(want), string(got))
+	}
+	rec := httptest.NewRecorder()
+	writeJSON(rec, 200, api.ReleaseResponse{KeyOut: api.MakeKeyOut("k"), Released: true})
+	assert.Equal(t, "{\"key\":\"k\",\"released\":true}\n", rec.Body.String())
 }

@@ -132,6 +132,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
+	if b, ok := appendAnswer(make([]byte, 0, 160), v); ok {
+		_, _ = w.Write(append(b, '\n')) // what the encoder below writes (fastjson.go)
+		return
+	}
 	enc := json.NewEncoder(w)
 	_ = enc.Encode(v) // the client may be gone; nothing useful to do about it
 }
