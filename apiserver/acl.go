@@ -34,9 +34,11 @@ import (
 //	POST /v1/force-release                      admin on the key
 //	POST /v1/leave                              admin on the prefix "" (the rule for every key)
 //	GET  /v1/cluster, /v1/whoami, /metrics      any known token: they name no key
-//	POST /v1/session/create, renew, destroy;    any known token: they name no key (an acquire
-//	GET  /v1/session/info                       under a session still needs lock on its key; a
-//	                                            session's id is its secret, as an owner is)
+//	POST /v1/session/create, renew, destroy     lock on some prefix: they name no key, and a
+//	                                            token that may only read has no use for a session
+//	                                            (an acquire under a session still needs lock on its
+//	                                            key; a session's id is its secret, as an owner is)
+//	GET  /v1/session/info                       any known token
 //	GET  /healthz                               nothing (no token either)
 //
 // The shared Config.Token, when set, is a token named "shared" with admin

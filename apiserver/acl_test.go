@@ -555,3 +555,36 @@ func TestEmptyTokenSetAdmitsNobody(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, a.status, "no token is known")
 	assert.Equal(t, http.StatusOK, n.do(t, "GET", "/healthz", "").status)
 }
+
+// TestSessionsNeedTheLockRightSomewhere: a session binds locks, so only a
+// token that may lock some key may create, renew or destroy one; one that
+// may only read gets 403 and no session is created.
+func TestSessionsNeedTheLockRightSomewhere(t *testing.T) {
+	n := newACLNode(t, nil)
+	create := `{"ttl":"10s"}`
+	for _, tok := range []struct{ name, secret string }{{"jobs-reader", secretReader}, {"nothing", secretNothing}} {
+		for _, call := range []struct{ path, body, what string }{
+			{"/v1/session/create", create, "create a session"},
+			{"/v1/session/renew", `{"id":"0123456789abcdef0123456789abcdef"}`, "renew a session"},
+			{"/v1/session/destroy", `{"id":"0123456789abcdef0123456789abcdef"}`, "destroy a session"},
+		} {
+			a := n.as(t, tok.secret, "POST", call.path, call.body)
+			assert.Equal(t, http.StatusForbidden, a.status, "%s by %s: %s", call.path, tok.name, a.raw)
+			assert.Equal(t, api.CodePermissionDenied, a.errorCode())
+			msg, _ := a.errorField("message").(string)
+			assert.Contains(t, msg, fmt.Sprintf("token %q may not %s", tok.name, call.what))
+			assert.Contains(t, msg, "lock right")
+		}
+	}
+	// A token that may lock under jobs/ only creates, renews and destroys.
+	a := n.as(t, secretLocker, "POST", "/v1/session/create", create)
+	require.Equal(t, http.StatusOK, a.status, a.raw)
+	id, _ := a.body["id"].(string)
+	require.NotEmpty(t, id)
+	// The reader may still look the session up: info names no key and
+	// reveals nothing but its timing.
+	info := n.as(t, secretReader, "GET", "/v1/session/info?id="+id, "")
+	assert.Equal(t, http.StatusOK, info.status, info.raw)
+	assert.Equal(t, http.StatusOK, n.as(t, secretLocker, "POST", "/v1/session/renew", `{"id":"`+id+`"}`).status)
+	assert.Equal(t, http.StatusOK, n.as(t, secretLocker, "POST", "/v1/session/destroy", `{"id":"`+id+`"}`).status)
+}

@@ -56,18 +56,29 @@ func (h *Handler) servePprof(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// adminCall admits a request to an agent-wide admin route: no query, the
+// admin right on every key (the prefix ""), and the server able to serve it
+// (available; otherwise 501 with unavailable as the reason). It answers the
+// refusal itself and reports whether to go on.
+func adminCall(w http.ResponseWriter, r *http.Request, what string, available bool, unavailable string) bool {
+	e := noQuery(r)
+	if e == nil {
+		e = permitPrefix(r, rightAdmin, "", what)
+	}
+	if e == nil && !available {
+		e = newAPIError(http.StatusNotImplemented, api.CodeNotImplemented, "api: %s", unavailable)
+	}
+	if e != nil {
+		writeError(w, e)
+		return false
+	}
+	return true
+}
+
 // agentConfig serves GET /v1/agent/config: Config.AgentConfig's answer.
 func (h *Handler) agentConfig(w http.ResponseWriter, r *http.Request) {
-	if e := noQuery(r); e != nil {
-		writeError(w, e)
-		return
-	}
-	if e := permitPrefix(r, rightAdmin, "", "read the agent's configuration"); e != nil {
-		writeError(w, e)
-		return
-	}
-	if h.cfg.AgentConfig == nil {
-		writeError(w, newAPIError(http.StatusNotImplemented, api.CodeNotImplemented, "api: this server does not show its configuration (Config.AgentConfig is not set)"))
+	if !adminCall(w, r, "read the agent's configuration", h.cfg.AgentConfig != nil,
+		"this server does not show its configuration (Config.AgentConfig is not set)") {
 		return
 	}
 	writeJSON(w, http.StatusOK, h.cfg.AgentConfig())
@@ -75,16 +86,8 @@ func (h *Handler) agentConfig(w http.ResponseWriter, r *http.Request) {
 
 // agentLogs serves GET /v1/agent/logs: Config.RecentLogs's lines.
 func (h *Handler) agentLogs(w http.ResponseWriter, r *http.Request) {
-	if e := noQuery(r); e != nil {
-		writeError(w, e)
-		return
-	}
-	if e := permitPrefix(r, rightAdmin, "", "read the agent's log"); e != nil {
-		writeError(w, e)
-		return
-	}
-	if h.cfg.RecentLogs == nil {
-		writeError(w, newAPIError(http.StatusNotImplemented, api.CodeNotImplemented, "api: this server keeps no recent log lines (Config.RecentLogs is not set)"))
+	if !adminCall(w, r, "read the agent's log", h.cfg.RecentLogs != nil,
+		"this server keeps no recent log lines (Config.RecentLogs is not set)") {
 		return
 	}
 	lines, dropped := h.cfg.RecentLogs.Lines()

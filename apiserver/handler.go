@@ -697,16 +697,7 @@ func (h *Handler) clusterView(w http.ResponseWriter, r *http.Request) {
 
 // leave serves POST /v1/leave through Config.Leave.
 func (h *Handler) leave(w http.ResponseWriter, r *http.Request) {
-	if e := noQuery(r); e != nil {
-		writeError(w, e)
-		return
-	}
-	if e := permitPrefix(r, rightAdmin, "", "ask the node to leave its cluster"); e != nil {
-		writeError(w, e)
-		return
-	}
-	if h.cfg.Leave == nil {
-		writeError(w, newAPIError(http.StatusNotImplemented, api.CodeNotImplemented, "api: this server cannot be asked to leave its cluster"))
+	if !adminCall(w, r, "ask the node to leave its cluster", h.cfg.Leave != nil, "this server cannot be asked to leave its cluster") {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)

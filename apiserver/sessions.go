@@ -18,7 +18,24 @@ func (h *Handler) sessionStore() (lock.SessionStore, *apiError) {
 	return ss, nil
 }
 
+// permitSessions is nil when r's caller may lock some key: a session is
+// only of use to bind locks, and a token that may only read (a dashboard's)
+// must not be able to fill the store with sessions.
+func permitSessions(r *http.Request, what string) *apiError {
+	c := callerOf(r)
+	for _, rl := range c.rules {
+		if rl.right >= rightLock {
+			return nil
+		}
+	}
+	return newAPIError(http.StatusForbidden, api.CodePermissionDenied,
+		"api: token %q may not %s: that needs the lock right on some prefix, and it has none", c.name, what)
+}
+
 func (h *Handler) sessionCreate(r *http.Request, c *opCall) (any, *apiError) {
+	if e := permitSessions(r, "create a session"); e != nil {
+		return nil, e
+	}
 	var req api.SessionCreateRequest
 	if e := readJSON(c.w, r, h.cfg.MaxBodyBytes, &req); e != nil {
 		return nil, e
@@ -86,6 +103,9 @@ func (h *Handler) sessionCall(r *http.Request, c *opCall, call func(context.Cont
 }
 
 func (h *Handler) sessionRenew(r *http.Request, c *opCall) (any, *apiError) {
+	if e := permitSessions(r, "renew a session"); e != nil {
+		return nil, e
+	}
 	return h.sessionCall(r, c, func(ctx context.Context, ss lock.SessionStore, id lock.SessionID) (any, *apiError) {
 		lease, err := ss.RenewSession(ctx, id)
 		if err != nil {
@@ -96,6 +116,9 @@ func (h *Handler) sessionRenew(r *http.Request, c *opCall) (any, *apiError) {
 }
 
 func (h *Handler) sessionDestroy(r *http.Request, c *opCall) (any, *apiError) {
+	if e := permitSessions(r, "destroy a session"); e != nil {
+		return nil, e
+	}
 	return h.sessionCall(r, c, func(ctx context.Context, ss lock.SessionStore, id lock.SessionID) (any, *apiError) {
 		destroyed, err := ss.DestroySession(ctx, id)
 		if err != nil {

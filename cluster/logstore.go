@@ -45,8 +45,10 @@ import (
 //
 // A log that lost or corrupted entries it had stored makes New fail with
 // ErrLogDamaged, naming the file and what to do: a mark file in DataDir
-// (log-mark) records how far the log reached, written after each write of
-// the log returned and lowered before raft deletes entries; the CRC of every
+// (log-mark) records how far the log reached, written (within 10 ms; flushed
+// to the disk within a second, so that only a lost machine, not a killed
+// process, can leave it behind) after each write of the log returned, and
+// lowered (flushed at once) before raft deletes entries; the CRC of every
 // committed WAL batch is checked at start (walcheck.go says what raft-wal
 // recovers by itself and what it does not). A write that fails (a full
 // disk) is retried in place; the WAL is opened again from disk when raft-wal
