@@ -62,6 +62,10 @@ type ClusterStatus struct {
 	// reconciler made to the raft configuration while it led, with their
 	// reasons: ask the leader.
 	ReconcileActions []ReconcileAction `json:"reconcile_actions,omitempty"`
+	// ReconcileCounts counts every change of each kind (the Action names
+	// of ReconcileAction) the node's reconciler made while it led, since the
+	// node started; absent when the node does not count them.
+	ReconcileCounts map[string]uint64 `json:"reconcile_counts,omitempty"`
 
 	// Locks is the lock state machine as this node sees it; nil when the
 	// adapter does not count it.

@@ -78,6 +78,7 @@ type clusterCollector struct {
 	locksHeld, locksWaiters, handoffs, expirations   *prometheus.Desc
 	logFault, gossipMembers                          *prometheus.Desc
 	failureTolerance, healthyVoters, ready           *prometheus.Desc
+	reconcileActions                                 *prometheus.Desc
 }
 
 func newClusterCollector(c Cluster) *clusterCollector {
@@ -106,6 +107,8 @@ func newClusterCollector(c Cluster) *clusterCollector {
 			"Voters the cluster can still lose and keep a quorum, as the leader last judged it (absent while unknown)."),
 		healthyVoters: d("raftlock_cluster_healthy_voters", "Healthy voters, as the leader last judged them (absent while unknown)."),
 		ready:         d("raftlock_cluster_ready", "1 when /readyz would answer 200 (the cluster would survive losing one more node), else 0."),
+		reconcileActions: d("raftlock_reconcile_actions_total",
+			"Changes this node's reconciler made to the raft configuration while it led, by action (add-voter, add-nonvoter, promote, demote, remove, update-address).", "action"),
 	}
 }
 
@@ -114,7 +117,7 @@ func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.hasLeader, c.isLeader, c.members, c.term, c.commitIndex, c.appliedIndex,
 		c.leaderChanges, c.commitTime, c.applyTime, c.freezeTime,
 		c.locksHeld, c.locksWaiters, c.handoffs, c.expirations, c.logFault, c.gossipMembers,
-		c.failureTolerance, c.healthyVoters, c.ready,
+		c.failureTolerance, c.healthyVoters, c.ready, c.reconcileActions,
 	} {
 		ch <- d
 	}
@@ -150,6 +153,9 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.logFault, boolFloat(st.LogFault != ""))
 	for state, n := range st.GossipMembers {
 		gauge(c.gossipMembers, float64(n), state)
+	}
+	for action, n := range st.ReconcileCounts {
+		ch <- prometheus.MustNewConstMetric(c.reconcileActions, prometheus.CounterValue, float64(n), action)
 	}
 	if h := st.Health; h != nil {
 		gauge(c.failureTolerance, float64(h.FailureTolerance))

@@ -43,6 +43,7 @@ func (s nodeStatus) Status() api.ClusterStatus {
 		Raft:          st.Raft,
 		GossipMembers: st.GossipMembers,
 	}
+	out.ReconcileCounts = st.ReconcileCounts
 	if st.Health.Known {
 		out.Health = &api.ClusterHealth{
 			FailureTolerance: st.Health.FailureTolerance,

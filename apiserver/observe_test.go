@@ -315,3 +315,21 @@ func TestReadyz(t *testing.T) {
 		}
 	})
 }
+
+// The reconciler's changes are counted by action in /metrics and in the
+// cluster status.
+func TestReconcileActionsMetric(t *testing.T) {
+	st := leaderStatus()
+	st.ReconcileCounts = map[string]uint64{"add-nonvoter": 3, "promote": 2, "demote": 1, "remove": 0}
+	fc := &fakeCluster{st: st}
+	n := newTestNode(t, Config{Cluster: fc})
+	families := scrape(t, n)
+	for action, want := range st.ReconcileCounts {
+		m, err := sample(families, "raftlock_reconcile_actions_total", map[string]string{"action": action})
+		require.NoError(t, err, action)
+		assert.Equal(t, float64(want), m.GetCounter().GetValue(), action)
+	}
+	got, err := n.client.Cluster(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, st.ReconcileCounts, got.ReconcileCounts)
+}

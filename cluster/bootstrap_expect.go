@@ -45,11 +45,25 @@ import (
 // never bootstraps (a restart of all members comes back as the same
 // cluster), nor does a node whose data dir already names a cluster.
 //
-// Promises live in memory. A proposer that crashes after collecting them
-// and before bootstrapping holds its promisers until it comes back (it is
-// promised again under the same ID) or they restart; a promiser that
-// restarts between its promise and receiving the leader's configuration
-// could promise again, which needs a second set of N fresh nodes too.
+// Promises live in memory, on purpose. A promise matters only while its
+// promiser has no raft state: once the proposer has bootstrapped, it asks
+// the others for their votes after a heartbeat timeout or two, and a vote is
+// raft state, written to the promiser's raft store before it answers; a node
+// with raft state never promises again, restarted or not. So only a
+// promiser that restarts inside that window (a second or so after it
+// promised) can promise twice, and its second promise helps a second
+// bootstrap only if N-1 other fresh nodes with the same BootstrapExpect,
+// not promised to the first proposer, promise too while none of them sees
+// the first cluster's members in gossip (their role tag says they are in a
+// configuration from the bootstrap on): 2N-1 fresh nodes started (not N),
+// split, and a crash in that window. A promise on disk would close the
+// window, at a price: a promiser bound to a proposer that crashed before
+// bootstrapping and never came back (a pod replaced under a new name)
+// would stay bound across its own restarts, and a cluster of identical
+// replicas could not form without an operator deleting files. In memory,
+// a restart releases it; a proposer that crashes after collecting promises
+// holds its promisers only until it comes back under the same ID (it is
+// promised again) or they restart.
 
 const (
 	queryBootstrapClaim   = "raftlock-bootstrap-claim"

@@ -47,20 +47,25 @@
 // memberlist, on that second port, UDP and TCP): membership, failure
 // detection and each member's raft address, API address, role and version,
 // separated by Config.ClusterName and encrypted with Config.GossipKeys.
-// Config.RetryJoin then finds other members by address or DNS name, and
-// Config.BootstrapExpect lets N identical nodes form one cluster as soon as
-// they see each other, and never two: the bootstrap needs a promise from
-// each of the N, a node promises one proposer at a time and never takes
-// back a promise to one that bootstrapped, and no node with raft state, or
-// that sees a member of a cluster, promises; so two bootstraps would need
-// 2N fresh nodes in two groups that cannot see each other
-// (bootstrap_expect.go has the details). A node in
+// Config.RetryJoin then finds other members by address or DNS name (a
+// node started again on its DataDir also rejoins the members it knew,
+// kept there), and Config.BootstrapExpect lets N identical nodes form one
+// cluster as soon as they see each other, and never two: the bootstrap
+// needs a promise from each of the N, a node promises one proposer at a
+// time and never takes back a promise to one that bootstrapped, and no
+// node with raft state, or that sees a member of a cluster, promises; so
+// two bootstraps would need 2N fresh nodes in two groups that cannot see
+// each other (or 2N-1 and a crash within a second of a promise, which
+// lives in memory: bootstrap_expect.go has the details and why). A node in
 // gossip but not in the raft configuration asks the members that are to
 // add it. Gossip is off unless GossipBindAddr is set (it opens ports); the
 // agent sets it with -bootstrap-expect, -retry-join or -gossip-bind.
 //
 // A node that joins is added as a voter while fewer than Config.Voters (3
-// by default) exist, and as a non-voter otherwise: non-voters serve every
+// by default) exist, and as a non-voter otherwise; with gossip on, it is
+// always added as a non-voter and promoted, if voters are missing, once it
+// has been healthy for a few seconds (at once when that makes the number of
+// voters odd). Non-voters serve every
 // call but do not take part in commits, so a service can embed a node in
 // each of many replicas. The leader keeps Config.Voters of the healthy
 // members voting (a dead voter is replaced by a non-voter within seconds)

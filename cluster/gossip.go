@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log"
 	"net"
+	"os"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -312,6 +315,19 @@ func (n *Node) startGossip(fresh bool) error {
 	sc.ReapInterval = 5 * time.Second
 	sc.TombstoneTimeout = time.Hour
 	sc.ReconnectTimeout = max(cfg.DeadMemberTimeout, time.Minute)
+	// The members this node knew, kept in its data dir: started again on
+	// it, the node rejoins them by itself (serf tries each once, at start),
+	// so gossip comes back even when RetryJoin is empty or its names no
+	// longer resolve. RejoinAfterLeave: a node that left and is started
+	// again asks to be a member again (see rejoin), in gossip as in raft.
+	// serf writes the file 0644; it sits in a 0700 directory, and
+	// makeDataDirPrivate makes the tree private at the next start.
+	dir := filepath.Join(cfg.DataDir, gossipDirName)
+	if err := os.Mkdir(dir, privateDirMode); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("cluster: gossip snapshot directory: %w", err)
+	}
+	sc.SnapshotPath = filepath.Join(dir, "members.snapshot")
+	sc.RejoinAfterLeave = true
 	sc.MemberlistConfig = memberlist.DefaultLANConfig()
 	mc := sc.MemberlistConfig
 	mc.Name = cfg.NodeID

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -407,4 +408,118 @@ func TestRetryJoinResolvesNamesAndSkipsItself(t *testing.T) {
 	assert.Contains(t, addrs, "127.0.0.1:7999", "localhost resolved")
 	assert.NotContains(t, addrs, addr, "this node skipped")
 	assert.NotContains(t, addrs, fmt.Sprintf("127.0.0.1:%d", port))
+}
+
+// memberActions lists the reconciler actions for id that any of nodes
+// recorded (each while it led), oldest first.
+func memberActions(nodes []*Node, id string) []string {
+	var all []ReconcileAction
+	for _, n := range nodes {
+		all = append(all, n.Stats().ReconcileActions...)
+	}
+	slices.SortStableFunc(all, func(a, b ReconcileAction) int { return a.At.Compare(b.At) })
+	var out []string
+	for _, a := range all {
+		if a.ID == id {
+			out = append(out, a.Action)
+		}
+	}
+	return out
+}
+
+// With gossip on at the leader, a member gets its vote from the promoter
+// only: a node that joins while voters are missing, whether gossip shows it
+// (retry-join) or it asks by the join RPC alone (Join, no gossip of its
+// own), is added as a non-voter and promoted once stable, never added as a
+// voter directly.
+func TestGossipLeaderAddsJoinersAsNonVotersThenPromotes(t *testing.T) {
+	addrs := freeGossipAddrs(t, 2)
+	c0 := gossipConfig(t, "n0", addrs[0], 0, nil)
+	c0.Bootstrap = true
+	n0 := startNode(t, c0)
+	waitOneCluster(t, []*Node{n0}, []string{"n0=voter"})
+	n1 := startNode(t, gossipConfig(t, "n1", addrs[1], 0, addrs[:1]))
+	c2 := testConfig(t, "n2")
+	c2.Join = []string{n0.Addr()}
+	n2 := startNode(t, c2)
+	nodes := []*Node{n0, n1, n2}
+	waitOneCluster(t, nodes, []string{"n0=voter", "n1=voter", "n2=voter"})
+	for _, id := range []string{"n1", "n2"} {
+		actions := memberActions(nodes, id)
+		t.Logf("%s: %v", id, actions)
+		assert.NotContains(t, actions, ActionAddVoter, "%s: %v", id, actions)
+		if assert.NotEmpty(t, actions, id) {
+			assert.Equal(t, ActionAddNonvoter, actions[0], "%s: %v", id, actions)
+		}
+		// Its vote came from a promotion (recorded as one unless the
+		// leader lost leadership as it committed: then no one records it).
+	}
+	assert.Len(t, n0.Stats().ReconcileCounts, len(reconcileActionNames), "every action listed")
+	counts := map[string]uint64{}
+	for _, n := range nodes {
+		for action, k := range n.Stats().ReconcileCounts {
+			counts[action] += k
+		}
+	}
+	assert.Zero(t, counts[ActionAddVoter], "%v", counts)
+	assert.GreaterOrEqual(t, counts[ActionAddNonvoter], uint64(2), "%v", counts)
+}
+
+// Without gossip the join RPC still adds a voter directly while voters
+// are missing: a cluster started by hand has its voters at once.
+func TestJoinWithoutGossipAddsVoterDirectly(t *testing.T) {
+	c0 := testConfig(t, "n0")
+	c0.Bootstrap = true
+	n0 := startNode(t, c0)
+	waitOneCluster(t, []*Node{n0}, []string{"n0=voter"})
+	c1 := testConfig(t, "n1")
+	c1.Join = []string{n0.Addr()}
+	n1 := startNode(t, c1)
+	// New returns once the member that answered added it: a voter already.
+	assert.Equal(t, []string{"n0=voter", "n1=voter"}, raftServers(n0))
+	waitOneCluster(t, []*Node{n0, n1}, []string{"n0=voter", "n1=voter"})
+	assert.Equal(t, []string{ActionAddVoter}, memberActions([]*Node{n0, n1}, "n1"))
+}
+
+// A node started again on its data dir rejoins gossip by itself, from the
+// members it knew (serf's snapshot in DataDir), with no RetryJoin: at
+// once, not when a member happens to try reconnecting to it.
+func TestGossipRestartRejoinsKnownMembersWithoutRetryJoin(t *testing.T) {
+	addrs := freeGossipAddrs(t, 3)
+	var cfgs []Config
+	for i, a := range addrs {
+		cfgs = append(cfgs, gossipConfig(t, fmt.Sprintf("n%d", i), a, 3, addrs))
+	}
+	nodes := startAll(t, cfgs)
+	waitOneCluster(t, nodes, []string{"n0=voter", "n1=voter", "n2=voter"})
+	aliveIn := func(n *Node) int {
+		alive := 0
+		for _, m := range n.gossipMembers() {
+			if m.Status == gossipAlive {
+				alive++
+			}
+		}
+		return alive
+	}
+	require.Eventually(t, func() bool { return aliveIn(nodes[2]) == 3 }, gossipPatience, 20*time.Millisecond)
+	cfg := cfgs[2]
+	cfg.BindAddr = nodes[2].Addr()
+	cfg.RetryJoin = nil
+	cfg.BootstrapExpect = 0
+	require.NoError(t, nodes[2].Close())
+	// Once the others count it failed they no longer probe it (a probe
+	// would reach the restarted node and sync it), and serf's reconnection
+	// to a failed member runs every 30 s: well beyond the wait below.
+	require.Eventually(t, func() bool {
+		for _, m := range nodes[0].gossipMembers() {
+			if m.ID == "n2" {
+				return m.Status == gossipFailed
+			}
+		}
+		return false
+	}, gossipPatience, 20*time.Millisecond, "n0 sees n2 failed")
+	restarted := startNode(t, cfg)
+	assert.Eventually(t, func() bool { return aliveIn(restarted) == 3 }, 10*time.Second, 20*time.Millisecond,
+		"the restarted node sees the others in gossip: %v", restarted.gossipMembers())
+	assert.FileExists(t, filepath.Join(cfg.DataDir, gossipDirName, "members.snapshot"))
 }

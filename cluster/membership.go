@@ -201,9 +201,19 @@ func (n *Node) rejoinAddrs() (member bool, addrs []string) {
 	return member, addrs
 }
 
-// addMember runs on the leader for a joining node. It joins as a voter while
-// fewer than Config.Voters voters exist, and as a non-voter otherwise (the
-// reconciler promotes it later if a voter goes: reconcile.go). Adding a member that is
+// addMember runs on the leader for a joining node. Without gossip it joins
+// as a voter while fewer than Config.Voters voters exist, and as a
+// non-voter otherwise (the reconciler promotes it later if a voter goes:
+// reconcile.go). With gossip on this leader it always joins as a
+// non-voter, as the reconciler adds the members gossip shows: the promoter
+// is then the one path to a new vote, and it promotes only a member that
+// is healthy, and stable for the stabilization time unless the promotion
+// makes the voter count odd (the quorum keeps its size, so a node that
+// joins and dies at once cannot make it larger), under the voterChange
+// lock. Without gossip the direct add stays: a cluster started
+// by hand (one -bootstrap, the others -join) has its voters as soon as
+// they join, rather than one voter for a stabilization time, which a
+// single node's failure would then stop. Adding a member that is
 // already in the configuration at the same address is a no-op, so a join
 // retried after an unknown outcome succeeds; at a new address (a restart on
 // another port) its address is updated and its suffrage kept.
@@ -215,7 +225,14 @@ func (n *Node) rejoinAddrs() (member bool, addrs []string) {
 // first (committing the removal needs the other members to hold the whole
 // log), then added again as a new server, as Consul does for a server that
 // comes back with a new identity. A fresh join retried after an unknown
-// outcome is removed and added again too: churn, not harm.
+// outcome is removed and added again too: churn, not harm. A non-voter of
+// that ID is kept: it counts toward no quorum and no election, and raft
+// sends it the log again (a snapshot) as to any follower that is behind; it
+// gets a vote only from the promoter, once it has caught up. With gossip
+// this is the common case, not a repair: the reconciler adds a fresh node
+// as a non-voter as soon as gossip shows it, usually before the node's own
+// join request (which says empty) arrives, and removing it again would be
+// churn on every join.
 func (n *Node) addMember(ctx context.Context, id, addr string, empty bool) error {
 	cf := n.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
@@ -223,7 +240,7 @@ func (n *Node) addMember(ctx context.Context, id, addr string, empty bool) error
 	}
 	if empty {
 		for _, s := range cf.Configuration().Servers {
-			if string(s.ID) == id {
+			if string(s.ID) == id && s.Suffrage != raft.Nonvoter {
 				n.log.Info("a member rejoins with an empty data dir: removing its old entry before adding it again", "id", id, "addr", addr)
 				n.reconciler.explain(raft.ServerID(id), "rejoins with an empty data dir: removed before being added again")
 				if err := n.waitFuture(ctx, raftRecorder{n.raft, n.reconciler}.RemoveServer(raft.ServerID(id), 0, 0)); err != nil {
@@ -240,22 +257,37 @@ func (n *Node) addMember(ctx context.Context, id, addr string, empty bool) error
 	if cf = n.raft.GetConfiguration(); cf.Error() != nil {
 		return configChangeError(cf.Error())
 	}
-	voters := 0
+	voters, movingVoter := 0, false
 	for _, s := range cf.Configuration().Servers {
-		if string(s.ID) == id && string(s.Address) == addr {
-			return nil
+		if string(s.ID) == id {
+			if string(s.Address) == addr {
+				return nil
+			}
+			movingVoter = s.Suffrage == raft.Voter
 		}
 		if s.Suffrage == raft.Voter {
 			voters++
 		}
 	}
 	rec := raftRecorder{n.raft, n.reconciler}
-	if voters < n.cfg.Voters {
+	if movingVoter {
+		n.reconciler.explain(raft.ServerID(id), "asked to join from a new address; keeps its vote")
+		return configChangeError(n.waitFuture(ctx, rec.addJoiningVoter(raft.ServerID(id), raft.ServerAddress(addr))))
+	}
+	if voters < n.cfg.Voters && n.gossip == nil {
 		n.reconciler.explain(raft.ServerID(id), fmt.Sprintf("asked to join; %d voters, %d wanted", voters, n.cfg.Voters))
 		return configChangeError(n.waitFuture(ctx, rec.addJoiningVoter(raft.ServerID(id), raft.ServerAddress(addr))))
 	}
-	n.reconciler.explain(raft.ServerID(id), fmt.Sprintf("asked to join; already %d voters", voters))
-	return configChangeError(n.waitFuture(ctx, rec.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 0)))
+	reason := fmt.Sprintf("asked to join; already %d voters", voters)
+	if voters < n.cfg.Voters {
+		reason = fmt.Sprintf("asked to join; %d voters, %d wanted: the promoter makes it a voter once it is stable", voters, n.cfg.Voters)
+	}
+	n.reconciler.explain(raft.ServerID(id), reason)
+	err := configChangeError(n.waitFuture(ctx, rec.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 0)))
+	if err == nil {
+		n.reconciler.wake()
+	}
+	return err
 }
 
 // removeServer runs on the leader for a leaving node. Removing a server

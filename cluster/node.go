@@ -496,6 +496,11 @@ type Stats struct {
 	// node's reconciler made to the raft configuration while it led, with
 	// their reasons; a node that never led has none.
 	ReconcileActions []ReconcileAction
+	// ReconcileCounts counts the changes of each kind (ActionAddVoter, ...,
+	// every one listed, zero included) this node's reconciler made while it
+	// led, since New: for a metric, where ReconcileActions keeps only the
+	// last few.
+	ReconcileCounts map[string]uint64
 
 	// Commit times the raft entries this node proposed while leading (each
 	// carries a batch of commands), from raft.Apply until raft answered:
@@ -610,6 +615,7 @@ func (n *Node) Stats() Stats {
 
 		Health:           n.reconciler.health(),
 		ReconcileActions: n.reconciler.recentActions(),
+		ReconcileCounts:  n.reconciler.actionCounts(),
 	}
 	if at := n.leaderClock(); at > 0 {
 		s.LogTime = max(s.LogTime, at)

@@ -74,7 +74,12 @@ var dataDirEntries = []string{
 	walDirName,
 	boltDBFileName,
 	"snapshots", // raft's FileSnapshotStore
+	gossipDirName,
 }
+
+// gossipDirName is the directory in DataDir of serf's snapshot of the
+// gossip members (gossip.go).
+const gossipDirName = "gossip"
 
 // makeDataDirPrivate makes dir and what the node keeps in it
 // (dataDirEntries, whole trees) private; see privateDirMode. A data dir the

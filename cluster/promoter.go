@@ -154,8 +154,9 @@ func sortedIDs(s *autopilot.State) []raft.ServerID {
 }
 
 // CalculatePromotionsAndDemotions fills the voters up to Config.Voters
-// with non-voters healthy for the stabilization time (lowest ID first),
-// then deals with at most one voter unhealthy for DeadVoterTimeout per
+// with non-voters healthy for the stabilization time (lowest ID first; a
+// promotion that makes the count odd takes a healthy non-voter without
+// waiting for it to be stable, if no stable one is there), then deals with at most one voter unhealthy for DeadVoterTimeout per
 // round: while Voters or fewer vote, a healthy non-voter is promoted to
 // replace it; once more than Voters vote (the replacement votes, or the
 // cluster was bootstrapped with more Peers), it is demoted. The leader is
@@ -175,7 +176,7 @@ func (p *voterPromoter) CalculatePromotionsAndDemotions(c *autopilot.Config, s *
 	now := p.now()
 	stable := s.ServerStabilizationTime(c)
 	voters := 0
-	var candidates []raft.ServerID
+	var candidates, healthy []raft.ServerID // stable non-voters; healthy ones, stable or not
 	var dead []*autopilot.ServerState
 	for _, id := range sortedIDs(s) {
 		srv := s.Servers[id]
@@ -185,25 +186,53 @@ func (p *voterPromoter) CalculatePromotionsAndDemotions(c *autopilot.Config, s *
 			if srv.State != autopilot.RaftLeader && !srv.Health.Healthy && now.Sub(healthySince(srv)) >= p.deadVoterTimeout {
 				dead = append(dead, srv)
 			}
-		case srv.State == autopilot.RaftNonVoter && srv.Server.NodeStatus == autopilot.NodeAlive && stableFor(srv, now, stable):
-			candidates = append(candidates, id)
+		case srv.State == autopilot.RaftNonVoter && srv.Server.NodeStatus == autopilot.NodeAlive && srv.Health.Healthy:
+			healthy = append(healthy, id)
+			if stableFor(srv, now, stable) {
+				candidates = append(candidates, id)
+			}
 		}
 	}
-	for voters+len(changes.Promotions) < p.voters && len(candidates) > 0 {
-		id := candidates[0]
-		candidates = candidates[1:]
-		p.say(id, "%d voters, %d wanted: promoting a non-voter healthy for %v", voters+len(changes.Promotions), p.voters, stable)
+	promoted := map[raft.ServerID]bool{}
+	next := func(pool []raft.ServerID) (raft.ServerID, bool) {
+		for _, id := range pool {
+			if !promoted[id] {
+				return id, true
+			}
+		}
+		return "", false
+	}
+	for voters+len(changes.Promotions) < p.voters {
+		count := voters + len(changes.Promotions)
+		id, ok := next(candidates)
+		reason := fmt.Sprintf("%d voters, %d wanted: promoting a non-voter healthy for %v", count, p.voters, stable)
+		if !ok && count%2 == 0 {
+			// From an even count to an odd one the quorum keeps its size
+			// (2 of 2, then 2 of 3): one more voter can only help, even
+			// one that fails right away, so no stability is waited for.
+			// A member that comes back (a leave and a restart) gets its
+			// vote within a health check or two, and the cluster is not
+			// left meanwhile with two voters, one of which it cannot lose.
+			id, ok = next(healthy)
+			reason = fmt.Sprintf("%d voters, %d wanted: promoting a healthy non-voter at once (the quorum keeps its size)", count, p.voters)
+		}
+		if !ok {
+			break
+		}
+		promoted[id] = true
+		p.say(id, "%s", reason)
 		changes.Promotions = append(changes.Promotions, id)
 	}
 	if len(dead) > 0 {
 		d := dead[0]
 		unhealthyFor := now.Sub(healthySince(d)).Truncate(time.Millisecond)
+		replacement, ok := next(candidates)
 		switch {
 		case voters+len(changes.Promotions) > p.voters:
 			p.say(d.Server.ID, "voter unhealthy (status %s) for %v, DeadVoterTimeout %v: %d voters remain without it", d.Server.NodeStatus, unhealthyFor, p.deadVoterTimeout, voters+len(changes.Promotions)-1)
 			changes.Demotions = append(changes.Demotions, d.Server.ID)
-		case len(candidates) > 0:
-			c := candidates[0]
+		case ok:
+			c := replacement
 			p.say(c, "replaces voter %s, unhealthy (status %s) for %v, DeadVoterTimeout %v", d.Server.ID, d.Server.NodeStatus, unhealthyFor, p.deadVoterTimeout)
 			p.mu.Lock()
 			if p.pairs == nil {

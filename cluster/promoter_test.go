@@ -79,6 +79,49 @@ func TestPromoterFillsVotersWithStableNonvotersLowestIDFirst(t *testing.T) {
 	assert.Empty(t, got.Demotions)
 }
 
+// From an even number of voters to an odd one the quorum keeps its size,
+// so a healthy non-voter is promoted without waiting to be stable; from
+// odd to even it must be stable.
+func TestPromoterMakesTheCountOddAtOnce(t *testing.T) {
+	p := testPromoter(3)
+	s := apState(
+		member("a", autopilot.RaftLeader, true, time.Minute),
+		member("b", autopilot.RaftVoter, true, time.Minute),
+		member("c", autopilot.RaftNonVoter, true, time.Second), // back a moment ago
+		member("d", autopilot.RaftNonVoter, false, time.Minute),
+	)
+	got := p.CalculatePromotionsAndDemotions(promoterConfig, s)
+	assert.Equal(t, ids("c"), got.Promotions, "2 voters: c makes 3 with the same quorum of 2")
+
+	s = apState(
+		member("a", autopilot.RaftLeader, true, time.Minute),
+		member("b", autopilot.RaftVoter, true, time.Minute),
+		member("d", autopilot.RaftNonVoter, true, time.Minute),
+		member("c", autopilot.RaftNonVoter, true, time.Second),
+	)
+	got = p.CalculatePromotionsAndDemotions(promoterConfig, s)
+	assert.Equal(t, ids("d"), got.Promotions, "a stable non-voter is preferred")
+
+	p = testPromoter(5)
+	s = apState(
+		member("a", autopilot.RaftLeader, true, time.Minute),
+		member("b", autopilot.RaftVoter, true, time.Minute),
+		member("c", autopilot.RaftVoter, true, time.Minute),
+		member("d", autopilot.RaftNonVoter, true, time.Second),
+		member("e", autopilot.RaftNonVoter, true, time.Second),
+	)
+	got = p.CalculatePromotionsAndDemotions(promoterConfig, s)
+	assert.Empty(t, got.Promotions, "3 voters: a fourth would raise the quorum to 3; it waits to be stable")
+
+	p = testPromoter(3)
+	s = apState(
+		member("a", autopilot.RaftLeader, true, time.Minute),
+		member("c", autopilot.RaftNonVoter, true, time.Second),
+	)
+	got = p.CalculatePromotionsAndDemotions(promoterConfig, s)
+	assert.Empty(t, got.Promotions, "1 voter: a second would make the quorum 2 of 2; it waits to be stable")
+}
+
 func TestPromoterReplacesOneDeadVoterPerRound(t *testing.T) {
 	p := testPromoter(3)
 	s := apState(

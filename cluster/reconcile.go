@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"sync"
 	"time"
@@ -16,8 +17,10 @@ import (
 //
 // Join asks the listed addresses in turn to add this node; a member that
 // does not lead answers with the leader's address and Join asks that one.
-// The leader adds it as a voter while fewer than Config.Voters (3 by
-// default) voters exist, and as a non-voter otherwise. Non-voters replicate
+// A leader without gossip adds it as a voter while fewer than Config.Voters
+// (3 by default) voters exist, and as a non-voter otherwise; a leader with
+// gossip always adds it as a non-voter, and the promoter below gives it a
+// vote once it is stable (addMember says why). Non-voters replicate
 // every lock, serve and forward calls like any node, but do not vote or
 // acknowledge commits, so embedding a node in 30 replicas of a service keeps
 // a 3-voter quorum and 3 fsyncs per commit. Members named in Peers at
@@ -36,7 +39,9 @@ import (
 //
 //   - while fewer than Voters voters exist (a voter left, say), it promotes
 //     non-voters healthy for the stabilization time, lowest ID first, so
-//     the choice does not depend on map order or timing;
+//     the choice does not depend on map order or timing; a promotion that
+//     makes the count odd (2 to 3, 4 to 5) takes a healthy non-voter at
+//     once if no stable one is there, as the quorum keeps its size;
 //   - a voter unhealthy for DeadVoterTimeout is replaced: a healthy
 //     non-voter is promoted, and once it votes (the next round) the dead
 //     voter is demoted. Without a non-voter to promote it keeps its vote
@@ -122,6 +127,9 @@ const (
 	ActionUpdateAddress = "update-address"
 )
 
+// reconcileActionNames are every Action, for counts that list each one.
+var reconcileActionNames = []string{ActionAddVoter, ActionAddNonvoter, ActionPromote, ActionDemote, ActionRemove, ActionUpdateAddress}
+
 // ClusterHealth is the leader's latest judgement of its members, as
 // autopilot computes it.
 type ClusterHealth struct {
@@ -161,6 +169,7 @@ type reconciler struct {
 
 	mu      sync.Mutex
 	actions []ReconcileAction        // oldest first, at most maxReconcileActions
+	counts  map[string]uint64        // every action committed since New, by Action
 	reasons map[raft.ServerID]string // why the next change to a member is made
 	state   *autopilot.State         // the leader's latest state; nil while not leading
 	stateAt time.Time                // when autopilot computed state
@@ -182,7 +191,11 @@ type answeredStats struct {
 }
 
 func newReconciler(n *Node) *reconciler {
-	r := &reconciler{n: n, poke: make(chan struct{}, 1), reasons: map[raft.ServerID]string{}, answered: map[raft.ServerID]answeredStats{}}
+	r := &reconciler{n: n, poke: make(chan struct{}, 1), reasons: map[raft.ServerID]string{}, answered: map[raft.ServerID]answeredStats{},
+		counts: map[string]uint64{}}
+	for _, a := range reconcileActionNames {
+		r.counts[a] = 0
+	}
 	r.promoter = &voterPromoter{
 		voters:            n.cfg.Voters,
 		deadVoterTimeout:  n.cfg.DeadVoterTimeout,
@@ -317,6 +330,7 @@ func (r *reconciler) record(action string, id raft.ServerID, fallback string) {
 		reason = fallback
 	}
 	delete(r.reasons, id)
+	r.counts[action]++
 	r.actions = append(r.actions, ReconcileAction{At: time.Now(), Action: action, ID: string(id), Reason: reason})
 	if len(r.actions) > maxReconcileActions {
 		r.actions = append([]ReconcileAction(nil), r.actions[len(r.actions)-maxReconcileActions:]...)
@@ -333,6 +347,14 @@ func (r *reconciler) recentActions() []ReconcileAction {
 		return nil
 	}
 	return append([]ReconcileAction(nil), r.actions...)
+}
+
+// actionCounts returns a copy of the counts by action, every action
+// listed.
+func (r *reconciler) actionCounts() map[string]uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.counts)
 }
 
 // health is the cluster health as this node knows it: its own judgement
@@ -688,7 +710,14 @@ func (f errorFuture) Index() uint64 { return 0 }
 
 func (rr raftRecorder) AddNonvoter(id raft.ServerID, addr raft.ServerAddress, prevIndex uint64, timeout time.Duration) raft.IndexFuture {
 	action, fallback := ActionAddNonvoter, "alive member not in the raft configuration"
-	if s, ok := rr.member(id); ok && s.Address != addr {
+	s, ok := rr.member(id)
+	if ok && s.Address == addr {
+		// Added meanwhile by the other path (the reconciler and a join
+		// request race for a new member): raft would accept it again and
+		// change nothing, and no action is recorded.
+		return errorFuture{nil}
+	}
+	if ok {
 		action, fallback = ActionUpdateAddress, "member back at a new address"
 		if err := rr.removeBeforeMove(id, prevIndex, timeout); err != nil {
 			return errorFuture{err}

@@ -13,11 +13,19 @@
 // into a temporary directory (with the race detector when the tests have it,
 // so a data race in an agent under faults fails the run), and each node is a
 // `raftlock agent` process on 127.0.0.1 with its own data directory, raft
-// port and HTTP port, all kept across restarts. The nodes bootstrap together
-// with -peers (or, for the stop-all/start-all scenario, one with -bootstrap
-// and the others with -join), so every one of them votes (three or five),
-// and every restart repeats the command line a node was first started with,
-// as an operator's unit file would. Clients use the HTTP API (api.Client).
+// port, HTTP port and gossip port, all kept across restarts. The nodes form
+// their cluster the way README recommends: every one started with the same
+// -bootstrap-expect N and -retry-join list (the gossip addresses of all N),
+// gossip on, and -voters N, so every one of them votes (three or five).
+// Two scenarios keep the manual ways under test: the damaged-log scenario
+// (one node -bootstrap, the others -join, no gossip; a node whose data dir
+// was emptied comes back with -join, as the refusal says) and the
+// stop-all/start-all scenario (all with -bootstrap -peers, and -bootstrap
+// plus -join). A node whose data dir was emptied under gossip comes back
+// with its own command line: -retry-join finds the cluster and the leader
+// adds it again. Every restart repeats the command line a node was first
+// started with, as an operator's unit file would. Clients use the HTTP API
+// (api.Client).
 //
 // The rollout scenarios (TestRollingReplacementProcesses,
 // TestScaleUpAndDownProcesses) run a service the way an orchestrator does
@@ -25,7 +33,13 @@
 // -retry-join the running members' gossip addresses, -voters 3), replaced
 // by agents with new names, new ports and empty data dirs, scaled up and
 // down, each step gated on GET /readyz, under the durability workload; they
-// report each step's longest time without a grant.
+// report each step's longest time without a grant. The same service heals
+// from kills without a rollout (TestTwoVotersKilledInTurnProcesses: of 3
+// voters and 2 non-voters, a voter and then the leader killed, each time
+// back to 3 live voters; TestFiveVotersTwoKilledAtOnceProcesses: 5 voters,
+// the leader and another killed together, then started again) and comes
+// back whole from a stop of all its agents, then a kill of all
+// (TestStopAllStartAllServiceProcesses, long version only).
 //
 // An in-process cluster runs cluster.New nodes in the test process. Their
 // transports share a fault table (internal/faultnet, plugged in as
@@ -42,7 +56,9 @@
 // it, heals it, and waits until the cluster commits again (a cluster that
 // does not within a minute is a problem of the run, which fails it):
 //
-//   - processes: kill -9 of the leader or of any node, then a restart;
+//   - processes: kill -9 of the leader (when the other voters can elect
+//     one: a member back from a leave votes again only a health check or
+//     two after it rejoined) or of any node, then a restart;
 //     SIGSTOP of the leader for 2.5–5s (several election timeouts: the
 //     others elect a new leader meanwhile), then SIGCONT; a graceful leave
 //     (POST /v1/leave, as `raftlock leave` does) and a restart with the same
@@ -131,6 +147,8 @@
 // with identical command lines, for each way of starting a cluster. Every
 // stop must end within the agent's grace, the same voters must come back,
 // and the keys are checked as above.
+//
+// At the end of each process scenario every agent must vote again.
 //
 // The checkers are tested too: the workloads run against stores broken on
 // purpose (sensitivity_test.go) must report violations. A bug a scenario

@@ -17,11 +17,13 @@ import (
 // cut (as a disk or an operator might), and it must refuse to start, saying
 // so; its data dir is then emptied and it rejoins with -join, as the error
 // says. Every acknowledged operation must still be there after the quiet
-// crashes of every round.
+// crashes of every round. This is the nemesis scenario that keeps the
+// cluster on the manual path, without gossip (one agent -bootstrap, the
+// others -join), so that the path stays tested under faults.
 func TestDamagedLogProcesses(t *testing.T) {
 	s := loadSettings(t)
 	rep := newReport("damaged-log/3-processes", s)
-	c := startProcCluster(t, 3)
+	c := startProcClusterMode(t, 3, startJoin)
 	events := newEventLog(rep.started)
 	nem := newNemesis(s, rep, events, []fault{truncateLogFault(c, events)}, c.waitReady)
 	round := s.workload / 2

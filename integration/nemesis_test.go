@@ -140,7 +140,8 @@ func procFaults(c *procCluster, rep *report, events *eventLog) []fault {
 		{name: "kill-leader", min: time.Second, max: 4 * time.Second,
 			inject: func(ctx context.Context, _ *rand.Rand) (func() error, error) {
 				l := c.leader(ctx)
-				if l == nil {
+				if l == nil || !c.survivorsElect(ctx, l) {
+					// A failover needs a quorum of voters among the others.
 					return nil, errSkip
 				}
 				var survivors []lock.Store

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,8 +55,10 @@ type procNode struct {
 	dataDir  string
 	raftAddr string
 	httpAddr string
-	client   *api.Client
-	logs     *logRing
+	// gossipAddr is its -gossip-bind (TCP and UDP), when it gossips.
+	gossipAddr string
+	client     *api.Client
+	logs       *logRing
 
 	// args are the flags this node was first started with (beyond its
 	// identity and addresses): every restart repeats them, as an operator's
@@ -68,24 +71,30 @@ type procNode struct {
 	state nodeState
 }
 
-// startMode is how a process cluster's members are first started, as
-// README shows: all with -bootstrap and the same -peers, or the first with
-// -bootstrap and the others with -join.
+// startMode is how a process cluster's members are first started, each
+// way README shows: all with the same -bootstrap-expect N and -retry-join
+// list (gossip on: the way README recommends), all with -bootstrap and the
+// same -peers, or the first with -bootstrap and the others with -join (no
+// gossip).
 type startMode int
 
 const (
-	startPeers startMode = iota
+	startExpect startMode = iota
+	startPeers
 	startJoin
 )
 
-func (m startMode) String() string { return [...]string{"bootstrap-peers", "bootstrap-join"}[m] }
+func (m startMode) String() string {
+	return [...]string{"bootstrap-expect", "bootstrap-peers", "bootstrap-join"}[m]
+}
 
-// startProcCluster starts n agents that bootstrap one cluster together
-// (every one of them a voter, and -voters n so that they stay so) and waits
-// until all of them know a leader.
+// startProcCluster starts n agents the way README recommends: every one
+// with -bootstrap-expect n and -retry-join the gossip addresses of all n
+// (-voters n, so that every one of them votes and stays a voter), and
+// waits until all of them know a leader.
 func startProcCluster(t testing.TB, n int) *procCluster {
 	t.Helper()
-	return startProcClusterMode(t, n, startPeers)
+	return startProcClusterMode(t, n, startExpect)
 }
 
 // startProcClusterMode is startProcCluster with the members started as mode
@@ -93,24 +102,12 @@ func startProcCluster(t testing.TB, n int) *procCluster {
 func startProcClusterMode(t testing.TB, n int, mode startMode, extra ...string) *procCluster {
 	t.Helper()
 	dir := t.TempDir()
-	addrs, err := freeAddrs(2 * n)
-	require.NoError(t, err)
 	c := &procCluster{t: t}
-	var peers []string
+	var peers, gossip []string
 	for i := range n {
-		node := &procNode{
-			c:        c,
-			id:       fmt.Sprintf("n%d", i+1),
-			dataDir:  filepath.Join(dir, fmt.Sprintf("n%d", i+1)),
-			raftAddr: addrs[2*i],
-			httpAddr: addrs[2*i+1],
-			logs:     newLogRing(1 << 20),
-			state:    nodeDown,
-		}
-		node.client, err = api.NewClient(node.httpAddr, api.ClientConfig{})
-		require.NoError(t, err)
-		c.nodes = append(c.nodes, node)
+		node := c.newNode(fmt.Sprintf("n%d", i+1), dir)
 		peers = append(peers, node.id+"="+node.raftAddr)
+		gossip = append(gossip, node.gossipAddr)
 	}
 	t.Cleanup(func() {
 		for _, node := range c.nodes {
@@ -126,6 +123,8 @@ func startProcClusterMode(t testing.TB, n int, mode startMode, extra ...string) 
 	defer cancel()
 	for i, node := range c.nodes {
 		switch {
+		case mode == startExpect:
+			node.args = gossipArgs(node, gossip, "-bootstrap-expect", strconv.Itoa(n))
 		case mode == startPeers:
 			node.args = []string{"-bootstrap", "-peers", strings.Join(peers, ",")}
 		case i == 0:
@@ -141,6 +140,46 @@ func startProcClusterMode(t testing.TB, n int, mode startMode, extra ...string) 
 	}
 	require.NoError(t, c.waitReady(ctx), "the cluster elects a leader")
 	return c
+}
+
+// newNode prepares a member of c named id, with a data dir under dir (empty)
+// and its own raft, HTTP and gossip ports; it does not start it.
+func (c *procCluster) newNode(id, dir string) *procNode {
+	c.t.Helper()
+	var addrs []string
+	for {
+		var err error
+		addrs, err = freeAddrs(3)
+		require.NoError(c.t, err)
+		if !slices.ContainsFunc(addrs, c.portTaken) {
+			break
+		}
+	}
+	n := &procNode{c: c, id: id, dataDir: filepath.Join(dir, id), raftAddr: addrs[0], httpAddr: addrs[1], gossipAddr: addrs[2],
+		logs: newLogRing(1 << 20), state: nodeDown}
+	var err error
+	n.client, err = api.NewClient(n.httpAddr, api.ClientConfig{})
+	require.NoError(c.t, err)
+	c.nodes = append(c.nodes, n)
+	return n
+}
+
+// portTaken says whether addr is already one of a member's ports (free
+// ports found one call apart may repeat).
+func (c *procCluster) portTaken(addr string) bool {
+	for _, n := range c.nodes {
+		if addr == n.raftAddr || addr == n.httpAddr || addr == n.gossipAddr {
+			return true
+		}
+	}
+	return false
+}
+
+// gossipArgs are the flags of a member that finds the others through
+// gossip: its own gossip address, the gossip addresses join (all the
+// members', itself included: an agent skips its own), and flags.
+func gossipArgs(n *procNode, join []string, flags ...string) []string {
+	return append([]string{"-gossip-bind", n.gossipAddr, "-retry-join", strings.Join(join, ",")}, flags...)
 }
 
 // freeAddrs finds n distinct free TCP ports on 127.0.0.1. They are free
@@ -170,8 +209,16 @@ var listeningLine = regexp.MustCompile(`raftlock agent (\S+): raft on (\S+), HTT
 // setJoin changes how n is started from now on, as an operator restarting
 // a member whose data dir was emptied does: -join addrs instead of
 // -bootstrap, -peers or an earlier -join, and extra flags added; n's other
-// flags stay.
+// flags stay. A member that gossips keeps its flags (only extra is added):
+// on an empty data dir, -retry-join finds the cluster and the leader adds
+// it again (its -bootstrap-expect does not bootstrap while gossip shows
+// members of a cluster), as an orchestrator's replica with a lost volume
+// comes back.
 func (n *procNode) setJoin(addrs []string, extra ...string) {
+	if slices.Contains(n.args, "-retry-join") {
+		n.args = append(n.args, extra...)
+		return
+	}
 	var kept []string
 	for i := 0; i < len(n.args); i++ {
 		switch n.args[i] {
@@ -463,6 +510,53 @@ func probeWrite(ctx context.Context, s lock.Store) error {
 	}
 	_, err := s.Release(wctx, "harness/probe", owner)
 	return err
+}
+
+// checkAtEnd reports what a nemesis scenario checks of its cluster at the
+// end: every agent votes (leaves and rejoins, kills and restarts must not
+// leave a member without its vote for good), and no agent's race detector
+// spoke.
+func (c *procCluster) checkAtEnd(rep *report) {
+	var ids []string
+	for _, n := range c.nodes {
+		ids = append(ids, n.id)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), defaultRecoverIn)
+	defer cancel()
+	if err := c.waitVoters(ctx, ids); err != nil {
+		rep.problem("at the end: %v", err)
+	}
+	if races := c.racesReported(); len(races) > 0 {
+		rep.problem("data races reported by agents %v (their logs follow)", races)
+	}
+}
+
+// survivorsElect says whether the voters other than l that run are a
+// majority of the leader's configuration's voters: whether a failover is
+// possible if l dies now. Not right after a member came back (a leave and
+// a restart, say): with gossip it is added as a non-voter and gets its
+// vote a health check or two later, and meanwhile two voters are a quorum
+// of two.
+func (c *procCluster) survivorsElect(ctx context.Context, l *procNode) bool {
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st, err := l.client.Cluster(qctx)
+	if err != nil {
+		return false
+	}
+	voters, surviving := 0, 0
+	for _, m := range st.Members {
+		if m.Suffrage != api.SuffrageVoter {
+			continue
+		}
+		voters++
+		for _, n := range c.up() {
+			if n != l && n.id == m.ID {
+				surviving++
+			}
+		}
+	}
+	return surviving > voters/2
 }
 
 // racesReported lists the nodes whose race detector reported a data race.

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,12 +28,14 @@ import (
 // extend and release kept; tokens strictly increasing).
 
 // rolloutFlags are the template's flags, the same for every agent ever
-// started (with -retry-join the members running at the time).
+// started (with -retry-join the members running at the time, and
+// -bootstrap-expect the service's number of voters).
 // -dead-member-timeout is short so that the members stopped without a
 // leave are removed within the test rather than after the default 72h.
-var rolloutFlags = []string{"-bootstrap-expect", "3", "-dead-member-timeout", "10s"}
+var rolloutFlags = []string{"-dead-member-timeout", "10s"}
 
-// rolloutVoters is the -voters of every agent.
+// rolloutVoters is the -voters (and -bootstrap-expect) of every agent,
+// unless a test says otherwise.
 const rolloutVoters = 3
 
 // rollout is the service: replicas, each run by one agent at a time, and
@@ -47,12 +49,18 @@ type rollout struct {
 
 	mu       sync.Mutex // protects replicas
 	replicas []*procNode
-	gossip   map[*procNode]string // each agent's -gossip-bind
 }
 
 func newRollout(t testing.TB, extra ...string) *rollout {
-	r := &rollout{t: t, dir: t.TempDir(), pc: &procCluster{t: t, voters: rolloutVoters}, clock: &grantClock{}, gossip: map[*procNode]string{},
-		flags: append(slices.Clone(rolloutFlags), extra...)}
+	return newRolloutVoters(t, rolloutVoters, extra...)
+}
+
+// newRolloutVoters is newRollout for a service of voters voters: every
+// agent's -voters and -bootstrap-expect.
+func newRolloutVoters(t testing.TB, voters int, extra ...string) *rollout {
+	flags := append([]string{"-bootstrap-expect", strconv.Itoa(voters)}, rolloutFlags...)
+	r := &rollout{t: t, dir: t.TempDir(), pc: &procCluster{t: t, voters: voters}, clock: &grantClock{},
+		flags: append(flags, extra...)}
 	t.Cleanup(func() {
 		for _, n := range r.pc.nodes {
 			n.kill()
@@ -68,21 +76,11 @@ func newRollout(t testing.TB, extra ...string) *rollout {
 
 // newAgent prepares agent id with its own ports and an empty data dir; it
 // does not start it.
-func (r *rollout) newAgent(id string) *procNode {
-	addrs, err := freeAddrs(3)
-	require.NoError(r.t, err)
-	n := &procNode{c: r.pc, id: id, dataDir: filepath.Join(r.dir, id), raftAddr: addrs[0], httpAddr: addrs[1],
-		logs: newLogRing(1 << 20), state: nodeDown}
-	n.client, err = api.NewClient(n.httpAddr, api.ClientConfig{})
-	require.NoError(r.t, err)
-	r.pc.nodes = append(r.pc.nodes, n)
-	r.gossip[n] = addrs[2]
-	return n
-}
+func (r *rollout) newAgent(id string) *procNode { return r.pc.newNode(id, r.dir) }
 
 // launch starts n from the template, joining the gossip addresses join.
 func (r *rollout) launch(n *procNode, join []string) {
-	n.args = append([]string{"-gossip-bind", r.gossip[n], "-retry-join", strings.Join(join, ",")}, r.flags...)
+	n.args = gossipArgs(n, join, r.flags...)
 	require.NoError(r.t, n.start())
 }
 
@@ -90,7 +88,7 @@ func (r *rollout) launch(n *procNode, join []string) {
 func (r *rollout) runningGossip() []string {
 	var out []string
 	for _, n := range r.running() {
-		out = append(out, r.gossip[n])
+		out = append(out, n.gossipAddr)
 	}
 	return out
 }
@@ -241,31 +239,48 @@ func waitReadyz(ctx context.Context, n *procNode) error {
 func (r *rollout) waitMembers(ctx context.Context, ids []string, voters int) error {
 	want := slices.Sorted(slices.Values(ids))
 	return pollUntil(ctx, 100*time.Millisecond, "members", func(ctx context.Context) error {
-		l := r.pc.leader(ctx)
-		if l == nil {
-			return errors.New("no leader")
-		}
-		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		st, err := l.client.Cluster(qctx)
+		l, members, err := r.pc.leaderMembers(ctx)
 		if err != nil {
 			return err
 		}
-		var got, desc []string
+		var got []string
 		v := 0
-		for _, m := range st.Members {
+		for _, m := range members {
 			got = append(got, m.ID)
-			desc = append(desc, fmt.Sprintf("%s=%s/%s/%s", m.ID, m.Suffrage, m.Gossip, m.Health))
 			if m.Suffrage == api.SuffrageVoter {
 				v++
 			}
 		}
 		slices.Sort(got)
 		if !slices.Equal(got, want) || v != voters {
-			return fmt.Errorf("leader %s: configuration %v, want %v with %d voters", l.id, desc, want, voters)
+			return fmt.Errorf("leader %s: configuration %v, want %v with %d voters", l.id, describeMembers(members), want, voters)
 		}
 		return nil
 	})
+}
+
+// leaderMembers asks the leader for its raft configuration.
+func (c *procCluster) leaderMembers(ctx context.Context) (*procNode, []api.Member, error) {
+	l := c.leader(ctx)
+	if l == nil {
+		return nil, nil, errors.New("no leader")
+	}
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st, err := l.client.Cluster(qctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("leader %s: %w", l.id, err)
+	}
+	return l, st.Members, nil
+}
+
+// describeMembers is members as ID=suffrage/gossip/health, for messages.
+func describeMembers(members []api.Member) []string {
+	var out []string
+	for _, m := range members {
+		out = append(out, fmt.Sprintf("%s=%s/%s/%s", m.ID, m.Suffrage, m.Gossip, m.Health))
+	}
+	return out
 }
 
 // traffic is the durability workload running against a rollout until
@@ -343,7 +358,7 @@ func startService(t *testing.T, r *rollout, n int) {
 	for i := range n {
 		node := r.newAgent(fmt.Sprintf("n%d", i+1))
 		nodes = append(nodes, node)
-		join = append(join, r.gossip[node])
+		join = append(join, node.gossipAddr)
 	}
 	for i, node := range nodes {
 		r.launch(node, join)
@@ -351,7 +366,7 @@ func startService(t *testing.T, r *rollout, n int) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	require.NoError(t, r.waitMembers(ctx, r.ids(), rolloutVoters), "the agents form one cluster")
+	require.NoError(t, r.waitMembers(ctx, r.ids(), r.pc.voters), "the agents form one cluster")
 	for _, node := range nodes {
 		require.NoError(t, waitReadyz(ctx, node))
 	}
@@ -532,16 +547,12 @@ func TestScaleUpAndDownProcesses(t *testing.T) {
 func (r *rollout) describe(id string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	l := r.pc.leader(ctx)
-	if l == nil {
-		return "no leader"
-	}
-	st, err := l.client.Cluster(ctx)
+	l, members, err := r.pc.leaderMembers(ctx)
 	if err != nil {
-		return "leader " + l.id + ": " + err.Error()
+		return err.Error()
 	}
 	suffrage := "not a member"
-	for _, m := range st.Members {
+	for _, m := range members {
 		if m.ID == id {
 			suffrage = m.Suffrage
 		}
@@ -562,17 +573,11 @@ func (r *rollout) leaderID() string {
 // notVoting says (nil) whether the leader's configuration has id as
 // anything but a voter, or not at all.
 func (r *rollout) notVoting(ctx context.Context, id string) error {
-	l := r.pc.leader(ctx)
-	if l == nil {
-		return errors.New("no leader")
-	}
-	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	st, err := l.client.Cluster(qctx)
+	l, members, err := r.pc.leaderMembers(ctx)
 	if err != nil {
 		return err
 	}
-	for _, m := range st.Members {
+	for _, m := range members {
 		if m.ID == id && m.Suffrage == api.SuffrageVoter {
 			return fmt.Errorf("%s still votes (leader %s)", id, l.id)
 		}

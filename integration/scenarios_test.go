@@ -32,9 +32,7 @@ func TestLinearizableProcesses(t *testing.T) {
 	events := newEventLog(rep.started)
 	nem := newNemesis(s, rep, events, procFaults(c, rep, events), c.waitReady)
 	runLinearizable(t, s, rep, c, nem, 8, 4)
-	if races := c.racesReported(); len(races) > 0 {
-		rep.problem("data races reported by agents %v (their logs follow)", races)
-	}
+	c.checkAtEnd(rep)
 	rep.finish(t)
 }
 
@@ -67,9 +65,7 @@ func TestFencedProcesses(t *testing.T) {
 		cfg:     fencedConfig{Key: "fenced", TTL: linTTL, Wait: 2 * time.Second, Work: 10 * time.Millisecond, Writes: 4},
 		holders: 6,
 	})
-	if races := c.racesReported(); len(races) > 0 {
-		rep.problem("data races reported by agents %v (their logs follow)", races)
-	}
+	c.checkAtEnd(rep)
 	rep.finish(t)
 }
 
@@ -97,9 +93,7 @@ func TestFencedExpiryProcesses(t *testing.T) {
 		procCfg:    fencedConfig{Key: "fenced", TTL: ttl, Wait: 3 * time.Second, Expiry: true, Work: 150 * time.Millisecond, Writes: 4},
 		procFaults: func(p []*clientProc) []fault { f := pauseClientFault(p, ttl); return []fault{f, f} },
 	})
-	if races := c.racesReported(); len(races) > 0 {
-		rep.problem("data races reported by agents %v (their logs follow)", races)
-	}
+	c.checkAtEnd(rep)
 	rep.finish(t)
 }
 
@@ -133,9 +127,7 @@ func TestDurableProcesses(t *testing.T) {
 		round = 30 * time.Second
 	}
 	runDurability(t, s, rep, c, nem, 6, 4, round, quietCrash)
-	if races := c.racesReported(); len(races) > 0 {
-		rep.problem("data races reported by agents %v (their logs follow)", races)
-	}
+	c.checkAtEnd(rep)
 	rep.finish(t)
 }
 
@@ -168,9 +160,7 @@ func TestFencedSessionsProcesses(t *testing.T) {
 		procCfg:    procCfg,
 		procFaults: func(p []*clientProc) []fault { f := pauseClientFault(p, ttl); return []fault{f, f} },
 	})
-	if races := c.racesReported(); len(races) > 0 {
-		rep.problem("data races reported by agents %v (their logs follow)", races)
-	}
+	c.checkAtEnd(rep)
 	rep.finish(t)
 }
 
