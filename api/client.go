@@ -360,6 +360,7 @@ func (c *Client) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lea
 	if req.Wait > 0 {
 		body.Wait = NewDuration(req.Wait)
 	}
+	body.SetKind(req.Kind, req.Limit, req.Shared)
 	var resp LeaseResponse
 	at := -1
 	x := exchange{method: http.MethodPost, path: "/v1/acquire", key: req.Key, body: body, out: &resp, write: true, resend: resendAfterStaleConn, at: &at}
@@ -372,6 +373,10 @@ func (c *Client) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lea
 			// The release answered, so the outcome is known after all: the
 			// owner holds nothing.
 			return lock.Lease{}, fmt.Errorf("api: POST /v1/acquire: %w", ctx.Err())
+		}
+		var mismatch *lock.KindMismatchError
+		if errors.As(err, &mismatch) {
+			mismatch.AskedKind, mismatch.AskedLimit = req.Kind, req.Limit
 		}
 		return lock.Lease{}, err
 	}
@@ -759,6 +764,10 @@ func answerError(status int, payload []byte, key string, write bool) error {
 			held.Remaining = msDuration(*d.RemainingMS)
 		}
 		return held
+	}
+	if d.Code == CodeKindMismatch {
+		kind, _ := lock.ParseKind(d.Kind)
+		return &lock.KindMismatchError{Key: key, Kind: kind, Limit: d.Limit}
 	}
 	return &ServerError{StatusCode: status, Code: d.Code, Message: d.Message}
 }

@@ -242,6 +242,22 @@
 //
 //	{"error":{"code":"locked","message":"lock: \"jobs/nightly\" held by another owner (token 41, 2.95s left)","token":41,"remaining_ms":2950}}
 //
+// The same route takes a semaphore's slot with "limit" (n, 1..65536: at
+// most n holders at once, n fixed by the acquire that creates the key), and
+// a read/write lock with "shared" (true: a read, shared with other readers;
+// false: the write, alone); "kind" ("mutex", "semaphore", "rwlock") may say
+// it outright. Waiters are served in strict FIFO order, so a writer waits
+// only for the readers ahead of it. Each holder has its own owner, token
+// and lease, and releases and extends on its own. While anyone holds or
+// waits for a key, an acquire of another kind or limit answers 409
+// kind_mismatch (409, not 400: the request is well formed, and succeeds
+// once the key is free) with what the key is:
+//
+//	curl -s --json '{"key":"render","ttl":"30s","limit":8}' localhost:8300/v1/acquire
+//	{"key":"render","owner":"5b1d0e...","token":43,"ttl_ms":30000,"remaining_ms":29999}
+//	curl -s --json '{"key":"render","ttl":"30s","limit":4}' localhost:8300/v1/acquire
+//	{"error":{"code":"kind_mismatch","message":"lock: key \"render\" is a semaphore of 8; asked for a semaphore of 4","kind":"semaphore","limit":8}}
+//
 // POST /v1/release ends the owner's lease and hands the key to the next
 // waiter. 409 not_held when the owner does not hold the key (any more). It
 // also gives up the owner's acquires of the key still waiting on this node.
@@ -289,10 +305,13 @@
 // GET /v1/inspect?key=K tells anyone whether K is held: its token, the time
 // left, the number of waiters and the holder's metadata; never the owner
 // or session. "delayed":true says that nobody holds it but a session's
-// lock-delay keeps it for remaining_ms.
+// lock-delay keeps it for remaining_ms. A held key says its "kind", and
+// "holders"; a semaphore its "limit", a read/write lock held by readers
+// "shared":true (token is then the newest holder's, remaining_ms the
+// longest hold left).
 //
 //	curl -s 'localhost:8300/v1/inspect?key=jobs%2Fnightly'
-//	{"key":"jobs/nightly","locked":true,"token":42,"remaining_ms":29412,"waiters":1,"metadata":"host=web-3"}
+//	{"key":"jobs/nightly","locked":true,"token":42,"remaining_ms":29412,"waiters":1,"metadata":"host=web-3","kind":"mutex","holders":1}
 //
 // GET /v1/locks?prefix=P&after=A&limit=N lists held keys starting with P and
 // sorting after A, in byte order, at most N (and at most Config.ListPageSize)
@@ -459,6 +478,9 @@
 //	400     invalid_session    session or id not 32 hex digits or zero, session   lock.ErrInvalidSession
 //	                           ttl or lock_delay out of range
 //	400     invalid_metadata   metadata over lock.MaxMetadataLen bytes            lock.ErrInvalidMetadata
+//	400     invalid_limit      a semaphore's limit outside 1..lock.MaxHolders     lock.ErrInvalidLimit
+//	400     invalid_kind       kind unknown, or limit or shared given to a kind   lock.ErrInvalidKind
+//	                           without them
 //	401     unauthorized       token missing or wrong (Config.Token); nothing     ErrUnauthorized
 //	                           was done; every route but /healthz
 //	403     host_not_allowed   Host header not a name of the node                 ErrForbidden
@@ -476,6 +498,8 @@
 //	409     canceled           acquire given up by a release of the same owner    lock.ErrNotHeld
 //	409     no_session         the session has ended or never existed (renew,     lock.ErrNoSession;
 //	                           destroy, acquire with session)                     destroy: (false, nil)
+//	409     kind_mismatch      the key exists as another kind or limit; kind,     *lock.KindMismatchError
+//	                           limit
 //	413     body_too_large     body over Config.MaxBodyBytes                      ErrBadRequest
 //	415     unsupported_media_type  a POST without Content-Type: application/json ErrBadRequest
 //	429     queue_full         lock.MaxWaiters already wait for the key           lock.ErrQueueFull

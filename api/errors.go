@@ -42,6 +42,9 @@ const (
 	CodeInvalidSession   = lock.CodeInvalidSession  // 400: session id not 32 hex digits or zero, session ttl or lock_delay out of range
 	CodeInvalidMetadata  = lock.CodeInvalidMetadata // 400: metadata longer than lock.MaxMetadataLen bytes
 	CodeNoSession        = lock.CodeNoSession       // 409: the session has ended (expired or destroyed) or never existed
+	CodeKindMismatch     = lock.CodeKindMismatch    // 409: the key exists as another kind (or a semaphore of another limit); carries kind and limit
+	CodeInvalidLimit     = lock.CodeInvalidLimit    // 400: a semaphore's limit outside 1..lock.MaxHolders
+	CodeInvalidKind      = lock.CodeInvalidKind     // 400: kind unknown, or limit or shared given to a kind without them
 	CodeBodyTooLarge     = "body_too_large"         // 413: request body over the limit
 	CodeLocked           = lock.CodeLocked          // 409: held by another owner; carries token and remaining_ms
 	CodeNotHeld          = lock.CodeNotHeld         // 409: release/extend by an owner that does not hold the key
@@ -103,6 +106,10 @@ type ErrorDetail struct {
 	// lease left; never the holder's owner.
 	Token       uint64 `json:"token,omitempty"`
 	RemainingMS *int64 `json:"remaining_ms,omitempty"`
+	// Set with CodeKindMismatch: what the key is ("semaphore" and its
+	// limit, "rwlock", "mutex").
+	Kind  string `json:"kind,omitempty"`
+	Limit int    `json:"limit,omitempty"`
 }
 
 // ServerError is an error answer from a node that has no better Go form than

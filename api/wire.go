@@ -174,6 +174,57 @@ type AcquireRequest struct {
 	// Metadata is shown with the holder by inspect and list: UTF-8 text,
 	// at most lock.MaxMetadataLen bytes.
 	Metadata *string `json:"metadata,omitempty"`
+	// Kind is what the key is to be: "mutex" (the default), "semaphore"
+	// (with limit) or "rwlock" (shared: true for a read, false or absent
+	// for the write). Absent, limit means "semaphore" and shared "rwlock".
+	Kind *string `json:"kind,omitempty"`
+	// Limit is a semaphore's n: 1..lock.MaxHolders holders at once.
+	Limit *int `json:"limit,omitempty"`
+	// Shared asks a read/write lock for a read hold.
+	Shared *bool `json:"shared,omitempty"`
+}
+
+// KindFields is the lock.AcquireRequest fields an AcquireRequest's kind,
+// limit and shared stand for; the error matches lock.ErrInvalidKind or
+// lock.ErrInvalidLimit and names the field.
+func (r AcquireRequest) KindFields() (kind lock.Kind, limit int, shared bool, err error) {
+	switch {
+	case r.Kind != nil:
+		if kind, err = lock.ParseKind(*r.Kind); err != nil {
+			return 0, 0, false, fmt.Errorf("kind: %w", err)
+		}
+	case r.Limit != nil:
+		kind = lock.KindSemaphore
+	case r.Shared != nil:
+		kind = lock.KindRWLock
+	}
+	if r.Limit != nil {
+		if kind != lock.KindSemaphore {
+			return 0, 0, false, fmt.Errorf("%w: limit: only a semaphore has one (kind is %v)", lock.ErrInvalidKind, kind)
+		}
+		limit = *r.Limit
+	}
+	if kind == lock.KindSemaphore && (limit < 1 || limit > lock.MaxHolders) {
+		return 0, 0, false, fmt.Errorf("%w: limit must be between 1 and %d (got %d)", lock.ErrInvalidLimit, lock.MaxHolders, limit)
+	}
+	if r.Shared != nil {
+		if kind != lock.KindRWLock {
+			return 0, 0, false, fmt.Errorf("%w: shared: only a read/write lock has shared holds (kind is %v)", lock.ErrInvalidKind, kind)
+		}
+		shared = *r.Shared
+	}
+	return kind, limit, shared, nil
+}
+
+// SetKind sets the fields standing for kind, limit and shared (none for
+// a mutex, so that a mutex acquire reads as before kinds existed).
+func (r *AcquireRequest) SetKind(kind lock.Kind, limit int, shared bool) {
+	switch kind {
+	case lock.KindSemaphore:
+		r.Limit = &limit
+	case lock.KindRWLock:
+		r.Shared = &shared
+	}
 }
 
 // SessionCreateRequest is the body of POST /v1/session/create.
@@ -258,6 +309,15 @@ type KeyInfo struct {
 	// Delayed: nobody holds the key, but a session's lock-delay keeps it
 	// for remaining_ms (locked is true).
 	Delayed bool `json:"delayed,omitempty"`
+	// Kind ("mutex", "semaphore", "rwlock"), while locked. For a semaphore
+	// limit is its n; for a semaphore or rwlock, holders counts its holders
+	// and shared says readers hold it, token is the newest holder's and
+	// remaining_ms the longest hold left. A mutex's holders is 1 (0 while
+	// a lock-delay keeps it).
+	Kind    string `json:"kind,omitempty"`
+	Limit   int    `json:"limit,omitempty"`
+	Holders int    `json:"holders,omitempty"`
+	Shared  bool   `json:"shared,omitempty"`
 }
 
 // MakeKeyInfo is the answer describing info of key; Remaining is rounded
@@ -271,11 +331,25 @@ func MakeKeyInfo(key string, info lock.KeyInfo) KeyInfo {
 		Waiters:     info.Waiters,
 		Metadata:    info.Metadata,
 		Delayed:     info.Delayed,
+		Kind:        kindName(info),
+		Limit:       info.Limit,
+		Holders:     info.Holders,
+		Shared:      info.Shared,
 	}
 }
 
-// Info is the lock.KeyInfo the answer describes.
+// kindName is KeyInfo.Kind for info: its kind's name while locked.
+func kindName(info lock.KeyInfo) string {
+	if !info.Locked {
+		return ""
+	}
+	return info.Kind.String()
+}
+
+// Info is the lock.KeyInfo the answer describes. An unknown kind (from a
+// newer node) reads as the mutex.
 func (k KeyInfo) Info() lock.KeyInfo {
+	kind, _ := lock.ParseKind(k.Kind)
 	return lock.KeyInfo{
 		Locked:    k.Locked,
 		Token:     k.Token,
@@ -283,6 +357,10 @@ func (k KeyInfo) Info() lock.KeyInfo {
 		Waiters:   k.Waiters,
 		Metadata:  k.Metadata,
 		Delayed:   k.Delayed,
+		Kind:      kind,
+		Limit:     k.Limit,
+		Holders:   k.Holders,
+		Shared:    k.Shared,
 	}
 }
 

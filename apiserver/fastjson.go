@@ -34,6 +34,7 @@ const (
 	fastString                   // *string
 	fastDuration                 // *api.Duration, from a string
 	fastMillis                   // *api.MillisField, from a whole number
+	fastInt                      // *int, from a whole number
 )
 
 type fastField struct {
@@ -46,6 +47,7 @@ var (
 	stringPtrType = reflect.TypeOf((*string)(nil))
 	durationPtr   = reflect.TypeOf((*api.Duration)(nil))
 	millisPtr     = reflect.TypeOf((*api.MillisField)(nil))
+	intPtr        = reflect.TypeOf((*int)(nil))
 )
 
 var fastFieldCache sync.Map // reflect.Type -> []fastField
@@ -84,6 +86,8 @@ func fastFields(t reflect.Type) []fastField {
 				kind = fastDuration
 			case millisPtr:
 				kind = fastMillis
+			case intPtr:
+				kind = fastInt
 			}
 			out = append(out, fastField{name: name, index: idx, kind: kind})
 		}
@@ -153,11 +157,11 @@ func fastDecode(body []byte, v any) bool {
 				return false
 			}
 			durations[i] = d
-		case fastMillis:
+		case fastMillis, fastInt:
 			if m.str || !wholeNumber(raw) {
 				return false
 			}
-			x, err := strconv.ParseInt(string(raw), 10, 64)
+			x, err := strconv.ParseInt(string(raw), 10, strconv.IntSize)
 			if err != nil {
 				return false
 			}
@@ -178,6 +182,9 @@ func fastDecode(body []byte, v any) bool {
 			dst.Set(reflect.ValueOf(api.NewDuration(durations[i])))
 		case fastMillis:
 			dst.Set(reflect.ValueOf(api.NewMillisField(millis[i])))
+		case fastInt:
+			x := int(millis[i])
+			dst.Set(reflect.ValueOf(&x))
 		}
 	}
 	return true

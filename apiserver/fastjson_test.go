@@ -46,6 +46,8 @@ var fastDecodeSeeds = []string{
 	`{"key_b64":"YQ==","owner":"x"}`, `{"key":"a","ttl":"1s","ttl":"2s"}`, `{"KEY":"a"}`, `{"key":"\u0041"}`,
 	`{"key":"a","ttl":30}`, `{"key":"a","ttl_ms":"30"}`, `{"key":"a","ttl_ms":1.5}`, `{"key":"a","ttl_ms":1e3}`,
 	`{"key":"a","ttl_ms":01}`, `{"key":"a","ttl_ms":-0}`, `{"key":"a","ttl_ms":99999999999999999999}`, `{"key":null}`,
+	`{"key":"a","limit":8,"kind":"semaphore"}`, `{"key":"a","limit":1.5}`, `{"key":"a","limit":-1}`, `{"key":"a","shared":true}`,
+	`{"key":"a","limit":"8"}`, `{"key":"a","limit":9223372036854775808}`,
 	`{"key":"a"}x`, `{"key":"a"} `, `{}`, `[]`, `{"key":"a",}`, `{"key":"a","ttl":"1x"}`, `{"key":"é","metadata":"<&>"}`,
 	`{"ops":[{"op":"acquire","body":{"key":"a","ttl":"1s"}},{"body":{"key":"b","owner":"o"},"op":"release"}]}`,
 	`{"ops":[]}`, `{"ops":[{"op":"acquire","body":{"key":"a","key":"b"}}]}`, `{"ops":[{"op":"acquire","body":{"key":{"x":1}}}]}`,

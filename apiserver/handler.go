@@ -367,6 +367,10 @@ func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
 	if wait > 0 && c.batched {
 		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidWait, "api: an acquire in a batch cannot wait; send it on its own to /v1/acquire")
 	}
+	kind, kindLimit, shared, err := req.KindFields()
+	if err != nil {
+		return nil, storeError(fmt.Errorf("api: %w", err), true)
+	}
 	if e := permit(r, rightLock, key, "acquire"); e != nil {
 		return nil, e
 	}
@@ -392,7 +396,8 @@ func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
 	pending := h.acquires.start(key, owner, giveUp)
 	defer h.acquires.finish(key, owner, pending) // after the clean-up below
 
-	lease, err := h.store.Acquire(ctx, lock.AcquireRequest{Key: key, Owner: owner, TTL: ttl, Wait: wait, Session: session, Metadata: metadata})
+	lease, err := h.store.Acquire(ctx, lock.AcquireRequest{Key: key, Owner: owner, TTL: ttl, Wait: wait, Session: session, Metadata: metadata,
+		Kind: kind, Limit: kindLimit, Shared: shared})
 	givenUp := errors.Is(context.Cause(ctx), errGivenUp)
 	if err == nil && (givenUp || r.Context().Err() != nil) {
 		// The lock was granted as the client went away or a release gave the

@@ -57,9 +57,10 @@ func codes(lists ...[]string) []string {
 // openAPIRoutes is every route the Handler serves. A route added to
 // NewHandler's table must be added here (TestOpenAPICoversRoutes says so).
 var openAPIRoutes = []routeDoc{
-	{method: http.MethodPost, path: "/v1/acquire", summary: "Take a lock, waiting up to wait for it; the answer carries the owner and the fencing token. With session instead of ttl, the lock ends with that session.",
+	{method: http.MethodPost, path: "/v1/acquire", summary: "Take a lock, waiting up to wait for it; the answer carries the owner and the fencing token. With session instead of ttl, the lock ends with that session. With limit, a slot of a semaphore of limit holders; with shared, a read (true) or the write (false) of a read/write lock; kind_mismatch while the key exists as another kind or limit.",
 		request: api.AcquireRequest{}, answer: api.LeaseResponse{},
-		codes: codes(bodyCodes, []string{api.CodeInvalidKey, api.CodeInvalidTTL, api.CodeInvalidWait, api.CodeInvalidOwner, api.CodeInvalidSession, api.CodeInvalidMetadata, api.CodeNoSession, api.CodeNotImplemented, api.CodeLocked, api.CodeCanceled, api.CodeQueueFull, api.CodePermissionDenied}, storeCodes)},
+		codes: codes(bodyCodes, []string{api.CodeInvalidKey, api.CodeInvalidTTL, api.CodeInvalidWait, api.CodeInvalidOwner, api.CodeInvalidSession, api.CodeInvalidMetadata, api.CodeNoSession, api.CodeNotImplemented, api.CodeLocked, api.CodeCanceled, api.CodeQueueFull, api.CodePermissionDenied,
+			api.CodeKindMismatch, api.CodeInvalidLimit, api.CodeInvalidKind}, storeCodes)},
 	{method: http.MethodPost, path: "/v1/session/create", summary: "Start a session (a lease that locks are bound to); renew it every ttl/3.",
 		request: api.SessionCreateRequest{}, answer: api.SessionResponse{},
 		codes: codes(bodyCodes, []string{api.CodeInvalidSession, api.CodeNotImplemented}, storeCodes)},
@@ -143,6 +144,9 @@ var codeStatus = map[string]int{
 	api.CodeNotHeld:             409,
 	api.CodeCanceled:            409,
 	api.CodeNoSession:           409,
+	api.CodeKindMismatch:        409,
+	api.CodeInvalidLimit:        400,
+	api.CodeInvalidKind:         400,
 	api.CodeBodyTooLarge:        413,
 	api.CodeUnsupportedMedia:    415,
 	api.CodeQueueFull:           429,

@@ -236,7 +236,7 @@ func TestOpenAPIServedDocument(t *testing.T) {
 	responses := acquire["responses"].(map[string]any)
 	assert.Contains(t, responses, "200")
 	conflict := responses["409"].(map[string]any)
-	assert.ElementsMatch(t, []any{api.CodeCanceled, api.CodeLocked, api.CodeNoSession}, conflict["x-error-codes"])
+	assert.ElementsMatch(t, []any{api.CodeCanceled, api.CodeKindMismatch, api.CodeLocked, api.CodeNoSession}, conflict["x-error-codes"])
 	health := paths["/healthz"].(map[string]any)["get"].(map[string]any)
 	assert.Empty(t, health["security"], "/healthz needs no token")
 	assert.NotEmpty(t, acquire["security"])

@@ -44,6 +44,9 @@ func storeError(err error, write bool) *apiError {
 			ms := api.Millis(held.Remaining)
 			e.detail.RemainingMS = &ms
 		}
+		if mismatch := (*lock.KindMismatchError)(nil); errors.As(err, &mismatch) {
+			e.detail.Kind, e.detail.Limit = mismatch.Kind.String(), mismatch.Limit
+		}
 		return e
 	}
 	switch {
@@ -79,6 +82,11 @@ var lockCodeStatus = map[string]int{
 	lock.CodeInvalidSession:  http.StatusBadRequest,
 	lock.CodeInvalidMetadata: http.StatusBadRequest,
 	lock.CodeNoSession:       http.StatusConflict,
+	// A kind mismatch conflicts with the key's state, not with the
+	// request's form: the same acquire succeeds once the key is gone.
+	lock.CodeKindMismatch: http.StatusConflict,
+	lock.CodeInvalidLimit: http.StatusBadRequest,
+	lock.CodeInvalidKind:  http.StatusBadRequest,
 }
 
 // readJSON decodes the request body into v (a pointer to a request struct):

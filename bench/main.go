@@ -23,6 +23,8 @@ type params struct {
 	warmup        time.Duration // run before each measured window, not counted
 	parClients    int
 	contendClient int
+	semClients    int // clients of the sem8 workload, all on one semaphore
+	semLimit      int // its slots
 	held          int // locks held by raftlock in the held workload
 	heldPeers     int // locks held by etcd and Redis in the held workload
 	fillClients   int
@@ -59,6 +61,8 @@ func run() error {
 	flag.DurationVar(&p.warmup, "warmup", time.Second, "unmeasured run before each measured window")
 	flag.IntVar(&p.parClients, "par", 64, "clients of the par64 workload (each on its own key)")
 	flag.IntVar(&p.contendClient, "contend", 16, "clients of the contend16 workload (all on one key)")
+	flag.IntVar(&p.semClients, "sem-clients", 64, "clients of the sem8 workload (all on one semaphore)")
+	flag.IntVar(&p.semLimit, "sem-limit", 8, "slots of the sem8 workload's semaphore")
 	flag.IntVar(&p.held, "held", 1_000_000, "locks raftlock holds in the held workload")
 	flag.IntVar(&p.heldPeers, "held-peers", 200_000, "locks etcd and Redis hold in the held workload (0: same as -held)")
 	flag.IntVar(&p.fillClients, "fill-clients", 256, "clients that take the held locks")
@@ -75,7 +79,7 @@ func run() error {
 
 	if *smoke {
 		p.duration, p.warmup = 500*time.Millisecond, 100*time.Millisecond
-		p.parClients, p.contendClient = 8, 4
+		p.parClients, p.contendClient, p.semClients = 8, 4, 16
 		p.held, p.heldPeers, p.fillClients = 2000, 2000, 16
 		p.snapshotEvery = 200 * time.Millisecond
 	}
@@ -145,8 +149,10 @@ func (p params) validate() error {
 		return errors.New("-d must be positive")
 	case p.warmup < 0:
 		return errors.New("-warmup must not be negative")
-	case p.parClients < 1 || p.contendClient < 1 || p.fillClients < 1:
-		return errors.New("-par, -contend and -fill-clients must be at least 1")
+	case p.parClients < 1 || p.contendClient < 1 || p.fillClients < 1 || p.semClients < 1:
+		return errors.New("-par, -contend, -sem-clients and -fill-clients must be at least 1")
+	case p.semLimit < 1 || p.semLimit > 65536:
+		return fmt.Errorf("-sem-limit must be between 1 and 65536 (got %d)", p.semLimit)
 	case p.held < 1 || p.heldPeers < 1:
 		return errors.New("-held and -held-peers must be at least 1")
 	case p.ttl < time.Second || p.heldTTL < time.Minute:
@@ -199,16 +205,16 @@ func runSystem(ctx context.Context, sys system, p params, wls []string, rep *rep
 	for _, w := range wls {
 		want[w] = true
 	}
-	needShared := want[wlSeq] || want[wlPar] || want[wlContend] || want[wlFailover]
+	needShared := want[wlSeq] || want[wlPar] || want[wlContend] || want[wlSem] || want[wlFailover]
 	if needShared {
 		progress("%s: starting", name)
 		t0 := time.Now()
 		if err := sys.start(ctx); err != nil {
-			rep.fail(name, []string{wlSeq, wlPar, wlContend, wlFailover}, fmt.Errorf("start: %w", err))
+			rep.fail(name, []string{wlSeq, wlPar, wlContend, wlSem, wlFailover}, fmt.Errorf("start: %w", err))
 			progress("%s: start failed: %v", name, err)
 		} else {
 			progress("%s: up in %v", name, time.Since(t0).Round(time.Millisecond))
-			for _, w := range []string{wlSeq, wlPar, wlContend, wlFailover} {
+			for _, w := range []string{wlSeq, wlPar, wlContend, wlSem, wlFailover} {
 				if !want[w] || ctx.Err() != nil {
 					continue
 				}
@@ -266,6 +272,8 @@ func runWorkload(ctx context.Context, sys system, w string, p params, rep *repor
 		figs, err = runPar(ctx, sys, p)
 	case wlContend:
 		figs, err = runContend(ctx, sys, p)
+	case wlSem:
+		figs, err = runSem(ctx, sys, p)
 	case wlFailover:
 		figs, err = runFailover(ctx, sys, p)
 	case wlHeld:
@@ -276,7 +284,7 @@ func runWorkload(ctx context.Context, sys system, w string, p params, rep *repor
 		progress("%s: %s failed after %v: %v", name, w, time.Since(t0).Round(time.Millisecond), err)
 		return
 	}
-	prefix := map[string]string{wlSeq: "seq", wlPar: "par", wlContend: "contend"}[w]
+	prefix := map[string]string{wlSeq: "seq", wlPar: "par", wlContend: "contend", wlSem: "sem"}[w]
 	if total := figs[prefix+"_cycles_total"]; indexer != nil && prefix != "" && total > 0 {
 		// Raft entries committed per acquire+release: how well concurrent
 		// commands share entries (and fsyncs).

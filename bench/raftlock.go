@@ -163,6 +163,10 @@ type raftlockClient struct {
 func (c *raftlockClient) locker(key string) locker { return lockerOf(c.c.Lock(key, lock.TTL(c.ttl))) }
 func (c *raftlockClient) close()                   {}
 
+func (c *raftlockClient) semaphore(key string, n int) locker {
+	return lockerOf(c.c.Semaphore(key, n, lock.TTL(c.ttl)))
+}
+
 // raftlockLocker is a lock.Lock handle. Acquire waits as long as ctx allows.
 type raftlockLocker struct{ l *lock.Lock }
 

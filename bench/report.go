@@ -35,8 +35,10 @@ var rows = []row{
 	}},
 	{key: "par_cpu_ms_per_cycle", label: "par64: CPU ms per cycle (process user+sys)", ratio: true},
 	{key: "contend_cpu_ms_per_cycle", label: "contend16: CPU ms per hand-off (process user+sys)", ratio: true},
+	{key: "sem_acquires_per_s", label: "sem8: acquires/s, 64 clients on 1 semaphore of 8", higher: true, ratio: true},
 	{key: "par_raft_entries_per_cycle", label: "par64: raft log entries per cycle (diagnostic)"},
 	{key: "contend_raft_entries_per_cycle", label: "contend16: raft log entries per cycle (diagnostic)"},
+	{key: "sem_raft_entries_per_cycle", label: "sem8: raft log entries per cycle (diagnostic)"},
 	{key: "held_locks", label: "held: locks held", format: func(f map[string]float64) string { return fmt.Sprintf("%.0f", f["held_locks"]) }},
 	{key: "held_fill_per_s", label: "held: fill rate, locks/s", higher: true, ratio: true},
 	{key: "held_bytes_per_lock", label: "held: memory, bytes per lock per node", ratio: true},
@@ -166,6 +168,8 @@ func workloadOf(key string) string {
 		return wlPar
 	case strings.HasPrefix(key, "contend_"):
 		return wlContend
+	case strings.HasPrefix(key, "sem_"):
+		return wlSem
 	case strings.HasPrefix(key, "held_"), strings.HasPrefix(key, "big_"):
 		return wlHeld
 	}
@@ -340,7 +344,7 @@ func (r *report) json() string {
 		"elapsed_s": round(r.elapsed.Seconds(), 1),
 		"params": map[string]any{
 			"duration_s": r.p.duration.Seconds(), "warmup_s": r.p.warmup.Seconds(),
-			"par_clients": r.p.parClients, "contend_clients": r.p.contendClient,
+			"par_clients": r.p.parClients, "contend_clients": r.p.contendClient, "sem_clients": r.p.semClients, "sem_limit": r.p.semLimit,
 			"held": r.p.held, "held_peers": r.p.heldPeers, "fill_clients": r.p.fillClients,
 			"redis_poll_ms": ms(r.p.redisPoll),
 		},

@@ -27,9 +27,10 @@ const (
 	wlContend  = "contend16"
 	wlHeld     = "held"
 	wlFailover = "failover"
+	wlSem      = "sem8"
 )
 
-var allWorkloads = []string{wlSeq, wlPar, wlContend, wlHeld, wlFailover}
+var allWorkloads = []string{wlSeq, wlPar, wlContend, wlSem, wlHeld, wlFailover}
 
 // system is one lock service under test. start brings up the cluster the
 // throughput workloads and failover share; held brings up its own.
@@ -76,6 +77,13 @@ type locker interface {
 	acquire(ctx context.Context) error
 	// release gives the key back; an error if it was not held.
 	release(ctx context.Context) error
+}
+
+// semaphoreClient is implemented by clients of systems with a semaphore
+// of their own (raftlock's Client.Semaphore); the others get n/a in sem8.
+type semaphoreClient interface {
+	// semaphore is a locker of one of n slots of key.
+	semaphore(key string, n int) locker
 }
 
 // notApplicable is a figure a system cannot give, with the reason.

@@ -167,6 +167,48 @@ func runContend(ctx context.Context, sys system, p params) (map[string]float64, 
 	return figs, nil
 }
 
+// runSem: p.semClients clients on one semaphore of p.semLimit slots, each
+// in a loop of blocking acquire + release (no work while holding): most
+// acquires wait, and every release hands its slot to the next waiter.
+func runSem(ctx context.Context, sys system, p params) (map[string]float64, error) {
+	clients, err := openClients(ctx, sys, p.semClients)
+	if err != nil {
+		return nil, err
+	}
+	defer closeClients(clients)
+	if _, ok := clients[0].(semaphoreClient); !ok {
+		return nil, &notApplicable{"no semaphore of its own"}
+	}
+	var counted, all atomic.Int64
+	w := newWindow(p)
+	err = parallel(ctx, len(clients), func(ctx context.Context, i int) error {
+		l := clients[i].(semaphoreClient).semaphore("bench-sem", p.semLimit)
+		for {
+			if err := l.acquire(ctx); err != nil {
+				return fmt.Errorf("acquire: %w", err)
+			}
+			now := time.Now()
+			all.Add(1)
+			if w.inside(now) {
+				counted.Add(1)
+			}
+			if err := l.release(ctx); err != nil {
+				return fmt.Errorf("release: %w", err)
+			}
+			if w.over(now) {
+				return nil
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return map[string]float64{
+		"sem_acquires_per_s": float64(counted.Load()) / p.duration.Seconds(),
+		"sem_cycles_total":   float64(all.Load()),
+	}, nil
+}
+
 // runFailover: a client on a member that will survive takes a lock, the
 // leader is killed, and from then on the client starts a try-acquire of a
 // fresh key every 10ms (each may wait up to 10s) until one is granted; the

@@ -507,5 +507,9 @@ func toReadResult(st fsm.KeyState, at time.Duration, req *readRequest) readResul
 		waiters:   st.Waiters,
 		meta:      st.Meta,
 		delayed:   st.Delayed,
+		kind:      st.Kind,
+		limit:     st.Limit,
+		holders:   st.Holders,
+		shared:    st.Shared,
 	}
 }

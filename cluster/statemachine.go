@@ -238,6 +238,10 @@ func (s *stateMachine) list(prefix, after string, limit int, at time.Duration) l
 			Waiters:   st.Waiters,
 			Metadata:  st.Meta,
 			Delayed:   st.Delayed,
+			Kind:      lock.Kind(st.Kind),
+			Limit:     st.Limit,
+			Holders:   lock.KeyHolders(st),
+			Shared:    st.Shared,
 		}})
 		return true
 	})

@@ -57,11 +57,15 @@ func (n *Node) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease
 		return n.acquireWaiting(ctx, req, sent)
 	}
 	owner := fsm.Owner(req.Owner)
-	res, _, err := n.command(ctx, fsm.Command{Op: fsm.OpAcquire, Key: req.Key, Owner: owner, TTL: req.TTL, Session: fsm.Owner(req.Session), Meta: req.Metadata})
+	cmd := req.Command()
+	cmd.Owner = owner
+	res, _, err := n.command(ctx, cmd)
 	if err != nil {
 		return lock.Lease{}, err
 	}
 	switch res.Status {
+	case fsm.StatusKindMismatch:
+		return lock.Lease{}, req.KindMismatch(res)
 	case fsm.StatusNoSession:
 		return lock.Lease{}, errNoSession
 	case fsm.StatusGranted:
@@ -275,7 +279,12 @@ func (n *Node) leaderClock() time.Duration {
 }
 
 func keyInfo(rr readResult) lock.KeyInfo {
-	return lock.KeyInfo{Locked: rr.held, Token: rr.token, Remaining: rr.remaining, Waiters: rr.waiters, Metadata: rr.meta, Delayed: rr.delayed}
+	info := lock.KeyInfo{Locked: rr.held, Token: rr.token, Remaining: rr.remaining, Waiters: rr.waiters, Metadata: rr.meta, Delayed: rr.delayed,
+		Kind: lock.Kind(rr.kind), Limit: rr.limit, Holders: rr.holders, Shared: rr.shared}
+	if rr.kind == fsm.KindMutex && rr.held && !rr.delayed {
+		info.Holders = 1
+	}
+	return info
 }
 
 func unexpectedStatus(op string, res fsm.Result) error {

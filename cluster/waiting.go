@@ -177,7 +177,8 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 			}
 			return lock.Lease{}, n.heldError(ctx, req.Key, lastErr)
 		}
-		cmd := fsm.Command{Op: fsm.OpAcquire, Key: req.Key, Owner: owner, TTL: req.TTL, Wait: left, Session: fsm.Owner(req.Session), Meta: req.Metadata}
+		cmd := req.Command()
+		cmd.Owner, cmd.Wait = owner, left
 		asked := n.clock.Monotonic()
 		// The answer comes at the latest when the wait ends at the leader;
 		// past that (a leader without quorum cannot tick), ask again.
@@ -264,6 +265,8 @@ func (n *Node) waitOutcome(ctx context.Context, req lock.AcquireRequest, sent, a
 		return lock.Lease{}, fmt.Errorf("%w: %d callers wait for %q", lock.ErrQueueFull, ans.waiters, req.Key)
 	case fsm.StatusNoSession:
 		return lock.Lease{}, errNoSession
+	case fsm.StatusKindMismatch:
+		return lock.Lease{}, req.KindMismatch(fsm.Result{Kind: ans.kind, Limit: ans.limit})
 	}
 	return lock.Lease{}, fmt.Errorf("cluster: waiting acquire answered %v", ans.status)
 }
@@ -331,8 +334,8 @@ func (n *Node) waitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Command,
 			return waitAnswer{}, ctx.Err()
 		}
 		return waitAnswer{status: fsm.StatusGranted, token: res.Token, remaining: remaining(res), ttl: remaining(res)}, nil
-	case fsm.StatusHeld, fsm.StatusQueueFull, fsm.StatusNoSession:
-		return waitAnswer{status: res.Status, token: res.Token, remaining: remaining(res), waiters: res.Waiters}, nil
+	case fsm.StatusHeld, fsm.StatusQueueFull, fsm.StatusNoSession, fsm.StatusKindMismatch:
+		return waitAnswer{status: res.Status, token: res.Token, remaining: remaining(res), waiters: res.Waiters, kind: res.Kind, limit: res.Limit}, nil
 	case fsm.StatusQueued:
 	default:
 		return waitAnswer{}, unexpectedStatus("acquire", res)

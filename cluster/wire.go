@@ -31,23 +31,28 @@ import (
 //	               uvarint failure tolerance | uvarint voters | uvarint healthy voters
 //	reply: version | code | kind | body
 //	  codeOK, kindCommand: status | uvarint token | varint expiresAt | varint now | uvarint waiters
-//	  codeOK, kindRead:    flags (1 held, 2 held by the asking owner, 4 metadata follows, 8 lock-delay) |
-//	                       uvarint token | varint remaining | uvarint waiters [| string metadata]
-//	  codeOK, kindWaitAcquire: status | uvarint token | varint remaining | uvarint waiters | varint ttl;
+//	                       [| kind | uvarint limit: status kind-mismatch only, what the key is]
+//	  codeOK, kindRead:    flags (1 held, 2 held by the asking owner, 4 metadata follows, 8 lock-delay,
+//	                       16 kind follows) | uvarint token | varint remaining | uvarint waiters
+//	                       [| string metadata] [| kind | uvarint limit | uvarint holders | flags (1 shared)]
+//	  codeOK, kindWaitAcquire: status | uvarint token | varint remaining | uvarint waiters | varint ttl
+//	                       [| kind | uvarint limit: status kind-mismatch only];
 //	                       remaining counts from when the request reached the leader
 //	  codeOK, kindJoin/kindJoinEmpty/kindRemove: empty
 //	  codeOK, kindInfo:    string id | string API address (may be empty)
 //	  codeOK, kindIdentity: string id | string cluster ID (may be empty)
 //	  codeOK, kindSessionRead: flags (1 live) | varint ttl | varint remaining | varint lockDelay | uvarint keys
 //	  codeOK, kindServerStats: varint last contact (ns; negative: never) | uvarint last log term | uvarint last log index
-//	  codeOK, kindList:    flags (1 more keys follow, 2 entries carry metadata) | uvarint count |
-//	                       count × (string key | uvarint token | varint remaining | uvarint waiters
-//	                       [| string metadata | flags (1 lock-delay)])
+//	  codeOK, kindList:    flags (1 more keys follow, 2 entries carry metadata, 4 entries carry kinds) |
+//	                       uvarint count | count × (string key | uvarint token | varint remaining |
+//	                       uvarint waiters [| string metadata | flags (1 lock-delay)]
+//	                       [| kind | uvarint limit | uvarint holders | flags (1 shared)])
 //	  codeNotLeader: string leader address (may be empty)
 //	  other codes: string message
 //
 // The metadata flags are set only when a holder has metadata (or a key is
-// in a lock-delay), so replies without them read as before.
+// in a lock-delay), and the kind flags only for a semaphore or read/write
+// key (kind is fsm.Kind's byte), so replies without them read as before.
 //
 // Integers are varints as encoding/binary writes them (signed ones
 // zig-zag), read by fsm.Decoder, which takes only their shortest form.
@@ -102,7 +107,8 @@ const (
 // transport.MaxFrameSize; a longer listing takes several pages.
 const (
 	maxListPage     = 4096
-	maxListEntryLen = binary.MaxVarintLen64 + fsm.MaxKeyLen + 3*binary.MaxVarintLen64 + binary.MaxVarintLen64 + fsm.MaxMetaLen + 1
+	maxListEntryLen = binary.MaxVarintLen64 + fsm.MaxKeyLen + 3*binary.MaxVarintLen64 + binary.MaxVarintLen64 + fsm.MaxMetaLen + 1 +
+		1 + 2*binary.MaxVarintLen64 + 1 // kind, limit, holders, shared
 )
 
 // Limits on names in requests, generous but bounded.
@@ -410,7 +416,11 @@ func (a *commandAnswer) appendBody(b []byte) []byte {
 	b = binary.AppendUvarint(b, a.res.Token)
 	b = binary.AppendVarint(b, int64(a.res.ExpiresAt))
 	b = binary.AppendVarint(b, int64(a.res.Now))
-	return binary.AppendUvarint(b, uint64(max(a.res.Waiters, 0)))
+	b = binary.AppendUvarint(b, uint64(max(a.res.Waiters, 0)))
+	if a.res.Status == fsm.StatusKindMismatch {
+		b = appendKind(b, a.res.Kind, a.res.Limit)
+	}
+	return b
 }
 
 func (a *commandAnswer) decodeBody(d *fsm.Decoder) {
@@ -419,6 +429,25 @@ func (a *commandAnswer) decodeBody(d *fsm.Decoder) {
 	a.res.ExpiresAt = time.Duration(d.Varint())
 	a.res.Now = time.Duration(d.Varint())
 	a.res.Waiters = d.Count()
+	if a.res.Status == fsm.StatusKindMismatch {
+		a.res.Kind, a.res.Limit = readKind(d)
+	}
+}
+
+// appendKind appends a key's kind and limit.
+func appendKind(b []byte, kind fsm.Kind, limit int) []byte {
+	return binary.AppendUvarint(append(b, byte(kind)), uint64(max(limit, 0)))
+}
+
+// readKind reads what appendKind wrote, within the machine's limits.
+func readKind(d *fsm.Decoder) (fsm.Kind, int) {
+	kind := fsm.Kind(d.Byte())
+	limit := d.Uvarint()
+	if kind > fsm.KindRW || limit > fsm.MaxHolders {
+		d.Fail("kind or limit out of range")
+		return 0, 0
+	}
+	return kind, int(limit)
 }
 
 // waitRequest (kindWaitAcquire) is an acquire with a wait, parked at the
@@ -439,6 +468,9 @@ type waitAnswer struct {
 	// or a hand-off; what the lease had left at its stamp, for a repeat by
 	// the holder (lock.Lease.TTL).
 	ttl time.Duration
+	// kind and limit, for a kind-mismatch: what the key is.
+	kind  fsm.Kind
+	limit int
 }
 
 func (r *waitRequest) kind() requestKind { return kindWaitAcquire }
@@ -459,7 +491,11 @@ func (a *waitAnswer) appendBody(b []byte) []byte {
 	b = binary.AppendUvarint(b, a.token)
 	b = binary.AppendVarint(b, int64(a.remaining))
 	b = binary.AppendUvarint(b, uint64(max(a.waiters, 0)))
-	return binary.AppendVarint(b, int64(a.ttl))
+	b = binary.AppendVarint(b, int64(a.ttl))
+	if a.status == fsm.StatusKindMismatch {
+		b = appendKind(b, a.kind, a.limit)
+	}
+	return b
 }
 
 func (a *waitAnswer) decodeBody(d *fsm.Decoder) {
@@ -468,6 +504,9 @@ func (a *waitAnswer) decodeBody(d *fsm.Decoder) {
 	a.remaining = time.Duration(d.Varint())
 	a.waiters = d.Count()
 	a.ttl = time.Duration(d.Varint())
+	if a.status == fsm.StatusKindMismatch {
+		a.kind, a.limit = readKind(d)
+	}
 }
 
 // readRequest (kindRead) is a linearizable read of one key at the leader's
@@ -488,6 +527,12 @@ type readResult struct {
 	waiters   int
 	meta      string // the holder's metadata
 	delayed   bool   // nobody holds it: a session's lock-delay runs
+	// A semaphore or read/write key (kind not the mutex): its limit, its
+	// holders, and whether readers hold it.
+	kind    fsm.Kind
+	limit   int
+	holders int
+	shared  bool
 }
 
 func (r *readRequest) kind() requestKind { return kindRead }
@@ -522,18 +567,22 @@ func (r *readRequest) serve(ctx context.Context, n *Node, t *leaderTerm) (rpcAns
 }
 
 func (a *readResult) appendBody(b []byte) []byte {
-	b = appendFlags(b, a.held, a.mine, a.meta != "", a.delayed)
+	grouped := a.kind != fsm.KindMutex
+	b = appendFlags(b, a.held, a.mine, a.meta != "", a.delayed, grouped)
 	b = binary.AppendUvarint(b, a.token)
 	b = binary.AppendVarint(b, int64(a.remaining))
 	b = binary.AppendUvarint(b, uint64(max(a.waiters, 0)))
 	if a.meta != "" {
 		b = appendString(b, a.meta)
 	}
+	if grouped {
+		b = appendGroup(b, a.kind, a.limit, a.holders, a.shared)
+	}
 	return b
 }
 
 func (a *readResult) decodeBody(d *fsm.Decoder) {
-	f := readFlags(d, "read flags", 4)
+	f := readFlags(d, "read flags", 5)
 	a.held, a.mine, a.delayed = f[0], f[1], f[3]
 	a.token = d.Uvarint()
 	a.remaining = time.Duration(d.Varint())
@@ -541,6 +590,35 @@ func (a *readResult) decodeBody(d *fsm.Decoder) {
 	if f[2] {
 		a.meta = d.String(fsm.MaxMetaLen)
 	}
+	if f[4] {
+		a.kind, a.limit, a.holders, a.shared = readGroup(d, false)
+	}
+}
+
+// appendGroup appends what a read tells of a semaphore or read/write key.
+func appendGroup(b []byte, kind fsm.Kind, limit, holders int, shared bool) []byte {
+	b = appendKind(b, kind, limit)
+	b = binary.AppendUvarint(b, uint64(max(holders, 0)))
+	return appendFlags(b, shared)
+}
+
+// readGroup reads what appendGroup wrote. A mutex has a group part only
+// in a list page with kinds (mutex says so: then its part is all zero).
+func readGroup(d *fsm.Decoder, mutex bool) (kind fsm.Kind, limit, holders int, shared bool) {
+	kind, limit = readKind(d)
+	if kind == fsm.KindMutex && !mutex {
+		d.Fail("a mutex with a group part")
+	}
+	defer func() {
+		if kind == fsm.KindMutex && (limit != 0 || holders != 0 || shared) {
+			d.Fail("a mutex's group part not zero")
+		}
+	}()
+	h := d.Uvarint()
+	if h > fsm.MaxHolders {
+		d.Fail("holders out of range")
+	}
+	return kind, limit, int(min(h, fsm.MaxHolders)), readFlags(d, "shared flag", 1)[0]
 }
 
 // listRequest (kindList) asks for a linearizable page of held keys at the
@@ -590,11 +668,12 @@ func (r *listRequest) serve(ctx context.Context, n *Node, t *leaderTerm) (rpcAns
 }
 
 func (a *listPage) appendBody(b []byte) []byte {
-	withMeta := false
+	withMeta, withKinds := false, false
 	for _, l := range a.locks {
 		withMeta = withMeta || l.Metadata != "" || l.Delayed
+		withKinds = withKinds || l.Kind != lock.KindMutex
 	}
-	b = appendFlags(b, a.more, withMeta)
+	b = appendFlags(b, a.more, withMeta, withKinds)
 	b = binary.AppendUvarint(b, uint64(len(a.locks)))
 	for _, l := range a.locks {
 		b = appendString(b, l.Key)
@@ -604,6 +683,11 @@ func (a *listPage) appendBody(b []byte) []byte {
 		if withMeta {
 			b = appendFlags(appendString(b, l.Metadata), l.Delayed)
 		}
+		if withKinds && l.Kind == lock.KindMutex {
+			b = appendGroup(b, fsm.KindMutex, 0, 0, false) // a mutex's holders are in its flags
+		} else if withKinds {
+			b = appendGroup(b, fsm.Kind(l.Kind), l.Limit, l.Holders, l.Shared)
+		}
 	}
 	return b
 }
@@ -611,7 +695,7 @@ func (a *listPage) appendBody(b []byte) []byte {
 // decodeBody appends entries as they are read (a count alone allocates
 // nothing), so a lying count fails when the bytes run out.
 func (a *listPage) decodeBody(d *fsm.Decoder) {
-	f := readFlags(d, "list flags", 2)
+	f := readFlags(d, "list flags", 3)
 	a.more = f[0]
 	n := d.Uvarint()
 	for i := uint64(0); i < n && d.Err() == nil; i++ {
@@ -623,6 +707,14 @@ func (a *listPage) decodeBody(d *fsm.Decoder) {
 		if f[1] {
 			l.Metadata = d.String(fsm.MaxMetaLen)
 			l.Delayed = readFlags(d, "lock-delay flag", 1)[0]
+		}
+		if f[2] {
+			var kind fsm.Kind
+			kind, l.Limit, l.Holders, l.Shared = readGroup(d, true)
+			l.Kind = lock.Kind(kind)
+		}
+		if l.Kind == lock.KindMutex && !l.Delayed {
+			l.Holders = 1
 		}
 		if d.Err() == nil {
 			a.locks = append(a.locks, l)

@@ -41,6 +41,8 @@ func sampleRequests() []rpcRequest {
 		&nodeIdentity{id: "n3", clusterID: "5f0c9a3b8e7d6c5b4a39281706f5e4d3"},
 		&nodeIdentity{id: "n3"},
 		&waitRequest{commandRequest{fsm.Command{Op: fsm.OpAcquire, Key: "k", Owner: testOwner, Session: testOwner, Wait: time.Minute, Meta: "m"}}},
+		&waitRequest{commandRequest{fsm.Command{Op: fsm.OpAcquire, Key: "k", Owner: testOwner, TTL: time.Second, Wait: time.Minute, Kind: fsm.KindSemaphore, Limit: 8}}},
+		&commandRequest{fsm.Command{Op: fsm.OpAcquire, Key: "k", Owner: testOwner, TTL: time.Second, Kind: fsm.KindRW, Shared: true}},
 		&commandRequest{fsm.Command{Op: fsm.OpSessionCreate, Session: testOwner, TTL: time.Second, LockDelay: time.Second}},
 		&commandRequest{fsm.Command{Op: fsm.OpSessionRenew, Session: testOwner}},
 		&commandRequest{fsm.Command{Op: fsm.OpSessionDestroy, Session: testOwner}},
@@ -68,13 +70,22 @@ func sampleReplies() []reply {
 		{code: codeOK, kind: kindRemove, answer: &noAnswer{}},
 		{code: codeOK, kind: kindList, answer: &listPage{}},
 		{code: codeOK, kind: kindList, answer: &listPage{more: true, locks: []lock.LockInfo{
-			{Key: "jobs/a", KeyInfo: lock.KeyInfo{Locked: true, Token: 3, Remaining: time.Second, Waiters: 2}},
-			{Key: "jobs/b", KeyInfo: lock.KeyInfo{Locked: true, Token: 9, Remaining: time.Millisecond}},
+			{Key: "jobs/a", KeyInfo: lock.KeyInfo{Locked: true, Token: 3, Remaining: time.Second, Waiters: 2, Holders: 1}},
+			{Key: "jobs/b", KeyInfo: lock.KeyInfo{Locked: true, Token: 9, Remaining: time.Millisecond, Holders: 1}},
 		}}},
 		{code: codeOK, kind: kindList, answer: &listPage{locks: []lock.LockInfo{
-			{Key: "jobs/a", KeyInfo: lock.KeyInfo{Locked: true, Token: 3, Remaining: time.Second, Metadata: "pid=7"}},
+			{Key: "jobs/a", KeyInfo: lock.KeyInfo{Locked: true, Token: 3, Remaining: time.Second, Metadata: "pid=7", Holders: 1}},
 			{Key: "jobs/b", KeyInfo: lock.KeyInfo{Locked: true, Token: 9, Remaining: time.Millisecond, Delayed: true}},
 		}}},
+		{code: codeOK, kind: kindList, answer: &listPage{locks: []lock.LockInfo{
+			{Key: "jobs/a", KeyInfo: lock.KeyInfo{Locked: true, Token: 3, Remaining: time.Second, Holders: 1}},
+			{Key: "pool", KeyInfo: lock.KeyInfo{Locked: true, Token: 9, Remaining: time.Second, Waiters: 4, Kind: lock.KindSemaphore, Limit: 8, Holders: 8}},
+			{Key: "doc", KeyInfo: lock.KeyInfo{Locked: true, Token: 10, Remaining: time.Second, Kind: lock.KindRWLock, Holders: 3, Shared: true}},
+		}}},
+		{code: codeOK, kind: kindRead, answer: &readResult{held: true, token: 3, remaining: time.Second, kind: fsm.KindSemaphore, limit: 8, holders: 2}},
+		{code: codeOK, kind: kindRead, answer: &readResult{held: true, token: 3, remaining: time.Second, kind: fsm.KindRW, holders: 2, shared: true}},
+		{code: codeOK, kind: kindCommand, answer: &commandAnswer{fsm.Result{Status: fsm.StatusKindMismatch, Now: time.Second, Kind: fsm.KindSemaphore, Limit: 8}}},
+		{code: codeOK, kind: kindWaitAcquire, answer: &waitAnswer{status: fsm.StatusKindMismatch, kind: fsm.KindRW}},
 		{code: codeOK, kind: kindInfo, answer: &nodeInfo{id: "n1", apiAddr: "https://10.0.0.1:7070"}},
 		{code: codeOK, kind: kindInfo, answer: &nodeInfo{id: "n2"}},
 		{code: codeOK, kind: kindIdentity, answer: &nodeIdentity{id: "n1", clusterID: "5f0c9a3b8e7d6c5b4a39281706f5e4d3"}},
@@ -200,8 +211,9 @@ func TestFullListPageFitsAFrame(t *testing.T) {
 	page := listPage{more: true}
 	for i := range maxListPage {
 		page.locks = append(page.locks, lock.LockInfo{
-			Key:     fmt.Sprintf("%0*d", fsm.MaxKeyLen, i),
-			KeyInfo: lock.KeyInfo{Locked: true, Token: math.MaxUint64, Remaining: math.MinInt64, Waiters: fsm.MaxWaiters, Metadata: strings.Repeat("m", fsm.MaxMetaLen), Delayed: true},
+			Key: fmt.Sprintf("%0*d", fsm.MaxKeyLen, i),
+			KeyInfo: lock.KeyInfo{Locked: true, Token: math.MaxUint64, Remaining: math.MinInt64, Waiters: fsm.MaxWaiters, Metadata: strings.Repeat("m", fsm.MaxMetaLen), Delayed: true,
+				Kind: lock.KindSemaphore, Limit: fsm.MaxHolders, Holders: fsm.MaxHolders},
 		})
 	}
 	b := reply{code: codeOK, kind: kindList, answer: &page}.appendBinary(nil)
@@ -219,7 +231,7 @@ func TestListReplyCountMustMatch(t *testing.T) {
 	b = binary.AppendUvarint(b, math.MaxUint64)
 	_, err := decodeReply(b)
 	assert.ErrorIs(t, err, ErrBadRequest)
-	_, err = decodeReply([]byte{wireVersion, byte(codeOK), byte(kindList), 4, 0})
+	_, err = decodeReply([]byte{wireVersion, byte(codeOK), byte(kindList), 8, 0})
 	assert.ErrorIs(t, err, ErrBadRequest, "unknown flags")
 }
 

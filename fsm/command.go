@@ -20,6 +20,13 @@ const (
 	// MaxLockDelay bounds a session's lock-delay (Consul's limit).
 	MaxLockDelay = time.Minute
 
+	// MaxHolders bounds the holders of one key: a semaphore's limit N
+	// (1..MaxHolders) and a read/write key's shared holders. It is
+	// MaxWaiters, so a key's holders and waiters together stay within
+	// 2*MaxWaiters records: the per-key bound on memory, on a snapshot's
+	// key record and on the work of ending a session's locks there.
+	MaxHolders = MaxWaiters
+
 	// MaxStamp is the latest log time a command may carry (about 146 years).
 	// Bounding it keeps now+TTL and now+Wait far from overflow.
 	MaxStamp = time.Duration(1 << 62)
@@ -38,6 +45,8 @@ var (
 	ErrZeroSession = errors.New("session is zero")
 	ErrDelayRange  = errors.New("lock delay must be between 0 and 1m")
 	ErrUnknownOp   = errors.New("unknown command")
+	ErrUnknownKind = errors.New("unknown lock kind")
+	ErrLimitRange  = errors.New("semaphore limit must be between 1 and 65536")
 	ErrBadEncoding = errors.New("malformed encoding")
 	ErrBadVersion  = errors.New("unsupported encoding version")
 )
@@ -77,10 +86,12 @@ const (
 	// leave their queues. No lock-delay applies.
 	OpSessionDestroy Op = 10
 
-	// Op codes 11 and 12 are reserved for sessions: 11 is the wire form of
-	// an acquire that carries a session or metadata (see encoding.go); it
-	// is never a Command's Op.
+	// Op codes 11 and 12 are wire forms of an acquire, never a Command's
+	// Op (see encoding.go): 11 one that carries a session or metadata, 12
+	// one of a semaphore or read/write key (Kind not KindMutex).
 	wireAcquireExtended byte = 11
+	wireAcquireKind     byte = 12
+	// Op codes 13 to 15 are reserved (multi-key acquire).
 	// OpForceRelease ends Key's lease whoever holds it (an operator's admin
 	// release) and hands the key to the next waiter in the same step, as a
 	// release does. Key only: it carries no owner, so it checks none.
@@ -135,6 +146,38 @@ type Command struct {
 	// kept with the holder (and the waiter until its grant) and shown by
 	// reads. Never put secrets in it.
 	Meta string
+	// Kind, acquire only: what the key is (see Kind); the acquire that
+	// creates the key sets it, and one of another kind (or, for a
+	// semaphore, another Limit) while the key exists answers
+	// StatusKindMismatch.
+	Kind Kind
+	// Limit, a semaphore's acquire only: N, 1..MaxHolders.
+	Limit int
+	// Shared, a read/write key's acquire only: a read (shared) hold;
+	// false asks for the write (exclusive) hold.
+	Shared bool
+}
+
+// Kind is what a key is while it exists (held or waited for): fixed by the
+// acquire that creates it, open again once nobody holds or waits.
+type Kind uint8
+
+const (
+	KindMutex     Kind = 0 // one holder
+	KindSemaphore Kind = 1 // at most Limit holders
+	KindRW        Kind = 2 // up to MaxHolders shared holders, or one exclusive holder
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindMutex:
+		return "mutex"
+	case KindSemaphore:
+		return "semaphore"
+	case KindRW:
+		return "rwlock"
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
 
 // Validate checks a command against the input limits without applying it.
@@ -147,6 +190,9 @@ func (c Command) Validate() error {
 		return ErrUnusedField
 	}
 	if c.Op != OpSessionCreate && c.LockDelay != 0 {
+		return ErrUnusedField
+	}
+	if c.Op != OpAcquire && (c.Kind != KindMutex || c.Limit != 0 || c.Shared) {
 		return ErrUnusedField
 	}
 	switch c.Op {
@@ -190,6 +236,7 @@ func (c Command) Validate() error {
 		if c.Wait < 0 || c.Wait > MaxWait {
 			return ErrWaitRange
 		}
+		return c.validateKind()
 	case OpExtend:
 		if c.TTL < MinTTL || c.TTL > MaxTTL {
 			return ErrTTLRange
@@ -201,6 +248,26 @@ func (c Command) Validate() error {
 		if c.TTL != 0 || c.Wait != 0 {
 			return ErrUnusedField
 		}
+	}
+	return nil
+}
+
+// validateKind checks an acquire's kind, limit and mode.
+func (c Command) validateKind() error {
+	switch c.Kind {
+	case KindMutex, KindRW:
+		if c.Limit != 0 {
+			return ErrUnusedField
+		}
+	case KindSemaphore:
+		if c.Limit < 1 || c.Limit > MaxHolders {
+			return ErrLimitRange
+		}
+	default:
+		return ErrUnknownKind
+	}
+	if c.Shared && c.Kind != KindRW {
+		return ErrUnusedField
 	}
 	return nil
 }
@@ -257,6 +324,10 @@ const (
 	// session that does not exist (never created, expired or destroyed);
 	// nothing changed.
 	StatusNoSession Status = 11
+	// StatusKindMismatch: an acquire of another kind (or another
+	// semaphore limit) than the key's while it exists; Result.Kind and
+	// Result.Limit say what the key is. Nothing changed.
+	StatusKindMismatch Status = 12
 )
 
 func (s Status) String() string {
@@ -283,6 +354,8 @@ func (s Status) String() string {
 		return "invalid"
 	case StatusNoSession:
 		return "no-session"
+	case StatusKindMismatch:
+		return "kind-mismatch"
 	}
 	return "status(" + strconv.Itoa(int(s)) + ")"
 }
@@ -294,6 +367,10 @@ type Result struct {
 	ExpiresAt time.Duration // granted/extended: when the owner's lease ends; held/queued/queue-full: the holder's
 	Now       time.Duration // the machine's log time after this command: the leader's log clock when it answered, from which a holder counts Remaining
 	Waiters   int           // queued: the owner's 1-based position; new-term: the waiters now unclaimed; drop-unclaimed: the waiters dropped; session-destroy: the locks released; session-create (a retry) and session-renew: the keys the session holds or waits for; otherwise the queue length after the command
+	// Kind and Limit, kind-mismatch only: what the key is (Limit for a
+	// semaphore). Other answers leave them zero.
+	Kind  Kind
+	Limit int
 }
 
 // EventKind names something that happened to an owner other than through its own command's Result.
@@ -354,4 +431,15 @@ type KeyState struct {
 	// lock-delay that runs until ExpiresAt; Held is true (the key cannot
 	// be taken) and Owner is zero.
 	Delayed bool
+
+	// Kind and Limit: what the key is (Limit: a semaphore's N). For a
+	// semaphore or read/write key, Holders counts its holders (lock-delay
+	// slots included), Shared says a read/write key is held by readers,
+	// Token and ExpiresAt are the newest grant's token and the latest end
+	// of any hold, and Owner, Session and Meta are zero. A mutex's
+	// Holders is 0 (its one holder is Owner).
+	Kind    Kind
+	Limit   int
+	Holders int
+	Shared  bool
 }

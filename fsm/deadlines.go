@@ -6,7 +6,8 @@ import (
 )
 
 // deadline is one pending moment in the deadline index: the end of e's lease
-// (w == nil) or waiter w's wait deadline on e's key. Every deadline in the
+// (w == nil), waiter w's wait deadline on e's key, or (w.held) the end of
+// holder w's lease or lock-delay on e's semaphore or read/write key. Every deadline in the
 // index is pending: the index is updated in place when a lease is extended or
 // handed on and when a waiter leaves, so it never holds stale entries and its
 // head is the true next deadline.
@@ -25,7 +26,7 @@ func (d *deadline) kind() EventKind {
 	switch {
 	case d.s != nil:
 		return EventSessionExpired
-	case d.w != nil:
+	case d.w != nil && !d.w.held:
 		return EventWaitExpired
 	}
 	return EventExpired
@@ -60,8 +61,8 @@ func (d *deadline) setIndex(i int) {
 }
 
 // before is the total processing order: time, kind, key, owner. No two
-// pending deadlines compare equal (one lease per key, one wait per owner and
-// key, one end per session), so the order never depends on how the heap was
+// pending deadlines compare equal (one lease per key and owner, one wait per
+// owner and key, one end per session), so the order never depends on how the heap was
 // built.
 func (d *deadline) before(o *deadline) bool {
 	if d.at != o.at {

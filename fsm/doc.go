@@ -96,6 +96,38 @@
 // Sessions and metadata appeared with snapshot version 3; versions 1 and 2
 // still restore.
 //
+// # Semaphores and read/write keys
+//
+// A key's Kind is fixed while the key exists (held or waited for) and set
+// by the acquire that creates it: a mutex (KindMutex, the zero value: one
+// holder), a semaphore (KindSemaphore with Limit N, 1..MaxHolders: at most
+// N holders; N fixed by the first acquirer) or a read/write key (KindRW:
+// up to MaxHolders holders that asked Shared, or one that did not). An
+// acquire of another kind, or of a semaphore with another N, while the
+// key exists answers StatusKindMismatch with the key's Kind and Limit and
+// changes nothing; once nobody holds or waits, the key is gone and any
+// kind may create it again.
+//
+// Every holder of a semaphore or read/write key is on its own, as a
+// mutex's holder is: its own owner, fencing token (from the one counter),
+// lease or session, and metadata; released, extended, canceled and expired
+// on its own, owner-checked; an acquire by a holder or waiter is its
+// idempotent retry (the same grant or place) only with the same session
+// and mode, and otherwise answers StatusHeld. The queue is strictly FIFO:
+// a newcomer is granted at once only when nobody waits and it fits; the
+// head waiter is granted as soon as it fits, and a head that does not fit
+// stops the queue (nobody behind it goes first). So a writer waits only for
+// the readers ahead of it, never for readers that came after it, and a
+// semaphore waiter is never passed. Whatever frees room (a release, an
+// expiry, a cancel, a session's end, a waiter leaving the head) grants, in
+// the same command, every waiter at the head that now fits, one
+// EventGranted each, in queue order: several readers, or several slots.
+// A session that expires with a lock-delay keeps each slot it held taken
+// (by nobody; Holders counts it) until the delay ends. Force-release ends
+// every hold of such a key (the Result's token is the newest ended) and
+// grants who then fits. They appeared with snapshot version 4 (versions 1
+// to 3 still restore) and the op-12 acquire encoding.
+//
 // # Encoding
 //
 // Commands, batches of commands (one raft entry) and snapshots have a

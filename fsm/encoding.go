@@ -14,6 +14,8 @@ import (
 //	body    := acquire: stamp key owner ttl wait
 //	           acquire with a session or metadata (op byte 11):
 //	             stamp key owner ttl wait session meta
+//	           acquire of a semaphore or read/write key (op byte 12):
+//	             stamp key owner ttl wait session meta kind limit shared
 //	           release, cancel-wait: stamp key owner
 //	           extend: stamp key owner ttl
 //	           tick, new-term, drop-unclaimed: stamp
@@ -29,6 +31,9 @@ import (
 // An acquire without session and metadata has only the op-1 form (op 11
 // with a zero session and no metadata is rejected), so that each command
 // still has one encoding and logs written before sessions read the same.
+// Likewise op 12 is only for a kind other than the mutex (kind is 1 or 2,
+// limit a varint, 0 unless a semaphore, shared one byte, 0 or 1, 1 only for
+// a read/write key), and ops 1 and 11 always mean a mutex.
 const encodingVersion = 1
 
 // minBodyLen is the shortest encoded command without version: a tick at stamp
@@ -48,10 +53,14 @@ func (c Command) AppendBinary(b []byte) ([]byte, error) {
 
 // appendBody encodes a valid command without the version byte.
 func (c Command) appendBody(b []byte) []byte {
-	extended := c.Op == OpAcquire && (!c.Session.IsZero() || c.Meta != "")
-	if extended {
+	kinded := c.Op == OpAcquire && c.Kind != KindMutex
+	extended := c.Op == OpAcquire && (!c.Session.IsZero() || c.Meta != "") || kinded
+	switch {
+	case kinded:
+		b = append(b, wireAcquireKind)
+	case extended:
 		b = append(b, wireAcquireExtended)
-	} else {
+	default:
 		b = append(b, byte(c.Op))
 	}
 	b = appendUvarint(b, uint64(c.Stamp))
@@ -78,6 +87,15 @@ func (c Command) appendBody(b []byte) []byte {
 		if extended {
 			b = append(b, c.Session[:]...)
 			b = appendMeta(b, c.Meta)
+		}
+		if kinded {
+			b = append(b, byte(c.Kind))
+			b = appendUvarint(b, uint64(c.Limit))
+			shared := byte(0)
+			if c.Shared {
+				shared = 1
+			}
+			b = append(b, shared)
 		}
 	case OpExtend:
 		b = appendUvarint(b, uint64(c.TTL))
@@ -291,7 +309,8 @@ func (d *decoder) command() Command {
 	if d.err != nil {
 		return Command{}
 	}
-	extended := op == wireAcquireExtended
+	kinded := op == wireAcquireKind
+	extended := op == wireAcquireExtended || kinded
 	c.Op = Op(op)
 	if extended {
 		c.Op = OpAcquire
@@ -325,8 +344,26 @@ func (d *decoder) command() Command {
 		if extended {
 			c.Session = d.rawOwner()
 			c.Meta = d.meta()
-			if d.err == nil && c.Session.IsZero() && c.Meta == "" {
+			if d.err == nil && !kinded && c.Session.IsZero() && c.Meta == "" {
 				d.fail("op 11 acquire with neither session nor metadata")
+			}
+		}
+		if kinded {
+			c.Kind = Kind(d.byte())
+			if d.err == nil && c.Kind == KindMutex {
+				d.fail("op 12 acquire of a mutex")
+			}
+			if limit := d.uvarint(); d.err == nil && limit > MaxHolders {
+				d.failLimit("limit", ErrLimitRange)
+			} else {
+				c.Limit = int(limit)
+			}
+			switch d.byte() {
+			case 0:
+			case 1:
+				c.Shared = true
+			default:
+				d.fail("shared flag not 0 or 1")
 			}
 		}
 	case OpExtend:

@@ -31,6 +31,11 @@ var validCommands = []Command{
 	acquireIn(9*ms, "k", ownerA, ownerB, MaxWait, strings.Repeat("m", MaxMetaLen)),
 	{Op: OpAcquire, Stamp: 10 * ms, Key: "k", Owner: ownerC, TTL: time.Second, Meta: "host=a"},
 	forceRelease(102*ms, "orders/42"),
+	acquireKind(11*ms, "pool", ownerA, time.Second, time.Second, 8, false),
+	acquireKind(12*ms, "pool", ownerB, time.Second, 0, MaxHolders, false),
+	acquireKind(13*ms, "doc", ownerC, time.Second, MaxWait, 0, true),
+	acquireKind(14*ms, "doc", ownerD, time.Second, 0, 0, false),
+	{Op: OpAcquire, Stamp: 15 * ms, Key: "doc", Owner: ownerA, Session: ownerB, Kind: KindRW, Shared: true, Meta: "r"},
 	forceRelease(MaxStamp, strings.Repeat("\xff", MaxKeyLen)),
 }
 

@@ -67,6 +67,16 @@ func acquireIn(at time.Duration, key string, o, id Owner, wait time.Duration, me
 	return Command{Op: OpAcquire, Stamp: at, Key: key, Owner: o, Session: id, Wait: wait, Meta: meta}
 }
 
+// acquireKind is acquire of a semaphore (limit > 0) or, with limit 0, of
+// a read/write key (shared or not).
+func acquireKind(at time.Duration, key string, o Owner, ttl, wait time.Duration, limit int, shared bool) Command {
+	c := Command{Op: OpAcquire, Stamp: at, Key: key, Owner: o, TTL: ttl, Wait: wait, Kind: KindRW, Shared: shared}
+	if limit > 0 {
+		c.Kind, c.Limit, c.Shared = KindSemaphore, limit, false
+	}
+	return c
+}
+
 func newTerm(at time.Duration) Command { return Command{Op: OpNewTerm, Stamp: at} }
 
 func dropUnclaimed(at time.Duration) Command { return Command{Op: OpDropUnclaimed, Stamp: at} }
@@ -124,7 +134,13 @@ func checkInternals(m *Machine) error {
 		if e.key != k {
 			return fmt.Errorf("entry under %q has key %q", k, e.key)
 		}
-		if e.token == 0 || e.token > m.lastToken || (e.owner.IsZero() && e.extra != nil) || (e.extra != nil && e.extra.session == nil && e.extra.meta == "") {
+		if g := e.group(); g != nil {
+			n, err := checkGroup(m, e, g, ref)
+			if err != nil {
+				return err
+			}
+			want += n
+		} else if e.token == 0 || e.token > m.lastToken || (e.owner.IsZero() && e.extra != nil) || (e.extra != nil && e.extra.session == nil && e.extra.meta == "") {
 			return fmt.Errorf("key %q: bad holder %x token %d (last %d)", k, e.owner, e.token, m.lastToken)
 		}
 		if err := ref(e.sess(), k); err != nil {
@@ -133,9 +149,9 @@ func checkInternals(m *Machine) error {
 		if e.leaseEnd() <= m.now {
 			return fmt.Errorf("key %q: lease ended at %v but now is %v", k, e.leaseEnd(), m.now)
 		}
-		if e.sess() != nil {
+		if e.sess() != nil || e.group() != nil {
 			if e.index != -1 {
-				return fmt.Errorf("key %q: session-bound holder has a lease index %d", k, e.index)
+				return fmt.Errorf("key %q: session-bound holder (or group) has a lease index %d", k, e.index)
 			}
 		} else {
 			if e.index < 0 || e.index >= len(m.deadlines) || m.deadlines[e.index].e != e || m.deadlines[e.index].w != nil || m.deadlines[e.index].at != e.expiresAt {
@@ -157,8 +173,11 @@ func checkInternals(m *Machine) error {
 				return fmt.Errorf("key %q: broken back link", k)
 			}
 			prev = w
-			if w.owner == e.owner {
+			if w.owner == e.owner || (e.group() != nil && e.group().holders.find(w.owner) != nil) {
 				return fmt.Errorf("key %q: holder %x also waits", k, w.owner)
+			}
+			if w.held || (w.shared && (e.group() == nil || e.group().kind != KindRW)) {
+				return fmt.Errorf("key %q: waiter %x marked held, or shared on a key that is not read/write", k, w.owner)
 			}
 			if err := ref(w.session, k); err != nil {
 				return err
@@ -226,6 +245,69 @@ func checkInternals(m *Machine) error {
 	return nil
 }
 
+// checkGroup checks a semaphore or read/write key's holders and returns
+// how many deadlines they have in the index: within the kind's bound,
+// tokens ascending in grant order, each lease or lock-delay at its index,
+// session-bound ones bound to a live session, and the head waiter not
+// fitting (strict FIFO: whoever fits is granted at once).
+func checkGroup(m *Machine, e *entry, g *group, ref func(*session, string) error) (int, error) {
+	k := e.key
+	if !e.owner.IsZero() || e.token != 0 || e.extra.session != nil || e.extra.meta != "" {
+		return 0, fmt.Errorf("key %q: group entry with holder fields set", k)
+	}
+	n := g.holders.len()
+	switch {
+	case n == 0:
+		return 0, fmt.Errorf("key %q: group without holders", k)
+	case g.kind == KindSemaphore && (g.limit < 1 || g.limit > MaxHolders || n > g.limit || g.exclusive):
+		return 0, fmt.Errorf("key %q: semaphore of %d with %d holders (exclusive %v)", k, g.limit, n, g.exclusive)
+	case g.kind == KindRW && (g.limit != 0 || (g.exclusive && n != 1) || n > MaxHolders):
+		return 0, fmt.Errorf("key %q: read/write key with %d holders, exclusive %v", k, n, g.exclusive)
+	case g.kind != KindSemaphore && g.kind != KindRW:
+		return 0, fmt.Errorf("key %q: group of kind %v", k, g.kind)
+	}
+	if w := e.waiters.first(); w != nil && g.fits(w.shared) {
+		return 0, fmt.Errorf("key %q: head waiter %x fits but waits", k, w.owner)
+	}
+	deadlines, count := 0, 0
+	var prev *waiter
+	var prevToken uint64
+	for h := g.holders.head; h != nil; h = h.next {
+		count++
+		if h.prev != prev || !h.held || g.holders.byOwner[h.owner] != h {
+			return 0, fmt.Errorf("key %q: holder %x badly linked", k, h.owner)
+		}
+		prev = h
+		if h.token <= prevToken || h.token > m.lastToken {
+			return 0, fmt.Errorf("key %q: holder token %d after %d (last %d)", k, h.token, prevToken, m.lastToken)
+		}
+		prevToken = h.token
+		if g.kind == KindRW && h.shared == g.exclusive {
+			return 0, fmt.Errorf("key %q: holder mode differs from the key's", k)
+		}
+		if h.end() <= m.now {
+			return 0, fmt.Errorf("key %q: holder %x ended at %v, now %v", k, h.owner, h.end(), m.now)
+		}
+		if h.session != nil {
+			if h.delayed || h.index != -1 {
+				return 0, fmt.Errorf("key %q: session-bound holder delayed or indexed", k)
+			}
+			if err := ref(h.session, k); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		if h.index < 0 || h.index >= len(m.deadlines) || m.deadlines[h.index].w != h || m.deadlines[h.index].e != e || m.deadlines[h.index].at != h.deadline {
+			return 0, fmt.Errorf("key %q: holder %x not at its index", k, h.owner)
+		}
+		deadlines++
+	}
+	if count != n || g.holders.tail != prev {
+		return 0, fmt.Errorf("key %q: holder list of %d, index %d", k, count, n)
+	}
+	return deadlines, nil
+}
+
 // earliestDeadline finds the next deadline by brute force.
 func earliestDeadline(m *Machine) (time.Duration, bool) {
 	var best time.Duration
@@ -236,7 +318,13 @@ func earliestDeadline(m *Machine) (time.Duration, bool) {
 		}
 	}
 	for _, e := range m.keys {
-		if e.sess() == nil && (!found || e.expiresAt < best) {
+		if g := e.group(); g != nil {
+			for h := g.holders.head; h != nil; h = h.next {
+				if h.session == nil && (!found || h.deadline < best) {
+					best, found = h.deadline, true
+				}
+			}
+		} else if e.sess() == nil && (!found || e.expiresAt < best) {
 			best, found = e.expiresAt, true
 		}
 		if e.waiters != nil {
@@ -267,14 +355,21 @@ func holders(m *Machine) []string {
 type commandLog struct {
 	r        *rand.Rand
 	clock    time.Duration
-	keys     []string
+	keys     []string // mutexes
+	groups   []string // semaphores and read/write keys: groupKeys
 	owners   []Owner
 	sessions []Owner
 }
 
+// groupKeys are the keys the command log takes as semaphores ("sem", of 2,
+// sometimes asked with 3: a mismatch, or a semaphore of 3 when it creates
+// the key) and read/write keys ("rw", sometimes asked as a semaphore).
+var groupKeys = []string{"rw", "sem"}
+
 func newCommandLog(seed uint64) *commandLog {
 	g := &commandLog{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
 	g.keys = []string{"a", "jobs/1", "jobs/2"}
+	g.groups = groupKeys
 	for i := range 5 {
 		g.owners = append(g.owners, Owner{byte(0x10 * (5 - i)), 15: byte(i + 1)})
 	}
@@ -302,7 +397,9 @@ func (g *commandLog) next() Command {
 	if g.r.IntN(4) == 0 {
 		meta = "m" + strconv.Itoa(g.r.IntN(3))
 	}
-	switch n := g.r.IntN(120); {
+	switch n := g.r.IntN(160); {
+	case n >= 120:
+		return g.groupCommand(stamp, o, ttl, wait, sess, meta)
 	case n >= 100:
 		switch n {
 		case 100, 101, 102:
@@ -342,6 +439,38 @@ func (g *commandLog) next() Command {
 		return forceRelease(stamp, key)
 	default:
 		return acquire(stamp, key, o, 0, wait) // invalid: no TTL
+	}
+}
+
+// groupCommand is a command on a semaphore or read/write key.
+func (g *commandLog) groupCommand(stamp time.Duration, o Owner, ttl, wait time.Duration, sess Owner, meta string) Command {
+	key := g.groups[g.r.IntN(len(g.groups))]
+	limit, shared := 0, g.r.IntN(3) > 0
+	if key == "sem" {
+		limit = 2
+		if g.r.IntN(10) == 0 {
+			limit = 3
+		}
+	} else if g.r.IntN(15) == 0 {
+		limit = 2
+	}
+	var c Command
+	switch n := g.r.IntN(20); {
+	case n < 10:
+		c = acquireKind(stamp, key, o, ttl, wait, limit, shared)
+		c.Meta = meta
+		if g.r.IntN(5) == 0 {
+			c.TTL, c.Session = 0, sess
+		}
+		return c
+	case n < 14:
+		return release(stamp, key, o)
+	case n < 16:
+		return extend(stamp, key, o, ttl)
+	case n < 19:
+		return cancelWait(stamp, key, o)
+	default:
+		return forceRelease(stamp, key)
 	}
 }
 

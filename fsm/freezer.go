@@ -48,6 +48,7 @@ type preImage struct {
 	existed bool
 	key     frozenKey
 	waiters []frozenWaiter
+	slots   []frozenSlot
 }
 
 var errFreezeRestored = errors.New("fsm: the state was restored while a snapshot was being copied")
@@ -81,7 +82,7 @@ func (fz *Freezer) touch(e *entry) {
 	}
 	var one frozen
 	one.appendEntry(e)
-	fz.pre[e.key] = preImage{existed: true, key: one.keys[0], waiters: one.waiters}
+	fz.pre[e.key] = preImage{existed: true, key: one.keys[0], waiters: one.waiters, slots: one.slots}
 }
 
 // touchNew records that key is being added: absent at the start, or
@@ -130,6 +131,7 @@ func (fz *Freezer) Next(max int) (done bool, err error) {
 			}
 			fz.pending.keys = append(fz.pending.keys, p.key)
 			fz.pending.waiters = append(fz.pending.waiters, p.waiters...)
+			fz.pending.slots = append(fz.pending.slots, p.slots...)
 		} else {
 			fz.pending.appendEntry(live)
 		}
@@ -177,11 +179,11 @@ func (fz *Freezer) Flush(w io.Writer) error {
 		b = appendSnapshotHeader(b, fz.now, fz.token, fz.epoch, fz.sessions, fz.count)
 		fz.wroteHdr = true
 	}
-	var c int
+	var c frozenCursor
 	for i := range fz.pending.keys {
-		b, c = fz.pending.appendKey(b, i, c)
+		b = fz.pending.appendKey(b, i, &c)
 	}
-	fz.pending.keys, fz.pending.waiters = fz.pending.keys[:0], fz.pending.waiters[:0]
+	fz.pending.keys, fz.pending.waiters, fz.pending.slots = fz.pending.keys[:0], fz.pending.waiters[:0], fz.pending.slots[:0]
 	if len(b) == 0 {
 		return nil
 	}
@@ -195,9 +197,19 @@ func (f *frozen) appendEntry(e *entry) {
 	if s := e.sess(); s != nil {
 		k.session = s.id
 	}
+	if g := e.group(); g != nil {
+		k.kind, k.limit, k.exclusive, k.nSlots = g.kind, g.limit, g.exclusive, g.holders.len()
+		for h := g.holders.head; h != nil; h = h.next {
+			fh := frozenSlot{owner: h.owner, token: h.token, expiresAt: h.deadline, meta: h.meta, delayed: h.delayed}
+			if h.session != nil {
+				fh.session = h.session.id
+			}
+			f.slots = append(f.slots, fh)
+		}
+	}
 	if e.waiters != nil {
 		for w := e.waiters.head; w != nil; w = w.next {
-			fw := frozenWaiter{owner: w.owner, ttl: w.ttl, deadline: w.deadline, epoch: w.epoch, meta: w.meta}
+			fw := frozenWaiter{owner: w.owner, ttl: w.ttl, deadline: w.deadline, epoch: w.epoch, meta: w.meta, shared: w.shared}
 			if w.session != nil {
 				fw.session = w.session.id
 			}

@@ -24,6 +24,24 @@ func randomCommands(rng *rand.Rand, now *time.Duration, nKeys int) func() Comman
 		*now += time.Duration(rng.IntN(3)) * ms
 		key, o := keys[rng.IntN(len(keys))], numberedOwner(rng.IntN(5))
 		ttl := time.Duration(1+rng.IntN(40)) * ms
+		if rng.IntN(4) == 0 {
+			// A semaphore of 2 or a read/write key among the mutexes, so
+			// that holders come and go, in groups, on both sides of the
+			// cursor.
+			key = "g" + key
+			switch rng.IntN(4) {
+			case 0, 1:
+				limit, shared := 0, rng.IntN(2) == 0
+				if key[len(key)-1]%2 == 0 {
+					limit = 2
+				}
+				return acquireKind(*now, key, o, ttl, time.Duration(rng.IntN(20))*ms, limit, shared)
+			case 2:
+				return release(*now, key, o)
+			default:
+				return cancelWait(*now, key, o)
+			}
+		}
 		switch rng.IntN(8) {
 		case 0, 1:
 			wait := time.Duration(0)

@@ -70,6 +70,7 @@ func FuzzRestore(f *testing.F) {
 	f.Add(seed.Snapshot())
 	f.Add([]byte(header(1).lease("k", ownerA, 1, 200)))
 	f.Add(sessionMachine(f).Snapshot())
+	f.Add(groupMachine(f).Snapshot())
 	f.Fuzz(func(t *testing.T, in []byte) {
 		m := New(nil)
 		m.Apply(acquire(1, "before", ownerA, MaxTTL, 0))

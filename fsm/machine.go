@@ -28,8 +28,15 @@ import (
 // and a count of its keys per key: create and renew are O(log n), ending a
 // session O(k log k) for its k keys (sorted, so replicas hand them off in
 // the same order) plus their hand-offs; a Freezer copies all sessions when
-// it starts, sorted by ID (O(s log s), a few milliseconds for 10,000). A
-// held lock must cost less than 250 bytes of memory, which
+// it starts, sorted by ID (O(s log s), a few milliseconds for 10,000).
+// A semaphore or read/write key keeps its holders apart from the entry (a
+// group behind holderExtra, so a mutex pays nothing for them; a mutex's
+// apply pays one more nil check): a linked list in grant order with an
+// index by owner, each holder a waiter record (112 bytes, about 170 with
+// its index slot and its deadline in the heap). Acquire, release, extend
+// and expiry of one holder are O(log n) plus the grants they cause, each
+// O(log n); a read of the key (Lookup, Range) walks its holders for their
+// count and latest end, O(h), h at most MaxHolders. A held lock must cost less than 250 bytes of memory, which
 // TestMemoryPerHeldLock checks at 1,000,000 held locks with FSM_MEMORY=1
 // (README, "Performance", has the figures).
 
@@ -53,10 +60,12 @@ type entry struct {
 }
 
 // holderExtra is what only some holders have: kept apart so that a plain
-// lease pays one pointer for it, not the 24 bytes of both fields.
+// lease pays one pointer for it, not the 32 bytes of the fields. A
+// semaphore or read/write key has only a group (its holders are there).
 type holderExtra struct {
 	session *session
 	meta    string
+	group   *group
 }
 
 // sess is the session e's holder is bound to, nil for a lease.
@@ -114,10 +123,16 @@ func (s *session) unref(key string) {
 }
 
 // leaseEnd is when e's holder's hold ends: its lease's end, or its
-// session's.
+// session's; for a semaphore or read/write key, the latest end of its
+// holds.
 func (e *entry) leaseEnd() time.Duration {
-	if s := e.sess(); s != nil {
-		return s.expiresAt
+	if e.extra != nil {
+		if e.extra.group != nil {
+			return e.extra.group.latestEnd()
+		}
+		if s := e.extra.session; s != nil {
+			return s.expiresAt
+		}
 	}
 	return e.expiresAt
 }
@@ -198,15 +213,25 @@ func (m *Machine) acquire(c Command) Result {
 	}
 	e := m.keys[c.Key]
 	if e == nil {
-		m.adding(c.Key)
+		if c.Kind != KindMutex {
+			return m.createGroup(c, s)
+		}
 		// Clone so that the machine never pins a larger buffer the caller's
-		// key (or metadata) was sliced from (a decoded batch, a request).
+		// key (or metadata) was sliced from (a decoded batch, a request);
+		// OnChange gets the clone, which its listener may keep.
 		e = &entry{key: strings.Clone(c.Key), owner: c.Owner, index: -1}
+		m.adding(e.key)
 		m.grant(e, c.TTL, s, strings.Clone(c.Meta))
 		m.keys[e.key] = e
 		m.order.insert(e)
 		m.setHolderDeadline(e)
 		return Result{Status: StatusGranted, Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now}
+	}
+	if kind, limit := e.kind(); kind != c.Kind || limit != c.Limit {
+		return Result{Status: StatusKindMismatch, Now: m.now, Waiters: e.waiters.len(), Kind: kind, Limit: limit}
+	}
+	if g := e.group(); g != nil {
+		return m.acquireGroup(c, e, g, s)
 	}
 	held := Result{Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now, Waiters: e.waiters.len()}
 	if e.owner == c.Owner {
@@ -226,19 +251,29 @@ func (m *Machine) acquire(c Command) Result {
 			held.Status = StatusHeld // as for the holder: another binding
 			return held
 		}
-		// A retry by a queued owner keeps its place and its deadline, and
-		// claims the place for the current epoch.
-		if w.epoch != m.epoch {
-			if m.freezer != nil {
-				m.freezer.touch(e) // not a change readers see: no changing(e)
-			}
-			w.epoch = m.epoch
-			m.unclaimed--
-		}
+		m.claim(e, w)
 		held.Status = StatusQueued
 		held.Waiters = e.waiters.position(w)
 		return held
 	}
+	return m.enqueue(c, e, s, held)
+}
+
+// claim is a retry by a queued owner: it keeps its place and its
+// deadline, and claims the place for the current epoch.
+func (m *Machine) claim(e *entry, w *waiter) {
+	if w.epoch != m.epoch {
+		if m.freezer != nil {
+			m.freezer.touch(e) // not a change readers see: no changing(e)
+		}
+		w.epoch = m.epoch
+		m.unclaimed--
+	}
+}
+
+// enqueue queues c's owner at the back of e's queue, if c may wait and
+// the queue has room; held is the answer about e's holder.
+func (m *Machine) enqueue(c Command, e *entry, s *session, held Result) Result {
 	switch {
 	case c.Wait == 0:
 		held.Status = StatusHeld
@@ -251,7 +286,7 @@ func (m *Machine) acquire(c Command) Result {
 	if e.waiters == nil {
 		e.waiters = &queue{}
 	}
-	w := &waiter{owner: c.Owner, ttl: c.TTL, deadline: m.now + c.Wait, epoch: m.epoch, session: s, meta: strings.Clone(c.Meta)}
+	w := &waiter{owner: c.Owner, ttl: c.TTL, deadline: m.now + c.Wait, epoch: m.epoch, session: s, meta: strings.Clone(c.Meta), shared: c.Shared}
 	e.waiters.pushBack(w)
 	m.nWaiters++
 	s.ref(e.key)
@@ -263,6 +298,12 @@ func (m *Machine) acquire(c Command) Result {
 
 func (m *Machine) release(c Command) Result {
 	e := m.keys[c.Key]
+	if e != nil && e.extra != nil && e.extra.group != nil {
+		if h := e.extra.group.liveHolder(c.Owner); h != nil {
+			return m.releaseHolder(e, e.extra.group, h)
+		}
+		return m.notHeld(e)
+	}
 	if e == nil || e.owner != c.Owner {
 		return m.notHeld(e)
 	}
@@ -284,11 +325,20 @@ func (m *Machine) forceRelease(c Command) Result {
 	if e == nil {
 		return m.notHeld(e)
 	}
+	if g := e.group(); g != nil {
+		return m.forceReleaseGroup(e, g)
+	}
 	return m.releaseHeld(e)
 }
 
 func (m *Machine) extend(c Command) Result {
 	e := m.keys[c.Key]
+	if e != nil && e.extra != nil && e.extra.group != nil {
+		if h := e.extra.group.liveHolder(c.Owner); h != nil {
+			return m.extendHolder(c, e, h)
+		}
+		return m.notHeld(e)
+	}
 	if e == nil || e.owner != c.Owner {
 		return m.notHeld(e)
 	}
@@ -308,7 +358,12 @@ func (m *Machine) cancelWait(c Command) Result {
 	if e == nil {
 		return m.notHeld(e)
 	}
-	if e.owner == c.Owner {
+	g := e.group()
+	if g != nil {
+		if h := g.liveHolder(c.Owner); h != nil {
+			return m.releaseHolder(e, g, h)
+		}
+	} else if e.owner == c.Owner {
 		// Granted while the caller gave up: give the key back at once.
 		return m.releaseHeld(e)
 	}
@@ -317,6 +372,10 @@ func (m *Machine) cancelWait(c Command) Result {
 		return m.notHeld(e)
 	}
 	m.removeWaiter(e, w)
+	if g != nil {
+		m.settle(e, g) // the head may have left: who follows may fit now
+		return g.oldest(Result{Status: StatusCanceled, Now: m.now, Waiters: m.waiting(e)})
+	}
 	return Result{Status: StatusCanceled, Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now, Waiters: e.waiters.len()}
 }
 
@@ -407,6 +466,7 @@ func (m *Machine) dropWaiter(e *entry, w *waiter) {
 func (m *Machine) dropUnclaimed() int {
 	dropped := 0
 	m.order.ascend("", func(e *entry) bool {
+		before := dropped
 		for w := e.waiters.first(); w != nil && m.unclaimed > 0; {
 			next := w.next
 			if w.epoch != m.epoch {
@@ -414,6 +474,9 @@ func (m *Machine) dropUnclaimed() int {
 				dropped++
 			}
 			w = next
+		}
+		if g := e.group(); g != nil && dropped > before {
+			m.settle(e, g) // grants only: the key keeps its holders
 		}
 		return m.unclaimed > 0
 	})
@@ -444,9 +507,14 @@ func (m *Machine) expire() {
 		case d.s != nil:
 			m.emit(Event{Kind: EventSessionExpired, Owner: d.s.id, ExpiresAt: d.s.expiresAt, At: d.at})
 			m.endSession(d.s, true, d.at)
+		case d.w != nil && d.w.held:
+			m.expireHolder(d.e, d.w, d.at)
 		case d.w != nil:
 			m.removeWaiter(d.e, d.w)
 			m.emit(Event{Kind: EventWaitExpired, Key: d.e.key, Owner: d.w.owner, At: d.at})
+			if g := d.e.group(); g != nil {
+				m.settle(d.e, g)
+			}
 		case d.e.owner.IsZero():
 			m.handOff(d.e) // a lock-delay ran out
 		default:
@@ -515,6 +583,10 @@ func (m *Machine) endSession(s *session, expired bool, at time.Duration) int {
 			}
 			w = next
 		}
+		if g := e.group(); g != nil {
+			released += m.endGroupSession(e, g, s, expired, at)
+			continue
+		}
 		if e.sess() != s {
 			continue
 		}
@@ -541,8 +613,9 @@ func (m *Machine) endSession(s *session, expired bool, at time.Duration) int {
 // change, with every key whose state a reader can see is about to change:
 // its holder, token, lease end, metadata or queue. A key may be reported
 // more than once in one Apply. Renewing a session that holds the key is not
-// a change of the key. fn must not call back into the machine, and must copy
-// the key if it keeps it (the string is the machine's).
+// a change of the key. fn must not call back into the machine. The key is
+// the machine's own copy, never a slice of a command's buffer: fn may keep
+// it.
 func (m *Machine) OnChange(fn func(key string)) { m.onChange = fn }
 
 // changing records that e is about to change: the snapshot being copied
@@ -597,6 +670,9 @@ func (m *Machine) Lookup(key string, at time.Duration) KeyState {
 }
 
 func (m *Machine) state(e *entry, t time.Duration) KeyState {
+	if g := e.group(); g != nil {
+		return g.state(e, t)
+	}
 	end := e.leaseEnd()
 	if end <= t {
 		return KeyState{Waiters: e.waiters.len()}

@@ -30,6 +30,9 @@ type observer struct {
 	expiring   Owner
 	destroying *Owner
 	released   int
+
+	groups groupObserver // the semaphore and read/write keys
+	cmd    Command       // the command at hand
 }
 
 func newObserver() *observer {
@@ -47,6 +50,9 @@ func (o *observer) newToken(tok uint64) error {
 }
 
 func (o *observer) event(e Event) error {
+	if e.Kind != EventSessionExpired && isGroupKey(e.Key) {
+		return o.groups.event(o, o.cmd, e)
+	}
 	switch e.Kind {
 	case EventWaitExpired, EventUnclaimed:
 		i := slices.Index(o.queue[e.Key], e.Owner)
@@ -159,6 +165,7 @@ func (o *observer) sessionResult(c Command, r Result) error {
 		// endSession ran before the events (see the test loop); what is
 		// still bound to the session was released without a hand-off.
 		delete(o.sessEnd, c.Session)
+		o.released += o.groups.endSession(c.Session)
 		for k, s := range o.holderSess {
 			if s == c.Session {
 				delete(o.holder, k)
@@ -186,6 +193,9 @@ func (o *observer) result(c Command, r Result) error {
 			return fmt.Errorf("no-session for a live session")
 		}
 		return nil
+	}
+	if isGroupKey(c.Key) {
+		return o.groups.result(o, c, r)
 	}
 	h, held := o.holder[c.Key]
 	q := o.queue[c.Key]
@@ -321,13 +331,13 @@ func TestRandomSequencesKeepInvariants(t *testing.T) {
 				// grant after it, with a token above the one it ended (a
 				// grant by expiry just before has the ended token itself).
 				var after []Event
-				obs.destroying = nil
+				obs.destroying, obs.cmd = nil, c
 				if c.Op == OpSessionDestroy && r.Status == StatusReleased {
 					// The deadlines due first cannot end this session (it
 					// was still live for its destroy), but may grant it a
 					// key: it is marked as ending, and ends at its result.
 					obs.endSession(c.Session, true)
-				} else if r.Status == StatusReleased && len(events) > 0 {
+				} else if r.Status == StatusReleased && len(events) > 0 && !isGroupKey(c.Key) {
 					if last := events[len(events)-1]; last.Kind == EventGranted && last.Key == c.Key && last.Owner != c.Owner && last.Token > r.Token {
 						events, after = events[:len(events)-1], events[len(events)-1:]
 					}
@@ -349,6 +359,9 @@ func TestRandomSequencesKeepInvariants(t *testing.T) {
 					}
 				}
 				if err := checkInternals(m.Machine); err != nil {
+					fail(err)
+				}
+				if err := obs.groups.sameAs(m.Machine); err != nil {
 					fail(err)
 				}
 				// The observer's view is the machine's view.

@@ -2,16 +2,23 @@ package fsm
 
 import "time"
 
-// waiter is one owner queued for a key.
+// waiter is one owner queued for a key, or (held) one holder of a
+// semaphore or read/write key: a grant turns the waiter into the holder in
+// place. A mutex's holder lives in its entry instead, which keeps the
+// common case small.
 type waiter struct {
 	owner      Owner
 	ttl        time.Duration // the lease it asked for, granted when its turn comes
-	deadline   time.Duration // when it gives up
+	deadline   time.Duration // when it gives up; held: when its lease (or lock-delay) ends, 0 when bound to a session
 	epoch      uint64        // the machine's epoch when it queued or last claimed its place again
 	session    *session      // granted bound to this session (ttl is then zero); nil for a lease
 	meta       string        // the holder's metadata once granted
 	prev, next *waiter
-	index      int // position in the deadline index
+	index      int    // position in the deadline index; -1 for a session-bound holder
+	token      uint64 // held: its fencing token
+	held       bool   // a holder, in its key's group, not a waiter
+	shared     bool   // a read/write key's reader (held or asked)
+	delayed    bool   // held: its session expired with a lock-delay; the slot is nobody's until deadline
 }
 
 // queue is a key's FIFO of waiters: a doubly linked list, so a waiter whose
@@ -44,6 +51,13 @@ func (q *queue) find(o Owner) *waiter {
 		return nil
 	}
 	return q.byOwner[o]
+}
+
+// rekey files w, which is in q, under owner o instead of its own.
+func (q *queue) rekey(w *waiter, o Owner) {
+	delete(q.byOwner, w.owner)
+	w.owner = o
+	q.byOwner[o] = w
 }
 
 func (q *queue) pushBack(w *waiter) {

@@ -7,20 +7,28 @@ import (
 	"time"
 )
 
-// Snapshot format, version 3 (varints as in the command encoding):
+// Snapshot format, version 4 (varints as in the command encoding):
 //
 //	snapshot := version now lastToken epoch sessions session* count key*
 //	session  := id ttl expiresAt lockDelay
 //	key      := length bytes holder waiters waiter*
-//	holder   := 0 owner token expiresAt meta     (a lease)
+//	holder   := 0 owner token expiresAt meta     (a mutex: a lease)
 //	          | 1 owner token session meta       (bound to a session)
 //	          | 2 token expiresAt                (a lock-delay until expiresAt)
-//	waiter   := owner grant deadline epoch meta
+//	          | 3 kind limit exclusive slots slot*  (a semaphore or read/write key)
+//	slot     := owner token hold
+//	hold     := 0 expiresAt meta | 1 session meta | 2 expiresAt (a lock-delay slot)
+//	waiter   := owner grant deadline epoch meta [shared]
 //	grant    := 0 ttl | 1 session
 //	meta     := length bytes
 //
-// Sessions are in ascending ID order, keys in ascending byte order and
-// waiters in queue order, so equal states give equal bytes. Version 2,
+// kind is 1 (semaphore: limit is N, exclusive 0) or 2 (read/write: limit
+// 0, exclusive 1 for a writer's hold); slots are in grant (token) order;
+// shared (0 or 1) follows only a read/write key's waiters. Sessions are in
+// ascending ID order, keys in ascending byte order and waiters in queue
+// order, so equal states give equal bytes. Version 3, written before
+// semaphores and read/write keys, is version 4 without holder kind 3, and
+// reads the same. Version 2,
 // written before sessions and metadata existed, is
 //
 //	snapshot := version now lastToken epoch count key*
@@ -31,7 +39,8 @@ import (
 // epochs. Restore reads both: no sessions, no metadata, and for version 1
 // epoch 0 with every waiter claimed.
 const (
-	snapshotVersion   = 3
+	snapshotVersion   = 4
+	snapshotVersionV3 = 3
 	snapshotVersionV2 = 2
 	snapshotVersionV1 = 1
 )
@@ -41,6 +50,7 @@ const (
 	holdLease   = 0
 	holdSession = 1
 	holdDelayed = 2
+	holdGroup   = 3
 )
 
 // Shortest encodings of a key record (1-byte key, no waiters) and of a
@@ -67,6 +77,7 @@ type frozen struct {
 	sessions  []frozenSession // whole-state copies only; a Freezer keeps its own
 	keys      []frozenKey
 	waiters   []frozenWaiter // every key's waiters, key after key, each in queue order
+	slots     []frozenSlot   // every group key's holders, key after key, each in grant order
 }
 
 type frozenSession struct {
@@ -76,12 +87,18 @@ type frozenSession struct {
 
 type frozenKey struct {
 	key       string // strings are immutable: sharing it copies nothing
-	owner     Owner  // zero: a lock-delay
+	owner     Owner  // zero: a lock-delay (or a group)
 	token     uint64
 	expiresAt time.Duration // a lease's or lock-delay's end; unused when session is set
 	session   Owner         // the session the holder is bound to, or zero
 	meta      string
 	nWaiters  int
+	// A semaphore or read/write key: kind is not KindMutex and its
+	// nSlots holders are in frozen.slots, key after key.
+	kind      Kind
+	limit     int
+	exclusive bool
+	nSlots    int
 }
 
 type frozenWaiter struct {
@@ -90,7 +107,21 @@ type frozenWaiter struct {
 	epoch         uint64
 	session       Owner
 	meta          string
+	shared        bool
 }
+
+// frozenSlot is one holder of a semaphore or read/write key.
+type frozenSlot struct {
+	owner     Owner
+	token     uint64
+	expiresAt time.Duration // a lease's or lock-delay's end; unused when session is set
+	session   Owner
+	meta      string
+	delayed   bool
+}
+
+// frozenCursor is where the next key's waiters and slots start.
+type frozenCursor struct{ waiter, slot int }
 
 // freeze copies the whole state.
 func (m *Machine) freeze() *frozen {
@@ -117,6 +148,10 @@ func (f *frozen) size() int {
 	size := len(appendSnapshotHeader(nil, f.now, f.lastToken, f.epoch, f.sessions, len(f.keys)))
 	for i := range f.keys {
 		k := &f.keys[i]
+		if k.kind != KindMutex {
+			size += uvarintLen(uint64(len(k.key))) + len(k.key) + 1 + 1 + uvarintLen(uint64(k.limit)) + 1 + uvarintLen(uint64(k.nSlots)) + uvarintLen(uint64(k.nWaiters))
+			continue
+		}
 		size += uvarintLen(uint64(len(k.key))) + len(k.key) + 1 + uvarintLen(k.token) + uvarintLen(uint64(k.nWaiters))
 		switch {
 		case k.owner.IsZero():
@@ -136,6 +171,23 @@ func (f *frozen) size() int {
 			size += ownerLen
 		}
 	}
+	for i := range f.slots {
+		h := &f.slots[i]
+		size += ownerLen + uvarintLen(h.token) + 1
+		switch {
+		case h.delayed:
+			size += uvarintLen(uint64(h.expiresAt))
+		case h.session.IsZero():
+			size += uvarintLen(uint64(h.expiresAt)) + uvarintLen(uint64(len(h.meta))) + len(h.meta)
+		default:
+			size += ownerLen + uvarintLen(uint64(len(h.meta))) + len(h.meta)
+		}
+	}
+	for i := range f.keys {
+		if f.keys[i].kind == KindRW {
+			size += f.keys[i].nWaiters // the shared flags
+		}
+	}
 	return size
 }
 
@@ -144,9 +196,9 @@ func (f *frozen) size() int {
 func (f *frozen) appendTo(b []byte) []byte {
 	b = slices.Grow(b, f.size())
 	b = f.appendHeader(b)
-	next := 0
+	var next frozenCursor
 	for i := range f.keys {
-		b, next = f.appendKey(b, i, next)
+		b = f.appendKey(b, i, &next)
 	}
 	return b
 }
@@ -177,13 +229,40 @@ func appendMeta(b []byte, meta string) []byte {
 	return append(b, meta...)
 }
 
-// appendKey appends key i's record; its waiters start at f.waiters[next].
-// It returns where the next key's waiters start.
-func (f *frozen) appendKey(b []byte, i, next int) ([]byte, int) {
+// appendKey appends key i's record; its waiters and slots start where next
+// says, which it moves on to the next key's.
+func (f *frozen) appendKey(b []byte, i int, next *frozenCursor) []byte {
 	k := &f.keys[i]
 	b = appendUvarint(b, uint64(len(k.key)))
 	b = append(b, k.key...)
 	switch {
+	case k.kind != KindMutex:
+		b = append(b, holdGroup, byte(k.kind))
+		b = appendUvarint(b, uint64(k.limit))
+		exclusive := byte(0)
+		if k.exclusive {
+			exclusive = 1
+		}
+		b = append(b, exclusive)
+		b = appendUvarint(b, uint64(k.nSlots))
+		for _, h := range f.slots[next.slot : next.slot+k.nSlots] {
+			b = append(b, h.owner[:]...)
+			b = appendUvarint(b, h.token)
+			switch {
+			case h.delayed:
+				b = append(b, holdDelayed)
+				b = appendUvarint(b, uint64(h.expiresAt))
+			case h.session.IsZero():
+				b = append(b, holdLease)
+				b = appendUvarint(b, uint64(h.expiresAt))
+				b = appendMeta(b, h.meta)
+			default:
+				b = append(b, holdSession)
+				b = append(b, h.session[:]...)
+				b = appendMeta(b, h.meta)
+			}
+		}
+		next.slot += k.nSlots
 	case k.owner.IsZero():
 		b = append(b, holdDelayed)
 		b = appendUvarint(b, k.token)
@@ -202,7 +281,7 @@ func (f *frozen) appendKey(b []byte, i, next int) ([]byte, int) {
 		b = appendMeta(b, k.meta)
 	}
 	b = appendUvarint(b, uint64(k.nWaiters))
-	for _, w := range f.waiters[next : next+k.nWaiters] {
+	for _, w := range f.waiters[next.waiter : next.waiter+k.nWaiters] {
 		b = append(b, w.owner[:]...)
 		if w.session.IsZero() {
 			b = append(b, holdLease)
@@ -214,8 +293,16 @@ func (f *frozen) appendKey(b []byte, i, next int) ([]byte, int) {
 		b = appendUvarint(b, uint64(w.deadline))
 		b = appendUvarint(b, w.epoch)
 		b = appendMeta(b, w.meta)
+		if k.kind == KindRW {
+			shared := byte(0)
+			if w.shared {
+				shared = 1
+			}
+			b = append(b, shared)
+		}
 	}
-	return b, next + k.nWaiters
+	next.waiter += k.nWaiters
+	return b
 }
 
 // Restore replaces the state with a snapshot's. It checks everything a
@@ -226,7 +313,7 @@ func (f *frozen) appendKey(b []byte, i, next int) ([]byte, int) {
 func (m *Machine) Restore(b []byte) error {
 	d := decoder{b: b}
 	v := d.byte()
-	if d.err == nil && v != snapshotVersion && v != snapshotVersionV2 && v != snapshotVersionV1 {
+	if d.err == nil && v != snapshotVersion && v != snapshotVersionV3 && v != snapshotVersionV2 && v != snapshotVersionV1 {
 		return fmt.Errorf("%w: snapshot version %d", ErrBadVersion, v)
 	}
 	now := d.duration("now", MaxStamp, ErrStampRange)
@@ -234,7 +321,7 @@ func (m *Machine) Restore(b []byte) error {
 	var epoch uint64
 	minWaiter, minKey := uint64(minWaiterRecord), uint64(minKeyRecord)
 	switch v {
-	case snapshotVersion:
+	case snapshotVersion, snapshotVersionV3:
 		epoch = d.uvarint()
 		minWaiter, minKey = minWaiterRecordV3, minKeyRecordV3
 	case snapshotVersionV2:
@@ -243,7 +330,7 @@ func (m *Machine) Restore(b []byte) error {
 	}
 	sessions := make(map[Owner]*session)
 	var heap deadlines
-	if v == snapshotVersion {
+	if v >= snapshotVersionV3 {
 		ns := d.uvarint()
 		if d.err == nil && ns > uint64(len(b)-d.off)/minSessionRecord {
 			d.fail("session count exceeds its bytes")
@@ -296,10 +383,25 @@ func (m *Machine) Restore(b []byte) error {
 		}
 		prev = e.key
 		hold := byte(holdLease)
-		if v == snapshotVersion {
+		if v >= snapshotVersionV3 {
 			hold = d.byte()
 		}
+		var g *group
 		switch hold {
+		case holdGroup:
+			if v != snapshotVersion {
+				d.fail("unknown holder kind")
+				break
+			}
+			g = d.group(e, now, lastToken, sessionOf)
+			for h := g.holders.first(); h != nil; h = h.next {
+				tokens = append(tokens, h.token)
+				if h.session == nil {
+					heap = append(heap, deadline{at: h.deadline, e: e, w: h})
+				} else {
+					h.session.ref(e.key)
+				}
+			}
 		case holdLease:
 			e.owner = d.owner()
 			e.token = d.uvarint()
@@ -314,10 +416,10 @@ func (m *Machine) Restore(b []byte) error {
 		default:
 			d.fail("unknown holder kind")
 		}
-		if d.err == nil && (e.token == 0 || e.token > lastToken) {
+		if d.err == nil && g == nil && (e.token == 0 || e.token > lastToken) {
 			d.fail("token outside 1..last token")
 		}
-		if v == snapshotVersion && hold != holdDelayed {
+		if v >= snapshotVersionV3 && hold != holdDelayed && g == nil {
 			if meta := d.meta(); meta != "" {
 				e.bind(e.sess(), meta)
 			}
@@ -329,11 +431,13 @@ func (m *Machine) Restore(b []byte) error {
 		if d.err != nil {
 			return d.err
 		}
-		tokens = append(tokens, e.token)
-		if s := e.sess(); s == nil {
-			heap = append(heap, deadline{at: e.expiresAt, e: e})
-		} else {
-			s.ref(e.key)
+		if g == nil {
+			tokens = append(tokens, e.token)
+			if s := e.sess(); s == nil {
+				heap = append(heap, deadline{at: e.expiresAt, e: e})
+			} else {
+				s.ref(e.key)
+			}
 		}
 		if waiters > 0 {
 			e.waiters = &queue{byOwner: make(map[Owner]*waiter, waiters)}
@@ -341,7 +445,7 @@ func (m *Machine) Restore(b []byte) error {
 		for j := uint64(0); j < waiters; j++ {
 			w := &waiter{owner: d.owner()}
 			grant := byte(holdLease)
-			if v == snapshotVersion {
+			if v >= snapshotVersionV3 {
 				grant = d.byte()
 			}
 			switch grant {
@@ -366,11 +470,17 @@ func (m *Machine) Restore(b []byte) error {
 					unclaimed++
 				}
 			}
-			if v == snapshotVersion {
+			if v >= snapshotVersionV3 {
 				w.meta = d.meta()
 			}
-			if d.err == nil && (w.owner == e.owner || e.waiters.find(w.owner) != nil) {
+			if g != nil && g.kind == KindRW {
+				w.shared = d.flag("shared")
+			}
+			if d.err == nil && (w.owner == e.owner || e.waiters.find(w.owner) != nil || (g != nil && g.holders.find(w.owner) != nil)) {
 				d.fail("owner queued twice or queued for a key it holds")
+			}
+			if d.err == nil && j == 0 && g != nil && g.fits(w.shared) {
+				d.fail("head waiter fits its key but was not granted")
 			}
 			if d.err != nil {
 				return d.err
@@ -402,6 +512,75 @@ func (m *Machine) Restore(b []byte) error {
 	m.now, m.lastToken, m.keys, m.order, m.deadlines = now, lastToken, keys, buildKeyOrder(sorted), heap
 	m.epoch, m.unclaimed, m.nWaiters, m.sessions = epoch, unclaimed, nWaiters, sessions
 	return nil
+}
+
+// group reads a semaphore or read/write key's holders (after its holder
+// kind) into e.
+func (d *decoder) group(e *entry, now time.Duration, lastToken uint64, sessionOf func(string) *session) *group {
+	g := &group{kind: Kind(d.byte())}
+	limit := d.uvarint()
+	g.exclusive = d.flag("exclusive")
+	n := d.uvarint()
+	if d.err != nil {
+		return g
+	}
+	most := uint64(MaxHolders)
+	switch {
+	case g.kind == KindSemaphore && limit >= 1 && limit <= MaxHolders && !g.exclusive:
+		g.limit, most = int(limit), limit
+	case g.kind == KindRW && limit == 0:
+		if g.exclusive {
+			most = 1
+		}
+	default:
+		d.fail("bad kind, limit or mode")
+		return g
+	}
+	if n == 0 || n > most || n > uint64(len(d.b)-d.off)/(ownerLen+3) {
+		d.fail("holder count out of range")
+		return g
+	}
+	e.extra = &holderExtra{group: g}
+	g.holders.byOwner = make(map[Owner]*waiter, n)
+	var prev uint64
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		h := &waiter{owner: d.owner(), held: true, index: -1, shared: g.kind == KindRW && !g.exclusive}
+		h.token = d.uvarint()
+		if d.err == nil && (h.token <= prev || h.token > lastToken) {
+			d.fail("holder tokens not ascending within 1..last token")
+		}
+		prev = h.token
+		switch d.byte() {
+		case holdLease:
+			h.deadline = d.deadline("lease end", now, MaxTTL)
+			h.meta = d.meta()
+		case holdSession:
+			h.session = sessionOf("holder")
+			h.meta = d.meta()
+		case holdDelayed:
+			h.delayed = true
+			h.deadline = d.deadline("lock delay end", now, MaxLockDelay)
+			h.owner = delayedSlotOwner(h.token) // nobody's (see endGroupSession)
+		default:
+			d.fail("unknown holder kind")
+		}
+		if d.err == nil && g.holders.find(h.owner) != nil {
+			d.fail("owner holds a key twice")
+		}
+		if d.err == nil {
+			g.holders.pushBack(h)
+		}
+	}
+	return g
+}
+
+// flag reads a byte that must be 0 or 1.
+func (d *decoder) flag(field string) bool {
+	v := d.byte()
+	if d.err == nil && v > 1 {
+		d.fail(field + " flag not 0 or 1")
+	}
+	return v == 1
 }
 
 // meta reads a holder's metadata.

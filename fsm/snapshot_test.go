@@ -119,7 +119,7 @@ func TestRestoreRejects(t *testing.T) {
 		want error
 	}{
 		{"empty", nil, ErrBadEncoding},
-		{"bad version", append([]byte{4}, valid[1:]...), ErrBadVersion},
+		{"bad version", append([]byte{5}, valid[1:]...), ErrBadVersion},
 		{"trailing bytes", append(valid, 0), ErrBadEncoding},
 		{"truncated", valid[:len(valid)-1], ErrBadEncoding},
 		{"now beyond MaxStamp", snapshotBuilder{snapshotVersionV2}.uv(uint64(MaxStamp) + 1).uv(0).uv(0).uv(0), ErrStampRange},

@@ -105,6 +105,12 @@
 //   - a release by the holder may answer false only when the workload's own
 //     earlier attempt had an unknown outcome (that attempt may have released).
 //
+// The same workload runs on semaphores and read/write locks
+// (TestLinearizableKindsPartitions), checked against groupModel: each
+// client's hold (a slot, a read or a write) and token; a grant only when
+// it fits (fewer than N holders, no writer for a read, nobody for a
+// write), held otherwise, inspect telling the number of holders.
+//
 // Tokens are global, which the per-key model cannot see; a separate check
 // demands that no two grants share a token and that a grant invoked after
 // another grant returned gets a larger token.
@@ -127,6 +133,14 @@
 // holder's window ends at its session's conservative deadline, so the same
 // checks show that no session-bound lock outlived its session and none
 // ended before its holder's deadline, under kills, pauses and partitions.
+//
+// Semaphores and read/write locks (TestFencedSemaphore*,
+// TestFencedRWLock*) run the same holders on a semaphore of 3 or a
+// read/write lock (three holdings in four read), with short TTLs, stalls
+// and waits; several hold at once, so they leave the register alone, and
+// the check is on their windows: never more than N of them at once, never
+// a writer's with any other, and a grant whose acquire was sent after
+// another grant returned has the larger token.
 //
 // Durability. Clients own their keys, so they know what each acknowledged
 // acquire, extend and release left. Between rounds of work under the

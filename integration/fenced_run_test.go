@@ -103,6 +103,10 @@ func runFenced(t *testing.T, s settings, rep *report, stores storeSet, nem *neme
 		rep.problem("no client ever held the lock")
 	}
 	trouble := checkFenced(windows, events)
+	if fr.cfg.kinds() {
+		trouble = checkKindWindows(fr.cfg, windows)
+		rep.note("%d windows checked as a %s", len(windows), map[bool]string{true: fmt.Sprintf("semaphore of %d", fr.cfg.Limit), false: "read/write lock"}[fr.cfg.Limit > 0])
+	}
 	for _, v := range trouble {
 		rep.violation("%s", v)
 	}

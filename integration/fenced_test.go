@@ -175,6 +175,10 @@ type window struct {
 	Token  uint64 `json:"token"`
 	Start  int64  `json:"start"` // its acquire returned
 	End    int64  `json:"end"`   // it sent its release, or its own deadline passed
+	// Sent is when its acquire was sent, and Shared says it was a read
+	// hold of a read/write lock (kinds runs only).
+	Sent   int64 `json:"sent,omitempty"`
+	Shared bool  `json:"shared,omitempty"`
 }
 
 // fencedConfig is how holders behave.
@@ -192,7 +196,18 @@ type fencedConfig struct {
 	// expiry mode) the session left to expire. Wait must be under TTL: a
 	// waiting holder does not renew its session.
 	Session bool `json:"session"`
+	// Limit makes the key a semaphore of Limit holders, and RW a
+	// read/write lock (a holding reads, shared, three times in four).
+	// Several holders then hold at once, so they do not use the register
+	// (whose fencing admits one holder); checkKindWindows checks their
+	// windows instead: never more than Limit at once, never a writer with
+	// anyone else, tokens growing.
+	Limit int  `json:"limit,omitempty"`
+	RW    bool `json:"rw,omitempty"`
 }
+
+// kinds reports whether the workload's key is a semaphore or a read/write lock.
+func (c fencedConfig) kinds() bool { return c.Limit > 0 || c.RW }
 
 // holderStats counts what one holder did.
 type holderStats struct {
@@ -241,12 +256,13 @@ func (h *holder) holdOnce(budget context.Context) {
 	sent := time.Now()
 	var lease lock.Lease
 	var res callResult
+	req := h.acquireRequest()
 	if h.cfg.Wait > 0 && h.rng.IntN(6) == 0 {
-		res = h.impatientAcquire(&lease)
+		res = h.impatientAcquire(req, &lease)
 	} else {
 		res = h.call(budget, func(ctx context.Context, s lock.Store) error {
 			var err error
-			lease, err = s.Acquire(ctx, lock.AcquireRequest{Key: h.cfg.Key, Owner: h.owner, TTL: h.cfg.TTL, Wait: h.cfg.Wait})
+			lease, err = s.Acquire(ctx, req)
 			return err
 		})
 	}
@@ -273,24 +289,9 @@ func (h *holder) holdOnce(budget context.Context) {
 		} else if time.Until(deadline) < safetyMargin {
 			break // a careful holder stops when its lease may be over
 		}
-		v, ok, err := h.reg.read(h.id, lease.Token)
-		if err != nil {
+		if !h.work(lease.Token, deadline, late) {
 			break
 		}
-		h.countLate(late || time.Now().After(deadline), ok)
-		if !ok {
-			break
-		}
-		time.Sleep(between(h.rng, 0, h.cfg.Work))
-		ok, err = h.reg.write(h.id, lease.Token, v+1)
-		if err != nil {
-			break
-		}
-		h.countLate(late || time.Now().After(deadline), ok)
-		if !ok {
-			break
-		}
-		h.stats.Writes++
 		if h.rng.IntN(3) == 0 {
 			extSent := time.Now()
 			var ext lock.Lease
@@ -311,18 +312,61 @@ func (h *holder) holdOnce(budget context.Context) {
 		end = deadline
 	}
 	if end.After(start) {
-		h.windows(window{Client: h.id, Token: lease.Token, Start: start.UnixNano(), End: end.UnixNano()})
+		h.windows(window{Client: h.id, Token: lease.Token, Start: start.UnixNano(), End: end.UnixNano(), Sent: sent.UnixNano(), Shared: req.Shared})
 	}
 	if !h.cfg.Expiry || h.rng.IntN(4) != 0 {
 		h.release(budget) // in expiry mode, one holding in four is left to run out
 	}
 }
 
+// acquireRequest is the request of one holding: for the workload's kind of
+// key (a read or a write, at random, of a read/write lock).
+func (h *holder) acquireRequest() lock.AcquireRequest {
+	req := lock.AcquireRequest{Key: h.cfg.Key, Owner: h.owner, TTL: h.cfg.TTL, Wait: h.cfg.Wait}
+	switch {
+	case h.cfg.Limit > 0:
+		req.Kind, req.Limit = lock.KindSemaphore, h.cfg.Limit
+	case h.cfg.RW:
+		req.Kind, req.Shared = lock.KindRWLock, h.rng.IntN(4) != 0
+	}
+	return req
+}
+
+// work uses the lock once while holding it with token: reads the register
+// and writes it back incremented (or, in a kinds run, only spends the
+// time). It reports whether the holding goes on.
+func (h *holder) work(token uint64, deadline time.Time, late bool) bool {
+	if h.cfg.kinds() {
+		time.Sleep(between(h.rng, 0, h.cfg.Work))
+		h.stats.Writes++
+		return true
+	}
+	v, ok, err := h.reg.read(h.id, token)
+	if err != nil {
+		return false
+	}
+	h.countLate(late || time.Now().After(deadline), ok)
+	if !ok {
+		return false
+	}
+	time.Sleep(between(h.rng, 0, h.cfg.Work))
+	ok, err = h.reg.write(h.id, token, v+1)
+	if err != nil {
+		return false
+	}
+	h.countLate(late || time.Now().After(deadline), ok)
+	if !ok {
+		return false
+	}
+	h.stats.Writes++
+	return true
+}
+
 // impatientAcquire queues for the lock but gives up (its ctx ends) before
 // its wait is over, as a caller with a deadline of its own does: the store
 // must take it out of the queue, and give back a grant that raced with the
 // cancel. One attempt, on the holder's current node.
-func (h *holder) impatientAcquire(lease *lock.Lease) callResult {
+func (h *holder) impatientAcquire(req lock.AcquireRequest, lease *lock.Lease) callResult {
 	s := h.stores.store(h.node)
 	if s == nil {
 		return callResult{}
@@ -330,7 +374,7 @@ func (h *holder) impatientAcquire(lease *lock.Lease) callResult {
 	ctx, cancel := context.WithTimeout(context.Background(), between(h.rng, h.cfg.Wait/10, h.cfg.Wait))
 	defer cancel()
 	var err error
-	*lease, err = s.Acquire(ctx, lock.AcquireRequest{Key: h.cfg.Key, Owner: h.owner, TTL: h.cfg.TTL, Wait: h.cfg.Wait})
+	*lease, err = s.Acquire(ctx, req)
 	if !expectedError(err) && !errors.Is(err, context.Canceled) {
 		h.unexpected.add(fmt.Errorf("client %d on node %d: %w", h.id, h.node, err))
 	}
@@ -397,6 +441,102 @@ func checkFenced(windows []window, events []regEvent) []string {
 		}
 	}
 	return trouble
+}
+
+// checkKindWindows checks the windows of a semaphore or read/write run:
+// never more than cfg.Limit holders at once (a semaphore), never a writer
+// with anyone else (a read/write lock), and tokens growing: a grant whose
+// acquire was sent after another grant had returned has a higher token.
+// Windows of one token (a holder's retry got its own grant back) count
+// once.
+func checkKindWindows(cfg fencedConfig, windows []window) []string {
+	var trouble []string
+	type edge struct {
+		at    int64
+		start bool
+		w     window
+	}
+	var edges []edge
+	for _, w := range mergeByToken(windows) {
+		edges = append(edges, edge{w.Start, true, w}, edge{w.End, false, w})
+	}
+	// Ends before starts at the same instant: a window is [Start, End).
+	sort.Slice(edges, func(i, j int) bool {
+		if edges[i].at != edges[j].at {
+			return edges[i].at < edges[j].at
+		}
+		return !edges[i].start && edges[j].start
+	})
+	holders, writers := 0, 0
+	for _, e := range edges {
+		d := 1
+		if !e.start {
+			d = -1
+		}
+		holders += d
+		if !e.w.Shared {
+			writers += d
+		}
+		if !e.start {
+			continue
+		}
+		switch {
+		case cfg.Limit > 0 && holders > cfg.Limit:
+			trouble = append(trouble, fmt.Sprintf("%d holders at once of a semaphore of %d at %s (client %d, token %d, joined)",
+				holders, cfg.Limit, wallString(e.at), e.w.Client, e.w.Token))
+		case cfg.RW && writers > 0 && holders > 1:
+			trouble = append(trouble, fmt.Sprintf("a writer held the read/write lock with %d others at %s (client %d, token %d, joined)",
+				holders-1, wallString(e.at), e.w.Client, e.w.Token))
+		}
+	}
+	byStart := append([]window(nil), windows...)
+	sort.Slice(byStart, func(i, j int) bool { return byStart[i].Start < byStart[j].Start })
+	bySent := append([]window(nil), windows...)
+	sort.Slice(bySent, func(i, j int) bool { return bySent[i].Sent < bySent[j].Sent })
+	first := map[uint64]int64{} // each token's first window's start
+	for _, w := range windows {
+		if s, ok := first[w.Token]; !ok || w.Start < s {
+			first[w.Token] = w.Start
+		}
+	}
+	var highest window
+	next := 0
+	for _, b := range bySent {
+		if first[b.Token] < b.Start {
+			continue // a retry that got its own earlier grant back
+		}
+		for next < len(byStart) && byStart[next].Start < b.Sent {
+			if byStart[next].Token > highest.Token {
+				highest = byStart[next]
+			}
+			next++
+		}
+		if b.Token < highest.Token {
+			trouble = append(trouble, fmt.Sprintf("client %d got token %d for an acquire sent at %s, after client %d was granted token %d",
+				b.Client, b.Token, wallString(b.Sent), highest.Client, highest.Token))
+		}
+	}
+	return trouble
+}
+
+// mergeByToken joins the windows of each token into one, from its first
+// start to its last end.
+func mergeByToken(windows []window) []window {
+	byToken := map[uint64]window{}
+	for _, w := range windows {
+		m, ok := byToken[w.Token]
+		if !ok {
+			byToken[w.Token] = w
+			continue
+		}
+		m.Start, m.End = min(m.Start, w.Start), max(m.End, w.End)
+		byToken[w.Token] = m
+	}
+	out := make([]window, 0, len(byToken))
+	for _, w := range byToken {
+		out = append(out, w)
+	}
+	return out
 }
 
 func wallString(ns int64) string { return time.Unix(0, ns).Format("15:04:05.000000") }

@@ -44,7 +44,18 @@ type linWorkload struct {
 	keys       []string
 	start      time.Time
 	unexpected *errorLog
+	kind       linKind
 }
+
+// linKind is the kind of the workload's keys: mutexes (the zero value), or
+// semaphores of limit, or read/write locks (rw; an acquire reads three
+// times in four), checked against groupModel.
+type linKind struct {
+	limit int
+	rw    bool
+}
+
+func (k linKind) group() bool { return k.limit > 0 || k.rw }
 
 func (w *linWorkload) now() int64 { return int64(time.Since(w.start)) }
 
@@ -100,6 +111,9 @@ func (w *linWorkload) pick(c *linClient, b belief) lockOp {
 // client's belief afterwards.
 func (w *linWorkload) do(c *linClient, budget context.Context, op lockOp, key string, b belief) belief {
 	in := lockInput{op: op, key: key, client: c.id}
+	if op == opAcquire && w.kind.rw {
+		in.shared = c.rng.IntN(4) != 0
+	}
 	call := w.now()
 	var out lockOutput
 	var res callResult
@@ -109,7 +123,7 @@ func (w *linWorkload) do(c *linClient, budget context.Context, op lockOp, key st
 		var lease lock.Lease
 		res = c.call(budget, func(ctx context.Context, s lock.Store) error {
 			var err error
-			lease, err = s.Acquire(ctx, lock.AcquireRequest{Key: key, Owner: c.owner, TTL: linTTL})
+			lease, err = s.Acquire(ctx, w.acquireRequest(key, c.owner, in.shared))
 			return err
 		})
 		var held *lock.HeldError
@@ -163,6 +177,9 @@ func (w *linWorkload) do(c *linClient, budget context.Context, op lockOp, key st
 		})
 		if res.known {
 			out = lockOutput{ok: info.Locked, token: info.Token}
+			if w.kind.group() {
+				out.holders = info.Holders
+			}
 		}
 		res.unsure = false // a read that failed had no effect
 	}
@@ -181,7 +198,7 @@ func (w *linWorkload) do(c *linClient, budget context.Context, op lockOp, key st
 			// An api.Client acquire abandoned after it went out releases
 			// what it may have been granted: a second effect, recorded as
 			// a release whose outcome is unknown too.
-			c.ops = append(c.ops, porcupine.Operation{ClientId: c.id, Input: lockInput{opRelease, key, c.id}, Call: call, Output: lockOutput{unknown: true}, Return: never})
+			c.ops = append(c.ops, porcupine.Operation{ClientId: c.id, Input: lockInput{op: opRelease, key: key, client: c.id}, Call: call, Output: lockOutput{unknown: true}, Return: never})
 		}
 	default:
 		c.recorded.dropped++ // certainly took no effect
@@ -189,11 +206,32 @@ func (w *linWorkload) do(c *linClient, budget context.Context, op lockOp, key st
 	return next
 }
 
+// acquireRequest is an acquire of key for owner, of the workload's kind.
+func (w *linWorkload) acquireRequest(key string, owner lock.Owner, shared bool) lock.AcquireRequest {
+	req := lock.AcquireRequest{Key: key, Owner: owner, TTL: linTTL}
+	switch {
+	case w.kind.limit > 0:
+		req.Kind, req.Limit = lock.KindSemaphore, w.kind.limit
+	case w.kind.rw:
+		req.Kind, req.Shared = lock.KindRWLock, shared
+	}
+	return req
+}
+
 // runLinearizable runs the workload against stores with the nemesis, then
 // checks the history.
 func runLinearizable(t *testing.T, s settings, rep *report, stores storeSet, nem *nemesis, clients, keys int) {
 	t.Helper()
-	w := &linWorkload{stores: stores, start: rep.started, unexpected: &errorLog{}}
+	runLinearizableKind(t, s, rep, stores, nem, clients, keys, linKind{})
+}
+
+// runLinearizableKind is runLinearizable on keys of the given kind.
+func runLinearizableKind(t *testing.T, s settings, rep *report, stores storeSet, nem *nemesis, clients, keys int, kind linKind) {
+	t.Helper()
+	if kind.group() && clients > maxGroupClients {
+		t.Fatalf("at most %d clients on semaphores or read/write locks (groupModel)", maxGroupClients)
+	}
+	w := &linWorkload{stores: stores, start: rep.started, unexpected: &errorLog{}, kind: kind}
 	for k := range keys {
 		w.keys = append(w.keys, fmt.Sprintf("lin/%d", k))
 	}
@@ -226,12 +264,21 @@ func runLinearizable(t *testing.T, s settings, rep *report, stores storeSet, nem
 	if n := w.unexpected.count.Load(); n > 0 {
 		rep.problem("clients saw errors no store should give: %s", w.unexpected)
 	}
-	checkHistory(s, rep, nem.events, ops)
+	model := lockModel
+	if kind.group() {
+		model = groupModel(kind.limit)
+	}
+	checkHistoryWith(s, rep, nem.events, ops, model)
 }
 
 // checkHistory checks a linearizability workload's history and keeps it
 // (with porcupine's visualisation) on a violation.
 func checkHistory(s settings, rep *report, events *eventLog, ops []porcupine.Operation) {
+	checkHistoryWith(s, rep, events, ops, lockModel)
+}
+
+// checkHistoryWith is checkHistory against model.
+func checkHistoryWith(s settings, rep *report, events *eventLog, ops []porcupine.Operation, lockModel porcupine.Model) {
 	sort.Slice(ops, func(i, j int) bool { return ops[i].Call < ops[j].Call })
 	result := porcupine.CheckOperationsTimeout(lockModel, ops, checkTimeout)
 	tokenTrouble := checkTokenOrder(ops)

@@ -25,11 +25,11 @@ import (
 // not lead is killed with SIGKILL; once a non-voter has taken its vote (3
 // live voters again) and every running agent's /readyz answers 200, as an
 // orchestrator would wait, the leader is killed too. After each kill locks
-// are granted again and the configuration gets back to 3 live voters; in
-// the end (after -dead-member-timeout) it holds only the three running
-// agents, all voting. Nothing acknowledged is lost and tokens keep
-// increasing. Reported per kill: the longest time without a grant and the
-// time until 3 live voters.
+// are granted again and the configuration gets back to 3 live voters (the
+// dead ones are removed later, after -dead-member-timeout: the rollout test
+// checks that). Nothing acknowledged is lost and tokens keep increasing.
+// Reported per kill: the longest time without a grant and the time until
+// 3 live voters.
 func TestTwoVotersKilledInTurnProcesses(t *testing.T) {
 	s := loadSettings(t)
 	rep := newReport("two-voters-killed-in-turn/5-processes", s)
@@ -43,7 +43,7 @@ func TestTwoVotersKilledInTurnProcesses(t *testing.T) {
 	cancel()
 
 	var steps []string
-	for _, leader := range []bool{false, true} {
+	for k, leader := range []bool{false, true} {
 		ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
 		victim, err := r.pickVoter(ctx, leader)
 		require.NoError(t, err)
@@ -57,23 +57,22 @@ func TestTwoVotersKilledInTurnProcesses(t *testing.T) {
 		if err == nil {
 			err = r.waitGrants(ctx)
 		}
-		for _, n := range r.running() {
-			if err == nil {
-				err = waitReadyz(ctx, n)
+		ready := "-"
+		if k == 0 {
+			// The gate an orchestrator waits for before the next kill.
+			for _, n := range r.running() {
+				if err == nil {
+					err = waitReadyz(ctx, n)
+				}
 			}
+			ready = time.Since(began).Round(time.Millisecond).String()
 		}
-		ready := time.Since(began)
 		cancel()
 		require.NoError(t, err, "after killing %s", victim.id)
 		gap := r.clock.lap()
 		rep.failover(gap)
-		steps = append(steps, fmt.Sprintf("killed %s (%s): gap %v, %d live voters after %v, all ready after %v, then leader %s",
-			victim.id, before, gap.Round(time.Millisecond), rolloutVoters, healed.Round(time.Millisecond), ready.Round(time.Millisecond), r.leaderID()))
-	}
-	fin, cancelFin := context.WithTimeout(context.Background(), stepTimeout)
-	defer cancelFin()
-	if err := r.waitMembers(fin, r.ids(), rolloutVoters); err != nil {
-		rep.problem("the dead members were not removed: %v", err)
+		steps = append(steps, fmt.Sprintf("killed %s (%s): gap %v, %d live voters after %v, all ready after %s, then leader %s",
+			victim.id, before, gap.Round(time.Millisecond), rolloutVoters, healed.Round(time.Millisecond), ready, r.leaderID()))
 	}
 	tr.finish(rep, r)
 	rep.note("steps: %s", strings.Join(steps, "; "))

@@ -66,11 +66,13 @@ func (o lockOp) String() string {
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
 
-// lockInput is what an operation asked; client is its owner.
+// lockInput is what an operation asked; client is its owner. shared is
+// a read/write lock's acquire for reading (groupModel only).
 type lockInput struct {
 	op     lockOp
 	key    string
 	client int
+	shared bool
 }
 
 // lockOutput is what an operation answered.
@@ -80,6 +82,7 @@ type lockOutput struct {
 	held    bool   // acquire: another owner holds the key (a *lock.HeldError)
 	token   uint64 // acquire/extend: the lease's token; held, inspect: the holder's
 	maybe   bool   // release: an earlier attempt's outcome was unknown
+	holders int    // inspect: how many hold the key (groupModel only)
 }
 
 // lockState is one key. holder is -1 when the key is free.
@@ -245,10 +248,10 @@ type step = struct {
 	out lockOutput
 }
 
-func acq(c int, out lockOutput) step { return step{lockInput{opAcquire, "k", c}, out} }
-func rel(c int, out lockOutput) step { return step{lockInput{opRelease, "k", c}, out} }
-func ext(c int, out lockOutput) step { return step{lockInput{opExtend, "k", c}, out} }
-func insp(out lockOutput) step       { return step{lockInput{opInspect, "k", 9}, out} }
+func acq(c int, out lockOutput) step { return step{lockInput{op: opAcquire, key: "k", client: c}, out} }
+func rel(c int, out lockOutput) step { return step{lockInput{op: opRelease, key: "k", client: c}, out} }
+func ext(c int, out lockOutput) step { return step{lockInput{op: opExtend, key: "k", client: c}, out} }
+func insp(out lockOutput) step       { return step{lockInput{op: opInspect, key: "k", client: 9}, out} }
 
 func granted(t uint64) lockOutput { return lockOutput{ok: true, token: t} }
 func heldBy(t uint64) lockOutput  { return lockOutput{held: true, token: t} }
@@ -294,24 +297,24 @@ func TestLockModel(t *testing.T) {
 // everything else, or in the middle.
 func TestLockModelUnknownAtInfinity(t *testing.T) {
 	ops := []porcupine.Operation{
-		{ClientId: 0, Input: lockInput{opAcquire, "k", 0}, Output: granted(1), Call: 0, Return: 1},
-		{ClientId: 0, Input: lockInput{opRelease, "k", 0}, Output: unknown, Call: 2, Return: never},
-		{ClientId: 1, Input: lockInput{opAcquire, "k", 1}, Output: heldBy(1), Call: 3, Return: 4},
-		{ClientId: 1, Input: lockInput{opAcquire, "k", 1}, Output: granted(2), Call: 5, Return: 6},
+		{ClientId: 0, Input: lockInput{op: opAcquire, key: "k", client: 0}, Output: granted(1), Call: 0, Return: 1},
+		{ClientId: 0, Input: lockInput{op: opRelease, key: "k", client: 0}, Output: unknown, Call: 2, Return: never},
+		{ClientId: 1, Input: lockInput{op: opAcquire, key: "k", client: 1}, Output: heldBy(1), Call: 3, Return: 4},
+		{ClientId: 1, Input: lockInput{op: opAcquire, key: "k", client: 1}, Output: granted(2), Call: 5, Return: 6},
 	}
 	assert.True(t, porcupine.CheckOperations(lockModel, ops))
 	// But it cannot take effect before it was called.
 	ops[1].Call, ops[2].Call, ops[2].Return = 3, 0, 0
 	ops[2].Output = granted(1)
-	ops[2].Input = lockInput{opAcquire, "k", 1}
+	ops[2].Input = lockInput{op: opAcquire, key: "k", client: 1}
 	assert.False(t, porcupine.CheckOperations(lockModel, ops), "client 1 was granted the key before client 0's release was even sent")
 }
 
 // Concurrent operations may be ordered either way.
 func TestLockModelConcurrentGrants(t *testing.T) {
 	ops := []porcupine.Operation{
-		{ClientId: 0, Input: lockInput{opAcquire, "k", 0}, Output: granted(2), Call: 0, Return: 10},
-		{ClientId: 1, Input: lockInput{opAcquire, "k", 1}, Output: heldBy(2), Call: 1, Return: 5},
+		{ClientId: 0, Input: lockInput{op: opAcquire, key: "k", client: 0}, Output: granted(2), Call: 0, Return: 10},
+		{ClientId: 1, Input: lockInput{op: opAcquire, key: "k", client: 1}, Output: heldBy(2), Call: 1, Return: 5},
 	}
 	assert.True(t, porcupine.CheckOperations(lockModel, ops))
 	ops[1].Output = granted(3)
@@ -335,7 +338,7 @@ func describeHistory(ops []porcupine.Operation) string {
 
 func TestTokenOrder(t *testing.T) {
 	op := func(c int, key string, token uint64, call, ret int64) porcupine.Operation {
-		return porcupine.Operation{ClientId: c, Input: lockInput{opAcquire, key, c}, Output: granted(token), Call: call, Return: ret}
+		return porcupine.Operation{ClientId: c, Input: lockInput{op: opAcquire, key: key, client: c}, Output: granted(token), Call: call, Return: ret}
 	}
 	assert.Empty(t, checkTokenOrder([]porcupine.Operation{
 		op(0, "a", 1, 0, 1), op(1, "b", 2, 2, 3), op(0, "a", 1, 4, 5), // a repeat by the holder keeps its token

@@ -538,14 +538,12 @@ func (c *procCluster) checkAtEnd(rep *report) {
 // vote a health check or two later, and meanwhile two voters are a quorum
 // of two.
 func (c *procCluster) survivorsElect(ctx context.Context, l *procNode) bool {
-	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	st, err := l.client.Cluster(qctx)
-	if err != nil {
+	leader, members, err := c.leaderMembers(ctx)
+	if err != nil || leader != l {
 		return false
 	}
 	voters, surviving := 0, 0
-	for _, m := range st.Members {
+	for _, m := range members {
 		if m.Suffrage != api.SuffrageVoter {
 			continue
 		}

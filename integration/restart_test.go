@@ -98,18 +98,12 @@ func stopAllStartAll() wholeRestart {
 // every one of them a voter.
 func (c *procCluster) waitVoters(ctx context.Context, ids []string) error {
 	return pollUntil(ctx, 50*time.Millisecond, "voters", func(ctx context.Context) error {
-		l := c.leader(ctx)
-		if l == nil {
-			return errors.New("no leader")
-		}
-		qctx, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		st, err := l.client.Cluster(qctx)
+		_, members, err := c.leaderMembers(ctx)
 		if err != nil {
 			return err
 		}
 		var got []string
-		for _, m := range st.Members {
+		for _, m := range members {
 			got = append(got, m.ID+"("+m.Suffrage+")")
 		}
 		slices.Sort(got)

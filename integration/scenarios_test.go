@@ -179,3 +179,76 @@ func TestFencedSessionsPartitions(t *testing.T) {
 	rep.note("%d snapshot restores", c.snapshotRestores())
 	rep.finish(t)
 }
+
+// TestFencedSemaphorePartitions: holders of a semaphore of 3 on three nodes
+// in this process under the partition nemeses, with short TTLs, stalls
+// and waits: never more than 3 windows at once, tokens growing.
+func TestFencedSemaphorePartitions(t *testing.T) {
+	s := loadSettings(t)
+	rep := newReport("fenced-semaphore/3-in-process-partitions", s)
+	c := startMemCluster(t, 3)
+	events := newEventLog(rep.started)
+	nem := newNemesis(s, rep, events, memFaults(c, rep, events), c.waitReady)
+	runFenced(t, s, rep, c, nem, fencedRun{
+		cfg:     fencedConfig{Key: "fenced", TTL: time.Second, Wait: 3 * time.Second, Expiry: true, Stall: true, Work: 20 * time.Millisecond, Writes: 4, Limit: 3},
+		holders: 7,
+	})
+	rep.note("%d snapshot restores", c.snapshotRestores())
+	rep.finish(t)
+}
+
+// TestFencedRWLockProcesses: readers and writers of one read/write lock
+// on three agents as processes under kills and pauses, some of them bound
+// to sessions: never a writer's window with any other.
+func TestFencedRWLockProcesses(t *testing.T) {
+	s := loadSettings(t)
+	rep := newReport("fenced-rwlock/3-processes", s)
+	c := startProcCluster(t, 3)
+	events := newEventLog(rep.started)
+	nem := newNemesis(s, rep, events, procFaults(c, rep, events), c.waitReady)
+	runFenced(t, s, rep, c, nem, fencedRun{
+		cfg:     fencedConfig{Key: "fenced", TTL: time.Second, Wait: 3 * time.Second, Expiry: true, Stall: true, Work: 20 * time.Millisecond, Writes: 4, RW: true},
+		holders: 6,
+	})
+	if races := c.racesReported(); len(races) > 0 {
+		rep.problem("data races reported by agents %v (their logs follow)", races)
+	}
+	rep.finish(t)
+}
+
+// TestFencedRWLockPartitions: the read/write workload on three nodes in
+// this process under the partition nemeses, holders bound to sessions.
+func TestFencedRWLockPartitions(t *testing.T) {
+	s := loadSettings(t)
+	rep := newReport("fenced-rwlock-sessions/3-in-process-partitions", s)
+	c := startMemCluster(t, 3)
+	events := newEventLog(rep.started)
+	nem := newNemesis(s, rep, events, memFaults(c, rep, events), c.waitReady)
+	runFenced(t, s, rep, c, nem, fencedRun{
+		cfg:     fencedConfig{Key: "fenced", TTL: 2 * time.Second, Wait: time.Second, Expiry: true, Stall: true, Session: true, Work: 20 * time.Millisecond, Writes: 4, RW: true},
+		holders: 6,
+	})
+	rep.note("%d snapshot restores", c.snapshotRestores())
+	rep.finish(t)
+}
+
+// TestLinearizableKindsPartitions: the linearizability workload on
+// semaphores of 3 and on read/write locks, five nodes in this process
+// under the partition nemeses, checked against groupModel.
+func TestLinearizableKindsPartitions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		kind linKind
+	}{{"semaphore", linKind{limit: 3}}, {"rwlock", linKind{rw: true}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := loadSettings(t)
+			rep := newReport("linearizable-"+tc.name+"/5-in-process-partitions", s)
+			c := startMemCluster(t, 5)
+			events := newEventLog(rep.started)
+			nem := newNemesis(s, rep, events, memFaults(c, rep, events), c.waitReady)
+			runLinearizableKind(t, s, rep, c, nem, 8, 3, tc.kind)
+			rep.note("%d snapshot restores", c.snapshotRestores())
+			rep.finish(t)
+		})
+	}
+}

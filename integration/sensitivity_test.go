@@ -177,3 +177,69 @@ func TestDurabilityVerifyCatchesLostState(t *testing.T) {
 	w.verify([]*durClient{c}, oneStore{store}, ctx)
 	assert.Len(t, rep.violations, 2)
 }
+
+// loosened is a store that lets one holder more into every semaphore than
+// asked, and turns every write of a read/write lock into a read, as a
+// state machine that miscounted holders would.
+type loosened struct{ *lock.MemoryStore }
+
+func (l loosened) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease, error) {
+	switch req.Kind {
+	case lock.KindSemaphore:
+		req.Limit++
+	case lock.KindRWLock:
+		req.Shared = true
+	}
+	return l.MemoryStore.Acquire(ctx, req)
+}
+
+// The kinds checker passes the memory store's semaphores and read/write
+// locks (with expiring leases and stalls), and catches a store that lets
+// too many in.
+func TestKindCheckerPassesACorrectStoreAndCatchesALooseOne(t *testing.T) {
+	for _, cfg := range []fencedConfig{
+		{Key: "sem", TTL: 200 * time.Millisecond, Wait: time.Second, Expiry: true, Stall: true, Work: 5 * time.Millisecond, Writes: 4, Limit: 2},
+		{Key: "rw", TTL: 200 * time.Millisecond, Wait: time.Second, Expiry: true, Stall: true, Work: 5 * time.Millisecond, Writes: 4, RW: true},
+	} {
+		s := quickSettings(t)
+		rep := newReport("memory-store-kinds/"+cfg.Key, s)
+		store := lock.NewMemoryStore()
+		t.Cleanup(func() { store.Close() })
+		nem := &nemesis{rep: rep, events: newEventLog(rep.started)}
+		runFenced(t, s, rep, oneStore{store}, nem, fencedRun{cfg: cfg, holders: 5})
+		t.Log(rep.line())
+		assert.Empty(t, rep.violations, cfg.Key)
+		assert.Empty(t, rep.problems, cfg.Key)
+
+		rep = newReport("broken/loose-"+cfg.Key, s)
+		loose := loosened{lock.NewMemoryStore()}
+		t.Cleanup(func() { loose.Close() })
+		nem = &nemesis{rep: rep, events: newEventLog(rep.started)}
+		runFenced(t, s, rep, oneStore{loose}, nem, fencedRun{cfg: cfg, holders: 5})
+		t.Log(rep.line())
+		assert.NotEmpty(t, rep.violations, "%s: too many holders at once are a violation", cfg.Key)
+	}
+}
+
+// The group model passes the memory store's semaphores and read/write
+// locks, and catches a store that lets too many in.
+func TestGroupLinearizabilityCheckerPassesACorrectStoreAndCatchesALooseOne(t *testing.T) {
+	for _, kind := range []linKind{{limit: 2}, {rw: true}} {
+		s := quickSettings(t)
+		rep := newReport("memory-store-kinds", s)
+		store := lock.NewMemoryStore()
+		t.Cleanup(func() { store.Close() })
+		nem := &nemesis{rep: rep, events: newEventLog(rep.started)}
+		runLinearizableKind(t, s, rep, oneStore{store}, nem, 6, 2, kind)
+		require.Greater(t, rep.ops, 100, "the workload ran")
+		assert.Empty(t, rep.violations, "%+v", kind)
+		assert.Empty(t, rep.problems, "%+v", kind)
+
+		rep = newReport("broken/loose-kinds", s)
+		loose := loosened{lock.NewMemoryStore()}
+		t.Cleanup(func() { loose.Close() })
+		nem = &nemesis{rep: rep, events: newEventLog(rep.started)}
+		runLinearizableKind(t, s, rep, oneStore{loose}, nem, 6, 2, kind)
+		assert.NotEmpty(t, rep.violations, "%+v: too many holders are not linearizable", kind)
+	}
+}

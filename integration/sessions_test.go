@@ -43,9 +43,11 @@ func (h *holder) holdOnceInSession(budget context.Context) {
 	}
 	sent := time.Now()
 	var lease lock.Lease
+	req := h.acquireRequest()
+	req.TTL, req.Session = 0, id
 	res = h.call(budget, func(ctx context.Context, s lock.Store) error {
 		var err error
-		lease, err = s.Acquire(ctx, lock.AcquireRequest{Key: h.cfg.Key, Owner: h.owner, Session: id, Wait: h.cfg.Wait})
+		lease, err = s.Acquire(ctx, req)
 		return err
 	})
 	if !res.known || res.err != nil {
@@ -68,24 +70,9 @@ func (h *holder) holdOnceInSession(budget context.Context) {
 		} else if time.Until(deadline) < safetyMargin {
 			break
 		}
-		v, ok, err := h.reg.read(h.id, lease.Token)
-		if err != nil {
+		if !h.work(lease.Token, deadline, late) {
 			break
 		}
-		h.countLate(late || time.Now().After(deadline), ok)
-		if !ok {
-			break
-		}
-		time.Sleep(between(h.rng, 0, h.cfg.Work))
-		ok, err = h.reg.write(h.id, lease.Token, v+1)
-		if err != nil {
-			break
-		}
-		h.countLate(late || time.Now().After(deadline), ok)
-		if !ok {
-			break
-		}
-		h.stats.Writes++
 		if h.rng.IntN(2) == 0 {
 			renewSent := time.Now()
 			var sl lock.SessionLease
@@ -109,7 +96,7 @@ func (h *holder) holdOnceInSession(budget context.Context) {
 		end = deadline
 	}
 	if end.After(start) {
-		h.windows(window{Client: h.id, Token: lease.Token, Start: start.UnixNano(), End: end.UnixNano()})
+		h.windows(window{Client: h.id, Token: lease.Token, Start: start.UnixNano(), End: end.UnixNano(), Sent: sent.UnixNano(), Shared: req.Shared})
 	}
 	switch n := h.rng.IntN(4); {
 	case h.cfg.Expiry && n == 0:

@@ -24,6 +24,10 @@ const (
 	CodeInvalidSession  = "invalid_session"  // ErrInvalidSession
 	CodeInvalidMetadata = "invalid_metadata" // ErrInvalidMetadata
 	CodeNoSession       = "no_session"       // ErrNoSession
+
+	CodeKindMismatch = "kind_mismatch" // ErrKindMismatch (a *KindMismatchError)
+	CodeInvalidLimit = "invalid_limit" // ErrInvalidLimit
+	CodeInvalidKind  = "invalid_kind"  // ErrInvalidKind
 )
 
 // To add a code: its sentinel (errors.go), its constant above and its line
@@ -52,6 +56,9 @@ var errorCodes = []struct {
 	{CodeInvalidSession, []error{ErrInvalidSession}},
 	{CodeInvalidMetadata, []error{ErrInvalidMetadata}},
 	{CodeQueueFull, []error{ErrQueueFull}},
+	{CodeKindMismatch, []error{ErrKindMismatch}},
+	{CodeInvalidLimit, []error{ErrInvalidLimit}},
+	{CodeInvalidKind, []error{ErrInvalidKind}},
 	{CodeUnknownOutcome, []error{ErrUnknownOutcome, ErrUnavailable}},
 	{CodeClosed, []error{ErrClosed}},
 	{CodeUnavailable, []error{ErrUnavailable}},

@@ -117,6 +117,34 @@
 // store: at the cap the callback's context is canceled and the lock
 // released.
 //
+// # Semaphores and read/write locks
+//
+// Client.Semaphore(key, n) gives a handle on a semaphore of n: at most n
+// handles, in any process, hold the key at once (like `consul lock -n`).
+// Client.RWLock(key) gives a read/write lock whose Reader handles share
+// the key and whose Writer handle holds it alone. Both give the same *Lock
+// handle as Client.Lock (Acquire, TryAcquire, Run, Release, Extend, Token,
+// sessions and metadata alike), and every holder has its own fencing token
+// (larger than any the store issued before), lease and keep-alive,
+// released and expired on its own.
+//
+// Waiting is strictly FIFO for every kind: a waiter is granted as soon as
+// it fits, and one that does not fit holds up the queue behind it. So a
+// semaphore waiter is never passed by a later one, and a writer waits only
+// for the readers that came before it: readers that come while it waits
+// queue behind it, so writers are never starved. One release may let
+// several waiters in at once (several readers, several slots), each
+// answered from the same step.
+//
+// A key's kind (and a semaphore's n) is fixed while anyone holds or waits
+// for it, by the acquire that created it: an acquire of another kind or n
+// meanwhile fails with a *KindMismatchError (ErrKindMismatch; the message
+// says what the key is and what was asked) and changes nothing. Once
+// nobody holds or waits, the key is gone and any kind takes it. n is
+// 1..MaxHolders (ErrInvalidLimit), as is the number of readers. Inspect and
+// List report the kind, the limit and the number of holders, never their
+// owners. Serialize and Client.Restore keep a handle's kind.
+//
 // # Stores
 //
 // Store is the seam, as database/sql/driver is for database/sql: the memory

@@ -38,6 +38,16 @@ var (
 	ErrInvalidList = errors.New("lock: invalid list request")
 	// ErrBadSerialized: Client.Restore was given something Lock.Serialize did not write.
 	ErrBadSerialized = errors.New("lock: malformed serialized lock")
+	// ErrKindMismatch: the key exists (someone holds or waits for it) as
+	// another kind than the acquire asked for, or as a semaphore of another
+	// limit. Returned as a *KindMismatchError.
+	ErrKindMismatch = errors.New("lock: key is of another kind")
+	// ErrInvalidLimit: a semaphore's limit is outside 1..MaxHolders.
+	ErrInvalidLimit = errors.New("lock: invalid semaphore limit")
+	// ErrInvalidKind: an acquire names an unknown kind, or a mode its kind
+	// does not have (Shared for anything but a read/write lock, a limit
+	// for anything but a semaphore).
+	ErrInvalidKind = errors.New("lock: invalid kind")
 )
 
 // HeldError reports that another owner holds the key. It carries only what

@@ -8,8 +8,10 @@ import (
 	"time"
 )
 
-// Lock is a handle on one key: one holder at a time. Make one with
-// Client.Lock or Client.Restore.
+// Lock is a handle on one key: one holder at a time (of a mutex, of a
+// semaphore's slots, or a read or write hold of a read/write lock). Make
+// one with Client.Lock, Client.Semaphore, an RWLock's Reader or Writer, or
+// Client.Restore.
 //
 // Every method is safe to call from several goroutines (Release from a signal
 // handler while Run's callback works, Remaining from a progress reporter), and
@@ -31,6 +33,9 @@ type Lock struct {
 	client  *Client
 	key     string
 	session *Session // the session its locks are bound to; nil for leases
+	kind    Kind     // what it acquires the key as (Client.Semaphore, RWLock)
+	limit   int      // a semaphore's n
+	shared  bool     // an RWLock's reader
 
 	mu        sync.Mutex // protects the fields below
 	ttl       time.Duration
@@ -315,7 +320,7 @@ func (l *Lock) waitFor(o acquireOptions) time.Duration {
 
 // acquire takes the lock, queueing up to wait, and returns the new grant.
 func (l *Lock) acquire(ctx context.Context, wait time.Duration) (*grant, error) {
-	req := AcquireRequest{Key: l.key, Owner: NewOwner(), Wait: wait}
+	req := AcquireRequest{Key: l.key, Owner: NewOwner(), Wait: wait, Kind: l.kind, Limit: l.limit, Shared: l.shared}
 	l.mu.Lock()
 	req.TTL, req.Metadata = l.ttl, l.meta
 	if l.session != nil {

@@ -627,6 +627,40 @@ func TestSerializeRoundTrip(t *testing.T) {
 	assert.False(t, ok, "unknown until the restored handle extends")
 }
 
+// A semaphore's or read/write lock's handle keeps its kind through
+// Serialize and Restore (version 2), and the restored handle releases the
+// same hold.
+func TestSerializeKeepsTheKind(t *testing.T) {
+	ctx := testCtx(t)
+	c := lock.New(newMemoryStore(t))
+	sem := c.Semaphore("sem", 3, lock.TTL(time.Minute))
+	require.NoError(t, sem.Acquire(ctx))
+	reader := c.RWLock("rw", lock.TTL(time.Minute)).Reader()
+	require.NoError(t, reader.Acquire(ctx))
+	writer := c.RWLock("w", lock.TTL(time.Minute)).Writer()
+	for _, tc := range []struct {
+		l    *lock.Lock
+		tail string
+	}{{sem, `\.s3$`}, {reader, `\.r$`}, {writer, `\.w$`}} {
+		s := tc.l.Serialize()
+		assert.Regexp(t, `^v2\.`+`.*`+tc.tail, s)
+		restored, err := c.Restore(s)
+		require.NoError(t, err)
+		assert.Equal(t, tc.l.Kind(), restored.Kind())
+		assert.Equal(t, tc.l.Limit(), restored.Limit())
+		assert.Equal(t, tc.l.Shared(), restored.Shared())
+		assert.Equal(t, s, restored.Serialize())
+	}
+	restored, err := c.Restore(sem.Serialize())
+	require.NoError(t, err)
+	ok, err := restored.Release(ctx)
+	require.NoError(t, err)
+	assert.True(t, ok, "the restored handle releases the slot")
+	again, err := c.Semaphore("sem", 3).TryAcquire(ctx)
+	require.NoError(t, err)
+	assert.True(t, again)
+}
+
 func TestRestoreRejectsGarbage(t *testing.T) {
 	c := lock.New(lock.NewMemoryStore())
 	owner := lock.NewOwner().String()
@@ -636,7 +670,12 @@ func TestRestoreRejectsGarbage(t *testing.T) {
 	}{
 		{"empty", "", nil},
 		{"not ours", "hello", nil},
-		{"future version", "v2.aw.1000000." + owner + ".1", nil},
+		{"future version", "v3.aw.1000000." + owner + ".1", nil},
+		{"v2 without a kind", "v2.aw.1000000." + owner + ".1", nil},
+		{"v2 unknown kind", "v2.aw.1000000." + owner + ".1.x", nil},
+		{"v2 semaphore of 0", "v2.aw.1000000." + owner + ".1.s0", lock.ErrInvalidLimit},
+		{"v2 semaphore too large", "v2.aw.1000000." + owner + ".1.s65537", lock.ErrInvalidLimit},
+		{"v2 semaphore leading zero", "v2.aw.1000000." + owner + ".1.s08", nil},
 		{"too few fields", "v1.aw.1000000", nil},
 		{"too many fields", "v1.aw.1000000." + owner + ".1.x", nil},
 		{"key not base64", "v1.a*w.1000000..", nil},

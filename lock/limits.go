@@ -28,7 +28,22 @@ const (
 // request changes nothing. The error matches ErrInvalidKey, ErrInvalidOwner,
 // ErrInvalidTTL or ErrInvalidWait, and its message says what was wrong.
 func (r AcquireRequest) Validate() error {
-	return validate(fsm.Command{Op: fsm.OpAcquire, Key: r.Key, Owner: fsm.Owner(r.Owner), TTL: r.TTL, Wait: r.Wait, Session: fsm.Owner(r.Session), Meta: r.Metadata})
+	return validate(r.Command())
+}
+
+// Command is the state machine's acquire for r (its Stamp zero), for
+// stores that run the machine (package fsm): every store builds it here,
+// so that no field is lost on the way.
+func (r AcquireRequest) Command() fsm.Command {
+	return fsm.Command{Op: fsm.OpAcquire, Key: r.Key, Owner: fsm.Owner(r.Owner), TTL: r.TTL, Wait: r.Wait, Session: fsm.Owner(r.Session), Meta: r.Metadata,
+		Kind: fsm.Kind(r.Kind), Limit: r.Limit, Shared: r.Shared}
+}
+
+// KindMismatch is the error of an acquire answered fsm.StatusKindMismatch
+// (res.Kind and res.Limit say what the key is), for stores that run the
+// state machine.
+func (r AcquireRequest) KindMismatch(res fsm.Result) error {
+	return &KindMismatchError{Key: r.Key, Kind: Kind(res.Kind), Limit: res.Limit, AskedKind: r.Kind, AskedLimit: r.Limit}
 }
 
 // ValidateRelease checks the arguments of Store.Release; see
@@ -106,6 +121,14 @@ func validate(c fsm.Command) error {
 		return waitError(c.Wait)
 	case errors.Is(err, fsm.ErrMetaTooLong):
 		return ValidateMetadata(c.Meta)
+	case errors.Is(err, fsm.ErrLimitRange):
+		return fmt.Errorf("%w: limit must be between 1 and %d (got %d)", ErrInvalidLimit, MaxHolders, c.Limit)
+	case errors.Is(err, fsm.ErrUnknownKind):
+		return fmt.Errorf("%w: unknown kind %d", ErrInvalidKind, c.Kind)
+	case errors.Is(err, fsm.ErrUnusedField) && c.Op == fsm.OpAcquire && c.Shared && c.Kind != fsm.KindRW:
+		return fmt.Errorf("%w: only a read/write lock has shared holds (kind is %v)", ErrInvalidKind, Kind(c.Kind))
+	case errors.Is(err, fsm.ErrUnusedField) && c.Op == fsm.OpAcquire && c.Limit != 0 && c.Kind != fsm.KindSemaphore:
+		return fmt.Errorf("%w: only a semaphore has a limit (kind is %v, limit %d)", ErrInvalidKind, Kind(c.Kind), c.Limit)
 	case errors.Is(err, fsm.ErrUnusedField) && c.Op == fsm.OpAcquire && !c.Session.IsZero() && c.TTL != 0:
 		return fmt.Errorf("%w: a lock bound to a session has no lease of its own: ttl must be 0 (got %v)", ErrInvalidTTL, c.TTL)
 	default:

@@ -86,8 +86,11 @@ func (s *MemoryStore) Acquire(ctx context.Context, req AcquireRequest) (Lease, e
 		s.mu.Unlock()
 		return Lease{}, ErrClosed
 	}
-	res := s.applyLocked(fsm.Command{Op: fsm.OpAcquire, Key: req.Key, Owner: owner, TTL: req.TTL, Wait: req.Wait, Session: fsm.Owner(req.Session), Meta: req.Metadata})
+	res := s.applyLocked(req.Command())
 	switch res.Status {
+	case fsm.StatusKindMismatch:
+		s.mu.Unlock()
+		return Lease{}, req.KindMismatch(res)
 	case fsm.StatusNoSession:
 		s.mu.Unlock()
 		return Lease{}, noSessionError(req.Session)
@@ -244,7 +247,20 @@ func keyInfo(st fsm.KeyState, now time.Duration) KeyInfo {
 	if !st.Held {
 		return KeyInfo{Waiters: st.Waiters}
 	}
-	return KeyInfo{Locked: true, Token: st.Token, Remaining: st.ExpiresAt - now, Waiters: st.Waiters, Metadata: st.Meta, Delayed: st.Delayed}
+	return KeyInfo{Locked: true, Token: st.Token, Remaining: st.ExpiresAt - now, Waiters: st.Waiters, Metadata: st.Meta, Delayed: st.Delayed,
+		Kind: Kind(st.Kind), Limit: st.Limit, Holders: KeyHolders(st), Shared: st.Shared}
+}
+
+// KeyHolders is KeyInfo.Holders of a held key's state: a mutex's one
+// holder (none while a lock-delay keeps it), or a group's count.
+func KeyHolders(st fsm.KeyState) int {
+	if st.Kind == fsm.KindMutex {
+		if st.Held && !st.Delayed {
+			return 1
+		}
+		return 0
+	}
+	return st.Holders
 }
 
 // CreateSession implements SessionStore.

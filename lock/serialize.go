@@ -9,8 +9,13 @@ import (
 )
 
 // serializedVersion starts every string Serialize writes. A change to the
-// format gets a new version, and Restore keeps reading the old ones.
-const serializedVersion = "v1"
+// format gets a new version, and Restore keeps reading the old ones:
+// version 2 adds the kind of a semaphore or read/write handle, and a
+// mutex's handle is still written in version 1.
+const (
+	serializedVersion   = "v1"
+	serializedVersionV2 = "v2"
+)
 
 // Serialize freezes the handle (key, TTL, and, while it holds the lock, owner
 // and fencing token) into a string that Client.Restore turns back into a handle
@@ -20,7 +25,13 @@ const serializedVersion = "v1"
 //
 //	v1.<key, base64url without padding>.<TTL in nanoseconds>.<owner, 32 hex digits>.<token>
 //
-// with the owner and token fields empty when the handle holds no lease. The
+// with the owner and token fields empty when the handle holds no lease. A
+// semaphore's or read/write lock's handle is written in version 2, which
+// adds its kind:
+//
+//	v2.<key>.<TTL>.<owner>.<token>.<kind: s<n> for a semaphore of n, r for a reader, w for a writer>
+//
+// and is restored as a handle of the same kind. The
 // owner is the lease's secret: whoever has the string can release the lock,
 // so send it only where you would send the lock itself. The local deadline
 // is not included (another host's clock cannot use it); see Remaining.
@@ -32,13 +43,25 @@ func (l *Lock) Serialize() string {
 	if g != nil {
 		owner, token = g.owner.String(), strconv.FormatUint(g.token, 10)
 	}
-	return strings.Join([]string{
+	fields := []string{
 		serializedVersion,
 		base64.RawURLEncoding.EncodeToString([]byte(l.key)),
 		strconv.FormatInt(int64(ttl), 10),
 		owner,
 		token,
-	}, ".")
+	}
+	switch {
+	case l.kind == KindSemaphore:
+		fields[0] = serializedVersionV2
+		fields = append(fields, "s"+strconv.Itoa(l.limit))
+	case l.kind == KindRWLock && l.shared:
+		fields[0] = serializedVersionV2
+		fields = append(fields, "r")
+	case l.kind == KindRWLock:
+		fields[0] = serializedVersionV2
+		fields = append(fields, "w")
+	}
+	return strings.Join(fields, ".")
 }
 
 // Restore rebuilds a handle from what Lock.Serialize wrote. If the original
@@ -52,11 +75,15 @@ func (l *Lock) Serialize() string {
 // field is out of range).
 func (c *Client) Restore(s string) (*Lock, error) {
 	parts := strings.Split(s, ".")
-	if len(parts) == 0 || parts[0] != serializedVersion {
-		return nil, fmt.Errorf("%w: want a string starting with %q", ErrBadSerialized, serializedVersion+".")
+	if len(parts) == 0 || (parts[0] != serializedVersion && parts[0] != serializedVersionV2) {
+		return nil, fmt.Errorf("%w: want a string starting with %q or %q", ErrBadSerialized, serializedVersion+".", serializedVersionV2+".")
 	}
-	if len(parts) != 5 {
-		return nil, fmt.Errorf("%w: want 5 dot-separated fields, got %d", ErrBadSerialized, len(parts))
+	want := 5
+	if parts[0] == serializedVersionV2 {
+		want = 6
+	}
+	if len(parts) != want {
+		return nil, fmt.Errorf("%w: want %d dot-separated fields, got %d", ErrBadSerialized, want, len(parts))
 	}
 	key, err := base64.RawURLEncoding.Strict().DecodeString(parts[1])
 	if err != nil {
@@ -74,6 +101,11 @@ func (c *Client) Restore(s string) (*Lock, error) {
 		return nil, fmt.Errorf("%w: %w", ErrBadSerialized, err)
 	}
 	l := c.Lock(string(key), TTL(ttl))
+	if want == 6 {
+		if err := l.restoreKind(parts[5]); err != nil {
+			return nil, err
+		}
+	}
 	switch {
 	case parts[3] == "" && parts[4] == "":
 		return l, nil // the original held no lease
@@ -91,6 +123,25 @@ func (c *Client) Restore(s string) (*Lock, error) {
 	l.held = &grant{owner: owner, token: token, acquiredAt: time.Now()}
 	l.token = token
 	return l, nil
+}
+
+// restoreKind sets the kind a version 2 string names.
+func (l *Lock) restoreKind(field string) error {
+	switch {
+	case field == "r":
+		l.kind, l.shared = KindRWLock, true
+	case field == "w":
+		l.kind = KindRWLock
+	case strings.HasPrefix(field, "s") && canonicalInt(field[1:]):
+		n, err := strconv.Atoi(field[1:])
+		if err != nil || n < 1 || n > MaxHolders {
+			return fmt.Errorf("%w: %w: limit must be between 1 and %d (got %s)", ErrBadSerialized, ErrInvalidLimit, MaxHolders, field[1:])
+		}
+		l.kind, l.limit = KindSemaphore, n
+	default:
+		return fmt.Errorf("%w: kind %q is none of s<n>, r, w", ErrBadSerialized, field)
+	}
+	return nil
 }
 
 // canonicalInt reports whether s is a decimal number as strconv writes it (no

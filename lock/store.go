@@ -37,6 +37,14 @@ type Store interface {
 	// releases, if the lock was granted meanwhile). Acquire by the live holder
 	// is idempotent: the same token, the lease not lengthened; acquire by an
 	// owner already queued keeps its place in the queue.
+	//
+	// For a semaphore or read/write lock (req.Kind), "held by another
+	// owner" means the acquire does not fit now (the semaphore is full, a
+	// writer holds, or readers hold and a write is asked) or someone
+	// already waits: the queue is strictly FIFO, and every waiter that
+	// fits at its head is granted in the step that makes room. An acquire
+	// of another kind or limit than the key's while anyone holds or waits
+	// returns a *KindMismatchError and changes nothing.
 	Acquire(ctx context.Context, req AcquireRequest) (Lease, error)
 
 	// Release ends owner's lease on key and hands the key to the next waiter.
@@ -71,6 +79,14 @@ type AcquireRequest struct {
 	// other secret: anyone who can read the lock can read it. A store may
 	// drop it (then reads report none).
 	Metadata string
+	// Kind is what the key is to be (see Kind): the zero value is the
+	// mutex. Limit is a semaphore's n (1..MaxHolders), 0 for other kinds;
+	// Shared asks a read/write lock for a read (shared) hold, false for the
+	// write. An acquire of another kind or limit than the key's while
+	// anyone holds or waits fails with a *KindMismatchError.
+	Kind   Kind
+	Limit  int
+	Shared bool
 }
 
 // Lease is a granted or extended lock.
@@ -98,6 +114,16 @@ type KeyInfo struct {
 	// with a lock-delay that has Remaining left; Locked is true (nobody can
 	// take it meanwhile).
 	Delayed bool
+	// Kind is what the key is while Locked; Limit a semaphore's n. For a
+	// semaphore or read/write lock, Holders counts its holders (a slot kept
+	// by a lock-delay included), Shared says a read/write lock is held by
+	// readers, Token is the newest holder's and Remaining the longest hold
+	// left, and Metadata is empty (each holder's is kept, not listed). A
+	// mutex's Holders is 1 while Locked and not Delayed.
+	Kind    Kind
+	Limit   int
+	Holders int
+	Shared  bool
 }
 
 // Lister is an optional Store ability, found by type assertion (like

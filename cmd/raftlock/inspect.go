@@ -106,7 +106,8 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 // runLocks is `raftlock locks [PREFIX]`: the held locks, in key order.
 func runLocks(args []string, stdout, stderr io.Writer) int {
 	env := map[string]string{}
-	fs := newFlagSet("locks", "[-addr URL,...] [PREFIX]", "Lists held locks (never their owners), optionally only keys starting with PREFIX."+connectHelp, stdout, stderr)
+	fs := newFlagSet("locks", "[-addr URL,...] [PREFIX]", "Lists held locks (never their owners), optionally only keys starting with PREFIX,\n"+
+		"with their kind (mutex, semaphore/N, rwlock/read or rwlock/write) and number of holders."+connectHelp, stdout, stderr)
 	agent := addClientFlags(fs, env)
 	if code := parseFlags(fs, args, env, stderr); code >= 0 {
 		return code
@@ -122,7 +123,7 @@ func runLocks(args []string, stdout, stderr io.Writer) int {
 	}
 	req := lock.ListRequest{Prefix: fs.Arg(0), Limit: 1000}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tTOKEN\tREMAINING\tWAITERS\tMETADATA")
+	fmt.Fprintln(tw, "KEY\tTOKEN\tREMAINING\tWAITERS\tKIND\tHOLDERS\tMETADATA")
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 		page, err := client.List(ctx, req)
@@ -139,7 +140,7 @@ func runLocks(args []string, stdout, stderr io.Writer) int {
 			case l.Metadata != "":
 				meta = printableKey(l.Metadata)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%v\t%d\t%s\n", printableKey(l.Key), l.Token, l.Remaining.Round(time.Millisecond), l.Waiters, meta)
+			fmt.Fprintf(tw, "%s\t%d\t%v\t%d\t%s\t%d\t%s\n", printableKey(l.Key), l.Token, l.Remaining.Round(time.Millisecond), l.Waiters, kindColumn(l.KeyInfo), l.Holders, meta)
 		}
 		if len(page) < req.Limit {
 			break
@@ -148,6 +149,21 @@ func runLocks(args []string, stdout, stderr io.Writer) int {
 	}
 	tw.Flush()
 	return exitOK
+}
+
+// kindColumn is the KIND column of raftlock locks: mutex, semaphore/N,
+// rwlock/read or rwlock/write.
+func kindColumn(info lock.KeyInfo) string {
+	switch info.Kind {
+	case lock.KindSemaphore:
+		return fmt.Sprintf("semaphore/%d", info.Limit)
+	case lock.KindRWLock:
+		if info.Shared {
+			return "rwlock/read"
+		}
+		return "rwlock/write"
+	}
+	return info.Kind.String()
 }
 
 // runRelease is `raftlock release -owner HEX KEY`.

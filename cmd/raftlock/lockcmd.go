@@ -21,7 +21,7 @@ import (
 // stops the command if the lease is lost.
 func runLock(args []string, stdout, stderr io.Writer) int {
 	env := map[string]string{"ttl": "RAFTLOCK_TTL", "wait": "RAFTLOCK_WAIT", "kill-after": "RAFTLOCK_KILL_AFTER", "session-ttl": "RAFTLOCK_SESSION_TTL"}
-	fs := newFlagSet("lock", "[-addr URL,...] [-ttl 30s | -session-ttl 15s] [-wait 0] [-metadata TEXT] KEY -- COMMAND [ARG...]",
+	fs := newFlagSet("lock", "[-addr URL,...] [-ttl 30s | -session-ttl 15s] [-wait 0] [-metadata TEXT] [-n N | -shared | -write] KEY -- COMMAND [ARG...]",
 		"Runs COMMAND while holding the lock KEY, and releases the lock when it exits.\n"+
 			"The lease is extended while COMMAND runs. If the lock is lost anyway, COMMAND gets\n"+
 			"SIGTERM, then SIGKILL after -kill-after. COMMAND finds the lock's fencing token in\n"+
@@ -31,6 +31,12 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 			"(-ttl is then not used): the session is renewed while COMMAND runs and destroyed\n"+
 			"when it exits; if raftlock lock dies, the lock is freed within the session TTL.\n"+
 			"-metadata is shown with the lock by raftlock locks (default: host and pid).\n\n"+
+			"With -n N, KEY is a semaphore: up to N commands (in any process) hold it at once,\n"+
+			"each with its own fencing token (like consul lock -n). With -shared, KEY is a\n"+
+			"read/write lock taken for reading (shared with other -shared holders); -write\n"+
+			"takes it for writing (alone). Waiters go first come, first served: a writer is\n"+
+			"not starved by later readers. Every holder of KEY must agree on what it is (the\n"+
+			"same -n, or -shared/-write): while anyone holds or waits, another kind fails.\n\n"+
 			"Once COMMAND has exited the lock is released; that release gets 2s at most (the\n"+
 			"lease runs out by itself within -ttl if it cannot be sent), so raftlock lock exits\n"+
 			"right after COMMAND.\n\n"+
@@ -43,7 +49,12 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	agent := addClientFlags(fs, env)
 	var ttl, wait, killAfter, sessionTTL time.Duration
 	var metadata string
+	var limit int
+	var shared, write bool
 	durationVar(fs, &ttl, "ttl", lock.DefaultTTL, "lease length; kept alive while COMMAND runs")
+	fs.IntVar(&limit, "n", 0, "hold KEY as a semaphore of N holders at once, 1..65536 (0: a plain lock)")
+	fs.BoolVar(&shared, "shared", false, "hold KEY as a read/write lock, for reading: shared with other readers")
+	fs.BoolVar(&write, "write", false, "hold KEY as a read/write lock, for writing: alone")
 	durationVar(fs, &sessionTTL, "session-ttl", 0, "hold the lock through a session of this TTL instead of a lease (0: a lease of -ttl)")
 	fs.StringVar(&metadata, "metadata", defaultMetadata(), "text shown with the lock by raftlock locks, at most 1024 bytes; never a secret")
 	durationVar(fs, &wait, "wait", 0, "how long to wait for a held lock; 0 fails at once")
@@ -74,6 +85,11 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	// The same validation the store runs, so bad input fails here in one line
 	// (the first wrong value's).
 	if err := cmp.Or(lock.ValidateKey(key), lock.ValidateTTL(ttl), lock.ValidateWait(wait), lock.ValidateMetadata(metadata)); err != nil {
+		fmt.Fprintf(stderr, "raftlock lock: %v\n", err)
+		return exitUsage
+	}
+	kind, err := lockKind(limit, shared, write)
+	if err != nil {
 		fmt.Fprintf(stderr, "raftlock lock: %v\n", err)
 		return exitUsage
 	}
@@ -108,7 +124,17 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 		}()
 		c = c.WithSession(sess)
 	}
-	l := c.Lock(key, lock.TTL(ttl), lock.Metadata(metadata))
+	var l *lock.Lock
+	switch {
+	case kind == lock.KindSemaphore:
+		l = c.Semaphore(key, limit, lock.TTL(ttl), lock.Metadata(metadata))
+	case shared:
+		l = c.RWLock(key).Reader(lock.TTL(ttl), lock.Metadata(metadata))
+	case write:
+		l = c.RWLock(key).Writer(lock.TTL(ttl), lock.Metadata(metadata))
+	default:
+		l = c.Lock(key, lock.TTL(ttl), lock.Metadata(metadata))
+	}
 	child := &childRun{argv: argv, key: key, stdout: stdout, stderr: stderr, killAfter: killAfter, token: l.Token}
 	var ran bool
 	if wait > 0 {
@@ -141,6 +167,24 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	default:
 		return reportError(stderr, "lock", err)
 	}
+}
+
+// lockKind is the kind the -n, -shared and -write flags ask for, or a
+// usage error naming them.
+func lockKind(limit int, shared, write bool) (lock.Kind, error) {
+	switch {
+	case shared && write:
+		return 0, errors.New("give -shared (read) or -write, not both")
+	case limit != 0 && (shared || write):
+		return 0, errors.New("-n makes a semaphore; -shared and -write are for a read/write lock: give one or the other")
+	case limit < 0 || limit > lock.MaxHolders:
+		return 0, fmt.Errorf("-n must be between 1 and %d (got %d)", lock.MaxHolders, limit)
+	case limit > 0:
+		return lock.KindSemaphore, nil
+	case shared || write:
+		return lock.KindRWLock, nil
+	}
+	return lock.KindMutex, nil
 }
 
 // releaseTimeout bounds a release `raftlock lock` sends, the last one above

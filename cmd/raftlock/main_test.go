@@ -216,6 +216,57 @@ func TestLockCommandExcludesAndWaits(t *testing.T) {
 	assert.False(t, info.Locked, "both commands released the lock")
 }
 
+// raftlock lock -n N takes a semaphore's slot, -shared and -write a
+// read/write lock; raftlock locks shows the kind and the holders; another
+// kind fails with a message saying what the key is.
+func TestLockCommandKinds(t *testing.T) {
+	a := startAgent(t, "-dev")
+	a.waitLeader(t)
+	c := a.client(t)
+	ctx := context.Background()
+	slot := lock.AcquireRequest{Key: "pool", Owner: lock.NewOwner(), TTL: time.Minute, Kind: lock.KindSemaphore, Limit: 2}
+	_, err := c.Acquire(ctx, slot)
+	require.NoError(t, err)
+
+	out, stderr, code := cli(t, a, "lock", "-n", "2", "pool", "--", "sh", "-c", `echo "slot $RAFTLOCK_TOKEN"`)
+	require.Equal(t, exitOK, code, stderr)
+	assert.Regexp(t, `^slot [1-9][0-9]*\n$`, out, "the second slot is free")
+
+	other := slot
+	other.Owner = lock.NewOwner()
+	_, err = c.Acquire(ctx, other)
+	require.NoError(t, err)
+	_, stderr, code = cli(t, a, "lock", "-n", "2", "pool", "--", "echo", "should not run")
+	assert.Equal(t, exitHeld, code, "both slots taken: %s", stderr)
+
+	_, stderr, code = cli(t, a, "lock", "-n", "3", "pool", "--", "echo", "should not run")
+	assert.Equal(t, exitError, code)
+	assert.Contains(t, stderr, "is a semaphore of 2; asked for a semaphore of 3")
+	_, stderr, code = cli(t, a, "lock", "pool", "--", "echo", "should not run")
+	assert.Equal(t, exitError, code)
+	assert.Contains(t, stderr, "asked for a mutex")
+
+	out, stderr, code = cli(t, a, "locks", "pool")
+	require.Equal(t, exitOK, code, stderr)
+	assert.Regexp(t, `(?m)^pool\s+\d+\s+\S+s\s+0\s+semaphore/2\s+2\s+-$`, out)
+
+	reader := lock.AcquireRequest{Key: "doc", Owner: lock.NewOwner(), TTL: time.Minute, Kind: lock.KindRWLock, Shared: true}
+	_, err = c.Acquire(ctx, reader)
+	require.NoError(t, err)
+	_, stderr, code = cli(t, a, "lock", "-shared", "doc", "--", "true")
+	assert.Equal(t, exitOK, code, "readers share: %s", stderr)
+	_, stderr, code = cli(t, a, "lock", "-write", "doc", "--", "echo", "should not run")
+	assert.Equal(t, exitHeld, code, "the writer is excluded: %s", stderr)
+	out, _, _ = cli(t, a, "locks", "doc")
+	assert.Regexp(t, `(?m)^doc\s+\d+\s+\S+s\s+0\s+rwlock/read\s+1\s+-$`, out)
+
+	for _, args := range [][]string{{"-n", "2", "-shared"}, {"-shared", "-write"}, {"-n", "65537"}, {"-n", "-1"}} {
+		_, stderr, code = cli(t, a, append(append([]string{"lock"}, args...), "k", "--", "true")...)
+		assert.Equal(t, exitUsage, code, "%v: %s", args, stderr)
+		assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
+	}
+}
+
 // raftlock lock -session-ttl holds the lock through a session: its metadata
 // shows in raftlock locks, and a raftlock lock that dies (SIGKILL: no
 // release) frees the lock within the session TTL.
@@ -232,7 +283,7 @@ func TestLockCommandWithSession(t *testing.T) {
 
 	out, stderr, code := cli(t, a, "locks")
 	require.Equal(t, exitOK, code, stderr)
-	assert.Regexp(t, `(?m)^sess\s+\d+\s+\S+s\s+0\s+build 7$`, out)
+	assert.Regexp(t, `(?m)^sess\s+\d+\s+\S+s\s+0\s+mutex\s+1\s+build 7$`, out)
 
 	c := a.client(t)
 	require.NoError(t, cmd.Process.Kill()) // the child sleep lives on; only the lock's keeper is gone
@@ -292,7 +343,7 @@ func TestLocksStatusAndReleaseCommands(t *testing.T) {
 		tokens[key] = lease.Token
 	}
 	row := func(key string) string {
-		return fmt.Sprintf(`^%s\s+%d\s+\S+s\s+0\s+-$`, regexp.QuoteMeta(key), tokens[key])
+		return fmt.Sprintf(`^%s\s+%d\s+\S+s\s+0\s+mutex\s+1\s+-$`, regexp.QuoteMeta(key), tokens[key])
 	}
 	lines := func(out string) []string { return strings.Split(strings.TrimRight(out, "\n"), "\n") }
 
@@ -300,7 +351,7 @@ func TestLocksStatusAndReleaseCommands(t *testing.T) {
 	require.Equal(t, exitOK, code, stderr)
 	all := lines(out)
 	require.Len(t, all, 3, out)
-	assert.Regexp(t, `^KEY\s+TOKEN\s+REMAINING\s+WAITERS\s+METADATA$`, all[0])
+	assert.Regexp(t, `^KEY\s+TOKEN\s+REMAINING\s+WAITERS\s+KIND\s+HOLDERS\s+METADATA$`, all[0])
 	assert.Regexp(t, row("cache/warm"), all[1], "in key order")
 	assert.Regexp(t, row("jobs/nightly"), all[2])
 	for _, owner := range owners {

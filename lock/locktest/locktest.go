@@ -8,7 +8,10 @@
 // act release and extend, wait and cancel leaving the queue, fencing tokens,
 // what Inspect may reveal, bad input) and the handle behaviours of package
 // lock that depend on the store (Run releasing after an error or a panic, Run
-// canceling its callback when the lease is lost, Serialize/Restore, IsExpired).
+// canceling its callback when the lease is lost, Serialize/Restore, IsExpired),
+// and the other kinds of key: semaphores (N holders, FIFO, each with its own
+// token) and read/write locks (readers share, a writer excludes and is not
+// starved), and an acquire of a kind the key is not.
 //
 // Every subtest uses keys under its own name, so a store may be shared between
 // subtests, and keeps its leases short so that the whole suite takes a few
@@ -98,6 +101,10 @@ func TestStoreWith(t *testing.T, newStore func(t *testing.T) lock.Store, opts Op
 		{"Session/Destroy", s.testSessionDestroy},
 		{"Session/LockDelay", s.testSessionLockDelay},
 		{"Session/Handle", s.testSessionHandle},
+		{"Semaphore", s.testSemaphore},
+		{"RWLock", s.testRWLock},
+		{"KindMismatch", s.testKindMismatch},
+		{"KindHandles", s.testKindHandles},
 	} {
 		t.Run(tc.name, tc.run)
 	}
