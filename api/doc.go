@@ -152,6 +152,7 @@
 //	GET  /v1/locks?prefix=P                     read: the list holds only the keys the token may
 //	                                            read; 403 when it may read no key under P
 //	POST /v1/force-release                      admin on the key
+//	POST /v1/batch                              each operation what its own route needs
 //	POST /v1/leave                              admin on the prefix "" (the rule for every key)
 //	GET  /v1/cluster, /v1/whoami, /metrics      any known token: they name no key
 //	GET  /healthz                               nothing, no token either
@@ -359,6 +360,21 @@
 //
 //	curl -s --json '{"key":"jobs/nightly"}' -H "Authorization: Bearer $ADMIN" localhost:8300/v1/force-release
 //	{"key":"jobs/nightly","released":true,"token":42}
+//
+// POST /v1/batch carries several acquires without wait, releases and
+// extends (BatchRequest, at most MaxBatchOps): each runs as its own route
+// would run it (the same rights, metrics and answers), concurrently with
+// the others, and the answer, once all are done, lists each one's status
+// and body in order (BatchResponse). A malformed batch is refused whole
+// (400) before anything runs; an acquire in a batch that asks to wait gets
+// 400 invalid_wait. The Go client sends what its goroutines start while an
+// exchange with the node is in flight as one batch, which spares most of
+// the CPU HTTP costs per operation (ClientConfig.NoBatch turns it off); a
+// node without the route answers 404, and the client then sends the
+// operations one by one.
+//
+//	curl -s --json '{"ops":[{"op":"acquire","body":{"key":"a","ttl":"30s"}},{"op":"release","body":{"key":"b","owner":"9f0c1e…"}}]}' localhost:8300/v1/batch
+//	{"results":[{"status":200,"body":{"key":"a","owner":"…","token":43,"ttl_ms":30000,"remaining_ms":30000}},{"status":409,"body":{"error":{"code":"not_held",…}}}]}
 //
 // GET /v1/whoami names the caller's token and its rules, longest prefix
 // first; never its secret (WhoAmIResponse).

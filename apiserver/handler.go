@@ -130,6 +130,8 @@ type Handler struct {
 	guard    guard
 	console  *console
 	watching atomic.Int64 // blocking queries in progress (watch.go)
+	// batchWorkers run the operations of POST /v1/batch (batch.go).
+	batchWorkers workerPool
 }
 
 type route struct {
@@ -153,7 +155,7 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 	if cfg.MaxWatchers == 0 {
 		cfg.MaxWatchers = DefaultMaxWatchers
 	}
-	h := &Handler{store: store, cfg: cfg, log: cfg.Logger}
+	h := &Handler{store: store, cfg: cfg, log: cfg.Logger, batchWorkers: workerPool{work: make(chan func())}}
 	if h.log == nil {
 		h.log = hclog.NewNullLogger()
 	}
@@ -208,6 +210,7 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 	}
 	h.routes["/v1/whoami"] = route{http.MethodGet, h.whoami}
 	h.routes["/v1/force-release"] = route{http.MethodPost, h.op(opForceRelease, h.forceRelease)}
+	h.routes["/v1/batch"] = route{http.MethodPost, h.batch} // batch.go
 	return h
 }
 
@@ -300,6 +303,8 @@ type opCall struct {
 	op    string // may be refined by the operation (acquire -> acquire_wait)
 	start time.Time
 	w     http.ResponseWriter
+	// batched: the operation is one of a POST /v1/batch, which must not wait.
+	batched bool
 }
 
 // setWriteDeadline gives the answer until d from the start of the operation.
@@ -312,22 +317,28 @@ type opFunc func(r *http.Request, c *opCall) (any, *apiError)
 // op wraps a lock operation: write deadline, metrics, and the JSON answer.
 func (h *Handler) op(name string, fn opFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		c := &opCall{op: name, start: time.Now(), w: w}
-		body, apiErr := fn(r, c)
-		result := "ok"
-		if apiErr != nil {
-			result = apiErr.detail.Code
-		}
-		h.metrics.observe(c.op, result, time.Since(c.start))
-		if apiErr != nil {
-			if apiErr.status == http.StatusInternalServerError {
-				h.log.Error("api: internal error", "op", c.op, "error", apiErr.detail.Message)
-			}
-			writeError(w, apiErr)
-			return
-		}
-		writeJSON(w, http.StatusOK, body)
+		status, body := h.runOp(name, fn, w, r, false)
+		writeJSON(w, status, body)
 	}
+}
+
+// runOp runs one lock operation, counts it in the metrics and returns the
+// status and body of its answer; batched says it is one of a POST /v1/batch.
+func (h *Handler) runOp(name string, fn opFunc, w http.ResponseWriter, r *http.Request, batched bool) (int, any) {
+	c := &opCall{op: name, start: time.Now(), w: w, batched: batched}
+	body, apiErr := fn(r, c)
+	result := "ok"
+	if apiErr != nil {
+		result = apiErr.detail.Code
+	}
+	h.metrics.observe(c.op, result, time.Since(c.start))
+	if apiErr != nil {
+		if apiErr.status == http.StatusInternalServerError {
+			h.log.Error("api: internal error", "op", c.op, "error", apiErr.detail.Message)
+		}
+		return apiErr.status, api.ErrorBody{Error: apiErr.detail}
+	}
+	return http.StatusOK, body
 }
 
 func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
@@ -364,6 +375,9 @@ func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
 	wait, _, err := api.DurationField("wait", req.Wait, req.WaitMS)
 	if err != nil {
 		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidWait, "api: %v", err)
+	}
+	if wait > 0 && c.batched {
+		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidWait, "api: an acquire in a batch cannot wait; send it on its own to /v1/acquire")
 	}
 	kind, kindLimit, shared, err := req.KindFields()
 	if err != nil {
