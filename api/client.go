@@ -35,7 +35,8 @@ type ClientConfig struct {
 	// HTTP/1.1 transport (TLS as configured below), a dial timeout of
 	// DefaultDialTimeout and no overall timeout, since acquires long-poll;
 	// bound each call with its context instead. A client given here should
-	// not set Timeout shorter than the longest wait it will ask for.
+	// not set Timeout shorter than the longest wait it will ask for (an
+	// acquire's wait, or a watch's: up to lock.MaxWatchWait plus 1/16).
 	HTTPClient *http.Client
 	// TLS configures https:// endpoints when HTTPClient is nil: RootCAs to
 	// trust the node's certificate (nil: the system's roots), Certificates
@@ -612,6 +613,8 @@ type exchange struct {
 	// batch, when set, is the operation's name in a POST /v1/batch, which
 	// may carry it (batch.go).
 	batch string
+	// header, when not nil, is set to the answer's headers (a watch's index).
+	header *http.Header
 }
 
 // call performs x. sent says whether the request may have reached a node.
@@ -729,6 +732,9 @@ func (c *Client) send(ctx context.Context, base *url.URL, x exchange, body []byt
 		return 0, nil, wrote.Load(), reused.Load() && !answered.Load(), err
 	}
 	defer resp.Body.Close()
+	if x.header != nil {
+		*x.header = resp.Header
+	}
 	payload, err = io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
 	if err != nil {
 		return 0, nil, true, false, err

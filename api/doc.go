@@ -325,6 +325,29 @@
 //	curl -s 'localhost:8300/v1/locks?prefix=jobs/&limit=100'
 //	{"locks":[{"key":"jobs/nightly","locked":true,"token":42,"remaining_ms":29001,"waiters":1}],"more":false}
 //
+// Blocking queries (watches), as Consul's: GET /v1/inspect and GET
+// /v1/locks given index=N answer once the key (or a key under the prefix)
+// changes after index N, or when wait ends (a duration, default 5m, at most
+// 10m, plus up to 1/16 of random jitter), with the answer's index in the
+// X-Raftlock-Index header (IndexHeader); index=0 answers at once with the
+// index to start from. The index is the cluster's raft log index, the same
+// on every node, so a watcher may move between nodes. No change is missed; a
+// wake may be spurious (compare the state); the answer comes from the
+// node's own state, so a follower's may lag the leader by its replication
+// delay; consistent reads it through the leader once woken. A key watch
+// needs read on the key, a list watch read on every key under its prefix.
+// Each waiting query holds one HTTP/1.1 connection (kept alive for the
+// next one); past the server's maximum (apiserver.Config.MaxWatchers: half
+// the agent's -max-http-conns, so that watches never take every connection
+// from lock traffic) or the node's (cluster.Config.MaxWatchers, default
+// 10,000) a query answers 429 too_many_watchers. Client implements
+// lock.Watcher with them (lock.Client.Watch, WatchPrefix).
+//
+//	curl -si 'localhost:8300/v1/inspect?key=jobs%2Fnightly&index=0' | grep X-Raftlock-Index
+//	X-Raftlock-Index: 1187
+//	curl -s 'localhost:8300/v1/inspect?key=jobs%2Fnightly&index=1187&wait=30s'   # blocks until it changes
+//	{"key":"jobs/nightly","locked":false,"waiters":0}
+//
 // POST /v1/force-release ends the key's lease whoever holds it and hands
 // the key to the next waiter in the same step, as the holder's release
 // would: an operator's tool for a lock whose holder is gone. It needs the

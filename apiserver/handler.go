@@ -47,6 +47,14 @@ type Config struct {
 	// ListPageSize is the most locks one GET /v1/locks returns, whatever
 	// limit the caller asks. Default DefaultListPageSize.
 	ListPageSize int
+	// MaxWatchers bounds the blocking queries (GET /v1/inspect or
+	// /v1/locks with ?index=) this handler serves at once; past it a query
+	// answers 429 too_many_watchers. Each holds its connection while it
+	// waits: keep it under the listener's connection limit (LimitListener,
+	// the agent's -max-http-conns) so that watches never take every
+	// connection from lock traffic. Default DefaultMaxWatchers (half of
+	// DefaultMaxConns); negative: no bound here (the store's still applies).
+	MaxWatchers int
 	// Logger receives what a client cannot be told (internal errors, failed
 	// clean-ups). Default: discard.
 	Logger hclog.Logger
@@ -123,6 +131,7 @@ type Handler struct {
 	console  *console
 	// batchWorkers run the operations of POST /v1/batch (batch.go).
 	batchWorkers workerPool
+	watching     atomic.Int64 // blocking queries in progress (watch.go)
 }
 
 type route struct {
@@ -142,6 +151,9 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 	}
 	if cfg.ListPageSize <= 0 {
 		cfg.ListPageSize = DefaultListPageSize
+	}
+	if cfg.MaxWatchers == 0 {
+		cfg.MaxWatchers = DefaultMaxWatchers
 	}
 	h := &Handler{store: store, cfg: cfg, log: cfg.Logger, batchWorkers: workerPool{work: make(chan func())}}
 	if h.log == nil {
@@ -573,7 +585,15 @@ func queryKey(r *http.Request) (string, *apiError) {
 }
 
 func (h *Handler) inspect(r *http.Request, c *opCall) (any, *apiError) {
-	key, e := queryKey(r)
+	q, e := query(r, "key", "index", "wait", "consistent")
+	if e != nil {
+		return nil, e
+	}
+	if !q.Has("key") {
+		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "api: key is required (?key=, percent-encoded)")
+	}
+	key := q.Get("key")
+	wq, blocking, e := watchQuery(q) // watch.go
 	if e != nil {
 		return nil, e
 	}
@@ -582,6 +602,9 @@ func (h *Handler) inspect(r *http.Request, c *opCall) (any, *apiError) {
 	}
 	if e := permit(r, rightRead, key, "inspect"); e != nil {
 		return nil, e
+	}
+	if blocking {
+		return h.watchKey(r, c, key, wq)
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
 	defer cancel()
@@ -593,11 +616,15 @@ func (h *Handler) inspect(r *http.Request, c *opCall) (any, *apiError) {
 }
 
 func (h *Handler) list(r *http.Request, c *opCall) (any, *apiError) {
-	q, e := query(r, "prefix", "after", "limit")
+	q, e := query(r, "prefix", "after", "limit", "index", "wait", "consistent")
 	if e != nil {
 		return nil, e
 	}
-	if h.lister == nil {
+	wq, blocking, e := watchQuery(q) // watch.go
+	if e != nil {
+		return nil, e
+	}
+	if h.lister == nil && !blocking {
 		return nil, newAPIError(http.StatusNotImplemented, api.CodeNotImplemented, "api: this node's store cannot list locks")
 	}
 	limit := h.cfg.ListPageSize
@@ -611,6 +638,9 @@ func (h *Handler) list(r *http.Request, c *opCall) (any, *apiError) {
 	req := lock.ListRequest{Prefix: q.Get("prefix"), After: q.Get("after")}
 	if err := req.Validate(); err != nil {
 		return nil, storeError(err, false)
+	}
+	if blocking {
+		return h.watchList(r, c, req, limit, wq)
 	}
 	who := callerOf(r)
 	all, none := who.readsUnder(req.Prefix)

@@ -87,6 +87,8 @@ var lockCodeStatus = map[string]int{
 	lock.CodeKindMismatch: http.StatusConflict,
 	lock.CodeInvalidLimit: http.StatusBadRequest,
 	lock.CodeInvalidKind:  http.StatusBadRequest,
+
+	lock.CodeTooManyWatchers: http.StatusTooManyRequests,
 }
 
 // readJSON decodes the request body into v (a pointer to a request struct):

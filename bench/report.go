@@ -48,6 +48,17 @@ var rows = []row{
 	{key: "held_restart_read_ms", label: "held: restart a member -> linearizable read (ms)", ratio: true},
 	{key: "held_restart_caughtup_ms", label: "held: restart a member -> holds every lock (ms)", ratio: true},
 	{key: "failover_ms", label: "failover: leader killed -> next acquire (ms)", ratio: true},
+	{key: "watch_leader_last_p50_ms", label: "watch: release -> last watcher told, on the leader, p50 of rounds (ms)"},
+	{key: "watch_leader_last_max_ms", label: "watch: release -> last watcher told, on the leader, max of rounds (ms)"},
+	{key: "watch_last_p50_ms", label: "watch: release -> last watcher told, over 3 nodes, p50 of rounds (ms)"},
+	{key: "watch_last_max_ms", label: "watch: release -> last watcher told, over 3 nodes, max of rounds (ms)"},
+	{key: "watch_http_last_p50_ms", label: "watch: release -> last watcher told, HTTP to the leader, p50 (ms)"},
+	{key: "watch_http_last_max_ms", label: "watch: release -> last watcher told, HTTP to the leader, max (ms)"},
+	{key: "keepalive_sessions", label: "keepalive: sessions kept alive", format: func(f map[string]float64) string { return fmt.Sprintf("%.0f", f["keepalive_sessions"]) }},
+	{key: "keepalive_renewals_per_s", label: "keepalive: renewals/s"},
+	{key: "keepalive_entries_per_s", label: "keepalive: raft log entries/s while kept alive"},
+	{key: "keepalive_renewals_per_entry", label: "keepalive: renewals per raft entry"},
+	{key: "keepalive_cpu_s_per_s", label: "keepalive: process CPU seconds per second"},
 }
 
 // report collects every system's figures, failures and caveats.
@@ -172,6 +183,10 @@ func workloadOf(key string) string {
 		return wlSem
 	case strings.HasPrefix(key, "held_"), strings.HasPrefix(key, "big_"):
 		return wlHeld
+	case strings.HasPrefix(key, "watch_"):
+		return wlWatch
+	case strings.HasPrefix(key, "keepalive_"):
+		return wlKeepalive
 	}
 	return wlFailover
 }

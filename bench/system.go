@@ -28,9 +28,12 @@ const (
 	wlHeld     = "held"
 	wlFailover = "failover"
 	wlSem      = "sem8"
+
+	wlWatch     = "watch"     // raftlock only: watch fan-out
+	wlKeepalive = "keepalive" // raftlock only: sessions kept alive
 )
 
-var allWorkloads = []string{wlSeq, wlPar, wlContend, wlSem, wlHeld, wlFailover}
+var allWorkloads = []string{wlSeq, wlPar, wlContend, wlSem, wlHeld, wlWatch, wlKeepalive, wlFailover}
 
 // system is one lock service under test. start brings up the cluster the
 // throughput workloads and failover share; held brings up its own.
