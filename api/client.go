@@ -610,11 +610,11 @@ type exchange struct {
 	// resent, when not nil, is set when the request went to another
 	// endpoint after it had gone out to one whose connection then failed.
 	resent *bool
-	// header, when not nil, is set to the answer's headers (a watch's index).
-	header *http.Header
 	// batch, when set, is the operation's name in a POST /v1/batch, which
 	// may carry it (batch.go).
 	batch string
+	// header, when not nil, is set to the answer's headers (a watch's index).
+	header *http.Header
 }
 
 // call performs x. sent says whether the request may have reached a node.

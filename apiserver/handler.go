@@ -129,9 +129,9 @@ type Handler struct {
 	auth     atomic.Pointer[authenticator]
 	guard    guard
 	console  *console
-	watching atomic.Int64 // blocking queries in progress (watch.go)
 	// batchWorkers run the operations of POST /v1/batch (batch.go).
 	batchWorkers workerPool
+	watching     atomic.Int64 // blocking queries in progress (watch.go)
 }
 
 type route struct {

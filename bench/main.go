@@ -38,14 +38,14 @@ type params struct {
 	snapshotEvery time.Duration // raftlock's SnapshotInterval in the held workload
 	profileDir    string
 	verbose       bool
+	// httpClientEach gives each raftlock-http client an api.Client of its
+	// own, rather than one per node shared by the node's clients.
+	httpClientEach bool
 	// raftlock's own workloads (watch.go)
 	watchers    int           // watchers of one key in the watch workload
 	watchRounds int           // releases they are told of
 	sessions    int           // sessions kept alive in the keepalive workload
 	sessionTTL  time.Duration // their TTL
-	// httpClientEach gives each raftlock-http client an api.Client of its
-	// own, rather than one per node shared by the node's clients.
-	httpClientEach bool
 }
 
 func main() {
