@@ -35,7 +35,8 @@ type ClientConfig struct {
 	// HTTP/1.1 transport (TLS as configured below), a dial timeout of
 	// DefaultDialTimeout and no overall timeout, since acquires long-poll;
 	// bound each call with its context instead. A client given here should
-	// not set Timeout shorter than the longest wait it will ask for.
+	// not set Timeout shorter than the longest wait it will ask for (an
+	// acquire's wait, or a watch's: up to lock.MaxWatchWait plus 1/16).
 	HTTPClient *http.Client
 	// TLS configures https:// endpoints when HTTPClient is nil: RootCAs to
 	// trust the node's certificate (nil: the system's roots), Certificates
@@ -57,6 +58,14 @@ type ClientConfig struct {
 	// it was never told of (like etcd's AutoSyncInterval). 0: only the
 	// endpoints given, unless Sync is called.
 	SyncInterval time.Duration
+	// NoBatch turns batching off: every operation is an HTTP exchange of
+	// its own. By default, acquires without wait, releases and extends that
+	// goroutines start while an exchange with the same node is in flight
+	// are sent together as one POST /v1/batch when that exchange ends (a
+	// node without the route gets them one by one), which costs each of
+	// them at most one exchange's wait and saves most of the CPU that HTTP
+	// costs per operation (see batch.go).
+	NoBatch bool
 }
 
 // DefaultDialTimeout bounds connecting to one endpoint in a Client's own
@@ -122,6 +131,8 @@ type Client struct {
 	ownHTTP        bool // hc was made here, so Close may close its connections
 	token          string
 	cleanupTimeout time.Duration
+	noBatch        bool
+	batchers       sync.Map // *url.URL (an endpoint) -> *batcher
 
 	closed         atomic.Bool
 	lifeMu         sync.Mutex         // orders starting background work against Close
@@ -158,7 +169,7 @@ func NewFailoverClient(endpoints []string, cfg ClientConfig) (*Client, error) {
 	if cfg.SyncInterval < 0 {
 		return nil, fmt.Errorf("api: ClientConfig.SyncInterval is negative (%v)", cfg.SyncInterval)
 	}
-	c := &Client{hc: cfg.HTTPClient, token: cfg.Token, cleanupTimeout: cfg.CleanupTimeout, syncEvery: cfg.SyncInterval}
+	c := &Client{hc: cfg.HTTPClient, token: cfg.Token, cleanupTimeout: cfg.CleanupTimeout, syncEvery: cfg.SyncInterval, noBatch: cfg.NoBatch}
 	c.bgCtx, c.stopBackground = context.WithCancel(context.Background())
 	seen := map[string]bool{}
 	var list []*url.URL
@@ -358,7 +369,11 @@ func (c *Client) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lea
 	body.SetKind(req.Kind, req.Limit, req.Shared)
 	var resp LeaseResponse
 	at := -1
-	sent, err := c.call(ctx, exchange{method: http.MethodPost, path: "/v1/acquire", key: req.Key, body: body, out: &resp, write: true, resend: resendAfterStaleConn, at: &at})
+	x := exchange{method: http.MethodPost, path: "/v1/acquire", key: req.Key, body: body, out: &resp, write: true, resend: resendAfterStaleConn, at: &at}
+	if req.Wait <= 0 {
+		x.batch = BatchAcquire
+	}
+	sent, err := c.call(ctx, x)
 	if err != nil {
 		if sent && ctx.Err() != nil && c.cleanupAcquire(ctx, req.Key, req.Owner, at) {
 			// The release answered, so the outcome is known after all: the
@@ -412,7 +427,7 @@ func (c *Client) release(ctx context.Context, key string, owner lock.Owner, at i
 	var resp ReleaseResponse
 	resent := false
 	_, err := c.call(ctx, exchange{method: http.MethodPost, path: "/v1/release", key: key,
-		body: ReleaseRequest{KeyFields: MakeKeyFields(key), Owner: &o}, out: &resp, write: true, resend: resendAlways, at: &at, resent: &resent})
+		body: ReleaseRequest{KeyFields: MakeKeyFields(key), Owner: &o}, out: &resp, write: true, resend: resendAlways, at: &at, resent: &resent, batch: BatchRelease})
 	var se *ServerError
 	if errors.As(err, &se) && se.Code == CodeNotHeld {
 		if resent {
@@ -436,7 +451,7 @@ func (c *Client) Extend(ctx context.Context, key string, owner lock.Owner, ttl t
 	o := owner.String()
 	var resp LeaseResponse
 	_, err := c.call(ctx, exchange{method: http.MethodPost, path: "/v1/extend", key: key,
-		body: ExtendRequest{KeyFields: MakeKeyFields(key), Owner: &o, TTL: NewDuration(ttl)}, out: &resp, write: true, resend: resendAlways})
+		body: ExtendRequest{KeyFields: MakeKeyFields(key), Owner: &o, TTL: NewDuration(ttl)}, out: &resp, write: true, resend: resendAlways, batch: BatchExtend})
 	if err != nil {
 		return lock.Lease{}, err
 	}
@@ -610,6 +625,11 @@ type exchange struct {
 	// resent, when not nil, is set when the request went to another
 	// endpoint after it had gone out to one whose connection then failed.
 	resent *bool
+	// batch, when set, is the operation's name in a POST /v1/batch, which
+	// may carry it (batch.go).
+	batch string
+	// header, when not nil, is set to the answer's headers (a watch's index).
+	header *http.Header
 }
 
 // call performs x. sent says whether the request may have reached a node.
@@ -620,6 +640,9 @@ func (c *Client) call(ctx context.Context, x exchange) (sent bool, err error) {
 	}
 	if status != http.StatusOK {
 		return true, answerError(status, payload, x.key, x.write)
+	}
+	if decodeAnswer(payload, x.out) {
+		return true, nil // fastwire.go: what json.Unmarshal would decode, without its cost
 	}
 	if err := json.Unmarshal(payload, x.out); err != nil {
 		return true, fmt.Errorf("%w: %s %s answered 200 with a body that is not the expected JSON: %v", ErrUnexpectedResponse, x.method, x.path, err)
@@ -659,7 +682,7 @@ func (c *Client) roundTrip(ctx context.Context, x exchange) (status int, payload
 			*x.at = at
 		}
 		var stale bool
-		status, payload, sent, stale, err = c.send(ctx, endpoints[at], x, body)
+		status, payload, sent, stale, err = c.sendOp(ctx, endpoints[at], x, body)
 		if err == nil {
 			c.current.Store(int32(at))
 			return status, payload, true, nil
@@ -724,6 +747,9 @@ func (c *Client) send(ctx context.Context, base *url.URL, x exchange, body []byt
 		return 0, nil, wrote.Load(), reused.Load() && !answered.Load(), err
 	}
 	defer resp.Body.Close()
+	if x.header != nil {
+		*x.header = resp.Header
+	}
 	payload, err = io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
 	if err != nil {
 		return 0, nil, true, false, err

@@ -153,6 +153,7 @@
 //	GET  /v1/locks?prefix=P                     read: the list holds only the keys the token may
 //	                                            read; 403 when it may read no key under P
 //	POST /v1/force-release                      admin on the key
+//	POST /v1/batch                              each operation what its own route needs
 //	POST /v1/leave                              admin on the prefix "" (the rule for every key)
 //	GET  /v1/cluster, /v1/whoami, /metrics      any known token: they name no key
 //	GET  /healthz                               nothing, no token either
@@ -344,6 +345,29 @@
 //	curl -s 'localhost:8300/v1/locks?prefix=jobs/&limit=100'
 //	{"locks":[{"key":"jobs/nightly","locked":true,"token":42,"remaining_ms":29001,"waiters":1}],"more":false}
 //
+// Blocking queries (watches), as Consul's: GET /v1/inspect and GET
+// /v1/locks given index=N answer once the key (or a key under the prefix)
+// changes after index N, or when wait ends (a duration, default 5m, at most
+// 10m, plus up to 1/16 of random jitter), with the answer's index in the
+// X-Raftlock-Index header (IndexHeader); index=0 answers at once with the
+// index to start from. The index is the cluster's raft log index, the same
+// on every node, so a watcher may move between nodes. No change is missed; a
+// wake may be spurious (compare the state); the answer comes from the
+// node's own state, so a follower's may lag the leader by its replication
+// delay; consistent reads it through the leader once woken. A key watch
+// needs read on the key, a list watch read on every key under its prefix.
+// Each waiting query holds one HTTP/1.1 connection (kept alive for the
+// next one); past the server's maximum (apiserver.Config.MaxWatchers: half
+// the agent's -max-http-conns, so that watches never take every connection
+// from lock traffic) or the node's (cluster.Config.MaxWatchers, default
+// 10,000) a query answers 429 too_many_watchers. Client implements
+// lock.Watcher with them (lock.Client.Watch, WatchPrefix).
+//
+//	curl -si 'localhost:8300/v1/inspect?key=jobs%2Fnightly&index=0' | grep X-Raftlock-Index
+//	X-Raftlock-Index: 1187
+//	curl -s 'localhost:8300/v1/inspect?key=jobs%2Fnightly&index=1187&wait=30s'   # blocks until it changes
+//	{"key":"jobs/nightly","locked":false,"waiters":0}
+//
 // POST /v1/force-release ends the key's lease whoever holds it and hands
 // the key to the next waiter in the same step, as the holder's release
 // would: an operator's tool for a lock whose holder is gone. It needs the
@@ -356,6 +380,21 @@
 //
 //	curl -s --json '{"key":"jobs/nightly"}' -H "Authorization: Bearer $ADMIN" localhost:8300/v1/force-release
 //	{"key":"jobs/nightly","released":true,"token":42}
+//
+// POST /v1/batch carries several acquires without wait, releases and
+// extends (BatchRequest, at most MaxBatchOps): each runs as its own route
+// would run it (the same rights, metrics and answers), concurrently with
+// the others, and the answer, once all are done, lists each one's status
+// and body in order (BatchResponse). A malformed batch is refused whole
+// (400) before anything runs; an acquire in a batch that asks to wait gets
+// 400 invalid_wait. The Go client sends what its goroutines start while an
+// exchange with the node is in flight as one batch, which spares most of
+// the CPU HTTP costs per operation (ClientConfig.NoBatch turns it off); a
+// node without the route answers 404, and the client then sends the
+// operations one by one.
+//
+//	curl -s --json '{"ops":[{"op":"acquire","body":{"key":"a","ttl":"30s"}},{"op":"release","body":{"key":"b","owner":"9f0c1e…"}}]}' localhost:8300/v1/batch
+//	{"results":[{"status":200,"body":{"key":"a","owner":"…","token":43,"ttl_ms":30000,"remaining_ms":30000}},{"status":409,"body":{"error":{"code":"not_held",…}}}]}
 //
 // GET /v1/whoami names the caller's token and its rules, longest prefix
 // first; never its secret (WhoAmIResponse).

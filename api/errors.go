@@ -50,6 +50,7 @@ const (
 	CodeNotHeld          = lock.CodeNotHeld         // 409: release/extend by an owner that does not hold the key
 	CodeCanceled         = "canceled"               // 409: acquire given up by a release of the same owner (or its client went away)
 	CodeQueueFull        = lock.CodeQueueFull       // 429: too many waiters for the key
+	CodeTooManyWatchers  = lock.CodeTooManyWatchers // 429: the node serves its maximum of blocking queries (watches)
 	CodeUnavailable      = lock.CodeUnavailable     // 503: no leader, no quorum; did not take effect
 	CodeUnknownOutcome   = lock.CodeUnknownOutcome  // 503: may or may not have taken effect; retry with the same owner
 	CodeClosed           = lock.CodeClosed          // 503: the node is shutting down

@@ -131,6 +131,9 @@ func (m *MillisField) UnmarshalJSON(b []byte) error {
 // MarshalJSON writes the whole milliseconds.
 func (m MillisField) MarshalJSON() ([]byte, error) { return json.Marshal(m.ms) }
 
+// NewMillisField is ms milliseconds as a request field.
+func NewMillisField(ms int64) *MillisField { return &MillisField{ms: ms} }
+
 // maxMillis is the largest millisecond count a time.Duration holds.
 const maxMillis = math.MaxInt64 / int64(time.Millisecond)
 

@@ -42,8 +42,7 @@ func BenchmarkHTTPAcquireRelease(b *testing.B) {
 		}
 		serial(b, c)
 	})
-	b.Run("parallel", func(b *testing.B) {
-		n := newTestNode(b, Config{})
+	parallel := func(b *testing.B, n *testNode) {
 		ctx := context.Background()
 		var next atomic.Int64
 		b.ReportAllocs()
@@ -63,5 +62,42 @@ func BenchmarkHTTPAcquireRelease(b *testing.B) {
 				}
 			}
 		})
+	}
+	// One client shared by the callers: what they start while an exchange
+	// is in flight travels in one POST /v1/batch (api.ClientConfig.NoBatch).
+	b.Run("parallel", func(b *testing.B) { parallel(b, newTestNode(b, Config{})) })
+	b.Run("parallel-nobatch", func(b *testing.B) {
+		n := newTestNode(b, Config{})
+		c, err := api.NewClient(n.url, api.ClientConfig{NoBatch: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		n.client = c
+		parallel(b, n)
+	})
+}
+
+// BenchmarkReadRequestBody: decoding an acquire's body, through readJSON's
+// one-pass path for plain bodies (fastjson.go) and through the strict
+// two-pass decoding that bodies with escapes still take.
+func BenchmarkReadRequestBody(b *testing.B) {
+	body := []byte(`{"key":"jobs/nightly-report","ttl":"30s","owner":"0123456789abcdef0123456789abcdef"}`)
+	b.Run("fast", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var req api.AcquireRequest
+			if !fastDecode(body, &req) {
+				b.Fatal("not taken")
+			}
+		}
+	})
+	b.Run("strict", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var req api.AcquireRequest
+			if e := decodeStrict(body, &req); e != nil {
+				b.Fatal(e)
+			}
+		}
 	})
 }

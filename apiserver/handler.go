@@ -47,6 +47,14 @@ type Config struct {
 	// ListPageSize is the most locks one GET /v1/locks returns, whatever
 	// limit the caller asks. Default DefaultListPageSize.
 	ListPageSize int
+	// MaxWatchers bounds the blocking queries (GET /v1/inspect or
+	// /v1/locks with ?index=) this handler serves at once; past it a query
+	// answers 429 too_many_watchers. Each holds its connection while it
+	// waits: keep it under the listener's connection limit (LimitListener,
+	// the agent's -max-http-conns) so that watches never take every
+	// connection from lock traffic. Default DefaultMaxWatchers (half of
+	// DefaultMaxConns); negative: no bound here (the store's still applies).
+	MaxWatchers int
 	// Logger receives what a client cannot be told (internal errors, failed
 	// clean-ups). Default: discard.
 	Logger hclog.Logger
@@ -121,6 +129,9 @@ type Handler struct {
 	auth     atomic.Pointer[authenticator]
 	guard    guard
 	console  *console
+	// batchWorkers run the operations of POST /v1/batch (batch.go).
+	batchWorkers workerPool
+	watching     atomic.Int64 // blocking queries in progress (watch.go)
 }
 
 type route struct {
@@ -141,7 +152,10 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 	if cfg.ListPageSize <= 0 {
 		cfg.ListPageSize = DefaultListPageSize
 	}
-	h := &Handler{store: store, cfg: cfg, log: cfg.Logger}
+	if cfg.MaxWatchers == 0 {
+		cfg.MaxWatchers = DefaultMaxWatchers
+	}
+	h := &Handler{store: store, cfg: cfg, log: cfg.Logger, batchWorkers: workerPool{work: make(chan func())}}
 	if h.log == nil {
 		h.log = hclog.NewNullLogger()
 	}
@@ -196,6 +210,7 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 	}
 	h.routes["/v1/whoami"] = route{http.MethodGet, h.whoami}
 	h.routes["/v1/force-release"] = route{http.MethodPost, h.op(opForceRelease, h.forceRelease)}
+	h.routes["/v1/batch"] = route{http.MethodPost, h.batch} // batch.go
 	return h
 }
 
@@ -288,6 +303,8 @@ type opCall struct {
 	op    string // may be refined by the operation (acquire -> acquire_wait)
 	start time.Time
 	w     http.ResponseWriter
+	// batched: the operation is one of a POST /v1/batch, which must not wait.
+	batched bool
 }
 
 // setWriteDeadline gives the answer until d from the start of the operation.
@@ -300,22 +317,28 @@ type opFunc func(r *http.Request, c *opCall) (any, *apiError)
 // op wraps a lock operation: write deadline, metrics, and the JSON answer.
 func (h *Handler) op(name string, fn opFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		c := &opCall{op: name, start: time.Now(), w: w}
-		body, apiErr := fn(r, c)
-		result := "ok"
-		if apiErr != nil {
-			result = apiErr.detail.Code
-		}
-		h.metrics.observe(c.op, result, time.Since(c.start))
-		if apiErr != nil {
-			if apiErr.status == http.StatusInternalServerError {
-				h.log.Error("api: internal error", "op", c.op, "error", apiErr.detail.Message)
-			}
-			writeError(w, apiErr)
-			return
-		}
-		writeJSON(w, http.StatusOK, body)
+		status, body := h.runOp(name, fn, w, r, false)
+		writeJSON(w, status, body)
 	}
+}
+
+// runOp runs one lock operation, counts it in the metrics and returns the
+// status and body of its answer; batched says it is one of a POST /v1/batch.
+func (h *Handler) runOp(name string, fn opFunc, w http.ResponseWriter, r *http.Request, batched bool) (int, any) {
+	c := &opCall{op: name, start: time.Now(), w: w, batched: batched}
+	body, apiErr := fn(r, c)
+	result := "ok"
+	if apiErr != nil {
+		result = apiErr.detail.Code
+	}
+	h.metrics.observe(c.op, result, time.Since(c.start))
+	if apiErr != nil {
+		if apiErr.status == http.StatusInternalServerError {
+			h.log.Error("api: internal error", "op", c.op, "error", apiErr.detail.Message)
+		}
+		return apiErr.status, api.ErrorBody{Error: apiErr.detail}
+	}
+	return http.StatusOK, body
 }
 
 func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
@@ -364,6 +387,9 @@ func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
 	wait, _, err := api.DurationField("wait", req.Wait, req.WaitMS)
 	if err != nil {
 		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidWait, "api: %v", err)
+	}
+	if wait > 0 && c.batched {
+		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidWait, "api: an acquire in a batch cannot wait; send it on its own to /v1/acquire")
 	}
 	kind, kindLimit, shared, err := req.KindFields()
 	if err != nil {
@@ -593,7 +619,15 @@ func queryKey(r *http.Request) (string, *apiError) {
 }
 
 func (h *Handler) inspect(r *http.Request, c *opCall) (any, *apiError) {
-	key, e := queryKey(r)
+	q, e := query(r, "key", "index", "wait", "consistent")
+	if e != nil {
+		return nil, e
+	}
+	if !q.Has("key") {
+		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "api: key is required (?key=, percent-encoded)")
+	}
+	key := q.Get("key")
+	wq, blocking, e := watchQuery(q) // watch.go
 	if e != nil {
 		return nil, e
 	}
@@ -602,6 +636,9 @@ func (h *Handler) inspect(r *http.Request, c *opCall) (any, *apiError) {
 	}
 	if e := permit(r, rightRead, key, "inspect"); e != nil {
 		return nil, e
+	}
+	if blocking {
+		return h.watchKey(r, c, key, wq)
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
 	defer cancel()
@@ -613,11 +650,15 @@ func (h *Handler) inspect(r *http.Request, c *opCall) (any, *apiError) {
 }
 
 func (h *Handler) list(r *http.Request, c *opCall) (any, *apiError) {
-	q, e := query(r, "prefix", "after", "limit")
+	q, e := query(r, "prefix", "after", "limit", "index", "wait", "consistent")
 	if e != nil {
 		return nil, e
 	}
-	if h.lister == nil {
+	wq, blocking, e := watchQuery(q) // watch.go
+	if e != nil {
+		return nil, e
+	}
+	if h.lister == nil && !blocking {
 		return nil, newAPIError(http.StatusNotImplemented, api.CodeNotImplemented, "api: this node's store cannot list locks")
 	}
 	limit := h.cfg.ListPageSize
@@ -631,6 +672,9 @@ func (h *Handler) list(r *http.Request, c *opCall) (any, *apiError) {
 	req := lock.ListRequest{Prefix: q.Get("prefix"), After: q.Get("after")}
 	if err := req.Validate(); err != nil {
 		return nil, storeError(err, false)
+	}
+	if blocking {
+		return h.watchList(r, c, req, limit, wq)
 	}
 	who := callerOf(r)
 	all, none := who.readsUnder(req.Prefix)

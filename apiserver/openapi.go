@@ -46,6 +46,16 @@ var bodyCodes = []string{api.CodeBadRequest, api.CodeBodyTooLarge, api.CodeUnsup
 // storeCodes a lock operation may answer when the store fails.
 var storeCodes = []string{api.CodeUnavailable, api.CodeUnknownOutcome, api.CodeClosed, api.CodeInternal}
 
+// watchParams make a read a blocking query (apiserver/watch.go).
+var watchParams = []paramDoc{
+	{"index", "block until a change after this index (the X-Raftlock-Index header of an earlier answer); 0 answers at once with the index to start from", false},
+	{"wait", "with index: the longest block, a duration such as 30s or 5m (default 5m, at most 10m, plus up to 1/16 of jitter); the answer then is the unchanged state", false},
+	{"consistent", "with index: read the state through the leader once woken (linearizable) rather than from this node's own state", false},
+}
+
+// watchCodes a blocking query may answer besides a read's.
+var watchCodes = []string{api.CodeInvalidWait, api.CodeTooManyWatchers, api.CodeNotImplemented}
+
 func codes(lists ...[]string) []string {
 	var out []string
 	for _, l := range lists {
@@ -79,13 +89,13 @@ var openAPIRoutes = []routeDoc{
 	{method: http.MethodPost, path: "/v1/extend", summary: "Renew a lease held by owner for ttl from now.",
 		request: api.ExtendRequest{}, answer: api.LeaseResponse{},
 		codes: codes(bodyCodes, []string{api.CodeInvalidKey, api.CodeInvalidOwner, api.CodeInvalidTTL, api.CodeNotHeld, api.CodePermissionDenied}, storeCodes)},
-	{method: http.MethodGet, path: "/v1/inspect", summary: "A key's state: held or not, token, time left, waiters; never the owner.",
-		query: []paramDoc{{"key", "the key, percent-encoded", true}}, answer: api.KeyInfo{},
-		codes: codes([]string{api.CodeBadRequest, api.CodeInvalidKey, api.CodePermissionDenied}, storeCodes)},
-	{method: http.MethodGet, path: "/v1/locks", summary: "Held locks in key order, one page at a time.",
-		query:  []paramDoc{{"prefix", "only keys starting with it", false}, {"after", "the last key of the previous page", false}, {"limit", "most locks in the page (the node caps it)", false}},
+	{method: http.MethodGet, path: "/v1/inspect", summary: "A key's state: held or not, token, time left, waiters; never the owner. With index, a blocking query (a watch, as Consul's): it answers once the key changes after that index, or when wait ends, from this node's own state (a follower's may lag), with the answer's index in the X-Raftlock-Index header.",
+		query: append([]paramDoc{{"key", "the key, percent-encoded", true}}, watchParams...), answer: api.KeyInfo{},
+		codes: codes([]string{api.CodeBadRequest, api.CodeInvalidKey, api.CodePermissionDenied}, watchCodes, storeCodes)},
+	{method: http.MethodGet, path: "/v1/locks", summary: "Held locks in key order, one page at a time. With index, a blocking query on the prefix (it needs read on every key under it): it answers once a key under the prefix changes after that index, or when wait ends, with the answer's index in the X-Raftlock-Index header.",
+		query:  append([]paramDoc{{"prefix", "only keys starting with it", false}, {"after", "the last key of the previous page", false}, {"limit", "most locks in the page (the node caps it)", false}}, watchParams...),
 		answer: api.ListResponse{},
-		codes:  codes([]string{api.CodeBadRequest, api.CodeInvalidList, api.CodeNotImplemented, api.CodePermissionDenied}, storeCodes)},
+		codes:  codes([]string{api.CodeBadRequest, api.CodeInvalidList, api.CodeNotImplemented, api.CodePermissionDenied}, watchCodes, storeCodes)},
 	{method: http.MethodGet, path: "/v1/waiters", summary: "The callers queued for a key, next first, read from this node's own state (may be a little behind); never their owners.",
 		query: []paramDoc{{"key", "the key, percent-encoded", true}}, answer: api.WaitersResponse{},
 		codes: []string{api.CodeBadRequest, api.CodeInvalidKey, api.CodeNotImplemented, api.CodePermissionDenied, api.CodeClosed, api.CodeInternal}},
@@ -107,6 +117,9 @@ var openAPIRoutes = []routeDoc{
 	{method: http.MethodPost, path: "/v1/force-release", summary: "End a key's lease whoever holds it and hand the key to the next waiter; needs the admin right on the key, and is logged with the caller's token name.",
 		request: api.ForceReleaseRequest{}, answer: api.ForceReleaseResponse{},
 		codes: codes(bodyCodes, []string{api.CodeInvalidKey, api.CodeNotHeld, api.CodePermissionDenied, api.CodeNotImplemented}, storeCodes)},
+	{method: http.MethodPost, path: "/v1/batch", summary: "Several acquires (without wait), releases and extends in one exchange, each as its own route takes and answers it; the answer, once all are done, holds each one's status and body in order. The Go client batches the operations its goroutines start while an exchange is in flight.",
+		request: api.BatchRequest{}, answer: api.BatchResponse{},
+		codes: codes(bodyCodes, []string{api.CodePermissionDenied}, storeCodes)},
 	{method: http.MethodGet, path: "/v1/agent/config", summary: "The agent's effective configuration, secrets redacted; needs the admin right on every key (prefix \"\").",
 		answer: map[string]any{}, codes: []string{api.CodeBadRequest, api.CodeNotImplemented, api.CodePermissionDenied}},
 	{method: http.MethodGet, path: "/v1/agent/logs", summary: "The agent's most recent log lines; needs the admin right on every key (prefix \"\").",
@@ -147,6 +160,7 @@ var codeStatus = map[string]int{
 	api.CodeBodyTooLarge:        413,
 	api.CodeUnsupportedMedia:    415,
 	api.CodeQueueFull:           429,
+	api.CodeTooManyWatchers:     429,
 	api.CodeHeadersTooLarge:     431,
 	api.CodeInternal:            500,
 	api.CodeNotImplemented:      501,

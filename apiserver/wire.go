@@ -87,6 +87,8 @@ var lockCodeStatus = map[string]int{
 	lock.CodeKindMismatch: http.StatusConflict,
 	lock.CodeInvalidLimit: http.StatusBadRequest,
 	lock.CodeInvalidKind:  http.StatusBadRequest,
+
+	lock.CodeTooManyWatchers: http.StatusTooManyRequests,
 }
 
 // readJSON decodes the request body into v (a pointer to a request struct):
@@ -97,7 +99,7 @@ var lockCodeStatus = map[string]int{
 // reads the body to its end, which also lets net/http notice a client that
 // goes away during a long-poll.
 func readJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) *apiError {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	body, err := readBody(w, r, limit)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -111,6 +113,14 @@ func readJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) *apiEr
 	if !utf8.Valid(body) {
 		return badRequest("api: request body is not valid UTF-8; send keys that are not text as key_b64")
 	}
+	if fastDecode(body, v) {
+		return nil // fastjson.go: what decodeStrict would decode, without its cost
+	}
+	return decodeStrict(body, v)
+}
+
+// decodeStrict decodes body, valid UTF-8, into v as readJSON says.
+func decodeStrict(body []byte, v any) *apiError {
 	if e := checkStrictJSON(body, jsonFieldNames(reflect.TypeOf(v).Elem())); e != nil {
 		apiErr := badRequest("%s", e.msg)
 		apiErr.detail.Field = e.field
@@ -132,6 +142,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
+	if b, ok := appendAnswer(make([]byte, 0, 160), v); ok {
+		_, _ = w.Write(append(b, '\n')) // what the encoder below writes (fastjson.go)
+		return
+	}
 	enc := json.NewEncoder(w)
 	_ = enc.Encode(v) // the client may be gone; nothing useful to do about it
 }

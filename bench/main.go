@@ -13,7 +13,10 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/raftlock/raftlock/lock"
 )
 
 // params are the knobs every workload and system reads.
@@ -35,6 +38,14 @@ type params struct {
 	snapshotEvery time.Duration // raftlock's SnapshotInterval in the held workload
 	profileDir    string
 	verbose       bool
+	// httpClientEach gives each raftlock-http client an api.Client of its
+	// own, rather than one per node shared by the node's clients.
+	httpClientEach bool
+	// raftlock's own workloads (watch.go)
+	watchers    int           // watchers of one key in the watch workload
+	watchRounds int           // releases they are told of
+	sessions    int           // sessions kept alive in the keepalive workload
+	sessionTTL  time.Duration // their TTL
 }
 
 func main() {
@@ -68,8 +79,13 @@ func run() error {
 	flag.StringVar(&p.redisServer, "redis-server", "redis-server", "redis-server binary (name in PATH or path)")
 	flag.BoolVar(&p.installRedis, "install-redis", true, "if redis-server is missing and we are root, run apt-get install -y redis-server")
 	flag.DurationVar(&p.snapshotEvery, "held-snapshot-interval", 2*time.Second, "raftlock's SnapshotInterval in the held workload, so that raft snapshots right after the fill (DefaultConfig's is 2m)")
-	flag.StringVar(&p.profileDir, "profiledir", "", "write one CPU profile per system and workload into `dir` (e.g. raftlock-seq.pprof)")
+	flag.StringVar(&p.profileDir, "profiledir", "", "write one CPU profile per system and workload into `dir` (e.g. raftlock-seq.pprof), and the allocations profile before and after it (raftlock-seq.allocs0.pprof, raftlock-seq.allocs.pprof)")
+	flag.BoolVar(&p.httpClientEach, "http-client-each", false, "raftlock-http: give each client an api.Client of its own (one process per client) instead of one per node shared by its clients (one application per node)")
 	flag.BoolVar(&p.verbose, "v", false, "log each step and the systems' own warnings")
+	flag.IntVar(&p.watchers, "watchers", 1000, "watchers of one key in the watch workload (raftlock only)")
+	flag.IntVar(&p.watchRounds, "watch-rounds", 5, "releases the watchers are told of, per transport, in the watch workload")
+	flag.IntVar(&p.sessions, "sessions", 10_000, "sessions kept alive in the keepalive workload (raftlock only)")
+	flag.DurationVar(&p.sessionTTL, "session-ttl", lock.DefaultSessionTTL, "TTL of the keepalive workload's sessions (renewed every TTL/3)")
 	flag.Parse()
 
 	if *smoke {
@@ -77,6 +93,8 @@ func run() error {
 		p.parClients, p.contendClient, p.semClients = 8, 4, 16
 		p.held, p.heldPeers, p.fillClients = 2000, 2000, 16
 		p.snapshotEvery = 200 * time.Millisecond
+		p.watchers, p.watchRounds = 50, 2
+		p.sessions, p.sessionTTL = 200, 1500*time.Millisecond
 	}
 	if p.heldPeers == 0 {
 		p.heldPeers = p.held
@@ -156,6 +174,10 @@ func (p params) validate() error {
 		return errors.New("-redis-poll must be positive")
 	case p.snapshotEvery < 5*time.Millisecond:
 		return errors.New("-held-snapshot-interval must be at least 5ms")
+	case p.watchers < 1 || p.watchRounds < 1 || p.sessions < 1:
+		return errors.New("-watchers, -watch-rounds and -sessions must be at least 1")
+	case p.sessionTTL < time.Second:
+		return errors.New("-session-ttl must be at least 1s")
 	}
 	return nil
 }
@@ -200,16 +222,16 @@ func runSystem(ctx context.Context, sys system, p params, wls []string, rep *rep
 	for _, w := range wls {
 		want[w] = true
 	}
-	needShared := want[wlSeq] || want[wlPar] || want[wlContend] || want[wlSem] || want[wlFailover]
+	needShared := want[wlSeq] || want[wlPar] || want[wlContend] || want[wlSem] || want[wlWatch] || want[wlKeepalive] || want[wlFailover]
 	if needShared {
 		progress("%s: starting", name)
 		t0 := time.Now()
 		if err := sys.start(ctx); err != nil {
-			rep.fail(name, []string{wlSeq, wlPar, wlContend, wlSem, wlFailover}, fmt.Errorf("start: %w", err))
+			rep.fail(name, []string{wlSeq, wlPar, wlContend, wlSem, wlWatch, wlKeepalive, wlFailover}, fmt.Errorf("start: %w", err))
 			progress("%s: start failed: %v", name, err)
 		} else {
 			progress("%s: up in %v", name, time.Since(t0).Round(time.Millisecond))
-			for _, w := range []string{wlSeq, wlPar, wlContend, wlSem, wlFailover} {
+			for _, w := range []string{wlSeq, wlPar, wlContend, wlSem, wlWatch, wlKeepalive, wlFailover} {
 				if !want[w] || ctx.Err() != nil {
 					continue
 				}
@@ -242,11 +264,19 @@ func runWorkload(ctx context.Context, sys system, w string, p params, rep *repor
 			}
 		}
 	}
+	if p.profileDir != "" && w != wlHeld {
+		// Allocations: the cumulative profile before and after, for
+		// go tool pprof -sample_index=alloc_space -base BEFORE AFTER.
+		base := fmt.Sprintf("%s/%s-%s.allocs", p.profileDir, name, w)
+		writeAllocsProfile(base + "0.pprof")
+		defer writeAllocsProfile(base + ".pprof")
+	}
 	t0 := time.Now()
 	var (
 		figs map[string]float64
 		err  error
 	)
+	cpu0 := processCPU()
 	indexer, _ := sys.(raftIndexer)
 	var index0 uint64
 	if indexer != nil {
@@ -261,6 +291,10 @@ func runWorkload(ctx context.Context, sys system, w string, p params, rep *repor
 		figs, err = runContend(ctx, sys, p)
 	case wlSem:
 		figs, err = runSem(ctx, sys, p)
+	case wlWatch:
+		figs, err = runWatchFanout(ctx, sys, p)
+	case wlKeepalive:
+		figs, err = runKeepalive(ctx, sys, p)
 	case wlFailover:
 		figs, err = runFailover(ctx, sys, p)
 	case wlHeld:
@@ -276,6 +310,11 @@ func runWorkload(ctx context.Context, sys system, w string, p params, rep *repor
 		// Raft entries committed per acquire+release: how well concurrent
 		// commands share entries (and fsyncs).
 		figs[prefix+"_raft_entries_per_cycle"] = float64(indexer.commitIndex()-index0) / total
+	}
+	if total := figs[prefix+"_cycles_total"]; prefix != "" && total > 0 && inProcess(name) {
+		// CPU per cycle, warm-up included: less sensitive to the machine's
+		// other load than the rate.
+		figs[prefix+"_cpu_ms_per_cycle"] = ms(processCPU()-cpu0) / total
 	}
 	rep.add(name, figs)
 	progress("%s: %s done in %v: %s", name, w, time.Since(t0).Round(time.Millisecond), formatFigures(figs))
@@ -323,6 +362,33 @@ func writeHeapProfile(path string) {
 		progress("memprofile: %v", err)
 	}
 }
+
+// writeAllocsProfile writes the allocations since the start (the "allocs"
+// profile) to path.
+func writeAllocsProfile(path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		progress("allocs profile: %v", err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		progress("allocs profile: %v", err)
+	}
+}
+
+// processCPU is the CPU time (user + system) this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// inProcess says whether a system runs wholly in this process, so that the
+// process's CPU time is the system's and its clients' (not Redis's).
+func inProcess(name string) bool { return name != sysRedis && name != sysRedisAOF }
 
 // progress logs a step to stderr, so that stdout holds only the results.
 func progress(format string, args ...any) {

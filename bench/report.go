@@ -33,6 +33,8 @@ var rows = []row{
 	{key: "contend_min_max", label: "contend16: min/max acquisitions per client", higher: true, ratio: true, format: func(f map[string]float64) string {
 		return fmt.Sprintf("%.0f/%.0f", f["contend_min"], f["contend_max"])
 	}},
+	{key: "par_cpu_ms_per_cycle", label: "par64: CPU ms per cycle (process user+sys)", ratio: true},
+	{key: "contend_cpu_ms_per_cycle", label: "contend16: CPU ms per hand-off (process user+sys)", ratio: true},
 	{key: "sem_acquires_per_s", label: "sem8: acquires/s, 64 clients on 1 semaphore of 8", higher: true, ratio: true},
 	{key: "par_raft_entries_per_cycle", label: "par64: raft log entries per cycle (diagnostic)"},
 	{key: "contend_raft_entries_per_cycle", label: "contend16: raft log entries per cycle (diagnostic)"},
@@ -46,6 +48,17 @@ var rows = []row{
 	{key: "held_restart_read_ms", label: "held: restart a member -> linearizable read (ms)", ratio: true},
 	{key: "held_restart_caughtup_ms", label: "held: restart a member -> holds every lock (ms)", ratio: true},
 	{key: "failover_ms", label: "failover: leader killed -> next acquire (ms)", ratio: true},
+	{key: "watch_leader_last_p50_ms", label: "watch: release -> last watcher told, on the leader, p50 of rounds (ms)"},
+	{key: "watch_leader_last_max_ms", label: "watch: release -> last watcher told, on the leader, max of rounds (ms)"},
+	{key: "watch_last_p50_ms", label: "watch: release -> last watcher told, over 3 nodes, p50 of rounds (ms)"},
+	{key: "watch_last_max_ms", label: "watch: release -> last watcher told, over 3 nodes, max of rounds (ms)"},
+	{key: "watch_http_last_p50_ms", label: "watch: release -> last watcher told, HTTP to the leader, p50 (ms)"},
+	{key: "watch_http_last_max_ms", label: "watch: release -> last watcher told, HTTP to the leader, max (ms)"},
+	{key: "keepalive_sessions", label: "keepalive: sessions kept alive", format: func(f map[string]float64) string { return fmt.Sprintf("%.0f", f["keepalive_sessions"]) }},
+	{key: "keepalive_renewals_per_s", label: "keepalive: renewals/s"},
+	{key: "keepalive_entries_per_s", label: "keepalive: raft log entries/s while kept alive"},
+	{key: "keepalive_renewals_per_entry", label: "keepalive: renewals per raft entry"},
+	{key: "keepalive_cpu_s_per_s", label: "keepalive: process CPU seconds per second"},
 }
 
 // report collects every system's figures, failures and caveats.
@@ -170,6 +183,10 @@ func workloadOf(key string) string {
 		return wlSem
 	case strings.HasPrefix(key, "held_"), strings.HasPrefix(key, "big_"):
 		return wlHeld
+	case strings.HasPrefix(key, "watch_"):
+		return wlWatch
+	case strings.HasPrefix(key, "keepalive_"):
+		return wlKeepalive
 	}
 	return wlFailover
 }
@@ -195,10 +212,27 @@ func (r *report) ratio(peer string, rw row) (float64, bool) {
 	return a / b, true
 }
 
+// httpCompared says whether the table has raftlock over HTTP beside
+// raftlock embedded, and so an http/rl column.
+func (r *report) httpCompared() bool {
+	return slices.Contains(r.systems, sysRaftlock) && slices.Contains(r.systems, sysRaftlockHTTP)
+}
+
+// httpRatio is raftlock-http's figure divided by raftlock's (embedded):
+// how much of the embedded figure the HTTP path keeps.
+func (r *report) httpRatio(rw row) (float64, bool) {
+	a, ok1 := r.figures[sysRaftlockHTTP][rw.key]
+	b, ok2 := r.figures[sysRaftlock][rw.key]
+	if !ok1 || !ok2 || b == 0 || math.IsNaN(a) || math.IsNaN(b) {
+		return 0, false
+	}
+	return a / b, true
+}
+
 func (r *report) peers() []string {
 	var out []string
 	for _, s := range r.systems {
-		if s != sysRaftlock && slices.Contains(r.systems, sysRaftlock) {
+		if s != sysRaftlock && s != sysRaftlockHTTP && slices.Contains(r.systems, sysRaftlock) {
 			out = append(out, s)
 		}
 	}
@@ -208,7 +242,7 @@ func (r *report) peers() []string {
 func (r *report) print(w io.Writer) {
 	fmt.Fprintf(w, "\nraftlock bench: %s, %d CPUs, GOMAXPROCS %d, load average at the end %s, total %v\n",
 		runtime.Version(), runtime.NumCPU(), runtime.GOMAXPROCS(0), r.load, r.elapsed.Round(time.Second))
-	fmt.Fprintf(w, "seq/par64/contend16: %v measured after %v warm-up; held: locks taken by %d clients; ratios are raftlock / peer (↑: higher is better, ↓: lower is better)\n\n",
+	fmt.Fprintf(w, "seq/par64/contend16: %v measured after %v warm-up; held: locks taken by %d clients; ratios are raftlock / peer, and http/rl raftlock-http / raftlock (↑: higher is better, ↓: lower is better)\n\n",
 		r.p.duration, r.p.warmup, r.p.fillClients)
 
 	// tabwriter aligns every column alike (right, for the numbers); labels
@@ -223,6 +257,9 @@ func (r *report) print(w io.Writer) {
 	header = append(header, r.systems...)
 	for _, p := range r.peers() {
 		header = append(header, "rl/"+p)
+	}
+	if r.httpCompared() {
+		header = append(header, "http/rl")
 	}
 	fmt.Fprintln(tw, strings.Join(header, "\t")+"\t")
 	all := rows
@@ -247,6 +284,13 @@ func (r *report) print(w io.Writer) {
 		for _, p := range r.peers() {
 			if x, ok := r.ratio(p, rw); ok && rw.ratio {
 				cells = append(cells, fmt.Sprintf("%.2f×", x))
+			} else {
+				cells = append(cells, "")
+			}
+		}
+		if r.httpCompared() {
+			if x, ok := r.httpRatio(rw); ok && rw.ratio {
+				cells = append(cells, fmt.Sprintf("%.0f%%", 100*x))
 			} else {
 				cells = append(cells, "")
 			}
@@ -285,6 +329,14 @@ func (r *report) json() string {
 				}
 				ratios[p][rw.key] = round(x, 4)
 			}
+		}
+	}
+	for _, rw := range rows {
+		if x, ok := r.httpRatio(rw); ok && rw.ratio {
+			if ratios[sysRaftlockHTTP+"/"+sysRaftlock] == nil {
+				ratios[sysRaftlockHTTP+"/"+sysRaftlock] = map[string]float64{}
+			}
+			ratios[sysRaftlockHTTP+"/"+sysRaftlock][rw.key] = round(x, 4)
 		}
 	}
 	figs := map[string]map[string]float64{}

@@ -14,9 +14,11 @@ const (
 	sysEtcd     = "etcd"
 	sysRedis    = "redis"     // persistence off
 	sysRedisAOF = "redis-aof" // appendonly yes, appendfsync always
+	// sysRaftlockHTTP is sysRaftlock with clients over the HTTP API.
+	sysRaftlockHTTP = "raftlock-http"
 )
 
-var allSystems = []string{sysRaftlock, sysEtcd, sysRedis, sysRedisAOF}
+var allSystems = []string{sysRaftlock, sysRaftlockHTTP, sysEtcd, sysRedis, sysRedisAOF}
 
 // The workloads; see README.md.
 const (
@@ -26,9 +28,12 @@ const (
 	wlHeld     = "held"
 	wlFailover = "failover"
 	wlSem      = "sem8"
+
+	wlWatch     = "watch"     // raftlock only: watch fan-out
+	wlKeepalive = "keepalive" // raftlock only: sessions kept alive
 )
 
-var allWorkloads = []string{wlSeq, wlPar, wlContend, wlSem, wlHeld, wlFailover}
+var allWorkloads = []string{wlSeq, wlPar, wlContend, wlSem, wlHeld, wlWatch, wlKeepalive, wlFailover}
 
 // system is one lock service under test. start brings up the cluster the
 // throughput workloads and failover share; held brings up its own.
@@ -97,6 +102,8 @@ func newSystem(name string, p params) (system, error) {
 	switch name {
 	case sysRaftlock:
 		return newRaftlock(p), nil
+	case sysRaftlockHTTP:
+		return newRaftlockHTTP(p), nil
 	case sysEtcd:
 		return newEtcd(p), nil
 	case sysRedis:

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/raftlock/raftlock/lock"
 )
 
 // Peer names one member of the initial configuration of a bootstrapped cluster.
@@ -158,6 +160,12 @@ type Config struct {
 	// until raft gives up on it (HeartbeatTimeout), then this applies.
 	LeaderWait time.Duration
 
+	// MaxWatchers bounds the blocking queries (lock.Watcher) this node
+	// serves at once; past it a query fails with lock.ErrTooManyWatchers.
+	// 0 means lock.DefaultMaxWatchers (10,000). Each costs a goroutine of
+	// its caller (over HTTP, a connection) and a little memory here.
+	MaxWatchers int
+
 	// Logger receives the node's and raft's logs; nil means warnings and
 	// errors to stderr. A repeated warning or error of raft or the transport
 	// (a member down makes several a second) is written once, then counted:
@@ -272,6 +280,8 @@ func (c Config) Validate() error {
 		return bad("DeadMemberTimeout", "{DeadMemberTimeout} must be at least {DeadVoterTimeout}, got %v < %v", c.DeadMemberTimeout, c.DeadVoterTimeout)
 	case c.LeaderWait < 0:
 		return bad("LeaderWait", "{LeaderWait} must not be negative (0 means four {ElectionTimeout}s), got %v", c.LeaderWait)
+	case c.MaxWatchers < 0:
+		return bad("MaxWatchers", "{MaxWatchers} must not be negative (0 means %d), got %d", lock.DefaultMaxWatchers, c.MaxWatchers)
 	case c.SnapshotThreshold == 0:
 		return bad("SnapshotThreshold", "{SnapshotThreshold} must be positive")
 	case c.SnapshotsRetained < 1:

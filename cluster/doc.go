@@ -72,7 +72,9 @@
 // and removes the members that are gone, with hashicorp/raft-autopilot.
 // Readiness says whether the cluster would survive losing one more node:
 // what an orchestrator waits for before taking the next replica down.
-// Stats describes a node for status pages and metrics.
+// Stats describes a node for status pages and metrics. A node answers
+// blocking queries (lock.Watcher: WatchKey, WatchList) from its own state,
+// indexed by the raft log index, which is the same on every member.
 //
 // The reasons behind each of these are comments next to the code that keeps
 // them: node.go (starting, restarting, stopping), logstore.go (the log on
@@ -81,6 +83,7 @@
 // readiness), statemachine.go (the raft FSM adapter), logclock.go (the
 // log clock), forward.go (forwarding and retries), leader.go (proposal
 // batching), waiting.go (waiting at the leader), store.go (reads),
+// watch.go (watches),
 // peers.go (how members learn each other's API addresses), gossip.go and
 // gossip_join.go (gossip, retry-join) and bootstrap_expect.go.
 package cluster

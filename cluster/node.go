@@ -116,6 +116,7 @@ var (
 	_ lock.Lister        = (*Node)(nil)
 	_ lock.StaleReader   = (*Node)(nil)
 	_ lock.AdminStore    = (*Node)(nil)
+	_ lock.Watcher       = (*Node)(nil)
 	_ lock.MultiKeyStore = (*Node)(nil)
 )
 
@@ -163,6 +164,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.sm = newStateMachine(logger.Named("fsm"), n.awaits.deliver)
 	n.sm.afterApply = n.pokeExpiryTimer
+	n.sm.startWatches(n.cfg.MaxWatchers)
 	n.sm.monotonic = clock.Monotonic
 
 	ok := false
@@ -404,6 +406,7 @@ func (n *Node) pokeExpiryTimer() {
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		close(n.closing)
+		n.sm.hub.Close() // blocking queries return lock.ErrClosed
 		// Wake WatchLeader's callers, which then see the node closed.
 		n.leaderChanged.fire()
 		n.stopGossip(false)

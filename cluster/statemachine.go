@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/watchhub"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -63,6 +64,14 @@ type stateMachine struct {
 	stampLead time.Duration
 	stamped   bool
 
+	// hub remembers recent changes for watches and wakes their watchers
+	// (watch.go; it has its own lock). applying, under mu, is the index of
+	// the entry being applied, which the machine's OnChange records in hub
+	// with each key. Both set before raft starts.
+	hub         *watchhub.Hub
+	maxWatchers int
+	applying    uint64
+
 	restores atomic.Uint64 // snapshots restored since start
 	handoffs atomic.Uint64 // EventGranted applied: keys handed to a queued waiter
 	expired  atomic.Uint64 // EventExpired applied: leases that ran out
@@ -79,6 +88,7 @@ var (
 // the machine's events, under mu, after the adapter has counted them.
 func newStateMachine(log hclog.Logger, observe func(fsm.Event)) *stateMachine {
 	s := &stateMachine{log: log, changed: make(chan struct{})}
+	s.startWatches(0)
 	s.m = fsm.New(func(ev fsm.Event) {
 		switch ev.Kind {
 		case fsm.EventGranted:
@@ -90,6 +100,7 @@ func newStateMachine(log hclog.Logger, observe func(fsm.Event)) *stateMachine {
 			observe(ev)
 		}
 	})
+	s.m.OnChange(func(key string) { s.hub.Record(s.applying, key) })
 	return s
 }
 
@@ -110,6 +121,7 @@ func (s *stateMachine) ApplyBatch(logs []*raft.Log) []any {
 	var stampTerm uint64 // the raft term of the last command entry, if any
 	for i, l := range logs {
 		if l.Type == raft.LogCommand {
+			s.applying = l.Index
 			out[i] = s.applyEntry(l)
 			stampTerm = max(l.Term, 1)
 		}
@@ -312,6 +324,7 @@ func (s *stateMachine) Restore(rc io.ReadCloser) error {
 	err = s.m.Restore(state)
 	if err == nil {
 		s.applied = applied
+		s.hub.Reset(applied) // the state was replaced: every watch answers
 		s.noteStampLocked(0)
 		close(s.changed)
 		s.changed = make(chan struct{})

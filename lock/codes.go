@@ -25,9 +25,10 @@ const (
 	CodeInvalidMetadata = "invalid_metadata" // ErrInvalidMetadata
 	CodeNoSession       = "no_session"       // ErrNoSession
 
-	CodeKindMismatch = "kind_mismatch" // ErrKindMismatch (a *KindMismatchError)
-	CodeInvalidLimit = "invalid_limit" // ErrInvalidLimit
-	CodeInvalidKind  = "invalid_kind"  // ErrInvalidKind
+	CodeKindMismatch    = "kind_mismatch"     // ErrKindMismatch (a *KindMismatchError)
+	CodeInvalidLimit    = "invalid_limit"     // ErrInvalidLimit
+	CodeInvalidKind     = "invalid_kind"      // ErrInvalidKind
+	CodeTooManyWatchers = "too_many_watchers" // ErrTooManyWatchers
 )
 
 // To add a code: its sentinel (errors.go), its constant above and its line
@@ -59,6 +60,7 @@ var errorCodes = []struct {
 	{CodeKindMismatch, []error{ErrKindMismatch}},
 	{CodeInvalidLimit, []error{ErrInvalidLimit}},
 	{CodeInvalidKind, []error{ErrInvalidKind}},
+	{CodeTooManyWatchers, []error{ErrTooManyWatchers}},
 	{CodeUnknownOutcome, []error{ErrUnknownOutcome, ErrUnavailable}},
 	{CodeClosed, []error{ErrClosed}},
 	{CodeUnavailable, []error{ErrUnavailable}},

@@ -175,6 +175,20 @@
 // keep-alive renews. The store must implement MultiKeyStore (the memory
 // store does); the handle reports errors.ErrUnsupported otherwise.
 //
+// # Watches
+//
+// Client.Watch and Client.WatchPrefix yield a key's state (or the held keys
+// under a prefix) now, then again each time it changes, without polling:
+// they are loops of blocking queries, as Consul's (Client.WatchKey and
+// Client.WatchList are the one-shot calls, for callers that keep the index).
+// No change is missed: one applied between two calls wakes the second at
+// once. A wake may be spurious, and changes that follow each other faster
+// than the loop reads may be seen as one (the latest). The answer is the
+// serving store's own state: a cluster follower's may lag the leader by
+// its replication delay (WatchQuery.Consistent reads through the leader).
+// The store must implement Watcher (the memory store, a cluster node and
+// the HTTP client do). Package election's Observe is built on them.
+//
 // # Stores
 //
 // Store is the seam, as database/sql/driver is for database/sql: the memory
@@ -182,7 +196,8 @@
 // API is written once on top. The Store type says what a store must do;
 // package locktest holds the conformance suite every store runs
 // (locktest.TestStore). A store may also implement Lister, found by type
-// assertion, to list held locks by prefix (Client.List), and AdminStore, to
+// assertion, to list held locks by prefix (Client.List), Watcher, to
+// answer blocking queries (Client.Watch), and AdminStore, to
 // release a key whoever holds it (Client.ForceRelease: an operator's tool
 // for a lock whose holder is gone; it hands the key to the next waiter, and
 // the former holder finds the lock not held at its next Extend or Release),

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/watchhub"
 )
 
 // MemoryStore keeps locks in this process's memory. It runs the same state
@@ -32,6 +33,12 @@ type MemoryStore struct {
 	armed   bool                           // the timer is set for armedAt
 	armedAt time.Duration
 	closed  bool
+
+	// index counts the commands applied (every applyLocked): a watch's
+	// index. hub is fed by the machine's OnChange with it (watch_memory.go).
+	index       uint64
+	hub         *watchhub.Hub
+	maxWatchers int
 }
 
 type waiterKey struct {
@@ -44,6 +51,7 @@ var (
 	_ Lister        = (*MemoryStore)(nil)
 	_ SessionStore  = (*MemoryStore)(nil)
 	_ AdminStore    = (*MemoryStore)(nil)
+	_ Watcher       = (*MemoryStore)(nil)
 	_ MultiKeyStore = (*MemoryStore)(nil)
 )
 
@@ -55,6 +63,8 @@ func NewMemoryStore() *MemoryStore {
 		waiters: make(map[waiterKey][]chan fsm.Event),
 	}
 	s.machine = fsm.New(s.observe)
+	s.hub, s.maxWatchers = watchhub.New(watchRingSize, DefaultMaxWatchers, 0), DefaultMaxWatchers
+	s.machine.OnChange(func(key string) { s.hub.Record(s.index, key) })
 	s.timer = time.AfterFunc(time.Hour, s.tick)
 	s.timer.Stop()
 	return s
@@ -69,6 +79,7 @@ func (s *MemoryStore) Close() error {
 		s.closed = true
 		s.timer.Stop()
 		close(s.done)
+		s.hub.Close()
 	}
 	return nil
 }
@@ -357,6 +368,7 @@ func (s *MemoryStore) now() time.Duration { return time.Since(s.start) }
 // the machine's next deadline. Called with mu held.
 func (s *MemoryStore) applyLocked(c fsm.Command) fsm.Result {
 	c.Stamp = s.now()
+	s.index++
 	res := s.machine.Apply(c)
 	next, ok := s.machine.NextDeadline()
 	switch {

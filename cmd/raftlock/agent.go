@@ -40,6 +40,7 @@ type agentFlags struct {
 	heartbeat, electTO time.Duration
 	requestTimeout     time.Duration
 	leaderWait         time.Duration
+	maxWatchers        int
 	deadVoter          time.Duration
 	deadMember         time.Duration
 	snapshotInterval   time.Duration
@@ -90,6 +91,7 @@ var configFieldFlags = map[string]string{
 	"SnapshotInterval":  "-snapshot-interval",
 	"RequestTimeout":    "-request-timeout",
 	"LeaderWait":        "-leader-wait",
+	"MaxWatchers":       "-max-watchers",
 	"ServerTLS":         "-peer-cert-file",
 	"ClientTLS":         "-peer-cert-file",
 
@@ -142,6 +144,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		"allowed-origins":    "RAFTLOCK_ALLOWED_ORIGINS",
 		"allowed-hosts":      "RAFTLOCK_ALLOWED_HOSTS",
 		"max-http-conns":     "RAFTLOCK_MAX_HTTP_CONNS",
+		"max-watchers":       "RAFTLOCK_MAX_WATCHERS",
 		"gossip-bind":        "RAFTLOCK_GOSSIP_BIND",
 		"gossip-advertise":   "RAFTLOCK_GOSSIP_ADVERTISE",
 		"gossip-key-file":    "RAFTLOCK_GOSSIP_KEY_FILE",
@@ -247,6 +250,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.bootstrapExpect, "bootstrap-expect", 0, "on an empty data dir, form a new cluster once this many members started with the same value see each other (use with -retry-join)")
 	fs.Var(&f.retryJoin, "retry-join", "where other members gossip: HOST or HOST:PORT (a DNS name, re-resolved at each attempt; _srv._tcp.names as SRV), comma-separated or repeated; retried with backoff")
 	fs.IntVar(&f.maxHTTPConns, "max-http-conns", apiserver.DefaultMaxConns, "most HTTP connections open at once; more wait in the kernel's backlog until one closes (0: no limit)")
+	fs.IntVar(&f.maxWatchers, "max-watchers", 0, "most blocking queries (watches: raftlock watch, GET /v1/inspect?index=) served at once; more are answered 429 too_many_watchers (0: 10000). Each also holds an HTTP connection: the API serves at most half of -max-http-conns of them at once, leaving the rest to lock traffic")
 	fs.BoolVar(&f.enablePprof, "enable-pprof", false, "serve Go's net/http/pprof under /debug/pprof/ (to tokens with the admin right on every key), for profiles and raftlock debug's goroutine dump")
 	if code := parseFlags(fs, args, env, stderr); code >= 0 {
 		return code
@@ -350,7 +354,8 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	httpLog := httpQuiet.Wrap(logger.Named("http"))
 	handler := apiserver.NewHandler(node, apiserver.Config{Cluster: apiserver.NodeStatus(node), Logger: httpLog, Token: sec.token, Leave: leave,
 		AllowedOrigins: origins, AllowedHosts: hosts, Tokens: tokens,
-		EnablePprof: f.enablePprof, RecentLogs: recentLogs, AgentConfig: effectiveConfig(fs, cfg, node)})
+		EnablePprof: f.enablePprof, RecentLogs: recentLogs, AgentConfig: effectiveConfig(fs, cfg, node),
+		MaxWatchers: httpWatchers(f.maxHTTPConns)})
 	if tokens != nil {
 		logger.Info("API tokens loaded", "file", f.httpACLFile, "names", tokens.Names())
 		warnIfShared(f.httpACLFile, logger)
@@ -508,6 +513,7 @@ func (f *agentFlags) clusterConfig(fs *flagSet, logger hclog.Logger, sec securit
 	cfg.HeartbeatTimeout, cfg.ElectionTimeout = f.heartbeat, f.electTO
 	cfg.RequestTimeout = f.requestTimeout
 	cfg.LeaderWait = f.leaderWait
+	cfg.MaxWatchers = f.maxWatchers
 	cfg.DeadVoterTimeout, cfg.DeadMemberTimeout = f.deadVoter, f.deadMember
 	cfg.SnapshotInterval, cfg.SnapshotThreshold = f.snapshotInterval, f.snapshotThreshold
 	cfg.Voters = f.voters
@@ -767,4 +773,15 @@ func warnIfShared(path string, logger hclog.Logger) {
 		logger.Warn("the token file may be read by other users than the agent's", "file", path, "mode", fi.Mode().Perm().String(),
 			"what_to_do", "chmod 600 it: it holds every token's secret")
 	}
+}
+
+// httpWatchers is the API's bound on blocking queries: half the connection
+// limit, so that watches never take every connection from lock traffic; no
+// bound of its own without a connection limit (the node's -max-watchers
+// still applies).
+func httpWatchers(maxConns int) int {
+	if maxConns <= 0 {
+		return -1
+	}
+	return max(maxConns/2, 1)
 }

@@ -19,7 +19,7 @@ func TestUnknownCommandExits127(t *testing.T) {
 	assert.Equal(t, exitUnknownCommand, code, stderr)
 	assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
 	assert.Contains(t, stderr, `"lokc"`)
-	assert.Contains(t, stderr, "agent, lock, status, locks, release, leave, debug, version")
+	assert.Contains(t, stderr, "agent, lock, status, locks, watch, release, leave, debug, version")
 }
 
 // TestVersion: `raftlock version` and `raftlock -version` print the module

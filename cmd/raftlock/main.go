@@ -5,6 +5,7 @@
 //	raftlock lock [-ttl 30s] [-wait 0] KEY -- COMMAND [ARG...]
 //	raftlock status                              the cluster and its leader at a glance
 //	raftlock locks [PREFIX]                      held locks
+//	raftlock watch [-prefix] [-json] KEY         a line at each change of KEY (or of the keys under it)
 //	raftlock release -owner HEX KEY              release a lock whose owner you know
 //	raftlock release -force KEY                  release a lock whoever holds it (admin right)
 //	raftlock leave -addr URL                     take a member out of its cluster for good
@@ -86,6 +87,7 @@ func commands() []command {
 		{"lock", "run a command while holding a lock", runLock},
 		{"status", "show the cluster and its leader", runStatus},
 		{"locks", "list held locks, optionally by key prefix", runLocks},
+		{"watch", "print a key's (or a prefix's) state at each change, like consul watch", runWatch},
 		{"release", "release a lock by key and owner", runRelease},
 		{"leave", "take an agent's node out of its cluster for good, and stop it", runLeave},
 		{"debug", "collect an agent's status, config, recent log and goroutines into a bundle", runDebug},

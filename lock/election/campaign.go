@@ -32,7 +32,10 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, err
 
 // campaign queues once. It returns (nil, nil) when the wait ran out.
 func (e *Election) campaign(ctx context.Context, value string) (*Leadership, error) {
-	l := e.client.Lock(e.Key(), lock.TTL(e.ttl))
+	// The value rides with the election's key as its metadata, so that an
+	// observer learns it with the term in one read (it fits: a value must
+	// fit in a key, which is shorter than lock.MaxMetadataLen).
+	l := e.client.Lock(e.Key(), lock.TTL(e.ttl), lock.Metadata(value))
 	lead := &Leadership{
 		election: e,
 		value:    value,

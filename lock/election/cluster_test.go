@@ -29,6 +29,11 @@ func TestLeadershipMovesAcrossClusterNodes(t *testing.T) {
 		elections = append(elections, election.New(lock.New(stores[i]), "scheduler", election.TTL(ttl)))
 	}
 
+	// An observer on another node sees each leader in turn, pushed by the
+	// watch of its own node's state (no polling).
+	octx, stopObserving := context.WithCancel(ctx)
+	seen := observe(octx, election.New(lock.New(nodes[2]), "scheduler"))
+
 	first, err := elections[0].Campaign(ctx, "n0")
 	require.NoError(t, err)
 	second := campaign(ctx, elections[1], "n1")
@@ -61,4 +66,14 @@ func TestLeadershipMovesAcrossClusterNodes(t *testing.T) {
 
 	assert.NoError(t, first.Resign(ctx), "resigning a lost leadership is not an error")
 	require.NoError(t, last.lead.Resign(ctx))
+
+	want := []election.Leader{{}, {Term: first.Term(), Value: "n0"}, {Term: res.lead.Term(), Value: "n1"}, {Term: last.lead.Term(), Value: "n2"}, {}}
+	var observed []election.Leader
+	for len(observed) < len(want) {
+		ld := nextLeader(t, seen, "the next leadership")
+		ld.Remaining = 0
+		observed = append(observed, ld)
+	}
+	assert.Equal(t, want, observed, "every leadership, in order, each once")
+	stopObserving()
 }

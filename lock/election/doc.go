@@ -45,27 +45,31 @@
 //
 // Leader reports who leads now without campaigning: whether the name is held
 // (ErrNoLeader if not), the term, the lease left, and the value the leader
-// published. There is no watch: the Store interface has none. Poll Leader,
-// or campaign, which wakes the moment leadership is handed over.
+// published. Observe follows the leadership as it changes (an iterator of
+// Leader values; Term 0 when nobody leads), built on the store's watches
+// (lock.Watcher): it blocks until the store applies a change to the
+// election's key, so nobody polls, and a hand-over is seen as soon as it is
+// applied. Only on a store that cannot watch does Observe poll Leader
+// (every PollInterval). A watch never misses a change, but changes that
+// follow each other faster than the loop reads may be seen as one, and a
+// cluster follower's view lags the leader's by its replication delay.
 //
 // # The leader's value
 //
-// The lock store keeps no values, only held keys. So a leader that campaigns
-// with a value (an address, a replica name) publishes it as the name of a
-// second key it holds with the same TTL while it leads:
+// A leader that campaigns with a value (an address, a replica name) keeps it
+// as the metadata of the election's key (lock.Metadata), which Leader and
+// Observe read with the term. For readers of leaders that campaigned with an
+// older version, it is also published as the name of a second key the
+// leader holds with the same TTL while it leads:
 //
 //	election-leader:<term>:<name>:<value>
 //
-// An observer reads the term from the election's key, then lists the keys
-// under "election-leader:<term>:<name>:". Since tokens are unique across all
-// keys of a store, only the leader of that very term can hold such a key, so
-// a value is never attributed to the wrong term, even while an old leader's
-// key has not yet run out. The price: listing is an optional store ability
-// (lock.Lister; the memory store, cluster nodes and the API client all have
-// it; elsewhere Value is empty), the leader holds two leases, and Leader may
-// find the term without a value while a new leader is publishing it (Campaign
-// returns only once the value is published) or the term is ending. The name
-// and value together must fit in a key (lock.MaxKeyLen bytes).
+// An observer that finds no metadata reads the term from the election's
+// key, then lists the keys under "election-leader:<term>:<name>:". Since
+// tokens are unique across all keys of a store, only the leader of that very
+// term can hold such a key, so a value is never attributed to the wrong term,
+// even while an old leader's key has not yet run out. The name and value
+// together must fit in a key (lock.MaxKeyLen bytes).
 //
 // MemoryStore elects one leader per PROCESS, not per cluster: replicas that
 // each use their own memory store all become leaders. Use a cluster node or

@@ -72,9 +72,12 @@ type Leader struct {
 }
 
 // Leader reports who leads now, without campaigning: ErrNoLeader when nobody
-// does. The value is read in a second call to the store; it is "" if the
-// leader published none, if its term ended meanwhile, or if the store cannot
-// list keys.
+// does. The value is the election key's metadata (Campaign sets it); for a
+// leader that did not set it (an older version), it is read in a second
+// call to the store, and is "" if the leader published none, if its term
+// ended meanwhile, or if the store cannot list keys. To follow the
+// leadership as it changes, use Observe rather than calling Leader in a
+// loop.
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	if err := e.validate(""); err != nil {
 		return Leader{}, err
@@ -83,21 +86,33 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	if err != nil {
 		return Leader{}, fmt.Errorf("election: observing %q: %w", e.name, err)
 	}
-	if !info.Locked {
+	if !info.Locked || info.Delayed {
 		return Leader{}, fmt.Errorf("%w for %q", ErrNoLeader, e.name)
 	}
-	ld := Leader{Term: info.Token, Remaining: info.Remaining}
-	prefix := valuePrefix(e.name, info.Token)
+	ld := Leader{Term: info.Token, Remaining: info.Remaining, Value: info.Metadata}
+	if ld.Value == "" {
+		if ld.Value, err = e.publishedValue(ctx, ld.Term); err != nil {
+			return Leader{}, err
+		}
+	}
+	return ld, nil
+}
+
+// publishedValue reads the value the leader of term published as a key
+// (see "The leader's value" in the package documentation): "" when there is
+// none or the store cannot list keys.
+func (e *Election) publishedValue(ctx context.Context, term uint64) (string, error) {
+	prefix := valuePrefix(e.name, term)
 	held, err := e.client.List(ctx, lock.ListRequest{Prefix: prefix, Limit: 1})
 	switch {
 	case errors.Is(err, errors.ErrUnsupported):
-		// The store cannot list keys: the value cannot be known.
+		return "", nil // the store cannot list keys: the value cannot be known
 	case err != nil:
-		return Leader{}, fmt.Errorf("election: reading the value of %q's leader: %w", e.name, err)
+		return "", fmt.Errorf("election: reading the value of %q's leader: %w", e.name, err)
 	case len(held) > 0:
-		ld.Value = strings.TrimPrefix(held[0].Key, prefix)
+		return strings.TrimPrefix(held[0].Key, prefix), nil
 	}
-	return ld, nil
+	return "", nil
 }
 
 // validate checks the election, and the key value would be published under.

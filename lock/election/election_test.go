@@ -3,6 +3,7 @@ package election_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -282,7 +283,8 @@ func TestOneLeaderAtATime(t *testing.T) {
 // listlessStore hides the memory store's List.
 type listlessStore struct{ lock.Store }
 
-func TestLeaderValueNeedsAListingStore(t *testing.T) {
+// The value rides with the election key's metadata: no listing needed.
+func TestLeaderValueNeedsNoListingStore(t *testing.T) {
 	ctx := testCtx(t)
 	e := election.New(lock.New(listlessStore{newStore(t)}), "scheduler")
 	lead, err := e.Campaign(ctx, "a")
@@ -290,8 +292,28 @@ func TestLeaderValueNeedsAListingStore(t *testing.T) {
 	got, err := e.Leader(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, lead.Term(), got.Term)
-	assert.Empty(t, got.Value, "the value cannot be read without listing")
+	assert.Equal(t, "a", got.Value)
 	require.NoError(t, lead.Resign(ctx))
+}
+
+// A leader that campaigned with an older version published its value only
+// as a key: Leader and Observe still find it by listing.
+func TestLeaderValueOfAnOlderLeaderIsListed(t *testing.T) {
+	ctx := testCtx(t)
+	c := lock.New(newStore(t))
+	e := election.New(c, "scheduler")
+	l := c.Lock(e.Key()) // no metadata, as an older Campaign
+	require.NoError(t, l.Acquire(ctx))
+	require.NoError(t, c.Lock("election-leader:"+strconv.FormatUint(l.Token(), 10)+":scheduler:10.0.0.9").Acquire(ctx))
+	got, err := e.Leader(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "10.0.0.9", got.Value)
+	for ld, err := range e.Observe(ctx) {
+		require.NoError(t, err)
+		assert.Equal(t, l.Token(), ld.Term)
+		assert.Equal(t, "10.0.0.9", ld.Value)
+		break
+	}
 }
 
 // failingStore fails every call.

@@ -61,3 +61,33 @@ func ExampleElection_Leader() {
 	// Output:
 	// election: no leader for "scheduler"
 }
+
+// Observe follows the leadership as it changes, without polling.
+func ExampleElection_Observe() {
+	store := lock.NewMemoryStore()
+	defer store.Close()
+	e := election.New(lock.New(store), "scheduler")
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+
+	var lead *election.Leadership
+	for ld, err := range e.Observe(ctx) {
+		if err != nil {
+			break
+		}
+		if ld.Term == 0 {
+			fmt.Println("nobody leads")
+			if lead != nil {
+				break
+			}
+			lead, _ = e.Campaign(ctx, "10.0.0.7:8080")
+			continue
+		}
+		fmt.Println("leader:", ld.Value)
+		_ = lead.Resign(ctx)
+	}
+	// Output:
+	// nobody leads
+	// leader: 10.0.0.7:8080
+	// nobody leads
+}

@@ -118,6 +118,7 @@ func TestStoreWith(t *testing.T, newStore func(t *testing.T) lock.Store, opts Op
 	} {
 		t.Run(tc.name, tc.run)
 	}
+	s.runWatchTests(t) // watch.go
 }
 
 type suite struct {

@@ -1,0 +1,201 @@
+package apiserver
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/raftlock/raftlock/api"
+)
+
+// batch serves POST /v1/batch (package api's BatchRequest): each operation
+// runs as its own route would run it, with the batch's caller (token
+// rights, connection), concurrently with the others, and is counted in the
+// metrics as its own; the answer, once all are done, holds each one's
+// status and body. A malformed batch (not JSON, an unknown operation, too
+// many) is refused as a whole, before any operation runs. Acquires in a
+// batch may not wait: the batch would hold every other answer until the
+// wait ends.
+func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
+	if e := noQuery(r); e != nil {
+		writeError(w, e)
+		return
+	}
+	var req api.BatchRequest
+	if e := readJSON(w, r, h.cfg.MaxBodyBytes, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if len(req.Ops) == 0 || len(req.Ops) > api.MaxBatchOps {
+		writeError(w, badRequest("api: a batch carries 1 to %d operations in ops, not %d", api.MaxBatchOps, len(req.Ops)))
+		return
+	}
+	type batchedOp struct {
+		name string
+		fn   opFunc
+		path string
+	}
+	ops := make([]batchedOp, len(req.Ops))
+	for i, op := range req.Ops {
+		switch op.Op {
+		case api.BatchAcquire:
+			ops[i] = batchedOp{opAcquire, h.acquire, "/v1/acquire"}
+		case api.BatchRelease:
+			ops[i] = batchedOp{opRelease, h.release, "/v1/release"}
+		case api.BatchExtend:
+			ops[i] = batchedOp{opExtend, h.extend, "/v1/extend"}
+		default:
+			e := badRequest("api: ops[%d]: op %q is not one a batch carries (%s, %s or %s)", i, op.Op, api.BatchAcquire, api.BatchRelease, api.BatchExtend)
+			e.detail.Field = "ops"
+			writeError(w, e)
+			return
+		}
+		if len(op.Body) == 0 {
+			e := badRequest("api: ops[%d]: body is required: the JSON object the operation's own route takes", i)
+			e.detail.Field = "ops"
+			writeError(w, e)
+			return
+		}
+	}
+	results := make([]api.BatchResult, len(ops))
+	var wg sync.WaitGroup
+	run := func(i int) {
+		defer wg.Done()
+		sub := r.WithContext(r.Context()) // the caller's rights travel in the context
+		sub.URL = &url.URL{Path: ops[i].path}
+		sub.Body = &batchBody{raw: req.Ops[i].Body}
+		sub.ContentLength = int64(len(req.Ops[i].Body))
+		status, body := h.runOp(ops[i].name, ops[i].fn, batchWriter{}, sub, true)
+		raw, err := marshalAnswer(body)
+		if err != nil { // no wire type fails to encode; say so rather than answer nothing
+			status = http.StatusInternalServerError
+			raw, _ = json.Marshal(api.ErrorBody{Error: api.ErrorDetail{Code: api.CodeInternal, Message: "api: encoding the answer: " + err.Error()}})
+		}
+		results[i] = api.BatchResult{Status: status, Body: raw}
+	}
+	wg.Add(len(ops))
+	for i := range ops[1:] {
+		h.batchWorkers.run(func() { run(i + 1) })
+	}
+	run(0)
+	wg.Wait()
+	writeBatchResponse(w, results)
+}
+
+// writeBatchResponse writes what writeJSON writes for an api.BatchResponse
+// of results, byte for byte, without encoding/json's second pass over
+// every body (each is json.Marshal's output already: compact, with HTML
+// characters escaped, as the encoder would leave it).
+func writeBatchResponse(w http.ResponseWriter, results []api.BatchResult) {
+	size := len(`{"results":[]}`) + 1
+	for _, r := range results {
+		size += len(`{"status":000,"body":},`) + len(r.Body)
+	}
+	out := make([]byte, 0, size)
+	out = append(out, `{"results":[`...)
+	for i, r := range results {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, `{"status":`...)
+		out = strconv.AppendInt(out, int64(r.Status), 10)
+		out = append(out, `,"body":`...)
+		out = append(out, r.Body...)
+		out = append(out, '}')
+	}
+	out = append(out, "]}\n"...)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(out) // the client may be gone; nothing useful to do about it
+}
+
+// batchBody is a batched operation's body, already read: readBody takes
+// it as it is.
+type batchBody struct {
+	raw []byte
+	off int
+}
+
+func (b *batchBody) Read(p []byte) (int, error) {
+	if b.off >= len(b.raw) {
+		return 0, io.EOF
+	}
+	n := copy(p, b.raw[b.off:])
+	b.off += n
+	return n, nil
+}
+
+func (b *batchBody) Close() error { return nil }
+
+// readBody reads a request's body, at most limit bytes, into a buffer of
+// the size it announces (io.ReadAll would grow one from 512 bytes).
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if b, ok := r.Body.(*batchBody); ok && b.off == 0 {
+		b.off = len(b.raw)
+		return b.raw, nil
+	}
+	rd := http.MaxBytesReader(w, r.Body, limit)
+	if r.ContentLength <= 0 || r.ContentLength > limit {
+		return io.ReadAll(rd)
+	}
+	buf := make([]byte, 0, r.ContentLength+1) // +1: room to see the end without growing
+	for {
+		n, err := rd.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+	}
+}
+
+// workerPool runs the operations of batches on goroutines that live on
+// for a while between batches, keeping the stacks they grew: a fresh
+// goroutine per operation spends a good part of its CPU growing its stack
+// through the store call.
+type workerPool struct{ work chan func() }
+
+// workerIdle is how long a worker waits for the next operation before it
+// ends.
+const workerIdle = time.Second
+
+func (p *workerPool) run(fn func()) {
+	select {
+	case p.work <- fn: // an idle worker takes it
+	default:
+		go p.worker(fn)
+	}
+}
+
+func (p *workerPool) worker(fn func()) {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		fn()
+		idle.Reset(workerIdle)
+		select {
+		case fn = <-p.work:
+		case <-idle.C:
+			return
+		}
+	}
+}
+
+// batchWriter stands for the ResponseWriter of a batched operation, whose
+// answer goes into the batch's: the operations only ask it for write
+// deadlines (which the batch's own answer keeps) and never write to it.
+type batchWriter struct{}
+
+func (batchWriter) Header() http.Header         { return http.Header{} }
+func (batchWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (batchWriter) WriteHeader(int)             {}

@@ -1,0 +1,88 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/watchhub"
+)
+
+// watchRingSize is how many recent changes a store remembers for watches: a
+// watch whose index is older than that many changes answers at once.
+const watchRingSize = 4096
+
+// WatchKey implements Watcher. The index counts the commands the store has
+// applied (reads included: each applies the expiries due).
+func (s *MemoryStore) WatchKey(ctx context.Context, key string, q WatchQuery) (KeyInfo, uint64, error) {
+	if err := ValidateKey(key); err != nil {
+		return KeyInfo{}, 0, err
+	}
+	if err := s.block(ctx, key, false, q); err != nil {
+		return KeyInfo{}, 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return KeyInfo{}, 0, ErrClosed
+	}
+	now := s.applyLocked(fsm.Command{Op: fsm.OpTick}).Now
+	return keyInfo(s.machine.Lookup(key, now), now), s.index, nil
+}
+
+// WatchList implements Watcher.
+func (s *MemoryStore) WatchList(ctx context.Context, req ListRequest, q WatchQuery) ([]LockInfo, uint64, error) {
+	if err := req.Validate(); err != nil {
+		return nil, 0, err
+	}
+	if err := s.block(ctx, req.Prefix, true, q); err != nil {
+		return nil, 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, 0, ErrClosed
+	}
+	now := s.applyLocked(fsm.Command{Op: fsm.OpTick}).Now
+	out := []LockInfo{}
+	s.machine.RangeFrom(req.Prefix, req.After, now, func(key string, st fsm.KeyState) bool {
+		out = append(out, LockInfo{Key: key, KeyInfo: keyInfo(st, now)})
+		return req.Limit == 0 || len(out) < req.Limit
+	})
+	return out, s.index, nil
+}
+
+// block waits, for a query with an index, until the hub says scope changed
+// after it (or the wait ends).
+func (s *MemoryStore) block(ctx context.Context, scope string, prefix bool, q WatchQuery) error {
+	if err := q.Validate(); err != nil {
+		return err
+	}
+	if q.Index == 0 {
+		return ctx.Err()
+	}
+	s.mu.Lock()
+	unknown := q.Index > s.index
+	s.mu.Unlock()
+	if unknown {
+		// An index this store never answered (another store's, or one from
+		// before the process restarted): what the caller saw is not this
+		// store's state, so answer at once.
+		return ctx.Err()
+	}
+	return hubError(s.hub.Wait(ctx, scope, prefix, q.Index, q.BlockFor()), scope, s.maxWatchers)
+}
+
+// hubError turns a watchhub error into this package's.
+func hubError(err error, scope string, maxWatchers int) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, watchhub.ErrClosed):
+		return ErrClosed
+	case errors.Is(err, watchhub.ErrFull):
+		return fmt.Errorf("%w: watching %q: the store serves its maximum of blocking queries (%d)", ErrTooManyWatchers, scope, maxWatchers)
+	}
+	return fmt.Errorf("lock: watching %q: %w", scope, err)
+}
