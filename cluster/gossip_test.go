@@ -523,3 +523,37 @@ func TestGossipRestartRejoinsKnownMembersWithoutRetryJoin(t *testing.T) {
 		"the restarted node sees the others in gossip: %v", restarted.gossipMembers())
 	assert.FileExists(t, filepath.Join(cfg.DataDir, gossipDirName, "members.snapshot"))
 }
+
+// With gossip on, members learn each other's API addresses from the gossip
+// tags: every node shows them all, and none asked another for its info.
+func TestGossipCarriesAPIAddrsWithoutTheExchange(t *testing.T) {
+	addrs := freeGossipAddrs(t, 3)
+	var cfgs []Config
+	want := map[string]string{}
+	for i, a := range addrs {
+		cfg := gossipConfig(t, fmt.Sprintf("n%d", i), a, 3, addrs)
+		cfg.APIAddr = fmt.Sprintf("http://api-%d.test:7070", i)
+		want[cfg.NodeID] = cfg.APIAddr
+		cfgs = append(cfgs, cfg)
+	}
+	nodes := startAll(t, cfgs)
+	waitOneCluster(t, nodes, []string{"n0=voter", "n1=voter", "n2=voter"})
+	require.Eventually(t, func() bool {
+		for _, node := range nodes {
+			got := map[string]string{}
+			for _, m := range node.Stats().Members {
+				got[m.ID] = m.APIAddr
+			}
+			if !assert.ObjectsAreEqual(want, got) {
+				return false
+			}
+		}
+		return true
+	}, gossipPatience, 20*time.Millisecond, "every node shows every member's API address")
+	for _, node := range nodes {
+		node.peers.mu.Lock()
+		asked := len(node.peers.peers)
+		node.peers.mu.Unlock()
+		assert.Zero(t, asked, "%s learned API addresses by asking", node.cfg.NodeID)
+	}
+}

@@ -317,8 +317,12 @@ func New(cfg Config) (*Node, error) {
 	tr.Handle(n.handleRPC)
 	n.wg.Add(1)
 	go n.watchLeadership(observations)
-	n.wg.Add(1)
-	go n.runPeerInfo()
+	if cfg.GossipBindAddr == "" {
+		// Without gossip, members learn each other's API addresses by
+		// asking (peers.go); with it, each member's gossip tag says it.
+		n.wg.Add(1)
+		go n.runPeerInfo()
+	}
 	n.watchHeartbeats()
 	if cfg.GossipBindAddr != "" {
 		if err := n.startGossip(!existing); err != nil {
@@ -659,14 +663,16 @@ func (n *Node) members(leaderID string) []Member {
 		}
 		if m.ID == n.cfg.NodeID {
 			m.APIAddr = n.cfg.APIAddr
-		} else {
-			m.APIAddr = n.peers.apiAddr(m.ID)
 		}
 		if g, ok := gossiped[m.ID]; ok {
 			m.Gossip = g.Status.String()
 			if m.APIAddr == "" {
 				m.APIAddr = g.APIAddr
 			}
+		}
+		if m.APIAddr == "" {
+			// A member without gossip told us when it asked (heardFrom).
+			m.APIAddr = n.peers.apiAddr(m.ID)
 		}
 		m.Status = status[srv.ID]
 		if healthy, ok := n.reconciler.memberHealth(m.ID); ok {

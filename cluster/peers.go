@@ -8,10 +8,11 @@ import (
 
 // Why members tell each other their API addresses. Gossip (gossip.go)
 // carries each member's API address as a tag, but gossip is optional (off
-// by default in an embedded node), so the exchange below stays: it is what
-// lets a client given one node find the others (Stats().Members[i].APIAddr)
-// when gossip is off; with gossip on, a member's tag fills in an address
-// the exchange has not learned yet.
+// by default in an embedded node), so the exchange below stays for nodes
+// without it: it is what lets a client given one node find the others
+// (Stats().Members[i].APIAddr). A node with gossip on does not ask (its
+// members' tags say it) but still answers, and records what a member
+// without gossip tells it when asking, so mixed clusters keep working.
 
 // Every member learns the others' API addresses (Config.APIAddr) by asking
 // each one directly (kindInfo), so that Stats().Members can tell a client
