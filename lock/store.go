@@ -132,7 +132,9 @@ type KeyInfo struct {
 	// Holds lists a semaphore's or read/write lock's holds in grant
 	// (token) order, each with its own token, time left, metadata and
 	// mode; a slot kept by a lock-delay has empty Metadata. Nil for a
-	// mutex, whose one holder is KeyInfo's own fields. Never an owner.
+	// mutex, whose one holder is KeyInfo's own fields. Never an owner. A
+	// store may bound it to keep an answer small (the cluster store: the
+	// oldest 4096 in Inspect, 8 per key in List); Holders counts them all.
 	Holds []HoldInfo
 	// SetKeys: the holder holds the key as one of a multi-key grant; these
 	// are all the grant's keys, in byte order (nil otherwise).
