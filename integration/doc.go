@@ -3,7 +3,7 @@
 // faults, record what clients saw, and check it. It holds tests only.
 //
 //	go test ./integration/...                         a short version of every scenario (~10s each)
-//	go test -race ./integration/...                   as CI runs it
+//	go test -race -timeout 20m ./integration/...      as CI runs it
 //	RAFTLOCK_LONG=1 go test -v -timeout 0 ./integration/...
 //	                                                  the long version: minutes per scenario
 //
