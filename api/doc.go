@@ -328,7 +328,16 @@
 // lock-delay keeps it for remaining_ms. A held key says its "kind", and
 // "holders"; a semaphore its "limit", a read/write lock held by readers
 // "shared":true (token is then the newest holder's, remaining_ms the
-// longest hold left).
+// longest hold left). A semaphore or read/write lock lists each hold in
+// "holds", in grant order: [{"token","remaining_ms","metadata","shared"}]
+// (never an owner; up to 4096 in inspect and the oldest 8 per key in a
+// list from a cluster node, "holders" counting them all). A key held as one of
+// a multi-key set names the set's keys in "set_keys" ("set_keys_b64" when
+// one is not UTF-8 text); "reserved":true says a free key is kept for a
+// multi-key waiter.
+//
+//	{"key":"pool","locked":true,"token":51,"remaining_ms":9000,"waiters":0,"kind":"semaphore","limit":3,"holders":2,
+//	 "holds":[{"token":50,"remaining_ms":4100,"metadata":"pid=7"},{"token":51,"remaining_ms":9000,"metadata":"pid=9"}]}
 //
 //	curl -s 'localhost:8300/v1/inspect?key=jobs%2Fnightly'
 //	{"key":"jobs/nightly","locked":true,"token":42,"remaining_ms":29412,"waiters":1,"metadata":"host=web-3","kind":"mutex","holders":1}

@@ -381,11 +381,36 @@ type KeyInfo struct {
 	Limit   int    `json:"limit,omitempty"`
 	Holders int    `json:"holders,omitempty"`
 	Shared  bool   `json:"shared,omitempty"`
+	// Holds: a semaphore's or rwlock's holds in grant (token) order, each
+	// with its own token, time left, metadata and mode (a slot kept by a
+	// lock-delay has no metadata); absent for a mutex. Never an owner. A
+	// list answer may carry only the oldest few of a key's holds (holders
+	// counts them all); inspect carries up to 4096.
+	Holds []HoldOut `json:"holds,omitempty"`
+	// SetKeys: the key is held as one of a multi-key grant, whose keys
+	// these are, sorted (SetKeysB64 instead when a key is not UTF-8 text).
+	SetKeys    []string `json:"set_keys,omitempty"`
+	SetKeysB64 []string `json:"set_keys_b64,omitempty"`
+	// Reserved: nobody holds the key (locked is false), but it is kept for
+	// a multi-key waiter that still waits for another of its keys.
+	Reserved bool `json:"reserved,omitempty"`
+}
+
+// HoldOut is one hold of a semaphore or rwlock in KeyInfo.Holds.
+type HoldOut struct {
+	Token       uint64 `json:"token"`
+	RemainingMS int64  `json:"remaining_ms"`
+	Metadata    string `json:"metadata,omitempty"`
+	Shared      bool   `json:"shared,omitempty"`
 }
 
 // MakeKeyInfo is the answer describing info of key; Remaining is rounded
 // down to milliseconds.
 func MakeKeyInfo(key string, info lock.KeyInfo) KeyInfo {
+	var setText, setB64 []string
+	if len(info.SetKeys) > 0 {
+		setText, setB64 = MakeKeysFields(info.SetKeys)
+	}
 	return KeyInfo{
 		KeyOut:      MakeKeyOut(key),
 		Locked:      info.Locked,
@@ -398,7 +423,22 @@ func MakeKeyInfo(key string, info lock.KeyInfo) KeyInfo {
 		Limit:       info.Limit,
 		Holders:     info.Holders,
 		Shared:      info.Shared,
+		Holds:       makeHolds(info.Holds),
+		SetKeys:     setText,
+		SetKeysB64:  setB64,
+		Reserved:    info.Reserved,
 	}
+}
+
+func makeHolds(holds []lock.HoldInfo) []HoldOut {
+	if len(holds) == 0 {
+		return nil
+	}
+	out := make([]HoldOut, len(holds))
+	for i, h := range holds {
+		out[i] = HoldOut{Token: h.Token, RemainingMS: Millis(h.Remaining), Metadata: h.Metadata, Shared: h.Shared}
+	}
+	return out
 }
 
 // kindName is KeyInfo.Kind for info: its kind's name while locked.
@@ -424,7 +464,39 @@ func (k KeyInfo) Info() lock.KeyInfo {
 		Limit:     k.Limit,
 		Holders:   k.Holders,
 		Shared:    k.Shared,
+		Holds:     k.holds(),
+		SetKeys:   k.setKeys(),
+		Reserved:  k.Reserved,
 	}
+}
+
+func (k KeyInfo) holds() []lock.HoldInfo {
+	if len(k.Holds) == 0 {
+		return nil
+	}
+	out := make([]lock.HoldInfo, len(k.Holds))
+	for i, h := range k.Holds {
+		out[i] = lock.HoldInfo{Token: h.Token, Remaining: time.Duration(h.RemainingMS) * time.Millisecond, Metadata: h.Metadata, Shared: h.Shared}
+	}
+	return out
+}
+
+// setKeys is the set's keys the answer names; a set_keys_b64 entry that
+// is not base64 (no node writes one) drops the whole list rather than
+// report a wrong key.
+func (k KeyInfo) setKeys() []string {
+	if k.SetKeysB64 == nil {
+		return slices.Clone(k.SetKeys)
+	}
+	keys := make([]string, len(k.SetKeysB64))
+	for i, s := range k.SetKeysB64 {
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			return nil
+		}
+		keys[i] = string(b)
+	}
+	return keys
 }
 
 // ListResponse answers GET /v1/locks.

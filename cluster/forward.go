@@ -434,8 +434,8 @@ func (n *Node) readAtLeader(ctx context.Context, t *leaderTerm, req *readRequest
 	if err := n.readIndex(ctx, t); err != nil {
 		return readResult{}, err
 	}
-	st, at := n.sm.lookup(req.key, t.clock.now())
-	return toReadResult(st, at, req), nil
+	st, setKeys, at := n.sm.read(req.key, t.clock.now())
+	return toReadResult(st, setKeys, at, req), nil
 }
 
 // listAtLeader answers a listing at the leader's log time, once readIndex
@@ -495,9 +495,9 @@ func (n *Node) until(ctx context.Context, t *leaderTerm, ch <-chan struct{}) err
 	}
 }
 
-func toReadResult(st fsm.KeyState, at time.Duration, req *readRequest) readResult {
+func toReadResult(st fsm.KeyState, setKeys []string, at time.Duration, req *readRequest) readResult {
 	if !st.Held {
-		return readResult{waiters: st.Waiters}
+		return readResult{waiters: st.Waiters, reserved: st.Reserved}
 	}
 	return readResult{
 		held:      true,
@@ -511,5 +511,7 @@ func toReadResult(st fsm.KeyState, at time.Duration, req *readRequest) readResul
 		limit:     st.Limit,
 		holders:   st.Holders,
 		shared:    st.Shared,
+		holds:     lock.HoldInfos(st.Holds, at),
+		setKeys:   setKeys,
 	}
 }

@@ -230,6 +230,25 @@ func (s *stateMachine) lookup(key string, at time.Duration) (fsm.KeyState, time.
 	return s.m.Lookup(key, now), now
 }
 
+// read is lookup plus, for a key held as one of a multi-key grant, the
+// grant's keys in byte order (nil otherwise), in one view.
+func (s *stateMachine) read(key string, at time.Duration) (fsm.KeyState, []string, time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := max(at, s.m.Now())
+	st := s.m.Lookup(key, now)
+	return st, s.setKeysLocked(st), now
+}
+
+// setKeysLocked is the keys of st's holder's multi-key grant, nil if it
+// holds no set. s.mu is held.
+func (s *stateMachine) setKeysLocked(st fsm.KeyState) []string {
+	if st.SetKeys == 0 || st.Owner.IsZero() {
+		return nil
+	}
+	return s.m.SetKeys(st.Owner)
+}
+
 // list returns, as seen at log time at (or the machine's own, if later), the
 // held keys with prefix that sort after after, in byte order: at most limit
 // of them (0: all), and whether more follow.
@@ -238,9 +257,17 @@ func (s *stateMachine) list(prefix, after string, limit int, at time.Duration) l
 	defer s.mu.Unlock()
 	now := max(at, s.m.Now())
 	var page listPage
+	size := 0
 	s.m.RangeFrom(prefix, after, now, func(key string, st fsm.KeyState) bool {
 		if limit > 0 && len(page.locks) == limit {
 			page.more = true
+			return false
+		}
+		holds := st.Holds[:min(len(st.Holds), maxListHolds)]
+		setKeys := s.setKeysLocked(st)
+		n := maxListEntryLen + len(holds)*maxHoldLen + len(setKeys)*(binary.MaxVarintLen64+fsm.MaxKeyLen) + 1
+		if size += n; size > listPageBudget && len(page.locks) > 0 {
+			page.more = true // the rest on the next page, within a frame
 			return false
 		}
 		page.locks = append(page.locks, lock.LockInfo{Key: key, KeyInfo: lock.KeyInfo{
@@ -254,6 +281,8 @@ func (s *stateMachine) list(prefix, after string, limit int, at time.Duration) l
 			Limit:     st.Limit,
 			Holders:   lock.KeyHolders(st),
 			Shared:    st.Shared,
+			Holds:     lock.HoldInfos(holds, now),
+			SetKeys:   setKeys,
 		}})
 		return true
 	})

@@ -210,8 +210,8 @@ func (n *Node) InspectStale(key string) (lock.KeyInfo, error) {
 	if n.closed() {
 		return lock.KeyInfo{}, lock.ErrClosed
 	}
-	st, now := n.sm.lookup(key, n.leaderClock())
-	return keyInfo(toReadResult(st, now, &readRequest{key: key})), nil
+	st, setKeys, now := n.sm.read(key, n.leaderClock())
+	return keyInfo(toReadResult(st, setKeys, now, &readRequest{key: key})), nil
 }
 
 // List implements lock.Lister with linearizable reads at the leader, as
@@ -293,7 +293,8 @@ func (n *Node) leaderClock() time.Duration {
 
 func keyInfo(rr readResult) lock.KeyInfo {
 	info := lock.KeyInfo{Locked: rr.held, Token: rr.token, Remaining: rr.remaining, Waiters: rr.waiters, Metadata: rr.meta, Delayed: rr.delayed,
-		Kind: lock.Kind(rr.kind), Limit: rr.limit, Holders: rr.holders, Shared: rr.shared}
+		Kind: lock.Kind(rr.kind), Limit: rr.limit, Holders: rr.holders, Shared: rr.shared,
+		Holds: rr.holds, SetKeys: rr.setKeys, Reserved: rr.reserved}
 	if rr.kind == fsm.KindMutex && rr.held && !rr.delayed {
 		info.Holders = 1
 	}

@@ -80,8 +80,8 @@ func (n *Node) WatchKey(ctx context.Context, key string, q lock.WatchQuery) (loc
 		info, err := n.Inspect(ctx, key)
 		return info, index, err
 	}
-	st, now := n.sm.lookup(key, n.leaderClock())
-	return keyInfo(toReadResult(st, now, &readRequest{key: key})), index, nil
+	st, setKeys, now := n.sm.read(key, n.leaderClock())
+	return keyInfo(toReadResult(st, setKeys, now, &readRequest{key: key})), index, nil
 }
 
 // WatchList implements lock.Watcher; see "Watches" above.

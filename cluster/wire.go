@@ -33,8 +33,9 @@ import (
 //	  codeOK, kindCommand: status | uvarint token | varint expiresAt | varint now | uvarint waiters
 //	                       [| kind | uvarint limit: status kind-mismatch only, what the key is]
 //	  codeOK, kindRead:    flags (1 held, 2 held by the asking owner, 4 metadata follows, 8 lock-delay,
-//	                       16 kind follows) | uvarint token | varint remaining | uvarint waiters
+//	                       16 kind follows, 32 extras follow) | uvarint token | varint remaining | uvarint waiters
 //	                       [| string metadata] [| kind | uvarint limit | uvarint holders | flags (1 shared)]
+//	                       [| extras]
 //	  codeOK, kindWaitAcquire: status | uvarint token | varint remaining | uvarint waiters | varint ttl
 //	                       [| kind | uvarint limit: status kind-mismatch only];
 //	                       remaining counts from when the request reached the leader
@@ -46,11 +47,18 @@ import (
 //	  codeOK, kindList:    flags (1 more keys follow, 2 entries carry metadata, 4 entries carry kinds) |
 //	                       uvarint count | count × (string key | uvarint token | varint remaining |
 //	                       uvarint waiters [| string metadata | flags (1 lock-delay)]
-//	                       [| kind | uvarint limit | uvarint holders | flags (1 shared)])
+//	                       [| kind | uvarint limit | uvarint holders | flags (1 shared)] [| extras])
+//	               (list flags 8: entries carry extras)
+//	  extras: uvarint n | n × (uvarint token | varint remaining | string metadata | flags (1 shared))
+//	          | uvarint m | m × string set key | flags (1 reserved)
+//	          the holds of a semaphore or read/write key in grant order (at most maxReadHolds in a
+//	          read, maxListHolds per key in a list: holders counts them all), the keys of the
+//	          holder's multi-key grant, and whether a free key is kept for a multi-key waiter
 //	  codeNotLeader: string leader address (may be empty)
 //	  other codes: string message
 //
-// The metadata flags are set only when a holder has metadata (or a key is
+// The extras flags are set only when a key has holds, set keys or a
+// reservation to tell. The metadata flags are set only when a holder has metadata (or a key is
 // in a lock-delay), and the kind flags only for a semaphore or read/write
 // key (kind is fsm.Kind's byte), so replies without them read as before.
 //
@@ -115,6 +123,18 @@ const (
 	maxListPage     = 4096
 	maxListEntryLen = binary.MaxVarintLen64 + fsm.MaxKeyLen + 3*binary.MaxVarintLen64 + binary.MaxVarintLen64 + fsm.MaxMetaLen + 1 +
 		1 + 2*binary.MaxVarintLen64 + 1 // kind, limit, holders, shared
+)
+
+// maxReadHolds and maxListHolds bound the holds one kindRead reply and
+// one listed key carry (a hold encodes in at most maxHoldLen bytes), and
+// listPageBudget the bytes of a list page's entries: with extras a page
+// ends early (more) rather than pass it, so a reply stays well under
+// transport.MaxFrameSize. Holders still counts every hold.
+const (
+	maxReadHolds   = 4096
+	maxListHolds   = 8
+	maxHoldLen     = 2*binary.MaxVarintLen64 + binary.MaxVarintLen64 + fsm.MaxMetaLen + 1
+	listPageBudget = 8 << 20
 )
 
 // Limits on names in requests, generous but bounded.
@@ -539,6 +559,12 @@ type readResult struct {
 	limit   int
 	holders int
 	shared  bool
+	// holds: a group key's holds, in grant order (remaining as above);
+	// setKeys: the keys of the holder's multi-key grant; reserved: a free
+	// key kept for a multi-key waiter.
+	holds    []lock.HoldInfo
+	setKeys  []string
+	reserved bool
 }
 
 func (r *readRequest) kind() requestKind { return kindRead }
@@ -574,7 +600,8 @@ func (r *readRequest) serve(ctx context.Context, n *Node, t *leaderTerm) (rpcAns
 
 func (a *readResult) appendBody(b []byte) []byte {
 	grouped := a.kind != fsm.KindMutex
-	b = appendFlags(b, a.held, a.mine, a.meta != "", a.delayed, grouped)
+	extras := hasExtras(a.holds, a.setKeys, a.reserved)
+	b = appendFlags(b, a.held, a.mine, a.meta != "", a.delayed, grouped, extras)
 	b = binary.AppendUvarint(b, a.token)
 	b = binary.AppendVarint(b, int64(a.remaining))
 	b = binary.AppendUvarint(b, uint64(max(a.waiters, 0)))
@@ -584,11 +611,56 @@ func (a *readResult) appendBody(b []byte) []byte {
 	if grouped {
 		b = appendGroup(b, a.kind, a.limit, a.holders, a.shared)
 	}
+	if extras {
+		b = appendExtras(b, a.holds[:min(len(a.holds), maxReadHolds)], a.setKeys, a.reserved)
+	}
 	return b
 }
 
+func hasExtras(holds []lock.HoldInfo, setKeys []string, reserved bool) bool {
+	return len(holds) > 0 || len(setKeys) > 0 || reserved
+}
+
+// appendExtras appends a key's holds, set keys and reservation.
+func appendExtras(b []byte, holds []lock.HoldInfo, setKeys []string, reserved bool) []byte {
+	b = binary.AppendUvarint(b, uint64(len(holds)))
+	for _, h := range holds {
+		b = binary.AppendUvarint(b, h.Token)
+		b = binary.AppendVarint(b, int64(h.Remaining))
+		b = appendFlags(appendString(b, h.Metadata), h.Shared)
+	}
+	b = binary.AppendUvarint(b, uint64(len(setKeys)))
+	for _, k := range setKeys {
+		b = appendString(b, k)
+	}
+	return appendFlags(b, reserved)
+}
+
+// readExtras reads what appendExtras wrote, at most maxHolds holds. It
+// appends as it reads, so a lying count fails when the bytes run out.
+func readExtras(d *fsm.Decoder, maxHolds int) (holds []lock.HoldInfo, setKeys []string, reserved bool) {
+	n := d.Uvarint()
+	if n > uint64(maxHolds) {
+		d.Fail("holds out of range")
+	}
+	for i := uint64(0); i < n && d.Err() == nil; i++ {
+		h := lock.HoldInfo{Token: d.Uvarint(), Remaining: time.Duration(d.Varint()), Metadata: d.String(fsm.MaxMetaLen)}
+		h.Shared = readFlags(d, "hold flags", 1)[0]
+		holds = append(holds, h)
+	}
+	m := d.Uvarint()
+	if m > fsm.MaxKeys {
+		d.Fail("set keys out of range")
+	}
+	for i := uint64(0); i < m && d.Err() == nil; i++ {
+		setKeys = append(setKeys, d.String(fsm.MaxKeyLen))
+	}
+	reserved = readFlags(d, "reserved flag", 1)[0]
+	return holds, setKeys, reserved
+}
+
 func (a *readResult) decodeBody(d *fsm.Decoder) {
-	f := readFlags(d, "read flags", 5)
+	f := readFlags(d, "read flags", 6)
 	a.held, a.mine, a.delayed = f[0], f[1], f[3]
 	a.token = d.Uvarint()
 	a.remaining = time.Duration(d.Varint())
@@ -598,6 +670,9 @@ func (a *readResult) decodeBody(d *fsm.Decoder) {
 	}
 	if f[4] {
 		a.kind, a.limit, a.holders, a.shared = readGroup(d, false)
+	}
+	if f[5] {
+		a.holds, a.setKeys, a.reserved = readExtras(d, maxReadHolds)
 	}
 }
 
@@ -674,12 +749,13 @@ func (r *listRequest) serve(ctx context.Context, n *Node, t *leaderTerm) (rpcAns
 }
 
 func (a *listPage) appendBody(b []byte) []byte {
-	withMeta, withKinds := false, false
+	withMeta, withKinds, withExtras := false, false, false
 	for _, l := range a.locks {
 		withMeta = withMeta || l.Metadata != "" || l.Delayed
 		withKinds = withKinds || l.Kind != lock.KindMutex
+		withExtras = withExtras || hasExtras(l.Holds, l.SetKeys, l.Reserved)
 	}
-	b = appendFlags(b, a.more, withMeta, withKinds)
+	b = appendFlags(b, a.more, withMeta, withKinds, withExtras)
 	b = binary.AppendUvarint(b, uint64(len(a.locks)))
 	for _, l := range a.locks {
 		b = appendString(b, l.Key)
@@ -694,6 +770,9 @@ func (a *listPage) appendBody(b []byte) []byte {
 		} else if withKinds {
 			b = appendGroup(b, fsm.Kind(l.Kind), l.Limit, l.Holders, l.Shared)
 		}
+		if withExtras {
+			b = appendExtras(b, l.Holds[:min(len(l.Holds), maxListHolds)], l.SetKeys, l.Reserved)
+		}
 	}
 	return b
 }
@@ -701,7 +780,7 @@ func (a *listPage) appendBody(b []byte) []byte {
 // decodeBody appends entries as they are read (a count alone allocates
 // nothing), so a lying count fails when the bytes run out.
 func (a *listPage) decodeBody(d *fsm.Decoder) {
-	f := readFlags(d, "list flags", 3)
+	f := readFlags(d, "list flags", 4)
 	a.more = f[0]
 	n := d.Uvarint()
 	for i := uint64(0); i < n && d.Err() == nil; i++ {
@@ -718,6 +797,9 @@ func (a *listPage) decodeBody(d *fsm.Decoder) {
 			var kind fsm.Kind
 			kind, l.Limit, l.Holders, l.Shared = readGroup(d, true)
 			l.Kind = lock.Kind(kind)
+		}
+		if f[3] {
+			l.Holds, l.SetKeys, l.Reserved = readExtras(d, maxListHolds)
 		}
 		if l.Kind == lock.KindMutex && !l.Delayed {
 			l.Holders = 1

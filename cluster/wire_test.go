@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -86,6 +87,18 @@ func sampleReplies() []reply {
 		}}},
 		{code: codeOK, kind: kindRead, answer: &readResult{held: true, token: 3, remaining: time.Second, kind: fsm.KindSemaphore, limit: 8, holders: 2}},
 		{code: codeOK, kind: kindRead, answer: &readResult{held: true, token: 3, remaining: time.Second, kind: fsm.KindRW, holders: 2, shared: true}},
+		{code: codeOK, kind: kindRead, answer: &readResult{held: true, token: 4, remaining: time.Second, kind: fsm.KindSemaphore, limit: 3, holders: 2,
+			holds: []lock.HoldInfo{{Token: 3, Remaining: time.Millisecond, Metadata: "pid=1"}, {Token: 4, Remaining: time.Second}}}},
+		{code: codeOK, kind: kindRead, answer: &readResult{held: true, token: 4, remaining: time.Second, kind: fsm.KindRW, holders: 1,
+			holds: []lock.HoldInfo{{Token: 4, Remaining: time.Second, Metadata: "r", Shared: true}}}},
+		{code: codeOK, kind: kindRead, answer: &readResult{held: true, token: 5, remaining: time.Second, setKeys: []string{"a", "b"}}},
+		{code: codeOK, kind: kindRead, answer: &readResult{waiters: 1, reserved: true}},
+		{code: codeOK, kind: kindList, answer: &listPage{locks: []lock.LockInfo{
+			{Key: "a", KeyInfo: lock.KeyInfo{Locked: true, Token: 5, Remaining: time.Second, Holders: 1, SetKeys: []string{"a", "b"}}},
+			{Key: "c", KeyInfo: lock.KeyInfo{Locked: true, Token: 6, Remaining: time.Second, Holders: 1}},
+			{Key: "pool", KeyInfo: lock.KeyInfo{Locked: true, Token: 8, Remaining: time.Second, Kind: lock.KindSemaphore, Limit: 3, Holders: 2,
+				Holds: []lock.HoldInfo{{Token: 7, Remaining: time.Millisecond, Metadata: "pid=1"}, {Token: 8, Remaining: time.Second, Metadata: "pid=2"}}}},
+		}}},
 		{code: codeOK, kind: kindCommand, answer: &commandAnswer{fsm.Result{Status: fsm.StatusKindMismatch, Now: time.Second, Kind: fsm.KindSemaphore, Limit: 8}}},
 		{code: codeOK, kind: kindWaitAcquire, answer: &waitAnswer{status: fsm.StatusKindMismatch, kind: fsm.KindRW}},
 		{code: codeOK, kind: kindWaitAcquire, answer: &waitAnswer{status: fsm.StatusKindMismatch, kind: fsm.KindSemaphore, limit: 2, waiters: 3}},
@@ -227,6 +240,40 @@ func TestFullListPageFitsAFrame(t *testing.T) {
 	assert.Equal(t, &page, got.answer)
 }
 
+// The largest read reply (maxReadHolds holds with the longest metadata, a
+// set of MaxKeys of the longest keys) and the largest list page the leader
+// builds within listPageBudget fit a frame; a read carries at most
+// maxReadHolds holds and a listed key maxListHolds.
+func TestHoldsAndSetKeysFitAFrame(t *testing.T) {
+	hold := lock.HoldInfo{Token: math.MaxUint64, Remaining: math.MinInt64, Metadata: strings.Repeat("m", fsm.MaxMetaLen), Shared: true}
+	var setKeys []string
+	for i := range fsm.MaxKeys {
+		setKeys = append(setKeys, fmt.Sprintf("%0*d", fsm.MaxKeyLen, i))
+	}
+	read := readResult{held: true, token: 1, remaining: time.Second, kind: fsm.KindRW, holders: fsm.MaxHolders, shared: true,
+		holds: slices.Repeat([]lock.HoldInfo{hold}, fsm.MaxHolders), setKeys: setKeys}
+	b := reply{code: codeOK, kind: kindRead, answer: &read}.appendBinary(nil)
+	assert.Less(t, len(b), transport.MaxFrameSize/2)
+	got, err := decodeReply(b)
+	require.NoError(t, err)
+	assert.Len(t, got.answer.(*readResult).holds, maxReadHolds, "a read carries at most maxReadHolds holds")
+
+	entry := lock.LockInfo{Key: setKeys[0], KeyInfo: lock.KeyInfo{Locked: true, Token: math.MaxUint64, Remaining: math.MinInt64, Waiters: fsm.MaxWaiters,
+		Metadata: hold.Metadata, Delayed: true, Kind: lock.KindRWLock, Holders: fsm.MaxHolders,
+		Holds: slices.Repeat([]lock.HoldInfo{hold}, maxListHolds+1), SetKeys: setKeys}}
+	entryLen := maxListEntryLen + maxListHolds*maxHoldLen + fsm.MaxKeys*(binary.MaxVarintLen64+fsm.MaxKeyLen) + 1
+	page := listPage{locks: slices.Repeat([]lock.LockInfo{entry}, listPageBudget/entryLen+1)}
+	b = reply{code: codeOK, kind: kindList, answer: &page}.appendBinary(nil)
+	assert.LessOrEqual(t, len(b), 8+len(page.locks)*entryLen, "the leader's estimate bounds an entry")
+	assert.Less(t, len(b), transport.MaxFrameSize)
+	got, err = decodeReply(b)
+	require.NoError(t, err)
+	for _, l := range got.answer.(*listPage).locks {
+		assert.Len(t, l.Holds, maxListHolds)
+		assert.Equal(t, setKeys, l.SetKeys)
+	}
+}
+
 // A reply that announces more entries than it carries is refused without
 // allocating for the count.
 func TestListReplyCountMustMatch(t *testing.T) {
@@ -234,7 +281,7 @@ func TestListReplyCountMustMatch(t *testing.T) {
 	b = binary.AppendUvarint(b, math.MaxUint64)
 	_, err := decodeReply(b)
 	assert.ErrorIs(t, err, ErrBadRequest)
-	_, err = decodeReply([]byte{wireVersion, byte(codeOK), byte(kindList), 8, 0})
+	_, err = decodeReply([]byte{wireVersion, byte(codeOK), byte(kindList), 16, 0})
 	assert.ErrorIs(t, err, ErrBadRequest, "unknown flags")
 }
 

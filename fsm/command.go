@@ -517,4 +517,18 @@ type KeyState struct {
 	Limit   int
 	Holders int
 	Shared  bool
+	// Holds lists a semaphore's or read/write key's live holds in grant
+	// (token) order, lock-delay slots included; nil for a mutex, so that
+	// a mutex read allocates nothing. At most MaxHolders entries. A Hold
+	// carries no owner: whoever knows it can release the hold.
+	Holds []Hold
+}
+
+// Hold is one hold of a semaphore or read/write key as a read sees it.
+type Hold struct {
+	Token     uint64
+	ExpiresAt time.Duration // its lease's, lock-delay's or session's end
+	Meta      string        // the holder's metadata
+	Shared    bool          // a read/write key's reader
+	Delayed   bool          // a lock-delay slot: nobody's until ExpiresAt
 }

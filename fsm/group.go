@@ -280,6 +280,7 @@ func (g *group) state(e *entry, t time.Duration) KeyState {
 		st.Holders++
 		st.Token = h.token // grant order is token order: the last is the newest
 		st.ExpiresAt = max(st.ExpiresAt, end)
+		st.Holds = append(st.Holds, Hold{Token: h.token, ExpiresAt: end, Meta: h.meta, Shared: h.shared, Delayed: h.delayed})
 	}
 	st.Shared = st.Held && g.kind == KindRW && !g.exclusive
 	return st

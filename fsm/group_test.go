@@ -39,7 +39,8 @@ func TestSemaphoreHoldsUpToN(t *testing.T) {
 	assert.Equal(t, a.Token, again.Token)
 
 	st := r.Lookup("s", 0)
-	assert.Equal(t, KeyState{Held: true, Token: b.Token, ExpiresAt: b.ExpiresAt, Waiters: 1, Kind: KindSemaphore, Limit: 2, Holders: 2}, st)
+	assert.Equal(t, KeyState{Held: true, Token: b.Token, ExpiresAt: b.ExpiresAt, Waiters: 1, Kind: KindSemaphore, Limit: 2, Holders: 2,
+		Holds: []Hold{{Token: a.Token, ExpiresAt: again.ExpiresAt}, {Token: b.Token, ExpiresAt: b.ExpiresAt}}}, st)
 
 	res, events := r.apply(release(5*ms, "s", ownerA))
 	assert.Equal(t, StatusReleased, res.Status)
@@ -418,4 +419,37 @@ func TestDelayedSlotOwnerComesBackAsANewcomer(t *testing.T) {
 	assert.Equal(t, StatusReleased, r.Apply(release(13*ms, "s", ownerA)).Status, "A releases its new slot, not the delayed one")
 	assert.Equal(t, 1, r.Lookup("s", 0).Holders)
 	require.NoError(t, checkInternals(r.Machine))
+}
+
+// A read lists every hold of a group key in grant order with its token,
+// end, metadata and mode (a lock-delay slot marked), and no owner; a
+// mutex's read lists none and allocates nothing.
+func TestKeyStateListsHolds(t *testing.T) {
+	m := groupMachine(t)
+	st := m.Lookup("sem", 0)
+	require.Len(t, st.Holds, 3)
+	assert.Equal(t, "", st.Holds[0].Meta)
+	assert.True(t, st.Holds[1].Delayed, "B's session expired: its slot is a lock-delay")
+	assert.Equal(t, "", st.Holds[1].Meta, "a lock-delay slot is nobody's")
+	assert.Equal(t, 60*ms, st.Holds[1].ExpiresAt, "T's end (10ms) plus its 50ms lock-delay")
+	assert.Equal(t, "pid=3", st.Holds[2].Meta)
+	assert.False(t, st.Holds[2].Delayed)
+	assert.Equal(t, 100*ms, st.Holds[2].ExpiresAt, "a session hold ends with its session")
+	for i := 1; i < len(st.Holds); i++ {
+		assert.Greater(t, st.Holds[i].Token, st.Holds[i-1].Token, "grant order is token order")
+	}
+	assert.Equal(t, st.Token, st.Holds[2].Token)
+	assert.True(t, st.Owner.IsZero(), "a group read names no owner")
+
+	rw := m.Lookup("rw", 0)
+	require.Len(t, rw.Holds, 2)
+	assert.True(t, rw.Holds[0].Shared && rw.Holds[1].Shared)
+	w := m.Lookup("w", 0)
+	require.Len(t, w.Holds, 1)
+	assert.False(t, w.Holds[0].Shared, "a writer")
+
+	m.Apply(acquire(20*ms, "mutex", ownerA, time.Second, 0))
+	assert.Nil(t, m.Lookup("mutex", 0).Holds)
+	allocs := testing.AllocsPerRun(100, func() { _ = m.Lookup("mutex", 0) })
+	assert.Zero(t, allocs, "a mutex read allocates nothing")
 }

@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -68,7 +69,7 @@ func rangeKeys(t *testing.T, m *Machine, prefix, after string, at time.Duration,
 	t.Helper()
 	var got []string
 	m.RangeFrom(prefix, after, at, func(key string, st KeyState) bool {
-		if want := m.Lookup(key, at); st != want {
+		if want := m.Lookup(key, at); !reflect.DeepEqual(st, want) {
 			t.Errorf("RangeFrom(%q, %q, %v) reports %q as %+v, Lookup as %+v", prefix, after, at, key, st, want)
 		}
 		got = append(got, key)

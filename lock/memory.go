@@ -243,7 +243,19 @@ func (s *MemoryStore) Inspect(ctx context.Context, key string) (KeyInfo, error) 
 	// A tick first, so that a lease that has just ended is already handed to
 	// its waiter rather than reported free.
 	now := s.applyLocked(fsm.Command{Op: fsm.OpTick}).Now
-	return keyInfo(s.machine.Lookup(key, now), now), nil
+	st := s.machine.Lookup(key, now)
+	info := keyInfo(st, now)
+	info.SetKeys = s.setKeys(st)
+	return info, nil
+}
+
+// setKeys is KeyInfo.SetKeys of st: the keys of its holder's multi-key
+// grant, nil if it holds no set.
+func (s *MemoryStore) setKeys(st fsm.KeyState) []string {
+	if st.SetKeys == 0 || st.Owner.IsZero() {
+		return nil
+	}
+	return s.machine.SetKeys(st.Owner)
 }
 
 // List implements Lister.
@@ -259,7 +271,9 @@ func (s *MemoryStore) List(ctx context.Context, req ListRequest) ([]LockInfo, er
 	now := s.applyLocked(fsm.Command{Op: fsm.OpTick}).Now
 	var out []LockInfo
 	s.machine.RangeFrom(req.Prefix, req.After, now, func(key string, st fsm.KeyState) bool {
-		out = append(out, LockInfo{Key: key, KeyInfo: keyInfo(st, now)})
+		info := keyInfo(st, now)
+		info.SetKeys = s.setKeys(st)
+		out = append(out, LockInfo{Key: key, KeyInfo: info})
 		return req.Limit == 0 || len(out) < req.Limit
 	})
 	return out, nil
@@ -267,10 +281,22 @@ func (s *MemoryStore) List(ctx context.Context, req ListRequest) ([]LockInfo, er
 
 func keyInfo(st fsm.KeyState, now time.Duration) KeyInfo {
 	if !st.Held {
-		return KeyInfo{Waiters: st.Waiters}
+		return KeyInfo{Waiters: st.Waiters, Reserved: st.Reserved}
 	}
 	return KeyInfo{Locked: true, Token: st.Token, Remaining: st.ExpiresAt - now, Waiters: st.Waiters, Metadata: st.Meta, Delayed: st.Delayed,
-		Kind: Kind(st.Kind), Limit: st.Limit, Holders: KeyHolders(st), Shared: st.Shared}
+		Kind: Kind(st.Kind), Limit: st.Limit, Holders: KeyHolders(st), Shared: st.Shared, Holds: HoldInfos(st.Holds, now)}
+}
+
+// HoldInfos is KeyInfo.Holds of a key's holds read at now: nil for none.
+func HoldInfos(holds []fsm.Hold, now time.Duration) []HoldInfo {
+	if len(holds) == 0 {
+		return nil
+	}
+	out := make([]HoldInfo, len(holds))
+	for i, h := range holds {
+		out[i] = HoldInfo{Token: h.Token, Remaining: h.ExpiresAt - now, Metadata: h.Meta, Shared: h.Shared}
+	}
+	return out
 }
 
 // KeyHolders is KeyInfo.Holders of a held key's state: a mutex's one

@@ -123,12 +123,34 @@ type KeyInfo struct {
 	// semaphore or read/write lock, Holders counts its holders (a slot kept
 	// by a lock-delay included), Shared says a read/write lock is held by
 	// readers, Token is the newest holder's and Remaining the longest hold
-	// left, and Metadata is empty (each holder's is kept, not listed). A
+	// left, and Metadata is empty (each holder's is in Holds). A
 	// mutex's Holders is 1 while Locked and not Delayed.
 	Kind    Kind
 	Limit   int
 	Holders int
 	Shared  bool
+	// Holds lists a semaphore's or read/write lock's holds in grant
+	// (token) order, each with its own token, time left, metadata and
+	// mode; a slot kept by a lock-delay has empty Metadata. Nil for a
+	// mutex, whose one holder is KeyInfo's own fields. Never an owner. A
+	// store may bound it to keep an answer small (the cluster store: the
+	// oldest 4096 in Inspect, 8 per key in List); Holders counts them all.
+	Holds []HoldInfo
+	// SetKeys: the holder holds the key as one of a multi-key grant; these
+	// are all the grant's keys, in byte order (nil otherwise).
+	SetKeys []string
+	// Reserved: nobody holds the key (Locked is false), but it is kept for
+	// the multi-key waiter at the head of its queue, which still waits for
+	// another of its keys; an acquire cannot take it.
+	Reserved bool
+}
+
+// HoldInfo is one hold of a semaphore or read/write lock.
+type HoldInfo struct {
+	Token     uint64
+	Remaining time.Duration // counted like KeyInfo.Remaining
+	Metadata  string
+	Shared    bool // a read/write lock's reader
 }
 
 // Lister is an optional Store ability, found by type assertion (like

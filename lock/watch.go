@@ -266,5 +266,18 @@ func permanentWatchError(err error) bool {
 // sameKeyInfo compares what a watch reports as a change: all but Remaining.
 func sameKeyInfo(a, b KeyInfo) bool {
 	a.Remaining, b.Remaining = 0, 0
+	a.Holds, b.Holds = holdsTimeless(a.Holds), holdsTimeless(b.Holds)
 	return reflect.DeepEqual(a, b) // DeepEqual: KeyInfo may gain fields that == cannot compare
+}
+
+// holdsTimeless is a copy of holds without their Remaining.
+func holdsTimeless(holds []HoldInfo) []HoldInfo {
+	if holds == nil {
+		return nil
+	}
+	out := slices.Clone(holds)
+	for i := range out {
+		out[i].Remaining = 0
+	}
+	return out
 }

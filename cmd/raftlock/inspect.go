@@ -107,7 +107,9 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 func runLocks(args []string, stdout, stderr io.Writer) int {
 	env := map[string]string{}
 	fs := newFlagSet("locks", "[-addr URL,...] [PREFIX]", "Lists held locks (never their owners), optionally only keys starting with PREFIX,\n"+
-		"with their kind (mutex, semaphore/N, rwlock/read or rwlock/write) and number of holders."+connectHelp, stdout, stderr)
+		"with their kind (mutex, semaphore/N, rwlock/read or rwlock/write) and number of holders.\n"+
+		"A semaphore's or rwlock's holds follow their key, one line each (token, time left, read or\n"+
+		"write, metadata); a key held as one of a multi-key set is followed by the set's keys."+connectHelp, stdout, stderr)
 	agent := addClientFlags(fs, env)
 	if code := parseFlags(fs, args, env, stderr); code >= 0 {
 		return code
@@ -141,6 +143,7 @@ func runLocks(args []string, stdout, stderr io.Writer) int {
 				meta = printableKey(l.Metadata)
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%v\t%d\t%s\t%d\t%s\n", printableKey(l.Key), l.Token, l.Remaining.Round(time.Millisecond), l.Waiters, kindColumn(l.KeyInfo), l.Holders, meta)
+			printHolds(tw, l.KeyInfo)
 		}
 		if len(page) < req.Limit {
 			break
@@ -149,6 +152,48 @@ func runLocks(args []string, stdout, stderr io.Writer) int {
 	}
 	tw.Flush()
 	return exitOK
+}
+
+// printHolds writes, under a key's line of raftlock locks, one line per
+// hold of a semaphore or rwlock (its own token, time left, mode and
+// metadata), how many holds the answer left out, and a set's keys.
+func printHolds(tw io.Writer, info lock.KeyInfo) {
+	for _, h := range info.Holds {
+		fmt.Fprintf(tw, "  hold\t%d\t%v\t\t%s\t\t%s\n", h.Token, h.Remaining.Round(time.Millisecond), holdMode(info.Kind, h), holdMetadata(h))
+	}
+	if more := info.Holders - len(info.Holds); len(info.Holds) > 0 && more > 0 {
+		fmt.Fprintf(tw, "  (%d more holds not listed)\t\t\t\t\t\t\n", more)
+	}
+	if len(info.SetKeys) > 0 {
+		fmt.Fprintf(tw, "  set\t\t\t\t\t\t%s\n", setKeysText(info.SetKeys))
+	}
+}
+
+// holdMode is a hold's KIND cell: read or write for a rwlock's hold.
+func holdMode(kind lock.Kind, h lock.HoldInfo) string {
+	switch {
+	case kind != lock.KindRWLock:
+		return "-"
+	case h.Shared:
+		return "read"
+	}
+	return "write"
+}
+
+func holdMetadata(h lock.HoldInfo) string {
+	if h.Metadata == "" {
+		return "-"
+	}
+	return printableKey(h.Metadata)
+}
+
+// setKeysText is a multi-key set's keys, printable, space-separated.
+func setKeysText(keys []string) string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = printableKey(k)
+	}
+	return strings.Join(out, " ")
 }
 
 // kindColumn is the KIND column of raftlock locks: mutex, semaphore/N,

@@ -224,7 +224,7 @@ func TestLockCommandKinds(t *testing.T) {
 	a.waitLeader(t)
 	c := a.client(t)
 	ctx := context.Background()
-	slot := lock.AcquireRequest{Key: "pool", Owner: lock.NewOwner(), TTL: time.Minute, Kind: lock.KindSemaphore, Limit: 2}
+	slot := lock.AcquireRequest{Key: "pool", Owner: lock.NewOwner(), TTL: time.Minute, Kind: lock.KindSemaphore, Limit: 2, Metadata: "pid=1"}
 	_, err := c.Acquire(ctx, slot)
 	require.NoError(t, err)
 
@@ -233,7 +233,7 @@ func TestLockCommandKinds(t *testing.T) {
 	assert.Regexp(t, `^slot [1-9][0-9]*\n$`, out, "the second slot is free")
 
 	other := slot
-	other.Owner = lock.NewOwner()
+	other.Owner, other.Metadata = lock.NewOwner(), "pid=2"
 	_, err = c.Acquire(ctx, other)
 	require.NoError(t, err)
 	_, stderr, code = cli(t, a, "lock", "-n", "2", "pool", "--", "echo", "should not run")
@@ -249,6 +249,8 @@ func TestLockCommandKinds(t *testing.T) {
 	out, stderr, code = cli(t, a, "locks", "pool")
 	require.Equal(t, exitOK, code, stderr)
 	assert.Regexp(t, `(?m)^pool\s+\d+\s+\S+s\s+0\s+semaphore/2\s+2\s+-$`, out)
+	assert.Regexp(t, `(?m)^  hold\s+\d+\s+\S+s\s+-\s+pid=1\n  hold\s+\d+\s+\S+s\s+-\s+pid=2$`, out, "each slot's metadata, in grant order")
+	assert.NotContains(t, out, slot.Owner.String(), "never an owner")
 
 	reader := lock.AcquireRequest{Key: "doc", Owner: lock.NewOwner(), TTL: time.Minute, Kind: lock.KindRWLock, Shared: true}
 	_, err = c.Acquire(ctx, reader)
@@ -259,6 +261,15 @@ func TestLockCommandKinds(t *testing.T) {
 	assert.Equal(t, exitHeld, code, "the writer is excluded: %s", stderr)
 	out, _, _ = cli(t, a, "locks", "doc")
 	assert.Regexp(t, `(?m)^doc\s+\d+\s+\S+s\s+0\s+rwlock/read\s+1\s+-$`, out)
+	assert.Regexp(t, `(?m)^  hold\s+\d+\s+\S+s\s+read\s+-$`, out)
+
+	set := lock.AcquireRequest{Key: "set/a", Keys: []string{"set/a", "set/b"}, Owner: lock.NewOwner(), TTL: time.Minute}
+	_, err = c.AcquireAll(ctx, set)
+	require.NoError(t, err)
+	out, stderr, code = cli(t, a, "locks", "set/")
+	require.Equal(t, exitOK, code, stderr)
+	assert.Equal(t, 2, strings.Count(out, "\n  set"), "each key of the set names the set: %s", out)
+	assert.Regexp(t, `(?m)^set/b\s+.*\n  set\s+set/a set/b$`, out)
 
 	for _, args := range [][]string{{"-n", "2", "-shared"}, {"-shared", "-write"}, {"-n", "65537"}, {"-n", "-1"}} {
 		_, stderr, code = cli(t, a, append(append([]string{"lock"}, args...), "k", "--", "true")...)

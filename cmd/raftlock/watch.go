@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -150,6 +151,25 @@ func describeKey(info lock.KeyInfo) string {
 	s += fmt.Sprintf(" waiters=%d", info.Waiters)
 	if info.Metadata != "" {
 		s += " metadata=" + printableKey(info.Metadata)
+	}
+	if info.Reserved {
+		s += " reserved"
+	}
+	if len(info.SetKeys) > 0 {
+		s += " set=[" + setKeysText(info.SetKeys) + "]"
+	}
+	if len(info.Holds) > 0 {
+		holds := make([]string, len(info.Holds))
+		for i, h := range info.Holds {
+			holds[i] = fmt.Sprintf("token=%d remaining=%v", h.Token, h.Remaining.Round(time.Millisecond))
+			if info.Kind == lock.KindRWLock {
+				holds[i] += " " + holdMode(info.Kind, h)
+			}
+			if h.Metadata != "" {
+				holds[i] += " metadata=" + printableKey(h.Metadata)
+			}
+		}
+		s += " holds=[" + strings.Join(holds, "; ") + "]"
 	}
 	return s
 }

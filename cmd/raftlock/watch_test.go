@@ -114,6 +114,14 @@ func TestDescribeKey(t *testing.T) {
 		{lock.KeyInfo{Locked: true, Kind: lock.KindSemaphore, Limit: 8, Holders: 3, Token: 9, Remaining: time.Second}, "locked semaphore/8 holders=3 token=9 remaining=1s waiters=0"},
 		{lock.KeyInfo{Locked: true, Kind: lock.KindRWLock, Shared: true, Holders: 2, Token: 9, Remaining: time.Second}, "locked rwlock/read holders=2 token=9 remaining=1s waiters=0"},
 		{lock.KeyInfo{Locked: true, Delayed: true, Remaining: time.Second}, "lock-delay remaining=1s waiters=0"},
+		{lock.KeyInfo{Locked: true, Kind: lock.KindSemaphore, Limit: 2, Holders: 2, Token: 9, Remaining: time.Second,
+			Holds: []lock.HoldInfo{{Token: 8, Remaining: time.Millisecond, Metadata: "pid=1"}, {Token: 9, Remaining: time.Second}}},
+			"locked semaphore/2 holders=2 token=9 remaining=1s waiters=0 holds=[token=8 remaining=1ms metadata=pid=1; token=9 remaining=1s]"},
+		{lock.KeyInfo{Locked: true, Kind: lock.KindRWLock, Shared: true, Holders: 1, Token: 9, Remaining: time.Second,
+			Holds: []lock.HoldInfo{{Token: 9, Remaining: time.Second, Metadata: "r", Shared: true}}},
+			"locked rwlock/read holders=1 token=9 remaining=1s waiters=0 holds=[token=9 remaining=1s read metadata=r]"},
+		{lock.KeyInfo{Locked: true, Holders: 1, Token: 5, Remaining: time.Second, SetKeys: []string{"a", "b"}}, "locked token=5 remaining=1s waiters=0 set=[a b]"},
+		{lock.KeyInfo{Waiters: 1, Reserved: true}, "free waiters=1 reserved"},
 	} {
 		assert.Equal(t, tc.want, describeKey(tc.info))
 	}

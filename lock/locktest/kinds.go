@@ -47,11 +47,13 @@ func (s *suite) testSemaphore(t *testing.T) {
 	const n = 3
 	holders := make([]lock.AcquireRequest, n)
 	var prev uint64
+	tokens := make([]uint64, n)
 	for i := range holders {
 		holders[i] = semReq(k, n)
+		holders[i].Metadata = fmt.Sprintf("holder=%d", i)
 		lease := grab(t, ctx, st, holders[i])
 		assert.Greater(t, lease.Token, prev, "holder %d gets a newer token", i)
-		prev = lease.Token
+		prev, tokens[i] = lease.Token, lease.Token
 	}
 	info := inspect(t, ctx, st, k)
 	assert.True(t, info.Locked)
@@ -59,6 +61,13 @@ func (s *suite) testSemaphore(t *testing.T) {
 	assert.Equal(t, n, info.Limit)
 	assert.Equal(t, n, info.Holders)
 	assert.Equal(t, prev, info.Token, "inspect shows the newest grant")
+	s.checkHolds(t, info, holders, tokens)
+	if l, ok := st.(lock.Lister); ok {
+		locks, err := l.List(ctx, lock.ListRequest{Prefix: k})
+		require.NoError(t, err)
+		require.Len(t, locks, 1)
+		s.checkHolds(t, locks[0].KeyInfo, holders, tokens)
+	}
 
 	_, err := st.Acquire(ctx, semReq(k, n))
 	assert.ErrorIs(t, err, lock.ErrLocked, "holder n+1 is refused without a wait")
@@ -94,6 +103,22 @@ func (s *suite) testSemaphore(t *testing.T) {
 	assert.False(t, inspect(t, ctx, st, k).Locked)
 }
 
+// checkHolds asserts that info lists each of holders, in grant order, with
+// its token, metadata and a lease left, and never an owner.
+func (s *suite) checkHolds(t *testing.T, info lock.KeyInfo, holders []lock.AcquireRequest, tokens []uint64) {
+	t.Helper()
+	require.Len(t, info.Holds, len(holders), "every holder is listed")
+	for i, h := range info.Holds {
+		assert.Equal(t, tokens[i], h.Token, "hold %d", i)
+		assert.Equal(t, holders[i].Metadata, h.Metadata, "hold %d shows its own metadata", i)
+		assert.Positive(t, h.Remaining, "hold %d", i)
+		assert.LessOrEqual(t, h.Remaining, long, "hold %d", i)
+		assert.Equal(t, holders[i].Shared, h.Shared, "hold %d", i)
+		assert.NotContains(t, fmt.Sprintf("%+v", h), fmt.Sprintf("%v", holders[i].Owner), "never an owner")
+	}
+	assert.Empty(t, info.Metadata, "a group key's own Metadata stays empty")
+}
+
 // A read/write lock: readers share; a writer waits for them and excludes
 // everyone; a reader that comes after a waiting writer waits behind it
 // (writers are not starved); the writer's release lets the readers in.
@@ -102,12 +127,14 @@ func (s *suite) testRWLock(t *testing.T) {
 	ctx := s.ctx(t)
 	k := key(t, "k")
 	r1, r2 := rwReq(k, true), rwReq(k, true)
-	grab(t, ctx, st, r1)
-	grab(t, ctx, st, r2)
+	r1.Metadata, r2.Metadata = "reader=1", "reader=2"
+	l1 := grab(t, ctx, st, r1)
+	l2 := grab(t, ctx, st, r2)
 	info := inspect(t, ctx, st, k)
 	assert.Equal(t, lock.KindRWLock, info.Kind)
 	assert.Equal(t, 2, info.Holders)
 	assert.True(t, info.Shared)
+	s.checkHolds(t, info, []lock.AcquireRequest{r1, r2}, []uint64{l1.Token, l2.Token})
 
 	_, err := st.Acquire(ctx, rwReq(k, false))
 	assert.ErrorIs(t, err, lock.ErrLocked, "a writer is refused while readers hold")

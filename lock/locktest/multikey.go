@@ -73,6 +73,8 @@ func (s *suite) testMultiKeyAllOrNothing(t *testing.T) {
 		info := inspect(t, ctx, st, k)
 		assert.True(t, info.Locked, k)
 		assert.Equal(t, lease.Token, info.Token, "one token for the set: %q", k)
+		assert.Equal(t, sortedKeys(a, b, c), info.SetKeys, "%q shows its set's keys", k)
+		assert.Nil(t, info.Holds, "a mutex lists no holds")
 	}
 	// The retry is the same grant; another set of the same owner is held.
 	again, err := st.AcquireAll(ctx, req)
@@ -107,6 +109,11 @@ func (s *suite) testMultiKeyFIFO(t *testing.T) {
 	s.awaitWaiters(t, ctx, st, a, 1)
 	info := inspect(t, ctx, st, a)
 	assert.False(t, info.Locked, "nobody holds a reserved key")
+	assert.True(t, info.Reserved, "a is kept for the set")
+	assert.Nil(t, info.SetKeys, "nobody holds a")
+	info = inspect(t, ctx, st, b)
+	assert.False(t, info.Reserved, "b is held")
+	assert.Nil(t, info.SetKeys, "b's holder holds no set")
 
 	_, err := st.Acquire(ctx, lock.AcquireRequest{Key: a, Owner: lock.NewOwner(), TTL: long})
 	assert.ErrorIs(t, err, lock.ErrLocked, "a key reserved for a waiting set is not free")
@@ -326,4 +333,9 @@ func (s *suite) testMultiKeyHandle(t *testing.T) {
 	}
 	_, err = lock.New(st).LockAll([]string{a, a}).TryAcquire(ctx)
 	assert.ErrorIs(t, err, lock.ErrInvalidKey)
+}
+
+// sortedKeys is keys in byte order: how KeyInfo.SetKeys lists a set.
+func sortedKeys(keys ...string) []string {
+	return slices.Sorted(slices.Values(keys))
 }
