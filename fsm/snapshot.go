@@ -662,7 +662,11 @@ func (d *decoder) group(e *entry, now time.Duration, lastToken uint64, sessionOf
 		case holdDelayed:
 			h.delayed = true
 			h.deadline = d.deadline("lock delay end", now, MaxLockDelay)
-			h.owner = delayedSlotOwner(h.token) // nobody's (see endGroupSession)
+			if h.owner != delayedSlotOwner(h.token) {
+				// A delayed slot is nobody's: kept under its token's owner
+				// (see endGroupSession), which this version always writes.
+				d.fail("lock-delay slot not under its token's owner")
+			}
 		default:
 			d.fail("unknown holder kind")
 		}
