@@ -780,8 +780,8 @@ func answerError(status int, payload []byte, key string, write bool) error {
 	}
 	d := body.Error
 	if d.Code == CodeLocked {
-		held := &lock.HeldError{Key: key, Token: d.Token}
-		if d.RemainingMS != nil {
+		held := &lock.HeldError{Key: key, Token: d.Token, Reserved: d.Reserved}
+		if d.RemainingMS != nil && !d.Reserved {
 			held.Remaining = msDuration(*d.RemainingMS)
 		}
 		return held

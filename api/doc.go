@@ -460,6 +460,8 @@
 //	raftlock_api_operation_duration_seconds{op}       histogram of the time to answer
 //	raftlock_api_waiting_requests                     long-polls in progress on this node
 //	raftlock_api_unauthorized_total                   requests refused for a missing or wrong token
+//	raftlock_api_watches_waiting                      blocking queries (watches) waiting on this node
+//	raftlock_api_batch_operations                     histogram of operations per POST /v1/batch
 //	raftlock_cluster_has_leader, _is_leader           0 or 1 (cluster only, as everything below)
 //	raftlock_cluster_members{suffrage}                voters, nonvoters, staging
 //	raftlock_cluster_leader_changes_total             leader changes this node saw
@@ -470,6 +472,10 @@
 //	raftlock_locks_held, raftlock_locks_waiters       the state machine as this node sees it
 //	raftlock_locks_handoffs_total                     grants to a queued waiter
 //	raftlock_locks_expired_total                      leases that ran out
+//	raftlock_watchers                                 watches waiting on the node's store (blocking
+//	                                                  queries and embedded watchers alike)
+//	raftlock_raft_entry_commands                      histogram of commands per raft entry this node
+//	                                                  proposed as leader (concurrent commands share one)
 //
 // plus the Go runtime's and the process's metrics.
 //
@@ -545,6 +551,8 @@
 //	404     not_a_cluster      /v1/cluster on a store that is not a cluster       ErrNotCluster
 //	405     method_not_allowed wrong method; the Allow header has the right one   ErrUnexpectedResponse
 //	409     locked             held by another owner; token, remaining_ms         *lock.HeldError
+//	                           (reserved: true instead: nobody holds it, it is    (Reserved)
+//	                           kept for a waiting multi-key acquire)
 //	409     not_held           release or extend by an owner that holds nothing,  release: (false, nil);
 //	                           force-release of a key nobody holds                others: lock.ErrNotHeld
 //	409     canceled           acquire given up by a release of the same owner    lock.ErrNotHeld

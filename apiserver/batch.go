@@ -61,6 +61,7 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	h.metrics.batchOps.Observe(float64(len(ops)))
 	results := make([]api.BatchResult, len(ops))
 	var wg sync.WaitGroup
 	run := func(i int) {

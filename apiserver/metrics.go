@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/cluster"
 )
 
 // latencyBuckets span a memory-store answer (tens of microseconds) to a
@@ -17,12 +18,19 @@ var latencyBuckets = []float64{
 	0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300,
 }
 
+// batchBuckets span a batch of one operation to api.MaxBatchOps.
+var batchBuckets = []float64{1, 2, 4, 8, 16, 32, 64, 128, api.MaxBatchOps}
+
 // metrics are one Handler's, in its own registry.
 type metrics struct {
 	registry *prometheus.Registry
 	ops      *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	waiting  prometheus.Gauge
+	// watches counts blocking queries (watch long-polls) in progress.
+	watches prometheus.Gauge
+	// batchOps observes the operations of each POST /v1/batch.
+	batchOps prometheus.Histogram
 	// unauthorized counts requests refused for a missing or wrong token:
 	// a client left without its token, or someone guessing.
 	unauthorized prometheus.Counter
@@ -50,8 +58,17 @@ func newMetrics(cluster Cluster) *metrics {
 			Name: "raftlock_api_unauthorized_total",
 			Help: "Requests refused with 401 for a missing or wrong token.",
 		}),
+		watches: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "raftlock_api_watches_waiting",
+			Help: "Blocking queries (watches: GET /v1/inspect or /v1/locks with index) waiting on this node.",
+		}),
+		batchOps: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "raftlock_api_batch_operations",
+			Help:    "Operations per POST /v1/batch.",
+			Buckets: batchBuckets,
+		}),
 	}
-	m.registry.MustRegister(m.ops, m.latency, m.waiting, m.unauthorized,
+	m.registry.MustRegister(m.ops, m.latency, m.waiting, m.unauthorized, m.watches, m.batchOps,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if cluster != nil {
@@ -79,6 +96,18 @@ type clusterCollector struct {
 	logFault, gossipMembers                          *prometheus.Desc
 	failureTolerance, healthyVoters, ready           *prometheus.Desc
 	reconcileActions                                 *prometheus.Desc
+	watchers, entryCommands                          *prometheus.Desc
+}
+
+// nodeCounts is an optional Cluster ability (NodeStatus has it): what a
+// node counts for the metrics alone, beside its api.ClusterStatus.
+type nodeCounts interface {
+	// Watchers is how many watches wait on the node (its store's, the
+	// HTTP API's blocking queries among them).
+	Watchers() int
+	// ProposalSizes counts the raft entries the node proposed as leader
+	// by commands per entry.
+	ProposalSizes() cluster.SizeHistogram
 }
 
 func newClusterCollector(c Cluster) *clusterCollector {
@@ -109,6 +138,9 @@ func newClusterCollector(c Cluster) *clusterCollector {
 		ready:         d("raftlock_cluster_ready", "1 when /readyz would answer 200 (the cluster would survive losing one more node), else 0."),
 		reconcileActions: d("raftlock_reconcile_actions_total",
 			"Changes this node's reconciler made to the raft configuration while it led, by action (add-voter, add-nonvoter, promote, demote, remove, update-address).", "action"),
+		watchers: d("raftlock_watchers", "Watches waiting on this node's store: HTTP blocking queries and embedded watchers (election observers, lock.Watcher calls)."),
+		entryCommands: d("raftlock_raft_entry_commands",
+			"Commands per raft entry this node proposed while it led (concurrent commands share an entry)."),
 	}
 }
 
@@ -118,6 +150,7 @@ func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.leaderChanges, c.commitTime, c.applyTime, c.freezeTime,
 		c.locksHeld, c.locksWaiters, c.handoffs, c.expirations, c.logFault, c.gossipMembers,
 		c.failureTolerance, c.healthyVoters, c.ready, c.reconcileActions,
+		c.watchers, c.entryCommands,
 	} {
 		ch <- d
 	}
@@ -169,6 +202,15 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.locksWaiters, float64(l.Waiters))
 		counter(c.handoffs, float64(l.Handoffs))
 		counter(c.expirations, float64(l.Expired))
+	}
+	if nc, ok := c.cluster.(nodeCounts); ok {
+		gauge(c.watchers, float64(nc.Watchers()))
+		sizes := nc.ProposalSizes()
+		buckets := make(map[float64]uint64, len(sizes.Bounds))
+		for i, b := range sizes.Bounds {
+			buckets[float64(b)] = sizes.Buckets[i]
+		}
+		ch <- prometheus.MustNewConstHistogram(c.entryCommands, sizes.Count, float64(sizes.Sum), buckets)
 	}
 }
 

@@ -77,7 +77,7 @@ func (n *Node) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease
 		}
 		return lease, nil
 	case fsm.StatusHeld:
-		return lock.Lease{}, &lock.HeldError{Key: req.Key, Token: res.Token, Remaining: remaining(res)}
+		return lock.Lease{}, lock.HeldResult(req.Key, res)
 	}
 	return lock.Lease{}, unexpectedStatus("acquire", res)
 }

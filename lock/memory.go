@@ -117,7 +117,7 @@ func (s *MemoryStore) Acquire(ctx context.Context, req AcquireRequest) (Lease, e
 		return lease, nil
 	case fsm.StatusHeld:
 		s.mu.Unlock()
-		return Lease{}, &HeldError{Key: req.Key, Token: res.Token, Remaining: res.ExpiresAt - res.Now}
+		return Lease{}, HeldResult(req.Key, res)
 	case fsm.StatusQueueFull:
 		s.mu.Unlock()
 		return Lease{}, fmt.Errorf("%w: %d callers already wait for %q", ErrQueueFull, res.Waiters, req.Key)
@@ -175,7 +175,7 @@ func (s *MemoryStore) heldError(key string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.machine.Lookup(key, s.now())
-	held := &HeldError{Key: key}
+	held := &HeldError{Key: key, Reserved: st.Reserved}
 	if st.Held {
 		held.Token, held.Remaining = st.Token, st.ExpiresAt-max(s.machine.Now(), s.now())
 	}
@@ -294,9 +294,21 @@ func HoldInfos(holds []fsm.Hold, now time.Duration) []HoldInfo {
 	}
 	out := make([]HoldInfo, len(holds))
 	for i, h := range holds {
-		out[i] = HoldInfo{Token: h.Token, Remaining: h.ExpiresAt - now, Metadata: h.Meta, Shared: h.Shared}
+		out[i] = HoldInfo{Token: h.Token, Remaining: h.ExpiresAt - now, Metadata: h.Meta, Shared: h.Shared, Delayed: h.Delayed}
 	}
 	return out
+}
+
+// HeldResult is the *HeldError of a StatusHeld answer to an acquire of key
+// (for a multi-key acquire, about the first of its keys that is not free).
+// The machine answers held with token 0 only for a key nobody holds, which
+// a multi-key waiter at the head of its queue keeps (tokens start at 1):
+// that is a Reserved error, with no token or time to report.
+func HeldResult(key string, res fsm.Result) *HeldError {
+	if res.Token == 0 {
+		return &HeldError{Key: key, Reserved: true}
+	}
+	return &HeldError{Key: key, Token: res.Token, Remaining: max(res.ExpiresAt-res.Now, 0)}
 }
 
 // KeyHolders is KeyInfo.Holders of a held key's state: a mutex's one

@@ -61,8 +61,9 @@ type MultiKeyStore interface {
 // MultiKeyStore. Like Client.Lock, it does not touch the store.
 //
 // Key is the set's first key in byte order: Release(key, owner) of any key
-// of the set releases the whole set, so a handle rebuilt by Client.Restore
-// from Serialize (which keeps that key) still extends and releases the set.
+// of the set releases the whole set. Serialize keeps the whole set, so a
+// handle rebuilt by Client.Restore has the same Keys and extends, releases
+// and acquires the same set.
 func (c *Client) LockAll(keys []string, opts ...LockOption) *Lock {
 	sorted := slices.Clone(keys)
 	if sorted == nil {
