@@ -476,6 +476,7 @@
 //	                                                  queries and embedded watchers alike)
 //	raftlock_raft_entry_commands                      histogram of commands per raft entry this node
 //	                                                  proposed as leader (concurrent commands share one)
+//	raftlock_sessions                                 live sessions, as this node's state machine sees them
 //
 // plus the Go runtime's and the process's metrics.
 //
@@ -490,8 +491,10 @@
 //
 // The web console. /ui/ is a page (HTML, CSS and JavaScript embedded in the
 // server, served without the token: it holds no data) that shows the
-// cluster, the held locks by prefix, a key's waiters and the last minutes of
-// activity. It reads GET /v1/events, a text/event-stream of one
+// cluster, the held locks by prefix (each key's kind, every hold of a
+// semaphore or read/write lock, a multi-key lock's set), a key's holds and
+// waiters, the live sessions and watches in progress, and the last minutes
+// of activity. It reads GET /v1/events, a text/event-stream of one
 // ConsoleEvent a second ("data: {...}" lines; ?prefix=P limits the locks;
 // only those the token may read), and GET /v1/whoami, whose rules decide
 // which keys get a force-release button, with the token the user types

@@ -96,7 +96,7 @@ type clusterCollector struct {
 	logFault, gossipMembers                          *prometheus.Desc
 	failureTolerance, healthyVoters, ready           *prometheus.Desc
 	reconcileActions                                 *prometheus.Desc
-	watchers, entryCommands                          *prometheus.Desc
+	watchers, entryCommands, sessions                *prometheus.Desc
 }
 
 // nodeCounts is an optional Cluster ability (NodeStatus has it): what a
@@ -108,6 +108,8 @@ type nodeCounts interface {
 	// ProposalSizes counts the raft entries the node proposed as leader
 	// by commands per entry.
 	ProposalSizes() cluster.SizeHistogram
+	// Sessions is how many sessions are live in the node's state.
+	Sessions() int
 }
 
 func newClusterCollector(c Cluster) *clusterCollector {
@@ -141,6 +143,7 @@ func newClusterCollector(c Cluster) *clusterCollector {
 		watchers: d("raftlock_watchers", "Watches waiting on this node's store: HTTP blocking queries and embedded watchers (election observers, lock.Watcher calls)."),
 		entryCommands: d("raftlock_raft_entry_commands",
 			"Commands per raft entry this node proposed while it led (concurrent commands share an entry)."),
+		sessions: d("raftlock_sessions", "Live sessions, as this node's state machine sees them."),
 	}
 }
 
@@ -150,7 +153,7 @@ func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.leaderChanges, c.commitTime, c.applyTime, c.freezeTime,
 		c.locksHeld, c.locksWaiters, c.handoffs, c.expirations, c.logFault, c.gossipMembers,
 		c.failureTolerance, c.healthyVoters, c.ready, c.reconcileActions,
-		c.watchers, c.entryCommands,
+		c.watchers, c.entryCommands, c.sessions,
 	} {
 		ch <- d
 	}
@@ -205,6 +208,7 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if nc, ok := c.cluster.(nodeCounts); ok {
 		gauge(c.watchers, float64(nc.Watchers()))
+		gauge(c.sessions, float64(nc.Sessions()))
 		sizes := nc.ProposalSizes()
 		buckets := make(map[float64]uint64, len(sizes.Bounds))
 		for i, b := range sizes.Bounds {

@@ -118,3 +118,33 @@ func TestNodeWatchAndEntryMetrics(t *testing.T) {
 	}
 	assert.Equal(t, 0.0, gaugeValue(t, n, "raftlock_watchers"))
 }
+
+// The console's events count the node's blocking queries, and on a
+// cluster node the watches on its store and the live sessions; so do the
+// metrics (raftlock_sessions).
+func TestConsoleEventCountsWatchesAndSessions(t *testing.T) {
+	node := newSingleNodeCluster(t)
+	n := newTestNodeOver(t, node, Config{}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := openEvents(t, n, "")
+	ev := readEvent(t, events)
+	require.NotNil(t, ev.Sessions)
+	require.NotNil(t, ev.StoreWatchers)
+	assert.Zero(t, *ev.Sessions)
+	assert.Zero(t, *ev.StoreWatchers)
+	assert.Zero(t, ev.Watches)
+
+	_, err := node.CreateSession(ctx, lock.SessionRequest{ID: lock.NewSessionID(), TTL: time.Minute})
+	require.NoError(t, err)
+	first := n.do(t, "GET", "/v1/inspect?key=k&index=0", "")
+	require.Equal(t, http.StatusOK, first.status, first.raw)
+	go func() {
+		_, _ = n.send(ctx, "GET", "/v1/inspect?key=k&wait=1m&index="+first.header.Get(IndexHeader), "")
+	}()
+	require.Eventually(t, func() bool {
+		ev = readEvent(t, events)
+		return ev.Watches == 1 && *ev.StoreWatchers == 1 && *ev.Sessions == 1
+	}, patience, time.Millisecond, "the event counts the session and the blocking query")
+	assert.Equal(t, 1.0, gaugeValue(t, n, "raftlock_sessions"))
+}

@@ -58,6 +58,14 @@ func (h *sizeHistogram) read() SizeHistogram {
 // while leading since New, by commands per entry.
 func (n *Node) ProposalSizes() SizeHistogram { return n.proposalSizes.read() }
 
+// Sessions is how many sessions are live in this node's state machine
+// (as far as it has applied the log).
+func (n *Node) Sessions() int {
+	n.sm.mu.Lock()
+	defer n.sm.mu.Unlock()
+	return n.sm.m.Sessions()
+}
+
 // Watchers is how many watches (lock.Watcher calls: blocking queries of
 // the HTTP API, election observers) wait on this node now.
 func (n *Node) Watchers() int { return n.sm.hub.Watchers() }
