@@ -331,7 +331,9 @@
 // longest hold left). A semaphore or read/write lock lists each hold in
 // "holds", in grant order: [{"token","remaining_ms","metadata","shared"}]
 // (never an owner; up to 4096 in inspect and the oldest 8 per key in a
-// list from a cluster node, "holders" counting them all). A key held as one of
+// list from a cluster node, "holders" counting them all); a slot whose
+// session expired with a lock-delay is {"token","remaining_ms","delayed":true}:
+// nobody holds it, and it is free once remaining_ms ends. A key held as one of
 // a multi-key set names the set's keys in "set_keys" ("set_keys_b64" when
 // one is not UTF-8 text); "reserved":true says a free key is kept for a
 // multi-key waiter.
