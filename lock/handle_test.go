@@ -491,6 +491,31 @@ func (h *hookLog) hooks() lock.Hooks {
 	}
 }
 
+// The contended hook says when a key is reserved for a waiting multi-key
+// lock rather than held.
+func TestHooksTellAReservedKey(t *testing.T) {
+	ctx := testCtx(t)
+	st := newMemoryStore(t)
+	var h hookLog
+	c := lock.New(st, lock.WithHooks(h.hooks()))
+	b := c.Lock("b", lock.TTL(time.Minute))
+	require.NoError(t, b.Acquire(ctx))
+	set := c.LockAll([]string{"a", "b"}, lock.TTL(time.Minute))
+	done := make(chan error, 1)
+	go func() { done <- set.Acquire(ctx) }()
+	require.Eventually(t, func() bool {
+		info, err := st.Inspect(ctx, "a")
+		return err == nil && info.Reserved
+	}, patience, time.Millisecond)
+	ok, err := c.Lock("a").TryAcquire(ctx)
+	require.NoError(t, err)
+	require.False(t, ok)
+	assert.Contains(t, h.all(), lock.ContendedEvent{Key: "a", Reserved: true})
+	_, err = b.Release(ctx)
+	require.NoError(t, err)
+	require.NoError(t, <-done)
+}
+
 func TestHooks(t *testing.T) {
 	ctx := testCtx(t)
 	st := newMemoryStore(t)
