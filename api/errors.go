@@ -116,7 +116,8 @@ type ErrorDetail struct {
 	Kind  string `json:"kind,omitempty"`
 	Limit int    `json:"limit,omitempty"`
 	// Set with CodeKindMismatch for a multi-key acquire (keys): the key of
-	// the set that is of another kind.
+	// the set that is of another kind; with CodeLocked for one: the set's
+	// first key that is not free (held, or reserved), when the node can tell.
 	Key string `json:"key,omitempty"`
 }
 

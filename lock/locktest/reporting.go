@@ -74,12 +74,14 @@ func (s *suite) testReportLockDelaySlot(t *testing.T) {
 // A try-acquire of a key reserved for a waiting multi-key acquire fails
 // with a *HeldError that says so (Reserved, no token: nobody holds it) and
 // still matches ErrLocked; so does a wait that runs out behind the set,
-// and a multi-key acquire whose first key not free is the reserved one.
-// A key that is held still names its holder.
+// and a multi-key acquire whose first key not free is the reserved one
+// (the error names that key, not the set's first). A key that is held
+// still names its holder.
 func (s *suite) testReportReservedRefusal(t *testing.T) {
 	st := s.multiStore(t)
 	ctx := s.ctx(t)
 	a, b, c := key(t, "a"), key(t, "b"), key(t, "c")
+	first := key(t, "0") // sorts before a, b and c, and stays free
 	holder, held := acquire(t, ctx, st, b, long)
 	set := allReq(long, s.Patience, a, b)
 	setDone := acquireAllAsync(ctx, st, set)
@@ -104,6 +106,8 @@ func (s *suite) testReportReservedRefusal(t *testing.T) {
 	checkReserved(err, "a wait that runs out")
 	_, err = st.AcquireAll(ctx, allReq(long, 0, a, c))
 	checkReserved(err, "a multi-key try-acquire")
+	_, err = st.AcquireAll(ctx, allReq(long, 0, first, a))
+	checkReserved(err, "a multi-key try-acquire whose first key is free")
 	ok, err := lock.New(st).Lock(a).TryAcquire(ctx)
 	require.NoError(t, err, "a handle's try reports contention as false")
 	assert.False(t, ok)
@@ -114,6 +118,11 @@ func (s *suite) testReportReservedRefusal(t *testing.T) {
 	assert.False(t, refused.Reserved, "b is held, not reserved")
 	assert.Equal(t, held.Token, refused.Token)
 	assert.Contains(t, err.Error(), "token "+strconv.FormatUint(held.Token, 10))
+	_, err = st.AcquireAll(ctx, allReq(long, 0, first, b))
+	require.ErrorAs(t, err, &refused)
+	assert.Equal(t, b, refused.Key, "the set's first key not free")
+	assert.Equal(t, held.Token, refused.Token)
+	assert.False(t, inspect(t, ctx, st, first).Locked, "never a partial grant")
 
 	free(t, ctx, st, lock.AcquireRequest{Key: b, Owner: holder})
 	require.NoError(t, s.await(t, setDone, "the set").err)
