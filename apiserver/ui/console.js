@@ -390,6 +390,7 @@ async function renderDetail() {
   const q = label.startsWith("base64:") ? null : "?key=" + encodeURIComponent(label);
   if (q === null) {
     dl.replaceChildren(el("dt", "note"), el("dd", "keys that are not text are shown in the list only"));
+    renderHolds({});
     return;
   }
   try {
