@@ -170,16 +170,18 @@ func (n *Node) do(ctx context.Context, req rpcRequest) (ans rpcAnswer, retried b
 type pacer struct {
 	backoff time.Duration // the next pause
 	hops    int           // hints followed in a row without a pause
-	timer   *time.Timer
+	timer   *time.Timer   // made by the first pause: most calls never retry
 }
 
 func newPacer() *pacer {
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	return &pacer{backoff: minRetryBackoff, timer: t}
+	return &pacer{backoff: minRetryBackoff}
 }
 
-func (p *pacer) stop() { p.timer.Stop() }
+func (p *pacer) stop() {
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+}
 
 // pause returns when the next attempt may go: at once when hint (from a
 // "not leader" reply) names a leader other than the one just tried, at most
@@ -193,7 +195,11 @@ func (p *pacer) pause(ctx context.Context, n *Node, changed <-chan struct{}, hin
 		return nil
 	}
 	p.hops = 0
-	p.timer.Reset(min(p.backoff, limit))
+	if p.timer == nil {
+		p.timer = time.NewTimer(min(p.backoff, limit))
+	} else {
+		p.timer.Reset(min(p.backoff, limit))
+	}
 	defer p.timer.Stop()
 	select {
 	case <-changed:
