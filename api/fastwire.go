@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/raftlock/raftlock/internal/jsonscan"
 )
 
 // A fast path for the answers the client reads most: a lease, a release and
@@ -90,18 +92,18 @@ const (
 // reports false when the object is not one it reads, a name repeats or
 // member declines one.
 func scanAnswer(b []byte, member func(name, s string, n int64, u uint64, kind answerValue) bool) bool {
-	i := skipWS(b, 0)
-	if !at(b, i, '{') {
+	i := jsonscan.SkipSpace(b, 0)
+	if !jsonscan.At(b, i, '{') {
 		return false
 	}
-	i = skipWS(b, i+1)
-	if at(b, i, '}') {
-		return skipWS(b, i+1) == len(b)
+	i = jsonscan.SkipSpace(b, i+1)
+	if jsonscan.At(b, i, '}') {
+		return jsonscan.SkipSpace(b, i+1) == len(b)
 	}
 	var seen [8]string
 	nseen := 0
 	for {
-		nf, nt, ok := plainString(b, i)
+		nf, nt, ok := jsonscan.PlainString(b, i)
 		if !ok || nseen == len(seen) {
 			return false
 		}
@@ -113,11 +115,11 @@ func scanAnswer(b []byte, member func(name, s string, n int64, u uint64, kind an
 		}
 		seen[nseen] = name
 		nseen++
-		i = skipWS(b, nt+1)
-		if !at(b, i, ':') {
+		i = jsonscan.SkipSpace(b, nt+1)
+		if !jsonscan.At(b, i, ':') {
 			return false
 		}
-		i = skipWS(b, i+1)
+		i = jsonscan.SkipSpace(b, i+1)
 		var (
 			s    string
 			n    int64
@@ -125,19 +127,19 @@ func scanAnswer(b []byte, member func(name, s string, n int64, u uint64, kind an
 			kind answerValue
 		)
 		switch {
-		case at(b, i, '"'):
-			vf, vt, ok := plainString(b, i)
+		case jsonscan.At(b, i, '"'):
+			vf, vt, ok := jsonscan.PlainString(b, i)
 			if !ok {
 				return false
 			}
 			s, kind, i = string(b[vf:vt]), answerString, vt+1
-		case hasPrefixAt(b, i, "true"):
+		case jsonscan.HasPrefixAt(b, i, "true"):
 			s, kind, i = "true", answerBool, i+4
-		case hasPrefixAt(b, i, "false"):
+		case jsonscan.HasPrefixAt(b, i, "false"):
 			s, kind, i = "false", answerBool, i+5
 		default:
 			j := i
-			if at(b, j, '-') {
+			if jsonscan.At(b, j, '-') {
 				j++
 			}
 			for j < len(b) && b[j] >= '0' && b[j] <= '9' {
@@ -170,147 +172,48 @@ func scanAnswer(b []byte, member func(name, s string, n int64, u uint64, kind an
 		} else if !member(name, s, n, u, kind) {
 			return false
 		}
-		i = skipWS(b, i)
-		if at(b, i, ',') {
-			i = skipWS(b, i+1)
+		i = jsonscan.SkipSpace(b, i)
+		if jsonscan.At(b, i, ',') {
+			i = jsonscan.SkipSpace(b, i+1)
 			continue
 		}
-		return at(b, i, '}') && skipWS(b, i+1) == len(b)
+		return jsonscan.At(b, i, '}') && jsonscan.SkipSpace(b, i+1) == len(b)
 	}
 }
 
 // decodeBatchResponse reads {"results":[{"status":N,"body":VALUE},...]},
 // each VALUE checked by json.Valid.
 func decodeBatchResponse(b []byte, out *BatchResponse) bool {
-	i := skipWS(b, 0)
-	if !at(b, i, '{') {
-		return false
-	}
-	nf, nt, ok := plainString(b, skipWS(b, i+1))
-	if !ok || string(b[nf:nt]) != "results" {
-		return false
-	}
-	i = skipWS(b, nt+1)
-	if !at(b, i, ':') {
-		return false
-	}
-	i = skipWS(b, i+1)
-	if !at(b, i, '[') {
-		return false
-	}
-	i = skipWS(b, i+1)
 	results := []BatchResult{}
-	if at(b, i, ']') {
-		i++
-	} else {
-		for {
-			const head = `{"status":`
-			if !hasPrefixAt(b, i, head) {
-				return false
-			}
-			i += len(head)
-			j := i
-			for j < len(b) && b[j] >= '0' && b[j] <= '9' {
-				j++
-			}
-			status, err := strconv.Atoi(string(b[i:j]))
-			if err != nil || j-i > 1 && b[i] == '0' {
-				return false
-			}
-			const mid = `,"body":`
-			if !hasPrefixAt(b, j, mid) {
-				return false
-			}
-			i = j + len(mid)
-			end, ok := valueEnd(b, i)
-			if !ok || !at(b, end, '}') || !json.Valid(b[i:end]) {
-				return false
-			}
-			results = append(results, BatchResult{Status: status, Body: append(json.RawMessage(nil), b[i:end]...)})
-			i = skipWS(b, end+1)
-			if at(b, i, ',') {
-				i = skipWS(b, i+1)
-				continue
-			}
-			if !at(b, i, ']') {
-				return false
-			}
-			i++
-			break
+	ok := jsonscan.ObjectArray(b, "results", func(b []byte, i int) (int, bool) {
+		const head = `{"status":`
+		if !jsonscan.HasPrefixAt(b, i, head) {
+			return 0, false
 		}
-	}
-	i = skipWS(b, i)
-	if !at(b, i, '}') || skipWS(b, i+1) != len(b) {
+		i += len(head)
+		j := i
+		for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+			j++
+		}
+		status, err := strconv.Atoi(string(b[i:j]))
+		if err != nil || j-i > 1 && b[i] == '0' {
+			return 0, false
+		}
+		const mid = `,"body":`
+		if !jsonscan.HasPrefixAt(b, j, mid) {
+			return 0, false
+		}
+		i = j + len(mid)
+		end, ok := jsonscan.ValueEnd(b, i)
+		if !ok || !jsonscan.At(b, end, '}') || !json.Valid(b[i:end]) {
+			return 0, false
+		}
+		results = append(results, BatchResult{Status: status, Body: append(json.RawMessage(nil), b[i:end]...)})
+		return end + 1, true
+	})
+	if !ok {
 		return false
 	}
 	out.Results = results
 	return true
-}
-
-// valueEnd finds the end of the JSON value at i (just past it), a nested
-// object or array included, skipping strings; json.Valid then checks what
-// it spans.
-func valueEnd(b []byte, i int) (int, bool) {
-	depth := 0
-	for j := i; j < len(b); j++ {
-		switch b[j] {
-		case '"':
-			for j++; j < len(b) && b[j] != '"'; j++ {
-				if b[j] == '\\' {
-					j++
-				}
-			}
-			if j >= len(b) {
-				return 0, false
-			}
-			if depth == 0 {
-				return j + 1, true
-			}
-		case '{', '[':
-			depth++
-		case '}', ']':
-			if depth == 0 {
-				return j, true // a number or literal ends where its container does
-			}
-			depth--
-			if depth == 0 {
-				return j + 1, true
-			}
-		case ',':
-			if depth == 0 {
-				return j, true
-			}
-		}
-	}
-	return 0, false
-}
-
-// plainString reads a JSON string at i without escapes or control
-// characters; from and to delimit its content, to is its closing quote.
-func plainString(b []byte, i int) (from, to int, ok bool) {
-	if !at(b, i, '"') {
-		return 0, 0, false
-	}
-	for j := i + 1; j < len(b); j++ {
-		switch c := b[j]; {
-		case c == '"':
-			return i + 1, j, true
-		case c == '\\' || c < 0x20:
-			return 0, 0, false
-		}
-	}
-	return 0, 0, false
-}
-
-func skipWS(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-func at(b []byte, i int, c byte) bool { return i < len(b) && b[i] == c }
-
-func hasPrefixAt(b []byte, i int, p string) bool {
-	return i <= len(b) && len(b)-i >= len(p) && string(b[i:i+len(p)]) == p
 }
