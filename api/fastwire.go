@@ -2,7 +2,9 @@ package api
 
 import (
 	"encoding/json"
+	"reflect"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"github.com/raftlock/raftlock/internal/jsonscan"
@@ -215,5 +217,134 @@ func decodeBatchResponse(b []byte, out *BatchResponse) bool {
 		return false
 	}
 	out.Results = results
+	return true
+}
+
+// Requests, the other way: encodeRequest writes the bodies of a lock cycle
+// (acquire, release, extend) by hand when they carry only the fields a
+// lock.Client sends (key or key_b64, owner, ttl, wait, metadata), each
+// string printable ASCII without the characters json.Marshal escapes;
+// byte for byte what json.Marshal writes, which does everything else.
+// fastRequests checks at start that the types still have the fields this
+// code knows and that it still writes what json.Marshal writes, so that a
+// field added to a request turns the fast path off rather than go missing.
+
+// encodeRequest is json.Marshal(v).
+func encodeRequest(v any) ([]byte, error) {
+	if b, ok := appendRequest(make([]byte, 0, 128), v); ok {
+		return b, nil
+	}
+	return json.Marshal(v)
+}
+
+var fastRequests = func() bool {
+	if reflect.TypeFor[KeyFields]().NumField() != 2 || reflect.TypeFor[AcquireRequest]().NumField() != 13 ||
+		reflect.TypeFor[ReleaseRequest]().NumField() != 2 || reflect.TypeFor[ExtendRequest]().NumField() != 4 {
+		return false
+	}
+	key, b64, owner, meta := "k", "aw==", "o", "m"
+	for _, v := range []any{
+		AcquireRequest{KeyFields: KeyFields{Key: &key, KeyB64: &b64}, TTL: NewDuration(time.Minute), Wait: NewDuration(time.Second), Owner: &owner, Metadata: &meta},
+		AcquireRequest{},
+		ReleaseRequest{KeyFields: KeyFields{Key: &key, KeyB64: &b64}, Owner: &owner},
+		ExtendRequest{KeyFields: KeyFields{Key: &key, KeyB64: &b64}, Owner: &owner, TTL: NewDuration(time.Minute)},
+	} {
+		want, err := json.Marshal(v)
+		got, ok := appendRequestUnchecked(nil, v)
+		if err != nil || !ok || string(got) != string(want) {
+			return false
+		}
+	}
+	return true
+}()
+
+// appendRequest appends v's JSON when v is a request it writes by hand.
+func appendRequest(out []byte, v any) ([]byte, bool) {
+	if !fastRequests {
+		return out, false
+	}
+	return appendRequestUnchecked(out, v)
+}
+
+func appendRequestUnchecked(out []byte, v any) ([]byte, bool) {
+	w := objectWriter{out: append(out, '{')}
+	switch r := v.(type) {
+	case AcquireRequest:
+		if r.TTLMS != nil || r.WaitMS != nil || r.Session != nil || r.Kind != nil || r.Limit != nil || r.Shared != nil || r.Keys != nil || r.KeysB64 != nil {
+			return out, false
+		}
+		w.keyFields(r.KeyFields)
+		w.duration("ttl", r.TTL)
+		w.duration("wait", r.Wait)
+		w.str("owner", r.Owner)
+		w.str("metadata", r.Metadata)
+	case ReleaseRequest:
+		w.keyFields(r.KeyFields)
+		w.str("owner", r.Owner)
+	case ExtendRequest:
+		if r.TTLMS != nil {
+			return out, false
+		}
+		w.keyFields(r.KeyFields)
+		w.str("owner", r.Owner)
+		w.duration("ttl", r.TTL)
+	default:
+		return out, false
+	}
+	if w.fail {
+		return out, false
+	}
+	return append(w.out, '}'), true
+}
+
+// objectWriter appends the members of a JSON object; fail is set by a
+// string it cannot write as it is.
+type objectWriter struct {
+	out  []byte
+	n    int // members written
+	fail bool
+}
+
+func (w *objectWriter) member(name, value string) {
+	if !plainJSON(value) {
+		w.fail = true
+	}
+	if w.n > 0 {
+		w.out = append(w.out, ',')
+	}
+	w.n++
+	w.out = append(w.out, '"')
+	w.out = append(w.out, name...)
+	w.out = append(w.out, `":"`...)
+	w.out = append(w.out, value...)
+	w.out = append(w.out, '"')
+}
+
+func (w *objectWriter) str(name string, s *string) {
+	if s != nil {
+		w.member(name, *s)
+	}
+}
+
+func (w *objectWriter) duration(name string, d *Duration) {
+	if d != nil {
+		w.member(name, d.d.String())
+	}
+}
+
+func (w *objectWriter) keyFields(k KeyFields) {
+	w.str("key", k.Key)
+	w.str("key_b64", k.KeyB64)
+}
+
+// plainJSON reports whether json.Marshal writes s as it is between quotes:
+// printable ASCII but for " \ < > &.
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
 	return true
 }
