@@ -45,8 +45,8 @@ const (
 // every caller of the batch waited for the last. Before it takes the queue,
 // the proposer therefore yields the processor (gather) until two yields in
 // a row add nothing, at most maxGatherYields times: each yield lets what
-// is runnable queue, and costs a lone caller well under a microsecond, far
-// less than any timer would; nothing is held back on a guess.
+// is runnable queue. The two yields a lone caller pays cost about a
+// microsecond, far less than any timer would; nothing waits on a guess.
 const (
 	maxGatherYields = 8
 	gatherQuiet     = 2 // yields in a row that add nothing before taking
