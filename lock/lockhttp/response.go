@@ -41,9 +41,9 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 		writeJSON(w, http.StatusInternalServerError, body{Error: "internal"})
 	default:
 		// lock.ErrUnavailable, ErrUnknownOutcome, ErrQueueFull,
-		// ErrQuotaExceeded, ErrClosed, a
-		// transport error of a remote store, or the request's context: all
-		// mean "not now", and a retry may succeed.
+		// ErrQuotaExceeded, ErrClosed, a transport error of a remote store,
+		// or the request's context: all mean "not now", and a retry may
+		// succeed.
 		writeJSON(w, http.StatusServiceUnavailable, body{Error: lock.CodeUnavailable})
 	}
 }
