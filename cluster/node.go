@@ -72,6 +72,7 @@ type Node struct {
 	unlockDir func() error
 	raft      *raft.Raft
 	sm        *stateMachine
+	quotas    *quotas // limits on the state, checked by the leader at admission (quota.go)
 	// awaits holds the waiting acquires parked at this node while it leads
 	// (its own callers' and forwarded ones), answered when it applies
 	// their grant or the end of their wait.
@@ -166,6 +167,7 @@ func New(cfg Config) (*Node, error) {
 	n.sm.afterApply = n.pokeExpiryTimer
 	n.sm.startWatches(n.cfg.MaxWatchers)
 	n.sm.monotonic = clock.Monotonic
+	n.quotas = newQuotas(cfg)
 
 	ok := false
 	var cleanup []func()
@@ -482,6 +484,11 @@ type Stats struct {
 	// to another leader, or to none (an election began).
 	LeaderChanges uint64
 
+	// Quotas are this node's limits on the state (Config.MaxLocks,
+	// MaxSessions, MaxTotalWaiters), what its state machine holds of each,
+	// and what it refused while leading.
+	Quotas Quotas
+
 	Keys         int           // keys held (each may have waiters)
 	Waiters      int           // callers queued, over all keys (wherever they wait)
 	Handoffs     uint64        // keys this node's state machine granted to a queued waiter (on release, expiry or cancel)
@@ -607,19 +614,24 @@ func (n *Node) Stats() Stats {
 		LeaderChanges: n.leaderObserver.GetNumObserved() + n.leaderObserver.GetNumDropped(),
 		Keys:          c.keys,
 		Waiters:       c.waiters,
-		Handoffs:      n.sm.handoffs.Load(),
-		Expired:       n.sm.expired.Load(),
-		LastToken:     c.lastToken,
-		LogTime:       c.logTime,
-		WallTime:      n.clock.Now(),
-		LocalWaiters:  int(n.localWaiting.Load()),
-		Restores:      n.sm.restores.Load(),
-		LogStore:      n.logKind,
-		LogFault:      n.store.faults.fault(),
-		Commit:        n.commits.read(),
-		Apply:         n.sm.applies.read(),
-		Freeze:        n.sm.freezes.read(),
-		Raft:          n.raft.Stats(),
+		Quotas: Quotas{
+			Locks:    n.quotas.locks.usage(c.keys),
+			Sessions: n.quotas.sessions.usage(c.sessions),
+			Waiters:  n.quotas.waiters.usage(c.waiters),
+		},
+		Handoffs:     n.sm.handoffs.Load(),
+		Expired:      n.sm.expired.Load(),
+		LastToken:    c.lastToken,
+		LogTime:      c.logTime,
+		WallTime:     n.clock.Now(),
+		LocalWaiters: int(n.localWaiting.Load()),
+		Restores:     n.sm.restores.Load(),
+		LogStore:     n.logKind,
+		LogFault:     n.store.faults.fault(),
+		Commit:       n.commits.read(),
+		Apply:        n.sm.applies.read(),
+		Freeze:       n.sm.freezes.read(),
+		Raft:         n.raft.Stats(),
 
 		Health:           n.reconciler.health(),
 		ReconcileActions: n.reconciler.recentActions(),

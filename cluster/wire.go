@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
@@ -206,6 +207,11 @@ const (
 	codeShuttingDown   replyCode = 4 // the leader is closing; outcome unknown
 	codeBadRequest     replyCode = 5 // malformed or not allowed; retrying will not help
 	codeUnavailable    replyCode = 6 // the leader could not do it now (e.g. a config change failed)
+	// codeQuotaExceeded: the leader refused a command that would add state
+	// past one of its quotas (quota.go); nothing was proposed. A node that
+	// does not know the code fails the command with ErrBadRequest: refused
+	// all the same, not retried.
+	codeQuotaExceeded replyCode = 8
 )
 
 // replyErrors is the one table of the RPC's error codes: a line per error
@@ -220,6 +226,7 @@ var replyErrors = []replyError{
 	{errLostLeadership, codeLostLeadership, errLostLeadership},
 	{errShuttingDown, codeShuttingDown, errLeaderClosing},
 	{ErrBadRequest, codeBadRequest, ErrBadRequest},
+	{lock.ErrQuotaExceeded, codeQuotaExceeded, lock.ErrQuotaExceeded},
 	{nil, codeUnavailable, errLeaderUnavailable},
 	// The caller gave up; nobody reads the answer. Say what is true of a command.
 	{context.Canceled, codeLostLeadership, errLostLeadership},
@@ -267,7 +274,9 @@ func (r reply) err() error {
 			if r.code == codeNotLeader {
 				return e.got // r.leader hints at the leader
 			}
-			return fmt.Errorf("%w: %s", e.got, r.msg)
+			// A message that starts with the error's own text (a lock
+			// sentinel's, as served) is not said twice.
+			return fmt.Errorf("%w: %s", e.got, strings.TrimPrefix(r.msg, e.got.Error()+": "))
 		}
 	}
 	return fmt.Errorf("%w: reply code %d", ErrBadRequest, r.code)
@@ -429,6 +438,9 @@ func (r *commandRequest) admit() error {
 func (r *commandRequest) serve(ctx context.Context, n *Node, t *leaderTerm) (rpcAnswer, error) {
 	if r.cmd.Op == fsm.OpCancelWait {
 		return answered(commandAnswerOf(n.cancelWaitAtLeader(ctx, t, r.cmd))) // see waiting.go
+	}
+	if err := n.admitQuota(r.cmd); err != nil {
+		return nil, err // see quota.go
 	}
 	return answered(commandAnswerOf(t.propose(ctx, r.cmd)))
 }
