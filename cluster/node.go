@@ -614,24 +614,19 @@ func (n *Node) Stats() Stats {
 		LeaderChanges: n.leaderObserver.GetNumObserved() + n.leaderObserver.GetNumDropped(),
 		Keys:          c.keys,
 		Waiters:       c.waiters,
-		Quotas: Quotas{
-			Locks:    n.quotas.locks.usage(c.keys),
-			Sessions: n.quotas.sessions.usage(c.sessions),
-			Waiters:  n.quotas.waiters.usage(c.waiters),
-		},
-		Handoffs:     n.sm.handoffs.Load(),
-		Expired:      n.sm.expired.Load(),
-		LastToken:    c.lastToken,
-		LogTime:      c.logTime,
-		WallTime:     n.clock.Now(),
-		LocalWaiters: int(n.localWaiting.Load()),
-		Restores:     n.sm.restores.Load(),
-		LogStore:     n.logKind,
-		LogFault:     n.store.faults.fault(),
-		Commit:       n.commits.read(),
-		Apply:        n.sm.applies.read(),
-		Freeze:       n.sm.freezes.read(),
-		Raft:         n.raft.Stats(),
+		Handoffs:      n.sm.handoffs.Load(),
+		Expired:       n.sm.expired.Load(),
+		LastToken:     c.lastToken,
+		LogTime:       c.logTime,
+		WallTime:      n.clock.Now(),
+		LocalWaiters:  int(n.localWaiting.Load()),
+		Restores:      n.sm.restores.Load(),
+		LogStore:      n.logKind,
+		LogFault:      n.store.faults.fault(),
+		Commit:        n.commits.read(),
+		Apply:         n.sm.applies.read(),
+		Freeze:        n.sm.freezes.read(),
+		Raft:          n.raft.Stats(),
 
 		Health:           n.reconciler.health(),
 		ReconcileActions: n.reconciler.recentActions(),
@@ -639,6 +634,11 @@ func (n *Node) Stats() Stats {
 	}
 	if at := n.leaderClock(); at > 0 {
 		s.LogTime = max(s.LogTime, at)
+	}
+	s.Quotas = Quotas{
+		Locks:    n.quotas.locks.usage(c.keys),
+		Sessions: n.quotas.sessions.usage(c.sessions),
+		Waiters:  n.quotas.waiters.usage(c.waiters),
 	}
 	if n.gossip != nil {
 		s.GossipMembers = map[string]int{GossipAlive: 0, GossipFailed: 0, GossipLeft: 0}
