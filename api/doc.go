@@ -470,6 +470,9 @@
 //	raftlock_locks_held, raftlock_locks_waiters       the state machine as this node sees it
 //	raftlock_locks_handoffs_total                     grants to a queued waiter
 //	raftlock_locks_expired_total                      leases that ran out
+//	raftlock_quota_limit{quota}, raftlock_quota_used{quota}  a quota (locks, sessions, waiters) and its use;
+//	                                                  no limit sample when unlimited
+//	raftlock_quota_refused_total{quota}               requests refused quota_exceeded while leading
 //
 // plus the Go runtime's and the process's metrics.
 //
