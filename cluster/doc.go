@@ -83,7 +83,8 @@
 // readiness), statemachine.go (the raft FSM adapter), logclock.go (the
 // log clock), forward.go (forwarding and retries), leader.go (proposal
 // batching), waiting.go (waiting at the leader), store.go (reads),
-// watch.go (watches),
+// watch.go (watches), quota.go (limits on the state clients can make
+// every member hold: Config.MaxLocks, MaxSessions, MaxTotalWaiters),
 // peers.go (how members learn each other's API addresses), gossip.go and
 // gossip_join.go (gossip, retry-join) and bootstrap_expect.go.
 package cluster
