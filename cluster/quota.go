@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -38,10 +39,10 @@ import (
 // the same on every member: whoever leads enforces its own), and a leader
 // change or a restart with other limits needs nothing. The price: commands
 // admitted but not yet applied are not counted, so the state may pass a
-// limit by the commands in flight at once (at most a few batches of 512
-// under a flood), and an acquire admitted now may, applied a moment later,
-// find its owner's hold ended and queue where it would have been answered
-// "held". Both are small and bounded by the callers in flight.
+// limit by the commands in flight at once (each caller has at most one),
+// and an acquire admitted now may, applied a moment later, find its
+// owner's hold ended and queue where it would have been answered "held".
+// Both are bounded by the callers in flight.
 //
 // What is never refused: whatever frees or keeps state — release, extend,
 // cancel-wait, force-release, session renew and destroy, ticks and
@@ -125,8 +126,12 @@ func newQuotas(cfg Config) *quotas {
 
 // admitQuota refuses, with lock.ErrQuotaExceeded, a command that could
 // add state past one of the node's limits by its applied state; see
-// "Quotas" above. It is called at the leader, before proposing.
-func (n *Node) admitQuota(cmd fsm.Command) error {
+// "Quotas" above. It is called at the leader of term t, before proposing.
+// It first waits for the term to be ready: until then the state machine
+// may not have applied what earlier leaders committed, and a retry whose
+// first attempt did commit (a waiter's place, a grant) would be counted as
+// new. Its other errors are until's.
+func (n *Node) admitQuota(ctx context.Context, t *leaderTerm, cmd fsm.Command) error {
 	switch cmd.Op {
 	case fsm.OpAcquire, fsm.OpAcquireAll, fsm.OpSessionCreate:
 	default:
@@ -135,6 +140,9 @@ func (n *Node) admitQuota(cmd fsm.Command) error {
 	q := n.quotas
 	if !q.locks.limited && !q.sessions.limited && !q.waiters.limited {
 		return nil
+	}
+	if err := n.until(ctx, t, t.ready); err != nil {
+		return err
 	}
 	g, used := n.sm.growth(cmd)
 	for _, c := range []struct {

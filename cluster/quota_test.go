@@ -243,3 +243,65 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// Waiters queued up to the quota keep their places across a leader
+// change: each sends its acquire again to the new leader, which claims
+// the place rather than refusing it, and serves them in order; a new
+// waiter is still refused there.
+func TestQuotaKeepsQueuedWaitersAcrossLeaderChange(t *testing.T) {
+	const maxWaiters = 2
+	c := newCluster(t, 3, func(cfg *Config) { cfg.MaxTotalWaiters = maxWaiters })
+	ctx := testCtx(t)
+	old := c.leader()
+	var others []*Node
+	for _, n := range c.nodes {
+		if n != old {
+			others = append(others, n)
+		}
+	}
+	holder, _ := acquire(t, others[0], "k", time.Minute)
+	type result struct {
+		owner lock.Owner
+		err   error
+	}
+	results := make(chan result, maxWaiters)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var waiters []lock.Owner
+	for i := range maxWaiters {
+		o := lock.NewOwner()
+		waiters = append(waiters, o)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := others[i].Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: o, TTL: time.Minute, Wait: time.Minute})
+			results <- result{o, err}
+		}()
+		require.Eventually(t, func() bool {
+			info, err := others[0].Inspect(ctx, "k")
+			return err == nil && info.Waiters == i+1
+		}, patience, 5*time.Millisecond)
+	}
+
+	c.stop(c.index(old))
+	leader := c.waitLeader()
+	require.NotSame(t, old, leader)
+	// The waiters claim their places again at the new leader (a parked
+	// call re-sent), and a newcomer is refused there.
+	_, err := leader.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Minute, Wait: time.Minute})
+	require.ErrorIs(t, err, lock.ErrQuotaExceeded)
+	require.Eventually(t, func() bool { return leader.sm.unclaimed() == 0 }, patience, 5*time.Millisecond,
+		"both waiters claimed their places at the new leader")
+
+	prev := holder
+	for i := range maxWaiters {
+		_, err := leader.Release(ctx, "k", prev)
+		require.NoError(t, err)
+		got := <-results
+		require.NoError(t, got.err)
+		assert.Equal(t, waiters[i], got.owner, "served in order")
+		prev = got.owner
+	}
+	_, err = leader.Release(ctx, "k", prev)
+	require.NoError(t, err)
+}

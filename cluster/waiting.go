@@ -322,7 +322,7 @@ func (n *Node) waitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Command,
 	if err := n.until(ctx, t, t.ready); err != nil {
 		return waitAnswer{}, err
 	}
-	if err := n.admitQuota(cmd); err != nil {
+	if err := n.admitQuota(ctx, t, cmd); err != nil {
 		return waitAnswer{}, err // see quota.go: a retry of a queued owner is never refused
 	}
 	var p *proposal

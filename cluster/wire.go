@@ -439,7 +439,7 @@ func (r *commandRequest) serve(ctx context.Context, n *Node, t *leaderTerm) (rpc
 	if r.cmd.Op == fsm.OpCancelWait {
 		return answered(commandAnswerOf(n.cancelWaitAtLeader(ctx, t, r.cmd))) // see waiting.go
 	}
-	if err := n.admitQuota(r.cmd); err != nil {
+	if err := n.admitQuota(ctx, t, r.cmd); err != nil {
 		return nil, err // see quota.go
 	}
 	return answered(commandAnswerOf(t.propose(ctx, r.cmd)))
