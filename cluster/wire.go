@@ -217,10 +217,10 @@ const (
 // replyErrors is the one table of the RPC's error codes: a line per error
 // a serve may return (served), the code that answers it, and the error the
 // asking node's attempt fails with (got; the first line of a code gives
-// it). An error no line matches is answered codeUnavailable. The lock
-// package's errors never cross the RPC as errors: a lock outcome is an
-// answer (an fsm.Status), and these codes say only whether, and how, to
-// retry.
+// it). An error no line matches is answered codeUnavailable. A lock
+// outcome is an answer (an fsm.Status), not an error; the codes say
+// whether, and how, to retry, and the only lock errors that cross as
+// errors are the leader's refusals before proposing (lock.ErrQuotaExceeded).
 var replyErrors = []replyError{
 	{errNotLeader, codeNotLeader, errNotLeader},
 	{errLostLeadership, codeLostLeadership, errLostLeadership},
