@@ -84,7 +84,7 @@ type quota struct {
 	name    string // what it counts, for people: "keys with a holder or waiters"
 	field   string // its Config field
 	flag    string // the agent's flag
-	max     int    // the limit; math.MaxInt when unlimited
+	max     int    // the limit, when limited
 	limited bool
 	refused atomic.Uint64
 	// The refusals' warning is written once per quotaLogEvery per limit,
