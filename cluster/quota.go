@@ -84,6 +84,7 @@ type quota struct {
 	name    string // what it counts, for people: "keys with a holder or waiters"
 	field   string // its Config field
 	flag    string // the agent's flag
+	free    string // how clients free some
 	max     int    // the limit, when limited
 	limited bool
 	refused atomic.Uint64
@@ -114,9 +115,12 @@ func newQuotas(cfg Config) *quotas {
 		return v, true
 	}
 	q := &quotas{
-		locks:    quota{name: "keys with a holder or waiters", field: "MaxLocks", flag: "-max-locks"},
-		sessions: quota{name: "sessions", field: "MaxSessions", flag: "-max-sessions"},
-		waiters:  quota{name: "callers queued over all keys", field: "MaxTotalWaiters", flag: "-max-total-waiters"},
+		locks: quota{name: "keys with a holder or waiters", field: "MaxLocks", flag: "-max-locks",
+			free: "release locks, or destroy the sessions that hold them"},
+		sessions: quota{name: "sessions", field: "MaxSessions", flag: "-max-sessions",
+			free: "destroy sessions no longer used"},
+		waiters: quota{name: "callers queued over all keys", field: "MaxTotalWaiters", flag: "-max-total-waiters",
+			free: "stop waiting callers, or release the keys they wait for"},
 	}
 	q.locks.max, q.locks.limited = limit(cfg.MaxLocks, DefaultMaxLocks)
 	q.sessions.max, q.sessions.limited = limit(cfg.MaxSessions, DefaultMaxSessions)
@@ -155,8 +159,8 @@ func (n *Node) admitQuota(ctx context.Context, t *leaderTerm, cmd fsm.Command) e
 		{&q.sessions, g.Sessions, used.sessions},
 	} {
 		if c.adds > 0 && c.q.limited && c.used+c.adds > c.q.max {
-			err := fmt.Errorf("%w: this cluster keeps at most %d %s (%s, the agent's %s), and holds %d: free some (release locks, destroy sessions, stop waiting), or raise the limit on every member",
-				lock.ErrQuotaExceeded, c.q.max, c.q.name, c.q.field, c.q.flag, c.used)
+			err := fmt.Errorf("%w: this cluster keeps at most %d %s (%s, the agent's %s), and holds %d: %s, or raise the limit on every member",
+				lock.ErrQuotaExceeded, c.q.max, c.q.name, c.q.field, c.q.flag, c.used, c.q.free)
 			c.q.refused.Add(1)
 			c.q.warn(n, err, cmd)
 			return err
