@@ -153,7 +153,7 @@ type LockStats struct {
 // enforces its own: past one, acquires and session creates that add state
 // fail with CodeQuotaExceeded.
 type Quotas struct {
-	Locks    Quota `json:"locks"`    // keys with a holder or waiters
+	Locks    Quota `json:"locks"`    // keys with a holder or waiters, and each further hold of a semaphore or read/write key
 	Sessions Quota `json:"sessions"` // sessions
 	Waiters  Quota `json:"waiters"`  // callers queued, over all keys
 }

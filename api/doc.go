@@ -558,7 +558,7 @@
 //	413     body_too_large     body over Config.MaxBodyBytes                      ErrBadRequest
 //	415     unsupported_media_type  a POST without Content-Type: application/json ErrBadRequest
 //	429     queue_full         lock.MaxWaiters already wait for the key           lock.ErrQueueFull
-//	429     quota_exceeded     the cluster keeps its maximum of keys with locks,  lock.ErrQuotaExceeded
+//	429     quota_exceeded     the cluster keeps its maximum of locks,            lock.ErrQuotaExceeded
 //	                           of sessions or of waiters (the message says
 //	                           which and what to do); acquire, session create
 //	431     headers_too_large  headers over ServerMaxHeaderBytes                  ErrBadRequest

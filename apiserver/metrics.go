@@ -111,7 +111,7 @@ func newClusterCollector(c Cluster) *clusterCollector {
 		reconcileActions: d("raftlock_reconcile_actions_total",
 			"Changes this node's reconciler made to the raft configuration while it led, by action (add-voter, add-nonvoter, promote, demote, remove, update-address).", "action"),
 		quotaLimit: d("raftlock_quota_limit",
-			"This node's limit on the lock state, by quota (locks: keys with a holder or waiters; sessions; waiters: callers queued over all keys); absent when unlimited.", "quota"),
+			"This node's limit on the lock state, by quota (locks: keys with a holder or waiters, and each further hold of a semaphore or read/write key; sessions; waiters: callers queued over all keys); absent when unlimited.", "quota"),
 		quotaUsed: d("raftlock_quota_used", "What this node's state machine holds of each quota's count.", "quota"),
 		quotaRefused: d("raftlock_quota_refused_total",
 			"Acquires and session creates this node refused while leading because they would pass a quota (quota_exceeded), by quota.", "quota"),

@@ -31,7 +31,7 @@ func TestQuotaExceededOverHTTP(t *testing.T) {
 	a := n.do(t, http.MethodPost, "/v1/acquire", `{"key":"jobs/b","ttl":"1m"}`)
 	assert.Equal(t, http.StatusTooManyRequests, a.status, a.raw)
 	assert.Equal(t, api.CodeQuotaExceeded, a.errorCode(), a.raw)
-	assert.Contains(t, a.raw, "at most 1 keys with a holder or waiters")
+	assert.Contains(t, a.raw, "at most 1 locks (keys with a holder or waiters")
 
 	st, err := n.client.Cluster(ctx)
 	require.NoError(t, err)

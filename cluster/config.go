@@ -167,7 +167,8 @@ type Config struct {
 	MaxWatchers int
 
 	// Quotas bound the state clients can make every member hold in memory
-	// (see quota.go): MaxLocks the keys with a holder or waiters,
+	// (see quota.go): MaxLocks the locks (keys with a holder or waiters,
+	// and each further hold of a semaphore or read/write key),
 	// MaxSessions the sessions, MaxTotalWaiters the callers queued over
 	// all keys (each key also takes at most lock.MaxWaiters). An acquire or
 	// session create that would pass one fails with lock.ErrQuotaExceeded;

@@ -636,7 +636,7 @@ func (n *Node) Stats() Stats {
 		s.LogTime = max(s.LogTime, at)
 	}
 	s.Quotas = Quotas{
-		Locks:    n.quotas.locks.usage(c.keys),
+		Locks:    n.quotas.locks.usage(c.locks),
 		Sessions: n.quotas.sessions.usage(c.sessions),
 		Waiters:  n.quotas.waiters.usage(c.waiters),
 	}

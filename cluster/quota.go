@@ -16,10 +16,13 @@ import (
 // unique keys in a loop, or opens sessions in a loop, would otherwise grow
 // every member at once until all of them run out of memory together (the
 // service, and the application each one is embedded in, with it).
-// Config.MaxLocks bounds the keys with any state (a holder, a lock-delay,
-// or waiters), Config.MaxSessions the sessions, Config.MaxTotalWaiters the
-// callers queued over all keys (a multi-key wait counts once per key; each
-// key also has at most lock.MaxWaiters).
+// Config.MaxLocks bounds the locks: the keys with any state (a holder, a
+// lock-delay, or waiters) and each further hold of a semaphore or
+// read/write key (fsm.Machine.ExtraHolds). Config.MaxSessions bounds the
+// sessions, Config.MaxTotalWaiters the callers queued over all keys (a
+// multi-key wait counts once per key; each key also has at most
+// lock.MaxWaiters). A waiter granted a semaphore or read/write key by a
+// hand-off becomes a hold: admitted as a waiter, it is never refused then.
 //
 // Where: the leader checks each command as it admits it, before it is
 // proposed (admitQuota, called by the forwarding RPC's serve for commands
@@ -59,7 +62,8 @@ import (
 // (fsm.BenchmarkStateBytes, 16-byte keys, Go heap after a GC): a held lock
 // costs about 180 bytes, 290 with 64 bytes of metadata, 1.25 KB with the
 // most metadata (lock.MaxMetadataLen, 1 KiB); a semaphore key with one
-// holder 640; a session 185, and a lock bound to a session about 400 more;
+// holder 640, each further hold 185; a session 185, and a lock bound to a
+// session about 400 more;
 // a queued waiter 205 (plus its metadata). So the defaults cost about
 // 180 MB of locks (290 MB with 64-byte metadata; 1.25 GB in the worst case,
 // every lock with 1 KiB of metadata), 18 MB of sessions and 20 MB of
@@ -81,7 +85,7 @@ const (
 
 // quota is one limit in force on a node and its refusals.
 type quota struct {
-	name    string // what it counts, for people: "keys with a holder or waiters"
+	name    string // what it counts, for people: "sessions"
 	field   string // its Config field
 	flag    string // the agent's flag
 	free    string // how clients free some
@@ -115,7 +119,7 @@ func newQuotas(cfg Config) *quotas {
 		return v, true
 	}
 	q := &quotas{
-		locks: quota{name: "keys with a holder or waiters", field: "MaxLocks", flag: "-max-locks",
+		locks: quota{name: "locks (keys with a holder or waiters, and each further hold of a semaphore or read/write key)", field: "MaxLocks", flag: "-max-locks",
 			free: "release locks, or destroy the sessions that hold them"},
 		sessions: quota{name: "sessions", field: "MaxSessions", flag: "-max-sessions",
 			free: "destroy sessions no longer used"},
@@ -154,7 +158,7 @@ func (n *Node) admitQuota(ctx context.Context, t *leaderTerm, cmd fsm.Command) e
 		adds int
 		used int
 	}{
-		{&q.locks, g.Keys, used.keys},
+		{&q.locks, g.Keys + g.Holds, used.locks},
 		{&q.waiters, g.Waiters, used.waiters},
 		{&q.sessions, g.Sessions, used.sessions},
 	} {

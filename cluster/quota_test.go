@@ -92,6 +92,29 @@ func TestQuotas(t *testing.T) {
 		require.NoError(t, err)
 	})
 
+	t.Run("semaphore holds", func(t *testing.T) {
+		sem := func(owner lock.Owner) error {
+			_, err := follower.Acquire(ctx, lock.AcquireRequest{Key: "sem", Owner: owner, TTL: time.Minute, Kind: lock.KindSemaphore, Limit: 2 * maxLocks})
+			return err
+		}
+		owners := make([]lock.Owner, maxLocks)
+		for i := range owners {
+			owners[i] = lock.NewOwner()
+			require.NoError(t, sem(owners[i]), "hold %d of a semaphore with room", i)
+		}
+		isQuota(t, sem(lock.NewOwner()), "MaxLocks", maxLocks)
+		require.NoError(t, sem(owners[0]), "a holder's retry")
+		assert.Equal(t, maxLocks, leader.Stats().Quotas.Locks.Used, "each hold is a lock")
+		_, err := follower.Release(ctx, "sem", owners[0])
+		require.NoError(t, err)
+		owners[0] = lock.NewOwner()
+		require.NoError(t, sem(owners[0]), "room again")
+		for _, o := range owners {
+			_, err := follower.Release(ctx, "sem", o)
+			require.NoError(t, err)
+		}
+	})
+
 	t.Run("sessions", func(t *testing.T) {
 		var ids []lock.SessionID
 		for range maxSessions {

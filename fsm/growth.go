@@ -5,6 +5,7 @@ package fsm
 // before it lets a command in.
 type Growth struct {
 	Keys     int // keys it would add to Len
+	Holds    int // holds it would add to ExtraHolds (a newcomer to a semaphore or read/write key)
 	Waiters  int // callers it would add to Waiters (a multi-key wait is one per key)
 	Sessions int // sessions it would add to Sessions
 }
@@ -21,8 +22,7 @@ func (g Growth) IsZero() bool { return g == Growth{} }
 // such session). It is an upper bound, not a prediction: a lease that has
 // ended but not yet been expired by a command still counts as holding its
 // key, so an acquire that would be granted may be counted as a waiter.
-// Holds on a semaphore or read/write key that has room are not counted:
-// MaxHolders bounds them per key. Growth changes nothing.
+// Growth changes nothing.
 func (m *Machine) Growth(c Command) Growth {
 	switch c.Op {
 	case OpSessionCreate:
@@ -45,20 +45,25 @@ func (m *Machine) acquireGrowth(c Command) Growth {
 	switch {
 	case e == nil:
 		return Growth{Keys: 1}
-	case c.Wait <= 0 || e.waiters.find(c.Owner) != nil:
-		return Growth{} // granted, answered held, or a waiter's retry
+	case e.waiters.find(c.Owner) != nil:
+		return Growth{} // a waiter's retry
 	}
 	if kind, limit := e.kind(); kind != c.Kind || limit != c.Limit {
 		return Growth{} // answered StatusKindMismatch
 	}
 	if g := e.group(); g != nil {
-		if g.holders.find(c.Owner) != nil || (e.waiters == nil && g.fits(c.Shared)) {
-			return Growth{} // a holder's retry, or a new hold the group has room for
+		switch {
+		case g.holders.find(c.Owner) != nil:
+			return Growth{} // a holder's retry
+		case e.waiters == nil && g.fits(c.Shared):
+			return Growth{Holds: 1} // a new hold the group has room for
+		case c.Wait <= 0:
+			return Growth{} // answered held
 		}
 		return Growth{Waiters: 1}
 	}
-	if e.owner == c.Owner {
-		return Growth{} // the holder's retry
+	if e.owner == c.Owner || c.Wait <= 0 {
+		return Growth{} // the holder's retry, or answered held
 	}
 	return Growth{Waiters: 1}
 }
@@ -83,4 +88,21 @@ func (m *Machine) acquireAllGrowth(c Command) Growth {
 		return Growth{} // answered held
 	}
 	return g
+}
+
+// ExtraHolds is the number of holds of semaphore and read/write keys
+// beyond each key's first: Len plus ExtraHolds is the number of locks held
+// (each hold of a semaphore or read/write key one lock), and of keys kept
+// for waiters only.
+func (m *Machine) ExtraHolds() int { return m.extraHolds }
+
+// extraHolds counts ExtraHolds over entries (a restore's).
+func extraHolds(entries []*entry) int {
+	n := 0
+	for _, e := range entries {
+		if g := e.group(); g != nil {
+			n += max(g.holders.len()-1, 0)
+		}
+	}
+	return n
 }

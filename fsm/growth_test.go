@@ -1,7 +1,9 @@
 package fsm
 
 import (
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -30,7 +32,9 @@ func TestGrowthOfEachCase(t *testing.T) {
 		{"waiter's retry", acquire(ms, "held", ownerB, time.Hour, time.Hour), Growth{}},
 		{"another kind", acquireKind(ms, "held", ownerC, time.Hour, time.Hour, 2, false), Growth{}},
 		{"no such session", acquireIn(ms, "new", ownerA, numberedOwner(7), 0, ""), Growth{}},
-		{"semaphore with room", acquireKind(ms, "sem", ownerB, time.Hour, time.Hour, 2, false), Growth{}},
+		{"semaphore with room", acquireKind(ms, "sem", ownerB, time.Hour, time.Hour, 2, false), Growth{Holds: 1}},
+		{"semaphore with room, no wait", acquireKind(ms, "sem", ownerB, time.Hour, 0, 2, false), Growth{Holds: 1}},
+		{"semaphore holder's retry", acquireKind(ms, "sem", ownerA, time.Hour, time.Hour, 2, false), Growth{}},
 		{"new session", createSession(ms, numberedOwner(7), time.Hour, 0), Growth{Sessions: 1}},
 		{"existing session", createSession(ms, sessionS, time.Hour, 0), Growth{}},
 		{"all new keys", acquireAll(ms, ownerB, time.Hour, 0, "x", "y"), Growth{Keys: 2}},
@@ -54,6 +58,7 @@ func TestGrowthOfEachCase(t *testing.T) {
 // later, a command may find an owner's hold ended, and be queued where it
 // would have been answered held: Growth says "now".)
 func TestGrowthBoundsWhatApplyAdds(t *testing.T) {
+	sawExtraHolds := false
 	for seed := range uint64(150) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		now := ms
@@ -78,13 +83,20 @@ func TestGrowthBoundsWhatApplyAdds(t *testing.T) {
 			}
 			c.Stamp = m.Now()
 			g := m.Growth(c)
-			keys, waiters, sessions := m.Len(), m.Waiters(), m.Sessions()
+			keys, waiters, sessions, holds := m.Len(), m.Waiters(), m.Sessions(), m.ExtraHolds()
 			m.Apply(c)
-			if !assert.LessOrEqual(t, m.Len()-keys, g.Keys, "seed %d step %d: keys after %v", seed, i, c) ||
+			sawExtraHolds = sawExtraHolds || m.ExtraHolds() > 0
+			if !assert.Equal(t, extraHolds(slices.Collect(maps.Values(m.keys))), m.ExtraHolds(), "seed %d step %d: extra holds counted after %v", seed, i, c) ||
+				!assert.LessOrEqual(t, m.Len()+m.ExtraHolds()-keys-holds, g.Keys+g.Holds, "seed %d step %d: locks after %v", seed, i, c) ||
+				!assert.LessOrEqual(t, m.Len()-keys, g.Keys, "seed %d step %d: keys after %v", seed, i, c) ||
 				!assert.LessOrEqual(t, m.Waiters()-waiters, g.Waiters, "seed %d step %d: waiters after %v", seed, i, c) ||
 				!assert.LessOrEqual(t, m.Sessions()-sessions, g.Sessions, "seed %d step %d: sessions after %v", seed, i, c) {
 				return
 			}
 		}
+		restored := New(nil)
+		require.NoError(t, restored.Restore(m.Snapshot()))
+		assert.Equal(t, m.ExtraHolds(), restored.ExtraHolds(), "seed %d: a restore counts the extra holds", seed)
 	}
+	assert.True(t, sawExtraHolds, "the commands shared semaphore and read/write keys")
 }

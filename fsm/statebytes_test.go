@@ -43,6 +43,13 @@ func BenchmarkStateBytes(b *testing.B) {
 				m.Apply(acquireKind(time.Duration(i), k, numberedOwner(i), time.Hour, 0, 4, false))
 			}
 		}},
+		{"semaphore-hold", nil, func(m *Machine) {
+			// holds of two semaphores of MaxHolders slots
+			keys := lockKeys(2)
+			for i := range n {
+				m.Apply(acquireKind(time.Duration(i), keys[i%2], numberedOwner(i), time.Hour, 0, MaxHolders, false))
+			}
+		}},
 		{"session", nil, func(m *Machine) {
 			for i := range n {
 				m.Apply(createSession(time.Duration(i), numberedOwner(i), time.Hour, 0))

@@ -11,7 +11,8 @@ type MemoryOption func(*MemoryStore)
 
 // MemoryQuotas bounds the state a MemoryStore keeps, as a cluster's quotas
 // do (package cluster, Config.MaxLocks, MaxSessions, MaxTotalWaiters):
-// locks bounds the keys with a holder or waiters, sessions the sessions,
+// locks bounds the locks (keys with a holder or waiters, and each further
+// hold of a semaphore or read/write key), sessions the sessions,
 // waiters the callers queued over all keys (a multi-key wait counts once
 // per key); 0 or less means no limit. An acquire or session create that
 // would pass one fails with ErrQuotaExceeded, and nothing that frees or
@@ -42,7 +43,7 @@ func (s *MemoryStore) admitLocked(c fsm.Command) error {
 		limit, adds, used int
 		what, option      string
 	}{
-		{q.locks, g.Keys, m.Len(), "keys with a holder or waiters", "locks"},
+		{q.locks, g.Keys + g.Holds, m.Len() + m.ExtraHolds(), "locks (keys with a holder or waiters, and each further hold of a semaphore or read/write key)", "locks"},
 		{q.sessions, g.Sessions, m.Sessions(), "sessions", "sessions"},
 		{q.waiters, g.Waiters, m.Waiters(), "callers queued over all keys", "waiters"},
 	} {

@@ -27,7 +27,7 @@ func TestMemoryQuotas(t *testing.T) {
 	err := acquire("c", lock.NewOwner(), 0)
 	require.ErrorIs(t, err, lock.ErrQuotaExceeded)
 	assert.Equal(t, lock.CodeQuotaExceeded, lock.ErrorCode(err))
-	assert.Contains(t, err.Error(), "at most 2 keys")
+	assert.Contains(t, err.Error(), "at most 2 locks")
 	require.NoError(t, acquire("a", a, 0), "the holder's retry")
 	_, err = s.Extend(ctx, "a", a, time.Minute)
 	require.NoError(t, err)

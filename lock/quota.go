@@ -3,7 +3,7 @@ package lock
 import "errors"
 
 // ErrQuotaExceeded: the store already keeps as much state as it is
-// configured to (keys with a holder or waiters, sessions, or callers
+// configured to (locks held and keys with waiters, sessions, or callers
 // queued over all keys), and refused a command that would add more. The
 // message names the limit, its value, and what to do. A store that bounds
 // its state never refuses what frees or keeps state (release, extend,

@@ -61,7 +61,9 @@ func TestQuotaFlagErrors(t *testing.T) {
 // An agent at its -max-locks refuses a new key, says which limit and what
 // to do, and raftlock status shows the quotas.
 func TestAgentQuota(t *testing.T) {
-	a := startAgent(t, "-dev", "-max-locks", "1", "-max-sessions", "unlimited")
+	// Not -dev: a killed -dev agent leaves its temporary data dir behind.
+	a := startAgent(t, "-node-id", "q", "-data-dir", t.TempDir(), "-bind", "127.0.0.1:0", "-bootstrap",
+		"-max-locks", "1", "-max-sessions", "unlimited")
 	a.waitLeader(t)
 	c := a.client(t)
 	_, err := c.Acquire(context.Background(), lock.AcquireRequest{Key: "held", Owner: lock.NewOwner(), TTL: time.Minute})
