@@ -10,9 +10,6 @@ type Growth struct {
 	Sessions int // sessions it would add to Sessions
 }
 
-// IsZero reports whether the command adds nothing.
-func (g Growth) IsZero() bool { return g == Growth{} }
-
 // Growth reports what applying c now, at the machine's log time, would
 // add to its state, at most. It is zero for every command that frees or
 // keeps state (release, extend, cancel-wait, force-release, session renew
