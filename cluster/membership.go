@@ -238,6 +238,7 @@ func (n *Node) addMember(ctx context.Context, id, addr string, empty bool) error
 	if err := cf.Error(); err != nil {
 		return configChangeError(err)
 	}
+	n.reconciler.joining(raft.ServerID(id))
 	if empty {
 		for _, s := range cf.Configuration().Servers {
 			if string(s.ID) == id && s.Suffrage != raft.Nonvoter {
@@ -321,6 +322,7 @@ func (n *Node) removeServer(ctx context.Context, id string) error {
 	}
 	n.log.Info("removing server", "id", id)
 	n.reconciler.explain(raft.ServerID(id), "the member asked to leave")
+	n.reconciler.noteLeaving(raft.ServerID(id))
 	if err := n.waitFuture(ctx, raftRecorder{n.raft, n.reconciler}.RemoveServer(raft.ServerID(id), 0, 0)); err != nil {
 		return configChangeError(err)
 	}
@@ -356,7 +358,7 @@ func configChangeError(err error) error {
 // ctx. A node that left and is started again on its DataDir asks to be
 // added back (see rejoin): to take a member away for good, Leave and do not
 // start it again (or remove its DataDir).
-func (n *Node) Leave(ctx context.Context) error {
+func (n *Node) Leave(ctx context.Context) (err error) {
 	if n.closed() {
 		return fmt.Errorf("cluster: leave: %w", lock.ErrClosed)
 	}
@@ -369,6 +371,14 @@ func (n *Node) Leave(ctx context.Context) error {
 	// (just joined) asks the leader too; removing a non-member is a no-op.
 	_, member := servers[n.cfg.NodeID]
 	if alone := member && len(servers) == 1; !alone {
+		// Once removed, this node is not in its configuration, which
+		// gossipRaftJoiner would answer by asking to be added back.
+		n.leaving.Store(true)
+		defer func() {
+			if err != nil {
+				n.leaving.Store(false) // still running as a member
+			}
+		}()
 		if err := n.awaitLeader(ctx, n.leaveLeaderWait()); err != nil {
 			return fmt.Errorf("cluster: leave: %w; the node is still a member", err)
 		}
@@ -383,10 +393,18 @@ func (n *Node) Leave(ctx context.Context) error {
 		// never campaigns, and it refuses its old peers' votes because its
 		// log is longer than theirs. With the other members gone too (all
 		// stopping at once) no election can ever succeed.
-		if n.IsLeader() && n.otherVoters() > 0 {
-			if err := n.waitFuture(lctx, n.raft.LeadershipTransfer()); err != nil {
-				return fmt.Errorf("cluster: leave: no other voter took over leadership (%w); the node is still a member", err)
+		// raft gives a transfer one election timeout for the chosen
+		// follower to win; on a busy host it may not, and the next try
+		// usually succeeds.
+		for attempt := 1; n.IsLeader() && n.otherVoters() > 0; attempt++ {
+			err := n.waitFuture(lctx, n.raft.LeadershipTransfer())
+			if err == nil {
+				break
 			}
+			if attempt == maxLeaveTransfers || lctx.Err() != nil {
+				return fmt.Errorf("cluster: leave: no other voter took over leadership (%w, %d tries); the node is still a member", err, attempt)
+			}
+			n.log.Debug("leave: leadership transfer failed; trying again", "attempt", attempt, "error", err)
 		}
 		if _, _, err := n.do(lctx, &removeRequest{id: n.cfg.NodeID}); err != nil {
 			if cause := context.Cause(lctx); lctx.Err() != nil && ctx.Err() == nil {
@@ -444,10 +462,20 @@ func (n *Node) whileLeaderKnown(ctx context.Context, d time.Duration) (_ context
 
 // leaveLeaderWait is how long Leave waits for a leader to be known: long
 // enough for an election or two, short enough that stopping a node cut off
-// from its cluster is prompt.
+// from its cluster is prompt. Four timeouts cover two elections on an idle
+// host; minLeaveLeaderWait covers them on a busy one (an agent's 500 ms
+// timeouts gave 2 s, and a leave asked for on a loaded host just after a
+// leader change failed with "no leader known").
 func (n *Node) leaveLeaderWait() time.Duration {
-	return 4 * max(n.cfg.ElectionTimeout, n.cfg.HeartbeatTimeout)
+	return max(4*max(n.cfg.ElectionTimeout, n.cfg.HeartbeatTimeout), minLeaveLeaderWait)
 }
+
+// maxLeaveTransfers is how many leadership transfers a leaving leader
+// tries before Leave fails.
+const maxLeaveTransfers = 5
+
+// minLeaveLeaderWait is leaveLeaderWait's floor.
+const minLeaveLeaderWait = 5 * time.Second
 
 // awaitLeader waits until this node knows a leader, for at most d. It
 // fails with lock.ErrUnavailable when d passes, ctx's error when ctx ends,
