@@ -470,6 +470,9 @@
 //	raftlock_locks_held, raftlock_locks_waiters       the state machine as this node sees it
 //	raftlock_locks_handoffs_total                     grants to a queued waiter
 //	raftlock_locks_expired_total                      leases that ran out
+//	raftlock_quota_limit{quota}, raftlock_quota_used{quota}  a quota (locks, sessions, waiters) and its use;
+//	                                                  no limit sample when unlimited
+//	raftlock_quota_refused_total{quota}               requests refused quota_exceeded while leading
 //
 // plus the Go runtime's and the process's metrics.
 //
@@ -555,6 +558,9 @@
 //	413     body_too_large     body over Config.MaxBodyBytes                      ErrBadRequest
 //	415     unsupported_media_type  a POST without Content-Type: application/json ErrBadRequest
 //	429     queue_full         lock.MaxWaiters already wait for the key           lock.ErrQueueFull
+//	429     quota_exceeded     the cluster keeps its maximum of locks,            lock.ErrQuotaExceeded
+//	                           of sessions or of waiters (the message says
+//	                           which and what to do); acquire, session create
 //	431     headers_too_large  headers over ServerMaxHeaderBytes                  ErrBadRequest
 //	500     internal           a bug; the node's log has more                     ErrInternal
 //	501     not_implemented    /v1/locks on a store that cannot list, /v1/leave   errors.ErrUnsupported

@@ -51,6 +51,7 @@ const (
 	CodeCanceled         = "canceled"               // 409: acquire given up by a release of the same owner (or its client went away)
 	CodeQueueFull        = lock.CodeQueueFull       // 429: too many waiters for the key
 	CodeTooManyWatchers  = lock.CodeTooManyWatchers // 429: the node serves its maximum of blocking queries (watches)
+	CodeQuotaExceeded    = lock.CodeQuotaExceeded   // 429: the cluster keeps its maximum of locks, sessions or waiters (the message says which)
 	CodeUnavailable      = lock.CodeUnavailable     // 503: no leader, no quorum; did not take effect
 	CodeUnknownOutcome   = lock.CodeUnknownOutcome  // 503: may or may not have taken effect; retry with the same owner
 	CodeClosed           = lock.CodeClosed          // 503: the node is shutting down

@@ -79,6 +79,7 @@ type clusterCollector struct {
 	logFault, gossipMembers                          *prometheus.Desc
 	failureTolerance, healthyVoters, ready           *prometheus.Desc
 	reconcileActions                                 *prometheus.Desc
+	quotaLimit, quotaUsed, quotaRefused              *prometheus.Desc
 }
 
 func newClusterCollector(c Cluster) *clusterCollector {
@@ -109,6 +110,11 @@ func newClusterCollector(c Cluster) *clusterCollector {
 		ready:         d("raftlock_cluster_ready", "1 when /readyz would answer 200 (the cluster would survive losing one more node), else 0."),
 		reconcileActions: d("raftlock_reconcile_actions_total",
 			"Changes this node's reconciler made to the raft configuration while it led, by action (add-voter, add-nonvoter, promote, demote, remove, update-address).", "action"),
+		quotaLimit: d("raftlock_quota_limit",
+			"This node's limit on the lock state, by quota (locks: keys with a holder or waiters, and each further hold of a semaphore or read/write key; sessions; waiters: callers queued over all keys); absent when unlimited.", "quota"),
+		quotaUsed: d("raftlock_quota_used", "What this node's state machine holds of each quota's count.", "quota"),
+		quotaRefused: d("raftlock_quota_refused_total",
+			"Acquires and session creates this node refused while leading because they would pass a quota (quota_exceeded), by quota.", "quota"),
 	}
 }
 
@@ -118,6 +124,7 @@ func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.leaderChanges, c.commitTime, c.applyTime, c.freezeTime,
 		c.locksHeld, c.locksWaiters, c.handoffs, c.expirations, c.logFault, c.gossipMembers,
 		c.failureTolerance, c.healthyVoters, c.ready, c.reconcileActions,
+		c.quotaLimit, c.quotaUsed, c.quotaRefused,
 	} {
 		ch <- d
 	}
@@ -169,6 +176,15 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.locksWaiters, float64(l.Waiters))
 		counter(c.handoffs, float64(l.Handoffs))
 		counter(c.expirations, float64(l.Expired))
+	}
+	if q := st.Quotas; q != nil {
+		for name, u := range map[string]api.Quota{"locks": q.Locks, "sessions": q.Sessions, "waiters": q.Waiters} {
+			if u.Limit > 0 {
+				gauge(c.quotaLimit, float64(u.Limit), name)
+			}
+			gauge(c.quotaUsed, float64(u.Used), name)
+			ch <- prometheus.MustNewConstMetric(c.quotaRefused, prometheus.CounterValue, float64(u.Refused), name)
+		}
 	}
 }
 

@@ -44,6 +44,11 @@ func (s nodeStatus) Status() api.ClusterStatus {
 		GossipMembers: st.GossipMembers,
 	}
 	out.ReconcileCounts = st.ReconcileCounts
+	out.Quotas = &api.Quotas{
+		Locks:    api.Quota(st.Quotas.Locks),
+		Sessions: api.Quota(st.Quotas.Sessions),
+		Waiters:  api.Quota(st.Quotas.Waiters),
+	}
 	if st.Health.Known {
 		out.Health = &api.ClusterHealth{
 			FailureTolerance: st.Health.FailureTolerance,

@@ -16,8 +16,9 @@ import (
 )
 
 // newSingleNodeCluster starts a one-node cluster on 127.0.0.1 with fast raft
-// timings, waits until it leads, and closes it when the test ends.
-func newSingleNodeCluster(t *testing.T) *cluster.Node {
+// timings (and tweaks, if any), waits until it leads, and closes it when
+// the test ends.
+func newSingleNodeCluster(t *testing.T, tweaks ...func(*cluster.Config)) *cluster.Node {
 	t.Helper()
 	cfg := cluster.DefaultConfig()
 	cfg.NodeID = "solo"
@@ -31,6 +32,9 @@ func newSingleNodeCluster(t *testing.T) *cluster.Node {
 	cfg.CommitTimeout = 5 * time.Millisecond
 	cfg.RequestTimeout = 5 * time.Second
 	cfg.Logger = hclog.NewNullLogger()
+	for _, tweak := range tweaks {
+		tweak(&cfg)
+	}
 	n, err := cluster.New(cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { n.Close() })

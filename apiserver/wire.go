@@ -89,6 +89,12 @@ var lockCodeStatus = map[string]int{
 	lock.CodeInvalidKind:  http.StatusBadRequest,
 
 	lock.CodeTooManyWatchers: http.StatusTooManyRequests,
+
+	// 429, as etcd's "database space exceeded" (gRPC RESOURCE_EXHAUSTED,
+	// which HTTP gateways answer 429) and as queue_full: the request is
+	// well formed, and the same one succeeds once state is freed. (507 is
+	// WebDAV's, and says nothing to a client's retry policy.)
+	lock.CodeQuotaExceeded: http.StatusTooManyRequests,
 }
 
 // readJSON decodes the request body into v (a pointer to a request struct):

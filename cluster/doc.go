@@ -42,6 +42,13 @@
 //     counts it, and a node whose log lost entries, or whose DataDir belongs
 //     to another node or cluster, refuses to start (ErrLogDamaged,
 //     ErrWrongNode, ErrWrongCluster) and says why.
+//   - The state clients can make every member hold is bounded
+//     (Config.MaxLocks, MaxSessions, MaxTotalWaiters): an acquire or
+//     session create that would add state past a limit fails with
+//     lock.ErrQuotaExceeded, refused by the leader before it is proposed,
+//     from its applied state (so the state may pass a limit by the commands
+//     in flight: a memory guard, not an exact count; quota.go says why);
+//     nothing that frees or keeps state is ever refused.
 //
 // With Config.GossipBindAddr set, a node also gossips (hashicorp/serf on
 // memberlist, on that second port, UDP and TCP): membership, failure
@@ -83,7 +90,8 @@
 // readiness), statemachine.go (the raft FSM adapter), logclock.go (the
 // log clock), forward.go (forwarding and retries), leader.go (proposal
 // batching), waiting.go (waiting at the leader), store.go (reads),
-// watch.go (watches),
+// watch.go (watches), quota.go (limits on the state clients can make
+// every member hold: Config.MaxLocks, MaxSessions, MaxTotalWaiters),
 // peers.go (how members learn each other's API addresses), gossip.go and
 // gossip_join.go (gossip, retry-join) and bootstrap_expect.go.
 package cluster

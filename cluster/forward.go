@@ -138,6 +138,9 @@ func (n *Node) do(ctx context.Context, req rpcRequest) (ans rpcAnswer, retried b
 			return nil, unknown, n.endedError(parent, ctx, unknown, lastErr)
 		case errors.Is(attemptErr, ErrBadRequest), errors.Is(attemptErr, transport.ErrTooLarge):
 			return nil, unknown, attemptErr
+		case errors.Is(attemptErr, lock.ErrQuotaExceeded):
+			// Refused by the leader's quotas before it was proposed (quota.go).
+			return nil, unknown, attemptErr
 		default:
 			// codeUnavailable and the unexpected: retry after a pause.
 		}

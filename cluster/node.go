@@ -72,6 +72,7 @@ type Node struct {
 	unlockDir func() error
 	raft      *raft.Raft
 	sm        *stateMachine
+	quotas    *quotas // limits on the state, checked by the leader at admission (quota.go)
 	// awaits holds the waiting acquires parked at this node while it leads
 	// (its own callers' and forwarded ones), answered when it applies
 	// their grant or the end of their wait.
@@ -169,6 +170,7 @@ func New(cfg Config) (*Node, error) {
 	n.sm.afterApply = n.pokeExpiryTimer
 	n.sm.startWatches(n.cfg.MaxWatchers)
 	n.sm.monotonic = clock.Monotonic
+	n.quotas = newQuotas(cfg)
 
 	ok := false
 	var cleanup []func()
@@ -485,6 +487,11 @@ type Stats struct {
 	// to another leader, or to none (an election began).
 	LeaderChanges uint64
 
+	// Quotas are this node's limits on the state (Config.MaxLocks,
+	// MaxSessions, MaxTotalWaiters), what its state machine holds of each,
+	// and what it refused while leading.
+	Quotas Quotas
+
 	Keys         int           // keys held (each may have waiters)
 	Waiters      int           // callers queued, over all keys (wherever they wait)
 	Handoffs     uint64        // keys this node's state machine granted to a queued waiter (on release, expiry or cancel)
@@ -630,6 +637,11 @@ func (n *Node) Stats() Stats {
 	}
 	if at := n.leaderClock(); at > 0 {
 		s.LogTime = max(s.LogTime, at)
+	}
+	s.Quotas = Quotas{
+		Locks:    n.quotas.locks.usage(c.locks),
+		Sessions: n.quotas.sessions.usage(c.sessions),
+		Waiters:  n.quotas.waiters.usage(c.waiters),
 	}
 	if n.gossip != nil {
 		s.GossipMembers = map[string]int{GossipAlive: 0, GossipFailed: 0, GossipLeft: 0}

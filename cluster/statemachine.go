@@ -314,14 +314,27 @@ func (s *stateMachine) sessionLive(id fsm.Owner, at time.Duration) bool {
 type machineCounts struct {
 	keys      int // keys held
 	waiters   int // callers queued over all keys
+	sessions  int // live sessions
+	locks     int // keys plus the extra holds of semaphore and read/write keys (quota.go)
 	lastToken uint64
 	logTime   time.Duration
+}
+
+// quotaUse is what the quotas count (quota.go).
+type quotaUse struct{ locks, waiters, sessions int }
+
+// growth is how much cmd could add to the state, and the state's size,
+// for the quotas' check at admission.
+func (s *stateMachine) growth(cmd fsm.Command) (fsm.Growth, quotaUse) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m.Growth(cmd), quotaUse{locks: s.m.Len() + s.m.ExtraHolds(), waiters: s.m.Waiters(), sessions: s.m.Sessions()}
 }
 
 func (s *stateMachine) counts() machineCounts {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return machineCounts{keys: s.m.Len(), waiters: s.m.Waiters(), lastToken: s.m.LastToken(), logTime: s.m.Now()}
+	return machineCounts{keys: s.m.Len(), waiters: s.m.Waiters(), sessions: s.m.Sessions(), locks: s.m.Len() + s.m.ExtraHolds(), lastToken: s.m.LastToken(), logTime: s.m.Now()}
 }
 
 // freezeChunk is how many keys a snapshot copies per hold of the state

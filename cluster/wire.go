@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
@@ -206,20 +207,26 @@ const (
 	codeShuttingDown   replyCode = 4 // the leader is closing; outcome unknown
 	codeBadRequest     replyCode = 5 // malformed or not allowed; retrying will not help
 	codeUnavailable    replyCode = 6 // the leader could not do it now (e.g. a config change failed)
+	// codeQuotaExceeded: the leader refused a command that would add state
+	// past one of its quotas (quota.go); nothing was proposed. A node that
+	// does not know the code fails the command with ErrBadRequest: refused
+	// all the same, not retried.
+	codeQuotaExceeded replyCode = 8
 )
 
 // replyErrors is the one table of the RPC's error codes: a line per error
 // a serve may return (served), the code that answers it, and the error the
 // asking node's attempt fails with (got; the first line of a code gives
-// it). An error no line matches is answered codeUnavailable. The lock
-// package's errors never cross the RPC as errors: a lock outcome is an
-// answer (an fsm.Status), and these codes say only whether, and how, to
-// retry.
+// it). An error no line matches is answered codeUnavailable. A lock
+// outcome is an answer (an fsm.Status), not an error; the codes say
+// whether, and how, to retry, and the only lock errors that cross as
+// errors are the leader's refusals before proposing (lock.ErrQuotaExceeded).
 var replyErrors = []replyError{
 	{errNotLeader, codeNotLeader, errNotLeader},
 	{errLostLeadership, codeLostLeadership, errLostLeadership},
 	{errShuttingDown, codeShuttingDown, errLeaderClosing},
 	{ErrBadRequest, codeBadRequest, ErrBadRequest},
+	{lock.ErrQuotaExceeded, codeQuotaExceeded, lock.ErrQuotaExceeded},
 	{nil, codeUnavailable, errLeaderUnavailable},
 	// The caller gave up; nobody reads the answer. Say what is true of a command.
 	{context.Canceled, codeLostLeadership, errLostLeadership},
@@ -267,7 +274,9 @@ func (r reply) err() error {
 			if r.code == codeNotLeader {
 				return e.got // r.leader hints at the leader
 			}
-			return fmt.Errorf("%w: %s", e.got, r.msg)
+			// A message that starts with the error's own text (a lock
+			// sentinel's, as served) is not said twice.
+			return fmt.Errorf("%w: %s", e.got, strings.TrimPrefix(r.msg, e.got.Error()+": "))
 		}
 	}
 	return fmt.Errorf("%w: reply code %d", ErrBadRequest, r.code)
@@ -429,6 +438,9 @@ func (r *commandRequest) admit() error {
 func (r *commandRequest) serve(ctx context.Context, n *Node, t *leaderTerm) (rpcAnswer, error) {
 	if r.cmd.Op == fsm.OpCancelWait {
 		return answered(commandAnswerOf(n.cancelWaitAtLeader(ctx, t, r.cmd))) // see waiting.go
+	}
+	if err := n.admitQuota(ctx, t, r.cmd); err != nil {
+		return nil, err // see quota.go
 	}
 	return answered(commandAnswerOf(t.propose(ctx, r.cmd)))
 }

@@ -165,6 +165,10 @@ type Machine struct {
 	sessions  map[Owner]*session
 	nWaiters  int               // callers queued, over all keys
 	sets      map[Owner]*keySet // multi-key acquisitions, held or waiting, by owner
+
+	// extraHolds counts the holds of semaphore and read/write keys
+	// beyond each key's first (growth.go): with Len, the locks held.
+	extraHolds int
 }
 
 // New returns an empty machine. observe (may be nil) receives events during

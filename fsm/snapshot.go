@@ -613,6 +613,7 @@ func (m *Machine) Restore(b []byte) error {
 	}
 	m.now, m.lastToken, m.keys, m.order, m.deadlines = now, lastToken, keys, buildKeyOrder(sorted), heap
 	m.epoch, m.unclaimed, m.nWaiters, m.sessions, m.sets = epoch, unclaimed, nWaiters, sessions, sets
+	m.extraHolds = extraHolds(sorted)
 	return nil
 }
 

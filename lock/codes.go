@@ -31,6 +31,9 @@ const (
 	CodeTooManyWatchers = "too_many_watchers" // ErrTooManyWatchers
 )
 
+// CodeQuotaExceeded names ErrQuotaExceeded.
+const CodeQuotaExceeded = "quota_exceeded"
+
 // To add a code: its sentinel (errors.go), its constant above and its line
 // below; then its HTTP status in apiserver's lockCodeStatus (a test there
 // fails until it has one), and, for the HTTP client's users, an api.Code
@@ -61,6 +64,7 @@ var errorCodes = []struct {
 	{CodeInvalidLimit, []error{ErrInvalidLimit}},
 	{CodeInvalidKind, []error{ErrInvalidKind}},
 	{CodeTooManyWatchers, []error{ErrTooManyWatchers}},
+	{CodeQuotaExceeded, []error{ErrQuotaExceeded}},
 	{CodeUnknownOutcome, []error{ErrUnknownOutcome, ErrUnavailable}},
 	{CodeClosed, []error{ErrClosed}},
 	{CodeUnavailable, []error{ErrUnavailable}},

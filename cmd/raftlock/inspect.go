@@ -56,6 +56,9 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	if st.Locks != nil {
 		fmt.Fprintf(stdout, "locks:   %d held, %d waiting\n", st.Locks.Held, st.Locks.Waiters)
 	}
+	if q := st.Quotas; q != nil {
+		fmt.Fprintf(stdout, "quotas:  %s\n", quotaLine(*q))
+	}
 	if h := st.Health; h != nil {
 		fmt.Fprintf(stdout, "health:  failure tolerance %d (%d of %d voters healthy)\n", h.FailureTolerance, h.HealthyVoters, h.Voters)
 	} else {
