@@ -88,9 +88,7 @@ func (s *suite) testMultiKeyAllOrNothing(t *testing.T) {
 	// Extend and release by any key act on the whole set.
 	_, err = st.Extend(ctx, c, req.Owner, long)
 	require.NoError(t, err)
-	ok, err := st.Release(ctx, b, req.Owner)
-	require.NoError(t, err)
-	require.True(t, ok)
+	release(t, ctx, st, b, req.Owner)
 	for _, k := range []string{a, b, c} {
 		assert.False(t, inspect(t, ctx, st, k).Locked, "the release of b released %q", k)
 	}
@@ -130,9 +128,7 @@ func (s *suite) testMultiKeyFIFO(t *testing.T) {
 		t.Fatalf("the waiter behind the set was granted first: %+v", o)
 	default:
 	}
-	ok, err := st.Release(ctx, a, set.Owner)
-	require.NoError(t, err)
-	require.True(t, ok)
+	release(t, ctx, st, a, set.Owner)
 	o := s.await(t, laterDone, "the waiter behind the set")
 	require.NoError(t, o.err)
 	assert.Greater(t, o.lease.Token, got.lease.Token)
@@ -304,8 +300,7 @@ func (s *suite) testMultiKeyNoDeadlock(t *testing.T) {
 // A LockAll handle: Run holds every key with one token and releases them
 // all; a store without multi-key locks says so.
 func (s *suite) testMultiKeyHandle(t *testing.T) {
-	st := s.newStore(t)
-	ctx := s.ctx(t)
+	st, ctx := s.begin(t)
 	a, b := key(t, "a"), key(t, "b")
 	h := lock.New(st).LockAll([]string{b, a}, lock.TTL(long))
 	assert.Equal(t, []string{a, b}, h.Keys())

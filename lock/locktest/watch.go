@@ -158,9 +158,7 @@ func (s *suite) testWatchKey(t *testing.T) {
 	// Release: hand-off to the waiter.
 	watch = watchKeyAsync(ctx, w, k, index)
 	s.fence(t, ctx, st, w, index, watch, "before the release")
-	ok, err := st.Release(ctx, k, holder)
-	require.NoError(t, err)
-	require.True(t, ok)
+	release(t, ctx, st, k, holder)
 	a = s.woken(t, watch, "the release and hand-off")
 	granted := s.await(t, waiter, "the waiter's grant")
 	require.NoError(t, granted.err)
@@ -368,9 +366,7 @@ func (s *suite) testWatchSharedHolders(t *testing.T) {
 		assert.Equal(t, lease.Token, a.info.Token, "the newest holder's token")
 
 		watch = watchKeyAsync(ctx, w, req.Key, a.index)
-		ok, err := st.Release(ctx, req.Key, second.Owner)
-		require.NoError(t, err)
-		require.True(t, ok)
+		release(t, ctx, st, req.Key, second.Owner)
 		a = s.woken(t, watch, "a holder of "+req.Kind.String()+" leaving")
 		assert.Equal(t, 1, a.info.Holders, req.Kind.String())
 	}
