@@ -66,13 +66,7 @@ func TestStore(t *testing.T, newStore func(t *testing.T) lock.Store) {
 
 // TestStoreWith is TestStore with options.
 func TestStoreWith(t *testing.T, newStore func(t *testing.T) lock.Store, opts Options) {
-	if opts.ShortTTL <= 0 {
-		opts.ShortTTL = 150 * time.Millisecond
-	}
-	if opts.Patience <= 0 {
-		opts.Patience = 10 * time.Second
-	}
-	s := &suite{newStore: newStore, Options: opts}
+	s := newSuite(newStore, opts)
 	for _, tc := range []struct {
 		name string
 		run  func(t *testing.T)
@@ -124,6 +118,29 @@ func TestStoreWith(t *testing.T, newStore func(t *testing.T) lock.Store, opts Op
 type suite struct {
 	newStore func(t *testing.T) lock.Store
 	Options
+}
+
+// newSuite is the suite with opts' zero fields set to their defaults.
+func newSuite(newStore func(t *testing.T) lock.Store, opts Options) *suite {
+	if opts.ShortTTL <= 0 {
+		opts.ShortTTL = 150 * time.Millisecond
+	}
+	if opts.Patience <= 0 {
+		opts.Patience = 10 * time.Second
+	}
+	return &suite{newStore: newStore, Options: opts}
+}
+
+// storeAs is st as T, an optional interface that a subtest needs; the
+// subtest skips, saying that st lacks (what lacks says), for a store that
+// does not implement it.
+func storeAs[T any](t *testing.T, st lock.Store, lacks string) T {
+	t.Helper()
+	v, ok := st.(T)
+	if !ok {
+		t.Skipf("%T %s", st, lacks)
+	}
+	return v
 }
 
 // long is a lease that never runs out during a subtest.
@@ -536,10 +553,7 @@ func (s *suite) testReleaseWakesWaiter(t *testing.T) {
 
 func (s *suite) testForceRelease(t *testing.T) {
 	st := s.newStore(t)
-	admin, ok := st.(lock.AdminStore)
-	if !ok {
-		t.Skipf("%T does not implement lock.AdminStore", st)
-	}
+	admin := storeAs[lock.AdminStore](t, st, "does not implement lock.AdminStore")
 	ctx := s.ctx(t)
 	k := key(t, "k")
 

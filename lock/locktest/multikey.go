@@ -24,12 +24,7 @@ type multiKeyStore interface {
 // multiStore is the store of a multi-key subtest, which skips for a store
 // that does not take multi-key locks.
 func (s *suite) multiStore(t *testing.T) multiKeyStore {
-	st := s.newStore(t)
-	ms, ok := st.(multiKeyStore)
-	if !ok {
-		t.Skipf("%T does not implement lock.MultiKeyStore", st)
-	}
-	return ms
+	return storeAs[multiKeyStore](t, s.newStore(t), "does not implement lock.MultiKeyStore")
 }
 
 // allReq is a multi-key request for a fresh owner (keys sorted here).

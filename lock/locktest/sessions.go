@@ -17,11 +17,7 @@ import (
 // sessionStore is the store as a SessionStore; the session tests need one.
 func (s *suite) sessionStore(t *testing.T) (lock.Store, lock.SessionStore) {
 	st := s.newStore(t)
-	ss, ok := st.(lock.SessionStore)
-	if !ok {
-		t.Skipf("%T has no sessions (it does not implement lock.SessionStore)", st)
-	}
-	return st, ss
+	return st, storeAs[lock.SessionStore](t, st, "has no sessions (it does not implement lock.SessionStore)")
 }
 
 func (s *suite) createSession(t *testing.T, ctx context.Context, ss lock.SessionStore, ttl time.Duration) lock.SessionID {

@@ -23,13 +23,7 @@ import (
 // them with the rest): for a store whose other behaviours are checked
 // elsewhere, such as the HTTP client of a cluster follower.
 func TestWatcher(t *testing.T, newStore func(t *testing.T) lock.Store, opts Options) {
-	if opts.ShortTTL <= 0 {
-		opts.ShortTTL = 150 * time.Millisecond
-	}
-	if opts.Patience <= 0 {
-		opts.Patience = 10 * time.Second
-	}
-	(&suite{newStore: newStore, Options: opts}).runWatchTests(t)
+	newSuite(newStore, opts).runWatchTests(t)
 }
 
 func (s *suite) runWatchTests(t *testing.T) {
@@ -52,11 +46,7 @@ func (s *suite) runWatchTests(t *testing.T) {
 
 func (s *suite) watcher(t *testing.T) (lock.Store, lock.Watcher) {
 	st := s.newStore(t)
-	w, ok := st.(lock.Watcher)
-	if !ok {
-		t.Skipf("%T cannot watch (it does not implement lock.Watcher)", st)
-	}
-	return st, w
+	return st, storeAs[lock.Watcher](t, st, "cannot watch (it does not implement lock.Watcher)")
 }
 
 type watchAnswer struct {
