@@ -67,10 +67,7 @@ func TestStore(t *testing.T, newStore func(t *testing.T) lock.Store) {
 // TestStoreWith is TestStore with options.
 func TestStoreWith(t *testing.T, newStore func(t *testing.T) lock.Store, opts Options) {
 	s := newSuite(newStore, opts)
-	for _, tc := range []struct {
-		name string
-		run  func(t *testing.T)
-	}{
+	for _, tc := range []subtest{
 		{"BadInput", s.testBadInput},
 		{"Exclusion", s.testExclusion},
 		{"ExpiryHandsOff", s.testExpiryHandsOff},
@@ -113,6 +110,12 @@ func TestStoreWith(t *testing.T, newStore func(t *testing.T) lock.Store, opts Op
 		t.Run(tc.name, tc.run)
 	}
 	s.runWatchTests(t) // watch.go
+}
+
+// subtest is a row of the suite's tables of subtests.
+type subtest struct {
+	name string
+	run  func(t *testing.T)
 }
 
 type suite struct {

@@ -27,10 +27,7 @@ func TestWatcher(t *testing.T, newStore func(t *testing.T) lock.Store, opts Opti
 }
 
 func (s *suite) runWatchTests(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		run  func(t *testing.T)
-	}{
+	for _, tc := range []subtest{
 		{"Watch/Key", s.testWatchKey},
 		{"Watch/SessionEnd", s.testWatchSessionEnd},
 		{"Watch/Prefix", s.testWatchPrefix},
