@@ -218,11 +218,7 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 		return nil, fmt.Errorf("lock: %T has no sessions: %w", c.store, errors.ErrUnsupported)
 	}
 	req := SessionRequest{ID: NewSessionID(), TTL: DefaultSessionTTL}
-	for _, opt := range opts {
-		if opt != nil {
-			opt.applySession(&req)
-		}
-	}
+	applyOptions(&req, opts, SessionOption.applySession)
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
