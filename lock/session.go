@@ -72,17 +72,8 @@ func (id SessionID) String() string { return hex.EncodeToString(id[:]) }
 
 // ParseSessionID parses the form String writes.
 func ParseSessionID(s string) (SessionID, error) {
-	var id SessionID
-	if len(s) != 2*len(id) {
-		return SessionID{}, fmt.Errorf("%w: session must be 32 hex digits", ErrInvalidSession)
-	}
-	if _, err := hex.Decode(id[:], []byte(s)); err != nil {
-		return SessionID{}, fmt.Errorf("%w: session must be 32 hex digits", ErrInvalidSession)
-	}
-	if id.IsZero() {
-		return SessionID{}, fmt.Errorf("%w: session is zero", ErrInvalidSession)
-	}
-	return id, nil
+	id, err := parseID(s, "session", ErrInvalidSession)
+	return SessionID(id), err
 }
 
 // SessionStore is an optional Store ability, found by type assertion:
