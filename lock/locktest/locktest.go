@@ -225,12 +225,32 @@ type outcome struct {
 
 // acquireAsync starts a waiting acquire and returns where its outcome arrives.
 func acquireAsync(ctx context.Context, st lock.Store, req lock.AcquireRequest) <-chan outcome {
-	done := make(chan outcome, 1)
-	go func() {
+	return async(func() outcome {
 		lease, err := st.Acquire(ctx, req)
-		done <- outcome{lease, err}
-	}()
+		return outcome{lease, err}
+	})
+}
+
+// async runs f in a goroutine of its own and returns where its answer
+// arrives (buffered: the goroutine never blocks on it).
+func async[T any](f func() T) <-chan T {
+	done := make(chan T, 1)
+	go func() { done <- f() }()
 	return done
+}
+
+// receive is what done delivers, failing the test with failure if nothing
+// arrives within patience.
+func receive[T any](t *testing.T, patience time.Duration, done <-chan T, failure string) T {
+	t.Helper()
+	select {
+	case v := <-done:
+		return v
+	case <-time.After(patience):
+		require.FailNow(t, "timed out", failure)
+		var zero T
+		return zero
+	}
 }
 
 // queue starts a waiting acquire of k under ctx for a fresh owner (lease
@@ -246,13 +266,7 @@ func (s *suite) queue(t *testing.T, ctx context.Context, st lock.Store, k string
 
 func (s *suite) await(t *testing.T, done <-chan outcome, what string) outcome {
 	t.Helper()
-	select {
-	case o := <-done:
-		return o
-	case <-time.After(s.Patience):
-		require.FailNow(t, "timed out", "waiting for %s", what)
-		return outcome{}
-	}
+	return receive(t, s.Patience, done, "waiting for "+what)
 }
 
 func (s *suite) testBadInput(t *testing.T) {

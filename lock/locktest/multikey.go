@@ -35,12 +35,10 @@ func allReq(ttl, wait time.Duration, keys ...string) lock.AcquireRequest {
 }
 
 func acquireAllAsync(ctx context.Context, st multiKeyStore, req lock.AcquireRequest) <-chan outcome {
-	done := make(chan outcome, 1)
-	go func() {
+	return async(func() outcome {
 		lease, err := st.AcquireAll(ctx, req)
-		done <- outcome{lease, err}
-	}()
-	return done
+		return outcome{lease, err}
+	})
 }
 
 // A set is granted all at once with one token that every key shows, or

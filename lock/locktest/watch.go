@@ -56,34 +56,25 @@ type watchAnswer struct {
 // watchKeyAsync starts a blocking query on k after index, with a wait longer
 // than any subtest.
 func watchKeyAsync(ctx context.Context, w lock.Watcher, k string, index uint64) <-chan watchAnswer {
-	done := make(chan watchAnswer, 1)
-	go func() {
+	return async(func() watchAnswer {
 		info, i, err := w.WatchKey(ctx, k, lock.WatchQuery{Index: index, Wait: time.Hour})
-		done <- watchAnswer{info: info, index: i, err: err}
-	}()
-	return done
+		return watchAnswer{info: info, index: i, err: err}
+	})
 }
 
 func watchListAsync(ctx context.Context, w lock.Watcher, prefix string, index uint64) <-chan watchAnswer {
-	done := make(chan watchAnswer, 1)
-	go func() {
+	return async(func() watchAnswer {
 		locks, i, err := w.WatchList(ctx, lock.ListRequest{Prefix: prefix}, lock.WatchQuery{Index: index, Wait: time.Hour})
-		done <- watchAnswer{locks: locks, index: i, err: err}
-	}()
-	return done
+		return watchAnswer{locks: locks, index: i, err: err}
+	})
 }
 
 // woken waits for a watch's answer, which must come within Patience.
 func (s *suite) woken(t *testing.T, done <-chan watchAnswer, what string) watchAnswer {
 	t.Helper()
-	select {
-	case a := <-done:
-		require.NoError(t, a.err, what)
-		return a
-	case <-time.After(s.Patience):
-		require.FailNow(t, "timed out", "the watch was not woken by %s", what)
-		return watchAnswer{}
-	}
+	a := receive(t, s.Patience, done, "the watch was not woken by "+what)
+	require.NoError(t, a.err, what)
+	return a
 }
 
 // now is a watch's answer at once (index 0).
