@@ -692,15 +692,7 @@ func (h *Handler) list(r *http.Request, c *opCall) (any, *apiError) {
 	if err != nil {
 		return nil, storeError(err, false)
 	}
-	resp := api.ListResponse{Locks: make([]api.KeyInfo, 0, min(len(locks), limit))}
-	for i, l := range locks {
-		if i == limit {
-			resp.More = true
-			break
-		}
-		resp.Locks = append(resp.Locks, api.MakeKeyInfo(l.Key, l.KeyInfo))
-	}
-	return resp, nil
+	return listPage(locks, limit), nil
 }
 
 // maxListScan bounds the keys one listing reads from the store, in pages,

@@ -559,15 +559,9 @@ func (n *Node) gossipRaftJoiner(fresh bool) {
 				n.log.Debug("asking a gossip member to add this node to raft failed; retrying", "error", err)
 			}
 		}
-		timer := time.NewTimer(backoff)
-		select {
-		case <-n.closing:
-			timer.Stop()
+		if !n.pause(backoff, changed) {
 			return
-		case <-changed:
-		case <-timer.C:
 		}
-		timer.Stop()
 		backoff = min(2*backoff, 10*time.Second)
 	}
 }

@@ -129,15 +129,8 @@ func (n *Node) rejoin() {
 	} else {
 		n.log.Info("restarted on existing state, but this node is not in its last known raft configuration (it left or was removed): asking to be added back", "asking", addrs)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := n.closingContext()
 	defer cancel()
-	go func() {
-		select {
-		case <-n.closing:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	// Say now and then that this is still going on, and why.
 	lastSaid := time.Now()
 	retrying := func(lastErr error) {
