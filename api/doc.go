@@ -572,6 +572,9 @@
 //	503     log_fault          /healthz only: the raft log cannot be written      (Health.Ready false)
 //	503     not_ready          /readyz only: the cluster would not survive        lock.ErrUnavailable
 //	                           losing one more node (the reason says why)
+//	503     member_too_old     a member runs a raftlock that cannot read the      lock.ErrMemberTooOld
+//	                           command (the message names it and the version to
+//	                           install); nothing was done
 //
 // Beyond answers, Client reports a request that never left (connection
 // refused, a failed TLS handshake; on every endpoint it knows) as

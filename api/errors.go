@@ -63,6 +63,7 @@ const (
 	CodeInternal         = "internal"               // 500: a bug; the message says what
 	CodeUnauthorized     = "unauthorized"           // 401: token missing or wrong (apiserver.Config.Token); nothing was done
 	CodeNotReady         = "not_ready"              // 503: /readyz while the cluster would not survive losing one more node
+	CodeMemberTooOld     = lock.CodeMemberTooOld    // 503: a member's raftlock cannot read the command (upgrade it); nothing was done
 
 	// Answers net/http gives by itself, made JSON by JSONErrorListener.
 	CodeHeadersTooLarge     = "headers_too_large"    // 431: request headers over the server's MaxHeaderBytes

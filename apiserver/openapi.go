@@ -170,6 +170,7 @@ var codeStatus = map[string]int{
 	api.CodeNoLeader:            503,
 	api.CodeLogFault:            503,
 	api.CodeNotReady:            503,
+	api.CodeMemberTooOld:        503,
 	api.CodeUnsupportedProtocol: 505,
 }
 

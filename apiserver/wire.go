@@ -89,6 +89,11 @@ var lockCodeStatus = map[string]int{
 	lock.CodeInvalidKind:  http.StatusBadRequest,
 
 	lock.CodeTooManyWatchers: http.StatusTooManyRequests,
+
+	// Not the request's fault, nor the key's: the cluster cannot do it
+	// until its upgrade is complete, and will then (as 503 says of a
+	// service that is temporarily unable). Nothing was done.
+	lock.CodeMemberTooOld: http.StatusServiceUnavailable,
 }
 
 // readJSON decodes the request body into v (a pointer to a request struct):

@@ -64,6 +64,8 @@ type Node struct {
 	// quiet collapses the repeated warnings and errors of raft and the
 	// transport (logquiet.go); closed last by Close, which writes the counts pending.
 	quiet *quietlog.Quieter
+	// levels are the command levels this node's build reads (levels.go).
+	levels commandLevels
 
 	tr      *transport.Transport
 	store   *guardedStore
@@ -162,7 +164,12 @@ func New(cfg Config) (*Node, error) {
 		closing:       make(chan struct{}),
 		quiet:         newQuieter(),
 	}
+	n.levels = buildLevels
+	if cfg.levels != nil {
+		n.levels = *cfg.levels
+	}
 	n.sm = newStateMachine(logger.Named("fsm"), n.awaits.deliver)
+	n.sm.levels = n.levels
 	n.sm.afterApply = n.pokeExpiryTimer
 	n.sm.startWatches(n.cfg.MaxWatchers)
 	n.sm.monotonic = clock.Monotonic
@@ -294,6 +301,11 @@ func New(cfg Config) (*Node, error) {
 
 	r, err := raft.NewRaft(rc, n.sm, logs, store, snaps, netTrans)
 	if err != nil {
+		if herr := n.sm.haltError(); herr != nil {
+			// Its snapshot is of a newer build: raft says only that it
+			// could load none.
+			return nil, herr
+		}
 		return nil, fmt.Errorf("cluster: starting raft: %w", err)
 	}
 	n.raft = r
@@ -357,6 +369,9 @@ func New(cfg Config) (*Node, error) {
 		go n.rejoin()
 	}
 	ok = true
+	// A halt (an entry it cannot read, met while replaying the log or
+	// later) closes the node; from here, so that New is done first.
+	go n.closeOnHalt()
 	return n, nil
 }
 

@@ -29,6 +29,8 @@ const (
 	CodeInvalidLimit    = "invalid_limit"     // ErrInvalidLimit
 	CodeInvalidKind     = "invalid_kind"      // ErrInvalidKind
 	CodeTooManyWatchers = "too_many_watchers" // ErrTooManyWatchers
+
+	CodeMemberTooOld = "member_too_old" // ErrMemberTooOld
 )
 
 // To add a code: its sentinel (errors.go), its constant above and its line
@@ -61,6 +63,7 @@ var errorCodes = []struct {
 	{CodeInvalidLimit, []error{ErrInvalidLimit}},
 	{CodeInvalidKind, []error{ErrInvalidKind}},
 	{CodeTooManyWatchers, []error{ErrTooManyWatchers}},
+	{CodeMemberTooOld, []error{ErrMemberTooOld}},
 	{CodeUnknownOutcome, []error{ErrUnknownOutcome, ErrUnavailable}},
 	{CodeClosed, []error{ErrClosed}},
 	{CodeUnavailable, []error{ErrUnavailable}},
