@@ -88,16 +88,17 @@ func (n *Node) admitLevel(cmd fsm.Command) error {
 		if level >= need {
 			continue
 		}
-		if version == "" {
-			version = "a version from before command levels, or one whose level is not known yet"
+		runs := "its version is not known here"
+		if version != "" {
+			runs = "it runs raftlock " + version
 		}
 		suffrage := "voter"
 		if srv.Suffrage != raft.Voter {
 			suffrage = "non-voter"
 		}
-		return fmt.Errorf("%w: %s %s runs raftlock %s (reads command level %d) and %v needs level %d: "+
-			"install on %s the version this leader runs (%s), then try again; nothing was done",
-			lock.ErrMemberTooOld, suffrage, srv.ID, version, level, cmd.Op, need, srv.ID, raftlockVersion)
+		return fmt.Errorf("%w: %v needs command level %d, and %s %s reads level %d (%s): "+
+			"install on %s raftlock %s (the version this leader runs) and try again; nothing was done",
+			lock.ErrMemberTooOld, cmd.Op, need, suffrage, srv.ID, level, runs, srv.ID, raftlockVersion)
 	}
 	return nil
 }
