@@ -39,7 +39,8 @@ import (
 //
 // Each member tags itself with its raft address, API address, role in the
 // raft configuration as it knows it (voter, nonvoter, or empty), raftlock
-// version, cluster name and BootstrapExpect. Gossip is separated by
+// version, the command level its build reads (levels.go), cluster name and
+// BootstrapExpect. Gossip is separated by
 // ClusterName, carried as memberlist's label on every packet and stream (a
 // node of another cluster name is discarded before anything is decoded) and
 // checked again as a tag when members merge, and, with GossipKeys, encrypted

@@ -411,6 +411,17 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	case err := <-serveErr:
 		logger.Error("HTTP server stopped; the agent stops", "error", err, "what_to_do", "fix what the error says and start the agent again")
 		code = exitError
+	case <-node.Done():
+		// The node closed by itself: its state machine met a committed
+		// entry this build cannot read (cluster.HaltError), and stopped
+		// rather than skip it.
+		err := node.Err()
+		if err == nil {
+			err = errors.New("the node closed by itself")
+		}
+		logger.Error("the node stopped; the agent stops", "error", err)
+		fmt.Fprintf(stderr, "raftlock agent: %v\n", err)
+		code = exitError
 	}
 
 	// A second signal cuts the graceful stop short.
@@ -425,7 +436,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	}()
 	closedEarly := drainHTTP(ctx, srv, node, left, logger)
 	switch {
-	case left || !f.leaveOnTerminate || f.dev:
+	case left || !f.leaveOnTerminate || f.dev || node.Err() != nil:
 	case closedEarly:
 		logger.Warn("-leave-on-terminate: no leader to remove this node; stopping as a member",
 			"what_to_do", "start it again and run raftlock leave on it once its cluster has a leader")
