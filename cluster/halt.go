@@ -53,7 +53,8 @@ var ErrHalted = errors.New("cluster: state machine halted")
 // and its Cause (fsm.ErrUnknownOp, fsm.ErrBadVersion, ...).
 type HaltError struct {
 	// Index is the log index of the entry that could not be read; for a
-	// snapshot, the index the snapshot ends at (0 if unknown).
+	// snapshot, the index the snapshot ends at (0 if its format does not
+	// say it in a way this build reads).
 	Index uint64
 	// Snapshot is true when a snapshot, not a log entry, could not be read.
 	Snapshot bool
@@ -65,7 +66,10 @@ type HaltError struct {
 
 func (e *HaltError) Error() string {
 	what := fmt.Sprintf("log entry %d", e.Index)
-	if e.Snapshot {
+	switch {
+	case e.Snapshot && e.Index == 0:
+		what = "a snapshot"
+	case e.Snapshot:
 		what = fmt.Sprintf("the snapshot of the log up to entry %d", e.Index)
 	}
 	return fmt.Sprintf("cluster: state machine halted: this member runs %s, which cannot read %s (%v), "+
