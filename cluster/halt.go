@@ -114,6 +114,14 @@ func (n *Node) Err() error {
 	return nil
 }
 
+// errorText is err's text, "" for nil.
+func errorText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
 // closeOnHalt closes the node when its state machine halts. It runs from
 // the end of New (a halt while New replays the log waits for New) until
 // the node closes.

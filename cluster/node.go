@@ -510,6 +510,10 @@ type Stats struct {
 	// LogFault says why writes of the raft log fail (a full disk, say) while
 	// they do; "" once one succeeds. The node cannot commit or vote meanwhile.
 	LogFault string
+	// Halted says why this node's state machine halted (a committed entry
+	// or snapshot its build cannot read: see Node.Err); "" while it runs.
+	// The node has closed itself then.
+	Halted string
 
 	// Health is the leader's latest judgement of the cluster (its failure
 	// tolerance, healthy voters, and this node's health): the leader's own,
@@ -631,6 +635,7 @@ func (n *Node) Stats() Stats {
 		Restores:      n.sm.restores.Load(),
 		LogStore:      n.logKind,
 		LogFault:      n.store.faults.fault(),
+		Halted:        errorText(n.Err()),
 		Commit:        n.commits.read(),
 		Apply:         n.sm.applies.read(),
 		Freeze:        n.sm.freezes.read(),
