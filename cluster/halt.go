@@ -97,9 +97,11 @@ func buildDescription(maxLevel int) string {
 	return fmt.Sprintf("raftlock %s%s (reads command level %d)", raftlockVersion, commit, maxLevel)
 }
 
-// Done returns a channel that is closed once the node is closed: by Close
-// or Leave, or by itself when its state machine halted (then Err says why).
-// An embedder that runs as long as its node selects on it.
+// Done returns a channel that is closed when the node begins to close: by
+// Close or Leave, or by itself when its state machine halted (then Err
+// says why). An embedder that runs as long as its node selects on it, then
+// calls Close, which returns once the node is fully stopped (Close is
+// idempotent).
 func (n *Node) Done() <-chan struct{} { return n.closing }
 
 // Err returns nil while the node runs and after a Close or Leave; once the
