@@ -179,7 +179,7 @@ func (s *stateMachine) stop(h *HaltError) *HaltError {
 	if !s.halt.CompareAndSwap(nil, h) {
 		return s.halt.Load()
 	}
-	s.log.Error("halted: a committed entry cannot be read; nothing after it is applied", "index", h.Index,
+	s.log.Error("halted: a committed entry (or snapshot) cannot be read; nothing from it on is applied", "index", h.Index,
 		"snapshot", h.Snapshot, "error", h.Cause, "build", h.Build,
 		"what_to_do", "install the raftlock version the other members run and start this member again with the same data dir; nothing is lost: the entry stays in the log (if every member runs the same version, report this as a bug)")
 	close(s.halted)
