@@ -499,6 +499,11 @@ func (n *Node) gossipRoleKeeper() {
 			return
 		case <-tick.C:
 		}
+		select {
+		case <-n.closing: // select picks at random among ready cases
+			return
+		default:
+		}
 		n.setGossipTag(tagRole, n.localRole())
 	}
 }
@@ -508,6 +513,13 @@ func (n *Node) setGossipTag(key, value string) {
 	g.tagsMu.Lock()
 	defer g.tagsMu.Unlock()
 	if g.tags[key] == value {
+		return
+	}
+	// Once gossip is leaving or stopped, SetTags waits BroadcastTimeout
+	// (5 s) for a broadcast that never goes out, and Close waits for it:
+	// a leaving node's role changes (it was just removed), so without this
+	// every leave took 5 to 15 s longer.
+	if g.serf.State() != serf.SerfAlive {
 		return
 	}
 	tags := make(map[string]string, len(g.tags))
@@ -532,7 +544,7 @@ func (n *Node) gossipRaftJoiner(fresh bool) {
 	backoff := 500 * time.Millisecond
 	for {
 		changed := n.gossip.changed.wait()
-		if n.localRole() != "" && n.ident.clusterID() != "" {
+		if n.leaving.Load() || (n.localRole() != "" && n.ident.clusterID() != "") {
 			backoff = 500 * time.Millisecond
 		} else if addrs := n.gossipRaftAddrs(); len(addrs) > 0 && !n.awaitingBootstrap() {
 			kind := kindJoin

@@ -238,6 +238,7 @@ func (n *Node) addMember(ctx context.Context, id, addr string, empty bool) error
 	if err := cf.Error(); err != nil {
 		return configChangeError(err)
 	}
+	n.reconciler.joining(raft.ServerID(id))
 	if empty {
 		for _, s := range cf.Configuration().Servers {
 			if string(s.ID) == id && s.Suffrage != raft.Nonvoter {
@@ -321,6 +322,7 @@ func (n *Node) removeServer(ctx context.Context, id string) error {
 	}
 	n.log.Info("removing server", "id", id)
 	n.reconciler.explain(raft.ServerID(id), "the member asked to leave")
+	n.reconciler.noteLeaving(raft.ServerID(id))
 	if err := n.waitFuture(ctx, raftRecorder{n.raft, n.reconciler}.RemoveServer(raft.ServerID(id), 0, 0)); err != nil {
 		return configChangeError(err)
 	}
@@ -356,7 +358,7 @@ func configChangeError(err error) error {
 // ctx. A node that left and is started again on its DataDir asks to be
 // added back (see rejoin): to take a member away for good, Leave and do not
 // start it again (or remove its DataDir).
-func (n *Node) Leave(ctx context.Context) error {
+func (n *Node) Leave(ctx context.Context) (err error) {
 	if n.closed() {
 		return fmt.Errorf("cluster: leave: %w", lock.ErrClosed)
 	}
@@ -369,6 +371,14 @@ func (n *Node) Leave(ctx context.Context) error {
 	// (just joined) asks the leader too; removing a non-member is a no-op.
 	_, member := servers[n.cfg.NodeID]
 	if alone := member && len(servers) == 1; !alone {
+		// Once removed, this node is not in its configuration, which
+		// gossipRaftJoiner would answer by asking to be added back.
+		n.leaving.Store(true)
+		defer func() {
+			if err != nil {
+				n.leaving.Store(false) // still running as a member
+			}
+		}()
 		if err := n.awaitLeader(ctx, n.leaveLeaderWait()); err != nil {
 			return fmt.Errorf("cluster: leave: %w; the node is still a member", err)
 		}

@@ -91,6 +91,9 @@ type Node struct {
 	// gossipView, when set, is the gossip layer's view of the nodes
 	// (members.go); nil: membership is judged by raft's heartbeats alone.
 	gossipView atomic.Pointer[memberSource]
+	// leaving is set while Leave runs: the node is about to be removed
+	// and must not ask to be added back (gossipRaftJoiner).
+	leaving atomic.Bool
 
 	// term is this node's current leadership, nil while it follows.
 	term atomic.Pointer[leaderTerm]

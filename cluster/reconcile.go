@@ -171,9 +171,15 @@ type reconciler struct {
 	actions []ReconcileAction        // oldest first, at most maxReconcileActions
 	counts  map[string]uint64        // every action committed since New, by Action
 	reasons map[raft.ServerID]string // why the next change to a member is made
-	state   *autopilot.State         // the leader's latest state; nil while not leading
-	stateAt time.Time                // when autopilot computed state
-	heard   heardHealth              // a follower's latest report from the leader
+	// leaving holds the members this leader removed because they asked
+	// to leave, with when (monotonic): such a member still gossips as
+	// alive for a second or two while its gossip leave goes out, and
+	// reconcileMembers must not add it straight back as a non-voter.
+	// A join request from the member clears its entry.
+	leaving map[raft.ServerID]time.Duration
+	state   *autopilot.State // the leader's latest state; nil while not leading
+	stateAt time.Time        // when autopilot computed state
+	heard   heardHealth      // a follower's latest report from the leader
 	// answered is each member's last answer to a stats request, while
 	// this node leads.
 	answered map[raft.ServerID]answeredStats
@@ -191,7 +197,7 @@ type answeredStats struct {
 }
 
 func newReconciler(n *Node) *reconciler {
-	r := &reconciler{n: n, poke: make(chan struct{}, 1), reasons: map[raft.ServerID]string{}, answered: map[raft.ServerID]answeredStats{},
+	r := &reconciler{n: n, poke: make(chan struct{}, 1), reasons: map[raft.ServerID]string{}, leaving: map[raft.ServerID]time.Duration{}, answered: map[raft.ServerID]answeredStats{},
 		counts: map[string]uint64{}}
 	for _, a := range reconcileActionNames {
 		r.counts[a] = 0
@@ -303,6 +309,9 @@ func (r *reconciler) reconcileMembers() {
 		if m.Status != autopilot.NodeAlive || m.Addr == "" || (m.InConfig && m.ConfigAddr == m.Addr) {
 			continue
 		}
+		if !m.InConfig && r.isLeaving(m.ID) {
+			continue
+		}
 		reason := "alive member not in the raft configuration"
 		if m.InConfig {
 			reason = fmt.Sprintf("member back at a new address (was %s)", m.ConfigAddr)
@@ -312,6 +321,41 @@ func (r *reconciler) reconcileMembers() {
 			r.n.log.Warn("reconciler: adding member failed; retrying at the next round", "id", m.ID, "addr", m.Addr, "error", err)
 		}
 	}
+}
+
+// leaveGossipGrace bounds how long a member that asked to leave is not
+// added back while gossip still shows it alive. Its gossip leave goes out
+// within seconds (serf waits at most its broadcast timeout, 5 s); past
+// this, a member still alive in gossip is one that never left gossip, and
+// the reconciler treats it as any live member again.
+const leaveGossipGrace = time.Minute
+
+// noteLeaving records that id was removed at its own request.
+func (r *reconciler) noteLeaving(id raft.ServerID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.n.clock.Monotonic()
+	for other, at := range r.leaving {
+		if now-at > leaveGossipGrace {
+			delete(r.leaving, other)
+		}
+	}
+	r.leaving[id] = now
+}
+
+// joining forgets that id left: it asks to be a member again.
+func (r *reconciler) joining(id raft.ServerID) {
+	r.mu.Lock()
+	delete(r.leaving, id)
+	r.mu.Unlock()
+}
+
+// isLeaving says whether id asked to leave less than leaveGossipGrace ago.
+func (r *reconciler) isLeaving(id raft.ServerID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, ok := r.leaving[id]
+	return ok && r.n.clock.Monotonic()-at <= leaveGossipGrace
 }
 
 // explain records why the next configuration change for id is made.
