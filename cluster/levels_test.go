@@ -211,3 +211,24 @@ func TestMemberTooOldCrossesTheRPC(t *testing.T) {
 func errorReplyFor(err error) reply {
 	return reply{code: replyCodeFor(err), kind: kindCommand, msg: err.Error()}
 }
+
+// Non-voters count as much as voters: they apply every entry too.
+func TestLeaderRefusesCommandANonVoterCannotRead(t *testing.T) {
+	c := newCluster(t, 4, func(cfg *Config) { cfg.levels = newerBuild() })
+	c.cfgs[3].levels = olderBuild()
+	c.stop(3)
+	c.restart(3)
+	leader := c.leader()
+	require.Equal(t, []string{"n0=voter", "n1=voter", "n2=voter", "n3=nonvoter"}, raftServers(leader))
+	require.Eventually(t, func() bool {
+		for _, id := range []string{"n0", "n1", "n2"} {
+			if level, _ := leader.memberLevel(id, nil); level != 2 {
+				return false
+			}
+		}
+		return true
+	}, patience, 10*time.Millisecond, "the leader learns the newer voters' levels")
+	_, err := leader.AcquireAll(testCtx(t), acquireAllReq("x", "y"))
+	require.ErrorIs(t, err, lock.ErrMemberTooOld)
+	assert.Contains(t, err.Error(), "non-voter n3")
+}
