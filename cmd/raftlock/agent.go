@@ -401,6 +401,18 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(signals)
 
+	// The node closes by itself when its state machine meets a committed
+	// entry this build cannot read (cluster.ErrHalted): it stops rather
+	// than skip it, and so does the agent, with the node's message. (A
+	// node that left closes too, without an Err.)
+	halted := make(chan error, 1)
+	go func() {
+		<-node.Done()
+		if err := node.Err(); err != nil {
+			halted <- err
+		}
+	}()
+
 	code := exitOK
 	left := false // the node left on request, and is closed
 	select {
@@ -411,14 +423,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	case err := <-serveErr:
 		logger.Error("HTTP server stopped; the agent stops", "error", err, "what_to_do", "fix what the error says and start the agent again")
 		code = exitError
-	case <-node.Done():
-		// The node closed by itself: its state machine met a committed
-		// entry this build cannot read (cluster.HaltError), and stopped
-		// rather than skip it.
-		err := node.Err()
-		if err == nil {
-			err = errors.New("the node closed by itself")
-		}
+	case err := <-halted:
 		logger.Error("the node stopped; the agent stops", "error", err)
 		fmt.Fprintf(stderr, "raftlock agent: %v\n", err)
 		code = exitError
