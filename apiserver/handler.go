@@ -786,6 +786,12 @@ func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) {
 	}
 	st := h.cluster.Status()
 	resp := api.HealthResponse{Status: "ok", NodeID: st.NodeID, Role: st.Role, LeaderID: st.LeaderID, LeaderAddr: st.LeaderAddr}
+	if st.Halted != "" {
+		resp.Status = api.CodeHalted
+		resp.Error = &api.ErrorDetail{Code: api.CodeHalted, Message: fmt.Sprintf("api: node %s stopped: %s", st.NodeID, st.Halted)}
+		writeJSON(w, http.StatusServiceUnavailable, resp)
+		return
+	}
 	if !st.HasLeader() {
 		resp.Status = api.CodeNoLeader
 		resp.Error = &api.ErrorDetail{Code: api.CodeNoLeader, Message: fmt.Sprintf("api: node %s knows no leader", st.NodeID)}

@@ -215,8 +215,8 @@ func (n *Node) InspectStale(key string) (lock.KeyInfo, error) {
 	if err := lock.ValidateKey(key); err != nil {
 		return lock.KeyInfo{}, err
 	}
-	if n.closed() {
-		return lock.KeyInfo{}, lock.ErrClosed
+	if n.closed() || n.sm.halt.Load() != nil {
+		return lock.KeyInfo{}, n.closedError(false)
 	}
 	st, setKeys, now := n.sm.read(key, n.leaderClock())
 	return keyInfo(toReadResult(st, setKeys, now, &readRequest{key: key})), nil
@@ -284,8 +284,8 @@ func (n *Node) ListStale(req lock.ListRequest) ([]lock.LockInfo, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	if n.closed() {
-		return nil, lock.ErrClosed
+	if n.closed() || n.sm.halt.Load() != nil {
+		return nil, n.closedError(false)
 	}
 	return n.sm.list(req.Prefix, req.After, req.Limit, n.leaderClock()).locks, nil
 }
