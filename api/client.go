@@ -660,7 +660,7 @@ func (c *Client) call(ctx context.Context, x exchange) (sent bool, err error) {
 func (c *Client) roundTrip(ctx context.Context, x exchange) (status int, payload []byte, sent bool, err error) {
 	var body []byte
 	if x.body != nil {
-		if body, err = json.Marshal(x.body); err != nil {
+		if body, err = encodeRequest(x.body); err != nil { // fastwire.go
 			return 0, nil, false, fmt.Errorf("api: encoding request: %w", err)
 		}
 	}

@@ -50,6 +50,11 @@ type ClusterStatus struct {
 	// LogFault says why this node's raft log cannot be written (a full
 	// disk, say) while that lasts; "" otherwise. /healthz answers 503 then.
 	LogFault string `json:"log_fault,omitempty"`
+	// Halted says why this node stopped by itself: its state machine met a
+	// committed entry or snapshot its raftlock version cannot read (install
+	// the version the other members run); "" otherwise. /healthz answers
+	// 503 halted then.
+	Halted string `json:"halted,omitempty"`
 
 	// Health is the leader's latest judgement of the cluster: its own on
 	// the leader, the leader's last report elsewhere; nil when this node
@@ -70,6 +75,9 @@ type ClusterStatus struct {
 	// Locks is the lock state machine as this node sees it; nil when the
 	// adapter does not count it.
 	Locks *LockStats `json:"locks,omitempty"`
+	// Quotas are the node's limits on the lock state, with what its state
+	// machine holds of each; nil when the node does not tell.
+	Quotas *Quotas `json:"quotas,omitempty"`
 
 	// Raft holds raft's own statistics (raft.Raft.Stats) for people to read;
 	// the API shows them and does not interpret them.
@@ -142,4 +150,22 @@ type LockStats struct {
 	Waiters  int    `json:"waiters"`  // callers queued, over all keys
 	Handoffs uint64 `json:"handoffs"` // grants to a queued waiter (on release, expiry or cancel), cumulative
 	Expired  uint64 `json:"expired"`  // leases that ran out, cumulative
+}
+
+// Quotas are a node's limits on the state clients can make every member
+// hold (agent flags -max-locks, -max-sessions, -max-total-waiters;
+// cluster.Config's MaxLocks, MaxSessions, MaxTotalWaiters). The leader
+// enforces its own: past one, acquires and session creates that add state
+// fail with CodeQuotaExceeded.
+type Quotas struct {
+	Locks    Quota `json:"locks"`    // keys with a holder or waiters, and each further hold of a semaphore or read/write key
+	Sessions Quota `json:"sessions"` // sessions
+	Waiters  Quota `json:"waiters"`  // callers queued, over all keys
+}
+
+// Quota is one limit and its use.
+type Quota struct {
+	Limit   int    `json:"limit"`   // 0: unlimited
+	Used    int    `json:"used"`    // what this node's state machine holds
+	Refused uint64 `json:"refused"` // requests this node refused for it while leading, cumulative
 }

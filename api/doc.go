@@ -431,8 +431,9 @@
 // GET /healthz is 200 when the node knows a leader (always, for a store that
 // is not a cluster) and 503 no_leader otherwise, so a load balancer sends lock
 // traffic only to nodes that can serve it; 503 log_fault while the node
-// cannot write its raft log (a full disk: the message says why). HEAD works
-// too.
+// cannot write its raft log (a full disk: the message says why); 503 halted
+// once the node stopped at a committed entry its version cannot read (the
+// message names it and what to install). HEAD works too.
 //
 //	curl -s localhost:8300/healthz
 //	{"status":"ok","node_id":"n1","role":"follower","leader_id":"n2","leader_addr":"10.0.0.8:8301"}
@@ -478,7 +479,9 @@
 //	                                                  queries and embedded watchers alike)
 //	raftlock_raft_entry_commands                      histogram of commands per raft entry this node
 //	                                                  proposed as leader (concurrent commands share one)
-//	raftlock_sessions                                 live sessions, as this node's state machine sees them
+//	raftlock_quota_limit{quota}, raftlock_quota_used{quota}  a quota (locks, sessions, waiters) and its use;
+//	                                                  no limit sample when unlimited
+//	raftlock_quota_refused_total{quota}               requests refused quota_exceeded while leading
 //
 // plus the Go runtime's and the process's metrics.
 //
@@ -568,6 +571,9 @@
 //	413     body_too_large     body over Config.MaxBodyBytes                      ErrBadRequest
 //	415     unsupported_media_type  a POST without Content-Type: application/json ErrBadRequest
 //	429     queue_full         lock.MaxWaiters already wait for the key           lock.ErrQueueFull
+//	429     quota_exceeded     the cluster keeps its maximum of locks,            lock.ErrQuotaExceeded
+//	                           of sessions or of waiters (the message says
+//	                           which and what to do); acquire, session create
 //	431     headers_too_large  headers over ServerMaxHeaderBytes                  ErrBadRequest
 //	500     internal           a bug; the node's log has more                     ErrInternal
 //	501     not_implemented    /v1/locks on a store that cannot list, /v1/leave   errors.ErrUnsupported
@@ -583,8 +589,14 @@
 //	503     closed             the node is shutting down                          lock.ErrClosed
 //	503     no_leader          /healthz only                                      (Health.Ready false)
 //	503     log_fault          /healthz only: the raft log cannot be written      (Health.Ready false)
+//	503     halted             /healthz only: the node stopped at a log entry or  (Health.Ready false)
+//	                           snapshot its version cannot read (install the
+//	                           version the other members run)
 //	503     not_ready          /readyz only: the cluster would not survive        lock.ErrUnavailable
 //	                           losing one more node (the reason says why)
+//	503     member_too_old     a member runs a raftlock that cannot read the      lock.ErrMemberTooOld
+//	                           command (the message names it and the version to
+//	                           install); nothing was done
 //
 // Beyond answers, Client reports a request that never left (connection
 // refused, a failed TLS handshake; on every endpoint it knows) as

@@ -51,6 +51,7 @@ const (
 	CodeCanceled         = "canceled"               // 409: acquire given up by a release of the same owner (or its client went away)
 	CodeQueueFull        = lock.CodeQueueFull       // 429: too many waiters for the key
 	CodeTooManyWatchers  = lock.CodeTooManyWatchers // 429: the node serves its maximum of blocking queries (watches)
+	CodeQuotaExceeded    = lock.CodeQuotaExceeded   // 429: the cluster keeps its maximum of locks, sessions or waiters (the message says which)
 	CodeUnavailable      = lock.CodeUnavailable     // 503: no leader, no quorum; did not take effect
 	CodeUnknownOutcome   = lock.CodeUnknownOutcome  // 503: may or may not have taken effect; retry with the same owner
 	CodeClosed           = lock.CodeClosed          // 503: the node is shutting down
@@ -63,6 +64,8 @@ const (
 	CodeInternal         = "internal"               // 500: a bug; the message says what
 	CodeUnauthorized     = "unauthorized"           // 401: token missing or wrong (apiserver.Config.Token); nothing was done
 	CodeNotReady         = "not_ready"              // 503: /readyz while the cluster would not survive losing one more node
+	CodeMemberTooOld     = lock.CodeMemberTooOld    // 503: a member's raftlock cannot read the command (upgrade it); nothing was done
+	CodeHalted           = "halted"                 // 503: /healthz of a node that stopped at a log entry its version cannot read
 
 	// Answers net/http gives by itself, made JSON by JSONErrorListener.
 	CodeHeadersTooLarge     = "headers_too_large"    // 431: request headers over the server's MaxHeaderBytes
@@ -164,6 +167,7 @@ var codeErrors = map[string]error{
 	CodeCanceled:            lock.ErrNotHeld,
 	CodeNoLeader:            lock.ErrUnavailable,
 	CodeLogFault:            lock.ErrUnavailable,
+	CodeHalted:              lock.ErrUnavailable,
 	CodeNotReady:            lock.ErrUnavailable,
 	CodeNotCluster:          ErrNotCluster,
 	CodeNotImplemented:      errors.ErrUnsupported,

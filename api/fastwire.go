@@ -2,8 +2,12 @@ package api
 
 import (
 	"encoding/json"
+	"reflect"
 	"strconv"
+	"time"
 	"unicode/utf8"
+
+	"github.com/raftlock/raftlock/internal/jsonscan"
 )
 
 // A fast path for the answers the client reads most: a lease, a release and
@@ -90,18 +94,18 @@ const (
 // reports false when the object is not one it reads, a name repeats or
 // member declines one.
 func scanAnswer(b []byte, member func(name, s string, n int64, u uint64, kind answerValue) bool) bool {
-	i := skipWS(b, 0)
-	if !at(b, i, '{') {
+	i := jsonscan.SkipSpace(b, 0)
+	if !jsonscan.At(b, i, '{') {
 		return false
 	}
-	i = skipWS(b, i+1)
-	if at(b, i, '}') {
-		return skipWS(b, i+1) == len(b)
+	i = jsonscan.SkipSpace(b, i+1)
+	if jsonscan.At(b, i, '}') {
+		return jsonscan.SkipSpace(b, i+1) == len(b)
 	}
 	var seen [8]string
 	nseen := 0
 	for {
-		nf, nt, ok := plainString(b, i)
+		nf, nt, ok := jsonscan.PlainString(b, i)
 		if !ok || nseen == len(seen) {
 			return false
 		}
@@ -113,11 +117,11 @@ func scanAnswer(b []byte, member func(name, s string, n int64, u uint64, kind an
 		}
 		seen[nseen] = name
 		nseen++
-		i = skipWS(b, nt+1)
-		if !at(b, i, ':') {
+		i = jsonscan.SkipSpace(b, nt+1)
+		if !jsonscan.At(b, i, ':') {
 			return false
 		}
-		i = skipWS(b, i+1)
+		i = jsonscan.SkipSpace(b, i+1)
 		var (
 			s    string
 			n    int64
@@ -125,19 +129,19 @@ func scanAnswer(b []byte, member func(name, s string, n int64, u uint64, kind an
 			kind answerValue
 		)
 		switch {
-		case at(b, i, '"'):
-			vf, vt, ok := plainString(b, i)
+		case jsonscan.At(b, i, '"'):
+			vf, vt, ok := jsonscan.PlainString(b, i)
 			if !ok {
 				return false
 			}
 			s, kind, i = string(b[vf:vt]), answerString, vt+1
-		case hasPrefixAt(b, i, "true"):
+		case jsonscan.HasPrefixAt(b, i, "true"):
 			s, kind, i = "true", answerBool, i+4
-		case hasPrefixAt(b, i, "false"):
+		case jsonscan.HasPrefixAt(b, i, "false"):
 			s, kind, i = "false", answerBool, i+5
 		default:
 			j := i
-			if at(b, j, '-') {
+			if jsonscan.At(b, j, '-') {
 				j++
 			}
 			for j < len(b) && b[j] >= '0' && b[j] <= '9' {
@@ -170,147 +174,177 @@ func scanAnswer(b []byte, member func(name, s string, n int64, u uint64, kind an
 		} else if !member(name, s, n, u, kind) {
 			return false
 		}
-		i = skipWS(b, i)
-		if at(b, i, ',') {
-			i = skipWS(b, i+1)
+		i = jsonscan.SkipSpace(b, i)
+		if jsonscan.At(b, i, ',') {
+			i = jsonscan.SkipSpace(b, i+1)
 			continue
 		}
-		return at(b, i, '}') && skipWS(b, i+1) == len(b)
+		return jsonscan.At(b, i, '}') && jsonscan.SkipSpace(b, i+1) == len(b)
 	}
 }
 
 // decodeBatchResponse reads {"results":[{"status":N,"body":VALUE},...]},
 // each VALUE checked by json.Valid.
 func decodeBatchResponse(b []byte, out *BatchResponse) bool {
-	i := skipWS(b, 0)
-	if !at(b, i, '{') {
-		return false
-	}
-	nf, nt, ok := plainString(b, skipWS(b, i+1))
-	if !ok || string(b[nf:nt]) != "results" {
-		return false
-	}
-	i = skipWS(b, nt+1)
-	if !at(b, i, ':') {
-		return false
-	}
-	i = skipWS(b, i+1)
-	if !at(b, i, '[') {
-		return false
-	}
-	i = skipWS(b, i+1)
 	results := []BatchResult{}
-	if at(b, i, ']') {
-		i++
-	} else {
-		for {
-			const head = `{"status":`
-			if !hasPrefixAt(b, i, head) {
-				return false
-			}
-			i += len(head)
-			j := i
-			for j < len(b) && b[j] >= '0' && b[j] <= '9' {
-				j++
-			}
-			status, err := strconv.Atoi(string(b[i:j]))
-			if err != nil || j-i > 1 && b[i] == '0' {
-				return false
-			}
-			const mid = `,"body":`
-			if !hasPrefixAt(b, j, mid) {
-				return false
-			}
-			i = j + len(mid)
-			end, ok := valueEnd(b, i)
-			if !ok || !at(b, end, '}') || !json.Valid(b[i:end]) {
-				return false
-			}
-			results = append(results, BatchResult{Status: status, Body: append(json.RawMessage(nil), b[i:end]...)})
-			i = skipWS(b, end+1)
-			if at(b, i, ',') {
-				i = skipWS(b, i+1)
-				continue
-			}
-			if !at(b, i, ']') {
-				return false
-			}
-			i++
-			break
+	ok := jsonscan.ObjectArray(b, "results", func(b []byte, i int) (int, bool) {
+		const head = `{"status":`
+		if !jsonscan.HasPrefixAt(b, i, head) {
+			return 0, false
 		}
-	}
-	i = skipWS(b, i)
-	if !at(b, i, '}') || skipWS(b, i+1) != len(b) {
+		i += len(head)
+		j := i
+		for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+			j++
+		}
+		status, err := strconv.Atoi(string(b[i:j]))
+		if err != nil || j-i > 1 && b[i] == '0' {
+			return 0, false
+		}
+		const mid = `,"body":`
+		if !jsonscan.HasPrefixAt(b, j, mid) {
+			return 0, false
+		}
+		i = j + len(mid)
+		end, ok := jsonscan.ValueEnd(b, i)
+		if !ok || !jsonscan.At(b, end, '}') || !json.Valid(b[i:end]) {
+			return 0, false
+		}
+		results = append(results, BatchResult{Status: status, Body: append(json.RawMessage(nil), b[i:end]...)})
+		return end + 1, true
+	})
+	if !ok {
 		return false
 	}
 	out.Results = results
 	return true
 }
 
-// valueEnd finds the end of the JSON value at i (just past it), a nested
-// object or array included, skipping strings; json.Valid then checks what
-// it spans.
-func valueEnd(b []byte, i int) (int, bool) {
-	depth := 0
-	for j := i; j < len(b); j++ {
-		switch b[j] {
-		case '"':
-			for j++; j < len(b) && b[j] != '"'; j++ {
-				if b[j] == '\\' {
-					j++
-				}
-			}
-			if j >= len(b) {
-				return 0, false
-			}
-			if depth == 0 {
-				return j + 1, true
-			}
-		case '{', '[':
-			depth++
-		case '}', ']':
-			if depth == 0 {
-				return j, true // a number or literal ends where its container does
-			}
-			depth--
-			if depth == 0 {
-				return j + 1, true
-			}
-		case ',':
-			if depth == 0 {
-				return j, true
-			}
+// Requests, the other way: encodeRequest writes the bodies of a lock cycle
+// (acquire, release, extend) by hand when they carry only the fields a
+// lock.Client sends (key or key_b64, owner, ttl, wait, metadata), each
+// string printable ASCII without the characters json.Marshal escapes;
+// byte for byte what json.Marshal writes, which does everything else.
+// fastRequests checks at start that the types still have the fields this
+// code knows and that it still writes what json.Marshal writes, so that a
+// field added to a request turns the fast path off rather than go missing.
+
+// encodeRequest is json.Marshal(v).
+func encodeRequest(v any) ([]byte, error) {
+	if b, ok := appendRequest(make([]byte, 0, 128), v); ok {
+		return b, nil
+	}
+	return json.Marshal(v)
+}
+
+var fastRequests = func() bool {
+	if reflect.TypeFor[KeyFields]().NumField() != 2 || reflect.TypeFor[AcquireRequest]().NumField() != 13 ||
+		reflect.TypeFor[ReleaseRequest]().NumField() != 2 || reflect.TypeFor[ExtendRequest]().NumField() != 4 {
+		return false
+	}
+	key, b64, owner, meta := "k", "aw==", "o", "m"
+	for _, v := range []any{
+		AcquireRequest{KeyFields: KeyFields{Key: &key, KeyB64: &b64}, TTL: NewDuration(time.Minute), Wait: NewDuration(time.Second), Owner: &owner, Metadata: &meta},
+		AcquireRequest{},
+		ReleaseRequest{KeyFields: KeyFields{Key: &key, KeyB64: &b64}, Owner: &owner},
+		ExtendRequest{KeyFields: KeyFields{Key: &key, KeyB64: &b64}, Owner: &owner, TTL: NewDuration(time.Minute)},
+	} {
+		want, err := json.Marshal(v)
+		got, ok := appendRequestUnchecked(nil, v)
+		if err != nil || !ok || string(got) != string(want) {
+			return false
 		}
 	}
-	return 0, false
+	return true
+}()
+
+// appendRequest appends v's JSON when v is a request it writes by hand.
+func appendRequest(out []byte, v any) ([]byte, bool) {
+	if !fastRequests {
+		return out, false
+	}
+	return appendRequestUnchecked(out, v)
 }
 
-// plainString reads a JSON string at i without escapes or control
-// characters; from and to delimit its content, to is its closing quote.
-func plainString(b []byte, i int) (from, to int, ok bool) {
-	if !at(b, i, '"') {
-		return 0, 0, false
+func appendRequestUnchecked(out []byte, v any) ([]byte, bool) {
+	w := objectWriter{out: append(out, '{')}
+	switch r := v.(type) {
+	case AcquireRequest:
+		if r.TTLMS != nil || r.WaitMS != nil || r.Session != nil || r.Kind != nil || r.Limit != nil || r.Shared != nil || r.Keys != nil || r.KeysB64 != nil {
+			return out, false
+		}
+		w.keyFields(r.KeyFields)
+		w.duration("ttl", r.TTL)
+		w.duration("wait", r.Wait)
+		w.str("owner", r.Owner)
+		w.str("metadata", r.Metadata)
+	case ReleaseRequest:
+		w.keyFields(r.KeyFields)
+		w.str("owner", r.Owner)
+	case ExtendRequest:
+		if r.TTLMS != nil {
+			return out, false
+		}
+		w.keyFields(r.KeyFields)
+		w.str("owner", r.Owner)
+		w.duration("ttl", r.TTL)
+	default:
+		return out, false
 	}
-	for j := i + 1; j < len(b); j++ {
-		switch c := b[j]; {
-		case c == '"':
-			return i + 1, j, true
-		case c == '\\' || c < 0x20:
-			return 0, 0, false
+	if w.fail {
+		return out, false
+	}
+	return append(w.out, '}'), true
+}
+
+// objectWriter appends the members of a JSON object; fail is set by a
+// string it cannot write as it is.
+type objectWriter struct {
+	out  []byte
+	n    int // members written
+	fail bool
+}
+
+func (w *objectWriter) member(name, value string) {
+	if !plainJSON(value) {
+		w.fail = true
+	}
+	if w.n > 0 {
+		w.out = append(w.out, ',')
+	}
+	w.n++
+	w.out = append(w.out, '"')
+	w.out = append(w.out, name...)
+	w.out = append(w.out, `":"`...)
+	w.out = append(w.out, value...)
+	w.out = append(w.out, '"')
+}
+
+func (w *objectWriter) str(name string, s *string) {
+	if s != nil {
+		w.member(name, *s)
+	}
+}
+
+func (w *objectWriter) duration(name string, d *Duration) {
+	if d != nil {
+		w.member(name, d.d.String())
+	}
+}
+
+func (w *objectWriter) keyFields(k KeyFields) {
+	w.str("key", k.Key)
+	w.str("key_b64", k.KeyB64)
+}
+
+// plainJSON reports whether json.Marshal writes s as it is between quotes:
+// printable ASCII but for " \ < > &.
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
 		}
 	}
-	return 0, 0, false
-}
-
-func skipWS(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-func at(b []byte, i int, c byte) bool { return i < len(b) && b[i] == c }
-
-func hasPrefixAt(b []byte, i int, p string) bool {
-	return i <= len(b) && len(b)-i >= len(p) && string(b[i:i+len(p)]) == p
+	return true
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/internal/jsonscan"
 )
 
 // A fast path for request bodies. readJSON's two passes (checkStrictJSON's
@@ -120,8 +121,8 @@ func fastDecode(body []byte, v any) bool {
 		return false
 	}
 	var ms [maxFastMembers]member
-	n, end, ok := scanFlatObject(body, skipJSONSpace(body, 0), &ms)
-	if !ok || skipJSONSpace(body, end) != len(body) {
+	n, end, ok := scanFlatObject(body, jsonscan.SkipSpace(body, 0), &ms)
+	if !ok || jsonscan.SkipSpace(body, end) != len(body) {
 		return false
 	}
 	fields := fastFields(rv.Elem().Type())
@@ -194,52 +195,14 @@ func fastDecode(body []byte, v any) bool {
 // "body": {...}}, ...]}, each body a flat object as fastDecode reads one
 // (which its operation's own decoding then checks against its fields).
 func fastDecodeBatch(body []byte, req *api.BatchRequest) bool {
-	i := skipJSONSpace(body, 0)
-	if !hasAt(body, i, '{') {
+	ops := []api.BatchOp{}
+	ok := jsonscan.ObjectArray(body, "ops", func(b []byte, i int) (int, bool) {
+		op, end, ok := scanBatchOp(b, i)
+		ops = append(ops, op)
+		return end, ok
+	})
+	if !ok {
 		return false
-	}
-	i = skipJSONSpace(body, i+1)
-	from, to, ok := scanPlainString(body, i)
-	if !ok || string(body[from:to]) != "ops" {
-		return false
-	}
-	i = skipJSONSpace(body, to+1)
-	if !hasAt(body, i, ':') {
-		return false
-	}
-	i = skipJSONSpace(body, i+1)
-	if !hasAt(body, i, '[') {
-		return false
-	}
-	i = skipJSONSpace(body, i+1)
-	var ops []api.BatchOp
-	if hasAt(body, i, ']') {
-		i++
-	} else {
-		for {
-			op, end, ok := scanBatchOp(body, i)
-			if !ok {
-				return false
-			}
-			ops = append(ops, op)
-			i = skipJSONSpace(body, end)
-			if hasAt(body, i, ',') {
-				i = skipJSONSpace(body, i+1)
-				continue
-			}
-			if !hasAt(body, i, ']') {
-				return false
-			}
-			i++
-			break
-		}
-	}
-	i = skipJSONSpace(body, i)
-	if !hasAt(body, i, '}') || skipJSONSpace(body, i+1) != len(body) {
-		return false
-	}
-	if ops == nil {
-		ops = []api.BatchOp{}
 	}
 	req.Ops = ops
 	return true
@@ -249,24 +212,24 @@ func fastDecodeBatch(body []byte, req *api.BatchRequest) bool {
 // at i.
 func scanBatchOp(b []byte, i int) (api.BatchOp, int, bool) {
 	var op api.BatchOp
-	if !hasAt(b, i, '{') {
+	if !jsonscan.At(b, i, '{') {
 		return op, 0, false
 	}
-	i = skipJSONSpace(b, i+1)
+	i = jsonscan.SkipSpace(b, i+1)
 	haveOp, haveBody := false, false
 	for {
-		from, to, ok := scanPlainString(b, i)
+		from, to, ok := jsonscan.PlainString(b, i)
 		if !ok {
 			return op, 0, false
 		}
-		i = skipJSONSpace(b, to+1)
-		if !hasAt(b, i, ':') {
+		i = jsonscan.SkipSpace(b, to+1)
+		if !jsonscan.At(b, i, ':') {
 			return op, 0, false
 		}
-		i = skipJSONSpace(b, i+1)
+		i = jsonscan.SkipSpace(b, i+1)
 		switch string(b[from:to]) {
 		case "op":
-			vf, vt, ok := scanPlainString(b, i)
+			vf, vt, ok := jsonscan.PlainString(b, i)
 			if !ok || haveOp {
 				return op, 0, false
 			}
@@ -281,12 +244,12 @@ func scanBatchOp(b []byte, i int) (api.BatchOp, int, bool) {
 		default:
 			return op, 0, false
 		}
-		i = skipJSONSpace(b, i)
-		if hasAt(b, i, ',') {
-			i = skipJSONSpace(b, i+1)
+		i = jsonscan.SkipSpace(b, i)
+		if jsonscan.At(b, i, ',') {
+			i = jsonscan.SkipSpace(b, i+1)
 			continue
 		}
-		if !hasAt(b, i, '}') || !haveOp || !haveBody {
+		if !jsonscan.At(b, i, '}') || !haveOp || !haveBody {
 			return op, 0, false
 		}
 		return op, i + 1, true
@@ -297,18 +260,18 @@ func scanBatchOp(b []byte, i int) (api.BatchOp, int, bool) {
 // numbers, with distinct plain names, at most maxFastMembers of them; end
 // is just past its '}'.
 func scanFlatObject(b []byte, i int, ms *[maxFastMembers]member) (n, end int, ok bool) {
-	if !hasAt(b, i, '{') {
+	if !jsonscan.At(b, i, '{') {
 		return 0, 0, false
 	}
-	i = skipJSONSpace(b, i+1)
-	if hasAt(b, i, '}') {
+	i = jsonscan.SkipSpace(b, i+1)
+	if jsonscan.At(b, i, '}') {
 		return 0, i + 1, true
 	}
 	for {
 		if n == maxFastMembers {
 			return 0, 0, false
 		}
-		from, to, ok := scanPlainString(b, i)
+		from, to, ok := jsonscan.PlainString(b, i)
 		if !ok {
 			return 0, 0, false
 		}
@@ -318,13 +281,13 @@ func scanFlatObject(b []byte, i int, ms *[maxFastMembers]member) (n, end int, ok
 			}
 		}
 		m := member{nameFrom: from, nameTo: to}
-		i = skipJSONSpace(b, to+1)
-		if !hasAt(b, i, ':') {
+		i = jsonscan.SkipSpace(b, to+1)
+		if !jsonscan.At(b, i, ':') {
 			return 0, 0, false
 		}
-		i = skipJSONSpace(b, i+1)
-		if hasAt(b, i, '"') {
-			vf, vt, ok := scanPlainString(b, i)
+		i = jsonscan.SkipSpace(b, i+1)
+		if jsonscan.At(b, i, '"') {
+			vf, vt, ok := jsonscan.PlainString(b, i)
 			if !ok {
 				return 0, 0, false
 			}
@@ -341,34 +304,16 @@ func scanFlatObject(b []byte, i int, ms *[maxFastMembers]member) (n, end int, ok
 		}
 		ms[n] = m
 		n++
-		i = skipJSONSpace(b, i)
-		if hasAt(b, i, ',') {
-			i = skipJSONSpace(b, i+1)
+		i = jsonscan.SkipSpace(b, i)
+		if jsonscan.At(b, i, ',') {
+			i = jsonscan.SkipSpace(b, i+1)
 			continue
 		}
-		if !hasAt(b, i, '}') {
+		if !jsonscan.At(b, i, '}') {
 			return 0, 0, false
 		}
 		return n, i + 1, true
 	}
-}
-
-// scanPlainString reads a JSON string at i that has no escape and no
-// control character; from and to delimit its content, and to is its
-// closing quote.
-func scanPlainString(b []byte, i int) (from, to int, ok bool) {
-	if !hasAt(b, i, '"') {
-		return 0, 0, false
-	}
-	for j := i + 1; j < len(b); j++ {
-		switch c := b[j]; {
-		case c == '"':
-			return i + 1, j, true
-		case c == '\\' || c < 0x20:
-			return 0, 0, false
-		}
-	}
-	return 0, 0, false
 }
 
 // jsonNumber reports whether b is a number in JSON's grammar.
@@ -421,15 +366,6 @@ func wholeNumber(b []byte) bool {
 	}
 	return true
 }
-
-func skipJSONSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-func hasAt(b []byte, i int, c byte) bool { return i < len(b) && b[i] == c }
 
 // Answers, the other way: marshalAnswer writes the two answers of every
 // lock cycle (a lease, a release) by hand, byte for byte what json.Marshal

@@ -96,7 +96,8 @@ type clusterCollector struct {
 	logFault, gossipMembers                          *prometheus.Desc
 	failureTolerance, healthyVoters, ready           *prometheus.Desc
 	reconcileActions                                 *prometheus.Desc
-	watchers, entryCommands, sessions                *prometheus.Desc
+	quotaLimit, quotaUsed, quotaRefused              *prometheus.Desc
+	watchers, entryCommands                          *prometheus.Desc
 }
 
 // nodeCounts is an optional Cluster ability (NodeStatus has it): what a
@@ -108,7 +109,8 @@ type nodeCounts interface {
 	// ProposalSizes counts the raft entries the node proposed as leader
 	// by commands per entry.
 	ProposalSizes() cluster.SizeHistogram
-	// Sessions is how many sessions are live in the node's state.
+	// Sessions is how many sessions are live in the node's state (the
+	// console shows it; the metric is raftlock_quota_used{quota="sessions"}).
 	Sessions() int
 }
 
@@ -140,10 +142,14 @@ func newClusterCollector(c Cluster) *clusterCollector {
 		ready:         d("raftlock_cluster_ready", "1 when /readyz would answer 200 (the cluster would survive losing one more node), else 0."),
 		reconcileActions: d("raftlock_reconcile_actions_total",
 			"Changes this node's reconciler made to the raft configuration while it led, by action (add-voter, add-nonvoter, promote, demote, remove, update-address).", "action"),
+		quotaLimit: d("raftlock_quota_limit",
+			"This node's limit on the lock state, by quota (locks: keys with a holder or waiters, and each further hold of a semaphore or read/write key; sessions; waiters: callers queued over all keys); absent when unlimited.", "quota"),
+		quotaUsed: d("raftlock_quota_used", "What this node's state machine holds of each quota's count.", "quota"),
+		quotaRefused: d("raftlock_quota_refused_total",
+			"Acquires and session creates this node refused while leading because they would pass a quota (quota_exceeded), by quota.", "quota"),
 		watchers: d("raftlock_watchers", "Watches waiting on this node's store: HTTP blocking queries and embedded watchers (election observers, lock.Watcher calls)."),
 		entryCommands: d("raftlock_raft_entry_commands",
 			"Commands per raft entry this node proposed while it led (concurrent commands share an entry)."),
-		sessions: d("raftlock_sessions", "Live sessions, as this node's state machine sees them."),
 	}
 }
 
@@ -153,7 +159,8 @@ func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.leaderChanges, c.commitTime, c.applyTime, c.freezeTime,
 		c.locksHeld, c.locksWaiters, c.handoffs, c.expirations, c.logFault, c.gossipMembers,
 		c.failureTolerance, c.healthyVoters, c.ready, c.reconcileActions,
-		c.watchers, c.entryCommands, c.sessions,
+		c.quotaLimit, c.quotaUsed, c.quotaRefused,
+		c.watchers, c.entryCommands,
 	} {
 		ch <- d
 	}
@@ -206,9 +213,17 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.handoffs, float64(l.Handoffs))
 		counter(c.expirations, float64(l.Expired))
 	}
+	if q := st.Quotas; q != nil {
+		for name, u := range map[string]api.Quota{"locks": q.Locks, "sessions": q.Sessions, "waiters": q.Waiters} {
+			if u.Limit > 0 {
+				gauge(c.quotaLimit, float64(u.Limit), name)
+			}
+			gauge(c.quotaUsed, float64(u.Used), name)
+			ch <- prometheus.MustNewConstMetric(c.quotaRefused, prometheus.CounterValue, float64(u.Refused), name)
+		}
+	}
 	if nc, ok := c.cluster.(nodeCounts); ok {
 		gauge(c.watchers, float64(nc.Watchers()))
-		gauge(c.sessions, float64(nc.Sessions()))
 		sizes := nc.ProposalSizes()
 		buckets := make(map[float64]uint64, len(sizes.Bounds))
 		for i, b := range sizes.Bounds {

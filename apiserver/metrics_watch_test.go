@@ -120,8 +120,7 @@ func TestNodeWatchAndEntryMetrics(t *testing.T) {
 }
 
 // The console's events count the node's blocking queries, and on a
-// cluster node the watches on its store and the live sessions; so do the
-// metrics (raftlock_sessions).
+// cluster node the watches on its store and the live sessions.
 func TestConsoleEventCountsWatchesAndSessions(t *testing.T) {
 	node := newSingleNodeCluster(t)
 	n := newTestNodeOver(t, node, Config{}, nil)
@@ -146,5 +145,4 @@ func TestConsoleEventCountsWatchesAndSessions(t *testing.T) {
 		ev = readEvent(t, events)
 		return ev.Watches == 1 && *ev.StoreWatchers == 1 && *ev.Sessions == 1
 	}, patience, time.Millisecond, "the event counts the session and the blocking query")
-	assert.Equal(t, 1.0, gaugeValue(t, n, "raftlock_sessions"))
 }

@@ -46,10 +46,16 @@ func (s nodeStatus) Status() api.ClusterStatus {
 			Expired:  st.Expired,
 		},
 		LogFault:      st.LogFault,
+		Halted:        st.Halted,
 		Raft:          st.Raft,
 		GossipMembers: st.GossipMembers,
 	}
 	out.ReconcileCounts = st.ReconcileCounts
+	out.Quotas = &api.Quotas{
+		Locks:    api.Quota(st.Quotas.Locks),
+		Sessions: api.Quota(st.Quotas.Sessions),
+		Waiters:  api.Quota(st.Quotas.Waiters),
+	}
 	if st.Health.Known {
 		out.Health = &api.ClusterHealth{
 			FailureTolerance: st.Health.FailureTolerance,

@@ -197,6 +197,7 @@ func (s *raftlockSystem) held(ctx context.Context, n int, atPeak func()) (figs m
 		c.SnapshotInterval = s.p.snapshotEvery
 		c.SnapshotThreshold = threshold
 		c.TrailingLogs = threshold
+		c.MaxLocks = cluster.Unlimited // -held may ask for more than the default quota
 	})
 	defer s.stop()
 	if err != nil {

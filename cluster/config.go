@@ -166,6 +166,22 @@ type Config struct {
 	// its caller (over HTTP, a connection) and a little memory here.
 	MaxWatchers int
 
+	// Quotas bound the state clients can make every member hold in memory
+	// (see quota.go): MaxLocks the locks (keys with a holder or waiters,
+	// and each further hold of a semaphore or read/write key),
+	// MaxSessions the sessions, MaxTotalWaiters the callers queued over
+	// all keys (each key also takes at most lock.MaxWaiters). An acquire or
+	// session create that would pass one fails with lock.ErrQuotaExceeded;
+	// nothing that frees state, and no retry by an owner the key already
+	// has, is ever refused. The leader checks them, before proposing, so
+	// set them the same on every member. 0 means the default
+	// (DefaultMaxLocks, 1,000,000: about 180 MB of plain locks, 1.25 GB if
+	// every one carries 1 KiB of metadata; DefaultMaxSessions, 100,000;
+	// DefaultMaxTotalWaiters, 100,000), Unlimited (-1) no limit.
+	MaxLocks        int
+	MaxSessions     int
+	MaxTotalWaiters int
+
 	// Logger receives the node's and raft's logs; nil means warnings and
 	// errors to stderr. A repeated warning or error of raft or the transport
 	// (a member down makes several a second) is written once, then counted:
@@ -189,6 +205,10 @@ type Config struct {
 	// transport.Config's Dial and Listen. Nil: the plain network.
 	TransportDial   func(ctx context.Context, network, addr string) (net.Conn, error)
 	TransportListen func(network, addr string) (net.Listener, error)
+
+	// levels, when set, replaces the build's command levels (levels.go):
+	// the package's tests play members of older and newer builds with it.
+	levels *commandLevels
 }
 
 // DefaultConfig returns a Config with raft timings for a LAN (500ms
@@ -284,6 +304,16 @@ func (c Config) Validate() error {
 		return bad("MaxWatchers", "{MaxWatchers} must not be negative (0 means %d), got %d", lock.DefaultMaxWatchers, c.MaxWatchers)
 	case c.SnapshotThreshold == 0:
 		return bad("SnapshotThreshold", "{SnapshotThreshold} must be positive")
+	}
+	for _, q := range []struct {
+		field string
+		v     int
+	}{{"MaxLocks", c.MaxLocks}, {"MaxSessions", c.MaxSessions}, {"MaxTotalWaiters", c.MaxTotalWaiters}} {
+		if q.v < Unlimited || q.v > maxQuota {
+			return badGo(q.field, "0 means the default, Unlimited no limit", "{"+q.field+"} must be from 1 to %d (or unlimited), got %d", maxQuota, q.v)
+		}
+	}
+	switch {
 	case c.SnapshotsRetained < 1:
 		return badGo("SnapshotsRetained", "start from DefaultConfig", "{SnapshotsRetained} must be at least 1")
 	case c.WALSegmentSize != 0 && (c.WALSegmentSize < 4<<10 || c.WALSegmentSize > 1<<30):

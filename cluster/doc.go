@@ -42,6 +42,13 @@
 //     counts it, and a node whose log lost entries, or whose DataDir belongs
 //     to another node or cluster, refuses to start (ErrLogDamaged,
 //     ErrWrongNode, ErrWrongCluster) and says why.
+//   - The state clients can make every member hold is bounded
+//     (Config.MaxLocks, MaxSessions, MaxTotalWaiters): an acquire or
+//     session create that would add state past a limit fails with
+//     lock.ErrQuotaExceeded, refused by the leader before it is proposed,
+//     from its applied state (so the state may pass a limit by the commands
+//     in flight: a memory guard, not an exact count; quota.go says why);
+//     nothing that frees or keeps state is ever refused.
 //
 // With Config.GossipBindAddr set, a node also gossips (hashicorp/serf on
 // memberlist, on that second port, UDP and TCP): membership, failure
@@ -72,7 +79,13 @@
 // and removes the members that are gone, with hashicorp/raft-autopilot.
 // Readiness says whether the cluster would survive losing one more node:
 // what an orchestrator waits for before taking the next replica down.
-// Stats describes a node for status pages and metrics. A node answers
+// Stats describes a node for status pages and metrics.
+//
+// Members may run different raftlock versions during a rolling upgrade.
+// The leader proposes no command that some member's version cannot read
+// (lock.ErrMemberTooOld; levels.go), and a member that meets a committed
+// entry or snapshot it cannot read anyway stops there, never skips it:
+// it closes itself and Done and Err say why (ErrHalted; halt.go). A node answers
 // blocking queries (lock.Watcher: WatchKey, WatchList) from its own state,
 // indexed by the raft log index, which is the same on every member.
 //
@@ -83,7 +96,9 @@
 // readiness), statemachine.go (the raft FSM adapter), logclock.go (the
 // log clock), forward.go (forwarding and retries), leader.go (proposal
 // batching), waiting.go (waiting at the leader), store.go (reads),
-// watch.go (watches),
-// peers.go (how members learn each other's API addresses), gossip.go and
+// watch.go (watches), quota.go (limits on the state clients can make
+// every member hold: Config.MaxLocks, MaxSessions, MaxTotalWaiters),
+// peers.go (how members learn each other's API addresses), levels.go and
+// halt.go (mixed versions), gossip.go and
 // gossip_join.go (gossip, retry-join) and bootstrap_expect.go.
 package cluster

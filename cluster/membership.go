@@ -129,15 +129,8 @@ func (n *Node) rejoin() {
 	} else {
 		n.log.Info("restarted on existing state, but this node is not in its last known raft configuration (it left or was removed): asking to be added back", "asking", addrs)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := n.closingContext()
 	defer cancel()
-	go func() {
-		select {
-		case <-n.closing:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	// Say now and then that this is still going on, and why.
 	lastSaid := time.Now()
 	retrying := func(lastErr error) {
@@ -393,10 +386,18 @@ func (n *Node) Leave(ctx context.Context) (err error) {
 		// never campaigns, and it refuses its old peers' votes because its
 		// log is longer than theirs. With the other members gone too (all
 		// stopping at once) no election can ever succeed.
-		if n.IsLeader() && n.otherVoters() > 0 {
-			if err := n.waitFuture(lctx, n.raft.LeadershipTransfer()); err != nil {
-				return fmt.Errorf("cluster: leave: no other voter took over leadership (%w); the node is still a member", err)
+		// raft gives a transfer one election timeout for the chosen
+		// follower to win; on a busy host it may not, and the next try
+		// usually succeeds.
+		for attempt := 1; n.IsLeader() && n.otherVoters() > 0; attempt++ {
+			err := n.waitFuture(lctx, n.raft.LeadershipTransfer())
+			if err == nil {
+				break
 			}
+			if attempt == maxLeaveTransfers || lctx.Err() != nil {
+				return fmt.Errorf("cluster: leave: no other voter took over leadership (%w, %d tries); the node is still a member", err, attempt)
+			}
+			n.log.Debug("leave: leadership transfer failed; trying again", "attempt", attempt, "error", err)
 		}
 		if _, _, err := n.do(lctx, &removeRequest{id: n.cfg.NodeID}); err != nil {
 			if cause := context.Cause(lctx); lctx.Err() != nil && ctx.Err() == nil {
@@ -454,10 +455,20 @@ func (n *Node) whileLeaderKnown(ctx context.Context, d time.Duration) (_ context
 
 // leaveLeaderWait is how long Leave waits for a leader to be known: long
 // enough for an election or two, short enough that stopping a node cut off
-// from its cluster is prompt.
+// from its cluster is prompt. Four timeouts cover two elections on an idle
+// host; minLeaveLeaderWait covers them on a busy one (an agent's 500 ms
+// timeouts gave 2 s, and a leave asked for on a loaded host just after a
+// leader change failed with "no leader known").
 func (n *Node) leaveLeaderWait() time.Duration {
-	return 4 * max(n.cfg.ElectionTimeout, n.cfg.HeartbeatTimeout)
+	return max(4*max(n.cfg.ElectionTimeout, n.cfg.HeartbeatTimeout), minLeaveLeaderWait)
 }
+
+// maxLeaveTransfers is how many leadership transfers a leaving leader
+// tries before Leave fails.
+const maxLeaveTransfers = 5
+
+// minLeaveLeaderWait is leaveLeaderWait's floor.
+const minLeaveLeaderWait = 5 * time.Second
 
 // awaitLeader waits until this node knows a leader, for at most d. It
 // fails with lock.ErrUnavailable when d passes, ctx's error when ctx ends,

@@ -64,6 +64,8 @@ type Node struct {
 	// quiet collapses the repeated warnings and errors of raft and the
 	// transport (logquiet.go); closed last by Close, which writes the counts pending.
 	quiet *quietlog.Quieter
+	// levels are the command levels this node's build reads (levels.go).
+	levels commandLevels
 
 	tr      *transport.Transport
 	store   *guardedStore
@@ -72,6 +74,7 @@ type Node struct {
 	unlockDir func() error
 	raft      *raft.Raft
 	sm        *stateMachine
+	quotas    *quotas // limits on the state, checked by the leader at admission (quota.go)
 	// awaits holds the waiting acquires parked at this node while it leads
 	// (its own callers' and forwarded ones), answered when it applies
 	// their grant or the end of their wait.
@@ -168,10 +171,16 @@ func New(cfg Config) (*Node, error) {
 		closing:       make(chan struct{}),
 		quiet:         newQuieter(),
 	}
+	n.levels = buildLevels
+	if cfg.levels != nil {
+		n.levels = *cfg.levels
+	}
 	n.sm = newStateMachine(logger.Named("fsm"), n.awaits.deliver)
+	n.sm.levels = n.levels
 	n.sm.afterApply = n.pokeExpiryTimer
 	n.sm.startWatches(n.cfg.MaxWatchers)
 	n.sm.monotonic = clock.Monotonic
+	n.quotas = newQuotas(cfg)
 
 	ok := false
 	var cleanup []func()
@@ -300,6 +309,11 @@ func New(cfg Config) (*Node, error) {
 
 	r, err := raft.NewRaft(rc, n.sm, logs, store, snaps, netTrans)
 	if err != nil {
+		if herr := n.sm.haltError(); herr != nil {
+			// Its snapshot is of a newer build: raft says only that it
+			// could load none.
+			return nil, herr
+		}
 		return nil, fmt.Errorf("cluster: starting raft: %w", err)
 	}
 	n.raft = r
@@ -363,6 +377,9 @@ func New(cfg Config) (*Node, error) {
 		go n.rejoin()
 	}
 	ok = true
+	// A halt (an entry it cannot read, met while replaying the log or
+	// later) closes the node; from here, so that New is done first.
+	go n.closeOnHalt()
 	return n, nil
 }
 
@@ -488,6 +505,11 @@ type Stats struct {
 	// to another leader, or to none (an election began).
 	LeaderChanges uint64
 
+	// Quotas are this node's limits on the state (Config.MaxLocks,
+	// MaxSessions, MaxTotalWaiters), what its state machine holds of each,
+	// and what it refused while leading.
+	Quotas Quotas
+
 	Keys         int           // keys held (each may have waiters)
 	Waiters      int           // callers queued, over all keys (wherever they wait)
 	Handoffs     uint64        // keys this node's state machine granted to a queued waiter (on release, expiry or cancel)
@@ -501,6 +523,10 @@ type Stats struct {
 	// LogFault says why writes of the raft log fail (a full disk, say) while
 	// they do; "" once one succeeds. The node cannot commit or vote meanwhile.
 	LogFault string
+	// Halted says why this node's state machine halted (a committed entry
+	// or snapshot its build cannot read: see Node.Err); "" while it runs.
+	// The node has closed itself then.
+	Halted string
 
 	// Health is the leader's latest judgement of the cluster (its failure
 	// tolerance, healthy voters, and this node's health): the leader's own,
@@ -622,6 +648,7 @@ func (n *Node) Stats() Stats {
 		Restores:      n.sm.restores.Load(),
 		LogStore:      n.logKind,
 		LogFault:      n.store.faults.fault(),
+		Halted:        errorText(n.Err()),
 		Commit:        n.commits.read(),
 		Apply:         n.sm.applies.read(),
 		Freeze:        n.sm.freezes.read(),
@@ -633,6 +660,11 @@ func (n *Node) Stats() Stats {
 	}
 	if at := n.leaderClock(); at > 0 {
 		s.LogTime = max(s.LogTime, at)
+	}
+	s.Quotas = Quotas{
+		Locks:    n.quotas.locks.usage(c.locks),
+		Sessions: n.quotas.sessions.usage(c.sessions),
+		Waiters:  n.quotas.waiters.usage(c.waiters),
 	}
 	if n.gossip != nil {
 		s.GossipMembers = map[string]int{GossipAlive: 0, GossipFailed: 0, GossipLeft: 0}

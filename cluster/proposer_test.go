@@ -1,6 +1,11 @@
 package cluster
 
 import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/lock"
 )
 
 // The proposer holds back a queue of acquires that can only be queued, for
@@ -57,4 +63,83 @@ func TestProposerHoldsBackCertainWaiters(t *testing.T) {
 	queue(try, 0)
 	batch, _ = term.take()
 	assert.Len(t, batch, 1, "a try-acquire goes at once: its caller waits for the answer")
+}
+
+// The proposer gathers a burst before it takes the queue: commands whose
+// goroutines are runnable when it looks (a batch forwarded in one write,
+// one goroutine per command) join the queue first, so they share an entry
+// instead of the first going alone. One processor makes "runnable"
+// deterministic: without the yields, none of them would have run.
+func TestProposerGathersRunnableCommands(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	term := newLeaderTerm(&Node{})
+	const burst = 48
+	var queued sync.WaitGroup
+	for i := range burst {
+		queued.Add(1)
+		go func() {
+			defer queued.Done()
+			_, err := term.enqueue(fsm.Command{Op: fsm.OpRelease, Key: fmt.Sprintf("k%d", i), Owner: fsm.Owner{1}})
+			assert.NoError(t, err)
+		}()
+	}
+	term.gather()
+	assert.Equal(t, burst, term.queued(), "every command on its way joined the queue before the proposer took it")
+	queued.Wait()
+
+	batch, _ := term.take()
+	assert.Len(t, batch, burst)
+	term.gather() // nothing on its way: returns after a few yields
+	assert.Zero(t, term.queued())
+}
+
+// Through a node: a lone command is proposed and answered in an entry of
+// its own (the proposer waits for nothing); a burst of commands on their
+// way to a leader at once lands in one entry.
+func TestProposerBurstSharesOneEntry(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	n := c.leader()
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+
+	before := n.raft.LastIndex()
+	_, err := n.Acquire(ctx, lock.AcquireRequest{Key: "lone", Owner: lock.NewOwner(), TTL: time.Minute})
+	require.NoError(t, err)
+	assert.Equal(t, 1, entriesWith(t, n, before, "lone"), "the lone command's entry")
+
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	const burst = 32
+	before = n.raft.LastIndex()
+	var wg sync.WaitGroup
+	for i := range burst {
+		wg.Go(func() {
+			_, err := n.Acquire(ctx, lock.AcquireRequest{Key: fmt.Sprintf("burst/%d", i), Owner: lock.NewOwner(), TTL: time.Minute})
+			assert.NoError(t, err)
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, 1, entriesWith(t, n, before, "burst/"), "entries carrying the burst")
+}
+
+// entriesWith counts the log entries after index from whose commands hold a
+// key starting with prefix.
+func entriesWith(t *testing.T, n *Node, from uint64, prefix string) int {
+	t.Helper()
+	entries := 0
+	for i := from + 1; i <= n.raft.LastIndex(); i++ {
+		var l raft.Log
+		require.NoError(t, n.store.GetLog(i, &l))
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		cmds, err := fsm.DecodeBatch(l.Data)
+		require.NoError(t, err)
+		for _, c := range cmds {
+			if strings.HasPrefix(c.Key, prefix) {
+				entries++
+				break
+			}
+		}
+	}
+	return entries
 }

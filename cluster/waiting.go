@@ -218,7 +218,13 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 			if n.closed() {
 				return lock.Lease{}, lock.ErrClosed
 			}
-		case errors.Is(err, ErrBadRequest), errors.Is(err, transport.ErrTooLarge):
+		case errors.Is(err, ErrBadRequest), errors.Is(err, transport.ErrTooLarge),
+			errors.Is(err, lock.ErrMemberTooOld):
+			return lock.Lease{}, err
+		case errors.Is(err, lock.ErrQuotaExceeded):
+			// Refused before anything was proposed. An earlier attempt's
+			// place would have been claimed, not refused (quota.go), so
+			// the owner is not queued.
 			return lock.Lease{}, err
 		}
 		// Not leader, leadership lost, connection lost, no leader, or the
@@ -325,6 +331,9 @@ func (n *Node) heldError(ctx context.Context, key string, why error) error {
 func (n *Node) waitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Command, received time.Duration) (waitAnswer, error) {
 	if err := n.until(ctx, t, t.ready); err != nil {
 		return waitAnswer{}, err
+	}
+	if err := n.admitQuota(ctx, t, cmd); err != nil {
+		return waitAnswer{}, err // see quota.go: a retry of a queued owner is never refused
 	}
 	var p *proposal
 	key := waitKey(cmd)

@@ -63,7 +63,10 @@
 //     waits for another of its keys (the key is reserved: see "Multi-key
 //     locks"). Len counts the keys that are held or reserved; Waiters
 //     counts the queued callers of all keys (a multi-key waiter once per
-//     key), in constant time.
+//     key), in constant time, and ExtraHolds the holds of semaphore and
+//     read/write keys beyond each key's first. Growth says, without
+//     changing anything, how much a command could add to these and to
+//     Sessions: what a store that bounds its state checks first.
 //   - Lookup, Range and RangeFrom take a read time at, for a leader whose log
 //     clock has moved past the last applied stamp. They report leases that
 //     have ended by then as not held, but do not play the hand-off to waiters

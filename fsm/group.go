@@ -136,6 +136,9 @@ func (m *Machine) addHolder(e *entry, g *group, h *waiter) {
 	if g.kind == KindRW {
 		g.exclusive = !h.shared
 	}
+	if g.holders.len() > 0 {
+		m.extraHolds++
+	}
 	g.holders.pushBack(h)
 	if h.session != nil {
 		h.deadline, h.index = 0, -1
@@ -156,6 +159,8 @@ func (m *Machine) removeHolder(e *entry, g *group, h *waiter) {
 	g.holders.unlink(h)
 	if g.holders.len() == 0 {
 		g.exclusive = false
+	} else {
+		m.extraHolds--
 	}
 }
 

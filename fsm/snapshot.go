@@ -613,6 +613,7 @@ func (m *Machine) Restore(b []byte) error {
 	}
 	m.now, m.lastToken, m.keys, m.order, m.deadlines = now, lastToken, keys, buildKeyOrder(sorted), heap
 	m.epoch, m.unclaimed, m.nWaiters, m.sessions, m.sets = epoch, unclaimed, nWaiters, sessions, sets
+	m.extraHolds = extraHolds(sorted)
 	return nil
 }
 
@@ -690,23 +691,7 @@ func (d *decoder) flag(field string) bool {
 }
 
 // meta reads a holder's metadata.
-func (d *decoder) meta() string {
-	n := d.uvarint()
-	if d.err != nil {
-		return ""
-	}
-	switch {
-	case n > MaxMetaLen:
-		d.failLimit("meta", ErrMetaTooLong)
-		return ""
-	case n > uint64(len(d.b)-d.off):
-		d.fail("truncated meta")
-		return ""
-	}
-	meta := string(d.b[d.off : d.off+int(n)])
-	d.off += int(n)
-	return meta
-}
+func (d *decoder) meta() string { return d.text("meta", MaxMetaLen, ErrMetaTooLong) }
 
 // deadline reads a moment that must still be pending at now and no further
 // than limit beyond it: a machine never keeps a lease or wait that is over,

@@ -29,7 +29,12 @@ const (
 	CodeInvalidLimit    = "invalid_limit"     // ErrInvalidLimit
 	CodeInvalidKind     = "invalid_kind"      // ErrInvalidKind
 	CodeTooManyWatchers = "too_many_watchers" // ErrTooManyWatchers
+
+	CodeMemberTooOld = "member_too_old" // ErrMemberTooOld
 )
+
+// CodeQuotaExceeded names ErrQuotaExceeded.
+const CodeQuotaExceeded = "quota_exceeded"
 
 // To add a code: its sentinel (errors.go), its constant above and its line
 // below; then its HTTP status in apiserver's lockCodeStatus (a test there
@@ -61,6 +66,8 @@ var errorCodes = []struct {
 	{CodeInvalidLimit, []error{ErrInvalidLimit}},
 	{CodeInvalidKind, []error{ErrInvalidKind}},
 	{CodeTooManyWatchers, []error{ErrTooManyWatchers}},
+	{CodeQuotaExceeded, []error{ErrQuotaExceeded}},
+	{CodeMemberTooOld, []error{ErrMemberTooOld}},
 	{CodeUnknownOutcome, []error{ErrUnknownOutcome, ErrUnavailable}},
 	{CodeClosed, []error{ErrClosed}},
 	{CodeUnavailable, []error{ErrUnavailable}},

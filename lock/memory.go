@@ -39,6 +39,8 @@ type MemoryStore struct {
 	index       uint64
 	hub         *watchhub.Hub
 	maxWatchers int
+
+	quotas memoryQuotas // see MemoryQuotas (memory_quota.go)
 }
 
 type waiterKey struct {
@@ -55,8 +57,8 @@ var (
 	_ MultiKeyStore = (*MemoryStore)(nil)
 )
 
-// NewMemoryStore returns an empty store.
-func NewMemoryStore() *MemoryStore {
+// NewMemoryStore returns an empty store, configured by opts.
+func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
 	s := &MemoryStore{
 		start:   time.Now(),
 		done:    make(chan struct{}),
@@ -67,6 +69,9 @@ func NewMemoryStore() *MemoryStore {
 	s.machine.OnChange(func(key string) { s.hub.Record(s.index, key) })
 	s.timer = time.AfterFunc(time.Hour, s.tick)
 	s.timer.Stop()
+	for _, opt := range opts {
+		opt(s)
+	}
 	return s
 }
 
@@ -97,6 +102,10 @@ func (s *MemoryStore) Acquire(ctx context.Context, req AcquireRequest) (Lease, e
 	if s.closed {
 		s.mu.Unlock()
 		return Lease{}, ErrClosed
+	}
+	if err := s.admitLocked(req.Command()); err != nil {
+		s.mu.Unlock()
+		return Lease{}, err
 	}
 	res := s.applyLocked(req.Command())
 	switch res.Status {
@@ -347,7 +356,11 @@ func (s *MemoryStore) CreateSession(ctx context.Context, req SessionRequest) (Se
 	if s.closed {
 		return SessionLease{}, ErrClosed
 	}
-	res := s.applyLocked(fsm.Command{Op: fsm.OpSessionCreate, Session: fsm.Owner(req.ID), TTL: req.TTL, LockDelay: req.LockDelay})
+	create := fsm.Command{Op: fsm.OpSessionCreate, Session: fsm.Owner(req.ID), TTL: req.TTL, LockDelay: req.LockDelay}
+	if err := s.admitLocked(create); err != nil {
+		return SessionLease{}, err
+	}
+	res := s.applyLocked(create)
 	if res.Status != fsm.StatusGranted {
 		return SessionLease{}, fmt.Errorf("lock: memory store: unexpected session-create status %v", res.Status)
 	}

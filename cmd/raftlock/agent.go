@@ -65,6 +65,8 @@ type agentFlags struct {
 	allowedHosts              string // Host header names beyond the agent's own
 	maxHTTPConns              int    // concurrent HTTP connections
 	enablePprof               bool   // net/http/pprof under /debug/pprof/
+
+	maxLocks, maxSessions, maxTotalWaiters quotaFlag // quotas on the lock state
 }
 
 // configFieldFlags names the agent flag that sets each cluster.Config field,
@@ -101,6 +103,10 @@ var configFieldFlags = map[string]string{
 	"ClusterName":         "-cluster-name",
 	"BootstrapExpect":     "-bootstrap-expect",
 	"RetryJoin":           "-retry-join",
+
+	"MaxLocks":        "-max-locks",
+	"MaxSessions":     "-max-sessions",
+	"MaxTotalWaiters": "-max-total-waiters",
 }
 
 // agentError words err for the agent's user: a cluster.ConfigError names
@@ -152,6 +158,8 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		"bootstrap-expect":   "RAFTLOCK_BOOTSTRAP_EXPECT",
 		"retry-join":         "RAFTLOCK_RETRY_JOIN",
 		"enable-pprof":       "RAFTLOCK_ENABLE_PPROF",
+
+		"max-locks": "RAFTLOCK_MAX_LOCKS", "max-sessions": "RAFTLOCK_MAX_SESSIONS", "max-total-waiters": "RAFTLOCK_MAX_TOTAL_WAITERS",
 	}
 	fs := newFlagSet("agent", "[-dev] [-node-id ID -data-dir DIR (-bootstrap-expect N -retry-join HOST,... | -retry-join HOST,... | -bootstrap [-peers ...] | -join ADDR,...)] [FLAGS]",
 		"Runs a raftlock node: a member of the Raft cluster that keeps the locks, serving the\n"+
@@ -252,6 +260,10 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.maxHTTPConns, "max-http-conns", apiserver.DefaultMaxConns, "most HTTP connections open at once; more wait in the kernel's backlog until one closes (0: no limit)")
 	fs.IntVar(&f.maxWatchers, "max-watchers", 0, "most blocking queries (watches: raftlock watch, GET /v1/inspect?index=) served at once; more are answered 429 too_many_watchers (0: 10000). Each also holds an HTTP connection: the API serves at most half of -max-http-conns of them at once, leaving the rest to lock traffic")
 	fs.BoolVar(&f.enablePprof, "enable-pprof", false, "serve Go's net/http/pprof under /debug/pprof/ (to tokens with the admin right on every key), for profiles and raftlock debug's goroutine dump")
+	f.maxLocks, f.maxSessions, f.maxTotalWaiters = cluster.DefaultMaxLocks, cluster.DefaultMaxSessions, cluster.DefaultMaxTotalWaiters
+	fs.Var(&f.maxLocks, "max-locks", "most locks the cluster keeps (keys with a holder or waiters, and each further hold of a semaphore or read/write key): a `count`, or unlimited (each costs every member ~180 bytes, up to 1.25 KB with metadata); past it, acquires that would add one are answered 429 quota_exceeded while releases, extends and retries go on. Set the same on every member: the leader enforces its own")
+	fs.Var(&f.maxSessions, "max-sessions", "most sessions the cluster keeps: a `count`, or unlimited (~185 bytes each); past it, new sessions are answered 429 quota_exceeded")
+	fs.Var(&f.maxTotalWaiters, "max-total-waiters", "most callers queued over all keys: a `count`, or unlimited (~205 bytes each, plus metadata; each key also takes at most 65536); past it, acquires that would queue are answered 429 quota_exceeded")
 	if code := parseFlags(fs, args, env, stderr); code >= 0 {
 		return code
 	}
@@ -401,6 +413,18 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(signals)
 
+	// The node closes by itself when its state machine meets a committed
+	// entry this build cannot read (cluster.ErrHalted): it stops rather
+	// than skip it, and so does the agent, with the node's message. (A
+	// node that left closes too, without an Err.)
+	halted := make(chan error, 1)
+	go func() {
+		<-node.Done()
+		if err := node.Err(); err != nil {
+			halted <- err
+		}
+	}()
+
 	code := exitOK
 	left := false // the node left on request, and is closed
 	select {
@@ -410,6 +434,10 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		left = true
 	case err := <-serveErr:
 		logger.Error("HTTP server stopped; the agent stops", "error", err, "what_to_do", "fix what the error says and start the agent again")
+		code = exitError
+	case err := <-halted:
+		logger.Error("the node stopped; the agent stops", "error", err)
+		fmt.Fprintf(stderr, "raftlock agent: %v\n", err)
 		code = exitError
 	}
 
@@ -425,7 +453,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	}()
 	closedEarly := drainHTTP(ctx, srv, node, left, logger)
 	switch {
-	case left || !f.leaveOnTerminate || f.dev:
+	case left || !f.leaveOnTerminate || f.dev || node.Err() != nil:
 	case closedEarly:
 		logger.Warn("-leave-on-terminate: no leader to remove this node; stopping as a member",
 			"what_to_do", "start it again and run raftlock leave on it once its cluster has a leader")
@@ -514,6 +542,7 @@ func (f *agentFlags) clusterConfig(fs *flagSet, logger hclog.Logger, sec securit
 	cfg.RequestTimeout = f.requestTimeout
 	cfg.LeaderWait = f.leaderWait
 	cfg.MaxWatchers = f.maxWatchers
+	cfg.MaxLocks, cfg.MaxSessions, cfg.MaxTotalWaiters = int(f.maxLocks), int(f.maxSessions), int(f.maxTotalWaiters)
 	cfg.DeadVoterTimeout, cfg.DeadMemberTimeout = f.deadVoter, f.deadMember
 	cfg.SnapshotInterval, cfg.SnapshotThreshold = f.snapshotInterval, f.snapshotThreshold
 	cfg.Voters = f.voters

@@ -45,9 +45,10 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	case code == lock.CodeInvalidTTL, code == lock.CodeInvalidWait, errors.Is(err, ErrNilArgument):
 		writeJSON(w, http.StatusInternalServerError, body{Error: "internal"})
 	default:
-		// lock.ErrUnavailable, ErrUnknownOutcome, ErrQueueFull, ErrClosed, a
-		// transport error of a remote store, or the request's context: all
-		// mean "not now", and a retry may succeed.
+		// lock.ErrUnavailable, ErrUnknownOutcome, ErrQueueFull,
+		// ErrQuotaExceeded, ErrClosed, a transport error of a remote store,
+		// or the request's context: all mean "not now", and a retry may
+		// succeed.
 		writeJSON(w, http.StatusServiceUnavailable, body{Error: lock.CodeUnavailable})
 	}
 }
