@@ -108,6 +108,8 @@ type gossipMember struct {
 	Expect int
 	// GossipAddr is where it gossips (ip:port).
 	GossipAddr string
+	// Leaving says the member is leaving the cluster (tagLeaving).
+	Leaving bool
 }
 
 // Serf tags a member sets.
@@ -118,6 +120,10 @@ const (
 	tagVersion = "version"
 	tagCluster = "cluster"
 	tagExpect  = "expect"
+	// tagLeaving is "1" while the member's Leave runs: a leader (any
+	// leader, also one elected meanwhile) must not add it back while
+	// gossip still shows it alive.
+	tagLeaving = "leaving"
 )
 
 // DefaultClusterName is the ClusterName of a Config that sets none.
@@ -194,6 +200,7 @@ func (g *gossipAgent) members() []gossipMember {
 			Role:       m.Tags[tagRole],
 			Expect:     expect,
 			GossipAddr: net.JoinHostPort(m.Addr.String(), strconv.Itoa(int(m.Port))),
+			Leaving:    m.Tags[tagLeaving] == "1",
 		})
 	}
 	slices.SortFunc(out, func(a, b gossipMember) int { return strings.Compare(string(a.ID), string(b.ID)) })
@@ -615,7 +622,7 @@ func gossipViews(ms []gossipMember) []memberView {
 		case gossipLeft:
 			status = autopilot.NodeLeft
 		}
-		out = append(out, memberView{ID: m.ID, Addr: m.RaftAddr, APIAddr: m.APIAddr, Status: status, Version: m.Version})
+		out = append(out, memberView{ID: m.ID, Addr: m.RaftAddr, APIAddr: m.APIAddr, Status: status, Version: m.Version, Leaving: m.Leaving})
 	}
 	return out
 }
