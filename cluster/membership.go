@@ -13,6 +13,17 @@ import (
 	"github.com/raftlock/raftlock/transport"
 )
 
+// moreTelling is the error a join reports of its attempts: the latest,
+// unless it only says that time ran out (the context ended mid-attempt)
+// and an earlier attempt said why it failed — a peer that refuses this
+// node's certificate would otherwise read, on a busy host, as a timeout.
+func moreTelling(earlier, latest error) error {
+	if earlier != nil && (errors.Is(latest, context.DeadlineExceeded) || errors.Is(latest, context.Canceled)) {
+		return earlier
+	}
+	return latest
+}
+
 // join asks the members at addrs, in turn, to add this node as a voter. A
 // member that does not lead answers with the leader's address, which join
 // then asks directly. It retries with a growing pause until ctx ends, and
@@ -49,12 +60,12 @@ func (n *Node) join(ctx context.Context, kind requestKind, addrs []string, retry
 					break
 				}
 				if err != nil {
-					lastErr = fmt.Errorf("%s: %w", addr, err)
+					lastErr = moreTelling(lastErr, fmt.Errorf("%s: %w", addr, err))
 					break
 				}
 				rep, err := n.call(ctx, addr, body)
 				if err != nil {
-					lastErr = fmt.Errorf("%s: %w", addr, err)
+					lastErr = moreTelling(lastErr, fmt.Errorf("%s: %w", addr, err))
 					break
 				}
 				switch err := rep.err(); {

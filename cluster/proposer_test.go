@@ -72,7 +72,7 @@ func TestProposerHoldsBackCertainWaiters(t *testing.T) {
 // deterministic: without the yields, none of them would have run.
 func TestProposerGathersRunnableCommands(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	term := newLeaderTerm(&Node{})
+	term := newLeaderTerm(&Node{levels: buildLevels})
 	const burst = 48
 	var queued sync.WaitGroup
 	for i := range burst {
