@@ -90,7 +90,7 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeBatchResponse writes what writeJSON writes for an api.BatchResponse
-// of results, byte for byte, without encoding/json's second pass over
+// of results, byte for byte (with its Content-Length), without encoding/json's second pass over
 // every body (each is json.Marshal's output already: compact, with HTML
 // characters escaped, as the encoder would leave it).
 func writeBatchResponse(w http.ResponseWriter, results []api.BatchResult) {
@@ -113,6 +113,10 @@ func writeBatchResponse(w http.ResponseWriter, results []api.BatchResult) {
 	out = append(out, "]}\n"...)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
+	// Announced, so that an answer larger than net/http's buffer (2 KiB:
+	// about a dozen results) goes out as it is, not in chunks to frame and
+	// for the client to reassemble.
+	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(out) // the client may be gone; nothing useful to do about it
 }
