@@ -220,3 +220,35 @@ func TestBatchQueuedOperationLeavesWithItsContext(t *testing.T) {
 		assert.NotEqual(t, "gone", *s.Key)
 	}
 }
+
+// An answer that announces its length is read whole; one cut short of it
+// is an error, not a shorter answer.
+func TestReadAnswerByItsLength(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/whole" {
+			w.Header().Set("Content-Length", "11")
+			_, _ = io.WriteString(w, `{"a":"bcd"}`)
+			return
+		}
+		conn, buf, err := http.NewResponseController(w).Hijack()
+		if !assert.NoError(t, err) {
+			return
+		}
+		_, _ = buf.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n{\"a\":")
+		_ = buf.Flush()
+		_ = conn.Close()
+	}))
+	t.Cleanup(srv.Close)
+	for path, want := range map[string]string{"/whole": `{"a":"bcd"}`, "/short": ""} {
+		resp, err := srv.Client().Get(srv.URL + path)
+		require.NoError(t, err)
+		got, err := readAnswer(resp)
+		_ = resp.Body.Close()
+		if want == "" {
+			assert.ErrorIs(t, err, io.ErrUnexpectedEOF, path)
+			continue
+		}
+		assert.NoError(t, err, path)
+		assert.Equal(t, want, string(got), path)
+	}
+}
