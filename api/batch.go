@@ -50,10 +50,10 @@ type batcher struct {
 	queue    []*batchItem
 	off      atomic.Bool // the node has no /v1/batch
 	// arrived counts the operations ever queued.
-	arrived int
+	arrived uint64
 	// want and ready: a linger (see sendQueued) waits until arrived
 	// reaches want; ready is closed when it has.
-	want  int
+	want  uint64
 	ready chan struct{}
 }
 
@@ -149,7 +149,7 @@ func (c *Client) sendQueued(b *batcher, base *url.URL) {
 			start := time.Now()
 			answered := c.sendBatch(b, base, items)
 			if len(items) > 1 {
-				b.linger(answered+len(items), min(time.Since(start)/4, batchMaxLinger))
+				b.linger(answered+uint64(len(items)), min(time.Since(start)/4, batchMaxLinger))
 			}
 			items = b.take()
 		}
@@ -160,7 +160,7 @@ func (c *Client) sendQueued(b *batcher, base *url.URL) {
 const batchMaxLinger = time.Millisecond
 
 // linger waits until want operations have ever queued (arrived), or for d.
-func (b *batcher) linger(want int, d time.Duration) {
+func (b *batcher) linger(want uint64, d time.Duration) {
 	b.mu.Lock()
 	if b.arrived >= want || d <= 0 {
 		b.mu.Unlock()
@@ -212,7 +212,7 @@ func (b *batcher) take() []*batchItem {
 // sendBatch sends items (taken from the queue) and reports each one's
 // outcome to its caller. It returns how many operations had ever queued
 // (batcher.arrived) when it did.
-func (c *Client) sendBatch(b *batcher, base *url.URL, items []*batchItem) (arrived int) {
+func (c *Client) sendBatch(b *batcher, base *url.URL, items []*batchItem) (arrived uint64) {
 	defer func() {
 		b.mu.Lock()
 		arrived = b.arrived

@@ -268,7 +268,7 @@ func TestLingerWaitsForTheBatchsOwnCallers(t *testing.T) {
 	b.mu.Unlock()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel) // the queued operations leave with their context
-	arrived := func() int { b.mu.Lock(); defer b.mu.Unlock(); return b.arrived }
+	arrived := func() uint64 { b.mu.Lock(); defer b.mu.Unlock(); return b.arrived }
 	enqueue := func() {
 		want := arrived() + 1
 		go func() {
