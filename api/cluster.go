@@ -50,6 +50,11 @@ type ClusterStatus struct {
 	// LogFault says why this node's raft log cannot be written (a full
 	// disk, say) while that lasts; "" otherwise. /healthz answers 503 then.
 	LogFault string `json:"log_fault,omitempty"`
+	// Halted says why this node stopped by itself: its state machine met a
+	// committed entry or snapshot its raftlock version cannot read (install
+	// the version the other members run); "" otherwise. /healthz answers
+	// 503 halted then.
+	Halted string `json:"halted,omitempty"`
 
 	// Health is the leader's latest judgement of the cluster: its own on
 	// the leader, the leader's last report elsewhere; nil when this node

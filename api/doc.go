@@ -429,8 +429,9 @@
 // GET /healthz is 200 when the node knows a leader (always, for a store that
 // is not a cluster) and 503 no_leader otherwise, so a load balancer sends lock
 // traffic only to nodes that can serve it; 503 log_fault while the node
-// cannot write its raft log (a full disk: the message says why). HEAD works
-// too.
+// cannot write its raft log (a full disk: the message says why); 503 halted
+// once the node stopped at a committed entry its version cannot read (the
+// message names it and what to install). HEAD works too.
 //
 //	curl -s localhost:8300/healthz
 //	{"status":"ok","node_id":"n1","role":"follower","leader_id":"n2","leader_addr":"10.0.0.8:8301"}
@@ -576,8 +577,14 @@
 //	503     closed             the node is shutting down                          lock.ErrClosed
 //	503     no_leader          /healthz only                                      (Health.Ready false)
 //	503     log_fault          /healthz only: the raft log cannot be written      (Health.Ready false)
+//	503     halted             /healthz only: the node stopped at a log entry or  (Health.Ready false)
+//	                           snapshot its version cannot read (install the
+//	                           version the other members run)
 //	503     not_ready          /readyz only: the cluster would not survive        lock.ErrUnavailable
 //	                           losing one more node (the reason says why)
+//	503     member_too_old     a member runs a raftlock that cannot read the      lock.ErrMemberTooOld
+//	                           command (the message names it and the version to
+//	                           install); nothing was done
 //
 // Beyond answers, Client reports a request that never left (connection
 // refused, a failed TLS handshake; on every endpoint it knows) as

@@ -64,6 +64,8 @@ const (
 	CodeInternal         = "internal"               // 500: a bug; the message says what
 	CodeUnauthorized     = "unauthorized"           // 401: token missing or wrong (apiserver.Config.Token); nothing was done
 	CodeNotReady         = "not_ready"              // 503: /readyz while the cluster would not survive losing one more node
+	CodeMemberTooOld     = lock.CodeMemberTooOld    // 503: a member's raftlock cannot read the command (upgrade it); nothing was done
+	CodeHalted           = "halted"                 // 503: /healthz of a node that stopped at a log entry its version cannot read
 
 	// Answers net/http gives by itself, made JSON by JSONErrorListener.
 	CodeHeadersTooLarge     = "headers_too_large"    // 431: request headers over the server's MaxHeaderBytes
@@ -160,6 +162,7 @@ var codeErrors = map[string]error{
 	CodeCanceled:            lock.ErrNotHeld,
 	CodeNoLeader:            lock.ErrUnavailable,
 	CodeLogFault:            lock.ErrUnavailable,
+	CodeHalted:              lock.ErrUnavailable,
 	CodeNotReady:            lock.ErrUnavailable,
 	CodeNotCluster:          ErrNotCluster,
 	CodeNotImplemented:      errors.ErrUnsupported,

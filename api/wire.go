@@ -532,7 +532,7 @@ type ReadyResponse struct {
 // HealthResponse answers GET /healthz, 200 when ready and 503 when not; the
 // 503 also carries the usual "error" object.
 type HealthResponse struct {
-	Status     string       `json:"status"` // "ok", CodeNoLeader or CodeLogFault
+	Status     string       `json:"status"` // "ok", CodeNoLeader, CodeLogFault or CodeHalted
 	NodeID     string       `json:"node_id,omitempty"`
 	Role       string       `json:"role,omitempty"`
 	LeaderID   string       `json:"leader_id,omitempty"`

@@ -723,15 +723,7 @@ func (h *Handler) list(r *http.Request, c *opCall) (any, *apiError) {
 	if err != nil {
 		return nil, storeError(err, false)
 	}
-	resp := api.ListResponse{Locks: make([]api.KeyInfo, 0, min(len(locks), limit))}
-	for i, l := range locks {
-		if i == limit {
-			resp.More = true
-			break
-		}
-		resp.Locks = append(resp.Locks, api.MakeKeyInfo(l.Key, l.KeyInfo))
-	}
-	return resp, nil
+	return listPage(locks, limit), nil
 }
 
 // maxListScan bounds the keys one listing reads from the store, in pages,
@@ -825,6 +817,12 @@ func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) {
 	}
 	st := h.cluster.Status()
 	resp := api.HealthResponse{Status: "ok", NodeID: st.NodeID, Role: st.Role, LeaderID: st.LeaderID, LeaderAddr: st.LeaderAddr}
+	if st.Halted != "" {
+		resp.Status = api.CodeHalted
+		resp.Error = &api.ErrorDetail{Code: api.CodeHalted, Message: fmt.Sprintf("api: node %s stopped: %s", st.NodeID, st.Halted)}
+		writeJSON(w, http.StatusServiceUnavailable, resp)
+		return
+	}
 	if !st.HasLeader() {
 		resp.Status = api.CodeNoLeader
 		resp.Error = &api.ErrorDetail{Code: api.CodeNoLeader, Message: fmt.Sprintf("api: node %s knows no leader", st.NodeID)}

@@ -40,6 +40,7 @@ func (s nodeStatus) Status() api.ClusterStatus {
 			Expired:  st.Expired,
 		},
 		LogFault:      st.LogFault,
+		Halted:        st.Halted,
 		Raft:          st.Raft,
 		GossipMembers: st.GossipMembers,
 	}

@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cluster"
+	"github.com/raftlock/raftlock/cluster/clustertest"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -20,18 +20,9 @@ import (
 // the test ends.
 func newSingleNodeCluster(t *testing.T, tweaks ...func(*cluster.Config)) *cluster.Node {
 	t.Helper()
-	cfg := cluster.DefaultConfig()
-	cfg.NodeID = "solo"
-	cfg.DataDir = t.TempDir()
-	cfg.BindAddr = "127.0.0.1:0"
+	cfg := clustertest.Config(t, "solo")
 	cfg.Bootstrap = true
 	cfg.APIAddr = "http://solo.test:7070"
-	cfg.HeartbeatTimeout = 150 * time.Millisecond
-	cfg.ElectionTimeout = 150 * time.Millisecond
-	cfg.LeaderLeaseTimeout = 100 * time.Millisecond
-	cfg.CommitTimeout = 5 * time.Millisecond
-	cfg.RequestTimeout = 5 * time.Second
-	cfg.Logger = hclog.NewNullLogger()
 	for _, tweak := range tweaks {
 		tweak(&cfg)
 	}

@@ -104,7 +104,7 @@ var openAPIRoutes = []routeDoc{
 	{method: http.MethodPost, path: "/v1/leave", summary: "Take this node out of its cluster for good; it then stops.",
 		answer: api.LeaveResponse{}, codes: codes([]string{api.CodeBadRequest, api.CodeUnsupportedMedia, api.CodeNotImplemented, api.CodePermissionDenied}, storeCodes)},
 	{method: http.MethodGet, path: "/healthz", summary: "Ready (200) when a leader is known and the raft log can be written; 503 otherwise, with the same body and an error.",
-		answer: api.HealthResponse{}, codes: []string{api.CodeNoLeader, api.CodeLogFault}, open: true},
+		answer: api.HealthResponse{}, codes: []string{api.CodeNoLeader, api.CodeLogFault, api.CodeHalted}, open: true},
 	{method: http.MethodGet, path: "/readyz", summary: "Ready (200) when the cluster would survive losing one more node (the leader's failure tolerance is at least 1 and it judges this node healthy): what a rollout or a PodDisruptionBudget waits for; 503 not_ready with the reason otherwise.",
 		answer: api.ReadyResponse{}, codes: []string{api.CodeNotReady}, open: true},
 	{method: http.MethodGet, path: "/metrics", summary: "Prometheus metrics of the API and the node.",
@@ -171,6 +171,8 @@ var codeStatus = map[string]int{
 	api.CodeNoLeader:            503,
 	api.CodeLogFault:            503,
 	api.CodeNotReady:            503,
+	api.CodeMemberTooOld:        503,
+	api.CodeHalted:              503,
 	api.CodeUnsupportedProtocol: 505,
 }
 

@@ -48,17 +48,9 @@ func jsonFieldNames(t reflect.Type) []string {
 			names = append(names, jsonFieldNames(f.Type)...)
 			continue
 		}
-		if !f.IsExported() {
-			continue
+		if name, ok := jsonFieldName(f); ok {
+			names = append(names, name)
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" {
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		names = append(names, name)
 	}
 	fieldNameCache.Store(t, names)
 	return names
@@ -221,4 +213,21 @@ func hex4(b []byte, at int) (uint64, bool) {
 
 func loneSurrogate(escape []byte) *bodyError {
 	return &bodyError{msg: fmt.Sprintf(`api: the escape %s is half of a UTF-16 surrogate pair without its other half, which is no character; send keys that are not text as key_b64`, escape)}
+}
+
+// jsonFieldName is the name encoding/json gives struct field f (its json
+// tag's, else the Go name), or false when encoding/json leaves f out
+// (unexported, or tagged "-"). Embedded structs are the caller's to walk.
+func jsonFieldName(f reflect.StructField) (string, bool) {
+	if !f.IsExported() {
+		return "", false
+	}
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	switch name {
+	case "-":
+		return "", false
+	case "":
+		return f.Name, true
+	}
+	return name, true
 }

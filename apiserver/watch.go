@@ -147,6 +147,12 @@ func (h *Handler) watchList(r *http.Request, c *opCall, req lock.ListRequest, li
 		return nil, watchError(err)
 	}
 	c.w.Header().Set(IndexHeader, strconv.FormatUint(index, 10))
+	return listPage(locks, limit), nil
+}
+
+// listPage is the answer to a list of at most limit locks, given the store's
+// answer to limit+1: the first limit locks, and More when there was one more.
+func listPage(locks []lock.LockInfo, limit int) api.ListResponse {
 	resp := api.ListResponse{Locks: make([]api.KeyInfo, 0, min(len(locks), limit))}
 	for i, l := range locks {
 		if i == limit {
@@ -155,7 +161,7 @@ func (h *Handler) watchList(r *http.Request, c *opCall, req lock.ListRequest, li
 		}
 		resp.Locks = append(resp.Locks, api.MakeKeyInfo(l.Key, l.KeyInfo))
 	}
-	return resp, nil
+	return resp
 }
 
 // watchError maps a blocking query's failure (a wait that ran out with

@@ -95,6 +95,10 @@ var lockCodeStatus = map[string]int{
 	// well formed, and the same one succeeds once state is freed. (507 is
 	// WebDAV's, and says nothing to a client's retry policy.)
 	lock.CodeQuotaExceeded: http.StatusTooManyRequests,
+	// Not the request's fault, nor the key's: the cluster cannot do it
+	// until its upgrade is complete, and will then (as 503 says of a
+	// service that is temporarily unable). Nothing was done.
+	lock.CodeMemberTooOld: http.StatusServiceUnavailable,
 }
 
 // readJSON decodes the request body into v (a pointer to a request struct):

@@ -180,15 +180,9 @@ func (n *Node) bootstrapExpect() {
 			// proposers with different views do not keep colliding.
 			pause = time.Second + rand.N(2*time.Second)
 		}
-		timer := time.NewTimer(pause)
-		select {
-		case <-n.closing:
-			timer.Stop()
+		if !n.pause(pause, changed) {
 			return
-		case <-changed:
-		case <-timer.C:
 		}
-		timer.Stop()
 	}
 }
 

@@ -205,6 +205,10 @@ type Config struct {
 	// transport.Config's Dial and Listen. Nil: the plain network.
 	TransportDial   func(ctx context.Context, network, addr string) (net.Conn, error)
 	TransportListen func(network, addr string) (net.Listener, error)
+
+	// levels, when set, replaces the build's command levels (levels.go):
+	// the package's tests play members of older and newer builds with it.
+	levels *commandLevels
 }
 
 // DefaultConfig returns a Config with raft timings for a LAN (500ms

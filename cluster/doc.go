@@ -79,7 +79,13 @@
 // and removes the members that are gone, with hashicorp/raft-autopilot.
 // Readiness says whether the cluster would survive losing one more node:
 // what an orchestrator waits for before taking the next replica down.
-// Stats describes a node for status pages and metrics. A node answers
+// Stats describes a node for status pages and metrics.
+//
+// Members may run different raftlock versions during a rolling upgrade.
+// The leader proposes no command that some member's version cannot read
+// (lock.ErrMemberTooOld; levels.go), and a member that meets a committed
+// entry or snapshot it cannot read anyway stops there, never skips it:
+// it closes itself and Done and Err say why (ErrHalted; halt.go). A node answers
 // blocking queries (lock.Watcher: WatchKey, WatchList) from its own state,
 // indexed by the raft log index, which is the same on every member.
 //
@@ -92,6 +98,7 @@
 // batching), waiting.go (waiting at the leader), store.go (reads),
 // watch.go (watches), quota.go (limits on the state clients can make
 // every member hold: Config.MaxLocks, MaxSessions, MaxTotalWaiters),
-// peers.go (how members learn each other's API addresses), gossip.go and
+// peers.go (how members learn each other's API addresses), levels.go and
+// halt.go (mixed versions), gossip.go and
 // gossip_join.go (gossip, retry-join) and bootstrap_expect.go.
 package cluster

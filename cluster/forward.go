@@ -88,7 +88,7 @@ func (n *Node) do(ctx context.Context, req rpcRequest) (ans rpcAnswer, retried b
 	defer p.stop()
 	var body []byte
 	for {
-		if n.closed() {
+		if n.closed() || n.sm.halt.Load() != nil {
 			return nil, unknown, n.closedError(unknown)
 		}
 		changed := n.leaderChanged.wait()
@@ -136,7 +136,8 @@ func (n *Node) do(ctx context.Context, req rpcRequest) (ans rpcAnswer, retried b
 			// The attempt was cut short by ctx: it may have been sent.
 			unknown = unknown || mayApply
 			return nil, unknown, n.endedError(parent, ctx, unknown, lastErr)
-		case errors.Is(attemptErr, ErrBadRequest), errors.Is(attemptErr, transport.ErrTooLarge):
+		case errors.Is(attemptErr, ErrBadRequest), errors.Is(attemptErr, transport.ErrTooLarge),
+			errors.Is(attemptErr, lock.ErrMemberTooOld):
 			return nil, unknown, attemptErr
 		case errors.Is(attemptErr, lock.ErrQuotaExceeded):
 			// Refused by the leader's quotas before it was proposed (quota.go).
@@ -331,12 +332,17 @@ func (n *Node) call(ctx context.Context, addr string, body []byte) (reply, error
 	return rep, nil
 }
 
-// closedError is what a call on a closing node returns.
+// closedError is what a call on a closing node returns: lock.ErrClosed, or
+// on a halted node an error that also matches ErrHalted and says why.
 func (n *Node) closedError(unknown bool) error {
-	if unknown {
-		return fmt.Errorf("%w: %w", lock.ErrUnknownOutcome, lock.ErrClosed)
+	err := lock.ErrClosed
+	if h := n.haltedError(); h != nil {
+		err = h
 	}
-	return lock.ErrClosed
+	if unknown {
+		return fmt.Errorf("%w: %w", lock.ErrUnknownOutcome, err)
+	}
+	return err
 }
 
 // endedError is what do returns when its context ends: the caller's own

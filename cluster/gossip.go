@@ -39,7 +39,8 @@ import (
 //
 // Each member tags itself with its raft address, API address, role in the
 // raft configuration as it knows it (voter, nonvoter, or empty), raftlock
-// version, cluster name and BootstrapExpect. Gossip is separated by
+// version, the command level its build reads (levels.go), cluster name and
+// BootstrapExpect. Gossip is separated by
 // ClusterName, carried as memberlist's label on every packet and stream (a
 // node of another cluster name is discarded before anything is decoded) and
 // checked again as a tag when members merge, and, with GossipKeys, encrypted
@@ -97,6 +98,9 @@ type gossipMember struct {
 	APIAddr  string
 	Status   gossipStatus
 	Version  string
+	// Level is the command level the member's build reads (its "level"
+	// tag; fsm.BaselineLevel when it has none: see levels.go).
+	Level int
 	// Role is the member's place in the raft configuration as it knows it:
 	// SuffrageVoter, SuffrageNonvoter, or "" (not a member, or not yet).
 	Role string
@@ -104,6 +108,8 @@ type gossipMember struct {
 	Expect int
 	// GossipAddr is where it gossips (ip:port).
 	GossipAddr string
+	// Leaving says the member is leaving the cluster (tagLeaving).
+	Leaving bool
 }
 
 // Serf tags a member sets.
@@ -114,6 +120,10 @@ const (
 	tagVersion = "version"
 	tagCluster = "cluster"
 	tagExpect  = "expect"
+	// tagLeaving is "1" while the member's Leave runs: a leader (any
+	// leader, also one elected meanwhile) must not add it back while
+	// gossip still shows it alive.
+	tagLeaving = "leaving"
 )
 
 // DefaultClusterName is the ClusterName of a Config that sets none.
@@ -186,9 +196,11 @@ func (g *gossipAgent) members() []gossipMember {
 			APIAddr:    m.Tags[tagAPI],
 			Status:     st,
 			Version:    m.Tags[tagVersion],
+			Level:      parseLevel(m.Tags[tagLevel]),
 			Role:       m.Tags[tagRole],
 			Expect:     expect,
 			GossipAddr: net.JoinHostPort(m.Addr.String(), strconv.Itoa(int(m.Port))),
+			Leaving:    m.Tags[tagLeaving] == "1",
 		})
 	}
 	slices.SortFunc(out, func(a, b gossipMember) int { return strings.Compare(string(a.ID), string(b.ID)) })
@@ -299,6 +311,7 @@ func (n *Node) startGossip(fresh bool) error {
 		tagVersion: raftlockVersion,
 		tagCluster: g.cluster,
 		tagRole:    n.localRole(),
+		tagLevel:   strconv.Itoa(n.levels.max),
 	}
 	if cfg.BootstrapExpect > 0 {
 		g.tags[tagExpect] = strconv.Itoa(cfg.BootstrapExpect)
@@ -559,15 +572,9 @@ func (n *Node) gossipRaftJoiner(fresh bool) {
 				n.log.Debug("asking a gossip member to add this node to raft failed; retrying", "error", err)
 			}
 		}
-		timer := time.NewTimer(backoff)
-		select {
-		case <-n.closing:
-			timer.Stop()
+		if !n.pause(backoff, changed) {
 			return
-		case <-changed:
-		case <-timer.C:
 		}
-		timer.Stop()
 		backoff = min(2*backoff, 10*time.Second)
 	}
 }
@@ -615,7 +622,7 @@ func gossipViews(ms []gossipMember) []memberView {
 		case gossipLeft:
 			status = autopilot.NodeLeft
 		}
-		out = append(out, memberView{ID: m.ID, Addr: m.RaftAddr, APIAddr: m.APIAddr, Status: status, Version: m.Version})
+		out = append(out, memberView{ID: m.ID, Addr: m.RaftAddr, APIAddr: m.APIAddr, Status: status, Version: m.Version, Leaving: m.Leaving})
 	}
 	return out
 }

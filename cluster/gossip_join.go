@@ -27,15 +27,8 @@ const (
 
 func (n *Node) retryJoin() {
 	defer n.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := n.closingContext()
 	defer cancel()
-	go func() {
-		select {
-		case <-n.closing:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	pause := retryJoinFirstPause
 	lastSaid := time.Time{}
 	for attempt := 1; ; attempt++ {

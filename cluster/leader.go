@@ -209,8 +209,12 @@ func (t *leaderTerm) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, 
 }
 
 // enqueue queues cmd for proposal without waiting: commands are proposed
-// in the order they were queued. Its error is errNotLeader.
+// in the order they were queued. Its errors are errNotLeader, and
+// lock.ErrMemberTooOld for a command some member cannot read (levels.go).
 func (t *leaderTerm) enqueue(cmd fsm.Command) (*proposal, error) {
+	if err := t.n.admitLevel(cmd); err != nil {
+		return nil, err
+	}
 	p := &proposal{cmd: cmd, queued: time.Now(), done: make(chan proposalResult, 1)}
 	t.mu.Lock()
 	if t.closed {

@@ -523,17 +523,21 @@ func (f *writeFaults) fault() string {
 
 func nonEmptyDir(path string) (bool, error) {
 	entries, err := os.ReadDir(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("cluster: %w", err)
+	if exists, err := existence(err); !exists {
+		return false, err
 	}
 	return len(entries) > 0, nil
 }
 
 func fileExists(path string) (bool, error) {
 	_, err := os.Stat(path)
+	return existence(err)
+}
+
+// existence reads the error of a look at a path (os.Stat, os.ReadDir):
+// whether the path exists, or the error (wrapped) when that cannot be
+// told. A path that does not exist is not an error.
+func existence(err error) (bool, error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}

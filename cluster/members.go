@@ -61,6 +61,7 @@ type memberView struct {
 	APIAddr string             // where it serves its API; "" if unknown
 	Status  autopilot.NodeStatus
 	Version string // its raftlock version, "" if unknown
+	Leaving bool   // its Leave is under way (gossip's leaving tag)
 }
 
 // memberSource is a view of the nodes other than raft's own: gossip's.

@@ -129,15 +129,8 @@ func (n *Node) rejoin() {
 	} else {
 		n.log.Info("restarted on existing state, but this node is not in its last known raft configuration (it left or was removed): asking to be added back", "asking", addrs)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := n.closingContext()
 	defer cancel()
-	go func() {
-		select {
-		case <-n.closing:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	// Say now and then that this is still going on, and why.
 	lastSaid := time.Now()
 	retrying := func(lastErr error) {
@@ -373,10 +366,18 @@ func (n *Node) Leave(ctx context.Context) (err error) {
 	if alone := member && len(servers) == 1; !alone {
 		// Once removed, this node is not in its configuration, which
 		// gossipRaftJoiner would answer by asking to be added back.
+		// The leader that removes it skips it for a while (noteLeaving);
+		// the gossip tag tells any leader, also one elected meanwhile.
 		n.leaving.Store(true)
+		if n.gossip != nil {
+			n.setGossipTag(tagLeaving, "1")
+		}
 		defer func() {
-			if err != nil {
-				n.leaving.Store(false) // still running as a member
+			if err != nil { // still running as a member
+				n.leaving.Store(false)
+				if n.gossip != nil {
+					n.setGossipTag(tagLeaving, "")
+				}
 			}
 		}()
 		if err := n.awaitLeader(ctx, n.leaveLeaderWait()); err != nil {

@@ -64,6 +64,8 @@ type Node struct {
 	// quiet collapses the repeated warnings and errors of raft and the
 	// transport (logquiet.go); closed last by Close, which writes the counts pending.
 	quiet *quietlog.Quieter
+	// levels are the command levels this node's build reads (levels.go).
+	levels commandLevels
 
 	tr      *transport.Transport
 	store   *guardedStore
@@ -166,7 +168,12 @@ func New(cfg Config) (*Node, error) {
 		closing:       make(chan struct{}),
 		quiet:         newQuieter(),
 	}
+	n.levels = buildLevels
+	if cfg.levels != nil {
+		n.levels = *cfg.levels
+	}
 	n.sm = newStateMachine(logger.Named("fsm"), n.awaits.deliver)
+	n.sm.levels = n.levels
 	n.sm.afterApply = n.pokeExpiryTimer
 	n.sm.startWatches(n.cfg.MaxWatchers)
 	n.sm.monotonic = clock.Monotonic
@@ -299,6 +306,11 @@ func New(cfg Config) (*Node, error) {
 
 	r, err := raft.NewRaft(rc, n.sm, logs, store, snaps, netTrans)
 	if err != nil {
+		if herr := n.sm.haltError(); herr != nil {
+			// Its snapshot is of a newer build: raft says only that it
+			// could load none.
+			return nil, herr
+		}
 		return nil, fmt.Errorf("cluster: starting raft: %w", err)
 	}
 	n.raft = r
@@ -362,6 +374,9 @@ func New(cfg Config) (*Node, error) {
 		go n.rejoin()
 	}
 	ok = true
+	// A halt (an entry it cannot read, met while replaying the log or
+	// later) closes the node; from here, so that New is done first.
+	go n.closeOnHalt()
 	return n, nil
 }
 
@@ -505,6 +520,10 @@ type Stats struct {
 	// LogFault says why writes of the raft log fail (a full disk, say) while
 	// they do; "" once one succeeds. The node cannot commit or vote meanwhile.
 	LogFault string
+	// Halted says why this node's state machine halted (a committed entry
+	// or snapshot its build cannot read: see Node.Err); "" while it runs.
+	// The node has closed itself then.
+	Halted string
 
 	// Health is the leader's latest judgement of the cluster (its failure
 	// tolerance, healthy voters, and this node's health): the leader's own,
@@ -626,6 +645,7 @@ func (n *Node) Stats() Stats {
 		Restores:      n.sm.restores.Load(),
 		LogStore:      n.logKind,
 		LogFault:      n.store.faults.fault(),
+		Halted:        errorText(n.Err()),
 		Commit:        n.commits.read(),
 		Apply:         n.sm.applies.read(),
 		Freeze:        n.sm.freezes.read(),

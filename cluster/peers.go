@@ -32,6 +32,7 @@ const (
 type peerInfo struct {
 	addr    string // the raft address that answered
 	apiAddr string
+	level   int // the command level it reads; 0 if it did not say (the baseline: levels.go)
 	learned time.Time
 }
 
@@ -47,10 +48,17 @@ func (d *peerDirectory) apiAddr(id string) string {
 	return d.peers[id].apiAddr
 }
 
-// heardFrom records what a member said of itself when it asked for our info. A
-// node not (yet) in this node's configuration is not recorded; it will be
-// asked once it is.
-func (n *Node) heardFrom(id, apiAddr string) {
+// level is the command level member id said it reads; 0 if it said none.
+func (d *peerDirectory) level(id string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.peers[id].level
+}
+
+// heardFrom records what a member said of itself when it asked for our info
+// (its API address and command level). A node not (yet) in this node's
+// configuration is not recorded; it will be asked once it is.
+func (n *Node) heardFrom(id, apiAddr string, level int) {
 	servers, err := n.Servers()
 	if err != nil || id == n.cfg.NodeID {
 		return
@@ -61,7 +69,7 @@ func (n *Node) heardFrom(id, apiAddr string) {
 	}
 	n.peers.mu.Lock()
 	defer n.peers.mu.Unlock()
-	n.peers.peers[id] = peerInfo{addr: addr, apiAddr: apiAddr, learned: time.Now()}
+	n.peers.peers[id] = peerInfo{addr: addr, apiAddr: apiAddr, level: level, learned: time.Now()}
 }
 
 func (n *Node) runPeerInfo() {
@@ -109,13 +117,21 @@ func (n *Node) refreshPeerInfo(ctx context.Context) {
 	}
 	n.peers.mu.Unlock()
 
-	body := encodeRequest(&nodeInfo{id: n.cfg.NodeID, apiAddr: n.cfg.APIAddr})
+	self := nodeInfo{id: n.cfg.NodeID, apiAddr: n.cfg.APIAddr, level: n.levels.max}
+	body := encodeRequest(&self)
 	var wg sync.WaitGroup
 	for id, addr := range ask {
 		wg.Go(func() {
 			callCtx, cancel := context.WithTimeout(ctx, peerInfoTimeout)
 			defer cancel()
 			rep, err := n.call(callCtx, addr, body)
+			if err == nil && rep.code == codeBadRequest && self.hasLevel() {
+				// A build from before levels refuses the level field: ask
+				// it without (it reads the baseline anyway).
+				plain := self
+				plain.level = 0
+				rep, err = n.call(callCtx, addr, encodeRequest(&plain))
+			}
 			info, ok := rep.answer.(*nodeInfo)
 			if err != nil || !ok || info.id != id {
 				return
@@ -123,7 +139,7 @@ func (n *Node) refreshPeerInfo(ctx context.Context) {
 			n.peers.mu.Lock()
 			defer n.peers.mu.Unlock()
 			if _, member := servers[id]; member {
-				n.peers.peers[id] = peerInfo{addr: addr, apiAddr: info.apiAddr, learned: time.Now()}
+				n.peers.peers[id] = peerInfo{addr: addr, apiAddr: info.apiAddr, level: info.level, learned: time.Now()}
 			}
 		})
 	}

@@ -32,7 +32,7 @@ func (n *Node) Ready(ctx context.Context) error {
 		// Taken before the attempt, so that a change during it is not missed.
 		changed := n.leaderChanged.wait()
 		if n.closed() {
-			return lock.ErrClosed
+			return n.closedError(false)
 		}
 		if id, _ := n.Leader(); id == "" {
 			lastErr = errors.New("no leader known")
@@ -42,7 +42,7 @@ func (n *Node) Ready(ctx context.Context) error {
 			case err == nil:
 				return nil
 			case errors.Is(err, lock.ErrClosed) || n.closed():
-				return lock.ErrClosed
+				return n.closedError(false)
 			case ctx.Err() != nil:
 				return n.notReadyError(ctx, err)
 			}
@@ -59,7 +59,7 @@ func (n *Node) Ready(ctx context.Context) error {
 			return n.notReadyError(ctx, lastErr)
 		case <-n.closing:
 			retry.Stop()
-			return lock.ErrClosed
+			return n.closedError(false)
 		}
 		retry.Stop()
 	}
@@ -137,6 +137,9 @@ func (n *Node) Readiness() Readiness {
 	r := Readiness{}
 	if n.closed() {
 		r.Reason = "node closed"
+		if err := n.Err(); err != nil {
+			r.Reason = err.Error()
+		}
 		return r
 	}
 	r.LeaderID, _ = n.Leader()

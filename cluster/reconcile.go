@@ -309,7 +309,7 @@ func (r *reconciler) reconcileMembers() {
 		if m.Status != autopilot.NodeAlive || m.Addr == "" || (m.InConfig && m.ConfigAddr == m.Addr) {
 			continue
 		}
-		if !m.InConfig && r.isLeaving(m.ID) {
+		if !m.InConfig && (m.Leaving || r.isLeaving(m.ID)) {
 			continue
 		}
 		reason := "alive member not in the raft configuration"

@@ -75,17 +75,7 @@ func (n *Node) DestroySession(ctx context.Context, id lock.SessionID) (bool, err
 	if n.closed() {
 		return false, lock.ErrClosed
 	}
-	res, retried, err := n.command(ctx, fsm.Command{Op: fsm.OpSessionDestroy, Session: fsm.Owner(id)})
-	if err != nil {
-		return false, err
-	}
-	switch res.Status {
-	case fsm.StatusReleased:
-		return true, nil
-	case fsm.StatusNoSession:
-		return retried, nil
-	}
-	return false, unexpectedStatus("session-destroy", res)
+	return n.releasing(ctx, fsm.Command{Op: fsm.OpSessionDestroy, Session: fsm.Owner(id)}, fsm.StatusNoSession)
 }
 
 // InspectSession implements lock.SessionStore with a linearizable read at

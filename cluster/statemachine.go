@@ -72,6 +72,15 @@ type stateMachine struct {
 	maxWatchers int
 	applying    uint64
 
+	// levels are the command levels this build reads (set before raft
+	// starts): a command above levels.max is one it cannot read.
+	levels commandLevels
+	// halt is set, once, when the machine meets a committed entry or a
+	// snapshot it cannot read; halted is closed then. From then on nothing
+	// is applied, restored or snapshotted (halt.go).
+	halt   atomic.Pointer[HaltError]
+	halted chan struct{}
+
 	restores atomic.Uint64 // snapshots restored since start
 	handoffs atomic.Uint64 // EventGranted applied: keys handed to a queued waiter
 	expired  atomic.Uint64 // EventExpired applied: leases that ran out
@@ -87,7 +96,7 @@ var (
 // newStateMachine returns an empty adapter; observe (may be nil) receives
 // the machine's events, under mu, after the adapter has counted them.
 func newStateMachine(log hclog.Logger, observe func(fsm.Event)) *stateMachine {
-	s := &stateMachine{log: log, changed: make(chan struct{})}
+	s := &stateMachine{log: log, changed: make(chan struct{}), levels: buildLevels, halted: make(chan struct{})}
 	s.startWatches(0)
 	s.m = fsm.New(func(ev fsm.Event) {
 		switch ev.Kind {
@@ -110,9 +119,10 @@ func (s *stateMachine) Apply(l *raft.Log) any {
 }
 
 // ApplyBatch applies committed entries in log order. Each LogCommand entry
-// answers []fsm.Result, or an error if its data is not a batch (which cannot
-// come from our proposer; every node answers the same, so state stays equal).
-// Configuration entries only advance the applied index.
+// answers []fsm.Result. Configuration entries only advance the applied
+// index. An entry this build cannot read halts the machine (halt.go): it
+// and every later entry are answered with the *HaltError, change nothing
+// and leave the applied index where it was.
 func (s *stateMachine) ApplyBatch(logs []*raft.Log) []any {
 	start := time.Now()
 	defer func() { s.applies.observe(time.Since(start)) }()
@@ -120,9 +130,16 @@ func (s *stateMachine) ApplyBatch(logs []*raft.Log) []any {
 	s.mu.Lock()
 	var stampTerm uint64 // the raft term of the last command entry, if any
 	for i, l := range logs {
+		if h := s.halt.Load(); h != nil {
+			out[i] = h
+			continue
+		}
 		if l.Type == raft.LogCommand {
 			s.applying = l.Index
 			out[i] = s.applyEntry(l)
+			if s.halt.Load() != nil {
+				continue
+			}
 			stampTerm = max(l.Term, 1)
 		}
 		if l.Index > s.applied {
@@ -141,18 +158,40 @@ func (s *stateMachine) ApplyBatch(logs []*raft.Log) []any {
 	return out
 }
 
+// applyEntry applies one command entry; caller holds mu. An entry it
+// cannot decode halts the machine: skipping it would let this member's
+// state diverge from the others'.
 func (s *stateMachine) applyEntry(l *raft.Log) any {
-	cmds, err := fsm.DecodeBatch(l.Data)
+	cmds, err := decodeEntry(l.Data, s.levels)
 	if err != nil {
-		s.log.Error("skipping undecodable log entry", "index", l.Index, "error", err,
-			"what_to_do", "run the same raftlock version on every member (a newer one may have written it); if they match, report this as a bug")
-		return fmt.Errorf("cluster: log entry %d: %w", l.Index, err)
+		return s.stop(&HaltError{Index: l.Index, Build: buildDescription(s.levels.max), Cause: err})
 	}
 	results := make([]fsm.Result, len(cmds))
 	for i, c := range cmds {
 		results[i] = s.m.Apply(c)
 	}
 	return results
+}
+
+// stop halts the machine with h, unless it is halted already, and returns
+// the halt's error. It logs once, at ERROR, what to do.
+func (s *stateMachine) stop(h *HaltError) *HaltError {
+	if !s.halt.CompareAndSwap(nil, h) {
+		return s.halt.Load()
+	}
+	s.log.Error("halted: a committed entry (or snapshot) cannot be read; nothing from it on is applied", "index", h.Index,
+		"snapshot", h.Snapshot, "error", h.Cause, "build", h.Build,
+		"what_to_do", "install the raftlock version the other members run and start this member again with the same data dir; nothing is lost: the entry stays in the log (if every member runs the same version, report this as a bug)")
+	close(s.halted)
+	return h
+}
+
+// haltError is the machine's *HaltError once halted, else nil.
+func (s *stateMachine) haltError() error {
+	if h := s.halt.Load(); h != nil {
+		return h
+	}
+	return nil
 }
 
 // appliedIndex returns the last applied index and a channel closed when it
@@ -344,7 +383,14 @@ const freezeChunk = 4096
 
 // Snapshot starts a copy of the state as it is now (fsm.Freezer); Persist
 // copies it a chunk at a time, between applies, and writes it.
+//
+// A halted machine refuses: raft would record the snapshot as covering the
+// entries it could not apply and compact them out of the log, where a
+// build that reads them must find them.
 func (s *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
+	if err := s.haltError(); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return &snapshot{sm: s, applied: s.applied, fz: s.m.StartFreeze()}, nil
@@ -352,18 +398,34 @@ func (s *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
 
 // Restore replaces the state with a snapshot's. raft calls it at start-up
 // (the latest snapshot) and when the leader sends one to a lagging follower.
+//
+// A snapshot of a format this build does not read (fsm.ErrBadVersion: a
+// newer build wrote it) halts the machine, as an unreadable entry does:
+// otherwise a follower would refuse every snapshot the leader sends and
+// go on looking healthy, and at start-up raft would fall back to an older
+// snapshot whose log may be gone. A halted machine restores nothing.
 func (s *stateMachine) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
+	if err := s.haltError(); err != nil {
+		return err
+	}
 	b, err := io.ReadAll(rc)
 	if err != nil {
 		return fmt.Errorf("cluster: reading snapshot: %w", err)
 	}
 	applied, state, err := decodeSnapshot(b)
+	if errors.Is(err, fsm.ErrBadVersion) {
+		return s.stop(&HaltError{Index: applied, Snapshot: true, Build: buildDescription(s.levels.max), Cause: err})
+	}
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
 	err = s.m.Restore(state)
+	if errors.Is(err, fsm.ErrBadVersion) {
+		s.mu.Unlock()
+		return s.stop(&HaltError{Index: applied, Snapshot: true, Build: buildDescription(s.levels.max), Cause: err})
+	}
 	if err == nil {
 		s.applied = applied
 		s.hub.Reset(applied) // the state was replaced: every watch answers
@@ -441,7 +503,7 @@ func decodeSnapshot(b []byte) (applied uint64, state []byte, err error) {
 		return 0, nil, fmt.Errorf("%w: %d bytes", errBadSnapshot, len(b))
 	}
 	if b[0] != snapshotVersion {
-		return 0, nil, fmt.Errorf("%w: version %d", errBadSnapshot, b[0])
+		return 0, nil, fmt.Errorf("%w: version %d: %w", errBadSnapshot, b[0], fsm.ErrBadVersion)
 	}
 	return binary.BigEndian.Uint64(b[1:9]), b[9:], nil
 }

@@ -128,17 +128,25 @@ func (n *Node) Release(ctx context.Context, key string, owner lock.Owner) (bool,
 	if err := lock.ValidateRelease(key, owner); err != nil {
 		return false, err
 	}
-	res, retried, err := n.command(ctx, fsm.Command{Op: fsm.OpRelease, Key: key, Owner: fsm.Owner(owner)})
+	return n.releasing(ctx, fsm.Command{Op: fsm.OpRelease, Key: key, Owner: fsm.Owner(owner)}, fsm.StatusNotHeld)
+}
+
+// releasing runs cmd, which ends something (a release, a session's
+// destroy), and reports whether it ended it: answered released, or answered
+// gone (nothing to end) after a retry, whose first attempt must have ended
+// it (a retry with the same owner or session is idempotent).
+func (n *Node) releasing(ctx context.Context, cmd fsm.Command, gone fsm.Status) (bool, error) {
+	res, retried, err := n.command(ctx, cmd)
 	if err != nil {
 		return false, err
 	}
 	switch res.Status {
 	case fsm.StatusReleased:
 		return true, nil
-	case fsm.StatusNotHeld:
+	case gone:
 		return retried, nil
 	}
-	return false, unexpectedStatus("release", res)
+	return false, unexpectedStatus(cmd.Op.String(), res)
 }
 
 // ForceRelease implements lock.AdminStore: the leader applies a
@@ -207,8 +215,8 @@ func (n *Node) InspectStale(key string) (lock.KeyInfo, error) {
 	if err := lock.ValidateKey(key); err != nil {
 		return lock.KeyInfo{}, err
 	}
-	if n.closed() {
-		return lock.KeyInfo{}, lock.ErrClosed
+	if n.closed() || n.sm.halt.Load() != nil {
+		return lock.KeyInfo{}, n.closedError(false)
 	}
 	st, setKeys, now := n.sm.read(key, n.leaderClock())
 	return keyInfo(toReadResult(st, setKeys, now, &readRequest{key: key})), nil
@@ -276,8 +284,8 @@ func (n *Node) ListStale(req lock.ListRequest) ([]lock.LockInfo, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	if n.closed() {
-		return nil, lock.ErrClosed
+	if n.closed() || n.sm.halt.Load() != nil {
+		return nil, n.closedError(false)
 	}
 	return n.sm.list(req.Prefix, req.After, req.Limit, n.leaderClock()).locks, nil
 }

@@ -218,7 +218,8 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 			if n.closed() {
 				return lock.Lease{}, lock.ErrClosed
 			}
-		case errors.Is(err, ErrBadRequest), errors.Is(err, transport.ErrTooLarge):
+		case errors.Is(err, ErrBadRequest), errors.Is(err, transport.ErrTooLarge),
+			errors.Is(err, lock.ErrMemberTooOld):
 			return lock.Lease{}, err
 		case errors.Is(err, lock.ErrQuotaExceeded):
 			// Refused before anything was proposed. An earlier attempt's

@@ -115,7 +115,7 @@ func (n *Node) block(ctx context.Context, scope string, prefix bool, q lock.Watc
 		return err
 	}
 	if n.closed() {
-		return lock.ErrClosed
+		return n.closedError(false)
 	}
 	if q.Index == 0 {
 		return ctx.Err()

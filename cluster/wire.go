@@ -25,6 +25,7 @@ import (
 //	  kindRemove:  string id
 //	  kindList:    string prefix | string after | uvarint limit (0: the leader's page size)
 //	  kindInfo:    string id | string API address (the asking node's own, so one exchange informs both)
+//	               [| uvarint command level: only above fsm.BaselineLevel]
 //	  kindWaitAcquire: an acquire (or acquire-all) with a wait, in the fsm encoding (as kindCommand)
 //	  kindIdentity: string id | string cluster ID (the asking node's; empty if it knows none)
 //	  kindSessionRead: 16-byte session ID
@@ -42,6 +43,7 @@ import (
 //	                       remaining counts from when the request reached the leader
 //	  codeOK, kindJoin/kindJoinEmpty/kindRemove: empty
 //	  codeOK, kindInfo:    string id | string API address (may be empty)
+//	                       [| uvarint command level: only above fsm.BaselineLevel, and only if the request had one]
 //	  codeOK, kindIdentity: string id | string cluster ID (may be empty)
 //	  codeOK, kindSessionRead: flags (1 live) | varint ttl | varint remaining | varint lockDelay | uvarint keys
 //	  codeOK, kindServerStats: varint last contact (ns; negative: never) | uvarint last log term | uvarint last log index
@@ -212,6 +214,11 @@ const (
 	// does not know the code fails the command with ErrBadRequest: refused
 	// all the same, not retried.
 	codeQuotaExceeded replyCode = 8
+	// codeMemberTooOld: the leader refused a command some member cannot
+	// read (levels.go); nothing was proposed. Only commands above
+	// fsm.BaselineLevel get it, which a node that does not know the code
+	// cannot have sent.
+	codeMemberTooOld replyCode = 7
 )
 
 // replyErrors is the one table of the RPC's error codes: a line per error
@@ -227,6 +234,7 @@ var replyErrors = []replyError{
 	{errShuttingDown, codeShuttingDown, errLeaderClosing},
 	{ErrBadRequest, codeBadRequest, ErrBadRequest},
 	{lock.ErrQuotaExceeded, codeQuotaExceeded, lock.ErrQuotaExceeded},
+	{lock.ErrMemberTooOld, codeMemberTooOld, lock.ErrMemberTooOld},
 	{nil, codeUnavailable, errLeaderUnavailable},
 	// The caller gave up; nobody reads the answer. Say what is true of a command.
 	{context.Canceled, codeLostLeadership, errLostLeadership},
@@ -881,23 +889,55 @@ type noAnswer struct{}
 func (*noAnswer) appendBody(b []byte) []byte { return b }
 func (*noAnswer) decodeBody(*fsm.Decoder)    {}
 
-// nodeInfo (kindInfo) is both the question and its answer: a node's ID and
-// the address of its API (may be empty). The asking node tells its own, so
-// one exchange informs both (peers.go). Any node answers.
-type nodeInfo struct{ id, apiAddr string }
+// nodeInfo (kindInfo) is both the question and its answer: a node's ID, the
+// address of its API (may be empty) and the command level its build reads
+// (levels.go). The asking node tells its own, so one exchange informs both
+// (peers.go). Any node answers.
+//
+// The level travels only when it is above fsm.BaselineLevel (a node that
+// tells none reads the baseline), so the bytes of a baseline node are those
+// of the builds before levels; and an answer carries it only when the
+// question did, since a build from before levels refuses trailing bytes
+// (the asker that tells a level retries without it when refused: see
+// refreshPeerInfo). A node at the baseline needs nobody's level: it
+// proposes only baseline commands.
+type nodeInfo struct {
+	id, apiAddr string
+	level       int // 0 or fsm.BaselineLevel: none told
+}
 
-func (r *nodeInfo) kind() requestKind          { return kindInfo }
-func (r *nodeInfo) appendBody(b []byte) []byte { return appendString(appendString(b, r.id), r.apiAddr) }
-func (r *nodeInfo) admit() error               { return nil }
+func (r *nodeInfo) kind() requestKind { return kindInfo }
+func (r *nodeInfo) admit() error      { return nil }
+func (r *nodeInfo) hasLevel() bool    { return r.level > fsm.BaselineLevel }
+
+func (r *nodeInfo) appendBody(b []byte) []byte {
+	b = appendString(appendString(b, r.id), r.apiAddr)
+	if r.hasLevel() {
+		b = binary.AppendUvarint(b, uint64(r.level))
+	}
+	return b
+}
 
 func (r *nodeInfo) decodeBody(d *fsm.Decoder) {
 	r.id = d.String(maxIDLen)
 	r.apiAddr = d.String(maxAddrLen)
+	if d.More() {
+		// Above the baseline only, so that a message has one encoding.
+		if l := d.Uvarint(); d.Err() == nil && (l <= fsm.BaselineLevel || l > 1<<16) {
+			d.Fail("command level out of range")
+		} else {
+			r.level = int(l)
+		}
+	}
 }
 
 func (r *nodeInfo) serve(_ context.Context, n *Node, _ *leaderTerm) (rpcAnswer, error) {
-	n.heardFrom(r.id, r.apiAddr)
-	return &nodeInfo{id: n.cfg.NodeID, apiAddr: n.cfg.APIAddr}, nil
+	n.heardFrom(r.id, r.apiAddr, r.level)
+	ans := &nodeInfo{id: n.cfg.NodeID, apiAddr: n.cfg.APIAddr}
+	if r.hasLevel() {
+		ans.level = n.levels.max
+	}
+	return ans, nil
 }
 
 // nodeIdentity (kindIdentity) is both the question and its answer: a node's

@@ -33,6 +33,10 @@ func (d *Decoder) End() error {
 	return d.d.err
 }
 
+// More reports whether bytes are left to read (and no problem was met):
+// for a message whose last field is optional.
+func (d *Decoder) More() bool { return d.d.err == nil && d.d.off < len(d.d.b) }
+
 // Byte reads one byte.
 func (d *Decoder) Byte() byte { return d.d.byte() }
 

@@ -263,34 +263,35 @@ func (d *decoder) duration(field string, limit time.Duration, limitErr error) ti
 }
 
 func (d *decoder) key() string {
+	k := d.text("key", MaxKeyLen, ErrKeyTooLong)
+	if d.err == nil && k == "" {
+		d.failLimit("key", ErrEmptyKey)
+	}
+	return k
+}
+
+// text reads a length-prefixed string of at most limit bytes: field names
+// it in errors, tooLong is the error for a longer one.
+func (d *decoder) text(field string, limit int, tooLong error) string {
 	n := d.uvarint()
 	if d.err != nil {
 		return ""
 	}
 	switch {
-	case n == 0:
-		d.failLimit("key", ErrEmptyKey)
-		return ""
-	case n > MaxKeyLen:
-		d.failLimit("key", ErrKeyTooLong)
+	case n > uint64(limit):
+		d.failLimit(field, tooLong)
 		return ""
 	case n > uint64(len(d.b)-d.off):
-		d.fail("truncated key")
+		d.fail("truncated " + field)
 		return ""
 	}
-	k := string(d.b[d.off : d.off+int(n)])
+	s := string(d.b[d.off : d.off+int(n)])
 	d.off += int(n)
-	return k
+	return s
 }
 
 // session reads a session ID, which like an owner is never zero.
-func (d *decoder) session() Owner {
-	o := d.rawOwner()
-	if d.err == nil && o.IsZero() {
-		d.failLimit("session", ErrZeroSession)
-	}
-	return o
-}
+func (d *decoder) session() Owner { return d.nonZeroOwner("session", ErrZeroSession) }
 
 // rawOwner reads 16 bytes that may be zero.
 func (d *decoder) rawOwner() Owner {
@@ -308,10 +309,14 @@ func (d *decoder) rawOwner() Owner {
 }
 
 // owner reads an owner, which is never zero.
-func (d *decoder) owner() Owner {
+func (d *decoder) owner() Owner { return d.nonZeroOwner("owner", ErrZeroOwner) }
+
+// nonZeroOwner reads 16 bytes that must not be all zero: field names them
+// in errors, zero is the error for zeros.
+func (d *decoder) nonZeroOwner(field string, zero error) Owner {
 	o := d.rawOwner()
 	if d.err == nil && o.IsZero() {
-		d.failLimit("owner", ErrZeroOwner)
+		d.failLimit(field, zero)
 	}
 	return o
 }

@@ -297,13 +297,8 @@ func (m *Machine) claim(e *entry, w *waiter) {
 // enqueue queues c's owner at the back of e's queue, if c may wait and
 // the queue has room; held is the answer about e's holder.
 func (m *Machine) enqueue(c Command, e *entry, s *session, held Result) Result {
-	switch {
-	case c.Wait == 0:
-		held.Status = StatusHeld
-		return held
-	case held.Waiters >= MaxWaiters:
-		held.Status = StatusQueueFull
-		return held
+	if refusal, refused := queueRefusal(c, held); refused {
+		return refusal
 	}
 	m.changing(e)
 	if e.waiters == nil {
@@ -317,6 +312,22 @@ func (m *Machine) enqueue(c Command, e *entry, s *session, held Result) Result {
 	held.Status = StatusQueued
 	held.Waiters = e.waiters.len()
 	return held
+}
+
+// queueRefusal is the answer to c, which may not queue behind the holder
+// held answers about: c does not wait (held), or the queue is full
+// (queue-full). refused is false when c may queue. A single-key acquire and
+// a multi-key acquire decide it here alike.
+func queueRefusal(c Command, held Result) (refusal Result, refused bool) {
+	switch {
+	case c.Wait == 0:
+		held.Status = StatusHeld
+	case held.Waiters >= MaxWaiters:
+		held.Status = StatusQueueFull
+	default:
+		return Result{}, false
+	}
+	return held, true
 }
 
 func (m *Machine) release(c Command) Result {

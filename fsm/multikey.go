@@ -98,13 +98,8 @@ func (m *Machine) acquireAll(c Command) Result {
 		m.grantSet(s, c.TTL, strings.Clone(c.Meta))
 		return Result{Status: StatusGranted, Token: entries[0].token, ExpiresAt: entries[0].expiresAt, Now: m.now}
 	}
-	switch {
-	case c.Wait == 0:
-		held.Status = StatusHeld
-		return held
-	case held.Waiters >= MaxWaiters:
-		held.Status = StatusQueueFull
-		return held
+	if refusal, refused := queueRefusal(c, held); refused {
+		return refusal
 	}
 	meta := strings.Clone(c.Meta)
 	s.waits = make([]*waiter, len(entries))

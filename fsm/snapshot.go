@@ -691,23 +691,7 @@ func (d *decoder) flag(field string) bool {
 }
 
 // meta reads a holder's metadata.
-func (d *decoder) meta() string {
-	n := d.uvarint()
-	if d.err != nil {
-		return ""
-	}
-	switch {
-	case n > MaxMetaLen:
-		d.failLimit("meta", ErrMetaTooLong)
-		return ""
-	case n > uint64(len(d.b)-d.off):
-		d.fail("truncated meta")
-		return ""
-	}
-	meta := string(d.b[d.off : d.off+int(n)])
-	d.off += int(n)
-	return meta
-}
+func (d *decoder) meta() string { return d.text("meta", MaxMetaLen, ErrMetaTooLong) }
 
 // deadline reads a moment that must still be pending at now and no further
 // than limit beyond it: a machine never keeps a lease or wait that is over,

@@ -51,11 +51,7 @@ func (c *Client) Store() Store { return c.store }
 // reported by the first call that uses the store.
 func (c *Client) Lock(key string, opts ...LockOption) *Lock {
 	l := &Lock{client: c, key: key, ttl: DefaultTTL, session: c.session}
-	for _, opt := range opts {
-		if opt != nil {
-			opt.applyLock(l)
-		}
-	}
+	applyOptions(l, opts, LockOption.applyLock)
 	return l
 }
 

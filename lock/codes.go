@@ -29,6 +29,8 @@ const (
 	CodeInvalidLimit    = "invalid_limit"     // ErrInvalidLimit
 	CodeInvalidKind     = "invalid_kind"      // ErrInvalidKind
 	CodeTooManyWatchers = "too_many_watchers" // ErrTooManyWatchers
+
+	CodeMemberTooOld = "member_too_old" // ErrMemberTooOld
 )
 
 // CodeQuotaExceeded names ErrQuotaExceeded.
@@ -65,6 +67,7 @@ var errorCodes = []struct {
 	{CodeInvalidKind, []error{ErrInvalidKind}},
 	{CodeTooManyWatchers, []error{ErrTooManyWatchers}},
 	{CodeQuotaExceeded, []error{ErrQuotaExceeded}},
+	{CodeMemberTooOld, []error{ErrMemberTooOld}},
 	{CodeUnknownOutcome, []error{ErrUnknownOutcome, ErrUnavailable}},
 	{CodeClosed, []error{ErrClosed}},
 	{CodeUnavailable, []error{ErrUnavailable}},

@@ -50,6 +50,12 @@ var (
 	ErrInvalidKind = errors.New("lock: invalid kind")
 )
 
+// ErrMemberTooOld: a member of the cluster runs a raftlock build that
+// cannot read the command (a rolling upgrade is under way, or one member
+// was left behind); nothing was done. The error names the member and the
+// version to install on it; the command works once every member reads it.
+var ErrMemberTooOld = errors.New("lock: a cluster member cannot read this command")
+
 // HeldError reports that another owner holds the key. It carries only what
 // is safe to tell anyone: never the holder's owner.
 type HeldError struct {

@@ -58,13 +58,20 @@ func Stale() StaleOption { return StaleOption{} }
 
 func (StaleOption) applyRead(r *readOptions) { r.stale = true }
 
-func collectRead(opts []ReadOption) readOptions {
-	var o readOptions
+// applyOptions applies opts to target in order through apply, skipping nil
+// options (a nil option does nothing, whatever the call).
+func applyOptions[Opt comparable, T any](target *T, opts []Opt, apply func(Opt, *T)) {
+	var none Opt
 	for _, opt := range opts {
-		if opt != nil {
-			opt.applyRead(&o)
+		if opt != none {
+			apply(opt, target)
 		}
 	}
+}
+
+func collectRead(opts []ReadOption) readOptions {
+	var o readOptions
+	applyOptions(&o, opts, ReadOption.applyRead)
 	return o
 }
 
@@ -86,11 +93,7 @@ type runOptions struct {
 
 func collectRun(opts []RunOption) runOptions {
 	var o runOptions
-	for _, opt := range opts {
-		if opt != nil {
-			opt.applyRun(&o)
-		}
-	}
+	applyOptions(&o, opts, RunOption.applyRun)
 	return o
 }
 
@@ -157,20 +160,12 @@ func (o WaitOption) applyRun(r *runOptions)         { r.wait, r.waitSet = o.wait
 
 func collectAcquire(opts []AcquireOption) acquireOptions {
 	var o acquireOptions
-	for _, opt := range opts {
-		if opt != nil {
-			opt.applyAcquire(&o)
-		}
-	}
+	applyOptions(&o, opts, AcquireOption.applyAcquire)
 	return o
 }
 
 func collectExtend(opts []ExtendOption) extendOptions {
 	var o extendOptions
-	for _, opt := range opts {
-		if opt != nil {
-			opt.applyExtend(&o)
-		}
-	}
+	applyOptions(&o, opts, ExtendOption.applyExtend)
 	return o
 }

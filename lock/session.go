@@ -72,17 +72,8 @@ func (id SessionID) String() string { return hex.EncodeToString(id[:]) }
 
 // ParseSessionID parses the form String writes.
 func ParseSessionID(s string) (SessionID, error) {
-	var id SessionID
-	if len(s) != 2*len(id) {
-		return SessionID{}, fmt.Errorf("%w: session must be 32 hex digits", ErrInvalidSession)
-	}
-	if _, err := hex.Decode(id[:], []byte(s)); err != nil {
-		return SessionID{}, fmt.Errorf("%w: session must be 32 hex digits", ErrInvalidSession)
-	}
-	if id.IsZero() {
-		return SessionID{}, fmt.Errorf("%w: session is zero", ErrInvalidSession)
-	}
-	return id, nil
+	id, err := parseID(s, "session", ErrInvalidSession)
+	return SessionID(id), err
 }
 
 // SessionStore is an optional Store ability, found by type assertion:
@@ -218,11 +209,7 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 		return nil, fmt.Errorf("lock: %T has no sessions: %w", c.store, errors.ErrUnsupported)
 	}
 	req := SessionRequest{ID: NewSessionID(), TTL: DefaultSessionTTL}
-	for _, opt := range opts {
-		if opt != nil {
-			opt.applySession(&req)
-		}
-	}
+	applyOptions(&req, opts, SessionOption.applySession)
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}

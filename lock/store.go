@@ -241,15 +241,22 @@ func (o Owner) String() string { return hex.EncodeToString(o[:]) }
 
 // ParseOwner parses the form String writes.
 func ParseOwner(s string) (Owner, error) {
-	var o Owner
-	if len(s) != 2*len(o) {
-		return Owner{}, fmt.Errorf("%w: owner must be 32 hex digits", ErrInvalidOwner)
+	id, err := parseID(s, "owner", ErrInvalidOwner)
+	return Owner(id), err
+}
+
+// parseID parses 32 hex digits that are not all zero (an owner's or a
+// session's form); what names the ID in errors, which match invalid.
+func parseID(s, what string, invalid error) ([16]byte, error) {
+	var id [16]byte
+	if len(s) != 2*len(id) {
+		return [16]byte{}, fmt.Errorf("%w: %s must be 32 hex digits", invalid, what)
 	}
-	if _, err := hex.Decode(o[:], []byte(s)); err != nil {
-		return Owner{}, fmt.Errorf("%w: owner must be 32 hex digits", ErrInvalidOwner)
+	if _, err := hex.Decode(id[:], []byte(s)); err != nil {
+		return [16]byte{}, fmt.Errorf("%w: %s must be 32 hex digits", invalid, what)
 	}
-	if o.IsZero() {
-		return Owner{}, fmt.Errorf("%w: owner is zero", ErrInvalidOwner)
+	if id == [16]byte{} {
+		return [16]byte{}, fmt.Errorf("%w: %s is zero", invalid, what)
 	}
-	return o, nil
+	return id, nil
 }

@@ -413,6 +413,18 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(signals)
 
+	// The node closes by itself when its state machine meets a committed
+	// entry this build cannot read (cluster.ErrHalted): it stops rather
+	// than skip it, and so does the agent, with the node's message. (A
+	// node that left closes too, without an Err.)
+	halted := make(chan error, 1)
+	go func() {
+		<-node.Done()
+		if err := node.Err(); err != nil {
+			halted <- err
+		}
+	}()
+
 	code := exitOK
 	left := false // the node left on request, and is closed
 	select {
@@ -422,6 +434,10 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		left = true
 	case err := <-serveErr:
 		logger.Error("HTTP server stopped; the agent stops", "error", err, "what_to_do", "fix what the error says and start the agent again")
+		code = exitError
+	case err := <-halted:
+		logger.Error("the node stopped; the agent stops", "error", err)
+		fmt.Fprintf(stderr, "raftlock agent: %v\n", err)
 		code = exitError
 	}
 
@@ -437,7 +453,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	}()
 	closedEarly := drainHTTP(ctx, srv, node, left, logger)
 	switch {
-	case left || !f.leaveOnTerminate || f.dev:
+	case left || !f.leaveOnTerminate || f.dev || node.Err() != nil:
 	case closedEarly:
 		logger.Warn("-leave-on-terminate: no leader to remove this node; stopping as a member",
 			"what_to_do", "start it again and run raftlock leave on it once its cluster has a leader")

@@ -98,35 +98,30 @@ type debugIndex struct {
 }
 
 func runDebug(args []string, stdout, stderr io.Writer) int {
-	env := map[string]string{}
-	fs := newFlagSet("debug", "[-addr URL] [-o FILE.tar.gz | -o DIR]",
+	fs, agent := newClientFlagSet("debug", "[-addr URL] [-o FILE.tar.gz | -o DIR]",
 		"Collects what a bug report needs from one agent, like consul debug: its cluster status\n"+
 			"and statistics, its configuration (secrets redacted), its recent log lines, a metrics\n"+
 			"snapshot, the held locks (never owners) and, when the agent runs with -enable-pprof, a\n"+
 			"goroutine dump and a heap profile. index.json lists what is in the bundle and why\n"+
 			"anything is missing. -o ending in .tar.gz or .tgz writes a gzipped tar; any other -o\n"+
-			"is a directory to create. The token is never written to the bundle."+connectHelp, stdout, stderr)
-	agent := addClientFlags(fs, env)
+			"is a directory to create. The token is never written to the bundle."+connectHelp, nil, stdout, stderr)
 	var out string
 	fs.StringVar(&out, "o", "", "where to write the bundle: FILE.tar.gz (or .tgz), or a new DIR (default: raftlock-debug-TIME.tar.gz here)")
-	if code := parseFlags(fs, args, env, stderr); code >= 0 {
+	if code := fs.parseArgs(args); code >= 0 {
 		return code
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "raftlock debug: unexpected argument %q (the agent is -addr, the bundle -o)\n", fs.Arg(0))
-		return exitUsage
+		return fs.usagef("unexpected argument %q (the agent is -addr, the bundle -o)", fs.Arg(0))
 	}
 	if out == "" {
 		out = "raftlock-debug-" + time.Now().UTC().Format("20060102T150405Z") + ".tar.gz"
 	}
 	if _, err := os.Lstat(out); err == nil {
-		fmt.Fprintf(stderr, "raftlock debug: -o %s exists already: name a new file or directory\n", out)
-		return exitUsage
+		return fs.usagef("-o %s exists already: name a new file or directory", out)
 	}
-	client, err := agent.newClient()
-	if err != nil {
-		fmt.Fprintf(stderr, "raftlock debug: %v\n", err)
-		return exitUsage
+	client, code := agent.connect()
+	if code >= 0 {
+		return code
 	}
 	defer client.Close()
 	tok, _ := token(fs, "token", agent.token, "token-file", agent.tokenFile)
@@ -134,10 +129,10 @@ func runDebug(args []string, stdout, stderr io.Writer) int {
 	// The cluster view first: an agent that cannot be reached, or refuses
 	// the token, ends the command with the usual status.
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
-	_, err = client.Cluster(ctx)
+	_, err := client.Cluster(ctx)
 	cancel()
 	if err != nil && !errors.Is(err, api.ErrNotCluster) {
-		return reportError(stderr, "debug", err)
+		return fs.fail(err)
 	}
 
 	files := map[string][]byte{}

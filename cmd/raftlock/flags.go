@@ -29,7 +29,7 @@ func newFlagSet(name, synopsis, about string, stdout, stderr io.Writer) *flagSet
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)
 	}
-	return &flagSet{FlagSet: fs, help: help}
+	return &flagSet{FlagSet: fs, help: help, stderr: stderr}
 }
 
 // flagSet is a command's flags and its -h text.
@@ -46,7 +46,27 @@ type flagSet struct {
 	// flag, in order, with the "--" that ended the flags removed.
 	leadingArgs int
 	args        []string
+	// stderr is where the command reports errors, in one line each.
+	stderr io.Writer
+	// env maps flags to the environment variables they default from, for
+	// parseArgs.
+	env map[string]string
 }
+
+// parseArgs is parseFlags with the flag set's own environment variables
+// (those newClientFlagSet was given, and the connection flags').
+func (fs *flagSet) parseArgs(args []string) int { return parseFlags(fs, args, fs.env, fs.stderr) }
+
+// usagef reports a usage error as one line, "raftlock NAME: MESSAGE", and
+// returns the exit status for it.
+func (fs *flagSet) usagef(format string, a ...any) int {
+	fmt.Fprintf(fs.stderr, "raftlock %s: %s\n", fs.Name(), fmt.Sprintf(format, a...))
+	return exitUsage
+}
+
+// fail reports err, which the agent (or reaching it) caused, and returns
+// the exit status it calls for (see reportError).
+func (fs *flagSet) fail(err error) int { return reportError(fs.stderr, fs.Name(), err) }
 
 // Args is the arguments left once parseFlags has taken the flags.
 func (fs *flagSet) Args() []string {
@@ -139,6 +159,19 @@ type clientFlags struct {
 	serverName            string
 }
 
+// newClientFlagSet is the flag set of a command that talks to an agent:
+// newFlagSet's, with the connection flags. env maps the command's own flags
+// to the environment variables they default from (nil: none); parseArgs
+// reads them.
+func newClientFlagSet(name, synopsis, about string, env map[string]string, stdout, stderr io.Writer) (*flagSet, *clientFlags) {
+	fs := newFlagSet(name, synopsis, about, stdout, stderr)
+	fs.env = map[string]string{}
+	for flagName, variable := range env {
+		fs.env[flagName] = variable
+	}
+	return fs, addClientFlags(fs, fs.env)
+}
+
 func addClientFlags(fs *flagSet, env map[string]string) *clientFlags {
 	for name, variable := range map[string]string{
 		"addr": "RAFTLOCK_ADDR", "token": "RAFTLOCK_HTTP_TOKEN", "token-file": "RAFTLOCK_HTTP_TOKEN_FILE",
@@ -156,6 +189,16 @@ func addClientFlags(fs *flagSet, env map[string]string) *clientFlags {
 	fs.StringVar(&c.clientKey, "client-key", "", "PEM private key of -client-cert")
 	fs.StringVar(&c.serverName, "tls-server-name", "", "name to verify the agent's certificate against, when -addr's host is not in it")
 	return c
+}
+
+// connect is the API client the flags describe, or, when they do not
+// describe one, nil and the exit status of the usage error it reported.
+func (c *clientFlags) connect() (*api.Client, int) {
+	client, err := c.newClient()
+	if err != nil {
+		return nil, c.fs.usagef("%v", err)
+	}
+	return client, -1
 }
 
 // newClient is the API client the flags describe. Its errors are usage

@@ -21,29 +21,25 @@ const requestTimeout = 10 * time.Second
 
 // runStatus is `raftlock status`: this agent's view of the cluster.
 func runStatus(args []string, stdout, stderr io.Writer) int {
-	env := map[string]string{}
-	fs := newFlagSet("status", "[-addr URL,...]", "Shows the agent's cluster: its role, the leader and the members, with the URL of\n"+
+	fs, agent := newClientFlagSet("status", "[-addr URL,...]", "Shows the agent's cluster: its role, the leader and the members, with the URL of\n"+
 		"each one's API (its -advertise-http) once members have told each other, the cluster's\n"+
 		"failure tolerance and readiness (GET /readyz), and, asked of the leader, each member's\n"+
-		"health and the last changes its reconciler made to the membership."+connectHelp, stdout, stderr)
-	agent := addClientFlags(fs, env)
-	if code := parseFlags(fs, args, env, stderr); code >= 0 {
+		"health and the last changes its reconciler made to the membership."+connectHelp, nil, stdout, stderr)
+	if code := fs.parseArgs(args); code >= 0 {
 		return code
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "raftlock status: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
+		return fs.usagef("unexpected argument %q", fs.Arg(0))
 	}
-	client, err := agent.newClient()
-	if err != nil {
-		fmt.Fprintf(stderr, "raftlock status: %v\n", err)
-		return exitUsage
+	client, code := agent.connect()
+	if code >= 0 {
+		return code
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
 	st, err := client.Cluster(ctx)
 	if err != nil {
-		return reportError(stderr, "status", err)
+		return fs.fail(err)
 	}
 	leader := st.LeaderID
 	if leader == "" {
@@ -108,23 +104,19 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 
 // runLocks is `raftlock locks [PREFIX]`: the held locks, in key order.
 func runLocks(args []string, stdout, stderr io.Writer) int {
-	env := map[string]string{}
-	fs := newFlagSet("locks", "[-addr URL,...] [PREFIX]", "Lists held locks (never their owners), optionally only keys starting with PREFIX,\n"+
+	fs, agent := newClientFlagSet("locks", "[-addr URL,...] [PREFIX]", "Lists held locks (never their owners), optionally only keys starting with PREFIX,\n"+
 		"with their kind (mutex, semaphore/N, rwlock/read or rwlock/write) and number of holders.\n"+
 		"A semaphore's or rwlock's holds follow their key, one line each (token, time left, read or\n"+
-		"write, metadata); a key held as one of a multi-key set is followed by the set's keys."+connectHelp, stdout, stderr)
-	agent := addClientFlags(fs, env)
-	if code := parseFlags(fs, args, env, stderr); code >= 0 {
+		"write, metadata); a key held as one of a multi-key set is followed by the set's keys."+connectHelp, nil, stdout, stderr)
+	if code := fs.parseArgs(args); code >= 0 {
 		return code
 	}
 	if fs.NArg() > 1 {
-		fmt.Fprintln(stderr, "raftlock locks: at most one PREFIX")
-		return exitUsage
+		return fs.usagef("at most one PREFIX")
 	}
-	client, err := agent.newClient()
-	if err != nil {
-		fmt.Fprintf(stderr, "raftlock locks: %v\n", err)
-		return exitUsage
+	client, code := agent.connect()
+	if code >= 0 {
+		return code
 	}
 	req := lock.ListRequest{Prefix: fs.Arg(0), Limit: 1000}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
@@ -135,7 +127,7 @@ func runLocks(args []string, stdout, stderr io.Writer) int {
 		cancel()
 		if err != nil {
 			tw.Flush()
-			return reportError(stderr, "locks", err)
+			return fs.fail(err)
 		}
 		for _, l := range page {
 			meta := "-"
@@ -216,58 +208,51 @@ func kindColumn(info lock.KeyInfo) string {
 
 // runRelease is `raftlock release -owner HEX KEY`.
 func runRelease(args []string, stdout, stderr io.Writer) int {
-	env := map[string]string{"owner": "RAFTLOCK_OWNER"}
-	fs := newFlagSet("release", "[-addr URL,...] (-owner HEX | -force) KEY",
+	fs, agent := newClientFlagSet("release", "[-addr URL,...] (-owner HEX | -force) KEY",
 		"Releases KEY held by the owner given (32 hex digits, as the HTTP API returned it).\n"+
 			"Exit status 0 when released, 1 when that owner did not hold KEY.\n\n"+
 			"-force releases KEY whoever holds it and hands it to the next waiter, for a lock whose\n"+
 			"holder is gone: it needs a token with the admin right on KEY, and the agent logs who\n"+
 			"did it. The former holder finds out at its next extend or release; whatever the lock\n"+
-			"protects must check fencing tokens. Exit status 1 when nobody held KEY."+connectHelp, stdout, stderr)
+			"protects must check fencing tokens. Exit status 1 when nobody held KEY."+connectHelp,
+		map[string]string{"owner": "RAFTLOCK_OWNER"}, stdout, stderr)
 	fs.leadingArgs = 1 // KEY -owner HEX works too
-	agent := addClientFlags(fs, env)
 	ownerText := fs.String("owner", "", "the lock's owner token, 32 hex digits: the \"owner\" of the HTTP API's acquire answer")
 	force := fs.Bool("force", false, "release KEY whoever holds it (an admin's tool for a lock whose holder is gone; needs the admin right on KEY)")
-	if code := parseFlags(fs, args, env, stderr); code >= 0 {
+	if code := fs.parseArgs(args); code >= 0 {
 		return code
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "raftlock release: want exactly one KEY (see raftlock release -h)")
-		return exitUsage
+		return fs.usagef("want exactly one KEY (see raftlock release -h)")
 	}
 	if *force {
 		if *ownerText != "" {
-			fmt.Fprintln(stderr, "raftlock release: give -owner or -force, not both: -force releases KEY whoever holds it")
-			return exitUsage
+			return fs.usagef("give -owner or -force, not both: -force releases KEY whoever holds it")
 		}
 		return forceRelease(agent, fs.Arg(0), stdout, stderr)
 	}
 	if *ownerText == "" {
-		fmt.Fprintln(stderr, "raftlock release: -owner is required (or RAFTLOCK_OWNER): the 32 hex digits of \"owner\" in the HTTP API's acquire answer "+
-			"that took the lock. A lock taken by 'raftlock lock' is released by it when its command exits; "+
+		return fs.usagef("-owner is required (or RAFTLOCK_OWNER): the 32 hex digits of \"owner\" in the HTTP API's acquire answer " +
+			"that took the lock. A lock taken by 'raftlock lock' is released by it when its command exits; " +
 			"one whose owner is unknown is free once its lease runs out ('raftlock locks' shows how long)")
-		return exitUsage
 	}
 	owner, err := lock.ParseOwner(*ownerText)
 	if err != nil {
-		fmt.Fprintf(stderr, "raftlock release: -owner: %v\n", err)
-		return exitUsage
+		return fs.usagef("-owner: %v", err)
 	}
 	key := fs.Arg(0)
 	if err := lock.ValidateRelease(key, owner); err != nil {
-		fmt.Fprintf(stderr, "raftlock release: %v\n", err)
-		return exitUsage
+		return fs.usagef("%v", err)
 	}
-	client, err := agent.newClient()
-	if err != nil {
-		fmt.Fprintf(stderr, "raftlock release: %v\n", err)
-		return exitUsage
+	client, code := agent.connect()
+	if code >= 0 {
+		return code
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
 	released, err := client.Release(ctx, key, owner)
 	if err != nil {
-		return reportError(stderr, "release", err)
+		return fs.fail(err)
 	}
 	if !released {
 		fmt.Fprintf(stderr, "raftlock release: %q is not held by that owner\n", key)
@@ -279,14 +264,13 @@ func runRelease(args []string, stdout, stderr io.Writer) int {
 
 // forceRelease is release -force.
 func forceRelease(agent *clientFlags, key string, stdout, stderr io.Writer) int {
+	fs := agent.fs
 	if err := lock.ValidateKey(key); err != nil {
-		fmt.Fprintf(stderr, "raftlock release: %v\n", err)
-		return exitUsage
+		return fs.usagef("%v", err)
 	}
-	client, err := agent.newClient()
-	if err != nil {
-		fmt.Fprintf(stderr, "raftlock release: %v\n", err)
-		return exitUsage
+	client, code := agent.connect()
+	if code >= 0 {
+		return code
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
@@ -296,7 +280,7 @@ func forceRelease(agent *clientFlags, key string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "raftlock release: %q is not held by anyone\n", key)
 		return exitError
 	case err != nil:
-		return reportError(stderr, "release", err)
+		return fs.fail(err)
 	}
 	fmt.Fprintf(stdout, "released %q (its lease had token %d)\n", key, token)
 	return exitOK

@@ -14,8 +14,7 @@ const leaveTimeout = time.Minute
 // runLeave is `raftlock leave`: the explicit way to take a member out of
 // its cluster for good, where SIGINT and SIGTERM only stop it.
 func runLeave(args []string, stdout, stderr io.Writer) int {
-	env := map[string]string{}
-	fs := newFlagSet("leave", "[-addr URL]",
+	fs, agent := newClientFlagSet("leave", "[-addr URL]",
 		"Asks the agent at -addr to leave its cluster for good and stop. The leader removes it\n"+
 			"from the raft configuration (handing leadership over first if it leads); the agent\n"+
 			"then exits with status 0. Unlike SIGINT and SIGTERM, which only stop a member, this\n"+
@@ -27,28 +26,24 @@ func runLeave(args []string, stdout, stderr io.Writer) int {
 			"Exit status 0 once the agent left; 69 when it cannot be reached or no leader could\n"+
 			"remove it (it then stays a member and keeps running); 77 when it refuses the token;\n"+
 			"2 for usage errors; 1 otherwise."+connectHelp,
-		stdout, stderr)
-	agent := addClientFlags(fs, env)
-	if code := parseFlags(fs, args, env, stderr); code >= 0 {
+		nil, stdout, stderr)
+	if code := fs.parseArgs(args); code >= 0 {
 		return code
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "raftlock leave: unexpected argument %q: the agent to take out is -addr (see raftlock leave -h)\n", fs.Arg(0))
-		return exitUsage
+		return fs.usagef("unexpected argument %q: the agent to take out is -addr (see raftlock leave -h)", fs.Arg(0))
 	}
 	if addrs := splitList(agent.addr); len(addrs) != 1 {
-		fmt.Fprintf(stderr, "raftlock leave: -addr %q names %d agents; name exactly the one to take out\n", agent.addr, len(addrs))
-		return exitUsage
+		return fs.usagef("-addr %q names %d agents; name exactly the one to take out", agent.addr, len(addrs))
 	}
-	client, err := agent.newClient()
-	if err != nil {
-		fmt.Fprintf(stderr, "raftlock leave: %v\n", err)
-		return exitUsage
+	client, code := agent.connect()
+	if code >= 0 {
+		return code
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
 	defer cancel()
 	if err := client.Leave(ctx); err != nil {
-		return reportError(stderr, "leave", err)
+		return fs.fail(err)
 	}
 	fmt.Fprintf(stdout, "the agent at %s left the cluster and is stopping\n", agent.addr)
 	return exitOK

@@ -23,7 +23,7 @@ import (
 // stops the command if the lease is lost.
 func runLock(args []string, stdout, stderr io.Writer) int {
 	env := map[string]string{"ttl": "RAFTLOCK_TTL", "wait": "RAFTLOCK_WAIT", "kill-after": "RAFTLOCK_KILL_AFTER", "session-ttl": "RAFTLOCK_SESSION_TTL"}
-	fs := newFlagSet("lock", "[-addr URL,...] [-ttl 30s | -session-ttl 15s] [-wait 0] [-metadata TEXT] [-n N | -shared | -write] KEY -- COMMAND [ARG...]\n"+
+	fs, agent := newClientFlagSet("lock", "[-addr URL,...] [-ttl 30s | -session-ttl 15s] [-wait 0] [-metadata TEXT] [-n N | -shared | -write] KEY -- COMMAND [ARG...]\n"+
 		"       raftlock lock [-addr URL,...] [-ttl 30s] [-wait 0] [-metadata TEXT] -keys KEY,KEY,... -- COMMAND [ARG...]",
 		"Runs COMMAND while holding the lock KEY, and releases the lock when it exits.\n"+
 			"The lease is extended while COMMAND runs. If the lock is lost anyway, COMMAND gets\n"+
@@ -54,14 +54,13 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 			"76 when the lock was lost and COMMAND was stopped; 69 when no agent or leader\n"+
 			"answers; 77 when the agent refuses the token; 2 for usage errors; 1 otherwise.\n"+
 			"SIGINT and SIGTERM are passed to COMMAND."+connectHelp,
-		stdout, stderr)
+		env, stdout, stderr)
 	fs.leadingArgs = 1 // KEY; flags after it are parsed before anything is taken
 	if keysFlagGiven(args) {
 		// No KEY: what follows the flags is COMMAND, whose own flags are
 		// not ours.
 		fs.leadingArgs = 0
 	}
-	agent := addClientFlags(fs, env)
 	var ttl, wait, killAfter, sessionTTL time.Duration
 	var metadata string
 	var limit int
@@ -76,7 +75,7 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&metadata, "metadata", defaultMetadata(), "text shown with the lock by raftlock locks, at most 1024 bytes; never a secret")
 	durationVar(fs, &wait, "wait", 0, "how long to wait for a held lock; 0 fails at once")
 	durationVar(fs, &killAfter, "kill-after", 10*time.Second, "after SIGTERM, how long COMMAND has before SIGKILL")
-	if code := parseFlags(fs, args, env, stderr); code >= 0 {
+	if code := fs.parseArgs(args); code >= 0 {
 		return code
 	}
 	rest := fs.Args()
@@ -87,50 +86,42 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	if keysList != "" {
 		var err error
 		if keys, err = parseKeys(keysList, limit, shared, write, sessionTTL); err != nil {
-			fmt.Fprintf(stderr, "raftlock lock: -keys: %v\n", err)
-			return exitUsage
+			return fs.usagef("-keys: %v", err)
 		}
 		// The first key (sorted) stands for the set: its release releases
 		// the set. rest is COMMAND.
 		rest = append([]string{keys[0]}, rest...)
 	}
 	if len(rest) < 2 {
-		fmt.Fprintln(stderr, "raftlock lock: want KEY -- COMMAND [ARG...] (see raftlock lock -h)")
-		return exitUsage
+		return fs.usagef("want KEY -- COMMAND [ARG...] (see raftlock lock -h)")
 	}
 	key, argv := rest[0], rest[1:]
 	if len(argv) > 0 && argv[0] == "--" {
 		argv = argv[1:]
 	}
 	if len(argv) == 0 {
-		fmt.Fprintln(stderr, "raftlock lock: no COMMAND given after KEY")
-		return exitUsage
+		return fs.usagef("no COMMAND given after KEY")
 	}
 	if killAfter <= 0 {
-		fmt.Fprintln(stderr, "raftlock lock: -kill-after must be positive")
-		return exitUsage
+		return fs.usagef("-kill-after must be positive")
 	}
 	// The same validation the store runs, so bad input fails here in one line
 	// (the first wrong value's).
 	if err := cmp.Or(lock.ValidateKey(key), lock.ValidateTTL(ttl), lock.ValidateWait(wait), lock.ValidateMetadata(metadata)); err != nil {
-		fmt.Fprintf(stderr, "raftlock lock: %v\n", err)
-		return exitUsage
+		return fs.usagef("%v", err)
 	}
 	kind, err := lockKind(limit, shared, write)
 	if err != nil {
-		fmt.Fprintf(stderr, "raftlock lock: %v\n", err)
-		return exitUsage
+		return fs.usagef("%v", err)
 	}
 	if sessionTTL != 0 {
 		if err := (lock.SessionRequest{ID: lock.NewSessionID(), TTL: sessionTTL}).Validate(); err != nil {
-			fmt.Fprintf(stderr, "raftlock lock: -session-ttl: %v\n", err)
-			return exitUsage
+			return fs.usagef("-session-ttl: %v", err)
 		}
 	}
-	client, err := agent.newClient()
-	if err != nil {
-		fmt.Fprintf(stderr, "raftlock lock: %v\n", err)
-		return exitUsage
+	client, code := agent.connect()
+	if code >= 0 {
+		return code
 	}
 
 	store := &boundedRelease{Store: client, sessions: client}
@@ -139,7 +130,7 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	if sessionTTL != 0 {
 		sess, err := c.NewSession(ctx, lock.SessionTTL(sessionTTL))
 		if err != nil {
-			return reportError(stderr, "lock", err)
+			return fs.fail(err)
 		}
 		defer func() {
 			// Bounded as a release is; the session ends by itself within
@@ -202,7 +193,7 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "raftlock lock: %s\n", heldMessage(client, key, err))
 		return exitHeld
 	default:
-		return reportError(stderr, "lock", err)
+		return fs.fail(err)
 	}
 }
 

@@ -149,12 +149,11 @@ func usage(w io.Writer) {
 func runVersion(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("version", "", "Prints raftlock's version (the module version, \"(devel)\" for a build in its own\n"+
 		"checkout), the Go version, the platform, and the commit when the build recorded it.", stdout, stderr)
-	if code := parseFlags(fs, args, map[string]string{}, stderr); code >= 0 {
+	if code := fs.parseArgs(args); code >= 0 {
 		return code
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "raftlock version: unexpected argument %q (it takes none)\n", fs.Arg(0))
-		return exitUsage
+		return fs.usagef("unexpected argument %q (it takes none)", fs.Arg(0))
 	}
 	fmt.Fprintln(stdout, versionLine())
 	return exitOK

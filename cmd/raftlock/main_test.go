@@ -80,7 +80,10 @@ func startAgent(t *testing.T, args ...string) *agent {
 func startAgentEnv(t *testing.T, env []string, args ...string) *agent {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"agent", "-log-level", "warn", "-http", "127.0.0.1:0"}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
+	// The agent's temporary files (a -dev agent's data dir) go in the
+	// test's own directory: the SIGKILL that ends the agent leaves them
+	// behind, and the test's cleanup removes them after it.
+	cmd.Env = append(append(os.Environ(), "TMPDIR="+t.TempDir()), env...)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	a := &agent{cmd: cmd, logs: &syncBuffer{}, done: make(chan struct{})}

@@ -17,8 +17,7 @@ import (
 // runWatch is `raftlock watch [-prefix] [-json] KEY`: like `consul watch`,
 // a line for the state now and one for each change, until interrupted.
 func runWatch(args []string, stdout, stderr io.Writer) int {
-	env := map[string]string{}
-	fs := newFlagSet("watch", "[-addr URL,...] [-prefix] [-json] KEY",
+	fs, agent := newClientFlagSet("watch", "[-addr URL,...] [-prefix] [-json] KEY",
 		"Prints KEY's state now, then a line each time it changes (a grant, a release, a hand-off,\n"+
 			"an expiry, a waiter joining or leaving, a session's end), until interrupted (Ctrl-C:\n"+
 			"exit status 0). It long-polls the agent (blocking queries: GET /v1/inspect?index=N),\n"+
@@ -28,31 +27,26 @@ func runWatch(args []string, stdout, stderr io.Writer) int {
 			"-prefix watches every key starting with KEY instead, printing the held keys under it\n"+
 			"at each change (it needs the read right on all of them). -json prints one JSON object\n"+
 			"per change: the HTTP API's inspect answer, or {\"prefix\":...,\"locks\":[...]}, with\n"+
-			"\"at\", the time it was seen."+connectHelp, stdout, stderr)
-	agent := addClientFlags(fs, env)
+			"\"at\", the time it was seen."+connectHelp, nil, stdout, stderr)
 	prefix := fs.Bool("prefix", false, "watch every key starting with KEY (KEY may then be empty: \"\")")
 	asJSON := fs.Bool("json", false, "print each change as one line of JSON")
-	if code := parseFlags(fs, args, env, stderr); code >= 0 {
+	if code := fs.parseArgs(args); code >= 0 {
 		return code
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "raftlock watch: want exactly one KEY (or prefix, with -prefix; see raftlock watch -h)")
-		return exitUsage
+		return fs.usagef("want exactly one KEY (or prefix, with -prefix; see raftlock watch -h)")
 	}
 	key := fs.Arg(0)
 	if !*prefix {
 		if err := lock.ValidateKey(key); err != nil {
-			fmt.Fprintf(stderr, "raftlock watch: %v\n", err)
-			return exitUsage
+			return fs.usagef("%v", err)
 		}
 	} else if err := (lock.ListRequest{Prefix: key}).Validate(); err != nil {
-		fmt.Fprintf(stderr, "raftlock watch: %v\n", err)
-		return exitUsage
+		return fs.usagef("%v", err)
 	}
-	client, err := agent.newClient()
-	if err != nil {
-		fmt.Fprintf(stderr, "raftlock watch: %v\n", err)
-		return exitUsage
+	client, code := agent.connect()
+	if code >= 0 {
+		return code
 	}
 	defer client.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -65,7 +59,7 @@ func runWatch(args []string, stdout, stderr io.Writer) int {
 	var pending error
 	next := func(err error) bool {
 		if pending != nil {
-			reportError(stderr, "watch", pending)
+			fs.fail(pending)
 		}
 		pending = err
 		return err == nil
@@ -86,7 +80,7 @@ func runWatch(args []string, stdout, stderr io.Writer) int {
 	if ctx.Err() != nil || pending == nil {
 		return exitOK // interrupted
 	}
-	return reportError(stderr, "watch", pending)
+	return fs.fail(pending)
 }
 
 type watchPrinter struct {

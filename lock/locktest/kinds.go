@@ -32,17 +32,14 @@ func grab(t *testing.T, ctx context.Context, st lock.Store, req lock.AcquireRequ
 // free releases req's hold, failing the test if it was not held.
 func free(t *testing.T, ctx context.Context, st lock.Store, req lock.AcquireRequest) {
 	t.Helper()
-	ok, err := st.Release(ctx, req.Key, req.Owner)
-	require.NoError(t, err)
-	require.True(t, ok, "release of %q", req.Key)
+	release(t, ctx, st, req.Key, req.Owner, "release of %q", req.Key)
 }
 
 // A semaphore of N: N holders at once, each with a newer token; the next
 // is refused (or waits, in FIFO order) until a release hands its slot on;
 // every holder releases and extends on its own.
 func (s *suite) testSemaphore(t *testing.T) {
-	st := s.newStore(t)
-	ctx := s.ctx(t)
+	st, ctx := s.begin(t)
 	k := key(t, "k")
 	const n = 3
 	holders := make([]lock.AcquireRequest, n)
@@ -91,9 +88,7 @@ func (s *suite) testSemaphore(t *testing.T) {
 		t.Fatalf("the second waiter got a slot while the semaphore was full: %+v", o)
 	default:
 	}
-	ok, err := st.Release(ctx, k, holders[1].Owner)
-	require.NoError(t, err)
-	assert.False(t, ok, "a released holder releases nothing")
+	releaseFindsNothing(t, ctx, st, k, holders[1].Owner, "a released holder releases nothing")
 	free(t, ctx, st, holders[0])
 	got = s.await(t, done[1], "the second waiter")
 	require.NoError(t, got.err)
@@ -123,8 +118,7 @@ func (s *suite) checkHolds(t *testing.T, info lock.KeyInfo, holders []lock.Acqui
 // everyone; a reader that comes after a waiting writer waits behind it
 // (writers are not starved); the writer's release lets the readers in.
 func (s *suite) testRWLock(t *testing.T) {
-	st := s.newStore(t)
-	ctx := s.ctx(t)
+	st, ctx := s.begin(t)
 	k := key(t, "k")
 	r1, r2 := rwReq(k, true), rwReq(k, true)
 	r1.Metadata, r2.Metadata = "reader=1", "reader=2"
@@ -192,8 +186,7 @@ func (s *suite) testRWLock(t *testing.T) {
 // the key exists fails with a *KindMismatchError saying what the key is;
 // once nobody holds it, any kind takes it.
 func (s *suite) testKindMismatch(t *testing.T) {
-	st := s.newStore(t)
-	ctx := s.ctx(t)
+	st, ctx := s.begin(t)
 	k := key(t, "k")
 	holder := semReq(k, 8)
 	grab(t, ctx, st, holder)
@@ -228,8 +221,7 @@ func (s *suite) testKindMismatch(t *testing.T) {
 // The handles: Client.Semaphore and an RWLock's Reader and Writer, with
 // Run, on the store.
 func (s *suite) testKindHandles(t *testing.T) {
-	st := s.newStore(t)
-	ctx := s.ctx(t)
+	st, ctx := s.begin(t)
 	c := lock.New(st)
 	k := key(t, "sem")
 	a, b := c.Semaphore(k, 2, lock.TTL(long)), c.Semaphore(k, 2, lock.TTL(long))

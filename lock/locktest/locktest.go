@@ -66,17 +66,8 @@ func TestStore(t *testing.T, newStore func(t *testing.T) lock.Store) {
 
 // TestStoreWith is TestStore with options.
 func TestStoreWith(t *testing.T, newStore func(t *testing.T) lock.Store, opts Options) {
-	if opts.ShortTTL <= 0 {
-		opts.ShortTTL = 150 * time.Millisecond
-	}
-	if opts.Patience <= 0 {
-		opts.Patience = 10 * time.Second
-	}
-	s := &suite{newStore: newStore, Options: opts}
-	for _, tc := range []struct {
-		name string
-		run  func(t *testing.T)
-	}{
+	s := newSuite(newStore, opts)
+	for _, tc := range []subtest{
 		{"BadInput", s.testBadInput},
 		{"Exclusion", s.testExclusion},
 		{"ExpiryHandsOff", s.testExpiryHandsOff},
@@ -121,9 +112,38 @@ func TestStoreWith(t *testing.T, newStore func(t *testing.T) lock.Store, opts Op
 	s.runWatchTests(t) // watch.go
 }
 
+// subtest is a row of the suite's tables of subtests.
+type subtest struct {
+	name string
+	run  func(t *testing.T)
+}
+
 type suite struct {
 	newStore func(t *testing.T) lock.Store
 	Options
+}
+
+// newSuite is the suite with opts' zero fields set to their defaults.
+func newSuite(newStore func(t *testing.T) lock.Store, opts Options) *suite {
+	if opts.ShortTTL <= 0 {
+		opts.ShortTTL = 150 * time.Millisecond
+	}
+	if opts.Patience <= 0 {
+		opts.Patience = 10 * time.Second
+	}
+	return &suite{newStore: newStore, Options: opts}
+}
+
+// storeAs is st as T, an optional interface that a subtest needs; the
+// subtest skips, saying that st lacks (what lacks says), for a store that
+// does not implement it.
+func storeAs[T any](t *testing.T, st lock.Store, lacks string) T {
+	t.Helper()
+	v, ok := st.(T)
+	if !ok {
+		t.Skipf("%T %s", st, lacks)
+	}
+	return v
 }
 
 // long is a lease that never runs out during a subtest.
@@ -131,6 +151,12 @@ const long = 10 * time.Minute
 
 // key names a key private to the running subtest.
 func key(t *testing.T, name string) string { return "locktest/" + t.Name() + "/" + name }
+
+// begin gives a subtest its store and a context that bounds the whole
+// subtest.
+func (s *suite) begin(t *testing.T) (lock.Store, context.Context) {
+	return s.newStore(t), s.ctx(t)
+}
 
 func (s *suite) ctx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*s.Patience)
@@ -146,6 +172,34 @@ func acquire(t *testing.T, ctx context.Context, st lock.Store, k string, ttl tim
 	require.NoError(t, err, "acquire %q", k)
 	require.NotZero(t, lease.Token, "a grant has a fencing token")
 	return o, lease
+}
+
+// release ends o's hold on k, failing the test if the store errs or o did
+// not hold k.
+func release(t *testing.T, ctx context.Context, st lock.Store, k string, o lock.Owner, msgAndArgs ...any) {
+	t.Helper()
+	ok, err := st.Release(ctx, k, o)
+	require.NoError(t, err, "release %q", k)
+	require.True(t, ok, msgAndArgs...)
+}
+
+// assertNotHolder asserts that o, who does not hold k (any more), can neither
+// release it (the release finds nothing) nor extend it (ErrNotHeld); who
+// names o in the failure messages.
+func assertNotHolder(t *testing.T, ctx context.Context, st lock.Store, k string, o lock.Owner, who string) {
+	t.Helper()
+	releaseFindsNothing(t, ctx, st, k, o, "release by %s", who)
+	_, err := st.Extend(ctx, k, o, long)
+	assert.ErrorIs(t, err, lock.ErrNotHeld, "extend by %s", who)
+}
+
+// releaseFindsNothing asserts that o's release of k answers "not held"
+// without an error: o does not hold k (any more).
+func releaseFindsNothing(t *testing.T, ctx context.Context, st lock.Store, k string, o lock.Owner, msgAndArgs ...any) {
+	t.Helper()
+	ok, err := st.Release(ctx, k, o)
+	require.NoError(t, err, "release %q", k)
+	assert.False(t, ok, msgAndArgs...)
 }
 
 func inspect(t *testing.T, ctx context.Context, st lock.Store, k string) lock.KeyInfo {
@@ -171,28 +225,52 @@ type outcome struct {
 
 // acquireAsync starts a waiting acquire and returns where its outcome arrives.
 func acquireAsync(ctx context.Context, st lock.Store, req lock.AcquireRequest) <-chan outcome {
-	done := make(chan outcome, 1)
-	go func() {
+	return async(func() outcome {
 		lease, err := st.Acquire(ctx, req)
-		done <- outcome{lease, err}
-	}()
+		return outcome{lease, err}
+	})
+}
+
+// async runs f in a goroutine of its own and returns where its answer
+// arrives (buffered: the goroutine never blocks on it).
+func async[T any](f func() T) <-chan T {
+	done := make(chan T, 1)
+	go func() { done <- f() }()
 	return done
+}
+
+// receive is what done delivers, failing the test with failure if nothing
+// arrives within patience.
+func receive[T any](t *testing.T, patience time.Duration, done <-chan T, failure string) T {
+	t.Helper()
+	select {
+	case v := <-done:
+		return v
+	case <-time.After(patience):
+		require.FailNow(t, "timed out", failure)
+		var zero T
+		return zero
+	}
+}
+
+// queue starts a waiting acquire of k under ctx for a fresh owner (lease
+// long, wait the suite's patience) and returns once n callers queue on k:
+// the owner, and where the acquire's outcome arrives.
+func (s *suite) queue(t *testing.T, ctx context.Context, st lock.Store, k string, n int) (lock.Owner, <-chan outcome) {
+	t.Helper()
+	o := lock.NewOwner()
+	done := acquireAsync(ctx, st, lock.AcquireRequest{Key: k, Owner: o, TTL: long, Wait: s.Patience})
+	s.awaitWaiters(t, ctx, st, k, n)
+	return o, done
 }
 
 func (s *suite) await(t *testing.T, done <-chan outcome, what string) outcome {
 	t.Helper()
-	select {
-	case o := <-done:
-		return o
-	case <-time.After(s.Patience):
-		require.FailNow(t, "timed out", "waiting for %s", what)
-		return outcome{}
-	}
+	return receive(t, s.Patience, done, "waiting for "+what)
 }
 
 func (s *suite) testBadInput(t *testing.T) {
-	st := s.newStore(t)
-	ctx := s.ctx(t)
+	st, ctx := s.begin(t)
 	held := key(t, "held")
 	free := key(t, "free")
 	holder, lease := acquire(t, ctx, st, held, long)
@@ -260,15 +338,12 @@ func (s *suite) testBadInput(t *testing.T) {
 		k := key(t, "")
 		k += strings.Repeat("k", lock.MaxKeyLen-len(k))
 		o, _ := acquire(t, ctx, st, k, long)
-		ok, err := st.Release(ctx, k, o)
-		require.NoError(t, err)
-		assert.True(t, ok)
+		release(t, ctx, st, k, o)
 	})
 }
 
 func (s *suite) testExclusion(t *testing.T) {
-	st := s.newStore(t)
-	ctx := s.ctx(t)
+	st, ctx := s.begin(t)
 	keys := []string{key(t, "a"), key(t, "b"), key(t, "c")}
 	inside := make([]atomic.Int32, len(keys))
 	const workers, rounds = 8, 64
@@ -330,8 +405,7 @@ func (s *suite) testExclusion(t *testing.T) {
 // A's lease runs out while B waits: B is handed the key by the store's own
 // expiry (nobody polls), and A, too late, can neither release nor extend.
 func (s *suite) testExpiryHandsOff(t *testing.T) {
-	st := s.newStore(t)
-	ctx := s.ctx(t)
+	st, ctx := s.begin(t)
 	k := key(t, "k")
 	a, leaseA := acquire(t, ctx, st, k, s.ShortTTL)
 	b := lock.NewOwner()
@@ -339,26 +413,19 @@ func (s *suite) testExpiryHandsOff(t *testing.T) {
 	require.NoError(t, err, "B is handed the key when A's lease runs out")
 	assert.Greater(t, lease.Token, leaseA.Token)
 
-	ok, err := st.Release(ctx, k, a)
-	require.NoError(t, err)
-	assert.False(t, ok, "A's release after expiry")
-	_, err = st.Extend(ctx, k, a, long)
-	assert.ErrorIs(t, err, lock.ErrNotHeld, "A's extend after expiry")
+	assertNotHolder(t, ctx, st, k, a, "A after expiry")
 
 	info := inspect(t, ctx, st, k)
 	assert.True(t, info.Locked, "B still holds the key")
 	assert.Equal(t, lease.Token, info.Token)
 
-	ok, err = st.Release(ctx, k, b)
-	require.NoError(t, err)
-	assert.True(t, ok)
+	release(t, ctx, st, k, b)
 	assert.False(t, inspect(t, ctx, st, k).Locked)
 }
 
 // A's lease runs out with nobody waiting: the key is free for anyone.
 func (s *suite) testExpiryFreesKey(t *testing.T) {
-	st := s.newStore(t)
-	ctx := s.ctx(t)
+	st, ctx := s.begin(t)
 	k := key(t, "k")
 	a, leaseA := acquire(t, ctx, st, k, s.ShortTTL)
 	require.Eventually(t, func() bool {
@@ -368,20 +435,13 @@ func (s *suite) testExpiryFreesKey(t *testing.T) {
 
 	b, leaseB := acquire(t, ctx, st, k, long)
 	assert.Greater(t, leaseB.Token, leaseA.Token)
-	ok, err := st.Release(ctx, k, a)
-	require.NoError(t, err)
-	assert.False(t, ok, "A's release after expiry")
-	_, err = st.Extend(ctx, k, a, long)
-	assert.ErrorIs(t, err, lock.ErrNotHeld, "A's extend after expiry")
+	assertNotHolder(t, ctx, st, k, a, "A after expiry")
 	assert.Equal(t, leaseB.Token, inspect(t, ctx, st, k).Token, "B still holds the key")
-	ok, err = st.Release(ctx, k, b)
-	require.NoError(t, err)
-	assert.True(t, ok)
+	release(t, ctx, st, k, b)
 }
 
 func (s *suite) testIdempotentAcquire(t *testing.T) {
-	st := s.newStore(t)
-	ctx := s.ctx(t)
+	st, ctx := s.begin(t)
 	k := key(t, "k")
 	o, first := acquire(t, ctx, st, k, long)
 
@@ -416,39 +476,27 @@ func (s *suite) testIdempotentAcquire(t *testing.T) {
 	info := inspect(t, ctx, st, k)
 	assert.Equal(t, first.Token, info.Token)
 	assert.Zero(t, info.Waiters, "the holder does not queue behind itself")
-	ok, err := st.Release(ctx, k, o)
-	require.NoError(t, err)
-	assert.True(t, ok, "one release ends the lease")
+	release(t, ctx, st, k, o, "one release ends the lease")
 	assert.False(t, inspect(t, ctx, st, k).Locked)
 }
 
 func (s *suite) testNonOwner(t *testing.T) {
-	st := s.newStore(t)
-	ctx := s.ctx(t)
+	st, ctx := s.begin(t)
 	k := key(t, "k")
 	a, lease := acquire(t, ctx, st, k, long)
 	b := lock.NewOwner()
 
-	ok, err := st.Release(ctx, k, b)
-	require.NoError(t, err)
-	assert.False(t, ok, "release by a non-owner")
-	_, err = st.Extend(ctx, k, b, long)
-	assert.ErrorIs(t, err, lock.ErrNotHeld, "extend by a non-owner")
-	ok, err = st.Release(ctx, key(t, "never-held"), b)
-	require.NoError(t, err)
-	assert.False(t, ok, "release of a free key")
+	assertNotHolder(t, ctx, st, k, b, "a non-owner")
+	releaseFindsNothing(t, ctx, st, key(t, "never-held"), b, "release of a free key")
 
 	info := inspect(t, ctx, st, k)
 	assert.True(t, info.Locked)
 	assert.Equal(t, lease.Token, info.Token)
-	ok, err = st.Release(ctx, k, a)
-	require.NoError(t, err)
-	assert.True(t, ok)
+	release(t, ctx, st, k, a)
 }
 
 func (s *suite) testExtend(t *testing.T) {
-	st := s.newStore(t)
-	ctx := s.ctx(t)
+	st, ctx := s.begin(t)
 	k := key(t, "k")
 	o, lease := acquire(t, ctx, st, k, s.ShortTTL)
 
@@ -467,16 +515,13 @@ func (s *suite) testExtend(t *testing.T) {
 	assert.LessOrEqual(t, shortened.Remaining, s.ShortTTL)
 	assert.LessOrEqual(t, inspect(t, ctx, st, k).Remaining, s.ShortTTL)
 
-	ok, err := st.Release(ctx, k, o)
-	require.NoError(t, err)
-	assert.True(t, ok)
+	release(t, ctx, st, k, o)
 }
 
 // Three waiters queued in a known order are served in that order, each woken
 // by the previous holder's release.
 func (s *suite) testFIFO(t *testing.T) {
-	st := s.newStore(t)
-	ctx := s.ctx(t)
+	st, ctx := s.begin(t)
 	k := key(t, "k")
 	holder, holderLease := acquire(t, ctx, st, k, long)
 
@@ -484,16 +529,12 @@ func (s *suite) testFIFO(t *testing.T) {
 	owners := make([]lock.Owner, n)
 	done := make([]<-chan outcome, n)
 	for i := range n {
-		owners[i] = lock.NewOwner()
-		done[i] = acquireAsync(ctx, st, lock.AcquireRequest{Key: k, Owner: owners[i], TTL: long, Wait: s.Patience})
-		s.awaitWaiters(t, ctx, st, k, i+1)
+		owners[i], done[i] = s.queue(t, ctx, st, k, i+1)
 	}
 
 	prev, prevOwner := holderLease.Token, holder
 	for i := range n {
-		ok, err := st.Release(ctx, k, prevOwner)
-		require.NoError(t, err)
-		require.True(t, ok)
+		release(t, ctx, st, k, prevOwner)
 		got := s.await(t, done[i], fmt.Sprintf("waiter %d", i))
 		require.NoError(t, got.err, "waiter %d is handed the key", i)
 		assert.Greater(t, got.lease.Token, prev, "waiter %d gets a newer token", i)
@@ -509,39 +550,27 @@ func (s *suite) testFIFO(t *testing.T) {
 		}
 		prev, prevOwner = got.lease.Token, owners[i]
 	}
-	ok, err := st.Release(ctx, k, prevOwner)
-	require.NoError(t, err)
-	assert.True(t, ok)
+	release(t, ctx, st, k, prevOwner)
 }
 
 // A waiter behind a holder whose lease would last minutes is woken by the
 // holder's release, within the suite's patience, not by the lease's end.
 func (s *suite) testReleaseWakesWaiter(t *testing.T) {
-	st := s.newStore(t)
-	ctx := s.ctx(t)
+	st, ctx := s.begin(t)
 	k := key(t, "k")
 	holder, _ := acquire(t, ctx, st, k, long)
-	waiter := lock.NewOwner()
-	done := acquireAsync(ctx, st, lock.AcquireRequest{Key: k, Owner: waiter, TTL: long, Wait: s.Patience})
-	s.awaitWaiters(t, ctx, st, k, 1)
+	waiter, done := s.queue(t, ctx, st, k, 1)
 
-	ok, err := st.Release(ctx, k, holder)
-	require.NoError(t, err)
-	require.True(t, ok)
+	release(t, ctx, st, k, holder)
 	got := s.await(t, done, "the waiter")
 	require.NoError(t, got.err)
 	assert.Positive(t, got.lease.Remaining)
-	ok, err = st.Release(ctx, k, waiter)
-	require.NoError(t, err)
-	assert.True(t, ok)
+	release(t, ctx, st, k, waiter)
 }
 
 func (s *suite) testForceRelease(t *testing.T) {
 	st := s.newStore(t)
-	admin, ok := st.(lock.AdminStore)
-	if !ok {
-		t.Skipf("%T does not implement lock.AdminStore", st)
-	}
+	admin := storeAs[lock.AdminStore](t, st, "does not implement lock.AdminStore")
 	ctx := s.ctx(t)
 	k := key(t, "k")
 
@@ -551,9 +580,7 @@ func (s *suite) testForceRelease(t *testing.T) {
 	assert.ErrorIs(t, err, lock.ErrNotHeld, "a key nobody holds")
 
 	holder, lease := acquire(t, ctx, st, k, long)
-	waiter := lock.NewOwner()
-	done := acquireAsync(ctx, st, lock.AcquireRequest{Key: k, Owner: waiter, TTL: long, Wait: s.Patience})
-	s.awaitWaiters(t, ctx, st, k, 1)
+	waiter, done := s.queue(t, ctx, st, k, 1)
 
 	token, err := admin.ForceRelease(ctx, k)
 	require.NoError(t, err)
@@ -563,11 +590,7 @@ func (s *suite) testForceRelease(t *testing.T) {
 	assert.Greater(t, got.lease.Token, lease.Token)
 
 	// The former holder has lost the lock.
-	ok, err = st.Release(ctx, k, holder)
-	require.NoError(t, err)
-	assert.False(t, ok, "the former holder's release")
-	_, err = st.Extend(ctx, k, holder, long)
-	assert.ErrorIs(t, err, lock.ErrNotHeld, "the former holder's extend")
+	assertNotHolder(t, ctx, st, k, holder, "the former holder")
 	info := inspect(t, ctx, st, k)
 	assert.True(t, info.Locked)
 	assert.Equal(t, got.lease.Token, info.Token, "the waiter holds the key")
@@ -583,8 +606,7 @@ func (s *suite) testForceRelease(t *testing.T) {
 }
 
 func (s *suite) testWaitRunsOut(t *testing.T) {
-	st := s.newStore(t)
-	ctx := s.ctx(t)
+	st, ctx := s.begin(t)
 	k := key(t, "k")
 	_, lease := acquire(t, ctx, st, k, long)
 
@@ -605,16 +627,14 @@ func (s *suite) testWaitRunsOut(t *testing.T) {
 }
 
 func (s *suite) testCancelWhileWaiting(t *testing.T) {
-	st := s.newStore(t)
-	ctx := s.ctx(t)
+	st, ctx := s.begin(t)
 	k := key(t, "k")
 	holder, lease := acquire(t, ctx, st, k, long)
 
 	t.Run("cancel", func(t *testing.T) {
 		waitCtx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		done := acquireAsync(waitCtx, st, lock.AcquireRequest{Key: k, Owner: lock.NewOwner(), TTL: long, Wait: s.Patience})
-		s.awaitWaiters(t, ctx, st, k, 1)
+		_, done := s.queue(t, waitCtx, st, k, 1)
 		cancel()
 		got := s.await(t, done, "the canceled waiter")
 		assert.ErrorIs(t, got.err, context.Canceled)
@@ -632,15 +652,12 @@ func (s *suite) testCancelWhileWaiting(t *testing.T) {
 		assert.Equal(t, lease.Token, info.Token)
 	})
 
-	ok, err := st.Release(ctx, k, holder)
-	require.NoError(t, err)
-	require.True(t, ok)
+	release(t, ctx, st, k, holder)
 	assert.False(t, inspect(t, ctx, st, k).Locked, "no canceled waiter was handed the key")
 }
 
 func (s *suite) testTokensIncrease(t *testing.T) {
-	st := s.newStore(t)
-	ctx := s.ctx(t)
+	st, ctx := s.begin(t)
 	var last uint64
 	for round := range 3 {
 		for _, name := range []string{"a", "b", "c"} {
@@ -648,16 +665,13 @@ func (s *suite) testTokensIncrease(t *testing.T) {
 			o, lease := acquire(t, ctx, st, k, long)
 			assert.Greater(t, lease.Token, last, "round %d key %s", round, name)
 			last = lease.Token
-			ok, err := st.Release(ctx, k, o)
-			require.NoError(t, err)
-			require.True(t, ok)
+			release(t, ctx, st, k, o)
 		}
 	}
 }
 
 func (s *suite) testInspect(t *testing.T) {
-	st := s.newStore(t)
-	ctx := s.ctx(t)
+	st, ctx := s.begin(t)
 	k := key(t, "k")
 	assert.Equal(t, lock.KeyInfo{}, inspect(t, ctx, st, k), "a free key")
 
@@ -676,9 +690,7 @@ func (s *suite) testInspect(t *testing.T) {
 	assert.NotContains(t, err.Error(), o.String(), "a HeldError reveals no owner")
 	assert.NotContains(t, fmt.Sprintf("%#v", err), fmt.Sprintf("%#v", o), "a HeldError reveals no owner")
 
-	ok, err := st.Release(ctx, k, o)
-	require.NoError(t, err)
-	require.True(t, ok)
+	release(t, ctx, st, k, o)
 	assert.Equal(t, lock.KeyInfo{}, inspect(t, ctx, st, k), "free again")
 }
 
@@ -727,8 +739,7 @@ func (s *suite) testRunReleasesAfterPanic(t *testing.T) {
 // callback works: the keep-alive's next extend finds the lease gone and Run
 // cancels the callback's context.
 func (s *suite) testRunCancelsWhenLost(t *testing.T) {
-	st := s.newStore(t)
-	ctx := s.ctx(t)
+	st, ctx := s.begin(t)
 	c := lock.New(st)
 	l := c.Lock(key(t, "k"), lock.TTL(s.ShortTTL))
 	var cause error
@@ -756,8 +767,7 @@ func (s *suite) testRunCancelsWhenLost(t *testing.T) {
 }
 
 func (s *suite) testHandleHeld(t *testing.T) {
-	st := s.newStore(t)
-	ctx := s.ctx(t)
+	st, ctx := s.begin(t)
 	c := lock.New(st)
 	k := key(t, "k")
 	holder := c.Lock(k, lock.TTL(long))
@@ -802,8 +812,7 @@ func (s *suite) testHandleHeld(t *testing.T) {
 // A lock taken in one process is extended and released in another through
 // Serialize and Restore.
 func (s *suite) testRestore(t *testing.T) {
-	st := s.newStore(t)
-	ctx := s.ctx(t)
+	st, ctx := s.begin(t)
 	k := key(t, "k")
 	l := lock.New(st).Lock(k, lock.TTL(s.ShortTTL))
 	require.NoError(t, l.Acquire(ctx))
@@ -835,8 +844,7 @@ func (s *suite) testRestore(t *testing.T) {
 }
 
 func (s *suite) testIsExpired(t *testing.T) {
-	st := s.newStore(t)
-	ctx := s.ctx(t)
+	st, ctx := s.begin(t)
 	c := lock.New(st)
 	l := c.Lock(key(t, "k"), lock.TTL(s.ShortTTL))
 	expired, err := l.IsExpired(ctx)

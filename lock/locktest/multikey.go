@@ -24,12 +24,7 @@ type multiKeyStore interface {
 // multiStore is the store of a multi-key subtest, which skips for a store
 // that does not take multi-key locks.
 func (s *suite) multiStore(t *testing.T) multiKeyStore {
-	st := s.newStore(t)
-	ms, ok := st.(multiKeyStore)
-	if !ok {
-		t.Skipf("%T does not implement lock.MultiKeyStore", st)
-	}
-	return ms
+	return storeAs[multiKeyStore](t, s.newStore(t), "does not implement lock.MultiKeyStore")
 }
 
 // allReq is a multi-key request for a fresh owner (keys sorted here).
@@ -40,12 +35,10 @@ func allReq(ttl, wait time.Duration, keys ...string) lock.AcquireRequest {
 }
 
 func acquireAllAsync(ctx context.Context, st multiKeyStore, req lock.AcquireRequest) <-chan outcome {
-	done := make(chan outcome, 1)
-	go func() {
+	return async(func() outcome {
 		lease, err := st.AcquireAll(ctx, req)
-		done <- outcome{lease, err}
-	}()
-	return done
+		return outcome{lease, err}
+	})
 }
 
 // A set is granted all at once with one token that every key shows, or
@@ -88,9 +81,7 @@ func (s *suite) testMultiKeyAllOrNothing(t *testing.T) {
 	// Extend and release by any key act on the whole set.
 	_, err = st.Extend(ctx, c, req.Owner, long)
 	require.NoError(t, err)
-	ok, err := st.Release(ctx, b, req.Owner)
-	require.NoError(t, err)
-	require.True(t, ok)
+	release(t, ctx, st, b, req.Owner)
 	for _, k := range []string{a, b, c} {
 		assert.False(t, inspect(t, ctx, st, k).Locked, "the release of b released %q", k)
 	}
@@ -130,9 +121,7 @@ func (s *suite) testMultiKeyFIFO(t *testing.T) {
 		t.Fatalf("the waiter behind the set was granted first: %+v", o)
 	default:
 	}
-	ok, err := st.Release(ctx, a, set.Owner)
-	require.NoError(t, err)
-	require.True(t, ok)
+	release(t, ctx, st, a, set.Owner)
 	o := s.await(t, laterDone, "the waiter behind the set")
 	require.NoError(t, o.err)
 	assert.Greater(t, o.lease.Token, got.lease.Token)
@@ -304,8 +293,7 @@ func (s *suite) testMultiKeyNoDeadlock(t *testing.T) {
 // A LockAll handle: Run holds every key with one token and releases them
 // all; a store without multi-key locks says so.
 func (s *suite) testMultiKeyHandle(t *testing.T) {
-	st := s.newStore(t)
-	ctx := s.ctx(t)
+	st, ctx := s.begin(t)
 	a, b := key(t, "a"), key(t, "b")
 	h := lock.New(st).LockAll([]string{b, a}, lock.TTL(long))
 	assert.Equal(t, []string{a, b}, h.Keys())

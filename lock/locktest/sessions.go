@@ -17,11 +17,7 @@ import (
 // sessionStore is the store as a SessionStore; the session tests need one.
 func (s *suite) sessionStore(t *testing.T) (lock.Store, lock.SessionStore) {
 	st := s.newStore(t)
-	ss, ok := st.(lock.SessionStore)
-	if !ok {
-		t.Skipf("%T has no sessions (it does not implement lock.SessionStore)", st)
-	}
-	return st, ss
+	return st, storeAs[lock.SessionStore](t, st, "has no sessions (it does not implement lock.SessionStore)")
 }
 
 func (s *suite) createSession(t *testing.T, ctx context.Context, ss lock.SessionStore, ttl time.Duration) lock.SessionID {
@@ -37,8 +33,7 @@ func (s *suite) createSession(t *testing.T, ctx context.Context, ss lock.Session
 // Metadata given at acquire is shown by Inspect and List, for the holder
 // and, once granted, for a waiter; oversized metadata is refused.
 func (s *suite) testMetadata(t *testing.T) {
-	st := s.newStore(t)
-	ctx := s.ctx(t)
+	st, ctx := s.begin(t)
 	k := key(t, "k")
 	a := lock.NewOwner()
 	_, err := st.Acquire(ctx, lock.AcquireRequest{Key: k, Owner: a, TTL: long, Metadata: "host=a pid=1"})
@@ -56,9 +51,7 @@ func (s *suite) testMetadata(t *testing.T) {
 	b := lock.NewOwner()
 	done := acquireAsync(ctx, st, lock.AcquireRequest{Key: k, Owner: b, TTL: long, Wait: s.Patience, Metadata: "host=b"})
 	s.awaitWaiters(t, ctx, st, k, 1)
-	ok, err := st.Release(ctx, k, a)
-	require.NoError(t, err)
-	require.True(t, ok)
+	release(t, ctx, st, k, a)
 	require.NoError(t, s.await(t, done, "B's grant").err)
 	assert.Equal(t, "host=b", inspect(t, ctx, st, k).Metadata, "the waiter's metadata comes with its grant")
 
@@ -198,8 +191,8 @@ func (s *suite) testSessionDestroy(t *testing.T) {
 	}
 	var waiting []<-chan outcome
 	for _, k := range keys[:2] {
-		waiting = append(waiting, acquireAsync(ctx, st, lock.AcquireRequest{Key: k, Owner: lock.NewOwner(), TTL: long, Wait: s.Patience}))
-		s.awaitWaiters(t, ctx, st, k, 1)
+		_, done := s.queue(t, ctx, st, k, 1)
+		waiting = append(waiting, done)
 	}
 	// The session also waits for a key someone else holds.
 	held := key(t, "held")
@@ -290,8 +283,7 @@ func (s *suite) testSessionHandle(t *testing.T) {
 // MaxHold cancels Run's callback at the cap and releases the lock, though
 // the keep-alive would have kept it.
 func (s *suite) testMaxHold(t *testing.T) {
-	st := s.newStore(t)
-	ctx := s.ctx(t)
+	st, ctx := s.begin(t)
 	c := lock.New(st)
 	l := c.Lock(key(t, "k"), lock.TTL(s.ShortTTL))
 	var cause error

@@ -23,20 +23,11 @@ import (
 // them with the rest): for a store whose other behaviours are checked
 // elsewhere, such as the HTTP client of a cluster follower.
 func TestWatcher(t *testing.T, newStore func(t *testing.T) lock.Store, opts Options) {
-	if opts.ShortTTL <= 0 {
-		opts.ShortTTL = 150 * time.Millisecond
-	}
-	if opts.Patience <= 0 {
-		opts.Patience = 10 * time.Second
-	}
-	(&suite{newStore: newStore, Options: opts}).runWatchTests(t)
+	newSuite(newStore, opts).runWatchTests(t)
 }
 
 func (s *suite) runWatchTests(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		run  func(t *testing.T)
-	}{
+	for _, tc := range []subtest{
 		{"Watch/Key", s.testWatchKey},
 		{"Watch/SessionEnd", s.testWatchSessionEnd},
 		{"Watch/Prefix", s.testWatchPrefix},
@@ -52,11 +43,7 @@ func (s *suite) runWatchTests(t *testing.T) {
 
 func (s *suite) watcher(t *testing.T) (lock.Store, lock.Watcher) {
 	st := s.newStore(t)
-	w, ok := st.(lock.Watcher)
-	if !ok {
-		t.Skipf("%T cannot watch (it does not implement lock.Watcher)", st)
-	}
-	return st, w
+	return st, storeAs[lock.Watcher](t, st, "cannot watch (it does not implement lock.Watcher)")
 }
 
 type watchAnswer struct {
@@ -69,34 +56,25 @@ type watchAnswer struct {
 // watchKeyAsync starts a blocking query on k after index, with a wait longer
 // than any subtest.
 func watchKeyAsync(ctx context.Context, w lock.Watcher, k string, index uint64) <-chan watchAnswer {
-	done := make(chan watchAnswer, 1)
-	go func() {
+	return async(func() watchAnswer {
 		info, i, err := w.WatchKey(ctx, k, lock.WatchQuery{Index: index, Wait: time.Hour})
-		done <- watchAnswer{info: info, index: i, err: err}
-	}()
-	return done
+		return watchAnswer{info: info, index: i, err: err}
+	})
 }
 
 func watchListAsync(ctx context.Context, w lock.Watcher, prefix string, index uint64) <-chan watchAnswer {
-	done := make(chan watchAnswer, 1)
-	go func() {
+	return async(func() watchAnswer {
 		locks, i, err := w.WatchList(ctx, lock.ListRequest{Prefix: prefix}, lock.WatchQuery{Index: index, Wait: time.Hour})
-		done <- watchAnswer{locks: locks, index: i, err: err}
-	}()
-	return done
+		return watchAnswer{locks: locks, index: i, err: err}
+	})
 }
 
 // woken waits for a watch's answer, which must come within Patience.
 func (s *suite) woken(t *testing.T, done <-chan watchAnswer, what string) watchAnswer {
 	t.Helper()
-	select {
-	case a := <-done:
-		require.NoError(t, a.err, what)
-		return a
-	case <-time.After(s.Patience):
-		require.FailNow(t, "timed out", "the watch was not woken by %s", what)
-		return watchAnswer{}
-	}
+	a := receive(t, s.Patience, done, "the watch was not woken by "+what)
+	require.NoError(t, a.err, what)
+	return a
 }
 
 // now is a watch's answer at once (index 0).
@@ -158,9 +136,7 @@ func (s *suite) testWatchKey(t *testing.T) {
 	// Release: hand-off to the waiter.
 	watch = watchKeyAsync(ctx, w, k, index)
 	s.fence(t, ctx, st, w, index, watch, "before the release")
-	ok, err := st.Release(ctx, k, holder)
-	require.NoError(t, err)
-	require.True(t, ok)
+	release(t, ctx, st, k, holder)
 	a = s.woken(t, watch, "the release and hand-off")
 	granted := s.await(t, waiter, "the waiter's grant")
 	require.NoError(t, granted.err)
@@ -368,9 +344,7 @@ func (s *suite) testWatchSharedHolders(t *testing.T) {
 		assert.Equal(t, lease.Token, a.info.Token, "the newest holder's token")
 
 		watch = watchKeyAsync(ctx, w, req.Key, a.index)
-		ok, err := st.Release(ctx, req.Key, second.Owner)
-		require.NoError(t, err)
-		require.True(t, ok)
+		release(t, ctx, st, req.Key, second.Owner)
 		a = s.woken(t, watch, "a holder of "+req.Kind.String()+" leaving")
 		assert.Equal(t, 1, a.info.Holders, req.Kind.String())
 	}

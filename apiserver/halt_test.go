@@ -1,0 +1,34 @@
+package apiserver
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/lock"
+)
+
+// /healthz of a node that stopped at an entry its version cannot read
+// answers 503 halted with the node's reason, not merely no_leader.
+func TestHealthzReportsAHalt(t *testing.T) {
+	store := lock.NewMemoryStore()
+	t.Cleanup(func() { _ = store.Close() })
+	fc := &fakeCluster{}
+	n := newTestNodeOver(t, store, Config{Cluster: fc}, nil)
+	st := leaderStatus()
+	st.LeaderID, st.LeaderAddr, st.Role = "", "", "shutdown"
+	st.Halted = "cluster: state machine halted: this member runs raftlock v1.0.0 (reads command level 1), which cannot read log entry 42"
+	fc.set(st)
+
+	resp, err := http.Get(n.url + "/healthz")
+	require.NoError(t, err)
+	a, err := decodeAnswer(resp)
+	resp.Body.Close()
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusServiceUnavailable, a.status)
+	assert.Contains(t, a.raw, `"code":"`+api.CodeHalted+`"`)
+	assert.Contains(t, a.raw, "cannot read log entry 42")
+}

@@ -1,0 +1,104 @@
+package cluster
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/lock"
+)
+
+// Mixed versions: the leader proposes nothing a member cannot read.
+//
+// Each member advertises the highest command level its build decodes
+// (fsm.MaxCommandLevel): as the gossip tag "level" when gossip is on, and
+// in the member info exchange otherwise (kindInfo; see peers.go and
+// wire.go). A member that advertises nothing — a build from before levels,
+// or one whose advertisement has not arrived yet — is taken to read
+// fsm.BaselineLevel, which every build reads.
+//
+// Before a command joins the leader's proposal queue (leaderTerm.enqueue),
+// the leader checks its level (fsm.CommandLevel) against every server of
+// the latest raft configuration, voters and non-voters alike, itself
+// included. A command above some member's level is refused with
+// lock.ErrMemberTooOld, naming the member and what to install, and nothing
+// is proposed: so in a rolling upgrade new commands are refused until every
+// member reads them, and the commands every build reads go on throughout.
+// A command at the baseline costs nothing: every member reads it.
+//
+// A member added after the check, or restarted on an older build, may
+// still meet such a command in the log (replicated to it, or replayed); it
+// then halts rather than skip it (halt.go).
+
+// commandLevels is what a node knows of command levels: the highest its
+// build decodes, and each command's. Nodes use fsm's (buildLevels); a test
+// plays a cluster of mixed builds in one process with others
+// (Config.levels).
+type commandLevels struct {
+	max     int
+	levelOf func(fsm.Command) int
+}
+
+var buildLevels = commandLevels{max: fsm.MaxCommandLevel, levelOf: fsm.CommandLevel}
+
+func (l commandLevels) of(c fsm.Command) int { return l.levelOf(c) }
+
+// tagLevel is the gossip tag of a member's command level.
+const tagLevel = "level"
+
+// parseLevel reads an advertised level: a level above the baseline, or
+// the baseline for anything else (none advertised, or garbage).
+func parseLevel(s string) int {
+	if l, err := strconv.Atoi(s); err == nil && l > fsm.BaselineLevel {
+		return l
+	}
+	return fsm.BaselineLevel
+}
+
+// memberLevel is the command level member id reads, as this node knows
+// it: its own build's for itself; else what gossip says of it, else what
+// it told in the info exchange, else the baseline. gossiped is
+// gossipByID's answer (nil when gossip is off).
+func (n *Node) memberLevel(id string, gossiped map[string]gossipMember) (level int, version string) {
+	if id == n.cfg.NodeID {
+		return n.levels.max, raftlockVersion
+	}
+	if g, ok := gossiped[id]; ok {
+		return g.Level, g.Version
+	}
+	return max(n.peers.level(id), fsm.BaselineLevel), ""
+}
+
+// admitLevel refuses cmd, with an error matching lock.ErrMemberTooOld,
+// when some member of the raft configuration does not read its level.
+func (n *Node) admitLevel(cmd fsm.Command) error {
+	need := n.levels.of(cmd)
+	if need <= fsm.BaselineLevel {
+		return nil // every member reads it
+	}
+	f := n.raft.GetConfiguration() // the latest configuration, without a round trip
+	if err := f.Error(); err != nil {
+		return fmt.Errorf("cluster: reading the configuration: %w", err)
+	}
+	gossiped := n.gossipByID()
+	for _, srv := range f.Configuration().Servers {
+		level, version := n.memberLevel(string(srv.ID), gossiped)
+		if level >= need {
+			continue
+		}
+		runs := "its version is not known here"
+		if version != "" {
+			runs = "it runs raftlock " + version
+		}
+		suffrage := "voter"
+		if srv.Suffrage != raft.Voter {
+			suffrage = "non-voter"
+		}
+		return fmt.Errorf("%w: %v needs command level %d, and %s %s reads level %d (%s): "+
+			"install on %s raftlock %s (the version this leader runs) and try again; nothing was done",
+			lock.ErrMemberTooOld, cmd.Op, need, suffrage, srv.ID, level, runs, srv.ID, raftlockVersion)
+	}
+	return nil
+}
