@@ -793,8 +793,11 @@ func answerError(status int, payload []byte, key string, write bool) error {
 	}
 	d := body.Error
 	if d.Code == CodeLocked {
-		held := &lock.HeldError{Key: key, Token: d.Token}
-		if d.RemainingMS != nil {
+		if d.Key != "" {
+			key = d.Key // a multi-key acquire's first key not free
+		}
+		held := &lock.HeldError{Key: key, Token: d.Token, Reserved: d.Reserved}
+		if d.RemainingMS != nil && !d.Reserved {
 			held.Remaining = msDuration(*d.RemainingMS)
 		}
 		return held

@@ -21,6 +21,15 @@ type ConsoleEvent struct {
 	LocksStale bool `json:"locks_stale"`
 	// History holds one sample per second over the last minutes, oldest first.
 	History []ConsoleSample `json:"history"`
+	// Watches counts the blocking queries (watches) waiting on this node's
+	// HTTP API.
+	Watches int `json:"watches"`
+	// StoreWatchers counts the watches waiting on the node's store, the
+	// HTTP API's and embedded ones (election observers) alike; Sessions
+	// the live sessions in its state. Absent when the store does not
+	// count them (only a cluster node does).
+	StoreWatchers *int `json:"store_watchers,omitempty"`
+	Sessions      *int `json:"sessions,omitempty"`
 }
 
 // ConsoleSample is one second of the node's activity.

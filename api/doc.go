@@ -331,7 +331,9 @@
 // longest hold left). A semaphore or read/write lock lists each hold in
 // "holds", in grant order: [{"token","remaining_ms","metadata","shared"}]
 // (never an owner; up to 4096 in inspect and the oldest 8 per key in a
-// list from a cluster node, "holders" counting them all). A key held as one of
+// list from a cluster node, "holders" counting them all); a slot whose
+// session expired with a lock-delay is {"token","remaining_ms","delayed":true}:
+// nobody holds it, and it is free once remaining_ms ends. A key held as one of
 // a multi-key set names the set's keys in "set_keys" ("set_keys_b64" when
 // one is not UTF-8 text); "reserved":true says a free key is kept for a
 // multi-key waiter.
@@ -461,6 +463,8 @@
 //	raftlock_api_operation_duration_seconds{op}       histogram of the time to answer
 //	raftlock_api_waiting_requests                     long-polls in progress on this node
 //	raftlock_api_unauthorized_total                   requests refused for a missing or wrong token
+//	raftlock_api_watches_waiting                      blocking queries (watches) waiting on this node
+//	raftlock_api_batch_operations                     histogram of operations per POST /v1/batch
 //	raftlock_cluster_has_leader, _is_leader           0 or 1 (cluster only, as everything below)
 //	raftlock_cluster_members{suffrage}                voters, nonvoters, staging
 //	raftlock_cluster_leader_changes_total             leader changes this node saw
@@ -471,6 +475,10 @@
 //	raftlock_locks_held, raftlock_locks_waiters       the state machine as this node sees it
 //	raftlock_locks_handoffs_total                     grants to a queued waiter
 //	raftlock_locks_expired_total                      leases that ran out
+//	raftlock_watchers                                 watches waiting on the node's store (blocking
+//	                                                  queries and embedded watchers alike)
+//	raftlock_raft_entry_commands                      histogram of commands per raft entry this node
+//	                                                  proposed as leader (concurrent commands share one)
 //	raftlock_quota_limit{quota}, raftlock_quota_used{quota}  a quota (locks, sessions, waiters) and its use;
 //	                                                  no limit sample when unlimited
 //	raftlock_quota_refused_total{quota}               requests refused quota_exceeded while leading
@@ -488,8 +496,10 @@
 //
 // The web console. /ui/ is a page (HTML, CSS and JavaScript embedded in the
 // server, served without the token: it holds no data) that shows the
-// cluster, the held locks by prefix, a key's waiters and the last minutes of
-// activity. It reads GET /v1/events, a text/event-stream of one
+// cluster, the held locks by prefix (each key's kind, every hold of a
+// semaphore or read/write lock, a multi-key lock's set), a key's holds and
+// waiters, the live sessions and watches in progress, and the last minutes
+// of activity. It reads GET /v1/events, a text/event-stream of one
 // ConsoleEvent a second ("data: {...}" lines; ?prefix=P limits the locks;
 // only those the token may read), and GET /v1/whoami, whose rules decide
 // which keys get a force-release button, with the token the user types
@@ -549,6 +559,8 @@
 //	404     not_a_cluster      /v1/cluster on a store that is not a cluster       ErrNotCluster
 //	405     method_not_allowed wrong method; the Allow header has the right one   ErrUnexpectedResponse
 //	409     locked             held by another owner; token, remaining_ms         *lock.HeldError
+//	                           (reserved: true instead: nobody holds it, it is    (Reserved)
+//	                           kept for a waiting multi-key acquire)
 //	409     not_held           release or extend by an owner that holds nothing,  release: (false, nil);
 //	                           force-release of a key nobody holds                others: lock.ErrNotHeld
 //	409     canceled           acquire given up by a release of the same owner    lock.ErrNotHeld

@@ -110,12 +110,17 @@ type ErrorDetail struct {
 	// lease left; never the holder's owner.
 	Token       uint64 `json:"token,omitempty"`
 	RemainingMS *int64 `json:"remaining_ms,omitempty"`
+	// Reserved, with CodeLocked: nobody holds the key; it is kept for a
+	// multi-key acquire waiting at the head of its queue for its other
+	// keys (token and remaining_ms are absent).
+	Reserved bool `json:"reserved,omitempty"`
 	// Set with CodeKindMismatch: what the key is ("semaphore" and its
 	// limit, "rwlock", "mutex").
 	Kind  string `json:"kind,omitempty"`
 	Limit int    `json:"limit,omitempty"`
 	// Set with CodeKindMismatch for a multi-key acquire (keys): the key of
-	// the set that is of another kind.
+	// the set that is of another kind; with CodeLocked for one: the set's
+	// first key that is not free (held, or reserved), when the node can tell.
 	Key string `json:"key,omitempty"`
 }
 

@@ -383,7 +383,7 @@ type KeyInfo struct {
 	Shared  bool   `json:"shared,omitempty"`
 	// Holds: a semaphore's or rwlock's holds in grant (token) order, each
 	// with its own token, time left, metadata and mode (a slot kept by a
-	// lock-delay has no metadata); absent for a mutex. Never an owner. A
+	// lock-delay is "delayed" and has no metadata); absent for a mutex. Never an owner. A
 	// list answer may carry only the oldest few of a key's holds (holders
 	// counts them all); inspect carries up to 4096.
 	Holds []HoldOut `json:"holds,omitempty"`
@@ -402,6 +402,10 @@ type HoldOut struct {
 	RemainingMS int64  `json:"remaining_ms"`
 	Metadata    string `json:"metadata,omitempty"`
 	Shared      bool   `json:"shared,omitempty"`
+	// Delayed: nobody holds this slot; the session that held it (with
+	// token) expired, and its lock-delay keeps the slot free until
+	// remaining_ms ends. It still counts in holders.
+	Delayed bool `json:"delayed,omitempty"`
 }
 
 // MakeKeyInfo is the answer describing info of key; Remaining is rounded
@@ -436,7 +440,7 @@ func makeHolds(holds []lock.HoldInfo) []HoldOut {
 	}
 	out := make([]HoldOut, len(holds))
 	for i, h := range holds {
-		out[i] = HoldOut{Token: h.Token, RemainingMS: Millis(h.Remaining), Metadata: h.Metadata, Shared: h.Shared}
+		out[i] = HoldOut{Token: h.Token, RemainingMS: Millis(h.Remaining), Metadata: h.Metadata, Shared: h.Shared, Delayed: h.Delayed}
 	}
 	return out
 }
@@ -476,7 +480,7 @@ func (k KeyInfo) holds() []lock.HoldInfo {
 	}
 	out := make([]lock.HoldInfo, len(k.Holds))
 	for i, h := range k.Holds {
-		out[i] = lock.HoldInfo{Token: h.Token, Remaining: time.Duration(h.RemainingMS) * time.Millisecond, Metadata: h.Metadata, Shared: h.Shared}
+		out[i] = lock.HoldInfo{Token: h.Token, Remaining: time.Duration(h.RemainingMS) * time.Millisecond, Metadata: h.Metadata, Shared: h.Shared, Delayed: h.Delayed}
 	}
 	return out
 }

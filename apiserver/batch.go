@@ -63,6 +63,7 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	h.metrics.batchOps.Observe(float64(len(ops)))
 	results := make([]api.BatchResult, len(ops))
 	calls := make([]opCall, len(ops))
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)

@@ -261,6 +261,11 @@ func (h *Handler) consoleEvent(r *http.Request, prefix string) (ev api.ConsoleEv
 		}
 		ev.Cluster = &st
 	}
+	ev.Watches = int(h.watching.Load())
+	if nc, ok := h.cluster.(nodeCounts); ok {
+		watchers, sessions := nc.Watchers(), nc.Sessions()
+		ev.StoreWatchers, ev.Sessions = &watchers, &sessions
+	}
 	who := callerOf(r)
 	all, none := who.readsUnder(prefix)
 	if none {

@@ -482,6 +482,9 @@ func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
 	if mismatch := (*lock.KindMismatchError)(nil); e != nil && keys != nil && errors.As(err, &mismatch) {
 		e.detail.Key = mismatch.Key // which key of the set
 	}
+	if held := (*lock.HeldError)(nil); e != nil && keys != nil && errors.As(err, &held) {
+		e.detail.Key = held.Key // the set's first key not free
+	}
 	if e == nil && keys != nil {
 		lr := resp.(api.LeaseResponse)
 		lr.Keys, lr.KeysB64 = api.MakeKeysFields(keys)

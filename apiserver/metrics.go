@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/cluster"
 )
 
 // latencyBuckets span a memory-store answer (tens of microseconds) to a
@@ -17,12 +18,19 @@ var latencyBuckets = []float64{
 	0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300,
 }
 
+// batchBuckets span a batch of one operation to api.MaxBatchOps.
+var batchBuckets = []float64{1, 2, 4, 8, 16, 32, 64, 128, api.MaxBatchOps}
+
 // metrics are one Handler's, in its own registry.
 type metrics struct {
 	registry *prometheus.Registry
 	ops      *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	waiting  prometheus.Gauge
+	// watches counts blocking queries (watch long-polls) in progress.
+	watches prometheus.Gauge
+	// batchOps observes the operations of each POST /v1/batch.
+	batchOps prometheus.Histogram
 	// unauthorized counts requests refused for a missing or wrong token:
 	// a client left without its token, or someone guessing.
 	unauthorized prometheus.Counter
@@ -50,8 +58,17 @@ func newMetrics(cluster Cluster) *metrics {
 			Name: "raftlock_api_unauthorized_total",
 			Help: "Requests refused with 401 for a missing or wrong token.",
 		}),
+		watches: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "raftlock_api_watches_waiting",
+			Help: "Blocking queries (watches: GET /v1/inspect or /v1/locks with index) waiting on this node.",
+		}),
+		batchOps: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "raftlock_api_batch_operations",
+			Help:    "Operations per POST /v1/batch.",
+			Buckets: batchBuckets,
+		}),
 	}
-	m.registry.MustRegister(m.ops, m.latency, m.waiting, m.unauthorized,
+	m.registry.MustRegister(m.ops, m.latency, m.waiting, m.unauthorized, m.watches, m.batchOps,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if cluster != nil {
@@ -80,6 +97,21 @@ type clusterCollector struct {
 	failureTolerance, healthyVoters, ready           *prometheus.Desc
 	reconcileActions                                 *prometheus.Desc
 	quotaLimit, quotaUsed, quotaRefused              *prometheus.Desc
+	watchers, entryCommands                          *prometheus.Desc
+}
+
+// nodeCounts is an optional Cluster ability (NodeStatus has it): what a
+// node counts for the metrics alone, beside its api.ClusterStatus.
+type nodeCounts interface {
+	// Watchers is how many watches wait on the node (its store's, the
+	// HTTP API's blocking queries among them).
+	Watchers() int
+	// ProposalSizes counts the raft entries the node proposed as leader
+	// by commands per entry.
+	ProposalSizes() cluster.SizeHistogram
+	// Sessions is how many sessions are live in the node's state (the
+	// console shows it; the metric is raftlock_quota_used{quota="sessions"}).
+	Sessions() int
 }
 
 func newClusterCollector(c Cluster) *clusterCollector {
@@ -115,6 +147,9 @@ func newClusterCollector(c Cluster) *clusterCollector {
 		quotaUsed: d("raftlock_quota_used", "What this node's state machine holds of each quota's count.", "quota"),
 		quotaRefused: d("raftlock_quota_refused_total",
 			"Acquires and session creates this node refused while leading because they would pass a quota (quota_exceeded), by quota.", "quota"),
+		watchers: d("raftlock_watchers", "Watches waiting on this node's store: HTTP blocking queries and embedded watchers (election observers, lock.Watcher calls)."),
+		entryCommands: d("raftlock_raft_entry_commands",
+			"Commands per raft entry this node proposed while it led (concurrent commands share an entry)."),
 	}
 }
 
@@ -125,6 +160,7 @@ func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.locksHeld, c.locksWaiters, c.handoffs, c.expirations, c.logFault, c.gossipMembers,
 		c.failureTolerance, c.healthyVoters, c.ready, c.reconcileActions,
 		c.quotaLimit, c.quotaUsed, c.quotaRefused,
+		c.watchers, c.entryCommands,
 	} {
 		ch <- d
 	}
@@ -185,6 +221,15 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.quotaUsed, float64(u.Used), name)
 			ch <- prometheus.MustNewConstMetric(c.quotaRefused, prometheus.CounterValue, float64(u.Refused), name)
 		}
+	}
+	if nc, ok := c.cluster.(nodeCounts); ok {
+		gauge(c.watchers, float64(nc.Watchers()))
+		sizes := nc.ProposalSizes()
+		buckets := make(map[float64]uint64, len(sizes.Bounds))
+		for i, b := range sizes.Bounds {
+			buckets[float64(b)] = sizes.Buckets[i]
+		}
+		ch <- prometheus.MustNewConstHistogram(c.entryCommands, sizes.Count, float64(sizes.Sum), buckets)
 	}
 }
 

@@ -18,6 +18,12 @@ func NodeStatus(n *cluster.Node) Cluster {
 
 type nodeStatus struct{ node *cluster.Node }
 
+// Watchers, ProposalSizes and Sessions make nodeStatus a nodeCounts
+// (metrics.go).
+func (s nodeStatus) Watchers() int                        { return s.node.Watchers() }
+func (s nodeStatus) ProposalSizes() cluster.SizeHistogram { return s.node.ProposalSizes() }
+func (s nodeStatus) Sessions() int                        { return s.node.Sessions() }
+
 func (s nodeStatus) Status() api.ClusterStatus {
 	st := s.node.Stats()
 	out := api.ClusterStatus{

@@ -99,7 +99,11 @@ func (h *Handler) watcher() (w lock.Watcher, done func(), e *apiError) {
 	if !ok {
 		return nil, nil, newAPIError(http.StatusNotImplemented, api.CodeNotImplemented, "api: this node's store cannot watch (no blocking queries): drop index")
 	}
-	done = func() { h.watching.Add(-1) }
+	done = func() {
+		h.watching.Add(-1)
+		h.metrics.watches.Dec()
+	}
+	h.metrics.watches.Inc()
 	if n := h.watching.Add(1); h.cfg.MaxWatchers > 0 && n > int64(h.cfg.MaxWatchers) {
 		done()
 		return nil, nil, newAPIError(http.StatusTooManyRequests, api.CodeTooManyWatchers,

@@ -39,7 +39,9 @@ func badRequest(format string, args ...any) *apiError {
 func storeError(err error, write bool) *apiError {
 	if code := lock.ErrorCode(err); code != "" {
 		e := newAPIError(lockCodeStatus[code], code, "%s", err.Error())
-		if held := (*lock.HeldError)(nil); errors.As(err, &held) {
+		if held := (*lock.HeldError)(nil); errors.As(err, &held) && held.Reserved {
+			e.detail.Reserved = true
+		} else if held != nil {
 			e.detail.Token = held.Token
 			ms := api.Millis(held.Remaining)
 			e.detail.RemainingMS = &ms

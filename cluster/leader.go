@@ -366,6 +366,7 @@ func (t *leaderTerm) runProposer() {
 			c.Stamp = stamp
 			cmds = append(cmds, c)
 		}
+		t.n.proposalSizes.observe(len(cmds))
 		var err error
 		buf, err = fsm.AppendBatch(buf[:0], cmds)
 		if err != nil {

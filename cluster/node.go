@@ -107,6 +107,9 @@ type Node struct {
 	// commits times raft entries this node proposed as leader, from
 	// raft.Apply to raft's answer.
 	commits timing
+	// proposalSizes counts the entries this node proposed as leader by
+	// commands per entry (sizes.go).
+	proposalSizes sizeHistogram
 
 	// ident records in DataDir whose the directory is (identity.go).
 	ident *dataIdentity

@@ -77,7 +77,10 @@ func (n *Node) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease
 		}
 		return lease, nil
 	case fsm.StatusHeld:
-		return lock.Lease{}, &lock.HeldError{Key: req.Key, Token: res.Token, Remaining: remaining(res)}
+		return lock.Lease{}, lock.HeldResult(req, res, func(key string) fsm.KeyState {
+			st, _ := n.sm.lookup(key, 0) // this node's own state: it names the key, nothing more
+			return st
+		})
 	}
 	return lock.Lease{}, unexpectedStatus("acquire", res)
 }

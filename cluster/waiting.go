@@ -272,6 +272,12 @@ func (n *Node) waitOutcome(ctx context.Context, req lock.AcquireRequest, sent, a
 		// the idempotent repeat of a grant from before this call.)
 		return lock.Lease{Token: ans.token, Remaining: asked - sent + ans.remaining, TTL: grantedTTL(req, ans)}, nil
 	case fsm.StatusHeld:
+		if ans.token == 0 {
+			// No holder to report: the key is reserved for a multi-key
+			// waiter, or was free by the time the wait ran out. A fresh
+			// read tells which (rare: a refusal names its holder).
+			return lock.Lease{}, n.heldError(ctx, req.Key, nil)
+		}
 		return lock.Lease{}, &lock.HeldError{Key: req.Key, Token: ans.token, Remaining: ans.remaining}
 	case fsm.StatusQueueFull:
 		return lock.Lease{}, fmt.Errorf("%w: %d callers wait for %q", lock.ErrQueueFull, ans.waiters, req.Key)
@@ -299,6 +305,9 @@ func (n *Node) heldError(ctx context.Context, key string, why error) error {
 	rctx, cancel := context.WithTimeout(ctx, min(n.cfg.RequestTimeout, 2*n.cfg.ElectionTimeout))
 	defer cancel()
 	if rr, err := n.read(rctx, key, nil); err == nil {
+		if !rr.held {
+			return &lock.HeldError{Key: key, Reserved: rr.reserved}
+		}
 		return &lock.HeldError{Key: key, Token: rr.token, Remaining: rr.remaining}
 	}
 	if why != nil {

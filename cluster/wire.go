@@ -52,7 +52,7 @@ import (
 //	                       uvarint waiters [| string metadata | flags (1 lock-delay)]
 //	                       [| kind | uvarint limit | uvarint holders | flags (1 shared)] [| extras])
 //	               (list flags 8: entries carry extras)
-//	  extras: uvarint n | n × (uvarint token | varint remaining | string metadata | flags (1 shared))
+//	  extras: uvarint n | n × (uvarint token | varint remaining | string metadata | flags (1 shared, 2 lock-delay))
 //	          | uvarint m | m × string set key | flags (1 reserved)
 //	          the holds of a semaphore or read/write key in grant order (at most maxReadHolds in a
 //	          read, maxListHolds per key in a list: holders counts them all), the keys of the
@@ -60,7 +60,8 @@ import (
 //	  codeNotLeader: string leader address (may be empty)
 //	  other codes: string message
 //
-// The extras flags are set only when a key has holds, set keys or a
+// A hold's lock-delay flag is set only for a slot a lock-delay keeps (so
+// holds without one read as before). The extras flags are set only when a key has holds, set keys or a
 // reservation to tell. The metadata flags are set only when a holder has metadata (or a key is
 // in a lock-delay), and the kind flags only for a semaphore or read/write
 // key (kind is fsm.Kind's byte), so replies without them read as before.
@@ -647,7 +648,7 @@ func appendExtras(b []byte, holds []lock.HoldInfo, setKeys []string, reserved bo
 	for _, h := range holds {
 		b = binary.AppendUvarint(b, h.Token)
 		b = binary.AppendVarint(b, int64(h.Remaining))
-		b = appendFlags(appendString(b, h.Metadata), h.Shared)
+		b = appendFlags(appendString(b, h.Metadata), h.Shared, h.Delayed)
 	}
 	b = binary.AppendUvarint(b, uint64(len(setKeys)))
 	for _, k := range setKeys {
@@ -665,7 +666,8 @@ func readExtras(d *fsm.Decoder, maxHolds int) (holds []lock.HoldInfo, setKeys []
 	}
 	for i := uint64(0); i < n && d.Err() == nil; i++ {
 		h := lock.HoldInfo{Token: d.Uvarint(), Remaining: time.Duration(d.Varint()), Metadata: d.String(fsm.MaxMetaLen)}
-		h.Shared = readFlags(d, "hold flags", 1)[0]
+		f := readFlags(d, "hold flags", 2)
+		h.Shared, h.Delayed = f[0], f[1]
 		holds = append(holds, h)
 	}
 	m := d.Uvarint()

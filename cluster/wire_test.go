@@ -99,6 +99,13 @@ func sampleReplies() []reply {
 			{Key: "pool", KeyInfo: lock.KeyInfo{Locked: true, Token: 8, Remaining: time.Second, Kind: lock.KindSemaphore, Limit: 3, Holders: 2,
 				Holds: []lock.HoldInfo{{Token: 7, Remaining: time.Millisecond, Metadata: "pid=1"}, {Token: 8, Remaining: time.Second, Metadata: "pid=2"}}}},
 		}}},
+		// A slot a lock-delay keeps, in a read and in a list.
+		{code: codeOK, kind: kindRead, answer: &readResult{held: true, token: 4, remaining: time.Second, kind: fsm.KindSemaphore, limit: 3, holders: 2,
+			holds: []lock.HoldInfo{{Token: 3, Remaining: time.Millisecond, Delayed: true}, {Token: 4, Remaining: time.Second, Metadata: "pid=1"}}}},
+		{code: codeOK, kind: kindList, answer: &listPage{locks: []lock.LockInfo{
+			{Key: "doc", KeyInfo: lock.KeyInfo{Locked: true, Token: 8, Remaining: time.Second, Kind: lock.KindRWLock, Holders: 2, Shared: true,
+				Holds: []lock.HoldInfo{{Token: 7, Remaining: time.Millisecond, Shared: true, Delayed: true}, {Token: 8, Remaining: time.Second, Shared: true}}}},
+		}}},
 		{code: codeOK, kind: kindCommand, answer: &commandAnswer{fsm.Result{Status: fsm.StatusKindMismatch, Now: time.Second, Kind: fsm.KindSemaphore, Limit: 8}}},
 		{code: codeOK, kind: kindWaitAcquire, answer: &waitAnswer{status: fsm.StatusKindMismatch, kind: fsm.KindRW}},
 		{code: codeOK, kind: kindWaitAcquire, answer: &waitAnswer{status: fsm.StatusKindMismatch, kind: fsm.KindSemaphore, limit: 2, waiters: 3}},

@@ -148,6 +148,9 @@ type ContendedEvent struct {
 	Key       string
 	Token     uint64        // the holder's fencing token
 	Remaining time.Duration // the holder's lease left when we looked
+	// Reserved: nobody holds the key; it is kept for a waiting multi-key
+	// lock (HeldError.Reserved). Token and Remaining are zero.
+	Reserved bool
 }
 
 func (c *Client) acquired(ctx context.Context, e AcquiredEvent) {
@@ -164,7 +167,7 @@ func (c *Client) released(ctx context.Context, e ReleasedEvent) {
 
 func (c *Client) contended(ctx context.Context, held *HeldError) {
 	if h := c.hooks.OnContended; h != nil {
-		e := ContendedEvent{Key: held.Key, Token: held.Token, Remaining: held.Remaining}
+		e := ContendedEvent{Key: held.Key, Token: held.Token, Remaining: held.Remaining, Reserved: held.Reserved}
 		callHook("OnContended", e.Key, func() { h(ctx, e) })
 	}
 }

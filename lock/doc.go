@@ -159,7 +159,8 @@
 // While it waits, the set waits on every key at once, and each key's
 // queue stays strictly FIFO: a key whose queue the set heads is kept for
 // it (reserved: nobody holds it, Inspect reports it not Locked with the
-// set among its Waiters, and a TryAcquire of it fails) until its other
+// set among its Waiters and Reserved, and an acquire of it without a wait
+// fails with a *HeldError whose Reserved is true) until its other
 // keys come free too. So a set is never starved by later single-key
 // locks, and two sets never deadlock, whatever order their keys are
 // listed in: every queue is in the order the store took the waiters in,

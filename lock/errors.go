@@ -8,7 +8,8 @@ import (
 
 // Errors every Store and the lock API report; match them with errors.Is.
 var (
-	// ErrLocked: the key is held by another owner. Returned as a *HeldError.
+	// ErrLocked: the key is held by another owner, or kept for a waiting
+	// multi-key acquire (reserved). Returned as a *HeldError.
 	ErrLocked = errors.New("lock: held by another owner")
 	// ErrNotHeld: the caller does not hold the lock (never acquired, released, or lost).
 	ErrNotHeld = errors.New("lock: not held")
@@ -56,15 +57,32 @@ var (
 // version to install on it; the command works once every member reads it.
 var ErrMemberTooOld = errors.New("lock: a cluster member cannot read this command")
 
-// HeldError reports that another owner holds the key. It carries only what
-// is safe to tell anyone: never the holder's owner.
+// HeldError reports that the key is not free: another owner holds it, or
+// (Reserved) nobody holds it but it is kept for a multi-key acquire waiting
+// for its other keys. It carries only what is safe to tell anyone: never
+// the holder's owner.
 type HeldError struct {
-	Key       string
-	Token     uint64        // the holder's fencing token
-	Remaining time.Duration // the holder's lease left when we looked
+	Key string
+	// Token and Remaining: the holder's fencing token and lease left when
+	// the store looked. Token is 0 when there is no holder to report: the
+	// key is Reserved, or a wait ran out and the key was free by the time
+	// the store looked (a token is never 0).
+	Token     uint64
+	Remaining time.Duration
+	// Reserved: nobody holds the key; it is kept for the multi-key
+	// (LockAll) acquire at the head of its queue, which still waits for
+	// another of its keys and is granted every key at once when that one
+	// comes free (see MultiKeyStore). Token and Remaining are zero.
+	Reserved bool
 }
 
 func (e *HeldError) Error() string {
+	switch {
+	case e.Reserved:
+		return fmt.Sprintf("lock: %q reserved for a waiting multi-key acquire (nobody holds it; it is kept until that acquire gets its other keys)", e.Key)
+	case e.Token == 0:
+		return fmt.Sprintf("lock: %q held by another owner", e.Key)
+	}
 	return fmt.Sprintf("lock: %q held by another owner (token %d, %v left)", e.Key, e.Token, e.Remaining.Round(time.Millisecond))
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -490,6 +491,31 @@ func (h *hookLog) hooks() lock.Hooks {
 	}
 }
 
+// The contended hook says when a key is reserved for a waiting multi-key
+// lock rather than held.
+func TestHooksTellAReservedKey(t *testing.T) {
+	ctx := testCtx(t)
+	st := newMemoryStore(t)
+	var h hookLog
+	c := lock.New(st, lock.WithHooks(h.hooks()))
+	b := c.Lock("b", lock.TTL(time.Minute))
+	require.NoError(t, b.Acquire(ctx))
+	set := c.LockAll([]string{"a", "b"}, lock.TTL(time.Minute))
+	done := make(chan error, 1)
+	go func() { done <- set.Acquire(ctx) }()
+	require.Eventually(t, func() bool {
+		info, err := st.Inspect(ctx, "a")
+		return err == nil && info.Reserved
+	}, patience, time.Millisecond)
+	ok, err := c.Lock("a").TryAcquire(ctx)
+	require.NoError(t, err)
+	require.False(t, ok)
+	assert.Contains(t, h.all(), lock.ContendedEvent{Key: "a", Reserved: true})
+	_, err = b.Release(ctx)
+	require.NoError(t, err)
+	require.NoError(t, <-done)
+}
+
 func TestHooks(t *testing.T) {
 	ctx := testCtx(t)
 	st := newMemoryStore(t)
@@ -661,6 +687,48 @@ func TestSerializeKeepsTheKind(t *testing.T) {
 	assert.True(t, again)
 }
 
+// A LockAll handle is written in version 3 with its whole set and restored
+// with it; the version 1 form older versions wrote for it (its first key
+// alone) is still read, as a handle of that key.
+func TestSerializeKeepsTheKeySet(t *testing.T) {
+	ctx := testCtx(t)
+	c := lock.New(newMemoryStore(t))
+	set := c.LockAll([]string{"m", "k", "\x00\xff"}, lock.TTL(time.Minute))
+	free := set.Serialize()
+	assert.Equal(t, "v3.AP8.60000000000...k.aw.bQ", free, "the first key, then the others in byte order")
+	restored, err := c.Restore(free)
+	require.NoError(t, err)
+	assert.Equal(t, set.Keys(), restored.Keys())
+	assert.Equal(t, free, restored.Serialize())
+
+	require.NoError(t, set.Acquire(ctx))
+	held := set.Serialize()
+	assert.Regexp(t, `^v3\.AP8\.60000000000\.[0-9a-f]{32}\.[0-9]+\.k\.aw\.bQ$`, held)
+	restored, err = c.Restore(held)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"\x00\xff", "k", "m"}, restored.Keys())
+	assert.Equal(t, set.Token(), restored.Token())
+
+	one := c.LockAll([]string{"k"})
+	assert.Equal(t, "v3.aw."+strconv.FormatInt(int64(one.TTL()), 10)+"...k", one.Serialize(), "a set of one key is still a set")
+	restored, err = c.Restore(one.Serialize())
+	require.NoError(t, err)
+	assert.Equal(t, []string{"k"}, restored.Keys())
+
+	fields := strings.Split(held, ".")
+	old, err := c.Restore(strings.Join(append([]string{"v1"}, fields[1:5]...), "."))
+	require.NoError(t, err, "the form older versions wrote")
+	assert.Nil(t, old.Keys())
+	ok, err := old.Release(ctx)
+	require.NoError(t, err)
+	assert.True(t, ok, "it still releases the whole set")
+	for _, k := range []string{"\x00\xff", "k", "m"} {
+		locked, err := c.Lock(k).IsLocked(ctx)
+		require.NoError(t, err)
+		assert.False(t, locked, k)
+	}
+}
+
 func TestRestoreRejectsGarbage(t *testing.T) {
 	c := lock.New(lock.NewMemoryStore())
 	owner := lock.NewOwner().String()
@@ -670,7 +738,14 @@ func TestRestoreRejectsGarbage(t *testing.T) {
 	}{
 		{"empty", "", nil},
 		{"not ours", "hello", nil},
-		{"future version", "v3.aw.1000000." + owner + ".1", nil},
+		{"future version", "v4.aw.1000000." + owner + ".1", nil},
+		{"v3 without a kind", "v3.aw.1000000." + owner + ".1", nil},
+		{"v3 unknown kind", "v3.aw.1000000." + owner + ".1.x.bA", nil},
+		{"v3 keys out of order", "v3.bA.1000000." + owner + ".1.k.aw", nil},
+		{"v3 key twice", "v3.aw.1000000." + owner + ".1.k.aw", nil},
+		{"v3 set key not base64", "v3.aw.1000000." + owner + ".1.k.b*A", nil},
+		{"v3 empty set key", "v3.aw.1000000." + owner + ".1.k.", lock.ErrInvalidKey},
+		{"v3 too many keys", "v3.aw.1000000." + owner + ".1.k" + strings.Repeat(".bA", lock.MaxKeys), nil},
 		{"v2 without a kind", "v2.aw.1000000." + owner + ".1", nil},
 		{"v2 unknown kind", "v2.aw.1000000." + owner + ".1.x", nil},
 		{"v2 semaphore of 0", "v2.aw.1000000." + owner + ".1.s0", lock.ErrInvalidLimit},

@@ -125,8 +125,10 @@ func (s *MemoryStore) Acquire(ctx context.Context, req AcquireRequest) (Lease, e
 		}
 		return lease, nil
 	case fsm.StatusHeld:
+		now := s.now()
+		held := HeldResult(req, res, func(key string) fsm.KeyState { return s.machine.Lookup(key, now) })
 		s.mu.Unlock()
-		return Lease{}, &HeldError{Key: req.Key, Token: res.Token, Remaining: res.ExpiresAt - res.Now}
+		return Lease{}, held
 	case fsm.StatusQueueFull:
 		s.mu.Unlock()
 		return Lease{}, fmt.Errorf("%w: %d callers already wait for %q", ErrQueueFull, res.Waiters, req.Key)
@@ -184,7 +186,7 @@ func (s *MemoryStore) heldError(key string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.machine.Lookup(key, s.now())
-	held := &HeldError{Key: key}
+	held := &HeldError{Key: key, Reserved: st.Reserved}
 	if st.Held {
 		held.Token, held.Remaining = st.Token, st.ExpiresAt-max(s.machine.Now(), s.now())
 	}
@@ -303,9 +305,33 @@ func HoldInfos(holds []fsm.Hold, now time.Duration) []HoldInfo {
 	}
 	out := make([]HoldInfo, len(holds))
 	for i, h := range holds {
-		out[i] = HoldInfo{Token: h.Token, Remaining: h.ExpiresAt - now, Metadata: h.Meta, Shared: h.Shared}
+		out[i] = HoldInfo{Token: h.Token, Remaining: h.ExpiresAt - now, Metadata: h.Meta, Shared: h.Shared, Delayed: h.Delayed}
 	}
 	return out
+}
+
+// HeldResult is the *HeldError of a StatusHeld answer res to req. The
+// machine answers held with token 0 only for a key nobody holds, which a
+// multi-key waiter at the head of its queue keeps (tokens start at 1):
+// that is a Reserved error, with no token or time to report. For a
+// multi-key acquire the answer is about the first of its keys that is not
+// free, which lookup (a read of the store's own state, nil for none) finds
+// by that token; the error names it, or req.Key when lookup cannot tell.
+func HeldResult(req AcquireRequest, res fsm.Result, lookup func(key string) fsm.KeyState) *HeldError {
+	held := &HeldError{Key: req.Key, Reserved: res.Token == 0}
+	if !held.Reserved {
+		held.Token, held.Remaining = res.Token, max(res.ExpiresAt-res.Now, 0)
+	}
+	if len(req.Keys) > 1 && lookup != nil {
+		for _, k := range req.Keys {
+			st := lookup(k)
+			if (held.Reserved && st.Reserved) || (!held.Reserved && st.Held && st.Token == res.Token) {
+				held.Key = k
+				break
+			}
+		}
+	}
+	return held
 }
 
 // KeyHolders is KeyInfo.Holders of a held key's state: a mutex's one

@@ -21,7 +21,8 @@ type MultiKeyStore interface {
 	// keys in ascending byte order; req.Key is the first) for req.Owner,
 	// all or nothing, with one lease of req.TTL and one fencing token for
 	// the whole set, larger than any the store issued before. Without a
-	// wait it fails with a *HeldError (about the first key not free) unless
+	// wait it fails with a *HeldError (about the first key not free, which
+	// its Key names when the store can tell) unless
 	// every key is free; with one, the owner queues on every key at once
 	// and is granted the whole set when its last key is handed to it.
 	// Strict FIFO per key: a key whose queue a waiting set heads is kept for
@@ -61,8 +62,9 @@ type MultiKeyStore interface {
 // MultiKeyStore. Like Client.Lock, it does not touch the store.
 //
 // Key is the set's first key in byte order: Release(key, owner) of any key
-// of the set releases the whole set, so a handle rebuilt by Client.Restore
-// from Serialize (which keeps that key) still extends and releases the set.
+// of the set releases the whole set. Serialize keeps the whole set, so a
+// handle rebuilt by Client.Restore has the same Keys and extends, releases
+// and acquires the same set.
 func (c *Client) LockAll(keys []string, opts ...LockOption) *Lock {
 	sorted := slices.Clone(keys)
 	if sorted == nil {

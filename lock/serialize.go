@@ -10,12 +10,18 @@ import (
 
 // serializedVersion starts every string Serialize writes. A change to the
 // format gets a new version, and Restore keeps reading the old ones:
-// version 2 adds the kind of a semaphore or read/write handle, and a
-// mutex's handle is still written in version 1.
+// version 2 adds the kind of a semaphore or read/write handle, version 3
+// the key set of a multi-key (LockAll) handle, and a mutex's handle is
+// still written in version 1.
 const (
 	serializedVersion   = "v1"
 	serializedVersionV2 = "v2"
+	serializedVersionV3 = "v3"
 )
+
+// serializedSetKind is version 3's kind field: a multi-key handle, whose
+// other keys follow.
+const serializedSetKind = "k"
 
 // Serialize freezes the handle (key, TTL, and, while it holds the lock, owner
 // and fencing token) into a string that Client.Restore turns back into a handle
@@ -31,7 +37,16 @@ const (
 //
 //	v2.<key>.<TTL>.<owner>.<token>.<kind: s<n> for a semaphore of n, r for a reader, w for a writer>
 //
-// and is restored as a handle of the same kind. The
+// and is restored as a handle of the same kind. A multi-key (LockAll)
+// handle is written in version 3, which adds its set's other keys after
+// kind k (key is the set's first key in byte order):
+//
+//	v3.<key>.<TTL>.<owner>.<token>.k[.<second key, base64url>[.<third key>...]]
+//
+// and is restored as a handle of the same set (Keys). A multi-key handle
+// serialized by an older version (version 1, its first key only) is still
+// restored, as a handle of that key alone: it extends and releases the
+// whole set, but Keys is nil. The
 // owner is the lease's secret: whoever has the string can release the lock,
 // so send it only where you would send the lock itself. The local deadline
 // is not included (another host's clock cannot use it); see Remaining.
@@ -60,6 +75,14 @@ func (l *Lock) Serialize() string {
 	case l.kind == KindRWLock:
 		fields[0] = serializedVersionV2
 		fields = append(fields, "w")
+	case l.keys != nil:
+		fields[0] = serializedVersionV3
+		fields = append(fields, serializedSetKind)
+		if len(l.keys) > 1 {
+			for _, k := range l.keys[1:] {
+				fields = append(fields, base64.RawURLEncoding.EncodeToString([]byte(k)))
+			}
+		}
 	}
 	return strings.Join(fields, ".")
 }
@@ -75,12 +98,18 @@ func (l *Lock) Serialize() string {
 // field is out of range).
 func (c *Client) Restore(s string) (*Lock, error) {
 	parts := strings.Split(s, ".")
-	if len(parts) == 0 || (parts[0] != serializedVersion && parts[0] != serializedVersionV2) {
-		return nil, fmt.Errorf("%w: want a string starting with %q or %q", ErrBadSerialized, serializedVersion+".", serializedVersionV2+".")
-	}
 	want := 5
-	if parts[0] == serializedVersionV2 {
+	switch parts[0] {
+	case serializedVersion:
+	case serializedVersionV2:
 		want = 6
+	case serializedVersionV3:
+		if len(parts) < 6 || len(parts) > 5+MaxKeys {
+			return nil, fmt.Errorf("%w: want 6 to %d dot-separated fields, got %d", ErrBadSerialized, 5+MaxKeys, len(parts))
+		}
+		want = len(parts)
+	default:
+		return nil, fmt.Errorf("%w: want a string starting with %q, %q or %q", ErrBadSerialized, serializedVersion+".", serializedVersionV2+".", serializedVersionV3+".")
 	}
 	if len(parts) != want {
 		return nil, fmt.Errorf("%w: want %d dot-separated fields, got %d", ErrBadSerialized, want, len(parts))
@@ -101,8 +130,13 @@ func (c *Client) Restore(s string) (*Lock, error) {
 		return nil, fmt.Errorf("%w: %w", ErrBadSerialized, err)
 	}
 	l := c.Lock(string(key), TTL(ttl))
-	if want == 6 {
+	switch parts[0] {
+	case serializedVersionV2:
 		if err := l.restoreKind(parts[5]); err != nil {
+			return nil, err
+		}
+	case serializedVersionV3:
+		if err := l.restoreKeys(string(key), parts[5:]); err != nil {
 			return nil, err
 		}
 	}
@@ -141,6 +175,32 @@ func (l *Lock) restoreKind(field string) error {
 	default:
 		return fmt.Errorf("%w: kind %q is none of s<n>, r, w", ErrBadSerialized, field)
 	}
+	return nil
+}
+
+// restoreKeys sets the key set a version 3 string names: fields is its
+// kind field (k) and the set's other keys, which must follow first in
+// ascending byte order, as Serialize writes them.
+func (l *Lock) restoreKeys(first string, fields []string) error {
+	if fields[0] != serializedSetKind {
+		return fmt.Errorf("%w: version 3 kind %q is not %q", ErrBadSerialized, fields[0], serializedSetKind)
+	}
+	keys := make([]string, 1, len(fields))
+	keys[0] = first
+	for i, f := range fields[1:] {
+		k, err := base64.RawURLEncoding.Strict().DecodeString(f)
+		if err != nil {
+			return fmt.Errorf("%w: set key %d: %w", ErrBadSerialized, i+2, err)
+		}
+		if err := ValidateKey(string(k)); err != nil {
+			return fmt.Errorf("%w: set key %d: %w", ErrBadSerialized, i+2, err)
+		}
+		if string(k) <= keys[len(keys)-1] {
+			return fmt.Errorf("%w: set key %d: the keys must be distinct and in ascending byte order", ErrBadSerialized, i+2)
+		}
+		keys = append(keys, string(k))
+	}
+	l.keys = keys
 	return nil
 }
 

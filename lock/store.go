@@ -131,7 +131,7 @@ type KeyInfo struct {
 	Shared  bool
 	// Holds lists a semaphore's or read/write lock's holds in grant
 	// (token) order, each with its own token, time left, metadata and
-	// mode; a slot kept by a lock-delay has empty Metadata. Nil for a
+	// mode; a slot kept by a lock-delay is Delayed. Nil for a
 	// mutex, whose one holder is KeyInfo's own fields. Never an owner. A
 	// store may bound it to keep an answer small (the cluster store: the
 	// oldest 4096 in Inspect, 8 per key in List); Holders counts them all.
@@ -151,6 +151,10 @@ type HoldInfo struct {
 	Remaining time.Duration // counted like KeyInfo.Remaining
 	Metadata  string
 	Shared    bool // a read/write lock's reader
+	// Delayed: nobody holds this slot; the session that held it (with
+	// Token) expired, and its lock-delay keeps the slot free until
+	// Remaining ends (Metadata is empty). It still counts in Holders.
+	Delayed bool
 }
 
 // Lister is an optional Store ability, found by type assertion (like

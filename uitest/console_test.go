@@ -143,6 +143,23 @@ func TestConsoleShowsLocksLive(t *testing.T) {
 	if _, err := client.Acquire(ctx, lock.AcquireRequest{Key: "jobs/nightly-report", Owner: ownerB, TTL: 2 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
+	// A semaphore of 3 with two holders, each with its own token and
+	// metadata, and a multi-key set: the page shows every hold and the set.
+	pool := []lock.AcquireRequest{
+		{Key: "render/pool", Owner: lock.NewOwner(), TTL: 5 * time.Minute, Kind: lock.KindSemaphore, Limit: 3, Metadata: "host=render-a"},
+		{Key: "render/pool", Owner: lock.NewOwner(), TTL: 4 * time.Minute, Kind: lock.KindSemaphore, Limit: 3, Metadata: "host=render-b"},
+	}
+	var poolTokens []uint64
+	for _, req := range pool {
+		l, err := client.Acquire(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		poolTokens = append(poolTokens, l.Token)
+	}
+	if _, err := client.AcquireAll(ctx, lock.AcquireRequest{Key: "acct/alice", Keys: []string{"acct/alice", "acct/bob"}, Owner: lock.NewOwner(), TTL: 5 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
 	// One caller waits for jobs/nightly-report, for the queue column.
 	waitCtx, stopWaiting := context.WithCancel(ctx)
 	defer stopWaiting()
@@ -168,6 +185,14 @@ func TestConsoleShowsLocksLive(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(row)),
 		waitText(row+" td:nth-child(2)", fmt.Sprint(lease.Token)),
 		waitText(`tr[data-key="jobs/nightly-report"] td:nth-child(4)`, "1"),
+		// The semaphore: its kind and both holds, each with its token and metadata.
+		waitText(`tr[data-key="render/pool"] td.kind`, "semaphore 2/3"),
+		waitCount(`tr.hold[data-hold-of="render/pool"]`, 2),
+		waitText(fmt.Sprintf(`tr.hold[data-hold-of="render/pool"][data-token="%d"]`, poolTokens[0]), "host=render-a"),
+		waitText(fmt.Sprintf(`tr.hold[data-hold-of="render/pool"][data-token="%d"]`, poolTokens[1]), "host=render-b"),
+		// The multi-key set: each key's row names the set.
+		waitText(`tr[data-set-of="acct/alice"]`, "acct/bob"),
+		waitText("#watches", "0"),
 		// The queued key's detail lists its waiter.
 		chromedp.Click(chromedp.CSS(`tr[data-key="jobs/nightly-report"] td.key`)),
 		waitText("#detail-body", "fencing token"),
@@ -184,6 +209,24 @@ func TestConsoleShowsLocksLive(t *testing.T) {
 		t.Fatalf("screenshot: %v", err)
 	}
 	saveScreenshot(t, png)
+
+	// The semaphore's detail lists both holds; when one holder releases,
+	// the list and the detail drop its hold without a reload.
+	run(t, bctx, "see the semaphore's holds",
+		chromedp.Click(chromedp.CSS(`tr[data-key="render/pool"] td.key`)),
+		waitText("#detail-body", "semaphore 2/3"),
+		waitCount("#detail-holds li", 2),
+		waitText(fmt.Sprintf(`#detail-holds li[data-token="%d"]`, poolTokens[1]), "host=render-b"),
+	)
+	if released, err := client.Release(ctx, "render/pool", pool[0].Owner); err != nil || !released {
+		t.Fatalf("release of a semaphore hold: %v %v", released, err)
+	}
+	run(t, bctx, "see one hold go",
+		waitText(`tr[data-key="render/pool"] td.kind`, "semaphore 1/3"),
+		wrap("one hold left, the second holder's", chromedp.Poll[chromedp.Void](fmt.Sprintf(
+			`document.querySelectorAll('tr.hold[data-hold-of="render/pool"]').length === 1 && !!document.querySelector('tr.hold[data-token="%d"]') && document.querySelectorAll("#detail-holds li").length === 1`, poolTokens[1]),
+			chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(pollPatience))),
+	)
 
 	// The shared token is an admin: the force-release button ends
 	// jobs/nightly-report's lease, and the page shows its waiter holding it.

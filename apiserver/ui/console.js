@@ -152,6 +152,7 @@ function render() {
   const ev = lastEvent;
   if (!ev) return;
   renderCluster(ev.cluster);
+  renderCounts(ev);
   renderLocks(ev);
   renderCharts(ev.history || []);
   $("c-latency-where").textContent = ev.cluster && ev.cluster.role !== "leader" ? "(timed on the leader only: open its console)" : "";
@@ -191,10 +192,50 @@ function renderCluster(st) {
     if (!health) health = self ? (st.log_fault ? "log fault" : "ok") : (m.leader && st.leader_id ? "leading" : "—");
     if (!contact && self && st.raft && st.raft.last_contact) contact = st.raft.last_contact;
     tr.append(el("td", m.id + (self ? " (this node)" : "")), el("td", role), el("td", m.suffrage),
-      el("td", health, health === "ok" || health === "leading" || health === "alive" ? "ok" : (health === "—" ? "" : "bad")),
+      el("td", health, ["ok", "leading", "alive", "healthy"].includes(health) ? "ok" : (health === "—" ? "" : "bad")),
       el("td", contact || "—"), el("td", m.api_addr || "—"), el("td", m.address));
     body.append(tr);
   }
+}
+
+// renderCounts shows the live sessions (a cluster node counts them) and the
+// watches waiting on this node.
+function renderCounts(ev) {
+  $("sessions-box").hidden = ev.sessions === undefined;
+  $("sessions").textContent = ev.sessions === undefined ? "" : ev.sessions;
+  let w = String(ev.watches || 0);
+  if (ev.store_watchers !== undefined) w += " (" + ev.store_watchers + " on the store)";
+  $("watches").textContent = w;
+}
+
+// kindText describes what a held key is: a mutex, a semaphore with its
+// holders and limit, or a read/write lock held by readers or its writer.
+function kindText(l) {
+  switch (l.kind) {
+    case "semaphore": return "semaphore " + (l.holders || 0) + "/" + l.limit;
+    case "rwlock": return l.shared ? "rwlock: " + (l.holders || 0) + " reader" + (l.holders === 1 ? "" : "s") : "rwlock: writer";
+  }
+  if (l.delayed) return "mutex: lock-delay";
+  return l.set_keys || l.set_keys_b64 ? "mutex (multi-key set)" : "mutex";
+}
+
+// holdMode is one hold's mode: a reader or the writer of a read/write lock,
+// a semaphore slot, or a slot nobody holds that a lock-delay keeps free.
+function holdMode(l, h) {
+  if (h.delayed) return "lock-delay: nobody holds it; free when it runs out";
+  if (l.kind === "rwlock") return h.shared ? "reader" : "writer";
+  return "slot";
+}
+
+function metaText(m) {
+  if (m === undefined || m === null) return "";
+  return typeof m === "string" ? m : JSON.stringify(m);
+}
+
+function setKeysText(l) {
+  if (l.set_keys) return l.set_keys.join("  ");
+  if (l.set_keys_b64) return l.set_keys_b64.map((k) => "base64:" + k).join("  ");
+  return "";
 }
 
 function groupOf(label) {
@@ -224,13 +265,14 @@ function renderLocks(ev) {
     if (!groups.has(g)) groups.set(g, []);
     groups.get(g).push([k, l]);
   }
-  const showMeta = locks.some((l) => l.metadata !== undefined && l.metadata !== null);
+  const showMeta = locks.some((l) => (l.metadata !== undefined && l.metadata !== null) || l.holds || l.delayed);
   for (const [g, items] of groups) {
     root.append(el("div", g + " · " + items.length, "group"));
     const table = el("table");
     const head = el("tr");
     const admin = items.some(([k]) => mayForceRelease(k));
-    for (const h of ["Key", "Token", "Remaining", "Waiting"].concat(showMeta ? ["Metadata"] : [], admin ? [""] : [])) head.append(el("th", h));
+    const cols = ["Key", "Token", "Remaining", "Waiting", "Kind"].concat(showMeta ? ["Metadata"] : [], admin ? [""] : []);
+    for (const h of cols) head.append(el("th", h));
     table.append(el("thead"));
     table.tHead.append(head);
     const tb = el("tbody");
@@ -242,8 +284,8 @@ function renderLocks(ev) {
       key.addEventListener("click", () => openDetail(k.label));
       const remaining = el("td", fmtMS(l.remaining_ms), "remaining");
       remaining.dataset.ms = l.remaining_ms;
-      tr.append(key, el("td", l.token), remaining, el("td", l.waiters));
-      if (showMeta) tr.append(el("td", l.metadata === undefined || l.metadata === null ? "" : (typeof l.metadata === "string" ? l.metadata : JSON.stringify(l.metadata))));
+      tr.append(key, el("td", l.token), remaining, el("td", l.waiters), el("td", kindText(l), "kind" + (l.delayed ? " delay" : "")));
+      if (showMeta) tr.append(el("td", l.delayed ? "lock-delay: nobody holds it; free when it runs out" : metaText(l.metadata), l.delayed ? "delay" : ""));
       if (admin) {
         const td = el("td");
         if (mayForceRelease(k)) {
@@ -255,10 +297,47 @@ function renderLocks(ev) {
         tr.append(td);
       }
       tb.append(tr);
+      tb.append(...holdRows(k, l, showMeta, cols.length));
     }
     table.append(tb);
     root.append(table);
   }
+}
+
+// holdRows are the rows under a key's: one per hold of a semaphore or
+// read/write lock (its own token, time left, mode and metadata; never an
+// owner), and a multi-key set's keys. The list may carry only the oldest
+// few holds of a key (holders counts them all).
+function holdRows(k, l, showMeta, ncols) {
+  const rows = [];
+  for (const h of l.holds || []) {
+    const tr = el("tr", null, "hold");
+    tr.dataset.holdOf = k.label;
+    tr.dataset.token = h.token;
+    const remaining = el("td", fmtMS(h.remaining_ms), "remaining");
+    remaining.dataset.ms = h.remaining_ms;
+    tr.append(el("td", "hold", "hold-label"), el("td", h.token), remaining, el("td", ""), el("td", holdMode(l, h), h.delayed ? "delay" : ""));
+    if (showMeta) tr.append(el("td", h.delayed ? "" : metaText(h.metadata)));
+    while (tr.children.length < ncols) tr.append(el("td"));
+    rows.push(tr);
+  }
+  if (l.holds && l.holders > l.holds.length) {
+    const tr = el("tr", null, "hold");
+    const td = el("td", (l.holders - l.holds.length) + " more holds not listed (open the key to see them)", "hold-label");
+    td.colSpan = ncols;
+    tr.append(td);
+    rows.push(tr);
+  }
+  const set = setKeysText(l);
+  if (set) {
+    const tr = el("tr", null, "set");
+    tr.dataset.setOf = k.label;
+    const td = el("td", "set: " + set);
+    td.colSpan = ncols - 1;
+    tr.append(el("td", "multi-key", "hold-label"), td);
+    rows.push(tr);
+  }
+  return rows;
 }
 
 // Remaining times count down between events.
@@ -311,6 +390,7 @@ async function renderDetail() {
   const q = label.startsWith("base64:") ? null : "?key=" + encodeURIComponent(label);
   if (q === null) {
     dl.replaceChildren(el("dt", "note"), el("dd", "keys that are not text are shown in the list only"));
+    renderHolds({});
     return;
   }
   try {
@@ -321,14 +401,36 @@ async function renderDetail() {
       return;
     }
     const info = await resp.json();
-    const rows = [["held", info.locked ? "yes" : "no"], ["fencing token", info.token || "—"],
+    let held = info.locked ? "yes" : "no";
+    if (info.delayed) held = "lock-delay: nobody holds it; free when it runs out";
+    else if (info.reserved) held = "no: reserved for a multi-key acquire that waits for its other keys";
+    const rows = [["held", held], ["fencing token", info.token || "—"],
       ["remaining", info.locked ? fmtMS(info.remaining_ms) : "—"], ["callers waiting", info.waiters]];
-    if (info.metadata !== undefined) rows.push(["metadata", typeof info.metadata === "string" ? info.metadata : JSON.stringify(info.metadata)]);
+    if (info.locked) rows.push(["kind", kindText(info)]);
+    if (info.kind === "semaphore") rows.push(["limit", info.limit]);
+    if (info.kind && info.kind !== "mutex") rows.push(["holders", info.holders || 0]);
+    if (info.metadata !== undefined) rows.push(["metadata", metaText(info.metadata)]);
+    const set = setKeysText(info);
+    if (set) rows.push(["multi-key set", set]);
     dl.replaceChildren(...rows.flatMap(([k, v]) => [el("dt", k), el("dd", v)]));
+    renderHolds(info);
     renderWaiters(label, q);
   } catch (e) {
     dl.replaceChildren(el("dt", "error"), el("dd", String(e)));
   }
+}
+
+// renderHolds lists a semaphore's or read/write lock's holds in the detail.
+function renderHolds(info) {
+  const holds = info.holds || [];
+  $("detail-holds-box").hidden = holds.length === 0;
+  $("detail-holds").replaceChildren(...holds.map((h) => {
+    let text = "token " + h.token + " · " + holdMode(info, h) + " · " + fmtMS(h.remaining_ms) + " left";
+    if (!h.delayed && metaText(h.metadata)) text += " · " + metaText(h.metadata);
+    const li = el("li", text, h.delayed ? "delay" : "");
+    li.dataset.token = h.token;
+    return li;
+  }));
 }
 
 async function renderWaiters(label, q) {

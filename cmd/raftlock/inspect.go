@@ -133,7 +133,7 @@ func runLocks(args []string, stdout, stderr io.Writer) int {
 			meta := "-"
 			switch {
 			case l.Delayed:
-				meta = "(lock-delay: free when it runs out)"
+				meta = lockDelayText
 			case l.Metadata != "":
 				meta = printableKey(l.Metadata)
 			}
@@ -164,10 +164,11 @@ func printHolds(tw io.Writer, info lock.KeyInfo) {
 	}
 }
 
-// holdMode is a hold's KIND cell: read or write for a rwlock's hold.
+// holdMode is a hold's KIND cell: read or write for a rwlock's hold (none
+// for a slot a lock-delay keeps: nobody holds it).
 func holdMode(kind lock.Kind, h lock.HoldInfo) string {
 	switch {
-	case kind != lock.KindRWLock:
+	case kind != lock.KindRWLock || h.Delayed:
 		return "-"
 	case h.Shared:
 		return "read"
@@ -175,12 +176,20 @@ func holdMode(kind lock.Kind, h lock.HoldInfo) string {
 	return "write"
 }
 
+// holdMetadata is a hold's METADATA cell; a slot a lock-delay keeps says so.
 func holdMetadata(h lock.HoldInfo) string {
-	if h.Metadata == "" {
+	switch {
+	case h.Delayed:
+		return lockDelayText
+	case h.Metadata == "":
 		return "-"
 	}
 	return printableKey(h.Metadata)
 }
+
+// lockDelayText is the METADATA cell of a key or slot nobody holds, which
+// an expired session's lock-delay keeps free.
+const lockDelayText = "(lock-delay: free when it runs out)"
 
 // setKeysText is a multi-key set's keys, printable, space-separated.
 func setKeysText(keys []string) string {

@@ -325,18 +325,34 @@ func (s *boundedRelease) failure() error {
 	return s.err
 }
 
-// heldMessage says who holds key, as much as anyone may know.
+// heldMessage says who holds key, as much as anyone may know: a holder's
+// token and time left, or that nobody holds it but a waiting multi-key
+// lock keeps it (reserved) or a lock-delay does.
 func heldMessage(store lock.Store, key string, err error) string {
 	var held *lock.HeldError
-	if errors.As(err, &held) {
+	if errors.As(err, &held) && held.Token != 0 {
 		return fmt.Sprintf("%q is held by another owner (fencing token %d, %v left)", key, held.Token, held.Remaining.Round(time.Millisecond))
+	}
+	if held != nil && held.Reserved {
+		return reservedMessage(key)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if info, ierr := store.Inspect(ctx, key); ierr == nil && info.Locked {
+	info, ierr := store.Inspect(ctx, key)
+	switch {
+	case ierr != nil:
+	case info.Delayed:
+		return fmt.Sprintf("%q is held by nobody, but kept free by a lock-delay for %v (its holder's session expired)", key, info.Remaining.Round(time.Millisecond))
+	case info.Locked:
 		return fmt.Sprintf("%q is held by another owner (fencing token %d, %v left)", key, info.Token, info.Remaining.Round(time.Millisecond))
+	case info.Reserved:
+		return reservedMessage(key)
 	}
 	return fmt.Sprintf("%q is held by another owner", key)
+}
+
+func reservedMessage(key string) string {
+	return fmt.Sprintf("%q is held by nobody, but reserved for an earlier multi-key lock that waits for its other keys", key)
 }
 
 // childRun runs the locked command as the callback of lock.Run.

@@ -156,7 +156,9 @@ func describeKey(info lock.KeyInfo) string {
 		holds := make([]string, len(info.Holds))
 		for i, h := range info.Holds {
 			holds[i] = fmt.Sprintf("token=%d remaining=%v", h.Token, h.Remaining.Round(time.Millisecond))
-			if info.Kind == lock.KindRWLock {
+			if h.Delayed {
+				holds[i] = fmt.Sprintf("token=%d lock-delay remaining=%v", h.Token, h.Remaining.Round(time.Millisecond))
+			} else if info.Kind == lock.KindRWLock {
 				holds[i] += " " + holdMode(info.Kind, h)
 			}
 			if h.Metadata != "" {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -122,7 +123,23 @@ func TestDescribeKey(t *testing.T) {
 			"locked rwlock/read holders=1 token=9 remaining=1s waiters=0 holds=[token=9 remaining=1s read metadata=r]"},
 		{lock.KeyInfo{Locked: true, Holders: 1, Token: 5, Remaining: time.Second, SetKeys: []string{"a", "b"}}, "locked token=5 remaining=1s waiters=0 set=[a b]"},
 		{lock.KeyInfo{Waiters: 1, Reserved: true}, "free waiters=1 reserved"},
+		// A slot a lock-delay keeps is nobody's: no mode, no metadata.
+		{lock.KeyInfo{Locked: true, Kind: lock.KindRWLock, Shared: true, Holders: 2, Token: 9, Remaining: time.Second,
+			Holds: []lock.HoldInfo{{Token: 8, Remaining: 2 * time.Millisecond, Shared: true, Delayed: true}, {Token: 9, Remaining: time.Second, Shared: true}}},
+			"locked rwlock/read holders=2 token=9 remaining=1s waiters=0 holds=[token=8 lock-delay remaining=2ms; token=9 remaining=1s read]"},
 	} {
 		assert.Equal(t, tc.want, describeKey(tc.info))
 	}
+}
+
+// raftlock locks prints a slot a lock-delay keeps as such, not as a hold
+// without metadata.
+func TestPrintHoldsShowsLockDelay(t *testing.T) {
+	var out strings.Builder
+	printHolds(&out, lock.KeyInfo{Locked: true, Kind: lock.KindSemaphore, Limit: 2, Holders: 2, Token: 9,
+		Holds: []lock.HoldInfo{{Token: 8, Remaining: time.Second, Delayed: true}, {Token: 9, Remaining: time.Second, Metadata: "pid=1"}}})
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	require.Len(t, lines, 2)
+	assert.Equal(t, "  hold\t8\t1s\t\t-\t\t"+lockDelayText, lines[0])
+	assert.Equal(t, "  hold\t9\t1s\t\t-\t\tpid=1", lines[1])
 }

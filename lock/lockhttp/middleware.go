@@ -83,6 +83,8 @@ func holder(ctx context.Context, c *lock.Client, key string) *lock.HeldError {
 	held := &lock.HeldError{Key: key}
 	if info, err := c.Inspect(ctx, key); err == nil && info.Locked {
 		held.Token, held.Remaining = info.Token, info.Remaining
+	} else if err == nil {
+		held.Reserved = info.Reserved
 	}
 	return held
 }

@@ -464,3 +464,22 @@ func TestOverHTTP(t *testing.T) {
 	close(g.release)
 	assert.Equal(t, http.StatusOK, receive(t, firstDone, "the first response"))
 }
+
+// WriteLocked tells a held key by its token, and a key reserved for a
+// waiting multi-key lock as reserved, with no token.
+func TestWriteLockedSaysReserved(t *testing.T) {
+	for _, tc := range []struct {
+		held *lock.HeldError
+		want map[string]any
+	}{
+		{&lock.HeldError{Key: "k", Token: 7}, map[string]any{"error": "locked", "key": "k", "token": 7.0}},
+		{&lock.HeldError{Key: "k", Reserved: true}, map[string]any{"error": "locked", "key": "k", "reserved": true}},
+	} {
+		w := httptest.NewRecorder()
+		lockhttp.WriteLocked(w, httptest.NewRequest("GET", "/", nil), tc.held)
+		assert.Equal(t, http.StatusConflict, w.Code)
+		var got map[string]any
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &got))
+		assert.Equal(t, tc.want, got)
+	}
+}

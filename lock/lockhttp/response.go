@@ -13,15 +13,20 @@ type body struct {
 	Error string `json:"error"`           // locked, unavailable, invalid_key, internal
 	Key   string `json:"key,omitempty"`   // the lock's key
 	Token uint64 `json:"token,omitempty"` // the holder's fencing token, when locked and known
+	// Reserved, when locked: nobody holds the key; it is kept for a
+	// waiting multi-key acquire.
+	Reserved bool `json:"reserved,omitempty"`
 }
 
 // WriteLocked is the default OnLocked response: 409 Conflict with
-// {"error":"locked","key":...,"token":...}. An OnLocked function may call it
+// {"error":"locked","key":...,"token":...} ("reserved":true and no token for
+// a key nobody holds that is kept for a waiting multi-key acquire). An
+// OnLocked function may call it
 // after setting headers of its own (Retry-After, for instance).
 func WriteLocked(w http.ResponseWriter, r *http.Request, held *lock.HeldError) {
 	b := body{Error: lock.CodeLocked}
 	if held != nil {
-		b.Key, b.Token = held.Key, held.Token
+		b.Key, b.Token, b.Reserved = held.Key, held.Token, held.Reserved
 	}
 	writeJSON(w, http.StatusConflict, b)
 }

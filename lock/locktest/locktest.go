@@ -109,7 +109,8 @@ func TestStoreWith(t *testing.T, newStore func(t *testing.T) lock.Store, opts Op
 	} {
 		t.Run(tc.name, tc.run)
 	}
-	s.runWatchTests(t) // watch.go
+	s.runWatchTests(t)     // watch.go
+	s.runReportingTests(t) // reporting.go
 }
 
 // subtest is a row of the suite's tables of subtests.
