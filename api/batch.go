@@ -49,9 +49,11 @@ type batcher struct {
 	inflight int // exchanges with batchable operations in flight
 	queue    []*batchItem
 	off      atomic.Bool // the node has no /v1/batch
-	// want and ready: a linger (see sendQueued) waits for want operations
-	// to queue; ready is closed when they have.
-	want  int
+	// arrived counts the operations ever queued.
+	arrived uint64
+	// want and ready: a linger (see sendQueued) waits until arrived
+	// reaches want; ready is closed when it has.
+	want  uint64
 	ready chan struct{}
 }
 
@@ -103,7 +105,8 @@ func (c *Client) sendOp(ctx context.Context, base *url.URL, x exchange, body []b
 	}
 	it := &batchItem{ctx: ctx, x: x, body: body, done: make(chan struct{})}
 	b.queue = append(b.queue, it)
-	if b.ready != nil && len(b.queue) >= b.want {
+	b.arrived++
+	if b.ready != nil && b.arrived >= b.want {
 		close(b.ready)
 		b.ready = nil
 	}
@@ -127,11 +130,15 @@ func (c *Client) sendOp(ctx context.Context, base *url.URL, x exchange, body []b
 //
 // When a batch of n operations comes back, their callers are likely to
 // start their next operations right away: the goroutine lingers until n
-// have queued, for at most a quarter of the batch's round trip (and
-// batchMaxLinger), and sends them together. Without it, the first to come
-// back would find nothing in flight and go alone, and the others would
-// queue behind it for a whole round trip: every wave of operations would
-// take two round trips, and the node two raft commits.
+// more have queued (beyond those that queued while the batch was out), for
+// at most a quarter of the batch's round trip (and batchMaxLinger), and
+// sends them all together. Without it, the first to come back would find
+// nothing in flight and go alone, and the others would queue behind it for
+// a whole round trip: every wave of operations would take two round trips,
+// and the node two raft commits. Counting only the operations already
+// queued would do the same to two halves of the callers: those that queued
+// while a batch was out would go without the batch's own callers, which
+// would queue behind them, and so on, each half in batches of its own.
 func (c *Client) sendQueued(b *batcher, base *url.URL) {
 	items := b.take()
 	if len(items) == 0 {
@@ -140,9 +147,9 @@ func (c *Client) sendQueued(b *batcher, base *url.URL) {
 	go func() {
 		for len(items) > 0 {
 			start := time.Now()
-			c.sendBatch(b, base, items)
+			answered := c.sendBatch(b, base, items)
 			if len(items) > 1 {
-				b.linger(len(items), min(time.Since(start)/4, batchMaxLinger))
+				b.linger(answered+uint64(len(items)), min(time.Since(start)/4, batchMaxLinger))
 			}
 			items = b.take()
 		}
@@ -152,15 +159,15 @@ func (c *Client) sendQueued(b *batcher, base *url.URL) {
 // batchMaxLinger bounds the wait for the callers of a batch to come back.
 const batchMaxLinger = time.Millisecond
 
-// linger waits until n operations are queued, or for d.
-func (b *batcher) linger(n int, d time.Duration) {
+// linger waits until want operations have ever queued (arrived), or for d.
+func (b *batcher) linger(want uint64, d time.Duration) {
 	b.mu.Lock()
-	if len(b.queue) >= n || d <= 0 {
+	if b.arrived >= want || d <= 0 {
 		b.mu.Unlock()
 		return
 	}
 	ready := make(chan struct{})
-	b.want, b.ready = n, ready
+	b.want, b.ready = want, ready
 	b.mu.Unlock()
 	t := time.NewTimer(d)
 	select {
@@ -203,9 +210,13 @@ func (b *batcher) take() []*batchItem {
 }
 
 // sendBatch sends items (taken from the queue) and reports each one's
-// outcome to its caller.
-func (c *Client) sendBatch(b *batcher, base *url.URL, items []*batchItem) {
+// outcome to its caller. It returns how many operations had ever queued
+// (batcher.arrived) when it did.
+func (c *Client) sendBatch(b *batcher, base *url.URL, items []*batchItem) (arrived uint64) {
 	defer func() {
+		b.mu.Lock()
+		arrived = b.arrived
+		b.mu.Unlock()
 		for _, it := range items {
 			close(it.done)
 		}
@@ -279,6 +290,7 @@ func (c *Client) sendBatch(b *batcher, base *url.URL, items []*batchItem) {
 			}
 		}
 	}
+	return // arrived: set as the callers are told
 }
 
 // sendEach sends items one by one on their own routes, at once.

@@ -220,3 +220,80 @@ func TestBatchQueuedOperationLeavesWithItsContext(t *testing.T) {
 		assert.NotEqual(t, "gone", *s.Key)
 	}
 }
+
+// An answer that announces its length is read whole; one cut short of it
+// is an error, not a shorter answer.
+func TestReadAnswerByItsLength(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/whole" {
+			w.Header().Set("Content-Length", "11")
+			_, _ = io.WriteString(w, `{"a":"bcd"}`)
+			return
+		}
+		conn, buf, err := http.NewResponseController(w).Hijack()
+		if !assert.NoError(t, err) {
+			return
+		}
+		_, _ = buf.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n{\"a\":")
+		_ = buf.Flush()
+		_ = conn.Close()
+	}))
+	t.Cleanup(srv.Close)
+	for path, want := range map[string]string{"/whole": `{"a":"bcd"}`, "/short": ""} {
+		resp, err := srv.Client().Get(srv.URL + path)
+		require.NoError(t, err)
+		got, err := readAnswer(resp)
+		_ = resp.Body.Close()
+		if want == "" {
+			assert.ErrorIs(t, err, io.ErrUnexpectedEOF, path)
+			continue
+		}
+		assert.NoError(t, err, path)
+		assert.Equal(t, want, string(got), path)
+	}
+}
+
+// When a batch comes back, the goroutine that sends the next one waits
+// (lingers) for as many operations as the batch carried beyond those that
+// queued while it was out, so that its callers' next operations and the
+// others travel together rather than as two halves taking turns.
+func TestLingerWaitsForTheBatchsOwnCallers(t *testing.T) {
+	c, err := NewClient("127.0.0.1:1", ClientConfig{})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	base := (*c.endpoints.Load())[0]
+	b := c.batcherFor(base)
+	b.mu.Lock()
+	b.inflight = maxInflight // a batch is out: operations queue
+	b.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel) // the queued operations leave with their context
+	arrived := func() uint64 { b.mu.Lock(); defer b.mu.Unlock(); return b.arrived }
+	enqueue := func() {
+		want := arrived() + 1
+		go func() {
+			_, _, _, _, _ = c.sendOp(ctx, base, exchange{method: http.MethodPost, path: "/v1/release", write: true, batch: BatchRelease}, []byte(`{}`))
+		}()
+		require.Eventually(t, func() bool { return arrived() == want }, 10*time.Second, time.Millisecond)
+	}
+	for range 3 { // queued while the batch was out
+		enqueue()
+	}
+	lingered := make(chan struct{})
+	go func() {
+		b.linger(arrived()+2, time.Minute) // the batch carried 2
+		close(lingered)
+	}()
+	require.Eventually(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.ready != nil }, 10*time.Second, time.Millisecond)
+	enqueue()
+	b.mu.Lock()
+	waiting := b.ready != nil // enqueue closes and clears it under the lock when enough have arrived
+	b.mu.Unlock()
+	assert.True(t, waiting, "4 queued, but only one of the batch's 2 callers is back")
+	enqueue()
+	select {
+	case <-lingered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the linger did not end once the batch's callers were back")
+	}
+}

@@ -750,11 +750,24 @@ func (c *Client) send(ctx context.Context, base *url.URL, x exchange, body []byt
 	if x.header != nil {
 		*x.header = resp.Header
 	}
-	payload, err = io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	payload, err = readAnswer(resp)
 	if err != nil {
 		return 0, nil, true, false, err
 	}
 	return resp.StatusCode, payload, true, false, nil
+}
+
+// readAnswer reads an answer's body, at most maxResponseBytes: into a
+// buffer of the size it announces (a batch's answer does), where io.ReadAll
+// would grow one from 512 bytes. net/http ends such a body at its length,
+// and reports one cut short as io.ErrUnexpectedEOF.
+func readAnswer(resp *http.Response) ([]byte, error) {
+	if resp.ContentLength <= 0 || resp.ContentLength > maxResponseBytes {
+		return io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	}
+	buf := make([]byte, resp.ContentLength)
+	n, err := io.ReadFull(resp.Body, buf)
+	return buf[:n], err
 }
 
 // networkError classifies a failed exchange: the context's own end first,

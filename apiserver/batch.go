@@ -1,10 +1,10 @@
 package apiserver
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -13,10 +13,13 @@ import (
 )
 
 // batch serves POST /v1/batch (package api's BatchRequest): each operation
-// runs as its own route would run it, with the batch's caller (token
+// runs through its own route's function (acquire, release, extend: the
+// same decoding, rights and answers), with the batch's caller (token
 // rights, connection), concurrently with the others, and is counted in the
 // metrics as its own; the answer, once all are done, holds each one's
-// status and body. A malformed batch (not JSON, an unknown operation, too
+// status and body. The operations share the batch's request and one
+// context bounded by Config.OpTimeout: no per-operation request, body
+// reader or timer. A malformed batch (not JSON, an unknown operation, too
 // many) is refused as a whole, before any operation runs. Acquires in a
 // batch may not wait: the batch would hold every other answer until the
 // wait ends.
@@ -37,17 +40,16 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
 	type batchedOp struct {
 		name string
 		fn   opFunc
-		path string
 	}
 	ops := make([]batchedOp, len(req.Ops))
 	for i, op := range req.Ops {
 		switch op.Op {
 		case api.BatchAcquire:
-			ops[i] = batchedOp{opAcquire, h.acquire, "/v1/acquire"}
+			ops[i] = batchedOp{opAcquire, h.acquire}
 		case api.BatchRelease:
-			ops[i] = batchedOp{opRelease, h.release, "/v1/release"}
+			ops[i] = batchedOp{opRelease, h.release}
 		case api.BatchExtend:
-			ops[i] = batchedOp{opExtend, h.extend, "/v1/extend"}
+			ops[i] = batchedOp{opExtend, h.extend}
 		default:
 			e := badRequest("api: ops[%d]: op %q is not one a batch carries (%s, %s or %s)", i, op.Op, api.BatchAcquire, api.BatchRelease, api.BatchExtend)
 			e.detail.Field = "ops"
@@ -63,14 +65,15 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
 	}
 	h.metrics.batchOps.Observe(float64(len(ops)))
 	results := make([]api.BatchResult, len(ops))
+	calls := make([]opCall, len(ops))
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
+	defer cancel()
 	var wg sync.WaitGroup
 	run := func(i int) {
 		defer wg.Done()
-		sub := r.WithContext(r.Context()) // the caller's rights travel in the context
-		sub.URL = &url.URL{Path: ops[i].path}
-		sub.Body = &batchBody{raw: req.Ops[i].Body}
-		sub.ContentLength = int64(len(req.Ops[i].Body))
-		status, body := h.runOp(ops[i].name, ops[i].fn, batchWriter{}, sub, true)
+		c := &calls[i]
+		*c = opCall{op: ops[i].name, w: batchWriter{}, batched: true, body: req.Ops[i].Body, ctx: ctx}
+		status, body := h.runOp(ops[i].fn, r, c)
 		raw, err := marshalAnswer(body)
 		if err != nil { // no wire type fails to encode; say so rather than answer nothing
 			status = http.StatusInternalServerError
@@ -88,7 +91,7 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeBatchResponse writes what writeJSON writes for an api.BatchResponse
-// of results, byte for byte, without encoding/json's second pass over
+// of results, byte for byte (with its Content-Length), without encoding/json's second pass over
 // every body (each is json.Marshal's output already: compact, with HTML
 // characters escaped, as the encoder would leave it).
 func writeBatchResponse(w http.ResponseWriter, results []api.BatchResult) {
@@ -111,35 +114,17 @@ func writeBatchResponse(w http.ResponseWriter, results []api.BatchResult) {
 	out = append(out, "]}\n"...)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
+	// Announced, so that an answer larger than net/http's buffer (2 KiB:
+	// about a dozen results) goes out as it is, not in chunks to frame and
+	// for the client to reassemble.
+	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(out) // the client may be gone; nothing useful to do about it
 }
 
-// batchBody is a batched operation's body, already read: readBody takes
-// it as it is.
-type batchBody struct {
-	raw []byte
-	off int
-}
-
-func (b *batchBody) Read(p []byte) (int, error) {
-	if b.off >= len(b.raw) {
-		return 0, io.EOF
-	}
-	n := copy(p, b.raw[b.off:])
-	b.off += n
-	return n, nil
-}
-
-func (b *batchBody) Close() error { return nil }
-
 // readBody reads a request's body, at most limit bytes, into a buffer of
 // the size it announces (io.ReadAll would grow one from 512 bytes).
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	if b, ok := r.Body.(*batchBody); ok && b.off == 0 {
-		b.off = len(b.raw)
-		return b.raw, nil
-	}
 	rd := http.MaxBytesReader(w, r.Body, limit)
 	if r.ContentLength <= 0 || r.ContentLength > limit {
 		return io.ReadAll(rd)
@@ -193,8 +178,7 @@ func (p *workerPool) worker(fn func()) {
 }
 
 // batchWriter stands for the ResponseWriter of a batched operation, whose
-// answer goes into the batch's: the operations only ask it for write
-// deadlines (which the batch's own answer keeps) and never write to it.
+// answer goes into the batch's: the operations never write to it.
 type batchWriter struct{}
 
 func (batchWriter) Header() http.Header         { return http.Header{} }

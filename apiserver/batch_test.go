@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -154,5 +155,7 @@ func TestWriteBatchResponseIsWriteJSONs(t *testing.T) {
 	writeJSON(want, http.StatusOK, api.BatchResponse{Results: results})
 	writeBatchResponse(got, results)
 	assert.Equal(t, want.Body.String(), got.Body.String())
+	assert.Equal(t, strconv.Itoa(got.Body.Len()), got.Header().Get("Content-Length"), "announced: not sent in chunks")
+	got.Header().Del("Content-Length")
 	assert.Equal(t, want.Header(), got.Header())
 }

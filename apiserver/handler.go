@@ -305,10 +305,40 @@ type opCall struct {
 	w     http.ResponseWriter
 	// batched: the operation is one of a POST /v1/batch, which must not wait.
 	batched bool
+	// body is a batched operation's body, already read from the batch's.
+	body []byte
+	// ctx is a batched operation's context: the batch's own, already
+	// bounded by Config.OpTimeout (the operations of a batch start together).
+	ctx context.Context
 }
 
-// setWriteDeadline gives the answer until d from the start of the operation.
+// readRequest decodes the operation's JSON body into v as readJSON does:
+// the request's body, or a batched operation's own.
+func (h *Handler) readRequest(r *http.Request, c *opCall, v any) *apiError {
+	if c.batched {
+		return decodeBody(c.body, v)
+	}
+	return readJSON(c.w, r, h.cfg.MaxBodyBytes, v)
+}
+
+// opContext bounds the operation's store calls by limit from its start:
+// the request's context with a deadline of its own, or, for a batched
+// operation whose limit is Config.OpTimeout, the batch's context, which
+// already has that deadline (one timer per batch rather than per operation).
+func (h *Handler) opContext(r *http.Request, c *opCall, limit time.Duration) (context.Context, context.CancelFunc) {
+	if c.ctx != nil && limit == h.cfg.OpTimeout {
+		return c.ctx, func() {}
+	}
+	return context.WithTimeout(r.Context(), limit)
+}
+
+// setWriteDeadline gives the answer until d from the start of the
+// operation. A batched operation has no answer of its own: the batch's
+// keeps its deadline (batched operations do not wait).
 func (c *opCall) setWriteDeadline(d time.Duration) {
+	if c.batched {
+		return
+	}
 	_ = http.NewResponseController(c.w).SetWriteDeadline(c.start.Add(d))
 }
 
@@ -317,15 +347,16 @@ type opFunc func(r *http.Request, c *opCall) (any, *apiError)
 // op wraps a lock operation: write deadline, metrics, and the JSON answer.
 func (h *Handler) op(name string, fn opFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		status, body := h.runOp(name, fn, w, r, false)
+		status, body := h.runOp(fn, r, &opCall{op: name, w: w})
 		writeJSON(w, status, body)
 	}
 }
 
-// runOp runs one lock operation, counts it in the metrics and returns the
-// status and body of its answer; batched says it is one of a POST /v1/batch.
-func (h *Handler) runOp(name string, fn opFunc, w http.ResponseWriter, r *http.Request, batched bool) (int, any) {
-	c := &opCall{op: name, start: time.Now(), w: w, batched: batched}
+// runOp runs one lock operation, c (its name, and for an operation of a
+// POST /v1/batch, its body and context), counts it in the metrics and
+// returns the status and body of its answer.
+func (h *Handler) runOp(fn opFunc, r *http.Request, c *opCall) (int, any) {
+	c.start = time.Now()
 	body, apiErr := fn(r, c)
 	result := "ok"
 	if apiErr != nil {
@@ -343,7 +374,7 @@ func (h *Handler) runOp(name string, fn opFunc, w http.ResponseWriter, r *http.R
 
 func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
 	var req api.AcquireRequest
-	if e := readJSON(c.w, r, h.cfg.MaxBodyBytes, &req); e != nil {
+	if e := h.readRequest(r, c, &req); e != nil {
 		return nil, e
 	}
 	// keys (a multi-key lock) or one key; key is the set's first.
@@ -418,7 +449,7 @@ func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
 	// here only need to outlast a valid wait.
 	limit := clampAdd(wait, h.cfg.OpTimeout)
 	c.setWriteDeadline(clampAdd(limit, writeSlack))
-	ctx, cancel := context.WithTimeout(r.Context(), limit)
+	ctx, cancel := h.opContext(r, c, limit)
 	defer cancel()
 	ctx, giveUp := context.WithCancelCause(ctx)
 	defer giveUp(nil)
@@ -485,7 +516,7 @@ func leaseResponse(key string, owner lock.Owner, lease lock.Lease, ttl time.Dura
 // readKeyed reads the JSON body into req (a pointer to a request type) and
 // decodes its key.
 func (h *Handler) readKeyed(r *http.Request, c *opCall, req interface{ DecodeKey() (string, error) }) (string, *apiError) {
-	if e := readJSON(c.w, r, h.cfg.MaxBodyBytes, req); e != nil {
+	if e := h.readRequest(r, c, req); e != nil {
 		return "", e
 	}
 	key, err := req.DecodeKey()
@@ -535,7 +566,7 @@ func (h *Handler) release(r *http.Request, c *opCall) (any, *apiError) {
 	if e := permit(r, rightLock, key, "release"); e != nil {
 		return nil, e
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
+	ctx, cancel := h.opContext(r, c, h.cfg.OpTimeout)
 	defer cancel()
 	// A release also gives up the owner's acquires still in progress here,
 	// and answers once they are out of the store: see acquires.
@@ -565,7 +596,7 @@ func (h *Handler) extend(r *http.Request, c *opCall) (any, *apiError) {
 	if e := permit(r, rightLock, key, "extend"); e != nil {
 		return nil, e
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
+	ctx, cancel := h.opContext(r, c, h.cfg.OpTimeout)
 	defer cancel()
 	lease, err := h.store.Extend(ctx, key, owner, ttl)
 	return leaseResponse(key, owner, lease, ttl, err)

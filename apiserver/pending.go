@@ -21,8 +21,10 @@ var errGivenUp = errors.New("api: acquire given up by a release of the same owne
 // some time later, so api.Client follows with a release, and that release returns
 // only after the node has taken the abandoned acquire out of the store.
 type acquires struct {
-	mu      sync.Mutex // protects pending
-	pending map[acquireKey]map[*pendingAcquire]struct{}
+	mu sync.Mutex // protects pending
+	// pending: nearly always one acquire per key and owner, so a slice
+	// (a map per key cost an allocation per acquire).
+	pending map[acquireKey][]*pendingAcquire
 }
 
 type acquireKey struct {
@@ -43,21 +45,28 @@ func (a *acquires) start(key string, owner lock.Owner, giveUp context.CancelCaus
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.pending == nil {
-		a.pending = make(map[acquireKey]map[*pendingAcquire]struct{})
+		a.pending = make(map[acquireKey][]*pendingAcquire)
 	}
-	if a.pending[k] == nil {
-		a.pending[k] = make(map[*pendingAcquire]struct{})
-	}
-	a.pending[k][p] = struct{}{}
+	a.pending[k] = append(a.pending[k], p)
 	return p
 }
 
 func (a *acquires) finish(key string, owner lock.Owner, p *pendingAcquire) {
 	k := acquireKey{key, owner}
 	a.mu.Lock()
-	delete(a.pending[k], p)
-	if len(a.pending[k]) == 0 {
+	ps := a.pending[k]
+	for i, q := range ps {
+		if q == p {
+			last := len(ps) - 1
+			ps[i], ps[last] = ps[last], nil
+			ps = ps[:last]
+			break
+		}
+	}
+	if len(ps) == 0 {
 		delete(a.pending, k)
+	} else {
+		a.pending[k] = ps
 	}
 	a.mu.Unlock()
 	close(p.done)
@@ -67,10 +76,7 @@ func (a *acquires) finish(key string, owner lock.Owner, p *pendingAcquire) {
 // waits until they are over, or until ctx is done.
 func (a *acquires) giveUp(ctx context.Context, key string, owner lock.Owner) error {
 	a.mu.Lock()
-	var ps []*pendingAcquire
-	for p := range a.pending[acquireKey{key, owner}] {
-		ps = append(ps, p)
-	}
+	ps := append([]*pendingAcquire(nil), a.pending[acquireKey{key, owner}]...)
 	a.mu.Unlock()
 	for _, p := range ps {
 		p.giveUp(errGivenUp)

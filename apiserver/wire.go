@@ -119,6 +119,13 @@ func readJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) *apiEr
 		}
 		return badRequest("api: reading request body: %v", err)
 	}
+	return decodeBody(body, v)
+}
+
+// decodeBody decodes a request body already read (readJSON's, or a batched
+// operation's) into v: a JSON object of v's fields and nothing else, as
+// readJSON says.
+func decodeBody(body []byte, v any) *apiError {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return badRequest("api: request body is empty; want a JSON object")
 	}
