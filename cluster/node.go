@@ -260,21 +260,14 @@ func New(cfg Config) (*Node, error) {
 		Stream:  tr.StreamLayer(),
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
-		// One request in flight per follower: no pipelined replication.
-		// raft's pipeline (v1.7.3, with the default of 2 in flight) can stop
-		// sending entries to a follower for good when the follower refuses
-		// one (its log write failed: a full disk) while the next request is
-		// on its way: the pipeline stops reading answers at the refusal, its
-		// next send then waits for a reader forever, and heartbeats go on,
-		// so no election heals it. The follower never gets another entry
-		// (a member whose disk was full never recovers), and the leader's
-		// Close waits for that send forever. Synchronous replication
-		// retries a refused request after a backoff (at most ~10 s)
-		// instead; with raft's batching of entries it costs little.
-		MaxRPCsInFlight: 1,
+		// Pipelined replication, through pipelineTransport: raft v1.7.3's
+		// own pipeline hangs for good after a follower refuses an append
+		// (a full disk); refusalSafePipeline says how and why it cannot.
+		MaxRPCsInFlight: pipelineInFlight,
 		Logger:          n.quiet.Wrap(logger.Named("raft-net")),
 	})
 	cleanup = append(cleanup, func() { netTrans.Close() })
+	trans := pipelineTransport{netTrans}
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
@@ -302,12 +295,12 @@ func New(cfg Config) (*Node, error) {
 				servers = append(servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
 			}
 		}
-		if err := raft.BootstrapCluster(rc, logs, store, snaps, netTrans, raft.Configuration{Servers: servers}); err != nil {
+		if err := raft.BootstrapCluster(rc, logs, store, snaps, trans, raft.Configuration{Servers: servers}); err != nil {
 			return nil, fmt.Errorf("cluster: bootstrap: %w", err)
 		}
 	}
 
-	r, err := raft.NewRaft(rc, n.sm, logs, store, snaps, netTrans)
+	r, err := raft.NewRaft(rc, n.sm, logs, store, snaps, trans)
 	if err != nil {
 		if herr := n.sm.haltError(); herr != nil {
 			// Its snapshot is of a newer build: raft says only that it
