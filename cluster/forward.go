@@ -142,6 +142,9 @@ func (n *Node) do(ctx context.Context, req rpcRequest) (ans rpcAnswer, retried b
 		case errors.Is(attemptErr, lock.ErrQuotaExceeded):
 			// Refused by the leader's quotas before it was proposed (quota.go).
 			return nil, unknown, attemptErr
+		case errors.Is(attemptErr, errLeaderRemovesItself):
+			// Leave hands leadership over again; retrying here would not.
+			return nil, unknown, attemptErr
 		default:
 			// codeUnavailable and the unexpected: retry after a pause.
 		}

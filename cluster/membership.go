@@ -407,18 +407,30 @@ func (n *Node) Leave(ctx context.Context) (err error) {
 		// stopping at once) no election can ever succeed.
 		// raft gives a transfer one election timeout for the chosen
 		// follower to win; on a busy host it may not, and the next try
-		// usually succeeds.
-		for attempt := 1; n.IsLeader() && n.otherVoters() > 0; attempt++ {
-			err := n.waitFuture(lctx, n.raft.LeadershipTransfer())
+		// usually succeeds. Leadership may also come back to this node
+		// before its removal is asked for (it still has the longest log):
+		// then it hands it over again.
+		// This node may also still serve the removal as the leader it just
+		// stopped being (its term ends a moment after the transfer): the
+		// pause lets that pass.
+		pause := 20 * time.Millisecond
+		for round := 1; ; round++ {
+			if err := n.handOverLeadership(lctx); err != nil {
+				return err
+			}
+			_, _, err := n.do(lctx, &removeRequest{id: n.cfg.NodeID})
 			if err == nil {
 				break
 			}
-			if attempt == maxLeaveTransfers || lctx.Err() != nil {
-				return fmt.Errorf("cluster: leave: no other voter took over leadership (%w, %d tries); the node is still a member", err, attempt)
+			if errors.Is(err, errLeaderRemovesItself) && round < maxLeaveRounds && lctx.Err() == nil {
+				n.log.Debug("leave: this node still leads; handing leadership over again", "round", round)
+				select {
+				case <-time.After(pause):
+				case <-lctx.Done():
+				}
+				pause = min(2*pause, time.Second)
+				continue
 			}
-			n.log.Debug("leave: leadership transfer failed; trying again", "attempt", attempt, "error", err)
-		}
-		if _, _, err := n.do(lctx, &removeRequest{id: n.cfg.NodeID}); err != nil {
 			if cause := context.Cause(lctx); lctx.Err() != nil && ctx.Err() == nil {
 				// The removal may still commit: the node then rejoins when
 				// it is started again.
@@ -429,6 +441,22 @@ func (n *Node) Leave(ctx context.Context) (err error) {
 	}
 	n.stopGossip(true) // the others see it left, not failed
 	return n.Close()
+}
+
+// handOverLeadership transfers leadership to another voter if this node
+// leads and another voter exists, trying up to maxLeaveTransfers times.
+func (n *Node) handOverLeadership(ctx context.Context) error {
+	for attempt := 1; n.IsLeader() && n.otherVoters() > 0; attempt++ {
+		err := n.waitFuture(ctx, n.raft.LeadershipTransfer())
+		if err == nil {
+			return nil
+		}
+		if attempt == maxLeaveTransfers || ctx.Err() != nil {
+			return fmt.Errorf("cluster: leave: no other voter took over leadership (%w, %d tries); the node is still a member", err, attempt)
+		}
+		n.log.Debug("leave: leadership transfer failed; trying again", "attempt", attempt, "error", err)
+	}
+	return nil
 }
 
 // otherVoters counts the voters of the latest configuration other than
@@ -483,8 +511,12 @@ func (n *Node) leaveLeaderWait() time.Duration {
 }
 
 // maxLeaveTransfers is how many leadership transfers a leaving leader
-// tries before Leave fails.
-const maxLeaveTransfers = 5
+// tries in a row before Leave fails; maxLeaveRounds how many times it
+// hands leadership over and asks for its removal.
+const (
+	maxLeaveTransfers = 5
+	maxLeaveRounds    = 20
+)
 
 // minLeaveLeaderWait is leaveLeaderWait's floor.
 const minLeaveLeaderWait = 5 * time.Second
