@@ -35,8 +35,14 @@ const (
 //     follower) and "appendEntries rejected, sending older logs" (on the
 //     leader) how a new or restarted member catches up, and a vote refused
 //     "since we have a leader" how a member that lost the leader a moment
-//     before the others starts an election: info, not warnings.
+//     before the others starts an election: info, not warnings;
+//   - "failed to pipeline appendEntries" with errPipelineRefused is raft
+//     leaving the pipeline after a follower refused an append (pipeline.go):
+//     debug; the fallback's own lines report the refusal if it persists.
 func adjustRaftLine(level hclog.Level, msg string, args []interface{}) (hclog.Level, []interface{}) {
+	if msg == "failed to pipeline appendEntries" && pipelineRefusedError(args) {
+		return hclog.Debug, args
+	}
 	switch msg {
 	case "failed to decode incoming command", "failed to flush response":
 		if closedConnError(args) {
@@ -74,6 +80,17 @@ func closedConnError(args []interface{}) bool {
 			return errors.Is(e, net.ErrClosed) || strings.Contains(e.Error(), "use of closed network connection")
 		case string:
 			return strings.Contains(e, "use of closed network connection")
+		}
+	}
+	return false
+}
+
+// pipelineRefusedError reports whether the line's error is errPipelineRefused.
+func pipelineRefusedError(args []interface{}) bool {
+	for i := 0; i+1 < len(args); i += 2 {
+		if k, _ := args[i].(string); k == "error" {
+			e, ok := args[i+1].(error)
+			return ok && errors.Is(e, errPipelineRefused)
 		}
 	}
 	return false

@@ -1,11 +1,13 @@
 package cluster
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -160,4 +162,20 @@ func TestPipelineSendsDoNotHangAfterARefusal(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the relay goroutine outlived Close")
 	}
+}
+
+// raft logs, at error level, the send that errPipelineRefused ends: that is
+// the pipeline's normal way out after a refusal, not a member down.
+func TestPipelineRefusalIsNotLoggedAsAnError(t *testing.T) {
+	var buf bytes.Buffer
+	q := newQuieter()
+	t.Cleanup(q.Close)
+	log := q.Wrap(hclog.New(&hclog.LoggerOptions{Name: "raftlock", Level: hclog.Info, Output: &buf})).Named("raft")
+
+	log.Error("failed to pipeline appendEntries", "peer", "{Voter b 10.0.0.2:7071}", "error", errPipelineRefused)
+	assert.Empty(t, buf.String(), "shown at info level")
+
+	log.Error("failed to pipeline appendEntries", "peer", "{Voter b 10.0.0.2:7071}", "error", errors.New("connection reset by peer"))
+	assert.Contains(t, buf.String(), "[ERROR]", "other send failures stay errors")
+	assert.Contains(t, buf.String(), hintPeerDown)
 }
