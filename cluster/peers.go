@@ -14,6 +14,8 @@ import (
 // (Stats().Members[i].APIAddr). A node with gossip on does not ask (its
 // members' tags say it) but still answers, and records what a member
 // without gossip tells it when asking, so mixed clusters keep working.
+// The exchange carries each member's command level and raftlock version
+// too (levels.go), as the gossip tags do.
 
 // Every member learns the others' API addresses (Config.APIAddr) by asking
 // each one directly (kindInfo), so that Stats().Members can tell a client
