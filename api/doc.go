@@ -414,8 +414,11 @@
 //	{"name":"billing","rules":[{"prefix":"billing/","right":"lock"},{"prefix":"","right":"read"}]}
 //
 // GET /v1/cluster is the node's view of its cluster (ClusterStatus): its ID
-// and role, the leader, the members with their suffrage, raft indexes and
-// statistics. 404 not_a_cluster when the store is not a cluster.
+// and role, the leader, the members with their suffrage and, once they have
+// told, their raftlock version and command level (below_leader_level marks
+// a member that holds the leader's newer commands back during an upgrade),
+// raft indexes and statistics. 404 not_a_cluster when the store is not a
+// cluster.
 //
 //	curl -s localhost:8300/v1/cluster
 //	{"node_id":"n1","role":"follower","leader_id":"n2","leader_addr":"10.0.0.8:8301","members":[...],"term":7,...}
@@ -482,6 +485,8 @@
 //	raftlock_quota_limit{quota}, raftlock_quota_used{quota}  a quota (locks, sessions, waiters) and its use;
 //	                                                  no limit sample when unlimited
 //	raftlock_quota_refused_total{quota}               requests refused quota_exceeded while leading
+//	raftlock_halted                                   1 once this node halted on an entry its version
+//	                                                  cannot read (/healthz: halted), else 0
 //
 // plus the Go runtime's and the process's metrics.
 //

@@ -94,6 +94,7 @@ type clusterCollector struct {
 	leaderChanges, commitTime, applyTime, freezeTime *prometheus.Desc
 	locksHeld, locksWaiters, handoffs, expirations   *prometheus.Desc
 	logFault, gossipMembers                          *prometheus.Desc
+	halted                                           *prometheus.Desc
 	failureTolerance, healthyVoters, ready           *prometheus.Desc
 	reconcileActions                                 *prometheus.Desc
 	quotaLimit, quotaUsed, quotaRefused              *prometheus.Desc
@@ -135,6 +136,8 @@ func newClusterCollector(c Cluster) *clusterCollector {
 		handoffs:      d("raftlock_locks_handoffs_total", "Locks handed to a queued waiter on release, expiry or cancel."),
 		expirations:   d("raftlock_locks_expired_total", "Leases that ran out."),
 		logFault:      d("raftlock_raft_log_fault", "1 while this node cannot write its raft log (a full disk, say: /healthz says why), else 0."),
+		halted: d("raftlock_halted",
+			"1 when this node halted on a committed entry or snapshot its raftlock version cannot read (it stopped applying and closed itself; /healthz says why and what to install), else 0."),
 		gossipMembers: d("raftlock_gossip_members", "Members gossip knows, raft members or not, by state (alive, failed, left); absent while gossip is off.", "state"),
 		failureTolerance: d("raftlock_cluster_failure_tolerance",
 			"Voters the cluster can still lose and keep a quorum, as the leader last judged it (absent while unknown)."),
@@ -157,7 +160,7 @@ func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.hasLeader, c.isLeader, c.members, c.term, c.commitIndex, c.appliedIndex,
 		c.leaderChanges, c.commitTime, c.applyTime, c.freezeTime,
-		c.locksHeld, c.locksWaiters, c.handoffs, c.expirations, c.logFault, c.gossipMembers,
+		c.locksHeld, c.locksWaiters, c.handoffs, c.expirations, c.logFault, c.halted, c.gossipMembers,
 		c.failureTolerance, c.healthyVoters, c.ready, c.reconcileActions,
 		c.quotaLimit, c.quotaUsed, c.quotaRefused,
 		c.watchers, c.entryCommands,
@@ -194,6 +197,7 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	timing(c.applyTime, st.Apply)
 	timing(c.freezeTime, st.Freeze)
 	gauge(c.logFault, boolFloat(st.LogFault != ""))
+	gauge(c.halted, boolFloat(st.Halted != ""))
 	for state, n := range st.GossipMembers {
 		gauge(c.gossipMembers, float64(n), state)
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -415,8 +418,19 @@ func TestLocksStatusAndReleaseCommands(t *testing.T) {
 	assert.Contains(t, out, "node:    dev (leader)\n")
 	assert.Contains(t, out, "leader:  dev at "+a.raftAddr+"\n")
 	assert.Contains(t, out, "locks:   2 held, 0 waiting\n")
-	assert.Regexp(t, `(?m)^ID\s+ADDRESS\s+SUFFRAGE\s+ROLE\s+GOSSIP\s+API\s+HEALTH$`, out)
-	assert.Regexp(t, `(?m)^dev\s+`+regexp.QuoteMeta(a.raftAddr)+`\s+voter\s+leader\s+-\s+`+regexp.QuoteMeta(a.httpURL)+`\s+(healthy|-)$`, out)
+	assert.Regexp(t, `(?m)^ID\s+ADDRESS\s+SUFFRAGE\s+ROLE\s+GOSSIP\s+API\s+HEALTH\s+VERSION\s+LEVEL$`, out)
+	versionOut, _, code := runBinary(t, nil, "version")
+	require.Equal(t, exitOK, code)
+	version := strings.Fields(versionOut)[1] // raftlock VERSION GO PLATFORM ...
+	assert.Regexp(t, `(?m)^dev\s+`+regexp.QuoteMeta(a.raftAddr)+`\s+voter\s+leader\s+-\s+`+regexp.QuoteMeta(a.httpURL)+`\s+(healthy|-)\s+`+
+		regexp.QuoteMeta(version)+`\s+`+strconv.Itoa(fsm.MaxCommandLevel)+`$`, out, "its own version, as raftlock version prints it, and level")
+	jsonOut, stderr, code := cli(t, a, "status", "-json")
+	require.Equal(t, exitOK, code, stderr)
+	var st api.ClusterStatus
+	require.NoError(t, json.Unmarshal([]byte(jsonOut), &st), jsonOut)
+	require.Len(t, st.Members, 1)
+	assert.Equal(t, version, st.Members[0].Version)
+	assert.Equal(t, fsm.MaxCommandLevel, st.Members[0].Level)
 	assert.Regexp(t, `(?m)^ready:   no: `, out, "one voter: losing it would stop the cluster")
 
 	out, stderr, code = cli(t, a, "release", "-owner", owners["jobs/nightly"].String(), "jobs/nightly")
