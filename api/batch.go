@@ -88,6 +88,14 @@ func (c *Client) batcherFor(base *url.URL) *batcher {
 
 // sendOp is send, for operations that may travel in a batch.
 func (c *Client) sendOp(ctx context.Context, base *url.URL, x exchange, body []byte) (status int, payload []byte, sent, stale bool, err error) {
+	if x.stream != 0 && !c.noStream && len(body) <= batchMaxBytes {
+		if s := c.stream(base); s != nil {
+			var ok bool
+			if status, payload, sent, err, ok = s.do(ctx, x.stream, body); ok {
+				return status, payload, sent, false, err
+			}
+		}
+	}
 	if x.batch == "" || c.noBatch || len(body) > batchMaxBytes {
 		return c.send(ctx, base, x, body)
 	}
