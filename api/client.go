@@ -70,11 +70,11 @@ type ClientConfig struct {
 	// NoStream keeps the client off the node's binary stream: every
 	// operation takes the HTTP routes (and batches, unless NoBatch). By
 	// default the client opens one stream per node (GET /v1/stream,
-	// upgraded, as WebSocket is) and sends acquires, releases and extends
-	// on it, each answered as soon as it is done; a node or a proxy that
-	// does not upgrade gets the HTTP routes (see stream.go). Set it when
-	// something between the client and the node breaks long-lived
-	// upgraded connections without refusing them.
+	// upgraded, as WebSocket is) and sends on it the acquires that wait and
+	// the operations that would otherwise go alone, each answered as soon as
+	// it is done; a node or a proxy that does not upgrade gets the HTTP
+	// routes (see stream.go). Set it when something between the client and
+	// the node breaks long-lived upgraded connections without refusing them.
 	NoStream bool
 }
 

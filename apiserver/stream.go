@@ -7,7 +7,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -25,10 +24,9 @@ import (
 // frame, or the connection's end, withdraws an operation as a closed
 // connection withdraws its request.
 //
-// Over HTTP/1.1 a batch's answer waits for its slowest operation, and the
-// client holds the next batch until then: with 64 callers on one node,
-// operations waited a commit or two beyond their own. On the stream each
-// caller waits for its own commit only.
+// Over HTTP/1.1 an acquire that waits holds a connection and a goroutine
+// of the server for its whole wait, and an operation alone pays a request's
+// headers; on the stream, all of a client's share one connection.
 //
 // When the node stops serving (Server.Shutdown, Handler.CloseStreams) or
 // the client breaks the framing, the node sends a go-away naming the last
@@ -106,8 +104,8 @@ type serverStream struct {
 	out      []byte // answers not yet written
 	spare    []byte
 	away     bool // reads no more (goAway asked, or the reader stopped)
-	kick     chan struct{}
-	flushed  chan struct{} // closed when the writer has written its last
+	writing  bool // a goroutine is in flush's write
+	broken   bool // a write failed: the client is gone
 }
 
 func newServerStream(h *Handler, r *http.Request, conn net.Conn, br *bufio.Reader) *serverStream {
@@ -116,8 +114,6 @@ func newServerStream(h *Handler, r *http.Request, conn net.Conn, br *bufio.Reade
 		rd:       streamwire.NewReader(br, int(h.cfg.MaxBodyBytes)+16),
 		auth:     h.auth.Load(),
 		inflight: make(map[uint64]context.CancelFunc),
-		kick:     make(chan struct{}, 1),
-		flushed:  make(chan struct{}),
 	}
 	s.root, s.cancel = context.WithCancel(context.WithoutCancel(r.Context()))
 	s.base = s.root
@@ -131,7 +127,6 @@ func newServerStream(h *Handler, r *http.Request, conn net.Conn, br *bufio.Reade
 // for the answers to be written and closes the connection.
 func (s *serverStream) serve() {
 	defer s.cancel()
-	go s.writer()
 	if d, ok := s.h.store.(interface{ Done() <-chan struct{} }); ok {
 		// A node that closes (or halts) sends its streams' clients elsewhere.
 		go func() {
@@ -154,9 +149,10 @@ func (s *serverStream) serve() {
 		body, _ := json.Marshal(api.ErrorBody{Error: reason.detail})
 		s.queue(func(out []byte) []byte { return streamwire.AppendGoAway(out, last, status, body) })
 	}
+	// Each operation's goroutine flushes its answer before it is done:
+	// once all are, everything is written.
 	s.ops.Wait()
-	close(s.kick) // the writer writes what is left and stops
-	<-s.flushed
+	s.flush()
 	s.conn.Close()
 }
 
@@ -287,64 +283,46 @@ func (s *serverStream) answerError(id uint64, e *apiError) {
 	s.queue(func(out []byte) []byte { return streamwire.AppendAnswer(out, id, e.status, raw) })
 }
 
-// queue appends a frame to what the writer writes next.
+// queue appends a frame to what is written next, and writes it unless
+// another goroutine is writing (which writes it next).
 func (s *serverStream) queue(frame func([]byte) []byte) {
 	s.mu.Lock()
 	s.out = frame(s.out)
 	s.mu.Unlock()
-	select {
-	case s.kick <- struct{}{}:
-	default: // the writer has been told already
-	}
+	s.flush()
 }
 
-// writer writes the answers as they come, all those waiting in one write.
-// A client that does not read them for Config.OpTimeout loses the stream.
-func (s *serverStream) writer() {
-	defer close(s.flushed)
-	for {
-		_, more := <-s.kick
-		s.gather()
-		s.mu.Lock()
+// flush writes the queued frames, unless another goroutine is at it. The
+// goroutine that writes goes on while frames come meanwhile, so that the
+// answers of one raft entry, which come together, mostly share a system
+// call, and a lone answer goes at once, from its own goroutine. A client
+// that does not read its answers for Config.OpTimeout loses the stream.
+func (s *serverStream) flush() {
+	s.mu.Lock()
+	if s.writing {
+		s.mu.Unlock()
+		return // the goroutine at it takes what was queued
+	}
+	s.writing = true
+	for len(s.out) > 0 && !s.broken {
 		buf := s.out
 		s.out = s.spare[:0]
 		s.mu.Unlock()
-		if len(buf) > 0 {
-			_ = s.conn.SetWriteDeadline(time.Now().Add(s.h.cfg.OpTimeout))
-			if _, err := s.conn.Write(buf); err != nil {
-				s.cancel()
-				s.conn.Close() // the reader stops too
-				for range s.kick {
-				}
-				return
-			}
-		}
-		s.spare = buf
-		if !more {
-			return
-		}
-	}
-}
-
-// gather lets the operations that are about to be answered queue their
-// answers before the writer takes them (the answers of one raft entry come
-// together), so that a burst costs one system call: it yields until a
-// yield adds nothing, at most 8 times.
-func (s *serverStream) gather() {
-	size := func() int {
+		_ = s.conn.SetWriteDeadline(time.Now().Add(s.h.cfg.OpTimeout))
+		_, err := s.conn.Write(buf)
 		s.mu.Lock()
-		defer s.mu.Unlock()
-		return len(s.out)
-	}
-	n := size()
-	for range 8 {
-		runtime.Gosched()
-		m := size()
-		if m == n {
-			return
+		s.spare = buf[:0]
+		if err != nil {
+			s.broken = true
+			s.out = nil
+			s.mu.Unlock()
+			s.cancel()
+			s.conn.Close() // the reader stops too
+			s.mu.Lock()
 		}
-		n = m
 	}
+	s.writing = false
+	s.mu.Unlock()
 }
 
 // streams are the binary streams open at a handler.
