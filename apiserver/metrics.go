@@ -31,6 +31,8 @@ type metrics struct {
 	watches prometheus.Gauge
 	// batchOps observes the operations of each POST /v1/batch.
 	batchOps prometheus.Histogram
+	// streams counts the Go clients' binary streams open (stream.go).
+	streams prometheus.Gauge
 	// unauthorized counts requests refused for a missing or wrong token:
 	// a client left without its token, or someone guessing.
 	unauthorized prometheus.Counter
@@ -67,8 +69,12 @@ func newMetrics(cluster Cluster) *metrics {
 			Help:    "Operations per POST /v1/batch.",
 			Buckets: batchBuckets,
 		}),
+		streams: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "raftlock_api_streams",
+			Help: "Binary streams of Go clients (GET /v1/stream, upgraded) open on this node.",
+		}),
 	}
-	m.registry.MustRegister(m.ops, m.latency, m.waiting, m.unauthorized, m.watches, m.batchOps,
+	m.registry.MustRegister(m.ops, m.latency, m.waiting, m.unauthorized, m.watches, m.batchOps, m.streams,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if cluster != nil {

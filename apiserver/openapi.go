@@ -120,6 +120,8 @@ var openAPIRoutes = []routeDoc{
 	{method: http.MethodPost, path: "/v1/batch", summary: "Several acquires (without wait), releases and extends in one exchange, each as its own route takes and answers it; the answer, once all are done, holds each one's status and body in order. The Go client batches the operations its goroutines start while an exchange is in flight.",
 		request: api.BatchRequest{}, answer: api.BatchResponse{},
 		codes: codes(bodyCodes, []string{api.CodePermissionDenied}, storeCodes)},
+	{method: http.MethodGet, path: "/v1/stream", summary: "The Go client's binary stream: asked for with \"Connection: Upgrade\" and \"Upgrade: raftlock-stream/1\" (426 without them), answered 101 Switching Protocols; the connection then carries acquires (waiting ones too), releases and extends, each framed with an id and the JSON body its own route takes, each answered as soon as it is done with its route's status and JSON answer. Rights are the token's, as on the routes.",
+		answerType: "application/octet-stream", codes: []string{api.CodeBadRequest}},
 	{method: http.MethodGet, path: "/v1/agent/config", summary: "The agent's effective configuration, secrets redacted; needs the admin right on every key (prefix \"\").",
 		answer: map[string]any{}, codes: []string{api.CodeBadRequest, api.CodeNotImplemented, api.CodePermissionDenied}},
 	{method: http.MethodGet, path: "/v1/agent/logs", summary: "The agent's most recent log lines; needs the admin right on every key (prefix \"\").",
