@@ -89,7 +89,7 @@ func (c *Client) batcherFor(base *url.URL) *batcher {
 // sendOp is send, for operations that may travel in a batch.
 func (c *Client) sendOp(ctx context.Context, base *url.URL, x exchange, body []byte) (status int, payload []byte, sent, stale bool, err error) {
 	if x.batch == "" || c.noBatch || len(body) > batchMaxBytes {
-		return c.send(ctx, base, x, body)
+		return c.sendAlone(ctx, base, x, body)
 	}
 	b := c.batcherFor(base)
 	if b.off.Load() {
@@ -99,7 +99,7 @@ func (c *Client) sendOp(ctx context.Context, base *url.URL, x exchange, body []b
 	if b.inflight < maxInflight {
 		b.inflight++
 		b.mu.Unlock()
-		status, payload, sent, stale, err = c.send(ctx, base, x, body)
+		status, payload, sent, stale, err = c.sendAlone(ctx, base, x, body)
 		c.sendQueued(b, base)
 		return status, payload, sent, stale, err
 	}
@@ -122,6 +122,20 @@ func (c *Client) sendOp(ctx context.Context, base *url.URL, x exchange, body []b
 		// context ends once it is written.
 		return 0, nil, true, false, ctx.Err()
 	}
+}
+
+// sendAlone sends one operation on the endpoint's stream when one is up
+// and takes the operation, else as a request of its own.
+func (c *Client) sendAlone(ctx context.Context, base *url.URL, x exchange, body []byte) (status int, payload []byte, sent, stale bool, err error) {
+	if x.stream != 0 && !c.noStream && len(body) <= batchMaxBytes {
+		if s := c.stream(base); s != nil {
+			var ok bool
+			if status, payload, sent, err, ok = s.do(ctx, x.stream, body); ok {
+				return status, payload, sent, false, err
+			}
+		}
+	}
+	return c.send(ctx, base, x, body)
 }
 
 // sendQueued is called when an exchange with batchable operations ends:
@@ -223,7 +237,7 @@ func (c *Client) sendBatch(b *batcher, base *url.URL, items []*batchItem) (arriv
 	}()
 	if len(items) == 1 {
 		it := items[0]
-		it.status, it.payload, it.sent, it.stale, it.err = c.send(it.ctx, base, it.x, it.body)
+		it.status, it.payload, it.sent, it.stale, it.err = c.sendAlone(it.ctx, base, it.x, it.body)
 		return
 	}
 	// The batch is wanted while any of its callers waits for it.

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/raftlock/raftlock/internal/streamwire"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -66,6 +67,15 @@ type ClientConfig struct {
 	// them at most one exchange's wait and saves most of the CPU that HTTP
 	// costs per operation (see batch.go).
 	NoBatch bool
+	// NoStream keeps the client off the node's binary stream: every
+	// operation takes the HTTP routes (and batches, unless NoBatch). By
+	// default the client opens one stream per node (GET /v1/stream,
+	// upgraded, as WebSocket is) and sends on it the acquires that wait and
+	// the operations that would otherwise go alone, each answered as soon as
+	// it is done; a node or a proxy that does not upgrade gets the HTTP
+	// routes (see stream.go). Set it when something between the client and
+	// the node breaks long-lived upgraded connections without refusing them.
+	NoStream bool
 }
 
 // DefaultDialTimeout bounds connecting to one endpoint in a Client's own
@@ -133,6 +143,8 @@ type Client struct {
 	cleanupTimeout time.Duration
 	noBatch        bool
 	batchers       sync.Map // *url.URL (an endpoint) -> *batcher
+	streams        sync.Map // *url.URL (an endpoint) -> *streamSlot
+	noStream       bool
 
 	closed         atomic.Bool
 	lifeMu         sync.Mutex         // orders starting background work against Close
@@ -169,7 +181,7 @@ func NewFailoverClient(endpoints []string, cfg ClientConfig) (*Client, error) {
 	if cfg.SyncInterval < 0 {
 		return nil, fmt.Errorf("api: ClientConfig.SyncInterval is negative (%v)", cfg.SyncInterval)
 	}
-	c := &Client{hc: cfg.HTTPClient, token: cfg.Token, cleanupTimeout: cfg.CleanupTimeout, syncEvery: cfg.SyncInterval, noBatch: cfg.NoBatch}
+	c := &Client{hc: cfg.HTTPClient, token: cfg.Token, cleanupTimeout: cfg.CleanupTimeout, syncEvery: cfg.SyncInterval, noBatch: cfg.NoBatch, noStream: cfg.NoStream}
 	c.bgCtx, c.stopBackground = context.WithCancel(context.Background())
 	seen := map[string]bool{}
 	var list []*url.URL
@@ -330,6 +342,16 @@ func (c *Client) Close() error {
 	c.lifeMu.Unlock()
 	c.stopBackground()
 	c.background.Wait()
+	c.streams.Range(func(_, v any) bool {
+		slot := v.(*streamSlot)
+		slot.mu.Lock()
+		s := slot.s
+		slot.mu.Unlock()
+		if s != nil {
+			s.closeWhenIdle() // operations in flight finish first
+		}
+		return true
+	})
 	if c.ownHTTP {
 		c.hc.CloseIdleConnections()
 	}
@@ -369,7 +391,7 @@ func (c *Client) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lea
 	body.SetKind(req.Kind, req.Limit, req.Shared)
 	var resp LeaseResponse
 	at := -1
-	x := exchange{method: http.MethodPost, path: "/v1/acquire", key: req.Key, body: body, out: &resp, write: true, resend: resendAfterStaleConn, at: &at}
+	x := exchange{method: http.MethodPost, path: "/v1/acquire", key: req.Key, body: body, out: &resp, write: true, resend: resendAfterStaleConn, at: &at, stream: streamwire.OpAcquire}
 	if req.Wait <= 0 {
 		x.batch = BatchAcquire
 	}
@@ -427,7 +449,7 @@ func (c *Client) release(ctx context.Context, key string, owner lock.Owner, at i
 	var resp ReleaseResponse
 	resent := false
 	_, err := c.call(ctx, exchange{method: http.MethodPost, path: "/v1/release", key: key,
-		body: ReleaseRequest{KeyFields: MakeKeyFields(key), Owner: &o}, out: &resp, write: true, resend: resendAlways, at: &at, resent: &resent, batch: BatchRelease})
+		body: ReleaseRequest{KeyFields: MakeKeyFields(key), Owner: &o}, out: &resp, write: true, resend: resendAlways, at: &at, resent: &resent, batch: BatchRelease, stream: streamwire.OpRelease})
 	var se *ServerError
 	if errors.As(err, &se) && se.Code == CodeNotHeld {
 		if resent {
@@ -451,7 +473,7 @@ func (c *Client) Extend(ctx context.Context, key string, owner lock.Owner, ttl t
 	o := owner.String()
 	var resp LeaseResponse
 	_, err := c.call(ctx, exchange{method: http.MethodPost, path: "/v1/extend", key: key,
-		body: ExtendRequest{KeyFields: MakeKeyFields(key), Owner: &o, TTL: NewDuration(ttl)}, out: &resp, write: true, resend: resendAlways, batch: BatchExtend})
+		body: ExtendRequest{KeyFields: MakeKeyFields(key), Owner: &o, TTL: NewDuration(ttl)}, out: &resp, write: true, resend: resendAlways, batch: BatchExtend, stream: streamwire.OpExtend})
 	if err != nil {
 		return lock.Lease{}, err
 	}
@@ -628,6 +650,9 @@ type exchange struct {
 	// batch, when set, is the operation's name in a POST /v1/batch, which
 	// may carry it (batch.go).
 	batch string
+	// stream, when set, is the operation's code on the binary stream,
+	// which carries it when one is up (stream.go).
+	stream byte
 	// header, when not nil, is set to the answer's headers (a watch's index).
 	header *http.Header
 }

@@ -101,6 +101,19 @@ type Member struct {
 	// (alive, in contact, on the leader's term, not far behind).
 	Status string `json:"status,omitempty"`
 	Health string `json:"health,omitempty"`
+	// Version is the member's raftlock version (as `raftlock version`
+	// prints it) and Level the highest command level its version reads,
+	// as the member told them (members tell each other); absent until it
+	// has, or when it runs a version too old to tell (it then counts as
+	// reading level 1, which every version reads).
+	Version string `json:"version,omitempty"`
+	Level   int    `json:"level,omitempty"`
+	// BelowLeaderLevel marks a member that reads a lower command level
+	// than the leader (one that has not told counts as reading 1): the
+	// leader refuses the commands above that level (member_too_old) until
+	// the member runs the leader's version. Absent (false) while the node
+	// answering does not know the leader's level.
+	BelowLeaderLevel bool `json:"below_leader_level,omitempty"`
 }
 
 // ClusterHealth is the leader's judgement of the cluster's voters.

@@ -154,6 +154,8 @@
 //	                                            read; 403 when it may read no key under P
 //	POST /v1/force-release                      admin on the key
 //	POST /v1/batch                              each operation what its own route needs
+//	GET  /v1/stream                             any known token to open; then each operation
+//	                                            what its own route needs
 //	POST /v1/leave                              admin on the prefix "" (the rule for every key)
 //	GET  /v1/cluster, /v1/whoami, /metrics      any known token: they name no key
 //	GET  /healthz                               nothing, no token either
@@ -407,6 +409,18 @@
 //	curl -s --json '{"ops":[{"op":"acquire","body":{"key":"a","ttl":"30s"}},{"op":"release","body":{"key":"b","owner":"9f0c1e…"}}]}' localhost:8300/v1/batch
 //	{"results":[{"status":200,"body":{"key":"a","owner":"…","token":43,"ttl_ms":30000,"remaining_ms":30000}},{"status":409,"body":{"error":{"code":"not_held",…}}}]}
 //
+// GET /v1/stream with "Connection: Upgrade" and "Upgrade: raftlock-stream/1"
+// is answered 101 Switching Protocols (426 without those headers), and the
+// connection then carries frames: a uvarint length, then a request (uvarint
+// id, an operation byte: 1 acquire, 2 release, 3 extend, 4 cancel the id,
+// then the JSON body the operation's own route takes) or an answer (uvarint
+// id, uvarint HTTP status, the route's JSON answer), answered in any order
+// as each is done; acquires may wait. Id 0 from the node is a go-away
+// (status, the last id it read, a JSON error): it reads no more, answers
+// what it read, and closes. The Go client uses it for acquires that wait
+// and for operations that go alone (ClientConfig.NoStream turns it off); a
+// node without it answers 404, and the client does not ask again.
+//
 // GET /v1/whoami names the caller's token and its rules, longest prefix
 // first; never its secret (WhoAmIResponse).
 //
@@ -414,8 +428,11 @@
 //	{"name":"billing","rules":[{"prefix":"billing/","right":"lock"},{"prefix":"","right":"read"}]}
 //
 // GET /v1/cluster is the node's view of its cluster (ClusterStatus): its ID
-// and role, the leader, the members with their suffrage, raft indexes and
-// statistics. 404 not_a_cluster when the store is not a cluster.
+// and role, the leader, the members with their suffrage and, once they have
+// told, their raftlock version and command level (below_leader_level marks
+// a member that holds the leader's newer commands back during an upgrade),
+// raft indexes and statistics. 404 not_a_cluster when the store is not a
+// cluster.
 //
 //	curl -s localhost:8300/v1/cluster
 //	{"node_id":"n1","role":"follower","leader_id":"n2","leader_addr":"10.0.0.8:8301","members":[...],"term":7,...}
@@ -465,6 +482,7 @@
 //	raftlock_api_unauthorized_total                   requests refused for a missing or wrong token
 //	raftlock_api_watches_waiting                      blocking queries (watches) waiting on this node
 //	raftlock_api_batch_operations                     histogram of operations per POST /v1/batch
+//	raftlock_api_streams                              Go clients' binary streams (GET /v1/stream) open
 //	raftlock_cluster_has_leader, _is_leader           0 or 1 (cluster only, as everything below)
 //	raftlock_cluster_members{suffrage}                voters, nonvoters, staging
 //	raftlock_cluster_leader_changes_total             leader changes this node saw
@@ -482,6 +500,8 @@
 //	raftlock_quota_limit{quota}, raftlock_quota_used{quota}  a quota (locks, sessions, waiters) and its use;
 //	                                                  no limit sample when unlimited
 //	raftlock_quota_refused_total{quota}               requests refused quota_exceeded while leading
+//	raftlock_halted                                   1 once this node halted on an entry its version
+//	                                                  cannot read (/healthz: halted), else 0
 //
 // plus the Go runtime's and the process's metrics.
 //

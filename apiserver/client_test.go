@@ -27,22 +27,22 @@ func TestClientConformance(t *testing.T) {
 	})
 }
 
-// TestLockPackageOverHTTP: package lock runs unchanged against a remote node.
-func TestLockPackageOverHTTP(t *testing.T) {
-	n := newTestNode(t, Config{})
-	locks := lock.New(n.client)
+// handOff takes key with one handle, has a second one try (refused) and
+// then wait for it, releases the first, and checks that the second was
+// handed the lock with a greater token.
+func handOff(t *testing.T, locks *lock.Client, store *lock.MemoryStore, key string) (first, second *lock.Lock) {
+	t.Helper()
 	ctx := context.Background()
-
-	first := locks.Lock("jobs/nightly", lock.TTL(time.Minute))
+	first = locks.Lock(key, lock.TTL(time.Minute))
 	require.NoError(t, first.Acquire(ctx))
-	second := locks.Lock("jobs/nightly", lock.TTL(time.Minute))
+	second = locks.Lock(key, lock.TTL(time.Minute))
 	ok, err := second.TryAcquire(ctx)
 	require.NoError(t, err)
 	assert.False(t, ok, "held by the first handle")
 
 	acquired := make(chan error, 1)
 	go func() { acquired <- second.Acquire(ctx, lock.Wait(time.Minute)) }()
-	require.Eventually(t, func() bool { return waitersOf(t, n.store, "jobs/nightly") == 1 }, patience, time.Millisecond)
+	require.Eventually(t, func() bool { return waitersOf(t, store, key) == 1 }, patience, time.Millisecond)
 	released, err := first.Release(ctx)
 	require.NoError(t, err)
 	require.True(t, released)
@@ -53,6 +53,16 @@ func TestLockPackageOverHTTP(t *testing.T) {
 		t.Fatal("the waiting handle was not handed the lock")
 	}
 	assert.Greater(t, second.Token(), first.Token())
+	return first, second
+}
+
+// TestLockPackageOverHTTP: package lock runs unchanged against a remote node.
+func TestLockPackageOverHTTP(t *testing.T) {
+	n := newTestNode(t, Config{})
+	locks := lock.New(n.client)
+	ctx := context.Background()
+
+	_, second := handOff(t, locks, n.store, "jobs/nightly")
 	remaining, held := second.Remaining()
 	assert.True(t, held)
 	assert.LessOrEqual(t, remaining, time.Minute)

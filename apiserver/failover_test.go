@@ -17,6 +17,11 @@ import (
 	"github.com/raftlock/raftlock/lock"
 )
 
+// httpOnly keeps a client on the HTTP routes: the tests that use it check
+// how the routes fail over when connections fail (stale pooled ones, hang
+// ups); the stream's failures are stream_test.go's.
+var httpOnly = api.ClientConfig{NoStream: true}
+
 // twoNodes serves one memory store through two handlers, as two nodes of a
 // cluster serve one lock state.
 func twoNodes(t *testing.T) (a, b *testNode) {
@@ -98,7 +103,7 @@ func TestFailoverWhenTheNodeInUseGoesAway(t *testing.T) {
 func TestFailoverResendsOnlySafeWritesThatWentOut(t *testing.T) {
 	flaky, hits := hangUpServer(t)
 	n := newTestNode(t, Config{})
-	c, err := api.NewFailoverClient([]string{flaky, n.url}, api.ClientConfig{})
+	c, err := api.NewFailoverClient([]string{flaky, n.url}, httpOnly)
 	require.NoError(t, err)
 	ctx := context.Background()
 
@@ -113,7 +118,7 @@ func TestFailoverResendsOnlySafeWritesThatWentOut(t *testing.T) {
 
 	lease, err := n.store.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: owner, TTL: time.Minute})
 	require.NoError(t, err)
-	c2, err := api.NewFailoverClient([]string{flaky, n.url}, api.ClientConfig{})
+	c2, err := api.NewFailoverClient([]string{flaky, n.url}, httpOnly)
 	require.NoError(t, err)
 	extended, err := c2.Extend(ctx, "k", owner, 2*time.Minute)
 	require.NoError(t, err, "the extend moves on to the node that answers")
@@ -121,7 +126,7 @@ func TestFailoverResendsOnlySafeWritesThatWentOut(t *testing.T) {
 	assert.Equal(t, int32(2), hits.Load(), "the first node was tried once")
 	assert.Equal(t, n.url, c2.Endpoint())
 
-	c3, err := api.NewFailoverClient([]string{flaky, n.url}, api.ClientConfig{})
+	c3, err := api.NewFailoverClient([]string{flaky, n.url}, httpOnly)
 	require.NoError(t, err)
 	released, err := c3.Release(ctx, "k", owner)
 	require.NoError(t, err, "the release moves on to the node that answers")
@@ -191,7 +196,7 @@ func TestFailoverMovesOnFromStalePooledConnections(t *testing.T) {
 		t.Run(op, func(t *testing.T) {
 			dying := newKillableNode(t, store)
 			alive := newTestNodeOver(t, store, Config{}, nil)
-			c, err := api.NewFailoverClient([]string{dying.url, alive.url}, api.ClientConfig{})
+			c, err := api.NewFailoverClient([]string{dying.url, alive.url}, httpOnly)
 			require.NoError(t, err)
 			ctx := context.Background()
 			key := "k/" + op
@@ -271,7 +276,7 @@ func TestClientResendsOnAClosedKeptAliveConnection(t *testing.T) {
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	c, err := api.NewClient(srv.URL, api.ClientConfig{})
+	c, err := api.NewClient(srv.URL, httpOnly)
 	require.NoError(t, err)
 	ctx := context.Background()
 	owner := lock.NewOwner()
@@ -391,7 +396,7 @@ func TestFailoverReleaseDoneByTheFailedAttempt(t *testing.T) {
 	_, err := store.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: owner, TTL: time.Minute})
 	require.NoError(t, err)
 
-	c, err := api.NewFailoverClient([]string{actsThenDies.URL, alive.url}, api.ClientConfig{})
+	c, err := api.NewFailoverClient([]string{actsThenDies.URL, alive.url}, httpOnly)
 	require.NoError(t, err)
 	released, err := c.Release(ctx, "k", owner)
 	assert.False(t, released)

@@ -131,7 +131,9 @@ type Handler struct {
 	console  *console
 	// batchWorkers run the operations of POST /v1/batch (batch.go).
 	batchWorkers workerPool
-	watching     atomic.Int64 // blocking queries in progress (watch.go)
+	// streams are the Go clients' binary streams (stream.go).
+	streams  streams
+	watching atomic.Int64 // blocking queries in progress (watch.go)
 }
 
 type route struct {
@@ -210,7 +212,8 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 	}
 	h.routes["/v1/whoami"] = route{http.MethodGet, h.whoami}
 	h.routes["/v1/force-release"] = route{http.MethodPost, h.op(opForceRelease, h.forceRelease)}
-	h.routes["/v1/batch"] = route{http.MethodPost, h.batch} // batch.go
+	h.routes["/v1/batch"] = route{http.MethodPost, h.batch}  // batch.go
+	h.routes["/v1/stream"] = route{http.MethodGet, h.stream} // stream.go
 	return h
 }
 
@@ -305,6 +308,9 @@ type opCall struct {
 	w     http.ResponseWriter
 	// batched: the operation is one of a POST /v1/batch, which must not wait.
 	batched bool
+	// streamed: the operation came on a binary stream (stream.go), which
+	// answers it as a frame: it may wait, and has no ResponseWriter.
+	streamed bool
 	// body is a batched operation's body, already read from the batch's.
 	body []byte
 	// ctx is a batched operation's context: the batch's own, already
@@ -315,7 +321,7 @@ type opCall struct {
 // readRequest decodes the operation's JSON body into v as readJSON does:
 // the request's body, or a batched operation's own.
 func (h *Handler) readRequest(r *http.Request, c *opCall, v any) *apiError {
-	if c.batched {
+	if c.batched || c.streamed {
 		return decodeBody(c.body, v)
 	}
 	return readJSON(c.w, r, h.cfg.MaxBodyBytes, v)
@@ -336,7 +342,7 @@ func (h *Handler) opContext(r *http.Request, c *opCall, limit time.Duration) (co
 // operation. A batched operation has no answer of its own: the batch's
 // keeps its deadline (batched operations do not wait).
 func (c *opCall) setWriteDeadline(d time.Duration) {
-	if c.batched {
+	if c.batched || c.streamed {
 		return
 	}
 	_ = http.NewResponseController(c.w).SetWriteDeadline(c.start.Add(d))

@@ -31,6 +31,8 @@ type metrics struct {
 	watches prometheus.Gauge
 	// batchOps observes the operations of each POST /v1/batch.
 	batchOps prometheus.Histogram
+	// streams counts the Go clients' binary streams open (stream.go).
+	streams prometheus.Gauge
 	// unauthorized counts requests refused for a missing or wrong token:
 	// a client left without its token, or someone guessing.
 	unauthorized prometheus.Counter
@@ -67,8 +69,12 @@ func newMetrics(cluster Cluster) *metrics {
 			Help:    "Operations per POST /v1/batch.",
 			Buckets: batchBuckets,
 		}),
+		streams: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "raftlock_api_streams",
+			Help: "Binary streams of Go clients (GET /v1/stream, upgraded) open on this node.",
+		}),
 	}
-	m.registry.MustRegister(m.ops, m.latency, m.waiting, m.unauthorized, m.watches, m.batchOps,
+	m.registry.MustRegister(m.ops, m.latency, m.waiting, m.unauthorized, m.watches, m.batchOps, m.streams,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if cluster != nil {
@@ -94,6 +100,7 @@ type clusterCollector struct {
 	leaderChanges, commitTime, applyTime, freezeTime *prometheus.Desc
 	locksHeld, locksWaiters, handoffs, expirations   *prometheus.Desc
 	logFault, gossipMembers                          *prometheus.Desc
+	halted                                           *prometheus.Desc
 	failureTolerance, healthyVoters, ready           *prometheus.Desc
 	reconcileActions                                 *prometheus.Desc
 	quotaLimit, quotaUsed, quotaRefused              *prometheus.Desc
@@ -135,6 +142,8 @@ func newClusterCollector(c Cluster) *clusterCollector {
 		handoffs:      d("raftlock_locks_handoffs_total", "Locks handed to a queued waiter on release, expiry or cancel."),
 		expirations:   d("raftlock_locks_expired_total", "Leases that ran out."),
 		logFault:      d("raftlock_raft_log_fault", "1 while this node cannot write its raft log (a full disk, say: /healthz says why), else 0."),
+		halted: d("raftlock_halted",
+			"1 when this node halted on a committed entry or snapshot its raftlock version cannot read (it stopped applying and closed itself; /healthz says why and what to install), else 0."),
 		gossipMembers: d("raftlock_gossip_members", "Members gossip knows, raft members or not, by state (alive, failed, left); absent while gossip is off.", "state"),
 		failureTolerance: d("raftlock_cluster_failure_tolerance",
 			"Voters the cluster can still lose and keep a quorum, as the leader last judged it (absent while unknown)."),
@@ -157,7 +166,7 @@ func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.hasLeader, c.isLeader, c.members, c.term, c.commitIndex, c.appliedIndex,
 		c.leaderChanges, c.commitTime, c.applyTime, c.freezeTime,
-		c.locksHeld, c.locksWaiters, c.handoffs, c.expirations, c.logFault, c.gossipMembers,
+		c.locksHeld, c.locksWaiters, c.handoffs, c.expirations, c.logFault, c.halted, c.gossipMembers,
 		c.failureTolerance, c.healthyVoters, c.ready, c.reconcileActions,
 		c.quotaLimit, c.quotaUsed, c.quotaRefused,
 		c.watchers, c.entryCommands,
@@ -194,6 +203,7 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	timing(c.applyTime, st.Apply)
 	timing(c.freezeTime, st.Freeze)
 	gauge(c.logFault, boolFloat(st.LogFault != ""))
+	gauge(c.halted, boolFloat(st.Halted != ""))
 	for state, n := range st.GossipMembers {
 		gauge(c.gossipMembers, float64(n), state)
 	}

@@ -72,14 +72,17 @@ func (s nodeStatus) Status() api.ClusterStatus {
 	}
 	for _, m := range st.Members { // already sorted by ID
 		out.Members = append(out.Members, api.Member{
-			ID:       m.ID,
-			Address:  m.Addr,
-			Suffrage: suffrageName(m.Suffrage),
-			Leader:   m.Leader,
-			APIAddr:  m.APIAddr,
-			Gossip:   m.Gossip,
-			Status:   m.Status,
-			Health:   m.Health,
+			ID:               m.ID,
+			Address:          m.Addr,
+			Suffrage:         suffrageName(m.Suffrage),
+			Leader:           m.Leader,
+			APIAddr:          m.APIAddr,
+			Gossip:           m.Gossip,
+			Status:           m.Status,
+			Health:           m.Health,
+			Version:          m.Version,
+			Level:            m.Level,
+			BelowLeaderLevel: m.BelowLeader,
 		})
 	}
 	return out

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/cluster/clustertest"
+	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -84,7 +86,10 @@ func TestNodeStatusOfARealCluster(t *testing.T) {
 	assert.Equal(t, api.RoleLeader, st.Role)
 	assert.Equal(t, "solo", st.LeaderID)
 	assert.Equal(t, node.Addr(), st.LeaderAddr)
-	assert.Equal(t, []api.Member{{ID: "solo", Address: node.Addr(), Suffrage: api.SuffrageVoter, Leader: true, APIAddr: "http://solo.test:7070", Status: "alive", Health: "healthy"}}, st.Members)
+	require.Len(t, st.Members, 1)
+	assert.NotEmpty(t, st.Members[0].Version, "its own version")
+	assert.Equal(t, []api.Member{{ID: "solo", Address: node.Addr(), Suffrage: api.SuffrageVoter, Leader: true, APIAddr: "http://solo.test:7070", Status: "alive", Health: "healthy",
+		Version: st.Members[0].Version, Level: fsm.MaxCommandLevel}}, st.Members)
 	assert.Positive(t, st.Term)
 	assert.Positive(t, st.CommitIndex)
 	assert.Positive(t, st.AppliedIndex)
@@ -135,4 +140,67 @@ func TestNodeStatusOfARealCluster(t *testing.T) {
 
 func TestNodeStatusOfNilNodeIsNil(t *testing.T) {
 	assert.Nil(t, NodeStatus(nil))
+}
+
+// Every node of a three-node cluster shows, through GET /v1/cluster, each
+// member's raftlock version and command level: without gossip (members
+// tell them in the info exchange) and with it (their gossip tags). All
+// run one build here, so none is marked below the leader's level.
+func TestClusterShowsMembersVersionsAndLevels(t *testing.T) {
+	t.Run("without gossip", func(t *testing.T) {
+		checkMembersBuilds(t, clustertest.Start(t, 3, nil).Nodes)
+	})
+	t.Run("with gossip", func(t *testing.T) {
+		var nodes []*cluster.Node
+		for i := range 3 {
+			cfg := clustertest.Config(t, fmt.Sprintf("n%d", i))
+			cfg.GossipBindAddr = "127.0.0.1:0"
+			if i == 0 {
+				cfg.Bootstrap = true
+			} else {
+				cfg.RetryJoin = []string{nodes[0].GossipAddr()}
+			}
+			n, err := cluster.New(cfg)
+			require.NoError(t, err)
+			t.Cleanup(func() { n.Close() })
+			nodes = append(nodes, n)
+		}
+		checkMembersBuilds(t, nodes)
+		for _, m := range nodes[0].Stats().Members {
+			assert.Equal(t, cluster.GossipAlive, m.Gossip, "%s is known to gossip", m.ID)
+		}
+	})
+}
+
+// checkMembersBuilds waits until each node's /v1/cluster lists the three
+// members, each with the version the node answering shows for itself and
+// this build's command level, none marked.
+func checkMembersBuilds(t *testing.T, nodes []*cluster.Node) {
+	t.Helper()
+	for _, node := range nodes {
+		n := newTestNodeOver(t, node, Config{}, nil)
+		var got []api.Member
+		require.Eventually(t, func() bool {
+			st, err := n.client.Cluster(context.Background())
+			if err != nil || len(st.Members) != len(nodes) {
+				return false
+			}
+			got = st.Members
+			var self api.Member
+			for _, m := range st.Members {
+				if m.ID == st.NodeID {
+					self = m
+				}
+			}
+			if self.Version == "" {
+				return false
+			}
+			for _, m := range st.Members {
+				if m.Version != self.Version || m.Level != fsm.MaxCommandLevel || m.BelowLeaderLevel {
+					return false
+				}
+			}
+			return true
+		}, 20*time.Second, 10*time.Millisecond, "members as %s shows them: %+v", node.ID(), &got)
+	}
 }

@@ -99,7 +99,7 @@ var openAPIRoutes = []routeDoc{
 	{method: http.MethodGet, path: "/v1/waiters", summary: "The callers queued for a key, next first, read from this node's own state (may be a little behind); never their owners.",
 		query: []paramDoc{{"key", "the key, percent-encoded", true}}, answer: api.WaitersResponse{},
 		codes: []string{api.CodeBadRequest, api.CodeInvalidKey, api.CodeNotImplemented, api.CodePermissionDenied, api.CodeClosed, api.CodeInternal}},
-	{method: http.MethodGet, path: "/v1/cluster", summary: "This node's view of its cluster: members, leader, term, raft figures.",
+	{method: http.MethodGet, path: "/v1/cluster", summary: "This node's view of its cluster: members (each with its raftlock version and command level, and a mark on those below the leader's level), leader, term, raft figures.",
 		answer: api.ClusterStatus{}, codes: []string{api.CodeBadRequest, api.CodeNotCluster}},
 	{method: http.MethodPost, path: "/v1/leave", summary: "Take this node out of its cluster for good; it then stops.",
 		answer: api.LeaveResponse{}, codes: codes([]string{api.CodeBadRequest, api.CodeUnsupportedMedia, api.CodeNotImplemented, api.CodePermissionDenied}, storeCodes)},
@@ -120,6 +120,8 @@ var openAPIRoutes = []routeDoc{
 	{method: http.MethodPost, path: "/v1/batch", summary: "Several acquires (without wait), releases and extends in one exchange, each as its own route takes and answers it; the answer, once all are done, holds each one's status and body in order. The Go client batches the operations its goroutines start while an exchange is in flight.",
 		request: api.BatchRequest{}, answer: api.BatchResponse{},
 		codes: codes(bodyCodes, []string{api.CodePermissionDenied}, storeCodes)},
+	{method: http.MethodGet, path: "/v1/stream", summary: "The Go client's binary stream: asked for with \"Connection: Upgrade\" and \"Upgrade: raftlock-stream/1\" (426 without them), answered 101 Switching Protocols; the connection then carries acquires (waiting ones too), releases and extends, each framed with an id and the JSON body its own route takes, each answered as soon as it is done with its route's status and JSON answer. Rights are the token's, as on the routes.",
+		answerType: "application/octet-stream", codes: []string{api.CodeBadRequest}},
 	{method: http.MethodGet, path: "/v1/agent/config", summary: "The agent's effective configuration, secrets redacted; needs the admin right on every key (prefix \"\").",
 		answer: map[string]any{}, codes: []string{api.CodeBadRequest, api.CodeNotImplemented, api.CodePermissionDenied}},
 	{method: http.MethodGet, path: "/v1/agent/logs", summary: "The agent's most recent log lines; needs the admin right on every key (prefix \"\").",
@@ -311,9 +313,23 @@ func operationName(path string) string {
 	return b.String()
 }
 
+// fieldNotes describe fields of the schemas whose names do not say
+// enough, by schema and JSON field name (TestOpenAPIFieldNotes checks
+// that each names a field of its schema).
+var fieldNotes = map[string]map[string]string{
+	"Member": {
+		"version": "the member's raftlock version, as `raftlock version` prints it, as the member told it; absent until it has, or when its version is too old to tell",
+		"level": "the highest command level the member's version reads, as it told it; absent until it has, or when its version is too old to tell " +
+			"(it then counts as reading 1, which every version reads)",
+		"below_leader_level": "true when the member reads a lower command level than the leader: the leader refuses the commands above that level " +
+			"(member_too_old) until the member runs the leader's version; absent while the node answering does not know the leader's level",
+	},
+}
+
 // schemaGen turns Go types into JSON schemas the way encoding/json sees
 // them: named structs become components, embedded structs' fields are the
-// outer struct's, omitempty fields are optional.
+// outer struct's, omitempty fields are optional; fieldNotes become the
+// fields' descriptions.
 type schemaGen struct{ schemas map[string]any }
 
 var (
@@ -367,6 +383,11 @@ func (g schemaGen) schema(t reflect.Type) map[string]any {
 		props := map[string]any{}
 		var required []string
 		g.fields(t, props, &required)
+		for field, note := range fieldNotes[name] {
+			if p, ok := props[field].(map[string]any); ok {
+				p["description"] = note
+			}
+		}
 		s := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
 		if len(required) > 0 {
 			sort.Strings(required)

@@ -242,3 +242,27 @@ func TestOpenAPIServedDocument(t *testing.T) {
 	assert.NotEmpty(t, acquire["security"])
 	assert.Equal(t, fmt.Sprint(codeStatus[api.CodeLocked]), fmt.Sprint(doc["x-error-codes"].(map[string]any)[api.CodeLocked]))
 }
+
+// The members' version, level and mark are described, and every field
+// note names a field its schema has (a renamed field cannot leave its note
+// behind).
+func TestOpenAPIFieldNotes(t *testing.T) {
+	schemas := fetchOpenAPI(t)["components"].(map[string]any)["schemas"].(map[string]any)
+	member, ok := schemas["Member"].(map[string]any)
+	require.True(t, ok, "no Member schema")
+	props := member["properties"].(map[string]any)
+	memberKeys := encodedKeys(t, reflect.TypeOf(api.Member{}))
+	assert.Len(t, props, len(memberKeys), "the Member schema's fields differ from its JSON: %v", memberKeys)
+	for _, field := range []string{"version", "level", "below_leader_level"} {
+		assert.Contains(t, memberKeys, field)
+		require.Contains(t, props, field)
+		assert.NotEmpty(t, props[field].(map[string]any)["description"], field)
+	}
+	for schema, notes := range fieldNotes {
+		s, ok := schemas[schema].(map[string]any)
+		require.True(t, ok, "a note on schema %s, which does not exist", schema)
+		for field := range notes {
+			assert.Contains(t, s["properties"], field, "a note on %s.%s, which does not exist", schema, field)
+		}
+	}
+}

@@ -35,7 +35,9 @@ const (
 // use up the process's file descriptors.
 //
 // When h is a *Handler, Shutdown also ends its console event streams
-// (GET /v1/events), which would otherwise hold Shutdown until they end.
+// (GET /v1/events), which would otherwise hold Shutdown until they end,
+// and tells the Go clients' binary streams (GET /v1/stream) to go away:
+// wait for those with Handler.CloseStreams.
 func NewServer(addr string, h http.Handler) *http.Server {
 	srv := &http.Server{
 		Addr:              addr,
@@ -47,6 +49,7 @@ func NewServer(addr string, h http.Handler) *http.Server {
 	}
 	if api, ok := h.(*Handler); ok {
 		srv.RegisterOnShutdown(api.console.shutdown)
+		srv.RegisterOnShutdown(api.streams.goAway)
 	}
 	return srv
 }

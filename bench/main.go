@@ -22,6 +22,7 @@ import (
 // params are the knobs every workload and system reads.
 type params struct {
 	duration      time.Duration // measured window of seq, par64 and contend16
+	rounds        int           // times each system runs, in turn; figures are the medians
 	warmup        time.Duration // run before each measured window, not counted
 	parClients    int
 	contendClient int
@@ -64,6 +65,7 @@ func run() error {
 		cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the whole run to `file`")
 		memProfile = flag.String("memprofile", "", "write a heap profile to `file` once raftlock holds its locks in the held workload")
 	)
+	flag.IntVar(&p.rounds, "rounds", 1, "run the systems this many times in turn (each started afresh) and report each figure's median over the rounds: the machine's speed drifts by more than the systems differ, and rounds that alternate the systems see the same drift")
 	flag.DurationVar(&p.duration, "d", 10*time.Second, "measured `duration` of seq, par64 and contend16, per system")
 	flag.DurationVar(&p.warmup, "warmup", time.Second, "unmeasured run before each measured window")
 	flag.IntVar(&p.parClients, "par", 64, "clients of the par64 workload (each on its own key)")
@@ -132,17 +134,28 @@ func run() error {
 
 	rep := newReport(p, syss, wls)
 	start := time.Now()
-	for _, name := range syss {
-		if ctx.Err() != nil {
-			break
+	rounds := make([]*report, p.rounds)
+	for i := range rounds {
+		rounds[i] = rep
+		if p.rounds > 1 {
+			rounds[i] = newReport(p, syss, wls)
+			progress("round %d of %d", i+1, p.rounds)
 		}
-		sys, err := newSystem(name, p)
-		if err != nil {
-			rep.skip(name, err)
-			progress("%s: skipped: %v", name, err)
-			continue
+		for _, name := range syss {
+			if ctx.Err() != nil {
+				break
+			}
+			sys, err := newSystem(name, p)
+			if err != nil {
+				rounds[i].skip(name, err)
+				progress("%s: skipped: %v", name, err)
+				continue
+			}
+			runSystem(ctx, sys, p, wls, rounds[i], *memProfile)
 		}
-		runSystem(ctx, sys, p, wls, rep, *memProfile)
+	}
+	if p.rounds > 1 {
+		rep.mergeRounds(rounds)
 	}
 	rep.load = loadAverage()
 	rep.elapsed = time.Since(start)
@@ -160,6 +173,8 @@ func (p params) validate() error {
 	switch {
 	case p.duration <= 0:
 		return errors.New("-d must be positive")
+	case p.rounds < 1 || p.rounds > 100:
+		return fmt.Errorf("-rounds must be between 1 and 100 (got %d)", p.rounds)
 	case p.warmup < 0:
 		return errors.New("-warmup must not be negative")
 	case p.parClients < 1 || p.contendClient < 1 || p.fillClients < 1 || p.semClients < 1:

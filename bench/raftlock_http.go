@@ -19,9 +19,10 @@ import (
 // the HTTP path costs in CPU.
 type raftlockHTTPSystem struct {
 	*raftlockSystem
-	servers []*http.Server // nil once killed
-	urls    []string
-	shared  []*api.Client // one per node, shared by its clients (unless -http-client-each)
+	servers  []*http.Server // nil once killed
+	handlers []*apiserver.Handler
+	urls     []string
+	shared   []*api.Client // one per node, shared by its clients (unless -http-client-each)
 }
 
 func newRaftlockHTTP(p params) *raftlockHTTPSystem {
@@ -45,15 +46,17 @@ func (s *raftlockHTTPSystem) start(ctx context.Context) error {
 	if err := s.raftlockSystem.start(ctx); err != nil {
 		return err
 	}
-	s.servers, s.urls = nil, nil
+	s.servers, s.handlers, s.urls = nil, nil, nil
 	for _, n := range s.nodes {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return err
 		}
-		srv := apiserver.NewServer(ln.Addr().String(), apiserver.NewHandler(n, apiserver.Config{}))
+		h := apiserver.NewHandler(n, apiserver.Config{})
+		srv := apiserver.NewServer(ln.Addr().String(), h)
 		go srv.Serve(ln)
 		s.servers = append(s.servers, srv)
+		s.handlers = append(s.handlers, h)
 		s.urls = append(s.urls, "http://"+ln.Addr().String())
 	}
 	return nil
@@ -72,19 +75,31 @@ func (s *raftlockHTTPSystem) stop() {
 
 func (s *raftlockHTTPSystem) stopServers() {
 	var wg sync.WaitGroup
-	for _, srv := range s.servers {
+	for i, srv := range s.servers {
 		if srv != nil {
-			wg.Go(func() { srv.Close() })
+			wg.Go(func() {
+				srv.Close()
+				closeStreams(s.handlers[i])
+			})
 		}
 	}
 	wg.Wait()
 	s.servers = nil
 }
 
+// closeStreams ends a handler's streams at once, as a node's crash would:
+// net/http's Close does not know of them.
+func closeStreams(h *apiserver.Handler) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = h.CloseStreams(ctx)
+}
+
 func (s *raftlockHTTPSystem) kill(i int) error {
 	if srv := s.servers[i]; srv != nil {
 		s.servers[i] = nil
 		srv.Close()
+		closeStreams(s.handlers[i])
 	}
 	return s.raftlockSystem.kill(i)
 }

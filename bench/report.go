@@ -242,8 +242,12 @@ func (r *report) peers() []string {
 func (r *report) print(w io.Writer) {
 	fmt.Fprintf(w, "\nraftlock bench: %s, %d CPUs, GOMAXPROCS %d, load average at the end %s, total %v\n",
 		runtime.Version(), runtime.NumCPU(), runtime.GOMAXPROCS(0), r.load, r.elapsed.Round(time.Second))
-	fmt.Fprintf(w, "seq/par64/contend16: %v measured after %v warm-up; held: locks taken by %d clients; ratios are raftlock / peer, and http/rl raftlock-http / raftlock (↑: higher is better, ↓: lower is better)\n\n",
-		r.p.duration, r.p.warmup, r.p.fillClients)
+	rounds := ""
+	if r.p.rounds > 1 {
+		rounds = fmt.Sprintf("; every figure is the median of %d rounds that ran the systems in turn", r.p.rounds)
+	}
+	fmt.Fprintf(w, "seq/par64/contend16: %v measured after %v warm-up; held: locks taken by %d clients; ratios are raftlock / peer, and http/rl raftlock-http / raftlock (↑: higher is better, ↓: lower is better)%s\n\n",
+		r.p.duration, r.p.warmup, r.p.fillClients, rounds)
 
 	// tabwriter aligns every column alike (right, for the numbers); labels
 	// padded to one width come out left-aligned.
@@ -388,4 +392,56 @@ func formatFigures(f map[string]float64) string {
 		parts = append(parts, fmt.Sprintf("%s=%s", k, formatValue(f[k])))
 	}
 	return strings.Join(parts, " ")
+}
+
+// mergeRounds takes, for each system and figure, the median over the
+// rounds (a round that failed a workload gives none of its figures), keeps
+// every round's errors and notes, and notes each round's HTTP-to-embedded
+// ratios, which say how much the rounds agree.
+func (r *report) mergeRounds(rounds []*report) {
+	for _, sys := range r.systems {
+		values := map[string][]float64{}
+		for _, rr := range rounds {
+			for k, v := range rr.figures[sys] {
+				values[k] = append(values[k], v)
+			}
+			for w, msg := range rr.errs[sys] {
+				if r.errs[sys] == nil {
+					r.errs[sys] = map[string]string{}
+				}
+				r.errs[sys][w] = msg
+			}
+			for _, n := range rr.notes[sys] {
+				r.note(sys, n)
+			}
+		}
+		medians := map[string]float64{}
+		for k, vs := range values {
+			medians[k] = median(vs)
+		}
+		r.add(sys, medians)
+	}
+	for _, key := range []string{"par_cycles_per_s", "contend_handoffs_per_s", "par_cpu_ms_per_cycle"} {
+		var each []string
+		for _, rr := range rounds {
+			rl, okRL := rr.figures[sysRaftlock][key]
+			h, okH := rr.figures[sysRaftlockHTTP][key]
+			if okRL && okH && rl > 0 {
+				each = append(each, fmt.Sprintf("%.0f%%", 100*h/rl))
+			}
+		}
+		if len(each) > 1 {
+			r.note(sysRaftlockHTTP, fmt.Sprintf("%s, raftlock-http / raftlock in each of the %d rounds: %s", key, len(rounds), strings.Join(each, " ")))
+		}
+	}
+}
+
+// median of vs (not empty): the middle value, or the mean of the two middle ones.
+func median(vs []float64) float64 {
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

@@ -209,6 +209,13 @@ type Config struct {
 	// levels, when set, replaces the build's command levels (levels.go):
 	// the package's tests play members of older and newer builds with it.
 	levels *commandLevels
+	// version, when set, replaces the build's raftlock version, and
+	// infoBeforeVersions makes the node answer the member info exchange
+	// (kindInfo) as a build from before versions were told in it: it sends
+	// none, and refuses a question that has one (codeBadRequest). Tests
+	// play members of other builds with them.
+	version            string
+	infoBeforeVersions bool
 }
 
 // DefaultConfig returns a Config with raft timings for a LAN (500ms

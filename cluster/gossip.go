@@ -97,9 +97,12 @@ type gossipMember struct {
 	RaftAddr raft.ServerAddress
 	APIAddr  string
 	Status   gossipStatus
-	Version  string
+	// Version is the member's raftlock version (its "version" tag; "" when
+	// it has none).
+	Version string
 	// Level is the command level the member's build reads (its "level"
-	// tag; fsm.BaselineLevel when it has none: see levels.go).
+	// tag; 0 when it has none, and then it reads fsm.BaselineLevel: see
+	// levels.go).
 	Level int
 	// Role is the member's place in the raft configuration as it knows it:
 	// SuffrageVoter, SuffrageNonvoter, or "" (not a member, or not yet).
@@ -308,7 +311,7 @@ func (n *Node) startGossip(fresh bool) error {
 	g.tags = map[string]string{
 		tagRaft:    n.Addr(),
 		tagAPI:     cfg.APIAddr,
-		tagVersion: raftlockVersion,
+		tagVersion: n.version,
 		tagCluster: g.cluster,
 		tagRole:    n.localRole(),
 		tagLevel:   strconv.Itoa(n.levels.max),

@@ -2,12 +2,14 @@ package cluster
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,8 +22,10 @@ import (
 // gossipPatience bounds waits on gossip: failure detection takes seconds.
 const gossipPatience = 40 * time.Second
 
-// freeGossipAddrs picks n 127.0.0.1 ports free for both TCP and UDP, so that
-// nodes can be started with one RetryJoin list naming all of them.
+// freeGossipAddrs picks n 127.0.0.1 ports free for both TCP and UDP a
+// moment ago. Only startGossipGroup uses it: a node that can bind port 0
+// does (anyGossipAddr), since a port picked this way can be taken by
+// another test before the node binds it.
 func freeGossipAddrs(t *testing.T, n int) []string {
 	t.Helper()
 	var out []string
@@ -40,6 +44,82 @@ func freeGossipAddrs(t *testing.T, n int) []string {
 		}
 	}
 	return out
+}
+
+// anyGossipAddr makes a node gossip on a port the kernel picks as memberlist
+// binds it (Node.GossipAddr tells which): for a node whose address no other
+// node needs before it starts.
+const anyGossipAddr = "127.0.0.1:0"
+
+// gossipPortAttempts bounds how many sets of fresh ports startGossipGroup
+// tries.
+const gossipPortAttempts = 5
+
+// isAddrInUse says whether err is a bind that failed because the port was
+// taken (memberlist reports it as text only).
+func isAddrInUse(err error) bool {
+	return err != nil && (errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use"))
+}
+
+// startGossipGroup starts size nodes at once whose configs name each
+// other's gossip addresses before any of them starts (every one retry-joins
+// all, as an operator's identical command lines do): configs makes the
+// configs, fresh ones (fresh data dirs) at each call, from size addresses.
+// Those addresses can only be picked free and released before the nodes
+// bind them, and tests (and packages) run in parallel, so another test may
+// take one meanwhile: then the nodes that started are closed and the group
+// starts again on fresh addresses, at most gossipPortAttempts times. Any
+// other error fails the test.
+func startGossipGroup(t *testing.T, size int, configs func(addrs []string) []Config) ([]*Node, []Config) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		cfgs := configs(freeGossipAddrs(t, size))
+		nodes, err := tryStartAll(t, cfgs)
+		if err == nil {
+			return nodes, cfgs
+		}
+		if !isAddrInUse(err) || attempt == gossipPortAttempts {
+			t.Fatalf("starting %d nodes together (attempt %d): %v", size, attempt, err)
+		}
+		t.Logf("a gossip port was taken before its node bound it (%v): starting the %d nodes again on fresh ports", err, size)
+	}
+}
+
+// startGossipGroup starts the group again on fresh ports when a port it
+// picked is taken before the node binds it (here: held from the start).
+func TestStartGossipGroupRetriesATakenPort(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	var tried [][]string
+	nodes, cfgs := startGossipGroup(t, 2, func(addrs []string) []Config {
+		if len(tried) == 0 {
+			addrs = []string{addrs[0], taken.Addr().String()}
+		}
+		tried = append(tried, addrs)
+		var cfgs []Config
+		for i, a := range addrs {
+			cfg := gossipConfig(t, fmt.Sprintf("n%d", i), a, 0, nil)
+			cfg.Bootstrap = true // two clusters of one: nobody joins what holds the port
+			cfgs = append(cfgs, cfg)
+		}
+		return cfgs
+	})
+	require.Len(t, tried, 2, "one retry")
+	assert.Equal(t, tried[1][1], nodes[1].GossipAddr())
+	assert.Equal(t, tried[1][0], cfgs[0].GossipBindAddr)
+	assert.True(t, isAddrInUse(fmt.Errorf("x: %w", syscall.EADDRINUSE)))
+	assert.False(t, isAddrInUse(errors.New("connection refused")))
+}
+
+// expectConfigs are the configs of nodes gossiping on addrs, one each,
+// every one expecting expect members and retry-joining all of addrs.
+func expectConfigs(t *testing.T, addrs []string, expect int) []Config {
+	var cfgs []Config
+	for i, a := range addrs {
+		cfgs = append(cfgs, gossipConfig(t, fmt.Sprintf("n%d", i), a, expect, addrs))
+	}
+	return cfgs
 }
 
 func capturedLogger(name string, b *lockedBuffer) hclog.Logger {
@@ -100,7 +180,18 @@ func waitSameClusterID(t *testing.T, nodes []*Node) {
 	}, gossipPatience, 20*time.Millisecond, "every node records the same cluster ID")
 }
 
+// startAll starts nodes on cfgs at once and closes them when the test ends.
 func startAll(t *testing.T, cfgs []Config) []*Node {
+	t.Helper()
+	nodes, err := tryStartAll(t, cfgs)
+	require.NoError(t, err)
+	return nodes
+}
+
+// tryStartAll starts nodes on cfgs at once. When one fails, it closes the
+// others and returns the first failure; else the nodes close when the test
+// ends.
+func tryStartAll(t *testing.T, cfgs []Config) ([]*Node, error) {
 	t.Helper()
 	nodes := make([]*Node, len(cfgs))
 	errs := make([]error, len(cfgs))
@@ -109,21 +200,30 @@ func startAll(t *testing.T, cfgs []Config) []*Node {
 		wg.Go(func() { nodes[i], errs[i] = New(cfgs[i]) })
 	}
 	wg.Wait()
-	for i := range cfgs {
-		require.NoError(t, errs[i], cfgs[i].NodeID)
-		n := nodes[i]
+	var failed error
+	for i, err := range errs {
+		if err != nil && failed == nil {
+			failed = fmt.Errorf("%s: %w", cfgs[i].NodeID, err)
+		}
+	}
+	for _, n := range nodes {
+		if n == nil {
+			continue
+		}
+		if failed != nil {
+			n.Close()
+			continue
+		}
 		t.Cleanup(func() { n.Close() })
 	}
-	return nodes
+	if failed != nil {
+		return nil, failed
+	}
+	return nodes, nil
 }
 
 func TestBootstrapExpectFormsOneClusterOfVoters(t *testing.T) {
-	addrs := freeGossipAddrs(t, 3)
-	var cfgs []Config
-	for i, a := range addrs {
-		cfgs = append(cfgs, gossipConfig(t, fmt.Sprintf("n%d", i), a, 3, addrs))
-	}
-	nodes := startAll(t, cfgs)
+	nodes, _ := startGossipGroup(t, 3, func(addrs []string) []Config { return expectConfigs(t, addrs, 3) })
 	waitOneCluster(t, nodes, []string{"n0=voter", "n1=voter", "n2=voter"})
 	_, lease := acquire(t, nodes[2], "k", time.Minute)
 	assert.NotZero(t, lease.Token)
@@ -144,12 +244,7 @@ func TestBootstrapExpectFormsOneClusterOfVoters(t *testing.T) {
 func TestBootstrapExpectExtraNodesStartingTogetherJoin(t *testing.T) {
 	for _, size := range []int{4, 5} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
-			addrs := freeGossipAddrs(t, size)
-			var cfgs []Config
-			for i, a := range addrs {
-				cfgs = append(cfgs, gossipConfig(t, fmt.Sprintf("n%d", i), a, 3, addrs))
-			}
-			nodes := startAll(t, cfgs)
+			nodes, _ := startGossipGroup(t, size, func(addrs []string) []Config { return expectConfigs(t, addrs, 3) })
 			require.Eventually(t, func() bool {
 				var leader string
 				for _, n := range nodes {
@@ -195,26 +290,20 @@ func TestBootstrapPromiseIsExclusive(t *testing.T) {
 }
 
 func TestBootstrapExpectSlowNodeJoinsFormedCluster(t *testing.T) {
-	addrs := freeGossipAddrs(t, 4)
-	var cfgs []Config
-	for i, a := range addrs {
-		cfgs = append(cfgs, gossipConfig(t, fmt.Sprintf("n%d", i), a, 3, addrs))
-	}
-	nodes := startAll(t, cfgs[:3])
+	var addrs []string
+	nodes, _ := startGossipGroup(t, 3, func(a []string) []Config {
+		addrs = a
+		return expectConfigs(t, a, 3)
+	})
 	waitOneCluster(t, nodes, []string{"n0=voter", "n1=voter", "n2=voter"})
-	late := startNode(t, cfgs[3])
+	late := startNode(t, gossipConfig(t, "n3", anyGossipAddr, 3, addrs))
 	nodes = append(nodes, late)
 	waitOneCluster(t, nodes, []string{"n0=voter", "n1=voter", "n2=voter", "n3=nonvoter"})
 	waitSameClusterID(t, nodes)
 }
 
 func TestBootstrapExpectRestartAllKeepsCluster(t *testing.T) {
-	addrs := freeGossipAddrs(t, 3)
-	var cfgs []Config
-	for i, a := range addrs {
-		cfgs = append(cfgs, gossipConfig(t, fmt.Sprintf("n%d", i), a, 3, addrs))
-	}
-	nodes := startAll(t, cfgs)
+	nodes, cfgs := startGossipGroup(t, 3, func(addrs []string) []Config { return expectConfigs(t, addrs, 3) })
 	waitOneCluster(t, nodes, []string{"n0=voter", "n1=voter", "n2=voter"})
 	_, lease := acquire(t, nodes[0], "kept", time.Hour)
 	waitSameClusterID(t, nodes)
@@ -223,6 +312,9 @@ func TestBootstrapExpectRestartAllKeepsCluster(t *testing.T) {
 		cfgs[i].BindAddr = n.Addr()
 		require.NoError(t, n.Close())
 	}
+	// Started again on the same gossip addresses, which the others know
+	// them by (another test could take one in the moment between; nothing
+	// here can avoid that).
 	nodes = startAll(t, cfgs)
 	waitOneCluster(t, nodes, []string{"n0=voter", "n1=voter", "n2=voter"})
 	for _, n := range nodes {
@@ -237,15 +329,16 @@ func TestBootstrapExpectRestartAllKeepsCluster(t *testing.T) {
 // twoNodeGossipCluster is n0 bootstrapped with gossip and n1 that joins it
 // by retry-join alone; tweak adjusts both configs.
 func twoNodeGossipCluster(t *testing.T, tweak func(*Config)) []*Node {
-	addrs := freeGossipAddrs(t, 2)
-	c0 := gossipConfig(t, "n0", addrs[0], 0, nil)
+	c0 := gossipConfig(t, "n0", anyGossipAddr, 0, nil)
 	c0.Bootstrap = true
-	c1 := gossipConfig(t, "n1", addrs[1], 0, addrs[:1])
 	if tweak != nil {
 		tweak(&c0)
-		tweak(&c1)
 	}
 	n0 := startNode(t, c0)
+	c1 := gossipConfig(t, "n1", anyGossipAddr, 0, []string{n0.GossipAddr()})
+	if tweak != nil {
+		tweak(&c1)
+	}
 	n1 := startNode(t, c1)
 	nodes := []*Node{n0, n1}
 	waitOneCluster(t, nodes, []string{"n0=voter", "n1=voter"})
@@ -264,12 +357,11 @@ func TestRetryJoinAloneMakesARaftMember(t *testing.T) {
 }
 
 func TestGossipMembersShowFailedAndLeft(t *testing.T) {
-	addrs := freeGossipAddrs(t, 3)
-	c0 := gossipConfig(t, "n0", addrs[0], 0, nil)
+	c0 := gossipConfig(t, "n0", anyGossipAddr, 0, nil)
 	c0.Bootstrap = true
 	n0 := startNode(t, c0)
-	n1 := startNode(t, gossipConfig(t, "n1", addrs[1], 0, addrs[:1]))
-	n2 := startNode(t, gossipConfig(t, "n2", addrs[2], 0, addrs[:1]))
+	n1 := startNode(t, gossipConfig(t, "n1", anyGossipAddr, 0, []string{n0.GossipAddr()}))
+	n2 := startNode(t, gossipConfig(t, "n2", anyGossipAddr, 0, []string{n0.GossipAddr()}))
 	waitOneCluster(t, []*Node{n0, n1, n2}, []string{"n0=voter", "n1=voter", "n2=voter"})
 	require.NotNil(t, n0.gossipEvents(), "the reconciler's wake-up reads it")
 	status := func(id string) gossipStatus {
@@ -299,8 +391,7 @@ func intruderTest(t *testing.T, base func(*Config), intruder func(*Config), want
 		base(c)
 		c.Logger = capturedLogger(c.NodeID, &logs)
 	})
-	addr := freeGossipAddrs(t, 1)[0]
-	ic := gossipConfig(t, "intruder", addr, 0, []string{nodes[0].gossip.selfAddr(), nodes[1].gossip.selfAddr()})
+	ic := gossipConfig(t, "intruder", anyGossipAddr, 0, []string{nodes[0].gossip.selfAddr(), nodes[1].gossip.selfAddr()})
 	base(&ic)
 	intruder(&ic)
 	ic.Logger = capturedLogger("intruder", &logs)
@@ -362,7 +453,7 @@ func TestGossipSurvivesGarbage(t *testing.T) {
 	}
 	acquire(t, nodes[1], "after-garbage", time.Minute)
 	// Gossip still works: a third node joins through the node fed garbage.
-	n2 := startNode(t, gossipConfig(t, "n2", freeGossipAddrs(t, 1)[0], 0, []string{target}))
+	n2 := startNode(t, gossipConfig(t, "n2", anyGossipAddr, 0, []string{target}))
 	waitOneCluster(t, append(nodes, n2), []string{"n0=voter", "n1=voter", "n2=voter"})
 }
 
@@ -393,16 +484,20 @@ func TestGossipConfigErrors(t *testing.T) {
 }
 
 func TestRetryJoinResolvesNamesAndSkipsItself(t *testing.T) {
-	addr := freeGossipAddrs(t, 1)[0]
+	var addr string
+	nodes, _ := startGossipGroup(t, 1, func(addrs []string) []Config {
+		addr = addrs[0]
+		cfg := gossipConfig(t, "n0", addr, 0, nil)
+		cfg.Bootstrap = true
+		// Each entry: a name with a port, an IP without one (this node's
+		// gossip port is the default: that is this node, skipped), and
+		// this node's own address (known before it starts).
+		cfg.RetryJoin = []string{"localhost:7999", "127.0.0.1", addr}
+		return []Config{cfg}
+	})
+	n := nodes[0]
 	_, port, err := splitGossipAddr(addr)
 	require.NoError(t, err)
-	cfg := gossipConfig(t, "n0", addr, 0, nil)
-	cfg.Bootstrap = true
-	// Each entry: a name with a port, an IP without one (this node's gossip
-	// port is the default: that is this node, skipped), and this node's
-	// own address.
-	cfg.RetryJoin = []string{"localhost:7999", "127.0.0.1", addr}
-	n := startNode(t, cfg)
 	addrs, errs := n.resolveRetryJoin(testCtx(t))
 	assert.Empty(t, errs)
 	assert.Contains(t, addrs, "127.0.0.1:7999", "localhost resolved")
@@ -433,12 +528,11 @@ func memberActions(nodes []*Node, id string) []string {
 // own), is added as a non-voter and promoted once stable, never added as a
 // voter directly.
 func TestGossipLeaderAddsJoinersAsNonVotersThenPromotes(t *testing.T) {
-	addrs := freeGossipAddrs(t, 2)
-	c0 := gossipConfig(t, "n0", addrs[0], 0, nil)
+	c0 := gossipConfig(t, "n0", anyGossipAddr, 0, nil)
 	c0.Bootstrap = true
 	n0 := startNode(t, c0)
 	waitOneCluster(t, []*Node{n0}, []string{"n0=voter"})
-	n1 := startNode(t, gossipConfig(t, "n1", addrs[1], 0, addrs[:1]))
+	n1 := startNode(t, gossipConfig(t, "n1", anyGossipAddr, 0, []string{n0.GossipAddr()}))
 	c2 := testConfig(t, "n2")
 	c2.Join = []string{n0.Addr()}
 	n2 := startNode(t, c2)
@@ -485,12 +579,7 @@ func TestJoinWithoutGossipAddsVoterDirectly(t *testing.T) {
 // members it knew (serf's snapshot in DataDir), with no RetryJoin: at
 // once, not when a member happens to try reconnecting to it.
 func TestGossipRestartRejoinsKnownMembersWithoutRetryJoin(t *testing.T) {
-	addrs := freeGossipAddrs(t, 3)
-	var cfgs []Config
-	for i, a := range addrs {
-		cfgs = append(cfgs, gossipConfig(t, fmt.Sprintf("n%d", i), a, 3, addrs))
-	}
-	nodes := startAll(t, cfgs)
+	nodes, cfgs := startGossipGroup(t, 3, func(addrs []string) []Config { return expectConfigs(t, addrs, 3) })
 	waitOneCluster(t, nodes, []string{"n0=voter", "n1=voter", "n2=voter"})
 	aliveIn := func(n *Node) int {
 		alive := 0
@@ -518,6 +607,8 @@ func TestGossipRestartRejoinsKnownMembersWithoutRetryJoin(t *testing.T) {
 		}
 		return false
 	}, gossipPatience, 20*time.Millisecond, "n0 sees n2 failed")
+	// On its old gossip address, which the others know it by (another test
+	// could take it in the moment between; nothing here can avoid that).
 	restarted := startNode(t, cfg)
 	assert.Eventually(t, func() bool { return aliveIn(restarted) == 3 }, 10*time.Second, 20*time.Millisecond,
 		"the restarted node sees the others in gossip: %v", restarted.gossipMembers())
@@ -527,16 +618,15 @@ func TestGossipRestartRejoinsKnownMembersWithoutRetryJoin(t *testing.T) {
 // With gossip on, members learn each other's API addresses from the gossip
 // tags: every node shows them all, and none asked another for its info.
 func TestGossipCarriesAPIAddrsWithoutTheExchange(t *testing.T) {
-	addrs := freeGossipAddrs(t, 3)
-	var cfgs []Config
 	want := map[string]string{}
-	for i, a := range addrs {
-		cfg := gossipConfig(t, fmt.Sprintf("n%d", i), a, 3, addrs)
-		cfg.APIAddr = fmt.Sprintf("http://api-%d.test:7070", i)
-		want[cfg.NodeID] = cfg.APIAddr
-		cfgs = append(cfgs, cfg)
-	}
-	nodes := startAll(t, cfgs)
+	nodes, _ := startGossipGroup(t, 3, func(addrs []string) []Config {
+		cfgs := expectConfigs(t, addrs, 3)
+		for i := range cfgs {
+			cfgs[i].APIAddr = fmt.Sprintf("http://api-%d.test:7070", i)
+			want[cfgs[i].NodeID] = cfgs[i].APIAddr
+		}
+		return cfgs
+	})
 	waitOneCluster(t, nodes, []string{"n0=voter", "n1=voter", "n2=voter"})
 	require.Eventually(t, func() bool {
 		for _, node := range nodes {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -208,23 +207,18 @@ func (l *lockedBuffer) String() string {
 // Nodes bootstrapped together from the same Peers record the same cluster
 // ID without talking, and a node that joins them later learns it.
 func TestPeersBootstrapShareClusterID(t *testing.T) {
-	var lns []net.Listener
 	var peers []Peer
-	for i := range 3 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		lns = append(lns, ln)
-		peers = append(peers, Peer{ID: fmt.Sprintf("p%d", i), Addr: ln.Addr().String()})
-	}
-	for _, ln := range lns {
-		ln.Close() // free again for the nodes (a port taken meanwhile fails the test, not a wrong result)
-	}
 	c := &testCluster{t: t}
-	for _, p := range peers {
-		cfg := testConfig(t, p.ID)
-		cfg.BindAddr, cfg.Bootstrap, cfg.Peers = p.Addr, true, peers
+	for i := range 3 {
+		cfg := testConfig(t, fmt.Sprintf("p%d", i))
+		holdBindAddr(t, &cfg)
+		cfg.Bootstrap = true
 		c.cfgs = append(c.cfgs, cfg)
-		c.nodes = append(c.nodes, startNode(t, cfg))
+		peers = append(peers, Peer{ID: cfg.NodeID, Addr: cfg.BindAddr})
+	}
+	for i := range c.cfgs {
+		c.cfgs[i].Peers = peers
+		c.nodes = append(c.nodes, startNode(t, c.cfgs[i]))
 	}
 	leader := c.waitLeader()
 	want, err := newClusterID(peers)

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 
@@ -31,6 +32,13 @@ import (
 // A member added after the check, or restarted on an older build, may
 // still meet such a command in the log (replicated to it, or replayed); it
 // then halts rather than skip it (halt.go).
+//
+// Members also tell their raftlock version (the gossip tag "version", or
+// the info exchange's version field), for people: Stats().Members shows
+// each member's version and level as this node knows them, and marks the
+// members that read a lower level than the leader (Member.BelowLeader),
+// the ones holding newer commands back, so that an operator in a rolling
+// upgrade sees which member still runs what.
 
 // commandLevels is what a node knows of command levels: the highest its
 // build decodes, and each command's. Nodes use fsm's (buildLevels); a test
@@ -48,27 +56,40 @@ func (l commandLevels) of(c fsm.Command) int { return l.levelOf(c) }
 // tagLevel is the gossip tag of a member's command level.
 const tagLevel = "level"
 
-// parseLevel reads an advertised level: a level above the baseline, or
-// the baseline for anything else (none advertised, or garbage).
+// parseLevel reads an advertised level: the level, or 0 when none is
+// advertised or it is garbage (the member then counts as reading
+// fsm.BaselineLevel).
 func parseLevel(s string) int {
-	if l, err := strconv.Atoi(s); err == nil && l > fsm.BaselineLevel {
+	if l, err := strconv.Atoi(s); err == nil && l >= fsm.BaselineLevel {
 		return l
 	}
-	return fsm.BaselineLevel
+	return 0
+}
+
+// memberBuild is what member id told of its build, as this node knows it:
+// the command level it reads and its raftlock version, 0 and "" for what
+// it has not told (yet, or ever: a build from before it was told). Its own
+// build for itself; else what gossip says of it, else what it told in the
+// info exchange. gossiped is gossipByID's answer (nil when gossip is off).
+func (n *Node) memberBuild(id string, gossiped map[string]gossipMember) (level int, version string) {
+	if id == n.cfg.NodeID {
+		return n.levels.max, n.version
+	}
+	g := gossiped[id]
+	level, version = g.Level, g.Version
+	if level == 0 || version == "" {
+		p := n.peers.info(id)
+		level, version = cmp.Or(level, p.level), cmp.Or(version, p.version)
+	}
+	return level, version
 }
 
 // memberLevel is the command level member id reads, as this node knows
-// it: its own build's for itself; else what gossip says of it, else what
-// it told in the info exchange, else the baseline. gossiped is
-// gossipByID's answer (nil when gossip is off).
+// it (memberBuild), the baseline when it has not told, with its version
+// ("" when not known).
 func (n *Node) memberLevel(id string, gossiped map[string]gossipMember) (level int, version string) {
-	if id == n.cfg.NodeID {
-		return n.levels.max, raftlockVersion
-	}
-	if g, ok := gossiped[id]; ok {
-		return g.Level, g.Version
-	}
-	return max(n.peers.level(id), fsm.BaselineLevel), ""
+	level, version = n.memberBuild(id, gossiped)
+	return max(level, fsm.BaselineLevel), version
 }
 
 // admitLevel refuses cmd, with an error matching lock.ErrMemberTooOld,
@@ -98,7 +119,7 @@ func (n *Node) admitLevel(cmd fsm.Command) error {
 		}
 		return fmt.Errorf("%w: %v needs command level %d, and %s %s reads level %d (%s): "+
 			"install on %s raftlock %s (the version this leader runs) and try again; nothing was done",
-			lock.ErrMemberTooOld, cmd.Op, need, suffrage, srv.ID, level, runs, srv.ID, raftlockVersion)
+			lock.ErrMemberTooOld, cmd.Op, need, suffrage, srv.ID, level, runs, srv.ID, n.version)
 	}
 	return nil
 }

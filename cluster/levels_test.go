@@ -31,6 +31,7 @@ func acquireAllReq(keys ...string) lock.AcquireRequest {
 func TestLeaderRefusesCommandAMemberCannotRead(t *testing.T) {
 	c := newCluster(t, 3, func(cfg *Config) { cfg.levels = newerBuild() })
 	c.cfgs[2].levels = olderBuild()
+	c.cfgs[2].version = "v0.9.0-old"
 	c.stop(2)
 	old := c.restart(2)
 	leader := c.leader()
@@ -45,6 +46,18 @@ func TestLeaderRefusesCommandAMemberCannotRead(t *testing.T) {
 		level, _ := leader.memberLevel(follower.ID(), nil)
 		return level == 2
 	}, patience, 10*time.Millisecond, "the leader learns the newer follower's level")
+	// Every member shows who runs what, and marks the older member, on
+	// the leader and on a follower alike (without gossip: they told in the
+	// info exchange).
+	for _, n := range []*Node{leader, follower} {
+		var got []string
+		require.Eventually(t, func() bool {
+			got = memberBuilds(n)
+			return slices.Equal(got, []string{
+				"n0 " + raftlockVersion + " level 2", "n1 " + raftlockVersion + " level 2", "n2 v0.9.0-old level 1 BELOW",
+			})
+		}, patience, 10*time.Millisecond, "members as %s shows them: %q", n.ID(), &got)
+	}
 	ctx := testCtx(t)
 	_, first := acquire(t, leader, "first", time.Minute)
 
@@ -54,6 +67,7 @@ func TestLeaderRefusesCommandAMemberCannotRead(t *testing.T) {
 		assert.NotErrorIs(t, err, lock.ErrUnknownOutcome, "nothing was proposed")
 		assert.Contains(t, err.Error(), "voter n2", "names the member")
 		assert.Contains(t, err.Error(), "install on n2 raftlock "+raftlockVersion, "says what to do")
+		assert.Contains(t, err.Error(), "it runs raftlock v0.9.0-old", "says what it runs")
 		assert.Equal(t, 1, countOccurrences(err.Error(), lock.ErrMemberTooOld.Error()), "the sentinel's text once: %v", err)
 	}
 	// A waiting acquire-all is refused the same way.
@@ -76,6 +90,7 @@ func TestLeaderRefusesCommandAMemberCannotRead(t *testing.T) {
 	// the command works.
 	c.stop(2)
 	c.cfgs[2].levels = newerBuild()
+	c.cfgs[2].version = ""
 	c.restart(2)
 	var lease lock.Lease
 	require.Eventually(t, func() bool {
@@ -83,6 +98,21 @@ func TestLeaderRefusesCommandAMemberCannotRead(t *testing.T) {
 		return err == nil
 	}, patience, 20*time.Millisecond, "acquire-all still refused after the upgrade: %v", err)
 	assert.Greater(t, lease.Token, next.Token)
+	assert.Contains(t, memberBuilds(c.leader()), "n2 "+raftlockVersion+" level 2", "no longer marked")
+}
+
+// memberBuilds is n's Stats().Members as "id version level N", with
+// "BELOW" for a member marked below the leader's level.
+func memberBuilds(n *Node) []string {
+	var out []string
+	for _, m := range n.Stats().Members {
+		s := fmt.Sprintf("%s %s level %d", m.ID, m.Version, m.Level)
+		if m.BelowLeader {
+			s += " BELOW"
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // A member whose level is not known counts as reading the baseline: until
@@ -101,7 +131,7 @@ func TestMemberLevelDefaultsToBaseline(t *testing.T) {
 	level, version := n.memberLevel("stranger", nil)
 	assert.Equal(t, fsm.BaselineLevel, level)
 	assert.Empty(t, version)
-	n.heardFrom("stranger", "", 2) // not a member: not recorded
+	n.heardFrom("stranger", "", 2, "v9") // not a member: not recorded
 	level, _ = n.memberLevel("stranger", nil)
 	assert.Equal(t, fsm.BaselineLevel, level)
 	level, version = n.memberLevel("g", map[string]gossipMember{"g": {Level: 3, Version: "v9"}})
@@ -111,9 +141,10 @@ func TestMemberLevelDefaultsToBaseline(t *testing.T) {
 	// Alone, with a build that reads it: accepted.
 	_, err := n.AcquireAll(testCtx(t), acquireAllReq("a", "b"))
 	require.NoError(t, err)
-	assert.Equal(t, fsm.BaselineLevel, parseLevel(""))
-	assert.Equal(t, fsm.BaselineLevel, parseLevel("junk"))
-	assert.Equal(t, fsm.BaselineLevel, parseLevel("0"))
+	assert.Zero(t, parseLevel(""), "none told")
+	assert.Zero(t, parseLevel("junk"))
+	assert.Zero(t, parseLevel("0"))
+	assert.Equal(t, fsm.BaselineLevel, parseLevel("1"))
 	assert.Equal(t, 4, parseLevel("4"))
 }
 
@@ -121,13 +152,13 @@ func TestMemberLevelDefaultsToBaseline(t *testing.T) {
 // leader refuses a command its older peer cannot read, naming the version
 // the peer's tag gives, and accepts it once the peer's tag says it reads it.
 func TestGossipCarriesCommandLevels(t *testing.T) {
-	addrs := freeGossipAddrs(t, 2)
-	c0 := gossipConfig(t, "n0", addrs[0], 0, nil)
+	c0 := gossipConfig(t, "n0", anyGossipAddr, 0, nil)
 	c0.Bootstrap = true
 	c0.levels = newerBuild()
-	c1 := gossipConfig(t, "n1", addrs[1], 0, addrs[:1])
-	c1.levels = olderBuild()
 	n0 := startNode(t, c0)
+	c1 := gossipConfig(t, "n1", anyGossipAddr, 0, []string{n0.GossipAddr()})
+	c1.levels = olderBuild()
+	c1.version = "v0.9.0-old"
 	n1 := startNode(t, c1)
 	waitOneCluster(t, []*Node{n0, n1}, []string{"n0=voter", "n1=voter"})
 	require.Eventually(t, func() bool { return n0.IsLeader() && n0.leaderReady() }, patience, 10*time.Millisecond)
@@ -137,7 +168,12 @@ func TestGossipCarriesCommandLevels(t *testing.T) {
 
 	_, err := n1.AcquireAll(testCtx(t), acquireAllReq("x", "y"))
 	require.ErrorIs(t, err, lock.ErrMemberTooOld)
-	assert.Contains(t, err.Error(), "voter n1 reads level 1 (it runs raftlock "+raftlockVersion+")")
+	assert.Contains(t, err.Error(), "voter n1 reads level 1 (it runs raftlock v0.9.0-old)")
+	// Both show who runs what from the tags, and mark the older member.
+	want := []string{"n0 " + raftlockVersion + " level 2", "n1 v0.9.0-old level 1 BELOW"}
+	assert.Equal(t, want, memberBuilds(n0))
+	require.Eventually(t, func() bool { return slices.Equal(memberBuilds(n1), want) }, gossipPatience, 20*time.Millisecond,
+		"n1 shows %q", memberBuilds(n1))
 
 	// n1 upgraded in place (its tag changes): accepted.
 	n1.setGossipTag(tagLevel, "2")
@@ -145,6 +181,7 @@ func TestGossipCarriesCommandLevels(t *testing.T) {
 		_, err = n0.AcquireAll(testCtx(t), acquireAllReq("x", "y"))
 		return err == nil
 	}, gossipPatience, 20*time.Millisecond, "still refused: %v", err)
+	assert.Equal(t, []string{"n0 " + raftlockVersion + " level 2", "n1 v0.9.0-old level 2"}, memberBuilds(n0), "no longer marked")
 }
 
 func countOccurrences(s, sub string) int {
@@ -196,6 +233,57 @@ func TestNodeInfoCarriesLevelAboveBaselineOnly(t *testing.T) {
 		reply{code: codeOK, kind: kindInfo, answer: ans}.appendBinary(nil))
 }
 
+// The info exchange's version field: after the level, which then travels
+// even at the baseline; refused when empty, or after a level below the
+// baseline. A question with a version gets the answerer's level and
+// version; a build from before versions refuses it (its decoder does), and
+// the asker asks again without it (askInfo).
+func TestNodeInfoCarriesVersion(t *testing.T) {
+	plain := encodeRequest(&nodeInfo{id: "n", apiAddr: "a"})
+	versioned := encodeRequest(&nodeInfo{id: "n", apiAddr: "a", version: "v1.2"})
+	assert.Equal(t, slices.Concat(plain, []byte{fsm.BaselineLevel, 4, 'v', '1', '.', '2'}), versioned, "the baseline level, then the version")
+	leveled := encodeRequest(&nodeInfo{id: "n", apiAddr: "a", level: 3, version: "v1.2"})
+	assert.Equal(t, slices.Concat(plain, []byte{3, 4, 'v', '1', '.', '2'}), leveled)
+	req, err := decodeRequest(versioned)
+	require.NoError(t, err)
+	assert.Equal(t, &nodeInfo{id: "n", apiAddr: "a", level: fsm.BaselineLevel, version: "v1.2"}, req)
+	req, err = decodeRequest(leveled)
+	require.NoError(t, err)
+	assert.Equal(t, &nodeInfo{id: "n", apiAddr: "a", level: 3, version: "v1.2"}, req)
+	for _, tail := range [][]byte{{1, 0}, {0, 1, 'v'}, {3, 2, 'v'}, {1, 1, 'v', 0}} {
+		bad := slices.Concat(plain, tail)
+		_, err := decodeRequest(bad)
+		assert.ErrorIs(t, err, ErrBadRequest, "%x", bad)
+	}
+
+	n := startNode(t, func() Config {
+		cfg := testConfig(t, "n0")
+		cfg.Bootstrap = true
+		cfg.version = "v9.9.9-test"
+		return cfg
+	}())
+	ans, err := (&nodeInfo{id: "x", version: "v1.2"}).serve(testCtx(t), n, nil)
+	require.NoError(t, err)
+	assert.Equal(t, &nodeInfo{id: "n0", level: fsm.MaxCommandLevel, version: "v9.9.9-test"}, ans, "asked with a version: answers its own")
+	ans, err = (&nodeInfo{id: "x"}).serve(testCtx(t), n, nil)
+	require.NoError(t, err)
+	assert.Equal(t, &nodeInfo{id: "n0"}, ans, "asked without: the bytes of the builds before versions")
+
+	old := startNode(t, func() Config {
+		cfg := testConfig(t, "old")
+		cfg.Bootstrap = true
+		cfg.APIAddr = "http://old.test"
+		cfg.infoBeforeVersions = true
+		return cfg
+	}())
+	rep, err := n.call(testCtx(t), old.Addr(), encodeRequest(&nodeInfo{id: "n0", version: "v9.9.9-test"}))
+	require.NoError(t, err)
+	require.Equal(t, codeBadRequest, rep.code, "the older build refuses a version")
+	info, err := n.askInfo(testCtx(t), old.Addr())
+	require.NoError(t, err, "asked again without the version")
+	assert.Equal(t, &nodeInfo{id: "old", apiAddr: "http://old.test"}, info)
+}
+
 // A refusal crosses the forwarding RPC as its own code, which the asking
 // node reads back as lock.ErrMemberTooOld with the leader's message once.
 func TestMemberTooOldCrossesTheRPC(t *testing.T) {
@@ -216,6 +304,7 @@ func errorReplyFor(err error) reply {
 func TestLeaderRefusesCommandANonVoterCannotRead(t *testing.T) {
 	c := newCluster(t, 4, func(cfg *Config) { cfg.levels = newerBuild() })
 	c.cfgs[3].levels = olderBuild()
+	c.cfgs[3].infoBeforeVersions = true // nor does it tell its version
 	c.stop(3)
 	c.restart(3)
 	leader := c.leader()
@@ -231,4 +320,8 @@ func TestLeaderRefusesCommandANonVoterCannotRead(t *testing.T) {
 	_, err := leader.AcquireAll(testCtx(t), acquireAllReq("x", "y"))
 	require.ErrorIs(t, err, lock.ErrMemberTooOld)
 	assert.Contains(t, err.Error(), "non-voter n3")
+	assert.Contains(t, err.Error(), "its version is not known here")
+	// A member that told neither its version nor its level is shown so,
+	// and marked: it counts as reading the baseline.
+	assert.Equal(t, "n3  level 0 BELOW", memberBuilds(leader)[3])
 }

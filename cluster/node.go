@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/internal/quietlog"
 	"github.com/raftlock/raftlock/lock"
 	"github.com/raftlock/raftlock/transport"
@@ -66,6 +67,9 @@ type Node struct {
 	quiet *quietlog.Quieter
 	// levels are the command levels this node's build reads (levels.go).
 	levels commandLevels
+	// version is this node's raftlock version, as it tells the other
+	// members (raftlockVersion; a test plays other builds with Config.version).
+	version string
 
 	tr      *transport.Transport
 	store   *guardedStore
@@ -174,6 +178,10 @@ func New(cfg Config) (*Node, error) {
 	n.levels = buildLevels
 	if cfg.levels != nil {
 		n.levels = *cfg.levels
+	}
+	n.version = raftlockVersion
+	if cfg.version != "" {
+		n.version = cfg.version
 	}
 	n.sm = newStateMachine(logger.Named("fsm"), n.awaits.deliver)
 	n.sm.levels = n.levels
@@ -573,6 +581,20 @@ type Member struct {
 	// reconciler last judged it (alive, in contact, on the leader's term,
 	// not far behind); "" on other nodes and before the first check.
 	Health string
+	// Version is the member's raftlock version (the module version, as
+	// `raftlock version` prints it) and Level the highest command level its
+	// build reads, as the member told them (its gossip tags, or the member
+	// info exchange without gossip); this node's own for itself. "" and 0
+	// until it has told, or when its build is too old to tell (it then
+	// counts as reading fsm.BaselineLevel). See levels.go.
+	Version string
+	Level   int
+	// BelowLeader marks a member that reads a lower command level than the
+	// leader (one that has not told its level counts as reading
+	// fsm.BaselineLevel): the leader refuses the commands above its level
+	// (lock.ErrMemberTooOld) until it runs a newer build. False while this
+	// node does not know the leader's level.
+	BelowLeader bool
 }
 
 // Health of a Member.
@@ -712,10 +734,29 @@ func (n *Node) members(leaderID string) []Member {
 				m.Health = HealthHealthy
 			}
 		}
+		m.Level, m.Version = n.memberBuild(m.ID, gossiped)
 		out = append(out, m)
 	}
+	markBelowLeader(out)
 	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
 	return out
+}
+
+// markBelowLeader sets BelowLeader on the members that read a lower
+// command level than the leader, when the leader's level is known.
+func markBelowLeader(members []Member) {
+	leaderLevel := 0
+	for _, m := range members {
+		if m.Leader {
+			leaderLevel = m.Level
+		}
+	}
+	if leaderLevel == 0 {
+		return
+	}
+	for i, m := range members {
+		members[i].BelowLeader = max(m.Level, fsm.BaselineLevel) < leaderLevel
+	}
 }
 
 // Servers returns the raft configuration as this node knows it: IDs to addresses.

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -13,6 +14,8 @@ import (
 // (Stats().Members[i].APIAddr). A node with gossip on does not ask (its
 // members' tags say it) but still answers, and records what a member
 // without gossip tells it when asking, so mixed clusters keep working.
+// The exchange carries each member's command level and raftlock version
+// too (levels.go), as the gossip tags do.
 
 // Every member learns the others' API addresses (Config.APIAddr) by asking
 // each one directly (kindInfo), so that Stats().Members can tell a client
@@ -32,7 +35,8 @@ const (
 type peerInfo struct {
 	addr    string // the raft address that answered
 	apiAddr string
-	level   int // the command level it reads; 0 if it did not say (the baseline: levels.go)
+	level   int    // the command level it reads; 0 if it did not say (the baseline: levels.go)
+	version string // its raftlock version; "" if it did not say
 	learned time.Time
 }
 
@@ -48,17 +52,17 @@ func (d *peerDirectory) apiAddr(id string) string {
 	return d.peers[id].apiAddr
 }
 
-// level is the command level member id said it reads; 0 if it said none.
-func (d *peerDirectory) level(id string) int {
+// info is what member id said of itself; the zero peerInfo if nothing.
+func (d *peerDirectory) info(id string) peerInfo {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.peers[id].level
+	return d.peers[id]
 }
 
 // heardFrom records what a member said of itself when it asked for our info
-// (its API address and command level). A node not (yet) in this node's
-// configuration is not recorded; it will be asked once it is.
-func (n *Node) heardFrom(id, apiAddr string, level int) {
+// (its API address, command level and version). A node not (yet) in this
+// node's configuration is not recorded; it will be asked once it is.
+func (n *Node) heardFrom(id, apiAddr string, level int, version string) {
 	servers, err := n.Servers()
 	if err != nil || id == n.cfg.NodeID {
 		return
@@ -69,7 +73,7 @@ func (n *Node) heardFrom(id, apiAddr string, level int) {
 	}
 	n.peers.mu.Lock()
 	defer n.peers.mu.Unlock()
-	n.peers.peers[id] = peerInfo{addr: addr, apiAddr: apiAddr, level: level, learned: time.Now()}
+	n.peers.peers[id] = peerInfo{addr: addr, apiAddr: apiAddr, level: level, version: version, learned: time.Now()}
 }
 
 func (n *Node) runPeerInfo() {
@@ -117,31 +121,63 @@ func (n *Node) refreshPeerInfo(ctx context.Context) {
 	}
 	n.peers.mu.Unlock()
 
-	self := nodeInfo{id: n.cfg.NodeID, apiAddr: n.cfg.APIAddr, level: n.levels.max}
-	body := encodeRequest(&self)
 	var wg sync.WaitGroup
 	for id, addr := range ask {
 		wg.Go(func() {
 			callCtx, cancel := context.WithTimeout(ctx, peerInfoTimeout)
 			defer cancel()
-			rep, err := n.call(callCtx, addr, body)
-			if err == nil && rep.code == codeBadRequest && self.hasLevel() {
-				// A build from before levels refuses the level field: ask
-				// it without (it reads the baseline anyway).
-				plain := self
-				plain.level = 0
-				rep, err = n.call(callCtx, addr, encodeRequest(&plain))
-			}
-			info, ok := rep.answer.(*nodeInfo)
-			if err != nil || !ok || info.id != id {
+			info, err := n.askInfo(callCtx, addr)
+			if err != nil || info.id != id {
 				return
 			}
 			n.peers.mu.Lock()
 			defer n.peers.mu.Unlock()
 			if _, member := servers[id]; member {
-				n.peers.peers[id] = peerInfo{addr: addr, apiAddr: info.apiAddr, level: info.level, learned: time.Now()}
+				n.peers.peers[id] = peerInfo{addr: addr, apiAddr: info.apiAddr, level: info.level, version: info.version, learned: time.Now()}
 			}
 		})
 	}
 	wg.Wait()
+}
+
+// askInfo asks the node at addr who it is, telling it who this node is
+// (kindInfo). A build older than this one refuses the optional fields it
+// does not know (codeBadRequest), so it is asked again without them:
+// without the version (a build from before versions were told), then
+// without the level too (a build from before levels).
+func (n *Node) askInfo(ctx context.Context, addr string) (*nodeInfo, error) {
+	self := nodeInfo{id: n.cfg.NodeID, apiAddr: n.cfg.APIAddr, level: n.levels.max, version: n.version}
+	if n.cfg.infoBeforeVersions {
+		self.version = ""
+	}
+	forms := []nodeInfo{self}
+	if self.version != "" {
+		older := self
+		older.version = ""
+		forms = append(forms, older)
+	}
+	if self.hasLevel() {
+		oldest := self
+		oldest.version, oldest.level = "", 0
+		forms = append(forms, oldest)
+	}
+	var rep reply
+	for _, form := range forms {
+		var err error
+		rep, err = n.call(ctx, addr, encodeRequest(&form))
+		if err != nil {
+			return nil, err
+		}
+		if rep.code != codeBadRequest {
+			break
+		}
+	}
+	if err := rep.err(); err != nil {
+		return nil, fmt.Errorf("cluster: asking %s for its info: %w", addr, err)
+	}
+	info, ok := rep.answer.(*nodeInfo)
+	if !ok {
+		return nil, fmt.Errorf("cluster: asking %s for its info: %w: %T answer", addr, ErrBadRequest, rep.answer)
+	}
+	return info, nil
 }

@@ -149,6 +149,12 @@ func (n *Node) admitQuota(ctx context.Context, t *leaderTerm, cmd fsm.Command) e
 	if !q.locks.limited && !q.sessions.limited && !q.waiters.limited {
 		return nil
 	}
+	// Far from every limit (the usual case), no command can reach one:
+	// admitted without waiting for the term or taking the machine's lock,
+	// which every apply holds.
+	if quotasFit(q, fsm.MaxGrowth(cmd), n.sm.usage()) {
+		return nil
+	}
 	if err := n.until(ctx, t, t.ready); err != nil {
 		return err
 	}
@@ -171,6 +177,13 @@ func (n *Node) admitQuota(ctx context.Context, t *leaderTerm, cmd fsm.Command) e
 		}
 	}
 	return nil
+}
+
+// quotasFit says whether growth g on top of used stays within every limit.
+func quotasFit(q *quotas, g fsm.Growth, used quotaUse) bool {
+	fits := func(q *quota, adds, used int) bool { return adds == 0 || !q.limited || used+adds <= q.max }
+	return fits(&q.locks, g.Keys+g.Holds, used.locks) && fits(&q.waiters, g.Waiters, used.waiters) &&
+		fits(&q.sessions, g.Sessions, used.sessions)
 }
 
 // warn logs a refusal, at most once per quotaLogEvery.

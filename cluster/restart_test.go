@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,7 +105,7 @@ func newPeersCluster(t *testing.T, size int) *testCluster {
 	var peers []Peer
 	for i := range size {
 		cfg := testConfig(t, "p"+string(rune('0'+i)))
-		cfg.BindAddr = freeAddr(t)
+		holdBindAddr(t, &cfg)
 		cfg.Bootstrap = true
 		c.cfgs = append(c.cfgs, cfg)
 		peers = append(peers, Peer{ID: cfg.NodeID, Addr: cfg.BindAddr})
@@ -117,14 +118,31 @@ func newPeersCluster(t *testing.T, size int) *testCluster {
 	return c
 }
 
-// freeAddr is a 127.0.0.1 port that was free a moment ago.
-func freeAddr(t *testing.T) string {
+// holdBindAddr binds a 127.0.0.1 port for cfg's node now, sets BindAddr to
+// it and hands the listener to the node's first start (TransportListen), so
+// that other nodes' Peers can name the address before the node starts
+// without another test (tests and packages run in parallel) taking the port
+// meanwhile. A later start on cfg (a restart at the same address) binds it
+// anew: another test could take it in the moment after Close, which nothing
+// here can avoid.
+func holdBindAddr(t testing.TB, cfg *Config) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
+	t.Cleanup(func() { ln.Close() }) // never handed over; else closed twice, harmlessly
+	var held atomic.Pointer[net.Listener]
+	held.Store(&ln)
+	listen := cfg.TransportListen
+	if listen == nil {
+		listen = net.Listen
+	}
+	cfg.BindAddr = ln.Addr().String()
+	cfg.TransportListen = func(network, addr string) (net.Listener, error) {
+		if l := held.Swap(nil); l != nil {
+			return *l, nil
+		}
+		return listen(network, addr)
+	}
 }
 
 // requireAllVoters waits until the leader's configuration is exactly ids, all

@@ -45,10 +45,13 @@ import (
 type stateMachine struct {
 	log hclog.Logger
 
-	mu      sync.Mutex // protects m, applied, progress
-	m       *fsm.Machine
-	applied uint64        // index of the last log entry applied (commands and configuration changes)
-	changed chan struct{} // closed and replaced whenever applied advances
+	mu sync.Mutex // protects m, applied, progress
+	// published is the state's size as of the last apply or restore
+	// (usage); written under mu.
+	published atomic.Pointer[quotaUse]
+	m         *fsm.Machine
+	applied   uint64        // index of the last log entry applied (commands and configuration changes)
+	changed   chan struct{} // closed and replaced whenever applied advances
 
 	// afterApply runs after each applied batch, outside mu (the node pokes
 	// the leader's expiry timer with it). Set before raft starts.
@@ -149,6 +152,7 @@ func (s *stateMachine) ApplyBatch(logs []*raft.Log) []any {
 	if stampTerm != 0 {
 		s.noteStampLocked(stampTerm)
 	}
+	s.publishUsageLocked()
 	close(s.changed)
 	s.changed = make(chan struct{})
 	s.mu.Unlock()
@@ -362,6 +366,20 @@ type machineCounts struct {
 // quotaUse is what the quotas count (quota.go).
 type quotaUse struct{ locks, waiters, sessions int }
 
+// usage is the state's size after the last apply or restore, read without
+// the machine's lock (quotas' fast path: admitQuota).
+func (s *stateMachine) usage() quotaUse {
+	if u := s.published.Load(); u != nil {
+		return *u
+	}
+	return quotaUse{}
+}
+
+// publishUsageLocked records the state's size for usage. Caller holds mu.
+func (s *stateMachine) publishUsageLocked() {
+	s.published.Store(&quotaUse{locks: s.m.Len() + s.m.ExtraHolds(), waiters: s.m.Waiters(), sessions: s.m.Sessions()})
+}
+
 // growth is how much cmd could add to the state, and the state's size,
 // for the quotas' check at admission.
 func (s *stateMachine) growth(cmd fsm.Command) (fsm.Growth, quotaUse) {
@@ -430,6 +448,7 @@ func (s *stateMachine) Restore(rc io.ReadCloser) error {
 		s.applied = applied
 		s.hub.Reset(applied) // the state was replaced: every watch answers
 		s.noteStampLocked(0)
+		s.publishUsageLocked()
 		close(s.changed)
 		s.changed = make(chan struct{})
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -96,6 +97,9 @@ func TestStatsShowNonvoters(t *testing.T) {
 		{ID: "n0", Addr: c.nodes[0].Addr(), Suffrage: SuffrageVoter, Leader: true},
 		{ID: "n1", Addr: c.nodes[1].Addr(), Suffrage: SuffrageNonvoter},
 		{ID: "n2", Addr: c.nodes[2].Addr(), Suffrage: SuffrageNonvoter},
+	}
+	for i := range want { // each told the others in the info exchange
+		want[i].Version, want[i].Level = raftlockVersion, fsm.MaxCommandLevel
 	}
 	// Status and Health are the leader's judgement, shown by the leader only.
 	raftView := func(ms []Member) []Member {

@@ -25,7 +25,8 @@ import (
 //	  kindRemove:  string id
 //	  kindList:    string prefix | string after | uvarint limit (0: the leader's page size)
 //	  kindInfo:    string id | string API address (the asking node's own, so one exchange informs both)
-//	               [| uvarint command level: only above fsm.BaselineLevel]
+//	               [| uvarint command level: above fsm.BaselineLevel, or at it when a version follows
+//	               [| string raftlock version: only when there is one]]
 //	  kindWaitAcquire: an acquire (or acquire-all) with a wait, in the fsm encoding (as kindCommand)
 //	  kindIdentity: string id | string cluster ID (the asking node's; empty if it knows none)
 //	  kindSessionRead: 16-byte session ID
@@ -43,7 +44,8 @@ import (
 //	                       remaining counts from when the request reached the leader
 //	  codeOK, kindJoin/kindJoinEmpty/kindRemove: empty
 //	  codeOK, kindInfo:    string id | string API address (may be empty)
-//	                       [| uvarint command level: only above fsm.BaselineLevel, and only if the request had one]
+//	                       [| uvarint command level: as in a request, and only if the request had a level or a version
+//	                       [| string raftlock version: only if the request had one]]
 //	  codeOK, kindIdentity: string id | string cluster ID (may be empty)
 //	  codeOK, kindSessionRead: flags (1 live) | varint ttl | varint remaining | varint lockDelay | uvarint keys
 //	  codeOK, kindServerStats: varint last contact (ns; negative: never) | uvarint last log term | uvarint last log index
@@ -892,21 +894,28 @@ func (*noAnswer) appendBody(b []byte) []byte { return b }
 func (*noAnswer) decodeBody(*fsm.Decoder)    {}
 
 // nodeInfo (kindInfo) is both the question and its answer: a node's ID, the
-// address of its API (may be empty) and the command level its build reads
-// (levels.go). The asking node tells its own, so one exchange informs both
-// (peers.go). Any node answers.
+// address of its API (may be empty), the command level its build reads
+// (levels.go) and its raftlock version. The asking node tells its own, so
+// one exchange informs both (peers.go). Any node answers.
 //
 // The level travels only when it is above fsm.BaselineLevel (a node that
-// tells none reads the baseline), so the bytes of a baseline node are those
-// of the builds before levels; and an answer carries it only when the
-// question did, since a build from before levels refuses trailing bytes
-// (the asker that tells a level retries without it when refused: see
-// refreshPeerInfo). A node at the baseline needs nobody's level: it
-// proposes only baseline commands.
+// tells none reads the baseline) or when a version follows it, and the
+// version only when there is one; so a message without them has the bytes
+// of the builds before them. An answer carries a level only when the
+// question had a level or a version, and a version only when the question
+// had one, since an older build refuses trailing bytes (and a level at the
+// baseline); the asker retries without the fields an older node refuses
+// (askInfo). A node at
+// the baseline needs nobody's level: it proposes only baseline commands.
 type nodeInfo struct {
 	id, apiAddr string
-	level       int // 0 or fsm.BaselineLevel: none told
+	level       int    // 0 or fsm.BaselineLevel with no version: none told
+	version     string // "": none told
 }
+
+// maxVersionLen bounds a version in kindInfo: a module version, such as
+// v1.2.3-rc.1+incompatible, is far shorter.
+const maxVersionLen = 128
 
 func (r *nodeInfo) kind() requestKind { return kindInfo }
 func (r *nodeInfo) admit() error      { return nil }
@@ -914,7 +923,11 @@ func (r *nodeInfo) hasLevel() bool    { return r.level > fsm.BaselineLevel }
 
 func (r *nodeInfo) appendBody(b []byte) []byte {
 	b = appendString(appendString(b, r.id), r.apiAddr)
-	if r.hasLevel() {
+	switch {
+	case r.version != "":
+		b = binary.AppendUvarint(b, uint64(max(r.level, fsm.BaselineLevel)))
+		b = appendString(b, r.version[:min(len(r.version), maxVersionLen)])
+	case r.hasLevel():
 		b = binary.AppendUvarint(b, uint64(r.level))
 	}
 	return b
@@ -923,21 +936,39 @@ func (r *nodeInfo) appendBody(b []byte) []byte {
 func (r *nodeInfo) decodeBody(d *fsm.Decoder) {
 	r.id = d.String(maxIDLen)
 	r.apiAddr = d.String(maxAddrLen)
-	if d.More() {
-		// Above the baseline only, so that a message has one encoding.
-		if l := d.Uvarint(); d.Err() == nil && (l <= fsm.BaselineLevel || l > 1<<16) {
-			d.Fail("command level out of range")
-		} else {
-			r.level = int(l)
+	if !d.More() {
+		return
+	}
+	l := d.Uvarint()
+	// The baseline only with a version after it, so that a message has
+	// one encoding.
+	versioned := d.More()
+	if d.Err() == nil && (l < fsm.BaselineLevel || l == fsm.BaselineLevel && !versioned || l > 1<<16) {
+		d.Fail("command level out of range")
+		return
+	}
+	r.level = int(l)
+	if versioned {
+		r.version = d.String(maxVersionLen)
+		if d.Err() == nil && r.version == "" {
+			d.Fail("empty version")
 		}
 	}
 }
 
 func (r *nodeInfo) serve(_ context.Context, n *Node, _ *leaderTerm) (rpcAnswer, error) {
-	n.heardFrom(r.id, r.apiAddr, r.level)
+	if n.cfg.infoBeforeVersions && r.version != "" {
+		// A test's node of a build from before versions: its decoder
+		// refuses the bytes.
+		return nil, fmt.Errorf("%w: info request with a version", ErrBadRequest)
+	}
+	n.heardFrom(r.id, r.apiAddr, r.level, r.version)
 	ans := &nodeInfo{id: n.cfg.NodeID, apiAddr: n.cfg.APIAddr}
-	if r.hasLevel() {
+	if r.hasLevel() || r.version != "" {
 		ans.level = n.levels.max
+	}
+	if r.version != "" {
+		ans.version = n.version
 	}
 	return ans, nil
 }

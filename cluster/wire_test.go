@@ -296,7 +296,8 @@ func FuzzDecodeRequest(f *testing.F) {
 	for _, req := range sampleRequests() {
 		f.Add(encodeRequest(req))
 	}
-	f.Add(encodeRequest(&nodeInfo{id: "n2", apiAddr: "http://10.0.0.2:7070", level: 2})) // the optional last field
+	f.Add(encodeRequest(&nodeInfo{id: "n2", apiAddr: "http://10.0.0.2:7070", level: 2}))                    // the optional last field
+	f.Add(encodeRequest(&nodeInfo{id: "n2", apiAddr: "http://10.0.0.2:7070", level: 1, version: "v1.4.0"})) // and the one after it
 	f.Fuzz(func(t *testing.T, b []byte) {
 		req, err := decodeRequest(b)
 		if err != nil {
@@ -315,6 +316,7 @@ func FuzzDecodeReply(f *testing.F) {
 	}
 	f.Add(reply{code: codeMemberTooOld, kind: kindCommand, msg: "member n2 reads level 1"}.appendBinary(nil))
 	f.Add(reply{code: codeOK, kind: kindInfo, answer: &nodeInfo{id: "n2", level: 3}}.appendBinary(nil))
+	f.Add(reply{code: codeOK, kind: kindInfo, answer: &nodeInfo{id: "n2", level: 1, version: "v1.4.0"}}.appendBinary(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		rep, err := decodeReply(b)
 		if err != nil {

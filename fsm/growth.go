@@ -87,6 +87,21 @@ func (m *Machine) acquireAllGrowth(c Command) Growth {
 	return g
 }
 
+// MaxGrowth bounds Growth(c) whatever the state: each field is at least
+// that of Growth(c) on any machine. A caller that finds its limits far
+// enough away checks against this without reading the machine.
+func MaxGrowth(c Command) Growth {
+	switch c.Op {
+	case OpSessionCreate:
+		return Growth{Sessions: 1}
+	case OpAcquire:
+		return Growth{Keys: 1, Holds: 1, Waiters: 1}
+	case OpAcquireAll:
+		return Growth{Keys: len(c.Keys), Waiters: len(c.Keys)}
+	}
+	return Growth{}
+}
+
 // ExtraHolds is the number of holds of semaphore and read/write keys
 // beyond each key's first: Len plus ExtraHolds is the number of locks held
 // (each hold of a semaphore or read/write key one lock), and of keys kept

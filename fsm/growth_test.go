@@ -83,6 +83,9 @@ func TestGrowthBoundsWhatApplyAdds(t *testing.T) {
 			}
 			c.Stamp = m.Now()
 			g := m.Growth(c)
+			bound := MaxGrowth(c)
+			require.True(t, g.Keys <= bound.Keys && g.Holds <= bound.Holds && g.Waiters <= bound.Waiters && g.Sessions <= bound.Sessions,
+				"MaxGrowth %+v bounds Growth %+v of %v", bound, g, c.Op)
 			keys, waiters, sessions, holds := m.Len(), m.Waiters(), m.Sessions(), m.ExtraHolds()
 			m.Apply(c)
 			sawExtraHolds = sawExtraHolds || m.ExtraHolds() > 0

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -55,19 +56,24 @@ const (
 func startMemCluster(t testing.TB, n int) *memCluster {
 	t.Helper()
 	dir := t.TempDir()
-	addrs, err := freeAddrs(n)
-	require.NoError(t, err)
-	c := &memCluster{t: t, faults: faultnet.NewFaults()}
+	// Every node's port is bound here and held until the node starts, so
+	// that Peers can name it and no other test takes it meanwhile.
+	var lns []net.Listener
 	var peers []cluster.Peer
 	for i := range n {
-		peers = append(peers, cluster.Peer{ID: fmt.Sprintf("m%d", i+1), Addr: addrs[i]})
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		t.Cleanup(func() { ln.Close() }) // never handed over; else closed twice, harmlessly
+		lns = append(lns, ln)
+		peers = append(peers, cluster.Peer{ID: fmt.Sprintf("m%d", i+1), Addr: ln.Addr().String()})
 	}
+	c := &memCluster{t: t, faults: faultnet.NewFaults()}
 	for i := range n {
 		logs := newLogRing(1 << 20)
 		cfg := cluster.DefaultConfig()
 		cfg.NodeID = peers[i].ID
 		cfg.DataDir = filepath.Join(dir, cfg.NodeID)
-		cfg.BindAddr = addrs[i]
+		cfg.BindAddr = peers[i].Addr
 		cfg.Bootstrap, cfg.Peers = true, peers
 		cfg.Voters = n
 		cfg.HeartbeatTimeout, cfg.ElectionTimeout = memHeartbeat, memElection
@@ -80,7 +86,7 @@ func startMemCluster(t testing.TB, n int) *memCluster {
 		cfg.SnapshotThreshold, cfg.SnapshotInterval, cfg.TrailingLogs = 64, 500*time.Millisecond, 64
 		cfg.WALSegmentSize = 16 << 10 // compaction drops whole segments: lagging members get snapshots
 		ep := c.faults.Endpoint()
-		cfg.TransportDial, cfg.TransportListen = ep.Dial, ep.Listen
+		cfg.TransportDial, cfg.TransportListen = ep.Dial, heldListen(lns[i], ep)
 		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: cfg.NodeID, Output: logs, Level: hclog.Warn})
 		c.nodes = append(c.nodes, &memNode{c: c, idx: i, cfg: cfg, logs: logs, state: nodeDown})
 	}
@@ -105,6 +111,22 @@ func startMemCluster(t testing.TB, n int) *memCluster {
 	defer cancel()
 	require.NoError(t, c.waitReady(ctx), "the cluster elects a leader")
 	return c
+}
+
+// heldListen is a TransportListen through ep that hands ln, bound before
+// the node starts, to its first start, and binds the address anew at later
+// ones (a restart at the same address: another test could take the port in
+// the moment after the stop, which nothing here can avoid; start retries
+// for a while).
+func heldListen(ln net.Listener, ep *faultnet.Endpoint) func(network, addr string) (net.Listener, error) {
+	var held atomic.Pointer[net.Listener]
+	held.Store(&ln)
+	return func(network, addr string) (net.Listener, error) {
+		if l := held.Swap(nil); l != nil {
+			return ep.Adopt(*l), nil
+		}
+		return ep.Listen(network, addr)
+	}
 }
 
 // start starts (or restarts) the node on its data directory. After a

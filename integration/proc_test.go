@@ -99,16 +99,16 @@ func startProcCluster(t testing.TB, n int) *procCluster {
 
 // startProcClusterMode is startProcCluster with the members started as mode
 // says, and extra flags for every agent. Every member is a voter either way.
+//
+// The members' command lines name each other's ports before any starts,
+// and those ports can only be picked free and released: another test's
+// agent or connection (tests and packages run in parallel) may take one
+// before its agent binds it. Then the agents started are killed and the
+// cluster starts again on fresh ports and data dirs, at most portAttempts
+// times.
 func startProcClusterMode(t testing.TB, n int, mode startMode, extra ...string) *procCluster {
 	t.Helper()
-	dir := t.TempDir()
-	c := &procCluster{t: t}
-	var peers, gossip []string
-	for i := range n {
-		node := c.newNode(fmt.Sprintf("n%d", i+1), dir)
-		peers = append(peers, node.id+"="+node.raftAddr)
-		gossip = append(gossip, node.gossipAddr)
-	}
+	var c *procCluster
 	t.Cleanup(func() {
 		for _, node := range c.nodes {
 			node.kill()
@@ -121,6 +121,34 @@ func startProcClusterMode(t testing.TB, n int, mode startMode, extra ...string) 
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	for attempt := 1; ; attempt++ {
+		c = &procCluster{t: t}
+		err := c.startMembers(ctx, n, mode, extra)
+		if err == nil {
+			break
+		}
+		for _, node := range c.nodes {
+			node.kill()
+		}
+		if !errors.Is(err, errPortInUse) || attempt == portAttempts {
+			require.NoError(t, err, "starting %d agents (attempt %d)", n, attempt)
+		}
+		t.Logf("a port was taken before its agent bound it (%v): starting the %d agents again on fresh ports", err, n)
+	}
+	require.NoError(t, c.waitReady(ctx), "the cluster elects a leader")
+	return c
+}
+
+// startMembers makes and starts c's n members, as startProcClusterMode
+// says, each on fresh ports and in a fresh data dir.
+func (c *procCluster) startMembers(ctx context.Context, n int, mode startMode, extra []string) error {
+	dir := c.t.TempDir()
+	var peers, gossip []string
+	for i := range n {
+		node := c.newNode(fmt.Sprintf("n%d", i+1), dir)
+		peers = append(peers, node.id+"="+node.raftAddr)
+		gossip = append(gossip, node.gossipAddr)
+	}
 	for i, node := range c.nodes {
 		switch {
 		case mode == startExpect:
@@ -133,18 +161,32 @@ func startProcClusterMode(t testing.TB, n int, mode startMode, extra ...string) 
 			node.args = []string{"-join", c.nodes[0].raftAddr}
 		}
 		node.args = append(node.args, extra...)
-		require.NoError(t, node.start())
+		if err := node.startOnce(); err != nil {
+			return err
+		}
 		if mode == startJoin && i == 0 {
-			require.NoError(t, c.waitReady(ctx), "the first node elects itself")
+			if err := c.waitReady(ctx); err != nil {
+				return fmt.Errorf("the first node elects itself: %w", err)
+			}
 		}
 	}
-	require.NoError(t, c.waitReady(ctx), "the cluster elects a leader")
-	return c
+	return nil
 }
 
 // newNode prepares a member of c named id, with a data dir under dir (empty)
 // and its own raft, HTTP and gossip ports; it does not start it.
 func (c *procCluster) newNode(id, dir string) *procNode {
+	c.t.Helper()
+	n := &procNode{c: c, id: id, dataDir: filepath.Join(dir, id), logs: newLogRing(1 << 20), state: nodeDown}
+	n.pickPorts()
+	c.nodes = append(c.nodes, n)
+	return n
+}
+
+// pickPorts gives n fresh raft, HTTP and gossip ports, free a moment ago
+// and none of another member's.
+func (n *procNode) pickPorts() {
+	c := n.c
 	c.t.Helper()
 	var addrs []string
 	for {
@@ -155,13 +197,10 @@ func (c *procCluster) newNode(id, dir string) *procNode {
 			break
 		}
 	}
-	n := &procNode{c: c, id: id, dataDir: filepath.Join(dir, id), raftAddr: addrs[0], httpAddr: addrs[1], gossipAddr: addrs[2],
-		logs: newLogRing(1 << 20), state: nodeDown}
+	n.raftAddr, n.httpAddr, n.gossipAddr = addrs[0], addrs[1], addrs[2]
 	var err error
 	n.client, err = api.NewClient(n.httpAddr, api.ClientConfig{})
 	require.NoError(c.t, err)
-	c.nodes = append(c.nodes, n)
-	return n
 }
 
 // portTaken says whether addr is already one of a member's ports (free
@@ -183,8 +222,10 @@ func gossipArgs(n *procNode, join []string, flags ...string) []string {
 }
 
 // freeAddrs finds n distinct free TCP ports on 127.0.0.1. They are free
-// when this returns; a process that binds one a moment later wins a race
-// that is rare in practice.
+// when this returns; a process or connection that takes one a moment later
+// makes the agent given it exit saying so (errPortInUse): a first start
+// then goes again on fresh ports (startProcClusterMode, rollout.launch), a
+// restart retries its own (start).
 func freeAddrs(n int) ([]string, error) {
 	var lns []net.Listener
 	defer func() {
@@ -232,13 +273,28 @@ func (n *procNode) setJoin(addrs []string, extra ...string) {
 	n.args = append(append(kept, "-join", strings.Join(addrs, ",")), extra...)
 }
 
+// portAttempts bounds how many sets of fresh ports a first start tries.
+const portAttempts = 5
+
+// errPortInUse is an agent that exited at start because a port on its
+// command line was taken.
+var errPortInUse = errors.New("a port on the agent's command line is in use")
+
+// portInUse says whether an agent's logs say it could not bind a port
+// because something holds it: -http's and gossip's bind errors, or the
+// agent's own message for -bind's.
+func portInUse(logs string) bool {
+	return strings.Contains(logs, "address already in use") || strings.Contains(logs, "the port is in use")
+}
+
 // start runs the agent with its fixed identity and addresses plus args,
-// and waits for its "listening" line. A port taken by someone else in the
-// meantime is retried for a while.
+// and waits for its "listening" line. A restart must come back on the same
+// ports (the raft configuration and the others' -retry-join name them): a
+// port taken by someone else in the meantime is retried for a while.
 func (n *procNode) start(args ...string) error {
 	var err error
 	for attempt := 0; attempt < 20; attempt++ {
-		if err = n.startOnce(args...); err == nil || !strings.Contains(err.Error(), "address already in use") {
+		if err = n.startOnce(args...); err == nil || !errors.Is(err, errPortInUse) {
 			return err
 		}
 		time.Sleep(250 * time.Millisecond) // the port is held by a connection in flight; it goes soon
@@ -246,6 +302,12 @@ func (n *procNode) start(args ...string) error {
 	return err
 }
 
+// startingMark begins the line the harness writes in an agent's logs as it
+// starts it.
+const startingMark = "--- harness: starting"
+
+// startOnce is start without retries: errPortInUse when the agent exited
+// because a port was taken.
 func (n *procNode) startOnce(args ...string) error {
 	voters := len(n.c.nodes)
 	if n.c.voters > 0 {
@@ -260,7 +322,7 @@ func (n *procNode) startOnce(args ...string) error {
 		return err
 	}
 	cmd.Stderr = n.logs
-	fmt.Fprintf(n.logs, "--- harness: starting %s %s\n", binary, strings.Join(full, " "))
+	fmt.Fprintf(n.logs, "%s %s %s\n", startingMark, binary, strings.Join(full, " "))
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -291,7 +353,14 @@ func (n *procNode) startOnce(args ...string) error {
 		}
 		cmd.Process.Kill()
 		<-done
-		return fmt.Errorf("agent %s did not start (first line %q): %s", n.id, line, lastLines(n.logs.String(), 5))
+		logs := n.logs.String()
+		if i := strings.LastIndex(logs, startingMark); i >= 0 {
+			logs = logs[i:] // this start's
+		}
+		if portInUse(logs) {
+			return fmt.Errorf("%w: agent %s did not start: %s", errPortInUse, n.id, lastLines(logs, 5))
+		}
+		return fmt.Errorf("agent %s did not start (first line %q): %s", n.id, line, lastLines(logs, 5))
 	case <-time.After(60 * time.Second):
 		cmd.Process.Kill()
 		<-done

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -78,10 +80,73 @@ func newRolloutVoters(t testing.TB, voters int, extra ...string) *rollout {
 // does not start it.
 func (r *rollout) newAgent(id string) *procNode { return r.pc.newNode(id, r.dir) }
 
-// launch starts n from the template, joining the gossip addresses join.
+// launch starts n, new, from the template, joining the gossip addresses
+// join (the running members', none of them n's). Its ports are on no other
+// command line: when one was taken before the agent bound it, n gets fresh
+// ones and an emptied data dir and starts again, at most portAttempts
+// times.
 func (r *rollout) launch(n *procNode, join []string) {
-	n.args = gossipArgs(n, join, r.flags...)
-	require.NoError(r.t, n.start())
+	r.t.Helper()
+	for attempt := 1; ; attempt++ {
+		n.args = gossipArgs(n, join, r.flags...)
+		err := n.startOnce()
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, errPortInUse) || attempt == portAttempts {
+			require.NoError(r.t, err, "starting %s (attempt %d)", n.id, attempt)
+		}
+		r.t.Logf("a port was taken before agent %s bound it (%v): starting it again on fresh ports", n.id, err)
+		require.NoError(r.t, os.RemoveAll(n.dataDir))
+		n.pickPorts()
+	}
+}
+
+// launch starts an agent again on fresh ports when one it was given is
+// taken before it binds it (here: its raft port, held from the start).
+func TestLaunchRetriesATakenPort(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer held.Close()
+	r := newRollout(t)
+	n := r.newAgent("n1")
+	n.raftAddr = held.Addr().String()
+	r.launch(n, []string{"127.0.0.1:1"})
+	require.Equal(t, nodeUp, n.currentState())
+	require.NotEqual(t, held.Addr().String(), n.raftAddr)
+	require.Contains(t, n.logs.String(), "-bind "+held.Addr().String()+": the port is in use", "the first attempt met the held port")
+}
+
+// launchGroup starts size new agents from the template, each joining all
+// of their gossip addresses, as replicas 0 to size-1 of a service that has
+// none yet. Those addresses are on every one's command line before any
+// starts: when one was taken before its agent bound it, the agents started
+// are killed and forgotten, and launchGroup returns errPortInUse; the next
+// call makes them anew in a fresh directory.
+func (r *rollout) launchGroup(size int) error {
+	var nodes []*procNode
+	var join []string
+	for i := range size {
+		node := r.newAgent(fmt.Sprintf("n%d", i+1))
+		nodes = append(nodes, node)
+		join = append(join, node.gossipAddr)
+	}
+	for i, node := range nodes {
+		node.args = gossipArgs(node, join, r.flags...)
+		if err := node.startOnce(); err != nil {
+			for _, n := range nodes {
+				n.kill()
+			}
+			r.pc.nodes = slices.DeleteFunc(r.pc.nodes, func(n *procNode) bool { return slices.Contains(nodes, n) })
+			r.mu.Lock()
+			r.replicas = nil
+			r.mu.Unlock()
+			r.dir = r.t.TempDir()
+			return err
+		}
+		r.setReplica(i, node)
+	}
+	return nil
 }
 
 // runningGossip lists the gossip addresses of the running replicas.
@@ -353,16 +418,19 @@ func (tr *traffic) finish(rep *report, r *rollout) {
 // and waits until they form one cluster with rolloutVoters voters, every
 // one of them ready.
 func startService(t *testing.T, r *rollout, n int) {
-	var nodes []*procNode
-	var join []string
-	for i := range n {
-		node := r.newAgent(fmt.Sprintf("n%d", i+1))
-		nodes = append(nodes, node)
-		join = append(join, node.gossipAddr)
+	for attempt := 1; ; attempt++ {
+		err := r.launchGroup(n)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errPortInUse) || attempt == portAttempts {
+			require.NoError(t, err, "starting %d agents (attempt %d)", n, attempt)
+		}
+		t.Logf("a port was taken before its agent bound it (%v): starting the %d agents again on fresh ports", err, n)
 	}
-	for i, node := range nodes {
-		r.launch(node, join)
-		r.setReplica(i, node)
+	var nodes []*procNode
+	for i := range n {
+		nodes = append(nodes, r.replica(i))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

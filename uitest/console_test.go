@@ -17,6 +17,7 @@ import (
 	"github.com/raftlock/raftlock/apiserver"
 	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/cluster/clustertest"
+	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -129,6 +130,8 @@ func TestConsoleShowsLocksLive(t *testing.T) {
 		waitText("#conn", "live"),
 		waitText("#who", "token shared"), // the shared token's name in whoami
 		waitCount("#members tbody tr", 3),
+		// Each member's version and command level, told to every member.
+		waitText(`#members tr[data-member="n2"] td.version`, fmt.Sprintf("(level %d)", fsm.MaxCommandLevel)),
 		// The leader's name (which may change on a loaded machine).
 		wrap("a leader's name", chromedp.Poll[chromedp.Void](`["n0", "n1", "n2"].includes(document.getElementById("leader-id").textContent)`,
 			chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(pollPatience))),

@@ -193,9 +193,20 @@ function renderCluster(st) {
     if (!contact && self && st.raft && st.raft.last_contact) contact = st.raft.last_contact;
     tr.append(el("td", m.id + (self ? " (this node)" : "")), el("td", role), el("td", m.suffrage),
       el("td", health, ["ok", "leading", "alive", "healthy"].includes(health) ? "ok" : (health === "—" ? "" : "bad")),
-      el("td", contact || "—"), el("td", m.api_addr || "—"), el("td", m.address));
+      el("td", contact || "—"), el("td", m.api_addr || "—"), el("td", m.address),
+      el("td", buildText(m), m.below_leader_level ? "version bad" : "version"));
     body.append(tr);
   }
+}
+
+// buildText is a member's raftlock version and the command level it reads,
+// as it told them, and whether it reads less than the leader: the leader
+// then refuses newer commands until it is upgraded.
+function buildText(m) {
+  let s = m.version || "unknown";
+  s += m.level ? " (level " + m.level + ")" : " (level unknown)";
+  if (m.below_leader_level) s += ": below the leader's level, upgrade it";
+  return s;
 }
 
 // renderCounts shows the live sessions (a cluster node counts them) and the

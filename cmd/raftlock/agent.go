@@ -451,7 +451,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		case <-ctx.Done():
 		}
 	}()
-	closedEarly := drainHTTP(ctx, srv, node, left, logger)
+	closedEarly := drainHTTP(ctx, srv, handler, node, left, logger)
 	switch {
 	case left || !f.leaveOnTerminate || f.dev || node.Err() != nil:
 	case closedEarly:
@@ -478,9 +478,11 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 // grace, so that a leaderless node stops promptly and can be started again
 // on its ports at once. closed says the node is closed already (it left).
 // It reports whether it closed the node.
-func drainHTTP(ctx context.Context, srv *http.Server, node *cluster.Node, closed bool, logger hclog.Logger) (closedNode bool) {
+func drainHTTP(ctx context.Context, srv *http.Server, handler *apiserver.Handler, node *cluster.Node, closed bool, logger hclog.Logger) (closedNode bool) {
 	drained := make(chan error, 1)
-	go func() { drained <- srv.Shutdown(ctx) }()
+	// The Go clients' streams are told to go away as Shutdown begins, and
+	// answered like requests in flight; net/http does not wait for them.
+	go func() { drained <- errors.Join(srv.Shutdown(ctx), handler.CloseStreams(ctx)) }()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {

@@ -119,14 +119,16 @@ func TestAgentConfigErrorsNameFlags(t *testing.T) {
 // TestAgentNamesPortCollisions: -http equal to -bind, or a -bind port taken
 // by another process, is named, not a bare "address already in use".
 func TestAgentNamesPortCollisions(t *testing.T) {
-	port := freePorts(t, 1)[0]
+	// A port held here: whichever check the agent makes first, it cannot
+	// bind it.
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { held.Close() })
+	port := held.Addr().String()
 	_, stderr, code := runBinary(t, nil, "agent", "-node-id", "a", "-data-dir", t.TempDir(), "-bootstrap", "-http", port, "-bind", port)
 	assert.Equal(t, exitUsage, code, stderr)
 	assert.Contains(t, stderr, "-http "+port+" and -bind "+port+" name the same port")
 
-	held, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { held.Close() })
 	_, stderr, code = runBinary(t, nil, "agent", "-node-id", "a", "-data-dir", t.TempDir(), "-bootstrap", "-http", "127.0.0.1:0", "-bind", held.Addr().String())
 	assert.Equal(t, exitUsage, code, stderr)
 	assert.Contains(t, stderr, "-bind "+held.Addr().String()+": the port is in use")
@@ -136,13 +138,23 @@ func TestAgentNamesPortCollisions(t *testing.T) {
 // -bootstrap says the flags are ignored, and warns about a -peers entry that
 // contradicts the stored membership.
 func TestAgentSaysBootstrapFlagsAreIgnoredOnExistingState(t *testing.T) {
-	ports := freePorts(t, 2)
-	dir := t.TempDir()
-	first := startFixed(t, ports[0], ports[1], "-node-id", "a", "-data-dir", dir, "-bootstrap",
-		"-peers", "a="+ports[0]+",b=127.0.0.1:9", "-log-level", "info")
+	var ports []string
+	var dir string
+	first := withFreshPorts(t, 2, func(p []string) ([]*restartable, error) {
+		ports, dir = p, t.TempDir()
+		r, err := tryStartFixed(t, ports[0], ports[1], "-node-id", "a", "-data-dir", dir, "-bootstrap",
+			"-peers", "a="+ports[0]+",b=127.0.0.1:9", "-log-level", "info")
+		if err != nil {
+			return nil, err
+		}
+		return []*restartable{r}, nil
+	})[0]
 	assert.NotContains(t, first.logs.String(), "are ignored", "a fresh data dir bootstraps")
 	first.stop(syscall.SIGTERM)
 
+	// Again on the same raft port, its address in -peers and in the stored
+	// configuration (another test could take it in the moment after the
+	// stop, which nothing here can avoid).
 	again := startFixed(t, ports[0], ports[1], "-node-id", "a", "-data-dir", dir, "-bootstrap",
 		"-peers", "a="+ports[0]+",b=127.0.0.1:10,c=127.0.0.1:11", "-log-level", "info")
 	require.Eventually(t, func() bool { return strings.Contains(again.logs.String(), "bootstrap settings") }, 10*time.Second, 10*time.Millisecond)

@@ -22,19 +22,25 @@ import (
 // differ) elect a leader and list three voters, alive in gossip; a fourth
 // joins as a non-voter by -retry-join alone.
 func TestAgentsBootstrapExpectAndRetryJoin(t *testing.T) {
-	dir := t.TempDir()
-	gossip := freePorts(t, 4)
-	join := strings.Join(gossip[:3], ",")
-	var agents []*agent
-	for i, id := range []string{"a", "b", "c"} {
-		agents = append(agents, startAgent(t, "-node-id", id, "-data-dir", filepath.Join(dir, id), "-bind", "127.0.0.1:0",
-			"-gossip-bind", gossip[i], "-bootstrap-expect", "3", "-retry-join", join))
-	}
+	var join string
+	agents := withFreshPorts(t, 3, func(gossip []string) (agents []*agent, err error) {
+		dir := t.TempDir()
+		join = strings.Join(gossip, ",")
+		for i, id := range []string{"a", "b", "c"} {
+			a, err := tryStartAgentEnv(t, nil, "-node-id", id, "-data-dir", filepath.Join(dir, id), "-bind", "127.0.0.1:0",
+				"-gossip-bind", gossip[i], "-bootstrap-expect", "3", "-retry-join", join)
+			if err != nil {
+				return agents, err
+			}
+			agents = append(agents, a)
+		}
+		return agents, nil
+	})
 	for _, a := range agents {
 		a.waitLeader(t)
 	}
-	agents = append(agents, startAgent(t, "-node-id", "d", "-data-dir", filepath.Join(dir, "d"), "-bind", "127.0.0.1:0",
-		"-gossip-bind", gossip[3], "-retry-join", join))
+	agents = append(agents, startAgent(t, "-node-id", "d", "-data-dir", t.TempDir(), "-bind", "127.0.0.1:0",
+		"-gossip-bind", "127.0.0.1:0", "-retry-join", join))
 	want := "a=voter/alive b=voter/alive c=voter/alive d=nonvoter/alive"
 	for _, a := range agents {
 		var got string
@@ -76,14 +82,19 @@ func TestAgentGossipKeyFileErrorsNameTheFile(t *testing.T) {
 // lines, are the same cluster: the lock taken before is still held with its
 // token, and the token counter goes on.
 func TestAgentsBootstrapExpectRestartAll(t *testing.T) {
-	dir := t.TempDir()
-	ports := freePorts(t, 9)
-	join := strings.Join(ports[6:9], ",")
-	var nodes []*restartable
-	for i, id := range []string{"a", "b", "c"} {
-		nodes = append(nodes, startFixed(t, ports[i], ports[3+i], "-node-id", id, "-data-dir", filepath.Join(dir, id),
-			"-gossip-bind", ports[6+i], "-bootstrap-expect", "3", "-retry-join", join))
-	}
+	nodes := withFreshPorts(t, 9, func(ports []string) (nodes []*restartable, err error) {
+		dir := t.TempDir()
+		join := strings.Join(ports[6:9], ",")
+		for i, id := range []string{"a", "b", "c"} {
+			n, err := tryStartFixed(t, ports[i], ports[3+i], "-node-id", id, "-data-dir", filepath.Join(dir, id),
+				"-gossip-bind", ports[6+i], "-bootstrap-expect", "3", "-retry-join", join)
+			if err != nil {
+				return nodes, err
+			}
+			nodes = append(nodes, n)
+		}
+		return nodes, nil
+	})
 	for _, n := range nodes {
 		n.waitLeader(t)
 	}

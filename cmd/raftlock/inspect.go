@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,10 +22,14 @@ const requestTimeout = 10 * time.Second
 
 // runStatus is `raftlock status`: this agent's view of the cluster.
 func runStatus(args []string, stdout, stderr io.Writer) int {
-	fs, agent := newClientFlagSet("status", "[-addr URL,...]", "Shows the agent's cluster: its role, the leader and the members, with the URL of\n"+
-		"each one's API (its -advertise-http) once members have told each other, the cluster's\n"+
-		"failure tolerance and readiness (GET /readyz), and, asked of the leader, each member's\n"+
-		"health and the last changes its reconciler made to the membership."+connectHelp, nil, stdout, stderr)
+	fs, agent := newClientFlagSet("status", "[-addr URL,...] [-json]", "Shows the agent's cluster: its role, the leader and the members, with the URL of\n"+
+		"each one's API (its -advertise-http) and the raftlock version and command level each\n"+
+		"runs once members have told each other (a member below the leader's level is marked:\n"+
+		"the leader refuses newer commands until it is upgraded), the cluster's failure\n"+
+		"tolerance and readiness (GET /readyz), and, asked of the leader, each member's health\n"+
+		"and the last changes its reconciler made to the membership. -json prints the agent's\n"+
+		"answer (GET /v1/cluster) as JSON instead."+connectHelp, nil, stdout, stderr)
+	asJSON := fs.Bool("json", false, "print the cluster status as JSON (GET /v1/cluster's answer)")
 	if code := fs.parseArgs(args); code >= 0 {
 		return code
 	}
@@ -40,6 +45,14 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	st, err := client.Cluster(ctx)
 	if err != nil {
 		return fs.fail(err)
+	}
+	if *asJSON {
+		b, err := json.MarshalIndent(st, "", "  ")
+		if err != nil {
+			return fs.fail(err)
+		}
+		fmt.Fprintf(stdout, "%s\n", b)
+		return exitOK
 	}
 	leader := st.LeaderID
 	if leader == "" {
@@ -69,7 +82,8 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tADDRESS\tSUFFRAGE\tROLE\tGOSSIP\tAPI\tHEALTH")
+	fmt.Fprintln(tw, "ID\tADDRESS\tSUFFRAGE\tROLE\tGOSSIP\tAPI\tHEALTH\tVERSION\tLEVEL")
+	leaderLevel := leaderLevelOf(st.Members)
 	for _, m := range st.Members {
 		role := "follower"
 		if m.Leader {
@@ -90,9 +104,11 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		case m.Health != "":
 			health = m.Health
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Address, m.Suffrage, role, gossip, apiAddr, health)
+		version, level := buildCells(m, leaderLevel)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Address, m.Suffrage, role, gossip, apiAddr, health, version, level)
 	}
 	tw.Flush()
+	printBelowLeader(stdout, st.Members, leaderLevel)
 	if len(st.ReconcileActions) > 0 {
 		fmt.Fprintln(stdout, "\nrecent membership changes by this node's reconciler:")
 		for _, a := range st.ReconcileActions {

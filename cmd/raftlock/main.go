@@ -3,7 +3,7 @@
 //
 //	raftlock agent -dev                          a single-node agent for trying things out
 //	raftlock lock [-ttl 30s] [-wait 0] KEY -- COMMAND [ARG...]
-//	raftlock status                              the cluster and its leader at a glance
+//	raftlock status [-json]                      the cluster, its leader, each member's version
 //	raftlock locks [PREFIX]                      held locks
 //	raftlock watch [-prefix] [-json] KEY         a line at each change of KEY (or of the keys under it)
 //	raftlock release -owner HEX KEY              release a lock whose owner you know

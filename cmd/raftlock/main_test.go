@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -79,6 +82,29 @@ func startAgent(t *testing.T, args ...string) *agent {
 // startAgentEnv is startAgent with env (NAME=value) added to the agent's environment.
 func startAgentEnv(t *testing.T, env []string, args ...string) *agent {
 	t.Helper()
+	a, err := tryStartAgentEnv(t, env, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// errPortInUse is an agent that exited at start because a port on its
+// command line was taken.
+var errPortInUse = errors.New("a port on the agent's command line is in use")
+
+// portInUse says whether an agent's logs say it could not bind a port
+// because something holds it: -http's and gossip's bind errors, or the
+// agent's own message for -bind's.
+func portInUse(logs string) bool {
+	return strings.Contains(logs, "address already in use") || strings.Contains(logs, "the port is in use")
+}
+
+// tryStartAgentEnv is startAgentEnv that returns an error instead of
+// failing the test, errPortInUse when the agent exited because a port was
+// taken (see withFreshPorts).
+func tryStartAgentEnv(t *testing.T, env []string, args ...string) (*agent, error) {
+	t.Helper()
 	cmd := exec.Command(binary, append([]string{"agent", "-log-level", "warn", "-http", "127.0.0.1:0"}, args...)...)
 	// The agent's temporary files (a -dev agent's data dir) go in the
 	// test's own directory: the SIGKILL that ends the agent leaves them
@@ -106,18 +132,27 @@ func startAgentEnv(t *testing.T, env []string, args ...string) *agent {
 		close(lines)
 	}()
 	select {
-	case line := <-lines:
+	case line, ok := <-lines:
+		if !ok { // it exited before saying where it listens
+			<-a.done // its logs are complete
+			if logs := a.logs.String(); portInUse(logs) {
+				return nil, fmt.Errorf("%w: %s", errPortInUse, strings.TrimSpace(logs))
+			}
+			return nil, fmt.Errorf("agent exited at start; logs:\n%s", a.logs.String())
+		}
 		m := listening.FindStringSubmatch(line)
-		require.NotNil(t, m, "unexpected first line %q", line)
+		if m == nil {
+			return nil, fmt.Errorf("unexpected first line %q", line)
+		}
 		a.raftAddr, a.httpURL, a.httpAddr = m[2], m[3], m[4]
 		go func() {
 			for range lines {
 			}
 		}()
 	case <-time.After(30 * time.Second):
-		t.Fatalf("agent did not start; logs:\n%s", a.logs.String())
+		return nil, fmt.Errorf("agent did not start; logs:\n%s", a.logs.String())
 	}
-	return a
+	return a, nil
 }
 
 func (a *agent) kill(sig syscall.Signal) {
@@ -383,8 +418,19 @@ func TestLocksStatusAndReleaseCommands(t *testing.T) {
 	assert.Contains(t, out, "node:    dev (leader)\n")
 	assert.Contains(t, out, "leader:  dev at "+a.raftAddr+"\n")
 	assert.Contains(t, out, "locks:   2 held, 0 waiting\n")
-	assert.Regexp(t, `(?m)^ID\s+ADDRESS\s+SUFFRAGE\s+ROLE\s+GOSSIP\s+API\s+HEALTH$`, out)
-	assert.Regexp(t, `(?m)^dev\s+`+regexp.QuoteMeta(a.raftAddr)+`\s+voter\s+leader\s+-\s+`+regexp.QuoteMeta(a.httpURL)+`\s+(healthy|-)$`, out)
+	assert.Regexp(t, `(?m)^ID\s+ADDRESS\s+SUFFRAGE\s+ROLE\s+GOSSIP\s+API\s+HEALTH\s+VERSION\s+LEVEL$`, out)
+	versionOut, _, code := runBinary(t, nil, "version")
+	require.Equal(t, exitOK, code)
+	version := strings.Fields(versionOut)[1] // raftlock VERSION GO PLATFORM ...
+	assert.Regexp(t, `(?m)^dev\s+`+regexp.QuoteMeta(a.raftAddr)+`\s+voter\s+leader\s+-\s+`+regexp.QuoteMeta(a.httpURL)+`\s+(healthy|-)\s+`+
+		regexp.QuoteMeta(version)+`\s+`+strconv.Itoa(fsm.MaxCommandLevel)+`$`, out, "its own version, as raftlock version prints it, and level")
+	jsonOut, stderr, code := cli(t, a, "status", "-json")
+	require.Equal(t, exitOK, code, stderr)
+	var st api.ClusterStatus
+	require.NoError(t, json.Unmarshal([]byte(jsonOut), &st), jsonOut)
+	require.Len(t, st.Members, 1)
+	assert.Equal(t, version, st.Members[0].Version)
+	assert.Equal(t, fsm.MaxCommandLevel, st.Members[0].Level)
 	assert.Regexp(t, `(?m)^ready:   no: `, out, "one voter: losing it would stop the cluster")
 
 	out, stderr, code = cli(t, a, "release", "-owner", owners["jobs/nightly"].String(), "jobs/nightly")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -32,12 +33,29 @@ type restartable struct {
 // startFixed starts an agent with args, on fixed raft and HTTP ports.
 func startFixed(t *testing.T, raftAddr, httpAddr string, args ...string) *restartable {
 	t.Helper()
-	full := append([]string{"-bind", raftAddr}, args...)
-	full = append(full, "-http", httpAddr)
-	return &restartable{agent: startAgent(t, full...), args: full}
+	r, err := tryStartFixed(t, raftAddr, httpAddr, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
-// again starts the agent anew with exactly the same command line.
+// tryStartFixed is startFixed that returns an error instead of failing the
+// test, errPortInUse when a port was taken.
+func tryStartFixed(t *testing.T, raftAddr, httpAddr string, args ...string) (*restartable, error) {
+	t.Helper()
+	full := append([]string{"-bind", raftAddr}, args...)
+	full = append(full, "-http", httpAddr)
+	a, err := tryStartAgentEnv(t, nil, full...)
+	if err != nil {
+		return nil, err
+	}
+	return &restartable{agent: a, args: full}, nil
+}
+
+// again starts the agent anew with exactly the same command line, on the
+// same ports: another test could take one in the moment after the stop,
+// which nothing here can avoid.
 func (r *restartable) again(t *testing.T) {
 	t.Helper()
 	r.agent = startAgent(t, r.args...)
@@ -50,6 +68,9 @@ func (r *restartable) stop(sig syscall.Signal) time.Duration {
 	return time.Since(start)
 }
 
+// freePorts picks n 127.0.0.1 ports that were free a moment ago; only
+// withFreshPorts uses it (an agent that needs no port named in advance
+// binds port 0, and the test reads the port from its first line).
 func freePorts(t *testing.T, n int) []string {
 	t.Helper()
 	var lns []net.Listener
@@ -64,6 +85,59 @@ func freePorts(t *testing.T, n int) []string {
 		require.NoError(t, ln.Close())
 	}
 	return addrs
+}
+
+// portAttempts bounds how many sets of fresh ports withFreshPorts tries.
+const portAttempts = 5
+
+// withFreshPorts starts agents whose command lines name ports, their own
+// or each other's, before they start: start starts them on n ports picked
+// free, making fresh data dirs at each call, and returns the agents it
+// started (also when it fails). A picked port is free only until the
+// picker closes it: another test's agent or connection (tests and packages
+// run in parallel) may take it before the agent binds it, and the agent
+// exits saying so. Then the agents started are killed and start runs again
+// on fresh ports, at most portAttempts times; any other failure fails the
+// test.
+func withFreshPorts[A interface{ kill(syscall.Signal) }](t *testing.T, n int, start func(ports []string) ([]A, error)) []A {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		started, err := start(freePorts(t, n))
+		if err == nil {
+			return started
+		}
+		for _, a := range started {
+			a.kill(syscall.SIGKILL)
+		}
+		if !errors.Is(err, errPortInUse) || attempt == portAttempts {
+			t.Fatalf("starting agents (attempt %d): %v", attempt, err)
+		}
+		t.Logf("a port was taken before its agent bound it (%v): starting the agents again on fresh ports", err)
+	}
+}
+
+// withFreshPorts starts agents again on fresh ports when one it picked is
+// taken before the agent binds it: here held from the start, -bind's at
+// the first attempt, -http's at the second.
+func TestWithFreshPortsRetriesATakenPort(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer held.Close()
+	var tried [][]string
+	agents := withFreshPorts(t, 2, func(ports []string) ([]*restartable, error) {
+		if len(tried) < 2 {
+			ports[len(tried)] = held.Addr().String()
+		}
+		tried = append(tried, ports)
+		r, err := tryStartFixed(t, ports[0], ports[1], "-node-id", "a", "-data-dir", t.TempDir(), "-bootstrap")
+		if err != nil {
+			return nil, err
+		}
+		return []*restartable{r}, nil
+	})
+	require.Len(t, tried, 3, "two retries")
+	assert.Equal(t, tried[2][0], agents[0].raftAddr)
+	assert.Equal(t, tried[2][1], agents[0].httpAddr)
 }
 
 // requireMembers waits until a's node reports exactly ids as voters and knows a leader.
@@ -93,21 +167,26 @@ func requireMembers(t *testing.T, a *agent, ids ...string) {
 // -join a; extra goes to every agent.
 func readme3(t *testing.T, extra ...string) []*restartable {
 	t.Helper()
-	dir := t.TempDir()
-	ports := freePorts(t, 6)
-	var agents []*restartable
-	for i, id := range []string{"a", "b", "c"} {
-		args := []string{"-node-id", id, "-data-dir", filepath.Join(dir, id)}
-		if i == 0 {
-			args = append(args, "-bootstrap")
-		} else {
-			args = append(args, "-join", ports[0])
+	agents := withFreshPorts(t, 6, func(ports []string) (agents []*restartable, err error) {
+		dir := t.TempDir()
+		for i, id := range []string{"a", "b", "c"} {
+			args := []string{"-node-id", id, "-data-dir", filepath.Join(dir, id)}
+			if i == 0 {
+				args = append(args, "-bootstrap")
+			} else {
+				args = append(args, "-join", ports[0])
+			}
+			r, err := tryStartFixed(t, ports[2*i], ports[2*i+1], append(args, extra...)...)
+			if err != nil {
+				return agents, err
+			}
+			agents = append(agents, r)
+			if i == 0 {
+				agents[0].waitLeader(t)
+			}
 		}
-		agents = append(agents, startFixed(t, ports[2*i], ports[2*i+1], append(args, extra...)...))
-		if i == 0 {
-			agents[0].waitLeader(t)
-		}
-	}
+		return agents, nil
+	})
 	requireMembers(t, agents[0].agent, "a", "b", "c")
 	return agents
 }
@@ -164,12 +243,20 @@ func TestLeaveCommand(t *testing.T) {
 // twoAgents bootstraps a and b together with -peers; extra goes to both.
 func twoAgents(t *testing.T, extra ...string) (a, b *restartable) {
 	t.Helper()
-	dir := t.TempDir()
-	ports := freePorts(t, 4)
-	peers := fmt.Sprintf("a=%s,b=%s", ports[0], ports[2])
-	common := append([]string{"-bootstrap", "-peers", peers}, extra...)
-	a = startFixed(t, ports[0], ports[1], append([]string{"-node-id", "a", "-data-dir", filepath.Join(dir, "a")}, common...)...)
-	b = startFixed(t, ports[2], ports[3], append([]string{"-node-id", "b", "-data-dir", filepath.Join(dir, "b")}, common...)...)
+	agents := withFreshPorts(t, 4, func(ports []string) (agents []*restartable, err error) {
+		dir := t.TempDir()
+		peers := fmt.Sprintf("a=%s,b=%s", ports[0], ports[2])
+		common := append([]string{"-bootstrap", "-peers", peers}, extra...)
+		for i, id := range []string{"a", "b"} {
+			r, err := tryStartFixed(t, ports[2*i], ports[2*i+1], append([]string{"-node-id", id, "-data-dir", filepath.Join(dir, id)}, common...)...)
+			if err != nil {
+				return agents, err
+			}
+			agents = append(agents, r)
+		}
+		return agents, nil
+	})
+	a, b = agents[0], agents[1]
 	requireMembers(t, a.agent, "a", "b")
 	return a, b
 }

@@ -50,7 +50,7 @@ func TestAgentServesHTTPSWithClientCertsAndToken(t *testing.T) {
 		out, stderr, code := runBinary(t, withToken, append([]string{"status", "-addr", a.httpURL}, tls...)...)
 		require.Equal(t, exitOK, code, stderr)
 		assert.Contains(t, out, "node:    dev (leader)")
-		assert.Regexp(t, `(?m)^dev\s.*\s`+regexp.QuoteMeta(a.httpURL)+`\s+\S+$`, out, "the API URL is https://")
+		assert.Regexp(t, `(?m)^dev\s.*\s`+regexp.QuoteMeta(a.httpURL)+`\s+healthy\s`, out, "the API URL is https://")
 
 		out, stderr, code = runBinary(t, nil, append([]string{"lock", "-addr", a.httpURL, "-token-file", tokenFile}, append(tls, "k", "--", "sh", "-c", `echo "token $RAFTLOCK_TOKEN"`)...)...)
 		require.Equal(t, exitOK, code, stderr)

@@ -234,9 +234,17 @@ func (e *Endpoint) Listen(network, addr string) (net.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
+	return e.Adopt(ln), nil
+}
+
+// Adopt is Listen for a listener already bound (by a caller that had to
+// know the address before the node using the endpoint starts): it names the
+// endpoint, and the connections the listener it returns accepts consult the
+// table.
+func (e *Endpoint) Adopt(ln net.Listener) net.Listener {
 	self := ln.Addr().String()
 	e.self.Store(&self)
-	return &listener{Listener: ln, f: e.f, self: self}, nil
+	return &listener{Listener: ln, f: e.f, self: self}
 }
 
 // Dial dials as net.Dialer.DialContext does, unless the link from this

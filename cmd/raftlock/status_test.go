@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftlock/raftlock/api"
+)
+
+// raftlock status shows each member's version and command level, marks
+// the members below the leader's level and says what to install; a member
+// that told neither shows "-". -json prints the agent's answer with them.
+func TestStatusShowsMembersVersionsAndLevels(t *testing.T) {
+	st := api.ClusterStatus{
+		NodeID: "n0", Role: api.RoleLeader, LeaderID: "n0", LeaderAddr: "10.0.0.1:7400", Term: 3,
+		Members: []api.Member{
+			{ID: "n0", Address: "10.0.0.1:7400", Suffrage: api.SuffrageVoter, Leader: true, Version: "v1.3.0", Level: 2},
+			{ID: "n1", Address: "10.0.0.2:7400", Suffrage: api.SuffrageVoter, Version: "v1.3.0", Level: 2},
+			{ID: "n2", Address: "10.0.0.3:7400", Suffrage: api.SuffrageVoter, Version: "v1.2.0", Level: 1, BelowLeaderLevel: true},
+			{ID: "n3", Address: "10.0.0.4:7400", Suffrage: api.SuffrageNonvoter, BelowLeaderLevel: true},
+		},
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/cluster" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(st)
+	}))
+	t.Cleanup(srv.Close)
+
+	var out, errOut bytes.Buffer
+	require.Equal(t, exitOK, runStatus([]string{"-addr", srv.URL}, &out, &errOut), errOut.String())
+	text := out.String()
+	assert.Contains(t, text, "node:    n0 (leader)\nleader:  n0 at 10.0.0.1:7400\n", "the lines before the table as they were")
+	assert.Regexp(t, `(?m)^ID\s+ADDRESS\s+SUFFRAGE\s+ROLE\s+GOSSIP\s+API\s+HEALTH\s+VERSION\s+LEVEL$`, text)
+	for _, row := range []string{
+		`^n0\s+10\.0\.0\.1:7400\s+voter\s+leader\s+-\s+-\s+-\s+v1\.3\.0\s+2$`,
+		`^n1\s+10\.0\.0\.2:7400\s+voter\s+follower\s+-\s+-\s+-\s+v1\.3\.0\s+2$`,
+		`^n2\s+10\.0\.0\.3:7400\s+voter\s+follower\s+-\s+-\s+-\s+v1\.2\.0\s+1 \(BELOW THE LEADER'S 2\)$`,
+		`^n3\s+10\.0\.0\.4:7400\s+nonvoter\s+follower\s+-\s+-\s+-\s+-\s+- \(BELOW THE LEADER'S 2\)$`,
+	} {
+		assert.Regexp(t, regexp.MustCompile(`(?m)`+row), text)
+	}
+	assert.Contains(t, text, "below the leader's command level 2: n2, n3; the leader refuses the commands they cannot read\n"+
+		"(member_too_old) until they run raftlock v1.3.0 (the leader's)\n")
+
+	// Nothing marked: no note.
+	st.Members = st.Members[:2]
+	out.Reset()
+	require.Equal(t, exitOK, runStatus([]string{"-addr", srv.URL}, &out, &errOut), errOut.String())
+	assert.NotContains(t, out.String(), "below the leader")
+	assert.NotContains(t, out.String(), "BELOW")
+
+	st.Members = append(st.Members, api.Member{ID: "n2", Address: "10.0.0.3:7400", Suffrage: api.SuffrageVoter, Version: "v1.2.0", Level: 1, BelowLeaderLevel: true})
+	out.Reset()
+	require.Equal(t, exitOK, runStatus([]string{"-addr", srv.URL, "-json"}, &out, &errOut), errOut.String())
+	var got api.ClusterStatus
+	require.NoError(t, json.Unmarshal(out.Bytes(), &got), out.String())
+	assert.Equal(t, st, got)
+	assert.Contains(t, out.String(), `"below_leader_level": true`)
+	assert.Contains(t, out.String(), `"version": "v1.2.0"`)
+	assert.Contains(t, out.String(), `"level": 1`)
+}
