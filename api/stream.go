@@ -54,11 +54,11 @@ const streamRetry = 30 * time.Second
 // HTTP answer.
 const maxStreamAnswer = maxResponseBytes
 
-// errStreamAway is the error of operations the node did not read before it
-// went away: they never reached it.
 // errStreamClosed ends a stream the client closes: idle, or Client.Close.
 var errStreamClosed = errors.New("the stream was closed")
 
+// errStreamAway is the error of operations the node did not read before it
+// went away: they never reached it.
 var errStreamAway = errors.New("the node stopped reading the stream before this operation")
 
 // streamSlot is the stream of one endpoint, or why there is none.
@@ -99,7 +99,7 @@ func (c *Client) stream(base *url.URL) *clientStream {
 	c.lifeMu.Unlock()
 	go func() {
 		defer c.background.Done()
-		rwc, off, err := c.openStream(base)
+		rwc, off := c.openStream(base)
 		var opened *clientStream
 		defer func() {
 			if opened != nil && c.closed.Load() {
@@ -122,8 +122,7 @@ func (c *Client) stream(base *url.URL) *clientStream {
 			slot.s, slot.backoff, opened = s, 0, s
 		case off:
 			slot.off = true
-		default:
-			_ = err // the HTTP routes will report the endpoint's trouble
+		default: // the HTTP routes report the endpoint's trouble
 			slot.backoff = min(max(2*slot.backoff, 100*time.Millisecond), streamRetry)
 			slot.retryAt = time.Now().Add(slot.backoff)
 		}
@@ -131,8 +130,10 @@ func (c *Client) stream(base *url.URL) *clientStream {
 	return nil
 }
 
-// openStream asks base for the stream. off says the node has none.
-func (c *Client) openStream(base *url.URL) (rwc io.ReadWriteCloser, off bool, err error) {
+// openStream asks base for the stream: rwc when it is up, else off when
+// the node has none (not worth asking again), or neither when it may pass
+// later.
+func (c *Client) openStream(base *url.URL) (rwc io.ReadWriteCloser, off bool) {
 	ctx, cancel := context.WithCancel(c.bgCtx)
 	// Cancelling the request's context once it is upgraded would not touch
 	// the connection; it only bounds the upgrade.
@@ -140,33 +141,38 @@ func (c *Client) openStream(base *url.URL) (rwc io.ReadWriteCloser, off bool, er
 	defer timer.Stop()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base.JoinPath("/v1/stream").String(), nil)
 	if err != nil {
-		return nil, true, err
+		return nil, true
 	}
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", streamwire.Protocol)
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
-	resp, err := c.hc.Do(req)
+	// A caller's HTTPClient.Timeout would bound the stream's whole life (and
+	// net/http then hides the connection behind the body); the timer above
+	// bounds the upgrade.
+	hc := *c.hc
+	hc.Timeout = 0
+	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, false, err
+		return nil, false
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		resp.Body.Close()
 		switch resp.StatusCode {
 		case http.StatusUnauthorized, http.StatusForbidden, http.StatusTooManyRequests,
 			http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:
-			return nil, false, fmt.Errorf("GET /v1/stream: %s", resp.Status) // may pass later
+			return nil, false // may pass later
 		default:
-			return nil, true, nil // an agent without the stream, or a proxy that does not pass it
+			return nil, true // an agent without the stream, or a proxy that does not pass it
 		}
 	}
 	rwc, ok := resp.Body.(io.ReadWriteCloser)
 	if !ok { // a RoundTripper of the caller's that does not hand the connection over
 		resp.Body.Close()
-		return nil, true, nil
+		return nil, true
 	}
-	return rwc, false, nil
+	return rwc, false
 }
 
 // clientStream is one open stream.
@@ -180,7 +186,7 @@ type clientStream struct {
 	pending  map[uint64]*streamOp
 	queue    []*streamOp // not yet written
 	cancels  []uint64    // cancel frames to write
-	broken   error       // no new operations: the stream failed, went away or closes
+	broken   bool        // no new operations: the stream failed, went away or closes
 	closing  bool        // close once nothing is in flight
 	writing  bool        // a goroutine is in flush's write
 	idle     *time.Timer
@@ -227,7 +233,7 @@ func (s *clientStream) do(ctx context.Context, op byte, body []byte) (status int
 	}
 	o := &streamOp{op: op, body: body, done: make(chan struct{})}
 	s.mu.Lock()
-	if s.broken != nil {
+	if s.broken {
 		s.mu.Unlock()
 		<-s.slots
 		return 0, nil, false, nil, false
@@ -251,7 +257,7 @@ func (s *clientStream) do(ctx context.Context, op byte, body []byte) (status int
 	// Written: the node may act on it. Withdraw it there, as a closed
 	// connection would; its answer, when it comes, frees its slot.
 	s.mu.Lock()
-	if s.broken == nil {
+	if !s.broken {
 		s.cancels = append(s.cancels, o.id)
 	}
 	s.mu.Unlock()
@@ -288,7 +294,7 @@ func (s *clientStream) flush() {
 		return // the goroutine at it takes what was queued
 	}
 	s.writing = true
-	for (len(s.queue) > 0 || len(s.cancels) > 0) && (s.broken == nil || len(s.pending) > 0) {
+	for (len(s.queue) > 0 || len(s.cancels) > 0) && (!s.broken || len(s.pending) > 0) {
 		buf := s.spare[:0]
 		for _, o := range s.queue {
 			if o.state.CompareAndSwap(itemQueued, itemTaken) {
@@ -354,9 +360,7 @@ func (s *clientStream) reader() {
 // last) back: they never reached it.
 func (s *clientStream) goneAway(last uint64, why error) {
 	s.mu.Lock()
-	if s.broken == nil {
-		s.broken = why
-	}
+	s.broken = true
 	var unread []*streamOp
 	for id, o := range s.pending {
 		if id > last {
@@ -378,9 +382,7 @@ func (s *clientStream) goneAway(last uint64, why error) {
 // if it was written, else as never sent.
 func (s *clientStream) fail(err error) {
 	s.mu.Lock()
-	if s.broken == nil || errors.Is(s.broken, errStreamAway) {
-		s.broken = err
-	}
+	s.broken = true
 	ops := s.pending
 	s.pending = map[uint64]*streamOp{}
 	s.mu.Unlock()
@@ -399,10 +401,7 @@ func (s *clientStream) fail(err error) {
 // new operation (Client.Close).
 func (s *clientStream) closeWhenIdle() {
 	s.mu.Lock()
-	if s.broken == nil {
-		s.broken = errStreamClosed
-	}
-	s.closing = true
+	s.broken, s.closing = true, true
 	idle := len(s.pending) == 0
 	s.mu.Unlock()
 	if idle {
@@ -413,7 +412,7 @@ func (s *clientStream) closeWhenIdle() {
 // closeIfIdle closes the stream when it has carried nothing for streamIdle.
 func (s *clientStream) closeIfIdle() {
 	s.mu.Lock()
-	if s.broken != nil {
+	if s.broken {
 		s.mu.Unlock()
 		return
 	}
@@ -422,7 +421,7 @@ func (s *clientStream) closeIfIdle() {
 		s.mu.Unlock()
 		return
 	}
-	s.broken = errStreamClosed
+	s.broken = true
 	s.mu.Unlock()
 	s.fail(errStreamClosed)
 }

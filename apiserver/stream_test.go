@@ -444,3 +444,36 @@ func TestStreamBreakFailsOver(t *testing.T) {
 		return err == nil && !info.Locked && info.Waiters == 0
 	}, patience, time.Millisecond, "released, and held by nobody")
 }
+
+// TestStreamWithAClientTimeout: a caller's own HTTP client with a Timeout
+// (which would bound a stream's whole life, and makes net/http hide the
+// connection) still gets a stream, and its waiting acquires go on it.
+func TestStreamWithAClientTimeout(t *testing.T) {
+	n := newStreamNode(t, Config{}, "")
+	c, err := api.NewClient(n.url, api.ClientConfig{HTTPClient: &http.Client{Timeout: 200 * time.Millisecond}})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	_, _ = c.Release(ctx, "warm-up", lock.NewOwner())
+	require.Eventually(t, func() bool { return n.h.openStreams() == 2 }, patience, time.Millisecond, "the client opens a stream")
+
+	holder := lock.NewOwner()
+	_, err = c.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: holder, TTL: time.Minute})
+	require.NoError(t, err)
+	acquired := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Minute, Wait: time.Minute})
+		acquired <- err
+	}()
+	require.Eventually(t, func() bool { return waitersOf(t, n.store, "k") == 1 }, patience, time.Millisecond)
+	released, err := n.client.Release(ctx, "k", holder)
+	require.NoError(t, err)
+	require.True(t, released)
+	select {
+	case err := <-acquired:
+		assert.NoError(t, err)
+	case <-time.After(patience):
+		t.Fatal("the waiting acquire was not handed the lock")
+	}
+	assert.Equal(t, 2, n.h.openStreams())
+}
