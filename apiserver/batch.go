@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"strconv"
@@ -73,12 +72,7 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
 		defer wg.Done()
 		c := &calls[i]
 		*c = opCall{op: ops[i].name, w: batchWriter{}, batched: true, body: req.Ops[i].Body, ctx: ctx}
-		status, body := h.runOp(ops[i].fn, r, c)
-		raw, err := marshalAnswer(body)
-		if err != nil { // no wire type fails to encode; say so rather than answer nothing
-			status = http.StatusInternalServerError
-			raw, _ = json.Marshal(api.ErrorBody{Error: api.ErrorDetail{Code: api.CodeInternal, Message: "api: encoding the answer: " + err.Error()}})
-		}
+		status, raw := h.runOpEncoded(ops[i].fn, r, c)
 		results[i] = api.BatchResult{Status: status, Body: raw}
 	}
 	wg.Add(len(ops))

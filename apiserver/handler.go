@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -356,6 +357,18 @@ func (h *Handler) op(name string, fn opFunc) http.HandlerFunc {
 		status, body := h.runOp(fn, r, &opCall{op: name, w: w})
 		writeJSON(w, status, body)
 	}
+}
+
+// runOpEncoded is runOp for an operation whose answer goes inside another
+// (a batch's, a stream's frame): the answer is JSON already.
+func (h *Handler) runOpEncoded(fn opFunc, r *http.Request, c *opCall) (int, []byte) {
+	status, body := h.runOp(fn, r, c)
+	raw, err := marshalAnswer(body)
+	if err != nil { // no wire type fails to encode; say so rather than answer nothing
+		status = http.StatusInternalServerError
+		raw, _ = json.Marshal(api.ErrorBody{Error: api.ErrorDetail{Code: api.CodeInternal, Message: "api: encoding the answer: " + err.Error()}})
+	}
+	return status, raw
 }
 
 // runOp runs one lock operation, c (its name, and for an operation of a

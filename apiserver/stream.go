@@ -264,12 +264,7 @@ func (s *serverStream) start(req streamwire.Request) {
 	s.h.batchWorkers.run(func() {
 		defer s.ops.Done()
 		c := &opCall{op: name, w: batchWriter{}, streamed: true, body: body}
-		status, answer := s.h.runOp(fn, s.upgrade.WithContext(ctx), c)
-		raw, err := marshalAnswer(answer)
-		if err != nil { // no wire type fails to encode; say so rather than answer nothing
-			status = http.StatusInternalServerError
-			raw, _ = json.Marshal(api.ErrorBody{Error: api.ErrorDetail{Code: api.CodeInternal, Message: "api: encoding the answer: " + err.Error()}})
-		}
+		status, raw := s.h.runOpEncoded(fn, s.upgrade.WithContext(ctx), c)
 		s.mu.Lock()
 		delete(s.inflight, req.ID)
 		s.mu.Unlock()
