@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/cluster"
 )
 
 // batch serves POST /v1/batch (package api's BatchRequest): each operation
@@ -18,7 +19,8 @@ import (
 // metrics as its own; the answer, once all are done, holds each one's
 // status and body. The operations share the batch's request and one
 // context bounded by Config.OpTimeout: no per-operation request, body
-// reader or timer. A malformed batch (not JSON, an unknown operation, too
+// reader or timer. On a cluster node their commands go to the raft leader
+// as one group (cluster.CommandGroup), so that they share one raft entry. A malformed batch (not JSON, an unknown operation, too
 // many) is refused as a whole, before any operation runs. Acquires in a
 // batch may not wait: the batch would hold every other answer until the
 // wait ends.
@@ -68,10 +70,20 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
+	var group *cluster.CommandGroup
+	if g, ok := h.store.(commandGrouper); ok && len(ops) > 1 {
+		group = g.NewCommandGroup(ctx, len(ops))
+	}
 	run := func(i int) {
 		defer wg.Done()
+		opCtx := ctx
+		if group != nil {
+			var done func()
+			opCtx, done = group.Member(ctx)
+			defer done()
+		}
 		c := &calls[i]
-		*c = opCall{op: ops[i].name, w: batchWriter{}, batched: true, body: req.Ops[i].Body, ctx: ctx}
+		*c = opCall{op: ops[i].name, w: batchWriter{}, batched: true, body: req.Ops[i].Body, ctx: opCtx}
 		status, raw := h.runOpEncoded(ops[i].fn, r, c)
 		results[i] = api.BatchResult{Status: status, Body: raw}
 	}
@@ -82,6 +94,15 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
 	run(0)
 	wg.Wait()
 	writeBatchResponse(w, results)
+}
+
+// commandGrouper is a store that sends the commands of concurrent callers
+// to the raft leader together (cluster.Node): a batch's operations, which
+// reach the node one by one, then share one forwarding message and one
+// raft entry, and the batch's answer waits for one commit rather than for
+// the last of two or three.
+type commandGrouper interface {
+	NewCommandGroup(ctx context.Context, size int) *cluster.CommandGroup
 }
 
 // writeBatchResponse writes what writeJSON writes for an api.BatchResponse

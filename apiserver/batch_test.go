@@ -35,9 +35,20 @@ func batchResults(t *testing.T, n *testNode, secret, body string) []answer {
 	return out
 }
 
-// Each operation of a batch is answered as its own route answers it.
+// Each operation of a batch is answered as its own route answers it, by a
+// memory store and by a cluster node (where the batch's commands go to the
+// leader as one group, which the operations refused before reaching the
+// node must not hold up).
 func TestBatchAnswersEachOperationAsItsRoute(t *testing.T) {
-	n := newTestNode(t, Config{Token: testToken})
+	t.Run("memory", func(t *testing.T) {
+		testBatchAnswersEachOperationAsItsRoute(t, newTestNode(t, Config{Token: testToken}))
+	})
+	t.Run("cluster", func(t *testing.T) {
+		testBatchAnswersEachOperationAsItsRoute(t, newTestNodeOver(t, newSingleNodeCluster(t), Config{Token: testToken}, nil))
+	})
+}
+
+func testBatchAnswersEachOperationAsItsRoute(t *testing.T, n *testNode) {
 	other := "fedcba9876543210fedcba9876543210"
 	owner := "0123456789abcdef0123456789abcdef"
 	require.Equal(t, 200, n.do(t, "POST", "/v1/acquire", `{"key":"held","ttl":"30s","owner":"`+other+`"}`).status)

@@ -97,7 +97,8 @@
 // reconcile.go, promoter.go and members.go (membership, failure tolerance,
 // readiness), statemachine.go (the raft FSM adapter), logclock.go (the
 // log clock), forward.go (forwarding and retries), leader.go (proposal
-// batching), waiting.go (waiting at the leader), store.go (reads),
+// batching), group.go (commands of concurrent callers sent to the leader
+// together: NewCommandGroup), waiting.go (waiting at the leader), store.go (reads),
 // watch.go (watches), quota.go (limits on the state clients can make
 // every member hold: Config.MaxLocks, MaxSessions, MaxTotalWaiters),
 // peers.go (how members learn each other's API addresses), levels.go and

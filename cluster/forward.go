@@ -94,7 +94,14 @@ func (n *Node) do(ctx context.Context, req rpcRequest) (ans rpcAnswer, retried b
 		changed := n.leaderChanged.wait()
 
 		var attemptErr error
-		if t := n.term.Load(); t != nil {
+		if g := groupSeatFor(ctx, req); g != nil {
+			// The first attempt goes with the caller's group (group.go).
+			o := g.attempt(ctx, req.(*commandRequest).cmd)
+			if o.alone {
+				continue // sent alone: the next pass, without the group
+			}
+			ans, attemptErr, hint, tried = o.ans, o.err, o.hint, o.tried
+		} else if t := n.term.Load(); t != nil {
 			tried = ""
 			ans, attemptErr = req.serve(ctx, n, t)
 		} else {
@@ -123,7 +130,8 @@ func (n *Node) do(ctx context.Context, req rpcRequest) (ans rpcAnswer, retried b
 			// Certainly not applied: retry. (Our handler never fails, so
 			// ErrRemote means the peer is still starting: no handler yet.)
 		case errors.Is(attemptErr, errLostLeadership), errors.Is(attemptErr, errLeaderClosing),
-			errors.Is(attemptErr, transport.ErrConnLost), errors.Is(attemptErr, errLeaderReplaced):
+			errors.Is(attemptErr, transport.ErrConnLost), errors.Is(attemptErr, errLeaderReplaced),
+			errors.Is(attemptErr, errGroupAbandoned):
 			unknown = unknown || mayApply
 			if c, ok := req.(*commandRequest); ok && c.cmd.Op == fsm.OpForceRelease {
 				// Not idempotent: a retry after the first took effect

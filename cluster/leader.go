@@ -517,3 +517,37 @@ func (t *leaderTerm) pokeExpiryTimer() {
 	default:
 	}
 }
+
+// enqueueAll queues cmds for proposal at once, in order, so that they
+// share an entry (unless the proposer has a full entry's worth queued).
+// errs[i] is cmds[i]'s refusal (as enqueue's), ps[i] its proposal otherwise.
+func (t *leaderTerm) enqueueAll(cmds []fsm.Command) (ps []*proposal, errs []error) {
+	ps, errs = make([]*proposal, len(cmds)), make([]error, len(cmds))
+	now := time.Now()
+	for i, cmd := range cmds {
+		if errs[i] = t.n.admitLevel(cmd); errs[i] == nil {
+			ps[i] = &proposal{cmd: cmd, queued: now, done: make(chan proposalResult, 1)}
+		}
+	}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		for i := range ps {
+			if ps[i] != nil {
+				ps[i], errs[i] = nil, errNotLeader
+			}
+		}
+		return ps, errs
+	}
+	for _, p := range ps {
+		if p != nil {
+			t.queue = append(t.queue, p)
+		}
+	}
+	t.mu.Unlock()
+	select {
+	case t.enqueued <- struct{}{}:
+	default:
+	}
+	return ps, errs
+}

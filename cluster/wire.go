@@ -32,6 +32,8 @@ import (
 //	  kindSessionRead: 16-byte session ID
 //	  kindServerStats: string id (the asking leader's) | health flags (1 known, 2 the asked node healthy) |
 //	               uvarint failure tolerance | uvarint voters | uvarint healthy voters
+//	  kindGroup:   uvarint n (1..maxGroupCommands) | n × (uvarint length | a command in its fsm encoding,
+//	               as kindCommand: an acquire without wait, an acquire-all without wait, a release, an extend)
 //	reply: version | code | kind | body
 //	  codeOK, kindCommand: status | uvarint token | varint expiresAt | varint now | uvarint waiters
 //	                       [| kind | uvarint limit: status kind-mismatch only, what the key is]
@@ -49,6 +51,8 @@ import (
 //	  codeOK, kindIdentity: string id | string cluster ID (may be empty)
 //	  codeOK, kindSessionRead: flags (1 live) | varint ttl | varint remaining | varint lockDelay | uvarint keys
 //	  codeOK, kindServerStats: varint last contact (ns; negative: never) | uvarint last log term | uvarint last log index
+//	  codeOK, kindGroup:   uvarint n | n × (uvarint length | a whole kindCommand reply, version byte included):
+//	                       the commands' replies in the request's order
 //	  codeOK, kindList:    flags (1 more keys follow, 2 entries carry metadata, 4 entries carry kinds) |
 //	                       uvarint count | count × (string key | uvarint token | varint remaining |
 //	                       uvarint waiters [| string metadata | flags (1 lock-delay)]
@@ -119,6 +123,9 @@ const (
 	// kindSessionRead: a linearizable read of one session, at the leader's
 	// log time.
 	kindSessionRead requestKind = 12
+	// kindGroup: commands of concurrent callers on the asking node (an
+	// HTTP batch's), queued for proposal together (group.go).
+	kindGroup requestKind = 13
 )
 
 // maxListPage is the most keys one kindList reply carries. A listed key
@@ -171,6 +178,7 @@ var kinds = map[requestKind]kindSpec{
 	kindIdentity:    {"identity", func() rpcRequest { return new(nodeIdentity) }, func() rpcAnswer { return new(nodeIdentity) }, true},
 	kindSessionRead: {"session-read", func() rpcRequest { return new(sessionRequest) }, func() rpcAnswer { return new(sessionResult) }, false},
 	kindServerStats: {"server-stats", func() rpcRequest { return new(serverStatsRequest) }, func() rpcAnswer { return new(serverStats) }, true},
+	kindGroup:       {"group", func() rpcRequest { return new(groupRequest) }, func() rpcAnswer { return new(groupAnswer) }, false},
 }
 
 func (k requestKind) String() string {
@@ -1109,4 +1117,125 @@ func (a *serverStats) decodeBody(d *fsm.Decoder) {
 	a.lastContact = time.Duration(d.Varint())
 	a.lastTerm = d.Uvarint()
 	a.lastIndex = d.Uvarint()
+}
+
+// groupRequest (kindGroup) is the commands of a CommandGroup; groupAnswer
+// holds one kindCommand reply per command, in order.
+type groupRequest struct{ cmds []fsm.Command }
+
+type groupAnswer struct{ replies []reply }
+
+// maxGroupCommands bounds the commands of one kindGroup message: a
+// proposal entry's worth.
+const maxGroupCommands = maxBatch
+
+func (r *groupRequest) kind() requestKind { return kindGroup }
+
+func (r *groupRequest) appendBody(b []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(r.cmds)))
+	var scratch []byte
+	for _, c := range r.cmds {
+		scratch, _ = c.AppendBinary(scratch[:0])
+		b = binary.AppendUvarint(b, uint64(len(scratch)))
+		b = append(b, scratch...)
+	}
+	return b
+}
+
+func (r *groupRequest) decodeBody(d *fsm.Decoder) {
+	n := d.Count()
+	if n < 1 || n > maxGroupCommands {
+		d.Fail("group size")
+		return
+	}
+	r.cmds = make([]fsm.Command, 0, n)
+	for range n {
+		body := d.Bytes(d.Count())
+		if d.Err() != nil {
+			return
+		}
+		sub := fsm.NewDecoder(body)
+		c := sub.Command()
+		if err := sub.End(); err != nil {
+			d.Fail("group command")
+			return
+		}
+		r.cmds = append(r.cmds, c)
+	}
+}
+
+// admit lets through the commands a group carries (groupable), each as
+// kindCommand admits it.
+func (r *groupRequest) admit() error {
+	for i, c := range r.cmds {
+		if !groupable(c) {
+			return fmt.Errorf("%w: group command %d: %v (wait %v) does not travel in a group", ErrBadRequest, i, c.Op, c.Wait)
+		}
+		if err := (&commandRequest{c}).admit(); err != nil {
+			return fmt.Errorf("group command %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// serve checks each command's quota, queues every admitted command for
+// proposal at once (so that they share an entry), and answers each with
+// the reply it would have had alone.
+func (r *groupRequest) serve(ctx context.Context, n *Node, t *leaderTerm) (rpcAnswer, error) {
+	ans := &groupAnswer{replies: make([]reply, len(r.cmds))}
+	queued := make([]int, 0, len(r.cmds)) // the index of each admitted command
+	cmds := make([]fsm.Command, 0, len(r.cmds))
+	for i, c := range r.cmds {
+		if err := n.admitQuota(ctx, t, c); err != nil {
+			ans.replies[i] = n.errorReply(kindCommand, err)
+			continue
+		}
+		queued = append(queued, i)
+		cmds = append(cmds, c)
+	}
+	ps, errs := t.enqueueAll(cmds)
+	for j, i := range queued {
+		res, err := fsm.Result{}, errs[j]
+		if err == nil {
+			res, err = t.await(ctx, ps[j])
+		}
+		if err != nil {
+			ans.replies[i] = n.errorReply(kindCommand, err)
+		} else {
+			ans.replies[i] = reply{code: codeOK, kind: kindCommand, answer: &commandAnswer{res}}
+		}
+	}
+	return ans, nil
+}
+
+func (a *groupAnswer) appendBody(b []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(a.replies)))
+	var scratch []byte
+	for _, r := range a.replies {
+		scratch = r.appendBinary(scratch[:0])
+		b = binary.AppendUvarint(b, uint64(len(scratch)))
+		b = append(b, scratch...)
+	}
+	return b
+}
+
+func (a *groupAnswer) decodeBody(d *fsm.Decoder) {
+	n := d.Count()
+	if n < 1 || n > maxGroupCommands {
+		d.Fail("group size")
+		return
+	}
+	a.replies = make([]reply, 0, n)
+	for range n {
+		body := d.Bytes(d.Count())
+		if d.Err() != nil {
+			return
+		}
+		r, err := decodeReply(body)
+		if err != nil || r.kind != kindCommand {
+			d.Fail("group reply")
+			return
+		}
+		a.replies = append(a.replies, r)
+	}
 }

@@ -53,6 +53,13 @@ func sampleRequests() []rpcRequest {
 		&serverStatsRequest{id: "n0", health: healthReport{known: true, voters: 5, healthyVoters: 3}},
 		&commandRequest{fsm.Command{Op: fsm.OpAcquireAll, Keys: []string{"a", "b"}, Owner: testOwner, TTL: time.Second}},
 		&waitRequest{commandRequest{fsm.Command{Op: fsm.OpAcquireAll, Keys: []string{"a", "b", "c"}, Owner: testOwner, TTL: time.Second, Wait: time.Minute, Meta: "m"}}},
+		&groupRequest{cmds: []fsm.Command{
+			{Op: fsm.OpAcquire, Key: "a", Owner: testOwner, TTL: time.Second, Meta: "m"},
+			{Op: fsm.OpRelease, Key: "b", Owner: testOwner},
+			{Op: fsm.OpExtend, Key: "c", Owner: testOwner, TTL: time.Minute},
+			{Op: fsm.OpAcquireAll, Keys: []string{"d", "e"}, Owner: testOwner, TTL: time.Second},
+		}},
+		&groupRequest{cmds: []fsm.Command{{Op: fsm.OpRelease, Key: "k", Owner: testOwner}}},
 	}
 }
 
@@ -115,6 +122,13 @@ func sampleReplies() []reply {
 		{code: codeOK, kind: kindIdentity, answer: &nodeIdentity{id: "n1"}},
 		{code: codeOK, kind: kindServerStats, answer: &serverStats{lastContact: 42 * time.Millisecond, lastTerm: 3, lastIndex: 1 << 40}},
 		{code: codeOK, kind: kindServerStats, answer: &serverStats{lastContact: -1}},
+		{code: codeOK, kind: kindGroup, answer: &groupAnswer{replies: []reply{
+			{code: codeOK, kind: kindCommand, answer: &commandAnswer{fsm.Result{Status: fsm.StatusGranted, Token: 7, ExpiresAt: 9 * time.Second, Now: 4 * time.Second}}},
+			{code: codeOK, kind: kindCommand, answer: &commandAnswer{fsm.Result{Status: fsm.StatusNotHeld, Now: 4 * time.Second}}},
+			{code: codeQuotaExceeded, kind: kindCommand, msg: "lock: quota exceeded: 10 locks"},
+			{code: codeNotLeader, kind: kindCommand, leader: "10.0.0.1:7000"},
+		}}},
+		{code: codeNotLeader, kind: kindGroup, leader: "10.0.0.1:7000"},
 		{code: codeNotLeader, kind: kindCommand, leader: "10.0.0.1:7000"},
 		{code: codeNotLeader, kind: kindRead},
 		{code: codeLostLeadership, kind: kindCommand, msg: "lost"},
@@ -382,6 +396,14 @@ func TestGarbageAndMalformedRequests(t *testing.T) {
 		"wait-acquire, no wait": encode(&waitRequest{commandRequest{acquire}}),
 		"wait-acquire, release": encode(&waitRequest{commandRequest{fsm.Command{Op: fsm.OpRelease, Key: "k", Owner: testOwner}}}),
 		"long cluster ID":       encode(&nodeIdentity{id: "n9", clusterID: strings.Repeat("a", maxIDLen+1)}),
+		"group of none":         {wireVersion, byte(kindGroup), 0},
+		"group, waiting":        encode(&groupRequest{cmds: []fsm.Command{acquire, {Op: fsm.OpAcquire, Key: "w", Owner: testOwner, TTL: time.Second, Wait: time.Second}}}),
+		"group, stamped":        encode(&groupRequest{cmds: []fsm.Command{acquire, stamped}}),
+		"group, session":        encode(&groupRequest{cmds: []fsm.Command{{Op: fsm.OpSessionCreate, Session: testOwner, TTL: time.Second}}}),
+		"group, cancel-wait":    encode(&groupRequest{cmds: []fsm.Command{{Op: fsm.OpCancelWait, Key: "k", Owner: testOwner}}}),
+		"group, too many":       encode(&groupRequest{cmds: slices.Repeat([]fsm.Command{acquire}, maxGroupCommands+1)}),
+		"group, short command":  {wireVersion, byte(kindGroup), 1, 3, 1, 1, 0},
+		"group, long length":    {wireVersion, byte(kindGroup), 1, 200, 1, 1},
 	} {
 		resp, err := client.Call(ctx, n.Addr(), body)
 		require.NoError(t, err, name)
