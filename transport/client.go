@@ -459,13 +459,18 @@ func (c *clientConn) shutdownIf(decide func() (error, bool)) {
 		cause = fmt.Errorf("%w (%v)", ErrClosed, cause)
 	}
 	c.err = cause
+	// Dead from the moment err is set, in the same step: a call that finds
+	// err set (stale) goes back to the pool, which must then see the
+	// connection dead and dial anew. Were done closed only after the close
+	// below, such a call could be handed this connection again on every
+	// retry and give up with ErrNotSent without ever trying a fresh one.
+	close(c.done)
 	calls := c.calls
 	c.calls = nil
 	c.queue = nil
 	c.mu.Unlock()
 	c.idleTimer.Stop()
 	c.nc.Close()
-	close(c.done)
 	c.t.untrackRPC(c)
 	c.t.logConnEnd("client", c.peer, cause)
 	cause = c.explainSilentHangUp(cause, len(calls))

@@ -50,10 +50,16 @@ func TestFaultsCutIsOneWayAndHeals(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "a", string(resp))
 	require.Equal(t, 1, liveClientConns(a, bAddr))
+	require.Equal(t, 1, liveClientConns(b, aAddr))
 
 	f.Cut(aAddr, bAddr)
-	require.Eventually(t, func() bool { return liveClientConns(a, bAddr) == 0 }, 5*time.Second, time.Millisecond,
-		"the cut closes a's open connection to b")
+	// The cut closes the sockets at once; each transport notices when its
+	// connection's reader fails. Until b has, b's next call could take its
+	// pooled connection, whose socket is already closed: the request never
+	// leaves b, yet counts as written (ErrConnLost, outcome unknown), so
+	// wait for both before looking at where requests go.
+	require.Eventually(t, func() bool { return liveClientConns(a, bAddr) == 0 && liveClientConns(b, aAddr) == 0 },
+		5*time.Second, time.Millisecond, "the cut closes the open connections between a and b, both ways")
 
 	// a's requests never reach b: redialling is refused.
 	before := reachedB.Load()
@@ -61,7 +67,8 @@ func TestFaultsCutIsOneWayAndHeals(t *testing.T) {
 	assert.ErrorIs(t, err, ErrNotSent)
 	assert.Equal(t, before, reachedB.Load(), "no request of a reached b")
 
-	// b's requests still reach a, but a's answers do not reach b.
+	// b's requests still reach a (on a new connection), but a's answers do
+	// not reach b.
 	before = reachedA.Load()
 	_, err = b.Call(ctx, aAddr, []byte("one way"))
 	assert.ErrorIs(t, err, ErrConnLost, "the request went out; the answer was cut")

@@ -9,6 +9,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -231,6 +232,68 @@ func TestCallReconnectsAfterPeerRestart(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "after!", string(resp))
 	}
+}
+
+// A call that meets a connection while it shuts down (its failure
+// recorded, its socket still being closed) moves to a fresh connection, as
+// it does with one found dead: the pool must not hand the dying connection
+// out again on each retry, which would fail the call with ErrNotSent
+// without trying a fresh one.
+func TestCallMovesOnFromConnectionShuttingDown(t *testing.T) {
+	requireNoLeaks(t)
+	server := listen(t, Config{})
+	server.Handle(echo)
+	addr := server.Addr().String()
+	var first atomic.Pointer[closeGatedConn] // the first connection dialled; its Close waits for release
+	closing := make(chan struct{})
+	release := make(chan struct{})
+	client := listen(t, Config{MaxIdleConns: 1, Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var d net.Dialer
+		nc, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		g := &closeGatedConn{Conn: nc}
+		if first.CompareAndSwap(nil, g) {
+			g.closing, g.release = closing, release
+		}
+		return g, nil
+	}})
+	t.Cleanup(func() { close(release) }) // runs before the client's Close, which waits for the shutdown
+	ctx := testCtx(t)
+
+	_, err := client.Call(ctx, addr, []byte("warm up"))
+	require.NoError(t, err)
+	g := first.Load()
+	require.NotNil(t, g)
+	// Break the socket under the pooled connection: its reader fails and
+	// shuts it down, which stays inside Close until release.
+	require.NoError(t, g.Conn.Close())
+	select {
+	case <-closing:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the broken connection was never shut down")
+	}
+
+	resp, err := client.Call(ctx, addr, []byte("again"))
+	require.NoError(t, err, "the call dials a fresh connection")
+	assert.Equal(t, "again", string(resp))
+}
+
+// closeGatedConn is a connection whose Close, when gated, reports that it
+// began (closes closing) and waits for release before closing the socket.
+type closeGatedConn struct {
+	net.Conn
+	closing, release chan struct{} // nil: not gated
+	once             sync.Once
+}
+
+func (c *closeGatedConn) Close() error {
+	if c.closing != nil {
+		c.once.Do(func() { close(c.closing) })
+		<-c.release
+	}
+	return c.Conn.Close()
 }
 
 func TestCallNotSentWhenNothingListens(t *testing.T) {
