@@ -3,16 +3,13 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -179,26 +176,4 @@ func TestCommandGroupOlderLeader(t *testing.T) {
 		assert.NotZero(t, leases[i].Token)
 	}
 	assert.Equal(t, size, commandsWith(t, leader, before, "old/"), "each went alone, once")
-}
-
-// commandsWith counts the commands in the log entries after index from
-// whose key starts with prefix.
-func commandsWith(t *testing.T, n *Node, from uint64, prefix string) int {
-	t.Helper()
-	count := 0
-	for i := from + 1; i <= n.raft.LastIndex(); i++ {
-		var l raft.Log
-		require.NoError(t, n.store.GetLog(i, &l))
-		if l.Type != raft.LogCommand {
-			continue
-		}
-		cmds, err := fsm.DecodeBatch(l.Data)
-		require.NoError(t, err)
-		for _, c := range cmds {
-			if strings.HasPrefix(c.Key, prefix) {
-				count++
-			}
-		}
-	}
-	return count
 }

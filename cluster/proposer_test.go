@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -126,6 +127,34 @@ func TestProposerBurstSharesOneEntry(t *testing.T) {
 func entriesWith(t *testing.T, n *Node, from uint64, prefix string) int {
 	t.Helper()
 	entries := 0
+	for _, cmds := range commandsAfter(t, n, from) {
+		if slices.ContainsFunc(cmds, func(c fsm.Command) bool { return strings.HasPrefix(c.Key, prefix) }) {
+			entries++
+		}
+	}
+	return entries
+}
+
+// commandsWith counts the commands in the log entries after index from
+// whose key starts with prefix.
+func commandsWith(t *testing.T, n *Node, from uint64, prefix string) int {
+	t.Helper()
+	count := 0
+	for _, cmds := range commandsAfter(t, n, from) {
+		for _, c := range cmds {
+			if strings.HasPrefix(c.Key, prefix) {
+				count++
+			}
+		}
+	}
+	return count
+}
+
+// commandsAfter returns the commands of each command entry of n's log after
+// index from.
+func commandsAfter(t *testing.T, n *Node, from uint64) [][]fsm.Command {
+	t.Helper()
+	var entries [][]fsm.Command
 	for i := from + 1; i <= n.raft.LastIndex(); i++ {
 		var l raft.Log
 		require.NoError(t, n.store.GetLog(i, &l))
@@ -134,12 +163,7 @@ func entriesWith(t *testing.T, n *Node, from uint64, prefix string) int {
 		}
 		cmds, err := fsm.DecodeBatch(l.Data)
 		require.NoError(t, err)
-		for _, c := range cmds {
-			if strings.HasPrefix(c.Key, prefix) {
-				entries++
-				break
-			}
-		}
+		entries = append(entries, cmds)
 	}
 	return entries
 }

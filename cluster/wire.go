@@ -1132,35 +1132,53 @@ const maxGroupCommands = maxBatch
 func (r *groupRequest) kind() requestKind { return kindGroup }
 
 func (r *groupRequest) appendBody(b []byte) []byte {
-	b = binary.AppendUvarint(b, uint64(len(r.cmds)))
+	return appendGroupParts(b, len(r.cmds), func(b []byte, i int) []byte {
+		b, _ = r.cmds[i].AppendBinary(b)
+		return b
+	})
+}
+
+func (r *groupRequest) decodeBody(d *fsm.Decoder) {
+	readGroupParts(d, "group command", func(n int) { r.cmds = make([]fsm.Command, 0, n) }, func(part []byte) bool {
+		sub := fsm.NewDecoder(part)
+		c := sub.Command()
+		r.cmds = append(r.cmds, c)
+		return sub.End() == nil
+	})
+}
+
+// appendGroupParts appends n parts of a group message, each as its length
+// and the bytes part appends for it.
+func appendGroupParts(b []byte, n int, part func(b []byte, i int) []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(n))
 	var scratch []byte
-	for _, c := range r.cmds {
-		scratch, _ = c.AppendBinary(scratch[:0])
+	for i := range n {
+		scratch = part(scratch[:0], i)
 		b = binary.AppendUvarint(b, uint64(len(scratch)))
 		b = append(b, scratch...)
 	}
 	return b
 }
 
-func (r *groupRequest) decodeBody(d *fsm.Decoder) {
+// readGroupParts reads what appendGroupParts wrote: 1 to maxGroupCommands
+// parts (sized is told how many), each handed to read, which says whether
+// it was well formed.
+func readGroupParts(d *fsm.Decoder, what string, sized func(n int), read func(part []byte) bool) {
 	n := d.Count()
-	if n < 1 || n > maxGroupCommands {
+	if d.Err() == nil && (n < 1 || n > maxGroupCommands) {
 		d.Fail("group size")
 		return
 	}
-	r.cmds = make([]fsm.Command, 0, n)
+	sized(n)
 	for range n {
-		body := d.Bytes(d.Count())
+		part := d.Bytes(d.Count())
 		if d.Err() != nil {
 			return
 		}
-		sub := fsm.NewDecoder(body)
-		c := sub.Command()
-		if err := sub.End(); err != nil {
-			d.Fail("group command")
+		if !read(part) {
+			d.Fail(what)
 			return
 		}
-		r.cmds = append(r.cmds, c)
 	}
 }
 
@@ -1209,33 +1227,13 @@ func (r *groupRequest) serve(ctx context.Context, n *Node, t *leaderTerm) (rpcAn
 }
 
 func (a *groupAnswer) appendBody(b []byte) []byte {
-	b = binary.AppendUvarint(b, uint64(len(a.replies)))
-	var scratch []byte
-	for _, r := range a.replies {
-		scratch = r.appendBinary(scratch[:0])
-		b = binary.AppendUvarint(b, uint64(len(scratch)))
-		b = append(b, scratch...)
-	}
-	return b
+	return appendGroupParts(b, len(a.replies), func(b []byte, i int) []byte { return a.replies[i].appendBinary(b) })
 }
 
 func (a *groupAnswer) decodeBody(d *fsm.Decoder) {
-	n := d.Count()
-	if n < 1 || n > maxGroupCommands {
-		d.Fail("group size")
-		return
-	}
-	a.replies = make([]reply, 0, n)
-	for range n {
-		body := d.Bytes(d.Count())
-		if d.Err() != nil {
-			return
-		}
-		r, err := decodeReply(body)
-		if err != nil || r.kind != kindCommand {
-			d.Fail("group reply")
-			return
-		}
+	readGroupParts(d, "group reply", func(n int) { a.replies = make([]reply, 0, n) }, func(part []byte) bool {
+		r, err := decodeReply(part)
 		a.replies = append(a.replies, r)
-	}
+		return err == nil && r.kind == kindCommand
+	})
 }
