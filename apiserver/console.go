@@ -87,6 +87,9 @@ func newConsole(cluster Cluster, ops func() uint64) *console {
 }
 
 // serveFiles serves the page's files under /ui/ (/ui redirects there).
+// The page asks for the API relative to itself (../v1/...), so the
+// Handler works under a prefix too (http.StripPrefix("/raftlock", h):
+// the console at /raftlock/ui/ talks to /raftlock/v1/).
 func (c *console) serveFiles(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
@@ -94,7 +97,7 @@ func (c *console) serveFiles(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.URL.Path == "/ui" {
-		http.Redirect(w, r, "/ui/", http.StatusMovedPermanently)
+		redirectBelow(w, "ui/")
 		return
 	}
 	if name := strings.TrimPrefix(r.URL.Path, "/ui/"); name != "" {
@@ -332,3 +335,13 @@ func (h *Handler) fillConsoleLocks(ev *api.ConsoleEvent, locks []lock.LockInfo, 
 
 // isConsolePath reports whether path is one of the console's files.
 func isConsolePath(path string) bool { return path == "/ui" || strings.HasPrefix(path, "/ui/") }
+
+// redirectBelow redirects a request for a directory's name without its
+// slash (/ui) to the directory (rel: "ui/"), with a Location relative to
+// the request's own URL, as the browser sees it: under a prefix that
+// http.StripPrefix took off (which net/http's Redirect would make
+// absolute from the path it sees, without the prefix), it stays below it.
+func redirectBelow(w http.ResponseWriter, rel string) {
+	w.Header().Set("Location", rel)
+	w.WriteHeader(http.StatusMovedPermanently)
+}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +46,7 @@ func TestConsoleFilesNeedNoTokenButItsDataDoes(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusMovedPermanently, resp.StatusCode)
-	assert.Equal(t, "/ui/", resp.Header.Get("Location"))
+	assert.Equal(t, "ui/", resp.Header.Get("Location"), "relative: it stays under a prefix")
 
 	missing := rawRequest(t, n, "GET", "/ui/nothing.js", "", nil)
 	assert.Equal(t, http.StatusNotFound, missing.status)
@@ -57,6 +59,52 @@ func TestConsoleFilesNeedNoTokenButItsDataDoes(t *testing.T) {
 		a := rawRequest(t, n, "GET", path, "", nil)
 		assert.Equal(t, http.StatusUnauthorized, a.status, path)
 	}
+}
+
+// Under a prefix (http.StripPrefix), the console's page, its redirect and
+// every API address it asks for stay under the prefix: the page names the
+// API relative to itself, never from the root.
+func TestConsoleUnderAPrefix(t *testing.T) {
+	h := NewHandler(lock.NewMemoryStore(), Config{Token: testToken})
+	mux := http.NewServeMux()
+	mux.Handle("/raftlock/", http.StripPrefix("/raftlock", h))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	resp, err := http.Get(srv.URL + "/raftlock/ui") // follows the redirect
+	require.NoError(t, err)
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "/raftlock/ui/", resp.Request.URL.Path, "redirected below the prefix")
+
+	script, err := http.Get(srv.URL + "/raftlock/ui/console.js")
+	require.NoError(t, err)
+	js, _ := io.ReadAll(script.Body)
+	script.Body.Close()
+	require.Equal(t, http.StatusOK, script.StatusCode)
+	base := resp.Request.URL
+	apiCalls := regexp.MustCompile(`(?:fetch\(|href=)["']([^"']+)["']`)
+	found := 0
+	for _, m := range apiCalls.FindAllStringSubmatch(string(page)+string(js), -1) {
+		ref := m[1]
+		if !strings.Contains(ref, "v1/") {
+			continue
+		}
+		found++
+		u, err := base.Parse(ref)
+		require.NoError(t, err, ref)
+		assert.True(t, strings.HasPrefix(u.Path, "/raftlock/v1/"), "%s resolves to %s, outside the prefix", ref, u.Path)
+	}
+	assert.GreaterOrEqual(t, found, 6, "the page's API addresses (events, whoami, inspect, waiters, force-release, openapi)")
+
+	whoami, err := http.NewRequest("GET", srv.URL+"/raftlock/v1/whoami", nil)
+	require.NoError(t, err)
+	whoami.Header.Set(api.TokenHeader, testToken)
+	got, err := http.DefaultClient.Do(whoami)
+	require.NoError(t, err)
+	got.Body.Close()
+	assert.Equal(t, http.StatusOK, got.StatusCode, "the API under the prefix")
 }
 
 // readEvent reads the next "data:" event of a /v1/events stream.

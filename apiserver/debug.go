@@ -49,7 +49,7 @@ func (h *Handler) servePprof(w http.ResponseWriter, r *http.Request) {
 		pprof.Trace(w, r)
 	default:
 		if r.URL.Path == "/debug/pprof" {
-			http.Redirect(w, r, pprofPrefix, http.StatusMovedPermanently)
+			redirectBelow(w, "pprof/")
 			return
 		}
 		pprof.Index(w, r) // the index and the named profiles (goroutine, heap, ...)

@@ -25,5 +25,8 @@
 // embedded from the ui directory and fed by GET /v1/events), its OpenAPI
 // description at /v1/openapi.json (openapi.go), and, when the program asks,
 // profiles, its configuration and its recent log (debug.go). Mount the
-// Handler at the root of a server to get all of them.
+// Handler at the root of a server to get all of them, or under a prefix of
+// a server that serves other things too, with the prefix taken off:
+//
+//	mux.Handle("/raftlock/", http.StripPrefix("/raftlock", h)) // console at /raftlock/ui/
 package apiserver

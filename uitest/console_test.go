@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,11 +86,7 @@ func startCluster(t *testing.T) (c *clustertest.Cluster, urls []string) {
 // read-only token only what it may read and no button, and drops a lock
 // when the test releases it, without reloading.
 func TestConsoleShowsLocksLive(t *testing.T) {
-	browser := browserPath()
-	if browser == "" {
-		t.Skip("no Chromium or Chrome found (looked for chromium, chromium-browser, google-chrome, chrome; or set RAFTLOCK_CHROMIUM): " +
-			"install one (Debian: apt-get install chromium) to run the console's browser test")
-	}
+	browser := needBrowser(t)
 	c, urls := startCluster(t)
 	leader := c.Leader(t)
 	var consoleURL string
@@ -105,16 +103,7 @@ func TestConsoleShowsLocksLive(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(browser),
-		chromedp.NoSandbox, // CI runs as root, where Chromium's sandbox cannot start
-		chromedp.WindowSize(1280, 900),
-		chromedp.Flag("disable-dev-shm-usage", true),
-	)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(allocCtx, chromedp.WithLogf(t.Logf))
-	defer cancelBrowser()
+	bctx := openBrowser(t, ctx, browser)
 
 	// The page loads without the token and asks for it.
 	run(t, bctx, "open the console",
@@ -274,6 +263,66 @@ func TestConsoleShowsLocksLive(t *testing.T) {
 		t.Error("the page reloaded to show the release; it should update in place")
 	}
 	stopWaiting()
+}
+
+// needBrowser returns the path of a Chromium or Chrome, skipping the test
+// with what to install when there is none.
+func needBrowser(t *testing.T) string {
+	browser := browserPath()
+	if browser == "" {
+		t.Skip("no Chromium or Chrome found (looked for chromium, chromium-browser, google-chrome, chrome; or set RAFTLOCK_CHROMIUM): " +
+			"install one (Debian: apt-get install chromium) to run the console's browser test")
+	}
+	return browser
+}
+
+// openBrowser starts a headless browser for the test, closed when ctx ends
+// or the test does, and returns its context.
+func openBrowser(t *testing.T, ctx context.Context, browser string) context.Context {
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(browser),
+		chromedp.NoSandbox, // CI runs as root, where Chromium's sandbox cannot start
+		chromedp.WindowSize(1280, 900),
+		chromedp.Flag("disable-dev-shm-usage", true),
+	)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	t.Cleanup(cancelAlloc)
+	bctx, cancelBrowser := chromedp.NewContext(allocCtx, chromedp.WithLogf(t.Logf))
+	t.Cleanup(cancelBrowser)
+	return bctx
+}
+
+// TestConsoleUnderAPrefix opens the console of a Handler that a program
+// serves under a prefix of its own server (http.StripPrefix): the page
+// loads from the prefix, goes live, and shows a lock taken meanwhile, so
+// every address it asks for stayed under the prefix.
+func TestConsoleUnderAPrefix(t *testing.T) {
+	browser := needBrowser(t)
+	store := lock.NewMemoryStore()
+	t.Cleanup(func() { _ = store.Close() })
+	mux := http.NewServeMux()
+	mux.Handle("/raftlock/", http.StripPrefix("/raftlock", apiserver.NewHandler(store, apiserver.Config{Token: token})))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "the program's own page", http.StatusTeapot)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bctx := openBrowser(t, ctx, browser)
+	run(t, bctx, "open the console under the prefix",
+		chromedp.Navigate(srv.URL+"/raftlock/ui"),
+		chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), token),
+		chromedp.Click(chromedp.CSS(`#token-form button[type="submit"]`)),
+		waitText("#conn", "live"),
+		waitText("#who", "token shared"),
+	)
+	if _, err := store.Acquire(ctx, lock.AcquireRequest{Key: "billing/invoice-7", Owner: lock.NewOwner(), TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	run(t, bctx, "see the lock", chromedp.WaitVisible(chromedp.CSS(`tr[data-key="billing/invoice-7"]`)))
 }
 
 // run runs the steps, failing the test with the page's text if one fails.

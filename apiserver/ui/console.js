@@ -62,7 +62,7 @@ async function run() {
     stream = ctl;
     try {
       const q = prefix ? "?prefix=" + encodeURIComponent(prefix) : "";
-      const resp = await fetch("/v1/events" + q, { headers: headers({ Accept: "text/event-stream" }), signal: ctl.signal, cache: "no-store" });
+      const resp = await fetch("../v1/events" + q, { headers: headers({ Accept: "text/event-stream" }), signal: ctl.signal, cache: "no-store" });
       if (resp.status === 401) {
         setConn("bad", "token needed");
         showError("error", await errorText(resp) + " — type the API token above.");
@@ -124,7 +124,7 @@ async function readEvents(reader, ctl) {
 
 async function loadRights() {
   try {
-    const resp = await fetch("/v1/whoami", { headers: headers(), cache: "no-store" });
+    const resp = await fetch("../v1/whoami", { headers: headers(), cache: "no-store" });
     if (resp.ok) {
       who = await resp.json();
       $("who").textContent = "token " + who.name;
@@ -405,7 +405,7 @@ async function renderDetail() {
     return;
   }
   try {
-    const resp = await fetch("/v1/inspect" + q, { headers: headers(), cache: "no-store" });
+    const resp = await fetch("../v1/inspect" + q, { headers: headers(), cache: "no-store" });
     if (label !== detailKey) return;
     if (!resp.ok) {
       dl.replaceChildren(el("dt", "error"), el("dd", await errorText(resp)));
@@ -446,7 +446,7 @@ function renderHolds(info) {
 
 async function renderWaiters(label, q) {
   const ol = $("detail-waiters");
-  const resp = await fetch("/v1/waiters" + q, { headers: headers(), cache: "no-store" });
+  const resp = await fetch("../v1/waiters" + q, { headers: headers(), cache: "no-store" });
   if (label !== detailKey) return;
   if (!resp.ok) {
     ol.replaceChildren(el("li", await errorText(resp), "error"));
@@ -466,7 +466,7 @@ async function renderWaiters(label, q) {
 
 async function forceRelease(k) {
   if (!confirm("Release " + k.label + " whoever holds it? The next waiter gets it.")) return;
-  const resp = await fetch("/v1/force-release", { method: "POST", headers: headers({ "Content-Type": "application/json" }), body: JSON.stringify({ key: k.raw }) });
+  const resp = await fetch("../v1/force-release", { method: "POST", headers: headers({ "Content-Type": "application/json" }), body: JSON.stringify({ key: k.raw }) });
   showError("locks-error", resp.ok ? "" : "force release: " + await errorText(resp));
 }
 
