@@ -594,6 +594,8 @@
 //	429     quota_exceeded     the cluster keeps its maximum of locks,            lock.ErrQuotaExceeded
 //	                           of sessions or of waiters (the message says
 //	                           which and what to do); acquire, session create
+//	429     too_many_in_flight an operation on a stream (GET /v1/stream) past the  (the Go client never
+//	                           1,024 it carries at once; nothing was done         sends one: it queues)
 //	431     headers_too_large  headers over ServerMaxHeaderBytes                  ErrBadRequest
 //	500     internal           a bug; the node's log has more                     ErrInternal
 //	501     not_implemented    /v1/locks on a store that cannot list, /v1/leave   errors.ErrUnsupported

@@ -52,6 +52,7 @@ const (
 	CodeQueueFull        = lock.CodeQueueFull       // 429: too many waiters for the key
 	CodeTooManyWatchers  = lock.CodeTooManyWatchers // 429: the node serves its maximum of blocking queries (watches)
 	CodeQuotaExceeded    = lock.CodeQuotaExceeded   // 429: the cluster keeps its maximum of locks, sessions or waiters (the message says which)
+	CodeTooManyInFlight  = "too_many_in_flight"     // 429: an operation on GET /v1/stream past the operations a stream carries at once; nothing was done
 	CodeUnavailable      = lock.CodeUnavailable     // 503: no leader, no quorum; did not take effect
 	CodeUnknownOutcome   = lock.CodeUnknownOutcome  // 503: may or may not have taken effect; retry with the same owner
 	CodeClosed           = lock.CodeClosed          // 503: the node is shutting down

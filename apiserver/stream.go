@@ -254,7 +254,7 @@ func (s *serverStream) start(req streamwire.Request) {
 	case len(s.inflight) >= streamwire.MaxInflight:
 		s.mu.Unlock()
 		cancel()
-		s.answerError(req.ID, newAPIError(http.StatusTooManyRequests, api.CodeBadRequest, "api: a stream carries at most %d operations in flight", streamwire.MaxInflight))
+		s.answerError(req.ID, newAPIError(http.StatusTooManyRequests, api.CodeTooManyInFlight, "api: a stream carries at most %d operations in flight: wait for answers before sending more", streamwire.MaxInflight))
 		return
 	}
 	s.inflight[req.ID] = cancel

@@ -286,6 +286,45 @@ func TestStreamRefusesBadInput(t *testing.T) {
 	require.Eventually(t, func() bool { return n.h.openStreams() == 1 }, patience, time.Millisecond, "the client's own stream stays open")
 }
 
+// TestStreamLimitsOperationsInFlight: a stream carries at most
+// streamwire.MaxInflight operations at once; one past them is answered 429
+// too_many_in_flight at once (nothing done), and the stream goes on.
+func TestStreamLimitsOperationsInFlight(t *testing.T) {
+	n := newStreamNode(t, Config{}, "")
+	ctx := context.Background()
+	holder := lock.NewOwner()
+	_, err := n.store.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: holder, TTL: time.Minute})
+	require.NoError(t, err)
+
+	conn, br := rawStream(t, n.url)
+	var frames []byte
+	for id := uint64(1); id <= streamwire.MaxInflight+1; id++ {
+		body := `{"key":"k","ttl":"1m","wait":"1m","owner":"` + lock.NewOwner().String() + `"}`
+		frames = streamwire.AppendRequest(frames, id, streamwire.OpAcquire, []byte(body))
+	}
+	_, err = conn.Write(frames)
+	require.NoError(t, err)
+	ans, e := readAnswer(t, br)
+	assert.Equal(t, uint64(streamwire.MaxInflight+1), ans.ID, "the one past the limit, answered while the others wait")
+	assert.Equal(t, http.StatusTooManyRequests, ans.Status)
+	assert.Equal(t, api.CodeTooManyInFlight, e.Code)
+	assert.Contains(t, e.Message, "wait for answers")
+	waiters := func() int {
+		info, err := n.store.Inspect(ctx, "k")
+		require.NoError(t, err)
+		return info.Waiters
+	}
+	require.Eventually(t, func() bool { return waiters() >= streamwire.MaxInflight }, patience, time.Millisecond, "the acquires in flight queue")
+	assert.Equal(t, streamwire.MaxInflight, waiters(), "the refused acquire did not queue")
+
+	ok, err := n.store.Release(ctx, "k", holder)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ans, e = readAnswer(t, br)
+	assert.Equal(t, http.StatusOK, ans.Status, "the first waiter is granted: the stream goes on (%s)", e.Message)
+	assert.LessOrEqual(t, ans.ID, uint64(streamwire.MaxInflight), "one of those in flight (they queued in any order)")
+}
+
 // TestStreamGoesAwayWhenTheNodeStops: CloseStreams answers the operations
 // read, tells the client which was last, and takes no new stream; the
 // client's next operations take the HTTP routes.
