@@ -13,6 +13,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/internal/streamwire"
+	"github.com/raftlock/raftlock/lock"
 )
 
 // stream serves GET /v1/stream, upgraded to the binary stream the Go
@@ -27,6 +28,11 @@ import (
 // Over HTTP/1.1 an acquire that waits holds a connection and a goroutine
 // of the server for its whole wait, and an operation alone pays a request's
 // headers; on the stream, all of a client's share one connection.
+//
+// An acquire granted whose answer the stream cannot carry (the client
+// went away before it was done, or writing to the connection failed) is
+// released at once, as for a request whose connection closed: nobody will
+// be told of the grant, so nobody would release it before its TTL.
 //
 // When the node stops serving (Server.Shutdown, Handler.CloseStreams) or
 // the client breaks the framing, the node sends a go-away naming the last
@@ -101,7 +107,8 @@ type serverStream struct {
 
 	mu       sync.Mutex
 	inflight map[uint64]context.CancelFunc
-	out      []byte // answers not yet written
+	out      []byte   // answers not yet written
+	grants   []func() // give back the acquires granted in out, should out be lost
 	spare    []byte
 	away     bool // reads no more (goAway asked, or the reader stopped)
 	writing  bool // a goroutine is in flush's write
@@ -264,13 +271,38 @@ func (s *serverStream) start(req streamwire.Request) {
 	s.h.batchWorkers.run(func() {
 		defer s.ops.Done()
 		c := &opCall{op: name, w: batchWriter{}, streamed: true, body: body}
-		status, raw := s.h.runOpEncoded(fn, s.upgrade.WithContext(ctx), c)
+		var giveBack func() // set when an acquire was granted
+		run := fn
+		if req.Op == streamwire.OpAcquire {
+			run = func(r *http.Request, c *opCall) (any, *apiError) {
+				answer, e := fn(r, c)
+				if lease, ok := answer.(api.LeaseResponse); ok && e == nil {
+					giveBack = s.giveBack(lease)
+				}
+				return answer, e
+			}
+		}
+		status, raw := s.h.runOpEncoded(run, s.upgrade.WithContext(ctx), c)
 		s.mu.Lock()
 		delete(s.inflight, req.ID)
 		s.mu.Unlock()
 		cancel()
-		s.queue(func(out []byte) []byte { return streamwire.AppendAnswer(out, req.ID, status, raw) })
+		s.queueAnswer(func(out []byte) []byte { return streamwire.AppendAnswer(out, req.ID, status, raw) }, giveBack)
 	})
+}
+
+// giveBack returns what releases the lock of a granted acquire's answer
+// (a multi-key set's first key releases the whole set).
+func (s *serverStream) giveBack(lease api.LeaseResponse) func() {
+	key, err := lease.DecodeKey()
+	if err != nil {
+		return nil // the handler encoded it: cannot happen
+	}
+	owner, err := lock.ParseOwner(lease.Owner)
+	if err != nil {
+		return nil
+	}
+	return func() { s.h.releaseAbandoned(key, owner) }
 }
 
 func (s *serverStream) answerError(id uint64, e *apiError) {
@@ -281,8 +313,25 @@ func (s *serverStream) answerError(id uint64, e *apiError) {
 // queue appends a frame to what is written next, and writes it unless
 // another goroutine is writing (which writes it next).
 func (s *serverStream) queue(frame func([]byte) []byte) {
+	s.queueAnswer(frame, nil)
+}
+
+// queueAnswer is queue for an answer that, when giveBack is not nil,
+// grants a lock: if the stream cannot write it (it is broken, or the write
+// fails), giveBack releases the lock.
+func (s *serverStream) queueAnswer(frame func([]byte) []byte, giveBack func()) {
 	s.mu.Lock()
+	if s.broken {
+		s.mu.Unlock()
+		if giveBack != nil {
+			giveBack()
+		}
+		return
+	}
 	s.out = frame(s.out)
+	if giveBack != nil {
+		s.grants = append(s.grants, giveBack)
+	}
 	s.mu.Unlock()
 	s.flush()
 }
@@ -299,9 +348,10 @@ func (s *serverStream) flush() {
 		return // the goroutine at it takes what was queued
 	}
 	s.writing = true
+	var lost []func() // grants whose answers were not written
 	for len(s.out) > 0 && !s.broken {
-		buf := s.out
-		s.out = s.spare[:0]
+		buf, grants := s.out, s.grants
+		s.out, s.grants = s.spare[:0], nil
 		s.mu.Unlock()
 		_ = s.conn.SetWriteDeadline(time.Now().Add(s.h.cfg.OpTimeout))
 		_, err := s.conn.Write(buf)
@@ -309,7 +359,8 @@ func (s *serverStream) flush() {
 		s.spare = buf[:0]
 		if err != nil {
 			s.broken = true
-			s.out = nil
+			lost = append(grants, s.grants...)
+			s.out, s.grants = nil, nil
 			s.mu.Unlock()
 			s.cancel()
 			s.conn.Close() // the reader stops too
@@ -318,6 +369,9 @@ func (s *serverStream) flush() {
 	}
 	s.writing = false
 	s.mu.Unlock()
+	for _, giveBack := range lost {
+		giveBack()
+	}
 }
 
 // streams are the binary streams open at a handler.

@@ -516,3 +516,77 @@ func TestStreamWithAClientTimeout(t *testing.T) {
 	}
 	assert.Equal(t, 2, n.h.openStreams())
 }
+
+// writeFailingListener hands out connections whose writes can be made to
+// fail while their reads go on, as when the client's end is gone but the
+// node has not read its end yet.
+type writeFailingListener struct {
+	net.Listener
+	conns chan *writeFailingConn
+}
+
+func (l *writeFailingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	fc := &writeFailingConn{Conn: c}
+	select {
+	case l.conns <- fc:
+	default:
+	}
+	return fc, nil
+}
+
+type writeFailingConn struct {
+	net.Conn
+	failWrites atomic.Bool
+}
+
+func (c *writeFailingConn) Write(p []byte) (int, error) {
+	if c.failWrites.Load() {
+		return 0, errors.New("the client's end is gone")
+	}
+	return c.Conn.Write(p)
+}
+
+// TestStreamGivesBackAGrantItCannotAnswer: a waiting acquire granted when
+// the stream can no longer carry its answer (the write fails, though the
+// node has not seen the client go) is released at once: nobody will be
+// told of the grant, so nobody would release it before its TTL.
+func TestStreamGivesBackAGrantItCannotAnswer(t *testing.T) {
+	store := lock.NewMemoryStore()
+	t.Cleanup(func() { _ = store.Close() })
+	h := NewHandler(store, Config{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	listener := &writeFailingListener{Listener: ln, conns: make(chan *writeFailingConn, 1)}
+	srv := httptest.NewUnstartedServer(h)
+	srv.Listener = listener
+	srv.Start()
+	t.Cleanup(func() {
+		srv.Close()
+		_ = h.CloseStreams(canceledContext())
+	})
+	ctx := context.Background()
+	holder := lock.NewOwner()
+	_, err = store.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: holder, TTL: time.Minute})
+	require.NoError(t, err)
+
+	conn, _ := rawStream(t, srv.URL)
+	serverEnd := <-listener.conns // the stream's, the only connection
+	waiter := lock.NewOwner()
+	_, err = conn.Write(streamwire.AppendRequest(nil, 1, streamwire.OpAcquire, []byte(`{"key":"k","ttl":"1m","wait":"1m","owner":"`+waiter.String()+`"}`)))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return waitersOf(t, store, "k") == 1 }, patience, time.Millisecond)
+
+	serverEnd.failWrites.Store(true)
+	released, err := store.Release(ctx, "k", holder) // hands the lock to the waiter
+	require.NoError(t, err)
+	require.True(t, released)
+	require.Eventually(t, func() bool {
+		info, err := store.Inspect(ctx, "k")
+		return err == nil && !info.Locked && info.Waiters == 0
+	}, patience, time.Millisecond, "the grant whose answer was lost is given back")
+	require.Eventually(t, func() bool { return h.openStreams() == 0 }, patience, time.Millisecond, "the node ends the stream it cannot write to")
+}
