@@ -81,7 +81,9 @@ type groupMemberKey struct{}
 // returns when it is done. The first lock command each member sends (an
 // acquire without wait, a release, an extend) waits until every member has
 // sent one or finished, and they all go to the leader together. ctx bounds
-// that exchange: it is the context of whatever the members serve.
+// that exchange: it is the context of whatever the members serve. Exactly
+// size callers take a Member each: one never taken would hold the others
+// until their contexts end (then each withdraws its command, unsent).
 func (n *Node) NewCommandGroup(ctx context.Context, size int) *CommandGroup {
 	return &CommandGroup{n: n, ctx: ctx, expect: size}
 }

@@ -263,6 +263,37 @@ func TestConsoleShowsLocksLive(t *testing.T) {
 		t.Error("the page reloaded to show the release; it should update in place")
 	}
 	stopWaiting()
+
+	// A follower times no commits: its page links to the leader's console.
+	var followerURL string
+	var others []string
+	for i, n := range c.Nodes {
+		if n != leader && followerURL == "" {
+			followerURL = urls[i]
+		} else {
+			others = append(others, urls[i]+"/ui/")
+		}
+	}
+	linksToALeader := fmt.Sprintf(`(() => { const a = document.querySelector("#c-latency-where a"); return !!a && %s.includes(a.href); })()`, jsList(others))
+	run(t, bctx, "a follower's console",
+		chromedp.Navigate(followerURL+"/ui/"),
+		chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), token),
+		chromedp.Click(chromedp.CSS(`#token-form button[type="submit"]`)),
+		waitText("#conn", "live"),
+		waitText("#c-latency-where", "timed on the leader only"),
+		wrap("a link to the leader's console", chromedp.Poll[chromedp.Void](linksToALeader,
+			chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(pollPatience))),
+	)
+}
+
+// jsList is a JavaScript array literal of strings.
+func jsList(items []string) string {
+	quoted := make([]string, len(items))
+	for i, s := range items {
+		quoted[i] = fmt.Sprintf("%q", s)
+	}
+	return "[" + strings.Join(quoted, ", ") + "]"
 }
 
 // needBrowser returns the path of a Chromium or Chrome, skipping the test

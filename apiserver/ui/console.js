@@ -155,8 +155,40 @@ function render() {
   renderCounts(ev);
   renderLocks(ev);
   renderCharts(ev.history || []);
-  $("c-latency-where").textContent = ev.cluster && ev.cluster.role !== "leader" ? "(timed on the leader only: open its console)" : "";
+  renderLatencyWhere(ev.cluster);
   if (detailKey !== null) renderDetail();
+}
+
+// Commit latency is timed where entries are proposed: a follower's page
+// says so and links to the leader's console when the leader tells its API
+// address.
+function renderLatencyWhere(st) {
+  const where = $("c-latency-where");
+  where.replaceChildren();
+  if (!st || st.role === "leader") return;
+  const leader = (st.members || []).find((m) => m.leader);
+  const url = leader ? consoleURL(leader.api_addr) : null;
+  if (!url) {
+    where.textContent = "(timed on the leader only: open its console)";
+    return;
+  }
+  const a = el("a", "open its console");
+  a.href = url;
+  where.append("(timed on the leader only: ", a, ")");
+}
+
+// consoleURL is the console of a node whose API is at addr, or null when
+// addr is not an http(s) address.
+function consoleURL(addr) {
+  if (!addr) return null;
+  let u;
+  try {
+    u = new URL(addr);
+  } catch (e) {
+    return null;
+  }
+  if (u.protocol !== "http:" && u.protocol !== "https:") return null;
+  return u.origin + u.pathname.replace(/\/+$/, "") + "/ui/";
 }
 
 function fmtMS(ms) {
