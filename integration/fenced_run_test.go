@@ -140,7 +140,11 @@ func writeWindows(w io.Writer, windows []window) error {
 	sort.Slice(ws, func(i, j int) bool { return ws[i].Start < ws[j].Start })
 	var b strings.Builder
 	for _, x := range ws {
-		fmt.Fprintf(&b, "%s .. %s  client %d token %d\n", wallString(x.Start), wallString(x.End), x.Client, x.Token)
+		note := ""
+		if x.GrantOnly {
+			note = "  (granted, never used)"
+		}
+		fmt.Fprintf(&b, "%s .. %s  client %d token %d%s\n", wallString(x.Start), wallString(x.End), x.Client, x.Token, note)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -184,6 +184,14 @@ type window struct {
 	// a key of its set not held with its token while it held the set.
 	Keys    []string `json:"keys,omitempty"`
 	Partial string   `json:"partial,omitempty"`
+	// GrantOnly: a grant its holder never used (its own deadline, counted
+	// from the first attempt's send, had passed when the acquire returned
+	// after retries across an outage), Start = End = when it returned. It
+	// holds no span of time; it is kept so that the token-order check
+	// knows the grant: the lease lives on in the cluster (a holding left
+	// to run out), and the holder's next acquire, with the same owner, is
+	// answered with it again, legitimately, with its lower token.
+	GrantOnly bool `json:"grant_only,omitempty"`
 }
 
 // fencedConfig is how holders behave.
@@ -337,6 +345,9 @@ func (h *holder) holdOnce(budget context.Context) {
 	if end.After(start) || partial != "" {
 		h.windows(window{Client: h.id, Token: lease.Token, Start: start.UnixNano(), End: max(end.UnixNano(), start.UnixNano()), Sent: sent.UnixNano(), Shared: req.Shared,
 			Keys: multiWindowKeys(req), Partial: partial})
+	} else {
+		h.windows(window{Client: h.id, Token: lease.Token, Start: start.UnixNano(), End: start.UnixNano(), Sent: sent.UnixNano(), Shared: req.Shared,
+			Keys: multiWindowKeys(req), GrantOnly: true})
 	}
 	if !h.cfg.Expiry || h.rng.IntN(4) != 0 {
 		h.release(budget) // in expiry mode, one holding in four is left to run out
@@ -496,7 +507,7 @@ func checkMultiWindows(windows []window) []string {
 		if w.Partial != "" {
 			trouble = append(trouble, fmt.Sprintf("client %d: partial grant: %s", w.Client, w.Partial))
 		}
-		if w.End <= w.Start {
+		if w.End <= w.Start || w.GrantOnly {
 			continue
 		}
 		for _, k := range w.Keys {
@@ -520,6 +531,7 @@ func checkMultiWindows(windows []window) []string {
 // workload's comment) and returns what it found wrong.
 func checkFenced(windows []window, events []regEvent) []string {
 	var trouble []string
+	windows = heldWindows(windows)
 	ws := append([]window(nil), windows...)
 	sort.Slice(ws, func(i, j int) bool { return ws[i].Start < ws[j].Start })
 	// Sweep: a window overlaps an earlier one if it starts before the
@@ -574,7 +586,7 @@ func checkKindWindows(cfg fencedConfig, windows []window) []string {
 		w     window
 	}
 	var edges []edge
-	for _, w := range mergeByToken(windows) {
+	for _, w := range mergeByToken(heldWindows(windows)) {
 		edges = append(edges, edge{w.Start, true, w}, edge{w.End, false, w})
 	}
 	// Ends before starts at the same instant: a window is [Start, End).
@@ -634,6 +646,18 @@ func checkKindWindows(cfg fencedConfig, windows []window) []string {
 		}
 	}
 	return trouble
+}
+
+// heldWindows is windows without the grants their holders never used
+// (window.GrantOnly): the spans in which someone held the lock.
+func heldWindows(windows []window) []window {
+	held := make([]window, 0, len(windows))
+	for _, w := range windows {
+		if !w.GrantOnly {
+			held = append(held, w)
+		}
+	}
+	return held
 }
 
 // mergeByToken joins the windows of each token into one, from its first

@@ -155,6 +155,27 @@ func TestCheckFenced(t *testing.T) {
 	assert.Len(t, checkFenced(clean, lost), 1, "a lost update")
 }
 
+// A holder's acquire answered with a lower token than one granted before
+// it was sent is a violation, unless the holder was granted that token
+// before (its own lease, answered again to the same owner): also when it
+// never used that grant (window.GrantOnly), as a holder whose deadline had
+// passed by the time its acquire returned after an outage.
+func TestKindCheckerTokenOrderKnowsUnusedGrants(t *testing.T) {
+	ms := func(n int64) int64 { return n * int64(time.Millisecond) }
+	rw := fencedConfig{RW: true}
+	unused := window{Client: 0, Token: 18, Sent: ms(1), Start: ms(5), End: ms(5), Shared: true, GrantOnly: true}
+	later := window{Client: 5, Token: 22, Sent: ms(8), Start: ms(10), End: ms(50), Shared: true}
+	again := window{Client: 0, Token: 18, Sent: ms(15), Start: ms(20), End: ms(30), Shared: true}
+	assert.Empty(t, checkKindWindows(rw, []window{unused, later, again}), "the same owner's lease, answered again")
+	assert.Len(t, checkKindWindows(rw, []window{later, again}), 1, "a lower token for an acquire sent after a higher grant")
+	stale := window{Client: 1, Token: 19, Sent: ms(15), Start: ms(20), End: ms(30), Shared: true}
+	assert.Len(t, checkKindWindows(rw, []window{unused, later, stale}), 1, "another client's lower token is still caught")
+	writer := window{Client: 2, Token: 23, Sent: ms(2), Start: ms(4), End: ms(6)}
+	assert.Empty(t, checkKindWindows(rw, []window{unused, writer}), "an unused grant holds no time")
+	assert.Empty(t, checkFenced([]window{{Client: 3, Token: 1, Start: ms(0), End: ms(10)}, {Client: 4, Token: 2, Start: ms(3), End: ms(3), GrantOnly: true}}, nil),
+		"an unused grant overlaps nobody")
+}
+
 func TestDurabilityVerifyCatchesLostState(t *testing.T) {
 	s := quickSettings(t)
 	rep := newReport("broken/durability", s)
