@@ -323,13 +323,8 @@ func TestStreamLimitsOperationsInFlight(t *testing.T) {
 	assert.Equal(t, http.StatusTooManyRequests, ans.Status)
 	assert.Equal(t, api.CodeTooManyInFlight, e.Code)
 	assert.Contains(t, e.Message, "wait for answers")
-	waiters := func() int {
-		info, err := n.store.Inspect(ctx, "k")
-		require.NoError(t, err)
-		return info.Waiters
-	}
-	require.Eventually(t, func() bool { return waiters() >= streamwire.MaxInflight }, patience, time.Millisecond, "the acquires in flight queue")
-	assert.Equal(t, streamwire.MaxInflight, waiters(), "the refused acquire did not queue")
+	require.Eventually(t, func() bool { return waitersOf(t, n.store, "k") >= streamwire.MaxInflight }, patience, time.Millisecond, "the acquires in flight queue")
+	assert.Equal(t, streamwire.MaxInflight, waitersOf(t, n.store, "k"), "the refused acquire did not queue")
 
 	ok, err := n.store.Release(ctx, "k", holder)
 	require.NoError(t, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -34,9 +35,6 @@ import (
 // errGroupAbandoned: the group's exchange ended with the group's context,
 // perhaps after the leader had its commands: their outcome is unknown.
 var errGroupAbandoned = errors.New("cluster: the command group's exchange was abandoned")
-
-// maxGroupBytes bounds one group message: commands past it go alone.
-const maxGroupBytes = 4 << 20
 
 // A CommandGroup sends the commands of concurrent callers to the leader
 // together; see NewCommandGroup.
@@ -174,8 +172,8 @@ func (g *CommandGroup) attempt(ctx context.Context, cmd fsm.Command) groupOutcom
 	case <-ctx.Done():
 	}
 	g.mu.Lock()
-	if i := indexOf(g.seats, s); i >= 0 {
-		g.seats = append(g.seats[:i], g.seats[i+1:]...)
+	if i := slices.Index(g.seats, s); i >= 0 {
+		g.seats = slices.Delete(g.seats, i, i+1)
 		g.expect--
 		seats := g.due()
 		g.mu.Unlock()
@@ -189,15 +187,6 @@ func (g *CommandGroup) attempt(ctx context.Context, cmd fsm.Command) groupOutcom
 	return groupOutcome{err: ctx.Err()}
 }
 
-func indexOf(seats []*groupSeat, s *groupSeat) int {
-	for i, x := range seats {
-		if x == s {
-			return i
-		}
-	}
-	return -1
-}
-
 // send takes seats to the leader and tells each its outcome.
 func (g *CommandGroup) send(seats []*groupSeat) {
 	if len(seats) == 1 {
@@ -205,18 +194,15 @@ func (g *CommandGroup) send(seats []*groupSeat) {
 		return
 	}
 	n := g.n
-	req := &groupRequest{cmds: make([]fsm.Command, 0, len(seats))}
-	size := 0
-	var sent []*groupSeat
-	var scratch []byte
-	for _, s := range seats {
-		scratch, _ = s.cmd.AppendBinary(scratch[:0])
-		if size += len(scratch); size > maxGroupBytes && len(sent) > 0 {
-			s.done <- groupOutcome{alone: true}
-			continue
-		}
-		req.cmds = append(req.cmds, s.cmd)
-		sent = append(sent, s)
+	// A message carries at most maxGroupCommands (which keeps it under the
+	// transport's frame limit); the rest, if any, go alone.
+	sent := seats[:min(len(seats), maxGroupCommands)]
+	for _, s := range seats[len(sent):] {
+		s.done <- groupOutcome{alone: true}
+	}
+	req := &groupRequest{cmds: make([]fsm.Command, len(sent))}
+	for i, s := range sent {
+		req.cmds[i] = s.cmd
 	}
 	tell := func(o groupOutcome) {
 		for _, s := range sent {

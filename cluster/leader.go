@@ -215,19 +215,32 @@ func (t *leaderTerm) enqueue(cmd fsm.Command) (*proposal, error) {
 	if err := t.n.admitLevel(cmd); err != nil {
 		return nil, err
 	}
-	p := &proposal{cmd: cmd, queued: time.Now(), done: make(chan proposalResult, 1)}
+	p := newProposal(cmd, time.Now())
+	if !t.push(p) {
+		return nil, errNotLeader
+	}
+	return p, nil
+}
+
+func newProposal(cmd fsm.Command, queued time.Time) *proposal {
+	return &proposal{cmd: cmd, queued: queued, done: make(chan proposalResult, 1)}
+}
+
+// push appends ps to the queue at once and wakes the proposer; false,
+// queueing nothing, once the term is closed.
+func (t *leaderTerm) push(ps ...*proposal) bool {
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
-		return nil, errNotLeader
+		return false
 	}
-	t.queue = append(t.queue, p)
+	t.queue = append(t.queue, ps...)
 	t.mu.Unlock()
 	select {
 	case t.enqueued <- struct{}{}:
 	default:
 	}
-	return p, nil
+	return true
 }
 
 // await waits for the result of an enqueued proposal.
@@ -523,31 +536,20 @@ func (t *leaderTerm) pokeExpiryTimer() {
 // errs[i] is cmds[i]'s refusal (as enqueue's), ps[i] its proposal otherwise.
 func (t *leaderTerm) enqueueAll(cmds []fsm.Command) (ps []*proposal, errs []error) {
 	ps, errs = make([]*proposal, len(cmds)), make([]error, len(cmds))
+	admitted := make([]*proposal, 0, len(cmds))
 	now := time.Now()
 	for i, cmd := range cmds {
 		if errs[i] = t.n.admitLevel(cmd); errs[i] == nil {
-			ps[i] = &proposal{cmd: cmd, queued: now, done: make(chan proposalResult, 1)}
+			ps[i] = newProposal(cmd, now)
+			admitted = append(admitted, ps[i])
 		}
 	}
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
+	if !t.push(admitted...) {
 		for i := range ps {
 			if ps[i] != nil {
 				ps[i], errs[i] = nil, errNotLeader
 			}
 		}
-		return ps, errs
-	}
-	for _, p := range ps {
-		if p != nil {
-			t.queue = append(t.queue, p)
-		}
-	}
-	t.mu.Unlock()
-	select {
-	case t.enqueued <- struct{}{}:
-	default:
 	}
 	return ps, errs
 }

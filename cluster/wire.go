@@ -1125,9 +1125,12 @@ type groupRequest struct{ cmds []fsm.Command }
 
 type groupAnswer struct{ replies []reply }
 
-// maxGroupCommands bounds the commands of one kindGroup message: a
-// proposal entry's worth.
-const maxGroupCommands = maxBatch
+// maxGroupCommands bounds the commands of one kindGroup message (an HTTP
+// batch's worth): so many of the largest commands a group carries (an
+// acquire-all of fsm.MaxKeys keys of fsm.MaxKeyLen bytes, with
+// fsm.MaxMetaLen of metadata) stay well under transport.MaxFrameSize
+// (TestFullGroupFitsAFrame), so a group never needs a byte budget.
+const maxGroupCommands = 256
 
 func (r *groupRequest) kind() requestKind { return kindGroup }
 

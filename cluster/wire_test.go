@@ -261,6 +261,25 @@ func TestFullListPageFitsAFrame(t *testing.T) {
 	assert.Equal(t, &page, got.answer)
 }
 
+// A full group of the largest commands a group carries (acquire-alls of
+// MaxKeys of the longest keys, with the longest metadata and lease) stays well under the transport's frame limit.
+func TestFullGroupFitsAFrame(t *testing.T) {
+	req := groupRequest{}
+	for i := range maxGroupCommands {
+		keys := make([]string, fsm.MaxKeys)
+		for k := range keys {
+			keys[k] = fmt.Sprintf("%0*d", fsm.MaxKeyLen, i*fsm.MaxKeys+k)
+		}
+		req.cmds = append(req.cmds, fsm.Command{Op: fsm.OpAcquireAll, Keys: keys, Owner: testOwner, TTL: fsm.MaxTTL,
+			Meta: strings.Repeat("m", fsm.MaxMetaLen)})
+	}
+	b := encodeRequest(&req)
+	assert.Less(t, len(b), transport.MaxFrameSize*3/4)
+	got, err := decodeRequest(b)
+	require.NoError(t, err, "the largest commands are valid ones")
+	assert.Len(t, got.(*groupRequest).cmds, maxGroupCommands)
+}
+
 // The largest read reply (maxReadHolds holds with the longest metadata, a
 // set of MaxKeys of the longest keys) and the largest list page the leader
 // builds within listPageBudget fit a frame; a read carries at most
