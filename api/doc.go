@@ -437,11 +437,13 @@
 //	curl -s localhost:8300/v1/cluster
 //	{"node_id":"n1","role":"follower","leader_id":"n2","leader_addr":"10.0.0.8:8301","members":[...],"term":7,...}
 //
-// POST /v1/leave (no body) takes the node out of its cluster for good and
-// stops it, when the program serving the API offers that (Config.Leave; the
-// agent does): 200 {"status":"left","node_id":...} once the leader has
-// removed it, 503 unavailable when no leader could (the node stays a member
-// and keeps running), 501 not_implemented otherwise. The token applies.
+// POST /v1/leave (no body, or {}: it takes no fields) takes the node out
+// of its cluster for good and stops it, when the program serving the API
+// offers that (Config.Leave; the agent does): 200 {"status":"left","node_id":...}
+// once the leader has removed it, 503 unavailable when no leader could (the
+// node stays a member and keeps running), 501 not_implemented otherwise. The
+// token applies, and the node logs who asked and from where, as for a
+// force-release.
 //
 //	curl -s -X POST -H 'Content-Type: application/json' localhost:8300/v1/leave
 //

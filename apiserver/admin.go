@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/lock"
 )
@@ -83,7 +85,7 @@ func (h *Handler) forceRelease(r *http.Request, c *opCall) (any, *apiError) {
 	}
 	if e := permit(r, rightAdmin, key, "force-release"); e != nil {
 		// An admin action refused is part of the audit trail too.
-		h.log.Info("api: force-release: denied", "caller", callerOf(r).name, "key", key, "remote", r.RemoteAddr)
+		h.audit(r, hclog.Info, "api: force-release: denied", "key", key)
 		return nil, e
 	}
 	admin, ok := h.store.(lock.AdminStore)
@@ -92,17 +94,26 @@ func (h *Handler) forceRelease(r *http.Request, c *opCall) (any, *apiError) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
 	defer cancel()
-	caller := callerOf(r).name
 	token, err := admin.ForceRelease(ctx, key)
 	if err != nil {
 		if errors.Is(err, lock.ErrUnknownOutcome) || !errors.Is(err, lock.ErrNotHeld) && !errors.Is(err, lock.ErrUnavailable) {
 			// It may have ended a lease: the audit trail says who tried.
-			h.log.Warn("api: force-release: outcome unknown", "caller", caller, "key", key, "remote", r.RemoteAddr, "error", err)
+			h.audit(r, hclog.Warn, "api: force-release: outcome unknown", "key", key, "error", err)
 		}
 		return nil, storeError(err, true)
 	}
-	h.log.Info("api: force-release: ended a lease", "caller", caller, "key", key, "token", token, "remote", r.RemoteAddr)
+	h.audit(r, hclog.Info, "api: force-release: ended a lease", "key", key, "token", token)
 	return api.ForceReleaseResponse{KeyOut: api.MakeKeyOut(key), Released: true, Token: token}, nil
+}
+
+// audit logs an admin action, or its refusal, with the caller's token name
+// first and its remote address last: the audit trail of force-release and
+// leave. It never logs a secret: tokens are named by name.
+func (h *Handler) audit(r *http.Request, level hclog.Level, msg string, args ...any) {
+	line := make([]any, 0, len(args)+4)
+	line = append(line, "caller", callerOf(r).name)
+	line = append(line, args...)
+	h.log.Log(level, msg, append(line, "remote", r.RemoteAddr)...)
 }
 
 // whoami serves GET /v1/whoami: the caller's token name and rules.

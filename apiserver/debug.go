@@ -36,6 +36,8 @@ func (h *Handler) servePprof(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	// pprof's symbol lookup reads a POST body: bounded as every route's is.
+	r.Body = http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes)
 	// Profiles may take their "seconds" parameter to answer: no fixed write deadline.
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	switch strings.TrimPrefix(r.URL.Path, pprofPrefix) {

@@ -809,17 +809,35 @@ func (h *Handler) clusterView(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
-// leave serves POST /v1/leave through Config.Leave.
+// leave serves POST /v1/leave through Config.Leave. It takes no fields (a
+// body, if any, is {}), and it is audited as force-release is: who asked,
+// from where, and how it ended.
 func (h *Handler) leave(w http.ResponseWriter, r *http.Request) {
-	if !adminCall(w, r, "ask the node to leave its cluster", h.cfg.Leave != nil, "this server cannot be asked to leave its cluster") {
+	e := noQuery(r)
+	if e == nil {
+		e = readNoFields(w, r, h.cfg.MaxBodyBytes)
+	}
+	if e == nil {
+		if e = permitPrefix(r, rightAdmin, "", "ask the node to leave its cluster"); e != nil {
+			h.audit(r, hclog.Info, "api: leave: denied")
+		}
+	}
+	if e == nil && h.cfg.Leave == nil {
+		e = newAPIError(http.StatusNotImplemented, api.CodeNotImplemented, "api: this server cannot be asked to leave its cluster")
+	}
+	if e != nil {
+		writeError(w, e)
 		return
 	}
+	h.audit(r, hclog.Info, "api: leave: asked")
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
 	defer cancel()
 	if err := h.cfg.Leave(ctx); err != nil {
+		h.audit(r, hclog.Warn, "api: leave: failed", "error", err)
 		writeError(w, storeError(fmt.Errorf("api: leave: %w", err), true))
 		return
 	}
+	h.audit(r, hclog.Info, "api: leave: left the cluster")
 	resp := api.LeaveResponse{Status: "left"}
 	if h.cluster != nil {
 		resp.NodeID = h.cluster.Status().NodeID

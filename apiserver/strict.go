@@ -163,6 +163,9 @@ func unknownField(name string, allowed []string) *bodyError {
 			return &bodyError{field: name, msg: fmt.Sprintf("api: unknown field %q: field names are case-sensitive; send %q", name, a)}
 		}
 	}
+	if len(allowed) == 0 {
+		return &bodyError{field: name, msg: fmt.Sprintf("api: unknown field %q: this route takes no fields (send no body, or {})", name)}
+	}
 	return &bodyError{field: name, msg: fmt.Sprintf("api: unknown field %q (this route takes %s)", name, strings.Join(allowed, ", "))}
 }
 

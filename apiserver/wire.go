@@ -111,15 +111,38 @@ var lockCodeStatus = map[string]int{
 // reads the body to its end, which also lets net/http notice a client that
 // goes away during a long-poll.
 func readJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) *apiError {
+	body, e := readLimited(w, r, limit)
+	if e != nil {
+		return e
+	}
+	return decodeBody(body, v)
+}
+
+// readNoFields reads the body of a route that takes no fields (POST
+// /v1/leave): none at all, as clients send, or a JSON object without fields
+// ({}), under the same rules and limit as readJSON. Anything else is
+// refused, so that a caller who thinks it passes an option learns it does
+// not before the route acts.
+func readNoFields(w http.ResponseWriter, r *http.Request, limit int64) *apiError {
+	body, e := readLimited(w, r, limit)
+	if e != nil || len(bytes.TrimSpace(body)) == 0 {
+		return e
+	}
+	var none struct{}
+	return decodeBody(body, &none)
+}
+
+// readLimited reads the whole request body, at most limit bytes (413 past it).
+func readLimited(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *apiError) {
 	body, err := readBody(w, r, limit)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return newAPIError(http.StatusRequestEntityTooLarge, api.CodeBodyTooLarge, "api: request body is larger than %d bytes", limit)
+			return nil, newAPIError(http.StatusRequestEntityTooLarge, api.CodeBodyTooLarge, "api: request body is larger than %d bytes", limit)
 		}
-		return badRequest("api: reading request body: %v", err)
+		return nil, badRequest("api: reading request body: %v", err)
 	}
-	return decodeBody(body, v)
+	return body, nil
 }
 
 // decodeBody decodes a request body already read (readJSON's, or a batched
