@@ -361,7 +361,8 @@
 // Blocking queries (watches), as Consul's: GET /v1/inspect and GET
 // /v1/locks given index=N answer once the key (or a key under the prefix)
 // changes after index N, or when wait ends (a duration, default 5m, at most
-// 10m, plus up to 1/16 of random jitter), with the answer's index in the
+// 10m: a longer one is refused, 400 invalid_wait; plus up to 1/16 of random
+// jitter), with the answer's index in the
 // X-Raftlock-Index header (IndexHeader); index=0 answers at once with the
 // index to start from. The index is the cluster's raft log index, the same
 // on every node, so a watcher may move between nodes. No change is missed; a
@@ -559,7 +560,8 @@
 //	                           bad key_b64, both key and key_b64
 //	400     invalid_ttl        ttl missing, malformed, outside                    lock.ErrInvalidTTL
 //	                           lock.MinTTL..lock.MaxTTL
-//	400     invalid_wait       wait malformed, negative, over lock.MaxWait        lock.ErrInvalidWait
+//	400     invalid_wait       wait malformed, negative, over the route's most    lock.ErrInvalidWait
+//	                           (acquire: lock.MaxWait; watch: lock.MaxWatchWait)
 //	400     invalid_owner      owner missing (release, extend), not 32 hex        lock.ErrInvalidOwner
 //	                           digits, or zero
 //	400     invalid_list       list limit not a positive integer                  lock.ErrInvalidList

@@ -434,9 +434,9 @@ func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
 			return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidMetadata, "api: metadata: %v", err)
 		}
 	}
-	wait, _, err := api.DurationField("wait", req.Wait, req.WaitMS)
-	if err != nil {
-		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidWait, "api: %v", err)
+	wait, e := bodyWait(req.Wait, req.WaitMS, maxAcquireWait)
+	if e != nil {
+		return nil, e
 	}
 	if wait > 0 && c.batched {
 		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidWait, "api: an acquire in a batch cannot wait; send it on its own to /v1/acquire")

@@ -49,7 +49,7 @@ var storeCodes = []string{api.CodeUnavailable, api.CodeUnknownOutcome, api.CodeC
 // watchParams make a read a blocking query (apiserver/watch.go).
 var watchParams = []paramDoc{
 	{"index", "block until a change after this index (the X-Raftlock-Index header of an earlier answer); 0 answers at once with the index to start from", false},
-	{"wait", "with index: the longest block, a duration such as 30s or 5m (default 5m, at most 10m, plus up to 1/16 of jitter); the answer then is the unchanged state", false},
+	{"wait", "with index: the longest block, a duration such as 30s or 5m (default 5m, at most 10m: a longer one is refused, 400 invalid_wait; plus up to 1/16 of jitter); the answer then is the unchanged state", false},
 	{"consistent", "with index: read the state through the leader once woken (linearizable) rather than from this node's own state", false},
 }
 

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/lock"
@@ -16,8 +15,8 @@ import (
 // in scope is applied after index N, or when the wait ends, with the index
 // of the answer in the X-Raftlock-Index header (lock.Watcher). index=0
 // answers at once, with the index to start from. The wait is a Go duration
-// (30s, 5m): default lock.DefaultWatchWait, at most lock.MaxWatchWait, plus
-// up to a sixteenth of it of jitter. The node answers from its own state
+// (30s, 5m): default lock.DefaultWatchWait, at most lock.MaxWatchWait (a
+// longer one is refused: wait.go), plus up to a sixteenth of it of jitter. The node answers from its own state
 // (a follower's may be behind the leader; the index says how far it got);
 // consistent reads the state through the leader once woken.
 //
@@ -62,11 +61,9 @@ func watchQuery(q url.Values) (wq lock.WatchQuery, blocking bool, e *apiError) {
 	}
 	wq.Index = index
 	if q.Has("wait") {
-		d, err := time.ParseDuration(q.Get("wait"))
-		if err != nil || d < 0 {
-			return wq, false, newAPIError(http.StatusBadRequest, api.CodeInvalidWait, "api: wait %q is not a duration of zero or more (e.g. 30s, 5m)", q.Get("wait"))
+		if wq.Wait, e = queryWait(q.Get("wait"), maxWatchWait); e != nil {
+			return wq, false, e
 		}
-		wq.Wait = min(d, lock.MaxWatchWait)
 	}
 	if q.Has("consistent") {
 		switch q.Get("consistent") {
