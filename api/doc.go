@@ -116,7 +116,8 @@
 // ClientConfig.TLS carries RootCAs and the client certificate; the agent's
 // CLI takes -ca-file, -client-cert and -client-key.
 //
-// Tokens. With Config.Token set, every request but GET /healthz must carry
+// Tokens. With Config.Token set, every request but GET /healthz, GET
+// /readyz and the console's files (GET /ui/...) must carry
 // the token as "Authorization: Bearer <token>" (what Client sends, from
 // ClientConfig.Token) or as "X-Raftlock-Token: <token>" (like Consul's
 // X-Consul-Token). Without it, or with another, the answer is 401
@@ -124,9 +125,12 @@
 // the check comes before routing, so the caller learns nothing else, not
 // even which routes exist. The node compares SHA-256 digests of the tokens
 // in constant time, so timing tells neither the token nor its length.
-// /healthz stays open for load balancers and tells only what it always did
-// (status, node and leader IDs and the leader's raft address; never a key,
-// an owner or a count). Config.Token admits to everything: it is a shared
+// /healthz and /readyz stay open for load balancers and orchestrators, and
+// so do the console's files under /ui/ (which hold no data): without a token
+// the probes tell the status alone (ok, or the problem's code); with a
+// token the node knows, also the node and leader IDs, the role, the
+// leader's raft address, the failure tolerance and the reason (what
+// /v1/cluster tells); never a key, an owner or a count. Config.Token admits to everything: it is a shared
 // secret between the agents and their callers (the token named "shared").
 // Send tokens over TLS only: over plain HTTP anyone on the path reads them.
 // raftlock_api_unauthorized_total counts refused requests.
@@ -158,7 +162,8 @@
 //	                                            what its own route needs
 //	POST /v1/leave                              admin on the prefix "" (the rule for every key)
 //	GET  /v1/cluster, /v1/whoami, /metrics      any known token: they name no key
-//	GET  /healthz                               nothing, no token either
+//	GET  /healthz, /readyz                      nothing, no token either (with a known
+//	                                            token they tell which node and leader)
 //
 // Cluster status and metrics need no right on a key because they reveal
 // none: members, the leader, raft figures and lock counts. A token without
@@ -455,8 +460,10 @@
 // once the node stopped at a committed entry its version cannot read (the
 // message names it and what to install). HEAD works too.
 //
-//	curl -s localhost:8300/healthz
+//	curl -s -H "Authorization: Bearer $RAFTLOCK_HTTP_TOKEN" localhost:8300/healthz
 //	{"status":"ok","node_id":"n1","role":"follower","leader_id":"n2","leader_addr":"10.0.0.8:8301"}
+//	curl -s localhost:8300/healthz  # without the token of a node that has one
+//	{"status":"ok"}
 //
 // GET /readyz is 200 when the cluster would survive losing one more node:
 // the node knows a leader, the leader judges it healthy, and the leader's
@@ -465,7 +472,8 @@
 // otherwise. A node can serve locks while not ready (one voter of three
 // down), so /healthz is for sending traffic and /readyz for rollouts: a
 // Kubernetes readinessProbe, which a StatefulSet's rolling update and a
-// PodDisruptionBudget wait on. Neither needs the token.
+// PodDisruptionBudget wait on. Neither needs the token; without one (on a
+// node that has tokens) they tell the status alone, without IDs or reason.
 //
 //	curl -s localhost:8300/readyz
 //	{"status":"ready","node_id":"n1","leader_id":"n2","failure_tolerance":1}

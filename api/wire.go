@@ -523,7 +523,8 @@ type LeaveResponse struct {
 
 // ReadyResponse answers GET /readyz, 200 when the cluster would survive
 // losing one more node and 503 not_ready when not; the 503 also carries the
-// usual "error" object, whose message says why.
+// usual "error" object, whose message says why. As for HealthResponse,
+// everything but status (and the error's code) is for a known token only.
 type ReadyResponse struct {
 	Status           string       `json:"status"` // "ready" or CodeNotReady
 	NodeID           string       `json:"node_id,omitempty"`
@@ -534,7 +535,9 @@ type ReadyResponse struct {
 }
 
 // HealthResponse answers GET /healthz, 200 when ready and 503 when not; the
-// 503 also carries the usual "error" object.
+// 503 also carries the usual "error" object. The node and leader fields are
+// only for a caller with a token the node knows (or any caller of a node
+// without tokens): without one, status is all.
 type HealthResponse struct {
 	Status     string       `json:"status"` // "ok", CodeNoLeader, CodeLogFault or CodeHalted
 	NodeID     string       `json:"node_id,omitempty"`

@@ -93,11 +93,11 @@ func TestTokenGuardsEveryRouteButHealthz(t *testing.T) {
 		})
 	}
 
-	t.Run("healthz open and unchanged", func(t *testing.T) {
+	t.Run("healthz open, details with the token", func(t *testing.T) {
 		open := n.do(t, "GET", "/healthz", "")
 		require.Equal(t, http.StatusOK, open.status, open.raw)
 		plain := newTestNode(t, Config{Cluster: fc}).do(t, "GET", "/healthz", "")
-		assert.Equal(t, plain.body, open.body, "a token changes nothing /healthz tells")
+		assert.Equal(t, plain.body, open.body, "the node's token admits to the details")
 	})
 
 	t.Run("refusals are counted", func(t *testing.T) {
@@ -167,4 +167,79 @@ func TestValidateToken(t *testing.T) {
 		_, err := api.NewClient("127.0.0.1:1", api.ClientConfig{Token: bad})
 		assert.ErrorContains(t, err, "ClientConfig.Token", "%q", bad)
 	}
+}
+
+// /healthz and /readyz answer without a token, but then say only how the
+// node is (ok, or what is wrong): which node it is, its role, its leader,
+// its failure tolerance and the reason are for a token the node knows, as
+// /v1/cluster is. On a node that needs no token everyone gets them.
+func TestProbesTellDetailsOnlyToAToken(t *testing.T) {
+	fc := &fakeCluster{st: leaderStatus()}
+	tokens, err := NewTokens([]Token{{Name: "nothing", Secret: secretNothing, Rules: []api.TokenRule{}}})
+	require.NoError(t, err)
+	n := newTestNode(t, Config{Token: testToken, Tokens: tokens, Cluster: fc})
+	details := []string{"node_id", "role", "leader_id", "leader_addr", "failure_tolerance", "reason"}
+	anyDetail := func(a answer) []string {
+		var found []string
+		for _, f := range details {
+			if _, ok := a.body[f]; ok {
+				found = append(found, f)
+			}
+		}
+		for _, id := range []string{"n1", "n2", "127.0.0.1:7002"} {
+			if strings.Contains(a.raw, id) {
+				found = append(found, id)
+			}
+		}
+		return found
+	}
+	unhealthy := leaderStatus()
+	unhealthy.LogFault = "write /data/raft/wal: no space left on device"
+	unready := leaderStatus()
+	unready.Readiness = &api.Readiness{Ready: false, Reason: "failure tolerance 0 (n3 is unhealthy)"}
+	for _, tc := range []struct {
+		name   string
+		st     api.ClusterStatus
+		path   string
+		status int
+		code   string
+	}{
+		{"healthy", leaderStatus(), "/healthz", http.StatusOK, "ok"},
+		{"log fault", unhealthy, "/healthz", http.StatusServiceUnavailable, api.CodeLogFault},
+		{"ready", leaderStatus(), "/readyz", http.StatusOK, "ready"},
+		{"not ready", unready, "/readyz", http.StatusServiceUnavailable, api.CodeNotReady},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fc.set(tc.st)
+			for who, header := range map[string]http.Header{
+				"no token":    nil,
+				"wrong token": {"Authorization": {"Bearer not-the-token"}},
+			} {
+				a := n.sendWith(t, "GET", tc.path, "", header)
+				assert.Equal(t, tc.status, a.status, who)
+				assert.Equal(t, tc.code, a.body["status"], who)
+				assert.Empty(t, anyDetail(a), "%s: %s", who, a.raw)
+				assert.NotContains(t, a.raw, "no space left", who)
+			}
+			for who, secret := range map[string]string{"the shared token": testToken, "a token without rights": secretNothing} {
+				a := n.as(t, secret, "GET", tc.path, "")
+				assert.Equal(t, tc.status, a.status, who)
+				assert.Equal(t, tc.code, a.body["status"], who)
+				assert.Equal(t, "n1", a.body["node_id"], who)
+				assert.Equal(t, "n2", a.body["leader_id"], who)
+				if tc.status != http.StatusOK {
+					assert.Contains(t, a.errorField("message"), "node n1", who)
+				}
+			}
+			plain := newTestNode(t, Config{Cluster: fc}).do(t, "GET", tc.path, "")
+			assert.Equal(t, "n1", plain.body["node_id"], "a node without tokens tells everyone")
+		})
+	}
+	fc.set(leaderStatus())
+	c, err := api.NewClient(n.url, api.ClientConfig{Token: testToken})
+	require.NoError(t, err)
+	h, err := c.Health(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, api.Health{Ready: true, NodeID: "n1", Role: api.RoleFollower, LeaderID: "n2", LeaderAddr: "127.0.0.1:7002"}, h,
+		"the Go client, with its token, gets the details")
 }

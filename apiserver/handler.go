@@ -59,7 +59,8 @@ type Config struct {
 	// Logger receives what a client cannot be told (internal errors, failed
 	// clean-ups). Default: discard.
 	Logger hclog.Logger
-	// Token, when not empty, is required of every request but /healthz, as
+	// Token, when not empty, is required of every request but /healthz,
+	// /readyz and the console's files under /ui/ (openPaths), as
 	// "Authorization: Bearer <token>" or "X-Raftlock-Token: <token>";
 	// without it, or with another one, the answer is 401 unauthorized and
 	// nothing is done. It must pass api.ValidateToken (visible ASCII, no spaces):
@@ -72,7 +73,7 @@ type Config struct {
 	// (package api's doc, "Security: rights per key prefix", says which
 	// route needs which right); Handler.SetTokens replaces them while the
 	// handler runs. With Token or Tokens set (even an empty Tokens), every
-	// request but /healthz needs one of their secrets. Tokens in which a
+	// request but /healthz, /readyz and /ui/ needs one of their secrets. Tokens in which a
 	// token has Token's secret are refused (CheckTokens says so first):
 	// NewHandler then puts Token alone in force and logs why.
 	Tokens *Tokens
@@ -81,7 +82,8 @@ type Config struct {
 	// cluster.Node.Leave and then exits). The request waits for it, bounded
 	// by OpTimeout; its error is answered as a store error is (503
 	// unavailable when no leader could remove the node). Nil: 501
-	// not_implemented. Like every route but /healthz it needs the Token.
+	// not_implemented. It needs the admin right on every key (the Token
+	// has it), takes no fields, and is logged with the caller's name.
 	Leave func(ctx context.Context) error
 	// AllowedOrigins lists the web origins ("https://ops.example.com") whose
 	// pages may call the API from a browser; the node answers their CORS
@@ -168,7 +170,7 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 		h.auth.Store(auth)
 	}
 	if err := api.ValidateToken(cfg.Token); err != nil {
-		h.log.Error("api: Config.Token cannot be sent by any client: every request but /healthz will be refused", "error", err)
+		h.log.Error("api: Config.Token cannot be sent by any client: every request but /healthz, /readyz and /ui/ will be refused", "error", err)
 	}
 	h.guard = newGuard(cfg)
 	for _, p := range h.guard.problems {
@@ -229,7 +231,8 @@ func (h *Handler) Registry() *prometheus.Registry { return h.metrics.registry }
 // unknown routes and wrong methods get the same JSON errors as everything
 // else. The token is checked first, so that without it a caller learns
 // nothing, not even which routes exist; only the console's files under
-// /ui/ (which hold no data) and /healthz are served without it. Paths under
+// /ui/ (which hold no data), /healthz and /readyz (which then tell the
+// status alone) are served without it. Paths under
 // /debug/pprof/ go to net/http/pprof when Config.EnablePprof is set.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.guard.check(w, r) {
@@ -239,18 +242,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.console.serveFiles(w, r) // static files, no data: no token
 		return
 	}
-	if !openPaths[r.URL.Path] {
-		c, e := h.auth.Load().authenticate(r)
-		if e != nil {
-			h.metrics.unauthorized.Inc()
-			// RFC 6750: a 401 names the scheme it wants.
-			w.Header().Set("WWW-Authenticate", `Bearer realm="raftlock"`)
-			writeError(w, e)
-			return
-		}
-		if c != anonymous {
+	c, e := h.auth.Load().authenticate(r)
+	switch {
+	case openPaths[r.URL.Path]:
+		// Served whatever the token; with one the node knows (or on a node
+		// that needs none), they tell more: see admitted.
+		if e == nil {
 			r = r.WithContext(context.WithValue(r.Context(), callerKey{}, c))
 		}
+	case e != nil:
+		h.metrics.unauthorized.Inc()
+		// RFC 6750: a 401 names the scheme it wants.
+		w.Header().Set("WWW-Authenticate", `Bearer realm="raftlock"`)
+		writeError(w, e)
+		return
+	case c != anonymous:
+		r = r.WithContext(context.WithValue(r.Context(), callerKey{}, c))
 	}
 	if isPprofPath(r.URL.Path) {
 		h.servePprof(w, r)
@@ -849,33 +856,48 @@ func (h *Handler) leave(w http.ResponseWriter, r *http.Request) {
 // sends lock traffic only to nodes that can serve it. A store that is not a
 // cluster is always ready. It ignores the query string, unlike every other
 // route: a probe that adds a parameter (a cache buster, a probe's own tag)
-// must not see a healthy node as failing.
+// must not see a healthy node as failing. It needs no token; without one
+// (on a node that requires one) it tells the status alone, and with one
+// also which node this is, its role and its leader (what /v1/cluster tells
+// any known token).
 func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) {
 	if h.cluster == nil {
 		writeJSON(w, http.StatusOK, api.HealthResponse{Status: "ok"})
 		return
 	}
 	st := h.cluster.Status()
-	resp := api.HealthResponse{Status: "ok", NodeID: st.NodeID, Role: st.Role, LeaderID: st.LeaderID, LeaderAddr: st.LeaderAddr}
-	if st.Halted != "" {
-		resp.Status = api.CodeHalted
-		resp.Error = &api.ErrorDetail{Code: api.CodeHalted, Message: fmt.Sprintf("api: node %s stopped: %s", st.NodeID, st.Halted)}
-		writeJSON(w, http.StatusServiceUnavailable, resp)
+	detailed := admitted(r)
+	resp := api.HealthResponse{Status: "ok"}
+	if detailed {
+		resp.NodeID, resp.Role, resp.LeaderID, resp.LeaderAddr = st.NodeID, st.Role, st.LeaderID, st.LeaderAddr
+	}
+	var code, problem, why string
+	switch {
+	case st.Halted != "":
+		code, problem, why = api.CodeHalted, "stopped", st.Halted
+	case !st.HasLeader():
+		code, problem = api.CodeNoLeader, "knows no leader"
+	case st.LogFault != "":
+		code, problem, why = api.CodeLogFault, "cannot write its raft log", st.LogFault
+	default:
+		writeJSON(w, http.StatusOK, resp)
 		return
 	}
-	if !st.HasLeader() {
-		resp.Status = api.CodeNoLeader
-		resp.Error = &api.ErrorDetail{Code: api.CodeNoLeader, Message: fmt.Sprintf("api: node %s knows no leader", st.NodeID)}
-		writeJSON(w, http.StatusServiceUnavailable, resp)
-		return
+	resp.Status = code
+	resp.Error = &api.ErrorDetail{Code: code, Message: probeMessage(detailed, st.NodeID, problem, why)}
+	writeJSON(w, http.StatusServiceUnavailable, resp)
+}
+
+// probeMessage is the message of a /healthz or /readyz that fails: the
+// node's ID and why for a caller admitted, the problem alone otherwise.
+func probeMessage(detailed bool, nodeID, problem, why string) string {
+	if !detailed {
+		return fmt.Sprintf("api: this node %s (send a token for details)", problem)
 	}
-	if st.LogFault != "" {
-		resp.Status = api.CodeLogFault
-		resp.Error = &api.ErrorDetail{Code: api.CodeLogFault, Message: fmt.Sprintf("api: node %s cannot write its raft log: %s", st.NodeID, st.LogFault)}
-		writeJSON(w, http.StatusServiceUnavailable, resp)
-		return
+	if why == "" {
+		return fmt.Sprintf("api: node %s %s", nodeID, problem)
 	}
-	writeJSON(w, http.StatusOK, resp)
+	return fmt.Sprintf("api: node %s %s: %s", nodeID, problem, why)
 }
 
 // readyz is 200 when the cluster would survive losing one more node (the
@@ -885,17 +907,22 @@ func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) {
 // replica down (a Kubernetes readinessProbe, a PodDisruptionBudget); a
 // node can serve locks while not ready, which /healthz tells. A store that
 // is not a cluster is always ready; a Cluster that reports no readiness is
-// ready when /healthz is. Like /healthz it ignores the query string.
+// ready when /healthz is. Like /healthz it ignores the query string, needs
+// no token, and without one tells the status alone.
 func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
 	if h.cluster == nil {
 		writeJSON(w, http.StatusOK, api.ReadyResponse{Status: "ready"})
 		return
 	}
 	st := h.cluster.Status()
-	resp := api.ReadyResponse{Status: "ready", NodeID: st.NodeID, LeaderID: st.LeaderID}
-	if st.Health != nil {
-		tolerance := st.Health.FailureTolerance
-		resp.FailureTolerance = &tolerance
+	detailed := admitted(r)
+	resp := api.ReadyResponse{Status: "ready"}
+	if detailed {
+		resp.NodeID, resp.LeaderID = st.NodeID, st.LeaderID
+		if st.Health != nil {
+			tolerance := st.Health.FailureTolerance
+			resp.FailureTolerance = &tolerance
+		}
 	}
 	ready, reason := st.HasLeader() && st.LogFault == "", ""
 	switch {
@@ -907,8 +934,11 @@ func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
 		reason = "cannot write the raft log: " + st.LogFault
 	}
 	if !ready {
-		resp.Status, resp.Reason = api.CodeNotReady, reason
-		resp.Error = &api.ErrorDetail{Code: api.CodeNotReady, Message: fmt.Sprintf("api: node %s not ready: %s", st.NodeID, reason)}
+		resp.Status = api.CodeNotReady
+		if detailed {
+			resp.Reason = reason
+		}
+		resp.Error = &api.ErrorDetail{Code: api.CodeNotReady, Message: probeMessage(detailed, st.NodeID, "is not ready", reason)}
 		writeJSON(w, http.StatusServiceUnavailable, resp)
 		return
 	}

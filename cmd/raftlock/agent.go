@@ -196,7 +196,8 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 			"  requires a client certificate of that CA on every connection (/healthz included).\n"+
 			"  -http-token (better: -http-token-file or the environment, which ps does not show)\n"+
 			"  requires \"Authorization: Bearer TOKEN\" or \"X-Raftlock-Token: TOKEN\" on every\n"+
-			"  request but /healthz; clients: raftlock COMMAND -token, or RAFTLOCK_HTTP_TOKEN.\n"+
+			"  request but /healthz, /readyz and /ui/ (the probes then say only ok or what is wrong);\n"+
+			"  clients: raftlock COMMAND -token, or RAFTLOCK_HTTP_TOKEN.\n"+
 			"  That shared token may do everything. -http-acl-file names tokens with narrower rights,\n"+
 			"  per key prefix (the longest matching prefix decides; lock implies read, admin implies\n"+
 			"  lock; deny takes away), in JSON:\n"+
@@ -246,7 +247,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.certFile, "cert-file", "", "PEM certificate to serve the HTTP API over HTTPS; with -key-file")
 	fs.StringVar(&f.keyFile, "key-file", "", "PEM private key of -cert-file")
 	fs.StringVar(&f.clientCA, "client-ca-file", "", "PEM CA certificate(s): API clients must present a certificate they signed; needs -cert-file")
-	fs.StringVar(&f.httpToken, "http-token", "", "token every API request but /healthz must carry (env RAFTLOCK_HTTP_TOKEN; a flag shows in ps: prefer the env or -http-token-file)")
+	fs.StringVar(&f.httpToken, "http-token", "", "token every API request but /healthz, /readyz and /ui/ must carry (env RAFTLOCK_HTTP_TOKEN; a flag shows in ps: prefer the env or -http-token-file)")
 	fs.StringVar(&f.httpTokenFile, "http-token-file", "", "file holding -http-token, surrounding whitespace ignored")
 	fs.StringVar(&f.httpACLFile, "http-acl-file", "", "JSON file of named API tokens with rights per key prefix (format above); reloaded on SIGHUP")
 	fs.StringVar(&f.allowedOrigins, "allowed-origins", "", "web origins (https://ops.example.com,...) whose pages may call the API from a browser; requests from any other page are refused (default: none)")

@@ -29,7 +29,8 @@
 //   - -cert-file, -key-file: HTTPS for the API; -client-ca-file also requires
 //     client certificates of that CA (like etcd's --client-cert-auth).
 //   - -http-token or -http-token-file (RAFTLOCK_HTTP_TOKEN): every API request
-//     but /healthz must carry the token (see package api).
+//     but /healthz, /readyz and the console's files under /ui/ must carry
+//     the token (see package api).
 //   - -http-acl-file (RAFTLOCK_HTTP_ACL_FILE): named tokens with rights
 //     (read, lock, admin, deny) per key prefix, the longest matching prefix
 //     deciding, as Consul's key_prefix rules do; reloaded on SIGHUP.
