@@ -130,10 +130,13 @@
 // the probes tell the status alone (ok, or the problem's code); with a
 // token the node knows, also the node and leader IDs, the role, the
 // leader's raft address, the failure tolerance and the reason (what
-// /v1/cluster tells); never a key, an owner or a count. Config.Token admits to everything: it is a shared
-// secret between the agents and their callers (the token named "shared").
-// Send tokens over TLS only: over plain HTTP anyone on the path reads them.
-// raftlock_api_unauthorized_total counts refused requests.
+// /v1/cluster tells); never a key, an owner or a count. Config.Token
+// admits to everything: it is a shared secret between the agents and their
+// callers (the token named "shared"). Send tokens over TLS only: over plain
+// HTTP anyone on the path reads them. raftlock_api_unauthorized_total
+// counts refused requests, and the node logs them as a warning, at most
+// once a minute, with the remote address and the count since (never what
+// was presented).
 //
 //	curl -s --cacert ca.pem -H "Authorization: Bearer $RAFTLOCK_HTTP_TOKEN" \
 //	    'https://10.0.0.7:8300/v1/inspect?key=jobs%2Fnightly'
@@ -491,6 +494,9 @@
 //	raftlock_api_operation_duration_seconds{op}       histogram of the time to answer
 //	raftlock_api_waiting_requests                     long-polls in progress on this node
 //	raftlock_api_unauthorized_total                   requests refused for a missing or wrong token
+//	raftlock_api_conn_limit_reached_total             times the listener had -max-http-conns connections
+//	                                                  open and stopped accepting until one closed
+//	                                                  (Handler.LimitListener; logged once a minute)
 //	raftlock_api_watches_waiting                      blocking queries (watches) waiting on this node
 //	raftlock_api_batch_operations                     histogram of operations per POST /v1/batch
 //	raftlock_api_streams                              Go clients' binary streams (GET /v1/stream) open

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -242,4 +243,37 @@ func TestProbesTellDetailsOnlyToAToken(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, api.Health{Ready: true, NodeID: "n1", Role: api.RoleFollower, LeaderID: "n2", LeaderAddr: "127.0.0.1:7002"}, h,
 		"the Go client, with its token, gets the details")
+}
+
+// A refused token is logged, not only counted: a WARN with the remote
+// address (never what was presented), at most once a minute over every
+// route, with the count of refusals since.
+func TestRefusedTokensAreLoggedRateLimited(t *testing.T) {
+	logs := &lockedBuffer{}
+	n := newTestNode(t, Config{Token: testToken, Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})})
+	const guess = "guessed-secret-0123456789"
+	for _, rt := range []struct{ method, path, body string }{
+		{"GET", "/v1/locks", ""},
+		{"POST", "/v1/acquire", `{"key":"k","ttl":"30s"}`},
+		{"POST", "/v1/leave", ""},
+		{"GET", "/v1/stream", ""},
+	} {
+		a := n.sendWith(t, rt.method, rt.path, rt.body, http.Header{"Authorization": {"Bearer " + guess}})
+		require.Equal(t, http.StatusUnauthorized, a.status, rt.path)
+	}
+	var lines []string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "missing or wrong token") {
+			lines = append(lines, l)
+		}
+	}
+	require.Len(t, lines, 1, "one line for the burst, over every route: %s", logs.String())
+	assert.Contains(t, lines[0], "[WARN]")
+	assert.Contains(t, lines[0], "remote=127.0.0.1:")
+	assert.Contains(t, lines[0], "path=/v1/locks")
+	assert.Contains(t, lines[0], "wrong token")
+	assert.NotContains(t, logs.String(), guess, "the token presented is never logged")
+	m, err := sample(scrape(t, n), "raftlock_api_unauthorized_total", nil)
+	require.NoError(t, err)
+	assert.Equal(t, float64(4), m.GetCounter().GetValue(), "every refusal is counted")
 }

@@ -3,7 +3,7 @@
 //
 //	h := apiserver.NewHandler(store, apiserver.Config{Token: token})
 //	srv := apiserver.NewServer(addr, h)
-//	err := srv.Serve(apiserver.JSONErrorListener(apiserver.LimitListener(ln, apiserver.DefaultMaxConns, logger)))
+//	err := srv.Serve(apiserver.JSONErrorListener(h.LimitListener(ln, apiserver.DefaultMaxConns)))
 //
 // The store is a *cluster.Node in production (or a lock.MemoryStore in
 // tests). Cluster facts (leader, members, raft figures, lock counters) come

@@ -18,6 +18,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cluster"
+	"github.com/raftlock/raftlock/internal/quietlog"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -137,6 +138,11 @@ type Handler struct {
 	// streams are the Go clients' binary streams (stream.go).
 	streams  streams
 	watching atomic.Int64 // blocking queries in progress (watch.go)
+	// connLimits count the waits of the listeners of LimitListener (limit.go).
+	connLimits connLimits
+	// refusedTokens bounds the warnings about refused tokens: one line a
+	// minute at most, however many requests guess.
+	refusedTokens *quietlog.Every
 }
 
 type route struct {
@@ -187,6 +193,11 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 		}
 	}
 	h.metrics = newMetrics(h.cluster)
+	h.metrics.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "raftlock_api_conn_limit_reached_total",
+		Help: "Times the HTTP listener had its limit of open connections (-max-http-conns) reached and stopped accepting until one closed.",
+	}, h.connLimits.waits))
+	h.refusedTokens = quietlog.NewEvery(refusedTokenLogEvery)
 	h.console = newConsole(h.cluster, h.metrics.answered.Load)
 	h.scrape = promhttp.HandlerFor(h.metrics.registry, promhttp.HandlerOpts{Registry: h.metrics.registry})
 	h.routes = map[string]route{
@@ -251,7 +262,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			r = r.WithContext(context.WithValue(r.Context(), callerKey{}, c))
 		}
 	case e != nil:
-		h.metrics.unauthorized.Inc()
+		h.refuseToken(r, e)
 		// RFC 6750: a 401 names the scheme it wants.
 		w.Header().Set("WWW-Authenticate", `Bearer realm="raftlock"`)
 		writeError(w, e)
@@ -289,6 +300,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Recorders in tests do not support deadlines; that is fine.
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h.cfg.OpTimeout + writeSlack))
 	rt.serve(w, r)
+}
+
+// refusedTokenLogEvery bounds the warnings about refused tokens.
+const refusedTokenLogEvery = time.Minute
+
+// refuseToken counts a request refused by the token check, on whatever
+// route, and says so in the log at most once a refusedTokenLogEvery, with
+// the remote address of the request that got through and how many were
+// refused since: a client left with an old token, or someone guessing. It
+// never logs what was presented.
+func (h *Handler) refuseToken(r *http.Request, e *apiError) {
+	h.metrics.unauthorized.Inc()
+	if n, tell := h.refusedTokens.Note(); tell {
+		h.log.Warn("api: refused a request for a missing or wrong token", "reason", e.detail.Message,
+			"remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path, "refused", n, "since", h.refusedTokens.Interval())
+	}
 }
 
 // Operation names, the op label of the metrics.

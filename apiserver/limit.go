@@ -23,10 +23,47 @@ const DefaultMaxConns = 4096
 // count of waits since. With NewServer's timeouts a connection that sends
 // no request is closed after ServerReadHeaderTimeout and an idle one after
 // ServerIdleTimeout, freeing its place. max <= 0 returns ln unchanged.
-// logger may be nil.
+// logger may be nil. Handler.LimitListener also counts the waits in the
+// handler's metrics.
 func LimitListener(ln net.Listener, max int, logger hclog.Logger) net.Listener {
+	l, _ := newLimitListener(ln, max, logger)
+	return l
+}
+
+// LimitListener is the package's LimitListener, logging to Config.Logger,
+// with every time it reached its limit (and stopped accepting until a
+// connection closed) counted in the handler's
+// raftlock_api_conn_limit_reached_total.
+func (h *Handler) LimitListener(ln net.Listener, max int) net.Listener {
+	l, lim := newLimitListener(ln, max, h.log)
+	if lim != nil {
+		h.connLimits.mu.Lock()
+		h.connLimits.list = append(h.connLimits.list, lim)
+		h.connLimits.mu.Unlock()
+	}
+	return l
+}
+
+// connLimits are the limiters of a Handler's listeners (Handler.LimitListener).
+type connLimits struct {
+	mu   sync.Mutex // protects list
+	list []*connlimit.Limiter
+}
+
+// waits is how many times a listener reached its limit, over every one.
+func (c *connLimits) waits() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n uint64
+	for _, l := range c.list {
+		n += l.Waits()
+	}
+	return float64(n)
+}
+
+func newLimitListener(ln net.Listener, max int, logger hclog.Logger) (net.Listener, *connlimit.Limiter) {
 	if max <= 0 {
-		return ln
+		return ln, nil
 	}
 	if logger == nil {
 		logger = hclog.NewNullLogger()
@@ -36,7 +73,8 @@ func LimitListener(ln net.Listener, max int, logger hclog.Logger) net.Listener {
 			"if this is real traffic raise -max-http-conns, else look for a client that opens connections and leaves them idle",
 			"limit", max, "addr", ln.Addr().String(), "times", waits, "since", connlimit.WarnEvery)
 	}
-	return &limitListener{Listener: ln, lim: connlimit.New(max, warn), done: make(chan struct{})}
+	lim := connlimit.New(max, warn)
+	return &limitListener{Listener: ln, lim: lim, done: make(chan struct{})}, lim
 }
 
 type limitListener struct {

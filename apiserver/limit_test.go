@@ -35,9 +35,10 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// serveLimited serves the API of a memory store through NewServer and a
-// LimitListener of max connections, with a short ReadHeaderTimeout.
-func serveLimited(t *testing.T, max int, headerTimeout time.Duration) (addr string, logs *lockedBuffer) {
+// serveLimited serves the API of a memory store through NewServer and the
+// handler's LimitListener of max connections, with a short
+// ReadHeaderTimeout.
+func serveLimited(t *testing.T, max int, headerTimeout time.Duration) (addr string, logs *lockedBuffer, h *Handler) {
 	t.Helper()
 	store := lock.NewMemoryStore()
 	t.Cleanup(func() { store.Close() })
@@ -45,18 +46,35 @@ func serveLimited(t *testing.T, max int, headerTimeout time.Duration) (addr stri
 	require.NoError(t, err)
 	logs = &lockedBuffer{}
 	logger := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})
-	srv := NewServer(ln.Addr().String(), NewHandler(store, Config{}))
+	h = NewHandler(store, Config{Logger: logger})
+	srv := NewServer(ln.Addr().String(), h)
 	srv.ReadHeaderTimeout = headerTimeout
 	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(LimitListener(ln, max, logger)) }()
+	go func() { defer close(done); _ = srv.Serve(h.LimitListener(ln, max)) }()
 	t.Cleanup(func() { srv.Close(); <-done })
-	return ln.Addr().String(), logs
+	return ln.Addr().String(), logs, h
+}
+
+// gathered is the value of the counter name in h's registry, read without
+// a connection (a scrape would take a place of the listener under test).
+func gathered(t *testing.T, h *Handler, name string) float64 {
+	t.Helper()
+	families, err := h.Registry().Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() == name {
+			require.Len(t, f.GetMetric(), 1)
+			return f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
 }
 
 // Connections that never send a request are closed after
 // ReadHeaderTimeout, however many there are.
 func TestServerClosesHalfOpenConnections(t *testing.T) {
-	addr, _ := serveLimited(t, 0, 300*time.Millisecond)
+	addr, _, _ := serveLimited(t, 0, 300*time.Millisecond)
 	const n = 50
 	conns := make([]net.Conn, n)
 	for i := range conns {
@@ -75,10 +93,12 @@ func TestServerClosesHalfOpenConnections(t *testing.T) {
 }
 
 // With max connections open, the next waits until one closes, and the
-// server says so once.
+// server says so once and counts it.
 func TestLimitListenerCapsConnections(t *testing.T) {
 	const max = 3
-	addr, logs := serveLimited(t, max, time.Minute)
+	addr, logs, h := serveLimited(t, max, time.Minute)
+	const reached = "raftlock_api_conn_limit_reached_total"
+	require.Zero(t, gathered(t, h, reached))
 	idle := make([]net.Conn, max)
 	for i := range idle {
 		c, err := net.Dial("tcp", addr)
@@ -109,4 +129,5 @@ func TestLimitListenerCapsConnections(t *testing.T) {
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, 1, bytes.Count([]byte(logs.String()), []byte("HTTP connection limit reached")), "rate-limited: %s", logs.String())
 	assert.Contains(t, logs.String(), "-max-http-conns")
+	assert.Positive(t, gathered(t, h, reached), "reaching the limit is counted")
 }

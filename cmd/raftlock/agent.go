@@ -391,7 +391,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	srv := apiserver.NewServer(httpLn.Addr().String(), handler)
 	// Capped first, so that a connection waiting for a slot costs no file
 	// descriptor; net/http's own error answers become JSON on each one.
-	servedLn := apiserver.JSONErrorListener(apiserver.LimitListener(httpLn, f.maxHTTPConns, httpLog))
+	servedLn := apiserver.JSONErrorListener(handler.LimitListener(httpLn, f.maxHTTPConns))
 	srv.ErrorLog = log.New(httpServerLog{httpLog}, "", 0)
 	scheme := "http"
 	serveErr := make(chan error, 1)

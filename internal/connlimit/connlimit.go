@@ -9,7 +9,10 @@ package connlimit
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/raftlock/raftlock/internal/quietlog"
 )
 
 // WarnEvery bounds how often a Limiter calls its warn function.
@@ -17,24 +20,26 @@ const WarnEvery = time.Minute
 
 // Limiter holds max places. Safe for concurrent use.
 type Limiter struct {
-	max   int
-	slots chan struct{} // one element per place taken
-	warn  func(waits int)
-
-	mu     sync.Mutex // protects the fields below
-	warned time.Time  // when warn last ran
-	waits  int        // Takes that had to wait since then
+	max     int
+	slots   chan struct{} // one element per place taken
+	warn    func(waits int)
+	warned  *quietlog.Every
+	waitsAt atomic.Uint64 // Takes that had to wait, ever
 }
 
 // New returns a Limiter of max places (max > 0). warn, called when a Take
 // has to wait (rate-limited, see WarnEvery), is told how many did since it
 // was last called.
 func New(max int, warn func(waits int)) *Limiter {
-	return &Limiter{max: max, slots: make(chan struct{}, max), warn: warn}
+	return &Limiter{max: max, slots: make(chan struct{}, max), warn: warn, warned: quietlog.NewEvery(WarnEvery)}
 }
 
 // Max is the number of places.
 func (l *Limiter) Max() int { return l.max }
+
+// Waits is how many Takes had to wait since the Limiter was made, for a
+// metric: a count that only grows.
+func (l *Limiter) Waits() uint64 { return l.waitsAt.Load() }
 
 // Take takes a place, waiting for one while all are taken; false when done
 // closed first.
@@ -61,17 +66,10 @@ func (l *Limiter) Give() { <-l.slots }
 func (l *Limiter) Conn(c net.Conn) net.Conn { return &conn{Conn: c, release: l.Give} }
 
 func (l *Limiter) full() {
-	l.mu.Lock()
-	l.waits++
-	if !l.warned.IsZero() && time.Since(l.warned) < WarnEvery {
-		l.mu.Unlock()
-		return
+	l.waitsAt.Add(1)
+	if waits, tell := l.warned.Note(); tell {
+		l.warn(waits)
 	}
-	waits := l.waits
-	l.waits = 0
-	l.warned = time.Now()
-	l.mu.Unlock()
-	l.warn(waits)
 }
 
 // conn gives its place back once, on its first Close.

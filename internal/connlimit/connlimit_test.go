@@ -24,6 +24,7 @@ func TestLimiterPlaces(t *testing.T) {
 	assert.False(t, l.Take(done), "all places taken: Take waits, and gives up when done closes")
 	assert.False(t, l.Take(done))
 	assert.Equal(t, []int{1}, warned, "one warning for the burst")
+	assert.Equal(t, uint64(2), l.Waits(), "every wait counted")
 
 	require.NoError(t, c.Close())
 	_ = c.Close()
