@@ -76,7 +76,7 @@ type Token struct {
 	// reserved.
 	Name string
 	// Secret is what clients send (Authorization: Bearer SECRET): at least
-	// MinSecretLen bytes of visible ASCII without spaces (api.ValidateToken).
+	// MinSecretLen bytes of visible ASCII without spaces (ValidateSecret).
 	// It is never logged or answered.
 	Secret string
 	// SecretSHA256, instead of Secret, is the secret's SHA-256 in hex (64
@@ -87,8 +87,9 @@ type Token struct {
 	Rules []api.TokenRule
 }
 
-// MinSecretLen is the shortest secret a named token may have: guessing one
-// must be out of reach (32 hex digits from crypto/rand is a good secret).
+// MinSecretLen is the shortest secret a node accepts, the shared token's
+// and every named token's (ValidateSecret): guessing one must be out of
+// reach (32 hex digits from crypto/rand is a good secret).
 const MinSecretLen = 16
 
 // Reserved token names.
@@ -183,7 +184,7 @@ func newTokens(tokens []Token, path string, lines []int) (*Tokens, error) {
 			}
 			copy(c.hash[:], b)
 		default:
-			if err := validSecret(tok.Secret); err != nil {
+			if err := ValidateSecret(tok.Secret); err != nil {
 				return nil, fail(i, "secret", "%v", err)
 			}
 			c.hash = sha256.Sum256([]byte(tok.Secret))
@@ -234,18 +235,21 @@ func validTokenName(name string) error {
 	return nil
 }
 
-// validSecret never quotes the secret: errors end up in logs.
-func validSecret(secret string) error {
+// ValidateSecret reports why secret cannot be one a node checks callers
+// against, or nil: every secret, the shared token (Config.Token, the
+// agent's -http-token and -http-token-file) and each named token's, must
+// be at least MinSecretLen bytes of visible ASCII without spaces
+// (api.ValidateToken). Its errors never quote the secret: they end up in
+// logs.
+func ValidateSecret(secret string) error {
 	switch {
 	case secret == "":
 		return errors.New("the secret is empty: set a random one (32 hex digits from crypto/rand, e.g. openssl rand -hex 16)")
 	case len(secret) < MinSecretLen:
 		return fmt.Errorf("the secret is %d bytes, shorter than %d: use a long random one (e.g. openssl rand -hex 16)", len(secret), MinSecretLen)
 	}
-	for i := 0; i < len(secret); i++ {
-		if c := secret[i]; c <= ' ' || c >= 0x7f {
-			return fmt.Errorf("the secret holds byte %#02x at offset %d: want visible ASCII without spaces (it travels in a header)", c, i)
-		}
+	if err := api.ValidateToken(secret); err != nil {
+		return fmt.Errorf("the secret does not pass: %w (it travels in a header)", err)
 	}
 	return nil
 }

@@ -64,9 +64,10 @@ type Config struct {
 	// /readyz and the console's files under /ui/ (openPaths), as
 	// "Authorization: Bearer <token>" or "X-Raftlock-Token: <token>";
 	// without it, or with another one, the answer is 401 unauthorized and
-	// nothing is done. It must pass api.ValidateToken (visible ASCII, no spaces):
-	// a token no client can send locks everyone out, and NewHandler logs
-	// that. Send it over TLS only, or on a network you trust: it travels as
+	// nothing is done. It should pass ValidateSecret (MinSecretLen bytes
+	// of visible ASCII, no spaces), as every named token's secret must:
+	// NewHandler logs a token no client can send (it locks everyone out)
+	// and one shorter than that. Send it over TLS only, or on a network you trust: it travels as
 	// it is. It is the token named "shared", with every right on every key
 	// (admin on ""); Tokens adds tokens with narrower rights.
 	Token string
@@ -177,6 +178,8 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 	}
 	if err := api.ValidateToken(cfg.Token); err != nil {
 		h.log.Error("api: Config.Token cannot be sent by any client: every request but /healthz, /readyz and /ui/ will be refused", "error", err)
+	} else if err := ValidateSecret(cfg.Token); cfg.Token != "" && err != nil {
+		h.log.Warn("api: Config.Token is weaker than any named token may be", "error", err)
 	}
 	h.guard = newGuard(cfg)
 	for _, p := range h.guard.problems {

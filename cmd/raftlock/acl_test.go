@@ -85,7 +85,8 @@ func TestReloadTokens(t *testing.T) {
 	require.NoError(t, os.Chmod(path, 0o644))
 	logs.Reset()
 	require.True(t, reloadTokens(path, aclShared, h, logger))
-	assert.Contains(t, logs.String(), "the token file may be read by other users")
+	assert.Contains(t, logs.String(), "a file of secrets may be read by other users")
+	assert.Contains(t, logs.String(), "flag=-http-acl-file")
 	assert.Contains(t, logs.String(), "chmod 600")
 
 	// Bad: each keeps the tokens in force and logs the file, place and problem.

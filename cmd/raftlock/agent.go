@@ -286,6 +286,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "raftlock agent: %v\n", err)
 		return exitUsage
 	}
+	f.warnSharedSecretFiles(logger)
 	cfg, cleanup, err := f.clusterConfig(fs, logger, sec)
 	if err != nil {
 		fmt.Fprintf(stderr, "raftlock agent: %s\n", agentError(err))
@@ -371,7 +372,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		MaxWatchers: httpWatchers(f.maxHTTPConns)})
 	if tokens != nil {
 		logger.Info("API tokens loaded", "file", f.httpACLFile, "names", tokens.Names())
-		warnIfShared(f.httpACLFile, logger)
+		warnIfShared("-http-acl-file", f.httpACLFile, logger)
 	}
 	reloads := make(chan os.Signal, 1)
 	signal.Notify(reloads, syscall.SIGHUP)
@@ -528,8 +529,24 @@ func (f *agentFlags) security(fs *flagSet) (security, error) {
 			return sec, err
 		}
 	}
-	sec.token, err = token(fs, "http-token", f.httpToken, "http-token-file", f.httpTokenFile)
+	sec.token, err = serverToken(fs, "http-token", f.httpToken, "http-token-file", f.httpTokenFile)
 	return sec, err
+}
+
+// warnSharedSecretFiles warns about each file of secrets given (the API
+// token, the gossip keys, the TLS private keys) that other users may read;
+// -http-acl-file is checked where it is read, and again on each reload.
+func (f *agentFlags) warnSharedSecretFiles(logger hclog.Logger) {
+	for _, file := range []struct{ flag, path string }{
+		{"-http-token-file", f.httpTokenFile},
+		{"-gossip-key-file", f.gossipKeyFile},
+		{"-key-file", f.keyFile},
+		{"-peer-key-file", f.peerKey},
+	} {
+		if file.path != "" {
+			warnIfShared(file.flag, file.path, logger)
+		}
+	}
 }
 
 // clusterConfig turns the flags into a cluster.Config. cleanup removes what
@@ -793,17 +810,18 @@ func reloadTokens(path, shared string, handler *apiserver.Handler, logger hclog.
 		return false
 	}
 	logger.Info("SIGHUP: API tokens reloaded", "file", path, "names", tokens.Names())
-	warnIfShared(path, logger)
+	warnIfShared("-http-acl-file", path, logger)
 	return true
 }
 
-// warnIfShared warns when other users may read the token file: it holds
-// every token's secret.
-func warnIfShared(path string, logger hclog.Logger) {
+// warnIfShared warns when users other than the agent's may read or write
+// path, a file of secrets that flagName named: the one check of every
+// secret file's mode.
+func warnIfShared(flagName, path string, logger hclog.Logger) {
 	fi, err := os.Stat(path)
 	if err == nil && fi.Mode().Perm()&0o077 != 0 {
-		logger.Warn("the token file may be read by other users than the agent's", "file", path, "mode", fi.Mode().Perm().String(),
-			"what_to_do", "chmod 600 it: it holds every token's secret")
+		logger.Warn("a file of secrets may be read by other users than the agent's", "flag", flagName, "file", path,
+			"mode", fi.Mode().Perm().String(), "what_to_do", "chmod 600 it: whoever reads it can use its secrets")
 	}
 }
 

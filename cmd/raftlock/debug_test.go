@@ -111,7 +111,7 @@ func TestDebugBundleHoldsStatusConfigLogsAndGoroutinesButNoSecret(t *testing.T) 
 }
 
 func TestDebugWithoutPprofSaysWhatIsMissing(t *testing.T) {
-	secret := "flag-token-3d9e"
+	secret := "flag-token-3d9e-0c4b7a"
 	a := startAgent(t, "-dev", "-http-token", secret)
 	a.clientConfig = api.ClientConfig{Token: secret}
 	a.waitLeader(t)
@@ -137,8 +137,8 @@ func TestDebugWithoutPprofSaysWhatIsMissing(t *testing.T) {
 }
 
 func TestDebugRefusesBadUse(t *testing.T) {
-	a := startAgent(t, "-dev", "-http-token", "right-token")
-	a.clientConfig = api.ClientConfig{Token: "right-token"}
+	a := startAgent(t, "-dev", "-http-token", "right-token-5e0a9c27")
+	a.clientConfig = api.ClientConfig{Token: "right-token-5e0a9c27"}
 	a.waitLeader(t)
 
 	out := filepath.Join(t.TempDir(), "b.tar.gz")
@@ -147,7 +147,7 @@ func TestDebugRefusesBadUse(t *testing.T) {
 	assert.NoFileExists(t, out, "nothing written without the token")
 
 	existing := t.TempDir()
-	_, stderr, code = runBinary(t, nil, "debug", "-addr", a.httpURL, "-token", "right-token", "-o", existing)
+	_, stderr, code = runBinary(t, nil, "debug", "-addr", a.httpURL, "-token", "right-token-5e0a9c27", "-o", existing)
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, stderr, "-o "+existing+" exists already")
 

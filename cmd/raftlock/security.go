@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/apiserver"
 )
 
 // peerTLS builds the mutual TLS of the raft port from -peer-cert-file,
@@ -190,6 +191,28 @@ func token(fs *flagSet, name, value, fileName, file string) (string, error) {
 		return "", fmt.Errorf("-%s: %w", name, err)
 	}
 	return value, nil
+}
+
+// serverToken is token for the shared secret the agent checks callers
+// against (-http-token, -http-token-file): it must pass
+// apiserver.ValidateSecret, as every -http-acl-file secret must, so that
+// one minimum holds for every secret the agent accepts. (A client's -token
+// is only checked for what a header can carry: the agent it talks to
+// decides.)
+func serverToken(fs *flagSet, name, value, fileName, file string) (string, error) {
+	tok, err := token(fs, name, value, fileName, file)
+	if err != nil || tok == "" {
+		return tok, err
+	}
+	if err := apiserver.ValidateSecret(tok); err != nil {
+		// token took the file when only it was given, or when both were
+		// and only it was on the command line.
+		if file != "" && (value == "" || fs.onCommandLine[fileName]) {
+			return "", fmt.Errorf("-%s %s: %w", fileName, file, err)
+		}
+		return "", fmt.Errorf("-%s: %w", name, err)
+	}
+	return tok, nil
 }
 
 // apiURL is the URL clients should dial to reach this agent's HTTP API

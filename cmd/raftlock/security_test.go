@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -13,10 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/apiserver"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -260,4 +264,54 @@ func TestAPIURL(t *testing.T) {
 		_, err := apiURL(bad, bound("127.0.0.1:7070"), "", "", false)
 		assert.Error(t, err, bad)
 	}
+}
+
+// The shared token, from -http-token or -http-token-file, must be as long
+// as every -http-acl-file secret (apiserver.MinSecretLen), and the error
+// names the flag that gave it.
+func TestAgentTokenHasTheSecretsMinimum(t *testing.T) {
+	dir := t.TempDir()
+	short := filepath.Join(dir, "short")
+	require.NoError(t, os.WriteFile(short, []byte("abcde\n"), 0o600))
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"-http-token-file", short}, "-http-token-file " + short + ":"},
+		{[]string{"-http-token", "abcde"}, "-http-token:"},
+		{[]string{"-http-token", "0123456789abcde"}, "-http-token:"}, // 15: one short
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			// -max-http-conns -1 is refused after the token is read: an
+			// agent that took the token stops there rather than run.
+			code := runAgent(append([]string{"-dev", "-http", "127.0.0.1:0", "-max-http-conns", "-1"}, tc.args...), &stdout, &stderr)
+			assert.Equal(t, exitUsage, code, stderr.String())
+			assert.Contains(t, stderr.String(), tc.flag)
+			assert.Contains(t, stderr.String(), fmt.Sprintf("shorter than %d", apiserver.MinSecretLen))
+			assert.NotContains(t, stderr.String(), "abcde", "the secret is never repeated")
+		})
+	}
+}
+
+// Every file of secrets the agent reads warns when other users may read
+// it, as the -http-acl-file does: one check of the mode.
+func TestSecretFilesOthersMayReadAreWarnedAbout(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]os.FileMode{"token": 0o666, "gossip.keys": 0o644, "api-key.pem": 0o640, "peer-key.pem": 0o600}
+	for name, mode := range files {
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(path, []byte("x"), 0o600))
+		require.NoError(t, os.Chmod(path, mode))
+	}
+	f := &agentFlags{httpTokenFile: filepath.Join(dir, "token"), gossipKeyFile: filepath.Join(dir, "gossip.keys"),
+		keyFile: filepath.Join(dir, "api-key.pem"), peerKey: filepath.Join(dir, "peer-key.pem")}
+	var logs bytes.Buffer
+	f.warnSharedSecretFiles(hclog.New(&hclog.LoggerOptions{Output: &logs}))
+	for _, flag := range []string{"-http-token-file", "-gossip-key-file", "-key-file"} {
+		assert.Contains(t, logs.String(), "flag="+flag, "warned about %s", flag)
+	}
+	assert.NotContains(t, logs.String(), "flag=-peer-key-file", "0600 is private")
+	assert.Equal(t, 3, strings.Count(logs.String(), "[WARN]"))
+	assert.Contains(t, logs.String(), "chmod 600")
 }
