@@ -156,7 +156,7 @@
 // takes away what a shorter one gave), read, lock, admin. The routes need:
 //
 //	POST /v1/acquire, /v1/release, /v1/extend   lock on the key
-//	GET  /v1/inspect                            read on the key
+//	GET  /v1/inspect, /v1/waiters               read on the key
 //	GET  /v1/locks?prefix=P                     read: the list holds only the keys the token may
 //	                                            read; 403 when it may read no key under P
 //	POST /v1/force-release                      admin on the key
@@ -165,6 +165,12 @@
 //	                                            what its own route needs
 //	POST /v1/leave                              admin on the prefix "" (the rule for every key)
 //	GET  /v1/cluster, /v1/whoami, /metrics      any known token: they name no key
+//	GET  /v1/openapi.json, /v1/session/info     any known token
+//	GET  /v1/events                             any known token; it shows only the locks it may read
+//	POST /v1/session/create, renew, destroy     lock on some prefix
+//	GET  /v1/agent/config, /v1/agent/logs       admin on the prefix ""
+//	GET  /debug/pprof/...                       admin on the prefix "" (when profiling is on)
+//	GET  /ui/...                                nothing, no token either (the console's files)
 //	GET  /healthz, /readyz                      nothing, no token either (with a known
 //	                                            token they tell which node and leader)
 //

@@ -25,21 +25,10 @@ import (
 // Consul's key_prefix rules: a rule gives a right (deny, read, lock, admin)
 // on every key that starts with its prefix, and for a given key the rule with
 // the longest matching prefix decides; a key no rule matches gets nothing.
-// lock implies read and admin implies lock. The routes need:
-//
-//	POST /v1/acquire, /v1/release, /v1/extend   lock on the key
-//	GET  /v1/inspect                            read on the key
-//	GET  /v1/locks?prefix=P                     read: lists only the keys the token may read;
-//	                                            403 when it may read none under P
-//	POST /v1/force-release                      admin on the key
-//	POST /v1/leave                              admin on the prefix "" (the rule for every key)
-//	GET  /v1/cluster, /v1/whoami, /metrics      any known token: they name no key
-//	POST /v1/session/create, renew, destroy     lock on some prefix: they name no key, and a
-//	                                            token that may only read has no use for a session
-//	                                            (an acquire under a session still needs lock on its
-//	                                            key; a session's id is its secret, as an owner is)
-//	GET  /v1/session/info                       any known token
-//	GET  /healthz                               nothing (no token either)
+// lock implies read and admin implies lock. What each route needs is said
+// once, in its routeDoc (openapi.go: right, served as x-raftlock-right in GET
+// /v1/openapi.json), which tests check against the route table and the
+// README's table of routes.
 //
 // The shared Config.Token, when set, is a token named "shared" with admin
 // on "" (everything), as it always was. A node with neither Config.Token nor

@@ -29,7 +29,11 @@ type routeDoc struct {
 	answerType   string // content type of a 200 that is not JSON
 	codes        []string
 	open         bool // served without the token
-	prefix       bool // path is a prefix: every path under it
+	// right is what a caller needs (package api's doc, "Security: rights
+	// per key prefix"), as the README's table of routes says it:
+	// TestREADMERouteTable checks that table against this one.
+	right  string
+	prefix bool // path is a prefix: every path under it
 }
 
 type paramDoc struct {
@@ -67,70 +71,70 @@ func codes(lists ...[]string) []string {
 // openAPIRoutes is every route the Handler serves. A route added to
 // NewHandler's table must be added here (TestOpenAPICoversRoutes says so).
 var openAPIRoutes = []routeDoc{
-	{method: http.MethodPost, path: "/v1/acquire", summary: "Take a lock, waiting up to wait for it; the answer carries the owner and the fencing token. With session instead of ttl, the lock ends with that session. With limit, a slot of a semaphore of limit holders; with shared, a read (true) or the write (false) of a read/write lock; kind_mismatch while the key exists as another kind or limit. With keys instead of key, a multi-key lock: every key at once, all or nothing, one token for the set (release or extend any of its keys to act on all).",
+	{method: http.MethodPost, path: "/v1/acquire", right: "`lock` on the key (on each key of `keys`)", summary: "Take a lock, waiting up to wait for it; the answer carries the owner and the fencing token. With session instead of ttl, the lock ends with that session. With limit, a slot of a semaphore of limit holders; with shared, a read (true) or the write (false) of a read/write lock; kind_mismatch while the key exists as another kind or limit. With keys instead of key, a multi-key lock: every key at once, all or nothing, one token for the set (release or extend any of its keys to act on all).",
 		request: api.AcquireRequest{}, answer: api.LeaseResponse{},
 		codes: codes(bodyCodes, []string{api.CodeInvalidKey, api.CodeInvalidTTL, api.CodeInvalidWait, api.CodeInvalidOwner, api.CodeInvalidSession, api.CodeInvalidMetadata, api.CodeNoSession, api.CodeNotImplemented, api.CodeLocked, api.CodeCanceled, api.CodeQueueFull, api.CodePermissionDenied,
 			api.CodeKindMismatch, api.CodeInvalidLimit, api.CodeInvalidKind}, storeCodes, []string{api.CodeQuotaExceeded})},
-	{method: http.MethodPost, path: "/v1/session/create", summary: "Start a session (a lease that locks are bound to); renew it every ttl/3.",
+	{method: http.MethodPost, path: "/v1/session/create", right: "`lock` on some prefix (a session only serves to bind locks; an acquire under it still needs `lock` on its key)", summary: "Start a session (a lease that locks are bound to); renew it every ttl/3.",
 		request: api.SessionCreateRequest{}, answer: api.SessionResponse{},
 		codes: codes(bodyCodes, []string{api.CodeInvalidSession, api.CodeNotImplemented}, storeCodes, []string{api.CodeQuotaExceeded})},
-	{method: http.MethodPost, path: "/v1/session/renew", summary: "Make a session end its ttl from now.",
+	{method: http.MethodPost, path: "/v1/session/renew", right: "`lock` on some prefix", summary: "Make a session end its ttl from now.",
 		request: api.SessionRequest{}, answer: api.SessionResponse{},
 		codes: codes(bodyCodes, []string{api.CodeInvalidSession, api.CodeNoSession, api.CodeNotImplemented}, storeCodes)},
-	{method: http.MethodPost, path: "/v1/session/destroy", summary: "End a session and release all its locks in one step, each to its next waiter.",
+	{method: http.MethodPost, path: "/v1/session/destroy", right: "`lock` on some prefix", summary: "End a session and release all its locks in one step, each to its next waiter.",
 		request: api.SessionRequest{}, answer: api.SessionDestroyResponse{},
 		codes: codes(bodyCodes, []string{api.CodeInvalidSession, api.CodeNoSession, api.CodeNotImplemented}, storeCodes)},
-	{method: http.MethodGet, path: "/v1/session/info", summary: "A session's state: live, ttl, time left, lock delay, keys it holds or waits for.",
+	{method: http.MethodGet, path: "/v1/session/info", right: "any known token (the session's id is its secret)", summary: "A session's state: live, ttl, time left, lock delay, keys it holds or waits for.",
 		query: []paramDoc{{"id", "the session's id", true}}, answer: api.SessionInfoResponse{},
 		codes: codes([]string{api.CodeBadRequest, api.CodeInvalidSession, api.CodeNotImplemented}, storeCodes)},
-	{method: http.MethodPost, path: "/v1/release", summary: "Release a lock held by owner; the next waiter gets it.",
+	{method: http.MethodPost, path: "/v1/release", right: "`lock` on the key", summary: "Release a lock held by owner; the next waiter gets it.",
 		request: api.ReleaseRequest{}, answer: api.ReleaseResponse{},
 		codes: codes(bodyCodes, []string{api.CodeInvalidKey, api.CodeInvalidOwner, api.CodeNotHeld, api.CodePermissionDenied}, storeCodes)},
-	{method: http.MethodPost, path: "/v1/extend", summary: "Renew a lease held by owner for ttl from now.",
+	{method: http.MethodPost, path: "/v1/extend", right: "`lock` on the key", summary: "Renew a lease held by owner for ttl from now.",
 		request: api.ExtendRequest{}, answer: api.LeaseResponse{},
 		codes: codes(bodyCodes, []string{api.CodeInvalidKey, api.CodeInvalidOwner, api.CodeInvalidTTL, api.CodeNotHeld, api.CodePermissionDenied}, storeCodes)},
-	{method: http.MethodGet, path: "/v1/inspect", summary: "A key's state: held or not, token, time left, waiters; never the owner. With index, a blocking query (a watch, as Consul's): it answers once the key changes after that index, or when wait ends, from this node's own state (a follower's may lag), with the answer's index in the X-Raftlock-Index header.",
+	{method: http.MethodGet, path: "/v1/inspect", right: "`read` on the key", summary: "A key's state: held or not, token, time left, waiters; never the owner. With index, a blocking query (a watch, as Consul's): it answers once the key changes after that index, or when wait ends, from this node's own state (a follower's may lag), with the answer's index in the X-Raftlock-Index header.",
 		query: append([]paramDoc{{"key", "the key, percent-encoded", true}}, watchParams...), answer: api.KeyInfo{},
 		codes: codes([]string{api.CodeBadRequest, api.CodeInvalidKey, api.CodePermissionDenied}, watchCodes, storeCodes)},
-	{method: http.MethodGet, path: "/v1/locks", summary: "Held locks in key order, one page at a time. With index, a blocking query on the prefix (it needs read on every key under it): it answers once a key under the prefix changes after that index, or when wait ends, with the answer's index in the X-Raftlock-Index header.",
+	{method: http.MethodGet, path: "/v1/locks", right: "`read`: lists only the keys the token may read; `403` if none under the prefix may be; with `index`, `read` on every key under it", summary: "Held locks in key order, one page at a time. With index, a blocking query on the prefix (it needs read on every key under it): it answers once a key under the prefix changes after that index, or when wait ends, with the answer's index in the X-Raftlock-Index header.",
 		query:  append([]paramDoc{{"prefix", "only keys starting with it", false}, {"after", "the last key of the previous page", false}, {"limit", "most locks in the page (the node caps it)", false}}, watchParams...),
 		answer: api.ListResponse{},
 		codes:  codes([]string{api.CodeBadRequest, api.CodeInvalidList, api.CodeNotImplemented, api.CodePermissionDenied}, watchCodes, storeCodes)},
-	{method: http.MethodGet, path: "/v1/waiters", summary: "The callers queued for a key, next first, read from this node's own state (may be a little behind); never their owners.",
+	{method: http.MethodGet, path: "/v1/waiters", right: "`read` on the key", summary: "The callers queued for a key, next first, read from this node's own state (may be a little behind); never their owners.",
 		query: []paramDoc{{"key", "the key, percent-encoded", true}}, answer: api.WaitersResponse{},
 		codes: []string{api.CodeBadRequest, api.CodeInvalidKey, api.CodeNotImplemented, api.CodePermissionDenied, api.CodeClosed, api.CodeInternal}},
-	{method: http.MethodGet, path: "/v1/cluster", summary: "This node's view of its cluster: members (each with its raftlock version and command level, and a mark on those below the leader's level), leader, term, raft figures.",
+	{method: http.MethodGet, path: "/v1/cluster", right: "any known token (it names no key)", summary: "This node's view of its cluster: members (each with its raftlock version and command level, and a mark on those below the leader's level), leader, term, raft figures.",
 		answer: api.ClusterStatus{}, codes: []string{api.CodeBadRequest, api.CodeNotCluster}},
-	{method: http.MethodPost, path: "/v1/leave", summary: "Take this node out of its cluster for good; it then stops.",
+	{method: http.MethodPost, path: "/v1/leave", right: "`admin` on the prefix `\"\"`", summary: "Take this node out of its cluster for good; it then stops.",
 		answer: api.LeaveResponse{}, codes: codes([]string{api.CodeBadRequest, api.CodeUnsupportedMedia, api.CodeNotImplemented, api.CodePermissionDenied}, storeCodes)},
-	{method: http.MethodGet, path: "/healthz", summary: "Ready (200) when a leader is known and the raft log can be written; 503 otherwise, with the same body and an error. Without a token (on a node that has tokens) the body holds the status alone; with a known token also the node, its role and its leader.",
+	{method: http.MethodGet, path: "/healthz", right: "nothing; without a token it tells the status alone", summary: "Ready (200) when a leader is known and the raft log can be written; 503 otherwise, with the same body and an error. Without a token (on a node that has tokens) the body holds the status alone; with a known token also the node, its role and its leader.",
 		answer: api.HealthResponse{}, codes: []string{api.CodeNoLeader, api.CodeLogFault, api.CodeHalted}, open: true},
-	{method: http.MethodGet, path: "/readyz", summary: "Ready (200) when the cluster would survive losing one more node (the leader's failure tolerance is at least 1 and it judges this node healthy): what a rollout or a PodDisruptionBudget waits for; 503 not_ready with the reason otherwise. Without a token (on a node that has tokens) the body holds the status alone; with a known token also the node, leader, failure tolerance and reason.",
+	{method: http.MethodGet, path: "/readyz", right: "nothing; without a token it tells the status alone", summary: "Ready (200) when the cluster would survive losing one more node (the leader's failure tolerance is at least 1 and it judges this node healthy): what a rollout or a PodDisruptionBudget waits for; 503 not_ready with the reason otherwise. Without a token (on a node that has tokens) the body holds the status alone; with a known token also the node, leader, failure tolerance and reason.",
 		answer: api.ReadyResponse{}, codes: []string{api.CodeNotReady}, open: true},
-	{method: http.MethodGet, path: "/metrics", summary: "Prometheus metrics of the API and the node.",
+	{method: http.MethodGet, path: "/metrics", right: "any known token (it names no key)", summary: "Prometheus metrics of the API and the node.",
 		answerType: "text/plain"},
-	{method: http.MethodGet, path: "/v1/events", summary: "Server-sent events: one ConsoleEvent a second, as \"data:\" lines, for the web console.",
+	{method: http.MethodGet, path: "/v1/events", right: "any known token; it shows only the locks the token may `read`", summary: "Server-sent events: one ConsoleEvent a second, as \"data:\" lines, for the web console.",
 		query: []paramDoc{{"prefix", "only locks whose key starts with it", false}}, answer: api.ConsoleEvent{}, answerType: "text/event-stream",
 		codes: []string{api.CodeBadRequest}},
-	{method: http.MethodGet, path: "/v1/whoami", summary: "The caller's token name and its rules (right per key prefix, longest prefix first); never its secret. The console shows admin actions from it.",
+	{method: http.MethodGet, path: "/v1/whoami", right: "any known token", summary: "The caller's token name and its rules (right per key prefix, longest prefix first); never its secret. The console shows admin actions from it.",
 		answer: api.WhoAmIResponse{}, codes: []string{api.CodeBadRequest}},
-	{method: http.MethodPost, path: "/v1/force-release", summary: "End a key's lease whoever holds it and hand the key to the next waiter; needs the admin right on the key, and is logged with the caller's token name.",
+	{method: http.MethodPost, path: "/v1/force-release", right: "`admin` on the key", summary: "End a key's lease whoever holds it and hand the key to the next waiter; needs the admin right on the key, and is logged with the caller's token name.",
 		request: api.ForceReleaseRequest{}, answer: api.ForceReleaseResponse{},
 		codes: codes(bodyCodes, []string{api.CodeInvalidKey, api.CodeNotHeld, api.CodePermissionDenied, api.CodeNotImplemented}, storeCodes)},
-	{method: http.MethodPost, path: "/v1/batch", summary: "Several acquires (without wait), releases and extends in one exchange, each as its own route takes and answers it; the answer, once all are done, holds each one's status and body in order. The Go client batches the operations its goroutines start while an exchange is in flight.",
+	{method: http.MethodPost, path: "/v1/batch", right: "each operation what its own route needs", summary: "Several acquires (without wait), releases and extends in one exchange, each as its own route takes and answers it; the answer, once all are done, holds each one's status and body in order. The Go client batches the operations its goroutines start while an exchange is in flight.",
 		request: api.BatchRequest{}, answer: api.BatchResponse{},
 		codes: codes(bodyCodes, []string{api.CodePermissionDenied}, storeCodes)},
-	{method: http.MethodGet, path: "/v1/stream", summary: "The Go client's binary stream: asked for with \"Connection: Upgrade\" and \"Upgrade: raftlock-stream/1\" (426 without them), answered 101 Switching Protocols; the connection then carries acquires (waiting ones too), releases and extends, each framed with an id and the JSON body its own route takes, each answered as soon as it is done with its route's status and JSON answer. Rights are the token's, as on the routes.",
+	{method: http.MethodGet, path: "/v1/stream", right: "any known token to open it; each operation what its own route needs", summary: "The Go client's binary stream: asked for with \"Connection: Upgrade\" and \"Upgrade: raftlock-stream/1\" (426 without them), answered 101 Switching Protocols; the connection then carries acquires (waiting ones too), releases and extends, each framed with an id and the JSON body its own route takes, each answered as soon as it is done with its route's status and JSON answer. Rights are the token's, as on the routes.",
 		answerType: "application/octet-stream", codes: []string{api.CodeBadRequest, api.CodeTooManyInFlight}},
-	{method: http.MethodGet, path: "/v1/agent/config", summary: "The agent's effective configuration, secrets redacted; needs the admin right on every key (prefix \"\").",
+	{method: http.MethodGet, path: "/v1/agent/config", right: "`admin` on the prefix `\"\"`", summary: "The agent's effective configuration, secrets redacted; needs the admin right on every key (prefix \"\").",
 		answer: map[string]any{}, codes: []string{api.CodeBadRequest, api.CodeNotImplemented, api.CodePermissionDenied}},
-	{method: http.MethodGet, path: "/v1/agent/logs", summary: "The agent's most recent log lines; needs the admin right on every key (prefix \"\").",
+	{method: http.MethodGet, path: "/v1/agent/logs", right: "`admin` on the prefix `\"\"`", summary: "The agent's most recent log lines; needs the admin right on every key (prefix \"\").",
 		answer: api.AgentLogsResponse{}, codes: []string{api.CodeBadRequest, api.CodeNotImplemented, api.CodePermissionDenied}},
-	{method: http.MethodGet, path: "/v1/openapi.json", summary: "This description.",
+	{method: http.MethodGet, path: "/v1/openapi.json", right: "any known token", summary: "This description.",
 		answer: map[string]any{}, codes: []string{api.CodeBadRequest}},
-	{method: http.MethodGet, path: "/ui/", summary: "The web console's page and files (no data; served without the token).",
+	{method: http.MethodGet, path: "/ui/", right: "nothing (the page; its figures come from the API, with the token typed into it)", summary: "The web console's page and files (no data; served without the token).",
 		answerType: "text/html", open: true, prefix: true},
-	{method: http.MethodGet, path: "/debug/pprof/", summary: "net/http/pprof, when the node runs with profiling on (agent -enable-pprof); 404 otherwise.",
+	{method: http.MethodGet, path: "/debug/pprof/", right: "`admin` on the prefix `\"\"`, and profiling on (`-enable-pprof`)", summary: "net/http/pprof, when the node runs with profiling on (agent -enable-pprof); 404 otherwise.",
 		answerType: "application/octet-stream", prefix: true, codes: []string{api.CodeNotFound, api.CodePermissionDenied}},
 }
 
@@ -216,6 +220,9 @@ func openAPIDocument() map[string]any {
 		if rd.prefix {
 			op["description"] = "Every path under " + rd.path + "."
 		}
+		// The right the route needs, a vendor extension (OpenAPI has no
+		// field for rights per key prefix).
+		op["x-raftlock-right"] = strings.ReplaceAll(rd.right, "`", "")
 		if !rd.open {
 			op["security"] = []any{map[string]any{"bearer": []any{}}, map[string]any{"tokenHeader": []any{}}}
 		} else {
