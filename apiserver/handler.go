@@ -139,7 +139,7 @@ type Handler struct {
 	// streams are the Go clients' binary streams (stream.go).
 	streams  streams
 	watching atomic.Int64 // blocking queries in progress (watch.go)
-	// connLimits count the waits of the listeners of LimitListener (limit.go).
+	// connLimits count how often the listeners of LimitListener reached their limit (limit.go).
 	connLimits connLimits
 	// refusedTokens bounds the warnings about refused tokens: one line a
 	// minute at most, however many requests guess.
