@@ -72,7 +72,7 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	var keysList string
 	durationVar(fs, &ttl, "ttl", lock.DefaultTTL, "lease length; kept alive while COMMAND runs")
 	fs.StringVar(&keysList, "keys", "", "hold all these comma-separated keys at once, all or nothing, instead of KEY (up to 64)")
-	fs.IntVar(&limit, "n", 0, "hold KEY as a semaphore of N holders at once, 1..65536 (0: a plain lock)")
+	fs.IntVar(&limit, "n", 0, "hold KEY as a semaphore of N holders at once, 1..65536 (not given: a plain lock)")
 	fs.BoolVar(&shared, "shared", false, "hold KEY as a read/write lock, for reading: shared with other readers")
 	fs.BoolVar(&write, "write", false, "hold KEY as a read/write lock, for writing: alone")
 	durationVar(fs, &sessionTTL, "session-ttl", 0, "hold the lock through a session of this TTL instead of a lease (0: a lease of -ttl)")
@@ -85,6 +85,11 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	rest := fs.Args()
 	if len(rest) > 0 && rest[0] == "--" {
 		rest = rest[1:]
+	}
+	if fs.leadingArgs > 0 && fs.flagsEndedWithDashDash && (len(rest) < 2 || rest[1] != "--") {
+		// What follows that "--" is COMMAND, not KEY: a KEY given after
+		// it (one that starts with "-") needs a second "--" before COMMAND.
+		return fs.usagef("KEY is missing: it goes before the -- that starts COMMAND (raftlock lock [flags] KEY -- COMMAND; a KEY that starts with '-': raftlock lock [flags] -- KEY -- COMMAND)")
 	}
 	var keys []string
 	if keysList != "" {
@@ -114,7 +119,7 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	if err := cmp.Or(lock.ValidateKey(key), lock.ValidateTTL(ttl), lock.ValidateWait(wait), lock.ValidateMetadata(metadata)); err != nil {
 		return fs.usagef("%v", err)
 	}
-	kind, err := lockKind(limit, shared, write)
+	kind, err := lockKind(limit, fs.onCommandLine["n"], shared, write)
 	if err != nil {
 		return fs.usagef("%v", err)
 	}
@@ -252,16 +257,16 @@ func parseKeys(list string, limit int, shared, write bool, sessionTTL time.Durat
 	return keys, nil
 }
 
-// lockKind is the kind the -n, -shared and -write flags ask for, or a
-// usage error naming them.
-func lockKind(limit int, shared, write bool) (lock.Kind, error) {
+// lockKind is the kind the -n (limit; nGiven says it was given), -shared
+// and -write flags ask for, or a usage error naming them.
+func lockKind(limit int, nGiven, shared, write bool) (lock.Kind, error) {
 	switch {
 	case shared && write:
 		return 0, errors.New("give -shared (read) or -write, not both")
 	case limit != 0 && (shared || write):
 		return 0, errors.New("-n makes a semaphore; -shared and -write are for a read/write lock: give one or the other")
-	case limit < 0 || limit > lock.MaxHolders:
-		return 0, fmt.Errorf("-n must be between 1 and %d (got %d)", lock.MaxHolders, limit)
+	case (nGiven || limit != 0) && (limit < 1 || limit > lock.MaxHolders):
+		return 0, fmt.Errorf("-n must be between 1 and %d (got %d); leave -n out for a plain lock", lock.MaxHolders, limit)
 	case limit > 0:
 		return lock.KindSemaphore, nil
 	case shared || write:
