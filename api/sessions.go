@@ -45,7 +45,7 @@ func (c *Client) RenewSession(ctx context.Context, id lock.SessionID) (lock.Sess
 	if _, err := c.call(ctx, exchange{method: http.MethodPost, path: "/v1/session/renew", body: SessionRequest{ID: &s}, out: &resp, write: true, resend: resendAlways}); err != nil {
 		return lock.SessionLease{}, err
 	}
-	return lock.SessionLease{Remaining: msDuration(resp.RemainingMS), TTL: msDuration(resp.TTLMS)}, nil
+	return lock.SessionLease{Remaining: msDuration(resp.RemainingMS), TTL: msDuration(resp.TTLMS), Keys: resp.Locks}, nil
 }
 
 // DestroySession implements lock.SessionStore: POST /v1/session/destroy. A

@@ -225,8 +225,10 @@ func (c Config) validateGossip() error {
 	}
 	gossipOn := c.GossipBindAddr != ""
 	switch {
-	case c.BootstrapExpect < 0 || c.BootstrapExpect > 9:
-		return bad("BootstrapExpect", "{BootstrapExpect} must be from 1 to 9 (or 0: off), got %d", c.BootstrapExpect)
+	case c.BootstrapExpect < 0:
+		return bad("BootstrapExpect", "{BootstrapExpect} must be odd, from 1 to 9 (or 0: off), got %d", c.BootstrapExpect)
+	case c.BootstrapExpect > 0 && voterCountError("BootstrapExpect", c.BootstrapExpect) != nil:
+		return voterCountError("BootstrapExpect", c.BootstrapExpect)
 	case c.BootstrapExpect > 0 && c.Bootstrap:
 		return bad("BootstrapExpect", "{BootstrapExpect} and {Bootstrap} are exclusive: {BootstrapExpect} bootstraps once that many nodes see each other")
 	case c.BootstrapExpect > 0 && len(c.Join) > 0:
@@ -685,6 +687,11 @@ func (d *gossipDelegate) check(m *serf.Member) error {
 		d.refuse("cluster:"+addr, "refusing a gossip member of another cluster", "member", m.Name, "addr", addr, "its_cluster", c, "cluster", d.g.cluster,
 			"what_to_do", "give both clusters' nodes the -cluster-name of the cluster they belong to")
 		return fmt.Errorf("member %s (%s) is of cluster %q, not %q", m.Name, addr, c, d.g.cluster)
+	}
+	if err := checkNodeID(m.Name); err != nil {
+		d.refuse("id:"+addr, "refusing a gossip member whose node ID is not valid", "member", m.Name, "addr", addr, "error", err.Error(),
+			"what_to_do", "give that node a -node-id of letters, digits, '-', '_' and '.'")
+		return fmt.Errorf("member %q (%s): node ID %v", m.Name, addr, err)
 	}
 	self := d.g.self.Load()
 	if m.Name == d.n.cfg.NodeID && self != nil && addr != *self && m.Status != serf.StatusLeft {

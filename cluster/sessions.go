@@ -58,7 +58,7 @@ func (n *Node) RenewSession(ctx context.Context, id lock.SessionID) (lock.Sessio
 	}
 	switch res.Status {
 	case fsm.StatusExtended:
-		return lock.SessionLease{Remaining: remaining(res), TTL: remaining(res)}, nil
+		return lock.SessionLease{Remaining: remaining(res), TTL: remaining(res), Keys: res.Waiters}, nil
 	case fsm.StatusNoSession:
 		return lock.SessionLease{}, errNoSession
 	}

@@ -869,6 +869,14 @@ func (r *joinRequest) admit() error {
 	if r.id == "" || r.addr == "" {
 		return fmt.Errorf("%w: join needs an id and an address", ErrBadRequest)
 	}
+	return nodeIDRequestError("join", r.id)
+}
+
+// nodeIDRequestError checks the node ID a request of another node carries.
+func nodeIDRequestError(what, id string) error {
+	if err := checkNodeID(id); err != nil {
+		return fmt.Errorf("%w: %s from node ID %q, which %v", ErrBadRequest, what, id, err)
+	}
 	return nil
 }
 
@@ -926,7 +934,7 @@ type nodeInfo struct {
 const maxVersionLen = 128
 
 func (r *nodeInfo) kind() requestKind { return kindInfo }
-func (r *nodeInfo) admit() error      { return nil }
+func (r *nodeInfo) admit() error      { return nodeIDRequestError("info", r.id) }
 func (r *nodeInfo) hasLevel() bool    { return r.level > fsm.BaselineLevel }
 
 func (r *nodeInfo) appendBody(b []byte) []byte {
@@ -985,7 +993,7 @@ func (r *nodeIdentity) kind() requestKind { return kindIdentity }
 func (r *nodeIdentity) appendBody(b []byte) []byte {
 	return appendString(appendString(b, r.id), r.clusterID)
 }
-func (r *nodeIdentity) admit() error { return nil }
+func (r *nodeIdentity) admit() error { return nodeIDRequestError("identity", r.id) }
 
 func (r *nodeIdentity) decodeBody(d *fsm.Decoder) {
 	r.id = d.String(maxIDLen)

@@ -46,6 +46,9 @@ type flagSet struct {
 	// flag, in order, with the "--" that ended the flags removed.
 	leadingArgs int
 	args        []string
+	// flagsEndedWithDashDash: the flags before the leading arguments
+	// ended at an explicit "--" (with leadingArgs, once parsed).
+	flagsEndedWithDashDash bool
 	// stderr is where the command reports errors, in one line each.
 	stderr io.Writer
 	// env maps flags to the environment variables they default from, for
@@ -98,6 +101,7 @@ func (fs *flagSet) parse(args []string) error {
 	}
 	rest := fs.FlagSet.Args()
 	if len(rest) > 0 && rest[0] == "--" || len(rest) < len(args) && args[len(args)-len(rest)-1] == "--" {
+		fs.flagsEndedWithDashDash = true
 		return nil // everything after an explicit -- is an argument
 	}
 	n := min(fs.leadingArgs, len(rest))

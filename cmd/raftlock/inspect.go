@@ -136,14 +136,20 @@ func runLocks(args []string, stdout, stderr io.Writer) int {
 	}
 	req := lock.ListRequest{Prefix: fs.Arg(0), Limit: 1000}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tTOKEN\tREMAINING\tWAITERS\tKIND\tHOLDERS\tMETADATA")
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 		page, err := client.List(ctx, req)
 		cancel()
 		if err != nil {
-			tw.Flush()
+			if req.After != "" {
+				tw.Flush() // the pages listed before this one
+			}
 			return fs.fail(err)
+		}
+		if req.After == "" {
+			// Not before the first answer: a refused token, or an agent
+			// that cannot answer, leaves stdout empty.
+			fmt.Fprintln(tw, "KEY\tTOKEN\tREMAINING\tWAITERS\tKIND\tHOLDERS\tMETADATA")
 		}
 		for _, l := range page {
 			meta := "-"

@@ -175,7 +175,9 @@ func token(fs *flagSet, name, value, fileName, file string) (string, error) {
 			return "", fmt.Errorf("give -%s or -%s, not both", name, fileName)
 		}
 	}
+	from := "-" + name // the flag the value came from, for the error
 	if file != "" {
+		from = "-" + fileName + " " + file
 		b, err := os.ReadFile(file)
 		if err != nil {
 			return "", fmt.Errorf("-%s: %w", fileName, err)
@@ -187,7 +189,7 @@ func token(fs *flagSet, name, value, fileName, file string) (string, error) {
 		}
 	}
 	if err := api.ValidateToken(value); err != nil {
-		return "", fmt.Errorf("-%s: %w", name, err)
+		return "", fmt.Errorf("%s: %w", from, err)
 	}
 	return value, nil
 }

@@ -24,7 +24,9 @@
 //
 // A store that implements lock.AdminStore is also held to its contract
 // (force-release hands off to the next waiter; the former holder's Release
-// and Extend then find the lock not held); the subtest skips otherwise.
+// and Extend then find the lock not held, and the holder of a lock bound to
+// a session learns of it through the session's keep-alive); the subtests
+// skip otherwise.
 package locktest
 
 import (
@@ -96,6 +98,7 @@ func TestStoreWith(t *testing.T, newStore func(t *testing.T) lock.Store, opts Op
 		{"Session/Destroy", s.testSessionDestroy},
 		{"Session/LockDelay", s.testSessionLockDelay},
 		{"Session/Handle", s.testSessionHandle},
+		{"Session/HoldLost", s.testSessionHoldLost},
 		{"Semaphore", s.testSemaphore},
 		{"RWLock", s.testRWLock},
 		{"KindMismatch", s.testKindMismatch},
