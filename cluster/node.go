@@ -117,6 +117,8 @@ type Node struct {
 
 	// ident records in DataDir whose the directory is (identity.go).
 	ident *dataIdentity
+	// refusals limits how often a refused admission is logged (admission.go).
+	refusals refusalLog
 
 	closing   chan struct{} // closed when Close begins
 	closeOnce sync.Once
@@ -180,8 +182,8 @@ func New(cfg Config) (*Node, error) {
 		n.levels = *cfg.levels
 	}
 	n.version = raftlockVersion
-	if cfg.version != nil {
-		n.version = *cfg.version
+	if cfg.version != "" {
+		n.version = cfg.version
 	}
 	n.sm = newStateMachine(logger.Named("fsm"), n.awaits.deliver)
 	n.sm.levels = n.levels
@@ -335,11 +337,7 @@ func New(cfg Config) (*Node, error) {
 	// Before the handler: a leader's stats request (kindServerStats) may
 	// arrive as soon as it is installed, and is answered by the reconciler.
 	n.reconciler = newReconciler(n)
-	handler := transport.Handler(n.handleRPC)
-	if cfg.wrapRPC != nil {
-		handler = cfg.wrapRPC(handler)
-	}
-	tr.Handle(handler)
+	tr.Handle(n.handleRPC)
 	n.wg.Add(1)
 	go n.watchLeadership(observations)
 	if cfg.GossipBindAddr == "" {
