@@ -435,7 +435,7 @@ func (n *Node) Leave(ctx context.Context) (err error) {
 			if err := n.handOverLeadership(lctx); err != nil {
 				return err
 			}
-			_, _, err := n.do(lctx, &removeRequest{id: n.cfg.NodeID})
+			_, err := n.do(lctx, &removeRequest{id: n.cfg.NodeID})
 			if err == nil {
 				break
 			}

@@ -90,7 +90,9 @@ type SessionStore interface {
 	// DestroySession ends the session and releases every lock bound to
 	// it, in one step, each key to its next waiter; no lock-delay applies.
 	// It returns false, and changes nothing, when the session has already
-	// ended.
+	// ended. Like Release it is idempotent: repeated after a destroy that
+	// ended the session (its answer lost), it returns true again and
+	// changes nothing; after the session expired, false.
 	DestroySession(ctx context.Context, id SessionID) (bool, error)
 	// InspectSession reports the session's state, linearizably like
 	// Inspect: Live false once it has ended (or if it never existed).

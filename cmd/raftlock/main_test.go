@@ -501,10 +501,12 @@ func TestLocksStatusAndReleaseCommands(t *testing.T) {
 	assert.Equal(t, fsm.MaxCommandLevel, st.Members[0].Level)
 	assert.Regexp(t, `(?m)^ready:   no: `, out, "one voter: losing it would stop the cluster")
 
-	out, stderr, code = cli(t, a, "release", "-owner", owners["jobs/nightly"].String(), "jobs/nightly")
-	assert.Equal(t, exitOK, code, stderr)
-	assert.Equal(t, "released \"jobs/nightly\"\n", out)
-	out, stderr, code = cli(t, a, "release", "-owner", owners["jobs/nightly"].String(), "jobs/nightly")
+	for range 2 { // the repeat (as after a lost answer) is answered as the release was
+		out, stderr, code = cli(t, a, "release", "-owner", owners["jobs/nightly"].String(), "jobs/nightly")
+		assert.Equal(t, exitOK, code, stderr)
+		assert.Equal(t, "released \"jobs/nightly\"\n", out)
+	}
+	out, stderr, code = cli(t, a, "release", "-owner", lock.NewOwner().String(), "jobs/nightly")
 	assert.Equal(t, exitError, code)
 	assert.Empty(t, out)
 	assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)

@@ -173,7 +173,10 @@ func (s *suite) testSessionExpiryHandsOff(t *testing.T) {
 	assert.ErrorIs(t, err, lock.ErrNoSession, "an expired session cannot be renewed")
 	_, err = st.Acquire(ctx, lock.AcquireRequest{Key: key(t, "k3"), Owner: lock.NewOwner(), Session: id})
 	assert.ErrorIs(t, err, lock.ErrNoSession)
-	ok, err := ss.DestroySession(ctx, other)
+	ok, err := ss.DestroySession(ctx, id)
+	require.NoError(t, err)
+	assert.False(t, ok, "a session that expired is not ended by its destroy")
+	ok, err = ss.DestroySession(ctx, other)
 	require.NoError(t, err)
 	assert.True(t, ok)
 	assert.False(t, inspect(t, ctx, st, k1).Locked)
@@ -218,7 +221,7 @@ func (s *suite) testSessionDestroy(t *testing.T) {
 
 	ok, err = ss.DestroySession(ctx, id)
 	require.NoError(t, err)
-	assert.False(t, ok, "already ended")
+	assert.True(t, ok, "a repeat of the destroy that ended it")
 }
 
 // The Go API: a session's keep-alive, handles bound to it, Run canceling
