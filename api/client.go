@@ -111,10 +111,12 @@ const DefaultDialTimeout = 5 * time.Second
 // header, which lets Go's HTTP transport resend a request at once on a new
 // connection to the same node when the kept-alive connection it picked
 // turns out closed. An answer, even an error answer, ends the request: the
-// node was reached, and its answer stands; but a release sent on after a
-// failed attempt that the next node answers "not held" reports
-// lock.ErrUnknownOutcome rather than (false, nil): the failed attempt may be
-// what released the key (either way, the owner no longer holds it). Sync (or ClientConfig.SyncInterval)
+// node was reached, and its answer stands. That holds for a release sent
+// on after a failed attempt too: the cluster remembers its owners'
+// releases (see lock.Store's Release), so the next node answers released
+// when the failed attempt released the key, and not held only when the
+// owner's lease had ended otherwise; an agent of a build from before it
+// remembered releases answers such a resend not held either way. Sync (or ClientConfig.SyncInterval)
 // adds the nodes the cluster reports (their cluster.Config.APIAddr) to the
 // endpoints, so a client given one node can fail over to the others.
 //
@@ -447,16 +449,12 @@ func (c *Client) release(ctx context.Context, key string, owner lock.Owner, at i
 	}
 	o := owner.String()
 	var resp ReleaseResponse
-	resent := false
 	_, err := c.call(ctx, exchange{method: http.MethodPost, path: "/v1/release", key: key,
-		body: ReleaseRequest{KeyFields: MakeKeyFields(key), Owner: &o}, out: &resp, write: true, resend: resendAlways, at: &at, resent: &resent, batch: BatchRelease, stream: streamwire.OpRelease})
+		body: ReleaseRequest{KeyFields: MakeKeyFields(key), Owner: &o}, out: &resp, write: true, resend: resendAlways, at: &at, batch: BatchRelease, stream: streamwire.OpRelease})
 	var se *ServerError
 	if errors.As(err, &se) && se.Code == CodeNotHeld {
-		if resent {
-			// The attempt whose connection failed may be what released it.
-			return false, fmt.Errorf("api: POST /v1/release: %w: %w: %q is not held by the owner now; an earlier attempt, whose connection failed after it went out, may have released it, or the lease had ended",
-				lock.ErrUnknownOutcome, lock.ErrUnavailable, key)
-		}
+		// Also after a resend: a repeat of the release that ended the
+		// lease is answered released (the store remembers it).
 		return false, nil
 	}
 	if err != nil {
@@ -644,9 +642,6 @@ type exchange struct {
 	// one that last answered), and is set to the endpoint the request was
 	// last sent to.
 	at *int
-	// resent, when not nil, is set when the request went to another
-	// endpoint after it had gone out to one whose connection then failed.
-	resent *bool
 	// batch, when set, is the operation's name in a POST /v1/batch, which
 	// may carry it (batch.go).
 	batch string
@@ -719,9 +714,6 @@ func (c *Client) roundTrip(ctx context.Context, x exchange) (status int, payload
 			return 0, nil, anySent || sent, c.networkError(ctx, what, err, anySent || sent, x.write)
 		}
 		anySent = anySent || sent
-		if anySent && x.resent != nil {
-			*x.resent = true
-		}
 		failures = append(failures, err.Error())
 	}
 	if len(failures) > 1 {

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/raftlock/raftlock/internal/testskip"
 )
 
 // The client is light: a program that only talks to a node over HTTP links
@@ -15,7 +17,7 @@ import (
 func TestClientLinksNoServerDependencies(t *testing.T) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		t.Skipf("the go tool is not on PATH, so the client's dependencies cannot be listed: %v", err)
+		testskip.Skip(t, "the go tool is not on PATH, so the client's dependencies cannot be listed: %v", err)
 	}
 	out, err := exec.Command(goTool, "list", "-deps", "github.com/raftlock/raftlock/api").CombinedOutput()
 	require.NoError(t, err, "go list -deps: %s", out)

@@ -296,7 +296,13 @@
 //
 // POST /v1/release ends the owner's lease and hands the key to the next
 // waiter. 409 not_held when the owner does not hold the key (any more). It
-// also gives up the owner's acquires of the key still waiting on this node.
+// is idempotent: sent again after its answer was lost, it answers
+// released (changing nothing) when it was this owner's release that ended
+// the lease, which the cluster remembers for 5 minutes (at most 65,536
+// releases), and not_held when the lease had ended otherwise (run out,
+// force-released) or the owner acquired the key again since; a session's
+// destroy likewise. It also gives up the owner's acquires of the key still
+// waiting on this node.
 //
 //	curl -s --json '{"key":"jobs/nightly","owner":"9f0c1e..."}' localhost:8300/v1/release
 //	{"key":"jobs/nightly","released":true}

@@ -45,23 +45,25 @@ func (c *Client) RenewSession(ctx context.Context, id lock.SessionID) (lock.Sess
 	if _, err := c.call(ctx, exchange{method: http.MethodPost, path: "/v1/session/renew", body: SessionRequest{ID: &s}, out: &resp, write: true, resend: resendAlways}); err != nil {
 		return lock.SessionLease{}, err
 	}
-	return lock.SessionLease{Remaining: msDuration(resp.RemainingMS), TTL: msDuration(resp.TTLMS)}, nil
+	return lock.SessionLease{Remaining: msDuration(resp.RemainingMS), TTL: msDuration(resp.TTLMS), Keys: resp.Locks}, nil
 }
 
 // DestroySession implements lock.SessionStore: POST /v1/session/destroy. A
-// no_session answer is (false, nil), unless an earlier attempt whose
-// connection failed may have been the one that ended the session.
+// no_session answer is (false, nil), also to an attempt sent on after one
+// whose connection failed: the node answers a repeat of the destroy that
+// ended the session destroyed.
 func (c *Client) DestroySession(ctx context.Context, id lock.SessionID) (bool, error) {
 	if err := lock.ValidateSessionID(id); err != nil {
 		return false, err
 	}
 	s := id.String()
 	var resp SessionDestroyResponse
-	resent := false
-	_, err := c.call(ctx, exchange{method: http.MethodPost, path: "/v1/session/destroy", body: SessionRequest{ID: &s}, out: &resp, write: true, resend: resendAlways, resent: &resent})
+	_, err := c.call(ctx, exchange{method: http.MethodPost, path: "/v1/session/destroy", body: SessionRequest{ID: &s}, out: &resp, write: true, resend: resendAlways})
 	var se *ServerError
 	if errors.As(err, &se) && se.Code == CodeNoSession {
-		return resent, nil
+		// Also after a resend: a repeat of the destroy that ended the
+		// session is answered destroyed (the store remembers it).
+		return false, nil
 	}
 	if err != nil {
 		return false, err

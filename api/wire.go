@@ -309,6 +309,9 @@ type SessionResponse struct {
 	ID          string `json:"id"`
 	TTLMS       int64  `json:"ttl_ms"`
 	RemainingMS int64  `json:"remaining_ms"` // counted from when the request reached the node
+	// Locks, for a renew: the keys the session holds or waits for (absent
+	// from older servers' answers).
+	Locks int `json:"locks,omitempty"`
 }
 
 // SessionInfoResponse answers GET /v1/session/info.

@@ -374,9 +374,11 @@ func TestSyncIntervalDiscoversInTheBackground(t *testing.T) {
 }
 
 // TestFailoverReleaseDoneByTheFailedAttempt: the first node released the
-// key and died before answering; the next node, asked again, finds the key
-// not held. That is not "the owner held nothing" (false, nil): the release
-// may have been the failed attempt's, so the outcome is reported unknown.
+// key and reset the connection before answering; the client sends the
+// release on to the next node, which answers released: the store
+// remembers that this owner's release ended the lease. Had the lease ended
+// otherwise before (run out, force-released), the resent release is told
+// not held.
 func TestFailoverReleaseDoneByTheFailedAttempt(t *testing.T) {
 	store := lock.NewMemoryStore()
 	t.Cleanup(func() { _ = store.Close() })
@@ -392,23 +394,32 @@ func TestFailoverReleaseDoneByTheFailedAttempt(t *testing.T) {
 	t.Cleanup(actsThenDies.Close)
 	alive := newTestNodeOver(t, store, Config{}, nil)
 	ctx := context.Background()
-	owner := lock.NewOwner()
-	_, err := store.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: owner, TTL: time.Minute})
-	require.NoError(t, err)
-
 	c, err := api.NewFailoverClient([]string{actsThenDies.URL, alive.url}, httpOnly)
 	require.NoError(t, err)
+
+	owner := lock.NewOwner()
+	_, err = store.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: owner, TTL: time.Minute})
+	require.NoError(t, err)
 	released, err := c.Release(ctx, "k", owner)
-	assert.False(t, released)
-	assert.ErrorIs(t, err, lock.ErrUnknownOutcome, "the first attempt may be what released it")
+	require.NoError(t, err, "the resend's answer is known")
+	assert.True(t, released, "the failed attempt released it, and the next node says so")
 	assert.Equal(t, int32(1), hits.Load())
 	info, err := store.Inspect(ctx, "k")
 	require.NoError(t, err)
 	assert.False(t, info.Locked, "released, by the first attempt")
 
+	// Force-released before the release: the failed attempt ended nothing.
+	owner = lock.NewOwner()
+	_, err = store.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: owner, TTL: time.Minute})
+	require.NoError(t, err)
+	_, err = store.ForceRelease(ctx, "k")
+	require.NoError(t, err)
+	c, err = api.NewFailoverClient([]string{actsThenDies.URL, alive.url}, httpOnly)
+	require.NoError(t, err)
 	released, err = c.Release(ctx, "k", owner)
-	require.NoError(t, err, "a release that reached a node at once is answered plainly")
-	assert.False(t, released)
+	require.NoError(t, err)
+	assert.False(t, released, "the lease had ended otherwise")
+	assert.Equal(t, int32(2), hits.Load(), "sent to the node that fails first, then on")
 }
 
 // Close makes every later call fail with lock.ErrClosed without reaching the

@@ -87,7 +87,7 @@ var openAPIRoutes = []routeDoc{
 	{method: http.MethodGet, path: "/v1/session/info", right: "any known token (the session's id is its secret)", summary: "A session's state: live, ttl, time left, lock delay, keys it holds or waits for.",
 		query: []paramDoc{{"id", "the session's id", true}}, answer: api.SessionInfoResponse{},
 		codes: codes([]string{api.CodeBadRequest, api.CodeInvalidSession, api.CodeNotImplemented}, storeCodes)},
-	{method: http.MethodPost, path: "/v1/release", right: "`lock` on the key", summary: "Release a lock held by owner; the next waiter gets it.",
+	{method: http.MethodPost, path: "/v1/release", right: "`lock` on the key", summary: "Release a lock held by owner; the next waiter gets it. Idempotent: repeated by the owner whose release ended the lease (its answer lost), it answers released again.",
 		request: api.ReleaseRequest{}, answer: api.ReleaseResponse{},
 		codes: codes(bodyCodes, []string{api.CodeInvalidKey, api.CodeInvalidOwner, api.CodeNotHeld, api.CodePermissionDenied}, storeCodes)},
 	{method: http.MethodPost, path: "/v1/extend", right: "`lock` on the key", summary: "Renew a lease held by owner for ttl from now.",

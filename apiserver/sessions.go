@@ -111,7 +111,7 @@ func (h *Handler) sessionRenew(r *http.Request, c *opCall) (any, *apiError) {
 		if err != nil {
 			return nil, storeError(err, true)
 		}
-		return api.SessionResponse{ID: id.String(), TTLMS: api.Millis(lease.TTL), RemainingMS: api.Millis(lease.Remaining)}, nil
+		return api.SessionResponse{ID: id.String(), TTLMS: api.Millis(lease.TTL), RemainingMS: api.Millis(lease.Remaining), Locks: lease.Keys}, nil
 	})
 }
 

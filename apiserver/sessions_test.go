@@ -57,11 +57,15 @@ func TestSessionRoutes(t *testing.T) {
 		assert.Equal(t, false, i.body["locked"], "the destroy released %s", k)
 	}
 
-	for _, path := range []string{"/v1/session/renew", "/v1/session/destroy"} {
-		a := n.do(t, "POST", path, fmt.Sprintf(`{"id":%q}`, id))
-		assert.Equal(t, http.StatusConflict, a.status, path)
-		assert.Equal(t, api.CodeNoSession, a.errorCode(), path)
-	}
+	r = n.do(t, "POST", "/v1/session/renew", fmt.Sprintf(`{"id":%q}`, id))
+	assert.Equal(t, http.StatusConflict, r.status)
+	assert.Equal(t, api.CodeNoSession, r.errorCode())
+	d = n.do(t, "POST", "/v1/session/destroy", fmt.Sprintf(`{"id":%q}`, id))
+	require.Equal(t, http.StatusOK, d.status, "a repeat of the destroy (as after a lost answer) is answered as it was: %s", d.raw)
+	assert.Equal(t, true, d.body["destroyed"])
+	d = n.do(t, "POST", "/v1/session/destroy", fmt.Sprintf(`{"id":%q}`, lock.NewSessionID().String()))
+	assert.Equal(t, http.StatusConflict, d.status, "a session never created")
+	assert.Equal(t, api.CodeNoSession, d.errorCode())
 	gone := n.do(t, "GET", "/v1/session/info?id="+id, "")
 	require.Equal(t, http.StatusOK, gone.status, gone.raw)
 	assert.Equal(t, false, gone.body["live"])

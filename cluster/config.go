@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"reflect"
@@ -26,7 +27,9 @@ type Peer struct {
 type Config struct {
 	// NodeID names this node in the raft configuration. It must stay the same
 	// across restarts on the same DataDir: the data dir records it, and New
-	// refuses to start it under another (ErrWrongNode).
+	// refuses to start it under another (ErrWrongNode). 1 to 255 bytes of
+	// ASCII letters, digits, '-', '_' and '.', not "." or "..": a host name
+	// fits. The same rule holds for the IDs other nodes give (gossip, join).
 	NodeID string
 	// DataDir holds the raft log and stable store, the snapshots, and the
 	// node's identity (node and cluster ID). It is created if missing, and
@@ -255,11 +258,13 @@ func (c Config) Validate() error {
 	badGo := func(field, hint, format string, args ...any) error {
 		return &ConfigError{Field: field, format: format, args: args, hint: hint}
 	}
-	switch {
-	case c.NodeID == "":
+	if c.NodeID == "" {
 		return bad("NodeID", "{NodeID} is empty")
-	case len(c.NodeID) > 255:
-		return bad("NodeID", "{NodeID} is longer than 255 bytes")
+	}
+	if err := checkNodeID(c.NodeID); err != nil {
+		return bad("NodeID", "{NodeID} %q: %v (a node that already has this ID must leave the cluster, then join with a new ID and an empty data dir)", c.NodeID, err)
+	}
+	switch {
 	case c.DataDir == "":
 		return bad("DataDir", "{DataDir} is empty")
 	case c.BindAddr == "":
@@ -301,8 +306,8 @@ func (c Config) Validate() error {
 		return bad("LeaderLeaseTimeout", "{LeaderLeaseTimeout} must be at most {HeartbeatTimeout}, got %v > %v", c.LeaderLeaseTimeout, c.HeartbeatTimeout)
 	case c.SnapshotInterval < 5*time.Millisecond:
 		return bad("SnapshotInterval", "{SnapshotInterval} is too low (minimum 5ms), got %v", c.SnapshotInterval)
-	case c.Voters < 1 || c.Voters%2 == 0 || c.Voters > 9:
-		return bad("Voters", "{Voters} must be odd, from 1 to 9 (3 or 5 recommended), got %d", c.Voters)
+	case voterCountError("Voters", c.Voters) != nil:
+		return voterCountError("Voters", c.Voters)
 	case c.DeadMemberTimeout < c.DeadVoterTimeout:
 		return bad("DeadMemberTimeout", "{DeadMemberTimeout} must be at least {DeadVoterTimeout}, got %v < %v", c.DeadMemberTimeout, c.DeadVoterTimeout)
 	case c.LeaderWait < 0:
@@ -334,6 +339,8 @@ func (c Config) Validate() error {
 		switch {
 		case p.ID == "":
 			return bad("Peers", "{Peers}[%d] has no ID", i)
+		case checkNodeID(p.ID) != nil:
+			return bad("Peers", "{Peers}[%d] %q: %v", i, p.ID, checkNodeID(p.ID))
 		case p.Addr == "":
 			return bad("Peers", "{Peers}[%d] (%s) has no Addr", i, p.ID)
 		case seen[p.ID]:
@@ -351,6 +358,42 @@ func (c Config) Validate() error {
 		}
 	}
 	return c.validateGossip()
+}
+
+// checkNodeID checks a node ID, whether this node's own or one another
+// node gives (in gossip, a join or the member info exchange): 1 to 255
+// bytes of ASCII letters, digits, '-', '_' and '.', and not "." or "..",
+// like Consul's node names. An ID names the node in raft's configuration,
+// in logs and metrics, and in file and URL paths, where spaces, slashes
+// and control characters would mislead.
+func checkNodeID(id string) error {
+	switch {
+	case id == "":
+		return errors.New("is empty")
+	case len(id) > maxIDLen:
+		return fmt.Errorf("is longer than %d bytes", maxIDLen)
+	case id == "." || id == "..":
+		return errors.New(`must not be "." or ".."`)
+	}
+	for _, r := range id {
+		ok := 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' || r == '_' || r == '.'
+		if !ok {
+			return fmt.Errorf("has %q: a node ID holds only letters, digits, '-', '_' and '.'", r)
+		}
+	}
+	return nil
+}
+
+// voterCountError checks a count of voters that field sets (Voters, and
+// BootstrapExpect, whose members all vote): odd, from 1 to 9. An even
+// count costs a member more for a quorum and survives no more failures
+// than the odd count below it, and a network split in halves leaves no
+// majority on either side.
+func voterCountError(field string, n int) error {
+	if n < 1 || n%2 == 0 || n > 9 {
+		return configError(field, "{"+field+"} must be odd, from 1 to 9 (3 or 5 recommended; an even count survives no more failures than one less), got %d", n)
+	}
+	return nil
 }
 
 // ConfigError is a problem with a Config that its caller can fix: Validate

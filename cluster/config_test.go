@@ -26,8 +26,16 @@ func TestConfigValidate(t *testing.T) {
 		change func(*Config)
 		want   string
 	}{
-		{"long id", func(c *Config) { c.NodeID = strings.Repeat("n", 256) }, "NodeID is longer than 255 bytes"},
+		{"long id", func(c *Config) { c.NodeID = strings.Repeat("n", 256) }, "is longer than 255 bytes"},
 		{"no id", func(c *Config) { c.NodeID = "" }, "NodeID is empty"},
+		{"id with a path", func(c *Config) { c.NodeID = "a b/../x" }, `NodeID "a b/../x": has ' ': a node ID holds only letters, digits, '-', '_' and '.' (a node that already has this ID must leave`},
+		{"id with a slash", func(c *Config) { c.NodeID = "a/b" }, `has '/'`},
+		{"id dot", func(c *Config) { c.NodeID = "." }, `must not be "." or ".."`},
+		{"id dot dot", func(c *Config) { c.NodeID = ".." }, `must not be "." or ".."`},
+		{"id not ascii", func(c *Config) { c.NodeID = "nœud" }, `has 'œ'`},
+		{"id control", func(c *Config) { c.NodeID = "n\n0" }, `has '\n'`},
+		{"peer id", func(c *Config) { c.Peers = []Peer{{ID: "n0", Addr: "a:1"}, {ID: "n 1", Addr: "a:2"}} }, `Peers[1] "n 1": has ' '`},
+		{"even voters", func(c *Config) { c.Voters = 2 }, "Voters must be odd, from 1 to 9"},
 		{"no data dir", func(c *Config) { c.DataDir = "" }, "DataDir is empty"},
 		{"no bind addr", func(c *Config) { c.BindAddr = "" }, "BindAddr is empty"},
 		{"bootstrap and join", func(c *Config) { c.Join = []string{"10.0.0.1:7000"} }, "Bootstrap and Join are exclusive"},
@@ -72,6 +80,15 @@ func TestConfigValidate(t *testing.T) {
 
 // TestConfigErrorDescribe: Describe renames every field the problem
 // mentions, and only fields; Error keeps the Go names and the Go-only hint.
+// Node IDs as hosts, Consul and etcd name nodes pass, up to 255 bytes.
+func TestConfigValidNodeIDs(t *testing.T) {
+	for _, id := range []string{"n0", "dev", "web-1.prod.example.com", "raftlock_a", "A.B-c_9", "...", strings.Repeat("n", 255)} {
+		cfg := DefaultConfig()
+		cfg.NodeID, cfg.DataDir, cfg.Bootstrap = id, "/tmp/x", true
+		assert.NoError(t, cfg.Validate(), id)
+	}
+}
+
 func TestConfigErrorDescribe(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.NodeID, cfg.DataDir, cfg.Bootstrap = "n0", "/tmp/x", true

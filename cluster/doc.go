@@ -94,6 +94,7 @@
 // The reasons behind each of these are comments next to the code that keeps
 // them: node.go (starting, restarting, stopping), logstore.go (the log on
 // disk), identity.go and private.go (whose data dir, file modes),
+// admission.go (who may be added: one check on every path),
 // reconcile.go, promoter.go and members.go (membership, failure tolerance,
 // readiness), statemachine.go (the raft FSM adapter), logclock.go (the
 // log clock), forward.go (forwarding and retries), leader.go (proposal

@@ -61,14 +61,13 @@ const defaultLeaderWaitElections = 4
 // cancelled, so a late answer is dropped by the transport — and its request
 // sent again at once to the new leader: its outcome is unknown too. Once any
 // attempt's outcome was unknown, a final error also matches
-// lock.ErrUnknownOutcome, and the answer's retried flag is set (Release
-// uses it).
+// lock.ErrUnknownOutcome.
 //
 // Errors: lock.ErrClosed once the node closes; ctx's error when ctx ends
 // (also matching lock.ErrUnavailable if the last attempt found no leader);
 // lock.ErrUnavailable when RequestTimeout passes or no leader is known for
 // the leader wait; ErrBadRequest when the leader rejects the request itself.
-func (n *Node) do(ctx context.Context, req rpcRequest) (ans rpcAnswer, retried bool, err error) {
+func (n *Node) do(ctx context.Context, req rpcRequest) (ans rpcAnswer, err error) {
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
 	defer cancel()
@@ -89,7 +88,7 @@ func (n *Node) do(ctx context.Context, req rpcRequest) (ans rpcAnswer, retried b
 	var body []byte
 	for {
 		if n.closed() || n.sm.halt.Load() != nil {
-			return nil, unknown, n.closedError(unknown)
+			return nil, n.closedError(unknown)
 		}
 		changed := n.leaderChanged.wait()
 
@@ -121,7 +120,7 @@ func (n *Node) do(ctx context.Context, req rpcRequest) (ans rpcAnswer, retried b
 			}
 		}
 		if attemptErr == nil {
-			return ans, unknown, nil
+			return ans, nil
 		}
 
 		switch {
@@ -136,29 +135,29 @@ func (n *Node) do(ctx context.Context, req rpcRequest) (ans rpcAnswer, retried b
 			if c, ok := req.(*commandRequest); ok && c.cmd.Op == fsm.OpForceRelease {
 				// Not idempotent: a retry after the first took effect
 				// would end the lease of the waiter it handed the key to.
-				return nil, true, fmt.Errorf("%w: force-release of %q: %w", lock.ErrUnknownOutcome, c.cmd.Key, attemptErr)
+				return nil, fmt.Errorf("%w: force-release of %q: %w", lock.ErrUnknownOutcome, c.cmd.Key, attemptErr)
 			}
 		case errors.Is(attemptErr, errShuttingDown), errors.Is(attemptErr, transport.ErrClosed):
-			return nil, unknown, n.closedError(unknown || mayApply)
+			return nil, n.closedError(unknown || mayApply)
 		case ctx.Err() != nil:
 			// The attempt was cut short by ctx: it may have been sent.
 			unknown = unknown || mayApply
-			return nil, unknown, n.endedError(parent, ctx, unknown, lastErr)
+			return nil, n.endedError(parent, ctx, unknown, lastErr)
 		case errors.Is(attemptErr, ErrBadRequest), errors.Is(attemptErr, transport.ErrTooLarge),
 			errors.Is(attemptErr, lock.ErrMemberTooOld):
-			return nil, unknown, attemptErr
+			return nil, attemptErr
 		case errors.Is(attemptErr, lock.ErrQuotaExceeded):
 			// Refused by the leader's quotas before it was proposed (quota.go).
-			return nil, unknown, attemptErr
+			return nil, attemptErr
 		case errors.Is(attemptErr, errLeaderRemovesItself):
 			// Leave hands leadership over again; retrying here would not.
-			return nil, unknown, attemptErr
+			return nil, attemptErr
 		default:
 			// codeUnavailable and the unexpected: retry after a pause.
 		}
 		lastErr = attemptErr
 		if ctx.Err() != nil {
-			return nil, unknown, n.endedError(parent, ctx, unknown, lastErr)
+			return nil, n.endedError(parent, ctx, unknown, lastErr)
 		}
 		pause := maxRetryBackoff
 		if errors.Is(attemptErr, errNoLeader) {
@@ -167,16 +166,16 @@ func (n *Node) do(ctx context.Context, req rpcRequest) (ans rpcAnswer, retried b
 			}
 			left := wait - time.Since(leaderless)
 			if left <= 0 {
-				return nil, unknown, n.leaderlessError(wait, unknown)
+				return nil, n.leaderlessError(wait, unknown)
 			}
 			pause = min(pause, left)
 		} else {
 			leaderless = time.Time{}
 		}
 		if err := p.pause(ctx, n, changed, hint, tried, pause); errors.Is(err, lock.ErrClosed) {
-			return nil, unknown, n.closedError(unknown)
+			return nil, n.closedError(unknown)
 		} else if err != nil {
-			return nil, unknown, n.endedError(parent, ctx, unknown, lastErr)
+			return nil, n.endedError(parent, ctx, unknown, lastErr)
 		}
 	}
 }
@@ -380,22 +379,22 @@ func (n *Node) endedError(parent, ctx context.Context, unknown bool, lastErr err
 
 // ask runs req at the leader (see do) and returns its answer, which must be
 // an A: a peer that answers another kind is refused with ErrBadRequest.
-func ask[A rpcAnswer](ctx context.Context, n *Node, req rpcRequest) (A, bool, error) {
-	ans, retried, err := n.do(ctx, req)
+func ask[A rpcAnswer](ctx context.Context, n *Node, req rpcRequest) (A, error) {
+	ans, err := n.do(ctx, req)
 	a, ok := ans.(A)
 	if err == nil && !ok {
 		err = fmt.Errorf("%w: %T answer to a %v request", ErrBadRequest, ans, req.kind())
 	}
-	return a, retried, err
+	return a, err
 }
 
 // command runs one lock command at the leader; see do.
-func (n *Node) command(ctx context.Context, cmd fsm.Command) (fsm.Result, bool, error) {
-	ans, retried, err := ask[*commandAnswer](ctx, n, &commandRequest{cmd})
+func (n *Node) command(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
+	ans, err := ask[*commandAnswer](ctx, n, &commandRequest{cmd})
 	if err != nil {
-		return fsm.Result{}, retried, err
+		return fsm.Result{}, err
 	}
-	return ans.res, retried, nil
+	return ans.res, nil
 }
 
 // read asks the leader about key at its log time (a linearizable read);
@@ -405,7 +404,7 @@ func (n *Node) read(ctx context.Context, key string, owner *fsm.Owner) (readResu
 	if owner != nil {
 		req.owner, req.withOwner = *owner, true
 	}
-	rr, _, err := ask[*readResult](ctx, n, req)
+	rr, err := ask[*readResult](ctx, n, req)
 	if err != nil {
 		return readResult{}, err
 	}

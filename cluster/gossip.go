@@ -39,11 +39,14 @@ import (
 //
 // Each member tags itself with its raft address, API address, role in the
 // raft configuration as it knows it (voter, nonvoter, or empty), raftlock
-// version, the command level its build reads (levels.go), cluster name and
-// BootstrapExpect. Gossip is separated by
+// version, the command level its build reads (levels.go), cluster name,
+// cluster ID (identity.go; tagClusterID) and BootstrapExpect. Gossip is
+// separated by
 // ClusterName, carried as memberlist's label on every packet and stream (a
 // node of another cluster name is discarded before anything is decoded) and
-// checked again as a tag when members merge, and, with GossipKeys, encrypted
+// checked again as a tag when members merge, by cluster ID (a node whose
+// data dir belongs to another cluster is refused: the admission check,
+// admission.go), and, with GossipKeys, encrypted
 // with AES-GCM (the first key encrypts, every key decrypts, so keys can be
 // rotated by rolling restarts: see README). A node that gossips under this
 // node's ID from another address is refused (a duplicate NodeID); serf's own
@@ -113,6 +116,10 @@ type gossipMember struct {
 	GossipAddr string
 	// Leaving says the member is leaving the cluster (tagLeaving).
 	Leaving bool
+	// ClusterID is the cluster its data dir belongs to (tagClusterID; ""
+	// if none yet); ClusterUntold says it has no such tag (an older build).
+	ClusterID     string
+	ClusterUntold bool
 }
 
 // Serf tags a member sets.
@@ -123,11 +130,28 @@ const (
 	tagVersion = "version"
 	tagCluster = "cluster"
 	tagExpect  = "expect"
+	// tagClusterID is the ID of the cluster the member's data dir belongs
+	// to, or clusterIDNone. Short, as every tag is: serf refuses tags whose
+	// encoding passes memberlist.MetaMaxSize (512 bytes), and a 200-byte
+	// ClusterName and two DNS-named addresses already take much of that.
+	tagClusterID = "cid"
 	// tagLeaving is "1" while the member's Leave runs: a leader (any
 	// leader, also one elected meanwhile) must not add it back while
 	// gossip still shows it alive.
 	tagLeaving = "leaving"
 )
+
+// clusterIDNone is tagClusterID's value while the data dir belongs to no
+// cluster (a fresh one, or one made before identity files).
+const clusterIDNone = "none"
+
+// clusterIDTag is the value of tagClusterID for a cluster ID.
+func clusterIDTag(id string) string {
+	if id == "" {
+		return clusterIDNone
+	}
+	return id
+}
 
 // DefaultClusterName is the ClusterName of a Config that sets none.
 const DefaultClusterName = "raftlock"
@@ -193,17 +217,23 @@ func (g *gossipAgent) members() []gossipMember {
 			continue
 		}
 		expect, _ := strconv.Atoi(m.Tags[tagExpect])
+		cid, told := m.Tags[tagClusterID]
+		if cid == clusterIDNone {
+			cid = ""
+		}
 		out = append(out, gossipMember{
-			ID:         raft.ServerID(m.Name),
-			RaftAddr:   raft.ServerAddress(m.Tags[tagRaft]),
-			APIAddr:    m.Tags[tagAPI],
-			Status:     st,
-			Version:    m.Tags[tagVersion],
-			Level:      parseLevel(m.Tags[tagLevel]),
-			Role:       m.Tags[tagRole],
-			Expect:     expect,
-			GossipAddr: net.JoinHostPort(m.Addr.String(), strconv.Itoa(int(m.Port))),
-			Leaving:    m.Tags[tagLeaving] == "1",
+			ID:            raft.ServerID(m.Name),
+			RaftAddr:      raft.ServerAddress(m.Tags[tagRaft]),
+			APIAddr:       m.Tags[tagAPI],
+			Status:        st,
+			Version:       m.Tags[tagVersion],
+			Level:         parseLevel(m.Tags[tagLevel]),
+			Role:          m.Tags[tagRole],
+			Expect:        expect,
+			GossipAddr:    net.JoinHostPort(m.Addr.String(), strconv.Itoa(int(m.Port))),
+			Leaving:       m.Tags[tagLeaving] == "1",
+			ClusterID:     cid,
+			ClusterUntold: !told,
 		})
 	}
 	slices.SortFunc(out, func(a, b gossipMember) int { return strings.Compare(string(a.ID), string(b.ID)) })
@@ -225,8 +255,10 @@ func (c Config) validateGossip() error {
 	}
 	gossipOn := c.GossipBindAddr != ""
 	switch {
-	case c.BootstrapExpect < 0 || c.BootstrapExpect > 9:
-		return bad("BootstrapExpect", "{BootstrapExpect} must be from 1 to 9 (or 0: off), got %d", c.BootstrapExpect)
+	case c.BootstrapExpect < 0:
+		return bad("BootstrapExpect", "{BootstrapExpect} must be odd, from 1 to 9 (or 0: off), got %d", c.BootstrapExpect)
+	case c.BootstrapExpect > 0 && voterCountError("BootstrapExpect", c.BootstrapExpect) != nil:
+		return voterCountError("BootstrapExpect", c.BootstrapExpect)
 	case c.BootstrapExpect > 0 && c.Bootstrap:
 		return bad("BootstrapExpect", "{BootstrapExpect} and {Bootstrap} are exclusive: {BootstrapExpect} bootstraps once that many nodes see each other")
 	case c.BootstrapExpect > 0 && len(c.Join) > 0:
@@ -309,12 +341,13 @@ func (n *Node) startGossip(fresh bool) error {
 		g.expect = &expectState{}
 	}
 	g.tags = map[string]string{
-		tagRaft:    n.Addr(),
-		tagAPI:     cfg.APIAddr,
-		tagVersion: n.version,
-		tagCluster: g.cluster,
-		tagRole:    n.localRole(),
-		tagLevel:   strconv.Itoa(n.levels.max),
+		tagRaft:      n.Addr(),
+		tagAPI:       cfg.APIAddr,
+		tagVersion:   n.version,
+		tagCluster:   g.cluster,
+		tagRole:      n.localRole(),
+		tagLevel:     strconv.Itoa(n.levels.max),
+		tagClusterID: clusterIDTag(n.ident.clusterID()),
 	}
 	if cfg.BootstrapExpect > 0 {
 		g.tags[tagExpect] = strconv.Itoa(cfg.BootstrapExpect)
@@ -569,7 +602,7 @@ func (n *Node) gossipRaftJoiner(fresh bool) {
 				fresh = false
 				n.log.Info("joined the raft cluster through a member gossip shows", "via", via)
 			case errors.Is(err, ErrWrongCluster):
-				n.log.Error("gossip shows members of another raft cluster; not joining them", "error", err,
+				n.log.Error("a member gossip shows belongs to another raft cluster: it does not add this node, and this node does not join it", "error", err,
 					"what_to_do", "give each cluster its own -cluster-name, or empty this node's -data-dir to join that cluster")
 			case !n.closed():
 				n.log.Debug("asking a gossip member to add this node to raft failed; retrying", "error", err)
@@ -625,7 +658,8 @@ func gossipViews(ms []gossipMember) []memberView {
 		case gossipLeft:
 			status = autopilot.NodeLeft
 		}
-		out = append(out, memberView{ID: m.ID, Addr: m.RaftAddr, APIAddr: m.APIAddr, Status: status, Version: m.Version, Leaving: m.Leaving})
+		out = append(out, memberView{ID: m.ID, Addr: m.RaftAddr, APIAddr: m.APIAddr, Status: status, Version: m.Version, Leaving: m.Leaving,
+			ClusterID: m.ClusterID, ClusterUntold: m.ClusterUntold})
 	}
 	return out
 }
@@ -658,16 +692,14 @@ func (n *Node) gossipByID() map[string]gossipMember {
 	return out
 }
 
-// gossipDelegate refuses members of another cluster and a second node
-// under this node's ID. serf calls NotifyMerge when states merge (a join
-// either way) and for every alive message of a member (memberlist's Alive
-// delegate), before memberlist takes it in.
+// gossipDelegate refuses members of another cluster (another cluster
+// name, or a data dir of another cluster: the admission check) and a
+// second node under this node's ID. serf calls NotifyMerge when states
+// merge (a join either way) and for every alive message of a member
+// (memberlist's Alive delegate), before memberlist takes it in.
 type gossipDelegate struct {
 	n *Node
 	g *gossipAgent
-
-	mu     sync.Mutex // protects warned
-	warned map[string]time.Time
 }
 
 func (d *gossipDelegate) NotifyMerge(members []*serf.Member) error {
@@ -680,36 +712,33 @@ func (d *gossipDelegate) NotifyMerge(members []*serf.Member) error {
 }
 
 func (d *gossipDelegate) check(m *serf.Member) error {
+	n := d.n
 	addr := net.JoinHostPort(m.Addr.String(), strconv.Itoa(int(m.Port)))
 	if c := m.Tags[tagCluster]; c != d.g.cluster {
-		d.refuse("cluster:"+addr, "refusing a gossip member of another cluster", "member", m.Name, "addr", addr, "its_cluster", c, "cluster", d.g.cluster,
+		n.refusals.log(n, hclog.Error, "cluster:"+addr, "refusing a gossip member of another cluster", "member", m.Name, "addr", addr, "its_cluster", c, "cluster", d.g.cluster,
 			"what_to_do", "give both clusters' nodes the -cluster-name of the cluster they belong to")
 		return fmt.Errorf("member %s (%s) is of cluster %q, not %q", m.Name, addr, c, d.g.cluster)
 	}
+	if err := checkNodeID(m.Name); err != nil {
+		n.refusals.log(n, hclog.Error, "id:"+addr, "refusing a gossip member whose node ID is not valid", "member", m.Name, "addr", addr, "error", err.Error(),
+			"what_to_do", "give that node a -node-id of letters, digits, '-', '_' and '.'")
+		return fmt.Errorf("member %q (%s): node ID %v", m.Name, addr, err)
+	}
+	if cid, told := m.Tags[tagClusterID]; told && cid != clusterIDNone {
+		them := candidate{ID: raft.ServerID(m.Name), Addr: raft.ServerAddress(m.Tags[tagRaft]), ClusterID: cid}
+		if _, err := checkAdmission(n.ident.clusterID(), nil, them); err != nil {
+			n.refusals.log(n, hclog.Error, "cluster-id:"+addr, "refusing a gossip member whose data dir belongs to another raft cluster: neither is added to the other's",
+				"member", m.Name, "addr", addr, "its_cluster_id", cid, "cluster_id", n.ident.clusterID(), "error", err)
+			return fmt.Errorf("member %s (%s) belongs to raft cluster %s, not %s", m.Name, addr, cid, n.ident.clusterID())
+		}
+	}
 	self := d.g.self.Load()
-	if m.Name == d.n.cfg.NodeID && self != nil && addr != *self && m.Status != serf.StatusLeft {
-		d.refuse("dup:"+addr, "refusing a gossip member that claims this node's ID from another address: node IDs must be unique", "id", m.Name, "its_addr", addr, "this_addr", *self,
+	if m.Name == n.cfg.NodeID && self != nil && addr != *self && m.Status != serf.StatusLeft {
+		n.refusals.log(n, hclog.Error, "dup:"+addr, "refusing a gossip member that claims this node's ID from another address: node IDs must be unique", "id", m.Name, "its_addr", addr, "this_addr", *self,
 			"what_to_do", "give that node its own -node-id")
 		return fmt.Errorf("node ID %s is already in use at %s (this node), not %s: node IDs must be unique", m.Name, *self, addr)
 	}
 	return nil
-}
-
-// refuse logs a refusal, once a minute per key: a refused node retries.
-func (d *gossipDelegate) refuse(key, msg string, args ...any) {
-	d.mu.Lock()
-	if d.warned == nil {
-		d.warned = map[string]time.Time{}
-	}
-	last, ok := d.warned[key]
-	now := time.Now()
-	if ok && now.Sub(last) < time.Minute {
-		d.mu.Unlock()
-		return
-	}
-	d.warned[key] = now
-	d.mu.Unlock()
-	d.n.log.Error(msg, args...)
 }
 
 // gossipQueryReply is the answer to a raftlock serf query.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"github.com/hashicorp/serf/serf"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -406,7 +407,12 @@ func intruderTest(t *testing.T, base func(*Config), intruder func(*Config), want
 				t.Errorf("%s lists the intruder in gossip: %+v", n.ID(), m)
 			}
 		}
-		assert.NotContains(t, raftServers(n), "intruder=nonvoter")
+		// The intruder may carry a member's ID: what must hold is that the
+		// configuration is still the two members at their own addresses.
+		servers, err := n.Servers()
+		require.NoError(t, err)
+		assert.Equal(t, map[string]string{"n0": nodes[0].Addr(), "n1": nodes[1].Addr()}, servers, "%s's raft configuration", n.ID())
+		assert.Equal(t, []string{"n0=voter", "n1=voter"}, raftServers(n))
 	}
 	acquire(t, nodes[1], "still-serving", time.Minute)
 }
@@ -467,7 +473,8 @@ func TestGossipConfigErrors(t *testing.T) {
 		{"retry-join without gossip", func(c *Config) { c.RetryJoin = []string{"a"} }, "GossipBindAddr"},
 		{"expect and bootstrap", func(c *Config) { c.GossipBindAddr = "127.0.0.1:0"; c.BootstrapExpect = 3; c.Bootstrap = true }, "BootstrapExpect"},
 		{"expect and join", func(c *Config) { c.GossipBindAddr = "127.0.0.1:0"; c.BootstrapExpect = 3; c.Join = []string{"x:1"} }, "BootstrapExpect"},
-		{"expect too big", func(c *Config) { c.GossipBindAddr = "127.0.0.1:0"; c.BootstrapExpect = 10 }, "BootstrapExpect"},
+		{"expect too big", func(c *Config) { c.GossipBindAddr = "127.0.0.1:0"; c.BootstrapExpect = 11 }, "BootstrapExpect"},
+		{"expect even", func(c *Config) { c.GossipBindAddr = "127.0.0.1:0"; c.BootstrapExpect = 2 }, "BootstrapExpect"},
 		{"short key", func(c *Config) { c.GossipBindAddr = "127.0.0.1:0"; c.GossipKeys = [][]byte{{1, 2}} }, "GossipKeys"},
 		{"bad bind", func(c *Config) { c.GossipBindAddr = "nope" }, "GossipBindAddr"},
 		{"advertise not an IP", func(c *Config) { c.GossipBindAddr = "127.0.0.1:0"; c.GossipAdvertiseAddr = "host:1" }, "GossipAdvertiseAddr"},
@@ -646,4 +653,20 @@ func TestGossipCarriesAPIAddrsWithoutTheExchange(t *testing.T) {
 		node.peers.mu.Unlock()
 		assert.Zero(t, asked, "%s learned API addresses by asking", node.cfg.NodeID)
 	}
+}
+
+// A gossip member whose name is not a valid node ID is refused when it
+// merges or announces itself alive, as a join with it would be.
+func TestGossipRefusesBadNodeID(t *testing.T) {
+	cfg := gossipConfig(t, "n0", anyGossipAddr, 0, nil)
+	cfg.Bootstrap = true
+	n := startNode(t, cfg)
+	d := &gossipDelegate{n: n, g: n.gossip}
+	member := func(name string) *serf.Member {
+		return &serf.Member{Name: name, Addr: net.IPv4(127, 0, 0, 1), Port: 1, Tags: map[string]string{tagCluster: n.gossip.cluster}, Status: serf.StatusAlive}
+	}
+	err := d.NotifyMerge([]*serf.Member{member("a b/../x")})
+	assert.ErrorContains(t, err, `member "a b/../x"`)
+	assert.ErrorContains(t, err, "a node ID holds only letters")
+	assert.NoError(t, d.NotifyMerge([]*serf.Member{member("n1")}))
 }

@@ -14,6 +14,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
 )
 
 // Whose data dir: the identity file.
@@ -27,12 +30,15 @@ import (
 // one. A bootstrap names a new cluster: 128 random bits alone; with Peers,
 // which nodes cannot agree on before they talk, a hash of the Peers list
 // (IDs and addresses), as etcd derives its cluster ID from its initial
-// members, so the same Peers make the same ID. A node that joins first asks
-// the member it asks to add it for that member's IDs (kindIdentity, which
-// any member answers), refuses itself if both know their clusters and they
+// members, so the same Peers make the same ID. Who may be added to a
+// cluster is one check (admission.go), run by the leader on every path that
+// adds a node and by the node that asks: a node that joins first asks the
+// member it asks to add it for that member's IDs (kindIdentity, which any
+// member answers), refuses itself if both know their clusters and they
 // differ (ErrWrongCluster; New fails on a fresh data dir, the background
 // rejoin of an existing one stops and says why in the log; the member logs
-// it too), and records the cluster ID once added. The authority is thus each
+// it too), tells its cluster ID in its join request, and records the
+// cluster ID once added. The authority is thus each
 // member's own file, equal across a cluster because every member got it at
 // bootstrap or from a member that added it; it is not replicated in the
 // log. A data dir from a version without the file (raft state, no file) is
@@ -229,12 +235,12 @@ func newClusterID(peers []Peer) (string, error) {
 }
 
 // checkCluster asks the member at addr which cluster it belongs to before
-// this node asks it to add it (join runs it before each kindJoin). It
-// returns that cluster's ID (empty if the member does not know it or is too
-// old to tell), or an error matching ErrWrongCluster when the member's
-// cluster is not the one this data dir belongs to. Both must know their
-// cluster for the check to apply: a data dir made before identity files
-// existed learns its cluster from the member that adds it.
+// this node asks it to add it (join runs it before each join request), and
+// runs the admission check (admission.go) on this node as that member's
+// cluster would: so a member of a build that does not check (a leader from
+// before the check) cannot absorb this node either. It returns that
+// cluster's ID (empty if the member does not know it or is too old to
+// tell), or an error matching ErrWrongCluster.
 func (n *Node) checkCluster(ctx context.Context, addr string) (string, error) {
 	mine := n.ident.clusterID()
 	rep, err := n.call(ctx, addr, encodeRequest(&nodeIdentity{id: n.cfg.NodeID, clusterID: mine}))
@@ -245,17 +251,12 @@ func (n *Node) checkCluster(ctx context.Context, addr string) (string, error) {
 	if !ok {
 		return "", nil // a member too old to know kindIdentity answers bad request
 	}
-	theirs := them.clusterID
-	if mine != "" && theirs != "" && mine != theirs {
-		return "", &identityError{
-			msg: fmt.Sprintf("data dir %s belongs to cluster %s (%s), but %s (member %q) belongs to cluster %s: "+
-				"a data dir cannot move to another cluster. Set Join (the agent's -join) to members of node %q's own cluster, "+
-				"or give it an empty DataDir (-data-dir) to join this one as a new member",
-				n.cfg.DataDir, mine, n.ident.path(), addr, them.id, theirs, n.cfg.NodeID),
-			is: []error{ErrWrongCluster},
-		}
+	self := candidate{ID: raft.ServerID(n.cfg.NodeID), Addr: raft.ServerAddress(n.Addr()), ClusterID: mine}
+	if _, err := checkAdmission(them.clusterID, nil, self); err != nil {
+		return "", fmt.Errorf("%w (member %q at %s told its cluster; this node's data dir is %s, its identity file %s)",
+			err, them.id, addr, n.cfg.DataDir, n.ident.path())
 	}
-	return theirs, nil
+	return them.clusterID, nil
 }
 
 // joinedCluster records the cluster of the member that added this node, if
@@ -268,19 +269,23 @@ func (n *Node) joinedCluster(clusterID string) {
 			"what_to_do", "make the data dir writable by this user")
 	case learned:
 		n.log.Info("recorded the cluster ID in the data dir", "cluster", clusterID)
+		if n.gossip != nil {
+			n.setGossipTag(tagClusterID, clusterIDTag(clusterID))
+		}
 	}
 }
 
 // identityReply answers kindIdentity: any member (leader or not) tells its
 // node ID and cluster ID. A node of another cluster asking is about to be
-// refused by its own side (checkCluster); this side logs it, so that the
-// operator of either cluster sees why the node does not join.
+// refused by its own side (checkCluster); this side runs the same check and
+// logs it, so that the operator of either cluster sees why the node is
+// not added.
 func (n *Node) identityReply(req *nodeIdentity) *nodeIdentity {
 	mine := n.ident.clusterID()
-	if req.clusterID != "" && mine != "" && req.clusterID != mine {
-		n.log.Error("a node of another cluster asked to join this one; it is refused",
-			"node", req.id, "its_cluster", req.clusterID, "cluster", mine,
-			"what_to_do", "on that node, point -join/-peers at its own cluster, or empty its -data-dir to join this one")
+	asking := candidate{ID: raft.ServerID(req.id), ClusterID: req.clusterID}
+	if _, err := checkAdmission(mine, nil, asking); err != nil {
+		n.refusals.log(n, hclog.Error, "wrong-cluster:"+req.id, "a node of another cluster asked to join this one; it is refused", "node", req.id,
+			"its_cluster", req.clusterID, "cluster", mine, "error", err)
 	}
 	return &nodeIdentity{id: n.cfg.NodeID, clusterID: mine}
 }

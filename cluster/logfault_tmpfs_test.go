@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftlock/raftlock/internal/testskip"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -24,7 +25,7 @@ import (
 func mountSmallDisk(t *testing.T, dir string, size int) {
 	t.Helper()
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
-		t.Skipf("cannot mount a small file system on %s (needs root): %v", dir, err)
+		testskip.Skip(t, "cannot mount a small file system on %s (needs root): %v", dir, err)
 	}
 	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
 }

@@ -62,6 +62,10 @@ type memberView struct {
 	Status  autopilot.NodeStatus
 	Version string // its raftlock version, "" if unknown
 	Leaving bool   // its Leave is under way (gossip's leaving tag)
+	// ClusterID is the cluster its data dir belongs to, as it tells ("" if
+	// none yet); ClusterUntold says it does not tell (admission.go).
+	ClusterID     string
+	ClusterUntold bool
 }
 
 // memberSource is a view of the nodes other than raft's own: gossip's.
@@ -76,6 +80,9 @@ type knownMember struct {
 	InConfig   bool
 	Suffrage   raft.ServerSuffrage
 	ConfigAddr raft.ServerAddress
+	// HeartbeatsFailed: the leader's heartbeats to ConfigAddr have failed
+	// for failureDetectTime (a member of the configuration only).
+	HeartbeatsFailed bool
 }
 
 // failureDetectTime is how long a member's heartbeats must have failed
@@ -123,7 +130,7 @@ func mergeMembers(self string, servers []raft.Server, failed map[raft.ServerID]b
 			m = &knownMember{memberView: memberView{ID: s.ID, Addr: s.Address, Status: status}}
 			byID[s.ID] = m
 		}
-		m.InConfig, m.Suffrage, m.ConfigAddr = true, s.Suffrage, s.Address
+		m.InConfig, m.Suffrage, m.ConfigAddr, m.HeartbeatsFailed = true, s.Suffrage, s.Address, failed[s.ID]
 		if m.Addr == "" {
 			m.Addr = s.Address
 		}
@@ -133,7 +140,7 @@ func mergeMembers(self string, servers []raft.Server, failed map[raft.ServerID]b
 		}
 	}
 	if m, ok := byID[raft.ServerID(self)]; ok {
-		m.Status = autopilot.NodeAlive
+		m.Status, m.HeartbeatsFailed = autopilot.NodeAlive, false
 	}
 	out := make([]knownMember, 0, len(byID))
 	for _, m := range byID {

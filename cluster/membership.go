@@ -36,7 +36,8 @@ func moreTelling(earlier, latest error) error {
 // have replicated to it already.) A restart on existing state asks with
 // kindJoin.
 func (n *Node) join(ctx context.Context, kind requestKind, addrs []string, retrying func(lastErr error)) (via string, err error) {
-	body := encodeRequest(&joinRequest{id: n.cfg.NodeID, addr: n.Addr(), empty: kind == kindJoinEmpty})
+	req := joinRequest{id: n.cfg.NodeID, addr: n.Addr(), empty: kind == kindJoinEmpty, clusterID: n.ident.clusterID()}
+	body := encodeRequest(&req)
 	backoff := 50 * time.Millisecond
 	var lastErr error
 	for {
@@ -76,13 +77,23 @@ func (n *Node) join(ctx context.Context, kind requestKind, addrs []string, retry
 					lastErr = fmt.Errorf("%s: not the leader", addr)
 					addr = rep.leader
 					continue
+				case errors.Is(err, ErrWrongCluster):
+					return "", fmt.Errorf("%w: %s refused: %w", ErrJoin, addr, err)
 				case errors.Is(err, ErrBadRequest):
+					if req.clusterID != "" && strings.Contains(rep.msg, "trailing bytes") {
+						// A leader from before the cluster ID in join
+						// requests: checkCluster checked it on this side.
+						req.clusterID = ""
+						body = encodeRequest(&req)
+						continue
+					}
 					if kind == kindJoinEmpty && strings.Contains(rep.msg, "request kind") {
 						// A leader from before kindJoinEmpty: join as before.
 						n.log.Warn("the leader does not know join-empty; joining without asking it to remove an old member of this ID", "leader", addr,
 							"what_to_do", "upgrade every member to one raftlock version")
 						kind = kindJoin
-						body = encodeRequest(&joinRequest{id: n.cfg.NodeID, addr: n.Addr()})
+						req.empty = false
+						body = encodeRequest(&req)
 						continue
 					}
 					return "", fmt.Errorf("%w: %s refused: %s", ErrJoin, addr, rep.msg)
@@ -222,38 +233,44 @@ func (n *Node) rejoinAddrs() (member bool, addrs []string) {
 // retried after an unknown outcome succeeds; at a new address (a restart on
 // another port) its address is updated and its suffrage kept.
 //
-// empty says the joining node holds no raft state. A member of that ID then
-// lost its log and its vote record (its data dir was emptied, as the
-// refusal of a damaged log asks): still counted as a voter, it could vote
-// for a candidate that lacks entries it had helped commit. It is removed
-// first (committing the removal needs the other members to hold the whole
-// log), then added again as a new server, as Consul does for a server that
-// comes back with a new identity. A fresh join retried after an unknown
-// outcome is removed and added again too: churn, not harm. A non-voter of
-// that ID is kept: it counts toward no quorum and no election, and raft
-// sends it the log again (a snapshot) as to any follower that is behind; it
-// gets a vote only from the promoter, once it has caught up. With gossip
-// this is the common case, not a repair: the reconciler adds a fresh node
-// as a non-voter as soon as gossip shows it, usually before the node's own
-// join request (which says empty) arrives, and removing it again would be
-// churn on every join.
-func (n *Node) addMember(ctx context.Context, id, addr string, empty bool) error {
+// Before anything, the leader runs the admission check (admission.go): a
+// node of another cluster, or one under the ID of a member alive at
+// another address, is refused.
+//
+// A fresh node (its data dir held no raft state) under the ID of a voter
+// has lost that voter's log and vote record (its data dir was emptied, as
+// the refusal of a damaged log asks): still counted as a voter, it could
+// vote for a candidate that lacks entries it had helped commit. The old
+// entry is removed first (committing the removal needs the other members to
+// hold the whole log), then the node is added again as a new server, as
+// Consul does for a server that comes back with a new identity. A fresh
+// join retried after an unknown outcome is removed and added again too:
+// churn, not harm. A non-voter of that ID is kept: it counts toward no
+// quorum and no election, and raft sends it the log again (a snapshot) as
+// to any follower that is behind; it gets a vote only from the promoter,
+// once it has caught up. With gossip this is the common case, not a
+// repair: the reconciler adds a fresh node as a non-voter as soon as gossip
+// shows it, usually before the node's own join request (which says fresh)
+// arrives, and removing it again would be churn on every join.
+func (n *Node) addMember(ctx context.Context, c candidate) error {
 	cf := n.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
 		return configChangeError(err)
 	}
-	n.reconciler.joining(raft.ServerID(id))
-	if empty {
-		for _, s := range cf.Configuration().Servers {
-			if string(s.ID) == id && s.Suffrage != raft.Nonvoter {
-				n.log.Info("a member rejoins with an empty data dir: removing its old entry before adding it again", "id", id, "addr", addr)
-				n.reconciler.explain(raft.ServerID(id), "rejoins with an empty data dir: removed before being added again")
-				if err := n.waitFuture(ctx, raftRecorder{n.raft, n.reconciler}.RemoveServer(raft.ServerID(id), 0, 0)); err != nil {
-					return configChangeError(err)
-				}
-				return n.addMember(ctx, id, addr, false)
-			}
+	verdict, err := n.admit(c, viaJoinRequest)
+	if err != nil {
+		return err
+	}
+	id, addr := string(c.ID), string(c.Addr)
+	n.reconciler.joining(c.ID)
+	if verdict.removeFirst {
+		n.log.Info("a member rejoins with an empty data dir: removing its old entry before adding it again", "id", id, "addr", addr)
+		n.reconciler.explain(c.ID, "rejoins with an empty data dir: removed before being added again")
+		if err := n.waitFuture(ctx, raftRecorder{n.raft, n.reconciler}.RemoveServer(c.ID, 0, 0)); err != nil {
+			return configChangeError(err)
 		}
+		c.Fresh = false
+		return n.addMember(ctx, c)
 	}
 	// Held while the voters are counted and the node added, so that a
 	// promotion by the reconciler cannot add the same missing voter.
@@ -288,7 +305,7 @@ func (n *Node) addMember(ctx context.Context, id, addr string, empty bool) error
 		reason = fmt.Sprintf("asked to join; %d voters, %d wanted: the promoter makes it a voter once it is stable", voters, n.cfg.Voters)
 	}
 	n.reconciler.explain(raft.ServerID(id), reason)
-	err := configChangeError(n.waitFuture(ctx, rec.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 0)))
+	err = configChangeError(n.waitFuture(ctx, rec.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 0)))
 	if err == nil {
 		n.reconciler.wake()
 	}
@@ -418,7 +435,7 @@ func (n *Node) Leave(ctx context.Context) (err error) {
 			if err := n.handOverLeadership(lctx); err != nil {
 				return err
 			}
-			_, _, err := n.do(lctx, &removeRequest{id: n.cfg.NodeID})
+			_, err := n.do(lctx, &removeRequest{id: n.cfg.NodeID})
 			if err == nil {
 				break
 			}

@@ -117,6 +117,8 @@ type Node struct {
 
 	// ident records in DataDir whose the directory is (identity.go).
 	ident *dataIdentity
+	// refusals limits how often a refused admission is logged (admission.go).
+	refusals refusalLog
 
 	closing   chan struct{} // closed when Close begins
 	closeOnce sync.Once

@@ -238,9 +238,9 @@ func TestMergeMembers(t *testing.T) {
 	got := mergeMembers("n0", servers, failing, nil)
 	want := []knownMember{
 		{memberView: memberView{ID: "n0", Addr: "10.0.0.1:7000", Status: autopilot.NodeAlive}, InConfig: true, Suffrage: raft.Voter, ConfigAddr: "10.0.0.1:7000"},
-		{memberView: memberView{ID: "n1", Addr: "10.0.0.2:7000", Status: autopilot.NodeFailed}, InConfig: true, Suffrage: raft.Voter, ConfigAddr: "10.0.0.2:7000"},
+		{memberView: memberView{ID: "n1", Addr: "10.0.0.2:7000", Status: autopilot.NodeFailed}, InConfig: true, Suffrage: raft.Voter, ConfigAddr: "10.0.0.2:7000", HeartbeatsFailed: true},
 		{memberView: memberView{ID: "n2", Addr: "10.0.0.3:7000", Status: autopilot.NodeAlive}, InConfig: true, Suffrage: raft.Nonvoter, ConfigAddr: "10.0.0.3:7000"},
-		{memberView: memberView{ID: "n3", Addr: "10.0.0.4:7000", Status: autopilot.NodeFailed}, InConfig: true, Suffrage: raft.Nonvoter, ConfigAddr: "10.0.0.4:7000"},
+		{memberView: memberView{ID: "n3", Addr: "10.0.0.4:7000", Status: autopilot.NodeFailed}, InConfig: true, Suffrage: raft.Nonvoter, ConfigAddr: "10.0.0.4:7000", HeartbeatsFailed: true},
 	}
 	assert.Equal(t, want, got)
 
@@ -261,11 +261,11 @@ func TestMergeMembers(t *testing.T) {
 	got = mergeMembers("n0", servers, failing, gossip)
 	want = []knownMember{
 		{memberView: gossip[0], InConfig: true, Suffrage: raft.Voter, ConfigAddr: "10.0.0.1:7000"},
-		{memberView: gossip[1], InConfig: true, Suffrage: raft.Voter, ConfigAddr: "10.0.0.2:7000"},
+		{memberView: gossip[1], InConfig: true, Suffrage: raft.Voter, ConfigAddr: "10.0.0.2:7000", HeartbeatsFailed: true},
 		{memberView: gossip[2], InConfig: true, Suffrage: raft.Nonvoter, ConfigAddr: "10.0.0.3:7000"},
-		{memberView: memberView{ID: "n3", Addr: "10.0.0.4:7000", Status: autopilot.NodeFailed}, InConfig: true, Suffrage: raft.Nonvoter, ConfigAddr: "10.0.0.4:7000"},
+		{memberView: memberView{ID: "n3", Addr: "10.0.0.4:7000", Status: autopilot.NodeFailed}, InConfig: true, Suffrage: raft.Nonvoter, ConfigAddr: "10.0.0.4:7000", HeartbeatsFailed: true},
 		{memberView: gossip[3]},
-		{memberView: memberView{ID: "n5", Addr: "10.0.0.6:7000", Status: autopilot.NodeFailed}, InConfig: true, Suffrage: raft.Voter, ConfigAddr: "10.0.0.6:7000"},
+		{memberView: memberView{ID: "n5", Addr: "10.0.0.6:7000", Status: autopilot.NodeFailed}, InConfig: true, Suffrage: raft.Voter, ConfigAddr: "10.0.0.6:7000", HeartbeatsFailed: true},
 	}
 	assert.Equal(t, want, got)
 }

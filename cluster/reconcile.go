@@ -300,16 +300,23 @@ func judgingTerm(t *leaderTerm, closed bool) *leaderTerm {
 // reconcileMembers adds the live nodes that are not in the configuration,
 // as non-voters (the promoter makes voters of them if voters are wanted),
 // and updates the address of a member back at a new one, keeping its
-// suffrage. Without gossip every known member is in the configuration, at
-// the address raft has, so there is nothing to do. autopilot.AddServer
-// first removes a server of another ID at the same address (an address
-// reused by a new node), unless that would remove too many voters.
+// suffrage. Each passes the admission check first (admission.go): a node
+// whose data dir belongs to another cluster, or that tells no cluster ID
+// (an older build: it is added when it asks), is not added, and a member
+// is moved only once its old address is seen failed. Without gossip every
+// known member is in the configuration, at the address raft has, so there
+// is nothing to do. autopilot.AddServer first removes a server of another
+// ID at the same address (an address reused by a new node), unless that
+// would remove too many voters.
 func (r *reconciler) reconcileMembers() {
 	for _, m := range r.n.knownMembers() {
 		if m.Status != autopilot.NodeAlive || m.Addr == "" || (m.InConfig && m.ConfigAddr == m.Addr) {
 			continue
 		}
 		if !m.InConfig && (m.Leaving || r.isLeaving(m.ID)) {
+			continue
+		}
+		if _, err := r.n.admit(candidate{ID: m.ID, Addr: m.Addr, ClusterID: m.ClusterID, Untold: m.ClusterUntold}, viaGossip); err != nil {
 			continue
 		}
 		reason := "alive member not in the raft configuration"

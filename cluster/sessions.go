@@ -34,7 +34,7 @@ func (n *Node) CreateSession(ctx context.Context, req lock.SessionRequest) (lock
 	if n.closed() {
 		return lock.SessionLease{}, lock.ErrClosed
 	}
-	res, _, err := n.command(ctx, fsm.Command{Op: fsm.OpSessionCreate, Session: fsm.Owner(req.ID), TTL: req.TTL, LockDelay: req.LockDelay})
+	res, err := n.command(ctx, fsm.Command{Op: fsm.OpSessionCreate, Session: fsm.Owner(req.ID), TTL: req.TTL, LockDelay: req.LockDelay})
 	if err != nil {
 		return lock.SessionLease{}, err
 	}
@@ -52,13 +52,13 @@ func (n *Node) RenewSession(ctx context.Context, id lock.SessionID) (lock.Sessio
 	if n.closed() {
 		return lock.SessionLease{}, lock.ErrClosed
 	}
-	res, _, err := n.command(ctx, fsm.Command{Op: fsm.OpSessionRenew, Session: fsm.Owner(id)})
+	res, err := n.command(ctx, fsm.Command{Op: fsm.OpSessionRenew, Session: fsm.Owner(id)})
 	if err != nil {
 		return lock.SessionLease{}, err
 	}
 	switch res.Status {
 	case fsm.StatusExtended:
-		return lock.SessionLease{Remaining: remaining(res), TTL: remaining(res)}, nil
+		return lock.SessionLease{Remaining: remaining(res), TTL: remaining(res), Keys: res.Waiters}, nil
 	case fsm.StatusNoSession:
 		return lock.SessionLease{}, errNoSession
 	}
@@ -66,8 +66,8 @@ func (n *Node) RenewSession(ctx context.Context, id lock.SessionID) (lock.Sessio
 }
 
 // DestroySession implements lock.SessionStore. As Release, a retry after an
-// attempt whose outcome was unknown reports true when it finds the session
-// gone: most likely the first attempt ended it.
+// attempt whose outcome was unknown reports true when the first attempt
+// destroyed the session, and false when it had expired.
 func (n *Node) DestroySession(ctx context.Context, id lock.SessionID) (bool, error) {
 	if err := lock.ValidateSessionID(id); err != nil {
 		return false, err
@@ -88,7 +88,7 @@ func (n *Node) InspectSession(ctx context.Context, id lock.SessionID) (lock.Sess
 	if n.closed() {
 		return lock.SessionInfo{}, lock.ErrClosed
 	}
-	sr, _, err := ask[*sessionResult](ctx, n, &sessionRequest{session: fsm.Owner(id)})
+	sr, err := ask[*sessionResult](ctx, n, &sessionRequest{session: fsm.Owner(id)})
 	if err != nil {
 		return lock.SessionInfo{}, err
 	}

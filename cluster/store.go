@@ -59,7 +59,7 @@ func (n *Node) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease
 	owner := fsm.Owner(req.Owner)
 	cmd := req.Command()
 	cmd.Owner = owner
-	res, _, err := n.command(ctx, cmd)
+	res, err := n.command(ctx, cmd)
 	if err != nil {
 		return lock.Lease{}, err
 	}
@@ -114,19 +114,20 @@ func (n *Node) withdraw(ctx context.Context, key string, owner fsm.Owner) error 
 	patience := min(n.cfg.RequestTimeout, 2*n.cfg.ElectionTimeout)
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), patience)
 	defer cancel()
-	if _, _, err := n.command(wctx, fsm.Command{Op: fsm.OpCancelWait, Key: key, Owner: owner}); err != nil {
+	if _, err := n.command(wctx, fsm.Command{Op: fsm.OpCancelWait, Key: key, Owner: owner}); err != nil {
 		n.log.Warn("could not withdraw an abandoned acquire", "key", key, "error", err)
 		return fmt.Errorf("%w: %w", lock.ErrUnknownOutcome, ctx.Err())
 	}
 	return ctx.Err()
 }
 
-// Release implements lock.Store. When an earlier attempt's outcome was
-// unknown (the leader changed while committing it) and the retry finds the
-// owner no longer holding the key, Release reports true: the likely reason
-// is that the first attempt released it, and release is idempotent, as an
-// etcd or Consul unlock is. (Whether the lease had expired just before is
-// not knowable then; the caller's own deadline tells it.)
+// Release implements lock.Store. A release sent again after an attempt
+// whose outcome was unknown (the leader changed while committing it) is
+// idempotent: the state machine remembers the owner's releases, so the
+// retry reports true when the first attempt ended the lease, and false
+// when the lease had ended otherwise (run out, force-released) or the
+// owner never held it (see "Remembered releases" in package fsm). A
+// leader on a build from before that answers such a retry false.
 func (n *Node) Release(ctx context.Context, key string, owner lock.Owner) (bool, error) {
 	if err := lock.ValidateRelease(key, owner); err != nil {
 		return false, err
@@ -135,11 +136,11 @@ func (n *Node) Release(ctx context.Context, key string, owner lock.Owner) (bool,
 }
 
 // releasing runs cmd, which ends something (a release, a session's
-// destroy), and reports whether it ended it: answered released, or answered
-// gone (nothing to end) after a retry, whose first attempt must have ended
-// it (a retry with the same owner or session is idempotent).
+// destroy), and reports whether it ended it: answered released, also to a
+// retry whose first attempt ended it (the state machine remembers), or
+// gone, nothing to end.
 func (n *Node) releasing(ctx context.Context, cmd fsm.Command, gone fsm.Status) (bool, error) {
-	res, retried, err := n.command(ctx, cmd)
+	res, err := n.command(ctx, cmd)
 	if err != nil {
 		return false, err
 	}
@@ -147,7 +148,7 @@ func (n *Node) releasing(ctx context.Context, cmd fsm.Command, gone fsm.Status) 
 	case fsm.StatusReleased:
 		return true, nil
 	case gone:
-		return retried, nil
+		return false, nil
 	}
 	return false, unexpectedStatus(cmd.Op.String(), res)
 }
@@ -162,7 +163,7 @@ func (n *Node) ForceRelease(ctx context.Context, key string) (uint64, error) {
 	if err := lock.ValidateKey(key); err != nil {
 		return 0, err
 	}
-	res, _, err := n.command(ctx, fsm.Command{Op: fsm.OpForceRelease, Key: key})
+	res, err := n.command(ctx, fsm.Command{Op: fsm.OpForceRelease, Key: key})
 	if err != nil {
 		return 0, err
 	}
@@ -181,7 +182,7 @@ func (n *Node) Extend(ctx context.Context, key string, owner lock.Owner, ttl tim
 	if err := lock.ValidateExtend(key, owner, ttl); err != nil {
 		return lock.Lease{}, err
 	}
-	res, _, err := n.command(ctx, fsm.Command{Op: fsm.OpExtend, Key: key, Owner: fsm.Owner(owner), TTL: ttl})
+	res, err := n.command(ctx, fsm.Command{Op: fsm.OpExtend, Key: key, Owner: fsm.Owner(owner), TTL: ttl})
 	if err != nil {
 		return lock.Lease{}, err
 	}
@@ -245,7 +246,7 @@ func (n *Node) List(ctx context.Context, req lock.ListRequest) ([]lock.LockInfo,
 		if req.Limit > 0 {
 			want = req.Limit - len(out)
 		}
-		page, _, err := ask[*listPage](ctx, n, &listRequest{prefix: req.Prefix, after: after, limit: want})
+		page, err := ask[*listPage](ctx, n, &listRequest{prefix: req.Prefix, after: after, limit: want})
 		if err != nil {
 			return nil, err
 		}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/lock"
 )
@@ -21,6 +23,7 @@ import (
 //	  kindCommand: the command's own fsm encoding (fsm.Command.AppendBinary)
 //	  kindRead:    uvarint key length | key | 0, or 1 and a 16-byte owner
 //	  kindJoin:    string id | string address    (string = uvarint length | bytes)
+//	               [| string cluster ID: the joining node's, only when it knows one]
 //	  kindJoinEmpty: as kindJoin
 //	  kindRemove:  string id
 //	  kindList:    string prefix | string after | uvarint limit (0: the leader's page size)
@@ -64,7 +67,7 @@ import (
 //	          read, maxListHolds per key in a list: holders counts them all), the keys of the
 //	          holder's multi-key grant, and whether a free key is kept for a multi-key waiter
 //	  codeNotLeader: string leader address (may be empty)
-//	  other codes: string message
+//	  other codes: string message (codeWrongCluster answers kindJoin and kindJoinEmpty only)
 //
 // A hold's lock-delay flag is set only for a slot a lock-delay keeps (so
 // holds without one read as before). The extras flags are set only when a key has holds, set keys or a
@@ -230,6 +233,11 @@ const (
 	// fsm.BaselineLevel get it, which a node that does not know the code
 	// cannot have sent.
 	codeMemberTooOld replyCode = 7
+	// codeWrongCluster: the leader refused to add a node whose data dir
+	// belongs to another cluster (admission.go). A node that does not know
+	// the code fails its join with ErrBadRequest: refused all the same, not
+	// retried.
+	codeWrongCluster replyCode = 9
 )
 
 // replyErrors is the one table of the RPC's error codes: a line per error
@@ -246,6 +254,7 @@ var replyErrors = []replyError{
 	{ErrBadRequest, codeBadRequest, ErrBadRequest},
 	{lock.ErrQuotaExceeded, codeQuotaExceeded, lock.ErrQuotaExceeded},
 	{lock.ErrMemberTooOld, codeMemberTooOld, lock.ErrMemberTooOld},
+	{ErrWrongCluster, codeWrongCluster, ErrWrongCluster},
 	{nil, codeUnavailable, errLeaderUnavailable},
 	// The caller gave up; nobody reads the answer. Say what is true of a command.
 	{context.Canceled, codeLostLeadership, errLostLeadership},
@@ -843,10 +852,14 @@ func (a *listPage) decodeBody(d *fsm.Decoder) {
 }
 
 // joinRequest (kindJoin; kindJoinEmpty when empty) asks the leader to add
-// a server: see addMember.
+// a server: see addMember. The cluster ID travels only when the joining
+// node knows one, so a request without it has the bytes of the builds
+// before it; such a build (a leader from before the field) refuses the
+// trailing bytes, and join asks it again without them.
 type joinRequest struct {
-	id, addr string
-	empty    bool // the joining node's data dir held no raft state
+	id, addr  string
+	empty     bool   // the joining node's data dir held no raft state
+	clusterID string // the cluster its data dir belongs to; "" if none yet
 }
 
 func (r *joinRequest) kind() requestKind {
@@ -857,23 +870,41 @@ func (r *joinRequest) kind() requestKind {
 }
 
 func (r *joinRequest) appendBody(b []byte) []byte {
-	return appendString(appendString(b, r.id), r.addr)
+	b = appendString(appendString(b, r.id), r.addr)
+	if r.clusterID != "" {
+		b = appendString(b, r.clusterID)
+	}
+	return b
 }
 
 func (r *joinRequest) decodeBody(d *fsm.Decoder) {
 	r.id = d.String(maxIDLen)
 	r.addr = d.String(maxAddrLen)
+	if d.More() {
+		r.clusterID = d.String(maxIDLen)
+		if d.Err() == nil && r.clusterID == "" {
+			d.Fail("empty cluster ID")
+		}
+	}
 }
 
 func (r *joinRequest) admit() error {
 	if r.id == "" || r.addr == "" {
 		return fmt.Errorf("%w: join needs an id and an address", ErrBadRequest)
 	}
+	return nodeIDRequestError("join", r.id)
+}
+
+// nodeIDRequestError checks the node ID a request of another node carries.
+func nodeIDRequestError(what, id string) error {
+	if err := checkNodeID(id); err != nil {
+		return fmt.Errorf("%w: %s from node ID %q, which %v", ErrBadRequest, what, id, err)
+	}
 	return nil
 }
 
 func (r *joinRequest) serve(ctx context.Context, n *Node, _ *leaderTerm) (rpcAnswer, error) {
-	return &noAnswer{}, n.addMember(ctx, r.id, r.addr, r.empty)
+	return &noAnswer{}, n.addMember(ctx, candidate{ID: raft.ServerID(r.id), Addr: raft.ServerAddress(r.addr), ClusterID: r.clusterID, Fresh: r.empty})
 }
 
 // removeRequest (kindRemove) asks the leader to remove a server (graceful
@@ -926,7 +957,7 @@ type nodeInfo struct {
 const maxVersionLen = 128
 
 func (r *nodeInfo) kind() requestKind { return kindInfo }
-func (r *nodeInfo) admit() error      { return nil }
+func (r *nodeInfo) admit() error      { return nodeIDRequestError("info", r.id) }
 func (r *nodeInfo) hasLevel() bool    { return r.level > fsm.BaselineLevel }
 
 func (r *nodeInfo) appendBody(b []byte) []byte {
@@ -990,7 +1021,7 @@ func (r *nodeIdentity) kind() requestKind { return kindIdentity }
 func (r *nodeIdentity) appendBody(b []byte) []byte {
 	return appendString(appendString(b, r.id), r.clusterID)
 }
-func (r *nodeIdentity) admit() error { return nil }
+func (r *nodeIdentity) admit() error { return nodeIDRequestError("identity", r.id) }
 
 func (r *nodeIdentity) decodeBody(d *fsm.Decoder) {
 	r.id = d.String(maxIDLen)

@@ -434,3 +434,18 @@ func TestGarbageAndMalformedRequests(t *testing.T) {
 	_, err = n.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Second})
 	assert.NoError(t, err, "the node still serves")
 }
+
+// A node ID another node sends (join, member info, identity) is checked
+// as this node's own is: a bad one is refused before it is served.
+func TestRequestsRefuseBadNodeIDs(t *testing.T) {
+	for _, id := range []string{"a b/../x", "..", "n/1", "n\x00"} {
+		for _, r := range []rpcRequest{&joinRequest{id: id, addr: "127.0.0.1:1"}, &nodeInfo{id: id}, &nodeIdentity{id: id}} {
+			err := r.admit()
+			assert.ErrorIs(t, err, ErrBadRequest, "%T %q", r, id)
+			assert.ErrorContains(t, err, fmt.Sprintf("node ID %q", id))
+		}
+	}
+	for _, r := range []rpcRequest{&joinRequest{id: "n-1.a_b", addr: "127.0.0.1:1"}, &nodeInfo{id: "n-1.a_b"}, &nodeIdentity{id: "n-1.a_b"}} {
+		assert.NoError(t, r.admit(), "%T", r)
+	}
+}

@@ -44,6 +44,15 @@
 //     Acquire by an owner already queued answers StatusQueued with its current
 //     position and keeps its original wait deadline; it also claims its place
 //     in the current epoch (see Claims).
+//   - A release is idempotent too: a release by an owner that no longer
+//     holds the key answers StatusReleased (Token zero, changing nothing)
+//     when it repeats the release by that owner that ended its hold there,
+//     as a caller whose answer was lost sends it again; otherwise (the
+//     lease ran out, was force-released or canceled, or the owner acquired
+//     the key again since) it answers StatusNotHeld. A session's destroy
+//     likewise. The machine remembers such releases for ReleaseMemory of
+//     log time, at most MaxRememberedReleases of them; releases.go says
+//     why this design and what it costs.
 //   - Extend sets the lease to end TTL from now, which may shorten it, as
 //     Redis PEXPIRE and Consul session renewals do.
 //   - Cancel-wait by an owner that was granted meanwhile releases the lock
@@ -197,7 +206,11 @@
 // locks, and it is bounded by the leases of the keys still held.
 //
 // Multi-key locks appeared with snapshot version 5 (versions 1 to 4 still
-// restore) and the op-13 command; op codes 14 and 15 are reserved.
+// restore) and the op-13 command; op codes 14 and 15 are reserved. The
+// remembered releases appeared with snapshot version 6 (versions 1 to 5
+// still restore, remembering none); no command changed, so they need no
+// new command level, and a build from before them answers a repeated
+// release not held.
 //
 // # Encoding
 //

@@ -105,6 +105,9 @@ func (r *recorder) apply(c Command) (Result, []Event) {
 // exactly the pending deadlines, and nothing pending is already due; the key
 // order holds exactly the map's entries, in ascending key order.
 func checkInternals(m *Machine) error {
+	if err := checkReleases(m); err != nil {
+		return err
+	}
 	want, unclaimed, waiters := 0, 0, 0
 	refs := map[*session]map[string]int{}
 	for id, s := range m.sessions {
@@ -570,6 +573,39 @@ func checkSets(m *Machine) error {
 				return fmt.Errorf("key %q: set waiter %x not in the index", k, w.owner[:2])
 			}
 		}
+	}
+	return nil
+}
+
+// checkReleases verifies the remembered releases: the list and the index
+// agree, times are in order and within ReleaseMemory, at most
+// MaxRememberedReleases, and none is for an owner that holds or waits for
+// the key again (or a session that is live again).
+func checkReleases(m *Machine) error {
+	r := &m.released
+	n := 0
+	var prev *releaseRecord
+	for rec := r.head; rec != nil; rec = rec.next {
+		n++
+		switch {
+		case rec.prev != prev:
+			return fmt.Errorf("release %q: broken back link", rec.id.key)
+		case r.byID[rec.id] != rec:
+			return fmt.Errorf("release %q: missing from the index", rec.id.key)
+		case prev != nil && rec.at < prev.at, rec.at > m.now, rec.at+ReleaseMemory <= m.now:
+			return fmt.Errorf("release %q at %v: out of order or kept too long (now %v)", rec.id.key, rec.at, m.now)
+		}
+		if rec.id.key == "" {
+			if m.sessions[rec.id.owner] != nil {
+				return fmt.Errorf("destroy of session %x remembered while it is live", rec.id.owner)
+			}
+		} else if e := m.keys[rec.id.key]; e != nil && (e.owner == rec.id.owner || e.waiters.find(rec.id.owner) != nil || e.group() != nil && e.group().holders.find(rec.id.owner) != nil) {
+			return fmt.Errorf("release %q by %x remembered while it holds or waits for the key", rec.id.key, rec.id.owner)
+		}
+		prev = rec
+	}
+	if prev != r.tail || n != len(r.byID) || n > MaxRememberedReleases {
+		return fmt.Errorf("releases: list of %d, index of %d", n, len(r.byID))
 	}
 	return nil
 }

@@ -31,6 +31,7 @@ type Freezer struct {
 	token    uint64
 	epoch    uint64
 	sessions []frozenSession // every session at the start, copied whole
+	releases []frozenRelease // likewise the remembered releases
 	count    int             // keys at the start: the snapshot's key count
 	cursor   string          // every key up to it is copied ("": none yet; no key is empty)
 	emitted  int
@@ -59,7 +60,7 @@ func (m *Machine) StartFreeze() *Freezer {
 	if m.freezer != nil {
 		m.freezer.Stop()
 	}
-	fz := &Freezer{m: m, now: m.now, token: m.lastToken, epoch: m.epoch, sessions: m.freezeSessions(), count: len(m.keys), pre: make(map[string]preImage)}
+	fz := &Freezer{m: m, now: m.now, token: m.lastToken, epoch: m.epoch, sessions: m.freezeSessions(), releases: m.freezeReleases(), count: len(m.keys), pre: make(map[string]preImage)}
 	m.freezer = fz
 	return fz
 }
@@ -176,7 +177,7 @@ func (fz *Freezer) Flush(w io.Writer) error {
 	b := fz.buf[:0]
 	defer func() { fz.buf = b[:0] }() // kept for the next chunk
 	if !fz.wroteHdr {
-		b = appendSnapshotHeader(b, fz.now, fz.token, fz.epoch, fz.sessions, fz.count)
+		b = appendSnapshotHeader(b, fz.now, fz.token, fz.epoch, fz.sessions, fz.releases, fz.count)
 		fz.wroteHdr = true
 	}
 	var c frozenCursor

@@ -283,3 +283,13 @@ func (g *groupObserver) sameAs(m *Machine) error {
 	}
 	return nil
 }
+
+// holds reports whether owner has a live hold of group key key.
+func (g *groupObserver) holds(key string, owner Owner) bool {
+	k := g.keys[key]
+	if k == nil {
+		return false
+	}
+	h, ok := k.holders[owner]
+	return ok && h.delayedUntil == 0
+}

@@ -290,7 +290,7 @@ func TestGroupSnapshotRoundTrip(t *testing.T) {
 func TestSnapshotFixturesRestore(t *testing.T) {
 	path := filepath.Join("testdata", "snapshot-v4.bin")
 	if os.Getenv("FSM_UPDATE_FIXTURES") != "" {
-		snap := groupMachine(t).Snapshot()
+		snap := asV5(t, groupMachine(t).Snapshot())
 		snap[0] = 4 // the version 4 fixture stays a version 4 file
 		require.NoError(t, os.WriteFile(path, snap, 0o644))
 	}
@@ -299,10 +299,10 @@ func TestSnapshotFixturesRestore(t *testing.T) {
 	m := New(nil)
 	require.NoError(t, m.Restore(v4))
 	require.NoError(t, checkInternals(m))
-	assert.Equal(t, v4[1:], m.Snapshot()[1:], "version 5 writes a state without multi-key locks as version 4 did")
-	assert.Equal(t, groupMachine(t).Snapshot()[1:], v4[1:], "the fixture is groupMachine's state")
+	assert.Equal(t, v4[1:], asV5(t, m.Snapshot())[1:], "version 5 writes a state without multi-key locks as version 4 did")
+	assert.Equal(t, asV5(t, groupMachine(t).Snapshot())[1:], v4[1:], "the fixture is groupMachine's state")
 
-	v3 := sessionMachine(t).Snapshot()
+	v3 := asV5(t, sessionMachine(t).Snapshot())
 	v3[0] = 3 // a state without groups is written alike in version 3
 	m3 := New(nil)
 	require.NoError(t, m3.Restore(v3))
@@ -315,7 +315,7 @@ func TestSnapshotFixturesRestore(t *testing.T) {
 }
 
 func TestRestoreRejectsBadGroups(t *testing.T) {
-	hdr := snapshotBuilder{snapshotVersion}.uv(100).uv(10).uv(0).uv(0).uv(1).key("k").uv(holdGroup)
+	hdr := snapshotBuilder{snapshotVersionV5}.uv(100).uv(10).uv(0).uv(0).uv(1).key("k").uv(holdGroup)
 	slot := func(s snapshotBuilder, o Owner, token uint64) snapshotBuilder {
 		return s.owner(o).uv(token).uv(holdLease).uv(200).uv(0)
 	}
@@ -338,7 +338,7 @@ func TestRestoreRejectsBadGroups(t *testing.T) {
 		"exclusive semaphore":         slot(hdr.uv(uint64(KindSemaphore)).uv(2).uv(1).uv(1), ownerA, 1).uv(0),
 		"head waiter fits":            waiter(slot(sem(2, 1), ownerA, 1), ownerC),
 		"holder also waits":           waiter(slot(slot(sem(2, 2), ownerA, 1), ownerB, 2), ownerA),
-		"token shared with a mutex":   append(slot(sem(2, 1), ownerA, 1).uv(0)[:0:0], snapshotBuilder{snapshotVersion}.uv(100).uv(10).uv(0).uv(0).uv(2).key("a").uv(holdLease).owner(ownerB).uv(1).uv(200).uv(0).uv(0).key("k").uv(holdGroup).uv(uint64(KindSemaphore)).uv(2).uv(0).uv(1).owner(ownerA).uv(1).uv(holdLease).uv(200).uv(0).uv(0)...),
+		"token shared with a mutex":   append(slot(sem(2, 1), ownerA, 1).uv(0)[:0:0], snapshotBuilder{snapshotVersionV5}.uv(100).uv(10).uv(0).uv(0).uv(2).key("a").uv(holdLease).owner(ownerB).uv(1).uv(200).uv(0).uv(0).key("k").uv(holdGroup).uv(uint64(KindSemaphore)).uv(2).uv(0).uv(1).owner(ownerA).uv(1).uv(holdLease).uv(200).uv(0).uv(0)...),
 	} {
 		m := groupMachine(t)
 		before := m.Snapshot()

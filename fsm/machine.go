@@ -46,6 +46,9 @@ import (
 // its release are O(k log n) plus the hand-offs; ending a waiting set
 // serves the keys it reserved, each O(log n) plus the grants it causes.
 // The machine indexes sets by owner, so a retry finds its set in O(1).
+// Remembered releases (releases.go) are a list in apply order with an
+// index by key and owner: a release adds one and an acquire forgets one
+// in O(1), and Apply drops those ReleaseMemory old from the list's front.
 
 // entry is one held or reserved key. A key exists in the machine exactly
 // while it is held or waited for: whenever a lease ends, the head waiter
@@ -169,6 +172,8 @@ type Machine struct {
 	// extraHolds counts the holds of semaphore and read/write keys
 	// beyond each key's first (growth.go): with Len, the locks held.
 	extraHolds int
+
+	released releases // recent releases by their owners (releases.go)
 }
 
 // New returns an empty machine. observe (may be nil) receives events during
@@ -188,13 +193,18 @@ func (m *Machine) Apply(c Command) Result {
 		m.now = c.Stamp
 	}
 	m.expire()
+	m.released.prune(m.now)
 	if c.Validate() != nil {
 		return Result{Status: StatusInvalid, Now: m.now}
 	}
 	switch c.Op {
 	case OpAcquire:
+		m.released.forget(releaseID{c.Key, c.Owner})
 		return m.acquire(c)
 	case OpAcquireAll:
+		for _, k := range c.Keys {
+			m.released.forget(releaseID{k, c.Owner})
+		}
 		return m.acquireAll(c)
 	case OpRelease:
 		return m.release(c)
@@ -330,18 +340,36 @@ func queueRefusal(c Command, held Result) (refusal Result, refused bool) {
 	return held, true
 }
 
+// release ends c.Owner's hold on c.Key, and remembers that it did: a
+// repeat answers released, changing nothing (releases.go).
 func (m *Machine) release(c Command) Result {
+	id := releaseID{c.Key, c.Owner}
 	e := m.keys[c.Key]
-	if e != nil && e.extra != nil && e.extra.group != nil {
-		if h := e.extra.group.liveHolder(c.Owner); h != nil {
-			return m.releaseHolder(e, e.extra.group, h)
+	var res Result
+	switch {
+	case e != nil && e.group() != nil:
+		h := e.extra.group.liveHolder(c.Owner)
+		if h == nil {
+			return m.releaseRepeated(e, id)
 		}
+		res = m.releaseHolder(e, e.extra.group, h)
+	case e == nil || e.owner != c.Owner:
+		return m.releaseRepeated(e, id)
+	default:
+		res = m.releaseHeld(e)
+	}
+	m.released.remember(releaseID{e.key, c.Owner}, m.now) // the machine's copy of the key: c's may pin a larger buffer
+	return res
+}
+
+// releaseRepeated answers a release (or a session's destroy) that finds
+// nothing to end: released when it repeats one the machine remembers
+// (Token zero: the lease is over), else not held.
+func (m *Machine) releaseRepeated(e *entry, id releaseID) Result {
+	if !m.released.recalls(id) {
 		return m.notHeld(e)
 	}
-	if e == nil || e.owner != c.Owner {
-		return m.notHeld(e)
-	}
-	return m.releaseHeld(e)
+	return Result{Status: StatusReleased, Now: m.now, Waiters: m.waiting(e)}
 }
 
 // releaseHeld ends e's live lease by its owner's request and hands the key on.
@@ -602,6 +630,7 @@ func (m *Machine) expire() {
 }
 
 func (m *Machine) createSession(c Command) Result {
+	m.released.forget(releaseID{owner: c.Session})
 	if s := m.sessions[c.Session]; s != nil {
 		// A retry: the session as it is, not lengthened.
 		return Result{Status: StatusGranted, ExpiresAt: s.expiresAt, Now: m.now, Waiters: len(s.refs)}
@@ -623,11 +652,18 @@ func (m *Machine) renewSession(c Command) Result {
 }
 
 func (m *Machine) destroySession(c Command) Result {
+	id := releaseID{owner: c.Session}
 	s := m.sessions[c.Session]
 	if s == nil {
+		if m.released.recalls(id) {
+			// A repeat of the destroy that ended it (releases.go): it
+			// released no lock this time.
+			return Result{Status: StatusReleased, Now: m.now}
+		}
 		return Result{Status: StatusNoSession, Now: m.now}
 	}
 	released := m.endSession(s, false, m.now)
+	m.released.remember(id, m.now)
 	return Result{Status: StatusReleased, ExpiresAt: s.expiresAt, Now: m.now, Waiters: released}
 }
 

@@ -33,12 +33,17 @@ type observer struct {
 
 	groups groupObserver // the semaphore and read/write keys
 	cmd    Command       // the command at hand
+
+	// remembered is the releases a repeat answers released: an owner's
+	// release that ended its hold (a session's destroy, key ""), until the
+	// owner acquires the key (creates the session) again.
+	remembered map[releaseID]bool
 }
 
 func newObserver() *observer {
 	return &observer{holder: map[string]Owner{}, token: map[string]uint64{}, queue: map[string][]Owner{},
 		sessEnd: map[Owner]time.Duration{}, sessDelay: map[Owner]time.Duration{}, holderSess: map[string]Owner{},
-		waiterSess: map[string]map[Owner]Owner{}, delayed: map[string]bool{}}
+		waiterSess: map[string]map[Owner]Owner{}, delayed: map[string]bool{}, remembered: map[releaseID]bool{}}
 }
 
 func (o *observer) newToken(tok uint64) error {
@@ -138,6 +143,27 @@ func (o *observer) endSession(s Owner, byCmd bool) {
 	}
 }
 
+// releaseResult checks a release against the releases remembered: a
+// repeat (released, Token zero) only of one, not held never for one; and
+// records a release that ended a hold.
+func (o *observer) releaseResult(c Command, r Result) error {
+	id := releaseID{c.Key, c.Owner}
+	switch {
+	case r.Status == StatusReleased && r.Token == 0:
+		if !o.remembered[id] {
+			return fmt.Errorf("a release that ended nothing answered released, and it repeats none")
+		}
+		if h, held := o.holder[c.Key]; held && h == c.Owner || o.groups.holds(c.Key, c.Owner) {
+			return fmt.Errorf("a repeated release answered to the holder")
+		}
+	case r.Status == StatusReleased:
+		o.remembered[id] = true
+	case r.Status == StatusNotHeld && o.remembered[id]:
+		return fmt.Errorf("a repeated release answered not held")
+	}
+	return nil
+}
+
 // sessionResult checks the session ops' results.
 func (o *observer) sessionResult(c Command, r Result) error {
 	end, live := o.sessEnd[c.Session]
@@ -161,7 +187,12 @@ func (o *observer) sessionResult(c Command, r Result) error {
 			return fmt.Errorf("renewed a session not live")
 		}
 		o.sessEnd[c.Session] = r.ExpiresAt
+	case c.Op == OpSessionDestroy && r.Status == StatusReleased && !live:
+		if !o.remembered[releaseID{owner: c.Session}] || r.Waiters != 0 {
+			return fmt.Errorf("a destroy of a session not live answered released (%d locks), not a repeat", r.Waiters)
+		}
 	case c.Op == OpSessionDestroy && r.Status == StatusReleased:
+		o.remembered[releaseID{owner: c.Session}] = true
 		// endSession ran before the events (see the test loop); what is
 		// still bound to the session was released without a hand-off.
 		delete(o.sessEnd, c.Session)
@@ -183,6 +214,22 @@ func (o *observer) sessionResult(c Command, r Result) error {
 }
 
 func (o *observer) result(c Command, r Result) error {
+	if r.Status != StatusInvalid {
+		switch c.Op {
+		case OpAcquire:
+			delete(o.remembered, releaseID{c.Key, c.Owner})
+		case OpAcquireAll:
+			for _, k := range c.Keys {
+				delete(o.remembered, releaseID{k, c.Owner})
+			}
+		case OpSessionCreate:
+			delete(o.remembered, releaseID{owner: c.Session})
+		case OpRelease:
+			if err := o.releaseResult(c, r); err != nil || r.Status == StatusReleased && r.Token == 0 {
+				return err
+			}
+		}
+	}
 	if c.Op == OpSessionCreate || c.Op == OpSessionRenew || c.Op == OpSessionDestroy {
 		if r.Status != StatusInvalid {
 			return o.sessionResult(c, r)
@@ -337,7 +384,7 @@ func TestRandomSequencesKeepInvariants(t *testing.T) {
 					// was still live for its destroy), but may grant it a
 					// key: it is marked as ending, and ends at its result.
 					obs.endSession(c.Session, true)
-				} else if r.Status == StatusReleased && len(events) > 0 && !isGroupKey(c.Key) {
+				} else if r.Status == StatusReleased && r.Token != 0 && len(events) > 0 && !isGroupKey(c.Key) {
 					if last := events[len(events)-1]; last.Kind == EventGranted && last.Key == c.Key && last.Owner != c.Owner && last.Token > r.Token {
 						events, after = events[:len(events)-1], events[len(events)-1:]
 					}

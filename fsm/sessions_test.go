@@ -105,7 +105,12 @@ func TestSessionDestroyReleasesEverythingInOneCommand(t *testing.T) {
 	assert.Equal(t, KeyState{Held: true, Owner: ownerB, Token: 5, ExpiresAt: time.Second, Session: sessionT, Meta: "next"}, r.Lookup("a", 0))
 	assert.False(t, r.Lookup("c", 0).Held)
 	assert.Equal(t, 0, r.Lookup("d", 0).Waiters)
+	// A repeat of the destroy (its answer lost) answers released, and
+	// releases nothing more; a session never created is not found.
 	res, _ = r.apply(destroySession(5*ms, sessionS))
+	assert.Equal(t, StatusReleased, res.Status)
+	assert.Zero(t, res.Waiters)
+	res, _ = r.apply(destroySession(5*ms, Owner{0xed, 15: 9}))
 	assert.Equal(t, StatusNoSession, res.Status)
 	require.NoError(t, checkInternals(r.Machine))
 }
@@ -193,7 +198,7 @@ func TestRestoreRejectsBadSessions(t *testing.T) {
 	require.NoError(t, New(nil).Restore(valid))
 	// header: version 3, now 100, last token 10, epoch 0, sessions, 1 key.
 	hdr := func(sessions ...snapshotBuilder) snapshotBuilder {
-		s := snapshotBuilder{snapshotVersion}.uv(100).uv(10).uv(0).uv(uint64(len(sessions)))
+		s := snapshotBuilder{snapshotVersionV5}.uv(100).uv(10).uv(0).uv(uint64(len(sessions)))
 		for _, x := range sessions {
 			s = append(s, x...)
 		}

@@ -7,10 +7,11 @@ import (
 	"time"
 )
 
-// Snapshot format, version 5 (varints as in the command encoding):
+// Snapshot format, version 6 (varints as in the command encoding):
 //
-//	snapshot := version now lastToken epoch sessions session* count key*
+//	snapshot := version now lastToken epoch sessions session* releases release* count key*
 //	session  := id ttl expiresAt lockDelay
+//	release  := length key owner at            (key "": the destroy of session owner)
 //	key      := length bytes holder waiters waiter*
 //	holder   := 0 owner token expiresAt meta     (a mutex: a lease)
 //	          | 1 owner token session meta       (bound to a session)
@@ -28,8 +29,11 @@ import (
 // (one token per grant); a multi-key waiter is the waiters of grant kind 2
 // with the same owner (an owner is in at most one multi-key acquisition).
 // Their records agree on owner, lease end, TTL, deadline, epoch and
-// metadata, which Restore checks. Version 4, written before multi-key
-// locks, is version 5 without holder kinds 4 and 5 and grant kind 2.
+// metadata, which Restore checks. The releases are the remembered
+// releases (releases.go) in the order they were applied. Version 5, written
+// before releases were remembered, is version 6 without releases. Version
+// 4, written before multi-key locks, is version 5 without holder kinds 4
+// and 5 and grant kind 2.
 //
 // kind is 1 (semaphore: limit is N, exclusive 0) or 2 (read/write: limit
 // 0, exclusive 1 for a writer's hold); slots are in grant (token) order;
@@ -48,7 +52,8 @@ import (
 // epochs. Restore reads both: no sessions, no metadata, and for version 1
 // epoch 0 with every waiter claimed.
 const (
-	snapshotVersion   = 5
+	snapshotVersion   = 6
+	snapshotVersionV5 = 5
 	snapshotVersionV4 = 4
 	snapshotVersionV3 = 3
 	snapshotVersionV2 = 2
@@ -75,6 +80,7 @@ const (
 	minWaiterRecordV3  = ownerLen + 1 + 1 + 1 + 1 + 1
 	minSessionRecordV3 = ownerLen + 1 + 1 + 1
 	minSessionRecord   = minSessionRecordV3
+	minReleaseRecord   = 1 + ownerLen + 1
 )
 
 // Snapshot returns the machine's whole state, deterministically encoded and versioned.
@@ -88,6 +94,7 @@ type frozen struct {
 	lastToken uint64
 	epoch     uint64
 	sessions  []frozenSession // whole-state copies only; a Freezer keeps its own
+	releases  []frozenRelease // likewise
 	keys      []frozenKey
 	waiters   []frozenWaiter // every key's waiters, key after key, each in queue order
 	slots     []frozenSlot   // every group key's holders, key after key, each in grant order
@@ -136,12 +143,18 @@ type frozenSlot struct {
 	delayed   bool
 }
 
+type frozenRelease struct {
+	key   string
+	owner Owner
+	at    time.Duration
+}
+
 // frozenCursor is where the next key's waiters and slots start.
 type frozenCursor struct{ waiter, slot int }
 
 // freeze copies the whole state.
 func (m *Machine) freeze() *frozen {
-	f := &frozen{now: m.now, lastToken: m.lastToken, epoch: m.epoch, sessions: m.freezeSessions(), keys: make([]frozenKey, 0, len(m.keys))}
+	f := &frozen{now: m.now, lastToken: m.lastToken, epoch: m.epoch, sessions: m.freezeSessions(), releases: m.freezeReleases(), keys: make([]frozenKey, 0, len(m.keys))}
 	m.order.ascend("", func(e *entry) bool {
 		f.appendEntry(e)
 		return true
@@ -159,9 +172,18 @@ func (m *Machine) freezeSessions() []frozenSession {
 	return out
 }
 
+// freezeReleases copies the remembered releases, oldest first.
+func (m *Machine) freezeReleases() []frozenRelease {
+	out := make([]frozenRelease, 0, m.released.len())
+	for r := m.released.head; r != nil; r = r.next {
+		out = append(out, frozenRelease{key: r.id.key, owner: r.id.owner, at: r.at})
+	}
+	return out
+}
+
 // Size is the length of the encoding, exactly.
 func (f *frozen) size() int {
-	size := len(appendSnapshotHeader(nil, f.now, f.lastToken, f.epoch, f.sessions, len(f.keys)))
+	size := len(appendSnapshotHeader(nil, f.now, f.lastToken, f.epoch, f.sessions, f.releases, len(f.keys)))
 	for i := range f.keys {
 		k := &f.keys[i]
 		if k.kind != KindMutex {
@@ -222,12 +244,12 @@ func (f *frozen) appendTo(b []byte) []byte {
 }
 
 func (f *frozen) appendHeader(b []byte) []byte {
-	return appendSnapshotHeader(b, f.now, f.lastToken, f.epoch, f.sessions, len(f.keys))
+	return appendSnapshotHeader(b, f.now, f.lastToken, f.epoch, f.sessions, f.releases, len(f.keys))
 }
 
 // appendSnapshotHeader appends everything before the keys: the sessions
-// too, which a Freezer copies whole when it starts.
-func appendSnapshotHeader(b []byte, now time.Duration, lastToken, epoch uint64, sessions []frozenSession, count int) []byte {
+// and releases too, which a Freezer copies whole when it starts.
+func appendSnapshotHeader(b []byte, now time.Duration, lastToken, epoch uint64, sessions []frozenSession, releases []frozenRelease, count int) []byte {
 	b = append(b, snapshotVersion)
 	b = appendUvarint(b, uint64(now))
 	b = appendUvarint(b, lastToken)
@@ -238,6 +260,13 @@ func appendSnapshotHeader(b []byte, now time.Duration, lastToken, epoch uint64, 
 		b = appendUvarint(b, uint64(s.ttl))
 		b = appendUvarint(b, uint64(s.expiresAt))
 		b = appendUvarint(b, uint64(s.lockDelay))
+	}
+	b = appendUvarint(b, uint64(len(releases)))
+	for _, r := range releases {
+		b = appendUvarint(b, uint64(len(r.key)))
+		b = append(b, r.key...)
+		b = append(b, r.owner[:]...)
+		b = appendUvarint(b, uint64(r.at))
 	}
 	return appendUvarint(b, uint64(count))
 }
@@ -348,7 +377,7 @@ func (m *Machine) Restore(b []byte) error {
 	var epoch uint64
 	minWaiter, minKey := uint64(minWaiterRecord), uint64(minKeyRecord)
 	switch v {
-	case snapshotVersion, snapshotVersionV4, snapshotVersionV3:
+	case snapshotVersion, snapshotVersionV5, snapshotVersionV4, snapshotVersionV3:
 		epoch = d.uvarint()
 		minWaiter, minKey = minWaiterRecordV3, minKeyRecordV3
 	case snapshotVersionV2:
@@ -379,6 +408,10 @@ func (m *Machine) Restore(b []byte) error {
 			sessions[s.id] = s
 			heap = append(heap, deadline{at: s.expiresAt, s: s})
 		}
+	}
+	var released releases
+	if v >= snapshotVersion {
+		released = d.releases(now, sessions)
 	}
 	unclaimed, nWaiters := 0, 0
 	n := d.uvarint()
@@ -443,11 +476,11 @@ func (m *Machine) Restore(b []byte) error {
 			e.token = d.uvarint()
 			e.expiresAt = d.deadline("lock delay end", now, MaxLockDelay)
 		case holdNone:
-			if v < snapshotVersion {
+			if v < snapshotVersionV5 {
 				d.fail("unknown holder kind")
 			}
 		case holdSet:
-			if v < snapshotVersion {
+			if v < snapshotVersionV5 {
 				d.fail("unknown holder kind")
 				break
 			}
@@ -524,7 +557,7 @@ func (m *Machine) Restore(b []byte) error {
 			case holdSession:
 				w.session = sessionOf("waiter")
 			case grantSet:
-				if v < snapshotVersion || g != nil {
+				if v < snapshotVersionV5 || g != nil {
 					d.fail("unknown waiter grant kind")
 					break
 				}
@@ -591,6 +624,12 @@ func (m *Machine) Restore(b []byte) error {
 	if d.err != nil {
 		return d.err
 	}
+	for id := range released.byID {
+		e := keys[id.key]
+		if id.key != "" && e != nil && (e.owner == id.owner || e.waiters.find(id.owner) != nil || e.group() != nil && e.group().holders.find(id.owner) != nil) {
+			return fmt.Errorf("%w: a release remembered for an owner that holds or waits for the key again", ErrBadEncoding)
+		}
+	}
 	slices.Sort(tokens)
 	for i := 1; i < len(tokens); i++ {
 		if tokens[i] == tokens[i-1] {
@@ -614,7 +653,39 @@ func (m *Machine) Restore(b []byte) error {
 	m.now, m.lastToken, m.keys, m.order, m.deadlines = now, lastToken, keys, buildKeyOrder(sorted), heap
 	m.epoch, m.unclaimed, m.nWaiters, m.sessions, m.sets = epoch, unclaimed, nWaiters, sessions, sets
 	m.extraHolds = extraHolds(sorted)
+	m.released = released
 	return nil
+}
+
+// releases reads the remembered releases: in the order applied, each
+// within ReleaseMemory before now, none twice, and no destroy of a
+// session that is live (its create would have forgotten it).
+func (d *decoder) releases(now time.Duration, sessions map[Owner]*session) releases {
+	var r releases
+	n := d.uvarint()
+	if d.err == nil && (n > MaxRememberedReleases || n > uint64(len(d.b)-d.off)/minReleaseRecord) {
+		d.fail("release count out of range")
+	}
+	prev := time.Duration(0)
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		var id releaseID
+		id.key = d.text("released key", MaxKeyLen, ErrKeyTooLong)
+		id.owner = d.owner()
+		at := d.duration("release time", now, ErrStampRange)
+		switch {
+		case d.err != nil:
+		case at < prev || at+ReleaseMemory <= now:
+			d.fail("release times out of order or forgotten by now")
+		case r.recalls(id):
+			d.fail("a release remembered twice")
+		case id.key == "" && sessions[id.owner] != nil:
+			d.fail("a destroy remembered for a live session")
+		default:
+			r.remember(id, at)
+		}
+		prev = at
+	}
+	return r
 }
 
 // group reads a semaphore or read/write key's holders (after its holder

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/raftlock/raftlock/internal/testskip"
 )
 
 // smallDiskSize is the file system one agent of TestDiskFullProcesses
@@ -33,7 +35,7 @@ const (
 func TestDiskFullProcesses(t *testing.T) {
 	probe := t.TempDir()
 	if err := syscall.Mount("tmpfs", probe, "tmpfs", 0, "size=1m"); err != nil {
-		t.Skipf("cannot mount a small file system here (needs root): %v", err)
+		testskip.Skip(t, "cannot mount a small file system here (needs root): %v", err)
 	}
 	syscall.Unmount(probe, syscall.MNT_DETACH)
 

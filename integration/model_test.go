@@ -35,10 +35,10 @@ import (
 // 0 in the state means "held, token not seen yet").
 //
 // Release by an owner that does not hold the key must change nothing; it
-// may answer false, or true: a cluster node whose first attempt's outcome
-// was unknown and whose retry finds the owner not holding reports true (see
-// cluster.Node.Release), and from outside that
-// cannot be told apart. A release by the holder must answer true, unless
+// may answer false, or true: the repeat of the release that ended the
+// owner's lease answers true (the state machine remembers it; see
+// cluster.Node.Release), which the model, not tracking what ended each
+// lease, accepts from any non-holder. A release by the holder must answer true, unless
 // the workload's own earlier attempt had an unknown outcome (lockOutput.maybe):
 // then false may mean "that attempt released it".
 

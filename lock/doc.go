@@ -102,7 +102,12 @@
 // Session.Close frees them all in one step, each key handed to its next
 // waiter. A holder's conservative deadline is its session's (see
 // Session.Remaining); Done says when the session has ended, and Run
-// cancels its callback then. A session may have a lock-delay (LockDelay):
+// cancels its callback then. A lock can also end alone while its session
+// lives on (an operator's ForceRelease): the keep-alive checks the
+// session's holds on every renewal, from the count of keys the renewal
+// answers (reading a hold's key only when that count disagrees), so a
+// holder learns of it about TTL/3 later, and Run cancels its callback as for a
+// lost lease. A session may have a lock-delay (LockDelay):
 // after it expires, its keys stay unavailable that long. Make one session
 // per process, at startup, and bind the process's locks to it. The store
 // must implement SessionStore (the memory store, a cluster node and the

@@ -129,13 +129,15 @@ func ExampleClient_Restore() {
 	released, err := restored.Release(ctx)
 	fmt.Println("B released:", released, err)
 
-	// A's handle learns that its lease ended elsewhere.
+	// A's handle releases too. The lease is one owner's, shared by both
+	// handles, and a release is idempotent: A hears that it was released,
+	// by B, and holds nothing.
 	released, err = l.Release(ctx)
 	fmt.Println("A released:", released, err)
 	// Output:
 	// B holds import:99 with token 1
 	// B released: true <nil>
-	// A released: false <nil>
+	// A released: true <nil>
 }
 
 // Waiting for a held lock is bounded by the Wait option (which answers a

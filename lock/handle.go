@@ -61,6 +61,9 @@ type grant struct {
 	deadline   time.Time // conservative local end of the lease; zero when unknown (restored)
 	deadlineAt time.Time // when the request that set deadline was sent
 	ended      grantEnd
+	// gone is closed when a grant bound to a session ends (nil for a
+	// lease): how Run learns that its session's keep-alive found it lost.
+	gone chan struct{}
 }
 
 type grantEnd uint8
@@ -149,6 +152,9 @@ func (l *Lock) Release(ctx context.Context) (bool, error) {
 	if g == nil && !l.pending.IsZero() {
 		owner := l.pending
 		l.mu.Unlock()
+		if l.session != nil {
+			defer l.session.moveBegins()()
+		}
 		ok, err := l.client.store.Release(ctx, l.key, owner)
 		if err == nil {
 			l.mu.Lock()
@@ -175,6 +181,9 @@ func (l *Lock) releaseGrant(ctx context.Context, g *grant) (bool, error) {
 		return false, nil
 	}
 	l.mu.Unlock()
+	if l.session != nil {
+		defer l.session.moveBegins()()
+	}
 	ok, err := l.client.store.Release(ctx, l.key, g.owner)
 	if err != nil {
 		return false, err
@@ -200,6 +209,10 @@ func (l *Lock) end(g *grant, how grantEnd) bool {
 	l.held = nil
 	g.ended = how
 	l.lost = how == endLost
+	if g.gone != nil {
+		l.session.unbind(g)
+		close(g.gone)
+	}
 	return true
 }
 
@@ -299,11 +312,42 @@ func (l *Lock) IsExpired(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if info.Locked && info.Token == g.token {
+	if holdsToken(info, g.token) {
 		return false, nil
 	}
 	l.lose(ctx, g)
 	return true, nil
+}
+
+// checkSessionHold reads g's key and ends g as lost when the store no
+// longer has it; a read that fails changes nothing (the session's next
+// renewal checks again).
+func (l *Lock) checkSessionHold(ctx context.Context, g *grant) {
+	info, err := l.client.store.Inspect(ctx, l.key)
+	if err != nil || holdsToken(info, g.token) {
+		return
+	}
+	l.lose(ctx, g)
+}
+
+// holdsToken reports whether info shows the hold granted with token (tokens
+// are unique per grant): a mutex's holder, or one of a semaphore's or
+// read/write lock's holds. A store may cut Holds short (Holders counts them
+// all): a token not among them then counts as held, as the answer cannot
+// tell.
+func holdsToken(info KeyInfo, token uint64) bool {
+	if !info.Locked || info.Delayed {
+		return false
+	}
+	if info.Holds == nil {
+		return info.Token == token
+	}
+	for _, h := range info.Holds {
+		if h.Token == token {
+			return !h.Delayed
+		}
+	}
+	return len(info.Holds) < info.Holders
 }
 
 // waitFor is how long an acquire with opts may wait: the call's Wait, else the
@@ -348,6 +392,9 @@ func (l *Lock) acquire(ctx context.Context, wait time.Duration) (*grant, error) 
 	l.acquiring = true
 	l.mu.Unlock()
 
+	if l.session != nil {
+		defer l.session.moveBegins()()
+	}
 	g, err := l.ask(ctx, req)
 
 	l.mu.Lock()
@@ -355,6 +402,10 @@ func (l *Lock) acquire(ctx context.Context, wait time.Duration) (*grant, error) 
 	switch {
 	case err == nil:
 		l.held, l.pending, l.token, l.lost = g, Owner{}, g.token, false
+		if l.session != nil {
+			g.gone = make(chan struct{})
+			l.session.bind(l, g)
+		}
 	case errors.Is(err, ErrUnknownOutcome):
 		l.pending = req.Owner
 	default:

@@ -381,7 +381,7 @@ func (s *MemoryStore) RenewSession(ctx context.Context, id SessionID) (SessionLe
 	if res.Status != fsm.StatusExtended {
 		return SessionLease{}, noSessionError(id)
 	}
-	return SessionLease{Remaining: res.ExpiresAt - res.Now, TTL: res.ExpiresAt - res.Now}, nil
+	return SessionLease{Remaining: res.ExpiresAt - res.Now, TTL: res.ExpiresAt - res.Now, Keys: res.Waiters}, nil
 }
 
 // DestroySession implements SessionStore.

@@ -41,7 +41,9 @@ const releaseTimeout = 10 * time.Second
 // returns fn's error when fn returns. For a handle bound to a session
 // (Client.WithSession) there is no keep-alive of the lock: fn's context is
 // canceled when the session ends, with a cause matching ErrNotHeld and
-// ErrNoSession.
+// ErrNoSession, and when the session's keep-alive, which checks its holds
+// on every renewal (every session TTL/3), finds this one gone (an admin
+// released it, say), with a cause matching ErrNotHeld.
 func (l *Lock) Run(ctx context.Context, fn func(ctx context.Context) error, opts ...RunOption) (ran bool, err error) {
 	o := collectRun(opts)
 	return l.run(ctx, l.waitFor(o.acquireOptions), o.maxHold, fn)
@@ -206,6 +208,10 @@ func (l *Lock) keepAlive(ctx context.Context, g *grant, o extendOptions) (mayBeL
 		case <-s.Done():
 			l.lose(ctx, g)
 			return true, fmt.Errorf("%w: the lock on %q ended with its session: %w", ErrNotHeld, l.key, s.Err())
+		case <-g.gone:
+			// Released through the handle, or found lost by the
+			// session's check of its holds.
+			return false, l.endedError(g)
 		}
 	}
 	var extendedAt time.Time // the last successful extend

@@ -90,7 +90,9 @@ type SessionStore interface {
 	// DestroySession ends the session and releases every lock bound to
 	// it, in one step, each key to its next waiter; no lock-delay applies.
 	// It returns false, and changes nothing, when the session has already
-	// ended.
+	// ended. Like Release it is idempotent: repeated after a destroy that
+	// ended the session (its answer lost), it returns true again and
+	// changes nothing; after the session expired, false.
 	DestroySession(ctx context.Context, id SessionID) (bool, error)
 	// InspectSession reports the session's state, linearizably like
 	// Inspect: Live false once it has ended (or if it never existed).
@@ -151,6 +153,11 @@ func sessionError(err error, ttl, delay time.Duration) error {
 type SessionLease struct {
 	Remaining time.Duration // session left, counted from when the request was sent
 	TTL       time.Duration // the session's TTL
+	// Keys, for a renew: the keys the session holds or waits for, as the
+	// store counted them in answering (SessionInfo.Keys). The keep-alive
+	// checks its holds with it; a store that does not count them (0, as
+	// from an older server) costs a read of each hold's key per renewal.
+	Keys int
 }
 
 // SessionOption configures Client.NewSession. SessionTTL and LockDelay
@@ -191,12 +198,18 @@ type Session struct {
 	stop     context.CancelFunc
 	loopDone chan struct{}
 
+	checks     chan int // the Keys of a renewal, for the hold checker; size 1: a round not yet taken is replaced
+	checksDone chan struct{}
+
 	mu         sync.Mutex
 	deadline   time.Time // conservative local end of the session
 	deadlineAt time.Time // when the request that set deadline was sent
 	err        error     // why it ended; nil while live
 	closed     bool      // Close was called
 	gone       bool      // the store said the session has ended
+	holds      map[*grant]*Lock
+	moving     int    // acquires and releases under the session not yet answered
+	moves      uint64 // acquires and releases under the session begun
 }
 
 // NewSession creates a session in the client's store and starts its
@@ -232,9 +245,12 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 	s := &Session{
 		store: ss, id: req.ID, ttl: req.TTL,
 		done: make(chan struct{}), stop: stop, loopDone: make(chan struct{}),
+		checks: make(chan int, 1), checksDone: make(chan struct{}),
 		deadline: sent.Add(lease.Remaining), deadlineAt: sent,
+		holds: make(map[*grant]*Lock),
 	}
 	go s.keepAlive(loopCtx)
+	go s.checkHolds(loopCtx)
 	return s, nil
 }
 
@@ -279,6 +295,7 @@ func (s *Session) Remaining() (time.Duration, bool) {
 func (s *Session) Close(ctx context.Context) error {
 	s.stop()
 	<-s.loopDone
+	<-s.checksDone
 	s.end(fmt.Errorf("%w: the session was closed", ErrNoSession))
 	s.mu.Lock()
 	first, gone := !s.closed, s.gone
@@ -308,7 +325,7 @@ func (s *Session) end(err error) bool {
 
 // keepAlive renews the session whenever less than two thirds of its TTL
 // is left (so every TTL/3), retrying every TTL/10 after a failure until the
-// local deadline passes.
+// local deadline passes. After each renew it checks the session's holds.
 func (s *Session) keepAlive(ctx context.Context) {
 	defer close(s.loopDone)
 	for {
@@ -323,6 +340,9 @@ func (s *Session) keepAlive(ctx context.Context) {
 		wait := left - s.ttl*2/3
 		if wait <= 0 {
 			renewCtx, cancel := context.WithDeadline(ctx, deadline)
+			s.mu.Lock()
+			moving, moves := s.moving, s.moves
+			s.mu.Unlock()
 			sent := time.Now()
 			lease, err := s.store.RenewSession(renewCtx, s.id)
 			cancel()
@@ -332,7 +352,17 @@ func (s *Session) keepAlive(ctx context.Context) {
 				if !sent.Before(s.deadlineAt) {
 					s.deadline, s.deadlineAt = sent.Add(lease.Remaining), sent
 				}
+				settled := moving == 0 && moves == s.moves
 				s.mu.Unlock()
+				keys := lease.Keys
+				if !settled {
+					keys = 0 // an acquire or release may have moved the count: read each hold
+				}
+				select {
+				case <-s.checks: // not taken yet: this renewal's count is newer
+				default:
+				}
+				s.checks <- keys
 				continue
 			case errors.Is(err, ErrNoSession):
 				s.mu.Lock()
@@ -355,11 +385,101 @@ func (s *Session) keepAlive(ctx context.Context) {
 	}
 }
 
+// checkHolds finds the holds of the session's handles that the store no
+// longer has (an admin's ForceRelease, or anything else that ended one
+// without the handle), once per renewal, and ends them as lost: the
+// handle's Run cancels its callback then, as for a lease whose extend
+// answered ErrNotHeld. A renewal that counted as many keys as the holds
+// known here, with no acquire or release under the session in flight,
+// proves that none is lost, at no cost; otherwise each hold's key is read
+// (Inspect), a few at a time. It runs beside keepAlive, so that reading
+// many keys never delays a renew.
+//
+// The count proves nothing when the same session ID is also used by
+// others (another process binding locks to it through the store): a lock
+// they took can hide one lost here until the counts differ again.
+func (s *Session) checkHolds(ctx context.Context) {
+	defer close(s.checksDone)
+	for {
+		var keys int
+		select {
+		case <-ctx.Done():
+			return
+		case keys = <-s.checks:
+		}
+		type hold struct {
+			l *Lock
+			g *grant
+		}
+		s.mu.Lock()
+		holds := make([]hold, 0, len(s.holds))
+		distinct := make(map[string]struct{}, len(s.holds))
+		for g, l := range s.holds {
+			holds = append(holds, hold{l, g})
+			distinct[l.key] = struct{}{}
+		}
+		s.mu.Unlock()
+		if len(holds) == 0 || keys == len(holds) && len(distinct) == len(holds) {
+			continue // every hold is one key the store still counts
+		}
+		// Done by the next renewal: a later round reads again.
+		roundCtx, cancel := context.WithTimeout(ctx, s.ttl/3)
+		sem := make(chan struct{}, holdChecksAtOnce)
+		var wg sync.WaitGroup
+		for _, h := range holds {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				h.l.checkSessionHold(roundCtx, h.g)
+			}()
+		}
+		wg.Wait()
+		cancel()
+	}
+}
+
+// holdChecksAtOnce bounds the reads one round of checkHolds sends at once.
+const holdChecksAtOnce = 8
+
+// bind records that l holds g under the session, for checkHolds.
+func (s *Session) bind(l *Lock, g *grant) {
+	s.mu.Lock()
+	s.holds[g] = l
+	s.mu.Unlock()
+}
+
+// unbind forgets g, which has ended.
+func (s *Session) unbind(g *grant) {
+	s.mu.Lock()
+	delete(s.holds, g)
+	s.mu.Unlock()
+}
+
+// moveBegins records an acquire or release under the session on its way
+// to the store; call the function it returns once it is answered (and
+// the handle has recorded the outcome). A renewal that overlaps one
+// cannot vouch for the holds with its count.
+func (s *Session) moveBegins() (answered func()) {
+	s.mu.Lock()
+	s.moving++
+	s.moves++
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		s.moving--
+		s.moves++
+		s.mu.Unlock()
+	}
+}
+
 // WithSession returns a client whose lock handles are bound to s: their
 // locks have no lease of their own and end when s ends. Their TTL option
 // is ignored and Extend does nothing but check the session; Run cancels
 // its callback's context when s ends (the cause matches ErrNotHeld and
-// ErrNoSession). Inspect and List are the client's.
+// ErrNoSession), or when the lock alone is no longer held (an admin
+// released it): the session's keep-alive checks its holds on every
+// renewal (see Session.Done). Inspect and List are the client's.
 func (c *Client) WithSession(s *Session) *Client {
 	cc := *c
 	cc.session = s

@@ -75,3 +75,70 @@ func TestSessionKeepAliveGivesUpAtItsDeadline(t *testing.T) {
 	require.NoError(t, sess.Close(ctx))
 	assert.Equal(t, int32(1), st.destroys.Load(), "once")
 }
+
+// keyCounting is a memory store that counts Inspects and renewals, and
+// can hide the renewal's count of keys as a store that does not report it.
+type keyCounting struct {
+	*lock.MemoryStore
+	hideKeys  bool
+	inspects  atomic.Int32
+	renewals  atomic.Int32
+	lastCount atomic.Int32
+}
+
+func (k *keyCounting) Inspect(ctx context.Context, key string) (lock.KeyInfo, error) {
+	k.inspects.Add(1)
+	return k.MemoryStore.Inspect(ctx, key)
+}
+
+func (k *keyCounting) RenewSession(ctx context.Context, id lock.SessionID) (lock.SessionLease, error) {
+	lease, err := k.MemoryStore.RenewSession(ctx, id)
+	k.lastCount.Store(int32(lease.Keys))
+	if k.hideKeys {
+		lease.Keys = 0
+	}
+	k.renewals.Add(1)
+	return lease, err
+}
+
+// A session's keep-alive learns that a hold is gone (force-released) from
+// its renewals: when the renewal counts as many keys as its holds, it reads
+// nothing more; a store that does not count them has each hold's key read
+// instead. Either way the lost hold ends and the other stays.
+func TestSessionFindsALostHold(t *testing.T) {
+	for _, hideKeys := range []bool{false, true} {
+		t.Run(map[bool]string{false: "counted", true: "uncounted"}[hideKeys], func(t *testing.T) {
+			st := &keyCounting{MemoryStore: lock.NewMemoryStore(), hideKeys: hideKeys}
+			t.Cleanup(func() { st.Close() })
+			c := lock.New(st)
+			ctx := context.Background()
+			sess, err := c.NewSession(ctx, lock.SessionTTL(150*time.Millisecond))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = sess.Close(context.Background()) })
+			sc := c.WithSession(sess)
+			kept, lost := sc.Lock("kept"), sc.Lock("lost")
+			require.NoError(t, kept.Acquire(ctx))
+			require.NoError(t, lost.Acquire(ctx))
+
+			settled := st.renewals.Load() + 3
+			require.Eventually(t, func() bool { return st.renewals.Load() >= settled }, 10*time.Second, time.Millisecond)
+			assert.EqualValues(t, 2, st.lastCount.Load(), "the store counts the session's keys")
+			if !hideKeys {
+				assert.Zero(t, st.inspects.Load(), "renewals that count every hold read no key")
+			}
+
+			_, err = c.ForceRelease(ctx, "lost")
+			require.NoError(t, err)
+			require.Eventually(t, func() bool { _, held := lost.Remaining(); return !held }, 10*time.Second, time.Millisecond, "the lost hold ends")
+			_, held := kept.Remaining()
+			assert.True(t, held, "the other hold stays")
+			expired, err := kept.IsExpired(ctx)
+			require.NoError(t, err)
+			assert.False(t, expired)
+			assert.NoError(t, sess.Err(), "the session lives on")
+			ok, err := lost.Release(ctx)
+			require.NoError(t, err)
+			assert.False(t, ok, "nothing to release")
+		})
+	}
+}

@@ -49,6 +49,13 @@ type Store interface {
 
 	// Release ends owner's lease on key and hands the key to the next waiter.
 	// It returns false, and changes nothing, when owner does not hold key.
+	// It is idempotent: a Release repeated by the owner whose own release
+	// ended its lease on key (the answer to the first was lost) returns
+	// true again and changes nothing; once the lease had ended otherwise
+	// (run out, force-released), or the owner acquired key again since, it
+	// returns false. A store may forget such a release after minutes (the
+	// cluster's state machine keeps 5 minutes, at most 65,536 releases);
+	// a repeat after that returns false.
 	Release(ctx context.Context, key string, owner Owner) (bool, error)
 
 	// Extend makes owner's lease on key end ttl from now (which may shorten

@@ -20,6 +20,7 @@ import (
 	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/cluster/clustertest"
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/testskip"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -301,7 +302,7 @@ func jsList(items []string) string {
 func needBrowser(t *testing.T) string {
 	browser := browserPath()
 	if browser == "" {
-		t.Skip("no Chromium or Chrome found (looked for chromium, chromium-browser, google-chrome, chrome; or set RAFTLOCK_CHROMIUM): " +
+		testskip.Skip(t, "%s", "no Chromium or Chrome found (looked for chromium, chromium-browser, google-chrome, chrome; or set RAFTLOCK_CHROMIUM): "+
 			"install one (Debian: apt-get install chromium) to run the console's browser test")
 	}
 	return browser

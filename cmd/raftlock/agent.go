@@ -217,7 +217,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		stdout, stderr)
 	var f agentFlags
 	fs.BoolVar(&f.dev, "dev", false, "single-node cluster with a temporary data dir, listening on 127.0.0.1 without TLS or token unless the flags below say so")
-	fs.StringVar(&f.nodeID, "node-id", "", "this node's unique, stable ID (env RAFTLOCK_NODE_ID; default: the host name)")
+	fs.StringVar(&f.nodeID, "node-id", "", "this node's unique, stable ID: letters, digits, '-', '_' and '.' (env RAFTLOCK_NODE_ID; default: the host name)")
 	fs.StringVar(&f.dataDir, "data-dir", "", "where the raft log and snapshots live")
 	fs.StringVar(&f.bind, "bind", "127.0.0.1:7071", "TCP address for raft and forwarding between nodes")
 	fs.StringVar(&f.advertise, "advertise", "", "address other nodes dial to reach -bind (env RAFTLOCK_ADVERTISE; default: -bind)")
@@ -256,7 +256,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.gossipAdvertise, "gossip-advertise", "", "IP:PORT other members gossip to, when -gossip-bind is not reachable as bound (default: the bound address, or -advertise's host for a wildcard)")
 	fs.StringVar(&f.gossipKeyFile, "gossip-key-file", "", "file of base64 AES keys (16, 24 or 32 bytes), one a line: gossip is encrypted with the first, any decrypts")
 	fs.StringVar(&f.clusterName, "cluster-name", cluster.DefaultClusterName, "name gossip checks: nodes of another name are refused")
-	fs.IntVar(&f.bootstrapExpect, "bootstrap-expect", 0, "on an empty data dir, form a new cluster once this many members started with the same value see each other (use with -retry-join)")
+	fs.IntVar(&f.bootstrapExpect, "bootstrap-expect", 0, "on an empty data dir, form a new cluster once this many members (odd: 3 or 5) started with the same value see each other (use with -retry-join)")
 	fs.Var(&f.retryJoin, "retry-join", "where other members gossip: HOST or HOST:PORT (a DNS name, re-resolved at each attempt; _srv._tcp.names as SRV), comma-separated or repeated; retried with backoff")
 	fs.IntVar(&f.maxHTTPConns, "max-http-conns", apiserver.DefaultMaxConns, "most HTTP connections open at once; more wait in the kernel's backlog until one closes (0: no limit)")
 	fs.IntVar(&f.maxWatchers, "max-watchers", 0, "most blocking queries (watches: raftlock watch, GET /v1/inspect?index=) served at once; more are answered 429 too_many_watchers (0: 10000). Each also holds an HTTP connection: the API serves at most half of -max-http-conns of them at once, leaving the rest to lock traffic")
@@ -529,7 +529,7 @@ func (f *agentFlags) security(fs *flagSet) (security, error) {
 			return sec, err
 		}
 	}
-	sec.token, err = serverToken(fs, "http-token", f.httpToken, "http-token-file", f.httpTokenFile)
+	sec.token, err = token(fs, "http-token", f.httpToken, "http-token-file", f.httpTokenFile, apiserver.ValidateSecret)
 	return sec, err
 }
 

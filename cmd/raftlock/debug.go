@@ -124,7 +124,7 @@ func runDebug(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer client.Close()
-	tok, _ := token(fs, "token", agent.token, "token-file", agent.tokenFile)
+	tok, _ := token(fs, "token", agent.token, "token-file", agent.tokenFile, api.ValidateToken)
 
 	// The cluster view first: an agent that cannot be reached, or refuses
 	// the token, ends the command with the usual status.

@@ -100,7 +100,11 @@ func TestAgentConfigErrorsNameFlags(t *testing.T) {
 	}{
 		{[]string{"-raft-heartbeat", "0"}, "raftlock agent: -raft-heartbeat must be positive, got 0s\n"},
 		{[]string{"-raft-election", "100ms"}, "raftlock agent: -raft-election must be at least -raft-heartbeat, got 100ms < 500ms\n"},
-		{[]string{"-voters", "2"}, "raftlock agent: -voters must be odd, from 1 to 9 (3 or 5 recommended), got 2\n"},
+		{[]string{"-voters", "2"}, "raftlock agent: -voters must be odd, from 1 to 9 (3 or 5 recommended; an even count survives no more failures than one less), got 2\n"},
+		{[]string{"-bootstrap-expect", "2"}, "raftlock agent: -bootstrap-expect must be odd, from 1 to 9 (3 or 5 recommended; an even count survives no more failures than one less), got 2\n"},
+		{[]string{"-node-id", "a b/../x", "-bootstrap"}, "raftlock agent: -node-id \"a b/../x\": has ' ': a node ID holds only letters, digits, '-', '_' and '.' " +
+			"(a node that already has this ID must leave the cluster, then join with a new ID and an empty data dir)\n"},
+		{[]string{"-bootstrap", "-peers", "a=127.0.0.1:1,b/c=127.0.0.1:2"}, "raftlock agent: -peers[1] \"b/c\": has '/': a node ID holds only letters, digits, '-', '_' and '.'\n"},
 		{[]string{"-dead-member-timeout", "1s"}, "raftlock agent: -dead-member-timeout must be at least -dead-voter-timeout, got 1s < 5s\n"},
 		{nil, "set -bootstrap or -bootstrap-expect to start a new cluster, or -join or -retry-join to join one\n"},
 		{[]string{"-bootstrap-expect", "3", "-bootstrap"}, "-bootstrap-expect and -bootstrap are exclusive: -bootstrap-expect bootstraps once that many nodes see each other\n"},

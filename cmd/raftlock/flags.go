@@ -46,6 +46,9 @@ type flagSet struct {
 	// flag, in order, with the "--" that ended the flags removed.
 	leadingArgs int
 	args        []string
+	// flagsEndedWithDashDash: the flags before the leading arguments
+	// ended at an explicit "--" (with leadingArgs, once parsed).
+	flagsEndedWithDashDash bool
 	// stderr is where the command reports errors, in one line each.
 	stderr io.Writer
 	// env maps flags to the environment variables they default from, for
@@ -98,6 +101,7 @@ func (fs *flagSet) parse(args []string) error {
 	}
 	rest := fs.FlagSet.Args()
 	if len(rest) > 0 && rest[0] == "--" || len(rest) < len(args) && args[len(args)-len(rest)-1] == "--" {
+		fs.flagsEndedWithDashDash = true
 		return nil // everything after an explicit -- is an argument
 	}
 	n := min(fs.leadingArgs, len(rest))
@@ -204,12 +208,26 @@ func (c *clientFlags) connect() (*api.Client, int) {
 // newClient is the API client the flags describe. Its errors are usage
 // errors. TLS settings apply to https:// addresses only, as with curl.
 func (c *clientFlags) newClient() (*api.Client, error) {
-	tok, err := token(c.fs, "token", c.token, "token-file", c.tokenFile)
+	cfg, err := c.clientConfig()
 	if err != nil {
 		return nil, err
 	}
+	endpoints := splitList(c.addr)
+	if len(endpoints) == 0 {
+		return nil, errors.New("-addr is empty")
+	}
+	return api.NewFailoverClient(endpoints, cfg)
+}
+
+// clientConfig is the API client configuration the flags describe (token,
+// TLS), for any agent of the cluster.
+func (c *clientFlags) clientConfig() (api.ClientConfig, error) {
+	tok, err := token(c.fs, "token", c.token, "token-file", c.tokenFile, api.ValidateToken)
+	if err != nil {
+		return api.ClientConfig{}, err
+	}
 	if err := allOrNone([]string{"client-cert", "client-key"}, c.clientCert, c.clientKey); err != nil {
-		return nil, err
+		return api.ClientConfig{}, err
 	}
 	cfg := api.ClientConfig{Token: tok}
 	{
@@ -228,23 +246,19 @@ func (c *clientFlags) newClient() (*api.Client, error) {
 		}
 		if c.caFile != "" {
 			if tc.RootCAs, err = loadCertPool("-ca-file", c.caFile); err != nil {
-				return nil, err
+				return api.ClientConfig{}, err
 			}
 		}
 		if c.clientCert != "" {
 			cert, err := loadKeyPair("-client-cert", c.clientCert, "-client-key", c.clientKey)
 			if err != nil {
-				return nil, err
+				return api.ClientConfig{}, err
 			}
 			tc.Certificates = []tls.Certificate{cert}
 		}
 		cfg.TLS = tc
 	}
-	endpoints := splitList(c.addr)
-	if len(endpoints) == 0 {
-		return nil, errors.New("-addr is empty")
-	}
-	return api.NewFailoverClient(endpoints, cfg)
+	return cfg, nil
 }
 
 // clientCertRequested records that an agent asked this process for a client

@@ -26,9 +26,11 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		"each one's API (its -advertise-http) and the raftlock version and command level each\n"+
 		"runs once members have told each other (a member below the leader's level is marked:\n"+
 		"the leader refuses newer commands until it is upgraded), the cluster's failure\n"+
-		"tolerance and readiness (GET /readyz), and, asked of the leader, each member's health\n"+
-		"and the last changes its reconciler made to the membership. -json prints the agent's\n"+
-		"answer (GET /v1/cluster) as JSON instead."+connectHelp, nil, stdout, stderr)
+		"tolerance and readiness (GET /readyz), each member's health as the leader judges it\n"+
+		"(asked of another agent, status asks the leader too, at its API address) with a ROLE\n"+
+		"of failed or left for a member that is gone, and, asked of the leader, the last changes\n"+
+		"its reconciler made to the membership. -json prints the agent's answer\n"+
+		"(GET /v1/cluster) as JSON instead."+connectHelp, nil, stdout, stderr)
 	asJSON := fs.Bool("json", false, "print the cluster status as JSON (GET /v1/cluster's answer)")
 	if code := fs.parseArgs(args); code >= 0 {
 		return code
@@ -80,15 +82,17 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "ready:   no: %s\n", r.Reason)
 		}
 	}
+	cfg, err := agent.clientConfig()
+	if err != nil {
+		return fs.usagef("%v", err)
+	}
+	judge, unjudged := leaderView(ctx, cfg, st)
 	fmt.Fprintln(stdout)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tADDRESS\tSUFFRAGE\tROLE\tGOSSIP\tAPI\tHEALTH\tVERSION\tLEVEL")
 	leaderLevel := leaderLevelOf(st.Members)
 	for _, m := range st.Members {
-		role := "follower"
-		if m.Leader {
-			role = "leader"
-		}
+		m = judgedBy(m, judge)
 		apiAddr := m.APIAddr
 		if apiAddr == "" {
 			apiAddr = "-" // not told (yet), or the member knows no dialable address
@@ -97,17 +101,13 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		if gossip == "" {
 			gossip = "-" // gossip off, or the member is not (yet) in it
 		}
-		health := "-" // only the leader judges
-		switch {
-		case m.Health != "" && m.Status != "" && m.Status != "alive":
-			health = m.Health + " (" + m.Status + ")"
-		case m.Health != "":
-			health = m.Health
-		}
 		version, level := buildCells(m, leaderLevel)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Address, m.Suffrage, role, gossip, apiAddr, health, version, level)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Address, m.Suffrage, roleCell(m), gossip, apiAddr, healthCell(m), version, level)
 	}
 	tw.Flush()
+	if unjudged != "" {
+		fmt.Fprintf(stdout, "\nHEALTH is the leader's judgement, which could not be read: %s\n", unjudged)
+	}
 	printBelowLeader(stdout, st.Members, leaderLevel)
 	if len(st.ReconcileActions) > 0 {
 		fmt.Fprintln(stdout, "\nrecent membership changes by this node's reconciler:")
@@ -136,14 +136,20 @@ func runLocks(args []string, stdout, stderr io.Writer) int {
 	}
 	req := lock.ListRequest{Prefix: fs.Arg(0), Limit: 1000}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tTOKEN\tREMAINING\tWAITERS\tKIND\tHOLDERS\tMETADATA")
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 		page, err := client.List(ctx, req)
 		cancel()
 		if err != nil {
-			tw.Flush()
+			if req.After != "" {
+				tw.Flush() // the pages listed before this one
+			}
 			return fs.fail(err)
+		}
+		if req.After == "" {
+			// Not before the first answer: a refused token, or an agent
+			// that cannot answer, leaves stdout empty.
+			fmt.Fprintln(tw, "KEY\tTOKEN\tREMAINING\tWAITERS\tKIND\tHOLDERS\tMETADATA")
 		}
 		for _, l := range page {
 			meta := "-"

@@ -33,6 +33,8 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 			"With -session-ttl the lock is bound to a session of that TTL instead of a lease\n"+
 			"(-ttl is then not used): the session is renewed while COMMAND runs and destroyed\n"+
 			"when it exits; if raftlock lock dies, the lock is freed within the session TTL.\n"+
+			"Each renewal (every -session-ttl/3) also checks that the lock is still held:\n"+
+			"released by an admin meanwhile, it is lost, and COMMAND is stopped.\n"+
 			"-metadata is shown with the lock by raftlock locks (default: host and pid).\n\n"+
 			"With -n N, KEY is a semaphore: up to N commands (in any process) hold it at once,\n"+
 			"each with its own fencing token (like consul lock -n). With -shared, KEY is a\n"+
@@ -51,8 +53,10 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 			"lease runs out by itself within -ttl if it cannot be sent), so raftlock lock exits\n"+
 			"right after COMMAND.\n\n"+
 			"Exit status: COMMAND's own; 75 when the lock is held and -wait ran out (or is 0);\n"+
-			"76 when the lock was lost and COMMAND was stopped; 69 when no agent or leader\n"+
-			"answers; 77 when the agent refuses the token; 2 for usage errors; 1 otherwise.\n"+
+			"76 when the lock was lost while COMMAND ran (it is stopped then; if it ended by\n"+
+			"itself before the loss was noticed, the message says so and gives its status);\n"+
+			"69 when no agent or leader answers; 77 when the agent refuses the token; 2 for\n"+
+			"usage errors; 1 otherwise.\n"+
 			"SIGINT and SIGTERM are passed to COMMAND."+connectHelp,
 		env, stdout, stderr)
 	fs.leadingArgs = 1 // KEY; flags after it are parsed before anything is taken
@@ -68,7 +72,7 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	var keysList string
 	durationVar(fs, &ttl, "ttl", lock.DefaultTTL, "lease length; kept alive while COMMAND runs")
 	fs.StringVar(&keysList, "keys", "", "hold all these comma-separated keys at once, all or nothing, instead of KEY (up to 64)")
-	fs.IntVar(&limit, "n", 0, "hold KEY as a semaphore of N holders at once, 1..65536 (0: a plain lock)")
+	fs.IntVar(&limit, "n", 0, "hold KEY as a semaphore of N holders at once, 1..65536 (not given: a plain lock)")
 	fs.BoolVar(&shared, "shared", false, "hold KEY as a read/write lock, for reading: shared with other readers")
 	fs.BoolVar(&write, "write", false, "hold KEY as a read/write lock, for writing: alone")
 	durationVar(fs, &sessionTTL, "session-ttl", 0, "hold the lock through a session of this TTL instead of a lease (0: a lease of -ttl)")
@@ -81,6 +85,11 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	rest := fs.Args()
 	if len(rest) > 0 && rest[0] == "--" {
 		rest = rest[1:]
+	}
+	if fs.leadingArgs > 0 && fs.flagsEndedWithDashDash && (len(rest) < 2 || rest[1] != "--") {
+		// What follows that "--" is COMMAND, not KEY: a KEY given after
+		// it (one that starts with "-") needs a second "--" before COMMAND.
+		return fs.usagef("KEY is missing: it goes before the -- that starts COMMAND (raftlock lock [flags] KEY -- COMMAND; a KEY that starts with '-': raftlock lock [flags] -- KEY -- COMMAND)")
 	}
 	var keys []string
 	if keysList != "" {
@@ -110,7 +119,7 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	if err := cmp.Or(lock.ValidateKey(key), lock.ValidateTTL(ttl), lock.ValidateWait(wait), lock.ValidateMetadata(metadata)); err != nil {
 		return fs.usagef("%v", err)
 	}
-	kind, err := lockKind(limit, shared, write)
+	kind, err := lockKind(limit, fs.onCommandLine["n"], shared, write)
 	if err != nil {
 		return fs.usagef("%v", err)
 	}
@@ -174,16 +183,25 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	var exit *childExit
+	errors.As(err, &exit)
+	lost := ran && errors.Is(err, lock.ErrNotHeld)
 	switch {
-	case errors.As(err, &exit) && !errors.Is(err, lock.ErrNotHeld):
-		if exit.startErr != nil {
-			fmt.Fprintf(stderr, "raftlock lock: %v\n", exit.startErr)
-			return exitError
-		}
-		return exit.status
-	case ran && errors.Is(err, lock.ErrNotHeld):
-		fmt.Fprintf(stderr, "raftlock lock: lost the lock %s while the command ran; the command was stopped\n", what)
+	case exit != nil && exit.startErr != nil:
+		fmt.Fprintf(stderr, "raftlock lock: %v\n", exit.startErr)
+		return exitError
+	case lost && exit != nil && exit.stopped:
+		fmt.Fprintf(stderr, "raftlock lock: lost the lock %s while the command ran; the command was stopped (exit status %d)\n", what, exit.status)
 		return exitLost
+	case lost && exit != nil:
+		// Found by the release after the command ended: it ran to its end
+		// without the lock for a while.
+		fmt.Fprintf(stderr, "raftlock lock: lost the lock %s while the command ran; the command had ended by itself (exit status %d) before that was noticed\n", what, exit.status)
+		return exitLost
+	case lost:
+		fmt.Fprintf(stderr, "raftlock lock: lost the lock %s while the command ran\n", what)
+		return exitLost
+	case exit != nil:
+		return exit.status
 	case ran && err == nil:
 		return exitOK
 	case !ran && (err == nil || errors.Is(err, lock.ErrLocked)) && keys != nil:
@@ -239,16 +257,16 @@ func parseKeys(list string, limit int, shared, write bool, sessionTTL time.Durat
 	return keys, nil
 }
 
-// lockKind is the kind the -n, -shared and -write flags ask for, or a
-// usage error naming them.
-func lockKind(limit int, shared, write bool) (lock.Kind, error) {
+// lockKind is the kind the -n (limit; nGiven says it was given), -shared
+// and -write flags ask for, or a usage error naming them.
+func lockKind(limit int, nGiven, shared, write bool) (lock.Kind, error) {
 	switch {
 	case shared && write:
 		return 0, errors.New("give -shared (read) or -write, not both")
 	case limit != 0 && (shared || write):
 		return 0, errors.New("-n makes a semaphore; -shared and -write are for a read/write lock: give one or the other")
-	case limit < 0 || limit > lock.MaxHolders:
-		return 0, fmt.Errorf("-n must be between 1 and %d (got %d)", lock.MaxHolders, limit)
+	case (nGiven || limit != 0) && (limit < 1 || limit > lock.MaxHolders):
+		return 0, fmt.Errorf("-n must be between 1 and %d (got %d); leave -n out for a plain lock", lock.MaxHolders, limit)
 	case limit > 0:
 		return lock.KindSemaphore, nil
 	case shared || write:
@@ -370,6 +388,7 @@ type childRun struct {
 type childExit struct {
 	status   int
 	startErr error
+	stopped  bool // it was sent SIGTERM because the lock was lost
 }
 
 func (e *childExit) Error() string {
@@ -400,10 +419,11 @@ func (c *childRun) run(ctx context.Context) error {
 	go func() { done <- cmd.Wait() }()
 
 	var kill <-chan time.Time
+	stopped := false
 	for {
 		select {
 		case err := <-done:
-			return &childExit{status: exitStatus(err)}
+			return &childExit{status: exitStatus(err), stopped: stopped}
 		case sig := <-signals:
 			// Ours to pass on: the command decides how to end, and the lock is
 			// released once it has.
@@ -412,6 +432,7 @@ func (c *childRun) run(ctx context.Context) error {
 			if kill == nil {
 				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 				kill = time.After(c.killAfter)
+				stopped = true
 			}
 			ctx = context.Background() // stop selecting on the closed channel
 		case <-kill:

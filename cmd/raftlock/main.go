@@ -64,7 +64,7 @@ const (
 	exitUsage       = 2  // wrong flags or arguments
 	exitUnavailable = 69 // the agent cannot be reached, or has no leader (EX_UNAVAILABLE)
 	exitHeld        = 75 // the lock is held by another owner and we may not wait any longer (EX_TEMPFAIL)
-	exitLost        = 76 // the lock was lost while the command ran; the command was stopped
+	exitLost        = 76 // the lock was lost while the command ran; the command was stopped, or had ended by itself
 	exitDenied      = 77 // the agent refused our token (missing, wrong, or without the right) (EX_NOPERM)
 	// exitConfig: a configuration error a retry cannot fix: a TLS handshake
 	// failed over certificates (unknown CA, missing or rejected client

@@ -9,9 +9,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-
-	"github.com/raftlock/raftlock/api"
-	"github.com/raftlock/raftlock/apiserver"
 )
 
 // peerTLS builds the mutual TLS of the raft port from -peer-cert-file,
@@ -162,10 +159,14 @@ func prefixAll(names []string) []string {
 	return out
 }
 
-// token returns the API token from a -NAME / -NAME-file pair of flags.
-// When both are set, the one given on the command line wins over the one
-// from the environment; both on the command line is a usage error.
-func token(fs *flagSet, name, value, fileName, file string) (string, error) {
+// token returns the API token from a -NAME / -NAME-file pair of flags,
+// which check must accept: apiserver.ValidateSecret for the agent's own
+// (-http-token: one minimum for every secret the agent accepts, as for
+// -http-acl-file's), api.ValidateToken for a client's (-token: only what a
+// header can carry; the agent it talks to decides). When both are set, the
+// one given on the command line wins over the one from the environment;
+// both on the command line is a usage error. "" without either.
+func token(fs *flagSet, name, value, fileName, file string, check func(string) error) (string, error) {
 	if value != "" && file != "" {
 		switch {
 		case fs.onCommandLine[name] && !fs.onCommandLine[fileName]:
@@ -176,7 +177,9 @@ func token(fs *flagSet, name, value, fileName, file string) (string, error) {
 			return "", fmt.Errorf("give -%s or -%s, not both", name, fileName)
 		}
 	}
+	from := "-" + name // the flag the value came from, for the error
 	if file != "" {
+		from = "-" + fileName + " " + file
 		b, err := os.ReadFile(file)
 		if err != nil {
 			return "", fmt.Errorf("-%s: %w", fileName, err)
@@ -187,32 +190,13 @@ func token(fs *flagSet, name, value, fileName, file string) (string, error) {
 			return "", fmt.Errorf("-%s %s is empty", fileName, file)
 		}
 	}
-	if err := api.ValidateToken(value); err != nil {
-		return "", fmt.Errorf("-%s: %w", name, err)
+	if value == "" {
+		return "", nil // no token
+	}
+	if err := check(value); err != nil {
+		return "", fmt.Errorf("%s: %w", from, err)
 	}
 	return value, nil
-}
-
-// serverToken is token for the shared secret the agent checks callers
-// against (-http-token, -http-token-file): it must pass
-// apiserver.ValidateSecret, as every -http-acl-file secret must, so that
-// one minimum holds for every secret the agent accepts. (A client's -token
-// is only checked for what a header can carry: the agent it talks to
-// decides.)
-func serverToken(fs *flagSet, name, value, fileName, file string) (string, error) {
-	tok, err := token(fs, name, value, fileName, file)
-	if err != nil || tok == "" {
-		return tok, err
-	}
-	if err := apiserver.ValidateSecret(tok); err != nil {
-		// token took the file when only it was given, or when both were
-		// and only it was on the command line.
-		if file != "" && (value == "" || fs.onCommandLine[fileName]) {
-			return "", fmt.Errorf("-%s %s: %w", fileName, file, err)
-		}
-		return "", fmt.Errorf("-%s: %w", name, err)
-	}
-	return tok, nil
 }
 
 // apiURL is the URL clients should dial to reach this agent's HTTP API

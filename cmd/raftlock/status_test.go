@@ -2,11 +2,17 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"regexp"
+	"slices"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -69,4 +75,63 @@ func TestStatusShowsMembersVersionsAndLevels(t *testing.T) {
 	assert.Contains(t, out.String(), `"below_leader_level": true`)
 	assert.Contains(t, out.String(), `"version": "v1.2.0"`)
 	assert.Contains(t, out.String(), `"level": 1`)
+}
+
+// TestStatusOnAFollowerShowsTheLeadersJudgement: raftlock status asked of
+// a follower shows each member's health as the leader judges it (a
+// follower judges none), and a member that died as failed, not as a
+// follower.
+func TestStatusOnAFollowerShowsTheLeadersJudgement(t *testing.T) {
+	ids := []string{"a", "b", "c"}
+	agents := withFreshPorts(t, 3, func(gossip []string) (agents []*agent, err error) {
+		dir := t.TempDir()
+		join := strings.Join(gossip, ",")
+		for i, id := range ids {
+			a, err := tryStartAgentEnv(t, nil, "-node-id", id, "-data-dir", filepath.Join(dir, id), "-bind", "127.0.0.1:0",
+				"-gossip-bind", gossip[i], "-bootstrap-expect", "3", "-retry-join", join)
+			if err != nil {
+				return agents, err
+			}
+			agents = append(agents, a)
+		}
+		return agents, nil
+	})
+	for _, a := range agents {
+		a.waitLeader(t)
+	}
+	st, err := agents[0].client(t).Cluster(context.Background())
+	require.NoError(t, err)
+	var followers []*agent
+	for i, a := range agents {
+		if ids[i] != st.LeaderID {
+			followers = append(followers, a)
+		}
+	}
+	require.Len(t, followers, 2, "leader %q", st.LeaderID)
+	asked, dead := followers[0], followers[1]
+	deadID := ids[slices.Index(agents, dead)]
+	dead.kill(syscall.SIGKILL)
+
+	row := func(id, role, health string) *regexp.Regexp {
+		return regexp.MustCompile(`(?m)^` + id + `\s+\S+\s+voter\s+` + role + `\s+\S+\s+\S+\s+` + regexp.QuoteMeta(health) + `\s`)
+	}
+	var out string
+	if !assert.Eventually(t, func() bool {
+		var code int
+		out, _, code = cli(t, asked, "status")
+		return code == exitOK && row(deadID, "failed", "unhealthy (failed)").MatchString(out)
+	}, 60*time.Second, 200*time.Millisecond, "the dead member, as the leader judges it") {
+		t.Fatalf("the last status:\n%s", out)
+	}
+	assert.Contains(t, out, "(follower)\n", "asked of a follower")
+	for _, id := range ids {
+		switch id {
+		case deadID:
+		case st.LeaderID:
+			assert.Regexp(t, row(id, "leader", "healthy"), out)
+		default:
+			assert.Regexp(t, row(id, "follower", "healthy"), out)
+		}
+	}
+	assert.NotContains(t, out, "could not be read")
 }

@@ -83,12 +83,12 @@ func (s *suite) testSemaphore(t *testing.T) {
 	got := s.await(t, done[0], "the first waiter")
 	require.NoError(t, got.err)
 	assert.Greater(t, got.lease.Token, prev)
+	release(t, ctx, st, k, holders[1].Owner, "a released holder's repeated release is answered as the first was")
 	select {
 	case o := <-done[1]:
-		t.Fatalf("the second waiter got a slot while the semaphore was full: %+v", o)
+		t.Fatalf("the second waiter got a slot while the semaphore was full (a repeated release freed one?): %+v", o)
 	default:
 	}
-	releaseFindsNothing(t, ctx, st, k, holders[1].Owner, "a released holder releases nothing")
 	free(t, ctx, st, holders[0])
 	got = s.await(t, done[1], "the second waiter")
 	require.NoError(t, got.err)

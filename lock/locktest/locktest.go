@@ -4,8 +4,8 @@
 // semantics.
 //
 // The suite checks the Store contract directly (mutual exclusion under load,
-// expiry and hand-off to waiters, FIFO order, idempotent acquire, compare-and-
-// act release and extend, wait and cancel leaving the queue, fencing tokens,
+// expiry and hand-off to waiters, FIFO order, idempotent acquire and
+// release, compare-and-act release and extend, wait and cancel leaving the queue, fencing tokens,
 // what Inspect may reveal, bad input) and the handle behaviours of package
 // lock that depend on the store (Run releasing after an error or a panic, Run
 // canceling its callback when the lease is lost, Serialize/Restore, IsExpired),
@@ -24,7 +24,9 @@
 //
 // A store that implements lock.AdminStore is also held to its contract
 // (force-release hands off to the next waiter; the former holder's Release
-// and Extend then find the lock not held); the subtest skips otherwise.
+// and Extend then find the lock not held, and the holder of a lock bound to
+// a session learns of it through the session's keep-alive); the subtests
+// skip otherwise.
 package locktest
 
 import (
@@ -74,6 +76,7 @@ func TestStoreWith(t *testing.T, newStore func(t *testing.T) lock.Store, opts Op
 		{"ExpiryFreesKey", s.testExpiryFreesKey},
 		{"IdempotentAcquire", s.testIdempotentAcquire},
 		{"NonOwner", s.testNonOwner},
+		{"IdempotentRelease", s.testIdempotentRelease},
 		{"Extend", s.testExtend},
 		{"FIFO", s.testFIFO},
 		{"ReleaseWakesWaiter", s.testReleaseWakesWaiter},
@@ -96,6 +99,7 @@ func TestStoreWith(t *testing.T, newStore func(t *testing.T) lock.Store, opts Op
 		{"Session/Destroy", s.testSessionDestroy},
 		{"Session/LockDelay", s.testSessionLockDelay},
 		{"Session/Handle", s.testSessionHandle},
+		{"Session/HoldLost", s.testSessionHoldLost},
 		{"Semaphore", s.testSemaphore},
 		{"RWLock", s.testRWLock},
 		{"KindMismatch", s.testKindMismatch},
@@ -494,6 +498,32 @@ func (s *suite) testNonOwner(t *testing.T) {
 	assert.True(t, info.Locked)
 	assert.Equal(t, lease.Token, info.Token)
 	release(t, ctx, st, k, a)
+}
+
+// A release sent again (its answer lost) returns true again, and touches
+// the key's next holder no more than the first did; but only while it was
+// this owner's release that ended its hold: once the owner held the key
+// again and that lease ran out, its release returns false.
+func (s *suite) testIdempotentRelease(t *testing.T) {
+	st, ctx := s.begin(t)
+	k := key(t, "k")
+	a, _ := acquire(t, ctx, st, k, long)
+	release(t, ctx, st, k, a)
+	release(t, ctx, st, k, a, "the repeat of A's release")
+
+	b, leaseB := acquire(t, ctx, st, k, long)
+	release(t, ctx, st, k, a, "the repeat of A's release, with B holding")
+	assert.Equal(t, leaseB.Token, inspect(t, ctx, st, k).Token, "B still holds the key")
+	release(t, ctx, st, k, b)
+
+	// The same owner holds the key again, and that lease runs out.
+	_, err := st.Acquire(ctx, lock.AcquireRequest{Key: k, Owner: a, TTL: s.ShortTTL})
+	require.NoError(t, err, "A acquires again with the same owner")
+	require.Eventually(t, func() bool {
+		info, err := st.Inspect(ctx, k)
+		return err == nil && !info.Locked
+	}, s.Patience, time.Millisecond, "A's second lease runs out")
+	releaseFindsNothing(t, ctx, st, k, a, "A's release after its second lease ran out")
 }
 
 func (s *suite) testExtend(t *testing.T) {

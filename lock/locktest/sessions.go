@@ -122,6 +122,7 @@ func (s *suite) testSessionRenew(t *testing.T) {
 		sl, err := ss.RenewSession(ctx, id)
 		require.NoError(t, err, "renew")
 		require.Positive(t, sl.Remaining)
+		assert.Equal(t, 1, sl.Keys, "a renew counts the session's keys")
 		<-renewals.C
 	}
 	info := inspect(t, ctx, st, k)
@@ -172,7 +173,10 @@ func (s *suite) testSessionExpiryHandsOff(t *testing.T) {
 	assert.ErrorIs(t, err, lock.ErrNoSession, "an expired session cannot be renewed")
 	_, err = st.Acquire(ctx, lock.AcquireRequest{Key: key(t, "k3"), Owner: lock.NewOwner(), Session: id})
 	assert.ErrorIs(t, err, lock.ErrNoSession)
-	ok, err := ss.DestroySession(ctx, other)
+	ok, err := ss.DestroySession(ctx, id)
+	require.NoError(t, err)
+	assert.False(t, ok, "a session that expired is not ended by its destroy")
+	ok, err = ss.DestroySession(ctx, other)
 	require.NoError(t, err)
 	assert.True(t, ok)
 	assert.False(t, inspect(t, ctx, st, k1).Locked)
@@ -217,7 +221,7 @@ func (s *suite) testSessionDestroy(t *testing.T) {
 
 	ok, err = ss.DestroySession(ctx, id)
 	require.NoError(t, err)
-	assert.False(t, ok, "already ended")
+	assert.True(t, ok, "a repeat of the destroy that ended it")
 }
 
 // The Go API: a session's keep-alive, handles bound to it, Run canceling
@@ -278,6 +282,48 @@ func (s *suite) testSessionHandle(t *testing.T) {
 	require.NoError(t, sess2.Close(ctx))
 	assert.False(t, inspect(t, ctx, st, l2.Key()).Locked)
 	assert.NoError(t, sess2.Close(ctx), "Close is idempotent")
+}
+
+// A lock bound to a session that an admin force-releases, and another
+// owner then takes, is lost to its holder though the session lives on: the
+// session's keep-alive finds it gone, Run cancels fn's context with a cause
+// matching ErrNotHeld and reports the loss, and the session's other lock
+// stays held.
+func (s *suite) testSessionHoldLost(t *testing.T) {
+	st, _ := s.sessionStore(t)
+	admin := storeAs[lock.AdminStore](t, st, "does not implement lock.AdminStore")
+	ctx := s.ctx(t)
+	c := lock.New(st)
+	sess, err := c.NewSession(ctx, lock.SessionTTL(s.ShortTTL))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sess.Close(context.Background()) })
+	sc := c.WithSession(sess)
+	other := sc.Lock(key(t, "other"))
+	require.NoError(t, other.Acquire(ctx))
+
+	k := key(t, "k")
+	var cause error
+	ran, err := sc.Lock(k).Run(ctx, func(fnCtx context.Context) error {
+		_, err := admin.ForceRelease(ctx, k)
+		require.NoError(t, err)
+		taken, err := c.Lock(k).TryAcquire(ctx)
+		require.NoError(t, err)
+		require.True(t, taken, "another owner takes the key")
+		select {
+		case <-fnCtx.Done():
+			cause = context.Cause(fnCtx)
+			return nil
+		case <-time.After(s.Patience):
+			return errors.New("fn's context was not canceled")
+		}
+	})
+	assert.True(t, ran)
+	assert.ErrorIs(t, cause, lock.ErrNotHeld, "fn's context says the lock is lost")
+	assert.ErrorIs(t, err, lock.ErrNotHeld, "Run says the lock was lost")
+	assert.NoError(t, sess.Err(), "the session lives on")
+	expired, err := other.IsExpired(ctx)
+	require.NoError(t, err)
+	assert.False(t, expired, "the session's other lock is still held")
 }
 
 // MaxHold cancels Run's callback at the cap and releases the lock, though
