@@ -845,15 +845,17 @@ func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, resp)
 		return
 	}
-	if !st.HasLeader() {
-		resp.Status = api.CodeNoLeader
-		resp.Error = &api.ErrorDetail{Code: api.CodeNoLeader, Message: fmt.Sprintf("api: node %s knows no leader", st.NodeID)}
-		writeJSON(w, http.StatusServiceUnavailable, resp)
-		return
-	}
+	// A log fault before no leader: a node that cannot write its log may
+	// also know no leader (it cannot vote), and the fault is what to fix.
 	if st.LogFault != "" {
 		resp.Status = api.CodeLogFault
 		resp.Error = &api.ErrorDetail{Code: api.CodeLogFault, Message: fmt.Sprintf("api: node %s cannot write its raft log: %s", st.NodeID, st.LogFault)}
+		writeJSON(w, http.StatusServiceUnavailable, resp)
+		return
+	}
+	if !st.HasLeader() {
+		resp.Status = api.CodeNoLeader
+		resp.Error = &api.ErrorDetail{Code: api.CodeNoLeader, Message: fmt.Sprintf("api: node %s knows no leader", st.NodeID)}
 		writeJSON(w, http.StatusServiceUnavailable, resp)
 		return
 	}
@@ -883,10 +885,10 @@ func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case st.Readiness != nil:
 		ready, reason = st.Readiness.Ready, st.Readiness.Reason
-	case !st.HasLeader():
-		reason = "no leader known"
 	case st.LogFault != "":
 		reason = "cannot write the raft log: " + st.LogFault
+	case !st.HasLeader():
+		reason = "no leader known"
 	}
 	if !ready {
 		resp.Status, resp.Reason = api.CodeNotReady, reason

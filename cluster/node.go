@@ -318,6 +318,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: starting raft: %w", err)
 	}
 	n.raft = r
+	store.setSoleVoter(n.soleVoter)
 	cleanup = append(cleanup, func() { r.Shutdown().Error() })
 
 	if existing && cfg.Bootstrap {
