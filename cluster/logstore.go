@@ -524,6 +524,10 @@ type writeFaults struct {
 	path   string
 	logger hclog.Logger
 
+	// failing is set while err is: every lock call asks (logFaultError),
+	// and most ask while writes succeed.
+	failing atomic.Bool
+
 	mu     sync.Mutex
 	err    error // nil while writes succeed
 	since  time.Time
@@ -556,6 +560,7 @@ func (f *writeFaults) record(err error, stable bool) {
 		f.stable = false
 	}
 	f.err = err
+	f.failing.Store(true)
 	if now.Sub(f.logged) < writeFaultLogEvery {
 		return
 	}
@@ -595,6 +600,7 @@ func (f *writeFaults) endLocked() {
 	}
 	f.logger.Info("raft log writes succeed again", "path", f.path, "after", time.Since(f.since).Round(time.Millisecond))
 	f.err, f.logged, f.stable = nil, time.Time{}, false
+	f.failing.Store(false)
 }
 
 // fault describes the current write failure; "" while writes succeed.
@@ -605,6 +611,9 @@ func (f *writeFaults) fault() string {
 
 // describe is fault, and what to do about it; "", "" while writes succeed.
 func (f *writeFaults) describe() (fault, hint string) {
+	if !f.failing.Load() {
+		return "", ""
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err == nil {
