@@ -471,7 +471,8 @@
 // GET /healthz is 200 when the node knows a leader (always, for a store that
 // is not a cluster) and 503 no_leader otherwise, so a load balancer sends lock
 // traffic only to nodes that can serve it; 503 log_fault while the node
-// cannot write its raft log (a full disk: the message says why); 503 halted
+// cannot write its raft log (a full disk: the message says why), whether or
+// not it knows a leader; 503 halted
 // once the node stopped at a committed entry its version cannot read (the
 // message names it and what to install). HEAD works too.
 //

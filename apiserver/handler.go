@@ -905,10 +905,12 @@ func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case st.Halted != "":
 		code, problem, why = api.CodeHalted, "stopped", st.Halted
+	case st.LogFault != "":
+		// Before no leader: a node that cannot write its log may also know
+		// no leader (it cannot vote), and the fault is what to fix.
+		code, problem, why = api.CodeLogFault, "cannot write its raft log", st.LogFault
 	case !st.HasLeader():
 		code, problem = api.CodeNoLeader, "knows no leader"
-	case st.LogFault != "":
-		code, problem, why = api.CodeLogFault, "cannot write its raft log", st.LogFault
 	default:
 		writeJSON(w, http.StatusOK, resp)
 		return
@@ -958,10 +960,10 @@ func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case st.Readiness != nil:
 		ready, reason = st.Readiness.Ready, st.Readiness.Reason
-	case !st.HasLeader():
-		reason = "no leader known"
 	case st.LogFault != "":
 		reason = "cannot write the raft log: " + st.LogFault
+	case !st.HasLeader():
+		reason = "no leader known"
 	}
 	if !ready {
 		resp.Status = api.CodeNotReady

@@ -47,3 +47,33 @@ func logFaultGauge(t *testing.T, n *testNode) float64 {
 	require.NoError(t, err)
 	return m.GetGauge().GetValue()
 }
+
+// A node that cannot write its raft log and knows no leader (it cannot
+// vote either) says log_fault, the thing to fix, rather than no_leader.
+func TestHealthzSaysLogFaultBeforeNoLeader(t *testing.T) {
+	store := lock.NewMemoryStore()
+	t.Cleanup(func() { _ = store.Close() })
+	fc := &fakeCluster{}
+	n := newTestNodeOver(t, store, Config{Cluster: fc}, nil)
+	st := leaderStatus()
+	st.LeaderID, st.LeaderAddr = "", ""
+	for i := range st.Members {
+		st.Members[i].Leader = false
+	}
+	st.LogFault = "raft log /d/wal: writes fail since 2026-01-01T00:00:00Z: no space left on device"
+	fc.set(st)
+
+	for _, path := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get(n.url + path)
+		require.NoError(t, err)
+		a, err := decodeAnswer(resp)
+		resp.Body.Close()
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusServiceUnavailable, a.status, path)
+		assert.Contains(t, a.raw, "no space left on device", path)
+		assert.NotContains(t, a.raw, "no leader", path)
+		if path == "/healthz" {
+			assert.Contains(t, a.raw, `"status":"`+api.CodeLogFault+`"`)
+		}
+	}
+}

@@ -13,6 +13,11 @@ var (
 	ErrJoin = errors.New("cluster: join failed")
 	// ErrBadRequest: a forwarded request could not be decoded or is not allowed.
 	ErrBadRequest = errors.New("cluster: bad request")
+	// ErrLogFault: the only voter cannot write its raft log (a full disk,
+	// say), so nothing can commit until a write succeeds; lock calls on it
+	// fail at once with an error that matches it and lock.ErrUnavailable,
+	// and says why and what to do (Stats.LogFault says it too).
+	ErrLogFault = errors.New("cluster: log_fault: the raft log cannot be written")
 )
 
 // Internal outcomes of one attempt, which the retry loop in forward.go tells apart.

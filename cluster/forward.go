@@ -90,6 +90,9 @@ func (n *Node) do(ctx context.Context, req rpcRequest) (ans rpcAnswer, err error
 		if n.closed() || n.sm.halt.Load() != nil {
 			return nil, n.closedError(unknown)
 		}
+		if err := n.logFaultError(unknown); err != nil {
+			return nil, err
+		}
 		changed := n.leaderChanged.wait()
 
 		var attemptErr error
@@ -265,6 +268,25 @@ func (n *Node) leaderWait() time.Duration {
 	return n.cfg.LeaderWait
 }
 
+// logFaultError is what a lock call fails with, at once, while this node
+// is the only voter and its raft log cannot be written: nothing can commit
+// until a write succeeds (the node waits for it as leader: see
+// guardedStore.StoreLogs), and no other member could lead. Nil otherwise;
+// with other voters, one whose disk has room leads. unknown: an earlier
+// attempt may have taken effect.
+func (n *Node) logFaultError(unknown bool) error {
+	fault, hint := n.store.faults.describe()
+	if fault == "" || !n.soleVoter() {
+		return nil
+	}
+	err := fmt.Errorf("%w: %w: node %s is the only voter, so nothing commits until a write succeeds: %s; %s",
+		lock.ErrUnavailable, ErrLogFault, n.cfg.NodeID, fault, hint)
+	if unknown {
+		err = fmt.Errorf("%w: %w", lock.ErrUnknownOutcome, err)
+	}
+	return err
+}
+
 // leaderlessError is what do returns when no leader was known for wait.
 func (n *Node) leaderlessError(wait time.Duration, unknown bool) error {
 	err := fmt.Errorf("%w: no leader for %v: an election is taking long, or a majority of the voters is down or cut off from this node", lock.ErrUnavailable, wait)
@@ -428,6 +450,9 @@ func (n *Node) handleRPC(ctx context.Context, body []byte) ([]byte, error) {
 	t := n.term.Load()
 	if t == nil && !kinds[req.kind()].anyNode {
 		return n.notLeaderReply(req.kind()).appendBinary(nil), nil
+	}
+	if err := n.logFaultError(false); err != nil {
+		return n.errorReply(req.kind(), err).appendBinary(nil), nil
 	}
 	ans, err := req.serve(ctx, n, t)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	walfs "github.com/hashicorp/raft-wal/fs"
 	"github.com/hashicorp/raft-wal/segment"
@@ -504,4 +505,74 @@ func (c *testCluster) holdsAllCommitted(n *Node) bool {
 		}
 	}
 	return false
+}
+
+// The only voter whose disk fills stays leader and waits for space: it
+// does not step down and elect itself again every heartbeat timeout (raft
+// steps a leader down when its log write fails, which helps only where
+// another member can lead). Meanwhile it says why it cannot commit, in
+// Stats and in the error of every lock call (at once: not after a wait
+// for a leader), writes one line about it rather than a flood, and
+// commits again by itself once space is back, with nothing lost.
+func TestOnlyVoterWithFullDiskWaitsForSpaceAsLeader(t *testing.T) {
+	d := &fullDisk{}
+	d.install(t)
+	cfg := diskFullConfig(t)
+	var logs lockedBuffer
+	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "a", Output: &logs, Level: hclog.Info})
+	n := startNode(t, cfg)
+	require.Eventually(t, n.leaderReady, patience, 10*time.Millisecond)
+	logged := len(logs.String())
+	granted := fillUntilFault(t, n, d)
+	term := n.Stats().Term
+
+	assert.Never(t, func() bool { st := n.Stats(); return st.Term != term || st.State != "Leader" }, 2*time.Second, 10*time.Millisecond,
+		"the only voter left the leader's state while its disk was full")
+	st := n.Stats()
+	assert.Contains(t, st.LogFault, "no space left on device")
+	assert.Equal(t, term, st.Term, "elections while the disk was full")
+
+	_, err := n.Acquire(testCtx(t), lock.AcquireRequest{Key: "during", Owner: lock.NewOwner(), TTL: time.Hour})
+	assert.ErrorIs(t, err, ErrLogFault)
+	assert.ErrorIs(t, err, lock.ErrUnavailable)
+	assert.ErrorContains(t, err, "free space on the file system")
+	assert.NotContains(t, errorText(err), "election")
+	_, err = n.Inspect(testCtx(t), "during")
+	assert.ErrorIs(t, err, ErrLogFault, "a read")
+	_, err = n.Acquire(testCtx(t), lock.AcquireRequest{Key: "during", Owner: lock.NewOwner(), TTL: time.Hour, Wait: time.Minute})
+	assert.ErrorIs(t, err, ErrLogFault, "a waiting acquire")
+
+	during := logs.String()[logged:]
+	assert.Equal(t, 0, strings.Count(during, "entering leader state"), "elections")
+	assert.Equal(t, 1, strings.Count(during, "\n"), "lines written while the disk was full:\n%s", during[:min(len(during), 4000)])
+	assert.Contains(t, during, `what_to_do="the disk is full: free space on the file system of`)
+
+	d.full.Store(false)
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := n.Acquire(ctx, lock.AcquireRequest{Key: "probe", Owner: lock.NewOwner(), TTL: time.Hour})
+		return err == nil
+	}, patience, 20*time.Millisecond, "the node did not commit again after space came back")
+	assert.Empty(t, n.Stats().LogFault)
+	assert.Equal(t, term, n.Stats().Term, "the node did not lead throughout")
+	checkGranted(t, n, granted)
+}
+
+// A node whose disk has no room for one WAL segment file does not start,
+// and says how large a segment is and which setting makes it smaller.
+func TestNoRoomForAWALSegmentNamesItsSize(t *testing.T) {
+	d := &fullDisk{}
+	d.install(t)
+	d.full.Store(true)
+	cfg := diskFullConfig(t)
+	_, err := New(cfg)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, ErrInvalidConfig)
+	var cerr *ConfigError
+	require.ErrorAs(t, err, &cerr)
+	assert.Equal(t, "WALSegmentSize", cerr.Field)
+	assert.ErrorContains(t, err, "segment file of 4096 bytes (4 KiB")
+	assert.ErrorContains(t, err, "no space left on device")
+	assert.ErrorContains(t, err, "free space there, or set a smaller WALSegmentSize")
 }

@@ -158,3 +158,67 @@ func TestDiskFilledAndFreedRepeatedlyOnRealFileSystem(t *testing.T) {
 	}
 	t.Logf("%d cycles, %d grants checked", cycles, len(granted))
 }
+
+// The only voter, on a real small file system filled to the last byte,
+// stays leader without an election while it waits for space, fails lock
+// calls with ErrLogFault meanwhile, and commits again once space is freed.
+func TestOnlyVoterOnFullRealFileSystemWaitsForSpace(t *testing.T) {
+	smallDir := filepath.Join(t.TempDir(), "small")
+	require.NoError(t, os.Mkdir(smallDir, 0o700))
+	mountSmallDisk(t, smallDir, 8<<20)
+	cfg := testConfig(t, "a")
+	cfg.Bootstrap = true
+	cfg.DataDir = smallDir
+	cfg.WALSegmentSize = 16 << 10
+	n := startNode(t, cfg)
+	require.Eventually(t, n.leaderReady, patience, 10*time.Millisecond)
+
+	fillDisk(t, filepath.Join(smallDir, "filler"))
+	deadline := time.Now().Add(3 * patience)
+	for i := 0; n.Stats().LogFault == ""; i++ {
+		require.True(t, time.Now().Before(deadline), "no log fault reported while the disk was full")
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		n.Acquire(ctx, lock.AcquireRequest{Key: fmt.Sprintf("k%d", i), Owner: lock.NewOwner(), TTL: time.Hour})
+		cancel()
+	}
+	assert.Contains(t, n.Stats().LogFault, "no space left on device")
+	term := n.Stats().Term
+	assert.Never(t, func() bool { st := n.Stats(); return st.Term != term || st.State != "Leader" }, 2*time.Second, 10*time.Millisecond,
+		"the only voter left the leader's state while its disk was full")
+	_, err := n.Acquire(testCtx(t), lock.AcquireRequest{Key: "during", Owner: lock.NewOwner(), TTL: time.Hour})
+	assert.ErrorIs(t, err, ErrLogFault)
+
+	require.NoError(t, os.Remove(filepath.Join(smallDir, "filler")))
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := n.Acquire(ctx, lock.AcquireRequest{Key: "probe", Owner: lock.NewOwner(), TTL: time.Hour})
+		return err == nil
+	}, 3*patience, 20*time.Millisecond, "the node did not commit again after space was freed")
+	assert.Empty(t, n.Stats().LogFault)
+	assert.Equal(t, term, n.Stats().Term, "the node did not lead throughout")
+}
+
+// A data dir on a file system smaller than one WAL segment (64 MiB by
+// default, preallocated in full) is refused at start with an error that
+// names the segment's size and the setting that makes it smaller.
+func TestNoRoomForAWALSegmentOnRealFileSystem(t *testing.T) {
+	smallDir := filepath.Join(t.TempDir(), "small")
+	require.NoError(t, os.Mkdir(smallDir, 0o700))
+	mountSmallDisk(t, smallDir, 20<<20)
+	cfg := testConfig(t, "a")
+	cfg.Bootstrap = true
+	cfg.DataDir = smallDir
+	_, err := New(cfg)
+	require.Error(t, err)
+	var cerr *ConfigError
+	require.ErrorAs(t, err, &cerr)
+	assert.Equal(t, "WALSegmentSize", cerr.Field)
+	assert.ErrorContains(t, err, "segment file of 67108864 bytes (64 MiB")
+	assert.ErrorContains(t, err, "no space left on device")
+
+	cfg.WALSegmentSize = 1 << 20
+	n, err := New(cfg)
+	require.NoError(t, err, "with a segment that fits")
+	require.NoError(t, n.Close())
+}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -52,7 +53,11 @@ import (
 // committed WAL batch is checked at start (walcheck.go says what raft-wal
 // recovers by itself and what it does not). A write that fails (a full
 // disk) is retried in place; the WAL is opened again from disk when raft-wal
-// cannot append after one, and Stats.LogFault says why while it lasts.
+// cannot append after one, and Stats.LogFault says why while it lasts. The
+// only voter waits for space as leader rather than stepping down (see
+// guardedStore.StoreLogs), and its lock calls fail at once with
+// ErrLogFault. A data dir without room for one segment file is refused at
+// start, naming the segment's size (noRoomForSegment).
 
 // LogStore names the on-disk format of a node's raft log and stable store
 // (its term and vote). Both fsync every write before raft counts it.
@@ -139,6 +144,9 @@ func openLogStore(dir string, kind LogStore, walSegmentSize int, logger hclog.Lo
 			return store, nil
 		}
 		store, err := open()
+		if errors.Is(err, syscall.ENOSPC) {
+			return nil, "", noRoomForSegment(path, walSegmentSize, err)
+		}
 		if err != nil {
 			return nil, "", err
 		}
@@ -153,6 +161,28 @@ func openLogStore(dir string, kind LogStore, walSegmentSize int, logger hclog.Lo
 		return newGuardedStore(store, nil, path, logger), kind, nil
 	}
 	return nil, "", configError("LogStore", "unknown {LogStore} %q (want %q or %q)", kind, LogStoreWAL, LogStoreBoltDB)
+}
+
+// noRoomForSegment is the error of a WAL that cannot be opened because its
+// file system has no room for a segment file, which raft-wal preallocates
+// in full: it names the size needed and the field that sets it.
+func noRoomForSegment(path string, segmentSize int, err error) error {
+	if segmentSize == 0 {
+		segmentSize = wal.DefaultSegmentSize // what 0 leaves
+	}
+	return configError("WALSegmentSize", "the raft log %s in {DataDir} needs room for a segment file of %d bytes (%s, preallocated in full; {WALSegmentSize} sets it) and its file system has less (%v): free space there, or set a smaller {WALSegmentSize} (at least 4096 bytes)",
+		path, segmentSize, sizeInWords(segmentSize), err)
+}
+
+// sizeInWords is n bytes as people write it (64 MiB, 16 KiB, 1000 bytes).
+func sizeInWords(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // walTestFiles lets tests wrap raft-wal's metadata store and segment files
@@ -193,6 +223,9 @@ type guardedStore struct {
 	// and only read afterwards; nil before.
 	mark          *logMark
 	snapshotIndex func() uint64
+	// isSoleVoter is the node's test of whether it is the only voter (see
+	// StoreLogs), set once raft runs; nil before.
+	isSoleVoter atomic.Pointer[func() bool]
 
 	faults writeFaults
 
@@ -317,17 +350,71 @@ func (g *guardedStore) StoreLog(log *raft.Log) error {
 
 // StoreLogs writes logs; once the store said they are on disk, the mark
 // may record them.
+//
+// A write that fails for want of space is returned to raft, which then
+// counts the entries as not stored: a follower refuses the append (the
+// leader sends it again), a leader steps down so that a member whose disk
+// has room can lead. The only voter has no such member: raft (v1.7.3)
+// would step it down and it would elect itself again at once, an election
+// each heartbeat timeout for as long as the disk stays full, none of which
+// can commit. So while this node is the only voter (soleVoter), the write
+// waits for space instead, and is tried again every reopenPace: the node
+// stays leader, commits again by itself as soon as the write succeeds, and
+// meanwhile says why it cannot (Stats.LogFault, logFaultError).
 func (g *guardedStore) StoreLogs(logs []*raft.Log) error {
-	err := g.use(true, func(s logStore) error { return s.StoreLogs(logs) })
-	if err != nil {
+	for {
+		err, broken := g.try(true, func(s logStore) error { return s.StoreLogs(logs) })
+		if err == nil {
+			break
+		}
 		g.faults.failed(err)
-		return err
+		if !g.waitsForSpace(err, broken) {
+			return err
+		}
+		g.pause()
 	}
 	g.faults.succeeded()
 	if g.mark != nil && len(logs) > 0 {
 		g.mark.raise(logs[len(logs)-1].Index)
 	}
 	return nil
+}
+
+// waitsForSpace reports whether a write of the log that failed with err
+// (broken: the log could not be opened again after an earlier failure)
+// waits and is tried again rather than failing: a want of space, while
+// this node is the only voter.
+func (g *guardedStore) waitsForSpace(err error, broken bool) bool {
+	if !broken && !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, wal.ErrSealed) {
+		return false
+	}
+	return g.soleVoter()
+}
+
+// soleVoter reports whether this node is the only voter (see StoreLogs);
+// false until the node told the store how to tell (setSoleVoter).
+func (g *guardedStore) soleVoter() bool {
+	f := g.isSoleVoter.Load()
+	return f != nil && (*f)()
+}
+
+// setSoleVoter gives the store the node's test of whether it is the only
+// voter; raft's goroutines may already be writing.
+func (g *guardedStore) setSoleVoter(f func() bool) {
+	g.isSoleVoter.Store(&f)
+}
+
+// pause waits reopenPace before a write is tried again; when the node
+// closes meanwhile (abandon), the calling goroutine ends without an
+// answer, as a call after Close does.
+func (g *guardedStore) pause() {
+	t := time.NewTimer(reopenPace)
+	select {
+	case <-t.C:
+	case <-g.abandoned:
+		t.Stop()
+		runtime.Goexit()
+	}
 }
 
 // DeleteRange deletes logs; when the deletion takes the log's last index
@@ -403,17 +490,11 @@ func (g *guardedStore) stableWrite(fn func(s logStore) error) error {
 				continue // write now
 			}
 		}
-		t := time.NewTimer(reopenPace)
-		select {
-		case <-t.C:
-		case <-g.abandoned:
-			t.Stop()
-			runtime.Goexit() // as for a call after Close: no answer, no panic
-		}
+		g.pause() // as for a call after Close: no answer, no panic
 	}
 }
 
-// abandon ends the waits of stableWrite: the node is closing. Call it before
+// abandon ends the waits of stableWrite and StoreLogs: the node is closing. Call it before
 // raft.Shutdown, which waits for raft's goroutines.
 func (g *guardedStore) abandon() {
 	g.abandonOnce.Do(func() { close(g.abandoned) })
@@ -442,6 +523,10 @@ func (g *guardedStore) GetUint64(key []byte) (v uint64, err error) {
 type writeFaults struct {
 	path   string
 	logger hclog.Logger
+
+	// failing is set while err is: every lock call asks (logFaultError),
+	// and most ask while writes succeed.
+	failing atomic.Bool
 
 	mu     sync.Mutex
 	err    error // nil while writes succeed
@@ -475,16 +560,22 @@ func (f *writeFaults) record(err error, stable bool) {
 		f.stable = false
 	}
 	f.err = err
+	f.failing.Store(true)
 	if now.Sub(f.logged) < writeFaultLogEvery {
 		return
 	}
 	f.logged = now
-	hint := "find the cause in the error; the node retries by itself"
-	if errors.Is(err, syscall.ENOSPC) {
-		hint = "the disk is full: free space on the file system of " + f.path + "; the node retries by itself, no restart is needed"
-	}
+	hint := f.hintLocked()
 	f.logger.Error("raft log writes fail: this node cannot commit, replicate or vote until one succeeds",
 		"path", f.path, "since", f.since.UTC().Format(time.RFC3339), "error", err, "what_to_do", hint)
+}
+
+// hintLocked says what to do about the current failure.
+func (f *writeFaults) hintLocked() string {
+	if errors.Is(f.err, syscall.ENOSPC) {
+		return "the disk is full: free space on the file system of " + f.path + "; the node retries by itself, no restart is needed"
+	}
+	return "find the cause in the error; the node retries by itself"
 }
 
 func (f *writeFaults) succeeded() {
@@ -509,16 +600,26 @@ func (f *writeFaults) endLocked() {
 	}
 	f.logger.Info("raft log writes succeed again", "path", f.path, "after", time.Since(f.since).Round(time.Millisecond))
 	f.err, f.logged, f.stable = nil, time.Time{}, false
+	f.failing.Store(false)
 }
 
 // fault describes the current write failure; "" while writes succeed.
 func (f *writeFaults) fault() string {
+	fault, _ := f.describe()
+	return fault
+}
+
+// describe is fault, and what to do about it; "", "" while writes succeed.
+func (f *writeFaults) describe() (fault, hint string) {
+	if !f.failing.Load() {
+		return "", ""
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err == nil {
-		return ""
+		return "", ""
 	}
-	return fmt.Sprintf("raft log %s: writes fail since %s: %v", f.path, f.since.UTC().Format(time.RFC3339), f.err)
+	return fmt.Sprintf("raft log %s: writes fail since %s: %v", f.path, f.since.UTC().Format(time.RFC3339), f.err), f.hintLocked()
 }
 
 func nonEmptyDir(path string) (bool, error) {

@@ -492,6 +492,27 @@ func (n *Node) otherVoters() int {
 	return count
 }
 
+// soleVoter reports whether this node is the only voter of the latest
+// configuration. raft reads the configuration without its main loop, so
+// raft's own goroutines may call it (the log store does: StoreLogs).
+func (n *Node) soleVoter() bool {
+	cf := n.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return false
+	}
+	voter := false
+	for _, s := range cf.Configuration().Servers {
+		if s.Suffrage != raft.Voter {
+			continue
+		}
+		if s.ID != raft.ServerID(n.cfg.NodeID) {
+			return false
+		}
+		voter = true
+	}
+	return voter
+}
+
 // whileLeaderKnown returns a context that ends with ctx, or with an error
 // matching lock.ErrUnavailable once this node has known no leader for d in
 // a row. stop releases it.

@@ -266,18 +266,19 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 
+	inbound := newInboundStream(tr.StreamLayer())
 	netTrans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  tr.StreamLayer(),
+		Stream:  inbound,
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
-		// Pipelined replication, through pipelineTransport: raft v1.7.3's
+		// Pipelined replication, through raftTransport: raft v1.7.3's
 		// own pipeline hangs for good after a follower refuses an append
 		// (a full disk); refusalSafePipeline says how and why it cannot.
 		MaxRPCsInFlight: pipelineInFlight,
 		Logger:          n.quiet.Wrap(logger.Named("raft-net")),
 	})
 	cleanup = append(cleanup, func() { netTrans.Close() })
-	trans := pipelineTransport{netTrans}
+	trans := &raftTransport{NetworkTransport: netTrans, inbound: inbound}
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
@@ -320,6 +321,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: starting raft: %w", err)
 	}
 	n.raft = r
+	store.setSoleVoter(n.soleVoter)
 	cleanup = append(cleanup, func() { r.Shutdown().Error() })
 
 	if existing && cfg.Bootstrap {

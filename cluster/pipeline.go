@@ -18,17 +18,9 @@ const pipelineInFlight = raft.DefaultMaxRPCsInFlight
 // backoff, until the follower accepts again.
 var errPipelineRefused = errors.New("cluster: the follower refused an append on this pipeline; replicating to it one request at a time")
 
-// pipelineTransport is raft's NetworkTransport whose pipelines cannot hang
-// (see refusalSafePipeline). Embedding keeps every other method, so raft's
-// type assertions on its transport (WithClose, WithPreVote in v1.7.3) still
-// see what the NetworkTransport offers.
-type pipelineTransport struct {
-	*raft.NetworkTransport
-}
-
 // AppendEntriesPipeline opens raft's pipeline to the follower and wraps it
 // in a refusalSafePipeline.
-func (t pipelineTransport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
+func (t *raftTransport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
 	inner, err := t.NetworkTransport.AppendEntriesPipeline(id, target)
 	if err != nil {
 		return nil, err

@@ -13,11 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// pipelinePair is a leader-side pipelineTransport and a follower transport
+// pipelinePair is a leader-side raftTransport and a follower transport
 // whose answers the test chooses: refuse(i) reports whether the follower
 // refuses the i-th append (counting from 0), as a follower whose log write
 // failed does.
-func pipelinePair(t *testing.T, refuse func(i int) bool) (pipelineTransport, *raft.NetworkTransport) {
+func pipelinePair(t *testing.T, refuse func(i int) bool) (*raftTransport, *raft.NetworkTransport) {
 	t.Helper()
 	newTransport := func() *raft.NetworkTransport {
 		tr, err := raft.NewTCPTransport("127.0.0.1:0", nil, 2, 10*time.Second, io.Discard)
@@ -45,7 +45,7 @@ func pipelinePair(t *testing.T, refuse func(i int) bool) (pipelineTransport, *ra
 		}
 	}()
 	t.Cleanup(func() { close(stop); <-done })
-	return pipelineTransport{leader}, follower
+	return &raftTransport{NetworkTransport: leader}, follower
 }
 
 func appendRequest(index uint64) *raft.AppendEntriesRequest {

@@ -169,6 +169,9 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 		if n.closed() {
 			return lock.Lease{}, lock.ErrClosed
 		}
+		if err := n.logFaultError(attempted); err != nil {
+			return lock.Lease{}, err
+		}
 		changed := n.leaderChanged.wait()
 		left := end - n.clock.Monotonic()
 		if left <= 0 {
