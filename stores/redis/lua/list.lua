@@ -1,0 +1,28 @@
+-- list: ARGV prefix, after, limit. Answers {key, view..., index} for each
+-- held key that starts with prefix and sorts after after, in byte order,
+-- at most limit (0: all), then the change index.
+local prefix, after, limit = ARGV[2], ARGV[3], tonumber(ARGV[4])
+local min = '[' .. prefix
+if after ~= '' and after >= prefix then min = '(' .. after end
+local out = {}
+while true do
+  -- Settling a key may drop it from the index: page by name, not offset.
+  local batch = redis.call('ZRANGEBYLEX', P .. 'idx', min, '+', 'LIMIT', 0, 256)
+  if #batch == 0 then break end
+  min = '(' .. batch[#batch]
+  for _, key in ipairs(batch) do
+    if string.sub(key, 1, #prefix) ~= prefix then
+      return {out, tonumber(redis.call('GET', P .. 'ver') or '0')}
+    end
+    local st = settle(key)
+    save(key, st)
+    local v = view(st)
+    if v[1] == 1 then
+      table.insert(out, {key, v})
+      if limit > 0 and #out >= limit then
+        return {out, tonumber(redis.call('GET', P .. 'ver') or '0')}
+      end
+    end
+  end
+end
+return {out, tonumber(redis.call('GET', P .. 'ver') or '0')}
