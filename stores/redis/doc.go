@@ -38,9 +38,9 @@
 // looks again: that look ends the lease and hands the key on. A waiter also
 // looks every Options.Heartbeat, which proves it alive; one that has not
 // looked for three heartbeats (its process died) is dropped from the queue,
-// so that the key is never handed to nobody. A waiting acquire holds one
-// connection of the client's pool while it blocks: size the pool
-// (redis.Options.PoolSize) above the waits you expect at once.
+// so that the key is never handed to nobody. A Store reads the wake-ups of
+// all its waiting acquires on one connection (one XREAD over all their
+// streams), so waiters do not take the client's pool.
 //
 // Lease.Remaining and KeyInfo.Remaining are the expiry minus the server's
 // clock read in the same step, counted by the caller from when it sent the

@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -154,7 +155,7 @@ func TestDeadWaiterIsDropped(t *testing.T) {
 	require.NoError(t, dying.Close())
 	select {
 	case err := <-done:
-		assert.ErrorIs(t, err, lock.ErrUnavailable, "the waiter's connection is gone")
+		assert.True(t, errors.Is(err, lock.ErrClosed) || errors.Is(err, lock.ErrUnavailable), "the waiter's client is closed: %v", err)
 	case <-time.After(patience):
 		require.FailNow(t, "the waiter did not end with its client")
 	}
@@ -171,3 +172,52 @@ func TestDeadWaiterIsDropped(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// Many more acquires wait than the client has connections: the Store
+// reads every waiter's wake-up on one connection, so the pool is not
+// exhausted and every waiter is handed the key in turn.
+func TestWaitersShareOneConnection(t *testing.T) {
+	srv := startServer(t)
+	rdb := goredis.NewClient(&goredis.Options{Addr: srv.addr(), PoolSize: 3})
+	t.Cleanup(func() { _ = rdb.Close() })
+	st := redisstore.New(rdb, redisstore.Options{})
+	t.Cleanup(func() { _ = st.Close() })
+	ctx := t.Context()
+	holder := lock.NewOwner()
+	_, err := st.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: holder, TTL: time.Minute})
+	require.NoError(t, err)
+
+	const n = 20
+	granted := make(chan lock.Owner, n)
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			o := lock.NewOwner()
+			if _, err := st.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: o, TTL: time.Minute, Wait: patience}); err != nil {
+				errs <- err
+				return
+			}
+			granted <- o
+		}()
+	}
+	require.Eventually(t, func() bool {
+		info, err := st.Inspect(ctx, "k")
+		return err == nil && info.Waiters == n
+	}, patience, time.Millisecond, "every acquire queues")
+	next := holder
+	for i := range n {
+		ok, err := st.Release(ctx, "k", next)
+		require.NoError(t, err)
+		require.True(t, ok)
+		select {
+		case next = <-granted:
+		case err := <-errs:
+			require.NoError(t, err, "waiter %d", i)
+		case <-time.After(patience):
+			require.FailNow(t, "a waiter was not handed the key", "after %d hand-offs", i)
+		}
+	}
+	ok, err := st.Release(ctx, "k", next)
+	require.NoError(t, err)
+	assert.True(t, ok)
+}

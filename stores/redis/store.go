@@ -43,6 +43,7 @@ type Store struct {
 	scripts   scripts
 	where     string // names the server in errors
 	watch     watchHub
+	wakes     wakeups
 }
 
 var (
@@ -70,6 +71,7 @@ func New(rdb goredis.UniversalClient, opts Options) *Store {
 	}
 	s := &Store{rdb: rdb, prefix: opts.Prefix, heartbeat: opts.Heartbeat, scripts: loadScripts(), where: where}
 	s.watch.init(s)
+	s.wakes.init(s)
 	return s
 }
 
@@ -127,8 +129,8 @@ func (s *Store) fail(op string, err error) error {
 }
 
 // Acquire implements lock.Store. A waiting acquire blocks on a wake-up
-// stream of its own (one connection of the client's pool while it blocks),
-// woken by the step that hands it the key; it looks again by itself when
+// stream of its own (the Store reads all of them on one connection), woken
+// by the step that hands it the key; it looks again by itself when
 // the earliest hold on the key is due to end (Redis has no timer to hand
 // an expired lock on), and every Heartbeat.
 func (s *Store) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease, error) {
@@ -204,22 +206,15 @@ func (s *Store) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Leas
 // block waits for a wake-up of owner's after the one named after, for at
 // most d, or until ctx ends (then it returns ctx's error).
 func (s *Store) block(ctx context.Context, owner, after string, d time.Duration) error {
-	stream := s.prefix + "w:" + owner
-	// go-redis does not interrupt a blocking read when ctx ends: a wake-up
-	// of our own does.
-	stop := context.AfterFunc(ctx, func() {
-		bg, cancel := context.WithTimeout(context.Background(), s.heartbeat)
-		defer cancel()
-		s.rdb.XAdd(bg, &goredis.XAddArgs{Stream: stream, MaxLen: 1, Values: []any{"w", "done"}})
-		s.rdb.PExpire(bg, stream, time.Minute)
-	})
-	defer stop()
-	err := s.rdb.XRead(context.WithoutCancel(ctx), &goredis.XReadArgs{Streams: []string{stream, after}, Count: 1, Block: max(d, time.Millisecond)}).Err()
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return fmt.Errorf("lock: waiting: %w", ctxErr)
-	}
-	if err != nil && !errors.Is(err, goredis.Nil) {
-		return s.fail("wait", err)
+	w := s.wakes.add(s.prefix+"w:"+owner, after)
+	defer s.wakes.remove(w)
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-w.woken:
+	case <-timer.C:
+	case <-ctx.Done():
+		return fmt.Errorf("lock: waiting: %w", ctx.Err())
 	}
 	return nil
 }
@@ -263,19 +258,18 @@ func (s *Store) Extend(ctx context.Context, key string, owner lock.Owner, ttl ti
 
 // Inspect implements lock.Store.
 func (s *Store) Inspect(ctx context.Context, key string) (lock.KeyInfo, error) {
-	info, _, err := s.inspect(ctx, key)
-	return info, err
+	return s.inspect(ctx, key)
 }
 
-func (s *Store) inspect(ctx context.Context, key string) (lock.KeyInfo, uint64, error) {
+func (s *Store) inspect(ctx context.Context, key string) (lock.KeyInfo, error) {
 	if err := lock.ValidateKey(key); err != nil {
-		return lock.KeyInfo{}, 0, err
+		return lock.KeyInfo{}, err
 	}
 	r, err := s.runReply(ctx, s.scripts.inspect, "inspect", key)
 	if err != nil {
-		return lock.KeyInfo{}, 0, err
+		return lock.KeyInfo{}, err
 	}
-	return keyInfo(r), uint64(r.int(11)), nil
+	return keyInfo(r), nil
 }
 
 // ForceRelease implements lock.AdminStore. On a semaphore or read/write
@@ -297,17 +291,12 @@ func (s *Store) ForceRelease(ctx context.Context, key string) (uint64, error) {
 
 // List implements lock.Lister.
 func (s *Store) List(ctx context.Context, req lock.ListRequest) ([]lock.LockInfo, error) {
-	locks, _, err := s.list(ctx, req)
-	return locks, err
-}
-
-func (s *Store) list(ctx context.Context, req lock.ListRequest) ([]lock.LockInfo, uint64, error) {
 	if err := req.Validate(); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	r, err := s.runReply(ctx, s.scripts.list, "list", req.Prefix, req.After, req.Limit)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	var out []lock.LockInfo
 	entries := r.list(0)
@@ -315,5 +304,5 @@ func (s *Store) list(ctx context.Context, req lock.ListRequest) ([]lock.LockInfo
 		e := entries.list(i)
 		out = append(out, lock.LockInfo{Key: e.str(0), KeyInfo: keyInfo(e.list(1))})
 	}
-	return out, uint64(r.int(1)), nil
+	return out, nil
 }

@@ -1,6 +1,6 @@
--- list: ARGV prefix, after, limit. Answers {key, view..., index} for each
+-- list: ARGV prefix, after, limit. Answers {entries}, each {key, view} for a
 -- held key that starts with prefix and sorts after after, in byte order,
--- at most limit (0: all), then the change index.
+-- at most limit (0: all).
 local prefix, after, limit = ARGV[2], ARGV[3], tonumber(ARGV[4])
 local min = '[' .. prefix
 if after ~= '' and after >= prefix then min = '(' .. after end
@@ -12,7 +12,7 @@ while true do
   min = '(' .. batch[#batch]
   for _, key in ipairs(batch) do
     if string.sub(key, 1, #prefix) ~= prefix then
-      return {out, tonumber(redis.call('GET', P .. 'ver') or '0')}
+      return {out}
     end
     local st = settle(key)
     save(key, st)
@@ -20,9 +20,9 @@ while true do
     if v[1] == 1 then
       table.insert(out, {key, v})
       if limit > 0 and #out >= limit then
-        return {out, tonumber(redis.call('GET', P .. 'ver') or '0')}
+        return {out}
       end
     end
   end
 end
-return {out, tonumber(redis.call('GET', P .. 'ver') or '0')}
+return {out}
