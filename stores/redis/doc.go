@@ -81,12 +81,16 @@
 //
 // # What it implements
 //
-// lock.Store, lock.Lister, lock.AdminStore, lock.SessionStore and
-// lock.Watcher. Not lock.MultiKeyStore: a LockAll handle on this store fails
-// with an error matching errors.ErrUnsupported. Not lock.StaleReader: every
-// read is the primary's. No quotas (lock.ErrQuotaExceeded): a key takes at
-// most lock.MaxWaiters waiters, and each step costs time in the number of
-// holders and waiters of its key, so keep queues short.
+// lock.Store, lock.MultiKeyStore, lock.Lister, lock.AdminStore,
+// lock.SessionStore and lock.Watcher. Not lock.StaleReader: every read is
+// the primary's. No quotas (lock.ErrQuotaExceeded): a key takes at most
+// lock.MaxWaiters waiters, and each step costs time in the number of
+// holders and waiters of the keys it touches, so keep queues short.
+//
+// A multi-key set is a hold (or a waiter) with the same token on each of
+// its keys and a record of its keys: it is granted in the step that frees
+// the last of its keys while it heads every queue, and keys it heads while
+// another is held are kept for it (reserved), as in the cluster.
 //
 // Watches: the index is the store's count of changes, kept in Redis (the
 // same for every Store on that Redis and prefix), and the server keeps a
@@ -99,7 +103,7 @@
 // server) is free, after the session's lock-delay when it expired.
 //
 // The package's tests run the conformance suite (lock/locktest) against a
-// redis-server they start: 42 of its 49 subtests pass; the 7 others are the
-// multi-key ones (MultiKey/*, Report/ReservedRefusal, Report/MultiKeyRestore),
-// which skip because the store does not take multi-key locks.
+// redis-server they start: all 49 of its subtests pass. What Redis cannot
+// promise (above) is outside what a conformance suite on one healthy
+// server can see.
 package redis

@@ -51,12 +51,16 @@ func asReply(v any) (reply, error) {
 // keyInfo reads a key's view (lua/state.lua's view).
 func keyInfo(v reply) lock.KeyInfo {
 	if v.int(0) == 0 {
-		return lock.KeyInfo{Waiters: int(v.int(3))}
+		return lock.KeyInfo{Waiters: int(v.int(3)), Reserved: v.int(12) == 1}
 	}
 	info := lock.KeyInfo{
 		Locked: true, Token: uint64(v.int(1)), Remaining: v.dur(2), Waiters: int(v.int(3)),
 		Metadata: v.str(4), Delayed: v.int(5) == 1, Kind: lock.Kind(v.int(6)), Limit: int(v.int(7)),
 		Holders: int(v.int(8)), Shared: v.int(9) == 1,
+	}
+	setKeys := v.list(11)
+	for i := range setKeys {
+		info.SetKeys = append(info.SetKeys, setKeys.str(i))
 	}
 	holds := v.list(10)
 	for i := range holds {

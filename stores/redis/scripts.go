@@ -16,7 +16,7 @@ var luaFiles embed.FS
 // code (lua/state.lua) followed by its own body, so that every step reads
 // and writes a key's state the same way.
 type scripts struct {
-	acquire, release, extend, inspect, force, list, session, watch *goredis.Script
+	acquire, acquireAll, release, extend, inspect, force, list, session, watch *goredis.Script
 }
 
 func loadScripts() scripts {
@@ -25,14 +25,15 @@ func loadScripts() scripts {
 		return goredis.NewScript(shared + "\n" + luaSource(name))
 	}
 	return scripts{
-		acquire: script("acquire"),
-		release: script("release"),
-		extend:  script("extend"),
-		inspect: script("inspect"),
-		force:   script("force"),
-		list:    script("list"),
-		session: script("session"),
-		watch:   script("watch"),
+		acquire:    script("acquire"),
+		acquireAll: script("acquire_all"),
+		release:    script("release"),
+		extend:     script("extend"),
+		inspect:    script("inspect"),
+		force:      script("force"),
+		list:       script("list"),
+		session:    script("session"),
+		watch:      script("watch"),
 	}
 }
 

@@ -47,11 +47,12 @@ type Store struct {
 }
 
 var (
-	_ lock.Store        = (*Store)(nil)
-	_ lock.Lister       = (*Store)(nil)
-	_ lock.AdminStore   = (*Store)(nil)
-	_ lock.SessionStore = (*Store)(nil)
-	_ lock.Watcher      = (*Store)(nil)
+	_ lock.Store         = (*Store)(nil)
+	_ lock.Lister        = (*Store)(nil)
+	_ lock.AdminStore    = (*Store)(nil)
+	_ lock.SessionStore  = (*Store)(nil)
+	_ lock.Watcher       = (*Store)(nil)
+	_ lock.MultiKeyStore = (*Store)(nil)
 )
 
 // New returns a store that keeps its locks in the Redis server rdb talks
@@ -130,37 +131,51 @@ func (s *Store) fail(op string, err error) error {
 
 // Acquire implements lock.Store. A waiting acquire blocks on a wake-up
 // stream of its own (the Store reads all of them on one connection), woken
-// by the step that hands it the key; it looks again by itself when
-// the earliest hold on the key is due to end (Redis has no timer to hand
-// an expired lock on), and every Heartbeat.
+// by the step that hands it the key; it looks again by itself when the
+// earliest hold on the key is due to end (Redis has no timer to hand an
+// expired lock on), and every Heartbeat. A request with Keys is a
+// multi-key acquire (AcquireAll).
 func (s *Store) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease, error) {
 	if err := req.Validate(); err != nil {
 		return lock.Lease{}, err
-	}
-	if req.Keys != nil {
-		return lock.Lease{}, fmt.Errorf("redis store: multi-key locks: %w", errors.ErrUnsupported)
 	}
 	if err := ctx.Err(); err != nil {
 		return lock.Lease{}, err
 	}
 	owner := req.Owner.String()
-	session := ""
-	if !req.Session.IsZero() {
-		session = req.Session.String()
-	}
-	shared := 0
+	script, args := s.scripts.acquire, []any{req.Key, owner, us(req.TTL), 0, req.Metadata, int(req.Kind), req.Limit, 0, "", us(3 * s.heartbeat)}
+	const waitArg = 3
 	if req.Shared {
-		shared = 1
+		args[7] = 1
+	}
+	if !req.Session.IsZero() {
+		args[8] = req.Session.String()
+	}
+	if req.Keys != nil {
+		script, args = s.scripts.acquireAll, []any{owner, us(req.TTL), 0, req.Metadata, us(3 * s.heartbeat)}
+		for _, k := range req.Keys {
+			args = append(args, k)
+		}
+	}
+	waitAt := waitArg
+	if req.Keys != nil {
+		waitAt = 2
+	}
+	// keyAt is the key an answer about the place-th key names.
+	keyAt := func(place int64) string {
+		if place >= 1 && int(place) <= len(req.Keys) {
+			return req.Keys[place-1]
+		}
+		return req.Key
 	}
 	deadline := time.Now().Add(req.Wait)
 	queued := false
 	for {
-		wait := req.Wait
+		args[waitAt] = us(req.Wait)
 		if queued {
-			wait = max(time.Until(deadline), 0)
+			args[waitAt] = us(max(time.Until(deadline), 0))
 		}
-		r, err := s.runReply(ctx, s.scripts.acquire, "acquire", req.Key, owner, us(req.TTL), us(wait), req.Metadata,
-			int(req.Kind), req.Limit, shared, session, us(3*s.heartbeat))
+		r, err := s.runReply(ctx, script, "acquire", args...)
 		if err != nil {
 			if queued {
 				s.leave(req.Key, owner)
@@ -170,7 +185,7 @@ func (s *Store) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Leas
 		switch r.str(0) {
 		case "G":
 			lease := lock.Lease{Token: uint64(r.int(1)), Remaining: r.dur(2), TTL: r.dur(3)}
-			if queued && session == "" {
+			if queued && req.Session.IsZero() {
 				lease.TTL = req.TTL // granted by a hand-off: a new lease of the TTL asked
 			}
 			return lease, nil
@@ -186,13 +201,13 @@ func (s *Store) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Leas
 				return lock.Lease{}, err
 			}
 		case "H":
-			held := &lock.HeldError{Key: req.Key, Token: uint64(r.int(1))}
+			held := &lock.HeldError{Key: keyAt(r.int(4)), Token: uint64(r.int(1)), Reserved: r.int(3) == 1}
 			if held.Token != 0 {
 				held.Remaining = r.dur(2)
 			}
 			return lock.Lease{}, held
 		case "K":
-			return lock.Lease{}, &lock.KindMismatchError{Key: req.Key, Kind: lock.Kind(r.int(1)), Limit: int(r.int(2)), AskedKind: req.Kind, AskedLimit: req.Limit}
+			return lock.Lease{}, &lock.KindMismatchError{Key: keyAt(r.int(3)), Kind: lock.Kind(r.int(1)), Limit: int(r.int(2)), AskedKind: req.Kind, AskedLimit: req.Limit}
 		case "F":
 			return lock.Lease{}, fmt.Errorf("%w: %d callers already wait for %q", lock.ErrQueueFull, r.int(1), req.Key)
 		case "S":
@@ -201,6 +216,14 @@ func (s *Store) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Leas
 			return lock.Lease{}, fmt.Errorf("redis store: unexpected acquire answer %v", r)
 		}
 	}
+}
+
+// AcquireAll implements lock.MultiKeyStore: Acquire of a request with Keys.
+func (s *Store) AcquireAll(ctx context.Context, req lock.AcquireRequest) (lock.Lease, error) {
+	if req.Keys == nil {
+		req.Keys = []string{} // reported as an empty set
+	}
+	return s.Acquire(ctx, req)
 }
 
 // block waits for a wake-up of owner's after the one named after, for at

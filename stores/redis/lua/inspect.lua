@@ -1,5 +1,5 @@
 -- inspect: ARGV key. Answers view(key).
 local key = ARGV[2]
 local st = settle(key)
-save(key, st)
+commit()
 return view(st)

@@ -12,17 +12,19 @@ while true do
   min = '(' .. batch[#batch]
   for _, key in ipairs(batch) do
     if string.sub(key, 1, #prefix) ~= prefix then
-      return {out}
+      commit()
+  return {out}
     end
     local st = settle(key)
-    save(key, st)
     local v = view(st)
     if v[1] == 1 then
       table.insert(out, {key, v})
       if limit > 0 and #out >= limit then
-        return {out}
+        commit()
+  return {out}
       end
     end
   end
 end
-return {out}
+commit()
+  return {out}

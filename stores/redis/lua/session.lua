@@ -36,8 +36,9 @@ if op == 'destroy' then
   redis.call('DEL', k, k .. ':k')
   sessions[id] = false
   for _, key in ipairs(keys) do
-    save(key, settle(key))
+    settle(key)
   end
+  commit()
   return 1
 end
 -- inspect: count the keys still bound to this generation, forget the rest.

@@ -11,6 +11,7 @@
 --   P..'s:'..id    a session: hash of x (expiry), ttl, d (lock-delay), g
 --                  (generation); P..'s:'..id..':k' the keys it holds or
 --                  waits for
+--   P..'set:'..owner the keys of owner's multi-key set, held or waited for
 --   P..'w:'..owner the wake-up stream of a waiting acquire
 --   P..'log'       the last few thousand changes: a stream of the key each
 --                  change index changed (ID <index>-1)
@@ -116,22 +117,44 @@ local function grant(key, st, e)
   return h
 end
 
--- grantHeads grants every waiter at the head of the queue that fits, in
--- order, and wakes each: the hand-off happens in the step that made room.
-local function grantHeads(key, st)
-  while #st.q > 0 and fits(st, st.q[1]) do
-    local w = table.remove(st.q, 1)
-    grant(key, st, w)
-    wake(w.o)
+-- Multi-key sets: P..'set:'..owner keeps the keys of owner's set, held or
+-- waited for; each key's state has the set's hold or waiter like any
+-- other, marked set = 1.
+local sets = {}
+
+-- setRecord is owner's set, {keys = ...}, or false.
+local function setRecord(owner)
+  if sets[owner] == nil then
+    local raw = redis.call('GET', P .. 'set:' .. owner)
+    sets[owner] = raw and cmsgpack.unpack(raw) or false
   end
+  return sets[owner]
 end
 
--- settle is key's state at now: ended holds and waiters whose wait,
--- liveness or session ran out removed (each such waiter woken, to learn
--- it), and the room that made handed to the queue's head.
-local function settle(key)
-  local st = load(key)
-  st.changed = false
+-- putSet keeps owner's set until a minute past untilUs.
+local function putSet(owner, keys, untilUs)
+  local rec = {keys = keys}
+  redis.call('SET', P .. 'set:' .. owner, cmsgpack.pack(rec), 'PX', math.floor((untilUs - now) / 1000) + 60000)
+  sets[owner] = rec
+end
+
+local function dropSet(owner)
+  redis.call('DEL', P .. 'set:' .. owner)
+  sets[owner] = false
+end
+
+-- A step reads each key once (get), changes the states in memory, and
+-- writes the changed ones at its end (commit). pending are the keys whose
+-- queue may have a head to grant.
+local cache, order, pending = {}, {}, {}
+
+-- get is key's state at now: ended holds and waiters whose wait, liveness
+-- or session ran out removed (each such waiter woken, to learn it).
+local function get(key)
+  local st = cache[key]
+  if st then return st end
+  st = load(key)
+  st.changed, st.dirty = false, false
   local holds = {}
   for _, h in ipairs(st.holds) do
     local e, delayed = holdEnd(h)
@@ -153,15 +176,81 @@ local function settle(key)
     end
   end
   st.q = q
-  grantHeads(key, st)
+  cache[key] = st
+  table.insert(order, key)
+  pending[key] = true
   return st
 end
 
--- save writes st back (deletes it when nobody holds or waits). A change
+local function touch(key) pending[key] = true end
+
+-- grantSet grants the set waiter w every key of its set if it heads every
+-- key's queue and nobody holds any: true if granted, 'drop' if its set is
+-- gone (the server lost it), false if it must wait (its free keys stay
+-- reserved for it).
+local function grantSet(w)
+  local rec = setRecord(w.o)
+  if not rec then return 'drop' end
+  for _, k in ipairs(rec.keys) do
+    local sk = get(k)
+    if #sk.holds > 0 or #sk.q == 0 or sk.q[1].o ~= w.o then return false end
+  end
+  local t = nextToken()
+  for _, k in ipairs(rec.keys) do
+    local sk = cache[k]
+    table.remove(sk.q, 1)
+    table.insert(sk.holds, {o = w.o, t = t, x = now + w.ttl, m = w.m, s = 0, ttl = w.ttl, ss = '', set = 1})
+    sk.changed = true
+  end
+  putSet(w.o, rec.keys, now + w.ttl)
+  wake(w.o)
+  return true
+end
+
+-- grantHeads grants every waiter at the head of the queue that fits, in
+-- order, and wakes each: the hand-off happens in the step that made room.
+local function grantHeads(key, st)
+  while #st.q > 0 and fits(st, st.q[1]) do
+    local w = st.q[1]
+    if w.set == 1 then
+      local granted = grantSet(w)
+      if granted == 'drop' then
+        table.remove(st.q, 1)
+        st.changed = true
+        wake(w.o)
+      elseif not granted then
+        return
+      end
+    else
+      table.remove(st.q, 1)
+      grant(key, st, w)
+      wake(w.o)
+    end
+  end
+end
+
+-- pump grants the heads of every pending key, and of the keys that
+-- granting reads in turn.
+local function pump()
+  while true do
+    local key = next(pending)
+    if key == nil then return end
+    pending[key] = nil
+    grantHeads(key, cache[key])
+  end
+end
+
+-- settle is key's state at now, with the room it has handed to its queue.
+local function settle(key)
+  local st = get(key)
+  pump()
+  return st
+end
+
+-- write writes st back (deletes it when nobody holds or waits). A change
 -- (notify) takes a new change index and is published for watches.
-local function save(key, st, notify)
+local function write(key, st, notify)
   local k = skey(key)
-  if notify == nil then notify = st.changed end
   local v = st.v
   if notify then v = redis.call('INCR', P .. 'ver') end
   if #st.holds == 0 and #st.q == 0 then
@@ -179,9 +268,10 @@ local function save(key, st, notify)
       if w.ss ~= '' then bound = true end
       far = math.max(far, w.w)
     end
-    local out = {kind = st.kind, limit = st.limit, holds = st.holds, q = st.q, v = v}
-    for _, h in ipairs(st.holds) do h.dl = nil end
-    local raw = cmsgpack.pack(out)
+    local dl = {}
+    for i, h in ipairs(st.holds) do dl[i] = h.dl; h.dl = nil end
+    local raw = cmsgpack.pack({kind = st.kind, limit = st.limit, holds = st.holds, q = st.q, v = v})
+    for i, h in ipairs(st.holds) do h.dl = dl[i] end
     if bound then
       redis.call('SET', k, raw)
     else
@@ -196,6 +286,19 @@ local function save(key, st, notify)
     redis.call('PUBLISH', P .. 'chg', key)
   end
   st.v = v
+end
+
+-- commit ends a step: the pending grants, then every state it changed
+-- written back (dirty: written without telling watchers).
+local function commit()
+  pump()
+  for _, key in ipairs(order) do
+    local st = cache[key]
+    if st.changed or st.dirty then
+      write(key, st, st.changed)
+      st.changed, st.dirty = false, false
+    end
+  end
 end
 
 local function find(list, owner)
@@ -216,16 +319,27 @@ end
 
 -- view is what anyone may learn of st (never an owner):
 -- {locked, token, remaining, waiters, metadata, delayed, kind, limit,
---  holders, shared, holds}, holds (for a semaphore or read/write lock)
--- each {token, remaining, metadata, shared, delayed}.
+--  holders, shared, holds, set keys, reserved}, holds (for a semaphore or
+-- read/write lock) each {token, remaining, metadata, shared, delayed}, set
+-- keys those of the holder's multi-key set, reserved 1 when nobody holds
+-- the key and a waiting set keeps it.
 local function view(st)
   local n = #st.holds
-  if n == 0 then return {0, 0, 0, #st.q, '', 0, 0, 0, 0, 0, {}} end
+  if n == 0 then
+    local reserved = 0
+    if #st.q > 0 then reserved = 1 end -- a head that fits an empty key is granted: it waits for another key
+    return {0, 0, 0, #st.q, '', 0, 0, 0, 0, 0, {}, {}, reserved}
+  end
   if st.kind == 0 then
     local h = st.holds[1]
     local e, delayed = holdEnd(h)
-    if delayed then return {1, h.t, e - now, #st.q, '', 1, 0, 0, 0, 0, {}} end
-    return {1, h.t, e - now, #st.q, h.m, 0, 0, 0, 1, 0, {}}
+    if delayed then return {1, h.t, e - now, #st.q, '', 1, 0, 0, 0, 0, {}, {}, 0} end
+    local keys = {}
+    if h.set == 1 then
+      local rec = setRecord(h.o)
+      if rec then keys = rec.keys end
+    end
+    return {1, h.t, e - now, #st.q, h.m, 0, 0, 0, 1, 0, {}, keys, 0}
   end
   local holds, token, longest, allDelayed, shared = {}, 0, 0, 1, 1
   for _, h in ipairs(st.holds) do
@@ -239,14 +353,15 @@ local function view(st)
     table.insert(holds, {h.t, e - now, m, h.s, delayed and 1 or 0})
   end
   if st.kind ~= 2 then shared = 0 end
-  return {1, token, longest, #st.q, '', allDelayed, st.kind, st.limit, n, shared, holds}
+  return {1, token, longest, #st.q, '', allDelayed, st.kind, st.limit, n, shared, holds, {}, 0}
 end
 
 -- held is the answer to an acquire that may not wait: the newest holder's
--- token and the longest hold left (none when nobody holds).
+-- token and the longest hold left (none when nobody holds), and whether a
+-- waiting set keeps the key.
 local function held(st)
   local v = view(st)
-  return {'H', v[2], v[3]}
+  return {'H', v[2], v[3], v[13]}
 end
 
 -- nextDeadline is how long until the earliest hold on st ends (or -1 if
@@ -267,4 +382,21 @@ local function lastWake(owner)
   local last = redis.call('XREVRANGE', P .. 'w:' .. owner, '+', '-', 'COUNT', 1)
   if #last > 0 then return last[1][1] end
   return '0-0'
+end
+
+-- endSet ends owner's multi-key set, held or waited for, on every key of it
+-- (key alone when the server lost the set's record), each key handed on.
+local function endSet(owner, key)
+  local rec = setRecord(owner)
+  local keys = {key}
+  if rec then keys = rec.keys end
+  for _, k in ipairs(keys) do
+    local sk = get(k)
+    local i = find(sk.holds, owner)
+    if i then table.remove(sk.holds, i); sk.changed = true end
+    local j = find(sk.q, owner)
+    if j then table.remove(sk.q, j); sk.changed = true end
+    touch(k)
+  end
+  dropSet(owner)
 end

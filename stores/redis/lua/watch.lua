@@ -15,7 +15,6 @@ end
 local answer
 if op == 'key' then
   local st = settle(name)
-  save(name, st)
   soonest(st)
   answer = view(st)
 else
@@ -30,7 +29,6 @@ else
     for _, key in ipairs(batch) do
       if string.sub(key, 1, #name) ~= name then done = true; break end
       local st = settle(key)
-      save(key, st)
       soonest(st)
       local v = view(st)
       if v[1] == 1 and (limit == 0 or #answer < limit) then table.insert(answer, {key, v}) end
@@ -38,6 +36,7 @@ else
   end
 end
 
+commit()
 local ver = tonumber(redis.call('GET', P .. 'ver') or '0')
 local changed = 0
 local seen = index - 1
