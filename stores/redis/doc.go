@@ -1,8 +1,9 @@
 // Package redis is a lock.Store over Redis: the whole lock API of package
-// lock (mutexes, semaphores, read/write locks, sessions with lock-delay,
-// metadata, force-release, listing, watches, and the recipes built on them:
-// lockhttp, once, election) for applications that already run a Redis and
-// want every instance of the app to share its locks there.
+// lock (mutexes, semaphores, read/write locks, multi-key locks, sessions
+// with lock-delay, metadata, force-release, listing, watches, and the
+// recipes built on them: lockhttp, once, election) for applications that
+// already run a Redis and want every instance of the app to share its
+// locks there.
 //
 //	import lockredis "github.com/raftlock/raftlock/stores/redis"
 //

@@ -221,3 +221,40 @@ func TestWaitersShareOneConnection(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, ok)
 }
+
+// Close ends the acquires waiting (they leave the queue) and refuses the
+// calls after it with ErrClosed.
+func TestClose(t *testing.T) {
+	srv := startServer(t)
+	rdb := srv.client(t)
+	other := redisstore.New(rdb, redisstore.Options{})
+	t.Cleanup(func() { _ = other.Close() })
+	st := redisstore.New(rdb, redisstore.Options{})
+	ctx := t.Context()
+	holder := lock.NewOwner()
+	_, err := other.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: holder, TTL: time.Minute})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() {
+		_, err := st.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Minute, Wait: time.Hour})
+		done <- err
+	}()
+	require.Eventually(t, func() bool {
+		info, err := other.Inspect(ctx, "k")
+		return err == nil && info.Waiters == 1
+	}, patience, time.Millisecond)
+
+	require.NoError(t, st.Close())
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, lock.ErrClosed)
+	case <-time.After(patience):
+		require.FailNow(t, "the waiting acquire did not end with Close")
+	}
+	info, err := other.Inspect(ctx, "k")
+	require.NoError(t, err)
+	assert.Zero(t, info.Waiters, "the waiter left the queue")
+	_, err = st.Inspect(ctx, "k")
+	assert.ErrorIs(t, err, lock.ErrClosed)
+	assert.NoError(t, st.Close(), "Close is idempotent")
+}

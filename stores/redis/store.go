@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -44,6 +45,9 @@ type Store struct {
 	where     string // names the server in errors
 	watch     watchHub
 	wakes     wakeups
+
+	closed    chan struct{} // closed by Close
+	closeOnce sync.Once
 }
 
 var (
@@ -70,21 +74,29 @@ func New(rdb goredis.UniversalClient, opts Options) *Store {
 	if c, ok := rdb.(*goredis.Client); ok {
 		where = "redis at " + c.Options().Addr
 	}
-	s := &Store{rdb: rdb, prefix: opts.Prefix, heartbeat: opts.Heartbeat, scripts: loadScripts(), where: where}
+	s := &Store{rdb: rdb, prefix: opts.Prefix, heartbeat: opts.Heartbeat, scripts: loadScripts(), where: where, closed: make(chan struct{})}
 	s.watch.init(s)
 	s.wakes.init(s)
 	return s
 }
 
-// Close stops the store's watch subscription, and with it every watch
-// waiting. It does not close the Redis client. Close is idempotent.
+// Close stops the store: calls after it, and the acquires and watches
+// waiting when it is called, fail with lock.ErrClosed (a waiting acquire
+// leaves its queues first). It does not close the Redis client. Close is
+// idempotent.
 func (s *Store) Close() error {
+	s.closeOnce.Do(func() { close(s.closed) })
 	s.watch.close()
 	return nil
 }
 
 // run runs one step on the server; op names it in errors.
 func (s *Store) run(ctx context.Context, script *goredis.Script, op string, args ...any) (any, error) {
+	select {
+	case <-s.closed:
+		return nil, lock.ErrClosed
+	default:
+	}
 	v, err := script.Run(ctx, s.rdb, nil, append([]any{s.prefix}, args...)...).Result()
 	if err != nil {
 		return nil, s.fail(op, err)
@@ -238,6 +250,8 @@ func (s *Store) block(ctx context.Context, owner, after string, d time.Duration)
 	case <-timer.C:
 	case <-ctx.Done():
 		return fmt.Errorf("lock: waiting: %w", ctx.Err())
+	case <-s.closed:
+		return lock.ErrClosed
 	}
 	return nil
 }
@@ -248,7 +262,7 @@ func (s *Store) block(ctx context.Context, owner, after string, d time.Duration)
 func (s *Store) leave(key, owner string) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.heartbeat)
 	defer cancel()
-	_, _ = s.run(ctx, s.scripts.release, "cancel", key, owner, "1")
+	_ = s.scripts.release.Run(ctx, s.rdb, nil, s.prefix, key, owner, "1").Err()
 }
 
 // Release implements lock.Store.
