@@ -72,7 +72,7 @@
 //     lock.Lock.Run cancels its callback. Run Redis with noeviction.
 //   - Redis Cluster is not supported: the token counter and a key's state
 //     live in different slots. Use one primary (with replicas and Sentinel
-//     if you like).
+//     if you like), Redis 6.2 or later (tested on 7.0).
 //
 // Errors: an unreachable server, refused credentials, a server that is
 // read-only (a replica), loading or out of memory give an error matching

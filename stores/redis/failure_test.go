@@ -258,3 +258,17 @@ func TestClose(t *testing.T) {
 	assert.ErrorIs(t, err, lock.ErrClosed)
 	assert.NoError(t, st.Close(), "Close is idempotent")
 }
+
+// A store pointed at a replica (after a failover went the other way, or a
+// wrong address) is refused every write: ErrUnavailable that says so.
+func TestReplicaRefuses(t *testing.T) {
+	primary := startServer(t)
+	replica := startServer(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.port))
+	st := redisstore.New(replica.client(t), redisstore.Options{})
+	t.Cleanup(func() { _ = st.Close() })
+	_, err := st.Acquire(t.Context(), lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Second})
+	require.Error(t, err)
+	assert.ErrorIs(t, err, lock.ErrUnavailable)
+	assert.Contains(t, err.Error(), "READONLY")
+	assert.Contains(t, err.Error(), replica.addr())
+}
