@@ -86,7 +86,8 @@
 // lock.SessionStore and lock.Watcher. Not lock.StaleReader: every read is
 // the primary's. No quotas (lock.ErrQuotaExceeded): a key takes at most
 // lock.MaxWaiters waiters, and each step costs time in the number of
-// holders and waiters of the keys it touches, so keep queues short.
+// holders and waiters of the keys it touches (and each waiter takes a step
+// every heartbeat), so keep queues to hundreds, not tens of thousands.
 //
 // A multi-key set is a hold (or a waiter) with the same token on each of
 // its keys and a record of its keys: it is granted in the step that frees
