@@ -75,7 +75,7 @@ if #st.q >= MAX_WAITERS then
 end
 req.w, req.a = now + wait, now + alive
 table.insert(st.q, req)
-if req.ss ~= '' then redis.call('SADD', P .. 's:' .. req.ss .. ':k', key) end
+if req.ss ~= '' then bindSession(req.ss, key) end
 st.changed = true
 commit()
 return {'Q', nextDeadline(st), lastWake(owner)}

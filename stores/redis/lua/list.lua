@@ -16,6 +16,7 @@ while true do
   return {out}
     end
     local st = settle(key)
+    if #st.holds == 0 and #st.q == 0 then redis.call('ZREM', P .. 'idx', key) end -- expired by Redis
     local v = view(st)
     if v[1] == 1 then
       table.insert(out, {key, v})

@@ -10,8 +10,12 @@ local op, id = ARGV[2], ARGV[3]
 local k = P .. 's:' .. id
 local s = sessionLive(id)
 
+-- keep makes the session's record (and its keys) outlast its TTL and
+-- lock-delay by a minute.
 local function keep(ttl, d)
-  redis.call('PEXPIRE', k, math.floor((ttl + d) / 1000) + 60000)
+  local ms = math.floor((ttl + d) / 1000) + 60000
+  redis.call('PEXPIRE', k, ms)
+  redis.call('PEXPIRE', k .. ':k', ms)
 end
 
 if op == 'create' then
@@ -26,12 +30,18 @@ if not s then
   if op == 'destroy' then return 0 end
   return {}
 end
+local keys = redis.call('SMEMBERS', k .. ':k')
 if op == 'renew' then
   redis.call('HSET', k, 'x', num(now + s.ttl))
   keep(s.ttl, s.d)
+  -- The session's keys' state must outlast it too.
+  local ms = math.floor((s.ttl + s.d) / 1000) + 60000
+  for _, key in ipairs(keys) do
+    local left = redis.call('PTTL', skey(key))
+    if left >= 0 and left < ms then redis.call('PEXPIRE', skey(key), ms) end
+  end
   return {s.ttl, s.ttl}
 end
-local keys = redis.call('SMEMBERS', k .. ':k')
 if op == 'destroy' then
   redis.call('DEL', k, k .. ':k')
   sessions[id] = false

@@ -108,11 +108,20 @@ local function fits(st, e)
   return false
 end
 
+-- bindSession records that session id holds or waits for key; the record
+-- lasts as long as the session's own.
+local function bindSession(id, key)
+  local sk = P .. 's:' .. id
+  redis.call('SADD', sk .. ':k', key)
+  local ttl = redis.call('PTTL', sk)
+  if ttl > 0 then redis.call('PEXPIRE', sk .. ':k', ttl) end
+end
+
 local function grant(key, st, e)
   local h = {o = e.o, t = nextToken(), x = 0, m = e.m, s = e.s, ttl = e.ttl, ss = e.ss, sg = e.sg}
   if e.ss == '' then h.x = now + e.ttl end
   table.insert(st.holds, h)
-  if e.ss ~= '' then redis.call('SADD', P .. 's:' .. e.ss .. ':k', key) end
+  if e.ss ~= '' then bindSession(e.ss, key) end
   st.changed = true
   return h
 end
@@ -257,26 +266,26 @@ local function write(key, st, notify)
     if redis.call('DEL', k) == 1 then redis.call('ZREM', P .. 'idx', key) end
   else
     -- The Redis key outlives every deadline in it (a minute's margin), so
-    -- that state nobody touches again does not stay forever; a key with a
-    -- session-bound hold or waiter lasts as long as it is touched (its
-    -- session may be renewed for ever).
-    local far, bound = now, false
+    -- that state nobody touches again does not stay forever: a
+    -- session-bound hold's is its session's end and lock-delay, which a
+    -- renew pushes out on the session's keys.
+    local far = now
     for _, h in ipairs(st.holds) do
-      if h.ss ~= '' then bound = true else far = math.max(far, h.x) end
+      local e = holdEnd(h)
+      far = math.max(far, e)
+      if h.ss ~= '' then
+        local s = session(h.ss)
+        if s then far = math.max(far, s.x + s.d) end
+      end
     end
     for _, w in ipairs(st.q) do
-      if w.ss ~= '' then bound = true end
       far = math.max(far, w.w)
     end
     local dl = {}
     for i, h in ipairs(st.holds) do dl[i] = h.dl; h.dl = nil end
     local raw = cmsgpack.pack({kind = st.kind, limit = st.limit, holds = st.holds, q = st.q, v = v})
     for i, h in ipairs(st.holds) do h.dl = dl[i] end
-    if bound then
-      redis.call('SET', k, raw)
-    else
-      redis.call('SET', k, raw, 'PX', math.floor((far - now) / 1000) + 60000)
-    end
+    redis.call('SET', k, raw, 'PX', math.floor((far - now) / 1000) + 60000)
     redis.call('ZADD', P .. 'idx', 0, key)
   end
   if notify then

@@ -29,6 +29,7 @@ else
     for _, key in ipairs(batch) do
       if string.sub(key, 1, #name) ~= name then done = true; break end
       local st = settle(key)
+      if #st.holds == 0 and #st.q == 0 then redis.call('ZREM', P .. 'idx', key) end -- expired by Redis
       soonest(st)
       local v = view(st)
       if v[1] == 1 and (limit == 0 or #answer < limit) then table.insert(answer, {key, v}) end
