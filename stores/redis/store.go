@@ -208,9 +208,19 @@ func (s *Store) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Leas
 				block = min(block, due+time.Millisecond) // just past the hold's end
 			}
 			block = min(block, max(time.Until(deadline), time.Millisecond))
-			if err := s.block(ctx, owner, r.str(2), block); err != nil {
+			up, err := s.block(ctx, owner, r.str(2), block)
+			if err != nil {
 				s.leave(req.Key, owner)
 				return lock.Lease{}, err
+			}
+			if up.token != 0 {
+				// Handed the key: the lease left at the step that granted it,
+				// counted from our last send (before that step).
+				lease := lock.Lease{Token: up.token, Remaining: up.remaining, TTL: req.TTL}
+				if !req.Session.IsZero() {
+					lease.TTL = 0
+				}
+				return lease, nil
 			}
 		case "H":
 			held := &lock.HeldError{Key: keyAt(r.int(4)), Token: uint64(r.int(1)), Reserved: r.int(3) == 1}
@@ -239,21 +249,23 @@ func (s *Store) AcquireAll(ctx context.Context, req lock.AcquireRequest) (lock.L
 }
 
 // block waits for a wake-up of owner's after the one named after, for at
-// most d, or until ctx ends (then it returns ctx's error).
-func (s *Store) block(ctx context.Context, owner, after string, d time.Duration) error {
+// most d, or until ctx ends (then it returns ctx's error). A zero wakeup
+// means: look again.
+func (s *Store) block(ctx context.Context, owner, after string, d time.Duration) (wakeup, error) {
 	w := s.wakes.add(s.prefix+"w:"+owner, after)
 	defer s.wakes.remove(w)
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
-	case <-w.woken:
+	case up := <-w.woken:
+		return up, nil
 	case <-timer.C:
+		return wakeup{}, nil
 	case <-ctx.Done():
-		return fmt.Errorf("lock: waiting: %w", ctx.Err())
+		return wakeup{}, fmt.Errorf("lock: waiting: %w", ctx.Err())
 	case <-s.closed:
-		return lock.ErrClosed
+		return wakeup{}, lock.ErrClosed
 	}
-	return nil
 }
 
 // leave takes owner out of key's queue, or gives back the key if it was

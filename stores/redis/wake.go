@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"time"
 
@@ -29,7 +30,14 @@ type wakeups struct {
 // after the ID after.
 type wakeWaiter struct {
 	stream, after string
-	woken         chan struct{} // size one: a wake is a flag, never lost, never blocking
+	woken         chan wakeup // size one, sent to under wakeups.mu: a wake is never lost, never blocks
+}
+
+// wakeup is what woke a waiter: a grant (its token and the lease left when
+// the step that granted it ran), or a zero wakeup, which tells it to look.
+type wakeup struct {
+	token     uint64
+	remaining time.Duration
 }
 
 func (wk *wakeups) init(s *Store) {
@@ -41,7 +49,7 @@ func (wk *wakeups) init(s *Store) {
 // add registers a waiter for an entry of stream after the ID after, which
 // the step that queued it read: no wake-up sent after that step is missed.
 func (wk *wakeups) add(stream, after string) *wakeWaiter {
-	w := &wakeWaiter{stream: stream, after: after, woken: make(chan struct{}, 1)}
+	w := &wakeWaiter{stream: stream, after: after, woken: make(chan wakeup, 1)}
 	wk.mu.Lock()
 	wk.waiters[w] = struct{}{}
 	start := !wk.running
@@ -123,18 +131,22 @@ func (wk *wakeups) read() {
 			}
 			time.Sleep(100 * time.Millisecond) // the server is away: do not spin
 		}
+		wk.mu.Lock()
 		for _, st := range res {
 			if len(st.Messages) == 0 {
 				continue
 			}
+			last := st.Messages[len(st.Messages)-1]
 			if st.Stream == wk.control {
-				controlAfter = st.Messages[len(st.Messages)-1].ID
+				controlAfter = last.ID
 				continue
 			}
+			up := wakeupOf(last.Values)
 			for _, w := range byStream[st.Stream] {
-				wake(w.woken)
+				deliver(w.woken, up)
 			}
 		}
+		wk.mu.Unlock()
 	}
 }
 
@@ -142,13 +154,32 @@ func (wk *wakeups) wakeAll() {
 	wk.mu.Lock()
 	defer wk.mu.Unlock()
 	for w := range wk.waiters {
-		wake(w.woken)
+		deliver(w.woken, wakeup{})
 	}
 }
 
-func wake(c chan struct{}) {
+// deliver puts up in c, keeping a grant already there over a plain wake.
+// Called with wakeups.mu held: the only senders hold it, so the send after
+// the drain never blocks.
+func deliver(c chan wakeup, up wakeup) {
 	select {
-	case c <- struct{}{}:
+	case old := <-c:
+		if old.token != 0 && up.token == 0 {
+			up = old
+		}
 	default:
 	}
+	c <- up
+}
+
+// wakeupOf reads a wake-up entry (lua/state.lua's wake).
+func wakeupOf(values map[string]any) wakeup {
+	t, _ := values["t"].(string)
+	r, _ := values["r"].(string)
+	token, err1 := strconv.ParseUint(t, 10, 64)
+	us, err2 := strconv.ParseInt(r, 10, 64)
+	if err1 != nil || err2 != nil || token == 0 {
+		return wakeup{}
+	}
+	return wakeup{token: token, remaining: time.Duration(us) * time.Microsecond}
 }

@@ -76,9 +76,16 @@ local function holdEnd(h)
   return s.x + s.d, s.d > 0
 end
 
-local function wake(owner)
+-- wake tells a waiting owner to look again; with a token, that it was
+-- granted the key with that token and remaining left (microseconds, at
+-- this step), so that it need not look.
+local function wake(owner, token, remaining)
   local k = P .. 'w:' .. owner
-  redis.call('XADD', k, 'MAXLEN', '1', '*', 'w', '1')
+  if token then
+    redis.call('XADD', k, 'MAXLEN', '1', '*', 't', num(token), 'r', num(remaining))
+  else
+    redis.call('XADD', k, 'MAXLEN', '1', '*', 'w', '1')
+  end
   redis.call('PEXPIRE', k, WAKE_TTL)
 end
 
@@ -212,7 +219,7 @@ local function grantSet(w)
     sk.changed = true
   end
   putSet(w.o, rec.keys, now + w.ttl)
-  wake(w.o)
+  wake(w.o, t, w.ttl)
   return true
 end
 
@@ -232,8 +239,8 @@ local function grantHeads(key, st)
       end
     else
       table.remove(st.q, 1)
-      grant(key, st, w)
-      wake(w.o)
+      local h = grant(key, st, w)
+      wake(w.o, h.t, holdEnd(h) - now)
     end
   end
 end
