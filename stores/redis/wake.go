@@ -29,7 +29,8 @@ type wakeups struct {
 // wakeWaiter is one waiting acquire: it is woken by an entry of stream
 // after the ID after.
 type wakeWaiter struct {
-	stream, after string
+	stream string
+	after  string // guarded by wakeups.mu
 	woken         chan wakeup // size one, sent to under wakeups.mu: a wake is never lost, never blocks
 }
 
@@ -144,6 +145,7 @@ func (wk *wakeups) read() {
 			up := wakeupOf(last.Values)
 			for _, w := range byStream[st.Stream] {
 				deliver(w.woken, up)
+				w.after = last.ID // until it leaves, it waits for the next one
 			}
 		}
 		wk.mu.Unlock()
