@@ -30,8 +30,8 @@ type wakeups struct {
 // after the ID after.
 type wakeWaiter struct {
 	stream string
-	after  string // guarded by wakeups.mu
-	woken         chan wakeup // size one, sent to under wakeups.mu: a wake is never lost, never blocks
+	after  string      // guarded by wakeups.mu
+	woken  chan wakeup // size one, sent to under wakeups.mu: a wake is never lost, never blocks
 }
 
 // wakeup is what woke a waiter: a grant (its token and the lease left when
