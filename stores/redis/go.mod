@@ -15,5 +15,5 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 )
 
-// The module it stores for is the one this directory sits in.
+// The lock API it implements is the one of the repository it sits in (as bench/ and uitest/ do).
 replace github.com/raftlock/raftlock => ../../
