@@ -6,6 +6,7 @@ require (
 	github.com/armon/go-metrics v0.4.1
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/raftlock/raftlock v0.0.0
+	github.com/raftlock/raftlock/stores/redis v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.etcd.io/etcd/client/pkg/v3 v3.7.3
 	go.etcd.io/etcd/client/v3 v3.7.3
@@ -103,3 +104,5 @@ require (
 )
 
 replace github.com/raftlock/raftlock => ../
+
+replace github.com/raftlock/raftlock/stores/redis => ../stores/redis

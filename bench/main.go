@@ -403,7 +403,9 @@ func processCPU() time.Duration {
 
 // inProcess says whether a system runs wholly in this process, so that the
 // process's CPU time is the system's and its clients' (not Redis's).
-func inProcess(name string) bool { return name != sysRedis && name != sysRedisAOF }
+func inProcess(name string) bool {
+	return name != sysRedis && name != sysRedisAOF && name != sysRedisStore
+}
 
 // progress logs a step to stderr, so that stdout holds only the results.
 func progress(format string, args ...any) {

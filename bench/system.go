@@ -14,11 +14,13 @@ const (
 	sysEtcd     = "etcd"
 	sysRedis    = "redis"     // persistence off
 	sysRedisAOF = "redis-aof" // appendonly yes, appendfsync always
+	// sysRedisStore is raftlock's Redis store on a redis server like sysRedis's.
+	sysRedisStore = "raftlock-redis"
 	// sysRaftlockHTTP is sysRaftlock with clients over the HTTP API.
 	sysRaftlockHTTP = "raftlock-http"
 )
 
-var allSystems = []string{sysRaftlock, sysRaftlockHTTP, sysEtcd, sysRedis, sysRedisAOF}
+var allSystems = []string{sysRaftlock, sysRaftlockHTTP, sysEtcd, sysRedis, sysRedisAOF, sysRedisStore}
 
 // The workloads; see README.md.
 const (
@@ -110,6 +112,8 @@ func newSystem(name string, p params) (system, error) {
 		return newRedis(p, false)
 	case sysRedisAOF:
 		return newRedis(p, true)
+	case sysRedisStore:
+		return newRedisStore(p)
 	}
 	return nil, fmt.Errorf("unknown system %q", name)
 }

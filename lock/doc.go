@@ -90,8 +90,9 @@
 // MemoryStore excludes callers in THIS PROCESS ONLY. Two replicas of a
 // service that each use a MemoryStore both take every lock, and nothing warns
 // them. It is for tests, examples and single-process programs; a cluster node
-// (package cluster) or the API client (package api) is the store that
-// excludes across processes.
+// (package cluster), the API client (package api) or the Redis store (module
+// github.com/raftlock/raftlock/stores/redis) is the store that excludes
+// across processes.
 //
 // # Sessions, metadata, max hold
 //

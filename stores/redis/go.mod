@@ -1,0 +1,19 @@
+module github.com/raftlock/raftlock/stores/redis
+
+go 1.26.0
+
+require (
+	github.com/raftlock/raftlock v0.0.0
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/stretchr/testify v1.12.1
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+)
+
+// The lock API it implements is the one of the repository it sits in (as bench/ and uitest/ do).
+replace github.com/raftlock/raftlock => ../../
