@@ -13,6 +13,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/raftlock/raftlock/internal/testskip"
 )
 
 // server is a redis-server of a test's own, on 127.0.0.1 in a temp dir.
@@ -32,7 +34,7 @@ func startServer(t *testing.T, extra ...string) *server {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		t.Skip("redis-server not found on PATH: install it (apt-get install redis-server) to run the Redis store's tests")
+		testskip.Skip(t, "%s", "redis-server not found on PATH: install it (apt-get install redis-server) to run the Redis store's tests")
 	}
 	srv := &server{t: t, bin: bin, dir: t.TempDir(), args: extra}
 	srv.start()
