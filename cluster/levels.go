@@ -33,6 +33,14 @@ import (
 // still meet such a command in the log (replicated to it, or replayed); it
 // then halts rather than skip it (halt.go).
 //
+// Snapshots obey the same rule: a leader sends its latest snapshot to a
+// member that lags, so every node, followers included (any may lead
+// next), writes the newest snapshot version that every member of the
+// latest configuration reads (machineSnapshotVersion): version 6, with the
+// remembered releases, once all read fsm.ReleasesLevel, version 5 until
+// then. A member added on an older build after a snapshot was written may
+// still be sent it, and halts as it would at a command.
+//
 // Members also tell their raftlock version (the gossip tag "version", or
 // the info exchange's version field), for people: Stats().Members shows
 // each member's version and level as this node knows them, and marks the
@@ -92,6 +100,39 @@ func (n *Node) memberLevel(id string, gossiped map[string]gossipMember) (level i
 	return max(level, fsm.BaselineLevel), version
 }
 
+// lowestMember is the member that reads the lowest command level.
+type lowestMember struct {
+	srv     raft.Server
+	level   int    // the level it reads (memberLevel)
+	version string // its raftlock version, "" when not known
+}
+
+// lowestLevel is what every member reads: the lowest command level among
+// the servers of the latest raft configuration, voters and non-voters
+// alike, this node included, as this node knows them (memberLevel), and
+// the first server that reads only that. With no configuration yet, this
+// node alone. Both the command check (admitLevel) and the snapshot version
+// (machineSnapshotVersion) ask it.
+func (n *Node) lowestLevel() (lowestMember, error) {
+	f := n.raft.GetConfiguration() // the latest configuration, without a round trip
+	if err := f.Error(); err != nil {
+		return lowestMember{}, fmt.Errorf("cluster: reading the configuration: %w", err)
+	}
+	servers := f.Configuration().Servers
+	if len(servers) == 0 {
+		return lowestMember{srv: raft.Server{ID: raft.ServerID(n.cfg.NodeID)}, level: n.levels.max, version: n.version}, nil
+	}
+	gossiped := n.gossipByID()
+	var low lowestMember
+	for i, srv := range servers {
+		level, version := n.memberLevel(string(srv.ID), gossiped)
+		if i == 0 || level < low.level {
+			low = lowestMember{srv: srv, level: level, version: version}
+		}
+	}
+	return low, nil
+}
+
 // admitLevel refuses cmd, with an error matching lock.ErrMemberTooOld,
 // when some member of the raft configuration does not read its level.
 func (n *Node) admitLevel(cmd fsm.Command) error {
@@ -99,27 +140,35 @@ func (n *Node) admitLevel(cmd fsm.Command) error {
 	if need <= fsm.BaselineLevel {
 		return nil // every member reads it
 	}
-	f := n.raft.GetConfiguration() // the latest configuration, without a round trip
-	if err := f.Error(); err != nil {
-		return fmt.Errorf("cluster: reading the configuration: %w", err)
+	low, err := n.lowestLevel()
+	if err != nil {
+		return err
 	}
-	gossiped := n.gossipByID()
-	for _, srv := range f.Configuration().Servers {
-		level, version := n.memberLevel(string(srv.ID), gossiped)
-		if level >= need {
-			continue
-		}
-		runs := "its version is not known here"
-		if version != "" {
-			runs = "it runs raftlock " + version
-		}
-		suffrage := "voter"
-		if srv.Suffrage != raft.Voter {
-			suffrage = "non-voter"
-		}
-		return fmt.Errorf("%w: %v needs command level %d, and %s %s reads level %d (%s): "+
-			"install on %s raftlock %s (the version this leader runs) and try again; nothing was done",
-			lock.ErrMemberTooOld, cmd.Op, need, suffrage, srv.ID, level, runs, srv.ID, n.version)
+	if low.level >= need {
+		return nil
 	}
-	return nil
+	runs := "its version is not known here"
+	if low.version != "" {
+		runs = "it runs raftlock " + low.version
+	}
+	suffrage := "voter"
+	if low.srv.Suffrage != raft.Voter {
+		suffrage = "non-voter"
+	}
+	return fmt.Errorf("%w: %v needs command level %d, and %s %s reads level %d (%s): "+
+		"install on %s raftlock %s (the version this leader runs) and try again; nothing was done",
+		lock.ErrMemberTooOld, cmd.Op, need, suffrage, low.srv.ID, low.level, runs, low.srv.ID, n.version)
+}
+
+// machineSnapshotVersion is the fsm snapshot version this node writes: the
+// newest every member reads (fsm.SnapshotVersionFor of lowestLevel), since
+// any of them may be sent it, by this node as leader now or after an
+// election. When the configuration cannot be read, the version every
+// member reads.
+func (n *Node) machineSnapshotVersion() int {
+	low, err := n.lowestLevel()
+	if err != nil {
+		return fsm.SnapshotVersionFor(fsm.BaselineLevel)
+	}
+	return fsm.SnapshotVersionFor(low.level)
 }

@@ -1,11 +1,14 @@
 package cluster
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -324,4 +327,180 @@ func TestLeaderRefusesCommandANonVoterCannotRead(t *testing.T) {
 	// A member that told neither its version nor its level is shown so,
 	// and marked: it counts as reading the baseline.
 	assert.Equal(t, "n3  level 0 BELOW", memberBuilds(leader)[3])
+}
+
+// baselineBuild is the levels of today's released build: every command at
+// the baseline, and snapshots only up to version 5 (no remembered
+// releases).
+func baselineBuild() *commandLevels {
+	return &commandLevels{max: fsm.BaselineLevel, levelOf: fsm.CommandLevel}
+}
+
+// snapshotVersionOf takes a snapshot on n (something must have been
+// applied since its last) and returns the fsm snapshot version it wrote.
+func snapshotVersionOf(t *testing.T, n *Node) byte {
+	t.Helper()
+	f := n.raft.Snapshot()
+	require.NoError(t, f.Error(), n.ID())
+	_, rc, err := f.Open()
+	require.NoError(t, err)
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	require.NoError(t, err)
+	require.Greater(t, len(b), 9, "a snapshot is a header and the machine's state")
+	return b[9]
+}
+
+// machineSnapshotV5 is the machine's state in snapshot version 5.
+func machineSnapshotV5(t *testing.T, s *stateMachine) []byte {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, err := s.m.SnapshotIn(5)
+	require.NoError(t, err)
+	return b
+}
+
+// waitLevels waits until every node knows each member's level as want
+// says (0 for one that tells none, which counts as the baseline).
+func waitLevels(t *testing.T, nodes []*Node, want map[string]int) {
+	t.Helper()
+	for _, n := range nodes {
+		require.Eventually(t, func() bool {
+			for id, level := range want {
+				if got, _ := n.memberBuild(id, n.gossipByID()); got != level {
+					return false
+				}
+			}
+			return true
+		}, patience, 10*time.Millisecond, "%s does not know every member's level", n.ID())
+	}
+}
+
+// Every node, leader and followers alike, writes its snapshots in the
+// version every member reads: version 5 while one member runs a build
+// that reads no later (a rolling upgrade), version 6 once all read it.
+func TestSnapshotVersionFollowsMemberLevels(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	c.cfgs[2].levels = baselineBuild()
+	c.cfgs[2].version = "v0.9.0-old"
+	c.stop(2)
+	c.restart(2)
+	leader := c.leader()
+	waitLevels(t, c.nodes, map[string]int{"n0": fsm.ReleasesLevel, "n1": fsm.ReleasesLevel, "n2": fsm.BaselineLevel})
+
+	snapshotAll := func() map[string]byte {
+		l := c.leader()
+		owner, _ := acquire(t, l, "k", time.Minute)
+		ok, err := l.Release(testCtx(t), "k", owner) // remembered: the state has a release record
+		require.NoError(t, err)
+		require.True(t, ok)
+		versions := map[string]byte{}
+		for _, n := range c.nodes {
+			waitApplied(t, n, l)
+			versions[n.ID()] = snapshotVersionOf(t, n)
+		}
+		return versions
+	}
+	assert.Equal(t, map[string]byte{"n0": 5, "n1": 5, "n2": 5}, snapshotAll(), "with n2 reading level 1 (leader %s)", leader.ID())
+
+	// n2 upgraded: once every node knows it, version 6 everywhere.
+	c.stop(2)
+	c.cfgs[2].levels, c.cfgs[2].version = nil, ""
+	c.restart(2)
+	waitLevels(t, c.nodes, map[string]int{"n0": fsm.ReleasesLevel, "n1": fsm.ReleasesLevel, "n2": fsm.ReleasesLevel})
+	assert.Equal(t, map[string]byte{"n0": 6, "n1": 6, "n2": 6}, snapshotAll())
+}
+
+// A member of today's released build (level 1) that lags so far that the
+// leader sends it a snapshot restores it and goes on: the leader wrote
+// version 5, though its state remembers releases. The others still
+// answer a repeated release as they did.
+func TestOlderMemberRestoresLeaderSnapshot(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) {
+		cfg.TrailingLogs = 8
+		cfg.WALSegmentSize = 4 << 10 // so that compaction drops the entries the lagging member lacks
+	})
+	c.cfgs[2].levels = baselineBuild()
+	c.stop(2)
+	c.restart(2)
+	l := c.leader()
+	require.NotEqual(t, "n2", l.ID(), "the older member must lag, not lead")
+	// As it would after a restart on that build: told, not just unknown.
+	waitLevels(t, []*Node{l}, map[string]int{"n2": fsm.BaselineLevel})
+	lastIndex := c.nodes[2].raft.LastIndex()
+	c.stop(2)
+
+	ctx := testCtx(t)
+	var released lock.Owner
+	for i := range 50 {
+		key := fmt.Sprintf("k%d", i)
+		owner, _ := acquire(t, l, key, time.Hour)
+		if i%10 == 0 {
+			continue // held
+		}
+		ok, err := l.Release(ctx, key, owner)
+		require.NoError(t, err)
+		require.True(t, ok)
+		released = owner
+	}
+	require.NoError(t, l.raft.Snapshot().Error())
+	first, err := l.store.FirstIndex()
+	require.NoError(t, err)
+	require.Greater(t, first, lastIndex+1, "the leader no longer has the entries the lagging member needs")
+
+	old := c.restart(2)
+	require.Eventually(t, func() bool { return old.Stats().Restores > 0 || old.Err() != nil }, patience, 5*time.Millisecond,
+		"the older member neither installed the leader's snapshot nor halted")
+	require.NoError(t, old.Err(), "not halted")
+	require.Positive(t, old.Stats().Restores, "the older member installed the leader's snapshot")
+	waitApplied(t, old, l)
+	assert.Equal(t, l.Stats().LastToken, old.Stats().LastToken)
+	info, err := old.InspectStale("k0")
+	require.NoError(t, err)
+	assert.True(t, info.Locked)
+	assert.Equal(t, 5, old.Stats().Keys)
+	assert.Equal(t, machineSnapshotV5(t, l.sm), machineSnapshotV5(t, old.sm), "the leader's state, but for the releases it remembers")
+
+	// It goes on applying; the leader still remembers the release.
+	acquire(t, l, "after", time.Minute)
+	waitApplied(t, old, l)
+	require.NoError(t, old.Err())
+	ok, err := l.Release(ctx, "k49", released)
+	require.NoError(t, err)
+	assert.True(t, ok, "a repeated release is still answered released")
+}
+
+// The level seam plays an older build's snapshot reading too: an adapter
+// of level 1 halts at version 6, as that build would, and restores version
+// 5; an adapter not yet told the members' levels writes version 5.
+func TestStateMachineOfLevelOneReadsSnapshotVersion5(t *testing.T) {
+	newer := newStateMachine(testLogger("sm"), nil)
+	b, err := fsm.AppendBatch(nil, []fsm.Command{{Op: fsm.OpAcquire, Stamp: time.Second, Key: "k", Owner: fsm.Owner(lock.NewOwner()), TTL: time.Minute}})
+	require.NoError(t, err)
+	newer.ApplyBatch([]*raft.Log{{Index: 1, Term: 1, Type: raft.LogCommand, Data: b}})
+	write := func() []byte {
+		s, err := newer.Snapshot()
+		require.NoError(t, err)
+		var buf bytes.Buffer
+		require.NoError(t, s.(*snapshot).write(&buf))
+		return buf.Bytes()
+	}
+	v5 := write()
+	assert.Equal(t, byte(5), v5[9], "not told: the version every build reads")
+	six := func() int { return 6 }
+	newer.writeVersion.Store(&six)
+	v6 := write()
+	assert.Equal(t, byte(6), v6[9])
+
+	older := newStateMachine(testLogger("sm"), nil)
+	older.levels = *baselineBuild()
+	require.NoError(t, older.Restore(nopCloser{bytes.NewReader(v5)}))
+	assert.Equal(t, uint64(1), older.counts().lastToken)
+	err = older.Restore(nopCloser{bytes.NewReader(v6)})
+	var halt *HaltError
+	require.ErrorAs(t, err, &halt)
+	assert.ErrorIs(t, err, fsm.ErrBadVersion)
+	assert.Contains(t, err.Error(), "reads command level 1")
+	assert.Contains(t, err.Error(), "needs command level 2")
 }

@@ -361,6 +361,10 @@ func New(cfg Config) (*Node, error) {
 		src := memberSource(func() []memberView { return gossipViews(n.gossipMembers()) })
 		n.gossipView.Store(&src)
 	}
+	// From here the node knows how to learn its members' levels (raft and
+	// gossip are set), so its snapshots are written for what they read.
+	writeVersion := n.machineSnapshotVersion
+	n.sm.writeVersion.Store(&writeVersion)
 	n.wg.Add(1)
 	go n.reconciler.run()
 	cleanup = append(cleanup, func() { close(n.closing); n.wg.Wait() })

@@ -83,6 +83,11 @@ type stateMachine struct {
 	// is applied, restored or snapshotted (halt.go).
 	halt   atomic.Pointer[HaltError]
 	halted chan struct{}
+	// writeVersion says which fsm snapshot version to write (the newest
+	// every member reads: Node.machineSnapshotVersion). The node sets it
+	// once it can tell (raft may snapshot before); until then, the version
+	// every build with levels reads is written.
+	writeVersion atomic.Pointer[func() int]
 
 	restores atomic.Uint64 // snapshots restored since start
 	handoffs atomic.Uint64 // EventGranted applied: keys handed to a queued waiter
@@ -400,7 +405,9 @@ func (s *stateMachine) counts() machineCounts {
 const freezeChunk = 4096
 
 // Snapshot starts a copy of the state as it is now (fsm.Freezer); Persist
-// copies it a chunk at a time, between applies, and writes it.
+// copies it a chunk at a time, between applies, and writes it, in the
+// newest fsm snapshot version every member reads (writeVersion), since
+// raft may send it to any of them.
 //
 // A halted machine refuses: raft would record the snapshot as covering the
 // entries it could not apply and compact them out of the log, where a
@@ -409,18 +416,26 @@ func (s *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
 	if err := s.haltError(); err != nil {
 		return nil, err
 	}
+	version := fsm.SnapshotVersionFor(fsm.BaselineLevel)
+	if f := s.writeVersion.Load(); f != nil {
+		version = (*f)() // outside mu: it reads the configuration and what members told
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return &snapshot{sm: s, applied: s.applied, fz: s.m.StartFreeze()}, nil
+	fz, err := s.m.StartFreezeIn(version)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: snapshot: %w", err)
+	}
+	return &snapshot{sm: s, applied: s.applied, fz: fz}, nil
 }
 
 // Restore replaces the state with a snapshot's. raft calls it at start-up
 // (the latest snapshot) and when the leader sends one to a lagging follower.
 //
 // A snapshot of a format this build does not read (fsm.ErrBadVersion: a
-// newer build wrote it) halts the machine, as an unreadable entry does:
-// otherwise a follower would refuse every snapshot the leader sends and
-// go on looking healthy, and at start-up raft would fall back to an older
+// newer build wrote it; its fsm.SnapshotLevel is above this build's) halts
+// the machine, as an unreadable entry does: otherwise a follower would
+// refuse every snapshot the leader sends and go on looking healthy, and at start-up raft would fall back to an older
 // snapshot whose log may be gone. A halted machine restores nothing.
 func (s *stateMachine) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
@@ -432,6 +447,10 @@ func (s *stateMachine) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("cluster: reading snapshot: %w", err)
 	}
 	applied, state, err := decodeSnapshot(b)
+	if err == nil && fsm.SnapshotLevel(state) > s.levels.max {
+		// As an entry above this build's level (decodeEntry).
+		err = fmt.Errorf("%w: machine snapshot version %d needs command level %d", fsm.ErrBadVersion, state[0], fsm.SnapshotLevel(state))
+	}
 	if errors.Is(err, fsm.ErrBadVersion) {
 		return s.stop(&HaltError{Index: applied, Snapshot: true, Build: buildDescription(s.levels.max), Cause: err})
 	}

@@ -163,7 +163,7 @@ func BenchmarkFreeze(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		m.freeze()
+		m.freeze(snapshotVersion)
 	}
 }
 

@@ -208,8 +208,10 @@
 // Multi-key locks appeared with snapshot version 5 (versions 1 to 4 still
 // restore) and the op-13 command; op codes 14 and 15 are reserved. The
 // remembered releases appeared with snapshot version 6 (versions 1 to 5
-// still restore, remembering none); no command changed, so they need no
-// new command level, and a build from before them answers a repeated
+// still restore, remembering none); no command changed, but a build from
+// before them cannot restore version 6, so it is written only for members
+// that all read ReleasesLevel (SnapshotVersionFor; SnapshotIn writes
+// version 5 otherwise), and a build from before them answers a repeated
 // release not held.
 //
 // # Encoding

@@ -12,7 +12,7 @@ import (
 // called, a chunk of keys at a time, while Apply goes on between chunks: a
 // snapshot of a million keys then holds applies up for a chunk's copy at a
 // time, never for the whole state. It produces exactly Snapshot's bytes as
-// of the start.
+// of the start (SnapshotIn's, for StartFreezeIn).
 //
 // How: the machine tells the Freezer before it changes, adds or removes a
 // key the Freezer has not copied yet, and the Freezer keeps that key's
@@ -27,6 +27,7 @@ import (
 // outside that lock. A Restore while a Freezer runs makes its next Next fail.
 type Freezer struct {
 	m        *Machine
+	version  byte // the snapshot version it writes
 	now      time.Duration
 	token    uint64
 	epoch    uint64
@@ -54,13 +55,26 @@ type preImage struct {
 
 var errFreezeRestored = errors.New("fsm: the state was restored while a snapshot was being copied")
 
-// StartFreeze begins copying the state as it is now. At most one Freezer
-// runs at a time: starting one stops the previous.
-func (m *Machine) StartFreeze() *Freezer {
+// StartFreeze begins copying the state as it is now, to be written in the
+// latest snapshot version (Snapshot's bytes). At most one Freezer runs at a
+// time: starting one stops the previous.
+func (m *Machine) StartFreeze() *Freezer { return m.startFreeze(snapshotVersion) }
+
+// StartFreezeIn is StartFreeze writing the given snapshot version
+// (SnapshotIn's bytes); a version SnapshotIn refuses is refused the same
+// way, and nothing is started.
+func (m *Machine) StartFreezeIn(version int) (*Freezer, error) {
+	if err := checkWritable(version); err != nil {
+		return nil, err
+	}
+	return m.startFreeze(byte(version)), nil
+}
+
+func (m *Machine) startFreeze(version byte) *Freezer {
 	if m.freezer != nil {
 		m.freezer.Stop()
 	}
-	fz := &Freezer{m: m, now: m.now, token: m.lastToken, epoch: m.epoch, sessions: m.freezeSessions(), releases: m.freezeReleases(), count: len(m.keys), pre: make(map[string]preImage)}
+	fz := &Freezer{m: m, version: version, now: m.now, token: m.lastToken, epoch: m.epoch, sessions: m.freezeSessions(), releases: m.freezeReleases(), count: len(m.keys), pre: make(map[string]preImage)}
 	m.freezer = fz
 	return fz
 }
@@ -177,7 +191,7 @@ func (fz *Freezer) Flush(w io.Writer) error {
 	b := fz.buf[:0]
 	defer func() { fz.buf = b[:0] }() // kept for the next chunk
 	if !fz.wroteHdr {
-		b = appendSnapshotHeader(b, fz.now, fz.token, fz.epoch, fz.sessions, fz.releases, fz.count)
+		b = appendSnapshotHeader(b, fz.version, fz.now, fz.token, fz.epoch, fz.sessions, fz.releases, fz.count)
 		fz.wroteHdr = true
 	}
 	var c frozenCursor

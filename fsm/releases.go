@@ -42,9 +42,15 @@ import "time"
 // not tell an expiry from a release. So it is state like the rest: in the
 // snapshot (version 6; a Freezer copies it when it starts, as it does the
 // sessions), in apply order, pruned as the log time moves, and the same on
-// every replica. A snapshot of an earlier version has no records: a
-// machine restored from one answers not held to the repeat of a release
-// applied before it, which can only happen across an upgrade.
+// every replica. A snapshot of an earlier version has no records: one
+// written by a build from before them, or version 5 written by this build
+// while some member of its cluster cannot restore version 6 (during a
+// rolling upgrade; SnapshotVersionFor). A machine restored from one
+// remembers no release applied before it: it answers their repeats not
+// held, the answer after the memory runs out, where a replica that applied
+// them answers released (the caller gets the leader's answer). So the
+// fallback is reached early only across or during an upgrade, and no
+// other state differs.
 const (
 	ReleaseMemory         = 5 * time.Minute
 	MaxRememberedReleases = 1 << 16

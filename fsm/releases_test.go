@@ -186,6 +186,77 @@ func TestReleasesSnapshot(t *testing.T) {
 	assert.Equal(t, StatusReleased, m.Apply(release(7*ms, "c", ownerC)).Status, "as the machine that applied it does not")
 }
 
+// TestSnapshotInVersion5: for members that cannot restore version 6, the
+// state is written in version 5: deterministically, without the remembered
+// releases, so a machine restored from it remembers none and answers their
+// repeats not held; version 6 of the same state keeps them. A Freezer
+// writes the same bytes in either version, and versions this build does not
+// write are refused.
+func TestSnapshotInVersion5(t *testing.T) {
+	m := New(nil)
+	for _, c := range []Command{
+		acquire(0, "a", ownerA, time.Second, 0),
+		acquire(0, "b", ownerB, time.Second, 0),
+		createSession(0, sessionS, time.Second, 0),
+		release(ms, "b", ownerB),
+		release(2*ms, "a", ownerA),
+		destroySession(3*ms, sessionS),
+		acquire(4*ms, "c", ownerC, time.Second, 0),
+	} {
+		require.NotEqual(t, StatusInvalid, m.Apply(c).Status, "%+v", c)
+	}
+	require.Equal(t, 3, m.released.len())
+
+	v5, err := m.SnapshotIn(5)
+	require.NoError(t, err)
+	assert.Equal(t, byte(5), v5[0])
+	again, err := m.SnapshotIn(5)
+	require.NoError(t, err)
+	assert.Equal(t, v5, again, "deterministic")
+	assert.Equal(t, asV5(t, withoutReleases(t, m)), v5, "version 6 without the releases")
+	v6, err := m.SnapshotIn(6)
+	require.NoError(t, err)
+	assert.Equal(t, byte(6), v6[0])
+	assert.Equal(t, m.Snapshot(), v6)
+
+	from5, from6 := New(nil), New(nil)
+	require.NoError(t, from5.Restore(v5))
+	require.NoError(t, from6.Restore(v6))
+	require.NoError(t, checkInternals(from5))
+	assert.Zero(t, from5.released.len(), "version 5 remembers none")
+	assert.Equal(t, 3, from6.released.len())
+	assert.Equal(t, v5, snapshotV5(t, from5), "the state is the rest")
+	for _, c := range []Command{release(5*ms, "a", ownerA), release(5*ms, "b", ownerB)} {
+		assert.Equal(t, StatusNotHeld, from5.Apply(c).Status, "%+v from version 5", c)
+		assert.Equal(t, StatusReleased, from6.Apply(c).Status, "%+v from version 6", c)
+	}
+	assert.Equal(t, StatusNoSession, from5.Apply(destroySession(5*ms, sessionS)).Status)
+	assert.Equal(t, StatusReleased, from6.Apply(destroySession(5*ms, sessionS)).Status)
+
+	// A Freezer in version 5 writes SnapshotIn's bytes of its start.
+	fz, err := m.StartFreezeIn(5)
+	require.NoError(t, err)
+	m.Apply(release(6*ms, "c", ownerC))
+	m.Apply(acquire(6*ms, "a", ownerA, time.Second, 0))
+	var buf bytes.Buffer
+	for {
+		done, err := fz.Next(1)
+		require.NoError(t, err)
+		require.NoError(t, fz.Flush(&buf))
+		if done {
+			break
+		}
+	}
+	assert.Equal(t, v5, buf.Bytes())
+
+	for _, v := range []int{0, 4, 7} {
+		_, err := m.SnapshotIn(v)
+		assert.ErrorIs(t, err, ErrBadVersion, "version %d", v)
+		_, err = m.StartFreezeIn(v)
+		assert.ErrorIs(t, err, ErrBadVersion, "version %d", v)
+	}
+}
+
 // withoutReleases is m's snapshot with its remembered releases left out.
 func withoutReleases(t *testing.T, m *Machine) []byte {
 	t.Helper()

@@ -22,7 +22,7 @@ func TestReplayIsDeterministic(t *testing.T) {
 			cmds := newCommandLog(seed).take(steps)
 			first, second := newRecorder(), newRecorder()
 			var outcomes []outcome
-			var snaps [][]byte
+			var snaps, snapsV5 [][]byte
 			for i, c := range cmds {
 				r1, e1 := first.apply(c)
 				r2, e2 := second.apply(c)
@@ -30,9 +30,14 @@ func TestReplayIsDeterministic(t *testing.T) {
 				if !bytes.Equal(s1, s2) || r1 != r2 {
 					t.Fatalf("seed %d: replicas diverged at step %d (%+v)", seed, i, c)
 				}
+				v1, v2 := snapshotV5(t, first.Machine), snapshotV5(t, second.Machine)
+				if !bytes.Equal(v1, v2) {
+					t.Fatalf("seed %d: replicas' version 5 snapshots differ at step %d (%+v)", seed, i, c)
+				}
 				require.Equal(t, e1, e2, "seed %d step %d: events", seed, i)
 				outcomes = append(outcomes, outcome{r1, e1})
 				snaps = append(snaps, s1)
+				snapsV5 = append(snapsV5, v1)
 			}
 
 			// A replica restored from a snapshot mid-way, fed the rest of the
@@ -46,6 +51,26 @@ func TestReplayIsDeterministic(t *testing.T) {
 					if !bytes.Equal(snaps[i], third.Snapshot()) {
 						t.Fatalf("seed %d: restored at %d, snapshot differs at step %d", seed, mid, i)
 					}
+				}
+			}
+
+			// Restored from version 5 (the releases left out), a replica
+			// keeps the same state: only a repeat of a release from before
+			// the snapshot is answered otherwise, not held (or no session).
+			mid := steps / 2
+			fromV5 := newRecorder()
+			require.NoError(t, fromV5.Restore(snapsV5[mid]), "seed %d", seed)
+			for i := mid + 1; i < steps; i++ {
+				r, e := fromV5.apply(cmds[i])
+				want := outcomes[i]
+				require.Equal(t, want.Events, e, "seed %d step %d: events", seed, i)
+				if r != want.Result {
+					assert.Contains(t, []Op{OpRelease, OpSessionDestroy}, cmds[i].Op, "seed %d step %d", seed, i)
+					assert.Equal(t, StatusReleased, want.Result.Status, "seed %d step %d", seed, i)
+					assert.Contains(t, []Status{StatusNotHeld, StatusNoSession}, r.Status, "seed %d step %d", seed, i)
+				}
+				if !bytes.Equal(snapsV5[i], snapshotV5(t, fromV5.Machine)) {
+					t.Fatalf("seed %d: restored from version 5 at %d, state differs at step %d", seed, mid, i)
 				}
 			}
 
@@ -100,4 +125,13 @@ func TestReplayThroughEncoding(t *testing.T) {
 		}
 		assert.Equal(t, direct.Snapshot(), decoded.Snapshot(), "seed %d", seed)
 	}
+}
+
+// snapshotV5 is m's state as SnapshotIn writes it for members that cannot
+// restore version 6.
+func snapshotV5(tb testing.TB, m *Machine) []byte {
+	tb.Helper()
+	b, err := m.SnapshotIn(snapshotVersionV5)
+	require.NoError(tb, err)
+	return b
 }

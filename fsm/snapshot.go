@@ -31,7 +31,8 @@ import (
 // Their records agree on owner, lease end, TTL, deadline, epoch and
 // metadata, which Restore checks. The releases are the remembered
 // releases (releases.go) in the order they were applied. Version 5, written
-// before releases were remembered, is version 6 without releases. Version
+// before releases were remembered (and still, by SnapshotIn, for members
+// that read no later), is version 6 without releases. Version
 // 4, written before multi-key locks, is version 5 without holder kinds 4
 // and 5 and grant kind 2.
 //
@@ -83,13 +84,38 @@ const (
 	minReleaseRecord   = 1 + ownerLen + 1
 )
 
-// Snapshot returns the machine's whole state, deterministically encoded and versioned.
-func (m *Machine) Snapshot() []byte { return m.freeze().appendTo(nil) }
+// Snapshot returns the machine's whole state, deterministically encoded in
+// the latest version (6).
+func (m *Machine) Snapshot() []byte { return m.freeze(snapshotVersion).appendTo(nil) }
+
+// SnapshotIn returns the machine's whole state encoded in the given
+// snapshot version, for members whose builds read no later one
+// (SnapshotVersionFor): 6, or 5, which leaves out the remembered releases
+// (a machine restored from it answers a repeat of an earlier release not
+// held). Equal states give equal bytes in each version. Other versions are
+// refused with an error wrapping ErrBadVersion.
+func (m *Machine) SnapshotIn(version int) ([]byte, error) {
+	if err := checkWritable(version); err != nil {
+		return nil, err
+	}
+	return m.freeze(byte(version)).appendTo(nil), nil
+}
+
+// checkWritable refuses a snapshot version this build does not write: it
+// writes the latest, and version 5 for builds that read no later.
+func checkWritable(version int) error {
+	if version != snapshotVersion && version != snapshotVersionV5 {
+		return fmt.Errorf("%w: cannot write snapshot version %d: this build writes versions %d and %d",
+			ErrBadVersion, version, snapshotVersionV5, snapshotVersion)
+	}
+	return nil
+}
 
 // frozen is keys and waiters copied out of a machine, in the order and with
 // the fields the snapshot encoding needs: the whole state (freeze, for
 // Snapshot) or a Freezer's chunk.
 type frozen struct {
+	version   byte // the snapshot version to write
 	now       time.Duration
 	lastToken uint64
 	epoch     uint64
@@ -152,9 +178,9 @@ type frozenRelease struct {
 // frozenCursor is where the next key's waiters and slots start.
 type frozenCursor struct{ waiter, slot int }
 
-// freeze copies the whole state.
-func (m *Machine) freeze() *frozen {
-	f := &frozen{now: m.now, lastToken: m.lastToken, epoch: m.epoch, sessions: m.freezeSessions(), releases: m.freezeReleases(), keys: make([]frozenKey, 0, len(m.keys))}
+// freeze copies the whole state, to be written in version.
+func (m *Machine) freeze(version byte) *frozen {
+	f := &frozen{version: version, now: m.now, lastToken: m.lastToken, epoch: m.epoch, sessions: m.freezeSessions(), releases: m.freezeReleases(), keys: make([]frozenKey, 0, len(m.keys))}
 	m.order.ascend("", func(e *entry) bool {
 		f.appendEntry(e)
 		return true
@@ -183,7 +209,7 @@ func (m *Machine) freezeReleases() []frozenRelease {
 
 // Size is the length of the encoding, exactly.
 func (f *frozen) size() int {
-	size := len(appendSnapshotHeader(nil, f.now, f.lastToken, f.epoch, f.sessions, f.releases, len(f.keys)))
+	size := len(appendSnapshotHeader(nil, f.version, f.now, f.lastToken, f.epoch, f.sessions, f.releases, len(f.keys)))
 	for i := range f.keys {
 		k := &f.keys[i]
 		if k.kind != KindMutex {
@@ -244,13 +270,14 @@ func (f *frozen) appendTo(b []byte) []byte {
 }
 
 func (f *frozen) appendHeader(b []byte) []byte {
-	return appendSnapshotHeader(b, f.now, f.lastToken, f.epoch, f.sessions, f.releases, len(f.keys))
+	return appendSnapshotHeader(b, f.version, f.now, f.lastToken, f.epoch, f.sessions, f.releases, len(f.keys))
 }
 
 // appendSnapshotHeader appends everything before the keys: the sessions
-// and releases too, which a Freezer copies whole when it starts.
-func appendSnapshotHeader(b []byte, now time.Duration, lastToken, epoch uint64, sessions []frozenSession, releases []frozenRelease, count int) []byte {
-	b = append(b, snapshotVersion)
+// and releases too, which a Freezer copies whole when it starts. Version 5
+// leaves the releases out; the rest is the same in both versions.
+func appendSnapshotHeader(b []byte, version byte, now time.Duration, lastToken, epoch uint64, sessions []frozenSession, releases []frozenRelease, count int) []byte {
+	b = append(b, version)
 	b = appendUvarint(b, uint64(now))
 	b = appendUvarint(b, lastToken)
 	b = appendUvarint(b, epoch)
@@ -260,6 +287,9 @@ func appendSnapshotHeader(b []byte, now time.Duration, lastToken, epoch uint64, 
 		b = appendUvarint(b, uint64(s.ttl))
 		b = appendUvarint(b, uint64(s.expiresAt))
 		b = appendUvarint(b, uint64(s.lockDelay))
+	}
+	if version < snapshotVersion {
+		return appendUvarint(b, uint64(count))
 	}
 	b = appendUvarint(b, uint64(len(releases)))
 	for _, r := range releases {

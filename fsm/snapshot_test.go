@@ -208,7 +208,7 @@ func TestFrozenStateIsIndependentOfLaterApplies(t *testing.T) {
 		m.Apply(acquire(7*ms, fmt.Sprintf("bulk/%05d", i), numberedOwner(i), time.Hour, 0))
 	}
 	want := m.Snapshot()
-	f := m.freeze()
+	f := m.freeze(snapshotVersion)
 
 	m.Apply(release(8*ms, "a", ownerB))                         // hands a to its first waiter
 	m.Apply(acquire(9*ms, "b", ownerD, time.Minute, time.Hour)) // queues on b
