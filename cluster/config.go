@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/transport"
 )
 
 // Peer names one member of the initial configuration of a bootstrapped cluster.
@@ -212,13 +213,13 @@ type Config struct {
 	// levels, when set, replaces the build's command levels (levels.go):
 	// the package's tests play members of older and newer builds with it.
 	levels *commandLevels
-	// version, when set, replaces the build's raftlock version, and
-	// infoBeforeVersions makes the node answer the member info exchange
-	// (kindInfo) as a build from before versions were told in it: it sends
-	// none, and refuses a question that has one (codeBadRequest). Tests
-	// play members of other builds with them.
-	version            string
-	infoBeforeVersions bool
+	// version, when set, replaces the build's raftlock version (an empty
+	// one: a build that tells none), and wrapRPC, when set, is given the
+	// node's handler of other nodes' requests and serves them in its place:
+	// tests play members of other builds with them (a build whose decoder
+	// refuses what it does not know).
+	version *string
+	wrapRPC func(transport.Handler) transport.Handler
 }
 
 // DefaultConfig returns a Config with raft timings for a LAN (500ms

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"slices"
@@ -14,12 +15,31 @@ import (
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/transport"
 )
 
 // newerBuild is the levels of a build that reads acquire-all as a level 2
 // command (see newerAcquireAll).
 func newerBuild() *commandLevels {
 	return &commandLevels{max: 2, levelOf: newerAcquireAll}
+}
+
+// beforeVersions makes cfg a member of a build from before versions were
+// told in the member info exchange (kindInfo): it tells none, and its
+// decoder refuses a question that has one (codeBadRequest), as that
+// build's did.
+func beforeVersions(cfg *Config) {
+	cfg.version = new("")
+	cfg.wrapRPC = func(next transport.Handler) transport.Handler {
+		return func(ctx context.Context, body []byte) ([]byte, error) {
+			if req, err := decodeRequest(body); err == nil {
+				if info, ok := req.(*nodeInfo); ok && info.version != "" {
+					return reply{code: codeBadRequest, msg: "kindInfo request: trailing bytes"}.appendBinary(nil), nil
+				}
+			}
+			return next(ctx, body)
+		}
+	}
 }
 
 func acquireAllReq(keys ...string) lock.AcquireRequest {
@@ -34,7 +54,7 @@ func acquireAllReq(keys ...string) lock.AcquireRequest {
 func TestLeaderRefusesCommandAMemberCannotRead(t *testing.T) {
 	c := newCluster(t, 3, func(cfg *Config) { cfg.levels = newerBuild() })
 	c.cfgs[2].levels = olderBuild()
-	c.cfgs[2].version = "v0.9.0-old"
+	c.cfgs[2].version = new("v0.9.0-old")
 	c.stop(2)
 	old := c.restart(2)
 	leader := c.leader()
@@ -93,7 +113,7 @@ func TestLeaderRefusesCommandAMemberCannotRead(t *testing.T) {
 	// the command works.
 	c.stop(2)
 	c.cfgs[2].levels = newerBuild()
-	c.cfgs[2].version = ""
+	c.cfgs[2].version = nil
 	c.restart(2)
 	var lease lock.Lease
 	require.Eventually(t, func() bool {
@@ -161,7 +181,7 @@ func TestGossipCarriesCommandLevels(t *testing.T) {
 	n0 := startNode(t, c0)
 	c1 := gossipConfig(t, "n1", anyGossipAddr, 0, []string{n0.GossipAddr()})
 	c1.levels = olderBuild()
-	c1.version = "v0.9.0-old"
+	c1.version = new("v0.9.0-old")
 	n1 := startNode(t, c1)
 	waitOneCluster(t, []*Node{n0, n1}, []string{"n0=voter", "n1=voter"})
 	require.Eventually(t, func() bool { return n0.IsLeader() && n0.leaderReady() }, patience, 10*time.Millisecond)
@@ -262,7 +282,7 @@ func TestNodeInfoCarriesVersion(t *testing.T) {
 	n := startNode(t, func() Config {
 		cfg := testConfig(t, "n0")
 		cfg.Bootstrap = true
-		cfg.version = "v9.9.9-test"
+		cfg.version = new("v9.9.9-test")
 		return cfg
 	}())
 	ans, err := (&nodeInfo{id: "x", version: "v1.2"}).serve(testCtx(t), n, nil)
@@ -276,7 +296,8 @@ func TestNodeInfoCarriesVersion(t *testing.T) {
 		cfg := testConfig(t, "old")
 		cfg.Bootstrap = true
 		cfg.APIAddr = "http://old.test"
-		cfg.infoBeforeVersions = true
+		cfg.levels = baselineBuild() // builds before versions read no level above the baseline
+		beforeVersions(&cfg)
 		return cfg
 	}())
 	rep, err := n.call(testCtx(t), old.Addr(), encodeRequest(&nodeInfo{id: "n0", version: "v9.9.9-test"}))
@@ -307,7 +328,7 @@ func errorReplyFor(err error) reply {
 func TestLeaderRefusesCommandANonVoterCannotRead(t *testing.T) {
 	c := newCluster(t, 4, func(cfg *Config) { cfg.levels = newerBuild() })
 	c.cfgs[3].levels = olderBuild()
-	c.cfgs[3].infoBeforeVersions = true // nor does it tell its version
+	beforeVersions(&c.cfgs[3]) // nor does it tell its version
 	c.stop(3)
 	c.restart(3)
 	leader := c.leader()
@@ -383,7 +404,7 @@ func waitLevels(t *testing.T, nodes []*Node, want map[string]int) {
 func TestSnapshotVersionFollowsMemberLevels(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	c.cfgs[2].levels = baselineBuild()
-	c.cfgs[2].version = "v0.9.0-old"
+	c.cfgs[2].version = new("v0.9.0-old")
 	c.stop(2)
 	c.restart(2)
 	leader := c.leader()
@@ -406,7 +427,7 @@ func TestSnapshotVersionFollowsMemberLevels(t *testing.T) {
 
 	// n2 upgraded: once every node knows it, version 6 everywhere.
 	c.stop(2)
-	c.cfgs[2].levels, c.cfgs[2].version = nil, ""
+	c.cfgs[2].levels, c.cfgs[2].version = nil, nil
 	c.restart(2)
 	waitLevels(t, c.nodes, map[string]int{"n0": fsm.ReleasesLevel, "n1": fsm.ReleasesLevel, "n2": fsm.ReleasesLevel})
 	assert.Equal(t, map[string]byte{"n0": 6, "n1": 6, "n2": 6}, snapshotAll())

@@ -182,8 +182,8 @@ func New(cfg Config) (*Node, error) {
 		n.levels = *cfg.levels
 	}
 	n.version = raftlockVersion
-	if cfg.version != "" {
-		n.version = cfg.version
+	if cfg.version != nil {
+		n.version = *cfg.version
 	}
 	n.sm = newStateMachine(logger.Named("fsm"), n.awaits.deliver)
 	n.sm.levels = n.levels
@@ -339,7 +339,11 @@ func New(cfg Config) (*Node, error) {
 	// Before the handler: a leader's stats request (kindServerStats) may
 	// arrive as soon as it is installed, and is answered by the reconciler.
 	n.reconciler = newReconciler(n)
-	tr.Handle(n.handleRPC)
+	handler := transport.Handler(n.handleRPC)
+	if cfg.wrapRPC != nil {
+		handler = cfg.wrapRPC(handler)
+	}
+	tr.Handle(handler)
 	n.wg.Add(1)
 	go n.watchLeadership(observations)
 	if cfg.GossipBindAddr == "" {

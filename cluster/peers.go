@@ -147,9 +147,6 @@ func (n *Node) refreshPeerInfo(ctx context.Context) {
 // without the level too (a build from before levels).
 func (n *Node) askInfo(ctx context.Context, addr string) (*nodeInfo, error) {
 	self := nodeInfo{id: n.cfg.NodeID, apiAddr: n.cfg.APIAddr, level: n.levels.max, version: n.version}
-	if n.cfg.infoBeforeVersions {
-		self.version = ""
-	}
 	forms := []nodeInfo{self}
 	if self.version != "" {
 		older := self

@@ -996,11 +996,6 @@ func (r *nodeInfo) decodeBody(d *fsm.Decoder) {
 }
 
 func (r *nodeInfo) serve(_ context.Context, n *Node, _ *leaderTerm) (rpcAnswer, error) {
-	if n.cfg.infoBeforeVersions && r.version != "" {
-		// A test's node of a build from before versions: its decoder
-		// refuses the bytes.
-		return nil, fmt.Errorf("%w: info request with a version", ErrBadRequest)
-	}
 	n.heardFrom(r.id, r.apiAddr, r.level, r.version)
 	ans := &nodeInfo{id: n.cfg.NodeID, apiAddr: n.cfg.APIAddr}
 	if r.hasLevel() || r.version != "" {
