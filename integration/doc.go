@@ -176,7 +176,9 @@
 // At the end of each process scenario every agent must vote again.
 //
 // The checkers are tested too: the workloads run against stores broken on
-// purpose (sensitivity_test.go) must report violations. A bug a scenario
+// purpose (sensitivity_test.go) must report violations. Every check passes
+// an empty history, so a run in which no acquire was granted (or, for the
+// durability workload, no key was checked) fails as a problem of the run. A bug a scenario
 // finds is pinned by a deterministic test in regression_test.go; everyday
 // faults an operator reported are pinned the same way (frozenleader_test.go:
 // requests forwarded to a leader that froze, calls without a leader, a

@@ -42,6 +42,7 @@ type durClient struct {
 type durWorkload struct {
 	rep      *report
 	maxToken atomic.Uint64 // the highest token any grant acknowledged
+	grants   atomic.Int64  // acquires acknowledged with a grant
 }
 
 func (w *durWorkload) noteToken(t uint64) {
@@ -76,6 +77,7 @@ func (w *durWorkload) step(c *durClient, budget context.Context) {
 				w.rep.violation("%s granted with token %d, not above the %d acknowledged before it was asked for", key, lease.Token, before)
 			}
 			w.noteToken(lease.Token)
+			w.grants.Add(1)
 			*st = durState{locked: true, token: lease.Token}
 		case errors.Is(res.err, lock.ErrLocked):
 			w.rep.violation("%s is held by another owner, but only client %d ever takes it: %v", key, c.id, res.err)
@@ -218,9 +220,17 @@ func runDurability(t *testing.T, s settings, rep *report, c *procCluster, nem *n
 		checked += w.verify(all, c, budget)
 		cancel()
 	}
+	rep.note("%d rounds", rounds)
+	w.summarize(all, checked, "after each "+whole.name, unexpected)
+}
+
+// summarize fills the report with what the clients did and the keys
+// checked, and makes a run with nothing acknowledged to check a problem.
+// The keys were checked when (for the report).
+func (w *durWorkload) summarize(clients []*durClient, checked int, when string, unexpected *errorLog) {
 	var sum tally
 	doubts := 0
-	for _, dc := range all {
+	for _, dc := range clients {
 		sum.add(dc.tally)
 		for _, st := range dc.state {
 			if st.doubt {
@@ -228,8 +238,11 @@ func runDurability(t *testing.T, s settings, rep *report, c *procCluster, nem *n
 			}
 		}
 	}
+	rep := w.rep
 	rep.ops, rep.unsure, rep.unknown, rep.dropped = sum.ops, sum.unsure, sum.unknown, sum.dropped
-	rep.note("%d rounds, %d keys checked after each %s (%d keys in doubt), highest token %d", rounds, checked, whole.name, doubts, w.maxToken.Load())
+	rep.note("%d keys checked %s (%d keys in doubt), %d grants, highest token %d", checked, when, doubts, w.grants.Load(), w.maxToken.Load())
+	rep.atLeast(1, int(w.grants.Load()), "acquires granted")
+	rep.atLeast(1, checked, "keys checked")
 	if n := unexpected.count.Load(); n > 0 {
 		rep.problem("clients saw errors no store should give: %s", unexpected)
 	}

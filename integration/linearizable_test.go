@@ -271,6 +271,18 @@ func runLinearizableKind(t *testing.T, s settings, rep *report, stores storeSet,
 	checkHistoryWith(s, rep, nem.events, ops, model)
 }
 
+// countGrants counts the acquires in ops answered with a grant.
+func countGrants(ops []porcupine.Operation) int {
+	n := 0
+	for _, op := range ops {
+		in, out := op.Input.(lockInput), op.Output.(lockOutput)
+		if in.op == opAcquire && out.ok && !out.unknown {
+			n++
+		}
+	}
+	return n
+}
+
 // checkHistory checks a linearizability workload's history and keeps it
 // (with porcupine's visualisation) on a violation.
 func checkHistory(s settings, rep *report, events *eventLog, ops []porcupine.Operation) {
@@ -279,6 +291,7 @@ func checkHistory(s settings, rep *report, events *eventLog, ops []porcupine.Ope
 
 // checkHistoryWith is checkHistory against model.
 func checkHistoryWith(s settings, rep *report, events *eventLog, ops []porcupine.Operation, lockModel porcupine.Model) {
+	rep.atLeast(1, countGrants(ops), "acquires granted")
 	sort.Slice(ops, func(i, j int) bool { return ops[i].Call < ops[j].Call })
 	result := porcupine.CheckOperationsTimeout(lockModel, ops, checkTimeout)
 	tokenTrouble := checkTokenOrder(ops)

@@ -126,6 +126,15 @@ func (r *report) problem(format string, args ...any) {
 	r.mu.Unlock()
 }
 
+// atLeast makes a run that did less than least of what it checks a
+// problem: every checker passes an empty history, so a run whose clients
+// completed nothing (a cluster that never served) would pass them all.
+func (r *report) atLeast(least, n int, what string) {
+	if n < least {
+		r.problem("%d %s, want at least %d: the checks had nothing to check", n, what, least)
+	}
+}
+
 func (r *report) note(format string, args ...any) {
 	r.extra = append(r.extra, fmt.Sprintf(format, args...))
 }

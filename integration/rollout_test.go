@@ -394,21 +394,7 @@ func (tr *traffic) finish(rep *report, r *rollout) {
 	defer cancel()
 	checked := tr.w.verify(tr.clients, r, vctx)
 	tr.cancel()
-	var sum tally
-	doubts := 0
-	for _, dc := range tr.clients {
-		sum.add(dc.tally)
-		for _, st := range dc.state {
-			if st.doubt {
-				doubts++
-			}
-		}
-	}
-	rep.ops, rep.unsure, rep.unknown, rep.dropped = sum.ops, sum.unsure, sum.unknown, sum.dropped
-	rep.note("%d keys checked at the end (%d in doubt), highest token %d", checked, doubts, tr.w.maxToken.Load())
-	if n := tr.errs.count.Load(); n > 0 {
-		rep.problem("clients saw errors no store should give: %s", tr.errs)
-	}
+	tr.w.summarize(tr.clients, checked, "at the end", tr.errs)
 	if races := r.pc.racesReported(); len(races) > 0 {
 		rep.problem("data races reported by agents %v (their logs follow)", races)
 	}

@@ -279,3 +279,57 @@ func TestMultiKeyCheckerFindsViolations(t *testing.T) {
 	partial.Partial = `"b" read as locked=false`
 	assert.NotEmpty(t, checkMultiWindows([]window{partial}))
 }
+
+// Every checker passes an empty history, so a run whose clients completed
+// nothing (here: a workload over before it began) must be a problem of the
+// run, whichever workload it was; one that did its work is not.
+func TestCheckersRefuseAnEmptyRun(t *testing.T) {
+	empty := func(t *testing.T) settings {
+		s := quickSettings(t)
+		s.workload = time.Nanosecond
+		return s
+	}
+	run := map[string]func(t *testing.T, s settings, rep *report, store lock.Store){
+		"linearizable": func(t *testing.T, s settings, rep *report, store lock.Store) {
+			runLinearizable(t, s, rep, oneStore{store}, &nemesis{rep: rep, events: newEventLog(rep.started)}, 4, 2)
+		},
+		"fenced": func(t *testing.T, s settings, rep *report, store lock.Store) {
+			runFenced(t, s, rep, oneStore{store}, &nemesis{rep: rep, events: newEventLog(rep.started)}, fencedRun{
+				cfg:     fencedConfig{Key: "fenced", TTL: time.Hour, Work: time.Millisecond, Writes: 2},
+				holders: 2,
+			})
+		},
+		"durable": func(_ *testing.T, s settings, rep *report, store lock.Store) {
+			w := &durWorkload{rep: rep}
+			c := &durClient{workClient: &workClient{owner: lock.NewOwner(), stores: oneStore{store}, rng: s.rng(1), unexpected: &errorLog{}},
+				keys: []string{"a", "b"}, state: map[string]*durState{"a": {}, "b": {}}}
+			ctx, cancel := context.WithTimeout(context.Background(), s.workload)
+			defer cancel()
+			for ctx.Err() == nil {
+				w.step(c, context.Background())
+			}
+			w.summarize([]*durClient{c}, w.verify([]*durClient{c}, oneStore{store}, context.Background()), "at the end", &errorLog{})
+		},
+	}
+	for name, run := range run {
+		t.Run(name, func(t *testing.T) {
+			s := empty(t)
+			rep := newReport("empty/"+name, s)
+			store := lock.NewMemoryStore()
+			t.Cleanup(func() { store.Close() })
+			run(t, s, rep, store)
+			assert.Empty(t, rep.violations)
+			if assert.NotEmpty(t, rep.problems, "a run with nothing to check is not evidence") {
+				assert.Contains(t, rep.problems[0], "0 acquires granted")
+			}
+
+			s = quickSettings(t)
+			s.workload = 300 * time.Millisecond
+			rep = newReport("some/"+name, s)
+			run(t, s, rep, store)
+			require.Positive(t, rep.ops, "the workload ran")
+			assert.Empty(t, rep.violations)
+			assert.Empty(t, rep.problems, "a run that did its work")
+		})
+	}
+}
