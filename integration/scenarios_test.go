@@ -21,19 +21,61 @@ func newNemesis(s settings, rep *report, events *eventLog, faults []fault, ready
 		recoverIn: defaultRecoverIn, ready: ready, events: events}
 }
 
+// procForm is a way a process cluster of a nemesis scenario forms and
+// comes back: with gossip (every agent -bootstrap-expect N -retry-join all
+// the gossip addresses, the way README recommends: gossip finds the
+// members, the leader adds them and the promoter gives them their votes)
+// or without (one agent -bootstrap, the others -join it: membership goes
+// through raft alone, a joining agent added as a voter by the leader).
+// The same nemeses apply to both: a restart repeats the agent's command
+// line, and a member that left or was killed asks the members it knew to
+// add it back (the -bootstrap one too).
+type procForm struct {
+	name string // the subtest's
+	mode startMode
+	// percent is the part of the workload's time (RAFTLOCK_SCENARIO_SECONDS)
+	// the form runs, unless RAFTLOCK_LONG=1: all of it then.
+	percent int
+}
+
+// procForms are the forms every workload's process scenario runs in: the
+// gossip form for the whole workload, the no-gossip form for a shorter one
+// (fewer faults), which keeps the manual path under the same nemeses at a
+// small cost to every run.
+var procForms = []procForm{
+	{name: "gossip", mode: startExpect, percent: 100},
+	{name: "no-gossip", mode: startJoin, percent: 60},
+}
+
+// eachProcForm runs scenario as one subtest per procForm, with the
+// form's settings.
+func eachProcForm(t *testing.T, scenario func(t *testing.T, s settings, form procForm)) {
+	for _, form := range procForms {
+		t.Run(form.name, func(t *testing.T) {
+			s := loadSettings(t)
+			if !s.long {
+				s.workload = s.workload * time.Duration(form.percent) / 100
+			}
+			scenario(t, s, form)
+		})
+	}
+}
+
 // TestLinearizableProcesses: three agents as processes, eight HTTP clients
 // spread over them; agents killed with -9 (the leader or any), paused with
 // SIGSTOP beyond the election timeout, leaving and rejoining gracefully,
-// and the whole cluster crashing at once.
+// and the whole cluster crashing at once; with gossip and without
+// (procForms).
 func TestLinearizableProcesses(t *testing.T) {
-	s := loadSettings(t)
-	rep := newReport("linearizable/3-processes", s)
-	c := startProcCluster(t, 3)
-	events := newEventLog(rep.started)
-	nem := newNemesis(s, rep, events, procFaults(c, rep, events), c.waitReady)
-	runLinearizable(t, s, rep, c, nem, 8, 4)
-	c.checkAtEnd(rep)
-	rep.finish(t)
+	eachProcForm(t, func(t *testing.T, s settings, form procForm) {
+		rep := newReport("linearizable/3-processes/"+form.name, s)
+		c := startProcClusterMode(t, 3, form.mode)
+		events := newEventLog(rep.started)
+		nem := newNemesis(s, rep, events, procFaults(c, rep, events), c.waitReady)
+		runLinearizable(t, s, rep, c, nem, 8, 4)
+		c.checkAtEnd(rep)
+		rep.finish(t)
+	})
 }
 
 // TestLinearizablePartitions: five nodes in this process, clients calling
@@ -54,19 +96,21 @@ func TestLinearizablePartitions(t *testing.T) {
 // TestFencedProcesses: five agents as processes; clients hold the lock with
 // TTLs longer than the run and increment the fenced register through it,
 // under the process nemeses. No lease expires, so the register must never
-// refuse anyone, and no two holders may ever overlap.
+// refuse anyone, and no two holders may ever overlap. With gossip and
+// without (procForms).
 func TestFencedProcesses(t *testing.T) {
-	s := loadSettings(t)
-	rep := newReport("fenced/5-processes", s)
-	c := startProcCluster(t, 5)
-	events := newEventLog(rep.started)
-	nem := newNemesis(s, rep, events, procFaults(c, rep, events), c.waitReady)
-	runFenced(t, s, rep, c, nem, fencedRun{
-		cfg:     fencedConfig{Key: "fenced", TTL: linTTL, Wait: 2 * time.Second, Work: 10 * time.Millisecond, Writes: 4},
-		holders: 6,
+	eachProcForm(t, func(t *testing.T, s settings, form procForm) {
+		rep := newReport("fenced/5-processes/"+form.name, s)
+		c := startProcClusterMode(t, 5, form.mode)
+		events := newEventLog(rep.started)
+		nem := newNemesis(s, rep, events, procFaults(c, rep, events), c.waitReady)
+		runFenced(t, s, rep, c, nem, fencedRun{
+			cfg:     fencedConfig{Key: "fenced", TTL: linTTL, Wait: 2 * time.Second, Work: 10 * time.Millisecond, Writes: 4},
+			holders: 6,
+		})
+		c.checkAtEnd(rep)
+		rep.finish(t)
 	})
-	c.checkAtEnd(rep)
-	rep.finish(t)
 }
 
 // TestFencedExpiryProcesses: three agents as processes; short TTLs, so
@@ -115,20 +159,21 @@ func TestFencedExpiryPartitions(t *testing.T) {
 
 // TestDurableProcesses: three agents as processes; every acknowledged
 // acquire, extend and release must be there after the whole cluster is
-// killed with -9 and restarted.
+// killed with -9 and restarted. With gossip and without (procForms).
 func TestDurableProcesses(t *testing.T) {
-	s := loadSettings(t)
-	rep := newReport("durable/3-processes", s)
-	c := startProcCluster(t, 3)
-	events := newEventLog(rep.started)
-	nem := newNemesis(s, rep, events, procFaults(c, rep, events), c.waitReady)
-	round := s.workload / 2
-	if s.long {
-		round = 30 * time.Second
-	}
-	runDurability(t, s, rep, c, nem, 6, 4, round, quietCrash)
-	c.checkAtEnd(rep)
-	rep.finish(t)
+	eachProcForm(t, func(t *testing.T, s settings, form procForm) {
+		rep := newReport("durable/3-processes/"+form.name, s)
+		c := startProcClusterMode(t, 3, form.mode)
+		events := newEventLog(rep.started)
+		nem := newNemesis(s, rep, events, procFaults(c, rep, events), c.waitReady)
+		round := s.workload / 2
+		if s.long {
+			round = 30 * time.Second
+		}
+		runDurability(t, s, rep, c, nem, 6, 4, round, quietCrash)
+		c.checkAtEnd(rep)
+		rep.finish(t)
+	})
 }
 
 // TestFencedSessionsProcesses: three agents as processes; holders bind the
