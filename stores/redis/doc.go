@@ -102,10 +102,21 @@
 //
 // A session is a Redis hash with its own expiry by the server's clock; a lock
 // bound to a session that has ended (expired, destroyed, or lost by the
-// server) is free, after the session's lock-delay when it expired.
+// server) is free, after the session's lock-delay when it expired. A renew
+// answers how many keys the session still holds or waits for
+// (lock.SessionLease.Keys), which the session's keep-alive checks its holds
+// by.
+//
+// Release and DestroySession are idempotent as in the cluster: the store
+// remembers each release that ended its owner's own hold (under the key it
+// named, for a multi-key set) and each destroy that ended a session, for 5
+// minutes and at most 65,536 of them (one sorted set), so that a repeat
+// answers true again and changes nothing; the owner's next acquire of the
+// key (a create of the session) forgets it, and an expiry or a
+// force-release is never remembered.
 //
 // The package's tests run the conformance suite (lock/locktest) against a
-// redis-server they start: all 49 of its subtests pass. What Redis cannot
+// redis-server they start: all 51 of its subtests pass. What Redis cannot
 // promise (above) is outside what a conformance suite on one healthy
 // server can see.
 package redis

@@ -6,6 +6,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -20,7 +21,10 @@ type scripts struct {
 }
 
 func loadScripts() scripts {
-	shared := fmt.Sprintf("local MAX_HOLDERS = %d\nlocal MAX_WAITERS = %d\n", lock.MaxHolders, lock.MaxWaiters) + luaSource("state")
+	// A release is remembered as long as the cluster's state machine
+	// remembers one, so that a repeat is answered alike by every store.
+	shared := fmt.Sprintf("local MAX_HOLDERS = %d\nlocal MAX_WAITERS = %d\nlocal RELEASE_MEMORY = %d\nlocal MAX_RELEASES = %d\n",
+		lock.MaxHolders, lock.MaxWaiters, us(fsm.ReleaseMemory), fsm.MaxRememberedReleases) + luaSource("state")
 	script := func(name string) *goredis.Script {
 		return goredis.NewScript(shared + "\n" + luaSource(name))
 	}

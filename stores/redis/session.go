@@ -31,7 +31,7 @@ func (s *Store) RenewSession(ctx context.Context, id lock.SessionID) (lock.Sessi
 	if len(r) == 0 {
 		return lock.SessionLease{}, fmt.Errorf("%w: the session has ended or does not exist", lock.ErrNoSession)
 	}
-	return lock.SessionLease{Remaining: r.dur(0), TTL: r.dur(1)}, nil
+	return lock.SessionLease{Remaining: r.dur(0), TTL: r.dur(1), Keys: int(r.int(2))}, nil
 }
 
 // DestroySession implements lock.SessionStore.

@@ -7,6 +7,7 @@ local key, owner = ARGV[2], ARGV[3]
 local req = {o = owner, ttl = tonumber(ARGV[4]), m = ARGV[6], kind = tonumber(ARGV[7]),
   limit = tonumber(ARGV[8]), s = tonumber(ARGV[9]), ss = ARGV[10]}
 local wait, alive = tonumber(ARGV[5]), tonumber(ARGV[11])
+forget(releaseName(key, owner)) -- whatever the answer: the owner may hold key again
 local st = settle(key)
 
 local i = liveHold(st, owner)

@@ -4,7 +4,10 @@
 -- {'K', kind, limit, place}.
 local owner, ttl, wait, meta, alive = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
 local keys = {}
-for i = 7, #ARGV do keys[#keys + 1] = ARGV[i] end
+for i = 7, #ARGV do
+  keys[#keys + 1] = ARGV[i]
+  forget(releaseName(ARGV[i], owner)) -- whatever the answer: the owner may hold the key again
+end
 local sts = {}
 for i, k in ipairs(keys) do sts[i] = get(k) end
 pump()

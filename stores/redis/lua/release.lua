@@ -1,7 +1,9 @@
 -- release: ARGV key, owner, cancel. Ends owner's hold on key (on every key
 -- of its set, for a multi-key set) and hands each key on; answers 1, or 0
--- when owner held nothing. With cancel set it also takes owner out of the
--- queue (of every key of its set): a waiting acquire giving up.
+-- when owner held nothing, and 1 again, changing nothing, when it repeats
+-- a release that ended owner's hold (remember). With cancel set it also
+-- takes owner out of the queue (of every key of its set): a waiting
+-- acquire giving up, which is not remembered and answers no repeat.
 local key, owner = ARGV[2], ARGV[3]
 local st = settle(key)
 local released = 0
@@ -21,4 +23,11 @@ else
   touch(key)
 end
 commit()
+if ARGV[4] ~= '1' then
+  if released == 1 then
+    remember(releaseName(key, owner))
+  elseif recalls(releaseName(key, owner)) then
+    released = 1
+  end
+end
 return released

@@ -16,6 +16,9 @@
 --   P..'log'       the last few thousand changes: a stream of the key each
 --                  change index changed (ID <index>-1)
 --   P..'chg'       the pub/sub channel that names each key that changed
+--   P..'rel'       the remembered releases: a sorted set of names (owner
+--                  ':' key, or 's:' session ID for a destroy) by the time
+--                  of the release (see remember)
 -- Times are microseconds of the Redis server's clock (TIME), which is also
 -- the clock Redis expires keys by.
 local P = ARGV[1]
@@ -88,6 +91,37 @@ local function wake(owner, token, remaining)
   end
   redis.call('PEXPIRE', k, WAKE_TTL)
 end
+
+-- Remembered releases. A release whose answer was lost is sent again by
+-- its owner, who by then holds nothing; so that the repeat answers as the
+-- first did, each release that ended its owner's own hold (a lease, a
+-- semaphore or read/write slot, a multi-key set under the key the release
+-- named) and each destroy that ended a session is remembered, never an
+-- expiry, a force-release or a waiter giving up. An acquire by the owner
+-- of the key (a create of the session) forgets it: after acquire, release,
+-- acquire and expiry, the release finds nothing. As in the cluster, a
+-- release is forgotten RELEASE_MEMORY after it, and beyond MAX_RELEASES
+-- the oldest goes first; the set expires when no release has been
+-- remembered for RELEASE_MEMORY.
+local function releaseName(key, owner) return owner .. ':' .. key end
+local function destroyName(id) return 's:' .. id end
+
+local function remember(name)
+  local k = P .. 'rel'
+  redis.call('ZREMRANGEBYSCORE', k, '-inf', num(now - RELEASE_MEMORY))
+  redis.call('ZADD', k, num(now), name)
+  local over = redis.call('ZCARD', k) - MAX_RELEASES
+  if over > 0 then redis.call('ZPOPMIN', k, over) end
+  redis.call('PEXPIRE', k, math.floor(RELEASE_MEMORY / 1000))
+end
+
+-- recalls reports whether the release name is remembered.
+local function recalls(name)
+  local at = redis.call('ZSCORE', P .. 'rel', name)
+  return at and tonumber(at) + RELEASE_MEMORY > now
+end
+
+local function forget(name) redis.call('ZREM', P .. 'rel', name) end
 
 local function nextToken()
   -- Never below the server's clock in microseconds: a counter that lost
