@@ -319,15 +319,12 @@ func (l *Lock) IsExpired(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
-// checkSessionHold reads g's key and ends g as lost when the store no
-// longer has it; a read that fails changes nothing (the session's next
-// renewal checks again).
-func (l *Lock) checkSessionHold(ctx context.Context, g *grant) {
+// checkSessionHold reads g's key and reports whether the store no longer
+// has g; a read that fails reports false (the session's next renewal
+// checks again). The session ends what is gone (checkHolds).
+func (l *Lock) checkSessionHold(ctx context.Context, g *grant) (gone bool) {
 	info, err := l.client.store.Inspect(ctx, l.key)
-	if err != nil || holdsToken(info, g.token) {
-		return
-	}
-	l.lose(ctx, g)
+	return err == nil && !holdsToken(info, g.token)
 }
 
 // holdsToken reports whether info shows the hold granted with token (tokens

@@ -426,17 +426,48 @@ func (s *Session) checkHolds(ctx context.Context) {
 		roundCtx, cancel := context.WithTimeout(ctx, s.ttl/3)
 		sem := make(chan struct{}, holdChecksAtOnce)
 		var wg sync.WaitGroup
+		var goneMu sync.Mutex // protects gone
+		var gone []hold
 		for _, h := range holds {
 			sem <- struct{}{}
 			wg.Add(1)
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				h.l.checkSessionHold(roundCtx, h.g)
+				if h.l.checkSessionHold(roundCtx, h.g) {
+					goneMu.Lock()
+					gone = append(gone, h)
+					goneMu.Unlock()
+				}
 			}()
 		}
 		wg.Wait()
+		if len(gone) > 0 && s.storeEnded(roundCtx) {
+			// The holds went with the session (destroyed since the renewal,
+			// or expired): its end is what to report, and it ends them all.
+			gone = nil
+		}
+		for _, h := range gone {
+			h.l.lose(roundCtx, h.g)
+		}
 		cancel()
 	}
+}
+
+// storeEnded asks the store whether the session still lives, when holds
+// were found gone, and ends it here if the store says it has ended: its
+// locks then learn it with the session's own cause (ErrNoSession), not as
+// locks lost one by one. It reports whether the session has ended. An
+// unanswered question leaves the holds to be ended as lost.
+func (s *Session) storeEnded(ctx context.Context) bool {
+	info, err := s.store.InspectSession(ctx, s.id)
+	if err != nil || info.Live {
+		return false
+	}
+	s.mu.Lock()
+	s.gone = true
+	s.mu.Unlock()
+	s.end(fmt.Errorf("%w: the store ended the session", ErrNoSession))
+	return true
 }
 
 // holdChecksAtOnce bounds the reads one round of checkHolds sends at once.
