@@ -308,26 +308,28 @@ func (l *Lock) IsExpired(ctx context.Context) (bool, error) {
 	if g == nil {
 		return lost, nil
 	}
+	held, err := l.checkHold(ctx, g)
+	if err != nil {
+		return false, err
+	}
+	return !held, nil
+}
+
+// checkHold reads g's key and reports whether the store still has g,
+// ending g as lost when it has not; a read that fails changes nothing.
+// It is how the handle learns of a loss that no answer to its own calls
+// tells: a lease released by a copy of the handle (Restore) with the same
+// owner, whose later releases the store answers as repeats of that one.
+func (l *Lock) checkHold(ctx context.Context, g *grant) (bool, error) {
 	info, err := l.client.store.Inspect(ctx, l.key)
 	if err != nil {
 		return false, err
 	}
 	if holdsToken(info, g.token) {
-		return false, nil
+		return true, nil
 	}
 	l.lose(ctx, g)
-	return true, nil
-}
-
-// checkSessionHold reads g's key and ends g as lost when the store no
-// longer has it; a read that fails changes nothing (the session's next
-// renewal checks again).
-func (l *Lock) checkSessionHold(ctx context.Context, g *grant) {
-	info, err := l.client.store.Inspect(ctx, l.key)
-	if err != nil || holdsToken(info, g.token) {
-		return
-	}
-	l.lose(ctx, g)
+	return false, nil
 }
 
 // holdsToken reports whether info shows the hold granted with token (tokens

@@ -431,7 +431,7 @@ func (s *Session) checkHolds(ctx context.Context) {
 			wg.Add(1)
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				h.l.checkSessionHold(roundCtx, h.g)
+				_, _ = h.l.checkHold(roundCtx, h.g) // a read that fails: the next renewal checks again
 			}()
 		}
 		wg.Wait()
