@@ -308,23 +308,35 @@ func (l *Lock) IsExpired(ctx context.Context) (bool, error) {
 	if g == nil {
 		return lost, nil
 	}
+	held, err := l.checkHold(ctx, g)
+	if err != nil {
+		return false, err
+	}
+	return !held, nil
+}
+
+// checkHold reads g's key and reports whether the store still has g,
+// ending g as lost when it has not; a read that fails changes nothing.
+// It is how the handle learns of a loss that no answer to its own calls
+// tells: a lease released by a copy of the handle (Restore) with the same
+// owner, whose later releases the store answers as repeats of that one.
+func (l *Lock) checkHold(ctx context.Context, g *grant) (bool, error) {
+	held, err := l.readHold(ctx, g)
+	if err != nil || held {
+		return held, err
+	}
+	l.lose(ctx, g)
+	return false, nil
+}
+
+// readHold reads g's key and reports whether the store still has g,
+// changing nothing.
+func (l *Lock) readHold(ctx context.Context, g *grant) (bool, error) {
 	info, err := l.client.store.Inspect(ctx, l.key)
 	if err != nil {
 		return false, err
 	}
-	if holdsToken(info, g.token) {
-		return false, nil
-	}
-	l.lose(ctx, g)
-	return true, nil
-}
-
-// checkSessionHold reads g's key and reports whether the store no longer
-// has g; a read that fails reports false (the session's next renewal
-// checks again). The session ends what is gone (checkHolds).
-func (l *Lock) checkSessionHold(ctx context.Context, g *grant) (gone bool) {
-	info, err := l.client.store.Inspect(ctx, l.key)
-	return err == nil && !holdsToken(info, g.token)
+	return holdsToken(info, g.token), nil
 }
 
 // holdsToken reports whether info shows the hold granted with token (tokens

@@ -33,7 +33,15 @@ type fakeStore struct {
 	acquire func(ctx context.Context, req lock.AcquireRequest) (lock.Lease, error)
 	extend  func(ctx context.Context, key string, owner lock.Owner, ttl time.Duration) (lock.Lease, error)
 	release func(ctx context.Context, key string, owner lock.Owner) (bool, error)
+	inspect func(ctx context.Context, key string) (lock.KeyInfo, error)
 	extends atomic.Int32
+}
+
+func (f *fakeStore) Inspect(ctx context.Context, key string) (lock.KeyInfo, error) {
+	if f.inspect != nil {
+		return f.inspect(ctx, key)
+	}
+	return f.Store.Inspect(ctx, key)
 }
 
 func (f *fakeStore) Release(ctx context.Context, key string, owner lock.Owner) (bool, error) {
@@ -402,6 +410,7 @@ func TestRunReleaseFails(t *testing.T) {
 		st.extend = func(context.Context, string, lock.Owner, time.Duration) (lock.Lease, error) {
 			return lock.Lease{}, lock.ErrUnavailable
 		}
+		st.inspect = func(context.Context, string) (lock.KeyInfo, error) { return lock.KeyInfo{}, lock.ErrUnavailable }
 		l := lock.New(st).Lock("k2", lock.TTL(30*time.Millisecond))
 		ran, err := l.Run(ctx, func(ctx context.Context) error {
 			<-ctx.Done()
@@ -411,6 +420,37 @@ func TestRunReleaseFails(t *testing.T) {
 		assert.ErrorIs(t, err, lock.ErrNotHeld, "nothing can tell whether the lease outlived its deadline")
 		assert.ErrorIs(t, err, lock.ErrUnavailable)
 	})
+}
+
+// When the keep-alive gives up at the local deadline and a copy of the
+// handle (Restore) released the lease meanwhile, Run's release is answered
+// as the repeat of the copy's (true), but Run says the lease was lost: the
+// key's token tells it.
+func TestRunFindsALeaseReleasedByACopyAfterTheDeadline(t *testing.T) {
+	ctx := testCtx(t)
+	st := &fakeStore{Store: newMemoryStore(t), extend: func(ctx context.Context, _ string, _ lock.Owner, _ time.Duration) (lock.Lease, error) {
+		<-ctx.Done() // no answer before the local deadline
+		return lock.Lease{}, ctx.Err()
+	}}
+	l := lock.New(st).Lock("k", lock.TTL(60*time.Millisecond))
+	var cause error
+	ran, err := l.Run(ctx, func(fnCtx context.Context) error {
+		other, err := lock.New(st).Restore(l.Serialize())
+		require.NoError(t, err)
+		ok, err := other.Release(ctx)
+		require.NoError(t, err)
+		require.True(t, ok, "the copy releases the lease")
+		<-fnCtx.Done()
+		cause = context.Cause(fnCtx)
+		return fnCtx.Err()
+	})
+	assert.True(t, ran)
+	assert.ErrorIs(t, cause, lock.ErrNotHeld, "fn was told the lease may be lost")
+	assert.ErrorIs(t, err, lock.ErrNotHeld, "Run says the lease was lost")
+	assert.ErrorContains(t, err, "was lost")
+	expired, err := l.IsExpired(ctx)
+	require.NoError(t, err)
+	assert.True(t, expired, "lost, not released by the handle")
 }
 
 func TestRunCancelsWhenReleasedThroughTheHandle(t *testing.T) {

@@ -29,8 +29,9 @@ const releaseTimeout = 10 * time.Second
 //
 // The error Run returns joins fn's error with what went wrong with the lease:
 // it matches ErrNotHeld when the lease was lost before fn returned (an extend
-// or the final release found it gone, or no extend succeeded in time and the
-// release could not tell), and carries the release's error if it failed.
+// or the final release found it gone, or no extend succeeded in time and
+// then a read of the key found it gone or the release could not tell), and
+// carries the release's error if it failed.
 //
 // fn may use the handle: Token for fencing, Extend with a longer TTL,
 // Remaining. It must not Release it (Run does), and an acquire on the same
@@ -134,6 +135,17 @@ func (l *Lock) finish(ctx context.Context, g *grant, mayBeLost bool) error {
 	}
 	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
+	if mayBeLost {
+		// fn was told the lease may be lost, so Run must say whether it
+		// was, and the release's answer cannot: the store answers true
+		// also to the repeat of the owner's release that ended the lease,
+		// which a copy of this handle (Restore) may have sent while fn ran.
+		// The key's token tells when it is gone; a read that fails leaves
+		// the release to tell what it can.
+		if held, err := l.checkHold(releaseCtx, g); err == nil && !held {
+			return l.lostError()
+		}
+	}
 	ok, err := l.releaseGrant(releaseCtx, g)
 	switch {
 	case err != nil:

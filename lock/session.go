@@ -433,7 +433,7 @@ func (s *Session) checkHolds(ctx context.Context) {
 			wg.Add(1)
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				if h.l.checkSessionHold(roundCtx, h.g) {
+				if held, err := h.l.readHold(roundCtx, h.g); err == nil && !held { // a read that fails: the next renewal checks again
 					goneMu.Lock()
 					gone = append(gone, h)
 					goneMu.Unlock()
