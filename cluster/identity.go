@@ -38,9 +38,11 @@ import (
 // differ (ErrWrongCluster; New fails on a fresh data dir, the background
 // rejoin of an existing one stops and says why in the log; the member logs
 // it too), tells its cluster ID in its join request, and records the
-// cluster ID once added. The authority is thus each
+// cluster ID once added; a member that leads before it knows the ID (it
+// asks no one to add it) asks the other servers of its configuration
+// (learnClusterFromServers). The authority is thus each
 // member's own file, equal across a cluster because every member got it at
-// bootstrap or from a member that added it; it is not replicated in the
+// bootstrap or from a member of it; it is not replicated in the
 // log. A data dir from a version without the file (raft state, no file) is
 // not refused: the configured NodeID is adopted and recorded, and the
 // cluster ID is learned at the node's next join. A cluster made by such a
