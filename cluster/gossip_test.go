@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -325,6 +326,47 @@ func TestBootstrapExpectRestartAllKeepsCluster(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, info.Locked)
 	assert.Equal(t, lease.Token, info.Token)
+}
+
+// A voter of a BootstrapExpect cluster other than its proposer learns the
+// cluster ID when it asks the leader to add it; one elected before it asked
+// used to keep none, and so did every member that asked it. Here n1 and n2
+// know no cluster ID (data dirs of a build from before identity files) and
+// one of them leads when n0, which knows it, comes back as a follower: the
+// leader learns it from the servers of its configuration, the other from
+// the leader.
+func TestBootstrapExpectLeaderWithoutClusterIDLearnsIt(t *testing.T) {
+	nodes, cfgs := startGossipGroup(t, 3, func(addrs []string) []Config { return expectConfigs(t, addrs, 3) })
+	waitOneCluster(t, nodes, []string{"n0=voter", "n1=voter", "n2=voter"})
+	waitSameClusterID(t, nodes)
+	clusterID := nodes[0].ident.clusterID()
+	for i, n := range nodes {
+		cfgs[i].BindAddr = n.Addr()
+		require.NoError(t, n.Close())
+	}
+	for _, c := range cfgs[1:] {
+		require.NoError(t, os.Remove(filepath.Join(c.DataDir, identityFileName)))
+	}
+	// Started again on the same addresses, as in the test above.
+	rest := startAll(t, cfgs[1:])
+	require.Eventually(t, func() bool {
+		for _, n := range rest {
+			if n.IsLeader() {
+				return true
+			}
+		}
+		return false
+	}, gossipPatience, 20*time.Millisecond, "n1 or n2 leads")
+	for _, n := range rest {
+		require.Empty(t, n.ident.clusterID(), "%s knows a cluster ID with n0 down", n.ID())
+	}
+	nodes = append([]*Node{startNode(t, cfgs[0])}, rest...)
+	waitOneCluster(t, nodes, []string{"n0=voter", "n1=voter", "n2=voter"})
+	waitSameClusterID(t, nodes)
+	for i, n := range nodes {
+		assert.Equal(t, clusterID, n.ident.clusterID(), "%s", n.ID())
+		assert.Equal(t, clusterID, readIdentityFile(t, cfgs[i].DataDir).ClusterID, "%s's identity file", n.ID())
+	}
 }
 
 // twoNodeGossipCluster is n0 bootstrapped with gossip and n1 that joins it

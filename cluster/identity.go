@@ -38,9 +38,11 @@ import (
 // differ (ErrWrongCluster; New fails on a fresh data dir, the background
 // rejoin of an existing one stops and says why in the log; the member logs
 // it too), tells its cluster ID in its join request, and records the
-// cluster ID once added. The authority is thus each
+// cluster ID once added; a member that leads before it knows the ID (it
+// asks no one to add it) asks the other servers of its configuration
+// (learnClusterFromServers). The authority is thus each
 // member's own file, equal across a cluster because every member got it at
-// bootstrap or from a member that added it; it is not replicated in the
+// bootstrap or from a member of it; it is not replicated in the
 // log. A data dir from a version without the file (raft state, no file) is
 // not refused: the configured NodeID is adopted and recorded, and the
 // cluster ID is learned at the node's next join. A cluster made by such a
@@ -234,33 +236,70 @@ func newClusterID(peers []Peer) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)[:16]), nil
 }
 
-// checkCluster asks the member at addr which cluster it belongs to before
-// this node asks it to add it (join runs it before each join request), and
-// runs the admission check (admission.go) on this node as that member's
-// cluster would: so a member of a build that does not check (a leader from
-// before the check) cannot absorb this node either. It returns that
-// cluster's ID (empty if the member does not know it or is too old to
-// tell), or an error matching ErrWrongCluster.
-func (n *Node) checkCluster(ctx context.Context, addr string) (string, error) {
+// checkCluster asks the member at addr which node it is and which cluster
+// it belongs to before this node asks it to add it (join runs it before
+// each join request), and runs the admission check (admission.go) on this
+// node as that member's cluster would: so a member of a build that does not
+// check (a leader from before the check) cannot absorb this node either. It
+// returns what the member told (its cluster ID empty if it does not know
+// it; both empty from a member too old to tell), or an error matching
+// ErrWrongCluster.
+func (n *Node) checkCluster(ctx context.Context, addr string) (nodeIdentity, error) {
 	mine := n.ident.clusterID()
 	rep, err := n.call(ctx, addr, encodeRequest(&nodeIdentity{id: n.cfg.NodeID, clusterID: mine}))
 	if err != nil {
-		return "", err
+		return nodeIdentity{}, err
 	}
 	them, ok := rep.answer.(*nodeIdentity)
 	if !ok {
-		return "", nil // a member too old to know kindIdentity answers bad request
+		return nodeIdentity{}, nil // a member too old to know kindIdentity answers bad request
 	}
 	self := candidate{ID: raft.ServerID(n.cfg.NodeID), Addr: raft.ServerAddress(n.Addr()), ClusterID: mine}
 	if _, err := checkAdmission(them.clusterID, nil, self); err != nil {
-		return "", fmt.Errorf("%w (member %q at %s told its cluster; this node's data dir is %s, its identity file %s)",
+		return nodeIdentity{}, fmt.Errorf("%w (member %q at %s told its cluster; this node's data dir is %s, its identity file %s)",
 			err, them.id, addr, n.cfg.DataDir, n.ident.path())
 	}
-	return them.clusterID, nil
+	return *them, nil
 }
 
-// joinedCluster records the cluster of the member that added this node, if
-// the data dir did not know its cluster yet.
+// learnClusterFromServers records the cluster ID that another server of
+// this node's raft configuration tells, when the data dir knows none yet
+// (join calls it once this node leads). A node learns its cluster ID from
+// the member that adds it, which is the leader; so a leader that does not
+// know it would leave every member that asks it as ignorant as itself, and
+// it asks no one to add it. That leader exists: the voters of a
+// BootstrapExpect cluster other than its proposer learn the ID only when
+// they ask the leader to add them, and one of them can be elected before
+// it asked (the proposer, first leader, stepped down under load). Each
+// server is asked at the address the configuration has for it, and
+// believed only if it answers under the ID the configuration has there.
+func (n *Node) learnClusterFromServers(ctx context.Context) {
+	if n.ident.clusterID() != "" {
+		return
+	}
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == n.cfg.NodeID {
+			continue
+		}
+		them, err := n.checkCluster(ctx, string(s.Address))
+		if err != nil {
+			n.log.Debug("asking a server of the configuration for the cluster ID", "id", s.ID, "addr", s.Address, "error", err)
+			continue
+		}
+		if them.id == string(s.ID) && them.clusterID != "" {
+			n.joinedCluster(them.clusterID)
+			return
+		}
+	}
+}
+
+// joinedCluster records the cluster of the member that added this node (or
+// of a server of its configuration: learnClusterFromServers), if the data
+// dir did not know its cluster yet.
 func (n *Node) joinedCluster(clusterID string) {
 	learned, err := n.ident.learnClusterID(clusterID)
 	switch {

@@ -43,7 +43,9 @@ func (n *Node) join(ctx context.Context, kind requestKind, addrs []string, retry
 	for {
 		if n.IsLeader() {
 			// Only a member leads (raft steps a leader down once it is
-			// removed), and the others would point back here.
+			// removed), and the others would point back here. A leader
+			// that does not know its cluster ID asks the other servers.
+			n.learnClusterFromServers(ctx)
 			return n.Addr(), nil
 		}
 		notPeers := 0 // addresses where no raftlock peer answers (see below)
@@ -51,7 +53,7 @@ func (n *Node) join(ctx context.Context, kind requestKind, addrs []string, retry
 			// A member that does not lead points at the leader; follow at
 			// most a few such hints, so two confused members cannot loop.
 			for hops := 0; hops < 3 && addr != "" && addr != n.Addr(); hops++ {
-				clusterID, err := n.checkCluster(ctx, addr)
+				them, err := n.checkCluster(ctx, addr)
 				if errors.Is(err, ErrWrongCluster) {
 					return "", fmt.Errorf("%w: %w", ErrJoin, err)
 				}
@@ -71,7 +73,7 @@ func (n *Node) join(ctx context.Context, kind requestKind, addrs []string, retry
 				}
 				switch err := rep.err(); {
 				case err == nil:
-					n.joinedCluster(clusterID)
+					n.joinedCluster(them.clusterID)
 					return addr, nil
 				case errors.Is(err, errNotLeader):
 					lastErr = fmt.Errorf("%s: not the leader", addr)
