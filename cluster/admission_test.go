@@ -4,6 +4,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -271,4 +272,51 @@ func TestGossipTagsWithClusterIDFit(t *testing.T) {
 	tags[tagExpect] = "9"
 	tags[tagVersion] = "v1.23.456-rc.7+incompatible"
 	assert.NoError(t, n.gossip.serf.SetTags(tags))
+}
+
+// A voter whose process is gone comes back at a new address with an empty
+// data dir: gossip shows it alive there, telling no cluster of its own. It
+// lost the voter's log and vote, so the reconciler does not move it in as
+// that voter (the node asks to join, saying it is fresh, and the leader
+// replaces the entry then). A member back elsewhere on its own data dir,
+// which tells the cluster's ID, is moved as before.
+func TestReconcilerDoesNotMoveAFreshNodeIntoAVotersPlace(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	leader := c.leader()
+	i := slices.IndexFunc(c.nodes, func(n *Node) bool { return n != leader })
+	goneID, oldAddr := c.nodes[i].ID(), c.nodes[i].Addr()
+	c.stop(i)
+	require.Eventually(t, func() bool {
+		for _, m := range leader.knownMembers() {
+			if string(m.ID) == goneID {
+				return m.HeartbeatsFailed
+			}
+		}
+		return false
+	}, 10*time.Second, 10*time.Millisecond, "the leader sees %s failed at its old address", goneID)
+
+	const newAddr = "127.0.0.1:1"
+	show := func(clusterID string) {
+		var shown []memberView
+		for _, n := range c.nodes {
+			if n != nil { // nil: stopped
+				shown = append(shown, memberView{ID: raft.ServerID(n.ID()), Addr: raft.ServerAddress(n.Addr()), Status: autopilot.NodeAlive})
+			}
+		}
+		shown = append(shown, memberView{ID: raft.ServerID(goneID), Addr: newAddr, Status: autopilot.NodeAlive, ClusterID: clusterID})
+		src := memberSource(func() []memberView { return shown })
+		leader.gossipView.Store(&src)
+		leader.reconciler.reconcileMembers()
+	}
+
+	show("") // an empty data dir: no cluster yet
+	servers, err := leader.Servers()
+	require.NoError(t, err)
+	assert.Equal(t, oldAddr, servers[goneID], "a fresh node is not moved into the voter's place")
+
+	show(readIdentityFile(t, leader.cfg.DataDir).ClusterID) // its own data dir
+	require.Eventually(t, func() bool {
+		servers, err := leader.Servers()
+		return err == nil && servers[goneID] == newAddr
+	}, 10*time.Second, 10*time.Millisecond, "a member back elsewhere on its data dir is moved")
 }

@@ -303,7 +303,9 @@ func judgingTerm(t *leaderTerm, closed bool) *leaderTerm {
 // suffrage. Each passes the admission check first (admission.go): a node
 // whose data dir belongs to another cluster, or that tells no cluster ID
 // (an older build: it is added when it asks), is not added, and a member
-// is moved only once its old address is seen failed. Without gossip every
+// is moved only once its old address is seen failed, and never into a
+// voter's place when gossip shows it with no raft state (it asks to join
+// then, and addMember replaces the entry). Without gossip every
 // known member is in the configuration, at the address raft has, so there
 // is nothing to do. autopilot.AddServer first removes a server of another
 // ID at the same address (an address reused by a new node), unless that
@@ -316,7 +318,13 @@ func (r *reconciler) reconcileMembers() {
 		if !m.InConfig && (m.Leaving || r.isLeaving(m.ID)) {
 			continue
 		}
-		if _, err := r.n.admit(candidate{ID: m.ID, Addr: m.Addr, ClusterID: m.ClusterID, Untold: m.ClusterUntold}, viaGossip); err != nil {
+		// A node that tells no cluster of its own ("none") holds no raft
+		// state, as far as gossip knows: under a voter's ID it lost that
+		// voter's log and vote, so it must not be moved in as that voter.
+		// It asks to join, saying whether it is fresh, and addMember acts.
+		fresh := m.ClusterID == "" && !m.ClusterUntold
+		verdict, err := r.n.admit(candidate{ID: m.ID, Addr: m.Addr, ClusterID: m.ClusterID, Untold: m.ClusterUntold, Fresh: fresh}, viaGossip)
+		if err != nil || verdict.removeFirst {
 			continue
 		}
 		reason := "alive member not in the raft configuration"
