@@ -32,6 +32,9 @@ type procCluster struct {
 	nodes []*procNode
 	// voters is every agent's -voters; 0 means one voter per node.
 	voters int
+	// bin is the raftlock binary its nodes run unless a node says
+	// otherwise; "" is the one built from this tree (binary).
+	bin string
 }
 
 // nodeState is what the harness last did to a node.
@@ -59,6 +62,9 @@ type procNode struct {
 	gossipAddr string
 	client     *api.Client
 	logs       *logRing
+	// bin is the raftlock binary the node runs from its next start on;
+	// "" is the one built from this tree (binary).
+	bin string
 
 	// args are the flags this node was first started with (beyond its
 	// identity and addresses): every restart repeats them, as an operator's
@@ -108,6 +114,13 @@ func startProcCluster(t testing.TB, n int) *procCluster {
 // times.
 func startProcClusterMode(t testing.TB, n int, mode startMode, extra ...string) *procCluster {
 	t.Helper()
+	return startProcClusterOf(t, "", n, mode, extra...)
+}
+
+// startProcClusterOf is startProcClusterMode with every member running the
+// raftlock binary bin ("" for the one built from this tree).
+func startProcClusterOf(t testing.TB, bin string, n int, mode startMode, extra ...string) *procCluster {
+	t.Helper()
 	var c *procCluster
 	t.Cleanup(func() {
 		for _, node := range c.nodes {
@@ -122,7 +135,7 @@ func startProcClusterMode(t testing.TB, n int, mode startMode, extra ...string) 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for attempt := 1; ; attempt++ {
-		c = &procCluster{t: t}
+		c = &procCluster{t: t, bin: bin}
 		err := c.startMembers(ctx, n, mode, extra)
 		if err == nil {
 			break
@@ -177,7 +190,7 @@ func (c *procCluster) startMembers(ctx context.Context, n int, mode startMode, e
 // and its own raft, HTTP and gossip ports; it does not start it.
 func (c *procCluster) newNode(id, dir string) *procNode {
 	c.t.Helper()
-	n := &procNode{c: c, id: id, dataDir: filepath.Join(dir, id), logs: newLogRing(1 << 20), state: nodeDown}
+	n := &procNode{c: c, id: id, dataDir: filepath.Join(dir, id), logs: newLogRing(1 << 20), state: nodeDown, bin: c.bin}
 	n.pickPorts()
 	c.nodes = append(c.nodes, n)
 	return n
@@ -316,13 +329,17 @@ func (n *procNode) startOnce(args ...string) error {
 	full := append([]string{"agent", "-log-level", "warn", "-voters", strconv.Itoa(voters),
 		"-node-id", n.id, "-data-dir", n.dataDir, "-bind", n.raftAddr, "-http", n.httpAddr}, n.args...)
 	full = append(full, args...)
-	cmd := exec.Command(binary, full...)
+	program := binary
+	if n.bin != "" {
+		program = n.bin
+	}
+	cmd := exec.Command(program, full...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
 	}
 	cmd.Stderr = n.logs
-	fmt.Fprintf(n.logs, "%s %s %s\n", startingMark, binary, strings.Join(full, " "))
+	fmt.Fprintf(n.logs, "%s %s %s\n", startingMark, program, strings.Join(full, " "))
 	if err := cmd.Start(); err != nil {
 		return err
 	}
