@@ -70,11 +70,11 @@ func (r *snapshotReader) read() error {
 	case snapshotVersionV2:
 		err = r.readV2()
 	case snapshotVersionV3:
-		err = r.readV3()
+		err = r.readV3(&keyFormatV3)
 	case snapshotVersionV4:
-		err = r.readV4()
+		err = r.readV3(&keyFormatV4)
 	case snapshotVersionV5:
-		err = r.readV5()
+		err = r.readV3(&keyFormatV5)
 	default: // snapshotVersion: the range is checked above
 		err = r.readV6()
 	}
@@ -97,32 +97,21 @@ func (r *snapshotReader) readV2() error {
 	return r.readKeys(&keyFormatV2)
 }
 
-// readV3: sessions, and kinds and metadata in the key records.
-func (r *snapshotReader) readV3() error {
+// readV3: sessions, and kinds and metadata in the key records. Versions 4
+// and 5 are laid out the same, with more kinds in their key records
+// (keyFormatV4: semaphores and read/write keys; keyFormatV5: multi-key
+// grants and waiters).
+func (r *snapshotReader) readV3(keys *keyFormat) error {
 	r.epoch = r.d.uvarint()
 	r.readSessions()
-	return r.readKeys(&keyFormatV3)
-}
-
-// readV4: version 3 with semaphores and read/write keys.
-func (r *snapshotReader) readV4() error {
-	r.epoch = r.d.uvarint()
-	r.readSessions()
-	return r.readKeys(&keyFormatV4)
-}
-
-// readV5: version 4 with multi-key grants and waiters.
-func (r *snapshotReader) readV5() error {
-	r.epoch = r.d.uvarint()
-	r.readSessions()
-	return r.readKeys(&keyFormatV5)
+	return r.readKeys(keys)
 }
 
 // readV6: version 5 with the remembered releases after the sessions.
 func (r *snapshotReader) readV6() error {
 	r.epoch = r.d.uvarint()
 	r.readSessions()
-	r.released = r.d.releases(r.now, r.sessions)
+	r.readReleases()
 	return r.readKeys(&keyFormatV5)
 }
 
@@ -517,11 +506,11 @@ func (r *snapshotReader) checkWhole() error {
 	return nil
 }
 
-// releases reads the remembered releases: in the order applied, each
+// readReleases reads the remembered releases: in the order applied, each
 // within ReleaseMemory before now, none twice, and no destroy of a
 // session that is live (its create would have forgotten it).
-func (d *decoder) releases(now time.Duration, sessions map[Owner]*session) releases {
-	var r releases
+func (r *snapshotReader) readReleases() {
+	d, now := &r.d, r.now
 	n := d.uvarint()
 	if d.err == nil && (n > MaxRememberedReleases || n > uint64(len(d.b)-d.off)/minReleaseRecord) {
 		d.fail("release count out of range")
@@ -536,16 +525,15 @@ func (d *decoder) releases(now time.Duration, sessions map[Owner]*session) relea
 		case d.err != nil:
 		case at < prev || at+ReleaseMemory <= now:
 			d.fail("release times out of order or forgotten by now")
-		case r.recalls(id):
+		case r.released.recalls(id):
 			d.fail("a release remembered twice")
-		case id.key == "" && sessions[id.owner] != nil:
+		case id.key == "" && r.sessions[id.owner] != nil:
 			d.fail("a destroy remembered for a live session")
 		default:
-			r.remember(id, at)
+			r.released.remember(id, at)
 		}
 		prev = at
 	}
-	return r
 }
 
 // group reads a semaphore or read/write key's holders (after its holder
