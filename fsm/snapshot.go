@@ -301,6 +301,14 @@ func appendSnapshotHeader(b []byte, version byte, now time.Duration, lastToken, 
 	return appendUvarint(b, uint64(count))
 }
 
+// appendFlag appends a bool as the byte 0 or 1 (decoder.flag reads it).
+func appendFlag(b []byte, v bool) []byte {
+	if v {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
 func appendMeta(b []byte, meta string) []byte {
 	b = appendUvarint(b, uint64(len(meta)))
 	return append(b, meta...)
@@ -316,11 +324,7 @@ func (f *frozen) appendKey(b []byte, i int, next *frozenCursor) []byte {
 	case k.kind != KindMutex:
 		b = append(b, holdGroup, byte(k.kind))
 		b = appendUvarint(b, uint64(k.limit))
-		exclusive := byte(0)
-		if k.exclusive {
-			exclusive = 1
-		}
-		b = append(b, exclusive)
+		b = appendFlag(b, k.exclusive)
 		b = appendUvarint(b, uint64(k.nSlots))
 		for _, h := range f.slots[next.slot : next.slot+k.nSlots] {
 			b = append(b, h.owner[:]...)
@@ -380,11 +384,7 @@ func (f *frozen) appendKey(b []byte, i int, next *frozenCursor) []byte {
 		b = appendUvarint(b, w.epoch)
 		b = appendMeta(b, w.meta)
 		if k.kind == KindRW {
-			shared := byte(0)
-			if w.shared {
-				shared = 1
-			}
-			b = append(b, shared)
+			b = appendFlag(b, w.shared)
 		}
 	}
 	next.waiter += k.nWaiters
