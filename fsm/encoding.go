@@ -105,11 +105,7 @@ func (c Command) appendBody(b []byte) []byte {
 		if kinded {
 			b = append(b, byte(c.Kind))
 			b = appendUvarint(b, uint64(c.Limit))
-			shared := byte(0)
-			if c.Shared {
-				shared = 1
-			}
-			b = append(b, shared)
+			b = appendFlag(b, c.Shared)
 		}
 	case OpExtend:
 		b = appendUvarint(b, uint64(c.TTL))

@@ -98,10 +98,7 @@ func (m *Machine) acquireGroup(c Command, e *entry, g *group, s *session) Result
 			held.Status = StatusHeld
 			return held
 		}
-		m.claim(e, w)
-		held.Status = StatusQueued
-		held.Waiters = e.waiters.position(w)
-		return held
+		return m.retryQueued(e, w, held)
 	}
 	if e.waiters == nil && g.fits(c.Shared) {
 		// Strict FIFO: only a key nobody waits for takes a newcomer.

@@ -221,8 +221,7 @@ func TestKindEncodingIsStable(t *testing.T) {
 // readers with a writer and a reader queued behind, and a writer holding.
 func groupMachine(tb testing.TB) *Machine {
 	tb.Helper()
-	m := New(nil)
-	for _, c := range []Command{
+	return fixtureMachine(tb, []Command{
 		createSession(0, sessionS, 100*ms, 0),
 		createSession(0, sessionT, 10*ms, 50*ms),
 		semAcquire(1*ms, "sem", ownerA, 3, 0),
@@ -235,12 +234,7 @@ func groupMachine(tb testing.TB) *Machine {
 		{Op: OpAcquire, Stamp: 3 * ms, Key: "rw", Owner: ownerD, Session: sessionS, Wait: time.Second, Kind: KindRW, Shared: true, Meta: "r"},
 		rwAcquire(3*ms, "w", ownerD, false, 0),
 		tick(11 * ms), // T expires: B's slot of "sem" is kept for 50ms, so D still waits
-	} {
-		if r := m.Apply(c); r.Status == StatusInvalid || r.Status == StatusNoSession {
-			tb.Fatalf("%+v: %v", c, r.Status)
-		}
-	}
-	return m
+	}, StatusInvalid, StatusNoSession)
 }
 
 func TestGroupSnapshotRoundTrip(t *testing.T) {
@@ -251,13 +245,7 @@ func TestGroupSnapshotRoundTrip(t *testing.T) {
 	require.Equal(t, 1, st.Waiters)
 	snap := m.Snapshot()
 	assert.Equal(t, byte(snapshotVersion), snap[0])
-	m2 := New(nil)
-	require.NoError(t, m2.Restore(snap))
-	require.NoError(t, checkInternals(m2))
-	assert.Equal(t, snap, m2.Snapshot())
-	for _, k := range []string{"sem", "rw", "w"} {
-		assert.Equal(t, m.Lookup(k, 0), m2.Lookup(k, 0), k)
-	}
+	m2 := restoredCopy(t, m, snap, "sem", "rw", "w")
 	// Both go on alike: the delay ends and D gets the slot.
 	r1, r2 := m.Apply(tick(61*ms)), m2.Apply(tick(61*ms))
 	assert.Equal(t, r1, r2)
@@ -272,16 +260,7 @@ func TestGroupSnapshotRoundTrip(t *testing.T) {
 	m.Apply(release(12*ms, "rw", ownerB))
 	m.Apply(release(12*ms, "w", ownerD))
 	m.Apply(semAcquire(12*ms, "new", ownerA, 2, 0))
-	var buf bytes.Buffer
-	for {
-		done, err := fz.Next(1)
-		require.NoError(t, err)
-		require.NoError(t, fz.Flush(&buf))
-		if done {
-			break
-		}
-	}
-	assert.Equal(t, snap, buf.Bytes())
+	assert.Equal(t, snap, frozenBytes(t, fz))
 }
 
 // Snapshots of every version restore: version 4 (groups) from a file

@@ -187,15 +187,17 @@ func orderTestKey(i int) string {
 	return string(b)
 }
 
+// orderTestKeys is the first n of orderTestKey's keys.
+func orderTestKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = orderTestKey(i)
+	}
+	return keys
+}
+
 func TestKeyOrderAgainstSortedSlice(t *testing.T) {
 	const pool = 6000 // enough for three levels
-	keysUpTo := func(n int) []string {
-		keys := make([]string, n)
-		for i := range keys {
-			keys[i] = orderTestKey(i)
-		}
-		return keys
-	}
 	for _, seed := range randomSeeds(t, 2) {
 		r := rand.New(rand.NewPCG(seed, seed^0x2545f4914f6cdd1d))
 		randomKey := func() string { return orderTestKey(r.IntN(pool)) }
@@ -255,7 +257,7 @@ func TestKeyOrderAgainstSortedSlice(t *testing.T) {
 
 		t.Run(fmt.Sprintf("seed=%d/built then churned", seed), func(t *testing.T) {
 			for _, n := range []int{0, 1, orderMax - 1, orderMax, orderMax + 1, orderMax * orderMax, orderMax*orderMax + 1, pool} {
-				m := newOrderModel(t, keysUpTo(n))
+				m := newOrderModel(t, orderTestKeys(n))
 				m.check("", n+1)
 				for step := range 2000 {
 					if r.IntN(2) == 0 {
@@ -275,16 +277,9 @@ func TestKeyOrderAgainstSortedSlice(t *testing.T) {
 // right spine's small nodes emptied or refilled from their left sibling,
 // and an inner node refilled from its right sibling.
 func TestKeyOrderEdges(t *testing.T) {
-	keysUpTo := func(n int) []string {
-		keys := make([]string, n)
-		for i := range keys {
-			keys[i] = orderTestKey(i)
-		}
-		return keys
-	}
 	t.Run("a last leaf of one key under an inner node of one child empties", func(t *testing.T) {
 		n := orderMax*orderMax + 1
-		m := newOrderModel(t, keysUpTo(n))
+		m := newOrderModel(t, orderTestKeys(n))
 		m.check("", 1)
 		m.remove(orderTestKey(n - 1))
 		m.check(orderTestKey(n-2), 10)
@@ -301,7 +296,7 @@ func TestKeyOrderEdges(t *testing.T) {
 	})
 	t.Run("a last inner node below the minimum takes children from its left sibling", func(t *testing.T) {
 		n := 2*orderMax*orderMax + 3*orderMax
-		m := newOrderModel(t, keysUpTo(n)) // the root's last child has 3 leaves
+		m := newOrderModel(t, orderTestKeys(n)) // the root's last child has 3 leaves
 		m.check("", 1)
 		for i := n - orderMax; i < n; i++ {
 			m.remove(orderTestKey(i))
@@ -310,7 +305,7 @@ func TestKeyOrderEdges(t *testing.T) {
 	})
 	t.Run("an inner node below the minimum takes children from its right sibling", func(t *testing.T) {
 		n := 3 * orderMax * orderMax
-		m := newOrderModel(t, keysUpTo(n)) // three full inner nodes of full leaves
+		m := newOrderModel(t, orderTestKeys(n)) // three full inner nodes of full leaves
 		for i := range orderMax*orderMax - 2*orderMax {
 			m.remove(orderTestKey(i))
 			if i%(orderMax/2) == 0 {
@@ -320,7 +315,7 @@ func TestKeyOrderEdges(t *testing.T) {
 		m.check("", 1)
 	})
 	t.Run("removing a key not in the order changes nothing", func(t *testing.T) {
-		m := newOrderModel(t, keysUpTo(orderMax+1))
+		m := newOrderModel(t, orderTestKeys(orderMax+1))
 		m.remove("absent")
 		m.remove(orderTestKey(3) + "x")
 		m.check("", 1)

@@ -284,12 +284,19 @@ func (m *Machine) acquire(c Command) Result {
 			held.Status = StatusHeld // as for the holder: another binding (or a multi-key wait)
 			return held
 		}
-		m.claim(e, w)
-		held.Status = StatusQueued
-		held.Waiters = e.waiters.position(w)
-		return held
+		return m.retryQueued(e, w, held)
 	}
 	return m.enqueue(c, e, s, held)
+}
+
+// retryQueued answers an acquire retried by w's owner, queued for e with
+// the same binding: it keeps its place, claimed (see claim). held is the
+// answer about e's holder.
+func (m *Machine) retryQueued(e *entry, w *waiter, held Result) Result {
+	m.claim(e, w)
+	held.Status = StatusQueued
+	held.Waiters = e.waiters.position(w)
+	return held
 }
 
 // claim is a retry by a queued owner: it keeps its place and its

@@ -288,10 +288,9 @@ func TestAcquireAllQueueFull(t *testing.T) {
 // set waiting behind a lock-delay.
 func multiMachine(tb testing.TB) *Machine {
 	tb.Helper()
-	m := New(nil)
 	held := acquireAll(ms, ownerA, 50*ms, 0, "h/1", "h/2")
 	held.Meta = "job=1"
-	for _, c := range []Command{
+	return fixtureMachine(tb, []Command{
 		createSession(0, sessionT, 10*ms, 50*ms),
 		acquireIn(0, "d", ownerB, sessionT, 0, ""),
 		held,
@@ -300,12 +299,7 @@ func multiMachine(tb testing.TB) *Machine {
 		newTerm(3 * ms),
 		acquire(3*ms, "h/1", ownerD, 20*ms, time.Second),
 		tick(11 * ms), // T expires: d stays delayed
-	} {
-		if r := m.Apply(c); r.Status == StatusInvalid || r.Status == StatusNoSession || r.Status == StatusHeld {
-			tb.Fatalf("%+v: %v", c, r.Status)
-		}
-	}
-	return m
+	}, StatusInvalid, StatusNoSession, StatusHeld)
 }
 
 func TestAcquireAllSnapshot(t *testing.T) {
@@ -314,13 +308,7 @@ func TestAcquireAllSnapshot(t *testing.T) {
 	require.True(t, m.Lookup("d", 0).Delayed)
 	require.True(t, m.Lookup("r", 0).Reserved)
 	snap := m.Snapshot()
-	m2 := New(nil)
-	require.NoError(t, m2.Restore(snap))
-	require.NoError(t, checkInternals(m2))
-	assert.Equal(t, snap, m2.Snapshot())
-	for _, k := range []string{"d", "h/1", "h/2", "r"} {
-		assert.Equal(t, m.Lookup(k, 0), m2.Lookup(k, 0), k)
-	}
+	m2 := restoredCopy(t, m, snap, "d", "h/1", "h/2", "r")
 	// Both go on alike.
 	for _, c := range []Command{acquireAll(12*ms, ownerC, 20*ms, time.Second, "d", "h/2", "r"), tick(51 * ms), tick(61 * ms), release(62*ms, "r", ownerC)} {
 		assert.Equal(t, m.Apply(c), m2.Apply(c))
@@ -351,16 +339,7 @@ func TestAcquireAllSnapshot(t *testing.T) {
 	m.Apply(release(12*ms, "h/1", ownerA))
 	m.Apply(acquireAll(12*ms, ownerB, 5*ms, 0, "new/1", "new/2"))
 	m.Apply(tick(61 * ms))
-	var buf bytes.Buffer
-	for {
-		done, err := fz.Next(1)
-		require.NoError(t, err)
-		require.NoError(t, fz.Flush(&buf))
-		if done {
-			break
-		}
-	}
-	assert.Equal(t, snap, buf.Bytes())
+	assert.Equal(t, snap, frozenBytes(t, fz))
 }
 
 func TestAcquireAllRestoreRejects(t *testing.T) {

@@ -14,15 +14,7 @@ import (
 func TestOnChangeReportsEveryVisibleChange(t *testing.T) {
 	const k, other = "orders/42", "orders/43"
 	m := New(nil)
-	var heard []string
-	m.OnChange(func(key string) { heard = append(heard, key) })
-	apply := func(c Command) []string {
-		heard = nil
-		m.Apply(c)
-		slices.Sort(heard)
-		return slices.Compact(heard) // a key may be reported more than once
-
-	}
+	apply := changesHeard(m)
 
 	assert.Equal(t, []string{k}, apply(acquire(0, k, ownerA, 10*ms, 0)), "a grant on a free key")
 	assert.Empty(t, apply(acquire(1*ms, k, ownerA, 10*ms, 0)), "a retry by the holder changes nothing")
@@ -49,14 +41,7 @@ func TestOnChangeReportsEveryVisibleChange(t *testing.T) {
 // set's leaving that hands its reserved keys on.
 func TestOnChangeReportsEveryKeyOfASet(t *testing.T) {
 	m := New(nil)
-	var heard []string
-	m.OnChange(func(key string) { heard = append(heard, key) })
-	apply := func(c Command) []string {
-		heard = nil
-		m.Apply(c)
-		slices.Sort(heard)
-		return slices.Compact(heard)
-	}
+	apply := changesHeard(m)
 	assert.Equal(t, []string{"a", "b"}, apply(acquireAll(0, ownerA, 10*ms, 0, "a", "b")), "the grant")
 	assert.Empty(t, apply(acquireAll(ms, ownerA, 10*ms, 0, "a", "b")), "its retry")
 	assert.Equal(t, []string{"b", "c"}, apply(acquireAll(ms, ownerB, 10*ms, time.Second, "b", "c")), "a set queues on b and reserves c")
@@ -64,4 +49,18 @@ func TestOnChangeReportsEveryKeyOfASet(t *testing.T) {
 	assert.Equal(t, []string{"a", "b", "c"}, apply(release(3*ms, "a", ownerA)), "a release by one key hands b on, and the waiting set gets b and c")
 	assert.Empty(t, apply(acquireAll(3*ms, ownerC, 10*ms, 0, "b", "c")), "a refused set changes nothing")
 	assert.Equal(t, []string{"b", "c"}, apply(tick(time.Second)), "the set's lease ends on both keys")
+}
+
+// changesHeard returns an apply of commands to m that answers the keys
+// m's OnChange reported during it, sorted, each once (a key may be
+// reported more than once).
+func changesHeard(m *Machine) func(Command) []string {
+	var heard []string
+	m.OnChange(func(key string) { heard = append(heard, key) })
+	return func(c Command) []string {
+		heard = nil
+		m.Apply(c)
+		slices.Sort(heard)
+		return slices.Compact(heard)
+	}
 }

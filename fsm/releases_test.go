@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"bytes"
 	"testing"
 	"time"
 
@@ -136,26 +135,27 @@ func TestReleasesRememberedAreBounded(t *testing.T) {
 	assert.Equal(t, StatusNotHeld, m.Apply(release(time.Duration(n)+ReleaseMemory, "k", numberedOwner(1))).Status)
 }
 
-// TestReleasesSnapshot: the remembered releases are in the snapshot, so a
-// replica restored from it answers a repeat as the one that applied the
-// release; a snapshot of version 5 restores remembering none.
-func TestReleasesSnapshot(t *testing.T) {
-	m := New(nil)
-	for _, c := range []Command{
+// releasedMachine remembers three releases: of key b by B, of key a by A,
+// and the destroy of session S.
+func releasedMachine(t *testing.T) *Machine {
+	t.Helper()
+	return fixtureMachine(t, []Command{
 		acquire(0, "a", ownerA, time.Second, 0),
 		acquire(0, "b", ownerB, time.Second, 0),
 		createSession(0, sessionS, time.Second, 0),
 		release(ms, "b", ownerB),
 		release(2*ms, "a", ownerA),
 		destroySession(3*ms, sessionS),
-	} {
-		m.Apply(c)
-	}
+	}, StatusInvalid)
+}
+
+// TestReleasesSnapshot: the remembered releases are in the snapshot, so a
+// replica restored from it answers a repeat as the one that applied the
+// release; a snapshot of version 5 restores remembering none.
+func TestReleasesSnapshot(t *testing.T) {
+	m := releasedMachine(t)
 	snap := m.Snapshot()
-	restored := New(nil)
-	require.NoError(t, restored.Restore(snap))
-	require.NoError(t, checkInternals(restored))
-	assert.Equal(t, snap, restored.Snapshot())
+	restored := restoredCopy(t, m, snap)
 	for _, c := range []Command{release(4*ms, "a", ownerA), release(4*ms, "b", ownerB), destroySession(4*ms, sessionS), release(4*ms, "a", ownerB)} {
 		assert.Equal(t, m.Apply(c), restored.Apply(c), "%+v", c)
 	}
@@ -167,16 +167,7 @@ func TestReleasesSnapshot(t *testing.T) {
 	m.Apply(acquire(5*ms, "c", ownerC, time.Second, 0))
 	m.Apply(release(6*ms, "c", ownerC))
 	m.Apply(tick(ms + ReleaseMemory)) // forgets b's
-	var buf bytes.Buffer
-	for {
-		done, err := fz.Next(1)
-		require.NoError(t, err)
-		require.NoError(t, fz.Flush(&buf))
-		if done {
-			break
-		}
-	}
-	assert.Equal(t, snap, buf.Bytes())
+	assert.Equal(t, snap, frozenBytes(t, fz))
 
 	// Version 5 has no releases: a machine restored from one answers a
 	// repeat of a release from before it not held.
@@ -193,18 +184,9 @@ func TestReleasesSnapshot(t *testing.T) {
 // writes the same bytes in either version, and versions this build does not
 // write are refused.
 func TestSnapshotInVersion5(t *testing.T) {
-	m := New(nil)
-	for _, c := range []Command{
-		acquire(0, "a", ownerA, time.Second, 0),
-		acquire(0, "b", ownerB, time.Second, 0),
-		createSession(0, sessionS, time.Second, 0),
-		release(ms, "b", ownerB),
-		release(2*ms, "a", ownerA),
-		destroySession(3*ms, sessionS),
-		acquire(4*ms, "c", ownerC, time.Second, 0),
-	} {
-		require.NotEqual(t, StatusInvalid, m.Apply(c).Status, "%+v", c)
-	}
+	m := releasedMachine(t)
+	c := acquire(4*ms, "c", ownerC, time.Second, 0)
+	require.NotEqual(t, StatusInvalid, m.Apply(c).Status, "%+v", c)
 	require.Equal(t, 3, m.released.len())
 
 	v5, err := m.SnapshotIn(5)
@@ -238,16 +220,7 @@ func TestSnapshotInVersion5(t *testing.T) {
 	require.NoError(t, err)
 	m.Apply(release(6*ms, "c", ownerC))
 	m.Apply(acquire(6*ms, "a", ownerA, time.Second, 0))
-	var buf bytes.Buffer
-	for {
-		done, err := fz.Next(1)
-		require.NoError(t, err)
-		require.NoError(t, fz.Flush(&buf))
-		if done {
-			break
-		}
-	}
-	assert.Equal(t, v5, buf.Bytes())
+	assert.Equal(t, v5, frozenBytes(t, fz))
 
 	for _, v := range []int{0, 4, 7} {
 		_, err := m.SnapshotIn(v)
@@ -255,15 +228,6 @@ func TestSnapshotInVersion5(t *testing.T) {
 		_, err = m.StartFreezeIn(v)
 		assert.ErrorIs(t, err, ErrBadVersion, "version %d", v)
 	}
-}
-
-// withoutReleases is m's snapshot with its remembered releases left out.
-func withoutReleases(t *testing.T, m *Machine) []byte {
-	t.Helper()
-	c := New(nil)
-	require.NoError(t, c.Restore(m.Snapshot()))
-	c.released = releases{}
-	return c.Snapshot()
 }
 
 func TestRestoreRejectsBadReleases(t *testing.T) {

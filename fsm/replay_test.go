@@ -126,12 +126,3 @@ func TestReplayThroughEncoding(t *testing.T) {
 		assert.Equal(t, direct.Snapshot(), decoded.Snapshot(), "seed %d", seed)
 	}
 }
-
-// snapshotV5 is m's state as SnapshotIn writes it for members that cannot
-// restore version 6.
-func snapshotV5(tb testing.TB, m *Machine) []byte {
-	tb.Helper()
-	b, err := m.SnapshotIn(snapshotVersionV5)
-	require.NoError(tb, err)
-	return b
-}

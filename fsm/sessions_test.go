@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 	"time"
@@ -20,8 +19,7 @@ var (
 // it, metadata, and a key kept by a lock-delay.
 func sessionMachine(tb testing.TB) *Machine {
 	tb.Helper()
-	m := New(nil)
-	for _, c := range []Command{
+	return fixtureMachine(tb, []Command{
 		createSession(0, sessionS, 100*ms, 0),
 		createSession(0, sessionT, 10*ms, 50*ms),
 		acquireIn(1*ms, "a", ownerA, sessionS, 0, "pid=1"),
@@ -31,12 +29,7 @@ func sessionMachine(tb testing.TB) *Machine {
 		{Op: OpAcquire, Stamp: 2 * ms, Key: "a", Owner: ownerC, TTL: time.Second, Wait: time.Second, Meta: "lease"},
 		acquire(2*ms, "d", ownerC, time.Second, 0),
 		tick(11 * ms), // T expires: "c" is kept for 50ms, B leaves the queue of "a"
-	} {
-		if r := m.Apply(c); r.Status == StatusInvalid || r.Status == StatusNoSession {
-			tb.Fatalf("%+v: %v", c, r.Status)
-		}
-	}
-	return m
+	}, StatusInvalid, StatusNoSession)
 }
 
 func TestSessionLocksEndWithTheSession(t *testing.T) {
@@ -167,13 +160,7 @@ func TestSessionSnapshotRoundTrip(t *testing.T) {
 	require.NoError(t, checkInternals(m))
 	snap := m.Snapshot()
 	assert.Equal(t, byte(snapshotVersion), snap[0])
-	m2 := New(nil)
-	require.NoError(t, m2.Restore(snap))
-	require.NoError(t, checkInternals(m2))
-	assert.Equal(t, snap, m2.Snapshot())
-	for _, k := range []string{"a", "b", "c", "d"} {
-		assert.Equal(t, m.Lookup(k, 0), m2.Lookup(k, 0), k)
-	}
+	m2 := restoredCopy(t, m, snap, "a", "b", "c", "d")
 	assert.True(t, m2.Lookup("c", 0).Delayed)
 	assert.Equal(t, "pid=1", m2.Lookup("a", 0).Meta)
 
@@ -181,16 +168,7 @@ func TestSessionSnapshotRoundTrip(t *testing.T) {
 	fz := m.StartFreeze()
 	m.Apply(destroySession(12*ms, sessionS))
 	m.Apply(createSession(12*ms, sessionT, time.Second, 0))
-	var buf bytes.Buffer
-	for {
-		done, err := fz.Next(1)
-		require.NoError(t, err)
-		require.NoError(t, fz.Flush(&buf))
-		if done {
-			break
-		}
-	}
-	assert.Equal(t, snap, buf.Bytes())
+	assert.Equal(t, snap, frozenBytes(t, fz))
 }
 
 func TestRestoreRejectsBadSessions(t *testing.T) {

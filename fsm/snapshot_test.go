@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"bytes"
 	"fmt"
 	"testing"
 	"time"
@@ -88,32 +87,6 @@ func (s snapshotBuilder) key(k string) snapshotBuilder {
 	return append(appendUvarint(s, uint64(len(k))), k...)
 }
 func (s snapshotBuilder) owner(o Owner) snapshotBuilder { return append(s, o[:]...) }
-
-// asV5 is snap, a version 6 snapshot that remembers no releases, as
-// version 5 wrote the same state: without the release count.
-func asV5(tb testing.TB, snap []byte) []byte {
-	tb.Helper()
-	d := decoder{b: snap}
-	if d.byte() != snapshotVersion {
-		tb.Fatalf("not a version %d snapshot", snapshotVersion)
-	}
-	d.uvarint() // now
-	d.uvarint() // last token
-	d.uvarint() // epoch
-	for n := d.uvarint(); n > 0; n-- {
-		d.owner()
-		d.uvarint()
-		d.uvarint()
-		d.uvarint()
-	}
-	at := d.off
-	if d.uvarint() != 0 || d.err != nil {
-		tb.Fatalf("the snapshot remembers releases (or is malformed: %v)", d.err)
-	}
-	v5 := append(bytes.Clone(snap[:at]), snap[d.off:]...)
-	v5[0] = snapshotVersionV5
-	return v5
-}
 
 // header: version 2 (the rejections below are of version 2 records), now 100, last token 10, epoch 1, n keys.
 func header(n uint64) snapshotBuilder {

@@ -1,0 +1,636 @@
+package fsm
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Restore replaces the state with a snapshot's. It checks everything a
+// machine could not have produced (limits, order, duplicates, leases and
+// deadlines already past, tokens beyond the counter, holders bound to
+// sessions that do not exist) and returns an error wrapping ErrBadEncoding
+// or ErrBadVersion; on error the state is unchanged. The observer is kept.
+func (m *Machine) Restore(b []byte) error {
+	r := snapshotReader{d: decoder{b: b}, sessions: make(map[Owner]*session)}
+	if err := r.read(); err != nil {
+		return err
+	}
+	if err := r.checkWhole(); err != nil {
+		return err
+	}
+	if m.freezer != nil {
+		m.freezer.err = errFreezeRestored
+		m.freezer.Stop()
+	}
+	m.now, m.lastToken, m.keys, m.order, m.deadlines = r.now, r.lastToken, r.keys, buildKeyOrder(r.sorted), r.heap
+	m.epoch, m.unclaimed, m.nWaiters, m.sessions, m.sets = r.epoch, r.unclaimed, r.nWaiters, r.sessions, r.sets
+	m.extraHolds = extraHolds(r.sorted)
+	m.released = r.released
+	return nil
+}
+
+// snapshotReader is the state a snapshot is read into, apart from any
+// machine, so that a snapshot refused half-way changes nothing. Records are
+// checked as they are read; checkWhole checks what needs all of them.
+type snapshotReader struct {
+	d         decoder
+	now       time.Duration
+	lastToken uint64
+	epoch     uint64
+	sessions  map[Owner]*session
+	released  releases
+	heap      deadlines
+	keys      map[string]*entry
+	sorted    []*entry          // the key order's input, already in order
+	sets      map[Owner]*keySet // every multi-key acquisition by owner
+	tokens    []uint64          // every grant's token, to find one granted twice
+	unclaimed int               // waiters whose epoch is not the machine's
+	nWaiters  int
+}
+
+// read reads what every version starts with (version, now, last token),
+// then the rest as that version writes it, to the last byte.
+func (r *snapshotReader) read() error {
+	d := &r.d
+	v := d.byte()
+	if d.err == nil && (v < snapshotVersionV1 || v > snapshotVersion) {
+		return fmt.Errorf("%w: snapshot version %d", ErrBadVersion, v)
+	}
+	r.now = d.duration("now", MaxStamp, ErrStampRange)
+	r.lastToken = d.uvarint()
+	if d.err != nil {
+		return d.err
+	}
+	var err error
+	switch v {
+	case snapshotVersionV1:
+		err = r.readV1()
+	case snapshotVersionV2:
+		err = r.readV2()
+	case snapshotVersionV3:
+		err = r.readV3(&keyFormatV3)
+	case snapshotVersionV4:
+		err = r.readV3(&keyFormatV4)
+	case snapshotVersionV5:
+		err = r.readV3(&keyFormatV5)
+	default: // snapshotVersion: the range is checked above
+		err = r.readV6()
+	}
+	if err != nil {
+		return err
+	}
+	d.end()
+	return d.err
+}
+
+// Each version's layout after the version, now and last token; see the
+// format at the top of snapshot.go.
+
+// readV1: keys held by leases, and waiters without epochs (all claimed).
+func (r *snapshotReader) readV1() error { return r.readKeys(&keyFormatV1) }
+
+// readV2: version 1 with the epoch, of the machine and of each waiter.
+func (r *snapshotReader) readV2() error {
+	r.epoch = r.d.uvarint()
+	return r.readKeys(&keyFormatV2)
+}
+
+// readV3: sessions, and kinds and metadata in the key records. Versions 4
+// and 5 are laid out the same, with more kinds in their key records
+// (keyFormatV4: semaphores and read/write keys; keyFormatV5: multi-key
+// grants and waiters).
+func (r *snapshotReader) readV3(keys *keyFormat) error {
+	r.epoch = r.d.uvarint()
+	r.readSessions()
+	return r.readKeys(keys)
+}
+
+// readV6: version 5 with the remembered releases after the sessions.
+func (r *snapshotReader) readV6() error {
+	r.epoch = r.d.uvarint()
+	r.readSessions()
+	r.readReleases()
+	return r.readKeys(&keyFormatV5)
+}
+
+// keyFormat is how a version writes its key records.
+type keyFormat struct {
+	// The shortest key and waiter records, which bound counts read
+	// before allocating.
+	minKey, minWaiter uint64
+	epochs            bool // each waiter's epoch follows its deadline
+	// kindsOf is the version whose holder and grant kinds the records
+	// have (holder and grant read them); see kinds.
+	kindsOf byte
+}
+
+// kinds reports whether the records have kinds (version 3 on): a holder
+// kind byte before the holder, a grant kind byte after each waiter's
+// owner, and holders' and waiters' metadata.
+func (f *keyFormat) kinds() bool { return f.kindsOf >= snapshotVersionV3 }
+
+var (
+	keyFormatV1 = keyFormat{minKey: minKeyRecord, minWaiter: minWaiterRecord, kindsOf: snapshotVersionV1}
+	keyFormatV2 = keyFormat{minKey: minKeyRecord, minWaiter: minWaiterRecord + 1, epochs: true, kindsOf: snapshotVersionV1}
+	keyFormatV3 = keyFormat{minKey: minKeyRecordV3, minWaiter: minWaiterRecordV3, epochs: true, kindsOf: snapshotVersionV3}
+	keyFormatV4 = keyFormat{minKey: minKeyRecordV3, minWaiter: minWaiterRecordV3, epochs: true, kindsOf: snapshotVersionV4}
+	keyFormatV5 = keyFormat{minKey: minKeyRecordV3, minWaiter: minWaiterRecordV3, epochs: true, kindsOf: snapshotVersionV5}
+)
+
+// holder reads key e's holder after its kind (a lease where there are no
+// kinds); for a semaphore or read/write key it returns the group. A switch,
+// not a function in keyFormat, so that the reader stays on the stack.
+func (r *snapshotReader) holder(f *keyFormat, e *entry, kind byte) *group {
+	switch f.kindsOf {
+	case snapshotVersionV1:
+		return r.holderV1(e)
+	case snapshotVersionV3:
+		return r.holderV3(e, kind)
+	case snapshotVersionV4:
+		return r.holderV4(e, kind)
+	default:
+		return r.holderV5(e, kind)
+	}
+}
+
+// grant reads waiter w's grant after its kind (a lease's TTL where there
+// are no kinds); g is its key's group, if any.
+func (r *snapshotReader) grant(f *keyFormat, w *waiter, g *group, kind byte) {
+	switch f.kindsOf {
+	case snapshotVersionV1:
+		r.grantV1(w)
+	case snapshotVersionV3, snapshotVersionV4:
+		r.grantV3(w, kind)
+	default:
+		r.grantV5(w, g, kind)
+	}
+}
+
+// holderV1 reads a version 1 or 2 holder: always a lease.
+func (r *snapshotReader) holderV1(e *entry) *group {
+	r.lease(e)
+	return nil
+}
+
+// holderV3 reads a holder of the kinds version 3 has: a lease, a holder
+// bound to a session, or a lock-delay.
+func (r *snapshotReader) holderV3(e *entry, kind byte) *group {
+	d := &r.d
+	switch kind {
+	case holdLease:
+		r.lease(e)
+	case holdSession:
+		e.owner = d.owner()
+		e.token = d.uvarint()
+		e.bind(r.sessionOf("holder"), "")
+	case holdDelayed:
+		e.token = d.uvarint()
+		e.expiresAt = d.deadline("lock delay end", r.now, MaxLockDelay)
+	default:
+		d.fail("unknown holder kind")
+	}
+	return nil
+}
+
+// holderV4 reads version 3's holders and a semaphore's or read/write
+// key's holders, whose tokens and deadlines it notes.
+func (r *snapshotReader) holderV4(e *entry, kind byte) *group {
+	if kind != holdGroup {
+		return r.holderV3(e, kind)
+	}
+	g := r.group(e)
+	for h := g.holders.first(); h != nil; h = h.next {
+		r.tokens = append(r.tokens, h.token)
+		if h.session == nil {
+			r.heap = append(r.heap, deadline{at: h.deadline, e: e, w: h})
+		} else {
+			h.session.ref(e.key)
+		}
+	}
+	return g
+}
+
+// holderV5 reads version 4's holders, nobody (a key reserved for the
+// multi-key waiter at its head), and one key of a multi-key grant.
+func (r *snapshotReader) holderV5(e *entry, kind byte) *group {
+	switch kind {
+	case holdNone:
+	case holdSet:
+		r.lease(e)
+	default:
+		return r.holderV4(e, kind)
+	}
+	return nil
+}
+
+// lease reads a lease's holder: owner, token and the lease's end.
+func (r *snapshotReader) lease(e *entry) {
+	e.owner = r.d.owner()
+	e.token = r.d.uvarint()
+	e.expiresAt = r.d.deadline("lease end", r.now, MaxTTL)
+}
+
+// grantV1 reads a version 1 or 2 waiter's grant: always a lease's TTL.
+func (r *snapshotReader) grantV1(w *waiter) { w.ttl = r.d.ttl("waiter ttl") }
+
+// grantV3 reads a lease's TTL or the session the grant binds to.
+func (r *snapshotReader) grantV3(w *waiter, kind byte) {
+	switch kind {
+	case holdLease:
+		w.ttl = r.d.ttl("waiter ttl")
+	case holdSession:
+		w.session = r.sessionOf("waiter")
+	default:
+		r.d.fail("unknown waiter grant kind")
+	}
+}
+
+// grantV5 reads version 3's grants and one key of a multi-key waiter,
+// whose set readWaiter puts together.
+func (r *snapshotReader) grantV5(w *waiter, g *group, kind byte) {
+	if kind != grantSet {
+		r.grantV3(w, kind)
+		return
+	}
+	if g != nil {
+		r.d.fail("unknown waiter grant kind")
+		return
+	}
+	w.ttl = r.d.ttl("waiter ttl")
+	w.set = &keySet{}
+}
+
+// readSessions reads the sessions, in ascending ID order.
+func (r *snapshotReader) readSessions() {
+	d := &r.d
+	n := d.uvarint()
+	if d.err == nil && n > uint64(len(d.b)-d.off)/minSessionRecord {
+		d.fail("session count exceeds its bytes")
+	}
+	var prev Owner
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		s := &session{refs: make(map[string]int)}
+		s.id = d.owner()
+		if d.err == nil && i > 0 && bytes.Compare(s.id[:], prev[:]) <= 0 {
+			d.fail("sessions not in strictly ascending order")
+		}
+		prev = s.id
+		s.ttl = d.ttl("session ttl")
+		s.expiresAt = d.deadline("session end", r.now, s.ttl)
+		s.lockDelay = d.duration("lock delay", MaxLockDelay, ErrDelayRange)
+		r.sessions[s.id] = s
+		r.heap = append(r.heap, deadline{at: s.expiresAt, s: s})
+	}
+}
+
+// sessionOf reads the session a holder or waiter (what) is bound to,
+// which must exist.
+func (r *snapshotReader) sessionOf(what string) *session {
+	id := r.d.owner()
+	s := r.sessions[id]
+	if r.d.err == nil && s == nil {
+		r.d.fail(what + " bound to a session that does not exist")
+	}
+	return s
+}
+
+// readKeys reads the key count and the keys, in strictly ascending order.
+func (r *snapshotReader) readKeys(f *keyFormat) error {
+	d := &r.d
+	n := d.uvarint()
+	if d.err == nil && n > uint64(len(d.b)-d.off)/f.minKey {
+		d.fail("key count exceeds its bytes")
+	}
+	if d.err != nil {
+		return d.err
+	}
+	r.keys = make(map[string]*entry, n)
+	r.sorted = make([]*entry, 0, n)
+	heldSets := make(map[uint64]*keySet) // multi-key grants by token; local, so on the stack
+	r.sets = make(map[Owner]*keySet)
+	r.heap = slices.Grow(r.heap, int(n))
+	r.tokens = make([]uint64, 0, n)
+	prev := ""
+	for i := uint64(0); i < n; i++ {
+		e := &entry{index: -1}
+		e.key = d.key()
+		if d.err == nil && i > 0 && e.key <= prev {
+			d.fail("keys not in strictly ascending order")
+		}
+		prev = e.key
+		if err := r.readKey(f, e, heldSets); err != nil {
+			return err
+		}
+		r.keys[e.key] = e
+		r.sorted = append(r.sorted, e)
+	}
+	return nil
+}
+
+// readKey reads the rest of key e's record after its name: its holder,
+// then its queue. heldSets holds the multi-key grants read so far, by
+// token.
+func (r *snapshotReader) readKey(f *keyFormat, e *entry, heldSets map[uint64]*keySet) error {
+	d := &r.d
+	hold := byte(holdLease)
+	if f.kinds() {
+		hold = d.byte()
+	}
+	g := r.holder(f, e, hold)
+	if d.err == nil && g == nil && hold != holdNone && (e.token == 0 || e.token > r.lastToken) {
+		d.fail("token outside 1..last token")
+	}
+	if f.kinds() && hold != holdDelayed && hold != holdNone && g == nil {
+		if meta := d.meta(); meta != "" {
+			e.bind(e.sess(), meta)
+		}
+	}
+	newSet := false
+	if hold == holdSet && d.err == nil {
+		newSet = r.joinHeldSet(e, heldSets)
+	}
+	waiters := d.uvarint()
+	if d.err == nil && (waiters > MaxWaiters || waiters > uint64(len(d.b)-d.off)/f.minWaiter) {
+		d.fail("waiter count out of range")
+	}
+	if d.err != nil {
+		return d.err
+	}
+	if hold == holdNone {
+		if waiters == 0 {
+			d.fail("reserved key without waiters")
+			return d.err
+		}
+	} else if g == nil {
+		if hold != holdSet || newSet {
+			r.tokens = append(r.tokens, e.token) // a multi-key grant's token once
+		}
+		if s := e.sess(); s == nil {
+			r.heap = append(r.heap, deadline{at: e.expiresAt, e: e})
+		} else {
+			s.ref(e.key)
+		}
+	}
+	return r.readQueue(f, e, g, hold == holdNone, waiters)
+}
+
+// joinHeldSet adds e, one key of a multi-key grant, to the grant its token
+// names in heldSets, and reports whether e is the grant's first key.
+func (r *snapshotReader) joinHeldSet(e *entry, heldSets map[uint64]*keySet) bool {
+	s := heldSets[e.token]
+	first := s == nil
+	if first {
+		s = &keySet{owner: e.owner, extra: &holderExtra{meta: e.metadata()}}
+		s.extra.set = s
+		heldSets[e.token] = s
+		if r.sets[s.owner] != nil {
+			r.d.fail("owner in two multi-key acquisitions")
+		}
+		r.sets[s.owner] = s
+	} else if s.owner != e.owner || s.entries[0].expiresAt != e.expiresAt || s.extra.meta != e.metadata() {
+		r.d.fail("keys of one multi-key grant disagree")
+	}
+	e.extra = s.extra
+	s.entries = append(s.entries, e)
+	return first
+}
+
+// readQueue reads key e's n waiters, in queue order. g is e's group, if
+// any; reserved says nobody holds e, kept for the multi-key waiter at its
+// head.
+func (r *snapshotReader) readQueue(f *keyFormat, e *entry, g *group, reserved bool, n uint64) error {
+	if n > 0 {
+		e.waiters = &queue{byOwner: make(map[Owner]*waiter, n)}
+	}
+	for j := uint64(0); j < n; j++ {
+		w := r.readWaiter(f, e, g, reserved && j == 0, j == 0)
+		if r.d.err != nil {
+			return r.d.err
+		}
+		e.waiters.pushBack(w)
+		w.session.ref(e.key)
+		r.nWaiters++
+		r.heap = append(r.heap, deadline{at: w.deadline, e: e, w: w})
+	}
+	return nil
+}
+
+// readWaiter reads one of key e's waiters: the head of its queue if head,
+// which must be a multi-key waiter if reservedHead.
+func (r *snapshotReader) readWaiter(f *keyFormat, e *entry, g *group, reservedHead, head bool) *waiter {
+	d := &r.d
+	w := &waiter{owner: d.owner()}
+	grant := byte(holdLease)
+	if f.kinds() {
+		grant = d.byte()
+	}
+	r.grant(f, w, g, grant)
+	if d.err == nil && reservedHead && w.set == nil {
+		d.fail("reserved key whose head is not a multi-key waiter")
+	}
+	w.deadline = d.deadline("wait deadline", r.now, MaxWait)
+	if f.epochs {
+		w.epoch = d.uvarint()
+		if d.err == nil && w.epoch > r.epoch {
+			d.fail("waiter epoch after the machine's")
+		}
+		if w.epoch != r.epoch {
+			r.unclaimed++
+		}
+	}
+	if f.kinds() {
+		w.meta = d.meta()
+	}
+	if g != nil && g.kind == KindRW {
+		w.shared = d.flag("shared")
+	}
+	if d.err == nil && (w.owner == e.owner || e.waiters.find(w.owner) != nil || (g != nil && g.holders.find(w.owner) != nil)) {
+		d.fail("owner queued twice or queued for a key it holds")
+	}
+	if d.err == nil && head && g != nil && g.fits(w.shared) {
+		d.fail("head waiter fits its key but was not granted")
+	}
+	if w.set != nil && d.err == nil {
+		r.joinWaitingSet(e, w)
+	}
+	return w
+}
+
+// joinWaitingSet adds w, key e's record of a multi-key waiter, to the
+// acquisition of its owner, whose records must agree.
+func (r *snapshotReader) joinWaitingSet(e *entry, w *waiter) {
+	s := r.sets[w.owner]
+	switch {
+	case s == nil:
+		s = &keySet{owner: w.owner}
+		r.sets[w.owner] = s
+	case s.waits == nil:
+		r.d.fail("owner in two multi-key acquisitions")
+	case s.waits[0].ttl != w.ttl || s.waits[0].deadline != w.deadline || s.waits[0].epoch != w.epoch || s.waits[0].meta != w.meta:
+		r.d.fail("keys of one multi-key waiter disagree")
+	}
+	w.set = s
+	s.entries = append(s.entries, e)
+	s.waits = append(s.waits, w)
+}
+
+// checkWhole checks what only the whole snapshot shows: releases of
+// owners that hold or wait again, tokens granted twice, and multi-key
+// acquisitions too large or that could have been granted. It sets the
+// deadline heap's order on the way.
+func (r *snapshotReader) checkWhole() error {
+	for id := range r.released.byID {
+		e := r.keys[id.key]
+		if id.key != "" && e != nil && (e.owner == id.owner || e.waiters.find(id.owner) != nil || e.group() != nil && e.group().holders.find(id.owner) != nil) {
+			return fmt.Errorf("%w: a release remembered for an owner that holds or waits for the key again", ErrBadEncoding)
+		}
+	}
+	slices.Sort(r.tokens)
+	for i := 1; i < len(r.tokens); i++ {
+		if r.tokens[i] == r.tokens[i-1] {
+			return fmt.Errorf("%w: token %d granted twice", ErrBadEncoding, r.tokens[i])
+		}
+	}
+
+	r.heap.init() // sets the entries' indices, which tell a lock-delay from a vacant key
+	for _, s := range r.sets {
+		if len(s.entries) > MaxKeys {
+			return fmt.Errorf("%w: a multi-key acquisition of more than %d keys", ErrBadEncoding, MaxKeys)
+		}
+		if s.waits != nil && s.ready() {
+			return fmt.Errorf("%w: a multi-key waiter could have been granted", ErrBadEncoding)
+		}
+	}
+	return nil
+}
+
+// readReleases reads the remembered releases: in the order applied, each
+// within ReleaseMemory before now, none twice, and no destroy of a
+// session that is live (its create would have forgotten it).
+func (r *snapshotReader) readReleases() {
+	d, now := &r.d, r.now
+	n := d.uvarint()
+	if d.err == nil && (n > MaxRememberedReleases || n > uint64(len(d.b)-d.off)/minReleaseRecord) {
+		d.fail("release count out of range")
+	}
+	prev := time.Duration(0)
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		var id releaseID
+		id.key = d.text("released key", MaxKeyLen, ErrKeyTooLong)
+		id.owner = d.owner()
+		at := d.duration("release time", now, ErrStampRange)
+		switch {
+		case d.err != nil:
+		case at < prev || at+ReleaseMemory <= now:
+			d.fail("release times out of order or forgotten by now")
+		case r.released.recalls(id):
+			d.fail("a release remembered twice")
+		case id.key == "" && r.sessions[id.owner] != nil:
+			d.fail("a destroy remembered for a live session")
+		default:
+			r.released.remember(id, at)
+		}
+		prev = at
+	}
+}
+
+// group reads a semaphore or read/write key's holders (after its holder
+// kind) into e.
+func (r *snapshotReader) group(e *entry) *group {
+	d := &r.d
+	g := &group{kind: Kind(d.byte())}
+	limit := d.uvarint()
+	g.exclusive = d.flag("exclusive")
+	n := d.uvarint()
+	if d.err != nil {
+		return g
+	}
+	most := uint64(MaxHolders)
+	switch {
+	case g.kind == KindSemaphore && limit >= 1 && limit <= MaxHolders && !g.exclusive:
+		g.limit, most = int(limit), limit
+	case g.kind == KindRW && limit == 0:
+		if g.exclusive {
+			most = 1
+		}
+	default:
+		d.fail("bad kind, limit or mode")
+		return g
+	}
+	if n == 0 || n > most || n > uint64(len(d.b)-d.off)/(ownerLen+3) {
+		d.fail("holder count out of range")
+		return g
+	}
+	e.extra = &holderExtra{group: g}
+	g.holders.byOwner = make(map[Owner]*waiter, n)
+	var prev uint64
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		h := &waiter{owner: d.owner(), held: true, index: -1, shared: g.kind == KindRW && !g.exclusive}
+		h.token = d.uvarint()
+		if d.err == nil && (h.token <= prev || h.token > r.lastToken) {
+			d.fail("holder tokens not ascending within 1..last token")
+		}
+		prev = h.token
+		switch d.byte() {
+		case holdLease:
+			h.deadline = d.deadline("lease end", r.now, MaxTTL)
+			h.meta = d.meta()
+		case holdSession:
+			h.session = r.sessionOf("holder")
+			h.meta = d.meta()
+		case holdDelayed:
+			h.delayed = true
+			h.deadline = d.deadline("lock delay end", r.now, MaxLockDelay)
+			if h.owner != delayedSlotOwner(h.token) {
+				// A delayed slot is nobody's: kept under its token's owner
+				// (see endGroupSession), which this version always writes.
+				d.fail("lock-delay slot not under its token's owner")
+			}
+		default:
+			d.fail("unknown holder kind")
+		}
+		if d.err == nil && g.holders.find(h.owner) != nil {
+			d.fail("owner holds a key twice")
+		}
+		if d.err == nil {
+			g.holders.pushBack(h)
+		}
+	}
+	return g
+}
+
+// flag reads a byte that must be 0 or 1.
+func (d *decoder) flag(field string) bool {
+	v := d.byte()
+	if d.err == nil && v > 1 {
+		d.fail(field + " flag not 0 or 1")
+	}
+	return v == 1
+}
+
+// meta reads a holder's metadata.
+func (d *decoder) meta() string { return d.text("meta", MaxMetaLen, ErrMetaTooLong) }
+
+// ttl reads a lease's or session's TTL, which must be within
+// MinTTL..MaxTTL.
+func (d *decoder) ttl(field string) time.Duration {
+	v := d.duration(field, MaxTTL, ErrTTLRange)
+	if d.err == nil && v < MinTTL {
+		d.failLimit(field, ErrTTLRange)
+	}
+	return v
+}
+
+// deadline reads a moment that must still be pending at now and no further
+// than limit beyond it: a machine never keeps a lease or wait that is over,
+// nor one longer than the limits allow.
+func (d *decoder) deadline(field string, now, limit time.Duration) time.Duration {
+	v := d.uvarint()
+	if d.err == nil && (v <= uint64(now) || v > uint64(now+limit)) {
+		d.fail(field + " not within the limit after now")
+		return 0
+	}
+	return time.Duration(v)
+}
