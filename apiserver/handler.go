@@ -72,7 +72,7 @@ type Config struct {
 	// (admin on ""); Tokens adds tokens with narrower rights.
 	Token string
 	// Tokens, when not nil, are named tokens with rights per key prefix
-	// (package api's doc, "Security: rights per key prefix", says which
+	// (docs/http.md, "Security: rights per key prefix", says which
 	// route needs which right); Handler.SetTokens replaces them while the
 	// handler runs. With Token or Tokens set (even an empty Tokens), every
 	// request but /healthz, /readyz and /ui/ needs one of their secrets. Tokens in which a

@@ -29,7 +29,7 @@ type routeDoc struct {
 	answerType   string // content type of a 200 that is not JSON
 	codes        []string
 	open         bool // served without the token
-	// right is what a caller needs (package api's doc, "Security: rights
+	// right is what a caller needs (docs/http.md, "Security: rights
 	// per key prefix"), as the README's table of routes says it:
 	// TestREADMERouteTable checks that table against this one.
 	right  string

@@ -30,7 +30,7 @@
 //     client certificates of that CA (like etcd's --client-cert-auth).
 //   - -http-token or -http-token-file (RAFTLOCK_HTTP_TOKEN): every API request
 //     but /healthz, /readyz and the console's files under /ui/ must carry
-//     the token (see package api).
+//     the token (see docs/http.md).
 //   - -http-acl-file (RAFTLOCK_HTTP_ACL_FILE): named tokens with rights
 //     (read, lock, admin, deny) per key prefix, the longest matching prefix
 //     deciding, as Consul's key_prefix rules do; reloaded on SIGHUP.
