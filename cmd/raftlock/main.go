@@ -84,7 +84,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"agent", "run a raftlock node (a cluster member serving the HTTP API)", runAgent},
+		{"agent", "run a raftlock node (a cluster member serving the HTTP API)", agentCommand},
 		{"lock", "run a command while holding a lock", runLock},
 		{"status", "show the cluster and its leader", runStatus},
 		{"locks", "list held locks, optionally by key prefix", runLocks},
