@@ -208,9 +208,10 @@ func TestLockCommandExcludesAndWaits(t *testing.T) {
 	started, release := filepath.Join(dir, "started"), filepath.Join(dir, "release")
 
 	// The first holder runs until told to stop, so the test decides when the
-	// lock is free.
+	// lock is free. It writes the token aside and renames it into place, so
+	// that started, once there, holds the whole token.
 	first := exec.Command(binary, "lock", "-addr", a.httpAddr, "job", "--", "sh", "-c",
-		fmt.Sprintf(`echo "$RAFTLOCK_TOKEN" > %s; while [ ! -f %s ]; do sleep 0.01; done; exit 3`, started, release))
+		fmt.Sprintf(`echo "$RAFTLOCK_TOKEN" > %s.tmp && mv %s.tmp %s; while [ ! -f %s ]; do sleep 0.01; done; exit 3`, started, started, started, release))
 	var firstErr bytes.Buffer
 	first.Stderr = &firstErr
 	require.NoError(t, first.Start())
