@@ -80,8 +80,8 @@ func runAgent(ctx context.Context, cfg agentConfig, stdout, stderr io.Writer) in
 	return code
 }
 
-// fail reports err, which stops the agent before it serves, and returns
-// code.
+// fail reports, in one line on stderr, why the agent stops before it
+// serves, and returns code, the exit status.
 func (a *agentRun) fail(code int, format string, args ...any) int {
 	fmt.Fprintf(a.stderr, "raftlock agent: "+format+"\n", args...)
 	return code
