@@ -74,17 +74,10 @@ func TestAgentDuplicateNodeIDIsRefused(t *testing.T) {
 	x2.waitLeader(t)
 
 	// Bounded: the old agent joined and served.
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	var errOut bytes.Buffer
-	dup := exec.CommandContext(ctx, binary, "agent", "-node-id", "x2", "-data-dir", filepath.Join(dir, "dup"), "-bind", "127.0.0.1:0",
+	stderr, _ := runRefusedAgent(t, 60*time.Second, "the duplicate x2 ran as a member",
+		"-node-id", "x2", "-data-dir", filepath.Join(dir, "dup"), "-bind", "127.0.0.1:0",
 		"-http", "127.0.0.1:0", "-join", x1.raftAddr, "-request-timeout", "2s")
-	dup.Stderr = &errOut
-	err := dup.Run()
-	require.NoError(t, ctx.Err(), "the duplicate x2 ran as a member; stderr:\n%s", &errOut)
-	var exit *exec.ExitError
-	require.ErrorAs(t, err, &exit, "stderr:\n%s", &errOut)
-	assert.Contains(t, errOut.String(), "in use by a live member at "+x2.raftAddr)
+	assert.Contains(t, stderr, "in use by a live member at "+x2.raftAddr)
 
 	h, err := x2.client(t).Health(context.Background())
 	require.NoError(t, err)
@@ -95,4 +88,43 @@ func TestAgentDuplicateNodeIDIsRefused(t *testing.T) {
 	st, err := x1.client(t).Cluster(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, "x1=voter/ x2=voter/", members(st))
+}
+
+// A data dir remembers whose it is: agent c's directory, started as x,
+// is refused at once with a one-line usage error that names the flags to
+// fix, and c starts on it again.
+func TestAgentRefusesAnotherNodesDataDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "c")
+	c := startAgent(t, "-node-id", "c", "-data-dir", dir, "-bind", "127.0.0.1:0", "-bootstrap")
+	c.waitLeader(t)
+	c.kill(syscall.SIGKILL)
+
+	// Bounded: the old agent started as x, serving, instead of exiting.
+	stderr, code := runRefusedAgent(t, 30*time.Second, "x started on c's data dir",
+		"-node-id", "x", "-data-dir", dir, "-bind", "127.0.0.1:0", "-http", "127.0.0.1:0", "-bootstrap")
+	assert.Equal(t, exitUsage, code, "stderr: %s", stderr)
+	assert.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, "one line: %s", stderr)
+	assert.Contains(t, stderr, `belongs to node "c"`)
+	assert.Contains(t, stderr, "-node-id c")
+	assert.Contains(t, stderr, "-data-dir")
+
+	again := startAgent(t, "-node-id", "c", "-data-dir", dir, "-bind", "127.0.0.1:0")
+	again.waitLeader(t)
+}
+
+// runRefusedAgent runs an agent with args that must refuse to run: it must
+// exit by itself, with an error status, within timeout (else the test
+// fails, saying what), and returns its stderr and exit status.
+func runRefusedAgent(t *testing.T, timeout time.Duration, what string, args ...string) (stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var errOut bytes.Buffer
+	cmd := exec.CommandContext(ctx, binary, append([]string{"agent"}, args...)...)
+	cmd.Stderr = &errOut
+	err := cmd.Run()
+	require.NoError(t, ctx.Err(), "%s; stderr:\n%s", what, &errOut)
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "stderr:\n%s", &errOut)
+	return errOut.String(), exit.ExitCode()
 }

@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"encoding/base64"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -13,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,425 +22,236 @@ import (
 	"github.com/raftlock/raftlock/internal/quietlog"
 )
 
-// agentFlags are the flags of `raftlock agent`.
-type agentFlags struct {
-	dev                bool
-	nodeID, dataDir    string
-	bind, advertise    string
-	httpAddr           string
-	bootstrap          bool
-	peers, join        string
-	logLevel           string
-	leaveOnTerminate   bool
-	shutdownGrace      time.Duration
-	heartbeat, electTO time.Duration
-	requestTimeout     time.Duration
-	leaderWait         time.Duration
-	maxWatchers        int
-	deadVoter          time.Duration
-	deadMember         time.Duration
-	snapshotInterval   time.Duration
-	snapshotThreshold  uint64
-	voters             int
-	logStore           string
-	walSegmentSize     int
-
-	gossipBind, gossipAdvertise string   // gossip (serf) address; "off" turns gossip off
-	gossipKeyFile               string   // base64 AES keys, one a line, the first primary
-	clusterName                 string   // separates clusters' gossip
-	bootstrapExpect             int      // form a cluster once this many members see each other
-	retryJoin                   listFlag // where members gossip, re-resolved at every attempt
-
-	peerCert, peerKey, peerCA string // mutual TLS between nodes
-	certFile, keyFile         string // HTTPS for the API
-	clientCA                  string // ... requiring client certificates
-	httpToken, httpTokenFile  string // a token for the API
-	httpACLFile               string // named API tokens with rights per key prefix
-	advertiseHTTP             string // the API's URL for clients, told to other members
-	allowedOrigins            string // web origins whose pages may call the API
-	allowedHosts              string // Host header names beyond the agent's own
-	maxHTTPConns              int    // concurrent HTTP connections
-	enablePprof               bool   // net/http/pprof under /debug/pprof/
-
-	maxLocks, maxSessions, maxTotalWaiters quotaFlag // quotas on the lock state
+// agentCommand is `raftlock agent`: loadAgentConfig, then runAgent.
+func agentCommand(args []string, stdout, stderr io.Writer) int {
+	cfg, err := loadAgentConfig(args, os.LookupEnv)
+	if err != nil {
+		return reportLoadError("agent", err, stdout, stderr)
+	}
+	return runAgent(context.Background(), cfg, stdout, stderr)
 }
 
-// configFieldFlags names the agent flag that sets each cluster.Config field,
-// so that a *cluster.ConfigError reaches the agent's user in the words they
-// typed. Keep it next to the flag definitions below: a flag that sets a
-// field belongs here. Fields without a flag keep their Go names.
-var configFieldFlags = map[string]string{
-	"NodeID":            "-node-id",
-	"DataDir":           "-data-dir",
-	"LogStore":          "-log-store",
-	"WALSegmentSize":    "-wal-segment-size",
-	"BindAddr":          "-bind",
-	"AdvertiseAddr":     "-advertise",
-	"APIAddr":           "-advertise-http",
-	"Bootstrap":         "-bootstrap",
-	"Peers":             "-peers",
-	"Join":              "-join",
-	"HeartbeatTimeout":  "-raft-heartbeat",
-	"ElectionTimeout":   "-raft-election",
-	"Voters":            "-voters",
-	"DeadVoterTimeout":  "-dead-voter-timeout",
-	"DeadMemberTimeout": "-dead-member-timeout",
-	"SnapshotThreshold": "-snapshot-threshold",
-	"SnapshotInterval":  "-snapshot-interval",
-	"RequestTimeout":    "-request-timeout",
-	"LeaderWait":        "-leader-wait",
-	"MaxWatchers":       "-max-watchers",
-	"ServerTLS":         "-peer-cert-file",
-	"ClientTLS":         "-peer-cert-file",
-
-	"GossipBindAddr":      "-gossip-bind",
-	"GossipAdvertiseAddr": "-gossip-advertise",
-	"GossipKeys":          "-gossip-key-file",
-	"ClusterName":         "-cluster-name",
-	"BootstrapExpect":     "-bootstrap-expect",
-	"RetryJoin":           "-retry-join",
-
-	"MaxLocks":        "-max-locks",
-	"MaxSessions":     "-max-sessions",
-	"MaxTotalWaiters": "-max-total-waiters",
+// agentRun is a running agent: what runAgent's steps share.
+type agentRun struct {
+	agentConfig
+	stdout, stderr io.Writer
+	logger         hclog.Logger
+	recentLogs     *apiserver.LogRing
+	httpLn         net.Listener
+	node           *cluster.Node
+	handler        *apiserver.Handler
+	srv            *http.Server
+	serveErr       chan error    // the HTTP server stopped
+	leftOnRequest  chan struct{} // closed once the node left on POST /v1/leave
+	// undo is what to do when runAgent returns, in reverse order.
+	undo []func()
 }
 
-// agentError words err for the agent's user: a cluster.ConfigError names
-// flags, not Config fields.
-func agentError(err error) string {
-	var cerr *cluster.ConfigError
-	if errors.As(err, &cerr) {
-		return cerr.Describe(func(field string) string {
-			if name, ok := configFieldFlags[field]; ok {
-				return name
-			}
-			return field
-		})
-	}
-	return err.Error()
-}
-
-// security is what the agent's TLS and token flags amount to.
-type security struct {
-	peerServer, peerClient *tls.Config // nil: plain TCP between nodes
-	api                    *tls.Config // nil: plain HTTP
-	token                  string      // "": no token required
-}
-
-func runAgent(args []string, stdout, stderr io.Writer) int {
-	env := map[string]string{
-		"dev": "RAFTLOCK_DEV", "node-id": "RAFTLOCK_NODE_ID", "data-dir": "RAFTLOCK_DATA_DIR",
-		"bind": "RAFTLOCK_BIND", "advertise": "RAFTLOCK_ADVERTISE", "http": "RAFTLOCK_HTTP_ADDR",
-		"bootstrap": "RAFTLOCK_BOOTSTRAP", "peers": "RAFTLOCK_PEERS", "join": "RAFTLOCK_JOIN",
-		"log-level": "RAFTLOCK_LOG_LEVEL", "voters": "RAFTLOCK_VOTERS", "log-store": "RAFTLOCK_LOG_STORE", "leave-on-terminate": "RAFTLOCK_LEAVE_ON_TERMINATE",
-		"peer-cert-file": "RAFTLOCK_PEER_CERT_FILE", "peer-key-file": "RAFTLOCK_PEER_KEY_FILE", "peer-ca-file": "RAFTLOCK_PEER_CA_FILE",
-		"cert-file": "RAFTLOCK_CERT_FILE", "key-file": "RAFTLOCK_KEY_FILE", "client-ca-file": "RAFTLOCK_CLIENT_CA_FILE",
-		"http-token": "RAFTLOCK_HTTP_TOKEN", "http-token-file": "RAFTLOCK_HTTP_TOKEN_FILE", "advertise-http": "RAFTLOCK_ADVERTISE_HTTP",
-		"http-acl-file":  "RAFTLOCK_HTTP_ACL_FILE",
-		"shutdown-grace": "RAFTLOCK_SHUTDOWN_GRACE", "raft-heartbeat": "RAFTLOCK_RAFT_HEARTBEAT", "raft-election": "RAFTLOCK_RAFT_ELECTION",
-		"request-timeout": "RAFTLOCK_REQUEST_TIMEOUT", "dead-voter-timeout": "RAFTLOCK_DEAD_VOTER_TIMEOUT",
-		"dead-member-timeout": "RAFTLOCK_DEAD_MEMBER_TIMEOUT", "snapshot-interval": "RAFTLOCK_SNAPSHOT_INTERVAL",
-		"snapshot-threshold": "RAFTLOCK_SNAPSHOT_THRESHOLD",
-		"leader-wait":        "RAFTLOCK_LEADER_WAIT",
-		"wal-segment-size":   "RAFTLOCK_WAL_SEGMENT_SIZE",
-		"allowed-origins":    "RAFTLOCK_ALLOWED_ORIGINS",
-		"allowed-hosts":      "RAFTLOCK_ALLOWED_HOSTS",
-		"max-http-conns":     "RAFTLOCK_MAX_HTTP_CONNS",
-		"max-watchers":       "RAFTLOCK_MAX_WATCHERS",
-		"gossip-bind":        "RAFTLOCK_GOSSIP_BIND",
-		"gossip-advertise":   "RAFTLOCK_GOSSIP_ADVERTISE",
-		"gossip-key-file":    "RAFTLOCK_GOSSIP_KEY_FILE",
-		"cluster-name":       "RAFTLOCK_CLUSTER_NAME",
-		"bootstrap-expect":   "RAFTLOCK_BOOTSTRAP_EXPECT",
-		"retry-join":         "RAFTLOCK_RETRY_JOIN",
-		"enable-pprof":       "RAFTLOCK_ENABLE_PPROF",
-
-		"max-locks": "RAFTLOCK_MAX_LOCKS", "max-sessions": "RAFTLOCK_MAX_SESSIONS", "max-total-waiters": "RAFTLOCK_MAX_TOTAL_WAITERS",
-	}
-	fs := newFlagSet("agent", "[-dev] [-node-id ID -data-dir DIR (-bootstrap-expect N -retry-join HOST,... | -retry-join HOST,... | -bootstrap [-peers ...] | -join ADDR,...)] [FLAGS]",
-		"Runs a raftlock node: a member of the Raft cluster that keeps the locks, serving the\n"+
-			"HTTP API. -dev runs a single-node cluster on a temporary data dir, for trying things out.\n\n"+
-			"A new cluster, the simple way: start N members with the same -bootstrap-expect N and the\n"+
-			"same -retry-join list (names or addresses of the members; a DNS name is resolved again\n"+
-			"at every attempt): they form one cluster of N voters once they see each other through\n"+
-			"gossip. Later members need only -retry-join. Gossip runs on -gossip-bind (default:\n"+
-			"-bind's port + 1, UDP and TCP) when -bootstrap-expect, -retry-join or -gossip-bind is\n"+
-			"given; -gossip-key-file encrypts it, -cluster-name keeps clusters on one network apart.\n\n"+
-			"Or by hand: start every member with -bootstrap and the same -peers list, or one member\n"+
-			"with -bootstrap and the others with -join pointing at it. The flags only matter while\n"+
-			"-data-dir is empty: restart a member with the same command line and it comes back from\n"+
-			"its data dir as the same member, with every lock. Such a restart logs that -bootstrap and\n"+
-			"-peers are ignored, and warns when -peers gives a member another address than the data\n"+
-			"dir holds (a warning, not an error: membership changes after bootstrap).\n\n"+
-			"Stopping. SIGINT or SIGTERM stops the node without leaving the cluster: the others count\n"+
-			"it as down until it returns (a second signal cuts the graceful stop short). A node that\n"+
-			"left, or was removed, and is started again on its data dir asks the members it knew\n"+
-			"(and -join, -peers) to add it back. A node with no leader stops at once. To remove a\n"+
-			"member for good, run 'raftlock leave -addr' against it (or start it with\n"+
-			"-leave-on-terminate) and do not start it again; to reuse its host as a new member,\n"+
-			"empty its -data-dir and start it with -join.\n\n"+
-			"Security. Without the flags below, raft traffic and the API are plain TCP and HTTP and\n"+
-			"anyone who reaches the ports may join the cluster or take locks: fine for -dev (which\n"+
-			"listens on 127.0.0.1), not on a shared network.\n"+
-			"  Between nodes, -peer-cert-file, -peer-key-file and -peer-ca-file (all three or none)\n"+
-			"  turn on mutual TLS (1.3): each node presents its certificate when it accepts and when\n"+
-			"  it dials, and accepts only certificates the peer CA signed, for both server and client\n"+
-			"  auth. Host names and IPs in them are not checked: nodes dial each other by IP and any\n"+
-			"  certificate of the peer CA may join anyway, so the peer CA is the trust boundary; use\n"+
-			"  one that signs this cluster's nodes only. Every member needs the flags.\n"+
-			"  For the API, -cert-file and -key-file serve HTTPS (TLS 1.2+); -client-ca-file also\n"+
-			"  requires a client certificate of that CA on every connection (/healthz included).\n"+
-			"  -http-token (better: -http-token-file or the environment, which ps does not show)\n"+
-			"  requires \"Authorization: Bearer TOKEN\" or \"X-Raftlock-Token: TOKEN\" on every\n"+
-			"  request but /healthz, /readyz and /ui/ (the probes then say only ok or what is wrong);\n"+
-			"  clients: raftlock COMMAND -token, or RAFTLOCK_HTTP_TOKEN.\n"+
-			"  That shared token may do everything. -http-acl-file names tokens with narrower rights,\n"+
-			"  per key prefix (the longest matching prefix decides; lock implies read, admin implies\n"+
-			"  lock; deny takes away), in JSON:\n"+
-			"    {\"tokens\": [\n"+
-			"      {\"name\": \"ops\", \"secret\": \"<openssl rand -hex 16>\",\n"+
-			"       \"rules\": [{\"prefix\": \"\", \"right\": \"admin\"}]},\n"+
-			"      {\"name\": \"billing\", \"secret\": \"<another>\",\n"+
-			"       \"rules\": [{\"prefix\": \"billing/\", \"right\": \"lock\"}, {\"prefix\": \"\", \"right\": \"read\"}]}]}\n"+
-			"  Rights: read (inspect, list: a list shows only the keys the token may read), lock\n"+
-			"  (acquire, release, extend), admin (release -force; on the prefix \"\": also leave);\n"+
-			"  status and metrics need any known token. Names: letters, digits, . _ -; secrets: 16+\n"+
-			"  visible ASCII characters, each its own (or \"secret_sha256\": printf %s \"$SECRET\" |\n"+
-			"  sha256sum, so that the file holds no secret). SIGHUP reloads the file: a bad file\n"+
-			"  then keeps the tokens in force and logs why; at start it stops the agent. Audit: each\n"+
-			"  force release is logged at INFO with the token's name; secrets are never logged.\n"+
-			"  Certificates and -http-token are read at start only: restart the agent to change them.",
-		stdout, stderr)
-	var f agentFlags
-	fs.BoolVar(&f.dev, "dev", false, "single-node cluster with a temporary data dir, listening on 127.0.0.1 without TLS or token unless the flags below say so")
-	fs.StringVar(&f.nodeID, "node-id", "", "this node's unique, stable ID: letters, digits, '-', '_' and '.' (env RAFTLOCK_NODE_ID; default: the host name)")
-	fs.StringVar(&f.dataDir, "data-dir", "", "where the raft log and snapshots live")
-	fs.StringVar(&f.bind, "bind", "127.0.0.1:7071", "TCP address for raft and forwarding between nodes")
-	fs.StringVar(&f.advertise, "advertise", "", "address other nodes dial to reach -bind (env RAFTLOCK_ADVERTISE; default: -bind)")
-	fs.StringVar(&f.httpAddr, "http", "127.0.0.1:7070", "address of the HTTP API")
-	fs.BoolVar(&f.bootstrap, "bootstrap", false, "start a new cluster if the data dir is empty")
-	fs.StringVar(&f.peers, "peers", "", "with -bootstrap: the initial members, ID=HOST:PORT,... including this node")
-	fs.StringVar(&f.join, "join", "", "addresses (-bind of running members), HOST:PORT,..., to join")
-	fs.IntVar(&f.walSegmentSize, "wal-segment-size", 0, "bytes per segment file of the wal log store, 4096 to 1073741824, each preallocated in full; 0: 64 MiB")
-	fs.StringVar(&f.logStore, "log-store", "", `raft log format for a new data dir: "wal" (default) or "boltdb"; an existing dir keeps its own (env RAFTLOCK_LOG_STORE)`)
-	fs.StringVar(&f.logLevel, "log-level", "info", "trace, debug, info, warn or error")
-	fs.BoolVar(&f.leaveOnTerminate, "leave-on-terminate", false, "leave the cluster for good on SIGINT/SIGTERM, as 'raftlock leave' does (default: a signal only stops the node); started again on its data dir, it asks to be added back")
-	durationVar(fs, &f.shutdownGrace, "shutdown-grace", 10*time.Second, "how long a graceful stop may take")
-	defaults := cluster.DefaultConfig()
-	durationVar(fs, &f.heartbeat, "raft-heartbeat", defaults.HeartbeatTimeout, "raft heartbeat timeout")
-	durationVar(fs, &f.electTO, "raft-election", defaults.ElectionTimeout, "raft election timeout")
-	durationVar(fs, &f.requestTimeout, "request-timeout", defaults.RequestTimeout, "bound on one lock command or read (finding the leader, forwarding, committing, retries) and on joining")
-	durationVar(fs, &f.leaderWait, "leader-wait", defaults.LeaderWait, "how long a lock call waits while no leader is known before answering unavailable (0: four -raft-election timeouts; a waiting acquire waits at least its wait)")
-	durationVar(fs, &f.deadVoter, "dead-voter-timeout", defaults.DeadVoterTimeout, "how long a voter may be unhealthy (failed, out of contact, far behind) before a healthy non-voter replaces it")
-	durationVar(fs, &f.deadMember, "dead-member-timeout", defaults.DeadMemberTimeout, "how long a non-voter may be failed before the leader removes it; it must -join again")
-	durationVar(fs, &f.snapshotInterval, "snapshot-interval", defaults.SnapshotInterval, "how often raft checks whether to snapshot the lock state")
-	fs.Uint64Var(&f.snapshotThreshold, "snapshot-threshold", defaults.SnapshotThreshold, "log entries since the last snapshot that make the next one due")
-	fs.IntVar(&f.voters, "voters", defaults.Voters, "how many members vote (odd: 3 or 5); later members join as non-voters")
-	fs.StringVar(&f.advertiseHTTP, "advertise-http", "", "URL (or HOST:PORT) clients dial to reach -http, told to the other members (env RAFTLOCK_ADVERTISE_HTTP; default: -http's bound address, a wildcard host replaced by -advertise's or -bind's)")
-	fs.StringVar(&f.peerCert, "peer-cert-file", "", "PEM certificate this node presents to its peers; with -peer-key-file and -peer-ca-file")
-	fs.StringVar(&f.peerKey, "peer-key-file", "", "PEM private key of -peer-cert-file")
-	fs.StringVar(&f.peerCA, "peer-ca-file", "", "PEM CA certificate(s) that sign every member's peer certificate")
-	fs.StringVar(&f.certFile, "cert-file", "", "PEM certificate to serve the HTTP API over HTTPS; with -key-file")
-	fs.StringVar(&f.keyFile, "key-file", "", "PEM private key of -cert-file")
-	fs.StringVar(&f.clientCA, "client-ca-file", "", "PEM CA certificate(s): API clients must present a certificate they signed; needs -cert-file")
-	fs.StringVar(&f.httpToken, "http-token", "", "token every API request but /healthz, /readyz and /ui/ must carry (env RAFTLOCK_HTTP_TOKEN; a flag shows in ps: prefer the env or -http-token-file)")
-	fs.StringVar(&f.httpTokenFile, "http-token-file", "", "file holding -http-token, surrounding whitespace ignored")
-	fs.StringVar(&f.httpACLFile, "http-acl-file", "", "JSON file of named API tokens with rights per key prefix (format above); reloaded on SIGHUP")
-	fs.StringVar(&f.allowedOrigins, "allowed-origins", "", "web origins (https://ops.example.com,...) whose pages may call the API from a browser; requests from any other page are refused (default: none)")
-	fs.StringVar(&f.allowedHosts, "allowed-hosts", "", "host names clients use to reach the API, beyond IPs, localhost and the names in -http, -advertise-http, -advertise and -cert-file; a request with another Host is refused, against DNS rebinding (* allows any)")
-	fs.StringVar(&f.gossipBind, "gossip-bind", "", "UDP and TCP address for gossip (membership, failure detection), on with -bootstrap-expect, -retry-join or this flag; default: -bind's host and port + 1 (a 0 port stays 0); off: no gossip")
-	fs.StringVar(&f.gossipAdvertise, "gossip-advertise", "", "IP:PORT other members gossip to, when -gossip-bind is not reachable as bound (default: the bound address, or -advertise's host for a wildcard)")
-	fs.StringVar(&f.gossipKeyFile, "gossip-key-file", "", "file of base64 AES keys (16, 24 or 32 bytes), one a line: gossip is encrypted with the first, any decrypts")
-	fs.StringVar(&f.clusterName, "cluster-name", cluster.DefaultClusterName, "name gossip checks: nodes of another name are refused")
-	fs.IntVar(&f.bootstrapExpect, "bootstrap-expect", 0, "on an empty data dir, form a new cluster once this many members (odd: 3 or 5) started with the same value see each other (use with -retry-join)")
-	fs.Var(&f.retryJoin, "retry-join", "where other members gossip: HOST or HOST:PORT (a DNS name, re-resolved at each attempt; _srv._tcp.names as SRV), comma-separated or repeated; retried with backoff")
-	fs.IntVar(&f.maxHTTPConns, "max-http-conns", apiserver.DefaultMaxConns, "most HTTP connections open at once; more wait in the kernel's backlog until one closes (0: no limit)")
-	fs.IntVar(&f.maxWatchers, "max-watchers", 0, "most blocking queries (watches: raftlock watch, GET /v1/inspect?index=) served at once; more are answered 429 too_many_watchers (0: 10000). Each also holds an HTTP connection: the API serves at most half of -max-http-conns of them at once, leaving the rest to lock traffic")
-	fs.BoolVar(&f.enablePprof, "enable-pprof", false, "serve Go's net/http/pprof under /debug/pprof/ (to tokens with the admin right on every key), for profiles and raftlock debug's goroutine dump")
-	f.maxLocks, f.maxSessions, f.maxTotalWaiters = cluster.DefaultMaxLocks, cluster.DefaultMaxSessions, cluster.DefaultMaxTotalWaiters
-	fs.Var(&f.maxLocks, "max-locks", "most locks the cluster keeps (keys with a holder or waiters, and each further hold of a semaphore or read/write key): a `count`, or unlimited (each costs every member ~180 bytes, up to 1.25 KB with metadata); past it, acquires that would add one are answered 429 quota_exceeded while releases, extends and retries go on. Set the same on every member: the leader enforces its own")
-	fs.Var(&f.maxSessions, "max-sessions", "most sessions the cluster keeps: a `count`, or unlimited (~185 bytes each); past it, new sessions are answered 429 quota_exceeded")
-	fs.Var(&f.maxTotalWaiters, "max-total-waiters", "most callers queued over all keys: a `count`, or unlimited (~205 bytes each, plus metadata; each key also takes at most 65536); past it, acquires that would queue are answered 429 quota_exceeded")
-	if code := parseFlags(fs, args, env, stderr); code >= 0 {
-		return code
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "raftlock agent: unexpected argument %q (see raftlock agent -h)\n", fs.Arg(0))
-		return exitUsage
-	}
-	level := hclog.LevelFromString(f.logLevel)
-	if level == hclog.NoLevel {
-		fmt.Fprintf(stderr, "raftlock agent: -log-level %q: want trace, debug, info, warn or error\n", f.logLevel)
-		return exitUsage
-	}
+// runAgent starts the node and its HTTP API as cfg says, and runs them until
+// a signal (SIGINT, SIGTERM), a leave request, ctx's end or a failure stops
+// them; it returns the exit status. Its output: a line or two on stdout once
+// serving, the log and any error on stderr.
+func runAgent(ctx context.Context, cfg agentConfig, stdout, stderr io.Writer) int {
+	a := &agentRun{agentConfig: cfg, stdout: stdout, stderr: stderr}
+	defer func() {
+		for i := len(a.undo) - 1; i >= 0; i-- {
+			a.undo[i]()
+		}
+	}()
 	// The last lines also go to a ring, for GET /v1/agent/logs (raftlock debug).
-	recentLogs := apiserver.NewLogRing(recentLogLines)
-	logger := hclog.New(&hclog.LoggerOptions{Name: "raftlock", Level: level, Output: io.MultiWriter(stderr, recentLogs)})
+	a.recentLogs = apiserver.NewLogRing(recentLogLines)
+	a.logger = hclog.New(&hclog.LoggerOptions{Name: "raftlock", Level: a.level, Output: io.MultiWriter(stderr, a.recentLogs)})
+	a.cluster.Logger = a.logger
+	a.warnSharedSecretFiles(a.logger)
+	for _, step := range []func() int{a.makeDevDataDir, a.listenHTTP, a.startNode} {
+		if code := step(); code >= 0 {
+			return code
+		}
+	}
+	a.newHandler()
+	a.reloadTokensOnSIGHUP()
+	a.serveHTTP()
 
-	sec, err := f.security(fs)
-	if err != nil {
-		fmt.Fprintf(stderr, "raftlock agent: %v\n", err)
-		return exitUsage
-	}
-	f.warnSharedSecretFiles(logger)
-	cfg, cleanup, err := f.clusterConfig(fs, logger, sec)
-	if err != nil {
-		fmt.Fprintf(stderr, "raftlock agent: %s\n", agentError(err))
-		return exitUsage
-	}
-	defer cleanup()
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(signals)
+	code, left := a.waitForStop(ctx, signals)
+	a.shutdown(signals, left)
+	return code
+}
 
-	if samePort(f.httpAddr, cfg.BindAddr) {
-		fmt.Fprintf(stderr, "raftlock agent: -http %s and -bind %s name the same port: the HTTP API and raft need a port each (by default 7070 and 7071)\n", f.httpAddr, cfg.BindAddr)
-		return exitUsage
+// fail reports, in one line on stderr, why the agent stops before it
+// serves, and returns code, the exit status.
+func (a *agentRun) fail(code int, format string, args ...any) int {
+	fmt.Fprintf(a.stderr, "raftlock agent: "+format+"\n", args...)
+	return code
+}
+
+// makeDevDataDir makes -dev's data dir, removed when the agent stops.
+func (a *agentRun) makeDevDataDir() int {
+	if !a.dev {
+		return -1
 	}
-	// The HTTP port is taken first: a port in use is a usage error to report
-	// before a node joins anything.
-	httpLn, err := net.Listen("tcp", f.httpAddr)
+	dir, err := os.MkdirTemp("", "raftlock-dev-")
 	if err != nil {
-		fmt.Fprintf(stderr, "raftlock agent: -http %s: %v\n", f.httpAddr, err)
-		return exitUsage
+		return a.fail(exitUsage, "%s", agentError(err))
 	}
-	cfg.APIAddr, err = apiURL(f.advertiseHTTP, httpLn.Addr(), cfg.AdvertiseAddr, cfg.BindAddr, sec.api != nil)
-	if err != nil {
-		httpLn.Close()
-		fmt.Fprintf(stderr, "raftlock agent: %v\n", err)
-		return exitUsage
+	a.undo = append(a.undo, func() { os.RemoveAll(dir) })
+	a.cluster.DataDir = dir
+	return -1
+}
+
+// listenHTTP takes the HTTP port, first: a port in use is a usage error to
+// report before a node joins anything. The port bound tells the API's URL
+// when -advertise-http does not, and the host names the API answers to.
+func (a *agentRun) listenHTTP() int {
+	var err error
+	if a.httpLn, err = net.Listen("tcp", a.httpAddr); err != nil {
+		return a.fail(exitUsage, "-http %s: %v", a.httpAddr, err)
 	}
-	if f.maxHTTPConns < 0 {
-		httpLn.Close()
-		fmt.Fprintf(stderr, "raftlock agent: -max-http-conns must not be negative, got %d (0: no limit)\n", f.maxHTTPConns)
-		return exitUsage
-	}
-	var tokens *apiserver.Tokens
-	if f.httpACLFile != "" {
-		if tokens, err = loadTokens(f.httpACLFile, sec.token); err != nil {
-			httpLn.Close()
-			fmt.Fprintf(stderr, "raftlock agent: -http-acl-file: %v: fix the file (its format: raftlock agent -h) and start again\n", err)
-			return exitUsage
+	if a.cluster.APIAddr == "" {
+		a.cluster.APIAddr, err = apiURL("", a.httpLn.Addr(), a.cluster.AdvertiseAddr, a.cluster.BindAddr, a.sec.api != nil)
+		if err != nil {
+			a.httpLn.Close()
+			return a.fail(exitUsage, "%v", err)
 		}
 	}
-	origins, hosts, err := browserGuard(f.allowedOrigins, f.allowedHosts, f.httpAddr, cfg.APIAddr, cfg.AdvertiseAddr, sec.api)
-	if err != nil {
-		httpLn.Close()
-		fmt.Fprintf(stderr, "raftlock agent: %v\n", err)
-		return exitUsage
+	a.hosts = append(a.hosts, ownHostNames(a.httpAddr, a.cluster.APIAddr, a.cluster.AdvertiseAddr, a.sec.api)...)
+	return -1
+}
+
+// startNode starts the cluster node: it opens its data dir, binds -bind and
+// joins or bootstraps its cluster.
+func (a *agentRun) startNode() int {
+	var err error
+	if a.node, err = cluster.New(a.cluster); err == nil {
+		return -1
 	}
-	node, err := cluster.New(cfg)
-	if err != nil {
-		httpLn.Close()
-		if errors.Is(err, syscall.EADDRINUSE) {
-			fmt.Fprintf(stderr, "raftlock agent: -bind %s: the port is in use (another agent on this host?): choose another -bind, or stop what holds it\n", cfg.BindAddr)
-			return exitUsage
-		}
-		fmt.Fprintf(stderr, "raftlock agent: %s\n", agentError(err))
-		if errors.Is(err, cluster.ErrInvalidConfig) {
-			return exitUsage
-		}
-		return exitError
+	a.httpLn.Close()
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return a.fail(exitUsage, "-bind %s: the port is in use (another agent on this host?): choose another -bind, or stop what holds it", a.cluster.BindAddr)
+	case errors.Is(err, cluster.ErrInvalidConfig):
+		return a.fail(exitUsage, "%s", agentError(err))
 	}
-	// POST /v1/leave (raftlock leave): once the node has left, the agent
-	// stops as it does on a signal.
-	leftOnRequest := make(chan struct{})
+	return a.fail(exitError, "%s", agentError(err))
+}
+
+// newHandler makes the API's handler, with POST /v1/leave (raftlock leave):
+// once the node has left, the agent stops as it does on a signal.
+func (a *agentRun) newHandler() {
+	a.leftOnRequest = make(chan struct{})
 	var leaveOnce sync.Once
 	leave := func(ctx context.Context) error {
-		logger.Info("asked to leave the cluster")
-		if err := node.Leave(ctx); err != nil {
-			logger.Warn("leaving the cluster failed; still a member and running", "error", err, "what_to_do", "run raftlock leave again once a leader is known")
+		a.logger.Info("asked to leave the cluster")
+		if err := a.node.Leave(ctx); err != nil {
+			a.logger.Warn("leaving the cluster failed; still a member and running", "error", err, "what_to_do", "run raftlock leave again once a leader is known")
 			return err
 		}
-		logger.Info("left the cluster; stopping (started again on its data dir, it would ask to be added back)")
-		leaveOnce.Do(func() { close(leftOnRequest) })
+		a.logger.Info("left the cluster; stopping (started again on its data dir, it would ask to be added back)")
+		leaveOnce.Do(func() { close(a.leftOnRequest) })
 		return nil
 	}
-	if f.dev {
+	if a.dev {
 		leave = nil // a cluster of one has nobody to leave to: 501
 	}
 	// Repeated HTTP warnings and errors (a client retrying a refused
 	// request, accept failing while file descriptors run out) come as one
 	// line per window with repeated=N.
 	httpQuiet := quietlog.New(quietlog.DefaultWindow, nil)
-	defer httpQuiet.Close()
-	httpLog := httpQuiet.Wrap(logger.Named("http"))
-	handler := apiserver.NewHandler(node, apiserver.Config{Cluster: apiserver.NodeStatus(node), Logger: httpLog, Token: sec.token, Leave: leave,
-		AllowedOrigins: origins, AllowedHosts: hosts, Tokens: tokens,
-		EnablePprof: f.enablePprof, RecentLogs: recentLogs, AgentConfig: effectiveConfig(fs, cfg, node),
-		MaxWatchers: httpWatchers(f.maxHTTPConns)})
-	if tokens != nil {
-		logger.Info("API tokens loaded", "file", f.httpACLFile, "names", tokens.Names())
-		warnIfShared("-http-acl-file", f.httpACLFile, logger)
+	a.undo = append(a.undo, func() { httpQuiet.Close() })
+	httpLog := httpQuiet.Wrap(a.logger.Named("http"))
+	a.handler = apiserver.NewHandler(a.node, apiserver.Config{Cluster: apiserver.NodeStatus(a.node), Logger: httpLog, Token: a.sec.token, Leave: leave,
+		AllowedOrigins: a.origins, AllowedHosts: a.hosts, Tokens: a.tokens,
+		EnablePprof: a.enablePprof, RecentLogs: a.recentLogs, AgentConfig: effectiveConfig(a.flagValues, a.cluster, a.node),
+		MaxWatchers: httpWatchers(a.maxHTTPConns)})
+	if a.tokens != nil {
+		a.logger.Info("API tokens loaded", "file", a.httpACLFile, "names", a.tokens.Names())
+		warnIfShared("-http-acl-file", a.httpACLFile, a.logger)
 	}
+	a.srv = apiserver.NewServer(a.httpLn.Addr().String(), a.handler)
+	a.srv.ErrorLog = log.New(httpServerLog{httpLog}, "", 0)
+}
+
+// reloadTokensOnSIGHUP reloads -http-acl-file on each SIGHUP until the
+// agent stops.
+func (a *agentRun) reloadTokensOnSIGHUP() {
 	reloads := make(chan os.Signal, 1)
 	signal.Notify(reloads, syscall.SIGHUP)
-	defer signal.Stop(reloads)
 	reloadDone := make(chan struct{})
-	defer close(reloadDone)
+	a.undo = append(a.undo, func() { signal.Stop(reloads) }, func() { close(reloadDone) })
 	go func() {
 		for {
 			select {
 			case <-reloads:
-				reloadTokens(f.httpACLFile, sec.token, handler, logger)
+				reloadTokens(a.httpACLFile, a.sec.token, a.handler, a.logger)
 			case <-reloadDone:
 				return
 			}
 		}
 	}()
-	srv := apiserver.NewServer(httpLn.Addr().String(), handler)
+}
+
+// serveHTTP serves the API, and says where the agent serves what.
+func (a *agentRun) serveHTTP() {
 	// Capped first, so that a connection waiting for a slot costs no file
 	// descriptor; net/http's own error answers become JSON on each one.
-	servedLn := apiserver.JSONErrorListener(handler.LimitListener(httpLn, f.maxHTTPConns))
-	srv.ErrorLog = log.New(httpServerLog{httpLog}, "", 0)
+	servedLn := apiserver.JSONErrorListener(a.handler.LimitListener(a.httpLn, a.maxHTTPConns))
 	scheme := "http"
-	serveErr := make(chan error, 1)
-	if sec.api != nil {
+	a.serveErr = make(chan error, 1)
+	if a.sec.api != nil {
 		scheme = "https"
-		srv.TLSConfig = sec.api
-		go func() { serveErr <- srv.ServeTLS(servedLn, "", "") }()
+		a.srv.TLSConfig = a.sec.api
+		go func() { a.serveErr <- a.srv.ServeTLS(servedLn, "", "") }()
 	} else {
-		go func() { serveErr <- srv.Serve(servedLn) }()
+		go func() { a.serveErr <- a.srv.Serve(servedLn) }()
 	}
 
-	fmt.Fprintf(stdout, "raftlock agent %s: raft on %s, HTTP API on %s://%s, data in %s (%s log)\n",
-		node.ID(), node.Addr(), scheme, httpLn.Addr(), cfg.DataDir, node.Stats().LogStore)
-	if cfg.GossipBindAddr != "" {
-		fmt.Fprintf(stdout, "raftlock agent %s: gossip on %s, cluster name %q\n", node.ID(), node.GossipAddr(), cfg.ClusterName)
+	fmt.Fprintf(a.stdout, "raftlock agent %s: raft on %s, HTTP API on %s://%s, data in %s (%s log)\n",
+		a.node.ID(), a.node.Addr(), scheme, a.httpLn.Addr(), a.cluster.DataDir, a.node.Stats().LogStore)
+	if a.cluster.GossipBindAddr != "" {
+		fmt.Fprintf(a.stdout, "raftlock agent %s: gossip on %s, cluster name %q\n", a.node.ID(), a.node.GossipAddr(), a.cluster.ClusterName)
 	}
-	logger.Info("web console", "url", strings.TrimSuffix(cfg.APIAddr, "/")+"/ui/", "pprof", f.enablePprof)
+	a.logger.Info("web console", "url", strings.TrimSuffix(a.cluster.APIAddr, "/")+"/ui/", "pprof", a.enablePprof)
+}
 
-	signals := make(chan os.Signal, 2)
-	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(signals)
-
+// waitForStop waits for what stops the agent, and returns the exit status it
+// calls for; left says the node left on request, and is closed.
+func (a *agentRun) waitForStop(ctx context.Context, signals <-chan os.Signal) (code int, left bool) {
 	// The node closes by itself when its state machine meets a committed
 	// entry this build cannot read (cluster.ErrHalted): it stops rather
 	// than skip it, and so does the agent, with the node's message. (A
 	// node that left closes too, without an Err.)
 	halted := make(chan error, 1)
 	go func() {
-		<-node.Done()
-		if err := node.Err(); err != nil {
+		<-a.node.Done()
+		if err := a.node.Err(); err != nil {
 			halted <- err
 		}
 	}()
-
-	code := exitOK
-	left := false // the node left on request, and is closed
 	select {
 	case sig := <-signals:
-		logger.Info("stopping", "signal", sig.String(), "leave", f.leaveOnTerminate && !f.dev)
-	case <-leftOnRequest:
-		left = true
-	case err := <-serveErr:
-		logger.Error("HTTP server stopped; the agent stops", "error", err, "what_to_do", "fix what the error says and start the agent again")
-		code = exitError
+		a.logger.Info("stopping", "signal", sig.String(), "leave", a.leaveOnTerminate && !a.dev)
+	case <-ctx.Done():
+		a.logger.Info("stopping", "reason", context.Cause(ctx), "leave", a.leaveOnTerminate && !a.dev)
+	case <-a.leftOnRequest:
+		return exitOK, true
+	case err := <-a.serveErr:
+		a.logger.Error("HTTP server stopped; the agent stops", "error", err, "what_to_do", "fix what the error says and start the agent again")
+		return exitError, false
 	case err := <-halted:
-		logger.Error("the node stopped; the agent stops", "error", err)
-		fmt.Fprintf(stderr, "raftlock agent: %v\n", err)
-		code = exitError
+		a.logger.Error("the node stopped; the agent stops", "error", err)
+		fmt.Fprintf(a.stderr, "raftlock agent: %v\n", err)
+		return exitError, false
 	}
+	return exitOK, false
+}
 
-	// A second signal cuts the graceful stop short.
-	ctx, cancel := context.WithTimeout(context.Background(), f.shutdownGrace)
+// shutdown stops the API and the node, within -shutdown-grace; a second
+// signal cuts it short. With -leave-on-terminate the node leaves its cluster
+// first, unless it left already.
+func (a *agentRun) shutdown(signals <-chan os.Signal, left bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), a.shutdownGrace)
 	defer cancel()
 	go func() {
 		select {
@@ -453,24 +260,23 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		case <-ctx.Done():
 		}
 	}()
-	closedEarly := drainHTTP(ctx, srv, handler, node, left, logger)
+	closedEarly := drainHTTP(ctx, a.srv, a.handler, a.node, left, a.logger)
 	switch {
-	case left || !f.leaveOnTerminate || f.dev || node.Err() != nil:
+	case left || !a.leaveOnTerminate || a.dev || a.node.Err() != nil:
 	case closedEarly:
-		logger.Warn("-leave-on-terminate: no leader to remove this node; stopping as a member",
+		a.logger.Warn("-leave-on-terminate: no leader to remove this node; stopping as a member",
 			"what_to_do", "start it again and run raftlock leave on it once its cluster has a leader")
 	default:
 		// Leave fails within a few election timeouts when no leader can
 		// remove the node; it then stays a member, and closes below.
-		if err := node.Leave(ctx); err != nil {
-			logger.Warn("leaving the cluster failed; stopping as a member", "error", err,
+		if err := a.node.Leave(ctx); err != nil {
+			a.logger.Warn("leaving the cluster failed; stopping as a member", "error", err,
 				"what_to_do", "start it again and run raftlock leave on it once its cluster has a leader")
 		}
 	}
-	if err := node.Close(); err != nil { // after Leave, a no-op
-		logger.Warn("closing the node", "error", err)
+	if err := a.node.Close(); err != nil { // after Leave, a no-op
+		a.logger.Warn("closing the node", "error", err)
 	}
-	return code
 }
 
 // drainHTTP stops the API taking requests and lets those in flight finish,
@@ -506,146 +312,6 @@ func drainHTTP(ctx context.Context, srv *http.Server, handler *apiserver.Handler
 	}
 }
 
-// security checks the TLS and token flags and loads what they name.
-func (f *agentFlags) security(fs *flagSet) (security, error) {
-	var sec security
-	if err := allOrNone([]string{"peer-cert-file", "peer-key-file", "peer-ca-file"}, f.peerCert, f.peerKey, f.peerCA); err != nil {
-		return sec, err
-	}
-	if err := allOrNone([]string{"cert-file", "key-file"}, f.certFile, f.keyFile); err != nil {
-		return sec, err
-	}
-	if f.clientCA != "" && f.certFile == "" {
-		return sec, errors.New("-client-ca-file needs -cert-file and -key-file: client certificates come with HTTPS")
-	}
-	var err error
-	if f.peerCert != "" {
-		if sec.peerServer, sec.peerClient, err = peerTLS(f.peerCert, f.peerKey, f.peerCA); err != nil {
-			return sec, err
-		}
-	}
-	if f.certFile != "" {
-		if sec.api, err = apiServerTLS(f.certFile, f.keyFile, f.clientCA); err != nil {
-			return sec, err
-		}
-	}
-	sec.token, err = token(fs, "http-token", f.httpToken, "http-token-file", f.httpTokenFile, apiserver.ValidateSecret)
-	return sec, err
-}
-
-// warnSharedSecretFiles warns about each file of secrets given (the API
-// token, the gossip keys, the TLS private keys) that other users may read;
-// -http-acl-file is checked where it is read, and again on each reload.
-func (f *agentFlags) warnSharedSecretFiles(logger hclog.Logger) {
-	for _, file := range []struct{ flag, path string }{
-		{"-http-token-file", f.httpTokenFile},
-		{"-gossip-key-file", f.gossipKeyFile},
-		{"-key-file", f.keyFile},
-		{"-peer-key-file", f.peerKey},
-	} {
-		if file.path != "" {
-			warnIfShared(file.flag, file.path, logger)
-		}
-	}
-}
-
-// clusterConfig turns the flags into a cluster.Config. cleanup removes what
-// -dev made.
-func (f *agentFlags) clusterConfig(fs *flagSet, logger hclog.Logger, sec security) (cluster.Config, func(), error) {
-	cfg := cluster.DefaultConfig()
-	if f.leaderWait < 0 {
-		return cfg, func() {}, fmt.Errorf("-leader-wait must not be negative, got %v (0 means four -raft-election timeouts)", f.leaderWait)
-	}
-	cfg.Logger = logger
-	cfg.ServerTLS, cfg.ClientTLS = sec.peerServer, sec.peerClient
-	cfg.HeartbeatTimeout, cfg.ElectionTimeout = f.heartbeat, f.electTO
-	cfg.RequestTimeout = f.requestTimeout
-	cfg.LeaderWait = f.leaderWait
-	cfg.MaxWatchers = f.maxWatchers
-	cfg.MaxLocks, cfg.MaxSessions, cfg.MaxTotalWaiters = int(f.maxLocks), int(f.maxSessions), int(f.maxTotalWaiters)
-	cfg.DeadVoterTimeout, cfg.DeadMemberTimeout = f.deadVoter, f.deadMember
-	cfg.SnapshotInterval, cfg.SnapshotThreshold = f.snapshotInterval, f.snapshotThreshold
-	cfg.Voters = f.voters
-	cfg.LogStore = cluster.LogStore(f.logStore)
-	cfg.WALSegmentSize = f.walSegmentSize
-	if n := f.walSegmentSize; n != 0 && (n < 4<<10 || n > 1<<30) {
-		return cfg, func() {}, fmt.Errorf("-wal-segment-size must be from 4096 to 1073741824 bytes (or 0 for 64 MiB), got %d", n)
-	}
-	if cfg.LeaderLeaseTimeout > cfg.HeartbeatTimeout {
-		cfg.LeaderLeaseTimeout = cfg.HeartbeatTimeout
-	}
-	cleanup := func() {}
-	given := map[string]bool{}
-	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
-
-	if f.dev {
-		for _, name := range []string{"bootstrap", "peers", "join", "data-dir", "bootstrap-expect", "retry-join"} {
-			if given[name] {
-				return cfg, cleanup, fmt.Errorf("-dev makes its own single-node cluster; drop -%s", name)
-			}
-		}
-		dir, err := os.MkdirTemp("", "raftlock-dev-")
-		if err != nil {
-			return cfg, cleanup, err
-		}
-		cleanup = func() { os.RemoveAll(dir) }
-		cfg.NodeID = "dev"
-		if f.nodeID != "" {
-			cfg.NodeID = f.nodeID
-		}
-		cfg.DataDir = dir
-		cfg.BindAddr = "127.0.0.1:0"
-		if given["bind"] {
-			cfg.BindAddr = f.bind
-		}
-		cfg.AdvertiseAddr = f.advertise
-		cfg.Bootstrap = true
-		return cfg, cleanup, nil
-	}
-
-	if f.nodeID == "" {
-		host, err := os.Hostname()
-		if err != nil || host == "" {
-			return cfg, cleanup, errors.New("-node-id is required (the host name is unknown)")
-		}
-		f.nodeID = host
-	}
-	if f.dataDir == "" {
-		return cfg, cleanup, errors.New("-data-dir is required (or use -dev)")
-	}
-	cfg.NodeID, cfg.DataDir = f.nodeID, f.dataDir
-	cfg.BindAddr, cfg.AdvertiseAddr = f.bind, f.advertise
-	cfg.Bootstrap = f.bootstrap
-	if f.peers != "" {
-		if !f.bootstrap {
-			return cfg, cleanup, errors.New("-peers only makes sense with -bootstrap")
-		}
-		for _, item := range splitList(f.peers) {
-			id, addr, ok := strings.Cut(item, "=")
-			if !ok || id == "" || addr == "" {
-				return cfg, cleanup, fmt.Errorf("-peers: %q is not ID=HOST:PORT", item)
-			}
-			if _, _, err := net.SplitHostPort(addr); err != nil {
-				return cfg, cleanup, fmt.Errorf("-peers: %q: %v", item, err)
-			}
-			cfg.Peers = append(cfg.Peers, cluster.Peer{ID: id, Addr: addr})
-		}
-	}
-	for _, addr := range splitList(f.join) {
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			return cfg, cleanup, fmt.Errorf("-join: %q: %v", addr, err)
-		}
-		cfg.Join = append(cfg.Join, addr)
-	}
-	if err := f.gossipConfig(&cfg); err != nil {
-		return cfg, cleanup, err
-	}
-	if err := cfg.Validate(); err != nil {
-		return cfg, cleanup, err
-	}
-	return cfg, cleanup, nil
-}
-
 // httpServerLog takes net/http's server log lines into the agent's log:
 // refused TLS handshakes (a client without a certificate, a port scan, a
 // TCP probe) at debug, since the client is told why and they would flood
@@ -671,124 +337,6 @@ func (l httpServerLog) Write(p []byte) (int, error) {
 		l.log.Error(msg)
 	}
 	return len(p), nil
-}
-
-// samePort reports whether two listen addresses would take the same port:
-// the same port number (not 0, which picks a free one) on the same host, or
-// on hosts one of which is a wildcard.
-func samePort(a, b string) bool {
-	hostA, portA, errA := net.SplitHostPort(a)
-	hostB, portB, errB := net.SplitHostPort(b)
-	if errA != nil || errB != nil || portA != portB || portA == "0" {
-		return false
-	}
-	return hostA == hostB || wildcardHost(hostA) || wildcardHost(hostB)
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, item := range strings.Split(s, ",") {
-		if item = strings.TrimSpace(item); item != "" {
-			out = append(out, item)
-		}
-	}
-	return out
-}
-
-// gossipConfig sets cfg's gossip fields from the flags. Gossip is on with
-// -bootstrap-expect, -retry-join or -gossip-bind (not "off"), on -bind's
-// port + 1 unless -gossip-bind says otherwise. Without them it is off: an
-// agent started the old way (-bootstrap, -join) has no one to gossip with
-// (gossip finds its members through -retry-join), and a port it was not
-// asked to open could clash with what runs next to it.
-func (f *agentFlags) gossipConfig(cfg *cluster.Config) error {
-	cfg.ClusterName = f.clusterName
-	cfg.BootstrapExpect = f.bootstrapExpect
-	cfg.RetryJoin = f.retryJoin
-	switch {
-	case f.gossipBind == "off":
-		return nil
-	case f.gossipBind == "" && f.bootstrapExpect == 0 && len(f.retryJoin) == 0:
-		if f.gossipKeyFile != "" || f.gossipAdvertise != "" {
-			return errors.New("-gossip-key-file and -gossip-advertise need gossip: add -retry-join (or -bootstrap-expect, or -gossip-bind)")
-		}
-		return nil
-	case f.gossipBind == "":
-		host, port, err := net.SplitHostPort(f.bind)
-		if err != nil {
-			return fmt.Errorf("-bind %q: %v", f.bind, err)
-		}
-		p, err := strconv.Atoi(port)
-		if err != nil || p < 0 || p >= 65535 {
-			return fmt.Errorf("-bind %q: the port must be a number below 65535 (gossip takes the next one unless -gossip-bind says otherwise)", f.bind)
-		}
-		if p != 0 {
-			p++
-		}
-		cfg.GossipBindAddr = net.JoinHostPort(host, strconv.Itoa(p))
-	default:
-		cfg.GossipBindAddr = f.gossipBind
-	}
-	cfg.GossipAdvertiseAddr = f.gossipAdvertise
-	if f.gossipKeyFile != "" {
-		keys, err := readGossipKeys(f.gossipKeyFile)
-		if err != nil {
-			return err
-		}
-		cfg.GossipKeys = keys
-	}
-	return nil
-}
-
-// readGossipKeys reads -gossip-key-file: base64 keys, one a line; blank
-// lines and lines starting with # are skipped.
-func readGossipKeys(path string) ([][]byte, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("-gossip-key-file: %w", err)
-	}
-	var keys [][]byte
-	for i, line := range strings.Split(string(data), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		key, err := base64.StdEncoding.DecodeString(line)
-		if err != nil {
-			return nil, fmt.Errorf("-gossip-key-file %s, line %d: not base64 (make a key with: head -c 32 /dev/urandom | base64)", path, i+1)
-		}
-		if l := len(key); l != 16 && l != 24 && l != 32 {
-			return nil, fmt.Errorf("-gossip-key-file %s, line %d: the key is %d bytes; AES needs 16, 24 or 32 (make one with: head -c 32 /dev/urandom | base64)", path, i+1, l)
-		}
-		keys = append(keys, key)
-	}
-	if len(keys) == 0 {
-		return nil, fmt.Errorf("-gossip-key-file %s holds no key: write one base64 key a line (make one with: head -c 32 /dev/urandom | base64)", path)
-	}
-	return keys, nil
-}
-
-// listFlag is a flag that may be repeated, each value a comma-separated list.
-type listFlag []string
-
-func (l *listFlag) String() string { return strings.Join(*l, ",") }
-
-func (l *listFlag) Set(s string) error {
-	*l = append(*l, splitList(s)...)
-	return nil
-}
-
-// loadTokens reads an -http-acl-file and checks it against the shared
-// token, so that a clash is found before it is put in force.
-func loadTokens(path, shared string) (*apiserver.Tokens, error) {
-	tokens, err := apiserver.LoadTokens(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := apiserver.CheckTokens(shared, tokens); err != nil {
-		return nil, fmt.Errorf("token file %s: %w", path, err)
-	}
-	return tokens, nil
 }
 
 // reloadTokens is what SIGHUP does: read -http-acl-file again and put it in

@@ -11,13 +11,10 @@ import (
 	"github.com/raftlock/raftlock/apiserver"
 )
 
-// browserGuard checks -allowed-origins and -allowed-hosts and returns the
-// apiserver.Config lists they amount to. The host names allowed are the agent's
-// own, so that clients reaching it by any name it was given keep working:
-// those in -http, -advertise-http (apiAddr), -advertise and the API
-// certificate, the machine's name when -http listens on every interface,
-// and -allowed-hosts. IP addresses and localhost need no listing.
-func browserGuard(allowedOrigins, allowedHosts, httpAddr, apiAddr, advertise string, apiTLS *tls.Config) (origins, hosts []string, err error) {
+// allowedBrowsers checks -allowed-origins and -allowed-hosts and returns
+// the apiserver.Config lists they amount to, before the agent's own host
+// names are added to hosts (see ownHostNames).
+func allowedBrowsers(allowedOrigins, allowedHosts string) (origins, hosts []string, err error) {
 	for _, o := range splitList(allowedOrigins) {
 		if err := apiserver.ValidateAllowedOrigin(o); err != nil {
 			return nil, nil, fmt.Errorf("-allowed-origins: %w", err)
@@ -30,6 +27,16 @@ func browserGuard(allowedOrigins, allowedHosts, httpAddr, apiAddr, advertise str
 		}
 		hosts = append(hosts, h)
 	}
+	return origins, hosts, nil
+}
+
+// ownHostNames are the host names the API may be reached by beyond
+// -allowed-hosts, so that clients reaching the agent by any name it was
+// given keep working: those in -http, -advertise-http (apiAddr), -advertise
+// and the API certificate, and the machine's name when -http listens on
+// every interface. IP addresses and localhost need no listing.
+func ownHostNames(httpAddr, apiAddr, advertise string, apiTLS *tls.Config) []string {
+	var hosts []string
 	own := []string{hostOf(httpAddr), hostOf(apiAddr), hostOf(advertise)}
 	if wildcardHost(hostOf(httpAddr)) {
 		if name, err := os.Hostname(); err == nil {
@@ -50,7 +57,7 @@ func browserGuard(allowedOrigins, allowedHosts, httpAddr, apiAddr, advertise str
 		}
 		hosts = append(hosts, h)
 	}
-	return origins, hosts, nil
+	return hosts
 }
 
 // hostOf is the host of a HOST:PORT address or a URL ("" when it has none).

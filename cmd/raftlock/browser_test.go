@@ -98,13 +98,14 @@ func TestBrowserFlagErrors(t *testing.T) {
 }
 
 func TestBrowserGuardHostsAreTheAgentsNames(t *testing.T) {
-	origins, hosts, err := browserGuard("https://ops.example.com, http://localhost:3000", "lb.example.com",
-		"node1.internal:7070", "https://api.example.com:8443", "10.0.0.7:7071", nil)
+	origins, hosts, err := allowedBrowsers("https://ops.example.com, http://localhost:3000", "lb.example.com")
 	require.NoError(t, err)
+	hosts = append(hosts, ownHostNames("node1.internal:7070", "https://api.example.com:8443", "10.0.0.7:7071", nil)...)
 	assert.Equal(t, []string{"https://ops.example.com", "http://localhost:3000"}, origins)
 	assert.Equal(t, []string{"lb.example.com", "node1.internal", "api.example.com"}, hosts, "IPs need no listing")
 
-	_, hosts, err = browserGuard("", "", "0.0.0.0:7070", "", "", nil)
+	_, hosts, err = allowedBrowsers("", "")
 	require.NoError(t, err)
+	hosts = append(hosts, ownHostNames("0.0.0.0:7070", "", "", nil)...)
 	assert.Len(t, hosts, 1, "listening everywhere, the machine's name is one of the agent's")
 }

@@ -33,10 +33,9 @@ const redacted = "<redacted>"
 // path, which is no secret).
 var secretFlags = map[string]bool{"http-token": true}
 
-// effectiveConfig is what GET /v1/agent/config answers: every agent flag
-// with the value it ended with (from the command line, the environment or
-// its default), secrets redacted, and what the node made of them.
-func effectiveConfig(fs *flagSet, cfg cluster.Config, node *cluster.Node) func() any {
+// redactedFlags is every flag of fs with the value it ended with (from the
+// command line, the environment or its default), secrets redacted.
+func redactedFlags(fs *flagSet) map[string]string {
 	flags := map[string]string{}
 	fs.VisitAll(func(f *flag.Flag) {
 		v := f.Value.String()
@@ -45,6 +44,12 @@ func effectiveConfig(fs *flagSet, cfg cluster.Config, node *cluster.Node) func()
 		}
 		flags[f.Name] = v
 	})
+	return flags
+}
+
+// effectiveConfig is what GET /v1/agent/config answers: every agent flag's
+// value (flags, see redactedFlags) and what the node made of them.
+func effectiveConfig(flags map[string]string, cfg cluster.Config, node *cluster.Node) func() any {
 	return func() any {
 		st := node.Stats()
 		return map[string]any{

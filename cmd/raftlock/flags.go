@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/tls"
 	"errors"
 	"flag"
@@ -120,6 +121,26 @@ func (fs *flagSet) parse(args []string) error {
 // flags not given on the command line. It returns the exit status to end
 // with, or -1 to carry on.
 func parseFlags(fs *flagSet, args []string, env map[string]string, stderr io.Writer) int {
+	err := fs.parseWithEnv(args, env, os.LookupEnv)
+	switch {
+	case err == nil:
+		return -1
+	case errors.Is(err, errHelpShown):
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "raftlock %s: %v\n", fs.Name(), err)
+	return exitUsage
+}
+
+// errHelpShown: -h asked for the help, which parseWithEnv printed.
+var errHelpShown = errors.New("help shown")
+
+// parseWithEnv parses args, then sets each flag of env not given on the
+// command line from its environment variable, as lookupEnv (os.LookupEnv's
+// shape: a variable set empty is set) finds it. On -h it prints the help
+// and returns errHelpShown; its other errors are usage errors, in words
+// that follow "raftlock NAME: ".
+func (fs *flagSet) parseWithEnv(args []string, env map[string]string, lookupEnv func(string) (string, bool)) error {
 	// The env map is what the program reads; the help names each variable
 	// from it, so a flag whose text does not mention its variable yet still
 	// shows it in -h.
@@ -131,25 +152,23 @@ func parseFlags(fs *flagSet, args []string, env map[string]string, stderr io.Wri
 	if err := fs.parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.help()
-			return exitOK
+			return errHelpShown
 		}
-		fmt.Fprintf(stderr, "raftlock %s: %v (see raftlock %s -h)\n", fs.Name(), err, fs.Name())
-		return exitUsage
+		return fmt.Errorf("%v (see raftlock %s -h)", err, fs.Name())
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	fs.onCommandLine = given
 	for name, variable := range env {
-		value, ok := os.LookupEnv(variable)
+		value, ok := lookupEnv(variable)
 		if !ok || given[name] {
 			continue
 		}
 		if err := fs.Set(name, value); err != nil {
-			fmt.Fprintf(stderr, "raftlock %s: %s=%q: %v\n", fs.Name(), variable, value, err)
-			return exitUsage
+			return fmt.Errorf("%s=%q: %v", variable, value, err)
 		}
 	}
-	return -1
+	return nil
 }
 
 // clientFlags are the flags every command that talks to an agent has: where
@@ -295,4 +314,30 @@ func (f durationFlag) Set(s string) error {
 func durationVar(fs *flagSet, p *time.Duration, name string, value time.Duration, usage string) {
 	*p = value
 	fs.Var(durationFlag{p}, name, usage)
+}
+
+// helpRequest is what loading a command's configuration ends with on -h:
+// the help, for stdout.
+type helpRequest struct{ text string }
+
+func (h *helpRequest) Error() string { return "help requested" }
+
+// helpOr is parseWithEnv's err, with the help it printed to help on -h.
+func helpOr(err error, help *bytes.Buffer) error {
+	if errors.Is(err, errHelpShown) {
+		return &helpRequest{text: help.String()}
+	}
+	return err
+}
+
+// reportLoadError ends a command whose configuration did not load: the
+// help on stdout (exit 0), or the usage error on stderr as one line.
+func reportLoadError(name string, err error, stdout, stderr io.Writer) int {
+	var help *helpRequest
+	if errors.As(err, &help) {
+		fmt.Fprint(stdout, help.text)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "raftlock %s: %v\n", name, err)
+	return exitUsage
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,23 +23,7 @@ import (
 // differ) elect a leader and list three voters, alive in gossip; a fourth
 // joins as a non-voter by -retry-join alone.
 func TestAgentsBootstrapExpectAndRetryJoin(t *testing.T) {
-	var join string
-	agents := withFreshPorts(t, 3, func(gossip []string) (agents []*agent, err error) {
-		dir := t.TempDir()
-		join = strings.Join(gossip, ",")
-		for i, id := range []string{"a", "b", "c"} {
-			a, err := tryStartAgentEnv(t, nil, "-node-id", id, "-data-dir", filepath.Join(dir, id), "-bind", "127.0.0.1:0",
-				"-gossip-bind", gossip[i], "-bootstrap-expect", "3", "-retry-join", join)
-			if err != nil {
-				return agents, err
-			}
-			agents = append(agents, a)
-		}
-		return agents, nil
-	})
-	for _, a := range agents {
-		a.waitLeader(t)
-	}
+	agents, join := startGossipCluster(t, "a", "b", "c")
 	agents = append(agents, startAgent(t, "-node-id", "d", "-data-dir", t.TempDir(), "-bind", "127.0.0.1:0",
 		"-gossip-bind", "127.0.0.1:0", "-retry-join", join))
 	want := "a=voter/alive b=voter/alive c=voter/alive d=nonvoter/alive"
@@ -56,6 +41,30 @@ func TestAgentsBootstrapExpectAndRetryJoin(t *testing.T) {
 	out, stderr, code := cli(t, agents[3], "status")
 	require.Equal(t, exitOK, code, stderr)
 	assert.Regexp(t, `(?m)^d\s+\S+\s+nonvoter\s+follower\s+alive\s+http://`, out)
+}
+
+// startGossipCluster starts a member of each of ids, on fresh gossip ports,
+// with -bootstrap-expect their count and -retry-join all their gossip
+// addresses (join), and waits until each knows a leader.
+func startGossipCluster(t *testing.T, ids ...string) (agents []*agent, join string) {
+	t.Helper()
+	agents = withFreshPorts(t, len(ids), func(gossip []string) (agents []*agent, err error) {
+		dir := t.TempDir()
+		join = strings.Join(gossip, ",")
+		for i, id := range ids {
+			a, err := tryStartAgentEnv(t, nil, "-node-id", id, "-data-dir", filepath.Join(dir, id), "-bind", "127.0.0.1:0",
+				"-gossip-bind", gossip[i], "-bootstrap-expect", strconv.Itoa(len(ids)), "-retry-join", join)
+			if err != nil {
+				return agents, err
+			}
+			agents = append(agents, a)
+		}
+		return agents, nil
+	})
+	for _, a := range agents {
+		a.waitLeader(t)
+	}
+	return agents, join
 }
 
 func members(st api.ClusterStatus) string {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -15,73 +16,150 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/lock"
 )
 
-// runLock is `raftlock lock`: like consul lock or flock, it runs a command
-// only while holding a lock, keeps the lease alive while the command runs, and
-// stops the command if the lease is lost.
-func runLock(args []string, stdout, stderr io.Writer) int {
-	env := map[string]string{"ttl": "RAFTLOCK_TTL", "wait": "RAFTLOCK_WAIT", "kill-after": "RAFTLOCK_KILL_AFTER", "session-ttl": "RAFTLOCK_SESSION_TTL"}
-	fs, agent := newClientFlagSet("lock", "[-addr URL,...] [-ttl 30s | -session-ttl 15s] [-wait 0] [-metadata TEXT] [-n N | -shared | -write] KEY -- COMMAND [ARG...]\n"+
-		"       raftlock lock [-addr URL,...] [-ttl 30s] [-wait 0] [-metadata TEXT] -keys KEY,KEY,... -- COMMAND [ARG...]",
-		"Runs COMMAND while holding the lock KEY, and releases the lock when it exits.\n"+
-			"The lease is extended while COMMAND runs. If the lock is lost anyway, COMMAND gets\n"+
-			"SIGTERM, then SIGKILL after -kill-after. COMMAND finds the lock's fencing token in\n"+
-			"RAFTLOCK_TOKEN and its key in RAFTLOCK_KEY: pass the token to what you protect.\n"+
-			"Flags may also follow KEY (KEY -ttl 5s -- COMMAND); they are read before the lock is taken.\n\n"+
-			"With -session-ttl the lock is bound to a session of that TTL instead of a lease\n"+
-			"(-ttl is then not used): the session is renewed while COMMAND runs and destroyed\n"+
-			"when it exits; if raftlock lock dies, the lock is freed within the session TTL.\n"+
-			"Each renewal (every -session-ttl/3) also checks that the lock is still held:\n"+
-			"released by an admin meanwhile, it is lost, and COMMAND is stopped.\n"+
-			"-metadata is shown with the lock by raftlock locks (default: host and pid).\n\n"+
-			"With -n N, KEY is a semaphore: up to N commands (in any process) hold it at once,\n"+
-			"each with its own fencing token (like consul lock -n). With -shared, KEY is a\n"+
-			"read/write lock taken for reading (shared with other -shared holders); -write\n"+
-			"takes it for writing (alone). Waiters go first come, first served: a writer is\n"+
-			"not starved by later readers. Every holder of KEY must agree on what it is (the\n"+
-			"same -n, or -shared/-write): while anyone holds or waits, another kind fails.\n\n"+
-			"With -keys K1,K2,... (instead of KEY) COMMAND runs while holding every key at once:\n"+
-			"all are taken in one step, or none, with one lease and one fencing token. While it\n"+
-			"waits it queues on every key, first come, first served on each, so two lock\n"+
-			"commands naming the same keys in any order never deadlock. COMMAND finds the keys,\n"+
-			"sorted, in RAFTLOCK_KEYS (comma-separated) and the first in RAFTLOCK_KEY. Keys are\n"+
-			"split at commas (a key with a comma cannot be named this way); up to 64 keys, all\n"+
-			"plain locks, with -ttl (not -session-ttl). Flags go before COMMAND.\n\n"+
-			"Once COMMAND has exited the lock is released; that release gets 2s at most (the\n"+
-			"lease runs out by itself within -ttl if it cannot be sent), so raftlock lock exits\n"+
-			"right after COMMAND.\n\n"+
-			"Exit status: COMMAND's own; 75 when the lock is held and -wait ran out (or is 0);\n"+
-			"76 when the lock was lost while COMMAND ran (it is stopped then; if it ended by\n"+
-			"itself before the loss was noticed, the message says so and gives its status);\n"+
-			"69 when no agent or leader answers; 77 when the agent refuses the token; 2 for\n"+
-			"usage errors; 1 otherwise.\n"+
-			"SIGINT and SIGTERM are passed to COMMAND."+connectHelp,
-		env, stdout, stderr)
+// lockSynopsis and lockAbout are the head of `raftlock lock -h`.
+const lockSynopsis = "[-addr URL,...] [-ttl 30s | -session-ttl 15s] [-wait 0] [-metadata TEXT] [-n N | -shared | -write] KEY -- COMMAND [ARG...]\n" +
+	"       raftlock lock [-addr URL,...] [-ttl 30s] [-wait 0] [-metadata TEXT] -keys KEY,KEY,... -- COMMAND [ARG...]"
+
+const lockAbout = "Runs COMMAND while holding the lock KEY, and releases the lock when it exits.\n" +
+	"The lease is extended while COMMAND runs. If the lock is lost anyway, COMMAND gets\n" +
+	"SIGTERM, then SIGKILL after -kill-after. COMMAND finds the lock's fencing token in\n" +
+	"RAFTLOCK_TOKEN and its key in RAFTLOCK_KEY: pass the token to what you protect.\n" +
+	"Flags may also follow KEY (KEY -ttl 5s -- COMMAND); they are read before the lock is taken.\n\n" +
+	"With -session-ttl the lock is bound to a session of that TTL instead of a lease\n" +
+	"(-ttl is then not used): the session is renewed while COMMAND runs and destroyed\n" +
+	"when it exits; if raftlock lock dies, the lock is freed within the session TTL.\n" +
+	"Each renewal (every -session-ttl/3) also checks that the lock is still held:\n" +
+	"released by an admin meanwhile, it is lost, and COMMAND is stopped.\n" +
+	"-metadata is shown with the lock by raftlock locks (default: host and pid).\n\n" +
+	"With -n N, KEY is a semaphore: up to N commands (in any process) hold it at once,\n" +
+	"each with its own fencing token (like consul lock -n). With -shared, KEY is a\n" +
+	"read/write lock taken for reading (shared with other -shared holders); -write\n" +
+	"takes it for writing (alone). Waiters go first come, first served: a writer is\n" +
+	"not starved by later readers. Every holder of KEY must agree on what it is (the\n" +
+	"same -n, or -shared/-write): while anyone holds or waits, another kind fails.\n\n" +
+	"With -keys K1,K2,... (instead of KEY) COMMAND runs while holding every key at once:\n" +
+	"all are taken in one step, or none, with one lease and one fencing token. While it\n" +
+	"waits it queues on every key, first come, first served on each, so two lock\n" +
+	"commands naming the same keys in any order never deadlock. COMMAND finds the keys,\n" +
+	"sorted, in RAFTLOCK_KEYS (comma-separated) and the first in RAFTLOCK_KEY. Keys are\n" +
+	"split at commas (a key with a comma cannot be named this way); up to 64 keys, all\n" +
+	"plain locks, with -ttl (not -session-ttl). Flags go before COMMAND.\n\n" +
+	"Once COMMAND has exited the lock is released; that release gets 2s at most (the\n" +
+	"lease runs out by itself within -ttl if it cannot be sent), so raftlock lock exits\n" +
+	"right after COMMAND.\n\n" +
+	"Exit status: COMMAND's own; 75 when the lock is held and -wait ran out (or is 0);\n" +
+	"76 when the lock was lost while COMMAND ran (it is stopped then; if it ended by\n" +
+	"itself before the loss was noticed, the message says so and gives its status);\n" +
+	"69 when no agent or leader answers; 77 when the agent refuses the token; 2 for\n" +
+	"usage errors; 1 otherwise.\n" +
+	"SIGINT and SIGTERM are passed to COMMAND." + connectHelp
+
+// lockEnv names the environment variable each lock flag defaults from
+// (the connection flags' are added by newClientFlagSet).
+var lockEnv = map[string]string{"ttl": "RAFTLOCK_TTL", "wait": "RAFTLOCK_WAIT", "kill-after": "RAFTLOCK_KILL_AFTER", "session-ttl": "RAFTLOCK_SESSION_TTL"}
+
+// lockCommand is `raftlock lock`: like consul lock or flock, it runs a
+// command only while holding a lock, keeps the lease alive while the
+// command runs, and stops the command if the lease is lost.
+func lockCommand(args []string, stdout, stderr io.Writer) int {
+	cfg, err := loadLockConfig(args, os.LookupEnv)
+	if err != nil {
+		return reportLoadError("lock", err, stdout, stderr)
+	}
+	return runLock(context.Background(), cfg, stdout, stderr)
+}
+
+// lockConfig is what `raftlock lock` was told, checked.
+type lockConfig struct {
+	client   *api.Client
+	key      string   // KEY; with -keys, the first of keys, which stands for the set
+	keys     []string // -keys, sorted; nil for one KEY
+	argv     []string // COMMAND and its arguments
+	kind     lock.Kind
+	limit    int // -n
+	shared   bool
+	write    bool
+	metadata string
+
+	ttl, wait, killAfter, sessionTTL time.Duration
+}
+
+// lockFlags are the lock command's own flags, as given.
+type lockFlags struct {
+	ttl, wait, killAfter, sessionTTL time.Duration
+	metadata                         string
+	limit                            int
+	shared, write                    bool
+	keysList                         string
+}
+
+// newLockFlagSet defines the lock command's flags on f, and the connection
+// flags; -h prints to help.
+func newLockFlagSet(f *lockFlags, args []string, help io.Writer) (*flagSet, *clientFlags) {
+	fs, agent := newClientFlagSet("lock", lockSynopsis, lockAbout, lockEnv, help, io.Discard)
 	fs.leadingArgs = 1 // KEY; flags after it are parsed before anything is taken
 	if keysFlagGiven(args) {
 		// No KEY: what follows the flags is COMMAND, whose own flags are
 		// not ours.
 		fs.leadingArgs = 0
 	}
-	var ttl, wait, killAfter, sessionTTL time.Duration
-	var metadata string
-	var limit int
-	var shared, write bool
-	var keysList string
-	durationVar(fs, &ttl, "ttl", lock.DefaultTTL, "lease length; kept alive while COMMAND runs")
-	fs.StringVar(&keysList, "keys", "", "hold all these comma-separated keys at once, all or nothing, instead of KEY (up to 64)")
-	fs.IntVar(&limit, "n", 0, "hold KEY as a semaphore of N holders at once, 1..65536 (not given: a plain lock)")
-	fs.BoolVar(&shared, "shared", false, "hold KEY as a read/write lock, for reading: shared with other readers")
-	fs.BoolVar(&write, "write", false, "hold KEY as a read/write lock, for writing: alone")
-	durationVar(fs, &sessionTTL, "session-ttl", 0, "hold the lock through a session of this TTL instead of a lease (0: a lease of -ttl)")
-	fs.StringVar(&metadata, "metadata", defaultMetadata(), "text shown with the lock by raftlock locks, at most 1024 bytes; never a secret")
-	durationVar(fs, &wait, "wait", 0, "how long to wait for a held lock; 0 fails at once")
-	durationVar(fs, &killAfter, "kill-after", 10*time.Second, "after SIGTERM, how long COMMAND has before SIGKILL")
-	if code := fs.parseArgs(args); code >= 0 {
-		return code
+	durationVar(fs, &f.ttl, "ttl", lock.DefaultTTL, "lease length; kept alive while COMMAND runs")
+	fs.StringVar(&f.keysList, "keys", "", "hold all these comma-separated keys at once, all or nothing, instead of KEY (up to 64)")
+	fs.IntVar(&f.limit, "n", 0, "hold KEY as a semaphore of N holders at once, 1..65536 (not given: a plain lock)")
+	fs.BoolVar(&f.shared, "shared", false, "hold KEY as a read/write lock, for reading: shared with other readers")
+	fs.BoolVar(&f.write, "write", false, "hold KEY as a read/write lock, for writing: alone")
+	durationVar(fs, &f.sessionTTL, "session-ttl", 0, "hold the lock through a session of this TTL instead of a lease (0: a lease of -ttl)")
+	fs.StringVar(&f.metadata, "metadata", defaultMetadata(), "text shown with the lock by raftlock locks, at most 1024 bytes; never a secret")
+	durationVar(fs, &f.wait, "wait", 0, "how long to wait for a held lock; 0 fails at once")
+	durationVar(fs, &f.killAfter, "kill-after", 10*time.Second, "after SIGTERM, how long COMMAND has before SIGKILL")
+	return fs, agent
+}
+
+// loadLockConfig reads the lock command's flags and arguments from args
+// and, for flags not given there, from the environment as lookupEnv
+// (os.LookupEnv) finds it, and checks them as the store would, so that bad
+// input fails before anything is taken. Its errors are usage errors, in
+// words that follow "raftlock lock: "; on -h it returns a *helpRequest.
+func loadLockConfig(args []string, lookupEnv func(string) (string, bool)) (lockConfig, error) {
+	var f lockFlags
+	var help bytes.Buffer
+	fs, agent := newLockFlagSet(&f, args, &help)
+	if err := fs.parseWithEnv(args, fs.env, lookupEnv); err != nil {
+		return lockConfig{}, helpOr(err, &help)
 	}
+	c := lockConfig{limit: f.limit, shared: f.shared, write: f.write, metadata: f.metadata,
+		ttl: f.ttl, wait: f.wait, killAfter: f.killAfter, sessionTTL: f.sessionTTL}
+	var err error
+	if c.key, c.keys, c.argv, err = lockArgs(fs, f); err != nil {
+		return c, err
+	}
+	if c.killAfter <= 0 {
+		return c, errors.New("-kill-after must be positive")
+	}
+	// The same validation the store runs, so bad input fails here in one line
+	// (the first wrong value's).
+	if err := cmp.Or(lock.ValidateKey(c.key), lock.ValidateTTL(c.ttl), lock.ValidateWait(c.wait), lock.ValidateMetadata(c.metadata)); err != nil {
+		return c, err
+	}
+	if c.kind, err = lockKind(c.limit, fs.onCommandLine["n"], c.shared, c.write); err != nil {
+		return c, err
+	}
+	if c.sessionTTL != 0 {
+		if err := (lock.SessionRequest{ID: lock.NewSessionID(), TTL: c.sessionTTL}).Validate(); err != nil {
+			return c, fmt.Errorf("-session-ttl: %w", err)
+		}
+	}
+	c.client, err = agent.newClient()
+	return c, err
+}
+
+// lockArgs splits what follows the flags into KEY (or, with -keys, the
+// keys) and COMMAND.
+func lockArgs(fs *flagSet, f lockFlags) (key string, keys, argv []string, err error) {
 	rest := fs.Args()
 	if len(rest) > 0 && rest[0] == "--" {
 		rest = rest[1:]
@@ -89,57 +167,39 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	if fs.leadingArgs > 0 && fs.flagsEndedWithDashDash && (len(rest) < 2 || rest[1] != "--") {
 		// What follows that "--" is COMMAND, not KEY: a KEY given after
 		// it (one that starts with "-") needs a second "--" before COMMAND.
-		return fs.usagef("KEY is missing: it goes before the -- that starts COMMAND (raftlock lock [flags] KEY -- COMMAND; a KEY that starts with '-': raftlock lock [flags] -- KEY -- COMMAND)")
+		return "", nil, nil, errors.New("KEY is missing: it goes before the -- that starts COMMAND (raftlock lock [flags] KEY -- COMMAND; a KEY that starts with '-': raftlock lock [flags] -- KEY -- COMMAND)")
 	}
-	var keys []string
-	if keysList != "" {
-		var err error
-		if keys, err = parseKeys(keysList, limit, shared, write, sessionTTL); err != nil {
-			return fs.usagef("-keys: %v", err)
+	if f.keysList != "" {
+		if keys, err = parseKeys(f.keysList, f.limit, f.shared, f.write, f.sessionTTL); err != nil {
+			return "", nil, nil, fmt.Errorf("-keys: %v", err)
 		}
 		// The first key (sorted) stands for the set: its release releases
 		// the set. rest is COMMAND.
 		rest = append([]string{keys[0]}, rest...)
 	}
 	if len(rest) < 2 {
-		return fs.usagef("want KEY -- COMMAND [ARG...] (see raftlock lock -h)")
+		return "", nil, nil, errors.New("want KEY -- COMMAND [ARG...] (see raftlock lock -h)")
 	}
-	key, argv := rest[0], rest[1:]
+	key, argv = rest[0], rest[1:]
 	if len(argv) > 0 && argv[0] == "--" {
 		argv = argv[1:]
 	}
 	if len(argv) == 0 {
-		return fs.usagef("no COMMAND given after KEY")
+		return "", nil, nil, errors.New("no COMMAND given after KEY")
 	}
-	if killAfter <= 0 {
-		return fs.usagef("-kill-after must be positive")
-	}
-	// The same validation the store runs, so bad input fails here in one line
-	// (the first wrong value's).
-	if err := cmp.Or(lock.ValidateKey(key), lock.ValidateTTL(ttl), lock.ValidateWait(wait), lock.ValidateMetadata(metadata)); err != nil {
-		return fs.usagef("%v", err)
-	}
-	kind, err := lockKind(limit, fs.onCommandLine["n"], shared, write)
-	if err != nil {
-		return fs.usagef("%v", err)
-	}
-	if sessionTTL != 0 {
-		if err := (lock.SessionRequest{ID: lock.NewSessionID(), TTL: sessionTTL}).Validate(); err != nil {
-			return fs.usagef("-session-ttl: %v", err)
-		}
-	}
-	client, code := agent.connect()
-	if code >= 0 {
-		return code
-	}
+	return key, keys, argv, nil
+}
 
-	store := &boundedRelease{Store: client, sessions: client}
+// runLock takes the lock cfg names, runs COMMAND while holding it, and
+// returns the exit status: COMMAND's own, or what says why it did not run
+// or was stopped.
+func runLock(ctx context.Context, cfg lockConfig, stdout, stderr io.Writer) int {
+	store := &boundedRelease{Store: cfg.client, sessions: cfg.client}
 	c := lock.New(store)
-	ctx := context.Background()
-	if sessionTTL != 0 {
-		sess, err := c.NewSession(ctx, lock.SessionTTL(sessionTTL))
+	if cfg.sessionTTL != 0 {
+		sess, err := c.NewSession(ctx, lock.SessionTTL(cfg.sessionTTL))
 		if err != nil {
-			return fs.fail(err)
+			return reportError(stderr, "lock", err)
 		}
 		defer func() {
 			// Bounded as a release is; the session ends by itself within
@@ -147,41 +207,56 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 			closeCtx, cancel := context.WithTimeout(ctx, releaseTimeout)
 			defer cancel()
 			if err := sess.Close(closeCtx); err != nil {
-				fmt.Fprintf(stderr, "raftlock lock: could not end the session (%v); it ends by itself within -session-ttl %v\n", err, sessionTTL)
+				fmt.Fprintf(stderr, "raftlock lock: could not end the session (%v); it ends by itself within -session-ttl %v\n", err, cfg.sessionTTL)
 			}
 		}()
 		c = c.WithSession(sess)
 	}
-	var l *lock.Lock
-	switch {
-	case keys != nil:
-		l = c.LockAll(keys, lock.TTL(ttl), lock.Metadata(metadata))
-	case kind == lock.KindSemaphore:
-		l = c.Semaphore(key, limit, lock.TTL(ttl), lock.Metadata(metadata))
-	case shared:
-		l = c.RWLock(key).Reader(lock.TTL(ttl), lock.Metadata(metadata))
-	case write:
-		l = c.RWLock(key).Writer(lock.TTL(ttl), lock.Metadata(metadata))
-	default:
-		l = c.Lock(key, lock.TTL(ttl), lock.Metadata(metadata))
-	}
-	child := &childRun{argv: argv, key: key, keys: keys, stdout: stdout, stderr: stderr, killAfter: killAfter, token: l.Token}
-	what := fmt.Sprintf("%q", key)
-	if keys != nil {
-		what = fmt.Sprintf("the keys %q", keys)
-	}
+	l := cfg.newLock(c)
+	child := &childRun{argv: cfg.argv, key: cfg.key, keys: cfg.keys, stdout: stdout, stderr: stderr, killAfter: cfg.killAfter, token: l.Token}
 	var ran bool
-	if wait > 0 {
-		ran, err = l.Run(ctx, child.run, lock.Wait(wait))
+	var err error
+	if cfg.wait > 0 {
+		ran, err = l.Run(ctx, child.run, lock.Wait(cfg.wait))
 	} else {
 		ran, err = l.TryRun(ctx, child.run)
 	}
-
 	if ran {
 		if rerr := store.failure(); rerr != nil {
-			fmt.Fprintf(stderr, "raftlock lock: could not release %s after the command ended (%v); it stays locked until its lease runs out, within -ttl %v\n", what, rerr, ttl)
+			fmt.Fprintf(stderr, "raftlock lock: could not release %s after the command ended (%v); it stays locked until its lease runs out, within -ttl %v\n", cfg.what(), rerr, cfg.ttl)
 		}
 	}
+	return cfg.exitStatus(ran, err, stderr)
+}
+
+// newLock is the lock of the kind cfg asks for, from c.
+func (cfg lockConfig) newLock(c *lock.Client) *lock.Lock {
+	opts := []lock.LockOption{lock.TTL(cfg.ttl), lock.Metadata(cfg.metadata)}
+	switch {
+	case cfg.keys != nil:
+		return c.LockAll(cfg.keys, opts...)
+	case cfg.kind == lock.KindSemaphore:
+		return c.Semaphore(cfg.key, cfg.limit, opts...)
+	case cfg.shared:
+		return c.RWLock(cfg.key).Reader(opts...)
+	case cfg.write:
+		return c.RWLock(cfg.key).Writer(opts...)
+	}
+	return c.Lock(cfg.key, opts...)
+}
+
+// what names the lock in messages: its key, or its keys.
+func (cfg lockConfig) what() string {
+	if cfg.keys != nil {
+		return fmt.Sprintf("the keys %q", cfg.keys)
+	}
+	return fmt.Sprintf("%q", cfg.key)
+}
+
+// exitStatus is the lock command's exit status once lock.Run or TryRun
+// returned ran and err, with a line on stderr saying why where it is not
+// COMMAND's own.
+func (cfg lockConfig) exitStatus(ran bool, err error, stderr io.Writer) int {
 	var exit *childExit
 	errors.As(err, &exit)
 	lost := ran && errors.Is(err, lock.ErrNotHeld)
@@ -190,29 +265,28 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "raftlock lock: %v\n", exit.startErr)
 		return exitError
 	case lost && exit != nil && exit.stopped:
-		fmt.Fprintf(stderr, "raftlock lock: lost the lock %s while the command ran; the command was stopped (exit status %d)\n", what, exit.status)
+		fmt.Fprintf(stderr, "raftlock lock: lost the lock %s while the command ran; the command was stopped (exit status %d)\n", cfg.what(), exit.status)
 		return exitLost
 	case lost && exit != nil:
 		// Found by the release after the command ended: it ran to its end
 		// without the lock for a while.
-		fmt.Fprintf(stderr, "raftlock lock: lost the lock %s while the command ran; the command had ended by itself (exit status %d) before that was noticed\n", what, exit.status)
+		fmt.Fprintf(stderr, "raftlock lock: lost the lock %s while the command ran; the command had ended by itself (exit status %d) before that was noticed\n", cfg.what(), exit.status)
 		return exitLost
 	case lost:
-		fmt.Fprintf(stderr, "raftlock lock: lost the lock %s while the command ran\n", what)
+		fmt.Fprintf(stderr, "raftlock lock: lost the lock %s while the command ran\n", cfg.what())
 		return exitLost
 	case exit != nil:
 		return exit.status
 	case ran && err == nil:
 		return exitOK
-	case !ran && (err == nil || errors.Is(err, lock.ErrLocked)) && keys != nil:
-		fmt.Fprintf(stderr, "raftlock lock: the keys %q are not all free (one is held, or kept for an earlier waiter): %v\n", keys, err)
+	case !ran && (err == nil || errors.Is(err, lock.ErrLocked)) && cfg.keys != nil:
+		fmt.Fprintf(stderr, "raftlock lock: the keys %q are not all free (one is held, or kept for an earlier waiter): %v\n", cfg.keys, err)
 		return exitHeld
 	case !ran && (err == nil || errors.Is(err, lock.ErrLocked)):
-		fmt.Fprintf(stderr, "raftlock lock: %s\n", heldMessage(client, key, err))
+		fmt.Fprintf(stderr, "raftlock lock: %s\n", heldMessage(cfg.client, cfg.key, err))
 		return exitHeld
-	default:
-		return fs.fail(err)
 	}
+	return reportError(stderr, "lock", err)
 }
 
 // keysFlagGiven reports whether args give -keys before COMMAND (before a

@@ -84,8 +84,8 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"agent", "run a raftlock node (a cluster member serving the HTTP API)", runAgent},
-		{"lock", "run a command while holding a lock", runLock},
+		{"agent", "run a raftlock node (a cluster member serving the HTTP API)", agentCommand},
+		{"lock", "run a command while holding a lock", lockCommand},
 		{"status", "show the cluster and its leader", runStatus},
 		{"locks", "list held locks, optionally by key prefix", runLocks},
 		{"watch", "print a key's (or a prefix's) state at each change, like consul watch", runWatch},

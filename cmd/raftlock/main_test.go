@@ -208,9 +208,10 @@ func TestLockCommandExcludesAndWaits(t *testing.T) {
 	started, release := filepath.Join(dir, "started"), filepath.Join(dir, "release")
 
 	// The first holder runs until told to stop, so the test decides when the
-	// lock is free.
+	// lock is free. It writes the token aside and renames it into place, so
+	// that started, once there, holds the whole token.
 	first := exec.Command(binary, "lock", "-addr", a.httpAddr, "job", "--", "sh", "-c",
-		fmt.Sprintf(`echo "$RAFTLOCK_TOKEN" > %s; while [ ! -f %s ]; do sleep 0.01; done; exit 3`, started, release))
+		fmt.Sprintf(`echo "$RAFTLOCK_TOKEN" > %s.tmp && mv %s.tmp %s; while [ ! -f %s ]; do sleep 0.01; done; exit 3`, started, started, started, release))
 	var firstErr bytes.Buffer
 	first.Stderr = &firstErr
 	require.NoError(t, first.Start())
@@ -322,13 +323,7 @@ func TestLockCommandKinds(t *testing.T) {
 func TestLockCommandWithSession(t *testing.T) {
 	a := startAgent(t, "-dev")
 	a.waitLeader(t)
-	dir := t.TempDir()
-	started := filepath.Join(dir, "started")
-	cmd := exec.Command(binary, "lock", "-addr", a.httpAddr, "-session-ttl", "2s", "-metadata", "build 7", "sess", "--",
-		"sh", "-c", fmt.Sprintf(`touch %s; exec sleep 60`, started))
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { cmd.Process.Kill() })
-	require.Eventually(t, func() bool { _, err := os.Stat(started); return err == nil }, 20*time.Second, 10*time.Millisecond)
+	cmd := startLockedSleep(t, a, nil, "-session-ttl", "2s", "-metadata", "build 7", "sess")
 
 	out, stderr, code := cli(t, a, "locks")
 	require.Equal(t, exitOK, code, stderr)
@@ -355,15 +350,8 @@ func TestLockCommandWithSession(t *testing.T) {
 func TestLockCommandStopsCommandWhenLockIsLost(t *testing.T) {
 	a := startAgent(t, "-dev")
 	a.waitLeader(t)
-	dir := t.TempDir()
-	started := filepath.Join(dir, "started")
-	cmd := exec.Command(binary, "lock", "-addr", a.httpAddr, "-ttl", "2s", "-kill-after", "1s", "lost", "--",
-		"sh", "-c", fmt.Sprintf(`touch %s; exec sleep 60`, started))
 	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { cmd.Process.Kill() })
-	require.Eventually(t, func() bool { _, err := os.Stat(started); return err == nil }, 20*time.Second, 10*time.Millisecond)
+	cmd := startLockedSleep(t, a, &stderr, "-ttl", "2s", "-kill-after", "1s", "lost")
 
 	// Take the agent away: the keep-alive cannot extend the lease, so once
 	// the lease's conservative deadline passes the lock may be lost, and the
@@ -375,6 +363,22 @@ func TestLockCommandStopsCommandWhenLockIsLost(t *testing.T) {
 	require.ErrorAs(t, err, &ee)
 	assert.Equal(t, exitLost, ee.ExitCode(), "stderr: %s", stderr.String())
 	assert.Contains(t, stderr.String(), "lost the lock")
+}
+
+// startLockedSleep starts raftlock lock against a with args (flags and
+// KEY) and, as COMMAND, a sleep of 60s, and waits until the sleep runs.
+// stderr, when not nil, takes the lock command's (and the sleep's: Wait
+// then waits for the sleep too, unless the lock command stops it).
+func startLockedSleep(t *testing.T, a *agent, stderr io.Writer, args ...string) *exec.Cmd {
+	t.Helper()
+	started := filepath.Join(t.TempDir(), "started")
+	args = append(append([]string{"lock", "-addr", a.httpAddr}, args...), "--", "sh", "-c", fmt.Sprintf(`touch %s; exec sleep 60`, started))
+	cmd := exec.Command(binary, args...)
+	cmd.Stderr = stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { cmd.Process.Kill() })
+	require.Eventually(t, func() bool { _, err := os.Stat(started); return err == nil }, 20*time.Second, 10*time.Millisecond)
+	return cmd
 }
 
 // A lock bound to a session that an admin force-releases, and another

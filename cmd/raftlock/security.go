@@ -205,29 +205,12 @@ func token(fs *flagSet, name, value, fileName, file string, check func(string) e
 // by the host of advertise or else of bind, when either names one. It is
 // "" when no dialable host is known.
 func apiURL(explicit string, bound net.Addr, advertise, bind string, https bool) (string, error) {
+	if explicit != "" {
+		return advertisedAPIURL(explicit, https)
+	}
 	scheme := "http"
 	if https {
 		scheme = "https"
-	}
-	if explicit != "" {
-		raw := explicit
-		if !strings.Contains(raw, "://") {
-			raw = scheme + "://" + raw
-		}
-		u, err := url.Parse(raw)
-		if err != nil {
-			return "", fmt.Errorf("-advertise-http %q: %w", explicit, err)
-		}
-		if u.Scheme != "http" && u.Scheme != "https" {
-			return "", fmt.Errorf("-advertise-http %q: scheme must be http or https", explicit)
-		}
-		if u.Host == "" || u.Hostname() == "" || wildcardHost(u.Hostname()) {
-			return "", fmt.Errorf("-advertise-http %q: want a host clients can dial", explicit)
-		}
-		if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-			return "", fmt.Errorf("-advertise-http %q: want scheme://host:port[/path] only", explicit)
-		}
-		return strings.TrimSuffix(u.String(), "/"), nil
 	}
 	host, port, err := net.SplitHostPort(bound.String())
 	if err != nil {
@@ -256,4 +239,31 @@ func wildcardHost(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsUnspecified()
+}
+
+// advertisedAPIURL checks -advertise-http (explicit) and returns it as a
+// URL, with https's scheme when it gives none.
+func advertisedAPIURL(explicit string, https bool) (string, error) {
+	scheme := "http"
+	if https {
+		scheme = "https"
+	}
+	raw := explicit
+	if !strings.Contains(raw, "://") {
+		raw = scheme + "://" + raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("-advertise-http %q: %w", explicit, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", fmt.Errorf("-advertise-http %q: scheme must be http or https", explicit)
+	}
+	if u.Host == "" || u.Hostname() == "" || wildcardHost(u.Hostname()) {
+		return "", fmt.Errorf("-advertise-http %q: want a host clients can dial", explicit)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", fmt.Errorf("-advertise-http %q: want scheme://host:port[/path] only", explicit)
+	}
+	return strings.TrimSuffix(u.String(), "/"), nil
 }

@@ -285,7 +285,7 @@ func TestAgentTokenHasTheSecretsMinimum(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			// -max-http-conns -1 is refused after the token is read: an
 			// agent that took the token stops there rather than run.
-			code := runAgent(append([]string{"-dev", "-http", "127.0.0.1:0", "-max-http-conns", "-1"}, tc.args...), &stdout, &stderr)
+			code := agentCommand(append([]string{"-dev", "-http", "127.0.0.1:0", "-max-http-conns", "-1"}, tc.args...), &stdout, &stderr)
 			assert.Equal(t, exitUsage, code, stderr.String())
 			assert.Contains(t, stderr.String(), tc.flag)
 			assert.Contains(t, stderr.String(), fmt.Sprintf("shorter than %d", apiserver.MinSecretLen))

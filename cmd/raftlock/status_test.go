@@ -6,10 +6,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"regexp"
 	"slices"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -83,22 +81,7 @@ func TestStatusShowsMembersVersionsAndLevels(t *testing.T) {
 // follower.
 func TestStatusOnAFollowerShowsTheLeadersJudgement(t *testing.T) {
 	ids := []string{"a", "b", "c"}
-	agents := withFreshPorts(t, 3, func(gossip []string) (agents []*agent, err error) {
-		dir := t.TempDir()
-		join := strings.Join(gossip, ",")
-		for i, id := range ids {
-			a, err := tryStartAgentEnv(t, nil, "-node-id", id, "-data-dir", filepath.Join(dir, id), "-bind", "127.0.0.1:0",
-				"-gossip-bind", gossip[i], "-bootstrap-expect", "3", "-retry-join", join)
-			if err != nil {
-				return agents, err
-			}
-			agents = append(agents, a)
-		}
-		return agents, nil
-	})
-	for _, a := range agents {
-		a.waitLeader(t)
-	}
+	agents, _ := startGossipCluster(t, ids...)
 	st, err := agents[0].client(t).Cluster(context.Background())
 	require.NoError(t, err)
 	var followers []*agent
