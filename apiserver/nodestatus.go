@@ -25,7 +25,12 @@ func (s nodeStatus) ProposalSizes() cluster.SizeHistogram { return s.node.Propos
 func (s nodeStatus) Sessions() int                        { return s.node.Sessions() }
 
 func (s nodeStatus) Status() api.ClusterStatus {
-	st := s.node.Stats()
+	return clusterStatusOf(s.node.Stats(), s.node.Readiness())
+}
+
+// clusterStatusOf is what GET /v1/cluster shows of a node's Stats and
+// Readiness.
+func clusterStatusOf(st cluster.Stats, rd cluster.Readiness) api.ClusterStatus {
 	out := api.ClusterStatus{
 		NodeID:        st.ID,
 		Role:          roleName(st.State),
@@ -65,7 +70,6 @@ func (s nodeStatus) Status() api.ClusterStatus {
 			CheckedAt:        st.Health.CheckedAt,
 		}
 	}
-	rd := s.node.Readiness()
 	out.Readiness = &api.Readiness{Ready: rd.Ready, Reason: rd.Reason}
 	for _, a := range st.ReconcileActions {
 		out.ReconcileActions = append(out.ReconcileActions, api.ReconcileAction{At: a.At, Action: a.Action, ID: a.ID, Reason: a.Reason})
