@@ -1,20 +1,57 @@
 package api
 
-import "time"
+import "github.com/raftlock/raftlock/internal/nodestatus"
 
 // Raft roles of a node (ClusterStatus.Role), lowercase as raft prints them.
 const (
-	RoleLeader    = "leader"
-	RoleFollower  = "follower"
-	RoleCandidate = "candidate"
-	RoleShutdown  = "shutdown"
+	RoleLeader    = nodestatus.RoleLeader
+	RoleFollower  = nodestatus.RoleFollower
+	RoleCandidate = nodestatus.RoleCandidate
+	RoleShutdown  = nodestatus.RoleShutdown
 )
 
 // Member suffrages (Member.Suffrage).
 const (
-	SuffrageVoter    = "voter"
-	SuffrageNonvoter = "nonvoter"
-	SuffrageStaging  = "staging"
+	SuffrageVoter    = nodestatus.SuffrageVoter
+	SuffrageNonvoter = nodestatus.SuffrageNonvoter
+	SuffrageStaging  = nodestatus.SuffrageStaging
+)
+
+// Gossip states of a member (Member.Gossip, keys of ClusterStatus.GossipMembers).
+const (
+	GossipAlive  = nodestatus.GossipAlive
+	GossipFailed = nodestatus.GossipFailed
+	GossipLeft   = nodestatus.GossipLeft
+)
+
+// Health of a member (Member.Health), as the leader judges it.
+const (
+	HealthHealthy   = nodestatus.HealthHealthy
+	HealthUnhealthy = nodestatus.HealthUnhealthy
+)
+
+// The parts of a ClusterStatus are the very types package cluster reports
+// (cluster.Member, cluster.ClusterHealth, ...): one definition, in an
+// internal package, that the client shares without linking the server.
+type (
+	// Member is one server of the raft configuration.
+	Member = nodestatus.Member
+	// ClusterHealth is the leader's judgement of the cluster's voters.
+	ClusterHealth = nodestatus.ClusterHealth
+	// Readiness is whether the node is ready in the sense a rollout
+	// needs: the cluster would survive losing one more node.
+	Readiness = nodestatus.Readiness
+	// ReconcileAction is one change the leader's reconciler made to the
+	// raft configuration.
+	ReconcileAction = nodestatus.ReconcileAction
+	// Timing is a cumulative count and total duration of one kind of
+	// event, as a Prometheus summary without quantiles.
+	Timing = nodestatus.Timing
+	// Quotas are a node's limits on the state clients can make every
+	// member hold, with their use.
+	Quotas = nodestatus.Quotas
+	// Quota is one limit and its use.
+	Quota = nodestatus.Quota
 )
 
 // ClusterStatus is one node's view of its cluster. It is served as JSON by
@@ -87,98 +124,10 @@ type ClusterStatus struct {
 // HasLeader reports whether the node knows a leader.
 func (s ClusterStatus) HasLeader() bool { return s.LeaderID != "" || s.LeaderAddr != "" }
 
-// Member is one server of the raft configuration.
-type Member struct {
-	ID       string `json:"id"`
-	Address  string `json:"address"`            // raft address
-	APIAddr  string `json:"api_addr,omitempty"` // HTTP API address, when known (members tell each other theirs)
-	Suffrage string `json:"suffrage"`           // SuffrageVoter, SuffrageNonvoter or SuffrageStaging
-	Leader   bool   `json:"leader"`
-	Gossip   string `json:"gossip,omitempty"` // GossipAlive, GossipFailed or GossipLeft; "" when gossip is off or does not know it
-	// Status and Health are the leader's view (empty on other nodes):
-	// Status is what its member source says ("alive", "failed", "left"),
-	// Health "healthy" or "unhealthy" as its reconciler last judged it
-	// (alive, in contact, on the leader's term, not far behind).
-	Status string `json:"status,omitempty"`
-	Health string `json:"health,omitempty"`
-	// Version is the member's raftlock version (as `raftlock version`
-	// prints it) and Level the highest command level its version reads,
-	// as the member told them (members tell each other); absent until it
-	// has, or when it runs a version too old to tell (it then counts as
-	// reading level 1, which every version reads).
-	Version string `json:"version,omitempty"`
-	Level   int    `json:"level,omitempty"`
-	// BelowLeaderLevel marks a member that reads a lower command level
-	// than the leader (one that has not told counts as reading 1): the
-	// leader refuses the commands above that level (member_too_old) until
-	// the member runs the leader's version. Absent (false) while the node
-	// answering does not know the leader's level.
-	BelowLeaderLevel bool `json:"below_leader_level,omitempty"`
-}
-
-// ClusterHealth is the leader's judgement of the cluster's voters.
-type ClusterHealth struct {
-	// FailureTolerance is how many more voters may fail with the cluster
-	// keeping a quorum: healthy voters beyond a majority.
-	FailureTolerance int       `json:"failure_tolerance"`
-	Voters           int       `json:"voters"`
-	HealthyVoters    int       `json:"healthy_voters"`
-	Healthy          bool      `json:"healthy"`    // the node answering, as the leader judged it
-	CheckedAt        time.Time `json:"checked_at"` // when the answering node learned it
-}
-
-// Readiness is whether the node is ready in the sense a rollout needs:
-// the cluster would survive losing one more node.
-type Readiness struct {
-	Ready  bool   `json:"ready"`
-	Reason string `json:"reason,omitempty"` // why not
-}
-
-// ReconcileAction is one change the leader's reconciler made to the raft
-// configuration.
-type ReconcileAction struct {
-	At     time.Time `json:"at"`
-	Action string    `json:"action"` // add-voter, add-nonvoter, promote, demote, remove, update-address
-	ID     string    `json:"id"`
-	Reason string    `json:"reason"`
-}
-
-// Gossip states of a member (Member.Gossip, keys of ClusterStatus.GossipMembers).
-const (
-	GossipAlive  = "alive"
-	GossipFailed = "failed"
-	GossipLeft   = "left"
-)
-
-// Timing is a cumulative count and total duration of one kind of event, as a
-// Prometheus summary without quantiles: rate(total)/rate(count) is the mean.
-type Timing struct {
-	Count uint64        `json:"count"`
-	Total time.Duration `json:"total_ns"`
-}
-
 // LockStats counts what the lock state machine holds and did.
 type LockStats struct {
 	Held     int    `json:"held"`     // keys with a live lease
 	Waiters  int    `json:"waiters"`  // callers queued, over all keys
 	Handoffs uint64 `json:"handoffs"` // grants to a queued waiter (on release, expiry or cancel), cumulative
 	Expired  uint64 `json:"expired"`  // leases that ran out, cumulative
-}
-
-// Quotas are a node's limits on the state clients can make every member
-// hold (agent flags -max-locks, -max-sessions, -max-total-waiters;
-// cluster.Config's MaxLocks, MaxSessions, MaxTotalWaiters). The leader
-// enforces its own: past one, acquires and session creates that add state
-// fail with CodeQuotaExceeded.
-type Quotas struct {
-	Locks    Quota `json:"locks"`    // keys with a holder or waiters, and each further hold of a semaphore or read/write key
-	Sessions Quota `json:"sessions"` // sessions
-	Waiters  Quota `json:"waiters"`  // callers queued, over all keys
-}
-
-// Quota is one limit and its use.
-type Quota struct {
-	Limit   int    `json:"limit"`   // 0: unlimited
-	Used    int    `json:"used"`    // what this node's state machine holds
-	Refused uint64 `json:"refused"` // requests this node refused for it while leading, cumulative
 }

@@ -25,65 +25,43 @@ func (s nodeStatus) ProposalSizes() cluster.SizeHistogram { return s.node.Propos
 func (s nodeStatus) Sessions() int                        { return s.node.Sessions() }
 
 func (s nodeStatus) Status() api.ClusterStatus {
-	st := s.node.Stats()
+	return clusterStatusOf(s.node.Stats(), s.node.Readiness())
+}
+
+// clusterStatusOf is what GET /v1/cluster shows of a node's Stats and
+// Readiness. The members, health, readiness, timings, quotas and
+// reconciler actions are the node's own values (one type serves both);
+// only the role, the lock counts and the optional parts take the wire's
+// shape here.
+func clusterStatusOf(st cluster.Stats, rd cluster.Readiness) api.ClusterStatus {
 	out := api.ClusterStatus{
-		NodeID:        st.ID,
-		Role:          roleName(st.State),
-		LeaderID:      st.LeaderID,
-		LeaderAddr:    st.LeaderAddr,
-		Members:       make([]api.Member, 0, len(st.Members)),
-		Term:          st.Term,
-		CommitIndex:   st.CommitIndex,
-		AppliedIndex:  st.AppliedIndex,
-		LeaderChanges: st.LeaderChanges,
-		Commit:        api.Timing(st.Commit),
-		Apply:         api.Timing(st.Apply),
-		Freeze:        api.Timing(st.Freeze),
-		Locks: &api.LockStats{
-			Held:     st.Keys,
-			Waiters:  st.Waiters,
-			Handoffs: st.Handoffs,
-			Expired:  st.Expired,
-		},
-		LogFault:      st.LogFault,
-		Halted:        st.Halted,
-		Raft:          st.Raft,
-		GossipMembers: st.GossipMembers,
+		NodeID:           st.ID,
+		Role:             roleName(st.State),
+		LeaderID:         st.LeaderID,
+		LeaderAddr:       st.LeaderAddr,
+		Members:          st.Members,
+		GossipMembers:    st.GossipMembers,
+		Term:             st.Term,
+		CommitIndex:      st.CommitIndex,
+		AppliedIndex:     st.AppliedIndex,
+		LeaderChanges:    st.LeaderChanges,
+		Commit:           st.Commit,
+		Apply:            st.Apply,
+		Freeze:           st.Freeze,
+		LogFault:         st.LogFault,
+		Halted:           st.Halted,
+		Readiness:        &rd,
+		ReconcileActions: st.ReconcileActions,
+		ReconcileCounts:  st.ReconcileCounts,
+		Locks:            &api.LockStats{Held: st.Keys, Waiters: st.Waiters, Handoffs: st.Handoffs, Expired: st.Expired},
+		Quotas:           &st.Quotas,
+		Raft:             st.Raft,
 	}
-	out.ReconcileCounts = st.ReconcileCounts
-	out.Quotas = &api.Quotas{
-		Locks:    api.Quota(st.Quotas.Locks),
-		Sessions: api.Quota(st.Quotas.Sessions),
-		Waiters:  api.Quota(st.Quotas.Waiters),
+	if out.Members == nil {
+		out.Members = []api.Member{}
 	}
 	if st.Health.Known {
-		out.Health = &api.ClusterHealth{
-			FailureTolerance: st.Health.FailureTolerance,
-			Voters:           st.Health.Voters,
-			HealthyVoters:    st.Health.HealthyVoters,
-			Healthy:          st.Health.Healthy,
-			CheckedAt:        st.Health.CheckedAt,
-		}
-	}
-	rd := s.node.Readiness()
-	out.Readiness = &api.Readiness{Ready: rd.Ready, Reason: rd.Reason}
-	for _, a := range st.ReconcileActions {
-		out.ReconcileActions = append(out.ReconcileActions, api.ReconcileAction{At: a.At, Action: a.Action, ID: a.ID, Reason: a.Reason})
-	}
-	for _, m := range st.Members { // already sorted by ID
-		out.Members = append(out.Members, api.Member{
-			ID:               m.ID,
-			Address:          m.Addr,
-			Suffrage:         suffrageName(m.Suffrage),
-			Leader:           m.Leader,
-			APIAddr:          m.APIAddr,
-			Gossip:           m.Gossip,
-			Status:           m.Status,
-			Health:           m.Health,
-			Version:          m.Version,
-			Level:            m.Level,
-			BelowLeaderLevel: m.BelowLeader,
-		})
+		out.Health = &st.Health
 	}
 	return out
 }
@@ -99,16 +77,5 @@ func roleName(state string) string {
 		return api.RoleCandidate
 	default:
 		return api.RoleShutdown
-	}
-}
-
-func suffrageName(s string) string {
-	switch s {
-	case cluster.SuffrageVoter:
-		return api.SuffrageVoter
-	case cluster.SuffrageNonvoter:
-		return api.SuffrageNonvoter
-	default:
-		return api.SuffrageStaging
 	}
 }

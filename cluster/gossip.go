@@ -23,6 +23,8 @@ import (
 	"github.com/hashicorp/raft"
 	autopilot "github.com/hashicorp/raft-autopilot"
 	"github.com/hashicorp/serf/serf"
+
+	"github.com/raftlock/raftlock/internal/nodestatus"
 )
 
 // Gossip: who is alive, and where.
@@ -89,9 +91,9 @@ func (s gossipStatus) String() string {
 
 // Gossip states of a Member (Member.Gossip), and keys of Stats.GossipMembers.
 const (
-	GossipAlive  = "alive"
-	GossipFailed = "failed"
-	GossipLeft   = "left"
+	GossipAlive  = nodestatus.GossipAlive
+	GossipFailed = nodestatus.GossipFailed
+	GossipLeft   = nodestatus.GossipLeft
 )
 
 // gossipMember is one member as gossip sees it.

@@ -130,7 +130,7 @@ func memberBuilds(n *Node) []string {
 	var out []string
 	for _, m := range n.Stats().Members {
 		s := fmt.Sprintf("%s %s level %d", m.ID, m.Version, m.Level)
-		if m.BelowLeader {
+		if m.BelowLeaderLevel {
 			s += " BELOW"
 		}
 		out = append(out, s)

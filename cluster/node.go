@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/nodestatus"
 	"github.com/raftlock/raftlock/internal/quietlog"
 	"github.com/raftlock/raftlock/lock"
 	"github.com/raftlock/raftlock/transport"
@@ -575,58 +576,39 @@ type Stats struct {
 	GossipMembers map[string]int
 }
 
-// Member is one server of the raft configuration.
-type Member struct {
-	ID, Addr string
-	// APIAddr is the member's Config.APIAddr as it last told this node;
-	// empty until it has answered, or if it serves no API.
-	APIAddr  string
-	Suffrage string // SuffrageVoter or SuffrageNonvoter (or "staging", which raft no longer uses)
-	Leader   bool   // this node knows it as the leader
-	// Gossip is the member's state in gossip: GossipAlive, GossipFailed,
-	// GossipLeft, or "" (gossip is off, or does not know it).
-	Gossip string
-	// Status is, on the leader, what its member source says of it:
-	// "alive", "failed" or "left" (see members.go); "" on other nodes.
-	Status string
-	// Health is, on the leader, HealthHealthy or HealthUnhealthy as the
-	// reconciler last judged it (alive, in contact, on the leader's term,
-	// not far behind); "" on other nodes and before the first check.
-	Health string
-	// Version is the member's raftlock version (the module version, as
-	// `raftlock version` prints it) and Level the highest command level its
-	// build reads, as the member told them (its gossip tags, or the member
-	// info exchange without gossip); this node's own for itself. "" and 0
-	// until it has told, or when its build is too old to tell (it then
-	// counts as reading fsm.BaselineLevel). See levels.go.
-	Version string
-	Level   int
-	// BelowLeader marks a member that reads a lower command level than the
-	// leader (one that has not told its level counts as reading
-	// fsm.BaselineLevel): the leader refuses the commands above its level
-	// (lock.ErrMemberTooOld) until it runs a newer build. False while this
-	// node does not know the leader's level.
-	BelowLeader bool
-}
+// Member is one server of the raft configuration, as Stats shows it: the
+// type GET /v1/cluster serves (api.Member is the same).
+type Member = nodestatus.Member
 
 // Health of a Member.
 const (
-	HealthHealthy   = "healthy"
-	HealthUnhealthy = "unhealthy"
+	HealthHealthy   = nodestatus.HealthHealthy
+	HealthUnhealthy = nodestatus.HealthUnhealthy
 )
 
-// Suffrages of a Member, as raft names them, in lower case.
+// Suffrages of a Member, as raft names them, in lower case. Raft no longer
+// makes staging members; a configuration an old version wrote may hold one.
 const (
-	SuffrageVoter    = "voter"
-	SuffrageNonvoter = "nonvoter"
+	SuffrageVoter    = nodestatus.SuffrageVoter
+	SuffrageNonvoter = nodestatus.SuffrageNonvoter
+	SuffrageStaging  = nodestatus.SuffrageStaging
 )
+
+// suffrageName is a member's Suffrage: a suffrage raft does not name
+// counts as staging, which has no vote either.
+func suffrageName(s raft.ServerSuffrage) string {
+	switch s {
+	case raft.Voter:
+		return SuffrageVoter
+	case raft.Nonvoter:
+		return SuffrageNonvoter
+	}
+	return SuffrageStaging
+}
 
 // Timing is a cumulative count of events and their total duration, as a
 // Prometheus summary without quantiles.
-type Timing struct {
-	Count uint64
-	Total time.Duration
-}
+type Timing = nodestatus.Timing
 
 // timing accumulates a Timing; safe for concurrent use.
 type timing struct {
@@ -722,8 +704,8 @@ func (n *Node) members(leaderID string) []Member {
 	for _, srv := range servers {
 		m := Member{
 			ID:       string(srv.ID),
-			Addr:     string(srv.Address),
-			Suffrage: strings.ToLower(srv.Suffrage.String()),
+			Address:  string(srv.Address),
+			Suffrage: suffrageName(srv.Suffrage),
 			Leader:   leaderID != "" && string(srv.ID) == leaderID,
 		}
 		if m.ID == n.cfg.NodeID {
@@ -767,7 +749,7 @@ func markBelowLeader(members []Member) {
 		return
 	}
 	for i, m := range members {
-		members[i].BelowLeader = max(m.Level, fsm.BaselineLevel) < leaderLevel
+		members[i].BelowLeaderLevel = max(m.Level, fsm.BaselineLevel) < leaderLevel
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/nodestatus"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -207,22 +208,11 @@ func (q *quota) warn(n *Node, err error, cmd fsm.Command) {
 }
 
 // QuotaUsage is one quota of a node: its limit and its use.
-type QuotaUsage struct {
-	// Limit is the quota in force on this node (it applies while this node
-	// leads); 0 means unlimited.
-	Limit int
-	// Used is what this node's state machine holds now.
-	Used int
-	// Refused counts the commands this node refused for this quota, while
-	// leading, since New.
-	Refused uint64
-}
+type QuotaUsage = nodestatus.Quota
 
 // Quotas is a node's quotas: see Config.MaxLocks, MaxSessions and
 // MaxTotalWaiters.
-type Quotas struct {
-	Locks, Sessions, Waiters QuotaUsage
-}
+type Quotas = nodestatus.Quotas
 
 func (q *quota) usage(used int) QuotaUsage {
 	u := QuotaUsage{Used: used, Refused: q.refused.Load()}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/raftlock/raftlock/internal/nodestatus"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -104,22 +105,14 @@ func (n *Node) WatchLeader() (id, addr string, changed <-chan struct{}, err erro
 
 // Readiness says whether this node is ready in the sense an orchestrator
 // needs before it takes another replica down: the cluster would survive
-// losing one more node. See Node.Readiness.
-type Readiness struct {
-	// Ready is true when this node knows a leader, can write its raft log,
-	// and the leader's reports have said for a while (a failure detection
-	// and three health checks: 4 s with DefaultConfig) that it is healthy
-	// and that the cluster's failure tolerance is at least one (at least
-	// zero when Config.Voters is 1: such a cluster tolerates no failure by
-	// design). The wait covers a member that died just before: by the end
-	// of it the leader has seen that death.
-	Ready bool
-	// Reason says why not; "" when Ready.
-	Reason string
-	// Health is the leader's judgement it rests on (Known false if none).
-	Health   ClusterHealth
-	LeaderID string // "" while no leader is known
-}
+// losing one more node. See Node.Readiness. Ready is true when this node
+// knows a leader, can write its raft log, and the leader's reports have
+// said for a while (a failure detection and three health checks: 4 s with
+// DefaultConfig) that it is healthy and that the cluster's failure
+// tolerance is at least one (at least zero when Config.Voters is 1: such a
+// cluster tolerates no failure by design). The wait covers a member that
+// died just before: by the end of it the leader has seen that death.
+type Readiness = nodestatus.Readiness
 
 // Readiness reports, without waiting and without a round trip, whether the
 // cluster would survive losing one more node, as the leader last judged it

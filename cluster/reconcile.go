@@ -11,6 +11,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	autopilot "github.com/hashicorp/raft-autopilot"
+
+	"github.com/raftlock/raftlock/internal/nodestatus"
 )
 
 // Membership: the leader reconciles the raft configuration.
@@ -110,12 +112,7 @@ func (n *Node) stabilizationTime() time.Duration { return 3 * n.autopilotInterva
 
 // ReconcileAction is one change the leader's reconciler made to the raft
 // configuration.
-type ReconcileAction struct {
-	At     time.Time // when it committed, on the leader's wall clock
-	Action string    // ActionAddVoter, ActionAddNonvoter, ActionPromote, ActionDemote, ActionRemove or ActionUpdateAddress
-	ID     string    // the member's node ID
-	Reason string    // why, for people to read
-}
+type ReconcileAction = nodestatus.ReconcileAction
 
 // Actions of a ReconcileAction.
 const (
@@ -132,21 +129,7 @@ var reconcileActionNames = []string{ActionAddVoter, ActionAddNonvoter, ActionPro
 
 // ClusterHealth is the leader's latest judgement of its members, as
 // autopilot computes it.
-type ClusterHealth struct {
-	// Known is false until a leader has checked its members (and, on a
-	// follower, told this node), or when that report is older than a few
-	// checks; the other fields are then zero.
-	Known bool
-	// FailureTolerance is how many more voters may fail with the cluster
-	// still keeping a quorum: healthy voters beyond a majority.
-	FailureTolerance int
-	Voters           int  // voters in the configuration
-	HealthyVoters    int  // of which healthy
-	Healthy          bool // this node, as the leader judged it
-	// CheckedAt is when this node learned it (on the leader: when it
-	// checked), on this node's wall clock.
-	CheckedAt time.Time
-}
+type ClusterHealth = nodestatus.ClusterHealth
 
 // heardHealth is a ClusterHealth and whom it came from.
 type heardHealth struct {

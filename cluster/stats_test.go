@@ -23,7 +23,7 @@ func TestStatsDescribeMembersAndLockActivity(t *testing.T) {
 		st := n.Stats()
 		for i, m := range st.Members {
 			assert.Equal(t, c.nodes[i].ID(), m.ID, "sorted by ID")
-			assert.Equal(t, c.nodes[i].Addr(), m.Addr)
+			assert.Equal(t, c.nodes[i].Addr(), m.Address)
 			assert.Equal(t, SuffrageVoter, m.Suffrage)
 			assert.Equal(t, m.ID == leader.ID(), m.Leader, "node %s on %s", n.ID(), m.ID)
 		}
@@ -94,9 +94,9 @@ func TestStatsCountLeaderChanges(t *testing.T) {
 func TestStatsShowNonvoters(t *testing.T) {
 	c := newCluster(t, 3, func(cfg *Config) { cfg.Voters = 1 })
 	want := []Member{
-		{ID: "n0", Addr: c.nodes[0].Addr(), Suffrage: SuffrageVoter, Leader: true},
-		{ID: "n1", Addr: c.nodes[1].Addr(), Suffrage: SuffrageNonvoter},
-		{ID: "n2", Addr: c.nodes[2].Addr(), Suffrage: SuffrageNonvoter},
+		{ID: "n0", Address: c.nodes[0].Addr(), Suffrage: SuffrageVoter, Leader: true},
+		{ID: "n1", Address: c.nodes[1].Addr(), Suffrage: SuffrageNonvoter},
+		{ID: "n2", Address: c.nodes[2].Addr(), Suffrage: SuffrageNonvoter},
 	}
 	for i := range want { // each told the others in the info exchange
 		want[i].Version, want[i].Level = raftlockVersion, fsm.MaxCommandLevel
