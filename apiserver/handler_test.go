@@ -16,6 +16,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 func TestAcquireAnswersLease(t *testing.T) {
@@ -278,7 +279,7 @@ func TestBadRequests(t *testing.T) {
 }
 
 func TestListUnsupported(t *testing.T) {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	n := newTestNodeOver(t, storeOnly{store}, Config{}, func() { _ = store.Close() })
 	a := n.do(t, "GET", "/v1/locks", "")
 	assert.Equal(t, http.StatusNotImplemented, a.status)

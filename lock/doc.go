@@ -1,7 +1,7 @@
 // Package lock is raftlock's user API: named, leased, fenced locks that
 // exclude callers across processes and hosts, kept by a Store.
 //
-//	c := lock.New(store)                            // a cluster node, an API client, or lock.NewMemoryStore()
+//	c := lock.New(store)                            // a cluster node, an API client, or memstore.New()
 //	ran, err := c.Lock("invoice:42").Run(ctx, func(ctx context.Context) error {
 //		return charge(ctx, invoice)                  // only one caller at a time, anywhere
 //	})

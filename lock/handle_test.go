@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 const patience = 10 * time.Second
@@ -771,7 +772,7 @@ func TestSerializeKeepsTheKeySet(t *testing.T) {
 }
 
 func TestRestoreRejectsGarbage(t *testing.T) {
-	c := lock.New(lock.NewMemoryStore())
+	c := lock.New(memstore.New())
 	owner := lock.NewOwner().String()
 	for _, tc := range []struct {
 		name, s string
@@ -897,7 +898,7 @@ func TestClientForceRelease(t *testing.T) {
 
 func TestMemoryStoreClose(t *testing.T) {
 	ctx := testCtx(t)
-	st := lock.NewMemoryStore()
+	st := memstore.New()
 	holder := lock.NewOwner()
 	_, err := st.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: holder, TTL: time.Minute})
 	require.NoError(t, err)

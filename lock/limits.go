@@ -31,33 +31,17 @@ func (r AcquireRequest) Validate() error {
 	if len(r.Keys) > 0 && r.Key != r.Keys[0] {
 		return fmt.Errorf("%w: a multi-key request's Key must be the first of its Keys (got %q, keys start with %q)", ErrInvalidKey, r.Key, r.Keys[0])
 	}
-	return validate(r.Command())
+	return validate(r.command())
 }
 
-// Command is the state machine's acquire for r (its Stamp zero), for
-// stores that run the machine (package fsm): every store builds it here,
-// so that no field is lost on the way.
-func (r AcquireRequest) Command() fsm.Command {
+// command is the state machine's acquire for r, which validate checks.
+func (r AcquireRequest) command() fsm.Command {
 	if r.Keys != nil {
 		return fsm.Command{Op: fsm.OpAcquireAll, Keys: r.Keys, Owner: fsm.Owner(r.Owner), TTL: r.TTL, Wait: r.Wait, Session: fsm.Owner(r.Session), Meta: r.Metadata,
 			Kind: fsm.Kind(r.Kind), Limit: r.Limit, Shared: r.Shared}
 	}
 	return fsm.Command{Op: fsm.OpAcquire, Key: r.Key, Owner: fsm.Owner(r.Owner), TTL: r.TTL, Wait: r.Wait, Session: fsm.Owner(r.Session), Meta: r.Metadata,
 		Kind: fsm.Kind(r.Kind), Limit: r.Limit, Shared: r.Shared}
-}
-
-// KindMismatch is the error of an acquire answered fsm.StatusKindMismatch
-// (res.Kind and res.Limit say what the key is), for stores that run the
-// state machine.
-//
-// For a multi-key request, res.Waiters is the 1-based place in r.Keys of
-// the key that is of another kind, which the error names.
-func (r AcquireRequest) KindMismatch(res fsm.Result) error {
-	key := r.Key
-	if r.Keys != nil && res.Waiters >= 1 && res.Waiters <= len(r.Keys) {
-		key = r.Keys[res.Waiters-1]
-	}
-	return &KindMismatchError{Key: key, Kind: Kind(res.Kind), Limit: res.Limit, AskedKind: r.Kind, AskedLimit: r.Limit}
 }
 
 // ValidateRelease checks the arguments of Store.Release; see

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 	"github.com/raftlock/raftlock/lock/once"
 )
 
@@ -15,7 +16,7 @@ import (
 // separate processes need a store they share (a cluster node, the API client):
 // with a MemoryStore each, every replica would run every tick.
 func ExamplePerTick() {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	defer store.Close()
 	c := lock.New(store)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -1,4 +1,4 @@
-package lock_test
+package memstore_test
 
 import (
 	"context"
@@ -9,12 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
-// A MemoryStore given MemoryQuotas refuses new state past them, never what
+// A Store given Quotas refuses new state past them, never what
 // frees or keeps state, and takes new state again once some is freed.
 func TestMemoryQuotas(t *testing.T) {
-	s := lock.NewMemoryStore(lock.MemoryQuotas(2, 1, 1))
+	s := memstore.New(memstore.Quotas(2, 1, 1))
 	t.Cleanup(func() { s.Close() })
 	ctx := context.Background()
 	acquire := func(key string, owner lock.Owner, wait time.Duration) error {
