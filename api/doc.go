@@ -647,7 +647,7 @@
 //	                           version the other members run)
 //	503     not_ready          /readyz only: the cluster would not survive        lock.ErrUnavailable
 //	                           losing one more node (the reason says why)
-//	503     member_too_old     a member runs a raftlock that cannot read the      lock.ErrMemberTooOld
+//	503     member_too_old     a member runs a raftlock that cannot read the      ErrMemberTooOld
 //	                           command (the message names it and the version to
 //	                           install); nothing was done
 //

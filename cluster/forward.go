@@ -148,7 +148,7 @@ func (n *Node) do(ctx context.Context, req rpcRequest) (ans rpcAnswer, err error
 			unknown = unknown || mayApply
 			return nil, n.endedError(parent, ctx, unknown, lastErr)
 		case errors.Is(attemptErr, ErrBadRequest), errors.Is(attemptErr, transport.ErrTooLarge),
-			errors.Is(attemptErr, lock.ErrMemberTooOld):
+			errors.Is(attemptErr, ErrMemberTooOld):
 			return nil, attemptErr
 		case errors.Is(attemptErr, lock.ErrQuotaExceeded):
 			// Refused by the leader's quotas before it was proposed (quota.go).

@@ -604,7 +604,7 @@ type Member struct {
 	// BelowLeader marks a member that reads a lower command level than the
 	// leader (one that has not told its level counts as reading
 	// fsm.BaselineLevel): the leader refuses the commands above its level
-	// (lock.ErrMemberTooOld) until it runs a newer build. False while this
+	// (ErrMemberTooOld) until it runs a newer build. False while this
 	// node does not know the leader's level.
 	BelowLeader bool
 }

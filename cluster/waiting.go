@@ -223,7 +223,7 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 				return lock.Lease{}, lock.ErrClosed
 			}
 		case errors.Is(err, ErrBadRequest), errors.Is(err, transport.ErrTooLarge),
-			errors.Is(err, lock.ErrMemberTooOld):
+			errors.Is(err, ErrMemberTooOld):
 			return lock.Lease{}, err
 		case errors.Is(err, lock.ErrQuotaExceeded):
 			// Refused before anything was proposed. An earlier attempt's

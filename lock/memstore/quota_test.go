@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftlock/raftlock/internal/errcode"
 	"github.com/raftlock/raftlock/lock"
 	"github.com/raftlock/raftlock/lock/memstore"
 )
@@ -27,7 +28,7 @@ func TestMemoryQuotas(t *testing.T) {
 	require.NoError(t, acquire("b", b, 0))
 	err := acquire("c", lock.NewOwner(), 0)
 	require.ErrorIs(t, err, lock.ErrQuotaExceeded)
-	assert.Equal(t, lock.CodeQuotaExceeded, lock.ErrorCode(err))
+	assert.Equal(t, errcode.QuotaExceeded, errcode.Of(err))
 	assert.Contains(t, err.Error(), "at most 2 locks")
 	require.NoError(t, acquire("a", a, 0), "the holder's retry")
 	_, err = s.Extend(ctx, "a", a, time.Minute)
