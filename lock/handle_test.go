@@ -259,16 +259,17 @@ func TestValidateMessages(t *testing.T) {
 		{lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Second, Wait: -time.Second}.Validate(),
 			"lock: invalid wait: wait must be between 0 and 24h (got -1s)"},
 		{lock.ListRequest{Limit: -1}.Validate(), "lock: invalid list request: limit is negative (got -1)"},
-		{lock.ValidateTTL(lock.MaxTTL + 1), "lock: invalid ttl: ttl must be between 1ms and 24h (got 24h0m0.000000001s)"},
-		{lock.ValidateWait(-time.Second), "lock: invalid wait: wait must be between 0 and 24h (got -1s)"},
+		{lock.ValidateExtend("k", lock.NewOwner(), lock.MaxTTL+1), "lock: invalid ttl: ttl must be between 1ms and 24h (got 24h0m0.000000001s)"},
+		{lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Second, Wait: lock.MaxWait + 1}.Validate(),
+			"lock: invalid wait: wait must be between 0 and 24h (got 24h0m0.000000001s)"},
 	} {
 		require.Error(t, tc.err)
 		assert.Equal(t, tc.want, tc.err.Error())
 	}
 	assert.NoError(t, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: lock.MinTTL, Wait: lock.MaxWait}.Validate())
 	assert.NoError(t, lock.ValidateKey(strings.Repeat("k", lock.MaxKeyLen)))
-	assert.NoError(t, lock.ValidateTTL(lock.MaxTTL))
-	assert.NoError(t, lock.ValidateWait(0))
+	assert.NoError(t, lock.ValidateExtend("k", lock.NewOwner(), lock.MaxTTL))
+	assert.NoError(t, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Second}.Validate())
 }
 
 func TestRunWaitsForTheKey(t *testing.T) {

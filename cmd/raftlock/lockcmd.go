@@ -115,8 +115,12 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 		return fs.usagef("-kill-after must be positive")
 	}
 	// The same validation the store runs, so bad input fails here in one line
-	// (the first wrong value's).
-	if err := cmp.Or(lock.ValidateKey(key), lock.ValidateTTL(ttl), lock.ValidateWait(wait), lock.ValidateMetadata(metadata)); err != nil {
+	// (the first wrong value's, in the order key, ttl, wait, metadata: each
+	// request below adds one value to those already checked).
+	owner := lock.NewOwner()
+	if err := cmp.Or(lock.ValidateKey(key), lock.ValidateExtend(key, owner, ttl),
+		lock.AcquireRequest{Key: key, Owner: owner, TTL: ttl, Wait: wait}.Validate(),
+		lock.AcquireRequest{Key: key, Owner: owner, TTL: ttl, Wait: wait, Metadata: metadata}.Validate()); err != nil {
 		return fs.usagef("%v", err)
 	}
 	kind, err := lockKind(limit, fs.onCommandLine["n"], shared, write)
