@@ -120,8 +120,15 @@ func TestHandleInUse(t *testing.T) {
 
 func TestNewRejectsNilStore(t *testing.T) {
 	assert.PanicsWithValue(t, "lock: New called with a nil Store", func() { lock.New(nil) })
+	// The client keeps its locks in the store it was made with.
 	st := newMemoryStore(t)
-	assert.Same(t, st, lock.New(st).Store())
+	ctx := testCtx(t)
+	l := lock.New(st).Lock("k")
+	require.NoError(t, l.Acquire(ctx))
+	info, err := st.Inspect(ctx, "k")
+	require.NoError(t, err)
+	assert.True(t, info.Locked)
+	assert.Equal(t, l.Token(), info.Token)
 }
 
 func TestClientInspect(t *testing.T) {
