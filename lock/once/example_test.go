@@ -12,9 +12,9 @@ import (
 )
 
 // Three replicas run the same job every 20ms; each tick runs on one of them.
-// Here the replicas are goroutines sharing one MemoryStore. Replicas in
+// Here the replicas are goroutines sharing one memory store. Replicas in
 // separate processes need a store they share (a cluster node, the API client):
-// with a MemoryStore each, every replica would run every tick.
+// with a memory store each, every replica would run every tick.
 func ExamplePerTick() {
 	store := memstore.New()
 	defer store.Close()
