@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/raftlock/raftlock/internal/errcode"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -28,45 +29,49 @@ var (
 	// request carried none, or the wrong one (ClientConfig.Token). Nothing
 	// was done.
 	ErrUnauthorized = errors.New("api: unauthorized")
+	// ErrMemberTooOld: a member of the cluster runs a raftlock build that
+	// cannot read the command (upgrade it); nothing was done. It is the
+	// cluster's own error (cluster.ErrMemberTooOld), so either matches.
+	ErrMemberTooOld = errcode.ErrMemberTooOld
 )
 
 // Error codes, stable across versions: clients match on them, never on
 // messages. doc.go lists them with their HTTP status.
 const (
-	CodeBadRequest       = "bad_request"            // 400: malformed JSON, unknown field or parameter, key not UTF-8 in "key"
-	CodeInvalidKey       = lock.CodeInvalidKey      // 400: key missing, empty or too long
-	CodeInvalidTTL       = lock.CodeInvalidTTL      // 400: ttl missing, malformed, not positive or too long
-	CodeInvalidWait      = lock.CodeInvalidWait     // 400: wait malformed, negative or too long
-	CodeInvalidOwner     = lock.CodeInvalidOwner    // 400: owner missing (release, extend), not 32 hex digits, or zero
-	CodeInvalidList      = lock.CodeInvalidList     // 400: list limit not a positive integer
-	CodeInvalidSession   = lock.CodeInvalidSession  // 400: session id not 32 hex digits or zero, session ttl or lock_delay out of range
-	CodeInvalidMetadata  = lock.CodeInvalidMetadata // 400: metadata longer than lock.MaxMetadataLen bytes
-	CodeNoSession        = lock.CodeNoSession       // 409: the session has ended (expired or destroyed) or never existed
-	CodeKindMismatch     = lock.CodeKindMismatch    // 409: the key exists as another kind (or a semaphore of another limit); carries kind and limit
-	CodeInvalidLimit     = lock.CodeInvalidLimit    // 400: a semaphore's limit outside 1..lock.MaxHolders
-	CodeInvalidKind      = lock.CodeInvalidKind     // 400: kind unknown, or limit or shared given to a kind without them
-	CodeBodyTooLarge     = "body_too_large"         // 413: request body over the limit
-	CodeLocked           = lock.CodeLocked          // 409: held by another owner; carries token and remaining_ms
-	CodeNotHeld          = lock.CodeNotHeld         // 409: release/extend by an owner that does not hold the key
-	CodeCanceled         = "canceled"               // 409: acquire given up by a release of the same owner (or its client went away)
-	CodeQueueFull        = lock.CodeQueueFull       // 429: too many waiters for the key
-	CodeTooManyWatchers  = lock.CodeTooManyWatchers // 429: the node serves its maximum of blocking queries (watches)
-	CodeQuotaExceeded    = lock.CodeQuotaExceeded   // 429: the cluster keeps its maximum of locks, sessions or waiters (the message says which)
-	CodeTooManyInFlight  = "too_many_in_flight"     // 429: an operation on GET /v1/stream past the operations a stream carries at once; nothing was done
-	CodeUnavailable      = lock.CodeUnavailable     // 503: no leader, no quorum; did not take effect
-	CodeUnknownOutcome   = lock.CodeUnknownOutcome  // 503: may or may not have taken effect; retry with the same owner
-	CodeClosed           = lock.CodeClosed          // 503: the node is shutting down
-	CodeNoLeader         = "no_leader"              // 503: /healthz while no leader is known
-	CodeLogFault         = "log_fault"              // 503: /healthz while the node cannot write its raft log (a full disk)
-	CodeNotCluster       = "not_a_cluster"          // 404: /v1/cluster on a node whose store is not a cluster
-	CodeNotFound         = "not_found"              // 404: unknown route
-	CodeNotImplemented   = "not_implemented"        // 501: /v1/locks on a node whose store cannot list
-	CodeMethodNotAllowed = "method_not_allowed"     // 405: known route, wrong method (Allow header lists the right one)
-	CodeInternal         = "internal"               // 500: a bug; the message says what
-	CodeUnauthorized     = "unauthorized"           // 401: token missing or wrong (apiserver.Config.Token); nothing was done
-	CodeNotReady         = "not_ready"              // 503: /readyz while the cluster would not survive losing one more node
-	CodeMemberTooOld     = lock.CodeMemberTooOld    // 503: a member's raftlock cannot read the command (upgrade it); nothing was done
-	CodeHalted           = "halted"                 // 503: /healthz of a node that stopped at a log entry its version cannot read
+	CodeBadRequest       = "bad_request"           // 400: malformed JSON, unknown field or parameter, key not UTF-8 in "key"
+	CodeInvalidKey       = errcode.InvalidKey      // 400: key missing, empty or too long
+	CodeInvalidTTL       = errcode.InvalidTTL      // 400: ttl missing, malformed, not positive or too long
+	CodeInvalidWait      = errcode.InvalidWait     // 400: wait malformed, negative or too long
+	CodeInvalidOwner     = errcode.InvalidOwner    // 400: owner missing (release, extend), not 32 hex digits, or zero
+	CodeInvalidList      = errcode.InvalidList     // 400: list limit not a positive integer
+	CodeInvalidSession   = errcode.InvalidSession  // 400: session id not 32 hex digits or zero, session ttl or lock_delay out of range
+	CodeInvalidMetadata  = errcode.InvalidMetadata // 400: metadata longer than lock.MaxMetadataLen bytes
+	CodeNoSession        = errcode.NoSession       // 409: the session has ended (expired or destroyed) or never existed
+	CodeKindMismatch     = errcode.KindMismatch    // 409: the key exists as another kind (or a semaphore of another limit); carries kind and limit
+	CodeInvalidLimit     = errcode.InvalidLimit    // 400: a semaphore's limit outside 1..lock.MaxHolders
+	CodeInvalidKind      = errcode.InvalidKind     // 400: kind unknown, or limit or shared given to a kind without them
+	CodeBodyTooLarge     = "body_too_large"        // 413: request body over the limit
+	CodeLocked           = errcode.Locked          // 409: held by another owner; carries token and remaining_ms
+	CodeNotHeld          = errcode.NotHeld         // 409: release/extend by an owner that does not hold the key
+	CodeCanceled         = "canceled"              // 409: acquire given up by a release of the same owner (or its client went away)
+	CodeQueueFull        = errcode.QueueFull       // 429: too many waiters for the key
+	CodeTooManyWatchers  = errcode.TooManyWatchers // 429: the node serves its maximum of blocking queries (watches)
+	CodeQuotaExceeded    = errcode.QuotaExceeded   // 429: the cluster keeps its maximum of locks, sessions or waiters (the message says which)
+	CodeTooManyInFlight  = "too_many_in_flight"    // 429: an operation on GET /v1/stream past the operations a stream carries at once; nothing was done
+	CodeUnavailable      = errcode.Unavailable     // 503: no leader, no quorum; did not take effect
+	CodeUnknownOutcome   = errcode.UnknownOutcome  // 503: may or may not have taken effect; retry with the same owner
+	CodeClosed           = errcode.Closed          // 503: the node is shutting down
+	CodeNoLeader         = "no_leader"             // 503: /healthz while no leader is known
+	CodeLogFault         = "log_fault"             // 503: /healthz while the node cannot write its raft log (a full disk)
+	CodeNotCluster       = "not_a_cluster"         // 404: /v1/cluster on a node whose store is not a cluster
+	CodeNotFound         = "not_found"             // 404: unknown route
+	CodeNotImplemented   = "not_implemented"       // 501: /v1/locks on a node whose store cannot list
+	CodeMethodNotAllowed = "method_not_allowed"    // 405: known route, wrong method (Allow header lists the right one)
+	CodeInternal         = "internal"              // 500: a bug; the message says what
+	CodeUnauthorized     = "unauthorized"          // 401: token missing or wrong (apiserver.Config.Token); nothing was done
+	CodeNotReady         = "not_ready"             // 503: /readyz while the cluster would not survive losing one more node
+	CodeMemberTooOld     = errcode.MemberTooOld    // 503: a member's raftlock cannot read the command (upgrade it); nothing was done
+	CodeHalted           = "halted"                // 503: /healthz of a node that stopped at a log entry its version cannot read
 
 	// Answers net/http gives by itself, made JSON by JSONErrorListener.
 	CodeHeadersTooLarge     = "headers_too_large"    // 431: request headers over the server's MaxHeaderBytes
@@ -147,7 +152,7 @@ func (e *ServerError) Error() string {
 func (e *ServerError) Unwrap() []error { return codeSentinels(e.Code) }
 
 func codeSentinels(code string) []error {
-	if errs := lock.CodeErrors(code); errs != nil {
+	if errs := errcode.Errors(code); errs != nil {
 		return errs
 	}
 	if err, ok := codeErrors[code]; ok {
@@ -156,7 +161,7 @@ func codeSentinels(code string) []error {
 	return []error{ErrUnexpectedResponse}
 }
 
-// codeErrors maps the codes that are not lock.ErrorCodes to what they match:
+// codeErrors maps the codes that are not lock errors (package errcode) to what they match:
 // a line per code.
 var codeErrors = map[string]error{
 	CodeBadRequest:          ErrBadRequest,

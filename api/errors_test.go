@@ -7,15 +7,16 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/internal/errcode"
 	"github.com/raftlock/raftlock/lock"
 )
 
 // Every lock error code a node answers comes back from the client as an
 // error matching the same lock sentinels.
 func TestServerErrorMatchesTheLockSentinelsOfItsCode(t *testing.T) {
-	for _, code := range lock.ErrorCodes() {
+	for _, code := range errcode.All() {
 		err := &api.ServerError{StatusCode: 503, Code: code, Message: "m"}
-		for _, s := range lock.CodeErrors(code) {
+		for _, s := range errcode.Errors(code) {
 			assert.ErrorIs(t, err, s, code)
 		}
 		assert.NotErrorIs(t, err, api.ErrUnexpectedResponse, code)

@@ -10,12 +10,13 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/apiserver"
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 // A node serves its store over HTTP; a program elsewhere uses package lock
 // through the client as if the store were local.
 func Example() {
-	store := lock.NewMemoryStore() // a *cluster.Node in production
+	store := memstore.New() // a *cluster.Node in production
 	defer store.Close()
 	node := httptest.NewServer(apiserver.NewHandler(store, apiserver.Config{}))
 	defer node.Close()
@@ -54,7 +55,7 @@ func Example() {
 // A client given several nodes of a cluster sends each request to the one
 // that last answered, and moves on to the next when it cannot reach it.
 func ExampleNewFailoverClient() {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	defer store.Close()
 	node := httptest.NewServer(apiserver.NewHandler(store, apiserver.Config{}))
 	defer node.Close()

@@ -19,6 +19,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 // Secrets of the test tokens: long enough, and distinct.
@@ -374,7 +375,7 @@ func TestForceReleaseOverHTTP(t *testing.T) {
 	assert.True(t, info.Locked, "the denied force-release changed nothing")
 
 	// A store that cannot force-release: 501.
-	plain := newTestNodeOver(t, struct{ lock.Store }{lock.NewMemoryStore()}, Config{}, nil)
+	plain := newTestNodeOver(t, struct{ lock.Store }{memstore.New()}, Config{}, nil)
 	_, err = plain.client.ForceRelease(ctx, "k")
 	assert.ErrorIs(t, err, errors.ErrUnsupported)
 }
@@ -399,7 +400,7 @@ func TestSecretsAreNeverLogged(t *testing.T) {
 	err = n.handler.SetTokens(clash)
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), testToken)
-	NewHandler(lock.NewMemoryStore(), Config{Token: testToken, Tokens: clash, Logger: hclog.New(&hclog.LoggerOptions{Output: logs})})
+	NewHandler(memstore.New(), Config{Token: testToken, Tokens: clash, Logger: hclog.New(&hclog.LoggerOptions{Output: logs})})
 
 	out := logs.String()
 	require.Contains(t, out, "force-release", "the test logged something")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 // BenchmarkHTTPAcquireRelease: one acquire and one release, client -> HTTP
@@ -110,7 +111,7 @@ func BenchmarkReadRequestBody(b *testing.B) {
 // handler itself over a memory store (no network, no client), so the figure
 // is what a batch costs the node beyond its store calls; per operation.
 func BenchmarkBatchHandler(b *testing.B) {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	b.Cleanup(func() { _ = store.Close() })
 	h := NewHandler(store, Config{})
 	const ops = 16

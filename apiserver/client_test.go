@@ -17,6 +17,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/lock"
 	"github.com/raftlock/raftlock/lock/locktest"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 // TestClientConformance: the HTTP client over a node over a memory store is
@@ -30,7 +31,7 @@ func TestClientConformance(t *testing.T) {
 // handOff takes key with one handle, has a second one try (refused) and
 // then wait for it, releases the first, and checks that the second was
 // handed the lock with a greater token.
-func handOff(t *testing.T, locks *lock.Client, store *lock.MemoryStore, key string) (first, second *lock.Lock) {
+func handOff(t *testing.T, locks *lock.Client, store *memstore.Store, key string) (first, second *lock.Lock) {
 	t.Helper()
 	ctx := context.Background()
 	first = locks.Lock(key, lock.TTL(time.Minute))
@@ -297,7 +298,7 @@ func TestClientListFollowsPages(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, none)
 
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	plain := newTestNodeOver(t, storeOnly{store}, Config{}, func() { _ = store.Close() })
 	_, err = plain.client.List(ctx, lock.ListRequest{})
 	assert.ErrorIs(t, err, errors.ErrUnsupported)

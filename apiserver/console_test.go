@@ -19,6 +19,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cluster/clustertest"
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 func TestConsoleFilesNeedNoTokenButItsDataDoes(t *testing.T) {
@@ -65,7 +66,7 @@ func TestConsoleFilesNeedNoTokenButItsDataDoes(t *testing.T) {
 // every API address it asks for stay under the prefix: the page names the
 // API relative to itself, never from the root.
 func TestConsoleUnderAPrefix(t *testing.T) {
-	h := NewHandler(lock.NewMemoryStore(), Config{Token: testToken})
+	h := NewHandler(memstore.New(), Config{Token: testToken})
 	mux := http.NewServeMux()
 	mux.Handle("/raftlock/", http.StripPrefix("/raftlock", h))
 	srv := httptest.NewServer(mux)
@@ -179,7 +180,7 @@ func TestEventStreamRejectsUnknownParameters(t *testing.T) {
 }
 
 func TestServerShutdownEndsEventStreams(t *testing.T) {
-	h := NewHandler(lock.NewMemoryStore(), Config{})
+	h := NewHandler(memstore.New(), Config{})
 	ln := listenLocal(t)
 	srv := NewServer(ln.Addr().String(), h)
 	go func() { _ = srv.Serve(ln) }()

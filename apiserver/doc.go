@@ -5,8 +5,8 @@
 //	srv := apiserver.NewServer(addr, h)
 //	err := srv.Serve(apiserver.JSONErrorListener(h.LimitListener(ln, apiserver.DefaultMaxConns)))
 //
-// The store is a *cluster.Node in production (or a lock.MemoryStore in
-// tests). Cluster facts (leader, members, raft figures, lock counters) come
+// The store is a *cluster.Node in production (or a memory store,
+// memstore.New, in tests). Cluster facts (leader, members, raft figures, lock counters) come
 // through the small Cluster interface: NodeStatus implements it for a
 // *cluster.Node, and NewHandler uses it by itself when its store is one, so
 // /v1/cluster, /healthz and the cluster metrics work with

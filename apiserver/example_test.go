@@ -12,7 +12,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/apiserver"
-	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 // NewServer's timeouts bound every phase of a request except an acquire's
@@ -20,7 +20,7 @@ import (
 // a malformed request) JSON too. Shut it down with a deadline, since
 // Shutdown waits for long-polls.
 func ExampleNewServer() {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	defer store.Close()
 	srv := apiserver.NewServer("127.0.0.1:8300", apiserver.NewHandler(store, apiserver.Config{}))
 	ln, err := net.Listen("tcp", srv.Addr)
@@ -45,7 +45,7 @@ func ExampleNewServer() {
 // /healthz; a client sends it with ClientConfig.Token. Serve it over TLS
 // (http.Server.TLSConfig, ServeTLS) so that nobody on the path reads it.
 func ExampleConfig_token() {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	defer store.Close()
 	node := httptest.NewServer(apiserver.NewHandler(store, apiserver.Config{Token: "7f3e9c2a51d84b06"}))
 	defer node.Close()

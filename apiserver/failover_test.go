@@ -15,6 +15,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 // httpOnly keeps a client on the HTTP routes: the tests that use it check
@@ -190,7 +191,7 @@ func (k *killableNode) kill(t *testing.T) {
 // report an unknown outcome. Go's transport may try each stale connection
 // once before it dials (and is refused); it never sends twice on one.
 func TestFailoverMovesOnFromStalePooledConnections(t *testing.T) {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	t.Cleanup(func() { _ = store.Close() })
 	for _, op := range []string{"release", "extend", "acquire again", "inspect", "list"} {
 		t.Run(op, func(t *testing.T) {
@@ -260,7 +261,7 @@ func TestFailoverMovesOnFromStalePooledConnections(t *testing.T) {
 // again on a fresh connection to the same node instead of reporting an
 // unknown outcome, though there is no other endpoint to move to.
 func TestClientResendsOnAClosedKeptAliveConnection(t *testing.T) {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	t.Cleanup(func() { _ = store.Close() })
 	h := NewHandler(store, Config{})
 	var hangUpNext atomic.Bool
@@ -325,7 +326,7 @@ func TestNewFailoverClientChecksEndpoints(t *testing.T) {
 // A client given one node learns the others from /v1/cluster, and fails
 // over to them when the node it was given goes away.
 func TestSyncDiscoversTheOtherNodes(t *testing.T) {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	t.Cleanup(func() { _ = store.Close() })
 	fc := &fakeCluster{}
 	a := newTestNodeOver(t, store, Config{Cluster: fc}, nil)
@@ -352,7 +353,7 @@ func TestSyncDiscoversTheOtherNodes(t *testing.T) {
 
 // With SyncInterval, requests trigger discovery in the background.
 func TestSyncIntervalDiscoversInTheBackground(t *testing.T) {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	t.Cleanup(func() { _ = store.Close() })
 	fc := &fakeCluster{}
 	a := newTestNodeOver(t, store, Config{Cluster: fc}, nil)
@@ -380,7 +381,7 @@ func TestSyncIntervalDiscoversInTheBackground(t *testing.T) {
 // otherwise before (run out, force-released), the resent release is told
 // not held.
 func TestFailoverReleaseDoneByTheFailedAttempt(t *testing.T) {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	t.Cleanup(func() { _ = store.Close() })
 	h := NewHandler(store, Config{})
 	var hits atomic.Int32
@@ -425,7 +426,7 @@ func TestFailoverReleaseDoneByTheFailedAttempt(t *testing.T) {
 // Close makes every later call fail with lock.ErrClosed without reaching the
 // node. (That it stops a background Sync is api's TestCloseStopsBackgroundSync.)
 func TestCloseStopsTheClient(t *testing.T) {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	t.Cleanup(func() { _ = store.Close() })
 	fc := &fakeCluster{}
 	a := newTestNodeOver(t, store, Config{Cluster: fc}, nil)

@@ -8,14 +8,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/api"
-	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 // /healthz of a node that stopped at an entry its version cannot read
 // answers 503 halted with the node's reason, not merely no_leader, and
 // the raftlock_halted gauge says 1 (0 while it runs).
 func TestHealthzReportsAHalt(t *testing.T) {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	t.Cleanup(func() { _ = store.Close() })
 	fc := &fakeCluster{}
 	n := newTestNodeOver(t, store, Config{Cluster: fc}, nil)

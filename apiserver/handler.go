@@ -467,8 +467,9 @@ func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
 	var metadata string
 	if req.Metadata != nil {
 		metadata = *req.Metadata
-		if err := lock.ValidateMetadata(metadata); err != nil {
-			return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidMetadata, "api: metadata: %v", err)
+		if len(metadata) > lock.MaxMetadataLen {
+			return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidMetadata, "api: metadata: %v: metadata is longer than %d bytes (got %d)",
+				lock.ErrInvalidMetadata, lock.MaxMetadataLen, len(metadata))
 		}
 	}
 	wait, e := bodyWait(req.Wait, req.WaitMS, maxAcquireWait)

@@ -15,7 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/internal/errcode"
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 func TestAcquireAnswersLease(t *testing.T) {
@@ -278,7 +280,7 @@ func TestBadRequests(t *testing.T) {
 }
 
 func TestListUnsupported(t *testing.T) {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	n := newTestNodeOver(t, storeOnly{store}, Config{}, func() { _ = store.Close() })
 	a := n.do(t, "GET", "/v1/locks", "")
 	assert.Equal(t, http.StatusNotImplemented, a.status)
@@ -328,15 +330,15 @@ func TestStoreErrorsMapToCodes(t *testing.T) {
 // Every lock error code is answered with its own code and a status the
 // table gives, and the Go client reads it back as the same lock sentinels.
 func TestEveryLockErrorCodeHasAStatus(t *testing.T) {
-	for _, code := range lock.ErrorCodes() {
+	for _, code := range errcode.All() {
 		status, ok := lockCodeStatus[code]
 		require.True(t, ok, "no HTTP status for lock code %q", code)
-		err := fmt.Errorf("store: %w", errors.Join(lock.CodeErrors(code)...))
+		err := fmt.Errorf("store: %w", errors.Join(errcode.Errors(code)...))
 		e := storeError(err, true)
 		assert.Equal(t, code, e.detail.Code)
 		assert.Equal(t, status, e.status, code)
 		back := &api.ServerError{StatusCode: e.status, Code: e.detail.Code}
-		for _, s := range lock.CodeErrors(code) {
+		for _, s := range errcode.Errors(code) {
 			assert.ErrorIs(t, back, s, code)
 		}
 	}

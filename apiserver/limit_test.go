@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 // lockedBuffer is a log sink for tests that read it while the server writes.
@@ -40,7 +40,7 @@ func (b *lockedBuffer) String() string {
 // ReadHeaderTimeout.
 func serveLimited(t *testing.T, max int, headerTimeout time.Duration) (addr string, logs *lockedBuffer, h *Handler) {
 	t.Helper()
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	t.Cleanup(func() { store.Close() })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

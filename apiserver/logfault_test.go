@@ -8,13 +8,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/api"
-	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 // /healthz answers 503 log_fault, with the reason, while the node cannot
 // write its raft log, and 200 again once it can.
 func TestHealthzReportsALogFault(t *testing.T) {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	t.Cleanup(func() { _ = store.Close() })
 	fc := &fakeCluster{}
 	n := newTestNodeOver(t, store, Config{Cluster: fc}, nil)
@@ -51,7 +51,7 @@ func logFaultGauge(t *testing.T, n *testNode) float64 {
 // A node that cannot write its raft log and knows no leader (it cannot
 // vote either) says log_fault, the thing to fix, rather than no_leader.
 func TestHealthzSaysLogFaultBeforeNoLeader(t *testing.T) {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	t.Cleanup(func() { _ = store.Close() })
 	fc := &fakeCluster{}
 	n := newTestNodeOver(t, store, Config{Cluster: fc}, nil)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 const patience = 10 * time.Second // bound on every wait for a condition
@@ -217,7 +218,7 @@ func TestClientCancelLeavesQueue(t *testing.T) {
 // TestLongPollOutlivesServerTimeouts: the server NewServer builds does not
 // cut an acquire that waits longer than its read timeout.
 func TestLongPollOutlivesServerTimeouts(t *testing.T) {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	srv := NewServer("", NewHandler(store, Config{}))
 	srv.ReadTimeout = 50 * time.Millisecond // far shorter than the wait below
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -15,11 +15,12 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 // testNode is a Handler over a fresh memory store, served on 127.0.0.1.
 type testNode struct {
-	store   *lock.MemoryStore
+	store   *memstore.Store
 	handler *Handler
 	url     string
 	server  *httptest.Server
@@ -29,7 +30,7 @@ type testNode struct {
 
 func newTestNode(t testing.TB, cfg Config) *testNode {
 	t.Helper()
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	return newTestNodeOver(t, store, cfg, func() { _ = store.Close() })
 }
 
@@ -47,7 +48,7 @@ func newTestNodeOver(t testing.TB, store lock.Store, cfg Config, closeStore func
 	c, err := api.NewClient(srv.URL, api.ClientConfig{Token: cfg.Token})
 	require.NoError(t, err)
 	n := &testNode{handler: h, url: srv.URL, server: srv, client: c, token: cfg.Token}
-	n.store, _ = store.(*lock.MemoryStore)
+	n.store, _ = store.(*memstore.Store)
 	return n
 }
 

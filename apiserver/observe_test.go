@@ -15,6 +15,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 // scrape reads the node's /metrics over HTTP and parses the text format.
@@ -245,7 +246,7 @@ func TestClusterView(t *testing.T) {
 	assert.ErrorIs(t, err, api.ErrNotCluster)
 
 	// A store that is itself a Cluster needs no Config.Cluster.
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	both := newTestNodeOver(t, clusterStore{store, fc}, Config{}, func() { _ = store.Close() })
 	got, err = both.client.Cluster(context.Background())
 	require.NoError(t, err)
@@ -253,7 +254,7 @@ func TestClusterView(t *testing.T) {
 }
 
 type clusterStore struct {
-	*lock.MemoryStore
+	*memstore.Store
 	*fakeCluster
 }
 

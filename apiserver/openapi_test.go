@@ -53,10 +53,11 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 // TestOpenAPIDescribesEveryErrorCode checks the code table against every
 // Code constant package api declares, and each route's codes against it.
 func TestOpenAPIDescribesEveryErrorCode(t *testing.T) {
-	// The Code constants of package lock (string literals) and of package
-	// api (string literals, or lock's constants by name).
-	lockCodes := codeConstants(t, "../lock", nil)
-	apiCodes := codeConstants(t, "../api", lockCodes)
+	// The constants of the lock errors' code table (internal/errcode:
+	// string literals) and the Code constants of package api (string
+	// literals, or the table's constants by name).
+	lockCodes := codeConstants(t, "../internal/errcode", "", nil)
+	apiCodes := codeConstants(t, "../api", "Code", lockCodes)
 	declared := map[string]string{} // value -> constant name
 	for name, v := range apiCodes {
 		declared[v] = name
@@ -78,10 +79,10 @@ func TestOpenAPIDescribesEveryErrorCode(t *testing.T) {
 	}
 }
 
-// codeConstants reads the string constants named Code* declared in the
-// package in dir (tests excluded): name -> value. A value given as
-// lock.NAME is looked up in lock.
-func codeConstants(t *testing.T, dir string, lock map[string]string) map[string]string {
+// codeConstants reads the string constants whose name starts with prefix
+// declared in the package in dir (tests excluded): name -> value. A value
+// given as errcode.NAME is looked up in table.
+func codeConstants(t *testing.T, dir, prefix string, table map[string]string) map[string]string {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	require.NoError(t, err)
@@ -101,7 +102,7 @@ func codeConstants(t *testing.T, dir string, lock map[string]string) map[string]
 			for _, spec := range gd.Specs {
 				vs := spec.(*ast.ValueSpec)
 				for i, name := range vs.Names {
-					if !strings.HasPrefix(name.Name, "Code") || i >= len(vs.Values) {
+					if !strings.HasPrefix(name.Name, prefix) || i >= len(vs.Values) {
 						continue
 					}
 					switch v := vs.Values[i].(type) {
@@ -112,9 +113,9 @@ func codeConstants(t *testing.T, dir string, lock map[string]string) map[string]
 							out[name.Name] = s
 						}
 					case *ast.SelectorExpr:
-						if pkg, ok := v.X.(*ast.Ident); ok && pkg.Name == "lock" {
-							s, ok := lock[v.Sel.Name]
-							require.True(t, ok, "%s = lock.%s: no such string constant in package lock", name.Name, v.Sel.Name)
+						if pkg, ok := v.X.(*ast.Ident); ok && pkg.Name == "errcode" {
+							s, ok := table[v.Sel.Name]
+							require.True(t, ok, "%s = errcode.%s: no such string constant in package errcode", name.Name, v.Sel.Name)
 							out[name.Name] = s
 						}
 					}

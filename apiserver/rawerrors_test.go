@@ -18,14 +18,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/api"
-	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 // serveWithJSONErrors serves a memory store's handler as the agent does:
 // NewServer's settings, through JSONErrorListener, over TLS when ca is given.
 func serveWithJSONErrors(t *testing.T, ca *testCA) *httptest.Server {
 	t.Helper()
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	t.Cleanup(func() { _ = store.Close() })
 	srv := httptest.NewUnstartedServer(NewHandler(store, Config{}))
 	std := NewServer("", srv.Config.Handler)

@@ -21,6 +21,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/internal/streamwire"
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 func (h *Handler) openStreams() int {
@@ -53,7 +54,7 @@ func (rc *routeCounter) lockRequests() int {
 // routeCounter, and a client of it whose stream is up.
 type streamNode struct {
 	h      *Handler
-	store  *lock.MemoryStore
+	store  *memstore.Store
 	routes *routeCounter
 	url    string
 	client *api.Client
@@ -61,7 +62,7 @@ type streamNode struct {
 
 func newStreamNode(t *testing.T, cfg Config, token string) *streamNode {
 	t.Helper()
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	t.Cleanup(func() { _ = store.Close() })
 	n := &streamNode{h: NewHandler(store, cfg), store: store}
 	n.routes = &routeCounter{next: n.h, n: map[string]int{}}
@@ -384,7 +385,7 @@ func TestStreamGoesAwayWhenTheNodeStops(t *testing.T) {
 // agent answers 404) gets every operation on the HTTP routes, and is not
 // asked again.
 func TestClientWithoutStreamRoute(t *testing.T) {
-	h := NewHandler(lock.NewMemoryStore(), Config{})
+	h := NewHandler(memstore.New(), Config{})
 	var asked atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/stream" {
@@ -432,7 +433,7 @@ func (s *holdingStore) Release(ctx context.Context, key string, owner lock.Owner
 // acquire reports an unknown outcome (the node may have granted it) and is
 // withdrawn at the node, which saw its client go.
 func TestStreamBreakFailsOver(t *testing.T) {
-	mem := lock.NewMemoryStore()
+	mem := memstore.New()
 	t.Cleanup(func() { _ = mem.Close() })
 	held := &holdingStore{Store: mem, entered: make(chan struct{}, 1), hold: make(chan struct{})}
 	defer close(held.hold)
@@ -564,7 +565,7 @@ func (c *writeFailingConn) Write(p []byte) (int, error) {
 // node has not seen the client go) is released at once: nobody will be
 // told of the grant, so nobody would release it before its TTL.
 func TestStreamGivesBackAGrantItCannotAnswer(t *testing.T) {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	t.Cleanup(func() { _ = store.Close() })
 	h := NewHandler(store, Config{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

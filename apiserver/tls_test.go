@@ -17,6 +17,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/lock"
 	"github.com/raftlock/raftlock/lock/locktest"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 // tlsNode is a Handler over a memory store served over HTTPS (HTTP/2 when
@@ -24,7 +25,7 @@ import (
 // throwaway CA signed.
 type tlsNode struct {
 	url   string
-	store *lock.MemoryStore
+	store *memstore.Store
 	ca    *testCA
 	http2 *atomic.Int32 // requests served over HTTP/2
 }
@@ -34,7 +35,7 @@ type tlsNode struct {
 func newTLSNode(t testing.TB, cfg Config, clientCA bool) *tlsNode {
 	t.Helper()
 	ca := newTestCA(t)
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	h := NewHandler(store, cfg)
 	n := &tlsNode{store: store, ca: ca, http2: &atomic.Int32{}}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

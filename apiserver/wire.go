@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/internal/errcode"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -33,11 +34,11 @@ func badRequest(format string, args ...any) *apiError {
 }
 
 // storeError turns what a lock.Store returned into the answer for the
-// client: the lock error's code (lock.ErrorCode) with its status. write says
+// client: the lock error's code (errcode.Of) with its status. write says
 // whether the operation changes state, so that a timeout reads as "outcome
 // unknown" for writes and "unavailable" for reads.
 func storeError(err error, write bool) *apiError {
-	if code := lock.ErrorCode(err); code != "" {
+	if code := errcode.Of(err); code != "" {
 		e := newAPIError(lockCodeStatus[code], code, "%s", err.Error())
 		if held := (*lock.HeldError)(nil); errors.As(err, &held) && held.Reserved {
 			e.detail.Reserved = true
@@ -67,40 +68,40 @@ func storeError(err error, write bool) *apiError {
 }
 
 // lockCodeStatus is the HTTP status of each lock error code: a line per
-// code (a test checks that every lock.ErrorCodes has one).
+// code (a test checks that every errcode.All has one).
 var lockCodeStatus = map[string]int{
-	lock.CodeLocked:         http.StatusConflict,
-	lock.CodeNotHeld:        http.StatusConflict,
-	lock.CodeInvalidKey:     http.StatusBadRequest,
-	lock.CodeInvalidTTL:     http.StatusBadRequest,
-	lock.CodeInvalidWait:    http.StatusBadRequest,
-	lock.CodeInvalidOwner:   http.StatusBadRequest,
-	lock.CodeInvalidList:    http.StatusBadRequest,
-	lock.CodeQueueFull:      http.StatusTooManyRequests,
-	lock.CodeUnknownOutcome: http.StatusServiceUnavailable,
-	lock.CodeClosed:         http.StatusServiceUnavailable,
-	lock.CodeUnavailable:    http.StatusServiceUnavailable,
+	errcode.Locked:         http.StatusConflict,
+	errcode.NotHeld:        http.StatusConflict,
+	errcode.InvalidKey:     http.StatusBadRequest,
+	errcode.InvalidTTL:     http.StatusBadRequest,
+	errcode.InvalidWait:    http.StatusBadRequest,
+	errcode.InvalidOwner:   http.StatusBadRequest,
+	errcode.InvalidList:    http.StatusBadRequest,
+	errcode.QueueFull:      http.StatusTooManyRequests,
+	errcode.UnknownOutcome: http.StatusServiceUnavailable,
+	errcode.Closed:         http.StatusServiceUnavailable,
+	errcode.Unavailable:    http.StatusServiceUnavailable,
 
-	lock.CodeInvalidSession:  http.StatusBadRequest,
-	lock.CodeInvalidMetadata: http.StatusBadRequest,
-	lock.CodeNoSession:       http.StatusConflict,
+	errcode.InvalidSession:  http.StatusBadRequest,
+	errcode.InvalidMetadata: http.StatusBadRequest,
+	errcode.NoSession:       http.StatusConflict,
 	// A kind mismatch conflicts with the key's state, not with the
 	// request's form: the same acquire succeeds once the key is gone.
-	lock.CodeKindMismatch: http.StatusConflict,
-	lock.CodeInvalidLimit: http.StatusBadRequest,
-	lock.CodeInvalidKind:  http.StatusBadRequest,
+	errcode.KindMismatch: http.StatusConflict,
+	errcode.InvalidLimit: http.StatusBadRequest,
+	errcode.InvalidKind:  http.StatusBadRequest,
 
-	lock.CodeTooManyWatchers: http.StatusTooManyRequests,
+	errcode.TooManyWatchers: http.StatusTooManyRequests,
 
 	// 429, as etcd's "database space exceeded" (gRPC RESOURCE_EXHAUSTED,
 	// which HTTP gateways answer 429) and as queue_full: the request is
 	// well formed, and the same one succeeds once state is freed. (507 is
 	// WebDAV's, and says nothing to a client's retry policy.)
-	lock.CodeQuotaExceeded: http.StatusTooManyRequests,
+	errcode.QuotaExceeded: http.StatusTooManyRequests,
 	// Not the request's fault, nor the key's: the cluster cannot do it
 	// until its upgrade is complete, and will then (as 503 says of a
 	// service that is temporarily unable). Nothing was done.
-	lock.CodeMemberTooOld: http.StatusServiceUnavailable,
+	errcode.MemberTooOld: http.StatusServiceUnavailable,
 }
 
 // readJSON decodes the request body into v (a pointer to a request struct):

@@ -83,7 +83,7 @@
 //
 // Members may run different raftlock versions during a rolling upgrade.
 // The leader proposes no command that some member's version cannot read
-// (lock.ErrMemberTooOld; levels.go; Stats shows each member's version and
+// (ErrMemberTooOld; levels.go; Stats shows each member's version and
 // command level, and marks the members below the leader's), and a member
 // that meets a committed entry or snapshot it cannot read anyway stops
 // there, never skips it: it closes itself and Done and Err say why

@@ -1,6 +1,10 @@
 package cluster
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/raftlock/raftlock/internal/errcode"
+)
 
 // Errors of this package; match them with errors.Is. Lock operations report
 // the lock package's sentinels instead (lock.ErrUnavailable, lock.ErrClosed,
@@ -18,6 +22,13 @@ var (
 	// fail at once with an error that matches it and lock.ErrUnavailable,
 	// and says why and what to do (Stats.LogFault says it too).
 	ErrLogFault = errors.New("cluster: log_fault: the raft log cannot be written")
+	// ErrMemberTooOld: a member of the cluster runs a raftlock build that
+	// cannot read the command (a rolling upgrade is under way, or one
+	// member was left behind); nothing was done. The error names the
+	// member and the version to install on it; the command works once
+	// every member reads it. The HTTP client reports it as
+	// api.ErrMemberTooOld, the same error.
+	ErrMemberTooOld = errcode.ErrMemberTooOld
 )
 
 // Internal outcomes of one attempt, which the retry loop in forward.go tells apart.

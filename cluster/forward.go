@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/lockfsm"
 	"github.com/raftlock/raftlock/lock"
 	"github.com/raftlock/raftlock/transport"
 )
@@ -147,7 +148,7 @@ func (n *Node) do(ctx context.Context, req rpcRequest) (ans rpcAnswer, err error
 			unknown = unknown || mayApply
 			return nil, n.endedError(parent, ctx, unknown, lastErr)
 		case errors.Is(attemptErr, ErrBadRequest), errors.Is(attemptErr, transport.ErrTooLarge),
-			errors.Is(attemptErr, lock.ErrMemberTooOld):
+			errors.Is(attemptErr, ErrMemberTooOld):
 			return nil, attemptErr
 		case errors.Is(attemptErr, lock.ErrQuotaExceeded):
 			// Refused by the leader's quotas before it was proposed (quota.go).
@@ -545,23 +546,28 @@ func (n *Node) until(ctx context.Context, t *leaderTerm, ch <-chan struct{}) err
 	}
 }
 
+// toReadResult is the answer to req of a key in state st read at log time
+// at: what lockfsm.KeyInfo says of it, plus whether the asker holds it.
+// holders is the machine's own count (0 for a mutex), as the wire carries
+// it; keyInfo makes it KeyInfo.Holders again.
 func toReadResult(st fsm.KeyState, setKeys []string, at time.Duration, req *readRequest) readResult {
-	if !st.Held {
-		return readResult{waiters: st.Waiters, reserved: st.Reserved}
+	info := lockfsm.KeyInfo(st, at, setKeys)
+	if !info.Locked {
+		return readResult{waiters: info.Waiters, reserved: info.Reserved}
 	}
 	return readResult{
 		held:      true,
 		mine:      req.withOwner && st.Owner == req.owner,
-		token:     st.Token,
-		remaining: max(st.ExpiresAt-at, 0),
-		waiters:   st.Waiters,
-		meta:      st.Meta,
-		delayed:   st.Delayed,
+		token:     info.Token,
+		remaining: info.Remaining,
+		waiters:   info.Waiters,
+		meta:      info.Metadata,
+		delayed:   info.Delayed,
 		kind:      st.Kind,
-		limit:     st.Limit,
+		limit:     info.Limit,
 		holders:   st.Holders,
-		shared:    st.Shared,
-		holds:     lock.HoldInfos(st.Holds, at),
-		setKeys:   setKeys,
+		shared:    info.Shared,
+		holds:     info.Holds,
+		setKeys:   info.SetKeys,
 	}
 }

@@ -210,7 +210,7 @@ func (t *leaderTerm) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, 
 
 // enqueue queues cmd for proposal without waiting: commands are proposed
 // in the order they were queued. Its errors are errNotLeader, and
-// lock.ErrMemberTooOld for a command some member cannot read (levels.go).
+// ErrMemberTooOld for a command some member cannot read (levels.go).
 func (t *leaderTerm) enqueue(cmd fsm.Command) (*proposal, error) {
 	if err := t.n.admitLevel(cmd); err != nil {
 		return nil, err

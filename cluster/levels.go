@@ -8,7 +8,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/fsm"
-	"github.com/raftlock/raftlock/lock"
 )
 
 // Mixed versions: the leader proposes nothing a member cannot read.
@@ -24,7 +23,7 @@ import (
 // the leader checks its level (fsm.CommandLevel) against every server of
 // the latest raft configuration, voters and non-voters alike, itself
 // included. A command above some member's level is refused with
-// lock.ErrMemberTooOld, naming the member and what to install, and nothing
+// ErrMemberTooOld, naming the member and what to install, and nothing
 // is proposed: so in a rolling upgrade new commands are refused until every
 // member reads them, and the commands every build reads go on throughout.
 // A command at the baseline costs nothing: every member reads it.
@@ -133,7 +132,7 @@ func (n *Node) lowestLevel() (lowestMember, error) {
 	return low, nil
 }
 
-// admitLevel refuses cmd, with an error matching lock.ErrMemberTooOld,
+// admitLevel refuses cmd, with an error matching ErrMemberTooOld,
 // when some member of the raft configuration does not read its level.
 func (n *Node) admitLevel(cmd fsm.Command) error {
 	need := n.levels.of(cmd)
@@ -157,7 +156,7 @@ func (n *Node) admitLevel(cmd fsm.Command) error {
 	}
 	return fmt.Errorf("%w: %v needs command level %d, and %s %s reads level %d (%s): "+
 		"install on %s raftlock %s (the version this leader runs) and try again; nothing was done",
-		lock.ErrMemberTooOld, cmd.Op, need, suffrage, low.srv.ID, low.level, runs, low.srv.ID, n.version)
+		ErrMemberTooOld, cmd.Op, need, suffrage, low.srv.ID, low.level, runs, low.srv.ID, n.version)
 }
 
 // machineSnapshotVersion is the fsm snapshot version this node writes: the

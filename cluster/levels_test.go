@@ -48,7 +48,7 @@ func acquireAllReq(keys ...string) lock.AcquireRequest {
 
 // In a rolling upgrade, the leader refuses a command that a member cannot
 // read, wherever it is asked (on the leader, through a follower, through
-// the older member itself), with lock.ErrMemberTooOld naming the member;
+// the older member itself), with ErrMemberTooOld naming the member;
 // nothing is proposed, and commands every member reads go on. Once the
 // member runs a build that reads it, the command works.
 func TestLeaderRefusesCommandAMemberCannotRead(t *testing.T) {
@@ -86,18 +86,18 @@ func TestLeaderRefusesCommandAMemberCannotRead(t *testing.T) {
 
 	for _, via := range []*Node{leader, follower, old} {
 		_, err := via.AcquireAll(ctx, acquireAllReq("x", "y"))
-		require.ErrorIs(t, err, lock.ErrMemberTooOld, "asked through %s", via.ID())
+		require.ErrorIs(t, err, ErrMemberTooOld, "asked through %s", via.ID())
 		assert.NotErrorIs(t, err, lock.ErrUnknownOutcome, "nothing was proposed")
 		assert.Contains(t, err.Error(), "voter n2", "names the member")
 		assert.Contains(t, err.Error(), "install on n2 raftlock "+raftlockVersion, "says what to do")
 		assert.Contains(t, err.Error(), "it runs raftlock v0.9.0-old", "says what it runs")
-		assert.Equal(t, 1, countOccurrences(err.Error(), lock.ErrMemberTooOld.Error()), "the sentinel's text once: %v", err)
+		assert.Equal(t, 1, countOccurrences(err.Error(), ErrMemberTooOld.Error()), "the sentinel's text once: %v", err)
 	}
 	// A waiting acquire-all is refused the same way.
 	req := acquireAllReq("x", "y")
 	req.Wait = time.Second
 	_, err := follower.AcquireAll(ctx, req)
-	require.ErrorIs(t, err, lock.ErrMemberTooOld)
+	require.ErrorIs(t, err, ErrMemberTooOld)
 
 	// Nothing was proposed: no token consumed, no key taken; and the
 	// older member, having applied what came after, still runs.
@@ -190,7 +190,7 @@ func TestGossipCarriesCommandLevels(t *testing.T) {
 	assert.Equal(t, fsm.BaselineLevel, n0.gossipByID()["n1"].Level)
 
 	_, err := n1.AcquireAll(testCtx(t), acquireAllReq("x", "y"))
-	require.ErrorIs(t, err, lock.ErrMemberTooOld)
+	require.ErrorIs(t, err, ErrMemberTooOld)
 	assert.Contains(t, err.Error(), "voter n1 reads level 1 (it runs raftlock v0.9.0-old)")
 	// Both show who runs what from the tags, and mark the older member.
 	want := []string{"n0 " + raftlockVersion + " level 2", "n1 v0.9.0-old level 1 BELOW"}
@@ -309,14 +309,14 @@ func TestNodeInfoCarriesVersion(t *testing.T) {
 }
 
 // A refusal crosses the forwarding RPC as its own code, which the asking
-// node reads back as lock.ErrMemberTooOld with the leader's message once.
+// node reads back as ErrMemberTooOld with the leader's message once.
 func TestMemberTooOldCrossesTheRPC(t *testing.T) {
-	served := fmt.Errorf("%w: install on n2", lock.ErrMemberTooOld)
+	served := fmt.Errorf("%w: install on n2", ErrMemberTooOld)
 	rep := errorReplyFor(served)
 	assert.Equal(t, codeMemberTooOld, rep.code)
 	got, err := decodeReply(rep.appendBinary(nil))
 	require.NoError(t, err)
-	assert.ErrorIs(t, got.err(), lock.ErrMemberTooOld)
+	assert.ErrorIs(t, got.err(), ErrMemberTooOld)
 	assert.Equal(t, served.Error(), got.err().Error())
 }
 
@@ -342,7 +342,7 @@ func TestLeaderRefusesCommandANonVoterCannotRead(t *testing.T) {
 		return true
 	}, patience, 10*time.Millisecond, "the leader learns the newer voters' levels")
 	_, err := leader.AcquireAll(testCtx(t), acquireAllReq("x", "y"))
-	require.ErrorIs(t, err, lock.ErrMemberTooOld)
+	require.ErrorIs(t, err, ErrMemberTooOld)
 	assert.Contains(t, err.Error(), "non-voter n3")
 	assert.Contains(t, err.Error(), "its version is not known here")
 	// A member that told neither its version nor its level is shown so,

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/errcode"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -31,7 +32,7 @@ func TestQuotas(t *testing.T) {
 	isQuota := func(t *testing.T, err error, field string, limit int) {
 		t.Helper()
 		require.ErrorIs(t, err, lock.ErrQuotaExceeded)
-		assert.Equal(t, lock.CodeQuotaExceeded, lock.ErrorCode(err))
+		assert.Equal(t, errcode.QuotaExceeded, errcode.Of(err))
 		assert.Contains(t, err.Error(), field)
 		assert.Contains(t, err.Error(), fmt.Sprintf("at most %d ", limit))
 		assert.Equal(t, 1, strings.Count(err.Error(), lock.ErrQuotaExceeded.Error()), "said once: %v", err)

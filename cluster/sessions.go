@@ -2,9 +2,9 @@ package cluster
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/lockfsm"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -22,7 +22,7 @@ import (
 // lease's: the leader's log clock before it answered, so a client counting
 // it from when it sent the request never counts past the session's end.
 
-var errNoSession = fmt.Errorf("%w: the session has ended or does not exist", lock.ErrNoSession)
+var errNoSession = lockfsm.ErrNoSession
 
 var _ lock.SessionStore = (*Node)(nil)
 

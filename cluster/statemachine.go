@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/lockfsm"
 	"github.com/raftlock/raftlock/internal/watchhub"
 	"github.com/raftlock/raftlock/lock"
 )
@@ -311,27 +312,14 @@ func (s *stateMachine) list(prefix, after string, limit int, at time.Duration) l
 			page.more = true
 			return false
 		}
-		holds := st.Holds[:min(len(st.Holds), maxListHolds)]
+		st.Holds = st.Holds[:min(len(st.Holds), maxListHolds)]
 		setKeys := s.setKeysLocked(st)
-		n := maxListEntryLen + len(holds)*maxHoldLen + len(setKeys)*(binary.MaxVarintLen64+fsm.MaxKeyLen) + 1
+		n := maxListEntryLen + len(st.Holds)*maxHoldLen + len(setKeys)*(binary.MaxVarintLen64+fsm.MaxKeyLen) + 1
 		if size += n; size > listPageBudget && len(page.locks) > 0 {
 			page.more = true // the rest on the next page, within a frame
 			return false
 		}
-		page.locks = append(page.locks, lock.LockInfo{Key: key, KeyInfo: lock.KeyInfo{
-			Locked:    true,
-			Token:     st.Token,
-			Remaining: max(st.ExpiresAt-now, 0),
-			Waiters:   st.Waiters,
-			Metadata:  st.Meta,
-			Delayed:   st.Delayed,
-			Kind:      lock.Kind(st.Kind),
-			Limit:     st.Limit,
-			Holders:   lock.KeyHolders(st),
-			Shared:    st.Shared,
-			Holds:     lock.HoldInfos(holds, now),
-			SetKeys:   setKeys,
-		}})
+		page.locks = append(page.locks, lock.LockInfo{Key: key, KeyInfo: lockfsm.KeyInfo(st, now, setKeys)})
 		return true
 	})
 	return page

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/lockfsm"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -57,32 +58,19 @@ func (n *Node) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease
 		return n.acquireWaiting(ctx, req, sent)
 	}
 	owner := fsm.Owner(req.Owner)
-	cmd := req.Command()
+	cmd := lockfsm.Acquire(req)
 	cmd.Owner = owner
 	res, err := n.command(ctx, cmd)
 	if err != nil {
 		return lock.Lease{}, err
 	}
-	switch res.Status {
-	case fsm.StatusKindMismatch:
-		return lock.Lease{}, req.KindMismatch(res)
-	case fsm.StatusNoSession:
-		return lock.Lease{}, errNoSession
-	case fsm.StatusGranted:
-		// remaining(res) is the TTL asked for a new grant, and what the
-		// lease had left for a repeat by its holder.
-		lease := lock.Lease{Token: res.Token, Remaining: remaining(res), TTL: remaining(res)}
-		if !req.Session.IsZero() {
-			lease.TTL = 0 // no lease of its own
-		}
-		return lease, nil
-	case fsm.StatusHeld:
-		return lock.Lease{}, lock.HeldResult(req, res, func(key string) fsm.KeyState {
-			st, _ := n.sm.lookup(key, 0) // this node's own state: it names the key, nothing more
-			return st
-		})
+	if res.Status == fsm.StatusGranted {
+		return lockfsm.Granted(req, res), nil
 	}
-	return lock.Lease{}, unexpectedStatus("acquire", res)
+	return lock.Lease{}, lockfsm.AcquireError(req, res, func(key string) fsm.KeyState {
+		st, _ := n.sm.lookup(key, 0) // this node's own state: it names the key, nothing more
+		return st
+	})
 }
 
 // AcquireAll implements lock.MultiKeyStore: Acquire of a multi-key request
@@ -102,7 +90,7 @@ func (n *Node) AcquireAll(ctx context.Context, req lock.AcquireRequest) (lock.Le
 // leader's log clock when the command was proposed, before it answered, so a
 // holder that counts the figure from when it sent the request never counts
 // past the lease's end in the cluster.
-func remaining(res fsm.Result) time.Duration { return max(res.ExpiresAt-res.Now, 0) }
+func remaining(res fsm.Result) time.Duration { return lockfsm.Remaining(res) }
 
 // withdraw takes a caller that gave up out of the queue (and releases the
 // lock if it was handed over meanwhile), then returns ctx's error. It waits
@@ -132,7 +120,7 @@ func (n *Node) Release(ctx context.Context, key string, owner lock.Owner) (bool,
 	if err := lock.ValidateRelease(key, owner); err != nil {
 		return false, err
 	}
-	return n.releasing(ctx, fsm.Command{Op: fsm.OpRelease, Key: key, Owner: fsm.Owner(owner)}, fsm.StatusNotHeld)
+	return n.releasing(ctx, lockfsm.Release(key, owner), fsm.StatusNotHeld)
 }
 
 // releasing runs cmd, which ends something (a release, a session's
@@ -167,13 +155,10 @@ func (n *Node) ForceRelease(ctx context.Context, key string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	switch res.Status {
-	case fsm.StatusReleased:
-		return res.Token, nil
-	case fsm.StatusNotHeld:
-		return 0, fmt.Errorf("%w: nobody holds %q", lock.ErrNotHeld, key)
+	if res.Status != fsm.StatusReleased {
+		return 0, lockfsm.ForceReleaseError(key, res)
 	}
-	return 0, unexpectedStatus("force-release", res)
+	return res.Token, nil
 }
 
 // Extend implements lock.Store. The new lease is counted from the leader's
@@ -182,17 +167,14 @@ func (n *Node) Extend(ctx context.Context, key string, owner lock.Owner, ttl tim
 	if err := lock.ValidateExtend(key, owner, ttl); err != nil {
 		return lock.Lease{}, err
 	}
-	res, err := n.command(ctx, fsm.Command{Op: fsm.OpExtend, Key: key, Owner: fsm.Owner(owner), TTL: ttl})
+	res, err := n.command(ctx, lockfsm.Extend(key, owner, ttl))
 	if err != nil {
 		return lock.Lease{}, err
 	}
-	switch res.Status {
-	case fsm.StatusExtended:
-		return lock.Lease{Token: res.Token, Remaining: remaining(res), TTL: ttl}, nil
-	case fsm.StatusNotHeld:
-		return lock.Lease{}, fmt.Errorf("%w: %q", lock.ErrNotHeld, key)
+	if res.Status != fsm.StatusExtended {
+		return lock.Lease{}, lockfsm.ExtendError(key, res)
 	}
-	return lock.Lease{}, unexpectedStatus("extend", res)
+	return lock.Lease{Token: res.Token, Remaining: remaining(res), TTL: ttl}, nil
 }
 
 // Inspect implements lock.Store with a linearizable read at the leader:

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/lockfsm"
 	"github.com/raftlock/raftlock/lock"
 	"github.com/raftlock/raftlock/transport"
 )
@@ -186,7 +187,7 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 			}
 			return lock.Lease{}, n.heldError(ctx, req.Key, lastErr)
 		}
-		cmd := req.Command()
+		cmd := lockfsm.Acquire(req)
 		cmd.Owner, cmd.Wait = owner, left
 		asked := n.clock.Monotonic()
 		// The answer comes at the latest when the wait ends at the leader;
@@ -222,7 +223,7 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 				return lock.Lease{}, lock.ErrClosed
 			}
 		case errors.Is(err, ErrBadRequest), errors.Is(err, transport.ErrTooLarge),
-			errors.Is(err, lock.ErrMemberTooOld):
+			errors.Is(err, ErrMemberTooOld):
 			return lock.Lease{}, err
 		case errors.Is(err, lock.ErrQuotaExceeded):
 			// Refused before anything was proposed. An earlier attempt's
@@ -281,15 +282,12 @@ func (n *Node) waitOutcome(ctx context.Context, req lock.AcquireRequest, sent, a
 			// read tells which (rare: a refusal names its holder).
 			return lock.Lease{}, n.heldError(ctx, req.Key, nil)
 		}
-		return lock.Lease{}, &lock.HeldError{Key: req.Key, Token: ans.token, Remaining: ans.remaining}
-	case fsm.StatusQueueFull:
-		return lock.Lease{}, fmt.Errorf("%w: %d callers wait for %q", lock.ErrQueueFull, ans.waiters, req.Key)
-	case fsm.StatusNoSession:
-		return lock.Lease{}, errNoSession
-	case fsm.StatusKindMismatch:
-		return lock.Lease{}, req.KindMismatch(fsm.Result{Kind: ans.kind, Limit: ans.limit, Waiters: ans.waiters})
 	}
-	return lock.Lease{}, fmt.Errorf("cluster: waiting acquire answered %v", ans.status)
+	// The leader's answer carries what lockfsm reads of a result: its
+	// holder's token and lease left (counted at the leader), its queue
+	// length or the place of the key of another kind, and that key's kind.
+	res := fsm.Result{Status: ans.status, Token: ans.token, ExpiresAt: ans.remaining, Waiters: ans.waiters, Kind: ans.kind, Limit: ans.limit}
+	return lock.Lease{}, lockfsm.AcquireError(req, res, nil)
 }
 
 // grantedTTL is the lease's term the leader answered (see waitAnswer.ttl);

@@ -253,7 +253,7 @@ var replyErrors = []replyError{
 	{errShuttingDown, codeShuttingDown, errLeaderClosing},
 	{ErrBadRequest, codeBadRequest, ErrBadRequest},
 	{lock.ErrQuotaExceeded, codeQuotaExceeded, lock.ErrQuotaExceeded},
-	{lock.ErrMemberTooOld, codeMemberTooOld, lock.ErrMemberTooOld},
+	{ErrMemberTooOld, codeMemberTooOld, ErrMemberTooOld},
 	{ErrWrongCluster, codeWrongCluster, ErrWrongCluster},
 	{nil, codeUnavailable, errLeaderUnavailable},
 	// The caller gave up; nobody reads the answer. Say what is true of a command.

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 // The checkers must be able to fail: these tests run the workloads against
@@ -20,7 +21,7 @@ import (
 // doubleGranting is a store that now and then grants a held key to a
 // second owner, with a fresh token, as a split-brain cluster would.
 type doubleGranting struct {
-	*lock.MemoryStore
+	*memstore.Store
 	every int // one held acquire in every grants anyway
 	n     atomic.Int64
 	fake  atomic.Uint64
@@ -30,7 +31,7 @@ type doubleGranting struct {
 }
 
 func (d *doubleGranting) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease, error) {
-	lease, err := d.MemoryStore.Acquire(ctx, req)
+	lease, err := d.Store.Acquire(ctx, req)
 	if errors.Is(err, lock.ErrLocked) && d.n.Add(1)%int64(d.every) == 0 {
 		return lock.Lease{Token: 1<<40 + d.fake.Add(1), Remaining: req.TTL}, nil
 	}
@@ -53,7 +54,7 @@ func quickSettings(t *testing.T) settings {
 func TestLinearizabilityCheckerCatchesADoubleGrant(t *testing.T) {
 	s := quickSettings(t)
 	rep := newReport("broken/double-grant", s)
-	store := &doubleGranting{MemoryStore: lock.NewMemoryStore(), every: 50}
+	store := &doubleGranting{Store: memstore.New(), every: 50}
 	t.Cleanup(func() { store.Close() })
 	nem := &nemesis{rep: rep, events: newEventLog(rep.started)}
 	runLinearizable(t, s, rep, oneStore{store}, nem, 6, 2)
@@ -66,7 +67,7 @@ func TestLinearizabilityCheckerCatchesADoubleGrant(t *testing.T) {
 func TestLinearizabilityCheckerPassesACorrectStore(t *testing.T) {
 	s := quickSettings(t)
 	rep := newReport("memory-store", s)
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	t.Cleanup(func() { store.Close() })
 	nem := &nemesis{rep: rep, events: newEventLog(rep.started)}
 	runLinearizable(t, s, rep, oneStore{store}, nem, 6, 2)
@@ -78,7 +79,7 @@ func TestLinearizabilityCheckerPassesACorrectStore(t *testing.T) {
 func TestFencedCheckerCatchesADoubleGrant(t *testing.T) {
 	s := quickSettings(t)
 	rep := newReport("broken/double-grant-fenced", s)
-	store := &doubleGranting{MemoryStore: lock.NewMemoryStore(), every: 3}
+	store := &doubleGranting{Store: memstore.New(), every: 3}
 	t.Cleanup(func() { store.Close() })
 	nem := &nemesis{rep: rep, events: newEventLog(rep.started)}
 	runFenced(t, s, rep, oneStore{store}, nem, fencedRun{
@@ -91,7 +92,7 @@ func TestFencedCheckerCatchesADoubleGrant(t *testing.T) {
 func TestFencedCheckerPassesExpiringLeases(t *testing.T) {
 	s := quickSettings(t)
 	rep := newReport("memory-store-fenced-expiry", s)
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	t.Cleanup(func() { store.Close() })
 	nem := &nemesis{rep: rep, events: newEventLog(rep.started)}
 	runFenced(t, s, rep, oneStore{store}, nem, fencedRun{
@@ -104,16 +105,16 @@ func TestFencedCheckerPassesExpiringLeases(t *testing.T) {
 
 // overstating is a store that tells holders their leases last three times
 // longer than they do, as a cluster whose lease clock ran fast would.
-type overstating struct{ *lock.MemoryStore }
+type overstating struct{ *memstore.Store }
 
 func (o overstating) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease, error) {
-	lease, err := o.MemoryStore.Acquire(ctx, req)
+	lease, err := o.Store.Acquire(ctx, req)
 	lease.Remaining *= 3
 	return lease, err
 }
 
 func (o overstating) Extend(ctx context.Context, key string, owner lock.Owner, ttl time.Duration) (lock.Lease, error) {
-	lease, err := o.MemoryStore.Extend(ctx, key, owner, ttl)
+	lease, err := o.Store.Extend(ctx, key, owner, ttl)
 	lease.Remaining *= 3
 	return lease, err
 }
@@ -121,7 +122,7 @@ func (o overstating) Extend(ctx context.Context, key string, owner lock.Owner, t
 func TestFencedCheckerCatchesALeaseEndingBeforeItsDeadline(t *testing.T) {
 	s := quickSettings(t)
 	rep := newReport("broken/overstated-lease", s)
-	store := overstating{lock.NewMemoryStore()}
+	store := overstating{memstore.New()}
 	t.Cleanup(func() { store.Close() })
 	nem := &nemesis{rep: rep, events: newEventLog(rep.started)}
 	runFenced(t, s, rep, oneStore{store}, nem, fencedRun{
@@ -179,7 +180,7 @@ func TestKindCheckerTokenOrderKnowsUnusedGrants(t *testing.T) {
 func TestDurabilityVerifyCatchesLostState(t *testing.T) {
 	s := quickSettings(t)
 	rep := newReport("broken/durability", s)
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	t.Cleanup(func() { store.Close() })
 	w := &durWorkload{rep: rep}
 	c := &durClient{workClient: &workClient{owner: lock.NewOwner(), stores: oneStore{store}, rng: s.rng(1), unexpected: &errorLog{}},
@@ -202,7 +203,7 @@ func TestDurabilityVerifyCatchesLostState(t *testing.T) {
 // loosened is a store that lets one holder more into every semaphore than
 // asked, and turns every write of a read/write lock into a read, as a
 // state machine that miscounted holders would.
-type loosened struct{ *lock.MemoryStore }
+type loosened struct{ *memstore.Store }
 
 func (l loosened) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease, error) {
 	switch req.Kind {
@@ -211,7 +212,7 @@ func (l loosened) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Le
 	case lock.KindRWLock:
 		req.Shared = true
 	}
-	return l.MemoryStore.Acquire(ctx, req)
+	return l.Store.Acquire(ctx, req)
 }
 
 // The kinds checker passes the memory store's semaphores and read/write
@@ -224,7 +225,7 @@ func TestKindCheckerPassesACorrectStoreAndCatchesALooseOne(t *testing.T) {
 	} {
 		s := quickSettings(t)
 		rep := newReport("memory-store-kinds/"+cfg.Key, s)
-		store := lock.NewMemoryStore()
+		store := memstore.New()
 		t.Cleanup(func() { store.Close() })
 		nem := &nemesis{rep: rep, events: newEventLog(rep.started)}
 		runFenced(t, s, rep, oneStore{store}, nem, fencedRun{cfg: cfg, holders: 5})
@@ -233,7 +234,7 @@ func TestKindCheckerPassesACorrectStoreAndCatchesALooseOne(t *testing.T) {
 		assert.Empty(t, rep.problems, cfg.Key)
 
 		rep = newReport("broken/loose-"+cfg.Key, s)
-		loose := loosened{lock.NewMemoryStore()}
+		loose := loosened{memstore.New()}
 		t.Cleanup(func() { loose.Close() })
 		nem = &nemesis{rep: rep, events: newEventLog(rep.started)}
 		runFenced(t, s, rep, oneStore{loose}, nem, fencedRun{cfg: cfg, holders: 5})
@@ -248,7 +249,7 @@ func TestGroupLinearizabilityCheckerPassesACorrectStoreAndCatchesALooseOne(t *te
 	for _, kind := range []linKind{{limit: 2}, {rw: true}} {
 		s := quickSettings(t)
 		rep := newReport("memory-store-kinds", s)
-		store := lock.NewMemoryStore()
+		store := memstore.New()
 		t.Cleanup(func() { store.Close() })
 		nem := &nemesis{rep: rep, events: newEventLog(rep.started)}
 		runLinearizableKind(t, s, rep, oneStore{store}, nem, 6, 2, kind)
@@ -257,7 +258,7 @@ func TestGroupLinearizabilityCheckerPassesACorrectStoreAndCatchesALooseOne(t *te
 		assert.Empty(t, rep.problems, "%+v", kind)
 
 		rep = newReport("broken/loose-kinds", s)
-		loose := loosened{lock.NewMemoryStore()}
+		loose := loosened{memstore.New()}
 		t.Cleanup(func() { loose.Close() })
 		nem = &nemesis{rep: rep, events: newEventLog(rep.started)}
 		runLinearizableKind(t, s, rep, oneStore{loose}, nem, 6, 2, kind)
@@ -315,7 +316,7 @@ func TestCheckersRefuseAnEmptyRun(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := empty(t)
 			rep := newReport("empty/"+name, s)
-			store := lock.NewMemoryStore()
+			store := memstore.New()
 			t.Cleanup(func() { store.Close() })
 			run(t, s, rep, store)
 			assert.Empty(t, rep.violations)

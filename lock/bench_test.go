@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 // BenchmarkMemoryStoreAcquireRelease measures one acquire and one release on
@@ -19,7 +20,7 @@ import (
 func BenchmarkMemoryStoreAcquireRelease(b *testing.B) {
 	ctx := context.Background()
 	b.Run("serial", func(b *testing.B) {
-		st := lock.NewMemoryStore()
+		st := memstore.New()
 		defer st.Close()
 		o := lock.NewOwner()
 		for b.Loop() {
@@ -32,7 +33,7 @@ func BenchmarkMemoryStoreAcquireRelease(b *testing.B) {
 		}
 	})
 	b.Run("parallel", func(b *testing.B) {
-		st := lock.NewMemoryStore()
+		st := memstore.New()
 		defer st.Close()
 		var next atomic.Int64
 		b.RunParallel(func(pb *testing.PB) {
@@ -51,7 +52,7 @@ func BenchmarkMemoryStoreAcquireRelease(b *testing.B) {
 		})
 	})
 	b.Run("handle", func(b *testing.B) {
-		st := lock.NewMemoryStore()
+		st := memstore.New()
 		defer st.Close()
 		l := lock.New(st).Lock("k")
 		for b.Loop() {
@@ -72,7 +73,7 @@ func BenchmarkMemoryStoreAcquireRelease(b *testing.B) {
 // and the polling for it.
 func BenchmarkHandOff(b *testing.B) {
 	ctx := context.Background()
-	st := lock.NewMemoryStore()
+	st := memstore.New()
 	defer st.Close()
 	rounds := max(b.N/2, 1)
 	waitForWaiter := func() error {

@@ -40,11 +40,6 @@ func New(store Store, opts ...ClientOption) *Client {
 	return c
 }
 
-// Store is the store the client was made with, for what the handles do not
-// cover (a Store's own methods, such as a cluster node's). Prefer the
-// client's methods: Lock, Inspect, List.
-func (c *Client) Store() Store { return c.store }
-
 // Lock returns a handle for key. It does not touch the store: nothing is
 // acquired until Acquire, TryAcquire, Run or TryRun. opts may set the handle's
 // TTL (DefaultTTL otherwise) and default Wait. An invalid key or option is

@@ -1,7 +1,7 @@
 // Package lock is raftlock's user API: named, leased, fenced locks that
 // exclude callers across processes and hosts, kept by a Store.
 //
-//	c := lock.New(store)                            // a cluster node, an API client, or lock.NewMemoryStore()
+//	c := lock.New(store)                            // a cluster node, an API client, or memstore.New()
 //	ran, err := c.Lock("invoice:42").Run(ctx, func(ctx context.Context) error {
 //		return charge(ctx, invoice)                  // only one caller at a time, anywhere
 //	})
@@ -87,9 +87,9 @@
 // Treat a serialized lock (Serialize) like the lock itself: whoever has the
 // string can release it.
 //
-// MemoryStore excludes callers in THIS PROCESS ONLY. Two replicas of a
-// service that each use a MemoryStore both take every lock, and nothing warns
-// them. It is for tests, examples and single-process programs; a cluster node
+// The memory store (package lock/memstore) excludes callers in THIS PROCESS
+// ONLY. Two replicas of a service that each use a memory store both take
+// every lock, and nothing warns them. It is for tests, examples and single-process programs; a cluster node
 // (package cluster), the API client (package api) or the Redis store (module
 // github.com/raftlock/raftlock/stores/redis) is the store that excludes
 // across processes.
@@ -199,10 +199,10 @@
 // # Stores
 //
 // Store is the seam, as database/sql/driver is for database/sql: the memory
-// store, a cluster node and the HTTP API client implement it, and the lock
-// API is written once on top. The Store type says what a store must do;
-// package locktest holds the conformance suite every store runs
-// (locktest.TestStore). A store may also implement Lister, found by type
+// store (package lock/memstore), a cluster node and the HTTP API client
+// implement it, and the lock API is written once on top. The Store type
+// says what a store must do; package locktest holds the conformance suite
+// every store runs (locktest.TestStore). A store may also implement Lister, found by type
 // assertion, to list held locks by prefix (Client.List), Watcher, to
 // answer blocking queries (Client.Watch), and AdminStore, to
 // release a key whoever holds it (Client.ForceRelease: an operator's tool

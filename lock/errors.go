@@ -51,12 +51,6 @@ var (
 	ErrInvalidKind = errors.New("lock: invalid kind")
 )
 
-// ErrMemberTooOld: a member of the cluster runs a raftlock build that
-// cannot read the command (a rolling upgrade is under way, or one member
-// was left behind); nothing was done. The error names the member and the
-// version to install on it; the command works once every member reads it.
-var ErrMemberTooOld = errors.New("lock: a cluster member cannot read this command")
-
 // HeldError reports that the key is not free: another owner holds it, or
 // (Reserved) nobody holds it but it is kept for a multi-key acquire waiting
 // for its other keys. It carries only what is safe to tell anyone: never

@@ -6,13 +6,14 @@ import (
 	"fmt"
 
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 // A semaphore lets at most n holders in at once: here two of three
 // workers get a slot, and the third finds the semaphore full. Each holder
 // has its own fencing token and lease.
 func ExampleClient_Semaphore() {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	defer store.Close()
 	c := lock.New(store)
 	ctx := context.Background()
@@ -52,7 +53,7 @@ func ExampleClient_Semaphore() {
 // then holds it alone. A reader that comes while a writer waits queues
 // behind the writer, so a stream of readers never starves writers.
 func ExampleClient_RWLock() {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	defer store.Close()
 	c := lock.New(store)
 	ctx := context.Background()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 // A transfer locks both accounts at once, all or nothing, with one fencing
@@ -13,7 +14,7 @@ import (
 // other order waits for the first instead of deadlocking, and an auditor
 // locking one account alone finds it held.
 func ExampleClient_LockAll() {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	defer store.Close()
 	c := lock.New(store)
 	ctx := context.Background()

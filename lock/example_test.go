@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 // Run is the form to reach for: it acquires, runs the callback, and always
 // releases, also when the callback fails or panics.
 func ExampleLock_Run() {
-	store := lock.NewMemoryStore() // this process only; a cluster node in production
+	store := memstore.New() // this process only; a cluster node in production
 	defer store.Close()
 	c := lock.New(store)
 	ctx := context.Background()
@@ -31,7 +32,7 @@ func ExampleLock_Run() {
 // TryRun does not wait: when another worker holds the lock, the callback does
 // not run and ran is false.
 func ExampleLock_TryRun() {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	defer store.Close()
 	c := lock.New(store)
 	ctx := context.Background()
@@ -52,7 +53,7 @@ func ExampleLock_TryRun() {
 // Acquire and Release, when the lock's lifetime does not fit one callback.
 // You own the release: defer it right after the acquire.
 func ExampleLock_Acquire() {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	defer store.Close()
 	c := lock.New(store)
 	ctx := context.Background()
@@ -76,7 +77,7 @@ func ExampleLock_Acquire() {
 // ErrNotHeld once the lease is lost, so the work stops instead of carrying on
 // unprotected. (Run extends for you; this is for Acquire'd locks.)
 func ExampleLock_Extend() {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	defer store.Close()
 	c := lock.New(store)
 	ctx := context.Background()
@@ -104,7 +105,7 @@ func ExampleLock_Extend() {
 // Serialize hands a held lock to another process (through a queue, a job
 // argument, ...), which restores it to extend and release the same lease.
 func ExampleClient_Restore() {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	defer store.Close()
 	ctx := context.Background()
 
@@ -143,7 +144,7 @@ func ExampleClient_Restore() {
 // Waiting for a held lock is bounded by the Wait option (which answers a
 // *HeldError) or by the context (which answers the context's error).
 func ExampleWait() {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	defer store.Close()
 	c := lock.New(store)
 	ctx := context.Background()
@@ -177,7 +178,7 @@ func ExampleWait() {
 
 // Hooks observe every handle of a client: for metrics, logs, traces.
 func ExampleWithHooks() {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	defer store.Close()
 	c := lock.New(store, lock.WithHooks(lock.Hooks{
 		OnAcquired: func(ctx context.Context, e lock.AcquiredEvent) {
@@ -223,7 +224,7 @@ func (s *storage) Write(token uint64, value string) error {
 
 // Pass the fencing token to the resource the lock protects.
 func ExampleLock_Token() {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	defer store.Close()
 	c := lock.New(store)
 	ctx := context.Background()
@@ -251,7 +252,7 @@ func ExampleLock_Token() {
 
 // A store that implements Lister can list the held locks.
 func ExampleClient_List() {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	defer store.Close()
 	c := lock.New(store)
 	ctx := context.Background()

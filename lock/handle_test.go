@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 const patience = 10 * time.Second
@@ -119,8 +120,15 @@ func TestHandleInUse(t *testing.T) {
 
 func TestNewRejectsNilStore(t *testing.T) {
 	assert.PanicsWithValue(t, "lock: New called with a nil Store", func() { lock.New(nil) })
+	// The client keeps its locks in the store it was made with.
 	st := newMemoryStore(t)
-	assert.Same(t, st, lock.New(st).Store())
+	ctx := testCtx(t)
+	l := lock.New(st).Lock("k")
+	require.NoError(t, l.Acquire(ctx))
+	info, err := st.Inspect(ctx, "k")
+	require.NoError(t, err)
+	assert.True(t, info.Locked)
+	assert.Equal(t, l.Token(), info.Token)
 }
 
 func TestClientInspect(t *testing.T) {
@@ -258,16 +266,17 @@ func TestValidateMessages(t *testing.T) {
 		{lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Second, Wait: -time.Second}.Validate(),
 			"lock: invalid wait: wait must be between 0 and 24h (got -1s)"},
 		{lock.ListRequest{Limit: -1}.Validate(), "lock: invalid list request: limit is negative (got -1)"},
-		{lock.ValidateTTL(lock.MaxTTL + 1), "lock: invalid ttl: ttl must be between 1ms and 24h (got 24h0m0.000000001s)"},
-		{lock.ValidateWait(-time.Second), "lock: invalid wait: wait must be between 0 and 24h (got -1s)"},
+		{lock.ValidateExtend("k", lock.NewOwner(), lock.MaxTTL+1), "lock: invalid ttl: ttl must be between 1ms and 24h (got 24h0m0.000000001s)"},
+		{lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Second, Wait: lock.MaxWait + 1}.Validate(),
+			"lock: invalid wait: wait must be between 0 and 24h (got 24h0m0.000000001s)"},
 	} {
 		require.Error(t, tc.err)
 		assert.Equal(t, tc.want, tc.err.Error())
 	}
 	assert.NoError(t, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: lock.MinTTL, Wait: lock.MaxWait}.Validate())
 	assert.NoError(t, lock.ValidateKey(strings.Repeat("k", lock.MaxKeyLen)))
-	assert.NoError(t, lock.ValidateTTL(lock.MaxTTL))
-	assert.NoError(t, lock.ValidateWait(0))
+	assert.NoError(t, lock.ValidateExtend("k", lock.NewOwner(), lock.MaxTTL))
+	assert.NoError(t, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Second}.Validate())
 }
 
 func TestRunWaitsForTheKey(t *testing.T) {
@@ -771,7 +780,7 @@ func TestSerializeKeepsTheKeySet(t *testing.T) {
 }
 
 func TestRestoreRejectsGarbage(t *testing.T) {
-	c := lock.New(lock.NewMemoryStore())
+	c := lock.New(memstore.New())
 	owner := lock.NewOwner().String()
 	for _, tc := range []struct {
 		name, s string
@@ -893,55 +902,6 @@ func TestClientForceRelease(t *testing.T) {
 	assert.ErrorIs(t, err, lock.ErrInvalidKey)
 	_, err = lock.New(struct{ lock.Store }{st}).ForceRelease(ctx, "k")
 	assert.ErrorIs(t, err, errors.ErrUnsupported, "a store that cannot force-release")
-}
-
-func TestMemoryStoreClose(t *testing.T) {
-	ctx := testCtx(t)
-	st := lock.NewMemoryStore()
-	holder := lock.NewOwner()
-	_, err := st.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: holder, TTL: time.Minute})
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() {
-		_, err := st.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Minute, Wait: time.Minute})
-		done <- err
-	}()
-	require.Eventually(t, func() bool {
-		info, err := st.Inspect(ctx, "k")
-		return err == nil && info.Waiters == 1
-	}, patience, time.Millisecond)
-
-	require.NoError(t, st.Close())
-	assert.ErrorIs(t, <-done, lock.ErrClosed, "a waiter is woken by Close")
-	require.NoError(t, st.Close(), "Close is idempotent")
-	_, err = st.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Minute})
-	assert.ErrorIs(t, err, lock.ErrClosed)
-	_, err = st.Release(ctx, "k", holder)
-	assert.ErrorIs(t, err, lock.ErrClosed)
-	_, err = st.Extend(ctx, "k", holder, time.Minute)
-	assert.ErrorIs(t, err, lock.ErrClosed)
-	_, err = st.Inspect(ctx, "k")
-	assert.ErrorIs(t, err, lock.ErrClosed)
-	_, err = st.List(ctx, lock.ListRequest{})
-	assert.ErrorIs(t, err, lock.ErrClosed)
-}
-
-// A waiter granted after queueing is told a lease counted from when its
-// acquire reached the store, so its deadline is never later than the lease's.
-func TestMemoryStoreWaiterLeaseIsConservative(t *testing.T) {
-	ctx := testCtx(t)
-	st := newMemoryStore(t)
-	holder := lock.NewOwner()
-	_, err := st.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: holder, TTL: 30 * time.Millisecond})
-	require.NoError(t, err)
-	sent := time.Now()
-	lease, err := st.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Minute, Wait: patience})
-	require.NoError(t, err)
-	info, err := st.Inspect(ctx, "k")
-	require.NoError(t, err)
-	deadline := sent.Add(lease.Remaining)
-	assert.LessOrEqual(t, time.Until(deadline), info.Remaining, "the waiter's deadline comes before the store's")
-	assert.Greater(t, lease.Remaining, time.Minute-time.Second, "but not much before: the wait is not charged to the lease")
 }
 
 // KeepAlive extends a lease taken with Acquire until its context ends, so

@@ -2,8 +2,7 @@ package lock
 
 import (
 	"fmt"
-
-	"github.com/raftlock/raftlock/fsm"
+	"strconv"
 )
 
 // Kind is what a key is while anyone holds or waits for it: a mutex (one
@@ -16,18 +15,28 @@ import (
 type Kind uint8
 
 const (
-	KindMutex     Kind = Kind(fsm.KindMutex)     // Client.Lock: one holder
-	KindSemaphore Kind = Kind(fsm.KindSemaphore) // Client.Semaphore: at most Limit holders
-	KindRWLock    Kind = Kind(fsm.KindRW)        // Client.RWLock: readers share, a writer is alone
+	KindMutex     Kind = 0 // Client.Lock: one holder
+	KindSemaphore Kind = 1 // Client.Semaphore: at most Limit holders
+	KindRWLock    Kind = 2 // Client.RWLock: readers share, a writer is alone
 )
 
 // MaxHolders bounds a semaphore's limit (1..MaxHolders) and the readers of
 // one read/write lock: the same bound as MaxWaiters.
-const MaxHolders = fsm.MaxHolders
+const MaxHolders = MaxWaiters
 
 // String is the kind's name: "mutex", "semaphore" or "rwlock" (as the HTTP
 // API and the CLI write it).
-func (k Kind) String() string { return fsm.Kind(k).String() }
+func (k Kind) String() string {
+	switch k {
+	case KindMutex:
+		return "mutex"
+	case KindSemaphore:
+		return "semaphore"
+	case KindRWLock:
+		return "rwlock"
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
+}
 
 // ParseKind reads what String writes; "" is the mutex.
 func ParseKind(s string) (Kind, error) {

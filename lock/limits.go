@@ -4,72 +4,126 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/raftlock/raftlock/fsm"
 )
 
-// Input limits. They are the state machine's (package fsm), re-exported so
-// that users and stores never import fsm to learn them.
+// Input limits. Every store enforces them (a cluster's state machine has
+// the same ones: a test of the repository keeps the two equal).
 const (
-	MaxKeyLen  = fsm.MaxKeyLen  // bytes; a key is 1..MaxKeyLen bytes of any content
-	MinTTL     = fsm.MinTTL     // shortest lease
-	MaxTTL     = fsm.MaxTTL     // longest lease
-	MaxWait    = fsm.MaxWait    // longest a caller may queue for a held key
-	MaxWaiters = fsm.MaxWaiters // callers that may queue for one key; beyond it ErrQueueFull
+	MaxKeyLen  = 512              // bytes; a key is 1..MaxKeyLen bytes of any content
+	MinTTL     = time.Millisecond // shortest lease
+	MaxTTL     = 24 * time.Hour   // longest lease
+	MaxWait    = 24 * time.Hour   // longest a caller may queue for a held key
+	MaxWaiters = 1 << 16          // callers that may queue for one key; beyond it ErrQueueFull
 
 	// DefaultTTL is the lease a handle asks for unless given the TTL option.
 	DefaultTTL = 30 * time.Second
 )
 
+// What was wrong with a request, wrapped in its sentinel (ErrInvalidKey,
+// ...). The texts are the state machine's words for the same faults, so
+// that a message reads the same whichever layer found it.
+var (
+	errEmptyKey    = errors.New("key is empty")
+	errKeyTooLong  = errors.New("key is longer than 512 bytes")
+	errZeroOwner   = errors.New("owner is zero")
+	errTTLRange    = errors.New("ttl must be between 1ms and 24h")
+	errWaitRange   = errors.New("wait must be between 0 and 24h")
+	errUnusedField = errors.New("command sets a field its op does not use")
+)
+
 // Validate checks an acquire request against the limits. Every entry point
 // of this package validates through the same rules as Validate,
-// ValidateRelease, ValidateExtend, ValidateKey, ValidateTTL and ValidateWait,
-// and a Store should call them first, before anything changes: an invalid
-// request changes nothing. The error matches ErrInvalidKey, ErrInvalidOwner,
-// ErrInvalidTTL or ErrInvalidWait, and its message says what was wrong.
+// ValidateRelease, ValidateExtend and ValidateKey, and a Store should call
+// them first, before anything changes: an invalid request changes nothing.
+// The error matches ErrInvalidKey, ErrInvalidOwner, ErrInvalidTTL,
+// ErrInvalidWait, ErrInvalidMetadata, ErrInvalidLimit, ErrInvalidKind or
+// ErrInvalidSession, and its message says what was wrong.
+//
+// The checks run in a fixed order (the key or key set, the owner, the
+// metadata, the lease, the wait, the kind), and the first that fails is
+// the one reported, as every store reports it.
 func (r AcquireRequest) Validate() error {
 	if len(r.Keys) > 0 && r.Key != r.Keys[0] {
 		return fmt.Errorf("%w: a multi-key request's Key must be the first of its Keys (got %q, keys start with %q)", ErrInvalidKey, r.Key, r.Keys[0])
 	}
-	return validate(r.Command())
-}
-
-// Command is the state machine's acquire for r (its Stamp zero), for
-// stores that run the machine (package fsm): every store builds it here,
-// so that no field is lost on the way.
-func (r AcquireRequest) Command() fsm.Command {
 	if r.Keys != nil {
-		return fsm.Command{Op: fsm.OpAcquireAll, Keys: r.Keys, Owner: fsm.Owner(r.Owner), TTL: r.TTL, Wait: r.Wait, Session: fsm.Owner(r.Session), Meta: r.Metadata,
-			Kind: fsm.Kind(r.Kind), Limit: r.Limit, Shared: r.Shared}
+		return r.validateSet()
 	}
-	return fsm.Command{Op: fsm.OpAcquire, Key: r.Key, Owner: fsm.Owner(r.Owner), TTL: r.TTL, Wait: r.Wait, Session: fsm.Owner(r.Session), Meta: r.Metadata,
-		Kind: fsm.Kind(r.Kind), Limit: r.Limit, Shared: r.Shared}
+	if err := ValidateKey(r.Key); err != nil {
+		return err
+	}
+	if r.Owner.IsZero() {
+		return ownerError()
+	}
+	if err := validateMetadata(r.Metadata); err != nil {
+		return err
+	}
+	if !r.Session.IsZero() {
+		if r.TTL != 0 {
+			return r.unusedFieldError()
+		}
+	} else if err := validateTTL(r.TTL); err != nil {
+		return err
+	}
+	if err := validateWait(r.Wait); err != nil {
+		return err
+	}
+	return r.validateKind()
 }
 
-// KindMismatch is the error of an acquire answered fsm.StatusKindMismatch
-// (res.Kind and res.Limit say what the key is), for stores that run the
-// state machine.
-//
-// For a multi-key request, res.Waiters is the 1-based place in r.Keys of
-// the key that is of another kind, which the error names.
-func (r AcquireRequest) KindMismatch(res fsm.Result) error {
-	key := r.Key
-	if r.Keys != nil && res.Waiters >= 1 && res.Waiters <= len(r.Keys) {
-		key = r.Keys[res.Waiters-1]
+// validateKind checks an acquire's kind, limit and mode.
+func (r AcquireRequest) validateKind() error {
+	switch r.Kind {
+	case KindMutex, KindRWLock:
+		if r.Limit != 0 {
+			return r.unusedFieldError()
+		}
+	case KindSemaphore:
+		if r.Limit < 1 || r.Limit > MaxHolders {
+			return fmt.Errorf("%w: limit must be between 1 and %d (got %d)", ErrInvalidLimit, MaxHolders, r.Limit)
+		}
+	default:
+		return fmt.Errorf("%w: unknown kind %d", ErrInvalidKind, r.Kind)
 	}
-	return &KindMismatchError{Key: key, Kind: Kind(res.Kind), Limit: res.Limit, AskedKind: r.Kind, AskedLimit: r.Limit}
+	if r.Shared && r.Kind != KindRWLock {
+		return r.unusedFieldError()
+	}
+	return nil
+}
+
+// unusedFieldError says which field of a single-key acquire its kind or
+// session does not take.
+func (r AcquireRequest) unusedFieldError() error {
+	switch {
+	case r.Shared && r.Kind != KindRWLock:
+		return fmt.Errorf("%w: only a read/write lock has shared holds (kind is %v)", ErrInvalidKind, r.Kind)
+	case r.Limit != 0 && r.Kind != KindSemaphore:
+		return fmt.Errorf("%w: only a semaphore has a limit (kind is %v, limit %d)", ErrInvalidKind, r.Kind, r.Limit)
+	case !r.Session.IsZero() && r.TTL != 0:
+		return fmt.Errorf("%w: a lock bound to a session has no lease of its own: ttl must be 0 (got %v)", ErrInvalidTTL, r.TTL)
+	}
+	return fmt.Errorf("lock: invalid request: %w", errUnusedField)
 }
 
 // ValidateRelease checks the arguments of Store.Release; see
 // AcquireRequest.Validate.
 func ValidateRelease(key string, owner Owner) error {
-	return validate(fsm.Command{Op: fsm.OpRelease, Key: key, Owner: fsm.Owner(owner)})
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	if owner.IsZero() {
+		return ownerError()
+	}
+	return nil
 }
 
 // ValidateExtend checks the arguments of Store.Extend; see
 // AcquireRequest.Validate.
 func ValidateExtend(key string, owner Owner, ttl time.Duration) error {
-	return validate(fsm.Command{Op: fsm.OpExtend, Key: key, Owner: fsm.Owner(owner), TTL: ttl})
+	if err := ValidateRelease(key, owner); err != nil {
+		return err
+	}
+	return validateTTL(ttl)
 }
 
 // ValidateKey checks a key (the argument of Store.Inspect): 1..MaxKeyLen
@@ -77,82 +131,29 @@ func ValidateExtend(key string, owner Owner, ttl time.Duration) error {
 func ValidateKey(key string) error {
 	switch {
 	case key == "":
-		return keyError(fsm.ErrEmptyKey, key)
+		return fmt.Errorf("%w: %w", ErrInvalidKey, errEmptyKey)
 	case len(key) > MaxKeyLen:
-		return keyError(fsm.ErrKeyTooLong, key)
+		return fmt.Errorf("%w: %w (got %d)", ErrInvalidKey, errKeyTooLong, len(key))
 	}
 	return nil
 }
 
-// ValidateTTL checks a lease length: MinTTL..MaxTTL. The error matches
+// validateTTL checks a lease length: MinTTL..MaxTTL. The error matches
 // ErrInvalidTTL.
-func ValidateTTL(ttl time.Duration) error {
+func validateTTL(ttl time.Duration) error {
 	if ttl < MinTTL || ttl > MaxTTL {
-		return ttlError(ttl)
+		return fmt.Errorf("%w: %w (got %v)", ErrInvalidTTL, errTTLRange, ttl)
 	}
 	return nil
 }
 
-// ValidateWait checks how long an acquire may queue: 0..MaxWait. The error
+// validateWait checks how long an acquire may queue: 0..MaxWait. The error
 // matches ErrInvalidWait.
-func ValidateWait(wait time.Duration) error {
+func validateWait(wait time.Duration) error {
 	if wait < 0 || wait > MaxWait {
-		return waitError(wait)
+		return fmt.Errorf("%w: %w (got %v)", ErrInvalidWait, errWaitRange, wait)
 	}
 	return nil
 }
 
-func keyError(err error, key string) error {
-	if errors.Is(err, fsm.ErrKeyTooLong) {
-		return fmt.Errorf("%w: %w (got %d)", ErrInvalidKey, err, len(key))
-	}
-	return fmt.Errorf("%w: %w", ErrInvalidKey, err)
-}
-
-func ttlError(ttl time.Duration) error {
-	return fmt.Errorf("%w: %w (got %v)", ErrInvalidTTL, fsm.ErrTTLRange, ttl)
-}
-
-func waitError(wait time.Duration) error {
-	return fmt.Errorf("%w: %w (got %v)", ErrInvalidWait, fsm.ErrWaitRange, wait)
-}
-
-// validate is the one place where the state machine's validation errors become
-// this package's sentinels, so that every store and every entry point reports
-// bad input identically and the limits live in one place (package fsm).
-func validate(c fsm.Command) error {
-	err := c.Validate()
-	if err != nil && c.Op == fsm.OpAcquireAll {
-		if kerr := validateKeys(c, err); kerr != nil {
-			return kerr
-		}
-	}
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, fsm.ErrEmptyKey), errors.Is(err, fsm.ErrKeyTooLong):
-		return keyError(err, c.Key)
-	case errors.Is(err, fsm.ErrZeroOwner):
-		return fmt.Errorf("%w: %w", ErrInvalidOwner, err)
-	case errors.Is(err, fsm.ErrTTLRange):
-		return ttlError(c.TTL)
-	case errors.Is(err, fsm.ErrWaitRange):
-		return waitError(c.Wait)
-	case errors.Is(err, fsm.ErrMetaTooLong):
-		return ValidateMetadata(c.Meta)
-	case errors.Is(err, fsm.ErrLimitRange):
-		return fmt.Errorf("%w: limit must be between 1 and %d (got %d)", ErrInvalidLimit, MaxHolders, c.Limit)
-	case errors.Is(err, fsm.ErrUnknownKind):
-		return fmt.Errorf("%w: unknown kind %d", ErrInvalidKind, c.Kind)
-	case errors.Is(err, fsm.ErrUnusedField) && c.Op == fsm.OpAcquire && c.Shared && c.Kind != fsm.KindRW:
-		return fmt.Errorf("%w: only a read/write lock has shared holds (kind is %v)", ErrInvalidKind, Kind(c.Kind))
-	case errors.Is(err, fsm.ErrUnusedField) && c.Op == fsm.OpAcquire && c.Limit != 0 && c.Kind != fsm.KindSemaphore:
-		return fmt.Errorf("%w: only a semaphore has a limit (kind is %v, limit %d)", ErrInvalidKind, Kind(c.Kind), c.Limit)
-	case errors.Is(err, fsm.ErrUnusedField) && c.Op == fsm.OpAcquire && !c.Session.IsZero() && c.TTL != 0:
-		return fmt.Errorf("%w: a lock bound to a session has no lease of its own: ttl must be 0 (got %v)", ErrInvalidTTL, c.TTL)
-	default:
-		// Only a bug in this package can build a command the machine rejects
-		// for another reason (an unused field, a bad op).
-		return fmt.Errorf("lock: invalid request: %w", err)
-	}
-}
+func ownerError() error { return fmt.Errorf("%w: %w", ErrInvalidOwner, errZeroOwner) }

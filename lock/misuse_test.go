@@ -58,13 +58,14 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 var _ = time.Second
 
 func main() {
 	ctx := context.Background()
-	c := lock.New(lock.NewMemoryStore())
+	c := lock.New(memstore.New())
 	l := c.Lock("k")
 	fn := func(context.Context) error { return nil }
 	_, _, _ = ctx, l, fn

@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-
-	"github.com/raftlock/raftlock/fsm"
 )
 
 // MaxKeys bounds the keys of one multi-key lock (Client.LockAll): a set is
 // taken in one step of the store, and its size bounds that step's work.
-const MaxKeys = fsm.MaxKeys
+const MaxKeys = 64
 
 // MultiKeyStore is an optional Store ability, found by type assertion: taking
 // a set of keys all or nothing (Client.LockAll). A LockAll handle on a store
@@ -93,29 +91,35 @@ func (c *Client) acquireAll(ctx context.Context, req AcquireRequest) (Lease, err
 	return ms.AcquireAll(ctx, req)
 }
 
-// validateKeys is validate's part for a multi-key acquire's key set.
-func validateKeys(c fsm.Command, err error) error {
+// validateSet is Validate for a multi-key acquire.
+func (r AcquireRequest) validateSet() error {
 	switch {
-	case errors.Is(err, fsm.ErrKeyCount):
-		return fmt.Errorf("%w: a multi-key lock takes 1 to %d keys (got %d)", ErrInvalidKey, MaxKeys, len(c.Keys))
-	case errors.Is(err, fsm.ErrDuplicateKey):
-		for i := 1; i < len(c.Keys); i++ {
-			if c.Keys[i] == c.Keys[i-1] {
-				return fmt.Errorf("%w: key %q appears twice in the key set", ErrInvalidKey, c.Keys[i])
-			}
-		}
-	case errors.Is(err, fsm.ErrKeysOrder):
-		return fmt.Errorf("%w: the keys of a multi-key acquire must be in ascending byte order (Client.LockAll sorts them)", ErrInvalidKey)
-	case errors.Is(err, fsm.ErrKeysSession):
+	case r.Kind != KindMutex || r.Limit != 0 || r.Shared:
+		return fmt.Errorf("%w: a multi-key lock takes mutex keys only (kind is %v)", ErrInvalidKind, r.Kind)
+	case !r.Session.IsZero():
 		return fmt.Errorf("%w: a multi-key lock cannot be bound to a session: give it a TTL (use a client not bound to a session)", ErrInvalidSession)
-	case errors.Is(err, fsm.ErrEmptyKey), errors.Is(err, fsm.ErrKeyTooLong):
-		for _, k := range c.Keys {
-			if ValidateKey(k) != nil {
-				return fmt.Errorf("key set: %w", ValidateKey(k))
-			}
-		}
-	case errors.Is(err, fsm.ErrUnusedField) && (c.Kind != fsm.KindMutex || c.Limit != 0 || c.Shared):
-		return fmt.Errorf("%w: a multi-key lock takes mutex keys only (kind is %v)", ErrInvalidKind, Kind(c.Kind))
+	case len(r.Keys) == 0 || len(r.Keys) > MaxKeys:
+		return fmt.Errorf("%w: a multi-key lock takes 1 to %d keys (got %d)", ErrInvalidKey, MaxKeys, len(r.Keys))
 	}
-	return nil
+	for i, k := range r.Keys {
+		if err := ValidateKey(k); err != nil {
+			return fmt.Errorf("key set: %w", err)
+		}
+		if i > 0 && k == r.Keys[i-1] {
+			return fmt.Errorf("%w: key %q appears twice in the key set", ErrInvalidKey, k)
+		}
+		if i > 0 && k < r.Keys[i-1] {
+			return fmt.Errorf("%w: the keys of a multi-key acquire must be in ascending byte order (Client.LockAll sorts them)", ErrInvalidKey)
+		}
+	}
+	if r.Owner.IsZero() {
+		return ownerError()
+	}
+	if err := validateMetadata(r.Metadata); err != nil {
+		return err
+	}
+	if err := validateTTL(r.TTL); err != nil {
+		return err
+	}
+	return validateWait(r.Wait)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 // A LockAll handle sorts its keys, refuses a session with a clear error,
@@ -17,7 +18,7 @@ import (
 // the whole set.
 func TestLockAllHandle(t *testing.T) {
 	ctx := context.Background()
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	t.Cleanup(func() { _ = store.Close() })
 	c := lock.New(store)
 

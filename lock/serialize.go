@@ -126,7 +126,7 @@ func (c *Client) Restore(s string) (*Lock, error) {
 		return nil, fmt.Errorf("%w: ttl %q is not a decimal count of nanoseconds", ErrBadSerialized, parts[2])
 	}
 	ttl := time.Duration(ttlNanos)
-	if err := ValidateTTL(ttl); err != nil {
+	if err := validateTTL(ttl); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadSerialized, err)
 	}
 	l := c.Lock(string(key), TTL(ttl))

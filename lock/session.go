@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"github.com/raftlock/raftlock/fsm"
 )
 
 // Sessions.
@@ -36,10 +34,10 @@ import (
 const DefaultSessionTTL = 15 * time.Second
 
 // MaxLockDelay is the longest lock-delay a session may have.
-const MaxLockDelay = fsm.MaxLockDelay
+const MaxLockDelay = time.Minute
 
 // MaxMetadataLen is the most bytes of metadata a holder may carry.
-const MaxMetadataLen = fsm.MaxMetaLen
+const MaxMetadataLen = 1024
 
 // Session errors.
 var (
@@ -121,7 +119,15 @@ type SessionRequest struct {
 
 // Validate checks a session request. The error matches ErrInvalidSession.
 func (r SessionRequest) Validate() error {
-	return sessionError(fsm.Command{Op: fsm.OpSessionCreate, Session: fsm.Owner(r.ID), TTL: r.TTL, LockDelay: r.LockDelay}.Validate(), r.TTL, r.LockDelay)
+	switch {
+	case r.ID.IsZero():
+		return fmt.Errorf("%w: session is zero", ErrInvalidSession)
+	case r.TTL < MinTTL || r.TTL > MaxTTL:
+		return fmt.Errorf("%w: session ttl must be between %v and %v (got %v)", ErrInvalidSession, MinTTL, MaxTTL, r.TTL)
+	case r.LockDelay < 0 || r.LockDelay > MaxLockDelay:
+		return fmt.Errorf("%w: lock delay must be between 0 and %v (got %v)", ErrInvalidSession, MaxLockDelay, r.LockDelay)
+	}
+	return nil
 }
 
 // ValidateSessionID checks a session ID: not zero. The error matches
@@ -131,22 +137,6 @@ func ValidateSessionID(id SessionID) error {
 		return fmt.Errorf("%w: session is zero", ErrInvalidSession)
 	}
 	return nil
-}
-
-// sessionError turns the state machine's verdict on a session command
-// into this package's error.
-func sessionError(err error, ttl, delay time.Duration) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, fsm.ErrZeroSession):
-		return fmt.Errorf("%w: session is zero", ErrInvalidSession)
-	case errors.Is(err, fsm.ErrTTLRange):
-		return fmt.Errorf("%w: session ttl must be between %v and %v (got %v)", ErrInvalidSession, MinTTL, MaxTTL, ttl)
-	case errors.Is(err, fsm.ErrDelayRange):
-		return fmt.Errorf("%w: lock delay must be between 0 and %v (got %v)", ErrInvalidSession, MaxLockDelay, delay)
-	}
-	return fmt.Errorf("lock: invalid session request: %w", err)
 }
 
 // SessionLease is a created or renewed session.
@@ -520,9 +510,9 @@ func (c *Client) WithSession(s *Session) *Client {
 // Session is the session the client's handles are bound to, nil if none.
 func (c *Client) Session() *Session { return c.session }
 
-// ValidateMetadata checks holder metadata: at most MaxMetadataLen bytes.
+// validateMetadata checks holder metadata: at most MaxMetadataLen bytes.
 // The error matches ErrInvalidMetadata.
-func ValidateMetadata(meta string) error {
+func validateMetadata(meta string) error {
 	if len(meta) > MaxMetadataLen {
 		return fmt.Errorf("%w: metadata is longer than %d bytes (got %d)", ErrInvalidMetadata, MaxMetadataLen, len(meta))
 	}

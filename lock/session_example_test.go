@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 // One session per process: every lock taken through the session-bound
 // client ends with the session, so a process that crashes frees all its
 // locks within the session TTL, and Close frees them at once.
 func ExampleClient_NewSession() {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	defer store.Close()
 	c := lock.New(store)
 	ctx := context.Background()
@@ -48,7 +49,7 @@ func ExampleClient_NewSession() {
 // keep it: at the cap the callback's context is canceled and the lock
 // released.
 func ExampleMaxHold() {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	defer store.Close()
 	c := lock.New(store)
 

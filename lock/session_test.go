@@ -11,20 +11,21 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 // leaseOnly is a store without sessions.
 type leaseOnly struct{ lock.Store }
 
 func TestNewSessionNeedsASessionStore(t *testing.T) {
-	st := lock.NewMemoryStore()
+	st := memstore.New()
 	t.Cleanup(func() { st.Close() })
 	_, err := lock.New(leaseOnly{st}).NewSession(context.Background())
 	assert.ErrorIs(t, err, errors.ErrUnsupported)
 }
 
 func TestNewSessionBadOptions(t *testing.T) {
-	st := lock.NewMemoryStore()
+	st := memstore.New()
 	t.Cleanup(func() { st.Close() })
 	c := lock.New(st)
 	for _, opt := range []lock.SessionOption{lock.SessionTTL(0), lock.SessionTTL(lock.MaxTTL + 1), lock.LockDelay(-1), lock.LockDelay(lock.MaxLockDelay + 1)} {
@@ -38,7 +39,7 @@ func TestNewSessionBadOptions(t *testing.T) {
 // failingRenewals is a memory store whose renewals cannot reach it, and
 // which counts destroys.
 type failingRenewals struct {
-	*lock.MemoryStore
+	*memstore.Store
 	destroys atomic.Int32
 }
 
@@ -48,14 +49,14 @@ func (f *failingRenewals) RenewSession(context.Context, lock.SessionID) (lock.Se
 
 func (f *failingRenewals) DestroySession(ctx context.Context, id lock.SessionID) (bool, error) {
 	f.destroys.Add(1)
-	return f.MemoryStore.DestroySession(ctx, id)
+	return f.Store.DestroySession(ctx, id)
 }
 
 // A keep-alive that cannot renew gives up at the session's local deadline
 // (Done, Err says why), and Close still destroys the session, which may be
 // live in the store with its locks.
 func TestSessionKeepAliveGivesUpAtItsDeadline(t *testing.T) {
-	st := &failingRenewals{MemoryStore: lock.NewMemoryStore()}
+	st := &failingRenewals{Store: memstore.New()}
 	t.Cleanup(func() { st.Close() })
 	c := lock.New(st)
 	ctx := context.Background()
@@ -79,7 +80,7 @@ func TestSessionKeepAliveGivesUpAtItsDeadline(t *testing.T) {
 // keyCounting is a memory store that counts Inspects and renewals, and
 // can hide the renewal's count of keys as a store that does not report it.
 type keyCounting struct {
-	*lock.MemoryStore
+	*memstore.Store
 	hideKeys  bool
 	inspects  atomic.Int32
 	renewals  atomic.Int32
@@ -88,11 +89,11 @@ type keyCounting struct {
 
 func (k *keyCounting) Inspect(ctx context.Context, key string) (lock.KeyInfo, error) {
 	k.inspects.Add(1)
-	return k.MemoryStore.Inspect(ctx, key)
+	return k.Store.Inspect(ctx, key)
 }
 
 func (k *keyCounting) RenewSession(ctx context.Context, id lock.SessionID) (lock.SessionLease, error) {
-	lease, err := k.MemoryStore.RenewSession(ctx, id)
+	lease, err := k.Store.RenewSession(ctx, id)
 	k.lastCount.Store(int32(lease.Keys))
 	if k.hideKeys {
 		lease.Keys = 0
@@ -108,7 +109,7 @@ func (k *keyCounting) RenewSession(ctx context.Context, id lock.SessionID) (lock
 func TestSessionFindsALostHold(t *testing.T) {
 	for _, hideKeys := range []bool{false, true} {
 		t.Run(map[bool]string{false: "counted", true: "uncounted"}[hideKeys], func(t *testing.T) {
-			st := &keyCounting{MemoryStore: lock.NewMemoryStore(), hideKeys: hideKeys}
+			st := &keyCounting{Store: memstore.New(), hideKeys: hideKeys}
 			t.Cleanup(func() { st.Close() })
 			c := lock.New(st)
 			ctx := context.Background()

@@ -13,9 +13,10 @@ import (
 // must make Acquire atomic and make Release and Extend act only when the
 // owner matches (compare-and-act). Every method may be called concurrently.
 // Each method validates its input first (AcquireRequest.Validate,
-// ValidateRelease, ValidateExtend, ValidateKey, ListRequest.Validate) and
-// changes nothing when it is invalid, so that bad input is reported
-// identically by every store. Every grant carries a fencing token larger
+// ValidateRelease, ValidateExtend, ValidateKey, ListRequest.Validate; for
+// the optional abilities SessionRequest.Validate, ValidateSessionID and
+// WatchQuery.Validate) and changes nothing when it is invalid, so that bad
+// input is reported identically by every store. Every grant carries a fencing token larger
 // than any the store issued before, for any key. No answer (Inspect, List,
 // a *HeldError) reveals an owner: the owner is the proof of ownership.
 // locktest.TestStore checks all of this.

@@ -5,11 +5,12 @@ import (
 	"fmt"
 
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 // Watch yields a key's state now, then each change, without polling.
 func ExampleClient_Watch() {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	defer store.Close()
 	c := lock.New(store)
 	ctx, stop := context.WithCancel(context.Background())
@@ -41,7 +42,7 @@ func ExampleClient_Watch() {
 // WatchKey is one blocking query: give it the index of the previous answer
 // and it returns when the key has changed since (or the wait ends).
 func ExampleClient_WatchKey() {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	defer store.Close()
 	c := lock.New(store)
 	ctx := context.Background()
@@ -59,7 +60,7 @@ func ExampleClient_WatchKey() {
 
 // WatchPrefix yields the held keys under a prefix each time one changes.
 func ExampleClient_WatchPrefix() {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	defer store.Close()
 	c := lock.New(store)
 	ctx, stop := context.WithCancel(context.Background())

@@ -22,6 +22,7 @@ import (
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/internal/testskip"
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 const (
@@ -330,7 +331,7 @@ func openBrowser(t *testing.T, ctx context.Context, browser string) context.Cont
 // every address it asks for stayed under the prefix.
 func TestConsoleUnderAPrefix(t *testing.T) {
 	browser := needBrowser(t)
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	t.Cleanup(func() { _ = store.Close() })
 	mux := http.NewServeMux()
 	mux.Handle("/raftlock/", http.StripPrefix("/raftlock", apiserver.NewHandler(store, apiserver.Config{Token: token})))

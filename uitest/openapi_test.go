@@ -10,13 +10,13 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/raftlock/raftlock/apiserver"
-	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 // TestOpenAPIDocumentIsValid checks /v1/openapi.json with an OpenAPI 3
 // validator (kin-openapi, a dependency of this test module only).
 func TestOpenAPIDocumentIsValid(t *testing.T) {
-	srv := httptest.NewServer(apiserver.NewHandler(lock.NewMemoryStore(), apiserver.Config{}))
+	srv := httptest.NewServer(apiserver.NewHandler(memstore.New(), apiserver.Config{}))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/v1/openapi.json")
 	if err != nil {

@@ -7,7 +7,7 @@
 //	locks := lock.New(c.Follower(t)) // every node is a lock.Store
 //
 // Use it to test code that takes locks against a real cluster (forwarding,
-// hand-offs across nodes, leader changes) rather than lock.MemoryStore.
+// hand-offs across nodes, leader changes) rather than a memory store (package lock/memstore).
 package clustertest
 
 import (

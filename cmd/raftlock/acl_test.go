@@ -21,6 +21,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/apiserver"
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 const (
@@ -65,7 +66,7 @@ func TestReloadTokens(t *testing.T) {
 	require.NoError(t, err)
 	var logs bytes.Buffer
 	logger := hclog.New(&hclog.LoggerOptions{Output: &logs})
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	t.Cleanup(func() { store.Close() })
 	h := apiserver.NewHandler(store, apiserver.Config{Token: aclShared, Tokens: tokens})
 	srv := httptest.NewServer(h)

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/apiserver"
-	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 // Usage errors that used to pass, each refused in one line that names
@@ -59,7 +59,7 @@ func TestLocksPrintsNothingWhenRefused(t *testing.T) {
 	writeFile(t, path, aclFile)
 	tokens, err := loadTokens(path, aclShared)
 	require.NoError(t, err)
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	t.Cleanup(func() { store.Close() })
 	srv := httptest.NewServer(apiserver.NewHandler(store, apiserver.Config{Token: aclShared, Tokens: tokens}))
 	t.Cleanup(srv.Close)

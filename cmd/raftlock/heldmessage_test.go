@@ -9,12 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 // raftlock lock's refusal says what is true of the key: its holder's
 // token, or that nobody holds it but a waiting multi-key lock keeps it.
 func TestHeldMessageTellsHolderOrReservation(t *testing.T) {
-	st := lock.NewMemoryStore()
+	st := memstore.New()
 	t.Cleanup(func() { _ = st.Close() })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -141,8 +141,12 @@ func loadLockConfig(args []string, lookupEnv func(string) (string, bool)) (lockC
 		return c, errors.New("-kill-after must be positive")
 	}
 	// The same validation the store runs, so bad input fails here in one line
-	// (the first wrong value's).
-	if err := cmp.Or(lock.ValidateKey(c.key), lock.ValidateTTL(c.ttl), lock.ValidateWait(c.wait), lock.ValidateMetadata(c.metadata)); err != nil {
+	// (the first wrong value's, in the order key, ttl, wait, metadata: each
+	// request below adds one value to those already checked).
+	owner := lock.NewOwner()
+	if err := cmp.Or(lock.ValidateKey(c.key), lock.ValidateExtend(c.key, owner, c.ttl),
+		lock.AcquireRequest{Key: c.key, Owner: owner, TTL: c.ttl, Wait: c.wait}.Validate(),
+		lock.AcquireRequest{Key: c.key, Owner: owner, TTL: c.ttl, Wait: c.wait, Metadata: c.metadata}.Validate()); err != nil {
 		return c, err
 	}
 	if c.kind, err = lockKind(c.limit, fs.onCommandLine["n"], c.shared, c.write); err != nil {

@@ -71,7 +71,8 @@
 // even while an old leader's key has not yet run out. The name and value
 // together must fit in a key (lock.MaxKeyLen bytes).
 //
-// MemoryStore elects one leader per PROCESS, not per cluster: replicas that
-// each use their own memory store all become leaders. Use a cluster node or
-// the API client as the store across replicas.
+// A memory store (package lock/memstore) elects one leader per PROCESS, not
+// per cluster: replicas that each use their own memory store all become
+// leaders. Use a cluster node or the API client as the store across
+// replicas.
 package election

@@ -15,6 +15,7 @@ import (
 
 	"github.com/raftlock/raftlock/lock"
 	"github.com/raftlock/raftlock/lock/election"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 const patience = 10 * time.Second
@@ -25,8 +26,8 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-func newStore(t *testing.T) *lock.MemoryStore {
-	s := lock.NewMemoryStore()
+func newStore(t *testing.T) *memstore.Store {
+	s := memstore.New()
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }

@@ -6,12 +6,13 @@ import (
 
 	"github.com/raftlock/raftlock/lock"
 	"github.com/raftlock/raftlock/lock/election"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 // Two replicas campaign for "scheduler": a is elected, b queues; when a
 // resigns, the store hands the leadership to b, with a higher term.
 func ExampleElection_Campaign() {
-	store := lock.NewMemoryStore() // this process only; a cluster node in production
+	store := memstore.New() // this process only; a cluster node in production
 	defer store.Close()
 	c := lock.New(store)
 	e := election.New(c, "scheduler")
@@ -51,7 +52,7 @@ func ExampleElection_Campaign() {
 
 // Leader observes the election without campaigning.
 func ExampleElection_Leader() {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	defer store.Close()
 	e := election.New(lock.New(store), "scheduler")
 	ctx := context.Background()
@@ -64,7 +65,7 @@ func ExampleElection_Leader() {
 
 // Observe follows the leadership as it changes, without polling.
 func ExampleElection_Observe() {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	defer store.Close()
 	e := election.New(lock.New(store), "scheduler")
 	ctx, stop := context.WithCancel(context.Background())

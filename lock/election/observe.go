@@ -11,8 +11,9 @@ import (
 )
 
 // PollInterval is how often Observe reads the leader of an election kept in
-// a store that cannot watch (it does not implement lock.Watcher): the one
-// case where it polls. The memory store, cluster nodes and the API client
+// a store that cannot watch (it does not implement lock.Watcher, or it
+// answers its first watch with errors.ErrUnsupported): the one case where
+// it polls. The memory store, cluster nodes and the API client
 // all watch.
 const PollInterval = time.Second
 
@@ -52,17 +53,21 @@ func (e *Election) Observe(ctx context.Context) iter.Seq2[Leader, error] {
 			first, last = false, ld
 			return yield(ld, nil)
 		}
-		if _, ok := e.client.Store().(lock.Watcher); !ok {
-			e.poll(ctx, changed, yield)
-			return
-		}
+		watched := false
 		for info, err := range e.client.Watch(ctx, e.Key()) {
 			if err != nil {
+				if !watched && errors.Is(err, errors.ErrUnsupported) {
+					// The store cannot watch: its first answer says so,
+					// before any state.
+					e.poll(ctx, changed, yield)
+					return
+				}
 				if !yield(Leader{}, fmt.Errorf("election: observing %q: %w", e.name, err)) {
 					return
 				}
 				continue // Watch ends by itself when it cannot go on
 			}
+			watched = true
 			if !changed(e.leaderOf(ctx, info)) {
 				return
 			}

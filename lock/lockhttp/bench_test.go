@@ -9,12 +9,13 @@ import (
 
 	"github.com/raftlock/raftlock/lock"
 	"github.com/raftlock/raftlock/lock/lockhttp"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 // The middleware's cost per request on the memory store, without contention:
 // acquire, keep-alive goroutine, release.
 func BenchmarkMiddleware(b *testing.B) {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	b.Cleanup(func() { _ = store.Close() })
 	var next atomic.Int64
 	h := lockhttp.Middleware(lock.New(store), func(r *http.Request) string {
@@ -34,7 +35,7 @@ func BenchmarkMiddleware(b *testing.B) {
 // A refused request: the acquire, then the Inspect that learns the holder's
 // token, then the JSON body.
 func BenchmarkMiddlewareContended(b *testing.B) {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	b.Cleanup(func() { _ = store.Close() })
 	c := lock.New(store)
 	holder := c.Lock("payouts")

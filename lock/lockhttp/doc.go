@@ -80,8 +80,8 @@
 //
 // # Reach
 //
-// With lock.NewMemoryStore the lock excludes requests in THIS PROCESS ONLY:
-// two replicas that each use a memory store both run the handler, and nothing
-// warns them. Give the middleware a client on a cluster node or the API client
-// to exclude across replicas.
+// With a memory store (memstore.New) the lock excludes requests in THIS
+// PROCESS ONLY: two replicas that each use a memory store both run the
+// handler, and nothing warns them. Give the middleware a client on a
+// cluster node or the API client to exclude across replicas.
 package lockhttp

@@ -8,13 +8,14 @@ import (
 
 	"github.com/raftlock/raftlock/lock"
 	"github.com/raftlock/raftlock/lock/lockhttp"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 // One request per account at a time: the lock's key is made from the path.
 // A request that finds the account locked gets 409 with a JSON body; the
 // handler runs under the lease and passes its fencing token on.
 func ExampleMiddleware() {
-	store := lock.NewMemoryStore() // this process only; a cluster node in production
+	store := memstore.New() // this process only; a cluster node in production
 	defer store.Close()
 	c := lock.New(store)
 	ctx := context.Background()
@@ -50,7 +51,7 @@ func ExampleMiddleware() {
 // The application chooses the answer to a held lock; lockhttp.WriteLocked and
 // lockhttp.WriteError are the defaults it can fall back on.
 func ExampleOnLocked() {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	defer store.Close()
 	c := lock.New(store)
 	ctx := context.Background()

@@ -17,12 +17,13 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/lock"
 	"github.com/raftlock/raftlock/lock/lockhttp"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
 const patience = 10 * time.Second
 
-func newStore(t *testing.T) *lock.MemoryStore {
-	s := lock.NewMemoryStore()
+func newStore(t *testing.T) *memstore.Store {
+	s := memstore.New()
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }

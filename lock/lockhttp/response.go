@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/raftlock/raftlock/internal/errcode"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -24,7 +25,7 @@ type body struct {
 // OnLocked function may call it
 // after setting headers of its own (Retry-After, for instance).
 func WriteLocked(w http.ResponseWriter, r *http.Request, held *lock.HeldError) {
-	b := body{Error: lock.CodeLocked}
+	b := body{Error: errcode.Locked}
 	if held != nil {
 		b.Key, b.Token, b.Reserved = held.Key, held.Token, held.Reserved
 	}
@@ -35,21 +36,21 @@ func WriteLocked(w http.ResponseWriter, r *http.Request, held *lock.HeldError) {
 // for a key the store refuses, 500 {"error":"internal"} for a misconfigured
 // middleware (a TTL or Wait out of range, a nil argument), and
 // 503 {"error":"unavailable"} for everything else: the store could not answer,
-// or the request's context ended while it waited. The codes are the lock
-// package's (lock.ErrorCode), which the HTTP API uses too. The error's text
-// is not sent: it may name internal hosts.
+// or the request's context ended while it waited. The codes are those the
+// HTTP API gives the same lock errors. The error's text is not sent: it may
+// name internal hosts.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
-	switch code := lock.ErrorCode(err); {
-	case code == lock.CodeInvalidKey:
+	switch code := errcode.Of(err); {
+	case code == errcode.InvalidKey:
 		writeJSON(w, http.StatusBadRequest, body{Error: code})
-	case code == lock.CodeInvalidTTL, code == lock.CodeInvalidWait, errors.Is(err, ErrNilArgument):
+	case code == errcode.InvalidTTL, code == errcode.InvalidWait, errors.Is(err, ErrNilArgument):
 		writeJSON(w, http.StatusInternalServerError, body{Error: "internal"})
 	default:
 		// lock.ErrUnavailable, ErrUnknownOutcome, ErrQueueFull,
 		// ErrQuotaExceeded, ErrClosed, a transport error of a remote store,
 		// or the request's context: all mean "not now", and a retry may
 		// succeed.
-		writeJSON(w, http.StatusServiceUnavailable, body{Error: lock.CodeUnavailable})
+		writeJSON(w, http.StatusServiceUnavailable, body{Error: errcode.Unavailable})
 	}
 }
 

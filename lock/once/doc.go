@@ -18,10 +18,11 @@
 // tick. Because the key names the tick, a replica that crashes mid-run
 // cannot block the next tick: the next tick is another key.
 //
-// MemoryStore WARNING: with lock.NewMemoryStore, each process has its own
-// locks, so EVERY REPLICA RUNS EVERY TICK and nothing warns them. Give PerTick
-// a client on a cluster node or the API client. (Several PerTick loops in one
-// process sharing one MemoryStore do exclude each other; the tests use that.)
+// Memory store WARNING: with memstore.New (package lock/memstore), each
+// process has its own locks, so EVERY REPLICA RUNS EVERY TICK and nothing
+// warns them. Give PerTick a client on a cluster node or the API client.
+// (Several PerTick loops in one process sharing one memory store do exclude
+// each other; the tests use that.)
 //
 // # The tick's lock outlives the run
 //

@@ -7,15 +7,16 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 	"github.com/raftlock/raftlock/lock/once"
 )
 
 // Three replicas run the same job every 20ms; each tick runs on one of them.
-// Here the replicas are goroutines sharing one MemoryStore. Replicas in
+// Here the replicas are goroutines sharing one memory store. Replicas in
 // separate processes need a store they share (a cluster node, the API client):
-// with a MemoryStore each, every replica would run every tick.
+// with a memory store each, every replica would run every tick.
 func ExamplePerTick() {
-	store := lock.NewMemoryStore()
+	store := memstore.New()
 	defer store.Close()
 	c := lock.New(store)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 	"github.com/raftlock/raftlock/lock/once"
 )
 
@@ -22,8 +23,8 @@ const patience = 10 * time.Second
 // 04:30:00 UTC is a multiple of 5 minutes and of 1 minute.
 var base = time.Date(2026, 11, 30, 4, 30, 0, 0, time.UTC)
 
-func newStore(t *testing.T) *lock.MemoryStore {
-	s := lock.NewMemoryStore()
+func newStore(t *testing.T) *memstore.Store {
+	s := memstore.New()
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }

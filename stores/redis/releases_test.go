@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 	redisstore "github.com/raftlock/raftlock/stores/redis"
 )
 
@@ -80,7 +81,7 @@ func TestRepeatedReleaseAnswersAsTheMemoryStore(t *testing.T) {
 			require.NoError(t, rdb.FlushAll(ctx).Err())
 			rs := redisstore.New(rdb, redisstore.Options{})
 			t.Cleanup(func() { _ = rs.Close() })
-			ms := lock.NewMemoryStore()
+			ms := memstore.New()
 			t.Cleanup(func() { _ = ms.Close() })
 			require.Equal(t, sc.want, sc.run(t, ctx, ms), "the memory store's answers")
 			assert.Equal(t, sc.want, sc.run(t, ctx, rs), "the Redis store's answers")

@@ -3,10 +3,10 @@ package redis
 import (
 	"embed"
 	"fmt"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -20,11 +20,18 @@ type scripts struct {
 	acquire, acquireAll, release, extend, inspect, force, list, session, watch *goredis.Script
 }
 
+// A release is remembered as long as the cluster's state machine
+// remembers one (lock.Store's Release: 5 minutes, at most 65,536
+// releases), so that a repeat is answered alike by every store. A test
+// keeps these equal to the machine's.
+const (
+	releaseMemory         = 5 * time.Minute
+	maxRememberedReleases = 1 << 16
+)
+
 func loadScripts() scripts {
-	// A release is remembered as long as the cluster's state machine
-	// remembers one, so that a repeat is answered alike by every store.
 	shared := fmt.Sprintf("local MAX_HOLDERS = %d\nlocal MAX_WAITERS = %d\nlocal RELEASE_MEMORY = %d\nlocal MAX_RELEASES = %d\n",
-		lock.MaxHolders, lock.MaxWaiters, us(fsm.ReleaseMemory), fsm.MaxRememberedReleases) + luaSource("state")
+		lock.MaxHolders, lock.MaxWaiters, us(releaseMemory), maxRememberedReleases) + luaSource("state")
 	script := func(name string) *goredis.Script {
 		return goredis.NewScript(shared + "\n" + luaSource(name))
 	}

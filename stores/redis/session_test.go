@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 	redisstore "github.com/raftlock/raftlock/stores/redis"
 )
 
@@ -17,7 +18,7 @@ func TestRenewCountsTheSessionsKeys(t *testing.T) {
 	srv := startServer(t)
 	rs := redisstore.New(srv.client(t), redisstore.Options{})
 	t.Cleanup(func() { _ = rs.Close() })
-	ms := lock.NewMemoryStore()
+	ms := memstore.New()
 	t.Cleanup(func() { _ = ms.Close() })
 	for name, st := range map[string]store{"memory": ms, "redis": rs} {
 		t.Run(name, func(t *testing.T) {

@@ -1,4 +1,4 @@
-package lock_test
+package errcode_test
 
 import (
 	"errors"
@@ -8,22 +8,23 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftlock/raftlock/internal/errcode"
 	"github.com/raftlock/raftlock/lock"
 )
 
 func TestErrorCodeRoundTrip(t *testing.T) {
-	codes := lock.ErrorCodes()
+	codes := errcode.All()
 	require.NotEmpty(t, codes)
 	seen := map[string]bool{}
 	for _, code := range codes {
 		assert.False(t, seen[code], "code %q listed twice", code)
 		seen[code] = true
-		errs := lock.CodeErrors(code)
+		errs := errcode.Errors(code)
 		require.NotEmpty(t, errs, code)
 		// An error made of a code's sentinels reads back as that code, and
 		// matches every sentinel the code stands for.
 		err := fmt.Errorf("wrapped: %w", errors.Join(errs...))
-		assert.Equal(t, code, lock.ErrorCode(err), "round trip of %q", code)
+		assert.Equal(t, code, errcode.Of(err), "round trip of %q", code)
 		for _, s := range errs {
 			assert.ErrorIs(t, err, s, code)
 		}
@@ -35,17 +36,17 @@ func TestErrorCodePrefersTheCautiousCode(t *testing.T) {
 		err  error
 		code string
 	}{
-		{&lock.HeldError{Key: "k", Token: 3}, lock.CodeLocked},
-		{fmt.Errorf("%w: %w", lock.ErrUnknownOutcome, lock.ErrUnavailable), lock.CodeUnknownOutcome},
-		{fmt.Errorf("%w: %w", lock.ErrUnavailable, lock.ErrUnknownOutcome), lock.CodeUnknownOutcome},
-		{fmt.Errorf("%w: %w", lock.ErrUnknownOutcome, lock.ErrClosed), lock.CodeUnknownOutcome},
-		{fmt.Errorf("%w: no leader", lock.ErrUnavailable), lock.CodeUnavailable},
-		{lock.ValidateKey(""), lock.CodeInvalidKey},
+		{&lock.HeldError{Key: "k", Token: 3}, errcode.Locked},
+		{fmt.Errorf("%w: %w", lock.ErrUnknownOutcome, lock.ErrUnavailable), errcode.UnknownOutcome},
+		{fmt.Errorf("%w: %w", lock.ErrUnavailable, lock.ErrUnknownOutcome), errcode.UnknownOutcome},
+		{fmt.Errorf("%w: %w", lock.ErrUnknownOutcome, lock.ErrClosed), errcode.UnknownOutcome},
+		{fmt.Errorf("%w: no leader", lock.ErrUnavailable), errcode.Unavailable},
+		{lock.ValidateKey(""), errcode.InvalidKey},
 		{errors.New("dial tcp: refused"), ""},
 		{nil, ""},
 	}
 	for _, tt := range tests {
-		assert.Equal(t, tt.code, lock.ErrorCode(tt.err), "%v", tt.err)
+		assert.Equal(t, tt.code, errcode.Of(tt.err), "%v", tt.err)
 	}
-	assert.Nil(t, lock.CodeErrors("bad_key"), "not a lock code")
+	assert.Nil(t, errcode.Errors("bad_key"), "not a lock code")
 }

@@ -1,4 +1,4 @@
-package lock
+package memstore
 
 import (
 	"context"
@@ -12,14 +12,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/internal/watchhub"
+	"github.com/raftlock/raftlock/lock"
 )
 
 // Watchers whose ctx ends leave neither a goroutine nor a registration.
 func TestMemoryWatchersLeaveNothingBehind(t *testing.T) {
-	s := NewMemoryStore()
+	s := New()
 	t.Cleanup(func() { _ = s.Close() })
 	ctx, cancel := context.WithCancel(context.Background())
-	_, index, err := s.WatchKey(ctx, "k", WatchQuery{})
+	_, index, err := s.WatchKey(ctx, "k", lock.WatchQuery{})
 	require.NoError(t, err)
 
 	const n = 100
@@ -30,10 +31,10 @@ func TestMemoryWatchersLeaveNothingBehind(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			if i%2 == 0 {
-				_, _, err := s.WatchKey(ctx, "k", WatchQuery{Index: index})
+				_, _, err := s.WatchKey(ctx, "k", lock.WatchQuery{Index: index})
 				errs <- err
 			} else {
-				_, _, err := s.WatchList(ctx, ListRequest{Prefix: "k"}, WatchQuery{Index: index})
+				_, _, err := s.WatchList(ctx, lock.ListRequest{Prefix: "k"}, lock.WatchQuery{Index: index})
 				errs <- err
 			}
 		}()
@@ -53,27 +54,27 @@ func TestMemoryWatchersLeaveNothingBehind(t *testing.T) {
 	}, 10*time.Second, time.Millisecond, "no goroutine left waiting")
 }
 
-// Past the maximum of watchers a query fails at once with ErrTooManyWatchers.
+// Past the maximum of watchers a query fails at once with lock.ErrTooManyWatchers.
 func TestMemoryWatchersAreBounded(t *testing.T) {
-	s := NewMemoryStore()
+	s := New()
 	t.Cleanup(func() { _ = s.Close() })
 	const maxWatchers = 50 // DefaultMaxWatchers goroutines exceed the race detector's limit
 	s.hub, s.maxWatchers = watchhub.New(watchRingSize, maxWatchers, 0), maxWatchers
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	_, index, err := s.WatchKey(ctx, "k", WatchQuery{})
+	_, index, err := s.WatchKey(ctx, "k", lock.WatchQuery{})
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	for range maxWatchers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, _, _ = s.WatchKey(ctx, "k", WatchQuery{Index: index})
+			_, _, _ = s.WatchKey(ctx, "k", lock.WatchQuery{Index: index})
 		}()
 	}
 	require.Eventually(t, func() bool { return s.hub.Watchers() == maxWatchers }, 30*time.Second, time.Millisecond)
-	_, _, err = s.WatchKey(ctx, "k", WatchQuery{Index: index})
-	assert.ErrorIs(t, err, ErrTooManyWatchers)
+	_, _, err = s.WatchKey(ctx, "k", lock.WatchQuery{Index: index})
+	assert.ErrorIs(t, err, lock.ErrTooManyWatchers)
 	assert.Contains(t, err.Error(), `"k"`)
 	cancel()
 	wg.Wait()
@@ -82,13 +83,13 @@ func TestMemoryWatchersAreBounded(t *testing.T) {
 // An index the store never answered (another store's, from before a
 // restart) answers at once, with the store's own index.
 func TestMemoryWatchOfAnUnknownIndexAnswersAtOnce(t *testing.T) {
-	s := NewMemoryStore()
+	s := New()
 	t.Cleanup(func() { _ = s.Close() })
-	info, index, err := s.WatchKey(context.Background(), "k", WatchQuery{Index: 1 << 40, Wait: time.Hour})
+	info, index, err := s.WatchKey(context.Background(), "k", lock.WatchQuery{Index: 1 << 40, Wait: time.Hour})
 	require.NoError(t, err)
 	assert.False(t, info.Locked)
 	assert.Less(t, index, uint64(1<<40))
-	_, index, err = s.WatchList(context.Background(), ListRequest{}, WatchQuery{Index: 1 << 40, Wait: time.Hour})
+	_, index, err = s.WatchList(context.Background(), lock.ListRequest{}, lock.WatchQuery{Index: 1 << 40, Wait: time.Hour})
 	require.NoError(t, err)
 	assert.Less(t, index, uint64(1<<40))
 }

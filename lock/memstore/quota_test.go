@@ -1,4 +1,4 @@
-package lock_test
+package memstore_test
 
 import (
 	"context"
@@ -8,13 +8,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftlock/raftlock/internal/errcode"
 	"github.com/raftlock/raftlock/lock"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
-// A MemoryStore given MemoryQuotas refuses new state past them, never what
+// A Store given Quotas refuses new state past them, never what
 // frees or keeps state, and takes new state again once some is freed.
 func TestMemoryQuotas(t *testing.T) {
-	s := lock.NewMemoryStore(lock.MemoryQuotas(2, 1, 1))
+	s := memstore.New(memstore.Quotas(2, 1, 1))
 	t.Cleanup(func() { s.Close() })
 	ctx := context.Background()
 	acquire := func(key string, owner lock.Owner, wait time.Duration) error {
@@ -26,7 +28,7 @@ func TestMemoryQuotas(t *testing.T) {
 	require.NoError(t, acquire("b", b, 0))
 	err := acquire("c", lock.NewOwner(), 0)
 	require.ErrorIs(t, err, lock.ErrQuotaExceeded)
-	assert.Equal(t, lock.CodeQuotaExceeded, lock.ErrorCode(err))
+	assert.Equal(t, errcode.QuotaExceeded, errcode.Of(err))
 	assert.Contains(t, err.Error(), "at most 2 locks")
 	require.NoError(t, acquire("a", a, 0), "the holder's retry")
 	_, err = s.Extend(ctx, "a", a, time.Minute)

@@ -1,4 +1,4 @@
-package lock
+package memstore
 
 import (
 	"context"
@@ -6,7 +6,9 @@ import (
 	"fmt"
 
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/internal/lockfsm"
 	"github.com/raftlock/raftlock/internal/watchhub"
+	"github.com/raftlock/raftlock/lock"
 )
 
 // watchRingSize is how many recent changes a store remembers for watches: a
@@ -15,24 +17,24 @@ const watchRingSize = 4096
 
 // WatchKey implements Watcher. The index counts the commands the store has
 // applied (reads included: each applies the expiries due).
-func (s *MemoryStore) WatchKey(ctx context.Context, key string, q WatchQuery) (KeyInfo, uint64, error) {
-	if err := ValidateKey(key); err != nil {
-		return KeyInfo{}, 0, err
+func (s *Store) WatchKey(ctx context.Context, key string, q lock.WatchQuery) (lock.KeyInfo, uint64, error) {
+	if err := lock.ValidateKey(key); err != nil {
+		return lock.KeyInfo{}, 0, err
 	}
 	if err := s.block(ctx, key, false, q); err != nil {
-		return KeyInfo{}, 0, err
+		return lock.KeyInfo{}, 0, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return KeyInfo{}, 0, ErrClosed
+		return lock.KeyInfo{}, 0, lock.ErrClosed
 	}
 	now := s.applyLocked(fsm.Command{Op: fsm.OpTick}).Now
-	return keyInfo(s.machine.Lookup(key, now), now), s.index, nil
+	return lockfsm.KeyInfo(s.machine.Lookup(key, now), now, nil), s.index, nil
 }
 
 // WatchList implements Watcher.
-func (s *MemoryStore) WatchList(ctx context.Context, req ListRequest, q WatchQuery) ([]LockInfo, uint64, error) {
+func (s *Store) WatchList(ctx context.Context, req lock.ListRequest, q lock.WatchQuery) ([]lock.LockInfo, uint64, error) {
 	if err := req.Validate(); err != nil {
 		return nil, 0, err
 	}
@@ -42,12 +44,12 @@ func (s *MemoryStore) WatchList(ctx context.Context, req ListRequest, q WatchQue
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return nil, 0, ErrClosed
+		return nil, 0, lock.ErrClosed
 	}
 	now := s.applyLocked(fsm.Command{Op: fsm.OpTick}).Now
-	out := []LockInfo{}
+	out := []lock.LockInfo{}
 	s.machine.RangeFrom(req.Prefix, req.After, now, func(key string, st fsm.KeyState) bool {
-		out = append(out, LockInfo{Key: key, KeyInfo: keyInfo(st, now)})
+		out = append(out, lock.LockInfo{Key: key, KeyInfo: lockfsm.KeyInfo(st, now, nil)})
 		return req.Limit == 0 || len(out) < req.Limit
 	})
 	return out, s.index, nil
@@ -55,7 +57,7 @@ func (s *MemoryStore) WatchList(ctx context.Context, req ListRequest, q WatchQue
 
 // block waits, for a query with an index, until the hub says scope changed
 // after it (or the wait ends).
-func (s *MemoryStore) block(ctx context.Context, scope string, prefix bool, q WatchQuery) error {
+func (s *Store) block(ctx context.Context, scope string, prefix bool, q lock.WatchQuery) error {
 	if err := q.Validate(); err != nil {
 		return err
 	}
@@ -80,9 +82,9 @@ func hubError(err error, scope string, maxWatchers int) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, watchhub.ErrClosed):
-		return ErrClosed
+		return lock.ErrClosed
 	case errors.Is(err, watchhub.ErrFull):
-		return fmt.Errorf("%w: watching %q: the store serves its maximum of blocking queries (%d)", ErrTooManyWatchers, scope, maxWatchers)
+		return fmt.Errorf("%w: watching %q: the store serves its maximum of blocking queries (%d)", lock.ErrTooManyWatchers, scope, maxWatchers)
 	}
 	return fmt.Errorf("lock: watching %q: %w", scope, err)
 }

@@ -4,15 +4,13 @@ import (
 	"testing"
 
 	"github.com/raftlock/raftlock/lock"
-	"github.com/raftlock/raftlock/lock/locktest"
+	"github.com/raftlock/raftlock/lock/memstore"
 )
 
+// newMemoryStore is the store most of this package's tests run on,
+// closed when the test ends.
 func newMemoryStore(t *testing.T) lock.Store {
-	s := lock.NewMemoryStore()
+	s := memstore.New()
 	t.Cleanup(func() { _ = s.Close() })
 	return s
-}
-
-func TestMemoryStore(t *testing.T) {
-	locktest.TestStore(t, newMemoryStore)
 }
