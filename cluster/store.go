@@ -57,10 +57,7 @@ func (n *Node) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease
 	if req.Wait > 0 {
 		return n.acquireWaiting(ctx, req, sent)
 	}
-	owner := fsm.Owner(req.Owner)
-	cmd := lockfsm.Acquire(req)
-	cmd.Owner = owner
-	res, err := n.command(ctx, cmd)
+	res, err := n.command(ctx, lockfsm.Acquire(req))
 	if err != nil {
 		return lock.Lease{}, err
 	}
