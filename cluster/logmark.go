@@ -273,12 +273,12 @@ func (m *logMark) close() error {
 func (g *guardedStore) trackDurability(dataDir string, snaps raft.SnapshotStore) (raft.SnapshotStore, error) {
 	snapDir := filepath.Join(dataDir, "snapshots") // raft's FileSnapshotStore layout
 	removeTempSnapshots(snapDir, "", g.logger)
-	snapshotIndex := func() uint64 {
+	latestSnapshot := func() (index, term uint64) {
 		list, err := snaps.List()
 		if err != nil || len(list) == 0 {
-			return 0
+			return 0, 0
 		}
-		return list[0].Index // newest first
+		return list[0].Index, list[0].Term // newest first
 	}
 	m, mark, found, err := openLogMark(dataDir, g.logger)
 	if err != nil {
@@ -292,12 +292,12 @@ func (g *guardedStore) trackDurability(dataDir string, snaps raft.SnapshotStore)
 		m.close()
 		return nil, fmt.Errorf("cluster: reading raft log %s: %w", g.path, err)
 	}
-	if snap := snapshotIndex(); found && max(last, snap) < mark {
+	if snap, _ := latestSnapshot(); found && max(last, snap) < mark {
 		m.close()
 		return nil, damagedLogError(dataDir, fmt.Sprintf("the raft log %s ends at index %d and the latest snapshot at index %d, but this node had stored entries up to index %d (recorded in %s)",
 			g.path, last, snap, mark, m.path))
 	}
-	g.mark, g.snapshotIndex = m, snapshotIndex
+	g.mark, g.latestSnapshot = m, latestSnapshot
 	m.start()
 	return tidySnapshots{SnapshotStore: snaps, dir: snapDir, logger: g.logger}, nil
 }

@@ -219,10 +219,10 @@ type guardedStore struct {
 	path   string
 	logger hclog.Logger
 
-	// mark and snapshotIndex are set by trackDurability before raft starts,
-	// and only read afterwards; nil before.
-	mark          *logMark
-	snapshotIndex func() uint64
+	// mark and latestSnapshot are set by trackDurability before raft
+	// starts, and only read afterwards; nil before.
+	mark           *logMark
+	latestSnapshot func() (index, term uint64)
 	// isSoleVoter is the node's test of whether it is the only voter (see
 	// StoreLogs), set once raft runs; nil before.
 	isSoleVoter atomic.Pointer[func() bool]
@@ -420,10 +420,17 @@ func (g *guardedStore) pause() {
 // DeleteRange deletes logs; when the deletion takes the log's last index
 // away (a follower's conflicting suffix, or the whole log after a snapshot
 // install), the mark is lowered on disk first, so that a crash right after
-// the deletion does not make an honest log look truncated.
+// the deletion does not make an honest log look truncated. Entries past an
+// installed snapshot that agree with it stay (keptPastSnapshot).
 func (g *guardedStore) DeleteRange(min, max uint64) error {
 	var deleting logStore
 	err := g.use(true, func(s logStore) error {
+		if g.latestSnapshot != nil {
+			var err error
+			if max, err = g.keptPastSnapshot(s, min, max); err != nil || max < min {
+				return err
+			}
+		}
 		if g.mark != nil {
 			if err := g.lowerMarkFor(s, min, max); err != nil {
 				return err
@@ -439,6 +446,49 @@ func (g *guardedStore) DeleteRange(min, max uint64) error {
 		}
 	}
 	return err
+}
+
+// keptPastSnapshot returns the last index to delete of a deletion from min
+// to max: max, except when it would take entries past the latest snapshot
+// along with the entries the snapshot replaces, while the log holds the
+// snapshot's last entry. Then the deletion stops before that entry.
+//
+// Only one deletion by raft (v1.7.3) looks like that: after installing a
+// snapshot sent by the leader, raft empties a log that refuses gaps
+// (IsMonotonic, raft-wal) whatever it holds, yet goes on believing the log
+// ends where it ended, and the snapshot's end can lie before that (the
+// leader sent it after losing track of how far this follower's log reached).
+// A leader whose log ends there too (a new one, elected with the same
+// entries) then appends after that end, and once it commits, raft reads the
+// entries past the snapshot to apply them, finds none, and panics ("log not
+// found"). Raft's own rule for a snapshot install is to keep the entries
+// past it when the log holds its last entry with its term; those entries
+// agree with the leader's up to there, and any conflict after it is
+// resolved by raft's appends as usual. A log whose entry there disagrees is
+// emptied, as raft asks: no leader can then match the end raft believes in.
+// Raft's other deletions never reach past the latest snapshot from before
+// it: compaction stops at the snapshot, and a conflicting suffix starts
+// after it (entries up to a snapshot are committed).
+func (g *guardedStore) keptPastSnapshot(s logStore, min, max uint64) (uint64, error) {
+	last, err := s.LastIndex()
+	if err != nil || last == 0 || max < last {
+		return max, err
+	}
+	snapIndex, snapTerm := g.latestSnapshot()
+	if snapIndex == 0 || min > snapIndex || snapIndex >= last {
+		return max, nil
+	}
+	var entry raft.Log
+	switch err := s.GetLog(snapIndex, &entry); {
+	case errors.Is(err, raft.ErrLogNotFound):
+		return max, nil
+	case err != nil:
+		return 0, err
+	case entry.Term != snapTerm:
+		return max, nil
+	}
+	g.logger.Info("keeping the raft log past an installed snapshot", "snapshot_index", snapIndex, "last_index", last)
+	return snapIndex - 1, nil
 }
 
 func (g *guardedStore) lowerMarkFor(s logStore, min, max uint64) error {
@@ -457,7 +507,7 @@ func (g *guardedStore) lowerMarkFor(s logStore, min, max uint64) error {
 	if min <= first {
 		// The whole log goes; raft stored the snapshot that replaces it
 		// before deleting it.
-		keep = g.snapshotIndex()
+		keep, _ = g.latestSnapshot()
 	}
 	return g.mark.lower(keep)
 }
