@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/raftlock/raftlock/cluster/datadir"
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/internal/quietlog"
 	"github.com/raftlock/raftlock/lock"
@@ -72,7 +73,7 @@ type Node struct {
 	version string
 
 	tr      *transport.Transport
-	store   *guardedStore
+	store   *nodeStore
 	logKind LogStore
 	// unlockDir releases the data dir for another node, once store is closed.
 	unlockDir func() error
@@ -115,8 +116,9 @@ type Node struct {
 	// commands per entry (sizes.go).
 	proposalSizes sizeHistogram
 
-	// ident records in DataDir whose the directory is (identity.go).
-	ident *dataIdentity
+	// ident records in DataDir whose the directory is (datadir.IdentityFile;
+	// identity.go says how members agree on the cluster ID).
+	ident *datadir.IdentityFile
 	// refusals limits how often a refused admission is logged (admission.go).
 	refusals refusalLog
 
@@ -218,30 +220,30 @@ func New(cfg Config) (*Node, error) {
 	n.tr = tr
 	cleanup = append(cleanup, func() { tr.Close() })
 
-	unlockDir, err := lockDataDir(cfg.DataDir)
+	unlockDir, err := datadir.Lock(cfg.DataDir)
 	if err != nil {
-		return nil, err
+		return nil, dataDirError(err)
 	}
 	n.unlockDir = unlockDir
 	cleanup = append(cleanup, func() { unlockDir() })
-	ident, hasIdentity, err := openIdentity(cfg.DataDir, cfg.NodeID)
+	ident, hasIdentity, err := datadir.OpenIdentity(cfg.DataDir, cfg.NodeID)
 	if err != nil {
-		return nil, err
+		return nil, dataDirError(err)
 	}
 	n.ident = ident
-	store, logKind, err := openLogStore(cfg.DataDir, cfg.LogStore, cfg.WALSegmentSize, logger)
+	store, logKind, err := datadir.OpenLogStore(cfg.DataDir, cfg.LogStore, cfg.WALSegmentSize, logger, walTestFiles)
 	if err != nil {
-		return nil, err
+		return nil, dataDirError(err)
 	}
 	n.logKind = logKind
-	n.store = store
+	n.store = newNodeStore(store)
 	cleanup = append(cleanup, func() { store.Close() })
-	fileSnaps, err := openSnapshotStore(cfg.DataDir, cfg.SnapshotsRetained, logger.Named("snapshots"))
+	fileSnaps, err := datadir.OpenSnapshotStore(cfg.DataDir, cfg.SnapshotsRetained, logger.Named("snapshots"))
 	if err != nil {
 		return nil, err
 	}
 	// Refuses a log that lost entries it had stored (see logMark).
-	snaps, err := store.trackDurability(cfg.DataDir, fileSnaps)
+	snaps, err := store.TrackDurability(cfg.DataDir, fileSnaps)
 	if err != nil {
 		return nil, err
 	}
@@ -252,13 +254,13 @@ func New(cfg Config) (*Node, error) {
 	if !existing && !cfg.Bootstrap && len(cfg.Join) == 0 && cfg.BootstrapExpect == 0 && len(cfg.RetryJoin) == 0 {
 		return nil, configError("Bootstrap", "{DataDir} %s holds no cluster state: set {Bootstrap} or {BootstrapExpect} to start a new cluster, or {Join} or {RetryJoin} to join one", cfg.DataDir)
 	}
-	if !existing && cfg.BootstrapExpect > 0 && ident.clusterID() != "" {
-		return nil, configError("BootstrapExpect", "{DataDir} %s names cluster %s but holds no raft state: it will not bootstrap another; empty it to start afresh, or use {RetryJoin} to join that cluster", cfg.DataDir, ident.clusterID())
+	if !existing && cfg.BootstrapExpect > 0 && ident.ClusterID() != "" {
+		return nil, configError("BootstrapExpect", "{DataDir} %s names cluster %s but holds no raft state: it will not bootstrap another; empty it to start afresh, or use {RetryJoin} to join that cluster", cfg.DataDir, ident.ClusterID())
 	}
 	if err := n.recordIdentity(hasIdentity, existing, &cleanup); err != nil {
 		return nil, err
 	}
-	if err := makeDataDirPrivate(cfg.DataDir, logger); err != nil {
+	if err := datadir.MakePrivate(cfg.DataDir, logger); err != nil {
 		return nil, err
 	}
 	logs, err := raft.NewLogCache(512, store)
@@ -321,7 +323,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: starting raft: %w", err)
 	}
 	n.raft = r
-	store.setSoleVoter(n.soleVoter)
+	store.SetSoleVoter(n.soleVoter)
 	cleanup = append(cleanup, func() { r.Shutdown().Error() })
 
 	if existing && cfg.Bootstrap {
@@ -450,7 +452,7 @@ func (n *Node) Close() error {
 		// Wake WatchLeader's callers, which then see the node closed.
 		n.leaderChanged.fire()
 		n.stopGossip(false)
-		n.store.abandon() // a term write waiting for a full disk must not hold Shutdown
+		n.store.Abandon() // a term write waiting for a full disk must not hold Shutdown
 		var errs []error
 		if err := n.raft.Shutdown().Error(); err != nil {
 			errs = append(errs, fmt.Errorf("cluster: raft shutdown: %w", err))

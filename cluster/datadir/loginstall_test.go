@@ -1,4 +1,4 @@
-package cluster
+package datadir
 
 import (
 	"bytes"
@@ -49,11 +49,11 @@ func (f *appliedFSM) Restore(r io.ReadCloser) error {
 func TestFollowerKeepsItsLogPastAnInstalledSnapshot(t *testing.T) {
 	dir := t.TempDir()
 	logger := testLogger("follower")
-	store, _, err := openLogStore(dir, LogStoreWAL, 0, logger)
+	store, _, err := OpenLogStore(dir, LogStoreWAL, 0, logger, nil)
 	require.NoError(t, err)
 	fileSnaps, err := raft.NewFileSnapshotStore(dir, 1, io.Discard)
 	require.NoError(t, err)
-	snaps, err := store.trackDurability(dir, fileSnaps)
+	snaps, err := store.TrackDurability(dir, fileSnaps)
 	require.NoError(t, err)
 	logs, err := raft.NewLogCache(512, store)
 	require.NoError(t, err)
@@ -154,12 +154,12 @@ func TestDeletionAfterSnapshotInstallKeepsOnlyAnAgreeingLog(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			store, _, err := openLogStore(dir, LogStoreWAL, 0, testLogger("store"))
+			store, _, err := OpenLogStore(dir, LogStoreWAL, 0, testLogger("store"), nil)
 			require.NoError(t, err)
 			defer store.Close()
 			fileSnaps, err := raft.NewFileSnapshotStore(dir, 1, io.Discard)
 			require.NoError(t, err)
-			snaps, err := store.trackDurability(dir, fileSnaps)
+			snaps, err := store.TrackDurability(dir, fileSnaps)
 			require.NoError(t, err)
 			var logs []*raft.Log
 			for i := uint64(1); i <= 100; i++ {

@@ -1,4 +1,4 @@
-package cluster
+package datadir
 
 import (
 	"encoding/binary"
@@ -265,12 +265,12 @@ func (m *logMark) close() error {
 	return m.f.Close()
 }
 
-// trackDurability checks, before raft starts, that the log reaches as far as
+// TrackDurability checks, before raft starts, that the log reaches as far as
 // the mark in dataDir says it did (counting the latest snapshot), then keeps
 // the mark in step with the log. It also removes snapshot directories that
 // failed snapshots left, and returns snaps wrapped so that a failing snapshot
-// removes its own. New calls it once, before raft.NewRaft.
-func (g *guardedStore) trackDurability(dataDir string, snaps raft.SnapshotStore) (raft.SnapshotStore, error) {
+// removes its own. cluster.New calls it once, before raft.NewRaft.
+func (g *Store) TrackDurability(dataDir string, snaps raft.SnapshotStore) (raft.SnapshotStore, error) {
 	snapDir := filepath.Join(dataDir, "snapshots") // raft's FileSnapshotStore layout
 	removeTempSnapshots(snapDir, "", g.logger)
 	latestSnapshot := func() (index, term uint64) {
