@@ -92,7 +92,7 @@
 // indexed by the raft log index, which is the same on every member.
 //
 // The reasons behind each of these are comments next to the code that keeps
-// them: node.go (starting, restarting, stopping), package
+// them: node.go and start.go (starting, restarting, stopping), package
 // datadir (the data dir: the log on disk and the checks that refuse a
 // damaged one, whose data dir it is, file modes), identity.go (cluster IDs
 // between members),
