@@ -58,8 +58,8 @@ func TestFollowerKeepsItsLogPastAnInstalledSnapshot(t *testing.T) {
 	logs, err := raft.NewLogCache(512, store)
 	require.NoError(t, err)
 
-	followerAddr, followerTrans := raft.NewInmemTransport("follower")
-	leaderAddr, leaderTrans := raft.NewInmemTransport("leader")
+	followerAddr, followerTrans := raft.NewInmemTransportWithTimeout("follower", patience)
+	leaderAddr, leaderTrans := raft.NewInmemTransportWithTimeout("leader", patience)
 	leaderTrans.Connect(followerAddr, followerTrans)
 	followerTrans.Connect(leaderAddr, leaderTrans)
 
@@ -73,6 +73,8 @@ func TestFollowerKeepsItsLogPastAnInstalledSnapshot(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		require.NoError(t, r.Shutdown().Error())
+		require.NoError(t, followerTrans.Close())
+		require.NoError(t, leaderTrans.Close())
 		require.NoError(t, store.Close())
 	})
 
