@@ -206,6 +206,7 @@ func (s *startup) startRaft() error {
 	}
 	n.raft = r
 	n.store.SetSoleVoter(n.soleVoter)
+	n.store.SetAppliedIndex(r.AppliedIndex)
 	s.cleanup = append(s.cleanup, func() { r.Shutdown().Error() })
 	if s.existing && cfg.Bootstrap {
 		if future := r.GetConfiguration(); future.Error() == nil {

@@ -71,6 +71,7 @@ func TestFollowerKeepsItsLogPastAnInstalledSnapshot(t *testing.T) {
 	fsm := &appliedFSM{want: 101, reached: make(chan struct{})}
 	r, err := raft.NewRaft(rc, fsm, logs, store, snaps, followerTrans)
 	require.NoError(t, err)
+	store.SetAppliedIndex(r.AppliedIndex)
 	t.Cleanup(func() {
 		require.NoError(t, r.Shutdown().Error())
 		require.NoError(t, followerTrans.Close())
@@ -143,23 +144,27 @@ func TestFollowerKeepsItsLogPastAnInstalledSnapshot(t *testing.T) {
 
 // Entries past an installed snapshot stay only when the log holds the
 // snapshot's last entry with the snapshot's term; otherwise the whole log
-// goes, as raft asks.
+// goes, as raft asks. The snapshot is the one raft applied last, not a newer
+// one of this node's own: keeping the log only from there would leave a gap
+// after the state raft goes on from.
 func TestDeletionAfterSnapshotInstallKeepsOnlyAnAgreeingLog(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		snapTerm  uint64
+		ownAt     uint64 // a newer snapshot of the node's own; 0: none
 		wantFirst uint64
 		wantLast  uint64
 	}{
-		{"agrees", 1, 50, 100},
-		{"disagrees", 2, 0, 0},
+		{"agrees", 1, 0, 50, 100},
+		{"disagrees", 2, 0, 0, 0},
+		{"agrees, with a newer snapshot of its own", 1, 80, 50, 100},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			store, _, err := OpenLogStore(dir, LogStoreWAL, 0, testLogger("store"), nil)
 			require.NoError(t, err)
 			defer store.Close()
-			fileSnaps, err := raft.NewFileSnapshotStore(dir, 1, io.Discard)
+			fileSnaps, err := raft.NewFileSnapshotStore(dir, 2, io.Discard)
 			require.NoError(t, err)
 			snaps, err := store.TrackDurability(dir, fileSnaps)
 			require.NoError(t, err)
@@ -168,9 +173,15 @@ func TestDeletionAfterSnapshotInstallKeepsOnlyAnAgreeingLog(t *testing.T) {
 				logs = append(logs, &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: []byte("x")})
 			}
 			require.NoError(t, store.StoreLogs(logs))
+			if tc.ownAt != 0 {
+				sink, err := snaps.Create(raft.SnapshotVersionMax, tc.ownAt, 1, raft.Configuration{}, 1, nil)
+				require.NoError(t, err)
+				require.NoError(t, sink.Close())
+			}
 			sink, err := snaps.Create(raft.SnapshotVersionMax, 50, tc.snapTerm, raft.Configuration{}, 1, nil)
 			require.NoError(t, err)
 			require.NoError(t, sink.Close())
+			store.SetAppliedIndex(func() uint64 { return 50 }) // raft restored it
 
 			require.NoError(t, store.DeleteRange(1, 100)) // what raft does after installing it
 			first, err := store.FirstIndex()

@@ -273,12 +273,9 @@ func (m *logMark) close() error {
 func (g *Store) TrackDurability(dataDir string, snaps raft.SnapshotStore) (raft.SnapshotStore, error) {
 	snapDir := filepath.Join(dataDir, "snapshots") // raft's FileSnapshotStore layout
 	removeTempSnapshots(snapDir, "", g.logger)
-	latestSnapshot := func() (index, term uint64) {
-		list, err := snaps.List()
-		if err != nil || len(list) == 0 {
-			return 0, 0
-		}
-		return list[0].Index, list[0].Term // newest first
+	snapshots := func() []*raft.SnapshotMeta {
+		list, _ := snaps.List() // newest first
+		return list
 	}
 	m, mark, found, err := openLogMark(dataDir, g.logger)
 	if err != nil {
@@ -292,14 +289,23 @@ func (g *Store) TrackDurability(dataDir string, snaps raft.SnapshotStore) (raft.
 		m.close()
 		return nil, fmt.Errorf("cluster: reading raft log %s: %w", g.path, err)
 	}
-	if snap, _ := latestSnapshot(); found && max(last, snap) < mark {
+	if snap := latestSnapshotIndex(snapshots()); found && max(last, snap) < mark {
 		m.close()
 		return nil, damagedLogError(dataDir, fmt.Sprintf("the raft log %s ends at index %d and the latest snapshot at index %d, but this node had stored entries up to index %d (recorded in %s)",
 			g.path, last, snap, mark, m.path))
 	}
-	g.mark, g.latestSnapshot = m, latestSnapshot
+	g.mark, g.snapshots = m, snapshots
 	m.start()
 	return tidySnapshots{SnapshotStore: snaps, dir: snapDir, logger: g.logger}, nil
+}
+
+// latestSnapshotIndex is the index of the newest of snapshots (as raft's
+// snapshot store lists them); 0 if there is none.
+func latestSnapshotIndex(snapshots []*raft.SnapshotMeta) uint64 {
+	if len(snapshots) == 0 {
+		return 0
+	}
+	return snapshots[0].Index
 }
 
 // tidySnapshots removes the temporary directory of a snapshot that failed:

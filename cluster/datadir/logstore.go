@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -225,10 +226,14 @@ type Store struct {
 	path   string
 	logger hclog.Logger
 
-	// mark and latestSnapshot are set by TrackDurability before raft
-	// starts, and only read afterwards; nil before.
-	mark           *logMark
-	latestSnapshot func() (index, term uint64)
+	// mark and snapshots (what the snapshot store holds, newest first) are
+	// set by TrackDurability before raft starts, and only read afterwards;
+	// nil before.
+	mark      *logMark
+	snapshots func() []*raft.SnapshotMeta
+	// appliedIndex is raft's last applied index, set once raft runs
+	// (SetAppliedIndex); nil before.
+	appliedIndex atomic.Pointer[func() uint64]
 	// isSoleVoter is the node's test of whether it is the only voter (see
 	// StoreLogs), set once raft runs; nil before.
 	isSoleVoter atomic.Pointer[func() bool]
@@ -431,7 +436,7 @@ func (g *Store) pause() {
 func (g *Store) DeleteRange(min, max uint64) error {
 	var deleting logStore
 	err := g.use(true, func(s logStore) error {
-		if g.latestSnapshot != nil {
+		if g.snapshots != nil {
 			var err error
 			if max, err = g.keptPastSnapshot(s, min, max); err != nil || max < min {
 				return err
@@ -455,9 +460,10 @@ func (g *Store) DeleteRange(min, max uint64) error {
 }
 
 // keptPastSnapshot returns the last index to delete of a deletion from min
-// to max: max, except when it would take entries past the latest snapshot
-// along with the entries the snapshot replaces, while the log holds the
-// snapshot's last entry. Then the deletion stops before that entry.
+// to max: max, except when it would take entries past the snapshot raft
+// last installed or restored (its last applied index) along with the
+// entries the snapshot replaces, while the log holds the snapshot's last
+// entry with the snapshot's term. Then the deletion stops before that entry.
 //
 // Only one deletion by raft (v1.7.3) looks like that: after installing a
 // snapshot sent by the leader, raft empties a log that refuses gaps
@@ -470,20 +476,30 @@ func (g *Store) DeleteRange(min, max uint64) error {
 // found"). Raft's own rule for a snapshot install is to keep the entries
 // past it when the log holds its last entry with its term; those entries
 // agree with the leader's up to there, and any conflict after it is
-// resolved by raft's appends as usual. A log whose entry there disagrees is
-// emptied, as raft asks: no leader can then match the end raft believes in.
-// Raft's other deletions never reach past the latest snapshot from before
-// it: compaction stops at the snapshot, and a conflicting suffix starts
-// after it (entries up to a snapshot are committed).
+// resolved by raft's appends as usual. A log whose entry there disagrees, or
+// that starts after it, is emptied as raft asks. Raft's other deletions
+// never reach past its last applied index from before it: compaction stops
+// at a snapshot, which is at most that index, and a conflicting suffix
+// starts after the entries committed, which include the applied ones.
 func (g *Store) keptPastSnapshot(s logStore, min, max uint64) (uint64, error) {
+	applied := g.appliedIndex.Load()
+	if applied == nil {
+		return max, nil
+	}
 	last, err := s.LastIndex()
 	if err != nil || last == 0 || max < last {
 		return max, err
 	}
-	snapIndex, snapTerm := g.latestSnapshot()
+	snapIndex := (*applied)()
 	if snapIndex == 0 || min > snapIndex || snapIndex >= last {
 		return max, nil
 	}
+	snapshots := g.snapshots()
+	i := slices.IndexFunc(snapshots, func(m *raft.SnapshotMeta) bool { return m.Index == snapIndex })
+	if i < 0 {
+		return max, nil
+	}
+	snapTerm := snapshots[i].Term
 	var entry raft.Log
 	switch err := s.GetLog(snapIndex, &entry); {
 	case errors.Is(err, raft.ErrLogNotFound):
@@ -495,6 +511,13 @@ func (g *Store) keptPastSnapshot(s logStore, min, max uint64) (uint64, error) {
 	}
 	g.logger.Info("keeping the raft log past an installed snapshot", "snapshot_index", snapIndex, "last_index", last)
 	return snapIndex - 1, nil
+}
+
+// SetAppliedIndex gives the store raft's last applied index (Raft.AppliedIndex),
+// which DeleteRange reads (keptPastSnapshot); raft's goroutines may already
+// be running.
+func (g *Store) SetAppliedIndex(f func() uint64) {
+	g.appliedIndex.Store(&f)
 }
 
 func (g *Store) lowerMarkFor(s logStore, min, max uint64) error {
@@ -513,7 +536,7 @@ func (g *Store) lowerMarkFor(s logStore, min, max uint64) error {
 	if min <= first {
 		// The whole log goes; raft stored the snapshot that replaces it
 		// before deleting it.
-		keep, _ = g.latestSnapshot()
+		keep = latestSnapshotIndex(g.snapshots())
 	}
 	return g.mark.lower(keep)
 }
