@@ -164,11 +164,11 @@ const (
 // before its old address is known dead, which is no error: gossip lets
 // one node at a time have an ID, so that one is logged at Info.
 func (n *Node) admit(c candidate, via string) (admission, error) {
-	verdict, err := checkAdmission(n.ident.clusterID(), n.knownMembers(), c)
+	verdict, err := checkAdmission(n.ident.ClusterID(), n.knownMembers(), c)
 	switch {
 	case errors.Is(err, ErrWrongCluster):
 		n.refusals.log(n, hclog.Error, "wrong-cluster:"+string(c.ID)+"@"+string(c.Addr), "refusing to add a node of another cluster",
-			"id", c.ID, "addr", c.Addr, "via", via, "its_cluster", c.ClusterID, "cluster", n.ident.clusterID(), "error", err)
+			"id", c.ID, "addr", c.Addr, "via", via, "its_cluster", c.ClusterID, "cluster", n.ident.ClusterID(), "error", err)
 	case errors.Is(err, errClusterUntold):
 		n.refusals.log(n, hclog.Debug, "untold:"+string(c.ID)+"@"+string(c.Addr), "not adding a gossip member unasked", "id", c.ID, "addr", c.Addr, "error", err)
 	case errors.Is(err, ErrNodeIDInUse) && via == viaGossip:

@@ -224,7 +224,7 @@ func TestRetryJoinIntoAnotherClusterDoesNotAbsorb(t *testing.T) {
 	yc.Logger = capturedLogger("y", &yLogs)
 	y := startNode(t, yc)
 	_, lease := acquire(t, y, "y/precious", 24*time.Hour)
-	yID := y.ident.clusterID()
+	yID := y.ident.ClusterID()
 	yc.BindAddr = y.Addr()
 	require.NoError(t, y.Close())
 
@@ -261,11 +261,11 @@ func TestGossipTagsWithClusterIDFit(t *testing.T) {
 	cfg.ClusterName = strings.Repeat("c", 200)
 	cfg.APIAddr = "https://" + host + ":8443"
 	n := startNode(t, cfg)
-	require.Len(t, n.ident.clusterID(), 32)
+	require.Len(t, n.ident.ClusterID(), 32)
 	n.gossip.tagsMu.Lock()
 	tags := maps.Clone(n.gossip.tags)
 	n.gossip.tagsMu.Unlock()
-	assert.Equal(t, n.ident.clusterID(), tags[tagClusterID])
+	assert.Equal(t, n.ident.ClusterID(), tags[tagClusterID])
 	tags[tagRaft] = host + ":7400"
 	tags[tagRole] = SuffrageNonvoter
 	tags[tagLeaving] = "1"

@@ -289,8 +289,8 @@ func (n *Node) answerBootstrapClaim(payload []byte) gossipQueryReply {
 	switch {
 	case n.hasRaftState():
 		return no("%s has raft state (it is a member of a cluster)", n.cfg.NodeID)
-	case n.ident.clusterID() != "":
-		return no("%s's data dir names cluster %s", n.cfg.NodeID, n.ident.clusterID())
+	case n.ident.ClusterID() != "":
+		return no("%s's data dir names cluster %s", n.cfg.NodeID, n.ident.ClusterID())
 	case e == nil:
 		return no("%s is not waiting to bootstrap", n.cfg.NodeID)
 	case c.Expect != n.cfg.BootstrapExpect:

@@ -92,8 +92,10 @@
 // indexed by the raft log index, which is the same on every member.
 //
 // The reasons behind each of these are comments next to the code that keeps
-// them: node.go (starting, restarting, stopping), logstore.go (the log on
-// disk), identity.go and private.go (whose data dir, file modes),
+// them: node.go and start.go (starting, restarting, stopping), package
+// datadir (the data dir: the log on disk and the checks that refuse a
+// damaged one, whose data dir it is, file modes), identity.go (cluster IDs
+// between members),
 // admission.go (who may be added: one check on every path),
 // reconcile.go, promoter.go and members.go (membership, failure tolerance,
 // readiness), statemachine.go (the raft FSM adapter), logclock.go (the

@@ -24,6 +24,7 @@ import (
 	autopilot "github.com/hashicorp/raft-autopilot"
 	"github.com/hashicorp/serf/serf"
 
+	"github.com/raftlock/raftlock/cluster/datadir"
 	"github.com/raftlock/raftlock/internal/nodestatus"
 )
 
@@ -349,7 +350,7 @@ func (n *Node) startGossip(fresh bool) error {
 		tagCluster:   g.cluster,
 		tagRole:      n.localRole(),
 		tagLevel:     strconv.Itoa(n.levels.max),
-		tagClusterID: clusterIDTag(n.ident.clusterID()),
+		tagClusterID: clusterIDTag(n.ident.ClusterID()),
 	}
 	if cfg.BootstrapExpect > 0 {
 		g.tags[tagExpect] = strconv.Itoa(cfg.BootstrapExpect)
@@ -372,9 +373,9 @@ func (n *Node) startGossip(fresh bool) error {
 	// longer resolve. RejoinAfterLeave: a node that left and is started
 	// again asks to be a member again (see rejoin), in gossip as in raft.
 	// serf writes the file 0644; it sits in a 0700 directory, and
-	// makeDataDirPrivate makes the tree private at the next start.
-	dir := filepath.Join(cfg.DataDir, gossipDirName)
-	if err := os.Mkdir(dir, privateDirMode); err != nil && !errors.Is(err, fs.ErrExist) {
+	// datadir.MakePrivate makes the tree private at the next start.
+	dir := filepath.Join(cfg.DataDir, datadir.GossipDirName)
+	if err := os.Mkdir(dir, datadir.PrivateDirMode); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("cluster: gossip snapshot directory: %w", err)
 	}
 	sc.SnapshotPath = filepath.Join(dir, "members.snapshot")
@@ -589,7 +590,7 @@ func (n *Node) gossipRaftJoiner(fresh bool) {
 	backoff := 500 * time.Millisecond
 	for {
 		changed := n.gossip.changed.wait()
-		if n.leaving.Load() || (n.localRole() != "" && n.ident.clusterID() != "") {
+		if n.leaving.Load() || (n.localRole() != "" && n.ident.ClusterID() != "") {
 			backoff = 500 * time.Millisecond
 		} else if addrs := n.gossipRaftAddrs(); len(addrs) > 0 && !n.awaitingBootstrap() {
 			kind := kindJoin
@@ -728,10 +729,10 @@ func (d *gossipDelegate) check(m *serf.Member) error {
 	}
 	if cid, told := m.Tags[tagClusterID]; told && cid != clusterIDNone {
 		them := candidate{ID: raft.ServerID(m.Name), Addr: raft.ServerAddress(m.Tags[tagRaft]), ClusterID: cid}
-		if _, err := checkAdmission(n.ident.clusterID(), nil, them); err != nil {
+		if _, err := checkAdmission(n.ident.ClusterID(), nil, them); err != nil {
 			n.refusals.log(n, hclog.Error, "cluster-id:"+addr, "refusing a gossip member whose data dir belongs to another raft cluster: neither is added to the other's",
-				"member", m.Name, "addr", addr, "its_cluster_id", cid, "cluster_id", n.ident.clusterID(), "error", err)
-			return fmt.Errorf("member %s (%s) belongs to raft cluster %s, not %s", m.Name, addr, cid, n.ident.clusterID())
+				"member", m.Name, "addr", addr, "its_cluster_id", cid, "cluster_id", n.ident.ClusterID(), "error", err)
+			return fmt.Errorf("member %s (%s) belongs to raft cluster %s, not %s", m.Name, addr, cid, n.ident.ClusterID())
 		}
 	}
 	self := d.g.self.Load()

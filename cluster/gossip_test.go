@@ -174,7 +174,7 @@ func waitSameClusterID(t *testing.T, nodes []*Node) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		for _, n := range nodes {
-			if id := n.ident.clusterID(); id == "" || id != nodes[0].ident.clusterID() {
+			if id := n.ident.ClusterID(); id == "" || id != nodes[0].ident.ClusterID() {
 				return false
 			}
 		}
@@ -309,7 +309,7 @@ func TestBootstrapExpectRestartAllKeepsCluster(t *testing.T) {
 	waitOneCluster(t, nodes, []string{"n0=voter", "n1=voter", "n2=voter"})
 	_, lease := acquire(t, nodes[0], "kept", time.Hour)
 	waitSameClusterID(t, nodes)
-	clusterID := nodes[0].ident.clusterID()
+	clusterID := nodes[0].ident.ClusterID()
 	for i, n := range nodes {
 		cfgs[i].BindAddr = n.Addr()
 		require.NoError(t, n.Close())
@@ -320,7 +320,7 @@ func TestBootstrapExpectRestartAllKeepsCluster(t *testing.T) {
 	nodes = startAll(t, cfgs)
 	waitOneCluster(t, nodes, []string{"n0=voter", "n1=voter", "n2=voter"})
 	for _, n := range nodes {
-		assert.Equal(t, clusterID, n.ident.clusterID())
+		assert.Equal(t, clusterID, n.ident.ClusterID())
 	}
 	info, err := nodes[1].Inspect(testCtx(t), "kept")
 	require.NoError(t, err)
@@ -339,7 +339,7 @@ func TestBootstrapExpectLeaderWithoutClusterIDLearnsIt(t *testing.T) {
 	nodes, cfgs := startGossipGroup(t, 3, func(addrs []string) []Config { return expectConfigs(t, addrs, 3) })
 	waitOneCluster(t, nodes, []string{"n0=voter", "n1=voter", "n2=voter"})
 	waitSameClusterID(t, nodes)
-	clusterID := nodes[0].ident.clusterID()
+	clusterID := nodes[0].ident.ClusterID()
 	for i, n := range nodes {
 		cfgs[i].BindAddr = n.Addr()
 		require.NoError(t, n.Close())
@@ -358,13 +358,13 @@ func TestBootstrapExpectLeaderWithoutClusterIDLearnsIt(t *testing.T) {
 		return false
 	}, gossipPatience, 20*time.Millisecond, "n1 or n2 leads")
 	for _, n := range rest {
-		require.Empty(t, n.ident.clusterID(), "%s knows a cluster ID with n0 down", n.ID())
+		require.Empty(t, n.ident.ClusterID(), "%s knows a cluster ID with n0 down", n.ID())
 	}
 	nodes = append([]*Node{startNode(t, cfgs[0])}, rest...)
 	waitOneCluster(t, nodes, []string{"n0=voter", "n1=voter", "n2=voter"})
 	waitSameClusterID(t, nodes)
 	for i, n := range nodes {
-		assert.Equal(t, clusterID, n.ident.clusterID(), "%s", n.ID())
+		assert.Equal(t, clusterID, n.ident.ClusterID(), "%s", n.ID())
 		assert.Equal(t, clusterID, readIdentityFile(t, cfgs[i].DataDir).ClusterID, "%s's identity file", n.ID())
 	}
 }

@@ -5,15 +5,10 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -48,19 +43,10 @@ import (
 // cluster ID is learned at the node's next join. A cluster made by such a
 // version has no cluster ID: its members are checked by node ID only.
 
-// identityFileName is the file in DataDir that says whose the directory is:
-// the node's ID and its cluster's ID.
-const identityFileName = "identity.json"
-
-var (
-	// ErrWrongNode: the data dir belongs to another node (its identity file
-	// names another NodeID). It also matches ErrInvalidConfig.
-	ErrWrongNode = errors.New("cluster: data dir belongs to another node")
-	// ErrWrongCluster: the data dir belongs to one cluster and the member
-	// asked to add the node belongs to another. Joining with a fresh data
-	// dir, it also matches ErrJoin.
-	ErrWrongCluster = errors.New("cluster: data dir belongs to another cluster")
-)
+// ErrWrongCluster: the data dir belongs to one cluster and the member
+// asked to add the node belongs to another. Joining with a fresh data
+// dir, it also matches ErrJoin.
+var ErrWrongCluster = errors.New("cluster: data dir belongs to another cluster")
 
 // identityError is a refusal worded for people that matches the sentinels
 // in is, so that its message need not repeat theirs.
@@ -72,146 +58,6 @@ type identityError struct {
 func (e *identityError) Error() string { return e.msg }
 
 func (e *identityError) Is(target error) bool { return slices.Contains(e.is, target) }
-
-// identity is the content of the identity file. ClusterID is empty while
-// the node does not know it: a data dir made before identity files existed,
-// or a node that has not finished joining.
-type identity struct {
-	NodeID    string `json:"node_id"`
-	ClusterID string `json:"cluster_id,omitempty"`
-}
-
-// dataIdentity is the identity of an open data dir, and the file that
-// records it. Safe for concurrent use.
-type dataIdentity struct {
-	dir string
-	mu  sync.Mutex // protects id and the file
-	id  identity
-}
-
-// openIdentity reads dir's identity file and checks it against nodeID. A
-// file that names another node is refused with ErrWrongNode: the directory
-// holds that node's log and vote, and starting it under another name would
-// let the cluster count one disk as two members (or the new name as the old
-// one). found is false when there is no file yet.
-func openIdentity(dir, nodeID string) (d *dataIdentity, found bool, err error) {
-	d = &dataIdentity{dir: dir}
-	path := d.path()
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		d.id = identity{NodeID: nodeID}
-		return d, false, nil
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("cluster: reading the data dir's identity file: %w", err)
-	}
-	if err := json.Unmarshal(b, &d.id); err != nil || d.id.NodeID == "" {
-		if err == nil {
-			err = errors.New("no node_id")
-		}
-		return nil, false, fmt.Errorf("cluster: identity file %s is damaged (%v): it records which node and cluster data dir %s belongs to; "+
-			"restore it from a backup, or, if you are sure the directory is node %q's, remove the file and start the node again",
-			path, err, dir, nodeID)
-	}
-	if d.id.NodeID != nodeID {
-		return nil, true, &identityError{
-			msg: fmt.Sprintf("cluster: data dir %s belongs to node %q (%s says so), not %q: start it with NodeID %q (the agent's -node-id %s), "+
-				"or give node %q an empty DataDir (-data-dir) of its own",
-				dir, d.id.NodeID, path, nodeID, d.id.NodeID, d.id.NodeID, nodeID),
-			is: []error{ErrWrongNode, ErrInvalidConfig},
-		}
-	}
-	return d, true, nil
-}
-
-func (d *dataIdentity) path() string { return filepath.Join(d.dir, identityFileName) }
-
-// clusterID is the cluster this data dir belongs to; empty if not known.
-func (d *dataIdentity) clusterID() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.id.ClusterID
-}
-
-// save writes the identity file with clusterID (which may be empty).
-func (d *dataIdentity) save(clusterID string) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	id := d.id
-	id.ClusterID = clusterID
-	if err := writeIdentity(d.dir, id); err != nil {
-		return err
-	}
-	d.id = id
-	return nil
-}
-
-// learnClusterID records clusterID if this data dir did not know its
-// cluster yet; it never replaces a known one.
-func (d *dataIdentity) learnClusterID(clusterID string) (learned bool, err error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.id.ClusterID != "" || clusterID == "" {
-		return false, nil
-	}
-	id := d.id
-	id.ClusterID = clusterID
-	if err := writeIdentity(d.dir, id); err != nil {
-		return false, err
-	}
-	d.id = id
-	return true, nil
-}
-
-// remove deletes the identity file: New made it for a fresh data dir and
-// then failed, so the directory belongs to nobody yet.
-func (d *dataIdentity) remove() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	os.Remove(d.path())
-}
-
-// writeIdentity replaces dir's identity file atomically: a temporary file
-// (created 0600), fsynced, renamed over the old one, and the directory
-// fsynced, so a crash leaves the old file or the new one, never a torn one.
-func writeIdentity(dir string, id identity) error {
-	b, err := json.MarshalIndent(id, "", "  ")
-	if err != nil {
-		return fmt.Errorf("cluster: identity: %w", err)
-	}
-	b = append(b, '\n')
-	tmp, err := os.CreateTemp(dir, identityFileName+".tmp*")
-	if err != nil {
-		return fmt.Errorf("cluster: writing identity file: %w", err)
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err := tmp.Chmod(privateFileMode); err != nil {
-		return fmt.Errorf("cluster: writing identity file: %w", err)
-	}
-	if _, err := tmp.Write(b); err != nil {
-		return fmt.Errorf("cluster: writing identity file: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("cluster: writing identity file: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("cluster: writing identity file: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, identityFileName)); err != nil {
-		return fmt.Errorf("cluster: writing identity file: %w", err)
-	}
-	ok = true
-	if err := syncDir(dir); err != nil {
-		return fmt.Errorf("cluster: writing identity file: %w", err)
-	}
-	return nil
-}
 
 // newClusterID names a cluster being bootstrapped. A node bootstrapping
 // alone draws 128 random bits: no one else has to agree. Nodes bootstrapped
@@ -245,7 +91,7 @@ func newClusterID(peers []Peer) (string, error) {
 // it; both empty from a member too old to tell), or an error matching
 // ErrWrongCluster.
 func (n *Node) checkCluster(ctx context.Context, addr string) (nodeIdentity, error) {
-	mine := n.ident.clusterID()
+	mine := n.ident.ClusterID()
 	rep, err := n.call(ctx, addr, encodeRequest(&nodeIdentity{id: n.cfg.NodeID, clusterID: mine}))
 	if err != nil {
 		return nodeIdentity{}, err
@@ -257,7 +103,7 @@ func (n *Node) checkCluster(ctx context.Context, addr string) (nodeIdentity, err
 	self := candidate{ID: raft.ServerID(n.cfg.NodeID), Addr: raft.ServerAddress(n.Addr()), ClusterID: mine}
 	if _, err := checkAdmission(them.clusterID, nil, self); err != nil {
 		return nodeIdentity{}, fmt.Errorf("%w (member %q at %s told its cluster; this node's data dir is %s, its identity file %s)",
-			err, them.id, addr, n.cfg.DataDir, n.ident.path())
+			err, them.id, addr, n.cfg.DataDir, n.ident.Path())
 	}
 	return *them, nil
 }
@@ -274,7 +120,7 @@ func (n *Node) checkCluster(ctx context.Context, addr string) (nodeIdentity, err
 // server is asked at the address the configuration has for it, and
 // believed only if it answers under the ID the configuration has there.
 func (n *Node) learnClusterFromServers(ctx context.Context) {
-	if n.ident.clusterID() != "" {
+	if n.ident.ClusterID() != "" {
 		return
 	}
 	f := n.raft.GetConfiguration()
@@ -301,7 +147,7 @@ func (n *Node) learnClusterFromServers(ctx context.Context) {
 // of a server of its configuration: learnClusterFromServers), if the data
 // dir did not know its cluster yet.
 func (n *Node) joinedCluster(clusterID string) {
-	learned, err := n.ident.learnClusterID(clusterID)
+	learned, err := n.ident.LearnClusterID(clusterID)
 	switch {
 	case err != nil:
 		n.log.Warn("could not record the cluster ID in the data dir; it is learned again at the next join", "cluster", clusterID, "error", err,
@@ -320,7 +166,7 @@ func (n *Node) joinedCluster(clusterID string) {
 // logs it, so that the operator of either cluster sees why the node is
 // not added.
 func (n *Node) identityReply(req *nodeIdentity) *nodeIdentity {
-	mine := n.ident.clusterID()
+	mine := n.ident.ClusterID()
 	asking := candidate{ID: raft.ServerID(req.id), ClusterID: req.clusterID}
 	if _, err := checkAdmission(mine, nil, asking); err != nil {
 		n.refusals.log(n, hclog.Error, "wrong-cluster:"+req.id, "a node of another cluster asked to join this one; it is refused", "node", req.id,
@@ -348,21 +194,21 @@ func (n *Node) recordIdentity(found, existing bool, cleanup *[]func()) error {
 	case existing && found:
 		return nil
 	case existing:
-		n.log.Info("recording the node ID in a data dir made by an earlier version", "file", n.ident.path())
-		return n.ident.save("")
+		n.log.Info("recording the node ID in a data dir made by an earlier version", "file", n.ident.Path())
+		return n.ident.Save("")
 	}
-	clusterID := n.ident.clusterID()
+	clusterID := n.ident.ClusterID()
 	if n.cfg.Bootstrap {
 		var err error
 		if clusterID, err = newClusterID(n.cfg.Peers); err != nil {
 			return err
 		}
 	}
-	if err := n.ident.save(clusterID); err != nil {
+	if err := n.ident.Save(clusterID); err != nil {
 		return err
 	}
 	if !found {
-		*cleanup = append(*cleanup, n.ident.remove)
+		*cleanup = append(*cleanup, n.ident.Remove)
 	}
 	return nil
 }

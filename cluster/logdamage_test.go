@@ -2,11 +2,9 @@ package cluster
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -150,67 +148,6 @@ func TestHonestRestartsAreAccepted(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, last.Token, info.Token)
 	}
-}
-
-// The log may lose its last entries legitimately (raft removes a
-// follower's conflicting suffix, or the whole log after installing a
-// snapshot): the mark follows before the deletion, so the next start is
-// not refused.
-func TestLegitimateDeletionsLowerTheMark(t *testing.T) {
-	dir := t.TempDir()
-	logger := testLogger("mark")
-	open := func() (*guardedStore, raft.SnapshotStore) {
-		g, _, err := openLogStore(dir, LogStoreWAL, 0, logger)
-		require.NoError(t, err)
-		snaps, err := raft.NewFileSnapshotStore(dir, 1, io.Discard)
-		require.NoError(t, err)
-		ss, err := g.trackDurability(dir, snaps)
-		require.NoError(t, err)
-		return g, ss
-	}
-	entries := func(from, to uint64) []*raft.Log {
-		var out []*raft.Log
-		for i := from; i <= to; i++ {
-			out = append(out, &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: []byte("x")})
-		}
-		return out
-	}
-
-	g, _ := open()
-	require.NoError(t, g.StoreLogs(entries(1, 10)))
-	require.NoError(t, g.DeleteRange(7, 10)) // a conflicting suffix
-	require.NoError(t, g.Close())
-
-	g, ss := open()
-	last, err := g.LastIndex()
-	require.NoError(t, err)
-	require.Equal(t, uint64(6), last)
-	// A snapshot at 20 installed, then the whole log deleted.
-	sink, err := ss.Create(raft.SnapshotVersionMax, 20, 2, raft.Configuration{}, 1, nil)
-	require.NoError(t, err)
-	require.NoError(t, sink.Close())
-	require.NoError(t, g.DeleteRange(1, 6))
-	require.NoError(t, g.Close())
-
-	g, _ = open()
-	require.NoError(t, g.StoreLogs(entries(21, 25)))
-	require.NoError(t, g.Close())
-	g, _ = open()
-	require.NoError(t, g.Close())
-
-	// And the mark still catches a real loss afterwards.
-	segs, err := filepath.Glob(filepath.Join(dir, walDirName, "*.wal"))
-	require.NoError(t, err)
-	slices.Sort(segs)
-	require.NoError(t, os.Truncate(segs[len(segs)-1], 0))
-	g2, _, err := openLogStore(dir, LogStoreWAL, 0, logger)
-	require.NoError(t, err)
-	defer g2.Close()
-	snaps, err := raft.NewFileSnapshotStore(dir, 1, io.Discard)
-	require.NoError(t, err)
-	_, err = g2.trackDurability(dir, snaps)
-	require.ErrorIs(t, err, ErrLogDamaged)
-	assert.True(t, strings.Contains(err.Error(), "up to index 25"), err.Error())
 }
 
 // A member of three whose log was cut short refuses to start; emptied and

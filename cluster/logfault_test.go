@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/raft"
 	walfs "github.com/hashicorp/raft-wal/fs"
 	"github.com/hashicorp/raft-wal/segment"
 	"github.com/hashicorp/raft-wal/types"
@@ -210,62 +209,6 @@ func TestFailedSnapshotDirsAreRemoved(t *testing.T) {
 	c.restart(0)
 	_, err := os.Stat(left)
 	assert.ErrorIs(t, err, os.ErrNotExist)
-}
-
-// fullStable fails stable-store writes with ENOSPC while full is set.
-type fullStable struct {
-	inmemCloser
-	full *atomic.Bool
-}
-
-func (s fullStable) SetUint64(key []byte, val uint64) error {
-	if s.full.Load() {
-		return errNoSpace
-	}
-	return s.inmemCloser.SetUint64(key, val)
-}
-
-// A term write that finds the disk full waits for space instead of failing:
-// raft panics on a failed term write, which would take the application
-// down. Closing the node ends the wait without an answer.
-func TestTermWriteWaitsForSpace(t *testing.T) {
-	var full atomic.Bool
-	full.Store(true)
-	g := newGuardedStore(fullStable{inmemCloser{raft.NewInmemStore()}, &full}, nil, "mem", testLogger("mem"))
-	done := make(chan error, 1)
-	go func() { done <- g.SetUint64([]byte("term"), 7) }()
-	require.Eventually(t, func() bool { return g.faults.fault() != "" }, patience, time.Millisecond)
-	select {
-	case err := <-done:
-		t.Fatalf("the write returned %v while the disk was full", err)
-	default:
-	}
-	full.Store(false)
-	require.NoError(t, <-done)
-	v, err := g.GetUint64([]byte("term"))
-	require.NoError(t, err)
-	assert.Equal(t, uint64(7), v)
-	// The fault ends with the write that succeeded, not with the next
-	// write of the log, which an idle follower may not get for long.
-	assert.Empty(t, g.faults.fault(), "the fault outlived the failing term write")
-
-	// A term write that succeeds does not end a fault of the log itself.
-	g.faults.failed(errNoSpace)
-	require.NoError(t, g.SetUint64([]byte("term"), 8))
-	assert.NotEmpty(t, g.faults.fault(), "a term write ended a fault of the log")
-	g.faults.succeeded()
-
-	full.Store(true)
-	ended := make(chan struct{})
-	returned := false
-	go func() {
-		defer close(ended)
-		g.SetUint64([]byte("term"), 8)
-		returned = true
-	}()
-	g.abandon()
-	<-ended
-	assert.False(t, returned, "an abandoned write answered raft")
 }
 
 // Under load, on a three-node cluster, the leader's disk fills and is freed

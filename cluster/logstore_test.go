@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -92,32 +91,6 @@ func TestSecondNodeOnTheSameDataDirIsRefused(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidConfig)
 	assert.ErrorContains(t, err, "is in use by another node")
 	acquire(t, c.nodes[0], "k", time.Minute)
-}
-
-type inmemCloser struct{ *raft.InmemStore }
-
-func (inmemCloser) Close() error { return nil }
-
-// A call that reaches the store after Close must neither write nor return an
-// error raft would panic on: its goroutine ends, running its deferred calls.
-func TestClosedStoreEndsLateCallers(t *testing.T) {
-	g := &guardedStore{store: inmemCloser{raft.NewInmemStore()}}
-	require.NoError(t, g.SetUint64([]byte("term"), 1))
-	require.NoError(t, g.Close())
-	require.NoError(t, g.Close(), "a second Close is a no-op")
-
-	deferred := make(chan struct{})
-	returned := false
-	go func() {
-		defer close(deferred)
-		g.SetUint64([]byte("term"), 2)
-		returned = true
-	}()
-	<-deferred
-	assert.False(t, returned, "the late call returned to raft")
-	v, err := g.store.GetUint64([]byte("term"))
-	require.NoError(t, err)
-	assert.Equal(t, uint64(1), v, "the late call wrote")
 }
 
 // The documented way to move a member to the other format: leave, empty

@@ -36,7 +36,7 @@ func moreTelling(earlier, latest error) error {
 // have replicated to it already.) A restart on existing state asks with
 // kindJoin.
 func (n *Node) join(ctx context.Context, kind requestKind, addrs []string, retrying func(lastErr error)) (via string, err error) {
-	req := joinRequest{id: n.cfg.NodeID, addr: n.Addr(), empty: kind == kindJoinEmpty, clusterID: n.ident.clusterID()}
+	req := joinRequest{id: n.cfg.NodeID, addr: n.Addr(), empty: kind == kindJoinEmpty, clusterID: n.ident.ClusterID()}
 	body := encodeRequest(&req)
 	backoff := 50 * time.Millisecond
 	var lastErr error

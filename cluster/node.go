@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/raftlock/raftlock/cluster/datadir"
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/internal/nodestatus"
 	"github.com/raftlock/raftlock/internal/quietlog"
@@ -73,7 +73,7 @@ type Node struct {
 	version string
 
 	tr      *transport.Transport
-	store   *guardedStore
+	store   *nodeStore
 	logKind LogStore
 	// unlockDir releases the data dir for another node, once store is closed.
 	unlockDir func() error
@@ -116,8 +116,9 @@ type Node struct {
 	// commands per entry (sizes.go).
 	proposalSizes sizeHistogram
 
-	// ident records in DataDir whose the directory is (identity.go).
-	ident *dataIdentity
+	// ident records in DataDir whose the directory is (datadir.IdentityFile;
+	// identity.go says how members agree on the cluster ID).
+	ident *datadir.IdentityFile
 	// refusals limits how often a refused admission is logged (admission.go).
 	refusals refusalLog
 
@@ -154,243 +155,18 @@ func New(cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	logger := cfg.Logger
-	if logger == nil {
-		logger = hclog.New(&hclog.LoggerOptions{Name: "raftlock", Level: hclog.Warn})
-	}
-	logger = logger.With("node", cfg.NodeID)
-	clock := cfg.Clock
-	if clock == nil {
-		clock = processClock
-	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("cluster: data dir: %w", err)
-	}
-
-	n := &Node{
-		cfg:           cfg,
-		log:           logger,
-		clock:         clock,
-		awaits:        newWaiterRegistry(),
-		heartbeats:    newHeartbeatWatch(),
-		peers:         peerDirectory{peers: map[string]peerInfo{}},
-		leaderChanged: newBroadcast(),
-		closing:       make(chan struct{}),
-		quiet:         newQuieter(),
-	}
-	n.levels = buildLevels
-	if cfg.levels != nil {
-		n.levels = *cfg.levels
-	}
-	n.version = raftlockVersion
-	if cfg.version != nil {
-		n.version = *cfg.version
-	}
-	n.sm = newStateMachine(logger.Named("fsm"), n.awaits.deliver)
-	n.sm.levels = n.levels
-	n.sm.afterApply = n.pokeExpiryTimer
-	n.sm.startWatches(n.cfg.MaxWatchers)
-	n.sm.monotonic = clock.Monotonic
-	n.quotas = newQuotas(cfg)
-
-	ok := false
-	var cleanup []func()
-	defer func() {
-		if !ok {
-			defer n.quiet.Close()
-			for i := len(cleanup) - 1; i >= 0; i-- {
-				cleanup[i]()
-			}
-		}
-	}()
-
-	tr, err := transport.Listen(transport.Config{
-		BindAddr:      cfg.BindAddr,
-		AdvertiseAddr: cfg.AdvertiseAddr,
-		Logger:        n.quiet.Wrap(logger.Named("transport")),
-		ServerTLS:     cfg.ServerTLS,
-		ClientTLS:     cfg.ClientTLS,
-		Dial:          cfg.TransportDial,
-		Listen:        cfg.TransportListen,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("cluster: %w", err)
-	}
-	n.tr = tr
-	cleanup = append(cleanup, func() { tr.Close() })
-
-	unlockDir, err := lockDataDir(cfg.DataDir)
+	n, err := newNode(cfg)
 	if err != nil {
 		return nil, err
 	}
-	n.unlockDir = unlockDir
-	cleanup = append(cleanup, func() { unlockDir() })
-	ident, hasIdentity, err := openIdentity(cfg.DataDir, cfg.NodeID)
-	if err != nil {
-		return nil, err
-	}
-	n.ident = ident
-	store, logKind, err := openLogStore(cfg.DataDir, cfg.LogStore, cfg.WALSegmentSize, logger)
-	if err != nil {
-		return nil, err
-	}
-	n.logKind = logKind
-	n.store = store
-	cleanup = append(cleanup, func() { store.Close() })
-	fileSnaps, err := openSnapshotStore(cfg.DataDir, cfg.SnapshotsRetained, logger.Named("snapshots"))
-	if err != nil {
-		return nil, err
-	}
-	// Refuses a log that lost entries it had stored (see logMark).
-	snaps, err := store.trackDurability(cfg.DataDir, fileSnaps)
-	if err != nil {
-		return nil, err
-	}
-	existing, err := raft.HasExistingState(store, store, snaps)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: reading raft state: %w", err)
-	}
-	if !existing && !cfg.Bootstrap && len(cfg.Join) == 0 && cfg.BootstrapExpect == 0 && len(cfg.RetryJoin) == 0 {
-		return nil, configError("Bootstrap", "{DataDir} %s holds no cluster state: set {Bootstrap} or {BootstrapExpect} to start a new cluster, or {Join} or {RetryJoin} to join one", cfg.DataDir)
-	}
-	if !existing && cfg.BootstrapExpect > 0 && ident.clusterID() != "" {
-		return nil, configError("BootstrapExpect", "{DataDir} %s names cluster %s but holds no raft state: it will not bootstrap another; empty it to start afresh, or use {RetryJoin} to join that cluster", cfg.DataDir, ident.clusterID())
-	}
-	if err := n.recordIdentity(hasIdentity, existing, &cleanup); err != nil {
-		return nil, err
-	}
-	if err := makeDataDirPrivate(cfg.DataDir, logger); err != nil {
-		return nil, err
-	}
-	logs, err := raft.NewLogCache(512, store)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: %w", err)
-	}
-
-	inbound := newInboundStream(tr.StreamLayer())
-	netTrans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  inbound,
-		MaxPool: 3,
-		Timeout: 10 * time.Second,
-		// Pipelined replication, through raftTransport: raft v1.7.3's
-		// own pipeline hangs for good after a follower refuses an append
-		// (a full disk); refusalSafePipeline says how and why it cannot.
-		MaxRPCsInFlight: pipelineInFlight,
-		Logger:          n.quiet.Wrap(logger.Named("raft-net")),
-	})
-	cleanup = append(cleanup, func() { netTrans.Close() })
-	trans := &raftTransport{NetworkTransport: netTrans, inbound: inbound}
-
-	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(cfg.NodeID)
-	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
-	rc.ElectionTimeout = cfg.ElectionTimeout
-	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
-	rc.CommitTimeout = cfg.CommitTimeout
-	rc.SnapshotThreshold = cfg.SnapshotThreshold
-	rc.SnapshotInterval = cfg.SnapshotInterval
-	rc.TrailingLogs = cfg.TrailingLogs
-	rc.Logger = n.quiet.Wrap(logger.Named("raft"))
-	if err := raft.ValidateConfig(rc); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-
-	if !existing && cfg.Bootstrap {
-		// Written to the stores before raft starts, not through a running
-		// raft: peers started earlier from the same Peers may already have
-		// elected a leader, whose first append would otherwise reach this
-		// node before its bootstrap and make it fail ("only works on new
-		// clusters").
-		servers := []raft.Server{{ID: rc.LocalID, Address: netTrans.LocalAddr()}}
-		for _, p := range cfg.Peers {
-			if p.ID != cfg.NodeID {
-				servers = append(servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
-			}
-		}
-		if err := raft.BootstrapCluster(rc, logs, store, snaps, trans, raft.Configuration{Servers: servers}); err != nil {
-			return nil, fmt.Errorf("cluster: bootstrap: %w", err)
-		}
-	}
-
-	r, err := raft.NewRaft(rc, n.sm, logs, store, snaps, trans)
-	if err != nil {
-		if herr := n.sm.haltError(); herr != nil {
-			// Its snapshot is of a newer build: raft says only that it
-			// could load none.
-			return nil, herr
-		}
-		return nil, fmt.Errorf("cluster: starting raft: %w", err)
-	}
-	n.raft = r
-	store.setSoleVoter(n.soleVoter)
-	cleanup = append(cleanup, func() { r.Shutdown().Error() })
-
-	if existing && cfg.Bootstrap {
-		if future := r.GetConfiguration(); future.Error() == nil {
-			n.noteIgnoredBootstrap(future.Configuration())
-		}
-	}
-
-	observations := make(chan raft.Observation, 16)
-	n.leaderObserver = raft.NewObserver(observations, false, func(o *raft.Observation) bool {
-		_, ok := o.Data.(raft.LeaderObservation)
-		return ok
-	})
-	r.RegisterObserver(n.leaderObserver)
-	// Before the handler: a leader's stats request (kindServerStats) may
-	// arrive as soon as it is installed, and is answered by the reconciler.
-	n.reconciler = newReconciler(n)
-	handler := transport.Handler(n.handleRPC)
-	if cfg.wrapRPC != nil {
-		handler = cfg.wrapRPC(handler)
-	}
-	tr.Handle(handler)
-	n.wg.Add(1)
-	go n.watchLeadership(observations)
-	if cfg.GossipBindAddr == "" {
-		// Without gossip, members learn each other's API addresses by
-		// asking (peers.go); with it, each member's gossip tag says it.
-		n.wg.Add(1)
-		go n.runPeerInfo()
-	}
-	n.watchHeartbeats()
-	if cfg.GossipBindAddr != "" {
-		if err := n.startGossip(!existing); err != nil {
-			close(n.closing)
-			n.wg.Wait()
+	s := &startup{n: n}
+	defer s.undoUnlessStarted()
+	for _, step := range []func() error{s.listen, s.openDataDir, s.checkClusterState, s.startRaft, s.startServices, s.joinOrRejoin} {
+		if err := step(); err != nil {
 			return nil, err
 		}
-		cleanup = append(cleanup, func() { n.stopGossip(false) })
-		// The reconciler's member source is gossip's view (members.go);
-		// runGossip wakes it on every gossip event.
-		src := memberSource(func() []memberView { return gossipViews(n.gossipMembers()) })
-		n.gossipView.Store(&src)
 	}
-	// From here the node knows how to learn its members' levels (raft and
-	// gossip are set), so its snapshots are written for what they read.
-	writeVersion := n.machineSnapshotVersion
-	n.sm.writeVersion.Store(&writeVersion)
-	n.wg.Add(1)
-	go n.reconciler.run()
-	cleanup = append(cleanup, func() { close(n.closing); n.wg.Wait() })
-	if n.gossip != nil {
-		n.runGossip(!existing)
-	}
-
-	if !existing && len(cfg.Join) > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), cfg.RequestTimeout)
-		defer cancel()
-		via, err := n.join(ctx, kindJoinEmpty, cfg.Join, nil)
-		if err != nil {
-			return nil, err
-		}
-		n.log.Info("joined cluster", "via", via)
-	}
-	if existing {
-		n.wg.Add(1)
-		go n.rejoin()
-	}
-	ok = true
+	s.started = true
 	// A halt (an entry it cannot read, met while replaying the log or
 	// later) closes the node; from here, so that New is done first.
 	go n.closeOnHalt()
@@ -451,7 +227,7 @@ func (n *Node) Close() error {
 		// Wake WatchLeader's callers, which then see the node closed.
 		n.leaderChanged.fire()
 		n.stopGossip(false)
-		n.store.abandon() // a term write waiting for a full disk must not hold Shutdown
+		n.store.Abandon() // a term write waiting for a full disk must not hold Shutdown
 		var errs []error
 		if err := n.raft.Shutdown().Error(); err != nil {
 			errs = append(errs, fmt.Errorf("cluster: raft shutdown: %w", err))

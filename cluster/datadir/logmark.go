@@ -1,4 +1,4 @@
-package cluster
+package datadir
 
 import (
 	"encoding/binary"
@@ -265,20 +265,17 @@ func (m *logMark) close() error {
 	return m.f.Close()
 }
 
-// trackDurability checks, before raft starts, that the log reaches as far as
+// TrackDurability checks, before raft starts, that the log reaches as far as
 // the mark in dataDir says it did (counting the latest snapshot), then keeps
 // the mark in step with the log. It also removes snapshot directories that
 // failed snapshots left, and returns snaps wrapped so that a failing snapshot
-// removes its own. New calls it once, before raft.NewRaft.
-func (g *guardedStore) trackDurability(dataDir string, snaps raft.SnapshotStore) (raft.SnapshotStore, error) {
+// removes its own. cluster.New calls it once, before raft.NewRaft.
+func (g *Store) TrackDurability(dataDir string, snaps raft.SnapshotStore) (raft.SnapshotStore, error) {
 	snapDir := filepath.Join(dataDir, "snapshots") // raft's FileSnapshotStore layout
 	removeTempSnapshots(snapDir, "", g.logger)
-	snapshotIndex := func() uint64 {
-		list, err := snaps.List()
-		if err != nil || len(list) == 0 {
-			return 0
-		}
-		return list[0].Index // newest first
+	snapshots := func() []*raft.SnapshotMeta {
+		list, _ := snaps.List() // newest first
+		return list
 	}
 	m, mark, found, err := openLogMark(dataDir, g.logger)
 	if err != nil {
@@ -292,14 +289,23 @@ func (g *guardedStore) trackDurability(dataDir string, snaps raft.SnapshotStore)
 		m.close()
 		return nil, fmt.Errorf("cluster: reading raft log %s: %w", g.path, err)
 	}
-	if snap := snapshotIndex(); found && max(last, snap) < mark {
+	if snap := latestSnapshotIndex(snapshots()); found && max(last, snap) < mark {
 		m.close()
 		return nil, damagedLogError(dataDir, fmt.Sprintf("the raft log %s ends at index %d and the latest snapshot at index %d, but this node had stored entries up to index %d (recorded in %s)",
 			g.path, last, snap, mark, m.path))
 	}
-	g.mark, g.snapshotIndex = m, snapshotIndex
+	g.mark, g.snapshots = m, snapshots
 	m.start()
 	return tidySnapshots{SnapshotStore: snaps, dir: snapDir, logger: g.logger}, nil
+}
+
+// latestSnapshotIndex is the index of the newest of snapshots (as raft's
+// snapshot store lists them); 0 if there is none.
+func latestSnapshotIndex(snapshots []*raft.SnapshotMeta) uint64 {
+	if len(snapshots) == 0 {
+		return 0
+	}
+	return snapshots[0].Index
 }
 
 // tidySnapshots removes the temporary directory of a snapshot that failed:

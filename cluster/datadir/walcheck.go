@@ -1,4 +1,4 @@
-package cluster
+package datadir
 
 import (
 	"encoding/binary"
@@ -47,7 +47,7 @@ import (
 //   - completes a seal that reached the segment but not wal-meta.db, and
 //     erases a seal whose commit frame is torn (it was never acknowledged).
 //
-// A guardedStore opens the log again after a write fails (see reopen), so a
+// A Store opens the log again after a write fails (see reopen), so a
 // node that ran out of space recovers once space is back, without a restart.
 
 // ErrLogDamaged says the node's raft log lost or corrupted entries it had
@@ -55,7 +55,9 @@ import (
 // file and says what to do.
 var ErrLogDamaged = errors.New("raft log damaged")
 
-const walMetaFileName = metadb.FileName
+// WALMetaFileName is raft-wal's list of segment files, in WALDirName; it
+// also holds raft's term and vote.
+const WALMetaFileName = metadb.FileName
 
 // Frame types of raft-wal's segment format (segment/format.go).
 const (
@@ -137,13 +139,13 @@ func checkWAL(dir, dataDir string) error {
 	hasMeta, segments := false, 0
 	for _, e := range entries {
 		switch {
-		case e.Name() == walMetaFileName:
+		case e.Name() == WALMetaFileName:
 			hasMeta = true
 		case strings.HasSuffix(e.Name(), ".wal"):
 			segments++
 		}
 	}
-	metaPath := filepath.Join(dir, walMetaFileName)
+	metaPath := filepath.Join(dir, WALMetaFileName)
 	if !hasMeta {
 		if segments > 0 {
 			return damagedLogError(dataDir, fmt.Sprintf("%s is missing (it lists the log's segment files and holds the node's raft term and vote), but %d segment files remain in %s", metaPath, segments, dir))

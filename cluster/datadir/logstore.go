@@ -1,4 +1,4 @@
-package cluster
+package datadir
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -24,7 +25,7 @@ import (
 // The log on disk.
 //
 // The default log store is hashicorp/raft-wal rather than raft-boltdb/v2
-// (Config.LogStore), a decision made on measurements. hashicorp/raft writes a
+// (cluster.Config.LogStore), a decision made on measurements. hashicorp/raft writes a
 // new entry to the leader's log before it replicates it, so a commit waits
 // for two log writes in turn (leader, then a follower) and the cost of one
 // write is most of a lock operation's latency. BoltDB pays two fdatasyncs
@@ -34,7 +35,7 @@ import (
 // write before raft counts it, so the safety argument is unchanged.
 // LogStoreBoltDB stays available, and a DataDir keeps the format it was
 // created with (naming the other one is a config error rather than an empty
-// log). The WAL preallocates 64 MiB segment files (Config.WALSegmentSize).
+// log). The WAL preallocates 64 MiB segment files (cluster.Config.WALSegmentSize).
 // To move a member to the other format, take it out and bring it back
 // empty: Leave (`raftlock leave` for an agent), remove its DataDir, start it
 // with Join and the new LogStore; it is added again and sent a snapshot.
@@ -44,7 +45,7 @@ import (
 // member, the leader removes that member and adds the node again as a new
 // server (committing the removal needs the others to hold the whole log).
 //
-// A log that lost or corrupted entries it had stored makes New fail with
+// A log that lost or corrupted entries it had stored makes cluster.New fail with
 // ErrLogDamaged, naming the file and what to do: a mark file in DataDir
 // (log-mark) records how far the log reached, written (within 10 ms; flushed
 // to the disk within a second, so that only a lost machine, not a killed
@@ -53,10 +54,10 @@ import (
 // committed WAL batch is checked at start (walcheck.go says what raft-wal
 // recovers by itself and what it does not). A write that fails (a full
 // disk) is retried in place; the WAL is opened again from disk when raft-wal
-// cannot append after one, and Stats.LogFault says why while it lasts. The
-// only voter waits for space as leader rather than stepping down (see
-// guardedStore.StoreLogs), and its lock calls fail at once with
-// ErrLogFault. A data dir without room for one segment file is refused at
+// cannot append after one, and Store.Fault (cluster.Stats.LogFault) says why
+// while it lasts. The only voter waits for space as leader rather than
+// stepping down (see Store.StoreLogs), and its lock calls fail at once with
+// cluster.ErrLogFault. A data dir without room for one segment file is refused at
 // start, naming the segment's size (noRoomForSegment).
 
 // LogStore names the on-disk format of a node's raft log and stable store
@@ -82,22 +83,26 @@ type logStore interface {
 	io.Closer
 }
 
+// Where each LogStore keeps the log in DataDir.
 const (
-	walDirName     = "wal"
-	boltDBFileName = "raft.db"
+	WALDirName     = "wal"
+	BoltDBFileName = "raft.db"
 )
 
-// openLogStore opens the log store in dir. An empty kind means the format
+// OpenLogStore opens the log store in dir. An empty kind means the format
 // the directory already holds, or LogStoreWAL for a fresh directory. A kind
 // that disagrees with what the directory holds is refused: opening the other
 // format would find an empty log, and a node with an empty log would take a
-// snapshot's or a leader's word for everything it had promised.
-func openLogStore(dir string, kind LogStore, walSegmentSize int, logger hclog.Logger) (*guardedStore, LogStore, error) {
-	hasWAL, err := nonEmptyDir(filepath.Join(dir, walDirName))
+// snapshot's or a leader's word for everything it had promised. A
+// walSegmentSize of 0 leaves raft-wal's default. wrapWAL, when not nil,
+// wraps raft-wal's metadata store and segment files each time the WAL is
+// opened (tests make them fail on demand).
+func OpenLogStore(dir string, kind LogStore, walSegmentSize int, logger hclog.Logger, wrapWAL WALWrapper) (*Store, LogStore, error) {
+	hasWAL, err := nonEmptyDir(filepath.Join(dir, WALDirName))
 	if err != nil {
 		return nil, "", err
 	}
-	hasBolt, err := fileExists(filepath.Join(dir, boltDBFileName))
+	hasBolt, err := fileExists(filepath.Join(dir, BoltDBFileName))
 	if err != nil {
 		return nil, "", err
 	}
@@ -105,7 +110,7 @@ func openLogStore(dir string, kind LogStore, walSegmentSize int, logger hclog.Lo
 	switch {
 	case hasWAL && hasBolt:
 		return nil, "", configError("DataDir", "{DataDir} %s holds both a wal log (%s/) and a boltdb log (%s); remove the one that is not in use",
-			dir, walDirName, boltDBFileName)
+			dir, WALDirName, BoltDBFileName)
 	case hasWAL:
 		found = LogStoreWAL
 	case hasBolt:
@@ -123,7 +128,7 @@ func openLogStore(dir string, kind LogStore, walSegmentSize int, logger hclog.Lo
 
 	switch kind {
 	case LogStoreWAL:
-		path := filepath.Join(dir, walDirName)
+		path := filepath.Join(dir, WALDirName)
 		if err := os.MkdirAll(path, 0o700); err != nil {
 			return nil, "", fmt.Errorf("cluster: %w", err)
 		}
@@ -131,7 +136,11 @@ func openLogStore(dir string, kind LogStore, walSegmentSize int, logger hclog.Lo
 			if err := checkWAL(path, dir); err != nil {
 				return nil, err
 			}
-			meta, files := walTestFiles(path, &metadb.BoltMetaDB{}, privateSegmentFiler(path))
+			var meta types.MetaStore = &metadb.BoltMetaDB{}
+			files := privateSegmentFiler(path)
+			if wrapWAL != nil {
+				meta, files = wrapWAL(path, meta, files)
+			}
 			// A size of 0 leaves raft-wal's default.
 			store, err := wal.Open(path, wal.WithLogger(logger.Named("wal")), wal.WithSegmentSize(walSegmentSize),
 				wal.WithMetaStore(meta), wal.WithSegmentFiler(files))
@@ -150,15 +159,15 @@ func openLogStore(dir string, kind LogStore, walSegmentSize int, logger hclog.Lo
 		if err != nil {
 			return nil, "", err
 		}
-		return newGuardedStore(store, open, path, logger), kind, nil
+		return newStore(store, open, path, logger), kind, nil
 	case LogStoreBoltDB:
-		path := filepath.Join(dir, boltDBFileName)
+		path := filepath.Join(dir, BoltDBFileName)
 		// NoSync stays false: a lock granted is a lock on disk.
 		store, err := raftboltdb.New(raftboltdb.Options{Path: path})
 		if err != nil {
 			return nil, "", fmt.Errorf("cluster: opening raft log %s: %w", path, err)
 		}
-		return newGuardedStore(store, nil, path, logger), kind, nil
+		return newStore(store, nil, path, logger), kind, nil
 	}
 	return nil, "", configError("LogStore", "unknown {LogStore} %q (want %q or %q)", kind, LogStoreWAL, LogStoreBoltDB)
 }
@@ -185,13 +194,11 @@ func sizeInWords(n int) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
-// walTestFiles lets tests wrap raft-wal's metadata store and segment files
-// to make them fail on demand; it returns them as they are otherwise.
-var walTestFiles = func(dir string, meta types.MetaStore, files types.SegmentFiler) (types.MetaStore, types.SegmentFiler) {
-	return meta, files
-}
+// WALWrapper wraps raft-wal's metadata store and segment files of the WAL
+// in dir.
+type WALWrapper func(dir string, meta types.MetaStore, files types.SegmentFiler) (types.MetaStore, types.SegmentFiler)
 
-// guardedStore lets Close wait for calls in progress, and ends any call that
+// Store lets Close wait for calls in progress, and ends any call that
 // comes after it. raft's transport answers heartbeats on its own goroutines,
 // outside raft's main loop, so Raft.Shutdown does not wait for them: one
 // that passed raft's shutdown check can still persist a new term after the
@@ -206,7 +213,7 @@ var walTestFiles = func(dir string, meta types.MetaStore, files types.SegmentFil
 // (raft-wal cannot append again in-process after some of them), records the
 // failure for Stats and logs it while it lasts; and it keeps the log mark
 // (logMark) in step with the log.
-type guardedStore struct {
+type Store struct {
 	mu     sync.RWMutex // held for reading by every call, for writing by Close and reopen
 	closed bool
 	store  logStore // nil after a reopen failed (broken says why)
@@ -219,22 +226,26 @@ type guardedStore struct {
 	path   string
 	logger hclog.Logger
 
-	// mark and snapshotIndex are set by trackDurability before raft starts,
-	// and only read afterwards; nil before.
-	mark          *logMark
-	snapshotIndex func() uint64
+	// mark and snapshots (what the snapshot store holds, newest first) are
+	// set by TrackDurability before raft starts, and only read afterwards;
+	// nil before.
+	mark      *logMark
+	snapshots func() []*raft.SnapshotMeta
+	// appliedIndex is raft's last applied index, set once raft runs
+	// (SetAppliedIndex); nil before.
+	appliedIndex atomic.Pointer[func() uint64]
 	// isSoleVoter is the node's test of whether it is the only voter (see
 	// StoreLogs), set once raft runs; nil before.
 	isSoleVoter atomic.Pointer[func() bool]
 
 	faults writeFaults
 
-	abandoned   chan struct{} // closed by abandon
+	abandoned   chan struct{} // closed by Abandon
 	abandonOnce sync.Once
 }
 
-func newGuardedStore(store logStore, reopen func() (logStore, error), path string, logger hclog.Logger) *guardedStore {
-	return &guardedStore{store: store, reopen: reopen, path: path, logger: logger, faults: writeFaults{path: path, logger: logger},
+func newStore(store logStore, reopen func() (logStore, error), path string, logger hclog.Logger) *Store {
+	return &Store{store: store, reopen: reopen, path: path, logger: logger, faults: writeFaults{path: path, logger: logger},
 		abandoned: make(chan struct{})}
 }
 
@@ -243,7 +254,7 @@ func newGuardedStore(store logStore, reopen func() (logStore, error), path strin
 const reopenPace = 200 * time.Millisecond
 
 // enter is called first by every method; the caller must call mu.RUnlock.
-func (g *guardedStore) enter() {
+func (g *Store) enter() {
 	g.mu.RLock()
 	if g.closed {
 		g.mu.RUnlock()
@@ -257,13 +268,13 @@ func (g *guardedStore) enter() {
 // failed (it may have failed halfway), or when the store is broken. Other
 // failed writes leave raft-wal as it was before them: they are retried in
 // place.
-func (g *guardedStore) use(logWrite bool, fn func(s logStore) error) error {
+func (g *Store) use(logWrite bool, fn func(s logStore) error) error {
 	err, _ := g.try(logWrite, fn)
 	return err
 }
 
 // try is use, and also says whether the store was broken (fn did not run).
-func (g *guardedStore) try(logWrite bool, fn func(s logStore) error) (error, bool) {
+func (g *Store) try(logWrite bool, fn func(s logStore) error) (error, bool) {
 	g.enter()
 	s := g.store
 	var err error
@@ -281,7 +292,7 @@ func (g *guardedStore) try(logWrite bool, fn func(s logStore) error) (error, boo
 
 // reopenAfter closes failed (if it is still the store) and opens the log
 // again, re-reading what is durable.
-func (g *guardedStore) reopenAfter(failed logStore) {
+func (g *Store) reopenAfter(failed logStore) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed || g.store != failed {
@@ -306,7 +317,7 @@ func (g *guardedStore) reopenAfter(failed logStore) {
 	g.store, g.broken = s, nil
 }
 
-func (g *guardedStore) Close() error {
+func (g *Store) Close() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -326,25 +337,25 @@ func (g *guardedStore) Close() error {
 // IsMonotonic tells raft whether the log refuses gaps between indexes
 // (raft-wal does), so that restoring a snapshot resets the log rather than
 // leaving a gap.
-func (g *guardedStore) IsMonotonic() bool {
+func (g *Store) IsMonotonic() bool {
 	return g.reopen != nil // only raft-wal is reopened, and only it is monotonic
 }
 
-func (g *guardedStore) FirstIndex() (i uint64, err error) {
+func (g *Store) FirstIndex() (i uint64, err error) {
 	err = g.use(false, func(s logStore) (err error) { i, err = s.FirstIndex(); return err })
 	return i, err
 }
 
-func (g *guardedStore) LastIndex() (i uint64, err error) {
+func (g *Store) LastIndex() (i uint64, err error) {
 	err = g.use(false, func(s logStore) (err error) { i, err = s.LastIndex(); return err })
 	return i, err
 }
 
-func (g *guardedStore) GetLog(index uint64, log *raft.Log) error {
+func (g *Store) GetLog(index uint64, log *raft.Log) error {
 	return g.use(false, func(s logStore) error { return s.GetLog(index, log) })
 }
 
-func (g *guardedStore) StoreLog(log *raft.Log) error {
+func (g *Store) StoreLog(log *raft.Log) error {
 	return g.StoreLogs([]*raft.Log{log})
 }
 
@@ -360,8 +371,8 @@ func (g *guardedStore) StoreLog(log *raft.Log) error {
 // can commit. So while this node is the only voter (soleVoter), the write
 // waits for space instead, and is tried again every reopenPace: the node
 // stays leader, commits again by itself as soon as the write succeeds, and
-// meanwhile says why it cannot (Stats.LogFault, logFaultError).
-func (g *guardedStore) StoreLogs(logs []*raft.Log) error {
+// meanwhile says why it cannot (Store.Fault, which the node reports).
+func (g *Store) StoreLogs(logs []*raft.Log) error {
 	for {
 		err, broken := g.try(true, func(s logStore) error { return s.StoreLogs(logs) })
 		if err == nil {
@@ -384,7 +395,7 @@ func (g *guardedStore) StoreLogs(logs []*raft.Log) error {
 // (broken: the log could not be opened again after an earlier failure)
 // waits and is tried again rather than failing: a want of space, while
 // this node is the only voter.
-func (g *guardedStore) waitsForSpace(err error, broken bool) bool {
+func (g *Store) waitsForSpace(err error, broken bool) bool {
 	if !broken && !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, wal.ErrSealed) {
 		return false
 	}
@@ -392,22 +403,22 @@ func (g *guardedStore) waitsForSpace(err error, broken bool) bool {
 }
 
 // soleVoter reports whether this node is the only voter (see StoreLogs);
-// false until the node told the store how to tell (setSoleVoter).
-func (g *guardedStore) soleVoter() bool {
+// false until the node told the store how to tell (SetSoleVoter).
+func (g *Store) soleVoter() bool {
 	f := g.isSoleVoter.Load()
 	return f != nil && (*f)()
 }
 
-// setSoleVoter gives the store the node's test of whether it is the only
+// SetSoleVoter gives the store the node's test of whether it is the only
 // voter; raft's goroutines may already be writing.
-func (g *guardedStore) setSoleVoter(f func() bool) {
+func (g *Store) SetSoleVoter(f func() bool) {
 	g.isSoleVoter.Store(&f)
 }
 
 // pause waits reopenPace before a write is tried again; when the node
-// closes meanwhile (abandon), the calling goroutine ends without an
+// closes meanwhile (Abandon), the calling goroutine ends without an
 // answer, as a call after Close does.
-func (g *guardedStore) pause() {
+func (g *Store) pause() {
 	t := time.NewTimer(reopenPace)
 	select {
 	case <-t.C:
@@ -420,10 +431,17 @@ func (g *guardedStore) pause() {
 // DeleteRange deletes logs; when the deletion takes the log's last index
 // away (a follower's conflicting suffix, or the whole log after a snapshot
 // install), the mark is lowered on disk first, so that a crash right after
-// the deletion does not make an honest log look truncated.
-func (g *guardedStore) DeleteRange(min, max uint64) error {
+// the deletion does not make an honest log look truncated. Entries past an
+// installed snapshot that agree with it stay (keptPastSnapshot).
+func (g *Store) DeleteRange(min, max uint64) error {
 	var deleting logStore
 	err := g.use(true, func(s logStore) error {
+		if g.snapshots != nil {
+			var err error
+			if max, err = g.keptPastSnapshot(s, min, max); err != nil || max < min {
+				return err
+			}
+		}
 		if g.mark != nil {
 			if err := g.lowerMarkFor(s, min, max); err != nil {
 				return err
@@ -441,7 +459,68 @@ func (g *guardedStore) DeleteRange(min, max uint64) error {
 	return err
 }
 
-func (g *guardedStore) lowerMarkFor(s logStore, min, max uint64) error {
+// keptPastSnapshot returns the last index to delete of a deletion from min
+// to max: max, except when it would take entries past the snapshot raft
+// last installed or restored (its last applied index) along with the
+// entries the snapshot replaces, while the log holds the snapshot's last
+// entry with the snapshot's term. Then the deletion stops before that entry.
+//
+// Only one deletion by raft (v1.7.3) looks like that: after installing a
+// snapshot sent by the leader, raft empties a log that refuses gaps
+// (IsMonotonic, raft-wal) whatever it holds, yet goes on believing the log
+// ends where it ended, and the snapshot's end can lie before that (the
+// leader sent it after losing track of how far this follower's log reached).
+// A leader whose log ends there too (a new one, elected with the same
+// entries) then appends after that end, and once it commits, raft reads the
+// entries past the snapshot to apply them, finds none, and panics ("log not
+// found"). Raft's own rule for a snapshot install is to keep the entries
+// past it when the log holds its last entry with its term; those entries
+// agree with the leader's up to there, and any conflict after it is
+// resolved by raft's appends as usual. A log whose entry there disagrees, or
+// that starts after it, is emptied as raft asks. Raft's other deletions
+// never reach past its last applied index from before it: compaction stops
+// at a snapshot, which is at most that index, and a conflicting suffix
+// starts after the entries committed, which include the applied ones.
+func (g *Store) keptPastSnapshot(s logStore, min, max uint64) (uint64, error) {
+	applied := g.appliedIndex.Load()
+	if applied == nil {
+		return max, nil
+	}
+	last, err := s.LastIndex()
+	if err != nil || last == 0 || max < last {
+		return max, err
+	}
+	snapIndex := (*applied)()
+	if snapIndex == 0 || min > snapIndex || snapIndex >= last {
+		return max, nil
+	}
+	snapshots := g.snapshots()
+	i := slices.IndexFunc(snapshots, func(m *raft.SnapshotMeta) bool { return m.Index == snapIndex })
+	if i < 0 {
+		return max, nil
+	}
+	snapTerm := snapshots[i].Term
+	var entry raft.Log
+	switch err := s.GetLog(snapIndex, &entry); {
+	case errors.Is(err, raft.ErrLogNotFound):
+		return max, nil
+	case err != nil:
+		return 0, err
+	case entry.Term != snapTerm:
+		return max, nil
+	}
+	g.logger.Info("keeping the raft log past an installed snapshot", "snapshot_index", snapIndex, "last_index", last)
+	return snapIndex - 1, nil
+}
+
+// SetAppliedIndex gives the store raft's last applied index (Raft.AppliedIndex),
+// which DeleteRange reads (keptPastSnapshot); raft's goroutines may already
+// be running.
+func (g *Store) SetAppliedIndex(f func() uint64) {
+	g.appliedIndex.Store(&f)
+}
+
+func (g *Store) lowerMarkFor(s logStore, min, max uint64) error {
 	first, err := s.FirstIndex()
 	if err != nil {
 		return err
@@ -457,7 +536,7 @@ func (g *guardedStore) lowerMarkFor(s logStore, min, max uint64) error {
 	if min <= first {
 		// The whole log goes; raft stored the snapshot that replaces it
 		// before deleting it.
-		keep = g.snapshotIndex()
+		keep = latestSnapshotIndex(g.snapshots())
 	}
 	return g.mark.lower(keep)
 }
@@ -467,7 +546,7 @@ func (g *guardedStore) lowerMarkFor(s logStore, min, max uint64) error {
 // such a write waits and retries until it succeeds, or until the node
 // closes: the node can neither vote nor lead meanwhile anyway, and a panic
 // would take the embedding application down.
-func (g *guardedStore) stableWrite(fn func(s logStore) error) error {
+func (g *Store) stableWrite(fn func(s logStore) error) error {
 	for {
 		err, broken := g.try(false, fn)
 		if err == nil {
@@ -494,26 +573,26 @@ func (g *guardedStore) stableWrite(fn func(s logStore) error) error {
 	}
 }
 
-// abandon ends the waits of stableWrite and StoreLogs: the node is closing. Call it before
+// Abandon ends the waits of stableWrite and StoreLogs: the node is closing. Call it before
 // raft.Shutdown, which waits for raft's goroutines.
-func (g *guardedStore) abandon() {
+func (g *Store) Abandon() {
 	g.abandonOnce.Do(func() { close(g.abandoned) })
 }
 
-func (g *guardedStore) Set(key, val []byte) error {
+func (g *Store) Set(key, val []byte) error {
 	return g.stableWrite(func(s logStore) error { return s.Set(key, val) })
 }
 
-func (g *guardedStore) Get(key []byte) (v []byte, err error) {
+func (g *Store) Get(key []byte) (v []byte, err error) {
 	err = g.use(false, func(s logStore) (err error) { v, err = s.Get(key); return err })
 	return v, err
 }
 
-func (g *guardedStore) SetUint64(key []byte, val uint64) error {
+func (g *Store) SetUint64(key []byte, val uint64) error {
 	return g.stableWrite(func(s logStore) error { return s.SetUint64(key, val) })
 }
 
-func (g *guardedStore) GetUint64(key []byte) (v uint64, err error) {
+func (g *Store) GetUint64(key []byte) (v uint64, err error) {
 	err = g.use(false, func(s logStore) (err error) { v, err = s.GetUint64(key); return err })
 	return v, err
 }
@@ -524,7 +603,7 @@ type writeFaults struct {
 	path   string
 	logger hclog.Logger
 
-	// failing is set while err is: every lock call asks (logFaultError),
+	// failing is set while err is: every lock call asks (Store.Fault),
 	// and most ask while writes succeed.
 	failing atomic.Bool
 
@@ -602,6 +681,14 @@ func (f *writeFaults) endLocked() {
 	f.err, f.logged, f.stable = nil, time.Time{}, false
 	f.failing.Store(false)
 }
+
+// Fault describes the current failure of the log's writes; "" while
+// writes succeed.
+func (g *Store) Fault() string { return g.faults.fault() }
+
+// DescribeFault is Fault, and what to do about it; "", "" while writes
+// succeed.
+func (g *Store) DescribeFault() (fault, hint string) { return g.faults.describe() }
 
 // fault describes the current write failure; "" while writes succeed.
 func (f *writeFaults) fault() string {

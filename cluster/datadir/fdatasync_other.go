@@ -1,6 +1,6 @@
 //go:build !linux
 
-package cluster
+package datadir
 
 import "os"
 

@@ -1,6 +1,6 @@
 //go:build unix
 
-package cluster
+package datadir
 
 import (
 	"errors"
@@ -10,11 +10,11 @@ import (
 	"syscall"
 )
 
-// lockDataDir takes an exclusive lock on dir for this node's lifetime. Two
+// Lock takes an exclusive lock on dir for this node's lifetime. Two
 // nodes on one data dir would each append to the same log as if alone; the
 // second is refused at once rather than left waiting on a file lock inside
 // the log store.
-func lockDataDir(dir string) (unlock func() error, err error) {
+func Lock(dir string) (unlock func() error, err error) {
 	path := filepath.Join(dir, "LOCK")
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {

@@ -1,4 +1,4 @@
-package cluster
+package datadir
 
 import (
 	"errors"
@@ -27,9 +27,11 @@ import (
 // as soon as they create it: a snapshot's directory and files before
 // anything is written into them, a new WAL segment before it is used. The
 // process umask is left alone: the node is embedded in other programs.
+//
+// These are the modes of what the node creates in the data dir.
 const (
-	privateDirMode  fs.FileMode = 0o700
-	privateFileMode fs.FileMode = 0o600
+	PrivateDirMode  fs.FileMode = 0o700
+	PrivateFileMode fs.FileMode = 0o600
 )
 
 // makePrivate removes group and other permissions from root and everything
@@ -64,29 +66,29 @@ func makePrivate(root string) error {
 	})
 }
 
-// dataDirEntries names what the node keeps in DataDir: makeDataDirPrivate
+// dataDirEntries names what the node keeps in DataDir: MakePrivate
 // makes these private, and nothing else a mistaken DataDir (a home
 // directory, say) may hold. A new file in DataDir belongs here too.
 var dataDirEntries = []string{
 	"LOCK", // dirlock_unix.go
-	identityFileName,
+	IdentityFileName,
 	logMarkFileName,
-	walDirName,
-	boltDBFileName,
+	WALDirName,
+	BoltDBFileName,
 	"snapshots", // raft's FileSnapshotStore
-	gossipDirName,
+	GossipDirName,
 }
 
-// gossipDirName is the directory in DataDir of serf's snapshot of the
-// gossip members (gossip.go).
-const gossipDirName = "gossip"
+// GossipDirName is the directory in DataDir of serf's snapshot of the
+// gossip members (package cluster's gossip.go).
+const GossipDirName = "gossip"
 
-// makeDataDirPrivate makes dir and what the node keeps in it
-// (dataDirEntries, whole trees) private; see privateDirMode. A data dir the
+// MakePrivate makes dir and what the node keeps in it
+// (dataDirEntries, whole trees) private; see PrivateDirMode. A data dir the
 // node may not chmod (owned by another user, with write access granted to
 // this one) is only warned about: what the node writes in it is private
 // all the same.
-func makeDataDirPrivate(dir string, logger hclog.Logger) error {
+func MakePrivate(dir string, logger hclog.Logger) error {
 	info, err := os.Stat(dir)
 	if err != nil {
 		return fmt.Errorf("cluster: data dir: %w", err)
@@ -109,11 +111,11 @@ func makeDataDirPrivate(dir string, logger hclog.Logger) error {
 	return nil
 }
 
-// openSnapshotStore opens raft's file snapshot store in dir/snapshots,
+// OpenSnapshotStore opens raft's file snapshot store in dir/snapshots,
 // wrapped so that every snapshot it writes is private.
-func openSnapshotStore(dir string, retain int, logger hclog.Logger) (*privateSnapshots, error) {
+func OpenSnapshotStore(dir string, retain int, logger hclog.Logger) (*privateSnapshots, error) {
 	path := filepath.Join(dir, "snapshots") // raft's name for it
-	if err := os.Mkdir(path, privateDirMode); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := os.Mkdir(path, PrivateDirMode); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("cluster: opening snapshot store: %w", err)
 	}
 	if err := makePrivate(path); err != nil {
@@ -162,7 +164,7 @@ func (v privateVFS) Create(dir, name string, size uint64) (types.WritableFile, e
 	if err != nil {
 		return nil, err
 	}
-	if err := os.Chmod(filepath.Join(dir, name), privateFileMode); err != nil {
+	if err := os.Chmod(filepath.Join(dir, name), PrivateFileMode); err != nil {
 		// Remove it, so that raft-wal's next attempt can create it again.
 		f.Close()
 		os.Remove(filepath.Join(dir, name))
