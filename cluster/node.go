@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/raftlock/raftlock/cluster/nodewire"
+
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
@@ -380,7 +382,7 @@ func New(cfg Config) (*Node, error) {
 	if !existing && len(cfg.Join) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.RequestTimeout)
 		defer cancel()
-		via, err := n.join(ctx, kindJoinEmpty, cfg.Join, nil)
+		via, err := n.join(ctx, nodewire.KindJoinEmpty, cfg.Join, nil)
 		if err != nil {
 			return nil, err
 		}
