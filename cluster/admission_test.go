@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/cluster/nodewire"
+
 	"github.com/hashicorp/raft"
 	autopilot "github.com/hashicorp/raft-autopilot"
 	"github.com/stretchr/testify/assert"
@@ -94,10 +96,10 @@ func TestLeaderRefusesJoinRequestOfAnotherCluster(t *testing.T) {
 	yID := readIdentityFile(t, y.cfgs[0].DataDir).ClusterID
 
 	for _, fresh := range []bool{false, true} {
-		req := joinRequest{id: "y", addr: yNode.Addr(), clusterID: yID, empty: fresh}
-		rep, err := leader.call(testCtx(t), leader.Addr(), encodeRequest(&req))
+		req := nodewire.Join{ID: "y", Addr: yNode.Addr(), ClusterID: yID, Empty: fresh}
+		rep, err := leader.call(testCtx(t), leader.Addr(), nodewire.EncodeRequest(&req))
 		require.NoError(t, err)
-		err = rep.err()
+		err = rep.Err()
 		assert.ErrorIs(t, err, ErrWrongCluster, "fresh %v", fresh)
 		if err != nil {
 			assert.Contains(t, err.Error(), yID)

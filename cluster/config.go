@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raftlock/raftlock/cluster/nodewire"
+
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/raftlock/raftlock/lock"
@@ -371,8 +373,8 @@ func checkNodeID(id string) error {
 	switch {
 	case id == "":
 		return errors.New("is empty")
-	case len(id) > maxIDLen:
-		return fmt.Errorf("is longer than %d bytes", maxIDLen)
+	case len(id) > nodewire.MaxIDLen:
+		return fmt.Errorf("is longer than %d bytes", nodewire.MaxIDLen)
 	case id == "." || id == "..":
 		return errors.New(`must not be "." or ".."`)
 	}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 
+	"github.com/raftlock/raftlock/cluster/nodewire"
 	"github.com/raftlock/raftlock/internal/errcode"
 )
 
@@ -16,7 +17,7 @@ var (
 	// ErrJoin: a node with a fresh data dir could not get a running member to add it.
 	ErrJoin = errors.New("cluster: join failed")
 	// ErrBadRequest: a forwarded request could not be decoded or is not allowed.
-	ErrBadRequest = errors.New("cluster: bad request")
+	ErrBadRequest = nodewire.ErrBadRequest
 	// ErrLogFault: the only voter cannot write its raft log (a full disk,
 	// say), so nothing can commit until a write succeeds; lock calls on it
 	// fail at once with an error that matches it and lock.ErrUnavailable,
@@ -34,12 +35,12 @@ var (
 // Internal outcomes of one attempt, which the retry loop in forward.go tells apart.
 var (
 	// errNotLeader: the request reached no leader and certainly took no effect.
-	errNotLeader = errors.New("cluster: not the leader")
+	errNotLeader = nodewire.ErrNotLeader
 	// errLostLeadership: the request was proposed, but leadership was lost
 	// before it committed; it may still take effect.
-	errLostLeadership = errors.New("cluster: leadership lost while committing")
+	errLostLeadership = nodewire.ErrLostLeadership
 	// errShuttingDown: the node serving the request is shutting down.
-	errShuttingDown = errors.New("cluster: node shutting down")
+	errShuttingDown = nodewire.ErrShuttingDown
 	// errLeaderRemovesItself: a leaving node became leader again after
 	// handing leadership over; it stays a member (Leave says why).
 	errLeaderRemovesItself = errors.New("cluster: the leader does not remove itself; leave again once another member leads")

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/raftlock/raftlock/cluster/nodewire"
+
 	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/fsm"
@@ -20,7 +22,7 @@ import (
 // A command on the leader joins the term's proposal queue. A command on a
 // follower is sent over transport.Call to the leader, which stamps, proposes
 // and answers with the fsm.Result; the messages and their compatibility
-// rules are in wire.go. The one exception to upgrading one node at a time
+// rules are in package nodewire. The one exception to upgrading one node at a time
 // is claims (see waiting.go): a node from before them cannot read the
 // new-term and drop-unclaimed log entries or a version 2 snapshot, and
 // would grant waiters the others skip, so across that change every member
@@ -68,7 +70,7 @@ const defaultLeaderWaitElections = 4
 // (also matching lock.ErrUnavailable if the last attempt found no leader);
 // lock.ErrUnavailable when RequestTimeout passes or no leader is known for
 // the leader wait; ErrBadRequest when the leader rejects the request itself.
-func (n *Node) do(ctx context.Context, req rpcRequest) (ans rpcAnswer, err error) {
+func (n *Node) do(ctx context.Context, req nodewire.Request) (ans nodewire.Answer, err error) {
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
 	defer cancel()
@@ -83,7 +85,7 @@ func (n *Node) do(ctx context.Context, req rpcRequest) (ans rpcAnswer, err error
 	wait := n.leaderWait()
 	// Only a command takes effect when it is proposed: for the other kinds
 	// an attempt whose answer is lost leaves nothing unknown.
-	mayApply := req.kind() == kindCommand
+	mayApply := req.Kind() == nodewire.KindCommand
 	p := newPacer()
 	defer p.stop()
 	var body []byte
@@ -99,14 +101,14 @@ func (n *Node) do(ctx context.Context, req rpcRequest) (ans rpcAnswer, err error
 		var attemptErr error
 		if g := groupSeatFor(ctx, req); g != nil {
 			// The first attempt goes with the caller's group (group.go).
-			o := g.attempt(ctx, req.(*commandRequest).cmd)
+			o := g.attempt(ctx, req.(*nodewire.Command).Cmd)
 			if o.alone {
 				continue // sent alone: the next pass, without the group
 			}
 			ans, attemptErr, hint, tried = o.ans, o.err, o.hint, o.tried
 		} else if t := n.term.Load(); t != nil {
 			tried = ""
-			ans, attemptErr = req.serve(ctx, n, t)
+			ans, attemptErr = serve(ctx, n, t, req)
 		} else {
 			addr, raftLeader, err := n.leaderTarget(hint)
 			hint = ""
@@ -114,12 +116,12 @@ func (n *Node) do(ctx context.Context, req rpcRequest) (ans rpcAnswer, err error
 			if err == nil {
 				tried = addr
 				if body == nil {
-					body = encodeRequest(req)
+					body = nodewire.EncodeRequest(req)
 				}
-				var rep reply
+				var rep nodewire.Reply
 				rep, attemptErr = n.callLeader(ctx, addr, raftLeader, body, false)
 				if attemptErr == nil {
-					ans, attemptErr, hint = rep.answer, rep.err(), rep.leader
+					ans, attemptErr, hint = rep.Answer, rep.Err(), rep.Leader
 				}
 			}
 		}
@@ -136,10 +138,10 @@ func (n *Node) do(ctx context.Context, req rpcRequest) (ans rpcAnswer, err error
 			errors.Is(attemptErr, transport.ErrConnLost), errors.Is(attemptErr, errLeaderReplaced),
 			errors.Is(attemptErr, errGroupAbandoned):
 			unknown = unknown || mayApply
-			if c, ok := req.(*commandRequest); ok && c.cmd.Op == fsm.OpForceRelease {
+			if c, ok := req.(*nodewire.Command); ok && c.Cmd.Op == fsm.OpForceRelease {
 				// Not idempotent: a retry after the first took effect
 				// would end the lease of the waiter it handed the key to.
-				return nil, fmt.Errorf("%w: force-release of %q: %w", lock.ErrUnknownOutcome, c.cmd.Key, attemptErr)
+				return nil, fmt.Errorf("%w: force-release of %q: %w", lock.ErrUnknownOutcome, c.Cmd.Key, attemptErr)
 			}
 		case errors.Is(attemptErr, errShuttingDown), errors.Is(attemptErr, transport.ErrClosed):
 			return nil, n.closedError(unknown || mayApply)
@@ -252,11 +254,11 @@ func (n *Node) leaderTarget(hint string) (addr, raftLeader string, err error) {
 
 var (
 	errNoLeader       = errors.New("cluster: no leader")
-	errLeaderClosing  = errors.New("cluster: leader shutting down")
+	errLeaderClosing  = nodewire.ErrLeaderClosing
 	errLeaderReplaced = errors.New("cluster: leader replaced while the request was in flight")
 	// errLeaderUnavailable: the leader could not serve the request now
 	// (codeUnavailable; a configuration change failed, say).
-	errLeaderUnavailable = errors.New("cluster: leader")
+	errLeaderUnavailable = nodewire.ErrLeaderUnavailable
 )
 
 // leaderWait is how long a request may go on finding no leader before do
@@ -311,9 +313,9 @@ func (n *Node) leaderlessError(wait time.Duration, unknown bool) error {
 // A parked call (a waiting acquire) is not cut when raft merely loses its
 // leader: the leader, even one that lost its quorum for a while, still
 // answers it, and the wait bounds it.
-func (n *Node) callLeader(ctx context.Context, addr, raftLeader string, body []byte, parked bool) (reply, error) {
+func (n *Node) callLeader(ctx context.Context, addr, raftLeader string, body []byte, parked bool) (nodewire.Reply, error) {
 	type answer struct {
-		rep reply
+		rep nodewire.Reply
 		err error
 	}
 	done := make(chan answer, 1)
@@ -338,11 +340,11 @@ func (n *Node) callLeader(ctx context.Context, addr, raftLeader string, body []b
 				return ans.rep, ans.err
 			}
 			if ctx.Err() != nil {
-				return reply{}, ans.err
+				return nodewire.Reply{}, ans.err
 			}
 			n.log.Debug("leader replaced while a forwarded request was in flight; sending it again",
 				"old", addr, "new", now)
-			return reply{}, fmt.Errorf("%w: %s (now %q): %w", errLeaderReplaced, addr, now, ans.err)
+			return nodewire.Reply{}, fmt.Errorf("%w: %s (now %q): %w", errLeaderReplaced, addr, now, ans.err)
 		}
 		select {
 		case ans := <-done:
@@ -353,14 +355,14 @@ func (n *Node) callLeader(ctx context.Context, addr, raftLeader string, body []b
 }
 
 // call sends one request to addr and decodes the reply.
-func (n *Node) call(ctx context.Context, addr string, body []byte) (reply, error) {
+func (n *Node) call(ctx context.Context, addr string, body []byte) (nodewire.Reply, error) {
 	resp, err := n.tr.Call(ctx, addr, body)
 	if err != nil {
-		return reply{}, err
+		return nodewire.Reply{}, err
 	}
-	rep, err := decodeReply(resp)
+	rep, err := nodewire.DecodeReply(resp)
 	if err != nil {
-		return reply{}, fmt.Errorf("reply from %s: %w", addr, err)
+		return nodewire.Reply{}, fmt.Errorf("reply from %s: %w", addr, err)
 	}
 	return rep, nil
 }
@@ -402,34 +404,34 @@ func (n *Node) endedError(parent, ctx context.Context, unknown bool, lastErr err
 
 // ask runs req at the leader (see do) and returns its answer, which must be
 // an A: a peer that answers another kind is refused with ErrBadRequest.
-func ask[A rpcAnswer](ctx context.Context, n *Node, req rpcRequest) (A, error) {
+func ask[A nodewire.Answer](ctx context.Context, n *Node, req nodewire.Request) (A, error) {
 	ans, err := n.do(ctx, req)
 	a, ok := ans.(A)
 	if err == nil && !ok {
-		err = fmt.Errorf("%w: %T answer to a %v request", ErrBadRequest, ans, req.kind())
+		err = fmt.Errorf("%w: %T answer to a %v request", ErrBadRequest, ans, req.Kind())
 	}
 	return a, err
 }
 
 // command runs one lock command at the leader; see do.
 func (n *Node) command(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
-	ans, err := ask[*commandAnswer](ctx, n, &commandRequest{cmd})
+	ans, err := ask[*nodewire.CommandAnswer](ctx, n, &nodewire.Command{Cmd: cmd})
 	if err != nil {
 		return fsm.Result{}, err
 	}
-	return ans.res, nil
+	return ans.Res, nil
 }
 
 // read asks the leader about key at its log time (a linearizable read);
 // with owner, also whether owner holds it.
-func (n *Node) read(ctx context.Context, key string, owner *fsm.Owner) (readResult, error) {
-	req := &readRequest{key: key}
+func (n *Node) read(ctx context.Context, key string, owner *fsm.Owner) (nodewire.ReadResult, error) {
+	req := &nodewire.Read{Key: key}
 	if owner != nil {
-		req.owner, req.withOwner = *owner, true
+		req.Owner, req.WithOwner = *owner, true
 	}
-	rr, err := ask[*readResult](ctx, n, req)
+	rr, err := ask[*nodewire.ReadResult](ctx, n, req)
 	if err != nil {
-		return readResult{}, err
+		return nodewire.ReadResult{}, err
 	}
 	return *rr, nil
 }
@@ -440,62 +442,62 @@ func (n *Node) read(ctx context.Context, key string, owner *fsm.Owner) (readResu
 // the caller can tell "not the leader" from "bad request" from "outcome
 // unknown".
 func (n *Node) handleRPC(ctx context.Context, body []byte) ([]byte, error) {
-	req, err := decodeRequest(body)
+	req, err := nodewire.DecodeRequest(body)
 	if err == nil {
-		err = req.admit()
+		err = admit(req)
 	}
 	if err != nil {
 		n.log.Debug("rejecting forwarded request", "error", err)
-		return reply{code: codeBadRequest, msg: err.Error()}.appendBinary(nil), nil
+		return nodewire.Reply{Code: nodewire.CodeBadRequest, Msg: err.Error()}.AppendBinary(nil), nil
 	}
 	t := n.term.Load()
-	if t == nil && !kinds[req.kind()].anyNode {
-		return n.notLeaderReply(req.kind()).appendBinary(nil), nil
+	if t == nil && !servers[req.Kind()].anyNode {
+		return n.notLeaderReply(req.Kind()).AppendBinary(nil), nil
 	}
 	if err := n.logFaultError(false); err != nil {
-		return n.errorReply(req.kind(), err).appendBinary(nil), nil
+		return n.errorReply(req.Kind(), err).AppendBinary(nil), nil
 	}
-	ans, err := req.serve(ctx, n, t)
+	ans, err := serve(ctx, n, t, req)
 	if err != nil {
-		return n.errorReply(req.kind(), err).appendBinary(nil), nil
+		return n.errorReply(req.Kind(), err).AppendBinary(nil), nil
 	}
-	return reply{code: codeOK, kind: req.kind(), answer: ans}.appendBinary(nil), nil
+	return nodewire.Reply{Code: nodewire.CodeOK, Kind: req.Kind(), Answer: ans}.AppendBinary(nil), nil
 }
 
-func (n *Node) notLeaderReply(kind requestKind) reply {
+func (n *Node) notLeaderReply(kind nodewire.Kind) nodewire.Reply {
 	addr, _ := n.raft.LeaderWithID()
 	if string(addr) == n.Addr() {
 		addr = "" // raft says we lead but our term is not running yet
 	}
-	return reply{code: codeNotLeader, kind: kind, leader: string(addr)}
+	return nodewire.Reply{Code: nodewire.CodeNotLeader, Kind: kind, Leader: string(addr)}
 }
 
-// errorReply answers a serve's error with its code (replyErrors).
-func (n *Node) errorReply(kind requestKind, err error) reply {
-	code := replyCodeFor(err)
-	if code == codeNotLeader {
+// errorReply answers a serve's error with its code (nodewire.CodeFor).
+func (n *Node) errorReply(kind nodewire.Kind, err error) nodewire.Reply {
+	code := nodewire.CodeFor(err)
+	if code == nodewire.CodeNotLeader {
 		return n.notLeaderReply(kind)
 	}
-	return reply{code: code, kind: kind, msg: err.Error()}
+	return nodewire.Reply{Code: code, Kind: kind, Msg: err.Error()}
 }
 
 // readAtLeader answers a read at the leader's log time, once readIndex
 // says it may.
-func (n *Node) readAtLeader(ctx context.Context, t *leaderTerm, req *readRequest) (readResult, error) {
+func (n *Node) readAtLeader(ctx context.Context, t *leaderTerm, req *nodewire.Read) (nodewire.ReadResult, error) {
 	if err := n.readIndex(ctx, t); err != nil {
-		return readResult{}, err
+		return nodewire.ReadResult{}, err
 	}
-	st, setKeys, at := n.sm.read(req.key, t.clock.now())
+	st, setKeys, at := n.sm.read(req.Key, t.clock.now())
 	return toReadResult(st, setKeys, at, req), nil
 }
 
 // listAtLeader answers a listing at the leader's log time, once readIndex
 // says it may: one consistent view of the whole page.
-func (n *Node) listAtLeader(ctx context.Context, t *leaderTerm, req *listRequest) (listPage, error) {
+func (n *Node) listAtLeader(ctx context.Context, t *leaderTerm, req *nodewire.List) (nodewire.ListPage, error) {
 	if err := n.readIndex(ctx, t); err != nil {
-		return listPage{}, err
+		return nodewire.ListPage{}, err
 	}
-	return n.sm.list(req.prefix, req.after, req.limit, t.clock.now()), nil
+	return n.sm.list(req.Prefix, req.After, req.Limit, t.clock.now()), nil
 }
 
 // readIndex makes sure that a read on this leader sees every write that
@@ -550,24 +552,24 @@ func (n *Node) until(ctx context.Context, t *leaderTerm, ch <-chan struct{}) err
 // at: what lockfsm.KeyInfo says of it, plus whether the asker holds it.
 // holders is the machine's own count (0 for a mutex), as the wire carries
 // it; keyInfo makes it KeyInfo.Holders again.
-func toReadResult(st fsm.KeyState, setKeys []string, at time.Duration, req *readRequest) readResult {
+func toReadResult(st fsm.KeyState, setKeys []string, at time.Duration, req *nodewire.Read) nodewire.ReadResult {
 	info := lockfsm.KeyInfo(st, at, setKeys)
 	if !info.Locked {
-		return readResult{waiters: info.Waiters, reserved: info.Reserved}
+		return nodewire.ReadResult{Waiters: info.Waiters, Reserved: info.Reserved}
 	}
-	return readResult{
-		held:      true,
-		mine:      req.withOwner && st.Owner == req.owner,
-		token:     info.Token,
-		remaining: info.Remaining,
-		waiters:   info.Waiters,
-		meta:      info.Metadata,
-		delayed:   info.Delayed,
-		kind:      st.Kind,
-		limit:     info.Limit,
-		holders:   st.Holders,
-		shared:    info.Shared,
-		holds:     info.Holds,
-		setKeys:   info.SetKeys,
+	return nodewire.ReadResult{
+		Held:      true,
+		Mine:      req.WithOwner && st.Owner == req.Owner,
+		Token:     info.Token,
+		Remaining: info.Remaining,
+		Waiters:   info.Waiters,
+		Meta:      info.Metadata,
+		Delayed:   info.Delayed,
+		Kind:      st.Kind,
+		Limit:     info.Limit,
+		Holders:   st.Holders,
+		Shared:    info.Shared,
+		Holds:     info.Holds,
+		SetKeys:   info.SetKeys,
 	}
 }

@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/raftlock/raftlock/cluster/nodewire"
+
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
@@ -593,9 +595,9 @@ func (n *Node) gossipRaftJoiner(fresh bool) {
 		if n.leaving.Load() || (n.localRole() != "" && n.ident.ClusterID() != "") {
 			backoff = 500 * time.Millisecond
 		} else if addrs := n.gossipRaftAddrs(); len(addrs) > 0 && !n.awaitingBootstrap() {
-			kind := kindJoin
+			kind := nodewire.KindJoin
 			if fresh && !n.hasRaftState() {
-				kind = kindJoinEmpty
+				kind = nodewire.KindJoinEmpty
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.RequestTimeout)
 			via, err := n.join(ctx, kind, addrs, func(error) {})

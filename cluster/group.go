@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/raftlock/raftlock/cluster/nodewire"
+
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/transport"
 )
@@ -58,7 +60,7 @@ type groupSeat struct {
 // attempt in do reports it, or alone when the member is to send its
 // command on its own.
 type groupOutcome struct {
-	ans   rpcAnswer
+	ans   nodewire.Answer
 	err   error
 	hint  string // a leader address from a "not leader" reply
 	tried string // where the group went ("" when served here)
@@ -113,12 +115,12 @@ func groupable(cmd fsm.Command) bool {
 // groupSeatFor returns the group ctx's member belongs to when req is its
 // first request and a command a group carries; nil otherwise. A member's
 // first request that a group does not carry makes it leave the group.
-func groupSeatFor(ctx context.Context, req rpcRequest) *CommandGroup {
+func groupSeatFor(ctx context.Context, req nodewire.Request) *CommandGroup {
 	m, _ := ctx.Value(groupMemberKey{}).(*groupMember)
 	if m == nil || !m.used.CompareAndSwap(false, true) {
 		return nil
 	}
-	if c, ok := req.(*commandRequest); ok && groupable(c.cmd) {
+	if c, ok := req.(*nodewire.Command); ok && groupable(c.Cmd) {
 		return m.g
 	}
 	m.g.leave()
@@ -196,24 +198,24 @@ func (g *CommandGroup) send(seats []*groupSeat) {
 	n := g.n
 	// A message carries at most maxGroupCommands (which keeps it under the
 	// transport's frame limit); the rest, if any, go alone.
-	sent := seats[:min(len(seats), maxGroupCommands)]
+	sent := seats[:min(len(seats), nodewire.MaxGroupCommands)]
 	for _, s := range seats[len(sent):] {
 		s.done <- groupOutcome{alone: true}
 	}
-	req := &groupRequest{cmds: make([]fsm.Command, len(sent))}
+	req := &nodewire.Group{Cmds: make([]fsm.Command, len(sent))}
 	for i, s := range sent {
-		req.cmds[i] = s.cmd
+		req.Cmds[i] = s.cmd
 	}
 	tell := func(o groupOutcome) {
 		for _, s := range sent {
 			s.done <- o
 		}
 	}
-	var ans rpcAnswer
+	var ans nodewire.Answer
 	var tried string
 	if t := n.term.Load(); t != nil {
 		var err error
-		if ans, err = req.serve(g.ctx, n, t); err != nil {
+		if ans, err = serve(g.ctx, n, t, req); err != nil {
 			tell(groupOutcome{err: err})
 			return
 		}
@@ -224,9 +226,9 @@ func (g *CommandGroup) send(seats []*groupSeat) {
 			return
 		}
 		tried = addr
-		rep, err := n.callLeader(g.ctx, addr, raftLeader, encodeRequest(req), false)
+		rep, err := n.callLeader(g.ctx, addr, raftLeader, nodewire.EncodeRequest(req), false)
 		if err == nil {
-			err = rep.err()
+			err = rep.Err()
 		}
 		switch {
 		case errors.Is(err, ErrBadRequest):
@@ -240,22 +242,22 @@ func (g *CommandGroup) send(seats []*groupSeat) {
 			tell(groupOutcome{err: fmt.Errorf("%w: %w", errGroupAbandoned, err), tried: addr})
 			return
 		case err != nil:
-			tell(groupOutcome{err: err, hint: rep.leader, tried: addr})
+			tell(groupOutcome{err: err, hint: rep.Leader, tried: addr})
 			return
 		}
-		ans = rep.answer
+		ans = rep.Answer
 	}
-	ga, ok := ans.(*groupAnswer)
-	if !ok || len(ga.replies) != len(sent) {
+	ga, ok := ans.(*nodewire.GroupAnswer)
+	if !ok || len(ga.Replies) != len(sent) {
 		tell(groupOutcome{alone: true}) // not an answer to this group (a bug): nothing to read from it
 		return
 	}
 	for i, s := range sent {
-		r := ga.replies[i]
-		o := groupOutcome{ans: r.answer, err: r.err(), hint: r.leader, tried: tried}
-		if r.code == codeOK {
-			if _, ok := r.answer.(*commandAnswer); !ok {
-				o = groupOutcome{err: fmt.Errorf("%w: %v answer in a group reply", ErrBadRequest, r.kind)}
+		r := ga.Replies[i]
+		o := groupOutcome{ans: r.Answer, err: r.Err(), hint: r.Leader, tried: tried}
+		if r.Code == nodewire.CodeOK {
+			if _, ok := r.Answer.(*nodewire.CommandAnswer); !ok {
+				o = groupOutcome{err: fmt.Errorf("%w: %v answer in a group reply", ErrBadRequest, r.Kind)}
 			}
 		}
 		s.done <- o

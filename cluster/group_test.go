@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/cluster/nodewire"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -155,9 +157,9 @@ func TestCommandGroupMemberWithdraws(t *testing.T) {
 // refuses the group message as a whole, before running anything; every
 // member then sends its command alone, and each is applied once.
 func TestCommandGroupOlderLeader(t *testing.T) {
-	spec := kinds[kindGroup]
-	delete(kinds, kindGroup) // as a leader from before groups reads kind 13
-	t.Cleanup(func() { kinds[kindGroup] = spec })
+	spec := servers[nodewire.KindGroup]
+	delete(servers, nodewire.KindGroup) // as a leader from before groups refuses kind 13
+	t.Cleanup(func() { servers[nodewire.KindGroup] = spec })
 	c := newCluster(t, 3, nil)
 	n := c.follower()
 	leader := c.leader()

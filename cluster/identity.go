@@ -5,10 +5,11 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/raftlock/raftlock/cluster/nodewire"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -46,7 +47,7 @@ import (
 // ErrWrongCluster: the data dir belongs to one cluster and the member
 // asked to add the node belongs to another. Joining with a fresh data
 // dir, it also matches ErrJoin.
-var ErrWrongCluster = errors.New("cluster: data dir belongs to another cluster")
+var ErrWrongCluster = nodewire.ErrWrongCluster
 
 // identityError is a refusal worded for people that matches the sentinels
 // in is, so that its message need not repeat theirs.
@@ -90,20 +91,20 @@ func newClusterID(peers []Peer) (string, error) {
 // returns what the member told (its cluster ID empty if it does not know
 // it; both empty from a member too old to tell), or an error matching
 // ErrWrongCluster.
-func (n *Node) checkCluster(ctx context.Context, addr string) (nodeIdentity, error) {
+func (n *Node) checkCluster(ctx context.Context, addr string) (nodewire.Identity, error) {
 	mine := n.ident.ClusterID()
-	rep, err := n.call(ctx, addr, encodeRequest(&nodeIdentity{id: n.cfg.NodeID, clusterID: mine}))
+	rep, err := n.call(ctx, addr, nodewire.EncodeRequest(&nodewire.Identity{ID: n.cfg.NodeID, ClusterID: mine}))
 	if err != nil {
-		return nodeIdentity{}, err
+		return nodewire.Identity{}, err
 	}
-	them, ok := rep.answer.(*nodeIdentity)
+	them, ok := rep.Answer.(*nodewire.Identity)
 	if !ok {
-		return nodeIdentity{}, nil // a member too old to know kindIdentity answers bad request
+		return nodewire.Identity{}, nil // a member too old to know kindIdentity answers bad request
 	}
 	self := candidate{ID: raft.ServerID(n.cfg.NodeID), Addr: raft.ServerAddress(n.Addr()), ClusterID: mine}
-	if _, err := checkAdmission(them.clusterID, nil, self); err != nil {
-		return nodeIdentity{}, fmt.Errorf("%w (member %q at %s told its cluster; this node's data dir is %s, its identity file %s)",
-			err, them.id, addr, n.cfg.DataDir, n.ident.Path())
+	if _, err := checkAdmission(them.ClusterID, nil, self); err != nil {
+		return nodewire.Identity{}, fmt.Errorf("%w (member %q at %s told its cluster; this node's data dir is %s, its identity file %s)",
+			err, them.ID, addr, n.cfg.DataDir, n.ident.Path())
 	}
 	return *them, nil
 }
@@ -136,8 +137,8 @@ func (n *Node) learnClusterFromServers(ctx context.Context) {
 			n.log.Debug("asking a server of the configuration for the cluster ID", "id", s.ID, "addr", s.Address, "error", err)
 			continue
 		}
-		if them.id == string(s.ID) && them.clusterID != "" {
-			n.joinedCluster(them.clusterID)
+		if them.ID == string(s.ID) && them.ClusterID != "" {
+			n.joinedCluster(them.ClusterID)
 			return
 		}
 	}
@@ -165,14 +166,14 @@ func (n *Node) joinedCluster(clusterID string) {
 // refused by its own side (checkCluster); this side runs the same check and
 // logs it, so that the operator of either cluster sees why the node is
 // not added.
-func (n *Node) identityReply(req *nodeIdentity) *nodeIdentity {
+func (n *Node) identityReply(req *nodewire.Identity) *nodewire.Identity {
 	mine := n.ident.ClusterID()
-	asking := candidate{ID: raft.ServerID(req.id), ClusterID: req.clusterID}
+	asking := candidate{ID: raft.ServerID(req.ID), ClusterID: req.ClusterID}
 	if _, err := checkAdmission(mine, nil, asking); err != nil {
-		n.refusals.log(n, hclog.Error, "wrong-cluster:"+req.id, "a node of another cluster asked to join this one; it is refused", "node", req.id,
-			"its_cluster", req.clusterID, "cluster", mine, "error", err)
+		n.refusals.log(n, hclog.Error, "wrong-cluster:"+req.ID, "a node of another cluster asked to join this one; it is refused", "node", req.ID,
+			"its_cluster", req.ClusterID, "cluster", mine, "error", err)
 	}
-	return &nodeIdentity{id: n.cfg.NodeID, clusterID: mine}
+	return &nodewire.Identity{ID: n.cfg.NodeID, ClusterID: mine}
 }
 
 // recordIdentity runs in New once it knows whether the data dir holds raft

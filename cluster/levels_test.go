@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/cluster/nodewire"
+
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -32,9 +34,9 @@ func beforeVersions(cfg *Config) {
 	cfg.version = new("")
 	cfg.wrapRPC = func(next transport.Handler) transport.Handler {
 		return func(ctx context.Context, body []byte) ([]byte, error) {
-			if req, err := decodeRequest(body); err == nil {
-				if info, ok := req.(*nodeInfo); ok && info.version != "" {
-					return reply{code: codeBadRequest, msg: "kindInfo request: trailing bytes"}.appendBinary(nil), nil
+			if req, err := nodewire.DecodeRequest(body); err == nil {
+				if info, ok := req.(*nodewire.Info); ok && info.Version != "" {
+					return nodewire.Reply{Code: nodewire.CodeBadRequest, Msg: "kindInfo request: trailing bytes"}.AppendBinary(nil), nil
 				}
 			}
 			return next(ctx, body)
@@ -223,20 +225,20 @@ func countOccurrences(s, sub string) int {
 // gets the answerer's, one without gets none (a build from before levels
 // refuses trailing bytes).
 func TestNodeInfoCarriesLevelAboveBaselineOnly(t *testing.T) {
-	plain := encodeRequest(&nodeInfo{id: "n", apiAddr: "a", level: fsm.BaselineLevel})
-	assert.Equal(t, []byte{wireVersion, byte(kindInfo), 1, 'n', 1, 'a'}, plain)
-	leveled := encodeRequest(&nodeInfo{id: "n", apiAddr: "a", level: 3})
+	plain := nodewire.EncodeRequest(&nodewire.Info{ID: "n", APIAddr: "a", Level: fsm.BaselineLevel})
+	assert.Equal(t, []byte{nodewire.Version, byte(nodewire.KindInfo), 1, 'n', 1, 'a'}, plain)
+	leveled := nodewire.EncodeRequest(&nodewire.Info{ID: "n", APIAddr: "a", Level: 3})
 	assert.Equal(t, slices.Concat(plain, []byte{3}), leveled)
 
-	req, err := decodeRequest(leveled)
+	req, err := nodewire.DecodeRequest(leveled)
 	require.NoError(t, err)
-	assert.Equal(t, &nodeInfo{id: "n", apiAddr: "a", level: 3}, req)
-	req, err = decodeRequest(plain)
+	assert.Equal(t, &nodewire.Info{ID: "n", APIAddr: "a", Level: 3}, req)
+	req, err = nodewire.DecodeRequest(plain)
 	require.NoError(t, err)
-	assert.Equal(t, &nodeInfo{id: "n", apiAddr: "a"}, req)
+	assert.Equal(t, &nodewire.Info{ID: "n", APIAddr: "a"}, req)
 	for _, tail := range [][]byte{{0}, {1}, {3, 0}, {0x80}} {
 		bad := slices.Concat(plain, tail)
-		_, err := decodeRequest(bad)
+		_, err := nodewire.DecodeRequest(bad)
 		assert.ErrorIs(t, err, ErrBadRequest, "%x", bad)
 	}
 
@@ -246,14 +248,14 @@ func TestNodeInfoCarriesLevelAboveBaselineOnly(t *testing.T) {
 		cfg.levels = newerBuild()
 		return cfg
 	}())
-	ans, err := (&nodeInfo{id: "x", level: 2}).serve(testCtx(t), n, nil)
+	ans, err := serveInfo(testCtx(t), n, nil, &nodewire.Info{ID: "x", Level: 2})
 	require.NoError(t, err)
-	assert.Equal(t, 2, ans.(*nodeInfo).level, "asked with a level: answers its own")
-	ans, err = (&nodeInfo{id: "x"}).serve(testCtx(t), n, nil)
+	assert.Equal(t, 2, ans.(*nodewire.Info).Level, "asked with a level: answers its own")
+	ans, err = serveInfo(testCtx(t), n, nil, &nodewire.Info{ID: "x"})
 	require.NoError(t, err)
-	assert.Zero(t, ans.(*nodeInfo).level, "asked without: answers none")
-	assert.Equal(t, []byte{wireVersion, byte(codeOK), byte(kindInfo), 2, 'n', '0', 0},
-		reply{code: codeOK, kind: kindInfo, answer: ans}.appendBinary(nil))
+	assert.Zero(t, ans.(*nodewire.Info).Level, "asked without: answers none")
+	assert.Equal(t, []byte{nodewire.Version, byte(nodewire.CodeOK), byte(nodewire.KindInfo), 2, 'n', '0', 0},
+		nodewire.Reply{Code: nodewire.CodeOK, Kind: nodewire.KindInfo, Answer: ans}.AppendBinary(nil))
 }
 
 // The info exchange's version field: after the level, which then travels
@@ -262,20 +264,20 @@ func TestNodeInfoCarriesLevelAboveBaselineOnly(t *testing.T) {
 // version; a build from before versions refuses it (its decoder does), and
 // the asker asks again without it (askInfo).
 func TestNodeInfoCarriesVersion(t *testing.T) {
-	plain := encodeRequest(&nodeInfo{id: "n", apiAddr: "a"})
-	versioned := encodeRequest(&nodeInfo{id: "n", apiAddr: "a", version: "v1.2"})
+	plain := nodewire.EncodeRequest(&nodewire.Info{ID: "n", APIAddr: "a"})
+	versioned := nodewire.EncodeRequest(&nodewire.Info{ID: "n", APIAddr: "a", Version: "v1.2"})
 	assert.Equal(t, slices.Concat(plain, []byte{fsm.BaselineLevel, 4, 'v', '1', '.', '2'}), versioned, "the baseline level, then the version")
-	leveled := encodeRequest(&nodeInfo{id: "n", apiAddr: "a", level: 3, version: "v1.2"})
+	leveled := nodewire.EncodeRequest(&nodewire.Info{ID: "n", APIAddr: "a", Level: 3, Version: "v1.2"})
 	assert.Equal(t, slices.Concat(plain, []byte{3, 4, 'v', '1', '.', '2'}), leveled)
-	req, err := decodeRequest(versioned)
+	req, err := nodewire.DecodeRequest(versioned)
 	require.NoError(t, err)
-	assert.Equal(t, &nodeInfo{id: "n", apiAddr: "a", level: fsm.BaselineLevel, version: "v1.2"}, req)
-	req, err = decodeRequest(leveled)
+	assert.Equal(t, &nodewire.Info{ID: "n", APIAddr: "a", Level: fsm.BaselineLevel, Version: "v1.2"}, req)
+	req, err = nodewire.DecodeRequest(leveled)
 	require.NoError(t, err)
-	assert.Equal(t, &nodeInfo{id: "n", apiAddr: "a", level: 3, version: "v1.2"}, req)
+	assert.Equal(t, &nodewire.Info{ID: "n", APIAddr: "a", Level: 3, Version: "v1.2"}, req)
 	for _, tail := range [][]byte{{1, 0}, {0, 1, 'v'}, {3, 2, 'v'}, {1, 1, 'v', 0}} {
 		bad := slices.Concat(plain, tail)
-		_, err := decodeRequest(bad)
+		_, err := nodewire.DecodeRequest(bad)
 		assert.ErrorIs(t, err, ErrBadRequest, "%x", bad)
 	}
 
@@ -285,12 +287,12 @@ func TestNodeInfoCarriesVersion(t *testing.T) {
 		cfg.version = new("v9.9.9-test")
 		return cfg
 	}())
-	ans, err := (&nodeInfo{id: "x", version: "v1.2"}).serve(testCtx(t), n, nil)
+	ans, err := serveInfo(testCtx(t), n, nil, &nodewire.Info{ID: "x", Version: "v1.2"})
 	require.NoError(t, err)
-	assert.Equal(t, &nodeInfo{id: "n0", level: fsm.MaxCommandLevel, version: "v9.9.9-test"}, ans, "asked with a version: answers its own")
-	ans, err = (&nodeInfo{id: "x"}).serve(testCtx(t), n, nil)
+	assert.Equal(t, &nodewire.Info{ID: "n0", Level: fsm.MaxCommandLevel, Version: "v9.9.9-test"}, ans, "asked with a version: answers its own")
+	ans, err = serveInfo(testCtx(t), n, nil, &nodewire.Info{ID: "x"})
 	require.NoError(t, err)
-	assert.Equal(t, &nodeInfo{id: "n0"}, ans, "asked without: the bytes of the builds before versions")
+	assert.Equal(t, &nodewire.Info{ID: "n0"}, ans, "asked without: the bytes of the builds before versions")
 
 	old := startNode(t, func() Config {
 		cfg := testConfig(t, "old")
@@ -300,12 +302,12 @@ func TestNodeInfoCarriesVersion(t *testing.T) {
 		beforeVersions(&cfg)
 		return cfg
 	}())
-	rep, err := n.call(testCtx(t), old.Addr(), encodeRequest(&nodeInfo{id: "n0", version: "v9.9.9-test"}))
+	rep, err := n.call(testCtx(t), old.Addr(), nodewire.EncodeRequest(&nodewire.Info{ID: "n0", Version: "v9.9.9-test"}))
 	require.NoError(t, err)
-	require.Equal(t, codeBadRequest, rep.code, "the older build refuses a version")
+	require.Equal(t, nodewire.CodeBadRequest, rep.Code, "the older build refuses a version")
 	info, err := n.askInfo(testCtx(t), old.Addr())
 	require.NoError(t, err, "asked again without the version")
-	assert.Equal(t, &nodeInfo{id: "old", apiAddr: "http://old.test"}, info)
+	assert.Equal(t, &nodewire.Info{ID: "old", APIAddr: "http://old.test"}, info)
 }
 
 // A refusal crosses the forwarding RPC as its own code, which the asking
@@ -313,15 +315,15 @@ func TestNodeInfoCarriesVersion(t *testing.T) {
 func TestMemberTooOldCrossesTheRPC(t *testing.T) {
 	served := fmt.Errorf("%w: install on n2", ErrMemberTooOld)
 	rep := errorReplyFor(served)
-	assert.Equal(t, codeMemberTooOld, rep.code)
-	got, err := decodeReply(rep.appendBinary(nil))
+	assert.Equal(t, nodewire.CodeMemberTooOld, rep.Code)
+	got, err := nodewire.DecodeReply(rep.AppendBinary(nil))
 	require.NoError(t, err)
-	assert.ErrorIs(t, got.err(), ErrMemberTooOld)
-	assert.Equal(t, served.Error(), got.err().Error())
+	assert.ErrorIs(t, got.Err(), ErrMemberTooOld)
+	assert.Equal(t, served.Error(), got.Err().Error())
 }
 
-func errorReplyFor(err error) reply {
-	return reply{code: replyCodeFor(err), kind: kindCommand, msg: err.Error()}
+func errorReplyFor(err error) nodewire.Reply {
+	return nodewire.Reply{Code: nodewire.CodeFor(err), Kind: nodewire.KindCommand, Msg: err.Error()}
 }
 
 // Non-voters count as much as voters: they apply every entry too.

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/cluster/nodewire"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -98,7 +100,7 @@ func TestListPagesThroughFollower(t *testing.T) {
 	ctx := testCtx(t)
 	leader, follower := c.leader(), c.follower()
 
-	const n = maxListPage + 50
+	const n = nodewire.MaxListPage + 50
 	holdKeys(t, leader, n)
 
 	all, err := follower.List(ctx, lock.ListRequest{})
@@ -108,11 +110,11 @@ func TestListPagesThroughFollower(t *testing.T) {
 		assert.Equal(t, fmt.Sprintf("k%05d", i), l.Key)
 	}
 
-	some, err := follower.List(ctx, lock.ListRequest{After: "k00010", Limit: maxListPage + 5})
+	some, err := follower.List(ctx, lock.ListRequest{After: "k00010", Limit: nodewire.MaxListPage + 5})
 	require.NoError(t, err)
-	require.Len(t, some, maxListPage+5, "a limit beyond one page")
+	require.Len(t, some, nodewire.MaxListPage+5, "a limit beyond one page")
 	assert.Equal(t, "k00011", some[0].Key)
-	assert.Equal(t, fmt.Sprintf("k%05d", 10+maxListPage+5), some[len(some)-1].Key)
+	assert.Equal(t, fmt.Sprintf("k%05d", 10+nodewire.MaxListPage+5), some[len(some)-1].Key)
 
 	onLeader, err := leader.List(ctx, lock.ListRequest{Prefix: "k04"})
 	require.NoError(t, err)
@@ -120,17 +122,17 @@ func TestListPagesThroughFollower(t *testing.T) {
 }
 
 func TestCheckPageRefusesWhatWasNotAsked(t *testing.T) {
-	info := func(keys ...string) listPage {
-		var p listPage
+	info := func(keys ...string) nodewire.ListPage {
+		var p nodewire.ListPage
 		for _, k := range keys {
-			p.locks = append(p.locks, lock.LockInfo{Key: k, KeyInfo: lock.KeyInfo{Locked: true}})
+			p.Locks = append(p.Locks, lock.LockInfo{Key: k, KeyInfo: lock.KeyInfo{Locked: true}})
 		}
 		return p
 	}
 	assert.NoError(t, checkPage(new(info("a/1", "a/2")), "a/", "", 2))
 	assert.NoError(t, checkPage(new(info()), "a/", "a/9", 0))
 	for name, tc := range map[string]struct {
-		page          listPage
+		page          nodewire.ListPage
 		prefix, after string
 		limit         int
 	}{

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/cluster/nodewire"
+
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -31,16 +33,16 @@ func TestListPageEndsWithinItsByteBudget(t *testing.T) {
 	var all []lock.LockInfo
 	after, pages := "", 0
 	for {
-		page := sm.list("", after, maxListPage, 0)
+		page := sm.list("", after, nodewire.MaxListPage, 0)
 		pages++
-		require.NotEmpty(t, page.locks)
-		b := reply{code: codeOK, kind: kindList, answer: &page}.appendBinary(nil)
-		assert.LessOrEqual(t, len(b), listPageBudget, "page %d", pages)
-		all = append(all, page.locks...)
-		if !page.more {
+		require.NotEmpty(t, page.Locks)
+		b := nodewire.Reply{Code: nodewire.CodeOK, Kind: nodewire.KindList, Answer: &page}.AppendBinary(nil)
+		assert.LessOrEqual(t, len(b), nodewire.ListPageBudget, "page %d", pages)
+		all = append(all, page.Locks...)
+		if !page.More {
 			break
 		}
-		after = page.locks[len(page.locks)-1].Key
+		after = page.Locks[len(page.Locks)-1].Key
 	}
 	assert.Greater(t, pages, 1, "the sets' keys do not fit one page")
 	require.Len(t, all, sets*fsm.MaxKeys, "every key listed once")

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raftlock/raftlock/cluster/nodewire"
+
 	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/lock"
@@ -35,9 +37,9 @@ func moreTelling(earlier, latest error) error {
 // the leader removes that member first. (Its log is no test: the leader may
 // have replicated to it already.) A restart on existing state asks with
 // kindJoin.
-func (n *Node) join(ctx context.Context, kind requestKind, addrs []string, retrying func(lastErr error)) (via string, err error) {
-	req := joinRequest{id: n.cfg.NodeID, addr: n.Addr(), empty: kind == kindJoinEmpty, clusterID: n.ident.ClusterID()}
-	body := encodeRequest(&req)
+func (n *Node) join(ctx context.Context, kind nodewire.Kind, addrs []string, retrying func(lastErr error)) (via string, err error) {
+	req := nodewire.Join{ID: n.cfg.NodeID, Addr: n.Addr(), Empty: kind == nodewire.KindJoinEmpty, ClusterID: n.ident.ClusterID()}
+	body := nodewire.EncodeRequest(&req)
 	backoff := 50 * time.Millisecond
 	var lastErr error
 	for {
@@ -71,34 +73,34 @@ func (n *Node) join(ctx context.Context, kind requestKind, addrs []string, retry
 					lastErr = moreTelling(lastErr, fmt.Errorf("%s: %w", addr, err))
 					break
 				}
-				switch err := rep.err(); {
+				switch err := rep.Err(); {
 				case err == nil:
-					n.joinedCluster(them.clusterID)
+					n.joinedCluster(them.ClusterID)
 					return addr, nil
 				case errors.Is(err, errNotLeader):
 					lastErr = fmt.Errorf("%s: not the leader", addr)
-					addr = rep.leader
+					addr = rep.Leader
 					continue
 				case errors.Is(err, ErrWrongCluster):
 					return "", fmt.Errorf("%w: %s refused: %w", ErrJoin, addr, err)
 				case errors.Is(err, ErrBadRequest):
-					if req.clusterID != "" && strings.Contains(rep.msg, "trailing bytes") {
+					if req.ClusterID != "" && strings.Contains(rep.Msg, "trailing bytes") {
 						// A leader from before the cluster ID in join
 						// requests: checkCluster checked it on this side.
-						req.clusterID = ""
-						body = encodeRequest(&req)
+						req.ClusterID = ""
+						body = nodewire.EncodeRequest(&req)
 						continue
 					}
-					if kind == kindJoinEmpty && strings.Contains(rep.msg, "request kind") {
+					if kind == nodewire.KindJoinEmpty && strings.Contains(rep.Msg, "request kind") {
 						// A leader from before kindJoinEmpty: join as before.
 						n.log.Warn("the leader does not know join-empty; joining without asking it to remove an old member of this ID", "leader", addr,
 							"what_to_do", "upgrade every member to one raftlock version")
-						kind = kindJoin
-						req.empty = false
-						body = encodeRequest(&req)
+						kind = nodewire.KindJoin
+						req.Empty = false
+						body = nodewire.EncodeRequest(&req)
 						continue
 					}
-					return "", fmt.Errorf("%w: %s refused: %s", ErrJoin, addr, rep.msg)
+					return "", fmt.Errorf("%w: %s refused: %s", ErrJoin, addr, rep.Msg)
 				default:
 					lastErr = fmt.Errorf("%s: %w", addr, err)
 				}
@@ -168,7 +170,7 @@ func (n *Node) rejoin() {
 			}
 		}
 	}
-	via, err := n.join(ctx, kindJoin, addrs, retrying)
+	via, err := n.join(ctx, nodewire.KindJoin, addrs, retrying)
 	switch {
 	case errors.Is(err, ErrWrongCluster):
 		n.log.Error("this data dir belongs to another cluster than the members asked; not rejoining", "error", err,
@@ -437,7 +439,7 @@ func (n *Node) Leave(ctx context.Context) (err error) {
 			if err := n.handOverLeadership(lctx); err != nil {
 				return err
 			}
-			_, err := n.do(lctx, &removeRequest{id: n.cfg.NodeID})
+			_, err := n.do(lctx, &nodewire.Remove{ID: n.cfg.NodeID})
 			if err == nil {
 				break
 			}

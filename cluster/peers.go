@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/raftlock/raftlock/cluster/nodewire"
 )
 
 // Why members tell each other their API addresses. Gossip (gossip.go)
@@ -127,13 +129,13 @@ func (n *Node) refreshPeerInfo(ctx context.Context) {
 			callCtx, cancel := context.WithTimeout(ctx, peerInfoTimeout)
 			defer cancel()
 			info, err := n.askInfo(callCtx, addr)
-			if err != nil || info.id != id {
+			if err != nil || info.ID != id {
 				return
 			}
 			n.peers.mu.Lock()
 			defer n.peers.mu.Unlock()
 			if _, member := servers[id]; member {
-				n.peers.peers[id] = peerInfo{addr: addr, apiAddr: info.apiAddr, level: info.level, version: info.version, learned: time.Now()}
+				n.peers.peers[id] = peerInfo{addr: addr, apiAddr: info.APIAddr, level: info.Level, version: info.Version, learned: time.Now()}
 			}
 		})
 	}
@@ -145,36 +147,36 @@ func (n *Node) refreshPeerInfo(ctx context.Context) {
 // does not know (codeBadRequest), so it is asked again without them:
 // without the version (a build from before versions were told), then
 // without the level too (a build from before levels).
-func (n *Node) askInfo(ctx context.Context, addr string) (*nodeInfo, error) {
-	self := nodeInfo{id: n.cfg.NodeID, apiAddr: n.cfg.APIAddr, level: n.levels.max, version: n.version}
-	forms := []nodeInfo{self}
-	if self.version != "" {
+func (n *Node) askInfo(ctx context.Context, addr string) (*nodewire.Info, error) {
+	self := nodewire.Info{ID: n.cfg.NodeID, APIAddr: n.cfg.APIAddr, Level: n.levels.max, Version: n.version}
+	forms := []nodewire.Info{self}
+	if self.Version != "" {
 		older := self
-		older.version = ""
+		older.Version = ""
 		forms = append(forms, older)
 	}
-	if self.hasLevel() {
+	if self.HasLevel() {
 		oldest := self
-		oldest.version, oldest.level = "", 0
+		oldest.Version, oldest.Level = "", 0
 		forms = append(forms, oldest)
 	}
-	var rep reply
+	var rep nodewire.Reply
 	for _, form := range forms {
 		var err error
-		rep, err = n.call(ctx, addr, encodeRequest(&form))
+		rep, err = n.call(ctx, addr, nodewire.EncodeRequest(&form))
 		if err != nil {
 			return nil, err
 		}
-		if rep.code != codeBadRequest {
+		if rep.Code != nodewire.CodeBadRequest {
 			break
 		}
 	}
-	if err := rep.err(); err != nil {
+	if err := rep.Err(); err != nil {
 		return nil, fmt.Errorf("cluster: asking %s for its info: %w", addr, err)
 	}
-	info, ok := rep.answer.(*nodeInfo)
+	info, ok := rep.Answer.(*nodewire.Info)
 	if !ok {
-		return nil, fmt.Errorf("cluster: asking %s for its info: %w: %T answer", addr, ErrBadRequest, rep.answer)
+		return nil, fmt.Errorf("cluster: asking %s for its info: %w: %T answer", addr, ErrBadRequest, rep.Answer)
 	}
 	return info, nil
 }

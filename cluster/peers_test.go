@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/cluster/nodewire"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -49,8 +51,8 @@ func TestMembersLearnEachOthersAPIAddr(t *testing.T) {
 func TestInfoIsAnsweredByFollowers(t *testing.T) {
 	c := newCluster(t, 3, func(cfg *Config) { cfg.APIAddr = "http://" + cfg.NodeID })
 	f := c.follower()
-	rep, err := c.leader().call(testCtx(t), f.Addr(), encodeRequest(&nodeInfo{id: "n-unknown"}))
+	rep, err := c.leader().call(testCtx(t), f.Addr(), nodewire.EncodeRequest(&nodewire.Info{ID: "n-unknown"}))
 	require.NoError(t, err)
-	assert.Equal(t, codeOK, rep.code)
-	assert.Equal(t, &nodeInfo{id: f.ID(), apiAddr: "http://" + f.ID()}, rep.answer)
+	assert.Equal(t, nodewire.CodeOK, rep.Code)
+	assert.Equal(t, &nodewire.Info{ID: f.ID(), APIAddr: "http://" + f.ID()}, rep.Answer)
 }

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/raftlock/raftlock/cluster/nodewire"
+
 	"github.com/hashicorp/raft"
 	autopilot "github.com/hashicorp/raft-autopilot"
 
@@ -175,7 +177,7 @@ type reconciler struct {
 }
 
 type answeredStats struct {
-	stats serverStats
+	stats nodewire.ServerStats
 	at    time.Time
 }
 
@@ -451,25 +453,25 @@ func (r *reconciler) memberHealth(id string) (healthy, ok bool) {
 
 // heardFromLeader records the health report a leader sent with its stats
 // request. Only the leader this node knows is believed.
-func (r *reconciler) heardFromLeader(req *serverStatsRequest) {
+func (r *reconciler) heardFromLeader(req *nodewire.ServerStatsRequest) {
 	n := r.n
-	if leaderID, _ := n.Leader(); leaderID == "" || leaderID != req.id {
+	if leaderID, _ := n.Leader(); leaderID == "" || leaderID != req.ID {
 		return
 	}
-	h := heardHealth{leaderID: req.id, at: n.clock.Monotonic()}
-	if req.health.known {
+	h := heardHealth{leaderID: req.ID, at: n.clock.Monotonic()}
+	if req.Health.Known {
 		h.ClusterHealth = ClusterHealth{
 			Known:            true,
-			FailureTolerance: req.health.tolerance,
-			Voters:           req.health.voters,
-			HealthyVoters:    req.health.healthyVoters,
-			Healthy:          req.health.healthy,
+			FailureTolerance: req.Health.Tolerance,
+			Voters:           req.Health.Voters,
+			HealthyVoters:    req.Health.HealthyVoters,
+			Healthy:          req.Health.Healthy,
 			CheckedAt:        time.Now(),
 		}
 	}
 	r.mu.Lock()
 	r.heard = h
-	r.noteReportLocked(req.id, h.ClusterHealth)
+	r.noteReportLocked(req.ID, h.ClusterHealth)
 	r.mu.Unlock()
 }
 
@@ -589,24 +591,24 @@ func (d *autopilotDelegate) FetchServerStats(ctx context.Context, servers map[ra
 		if id == self {
 			st := n.ownServerStats()
 			mu.Lock()
-			out[id] = &autopilot.ServerStats{LastContact: 0, LastTerm: st.lastTerm, LastIndex: st.lastIndex}
+			out[id] = &autopilot.ServerStats{LastContact: 0, LastTerm: st.LastTerm, LastIndex: st.LastIndex}
 			mu.Unlock()
 			continue
 		}
-		req := serverStatsRequest{id: n.cfg.NodeID}
+		req := nodewire.ServerStatsRequest{ID: n.cfg.NodeID}
 		if state != nil {
 			h := healthOf(state, id, at)
-			req.health = healthReport{known: true, tolerance: h.FailureTolerance, voters: h.Voters, healthyVoters: h.HealthyVoters, healthy: h.Healthy}
+			req.Health = nodewire.HealthReport{Known: true, Tolerance: h.FailureTolerance, Voters: h.Voters, HealthyVoters: h.HealthyVoters, Healthy: h.Healthy}
 		}
-		body := encodeRequest(&req)
+		body := nodewire.EncodeRequest(&req)
 		addr := string(srv.Address)
 		wg.Go(func() {
 			rep, err := n.call(ctx, addr, body)
 			now := time.Now()
 			r.mu.Lock()
 			defer r.mu.Unlock()
-			answer, ok := rep.answer.(*serverStats)
-			var st serverStats
+			answer, ok := rep.Answer.(*nodewire.ServerStats)
+			var st nodewire.ServerStats
 			if ok {
 				st = *answer
 			}
@@ -616,14 +618,14 @@ func (d *autopilotDelegate) FetchServerStats(ctx context.Context, servers map[ra
 					return
 				}
 				st = last.stats
-				if st.lastContact >= 0 {
-					st.lastContact += now.Sub(last.at)
+				if st.LastContact >= 0 {
+					st.LastContact += now.Sub(last.at)
 				}
 			} else {
 				r.answered[id] = answeredStats{stats: st, at: now}
 			}
 			mu.Lock()
-			out[id] = &autopilot.ServerStats{LastContact: st.lastContact, LastTerm: st.lastTerm, LastIndex: st.lastIndex}
+			out[id] = &autopilot.ServerStats{LastContact: st.LastContact, LastTerm: st.LastTerm, LastIndex: st.LastIndex}
 			mu.Unlock()
 		})
 	}
@@ -666,13 +668,13 @@ func (d *autopilotDelegate) RemoveFailedServer(srv *autopilot.Server) {
 	}()
 }
 
-func (n *Node) ownServerStats() serverStats {
-	st := serverStats{lastContact: -1, lastIndex: n.raft.LastIndex()}
-	st.lastTerm, _ = strconv.ParseUint(n.raft.Stats()["last_log_term"], 10, 64)
+func (n *Node) ownServerStats() nodewire.ServerStats {
+	st := nodewire.ServerStats{LastContact: -1, LastIndex: n.raft.LastIndex()}
+	st.LastTerm, _ = strconv.ParseUint(n.raft.Stats()["last_log_term"], 10, 64)
 	if n.IsLeader() {
-		st.lastContact = 0
+		st.LastContact = 0
 	} else if last := n.raft.LastContact(); !last.IsZero() {
-		st.lastContact = time.Since(last)
+		st.LastContact = time.Since(last)
 	}
 	return st
 }

@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 
+	"github.com/raftlock/raftlock/cluster/nodewire"
+
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/internal/lockfsm"
 	"github.com/raftlock/raftlock/lock"
@@ -88,12 +90,12 @@ func (n *Node) InspectSession(ctx context.Context, id lock.SessionID) (lock.Sess
 	if n.closed() {
 		return lock.SessionInfo{}, lock.ErrClosed
 	}
-	sr, err := ask[*sessionResult](ctx, n, &sessionRequest{session: fsm.Owner(id)})
+	sr, err := ask[*nodewire.SessionResult](ctx, n, &nodewire.SessionRead{Session: fsm.Owner(id)})
 	if err != nil {
 		return lock.SessionInfo{}, err
 	}
-	if !sr.live {
+	if !sr.Live {
 		return lock.SessionInfo{}, nil
 	}
-	return lock.SessionInfo{Live: true, TTL: sr.ttl, Remaining: max(sr.remaining, 0), LockDelay: sr.lockDelay, Keys: sr.keys}, nil
+	return lock.SessionInfo{Live: true, TTL: sr.TTL, Remaining: max(sr.Remaining, 0), LockDelay: sr.LockDelay, Keys: sr.Keys}, nil
 }

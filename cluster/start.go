@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/cluster/datadir"
+	"github.com/raftlock/raftlock/cluster/nodewire"
 	"github.com/raftlock/raftlock/transport"
 )
 
@@ -295,7 +296,7 @@ func (s *startup) joinOrRejoin() error {
 	if !s.existing && len(cfg.Join) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.RequestTimeout)
 		defer cancel()
-		via, err := n.join(ctx, kindJoinEmpty, cfg.Join, nil)
+		via, err := n.join(ctx, nodewire.KindJoinEmpty, cfg.Join, nil)
 		if err != nil {
 			return err
 		}

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/raftlock/raftlock/cluster/nodewire"
+
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
@@ -301,25 +303,25 @@ func (s *stateMachine) setKeysLocked(st fsm.KeyState) []string {
 // list returns, as seen at log time at (or the machine's own, if later), the
 // held keys with prefix that sort after after, in byte order: at most limit
 // of them (0: all), and whether more follow.
-func (s *stateMachine) list(prefix, after string, limit int, at time.Duration) listPage {
+func (s *stateMachine) list(prefix, after string, limit int, at time.Duration) nodewire.ListPage {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := max(at, s.m.Now())
-	var page listPage
+	var page nodewire.ListPage
 	size := 0
 	s.m.RangeFrom(prefix, after, now, func(key string, st fsm.KeyState) bool {
-		if limit > 0 && len(page.locks) == limit {
-			page.more = true
+		if limit > 0 && len(page.Locks) == limit {
+			page.More = true
 			return false
 		}
-		st.Holds = st.Holds[:min(len(st.Holds), maxListHolds)]
+		st.Holds = st.Holds[:min(len(st.Holds), nodewire.MaxListHolds)]
 		setKeys := s.setKeysLocked(st)
-		n := maxListEntryLen + len(st.Holds)*maxHoldLen + len(setKeys)*(binary.MaxVarintLen64+fsm.MaxKeyLen) + 1
-		if size += n; size > listPageBudget && len(page.locks) > 0 {
-			page.more = true // the rest on the next page, within a frame
+		n := nodewire.MaxListEntryLen + len(st.Holds)*nodewire.MaxHoldLen + len(setKeys)*(binary.MaxVarintLen64+fsm.MaxKeyLen) + 1
+		if size += n; size > nodewire.ListPageBudget && len(page.Locks) > 0 {
+			page.More = true // the rest on the next page, within a frame
 			return false
 		}
-		page.locks = append(page.locks, lock.LockInfo{Key: key, KeyInfo: lockfsm.KeyInfo(st, now, setKeys)})
+		page.Locks = append(page.Locks, lock.LockInfo{Key: key, KeyInfo: lockfsm.KeyInfo(st, now, setKeys)})
 		return true
 	})
 	return page
@@ -327,15 +329,15 @@ func (s *stateMachine) list(prefix, after string, limit int, at time.Duration) l
 
 // session reads session id as seen at log time at (or the machine's own,
 // if later).
-func (s *stateMachine) session(id fsm.Owner, at time.Duration) sessionResult {
+func (s *stateMachine) session(id fsm.Owner, at time.Duration) nodewire.SessionResult {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := max(at, s.m.Now())
 	st := s.m.Session(id, now)
 	if !st.Live {
-		return sessionResult{}
+		return nodewire.SessionResult{}
 	}
-	return sessionResult{live: true, ttl: st.TTL, remaining: st.ExpiresAt - now, lockDelay: st.LockDelay, keys: st.Keys}
+	return nodewire.SessionResult{Live: true, TTL: st.TTL, Remaining: st.ExpiresAt - now, LockDelay: st.LockDelay, Keys: st.Keys}
 }
 
 // sessionLive reports whether session id is live at log time at (or the

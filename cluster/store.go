@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raftlock/raftlock/cluster/nodewire"
+
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/internal/lockfsm"
 	"github.com/raftlock/raftlock/lock"
@@ -202,7 +204,7 @@ func (n *Node) InspectStale(key string) (lock.KeyInfo, error) {
 		return lock.KeyInfo{}, n.closedError(false)
 	}
 	st, setKeys, now := n.sm.read(key, n.leaderClock())
-	return keyInfo(toReadResult(st, setKeys, now, &readRequest{key: key})), nil
+	return keyInfo(toReadResult(st, setKeys, now, &nodewire.Read{Key: key})), nil
 }
 
 // List implements lock.Lister with linearizable reads at the leader, as
@@ -225,32 +227,32 @@ func (n *Node) List(ctx context.Context, req lock.ListRequest) ([]lock.LockInfo,
 		if req.Limit > 0 {
 			want = req.Limit - len(out)
 		}
-		page, err := ask[*listPage](ctx, n, &listRequest{prefix: req.Prefix, after: after, limit: want})
+		page, err := ask[*nodewire.ListPage](ctx, n, &nodewire.List{Prefix: req.Prefix, After: after, Limit: want})
 		if err != nil {
 			return nil, err
 		}
 		if err := checkPage(page, req.Prefix, after, want); err != nil {
 			return nil, err
 		}
-		out = append(out, page.locks...)
-		if !page.more || req.Limit > 0 && len(out) >= req.Limit {
+		out = append(out, page.Locks...)
+		if !page.More || req.Limit > 0 && len(out) >= req.Limit {
 			return out, nil
 		}
-		if len(page.locks) == 0 {
+		if len(page.Locks) == 0 {
 			return nil, fmt.Errorf("%w: list answered an empty page with more to come", ErrBadRequest)
 		}
-		after = page.locks[len(page.locks)-1].Key
+		after = page.Locks[len(page.Locks)-1].Key
 	}
 }
 
 // checkPage makes sure a leader's page is what was asked for, so that a
 // confused peer cannot make List loop or answer keys outside the request.
-func checkPage(page *listPage, prefix, after string, limit int) error {
-	if limit > 0 && len(page.locks) > limit {
-		return fmt.Errorf("%w: list answered %d keys, asked for %d", ErrBadRequest, len(page.locks), limit)
+func checkPage(page *nodewire.ListPage, prefix, after string, limit int) error {
+	if limit > 0 && len(page.Locks) > limit {
+		return fmt.Errorf("%w: list answered %d keys, asked for %d", ErrBadRequest, len(page.Locks), limit)
 	}
 	prev := after
-	for _, l := range page.locks {
+	for _, l := range page.Locks {
 		if l.Key <= prev || !strings.HasPrefix(l.Key, prefix) {
 			return fmt.Errorf("%w: list answered key %q out of order or outside prefix %q", ErrBadRequest, l.Key, prefix)
 		}
@@ -270,7 +272,7 @@ func (n *Node) ListStale(req lock.ListRequest) ([]lock.LockInfo, error) {
 	if n.closed() || n.sm.halt.Load() != nil {
 		return nil, n.closedError(false)
 	}
-	return n.sm.list(req.Prefix, req.After, req.Limit, n.leaderClock()).locks, nil
+	return n.sm.list(req.Prefix, req.After, req.Limit, n.leaderClock()).Locks, nil
 }
 
 // leaderClock is the log clock's reading while this node leads with its term
@@ -282,11 +284,11 @@ func (n *Node) leaderClock() time.Duration {
 	return 0
 }
 
-func keyInfo(rr readResult) lock.KeyInfo {
-	info := lock.KeyInfo{Locked: rr.held, Token: rr.token, Remaining: rr.remaining, Waiters: rr.waiters, Metadata: rr.meta, Delayed: rr.delayed,
-		Kind: lock.Kind(rr.kind), Limit: rr.limit, Holders: rr.holders, Shared: rr.shared,
-		Holds: rr.holds, SetKeys: rr.setKeys, Reserved: rr.reserved}
-	if rr.kind == fsm.KindMutex && rr.held && !rr.delayed {
+func keyInfo(rr nodewire.ReadResult) lock.KeyInfo {
+	info := lock.KeyInfo{Locked: rr.Held, Token: rr.Token, Remaining: rr.Remaining, Waiters: rr.Waiters, Metadata: rr.Meta, Delayed: rr.Delayed,
+		Kind: lock.Kind(rr.Kind), Limit: rr.Limit, Holders: rr.Holders, Shared: rr.Shared,
+		Holds: rr.Holds, SetKeys: rr.SetKeys, Reserved: rr.Reserved}
+	if rr.Kind == fsm.KindMutex && rr.Held && !rr.Delayed {
 		info.Holders = 1
 	}
 	return info

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/cluster/nodewire"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -117,7 +119,7 @@ func TestWaitingAcquireThroughFollowerIsOneRequest(t *testing.T) {
 
 	var requests atomic.Int64
 	l.tr.Handle(func(ctx context.Context, body []byte) ([]byte, error) {
-		if req, err := decodeRequest(body); err == nil && req.kind() != kindInfo {
+		if req, err := nodewire.DecodeRequest(body); err == nil && req.Kind() != nodewire.KindInfo {
 			requests.Add(1)
 		}
 		return l.handleRPC(ctx, body)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/raftlock/raftlock/cluster/nodewire"
+
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/internal/lockfsm"
 	"github.com/raftlock/raftlock/lock"
@@ -194,7 +196,7 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 		// past that (a leader without quorum cannot tick), ask again.
 		cctx, cancel := context.WithTimeout(ctx, left+2*n.cfg.ElectionTimeout)
 		var (
-			ans waitAnswer
+			ans nodewire.WaitAnswer
 			err error
 		)
 		if t := n.term.Load(); t != nil {
@@ -248,25 +250,25 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 // leader at once); the old leader then withdraws it, in its own term only,
 // so the withdrawal can never follow the new leader's entries in the log.
 // It returns a leader hint from a "not leader" reply.
-func (n *Node) callWaiting(ctx context.Context, addr, raftLeader string, cmd fsm.Command) (waitAnswer, string, error) {
-	rep, err := n.callLeader(ctx, addr, raftLeader, encodeRequest(&waitRequest{commandRequest{cmd}}), true)
+func (n *Node) callWaiting(ctx context.Context, addr, raftLeader string, cmd fsm.Command) (nodewire.WaitAnswer, string, error) {
+	rep, err := n.callLeader(ctx, addr, raftLeader, nodewire.EncodeRequest(&nodewire.WaitAcquire{Command: nodewire.Command{Cmd: cmd}}), true)
 	if err == nil {
-		err = rep.err()
+		err = rep.Err()
 	}
 	if err != nil {
-		return waitAnswer{}, rep.leader, err
+		return nodewire.WaitAnswer{}, rep.Leader, err
 	}
-	ans, ok := rep.answer.(*waitAnswer)
+	ans, ok := rep.Answer.(*nodewire.WaitAnswer)
 	if !ok {
-		return waitAnswer{}, "", fmt.Errorf("%w: %v reply to a waiting acquire", ErrBadRequest, rep.kind)
+		return nodewire.WaitAnswer{}, "", fmt.Errorf("%w: %v reply to a waiting acquire", ErrBadRequest, rep.Kind)
 	}
 	return *ans, "", nil
 }
 
 // waitOutcome turns the leader's answer into Acquire's. A grant whose
 // caller has gone meanwhile is given back at once.
-func (n *Node) waitOutcome(ctx context.Context, req lock.AcquireRequest, sent, asked time.Duration, ans waitAnswer) (lock.Lease, error) {
-	switch ans.status {
+func (n *Node) waitOutcome(ctx context.Context, req lock.AcquireRequest, sent, asked time.Duration, ans nodewire.WaitAnswer) (lock.Lease, error) {
+	switch ans.Status {
 	case fsm.StatusGranted:
 		if ctx.Err() != nil {
 			return lock.Lease{}, n.withdraw(ctx, req.Key, fsm.Owner(req.Owner))
@@ -274,9 +276,9 @@ func (n *Node) waitOutcome(ctx context.Context, req lock.AcquireRequest, sent, a
 		// remaining counts from when the request reached the leader, after
 		// asked. (Not max'ed with the TTL here: an immediate grant may be
 		// the idempotent repeat of a grant from before this call.)
-		return lock.Lease{Token: ans.token, Remaining: asked - sent + ans.remaining, TTL: grantedTTL(req, ans)}, nil
+		return lock.Lease{Token: ans.Token, Remaining: asked - sent + ans.Remaining, TTL: grantedTTL(req, ans)}, nil
 	case fsm.StatusHeld:
-		if ans.token == 0 {
+		if ans.Token == 0 {
 			// No holder to report: the key is reserved for a multi-key
 			// waiter, or was free by the time the wait ran out. A fresh
 			// read tells which (rare: a refusal names its holder).
@@ -286,15 +288,15 @@ func (n *Node) waitOutcome(ctx context.Context, req lock.AcquireRequest, sent, a
 	// The leader's answer carries what lockfsm reads of a result: its
 	// holder's token and lease left (counted at the leader), its queue
 	// length or the place of the key of another kind, and that key's kind.
-	res := fsm.Result{Status: ans.status, Token: ans.token, ExpiresAt: ans.remaining, Waiters: ans.waiters, Kind: ans.kind, Limit: ans.limit}
+	res := fsm.Result{Status: ans.Status, Token: ans.Token, ExpiresAt: ans.Remaining, Waiters: ans.Waiters, Kind: ans.Kind, Limit: ans.Limit}
 	return lock.Lease{}, lockfsm.AcquireError(req, res, nil)
 }
 
 // grantedTTL is the lease's term the leader answered (see waitAnswer.ttl);
 // req.TTL if it said none.
-func grantedTTL(req lock.AcquireRequest, ans waitAnswer) time.Duration {
-	if ans.ttl > 0 {
-		return ans.ttl
+func grantedTTL(req lock.AcquireRequest, ans nodewire.WaitAnswer) time.Duration {
+	if ans.TTL > 0 {
+		return ans.TTL
 	}
 	return req.TTL
 }
@@ -306,10 +308,10 @@ func (n *Node) heldError(ctx context.Context, key string, why error) error {
 	rctx, cancel := context.WithTimeout(ctx, min(n.cfg.RequestTimeout, 2*n.cfg.ElectionTimeout))
 	defer cancel()
 	if rr, err := n.read(rctx, key, nil); err == nil {
-		if !rr.held {
-			return &lock.HeldError{Key: key, Reserved: rr.reserved}
+		if !rr.Held {
+			return &lock.HeldError{Key: key, Reserved: rr.Reserved}
 		}
-		return &lock.HeldError{Key: key, Token: rr.token, Remaining: rr.remaining}
+		return &lock.HeldError{Key: key, Token: rr.Token, Remaining: rr.Remaining}
 	}
 	if why != nil {
 		return fmt.Errorf("%w: the wait ran out with no answer from a leader (%v)", lock.ErrUnavailable, why)
@@ -329,12 +331,12 @@ func (n *Node) heldError(ctx context.Context, key string, why error) error {
 // withdrawal is proposed in this term only, and only if no newer call by
 // the same owner has parked since (see waiterRegistry). Its errors are
 // errNotLeader, errLostLeadership, errShuttingDown and ctx's.
-func (n *Node) waitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Command, received time.Duration) (waitAnswer, error) {
+func (n *Node) waitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Command, received time.Duration) (nodewire.WaitAnswer, error) {
 	if err := n.until(ctx, t, t.ready); err != nil {
-		return waitAnswer{}, err
+		return nodewire.WaitAnswer{}, err
 	}
 	if err := n.admitQuota(ctx, t, cmd); err != nil {
-		return waitAnswer{}, err // see quota.go: a retry of a queued owner is never refused
+		return nodewire.WaitAnswer{}, err // see quota.go: a retry of a queued owner is never refused
 	}
 	var p *proposal
 	key := waitKey(cmd)
@@ -343,7 +345,7 @@ func (n *Node) waitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Command,
 		return err
 	})
 	if err != nil {
-		return waitAnswer{}, err
+		return nodewire.WaitAnswer{}, err
 	}
 	defer n.awaits.unregister(key, cmd.Owner, w)
 	res, err := t.await(ctx, p)
@@ -351,20 +353,20 @@ func (n *Node) waitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Command,
 		if ctx.Err() != nil {
 			n.withdrawAtLeader(t, cmd, w)
 		}
-		return waitAnswer{}, err
+		return nodewire.WaitAnswer{}, err
 	}
 	switch res.Status {
 	case fsm.StatusGranted:
 		if ctx.Err() != nil {
 			n.withdrawAtLeader(t, cmd, w)
-			return waitAnswer{}, ctx.Err()
+			return nodewire.WaitAnswer{}, ctx.Err()
 		}
-		return waitAnswer{status: fsm.StatusGranted, token: res.Token, remaining: remaining(res), ttl: remaining(res)}, nil
+		return nodewire.WaitAnswer{Status: fsm.StatusGranted, Token: res.Token, Remaining: remaining(res), TTL: remaining(res)}, nil
 	case fsm.StatusHeld, fsm.StatusQueueFull, fsm.StatusNoSession, fsm.StatusKindMismatch:
-		return waitAnswer{status: res.Status, token: res.Token, remaining: remaining(res), waiters: res.Waiters, kind: res.Kind, limit: res.Limit}, nil
+		return nodewire.WaitAnswer{Status: res.Status, Token: res.Token, Remaining: remaining(res), Waiters: res.Waiters, Kind: res.Kind, Limit: res.Limit}, nil
 	case fsm.StatusQueued:
 	default:
-		return waitAnswer{}, unexpectedStatus("acquire", res)
+		return nodewire.WaitAnswer{}, unexpectedStatus("acquire", res)
 	}
 	for {
 		select {
@@ -377,37 +379,37 @@ func (n *Node) waitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Command,
 				// parked call's claim rules out, the waiter was dropped
 				// unclaimed).
 				if !cmd.Session.IsZero() && !n.sm.sessionLive(cmd.Session, 0) {
-					return waitAnswer{status: fsm.StatusNoSession}, nil
+					return nodewire.WaitAnswer{Status: fsm.StatusNoSession}, nil
 				}
 				st, at := n.sm.lookup(key, t.clock.now())
-				ans := waitAnswer{status: fsm.StatusHeld, waiters: st.Waiters}
+				ans := nodewire.WaitAnswer{Status: fsm.StatusHeld, Waiters: st.Waiters}
 				if st.Held {
-					ans.token, ans.remaining = st.Token, max(st.ExpiresAt-at, 0)
+					ans.Token, ans.Remaining = st.Token, max(st.ExpiresAt-at, 0)
 				}
 				return ans, nil
 			}
 			if ctx.Err() != nil {
 				n.withdrawAtLeader(t, cmd, w)
-				return waitAnswer{}, ctx.Err()
+				return nodewire.WaitAnswer{}, ctx.Err()
 			}
 			left, ok := t.awaitLeaseLeft(ev.ExpiresAt, received)
 			if !ok {
 				// The lease ran out before the answer: held by nobody now.
-				return waitAnswer{status: fsm.StatusHeld}, nil
+				return nodewire.WaitAnswer{Status: fsm.StatusHeld}, nil
 			}
 			// This grant was applied after the acquire queued, so after the
 			// request arrived: the TTL counted from arrival never overstates
 			// either, and may be the larger after a long park.
-			return waitAnswer{status: fsm.StatusGranted, token: ev.Token, remaining: max(left, cmd.TTL), ttl: cmd.TTL}, nil
+			return nodewire.WaitAnswer{Status: fsm.StatusGranted, Token: ev.Token, Remaining: max(left, cmd.TTL), TTL: cmd.TTL}, nil
 		case <-t.stop:
 			// Still queued (or granted) in the log: the caller sends the
 			// acquire again to the next leader, which is idempotent.
-			return waitAnswer{}, errNotLeader
+			return nodewire.WaitAnswer{}, errNotLeader
 		case <-ctx.Done():
 			n.withdrawAtLeader(t, cmd, w)
-			return waitAnswer{}, ctx.Err()
+			return nodewire.WaitAnswer{}, ctx.Err()
 		case <-n.closing:
-			return waitAnswer{}, errShuttingDown
+			return nodewire.WaitAnswer{}, errShuttingDown
 		}
 	}
 }

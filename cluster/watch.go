@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/raftlock/raftlock/cluster/nodewire"
+
 	"github.com/raftlock/raftlock/internal/watchhub"
 	"github.com/raftlock/raftlock/lock"
 )
@@ -81,7 +83,7 @@ func (n *Node) WatchKey(ctx context.Context, key string, q lock.WatchQuery) (loc
 		return info, index, err
 	}
 	st, setKeys, now := n.sm.read(key, n.leaderClock())
-	return keyInfo(toReadResult(st, setKeys, now, &readRequest{key: key})), index, nil
+	return keyInfo(toReadResult(st, setKeys, now, &nodewire.Read{Key: key})), index, nil
 }
 
 // WatchList implements lock.Watcher; see "Watches" above.
@@ -100,7 +102,7 @@ func (n *Node) WatchList(ctx context.Context, req lock.ListRequest, q lock.Watch
 			return nil, 0, err
 		}
 	} else {
-		locks = n.sm.list(req.Prefix, req.After, req.Limit, n.leaderClock()).locks
+		locks = n.sm.list(req.Prefix, req.After, req.Limit, n.leaderClock()).Locks
 	}
 	if locks == nil {
 		locks = []lock.LockInfo{}
