@@ -108,7 +108,7 @@ func bodyOp[Req, Ans any](fn typedOp[Req, Ans]) func(*Handler, context.Context, 
 // queryOp runs fn on the request decode makes of a query string.
 func queryOp[Req, Ans any](decode func(rawQuery string) (Req, *apiError), fn typedOp[Req, Ans]) func(*Handler, context.Context, *caller, *opCall, *opInput) (any, *apiError) {
 	return func(h *Handler, ctx context.Context, who *caller, c *opCall, in *opInput) (any, *apiError) {
-		req, e := decode(in.rawQuery)
+		req, e := decode(in.rawQuery())
 		if e != nil {
 			return nil, e
 		}
@@ -124,24 +124,35 @@ func boxAnswer[Ans any](ans Ans, e *apiError) (any, *apiError) {
 	return ans, nil
 }
 
-// opInput is an operation's request as its front-end has it: a body still
-// to read from an HTTP request, a body already read (batch, stream), or a
-// query string.
+// opInput is an operation's request as its front-end has it: a body
+// already read (batch, stream), or an HTTP request to read it from.
 type opInput struct {
-	w       http.ResponseWriter // with r: the body is read from r, at most maxBody bytes
+	body []byte
+	http *httpInput // when not nil: the request is there
+}
+
+// httpInput is the request of an operation served on its own route: its
+// body (at most maxBody bytes) or, for a GET, its query string.
+type httpInput struct {
+	w       http.ResponseWriter
 	r       *http.Request
 	maxBody int64
-	body    []byte // when r is nil: the body, already read
-	// rawQuery is a GET route's query string.
-	rawQuery string
 }
 
 // decodeBody decodes the request's JSON body into v as readJSON does.
 func (in *opInput) decodeBody(v any) *apiError {
-	if in.r != nil {
-		return readJSON(in.w, in.r, in.maxBody, v)
+	if in.http != nil {
+		return readJSON(in.http.w, in.http.r, in.http.maxBody, v)
 	}
 	return decodeBody(in.body, v)
+}
+
+// rawQuery is a GET route's query string ("" without an HTTP request).
+func (in *opInput) rawQuery() string {
+	if in.http != nil {
+		return in.http.r.URL.RawQuery
+	}
+	return ""
 }
 
 // opCall is what a front-end tells an operation, beyond its caller and
@@ -235,6 +246,7 @@ func encodeAnswer(status int, body any) (int, []byte) {
 type httpOp struct {
 	call     opCall
 	in       opInput
+	req      httpInput
 	deadline http.ResponseController
 }
 
@@ -245,8 +257,9 @@ func (h *Handler) serveOp(op *operation) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		x := &httpOp{
 			call: opCall{op: op.name, remote: r.RemoteAddr},
-			in:   opInput{w: w, r: r, maxBody: h.cfg.MaxBodyBytes, rawQuery: r.URL.RawQuery},
+			req:  httpInput{w: w, r: r, maxBody: h.cfg.MaxBodyBytes},
 		}
+		x.in.http = &x.req
 		if op.waits {
 			x.deadline = *http.NewResponseController(w)
 			x.call.answerDeadline = &x.deadline
