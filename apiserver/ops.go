@@ -30,11 +30,11 @@ type operation struct {
 	batchName string
 	streamOp  byte
 	// right is the right the caller needs on the keys the request names
-	// (rightDeny, the zero value: none),
-	// which the operation checks after the request's own fields (a bad
-	// field wins over a missing right); for a listing, on every key it
-	// answers with. For a session's operation, it is needed on some prefix,
-	// and checked before the request is read: see sessionUse.
+	// (rightDeny, the zero value: none). The operation checks it (as
+	// opCall.need) after the request's own fields, so that a bad field
+	// wins over a missing right; a listing needs it on every key it
+	// answers with. A session's operation needs it on some prefix, checked
+	// before the request is read: see sessionUse.
 	right right
 	// sessionUse, when set, marks a session's operation and says what it
 	// does, for the 403 of a caller without right on any prefix
