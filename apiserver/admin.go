@@ -23,13 +23,12 @@ func callerOf(r *http.Request) *caller {
 	return anonymous
 }
 
-// permit is nil when r's caller has want on key. An invalid key passes:
-// the store reports it as such (400), whoever asks.
-func permit(r *http.Request, want right, key, what string) *apiError {
+// permit is nil when c has want on key. An invalid key passes: the store
+// reports it as such (400), whoever asks.
+func permit(c *caller, want right, key, what string) *apiError {
 	if lock.ValidateKey(key) != nil {
 		return nil
 	}
-	c := callerOf(r)
 	if c.rightOn(key) >= want {
 		return nil
 	}
@@ -74,46 +73,45 @@ func (h *Handler) Permits(r *http.Request, right, key string) bool {
 	return ok && callerOf(r).rightOn(key) >= want
 }
 
-func (h *Handler) forceRelease(r *http.Request, c *opCall) (any, *apiError) {
-	var req api.ForceReleaseRequest
-	key, e := h.readKeyed(r, c, &req)
-	if e != nil {
-		return nil, e
+func (h *Handler) forceRelease(ctx context.Context, who *caller, c *opCall, req *api.ForceReleaseRequest) (api.ForceReleaseResponse, *apiError) {
+	key, err := req.DecodeKey()
+	if err != nil {
+		return api.ForceReleaseResponse{}, newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "%s", err)
 	}
 	if err := lock.ValidateKey(key); err != nil {
-		return nil, storeError(err, true)
+		return api.ForceReleaseResponse{}, storeError(err, true)
 	}
-	if e := permit(r, rightAdmin, key, "force-release"); e != nil {
+	if e := permit(who, c.need, key, "force-release"); e != nil {
 		// An admin action refused is part of the audit trail too.
-		h.audit(r, hclog.Info, "api: force-release: denied", "key", key)
-		return nil, e
+		h.audit(who, c.remote, hclog.Info, "api: force-release: denied", "key", key)
+		return api.ForceReleaseResponse{}, e
 	}
 	admin, ok := h.store.(lock.AdminStore)
 	if !ok {
-		return nil, newAPIError(http.StatusNotImplemented, api.CodeNotImplemented, "api: this node's store cannot force-release locks")
+		return api.ForceReleaseResponse{}, newAPIError(http.StatusNotImplemented, api.CodeNotImplemented, "api: this node's store cannot force-release locks")
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
+	ctx, cancel := h.opContext(ctx, c, h.cfg.OpTimeout)
 	defer cancel()
 	token, err := admin.ForceRelease(ctx, key)
 	if err != nil {
 		if errors.Is(err, lock.ErrUnknownOutcome) || !errors.Is(err, lock.ErrNotHeld) && !errors.Is(err, lock.ErrUnavailable) {
 			// It may have ended a lease: the audit trail says who tried.
-			h.audit(r, hclog.Warn, "api: force-release: outcome unknown", "key", key, "error", err)
+			h.audit(who, c.remote, hclog.Warn, "api: force-release: outcome unknown", "key", key, "error", err)
 		}
-		return nil, storeError(err, true)
+		return api.ForceReleaseResponse{}, storeError(err, true)
 	}
-	h.audit(r, hclog.Info, "api: force-release: ended a lease", "key", key, "token", token)
+	h.audit(who, c.remote, hclog.Info, "api: force-release: ended a lease", "key", key, "token", token)
 	return api.ForceReleaseResponse{KeyOut: api.MakeKeyOut(key), Released: true, Token: token}, nil
 }
 
 // audit logs an admin action, or its refusal, with the caller's token name
 // first and its remote address last: the audit trail of force-release and
 // leave. It never logs a secret: tokens are named by name.
-func (h *Handler) audit(r *http.Request, level hclog.Level, msg string, args ...any) {
+func (h *Handler) audit(who *caller, remote string, level hclog.Level, msg string, args ...any) {
 	line := make([]any, 0, len(args)+4)
-	line = append(line, "caller", callerOf(r).name)
+	line = append(line, "caller", who.name)
 	line = append(line, args...)
-	h.log.Log(level, msg, append(line, "remote", r.RemoteAddr)...)
+	h.log.Log(level, msg, append(line, "remote", remote)...)
 }
 
 // whoami serves GET /v1/whoami: the caller's token name and rules.

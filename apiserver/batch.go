@@ -13,15 +13,16 @@ import (
 )
 
 // batch serves POST /v1/batch (package api's BatchRequest): each operation
-// runs through its own route's function (acquire, release, extend: the
-// same decoding, rights and answers), with the batch's caller (token
-// rights, connection), concurrently with the others, and is counted in the
+// is the one its route runs (acquire, release, extend, from ops: the same
+// decoding, rights and answers), with the batch's caller (token rights,
+// connection), concurrently with the others, and is counted in the
 // metrics as its own; the answer, once all are done, holds each one's
-// status and body. The operations share the batch's request and one
-// context bounded by Config.OpTimeout: no per-operation request, body
-// reader or timer. On a cluster node their commands go to the raft leader
-// as one group (cluster.CommandGroup), so that they share one raft entry. A malformed batch (not JSON, an unknown operation, too
-// many) is refused as a whole, before any operation runs. Acquires in a
+// status and body. The operations share one context bounded by
+// Config.OpTimeout (opCall.bounded): no per-operation timer. On a cluster
+// node their commands go to the raft leader as one group
+// (cluster.CommandGroup), so that they share one raft entry. A malformed
+// batch (not JSON, an unknown operation, too many) is refused as a whole,
+// before any operation runs. Acquires in a
 // batch may not wait: the batch would hold every other answer until the
 // wait ends.
 func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
@@ -38,20 +39,9 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("api: a batch carries 1 to %d operations in ops, not %d", api.MaxBatchOps, len(req.Ops)))
 		return
 	}
-	type batchedOp struct {
-		name string
-		fn   opFunc
-	}
-	ops := make([]batchedOp, len(req.Ops))
+	batched := make([]*operation, len(req.Ops))
 	for i, op := range req.Ops {
-		switch op.Op {
-		case api.BatchAcquire:
-			ops[i] = batchedOp{opAcquire, h.acquire}
-		case api.BatchRelease:
-			ops[i] = batchedOp{opRelease, h.release}
-		case api.BatchExtend:
-			ops[i] = batchedOp{opExtend, h.extend}
-		default:
+		if batched[i] = batchOps[op.Op]; batched[i] == nil {
 			e := badRequest("api: ops[%d]: op %q is not one a batch carries (%s, %s or %s)", i, op.Op, api.BatchAcquire, api.BatchRelease, api.BatchExtend)
 			e.detail.Field = "ops"
 			writeError(w, e)
@@ -64,15 +54,20 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	h.metrics.batchOps.Observe(float64(len(ops)))
-	results := make([]api.BatchResult, len(ops))
-	calls := make([]opCall, len(ops))
+	h.metrics.batchOps.Observe(float64(len(batched)))
+	results := make([]api.BatchResult, len(batched))
+	type batchedCall struct {
+		call opCall
+		in   opInput
+	}
+	calls := make([]batchedCall, len(batched))
+	who := callerOf(r)
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
 	var group *cluster.CommandGroup
-	if g, ok := h.store.(commandGrouper); ok && len(ops) > 1 {
-		group = g.NewCommandGroup(ctx, len(ops))
+	if g, ok := h.store.(commandGrouper); ok && len(batched) > 1 {
+		group = g.NewCommandGroup(ctx, len(batched))
 	}
 	run := func(i int) {
 		defer wg.Done()
@@ -83,18 +78,25 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
 			defer done()
 		}
 		c := &calls[i]
-		*c = opCall{op: ops[i].name, w: batchWriter{}, batched: true, body: req.Ops[i].Body, ctx: opCtx}
-		status, raw := h.runOpEncoded(ops[i].fn, r, c)
+		c.call = opCall{op: batched[i].name, remote: r.RemoteAddr, bounded: opCtx}
+		if batched[i].waits {
+			c.call.noWait = batchNoWait
+		}
+		c.in = opInput{body: req.Ops[i].Body}
+		status, raw := h.runOpEncoded(r.Context(), batched[i], who, &c.call, &c.in)
 		results[i] = api.BatchResult{Status: status, Body: raw}
 	}
-	wg.Add(len(ops))
-	for i := range ops[1:] {
+	wg.Add(len(batched))
+	for i := range batched[1:] {
 		h.batchWorkers.run(func() { run(i + 1) })
 	}
 	run(0)
 	wg.Wait()
 	writeBatchResponse(w, results)
 }
+
+// batchNoWait refuses an acquire in a batch that asks to wait.
+const batchNoWait = "api: an acquire in a batch cannot wait; send it on its own to /v1/acquire"
 
 // commandGrouper is a store that sends the commands of concurrent callers
 // to the raft leader together (cluster.Node): a batch's operations, which
@@ -191,11 +193,3 @@ func (p *workerPool) worker(fn func()) {
 		}
 	}
 }
-
-// batchWriter stands for the ResponseWriter of a batched operation, whose
-// answer goes into the batch's: the operations never write to it.
-type batchWriter struct{}
-
-func (batchWriter) Header() http.Header         { return http.Header{} }
-func (batchWriter) Write(b []byte) (int, error) { return len(b), nil }
-func (batchWriter) WriteHeader(int)             {}

@@ -207,7 +207,7 @@ func (c *console) shutdown() {
 // a second (the first at once), until the client goes, the server shuts down
 // or eventStreamMax passes. ?prefix= limits the locks to keys with that prefix.
 func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
-	q, e := query(r, "prefix")
+	q, e := query(r.URL.RawQuery, "prefix")
 	if e != nil {
 		writeError(w, e)
 		return

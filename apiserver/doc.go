@@ -21,6 +21,13 @@
 // connection limits, JSON answers for the errors net/http writes by itself,
 // and Prometheus metrics (Handler.Registry).
 //
+// Each lock operation (acquire, release, sessions, reads...) is a typed
+// function from its caller and its decoded api request to its api answer,
+// listed once in ops (ops.go) with its route, the names a batch and the
+// binary stream give it, the right it needs and whether it may wait. The
+// HTTP routes, POST /v1/batch and the stream are front-ends over that
+// table: each decodes the request its way and encodes the answer its way.
+//
 // A Handler also serves the web console at /ui/ (console.go: the page is
 // embedded from the ui directory and fed by GET /v1/events), its OpenAPI
 // description at /v1/openapi.json (openapi.go), and, when the program asks,

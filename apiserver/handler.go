@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -204,17 +203,6 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 	h.console = newConsole(h.cluster, h.metrics.answered.Load)
 	h.scrape = promhttp.HandlerFor(h.metrics.registry, promhttp.HandlerOpts{Registry: h.metrics.registry})
 	h.routes = map[string]route{
-		"/v1/acquire": {http.MethodPost, h.op(opAcquire, h.acquire)},
-		"/v1/release": {http.MethodPost, h.op(opRelease, h.release)},
-		"/v1/extend":  {http.MethodPost, h.op(opExtend, h.extend)},
-		"/v1/inspect": {http.MethodGet, h.op(opInspect, h.inspect)},
-		"/v1/locks":   {http.MethodGet, h.op(opList, h.list)},
-
-		"/v1/session/create":  {http.MethodPost, h.op(opSessionCreate, h.sessionCreate)},
-		"/v1/session/renew":   {http.MethodPost, h.op(opSessionRenew, h.sessionRenew)},
-		"/v1/session/destroy": {http.MethodPost, h.op(opSessionDestroy, h.sessionDestroy)},
-		"/v1/session/info":    {http.MethodGet, h.op(opSessionInfo, h.sessionInfo)},
-
 		"/v1/cluster": {http.MethodGet, h.clusterView},
 		"/v1/leave":   {http.MethodPost, h.leave},
 		"/healthz":    {http.MethodGet, h.healthz},
@@ -222,13 +210,14 @@ func NewHandler(store lock.Store, cfg Config) *Handler {
 		"/metrics":    {http.MethodGet, h.scrape.ServeHTTP},
 		// The console's and debugging routes (console.go, debug.go, openapi.go).
 		"/v1/events":       {http.MethodGet, h.events},
-		"/v1/waiters":      {http.MethodGet, h.op(opWaiters, h.waiters)},
 		"/v1/agent/config": {http.MethodGet, h.agentConfig},
 		"/v1/agent/logs":   {http.MethodGet, h.agentLogs},
 		"/v1/openapi.json": {http.MethodGet, h.openAPI},
 	}
 	h.routes["/v1/whoami"] = route{http.MethodGet, h.whoami}
-	h.routes["/v1/force-release"] = route{http.MethodPost, h.op(opForceRelease, h.forceRelease)}
+	for _, op := range ops { // the lock operations (ops.go)
+		h.routes[op.path] = route{op.method, h.serveOp(op)}
+	}
 	h.routes["/v1/batch"] = route{http.MethodPost, h.batch}  // batch.go
 	h.routes["/v1/stream"] = route{http.MethodGet, h.stream} // stream.go
 	return h
@@ -339,203 +328,68 @@ const (
 	opForceRelease = "force_release"
 )
 
-// opCall is one lock operation in progress.
-type opCall struct {
-	op    string // may be refined by the operation (acquire -> acquire_wait)
-	start time.Time
-	w     http.ResponseWriter
-	// batched: the operation is one of a POST /v1/batch, which must not wait.
-	batched bool
-	// streamed: the operation came on a binary stream (stream.go), which
-	// answers it as a frame: it may wait, and has no ResponseWriter.
-	streamed bool
-	// body is a batched operation's body, already read from the batch's.
-	body []byte
-	// ctx is a batched operation's context: the batch's own, already
-	// bounded by Config.OpTimeout (the operations of a batch start together).
-	ctx context.Context
-}
-
-// readRequest decodes the operation's JSON body into v as readJSON does:
-// the request's body, or a batched operation's own.
-func (h *Handler) readRequest(r *http.Request, c *opCall, v any) *apiError {
-	if c.batched || c.streamed {
-		return decodeBody(c.body, v)
-	}
-	return readJSON(c.w, r, h.cfg.MaxBodyBytes, v)
-}
-
-// opContext bounds the operation's store calls by limit from its start:
-// the request's context with a deadline of its own, or, for a batched
-// operation whose limit is Config.OpTimeout, the batch's context, which
-// already has that deadline (one timer per batch rather than per operation).
-func (h *Handler) opContext(r *http.Request, c *opCall, limit time.Duration) (context.Context, context.CancelFunc) {
-	if c.ctx != nil && limit == h.cfg.OpTimeout {
-		return c.ctx, func() {}
-	}
-	return context.WithTimeout(r.Context(), limit)
-}
-
-// setWriteDeadline gives the answer until d from the start of the
-// operation. A batched operation has no answer of its own: the batch's
-// keeps its deadline (batched operations do not wait).
-func (c *opCall) setWriteDeadline(d time.Duration) {
-	if c.batched || c.streamed {
-		return
-	}
-	_ = http.NewResponseController(c.w).SetWriteDeadline(c.start.Add(d))
-}
-
-type opFunc func(r *http.Request, c *opCall) (any, *apiError)
-
-// op wraps a lock operation: write deadline, metrics, and the JSON answer.
-func (h *Handler) op(name string, fn opFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		status, body := h.runOp(fn, r, &opCall{op: name, w: w})
-		writeJSON(w, status, body)
-	}
-}
-
-// runOpEncoded is runOp for an operation whose answer goes inside another
-// (a batch's, a stream's frame): the answer is JSON already.
-func (h *Handler) runOpEncoded(fn opFunc, r *http.Request, c *opCall) (int, []byte) {
-	status, body := h.runOp(fn, r, c)
-	raw, err := marshalAnswer(body)
-	if err != nil { // no wire type fails to encode; say so rather than answer nothing
-		status = http.StatusInternalServerError
-		raw, _ = json.Marshal(api.ErrorBody{Error: api.ErrorDetail{Code: api.CodeInternal, Message: "api: encoding the answer: " + err.Error()}})
-	}
-	return status, raw
-}
-
-// runOp runs one lock operation, c (its name, and for an operation of a
-// POST /v1/batch, its body and context), counts it in the metrics and
-// returns the status and body of its answer.
-func (h *Handler) runOp(fn opFunc, r *http.Request, c *opCall) (int, any) {
-	c.start = time.Now()
-	body, apiErr := fn(r, c)
-	result := "ok"
-	if apiErr != nil {
-		result = apiErr.detail.Code
-	}
-	h.metrics.observe(c.op, result, time.Since(c.start))
-	if apiErr != nil {
-		if apiErr.status == http.StatusInternalServerError {
-			h.log.Error("api: internal error", "op", c.op, "error", apiErr.detail.Message)
-		}
-		return apiErr.status, api.ErrorBody{Error: apiErr.detail}
-	}
-	return http.StatusOK, body
-}
-
-func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
-	var req api.AcquireRequest
-	if e := h.readRequest(r, c, &req); e != nil {
-		return nil, e
-	}
-	// keys (a multi-key lock) or one key; key is the set's first.
-	key, keys, err := req.DecodeKeys()
-	if err != nil {
-		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "%s", err)
-	}
-	if keys != nil {
-		if req.Session != nil {
-			return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidSession, "api: a multi-key lock (keys) cannot be bound to a session: give it a ttl")
-		}
-		if _, ok := h.store.(lock.MultiKeyStore); !ok {
-			return nil, newAPIError(http.StatusNotImplemented, api.CodeNotImplemented, "api: this node's store has no multi-key locks")
-		}
-	}
-	ttl, present, err := api.DurationField("ttl", req.TTL, req.TTLMS)
-	if err != nil {
-		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: %v", err)
-	}
-	var session lock.SessionID
-	if req.Session != nil {
-		if session, err = lock.ParseSessionID(*req.Session); err != nil {
-			return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidSession, "api: session: %v", err)
-		}
-		if present {
-			return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: give ttl or session, not both: a lock bound to a session has no lease of its own")
-		}
-		if _, ok := h.store.(lock.SessionStore); !ok {
-			return nil, newAPIError(http.StatusNotImplemented, api.CodeNotImplemented, "api: this node's store has no sessions")
-		}
-	} else if !present {
-		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: ttl is required (ttl as \"30s\" or ttl_ms), or session")
-	}
-	var metadata string
-	if req.Metadata != nil {
-		metadata = *req.Metadata
-		if len(metadata) > lock.MaxMetadataLen {
-			return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidMetadata, "api: metadata: %v: metadata is longer than %d bytes (got %d)",
-				lock.ErrInvalidMetadata, lock.MaxMetadataLen, len(metadata))
-		}
-	}
-	wait, e := bodyWait(req.Wait, req.WaitMS, maxAcquireWait)
+// acquire serves an acquire: req's fields are checked in acquireRequest,
+// then the caller's rights, then the store queues or grants it.
+func (h *Handler) acquire(ctx context.Context, who *caller, c *opCall, req *api.AcquireRequest) (api.LeaseResponse, *apiError) {
+	areq, e := h.acquireRequest(c, req)
 	if e != nil {
-		return nil, e
+		return api.LeaseResponse{}, e
 	}
-	if wait > 0 && c.batched {
-		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidWait, "api: an acquire in a batch cannot wait; send it on its own to /v1/acquire")
-	}
-	kind, kindLimit, shared, err := req.KindFields()
-	if err != nil {
-		return nil, storeError(fmt.Errorf("api: %w", err), true)
-	}
-	if e := permit(r, rightLock, key, "acquire"); e != nil {
-		return nil, e
+	key, keys := areq.Key, areq.Keys
+	if e := permit(who, c.need, key, "acquire"); e != nil {
+		return api.LeaseResponse{}, e
 	}
 	for _, k := range keys {
-		if e := permit(r, rightLock, k, "acquire"); e != nil {
-			return nil, e // every key of a set needs the lock right
+		if e := permit(who, c.need, k, "acquire"); e != nil {
+			return api.LeaseResponse{}, e // every key of a set needs the lock right
 		}
 	}
-	owner := lock.NewOwner()
+	areq.Owner = lock.NewOwner()
 	if req.Owner != nil {
-		if owner, err = lock.ParseOwner(*req.Owner); err != nil {
-			return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidOwner, "%v", err)
+		var err error
+		if areq.Owner, err = lock.ParseOwner(*req.Owner); err != nil {
+			return api.LeaseResponse{}, newAPIError(http.StatusBadRequest, api.CodeInvalidOwner, "%v", err)
 		}
 	}
-	if wait > 0 {
+	owner := areq.Owner
+	if areq.Wait > 0 {
 		c.op = opAcquireWait
 		h.metrics.waiting.Inc()
 		defer h.metrics.waiting.Dec()
 	}
 	// The store enforces the limits (lock.MaxWait among them); the deadlines
 	// here only need to outlast a valid wait.
-	limit := clampAdd(wait, h.cfg.OpTimeout)
-	c.setWriteDeadline(clampAdd(limit, writeSlack))
-	ctx, cancel := h.opContext(r, c, limit)
+	limit := clampAdd(areq.Wait, h.cfg.OpTimeout)
+	c.mayTake(clampAdd(limit, writeSlack))
+	opCtx, cancel := h.opContext(ctx, c, limit)
 	defer cancel()
-	ctx, giveUp := context.WithCancelCause(ctx)
+	opCtx, giveUp := context.WithCancelCause(opCtx)
 	defer giveUp(nil)
 	pending := h.acquires.start(key, owner, giveUp)
 	defer h.acquires.finish(key, owner, pending) // after the clean-up below
 
-	areq := lock.AcquireRequest{Key: key, Owner: owner, TTL: ttl, Wait: wait, Session: session, Metadata: metadata,
-		Kind: kind, Limit: kindLimit, Shared: shared, Keys: keys}
 	var lease lock.Lease
+	var err error
 	if keys != nil {
 		// A release of the set's first key (key) gives the acquire up, as
 		// for one key: it is under that key in h.acquires.
-		lease, err = h.store.(lock.MultiKeyStore).AcquireAll(ctx, areq)
+		lease, err = h.store.(lock.MultiKeyStore).AcquireAll(opCtx, areq)
 	} else {
-		lease, err = h.store.Acquire(ctx, areq)
+		lease, err = h.store.Acquire(opCtx, areq)
 	}
-	givenUp := errors.Is(context.Cause(ctx), errGivenUp)
-	if err == nil && (givenUp || r.Context().Err() != nil) {
+	givenUp := errors.Is(context.Cause(opCtx), errGivenUp)
+	if err == nil && (givenUp || ctx.Err() != nil) {
 		// The lock was granted as the client went away or a release gave the
 		// acquire up: nobody will be told of the grant, so nobody would
 		// release it before its TTL. Release it now, as the Store contract
 		// asks of a done context.
 		h.releaseAbandoned(key, owner)
-		err = context.Cause(ctx)
+		err = context.Cause(opCtx)
 	}
 	if givenUp {
-		return nil, newAPIError(http.StatusConflict, api.CodeCanceled, "%v", errGivenUp)
+		return api.LeaseResponse{}, newAPIError(http.StatusConflict, api.CodeCanceled, "%v", errGivenUp)
 	}
-	resp, e := leaseResponse(key, owner, lease, ttl, err)
+	resp, e := leaseResponse(key, owner, lease, areq.TTL, err)
 	if mismatch := (*lock.KindMismatchError)(nil); e != nil && keys != nil && errors.As(err, &mismatch) {
 		e.detail.Key = mismatch.Key // which key of the set
 	}
@@ -543,20 +397,76 @@ func (h *Handler) acquire(r *http.Request, c *opCall) (any, *apiError) {
 		e.detail.Key = held.Key // the set's first key not free
 	}
 	if e == nil && keys != nil {
-		lr := resp.(api.LeaseResponse)
-		lr.Keys, lr.KeysB64 = api.MakeKeysFields(keys)
-		return lr, nil
+		resp.Keys, resp.KeysB64 = api.MakeKeysFields(keys)
 	}
 	return resp, e
+}
+
+// acquireRequest checks an acquire's fields, in the order their errors
+// win, and turns them into the store's request (without its owner, which
+// comes after the rights).
+func (h *Handler) acquireRequest(c *opCall, req *api.AcquireRequest) (lock.AcquireRequest, *apiError) {
+	// keys (a multi-key lock) or one key; key is the set's first.
+	key, keys, err := req.DecodeKeys()
+	if err != nil {
+		return lock.AcquireRequest{}, newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "%s", err)
+	}
+	if keys != nil {
+		if req.Session != nil {
+			return lock.AcquireRequest{}, newAPIError(http.StatusBadRequest, api.CodeInvalidSession, "api: a multi-key lock (keys) cannot be bound to a session: give it a ttl")
+		}
+		if _, ok := h.store.(lock.MultiKeyStore); !ok {
+			return lock.AcquireRequest{}, newAPIError(http.StatusNotImplemented, api.CodeNotImplemented, "api: this node's store has no multi-key locks")
+		}
+	}
+	ttl, present, err := api.DurationField("ttl", req.TTL, req.TTLMS)
+	if err != nil {
+		return lock.AcquireRequest{}, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: %v", err)
+	}
+	var session lock.SessionID
+	if req.Session != nil {
+		if session, err = lock.ParseSessionID(*req.Session); err != nil {
+			return lock.AcquireRequest{}, newAPIError(http.StatusBadRequest, api.CodeInvalidSession, "api: session: %v", err)
+		}
+		if present {
+			return lock.AcquireRequest{}, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: give ttl or session, not both: a lock bound to a session has no lease of its own")
+		}
+		if _, ok := h.store.(lock.SessionStore); !ok {
+			return lock.AcquireRequest{}, newAPIError(http.StatusNotImplemented, api.CodeNotImplemented, "api: this node's store has no sessions")
+		}
+	} else if !present {
+		return lock.AcquireRequest{}, newAPIError(http.StatusBadRequest, api.CodeInvalidTTL, "api: ttl is required (ttl as \"30s\" or ttl_ms), or session")
+	}
+	var metadata string
+	if req.Metadata != nil {
+		metadata = *req.Metadata
+		if len(metadata) > lock.MaxMetadataLen {
+			return lock.AcquireRequest{}, newAPIError(http.StatusBadRequest, api.CodeInvalidMetadata, "api: metadata: %v: metadata is longer than %d bytes (got %d)",
+				lock.ErrInvalidMetadata, lock.MaxMetadataLen, len(metadata))
+		}
+	}
+	wait, e := bodyWait(req.Wait, req.WaitMS, maxAcquireWait)
+	if e != nil {
+		return lock.AcquireRequest{}, e
+	}
+	if wait > 0 && c.noWait != "" {
+		return lock.AcquireRequest{}, newAPIError(http.StatusBadRequest, api.CodeInvalidWait, "%s", c.noWait)
+	}
+	kind, kindLimit, shared, err := req.KindFields()
+	if err != nil {
+		return lock.AcquireRequest{}, storeError(fmt.Errorf("api: %w", err), true)
+	}
+	return lock.AcquireRequest{Key: key, TTL: ttl, Wait: wait, Session: session, Metadata: metadata,
+		Kind: kind, Limit: kindLimit, Shared: shared, Keys: keys}, nil
 }
 
 // leaseResponse answers an acquire or extend that asked for ttl with lease,
 // or with the store's err. The term reported is the store's own figure when
 // it gives one, since an acquire by the holder returns the lease it has,
 // not one of the TTL asked.
-func leaseResponse(key string, owner lock.Owner, lease lock.Lease, ttl time.Duration, err error) (any, *apiError) {
+func leaseResponse(key string, owner lock.Owner, lease lock.Lease, ttl time.Duration, err error) (api.LeaseResponse, *apiError) {
 	if err != nil {
-		return nil, storeError(err, true)
+		return api.LeaseResponse{}, storeError(err, true)
 	}
 	if lease.TTL > 0 {
 		ttl = lease.TTL
@@ -570,27 +480,14 @@ func leaseResponse(key string, owner lock.Owner, lease lock.Lease, ttl time.Dura
 	}, nil
 }
 
-// readKeyed reads the JSON body into req (a pointer to a request type) and
-// decodes its key.
-func (h *Handler) readKeyed(r *http.Request, c *opCall, req interface{ DecodeKey() (string, error) }) (string, *apiError) {
-	if e := h.readRequest(r, c, req); e != nil {
-		return "", e
-	}
+// keyOwner decodes the key and the owner of a request that names both,
+// which it must: owner is req's owner field.
+func keyOwner(req interface{ DecodeKey() (string, error) }, owner *string) (string, lock.Owner, *apiError) {
 	key, err := req.DecodeKey()
 	if err != nil {
-		return "", newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "%s", err)
+		return "", lock.Owner{}, newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "%s", err)
 	}
-	return key, nil
-}
-
-// readKeyOwner is readKeyed for a request that names an owner, which it
-// must: owner points at req's owner field.
-func (h *Handler) readKeyOwner(r *http.Request, c *opCall, req interface{ DecodeKey() (string, error) }, owner **string) (string, lock.Owner, *apiError) {
-	key, e := h.readKeyed(r, c, req)
-	if e != nil {
-		return "", lock.Owner{}, e
-	}
-	o, e := requiredOwner(*owner)
+	o, e := requiredOwner(owner)
 	return key, o, e
 }
 
@@ -614,46 +511,44 @@ func (h *Handler) releaseAbandoned(key string, owner lock.Owner) {
 	}
 }
 
-func (h *Handler) release(r *http.Request, c *opCall) (any, *apiError) {
-	var req api.ReleaseRequest
-	key, owner, e := h.readKeyOwner(r, c, &req, &req.Owner)
+func (h *Handler) release(ctx context.Context, who *caller, c *opCall, req *api.ReleaseRequest) (api.ReleaseResponse, *apiError) {
+	key, owner, e := keyOwner(req, req.Owner)
 	if e != nil {
-		return nil, e
+		return api.ReleaseResponse{}, e
 	}
-	if e := permit(r, rightLock, key, "release"); e != nil {
-		return nil, e
+	if e := permit(who, c.need, key, "release"); e != nil {
+		return api.ReleaseResponse{}, e
 	}
-	ctx, cancel := h.opContext(r, c, h.cfg.OpTimeout)
+	ctx, cancel := h.opContext(ctx, c, h.cfg.OpTimeout)
 	defer cancel()
 	// A release also gives up the owner's acquires still in progress here,
 	// and answers once they are out of the store: see acquires.
 	if err := h.acquires.giveUp(ctx, key, owner); err != nil {
-		return nil, storeError(err, true)
+		return api.ReleaseResponse{}, storeError(err, true)
 	}
 	released, err := h.store.Release(ctx, key, owner)
 	if err != nil {
-		return nil, storeError(err, true)
+		return api.ReleaseResponse{}, storeError(err, true)
 	}
 	if !released {
-		return nil, newAPIError(http.StatusConflict, api.CodeNotHeld, "%v: owner does not hold %q", lock.ErrNotHeld, key)
+		return api.ReleaseResponse{}, newAPIError(http.StatusConflict, api.CodeNotHeld, "%v: owner does not hold %q", lock.ErrNotHeld, key)
 	}
 	return api.ReleaseResponse{KeyOut: api.MakeKeyOut(key), Released: true}, nil
 }
 
-func (h *Handler) extend(r *http.Request, c *opCall) (any, *apiError) {
-	var req api.ExtendRequest
-	key, owner, e := h.readKeyOwner(r, c, &req, &req.Owner)
+func (h *Handler) extend(ctx context.Context, who *caller, c *opCall, req *api.ExtendRequest) (api.LeaseResponse, *apiError) {
+	key, owner, e := keyOwner(req, req.Owner)
 	if e != nil {
-		return nil, e
+		return api.LeaseResponse{}, e
 	}
 	ttl, e := requiredTTL(req.TTL, req.TTLMS)
 	if e != nil {
-		return nil, e
+		return api.LeaseResponse{}, e
 	}
-	if e := permit(r, rightLock, key, "extend"); e != nil {
-		return nil, e
+	if e := permit(who, c.need, key, "extend"); e != nil {
+		return api.LeaseResponse{}, e
 	}
-	ctx, cancel := h.opContext(r, c, h.cfg.OpTimeout)
+	ctx, cancel := h.opContext(ctx, c, h.cfg.OpTimeout)
 	defer cancel()
 	lease, err := h.store.Extend(ctx, key, owner, ttl)
 	return leaseResponse(key, owner, lease, ttl, err)
@@ -672,8 +567,8 @@ func requiredOwner(s *string) (lock.Owner, *apiError) {
 
 // query parses the query string strictly: a malformed one, an unknown
 // parameter or a repeated one is an error rather than silently ignored.
-func query(r *http.Request, allowed ...string) (url.Values, *apiError) {
-	q, err := url.ParseQuery(r.URL.RawQuery)
+func query(rawQuery string, allowed ...string) (url.Values, *apiError) {
+	q, err := url.ParseQuery(rawQuery)
 	if err != nil {
 		return nil, badRequest("api: malformed query string: %v", err)
 	}
@@ -698,8 +593,8 @@ func query(r *http.Request, allowed ...string) (url.Values, *apiError) {
 }
 
 // queryKey reads the one query parameter of a keyed read, ?key=.
-func queryKey(r *http.Request) (string, *apiError) {
-	q, e := query(r, "key")
+func queryKey(rawQuery string) (string, *apiError) {
+	q, e := query(rawQuery, "key")
 	if e != nil {
 		return "", e
 	}
@@ -709,70 +604,95 @@ func queryKey(r *http.Request) (string, *apiError) {
 	return q.Get("key"), nil
 }
 
-func (h *Handler) inspect(r *http.Request, c *opCall) (any, *apiError) {
-	q, e := query(r, "key", "index", "wait", "consistent")
+// inspectRequest is GET /v1/inspect's query: ?key=, and for a blocking
+// query index, wait and consistent.
+type inspectRequest struct {
+	key      string
+	watch    lock.WatchQuery
+	blocking bool // index was given
+}
+
+func decodeInspect(rawQuery string) (inspectRequest, *apiError) {
+	q, e := query(rawQuery, "key", "index", "wait", "consistent")
 	if e != nil {
-		return nil, e
+		return inspectRequest{}, e
 	}
 	if !q.Has("key") {
-		return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "api: key is required (?key=, percent-encoded)")
+		return inspectRequest{}, newAPIError(http.StatusBadRequest, api.CodeInvalidKey, "api: key is required (?key=, percent-encoded)")
 	}
-	key := q.Get("key")
-	wq, blocking, e := watchQuery(q) // watch.go
-	if e != nil {
-		return nil, e
-	}
+	req := inspectRequest{key: q.Get("key")}
+	req.watch, req.blocking, e = watchQuery(q) // watch.go
+	return req, e
+}
+
+func (h *Handler) inspect(ctx context.Context, who *caller, c *opCall, req *inspectRequest) (api.KeyInfo, *apiError) {
+	key := req.key
 	if err := lock.ValidateKey(key); err != nil {
-		return nil, storeError(err, false)
+		return api.KeyInfo{}, storeError(err, false)
 	}
-	if e := permit(r, rightRead, key, "inspect"); e != nil {
-		return nil, e
+	if e := permit(who, c.need, key, "inspect"); e != nil {
+		return api.KeyInfo{}, e
 	}
-	if blocking {
-		return h.watchKey(r, c, key, wq)
+	if req.blocking {
+		return h.watchKey(ctx, c, key, req.watch)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
+	ctx, cancel := h.opContext(ctx, c, h.cfg.OpTimeout)
 	defer cancel()
 	info, err := h.store.Inspect(ctx, key)
 	if err != nil {
-		return nil, storeError(err, false)
+		return api.KeyInfo{}, storeError(err, false)
 	}
 	return api.MakeKeyInfo(key, info), nil
 }
 
-func (h *Handler) list(r *http.Request, c *opCall) (any, *apiError) {
-	q, e := query(r, "prefix", "after", "limit", "index", "wait", "consistent")
+// listRequest is GET /v1/locks's query: prefix, after and limit, and for a
+// blocking query index, wait and consistent. limit is read by the listing
+// itself (after its check that the store can list).
+type listRequest struct {
+	prefix, after string
+	limit         *string
+	watch         lock.WatchQuery
+	blocking      bool // index was given
+}
+
+func decodeList(rawQuery string) (listRequest, *apiError) {
+	q, e := query(rawQuery, "prefix", "after", "limit", "index", "wait", "consistent")
 	if e != nil {
-		return nil, e
+		return listRequest{}, e
 	}
-	wq, blocking, e := watchQuery(q) // watch.go
-	if e != nil {
-		return nil, e
+	req := listRequest{prefix: q.Get("prefix"), after: q.Get("after")}
+	if q.Has("limit") {
+		limit := q.Get("limit")
+		req.limit = &limit
 	}
-	if h.lister == nil && !blocking {
-		return nil, newAPIError(http.StatusNotImplemented, api.CodeNotImplemented, "api: this node's store cannot list locks")
+	req.watch, req.blocking, e = watchQuery(q) // watch.go
+	return req, e
+}
+
+func (h *Handler) list(ctx context.Context, who *caller, c *opCall, lr *listRequest) (api.ListResponse, *apiError) {
+	if h.lister == nil && !lr.blocking {
+		return api.ListResponse{}, newAPIError(http.StatusNotImplemented, api.CodeNotImplemented, "api: this node's store cannot list locks")
 	}
 	limit := h.cfg.ListPageSize
-	if q.Has("limit") {
-		n, err := parseLimit(q.Get("limit"))
+	if lr.limit != nil {
+		n, err := parseLimit(*lr.limit)
 		if err != nil {
-			return nil, newAPIError(http.StatusBadRequest, api.CodeInvalidList, "api: %v", err)
+			return api.ListResponse{}, newAPIError(http.StatusBadRequest, api.CodeInvalidList, "api: %v", err)
 		}
 		limit = min(n, limit)
 	}
-	req := lock.ListRequest{Prefix: q.Get("prefix"), After: q.Get("after")}
+	req := lock.ListRequest{Prefix: lr.prefix, After: lr.after}
 	if err := req.Validate(); err != nil {
-		return nil, storeError(err, false)
+		return api.ListResponse{}, storeError(err, false)
 	}
-	if blocking {
-		return h.watchList(r, c, req, limit, wq)
+	if lr.blocking {
+		return h.watchList(ctx, who, c, req, limit, lr.watch)
 	}
-	who := callerOf(r)
 	all, none := who.readsUnder(req.Prefix)
 	if none {
-		return nil, denied(who, rightRead, "list the locks under "+strconv.Quote(req.Prefix), req.Prefix)
+		return api.ListResponse{}, denied(who, c.need, "list the locks under "+strconv.Quote(req.Prefix), req.Prefix)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
+	ctx, cancel := h.opContext(ctx, c, h.cfg.OpTimeout)
 	defer cancel()
 	if !all {
 		return h.listReadable(ctx, who, req, limit)
@@ -781,7 +701,7 @@ func (h *Handler) list(r *http.Request, c *opCall) (any, *apiError) {
 	req.Limit = limit + 1
 	locks, err := h.lister.List(ctx, req)
 	if err != nil {
-		return nil, storeError(err, false)
+		return api.ListResponse{}, storeError(err, false)
 	}
 	return listPage(locks, limit), nil
 }
@@ -796,7 +716,7 @@ var maxListScan = 16 * DefaultListPageSize // a variable for tests
 // Config.ListPageSize keys) at a time and keeps the keys the caller may
 // read, until it has limit of them (and knows whether there are more) or
 // has read maxListScan keys.
-func (h *Handler) listReadable(ctx context.Context, c *caller, req lock.ListRequest, limit int) (any, *apiError) {
+func (h *Handler) listReadable(ctx context.Context, c *caller, req lock.ListRequest, limit int) (api.ListResponse, *apiError) {
 	resp := api.ListResponse{Locks: []api.KeyInfo{}}
 	page := max(limit, h.cfg.ListPageSize)
 	scanned := 0
@@ -805,7 +725,7 @@ func (h *Handler) listReadable(ctx context.Context, c *caller, req lock.ListRequ
 		req.Limit = page + 1
 		locks, err := h.lister.List(ctx, req)
 		if err != nil {
-			return nil, storeError(err, false)
+			return api.ListResponse{}, storeError(err, false)
 		}
 		for _, l := range locks[:min(len(locks), page)] {
 			if c.rightOn(l.Key) < rightRead {
@@ -851,13 +771,14 @@ func (h *Handler) clusterView(w http.ResponseWriter, r *http.Request) {
 // body, if any, is {}), and it is audited as force-release is: who asked,
 // from where, and how it ended.
 func (h *Handler) leave(w http.ResponseWriter, r *http.Request) {
+	who := callerOf(r)
 	e := noQuery(r)
 	if e == nil {
 		e = readNoFields(w, r, h.cfg.MaxBodyBytes)
 	}
 	if e == nil {
 		if e = permitPrefix(r, rightAdmin, "", "ask the node to leave its cluster"); e != nil {
-			h.audit(r, hclog.Info, "api: leave: denied")
+			h.audit(who, r.RemoteAddr, hclog.Info, "api: leave: denied")
 		}
 	}
 	if e == nil && h.cfg.Leave == nil {
@@ -867,15 +788,15 @@ func (h *Handler) leave(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	h.audit(r, hclog.Info, "api: leave: asked")
+	h.audit(who, r.RemoteAddr, hclog.Info, "api: leave: asked")
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.OpTimeout)
 	defer cancel()
 	if err := h.cfg.Leave(ctx); err != nil {
-		h.audit(r, hclog.Warn, "api: leave: failed", "error", err)
+		h.audit(who, r.RemoteAddr, hclog.Warn, "api: leave: failed", "error", err)
 		writeError(w, storeError(fmt.Errorf("api: leave: %w", err), true))
 		return
 	}
-	h.audit(r, hclog.Info, "api: leave: left the cluster")
+	h.audit(who, r.RemoteAddr, hclog.Info, "api: leave: left the cluster")
 	resp := api.LeaveResponse{Status: "left"}
 	if h.cluster != nil {
 		resp.NodeID = h.cluster.Status().NodeID
@@ -979,7 +900,7 @@ func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 func noQuery(r *http.Request) *apiError {
-	_, e := query(r)
+	_, e := query(r.URL.RawQuery)
 	return e
 }
 

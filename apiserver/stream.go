@@ -18,8 +18,8 @@ import (
 
 // stream serves GET /v1/stream, upgraded to the binary stream the Go
 // client uses (package streamwire says how it is framed): each operation
-// on it (acquire, with or without wait, release, extend) runs through its
-// own route's function, as in a POST /v1/batch (same decoding, rights,
+// on it (acquire, with or without wait, release, extend) is the one its
+// route runs (from ops), as in a POST /v1/batch (same decoding, rights,
 // metrics and answers, the caller being the upgrade request's token), but
 // is answered as soon as it is done, whatever else is in flight. A cancel
 // frame, or the connection's end, withdraws an operation as a closed
@@ -100,8 +100,8 @@ type serverStream struct {
 
 	root   context.Context // ends with the stream
 	cancel context.CancelFunc
-	auth   *authenticator  // the one the caller was found with
-	base   context.Context // root with the caller
+	auth   *authenticator // the one the caller was found with
+	who    *caller        // the caller, as auth found it
 
 	ops sync.WaitGroup // operations in flight
 
@@ -123,10 +123,7 @@ func newServerStream(h *Handler, r *http.Request, conn net.Conn, br *bufio.Reade
 		inflight: make(map[uint64]context.CancelFunc),
 	}
 	s.root, s.cancel = context.WithCancel(context.WithoutCancel(r.Context()))
-	s.base = s.root
-	if c, ok := r.Context().Value(callerKey{}).(*caller); ok {
-		s.base = context.WithValue(s.root, callerKey{}, c)
-	}
+	s.who = callerOf(r)
 	return s
 }
 
@@ -221,22 +218,13 @@ func (s *serverStream) reauthenticate() *apiError {
 	if e != nil {
 		return e
 	}
-	s.auth, s.base = a, context.WithValue(s.root, callerKey{}, c)
+	s.auth, s.who = a, c
 	return nil
 }
 
 // start runs one request on a worker.
 func (s *serverStream) start(req streamwire.Request) {
-	var name string
-	var fn opFunc
-	switch req.Op {
-	case streamwire.OpAcquire:
-		name, fn = opAcquire, s.h.acquire
-	case streamwire.OpRelease:
-		name, fn = opRelease, s.h.release
-	case streamwire.OpExtend:
-		name, fn = opExtend, s.h.extend
-	case streamwire.OpCancel:
+	if req.Op == streamwire.OpCancel {
 		s.mu.Lock()
 		cancel := s.inflight[req.ID]
 		s.mu.Unlock()
@@ -244,13 +232,15 @@ func (s *serverStream) start(req streamwire.Request) {
 			cancel()
 		}
 		return
-	default:
+	}
+	op := streamOps[req.Op]
+	if op == nil {
 		s.answerError(req.ID, newAPIError(http.StatusBadRequest, api.CodeBadRequest,
 			"api: stream operation %d is not one the node knows (acquire %d, release %d, extend %d, cancel %d)",
 			req.Op, streamwire.OpAcquire, streamwire.OpRelease, streamwire.OpExtend, streamwire.OpCancel))
 		return
 	}
-	ctx, cancel := context.WithCancel(s.base)
+	ctx, cancel := context.WithCancel(s.root)
 	s.mu.Lock()
 	switch {
 	case s.inflight[req.ID] != nil:
@@ -266,29 +256,34 @@ func (s *serverStream) start(req streamwire.Request) {
 	}
 	s.inflight[req.ID] = cancel
 	s.mu.Unlock()
+	who := s.who
 	body := append([]byte(nil), req.Body...) // the reader reuses its buffer
 	s.ops.Add(1)
 	s.h.batchWorkers.run(func() {
 		defer s.ops.Done()
-		c := &opCall{op: name, w: batchWriter{}, streamed: true, body: body}
-		var giveBack func() // set when an acquire was granted
-		run := fn
-		if req.Op == streamwire.OpAcquire {
-			run = func(r *http.Request, c *opCall) (any, *apiError) {
-				answer, e := fn(r, c)
-				if lease, ok := answer.(api.LeaseResponse); ok && e == nil {
-					giveBack = s.giveBack(lease)
-				}
-				return answer, e
-			}
+		c := &streamedCall{
+			call: opCall{op: op.name, remote: s.upgrade.RemoteAddr},
+			in:   opInput{body: body},
 		}
-		status, raw := s.h.runOpEncoded(run, s.upgrade.WithContext(ctx), c)
+		status, answer := s.h.runOp(ctx, op, who, &c.call, &c.in)
+		var giveBack func() // set when an acquire was granted
+		if lease, ok := answer.(api.LeaseResponse); ok && op.streamOp == streamwire.OpAcquire {
+			giveBack = s.giveBack(lease)
+		}
+		status, raw := encodeAnswer(status, answer)
 		s.mu.Lock()
 		delete(s.inflight, req.ID)
 		s.mu.Unlock()
 		cancel()
 		s.queueAnswer(func(out []byte) []byte { return streamwire.AppendAnswer(out, req.ID, status, raw) }, giveBack)
 	})
+}
+
+// streamedCall is one operation of a stream: its call and its input, in
+// one allocation.
+type streamedCall struct {
+	call opCall
+	in   opInput
 }
 
 // giveBack returns what releases the lock of a granted acquire's answer

@@ -79,14 +79,14 @@ func watchQuery(q url.Values) (wq lock.WatchQuery, blocking bool, e *apiError) {
 
 // watchContext bounds a blocking query: its wait with the most jitter, and
 // OpTimeout for the read after it; the answer's write deadline follows.
-func (h *Handler) watchContext(r *http.Request, c *opCall, wq lock.WatchQuery) (context.Context, context.CancelFunc) {
+func (h *Handler) watchContext(ctx context.Context, c *opCall, wq lock.WatchQuery) (context.Context, context.CancelFunc) {
 	wait := wq.Wait
 	if wait <= 0 {
 		wait = lock.DefaultWatchWait
 	}
 	limit := wait + wait/16 + h.cfg.OpTimeout
-	c.setWriteDeadline(limit + writeSlack)
-	return context.WithTimeout(r.Context(), limit)
+	c.mayTake(limit + writeSlack)
+	return context.WithTimeout(ctx, limit)
 }
 
 // watcher is the store's watch ability, with a place among the handler's
@@ -110,44 +110,43 @@ func (h *Handler) watcher() (w lock.Watcher, done func(), e *apiError) {
 }
 
 // watchKey is GET /v1/inspect?key=K&index=N.
-func (h *Handler) watchKey(r *http.Request, c *opCall, key string, wq lock.WatchQuery) (any, *apiError) {
+func (h *Handler) watchKey(ctx context.Context, c *opCall, key string, wq lock.WatchQuery) (api.KeyInfo, *apiError) {
 	c.op = opWatch
 	w, done, e := h.watcher()
 	if e != nil {
-		return nil, e
+		return api.KeyInfo{}, e
 	}
 	defer done()
-	ctx, cancel := h.watchContext(r, c, wq)
+	ctx, cancel := h.watchContext(ctx, c, wq)
 	defer cancel()
 	info, index, err := w.WatchKey(ctx, key, wq)
 	if err != nil {
-		return nil, watchError(err)
+		return api.KeyInfo{}, watchError(err)
 	}
-	c.w.Header().Set(IndexHeader, strconv.FormatUint(index, 10))
+	c.index, c.hasIndex = index, true
 	return api.MakeKeyInfo(key, info), nil
 }
 
 // watchList is GET /v1/locks?index=N: it needs read on every key under the
 // prefix (a watcher must be told of any change under it).
-func (h *Handler) watchList(r *http.Request, c *opCall, req lock.ListRequest, limit int, wq lock.WatchQuery) (any, *apiError) {
+func (h *Handler) watchList(ctx context.Context, who *caller, c *opCall, req lock.ListRequest, limit int, wq lock.WatchQuery) (api.ListResponse, *apiError) {
 	c.op = opWatchList
 	w, done, e := h.watcher()
 	if e != nil {
-		return nil, e
+		return api.ListResponse{}, e
 	}
 	defer done()
-	who := callerOf(r)
 	if all, _ := who.readsUnder(req.Prefix); !all {
-		return nil, denied(who, rightRead, "watch the locks under "+strconv.Quote(req.Prefix)+" (a blocking list needs read on every key under its prefix)", req.Prefix)
+		return api.ListResponse{}, denied(who, c.need, "watch the locks under "+strconv.Quote(req.Prefix)+" (a blocking list needs read on every key under its prefix)", req.Prefix)
 	}
-	ctx, cancel := h.watchContext(r, c, wq)
+	ctx, cancel := h.watchContext(ctx, c, wq)
 	defer cancel()
 	req.Limit = limit + 1 // one more than the page, to learn whether there is a next page
 	locks, index, err := w.WatchList(ctx, req, wq)
 	if err != nil {
-		return nil, watchError(err)
+		return api.ListResponse{}, watchError(err)
 	}
-	c.w.Header().Set(IndexHeader, strconv.FormatUint(index, 10))
+	c.index, c.hasIndex = index, true
 	return listPage(locks, limit), nil
 }
 

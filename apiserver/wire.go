@@ -147,8 +147,8 @@ func readLimited(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *
 }
 
 // decodeBody decodes a request body already read (readJSON's, or a batched
-// operation's) into v: a JSON object of v's fields and nothing else, as
-// readJSON says.
+// or streamed operation's) into v: a JSON object of v's fields and nothing
+// else, as readJSON says.
 func decodeBody(body []byte, v any) *apiError {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return badRequest("api: request body is empty; want a JSON object")
