@@ -51,23 +51,3 @@ func dataDirError(err error) error {
 	}
 	return err
 }
-
-// nodeStore is the node's raft log and stable store, with its write
-// faults under the names the node's code asks them by.
-type nodeStore struct {
-	*datadir.Store
-	faults storeFaults
-}
-
-func newNodeStore(s *datadir.Store) *nodeStore {
-	return &nodeStore{Store: s, faults: storeFaults{s}}
-}
-
-type storeFaults struct{ s *datadir.Store }
-
-// fault describes the current failure of the log's writes; "" while writes
-// succeed.
-func (f storeFaults) fault() string { return f.s.Fault() }
-
-// describe is fault, and what to do about it.
-func (f storeFaults) describe() (fault, hint string) { return f.s.DescribeFault() }

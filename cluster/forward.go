@@ -274,11 +274,11 @@ func (n *Node) leaderWait() time.Duration {
 // logFaultError is what a lock call fails with, at once, while this node
 // is the only voter and its raft log cannot be written: nothing can commit
 // until a write succeeds (the node waits for it as leader: see
-// guardedStore.StoreLogs), and no other member could lead. Nil otherwise;
+// datadir.Store.StoreLogs), and no other member could lead. Nil otherwise;
 // with other voters, one whose disk has room leads. unknown: an earlier
 // attempt may have taken effect.
 func (n *Node) logFaultError(unknown bool) error {
-	fault, hint := n.store.faults.describe()
+	fault, hint := n.store.DescribeFault()
 	if fault == "" || !n.soleVoter() {
 		return nil
 	}

@@ -73,7 +73,7 @@ type Node struct {
 	version string
 
 	tr      *transport.Transport
-	store   *nodeStore
+	store   *datadir.Store
 	logKind LogStore
 	// unlockDir releases the data dir for another node, once store is closed.
 	unlockDir func() error
@@ -432,7 +432,7 @@ func (n *Node) Stats() Stats {
 		LocalWaiters:  int(n.localWaiting.Load()),
 		Restores:      n.sm.restores.Load(),
 		LogStore:      n.logKind,
-		LogFault:      n.store.faults.fault(),
+		LogFault:      n.store.Fault(),
 		Halted:        errorText(n.Err()),
 		Commit:        n.commits.read(),
 		Apply:         n.sm.applies.read(),

@@ -142,8 +142,8 @@ func (n *Node) Readiness() Readiness {
 	switch {
 	case r.LeaderID == "":
 		r.Reason = "no leader known"
-	case n.store.faults.fault() != "":
-		r.Reason = "cannot write the raft log: " + n.store.faults.fault()
+	case n.store.Fault() != "":
+		r.Reason = "cannot write the raft log: " + n.store.Fault()
 	case !h.Known:
 		r.Reason = fmt.Sprintf("no health report from leader %s yet", r.LeaderID)
 	case !h.Healthy:

@@ -122,7 +122,7 @@ func (s *startup) openDataDir() error {
 		return dataDirError(err)
 	}
 	n.logKind = logKind
-	n.store = newNodeStore(store)
+	n.store = store
 	s.cleanup = append(s.cleanup, func() { store.Close() })
 	fileSnaps, err := datadir.OpenSnapshotStore(cfg.DataDir, cfg.SnapshotsRetained, n.log.Named("snapshots"))
 	if err != nil {
