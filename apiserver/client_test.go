@@ -210,9 +210,12 @@ func TestClientNetworkErrors(t *testing.T) {
 	})
 
 	t.Run("answers that are not ours", func(t *testing.T) {
-		status := http.StatusBadGateway
+		// The client's background requests (its stream's upgrade, a batch)
+		// may still be answered while the test changes the status.
+		var status atomic.Int64
+		status.Store(http.StatusBadGateway)
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			http.Error(w, "<html>proxy trouble</html>", status)
+			http.Error(w, "<html>proxy trouble</html>", int(status.Load()))
 		}))
 		t.Cleanup(srv.Close)
 		c, err := api.NewClient(srv.URL, api.ClientConfig{})
@@ -224,7 +227,7 @@ func TestClientNetworkErrors(t *testing.T) {
 		assert.ErrorIs(t, err, lock.ErrUnavailable)
 		assert.NotErrorIs(t, err, lock.ErrUnknownOutcome)
 
-		status = http.StatusNotFound
+		status.Store(http.StatusNotFound)
 		_, err = c.Acquire(ctx, req)
 		assert.ErrorIs(t, err, api.ErrUnexpectedResponse)
 		assert.NotErrorIs(t, err, lock.ErrUnavailable)
