@@ -16,12 +16,58 @@ import (
 //     refusalSafePipeline);
 //   - its Close lets the RPCs that other members sent end before the
 //     NetworkTransport closes, so that a normal stop logs no error (see
-//     Close).
+//     Close);
+//   - the leader's snapshots and appends pass a check (the log store's
+//     CatchUp) before raft sees them, which answers those that would make
+//     raft go back on the state it applied (see datadir.Store.CatchUp).
 type raftTransport struct {
 	*raft.NetworkTransport
 	// inbound is the stream layer the NetworkTransport accepts from; nil
 	// in tests that build a raftTransport over a plain NetworkTransport.
 	inbound *inboundStream
+
+	// catchUp sees every RPC before raft does; nil: none does, and raft
+	// reads the NetworkTransport's Consumer itself.
+	catchUp     func(in <-chan raft.RPC, out chan<- raft.RPC, stop <-chan struct{})
+	consumer    chan raft.RPC // what raft reads when catchUp is set
+	catchUpStop chan struct{}
+	catchUpDone chan struct{}
+	stopOnce    sync.Once
+}
+
+// newRaftTransport returns net as raft uses it, with catchUp (nil: none)
+// between the NetworkTransport's consumer channel and raft: it hands raft
+// what it lets through until its stop channel closes (see
+// datadir.Store.ServeCatchUp).
+func newRaftTransport(net *raft.NetworkTransport, inbound *inboundStream, catchUp func(in <-chan raft.RPC, out chan<- raft.RPC, stop <-chan struct{})) *raftTransport {
+	t := &raftTransport{NetworkTransport: net, inbound: inbound, catchUp: catchUp}
+	if catchUp != nil {
+		t.consumer = make(chan raft.RPC)
+		t.catchUpStop, t.catchUpDone = make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(t.catchUpDone)
+			catchUp(net.Consumer(), t.consumer, t.catchUpStop)
+		}()
+	}
+	return t
+}
+
+// Consumer returns the RPCs for raft.
+func (t *raftTransport) Consumer() <-chan raft.RPC {
+	if t.catchUp == nil {
+		return t.NetworkTransport.Consumer()
+	}
+	return t.consumer
+}
+
+// stopCatchUp ends catchUp and waits for it; RPCs then wait in the
+// NetworkTransport's Consumer (answerLeftovers answers them at Close).
+func (t *raftTransport) stopCatchUp() {
+	if t.catchUp == nil {
+		return
+	}
+	t.stopOnce.Do(func() { close(t.catchUpStop) })
+	<-t.catchUpDone
 }
 
 // inboundWait bounds how long Close waits for raft's handlers of inbound
@@ -49,6 +95,9 @@ func (t *raftTransport) Close() error {
 		return t.NetworkTransport.Close()
 	}
 	served := t.inbound.stopServing()
+	// With the inbound connections closed, a snapshot catchUp is reading
+	// ends, and catchUp with it.
+	t.stopCatchUp()
 	stop := make(chan struct{})
 	answered := make(chan struct{})
 	go func() {

@@ -173,8 +173,8 @@ func (s *startup) startRaft() error {
 		MaxRPCsInFlight: pipelineInFlight,
 		Logger:          n.quiet.Wrap(n.log.Named("raft-net")),
 	})
-	s.cleanup = append(s.cleanup, func() { netTrans.Close() })
-	trans := &raftTransport{NetworkTransport: netTrans, inbound: inbound}
+	trans := newRaftTransport(netTrans, inbound, n.store.ServeCatchUp)
+	s.cleanup = append(s.cleanup, func() { trans.Close() })
 	rc, err := n.raftConfig()
 	if err != nil {
 		return err
@@ -207,7 +207,7 @@ func (s *startup) startRaft() error {
 	}
 	n.raft = r
 	n.store.SetSoleVoter(n.soleVoter)
-	n.store.SetAppliedIndex(r.AppliedIndex)
+	n.store.SetRaft(r)
 	s.cleanup = append(s.cleanup, func() { r.Shutdown().Error() })
 	if s.existing && cfg.Bootstrap {
 		if future := r.GetConfiguration(); future.Error() == nil {

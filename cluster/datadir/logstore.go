@@ -231,9 +231,9 @@ type Store struct {
 	// nil before.
 	mark      *logMark
 	snapshots func() []*raft.SnapshotMeta
-	// appliedIndex is raft's last applied index, set once raft runs
-	// (SetAppliedIndex); nil before.
-	appliedIndex atomic.Pointer[func() uint64]
+	// raft is the raft that uses the store, set once raft runs (SetRaft);
+	// nil before.
+	raft atomic.Pointer[RaftState]
 	// isSoleVoter is the node's test of whether it is the only voter (see
 	// StoreLogs), set once raft runs; nil before.
 	isSoleVoter atomic.Pointer[func() bool]
@@ -482,15 +482,15 @@ func (g *Store) DeleteRange(min, max uint64) error {
 // at a snapshot, which is at most that index, and a conflicting suffix
 // starts after the entries committed, which include the applied ones.
 func (g *Store) keptPastSnapshot(s logStore, min, max uint64) (uint64, error) {
-	applied := g.appliedIndex.Load()
-	if applied == nil {
+	r := g.raftState()
+	if r == nil {
 		return max, nil
 	}
 	last, err := s.LastIndex()
 	if err != nil || last == 0 || max < last {
 		return max, err
 	}
-	snapIndex := (*applied)()
+	snapIndex := r.AppliedIndex()
 	if snapIndex == 0 || min > snapIndex || snapIndex >= last {
 		return max, nil
 	}
@@ -511,13 +511,6 @@ func (g *Store) keptPastSnapshot(s logStore, min, max uint64) (uint64, error) {
 	}
 	g.logger.Info("keeping the raft log past an installed snapshot", "snapshot_index", snapIndex, "last_index", last)
 	return snapIndex - 1, nil
-}
-
-// SetAppliedIndex gives the store raft's last applied index (Raft.AppliedIndex),
-// which DeleteRange reads (keptPastSnapshot); raft's goroutines may already
-// be running.
-func (g *Store) SetAppliedIndex(f func() uint64) {
-	g.appliedIndex.Store(&f)
 }
 
 func (g *Store) lowerMarkFor(s logStore, min, max uint64) error {
