@@ -82,6 +82,17 @@ func (g *Store) ServeCatchUp(in <-chan raft.RPC, out chan<- raft.RPC, stop <-cha
 //
 // Only requests of raft's current term are touched (what raft would answer
 // then does not depend on its role); any other goes to raft as it came.
+//
+// A snapshot newer than the applied state goes to raft, which installs it;
+// DeleteRange keeps the log past it when the log agrees with it there
+// (keptPastSnapshot). One case is left to raft: a log that held entries of
+// a lost leader past the snapshot (they disagree with it) is emptied while
+// raft still believes it ends where they ended, so raft refuses the
+// leader's appends from the snapshot on, and the leader sends snapshots
+// again, until one ends past that point (the leader snapshots as its log
+// grows); raft then goes on from it. That stalls this member for a while;
+// it loses and applies nothing wrong, and nothing here could mend it
+// sooner without writing entries raft never sent.
 func (g *Store) CatchUp(rpc raft.RPC) (raft.RPC, bool) {
 	r := g.raftState()
 	if r == nil {

@@ -319,3 +319,30 @@ type appliedAt uint64
 func (a appliedAt) AppliedIndex() uint64 { return uint64(a) }
 func (appliedAt) CurrentTerm() uint64    { return 1 }
 func (a appliedAt) LastIndex() uint64    { return uint64(a) }
+
+// A follower whose log past a snapshot it is sent holds a lost leader's
+// entries (they disagree with the snapshot) refuses the leader's appends
+// from that snapshot on (raft believes its emptied log still ends at 100),
+// and takes the leader's next snapshot that ends past 100, from which it
+// goes on: a stall, never a wrong entry applied, never a crash.
+func TestFollowerWithALostLeadersEntriesGoesOnFromALaterSnapshot(t *testing.T) {
+	f := newScriptedFollower(t, 10240)
+	f.appendEntries(1, 0, 0, entries(1, 100, 1), 40)
+	f.fsm.waitApplied(t, 40)
+
+	// The leader of term 2 holds other entries from 41 on.
+	f.installSnapshot(2, 50, 2)
+	var resp raft.AppendEntriesResponse
+	require.NoError(t, f.leaderTrans.AppendEntries("follower", f.addr, &raft.AppendEntriesRequest{
+		RPCHeader: f.header, Term: 2, PrevLogEntry: 50, PrevLogTerm: 2, Entries: entries(51, 60, 2), LeaderCommitIndex: 60,
+	}, &resp))
+	assert.False(t, resp.Success, "raft v1.7.3 refuses it; if it accepts now, this test and the stall described in CatchUp can go")
+
+	f.installSnapshot(2, 120, 2)
+	f.appendEntries(2, 120, 2, entries(121, 121, 2), 121)
+	f.fsm.waitApplied(t, 121)
+	require.Equal(t, [2]uint64{121, 121}, f.logRange())
+	f.fsm.mu.Lock()
+	defer f.fsm.mu.Unlock()
+	assert.Equal(t, append(indexes([2]uint64{1, 40}), 121), f.fsm.applied)
+}
