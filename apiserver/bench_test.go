@@ -81,31 +81,6 @@ func BenchmarkHTTPAcquireRelease(b *testing.B) {
 	})
 }
 
-// BenchmarkReadRequestBody: decoding an acquire's body, through readJSON's
-// one-pass path for plain bodies (fastjson.go) and through the strict
-// two-pass decoding that bodies with escapes still take.
-func BenchmarkReadRequestBody(b *testing.B) {
-	body := []byte(`{"key":"jobs/nightly-report","ttl":"30s","owner":"0123456789abcdef0123456789abcdef"}`)
-	b.Run("fast", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			var req api.AcquireRequest
-			if !fastDecode(body, &req) {
-				b.Fatal("not taken")
-			}
-		}
-	})
-	b.Run("strict", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			var req api.AcquireRequest
-			if e := decodeStrict(body, &req); e != nil {
-				b.Fatal(e)
-			}
-		}
-	})
-}
-
 // BenchmarkBatchHandler: the node's side of one POST /v1/batch of 16
 // acquires (each on its own key) and one of their 16 releases, served by the
 // handler itself over a memory store (no network, no client), so the figure

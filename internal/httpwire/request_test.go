@@ -1,24 +1,22 @@
-package apiserver
+package httpwire
 
 import (
 	"encoding/json"
-	"net/http/httptest"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/raftlock/raftlock/api"
 )
 
 // fastDecodeTargets are the request types fastDecode is checked with.
 var fastDecodeTargets = []func() any{
-	func() any { return new(api.AcquireRequest) },
-	func() any { return new(api.ReleaseRequest) },
-	func() any { return new(api.ExtendRequest) },
-	func() any { return new(api.SessionCreateRequest) },
-	func() any { return new(api.BatchRequest) },
+	func() any { return new(AcquireRequest) },
+	func() any { return new(ReleaseRequest) },
+	func() any { return new(ExtendRequest) },
+	func() any { return new(SessionCreateRequest) },
+	func() any { return new(BatchRequest) },
 }
 
 // checkFastDecode: whatever fastDecode accepts, decodeStrict accepts too and
@@ -60,13 +58,13 @@ func TestFastDecodeAgreesWithStrictDecoding(t *testing.T) {
 		checkFastDecode(t, []byte(s))
 	}
 	// The common bodies do take the fast path.
-	var req api.AcquireRequest
+	var req AcquireRequest
 	require.True(t, fastDecode([]byte(`{"key":"a","ttl":"30s","owner":"o1"}`), &req))
 	assert.Equal(t, "a", *req.Key)
-	var batch api.BatchRequest
+	var batch BatchRequest
 	require.True(t, fastDecode([]byte(`{"ops":[{"op":"release","body":{"key":"a","owner":"o"}}]}`), &batch))
-	assert.Equal(t, []api.BatchOp{{Op: "release", Body: []byte(`{"key":"a","owner":"o"}`)}}, batch.Ops)
-	assert.False(t, fastDecode([]byte(`{"key":"a\"b"}`), new(api.AcquireRequest)), "an escape takes the usual path")
+	assert.Equal(t, []BatchOp{{Op: "release", Body: []byte(`{"key":"a","owner":"o"}`)}}, batch.Ops)
+	assert.False(t, fastDecode([]byte(`{"key":"a\"b"}`), new(AcquireRequest)), "an escape takes the usual path")
 }
 
 func FuzzFastDecode(f *testing.F) {
@@ -78,25 +76,38 @@ func FuzzFastDecode(f *testing.F) {
 	})
 }
 
-// The hand-written answers are json.Marshal's, byte for byte, and are in
-// force for the types as they are.
-func TestMarshalAnswerIsJSONs(t *testing.T) {
-	require.True(t, fastAnswers, "the hand-written encoding no longer matches json.Marshal: a field was added to LeaseResponse or ReleaseResponse; update appendAnswer")
-	for _, v := range []any{
-		api.LeaseResponse{KeyOut: api.MakeKeyOut("jobs/a"), Owner: "0123456789abcdef0123456789abcdef", Token: 1<<64 - 1, TTLMS: 30000, RemainingMS: -1},
-		api.LeaseResponse{KeyOut: api.MakeKeyOut("\xff\x00"), Owner: "o"},
-		api.LeaseResponse{KeyOut: api.MakeKeyOut("a<b>&\"c\\\u2028é"), Owner: "o"},
-		api.ReleaseResponse{KeyOut: api.MakeKeyOut("jobs/a"), Released: true},
-		api.ReleaseResponse{},
-		api.ErrorBody{Error: api.ErrorDetail{Code: "x"}},
+// The hand-written request bodies are json.Marshal's, byte for byte, and
+// are in force for the types as they are; anything they do not cover
+// (another field, a string json.Marshal escapes) goes to json.Marshal.
+func TestEncodeRequestIsJSONs(t *testing.T) {
+	require.True(t, fastRequests, "the hand-written request encoding no longer matches json.Marshal: a field was added to a request; update appendRequest")
+	s := func(v string) *string { return &v }
+	limit, shared := 3, true
+	for _, tc := range []struct {
+		v    any
+		fast bool
+	}{
+		{AcquireRequest{KeyFields: MakeKeyFields("jobs/a"), Owner: s("0123456789abcdef"), TTL: NewDuration(30 * time.Second)}, true},
+		{AcquireRequest{KeyFields: MakeKeyFields("\xff"), Owner: s("o"), TTL: NewDuration(time.Minute), Wait: NewDuration(90 * time.Second), Metadata: s("host-1 pid 7")}, true},
+		{AcquireRequest{KeyFields: MakeKeyFields("a<b>&\"c\\\u2028é"), Owner: s("o"), TTL: NewDuration(time.Second)}, false},
+		{AcquireRequest{KeyFields: MakeKeyFields("k"), Owner: s(""), Metadata: s("tab\there")}, false},
+		{AcquireRequest{KeyFields: MakeKeyFields("k"), TTLMS: NewMillisField(5), WaitMS: NewMillisField(0)}, false},
+		{AcquireRequest{KeyFields: MakeKeyFields("k"), Kind: s("semaphore"), Limit: &limit}, false},
+		{AcquireRequest{KeyFields: MakeKeyFields("k"), Shared: &shared, Session: s("abc")}, false},
+		{AcquireRequest{Keys: []string{"a", "b"}, TTL: NewDuration(time.Second)}, false},
+		{AcquireRequest{}, true},
+		{ReleaseRequest{KeyFields: MakeKeyFields("jobs/a"), Owner: s("o")}, true},
+		{ReleaseRequest{}, true},
+		{ExtendRequest{KeyFields: MakeKeyFields("jobs/a"), Owner: s("o"), TTL: NewDuration(time.Hour)}, true},
+		{ExtendRequest{KeyFields: MakeKeyFields("jobs/a"), TTLMS: NewMillisField(1000)}, false},
+		{struct{ KeyFields }{MakeKeyFields("k")}, false}, // a type it does not write
 	} {
-		want, err := json.Marshal(v)
+		want, err := json.Marshal(tc.v)
 		require.NoError(t, err)
-		got, err := marshalAnswer(v)
+		got, err := EncodeRequest(tc.v)
 		require.NoError(t, err)
-		assert.Equal(t, string(want), string(got))
+		assert.Equal(t, string(want), string(got), "%#v", tc.v)
+		_, fast := appendRequest(nil, tc.v)
+		assert.Equal(t, tc.fast, fast, "fast path taken for %s", want)
 	}
-	rec := httptest.NewRecorder()
-	writeJSON(rec, 200, api.ReleaseResponse{KeyOut: api.MakeKeyOut("k"), Released: true})
-	assert.Equal(t, "{\"key\":\"k\",\"released\":true}\n", rec.Body.String())
 }

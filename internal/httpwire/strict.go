@@ -1,4 +1,4 @@
-package apiserver
+package httpwire
 
 import (
 	"bytes"
@@ -11,12 +11,40 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf16"
+	"unicode/utf8"
 )
 
-// Request bodies are decoded in two passes, both with the standard library's
-// encoding/json (encoding/json/v2, which could refuse all of this by itself,
-// needs GOEXPERIMENT=jsonv2 in this toolchain, which a program embedding a
-// node cannot be asked to set):
+// DecodeRequest decodes a request body, already read, into v (a pointer to
+// a request struct): one JSON object, every field name exactly one of v's
+// (letter case included) and given once, nothing after it, valid UTF-8 and
+// no lone surrogate escape (a JSON decoder would silently turn either into
+// U+FFFD and so change the key). Its error is the 400 bad_request answer's
+// message, naming the field at fault when there is one.
+func DecodeRequest(body []byte, v any) *BodyError {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return &BodyError{Msg: "api: request body is empty; want a JSON object"}
+	}
+	if !utf8.Valid(body) {
+		return &BodyError{Msg: "api: request body is not valid UTF-8; send keys that are not text as key_b64"}
+	}
+	if fastDecode(body, v) {
+		return nil // request.go: what decodeStrict would decode, without its cost
+	}
+	return decodeStrict(body, v)
+}
+
+// BodyError is a refused request body, naming the field when there is one.
+type BodyError struct {
+	Field string // the field at fault as the body spells it; "" when none is
+	Msg   string
+}
+
+func (e *BodyError) Error() string { return e.Msg }
+
+// Bodies the fast path declines are decoded in two passes, both with the
+// standard library's encoding/json (encoding/json/v2, which could refuse
+// all of this by itself, needs GOEXPERIMENT=jsonv2 in this toolchain,
+// which a program embedding a node cannot be asked to set):
 //
 //  1. checkStrictJSON walks the body token by token (json.Decoder.Token) and
 //     refuses what encoding/json's Decoder would silently accept: a field
@@ -27,17 +55,25 @@ import (
 //     that different keys would become one lock.
 //  2. json.Decoder with DisallowUnknownFields fills the request struct.
 
-// bodyError is a refused request body, naming the field when there is one.
-type bodyError struct {
-	field string
-	msg   string
+// decodeStrict decodes body, valid UTF-8, into v as DecodeRequest says.
+func decodeStrict(body []byte, v any) *BodyError {
+	if e := checkStrictJSON(body, FieldNames(reflect.TypeOf(v).Elem())); e != nil {
+		return e
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return &BodyError{Msg: fmt.Sprintf("api: malformed JSON body: %v", err)}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return &BodyError{Msg: "api: unexpected data after the JSON object"}
+	}
+	return nil
 }
 
-func (e *bodyError) Error() string { return e.msg }
-
-// jsonFieldNames lists the exact JSON names of struct type t's fields,
+// FieldNames lists the exact JSON names of struct type t's fields,
 // those of embedded structs included.
-func jsonFieldNames(t reflect.Type) []string {
+func FieldNames(t reflect.Type) []string {
 	if v, ok := fieldNameCache.Load(t); ok {
 		return v.([]string)
 	}
@@ -45,7 +81,7 @@ func jsonFieldNames(t reflect.Type) []string {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if f.Anonymous && f.Type.Kind() == reflect.Struct {
-			names = append(names, jsonFieldNames(f.Type)...)
+			names = append(names, FieldNames(f.Type)...)
 			continue
 		}
 		if name, ok := jsonFieldName(f); ok {
@@ -63,7 +99,7 @@ var fieldNameCache sync.Map // reflect.Type -> []string
 // surrogate escape in any string. Nested objects (which no request has) are
 // checked for duplicates only. Syntax errors are left to the decoder, which
 // reports them with an offset.
-func checkStrictJSON(body []byte, allowed []string) *bodyError {
+func checkStrictJSON(body []byte, allowed []string) *BodyError {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	// One frame per open object or array: the names seen so far (objects),
@@ -90,10 +126,10 @@ func checkStrictJSON(body []byte, allowed []string) *bodyError {
 			if e := checkSurrogates(body[start:dec.InputOffset()]); e != nil {
 				switch {
 				case len(stack) > 0 && stack[len(stack)-1].object && stack[len(stack)-1].wantName:
-					e.msg = "api: a field name: " + e.msg[len("api: "):] // not this name: it is no text
+					e.Msg = "api: a field name: " + e.Msg[len("api: "):] // not this name: it is no text
 				case field != "":
-					e.field = field
-					e.msg = fmt.Sprintf("api: field %q: %s", field, e.msg[len("api: "):])
+					e.Field = field
+					e.Msg = fmt.Sprintf("api: field %q: %s", field, e.Msg[len("api: "):])
 				}
 				return e
 			}
@@ -115,7 +151,7 @@ func checkStrictJSON(body []byte, allowed []string) *bodyError {
 				return nil
 			}
 			if top.seen[name] {
-				return &bodyError{field: name, msg: fmt.Sprintf("api: field %q is given twice; give each field once", name)}
+				return &BodyError{Field: name, Msg: fmt.Sprintf("api: field %q is given twice; give each field once", name)}
 			}
 			top.seen[name] = true
 			if len(stack) == 1 {
@@ -157,23 +193,23 @@ func containsExact(list []string, s string) bool {
 
 // unknownField explains a field name the route does not take, pointing to
 // the right spelling when only the letter case differs.
-func unknownField(name string, allowed []string) *bodyError {
+func unknownField(name string, allowed []string) *BodyError {
 	for _, a := range allowed {
 		if strings.EqualFold(a, name) {
-			return &bodyError{field: name, msg: fmt.Sprintf("api: unknown field %q: field names are case-sensitive; send %q", name, a)}
+			return &BodyError{Field: name, Msg: fmt.Sprintf("api: unknown field %q: field names are case-sensitive; send %q", name, a)}
 		}
 	}
 	if len(allowed) == 0 {
-		return &bodyError{field: name, msg: fmt.Sprintf("api: unknown field %q: this route takes no fields (send no body, or {})", name)}
+		return &BodyError{Field: name, Msg: fmt.Sprintf("api: unknown field %q: this route takes no fields (send no body, or {})", name)}
 	}
-	return &bodyError{field: name, msg: fmt.Sprintf("api: unknown field %q (this route takes %s)", name, strings.Join(allowed, ", "))}
+	return &BodyError{Field: name, Msg: fmt.Sprintf("api: unknown field %q (this route takes %s)", name, strings.Join(allowed, ", "))}
 }
 
 // checkSurrogates refuses a \u escape in raw that is half of a UTF-16
 // surrogate pair without its other half. raw is JSON text that the
 // decoder found well formed, where a backslash appears only inside
 // strings, so escapes can be read without tracking strings.
-func checkSurrogates(body []byte) *bodyError {
+func checkSurrogates(body []byte) *BodyError {
 	for i := 0; i < len(body); i++ {
 		if body[i] != '\\' {
 			continue
@@ -214,8 +250,8 @@ func hex4(b []byte, at int) (uint64, bool) {
 	return v, err == nil
 }
 
-func loneSurrogate(escape []byte) *bodyError {
-	return &bodyError{msg: fmt.Sprintf(`api: the escape %s is half of a UTF-16 surrogate pair without its other half, which is no character; send keys that are not text as key_b64`, escape)}
+func loneSurrogate(escape []byte) *BodyError {
+	return &BodyError{Msg: fmt.Sprintf(`api: the escape %s is half of a UTF-16 surrogate pair without its other half, which is no character; send keys that are not text as key_b64`, escape)}
 }
 
 // jsonFieldName is the name encoding/json gives struct field f (its json
