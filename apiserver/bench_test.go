@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/internal/httpwire"
 	"github.com/raftlock/raftlock/lock"
 	"github.com/raftlock/raftlock/lock/memstore"
 )
@@ -78,6 +79,31 @@ func BenchmarkHTTPAcquireRelease(b *testing.B) {
 		}
 		n.client = c
 		parallel(b, n)
+	})
+}
+
+// BenchmarkReadRequestBody: decoding an acquire's body, through the one-pass
+// path for plain bodies (httpwire.DecodeFast) and through the strict
+// two-pass decoding that bodies with escapes still take.
+func BenchmarkReadRequestBody(b *testing.B) {
+	body := []byte(`{"key":"jobs/nightly-report","ttl":"30s","owner":"0123456789abcdef0123456789abcdef"}`)
+	b.Run("fast", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var req api.AcquireRequest
+			if !httpwire.DecodeFast(body, &req) {
+				b.Fatal("not taken")
+			}
+		}
+	})
+	b.Run("strict", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var req api.AcquireRequest
+			if e := decodeStrict(body, &req); e != nil {
+				b.Fatal(e)
+			}
+		}
 	})
 }
 

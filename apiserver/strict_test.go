@@ -42,6 +42,10 @@ func TestStrictJSONBodies(t *testing.T) {
 		{"release in upper case", "/v1/release", `{"KEY":"held","owner":"` + owner + `"}`, "KEY"},
 		{"extend ttl twice", "/v1/extend", `{"key":"held","owner":"` + owner + `","ttl":"1s","ttl":"1h"}`, "ttl"},
 		{"extend in upper case", "/v1/extend", `{"key":"held","OWNER":"` + owner + `","ttl":"1s"}`, "OWNER"},
+		// encoding/json matched the names of a batch's operation
+		// case-insensitively: json v2 holds them to the rule too.
+		{"batch op in upper case", "/v1/batch", `{"ops":[{"OP":"acquire","body":{"key":"a","ttl":"1s"}}]}`, "OP"},
+		{"batch body twice by case", "/v1/batch", `{"ops":[{"op":"acquire","body":{"key":"a","ttl":"1s"},"Body":{}}]}`, "Body"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

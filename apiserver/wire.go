@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/internal/errcode"
@@ -106,7 +107,7 @@ var lockCodeStatus = map[string]int{
 // one JSON object, every field name exactly one of v's (letter case
 // included) and given once, nothing after it, at most limit bytes, valid
 // UTF-8 and no lone surrogate escape (a JSON decoder would silently turn
-// either into U+FFFD and so change the key); see httpwire.DecodeRequest. It
+// either into U+FFFD and so change the key); see decodeStrict. It
 // reads the body to its end, which also lets net/http notice a client that
 // goes away during a long-poll.
 func readJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) *apiError {
@@ -146,11 +147,20 @@ func readLimited(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *
 
 // decodeBody decodes a request body already read (readJSON's, or a batched
 // or streamed operation's) into v: a JSON object of v's fields and nothing
-// else, as readJSON says (httpwire.DecodeRequest).
+// else, as readJSON says.
 func decodeBody(body []byte, v any) *apiError {
-	if e := httpwire.DecodeRequest(body, v); e != nil {
-		apiErr := badRequest("%s", e.Msg)
-		apiErr.detail.Field = e.Field
+	if len(bytes.TrimSpace(body)) == 0 {
+		return badRequest("api: request body is empty; want a JSON object")
+	}
+	if !utf8.Valid(body) {
+		return badRequest("api: request body is not valid UTF-8; send keys that are not text as key_b64")
+	}
+	if httpwire.DecodeFast(body, v) {
+		return nil // what decodeStrict would decode, without its cost
+	}
+	if e := decodeStrict(body, v); e != nil {
+		apiErr := badRequest("%s", e.msg)
+		apiErr.detail.Field = e.field
 		return apiErr
 	}
 	return nil

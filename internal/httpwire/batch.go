@@ -136,8 +136,8 @@ func decodeBatchResponse(b []byte, out *BatchResponse) bool {
 	return true
 }
 
-// fastDecodeBatch is fastDecode for a batch: {"ops": [{"op": "...",
-// "body": {...}}, ...]}, each body a flat object as fastDecode reads one
+// fastDecodeBatch is DecodeFast for a batch: {"ops": [{"op": "...",
+// "body": {...}}, ...]}, each body a flat object as DecodeFast reads one
 // (which its operation's own decoding then checks against its fields).
 func fastDecodeBatch(body []byte, req *BatchRequest) bool {
 	ops := []BatchOp{}

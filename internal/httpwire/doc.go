@@ -4,10 +4,9 @@
 // apiserver, the server, serves; and their codec:
 //
 //   - requests (request.go): the client's EncodeRequest, and the node's
-//     DecodeRequest, a one-pass fast path for the plain bodies a program
-//     sends, with a strict fallback for the rest (strict.go) that refuses
-//     what encoding/json would silently accept and names the field at
-//     fault;
+//     DecodeFast, a one-pass fast path for the plain bodies a program
+//     sends (package apiserver decodes the rest strictly, and names the
+//     field at fault);
 //   - answers (answer.go): the node's EncodeAnswer and AppendAnswer, and
 //     the client's DecodeAnswer, fast paths for a lock cycle's answers
 //     that give byte for byte, value for value, what encoding/json would;

@@ -4,18 +4,19 @@ import (
 	"encoding/json"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
 
 // Requests: the client writes them (EncodeRequest) and the node reads
-// them (DecodeRequest, strict.go), both here, so that the two fast paths
-// of a request's JSON cannot drift apart.
+// them (DecodeFast, with package apiserver's strict decoding for what it
+// declines), both here, so that the two fast paths of a request's JSON
+// cannot drift apart.
 //
-// The node's usual decoding (decodeStrict: a token walk, then
-// encoding/json's reflection) costs more CPU than the lock operation a
-// body carries. Almost every body a program sends is a flat object of
-// plain strings and whole numbers, which fastDecode reads in one pass
+// The node's strict decoding (json v2 and its checks) costs more CPU than
+// the lock operation a body carries. Almost every body a program sends is a flat object of
+// plain strings and whole numbers, which DecodeFast reads in one pass
 // without allocating beyond the fields themselves. It handles a body only
 // when it can tell that the usual decoding would accept it and give the very
 // same value: one object, each member's name exactly one of the type's JSON
@@ -26,11 +27,11 @@ import (
 // makes it decline, and the usual decoding runs and says what is wrong, so
 // that errors stay as they were, word for word.
 
-// fastKind is what fastDecode can store in a field.
+// fastKind is what DecodeFast can store in a field.
 type fastKind int
 
 const (
-	fastOther    fastKind = iota // unknown to fastDecode: a body that sets it takes the usual path
+	fastOther    fastKind = iota // unknown to DecodeFast: a body that sets it takes the usual path
 	fastString                   // *string
 	fastDuration                 // *Duration, from a string
 	fastMillis                   // *MillisField, from a whole number
@@ -53,7 +54,7 @@ var (
 var fastFieldCache sync.Map // reflect.Type -> []fastField
 
 // fastFields lists struct type t's JSON fields (embedded structs' included)
-// with what fastDecode can store in each; the names are FieldNames'.
+// with what DecodeFast can store in each; the names are FieldNames'.
 func fastFields(t reflect.Type) []fastField {
 	if v, ok := fastFieldCache.Load(t); ok {
 		return v.([]fastField)
@@ -91,10 +92,11 @@ func fastFields(t reflect.Type) []fastField {
 	return out
 }
 
-// fastDecode decodes body into v, a pointer to a request struct, and
-// reports true; or reports false, having changed nothing, when the body is
-// not one it handles (see above).
-func fastDecode(body []byte, v any) bool {
+// DecodeFast decodes body, valid UTF-8, into v, a pointer to a request
+// struct, and reports true; or reports false, having changed nothing, when
+// the body is not one it handles (see above), for the strict decoding to
+// decide.
+func DecodeFast(body []byte, v any) bool {
 	if req, ok := v.(*BatchRequest); ok {
 		return fastDecodeBatch(body, req)
 	}
@@ -288,4 +290,44 @@ func (w *objectWriter) duration(name string, d *Duration) {
 func (w *objectWriter) keyFields(k KeyFields) {
 	w.str("key", k.Key)
 	w.str("key_b64", k.KeyB64)
+}
+
+// FieldNames lists the exact JSON names of struct type t's fields,
+// those of embedded structs included.
+func FieldNames(t reflect.Type) []string {
+	if v, ok := fieldNameCache.Load(t); ok {
+		return v.([]string)
+	}
+	var names []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+			names = append(names, FieldNames(f.Type)...)
+			continue
+		}
+		if name, ok := jsonFieldName(f); ok {
+			names = append(names, name)
+		}
+	}
+	fieldNameCache.Store(t, names)
+	return names
+}
+
+var fieldNameCache sync.Map // reflect.Type -> []string
+
+// jsonFieldName is the name encoding/json gives struct field f (its json
+// tag's, else the Go name), or false when encoding/json leaves f out
+// (unexported, or tagged "-"). Embedded structs are the caller's to walk.
+func jsonFieldName(f reflect.StructField) (string, bool) {
+	if !f.IsExported() {
+		return "", false
+	}
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	switch name {
+	case "-":
+		return "", false
+	case "":
+		return f.Name, true
+	}
+	return name, true
 }
