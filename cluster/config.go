@@ -70,8 +70,8 @@ type Config struct {
 	// them, in turn, to add it; one with existing state just restarts.
 	Join []string
 
-	// Gossip (see gossip.go). GossipBindAddr, when set, turns gossip on:
-	// serf on that address (UDP and TCP, the same port number), for
+	// Gossip (package membership, gossip.go). GossipBindAddr, when set,
+	// turns gossip on: serf on that address (UDP and TCP, the same port number), for
 	// membership, failure detection and member metadata. Empty: off (a node
 	// embedded in another program opens no port it was not asked for); the
 	// agent sets it, to -bind's port + 1 by default, when given
@@ -92,8 +92,8 @@ type Config struct {
 	// BootstrapExpect, on a fresh DataDir, bootstraps a new cluster once
 	// this many members with the same BootstrapExpect see each other in
 	// gossip, with all of them as voters; never while gossip shows a member
-	// of a cluster, never on a DataDir with state (see bootstrap_expect.go
-	// for why it cannot make two clusters). Needs gossip; excludes
+	// of a cluster, never on a DataDir with state (package membership's
+	// bootstrap_expect.go says why it cannot make two clusters). Needs gossip; excludes
 	// Bootstrap and Join.
 	BootstrapExpect int
 	// RetryJoin lists where other members gossip: IPs or DNS names, with

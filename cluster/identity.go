@@ -17,7 +17,7 @@ import (
 // which nodes cannot agree on before they talk, a hash of the Peers list
 // (IDs and addresses), as etcd derives its cluster ID from its initial
 // members, so the same Peers make the same ID. Who may be added to a
-// cluster is one check (admission.go), run by the leader on every path that
+// cluster is one check (package membership, admission.go), run by the leader on every path that
 // adds a node and by the node that asks: a node that joins first asks the
 // member it asks to add it for that member's IDs (nodewire.KindIdentity, which any
 // member answers), refuses itself if both know their clusters and they

@@ -13,8 +13,8 @@ import (
 //
 // Each member advertises the highest command level its build decodes
 // (fsm.MaxCommandLevel): as the gossip tag "level" when gossip is on, and
-// in the member info exchange otherwise (nodewire.KindInfo; see peers.go and
-// package nodewire). A member that advertises nothing — a build from before levels,
+// in the member info exchange otherwise (nodewire.KindInfo; see package
+// membership's peers.go, and package nodewire). A member that advertises nothing — a build from before levels,
 // or one whose advertisement has not arrived yet — is taken to read
 // fsm.BaselineLevel, which every build reads.
 //

@@ -27,8 +27,8 @@ func newerBuild() *commandLevels {
 }
 
 // beforeVersions makes cfg a member of a build from before versions were
-// told in the member info exchange (kindInfo): it tells none, and its
-// decoder refuses a question that has one (codeBadRequest), as that
+// told in the member info exchange (nodewire.KindInfo): it tells none, and its
+// decoder refuses a question that has one (nodewire.CodeBadRequest), as that
 // build's did.
 func beforeVersions(cfg *Config) {
 	cfg.version = new("")

@@ -28,7 +28,7 @@ import (
 // rules:
 //
 //   - A node whose data dir belongs to another cluster (its identity file,
-//     identity.go, names another cluster ID) is never added: raft would
+//     package cluster's identity.go, names another cluster ID) is never added: raft would
 //     replace its log with this cluster's, and the locks it held would be
 //     gone. It is refused with nodewire.ErrWrongCluster, both sides log why, and its
 //     data dir is left as it is. A node whose data dir belongs to no cluster

@@ -43,8 +43,8 @@ import (
 //
 // Each member tags itself with its raft address, API address, role in the
 // raft configuration as it knows it (voter, nonvoter, or empty), raftlock
-// version, the command level its build reads (levels.go), cluster name,
-// cluster ID (identity.go; tagClusterID) and BootstrapExpect. Gossip is
+// version, the command level its build reads (package cluster's levels.go),
+// cluster name, cluster ID (package cluster's identity.go; tagClusterID) and BootstrapExpect. Gossip is
 // separated by
 // ClusterName, carried as memberlist's label on every packet and stream (a
 // node of another cluster name is discarded before anything is decoded) and
@@ -102,7 +102,7 @@ type GossipMember struct {
 	Version string
 	// Level is the command level the member's build reads (its "level"
 	// tag; 0 when it has none, and then it reads fsm.BaselineLevel: see
-	// levels.go).
+	// package cluster's levels.go).
 	Level int
 	// Role is the member's place in the raft configuration as it knows it:
 	// SuffrageVoter, SuffrageNonvoter, or "" (not a member, or not yet).

@@ -17,7 +17,7 @@ import (
 // members' tags say it) but still answers, and records what a member
 // without gossip tells it when asking, so mixed clusters keep working.
 // The exchange carries each member's command level and raftlock version
-// too (levels.go), as the gossip tags do.
+// too (package cluster's levels.go), as the gossip tags do.
 
 // Every member learns the others' API addresses (Config.APIAddr) by asking
 // each one directly (nodewire.KindInfo), so that Stats().Members can tell a client
@@ -37,7 +37,7 @@ const (
 type peerInfo struct {
 	addr    string // the raft address that answered
 	apiAddr string
-	level   int    // the command level it reads; 0 if it did not say (the baseline: levels.go)
+	level   int    // the command level it reads; 0 if it did not say (the baseline: package cluster's levels.go)
 	version string // its raftlock version; "" if it did not say
 	learned time.Time
 }
