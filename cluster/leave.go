@@ -23,8 +23,8 @@ import (
 // for one briefly (leaveLeaderWait: a few election timeouts) and then fails
 // with lock.ErrUnavailable rather than hold a stopping process for its whole
 // ctx. A node that left and is started again on its DataDir asks to be
-// added back (package membership: rejoin): to take a member away for good, Leave and do not
-// start it again (or remove its DataDir).
+// added back (package membership's rejoin): to take a member away for
+// good, Leave and do not start it again (or remove its DataDir).
 func (n *Node) Leave(ctx context.Context) (err error) {
 	if n.closed() {
 		return fmt.Errorf("cluster: leave: %w", lock.ErrClosed)
