@@ -16,18 +16,19 @@ import (
 // one. A bootstrap names a new cluster: 128 random bits alone; with Peers,
 // which nodes cannot agree on before they talk, a hash of the Peers list
 // (IDs and addresses), as etcd derives its cluster ID from its initial
-// members, so the same Peers make the same ID. Who may be added to a
-// cluster is one check (package membership, admission.go), run by the leader on every path that
-// adds a node and by the node that asks: a node that joins first asks the
-// member it asks to add it for that member's IDs (nodewire.KindIdentity, which any
-// member answers), refuses itself if both know their clusters and they
-// differ (ErrWrongCluster; New fails on a fresh data dir, the background
-// rejoin of an existing one stops and says why in the log; the member logs
-// it too), tells its cluster ID in its join request, and records the
-// cluster ID once added; a member that leads before it knows the ID (it
-// asks no one to add it) asks the other servers of its configuration
-// (learnClusterFromServers). The authority is thus each
-// member's own file, equal across a cluster because every member got it at
+// members, so the same Peers make the same ID (membership.NewClusterID).
+// Who may be added to a cluster is one check (package membership,
+// admission.go), run by the leader on every path that adds a node and by
+// the node that asks: a node that joins first asks the member it asks to
+// add it for that member's IDs (nodewire.KindIdentity, which any member
+// answers), refuses itself if both know their clusters and they differ
+// (ErrWrongCluster; New fails on a fresh data dir, the background rejoin
+// of an existing one stops and says why in the log; the member logs it
+// too), tells its cluster ID in its join request, and records the cluster
+// ID once added; a member that leads before it knows the ID (it asks no
+// one to add it) asks the other servers of its configuration (package
+// membership, identity.go: learnClusterFromServers). The authority is thus
+// each member's own file, equal across a cluster because every member got it at
 // bootstrap or from a member of it; it is not replicated in the
 // log. A data dir from a version without the file (raft state, no file) is
 // not refused: the configured NodeID is adopted and recorded, and the
