@@ -7,10 +7,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/raftlock/raftlock/cluster/nodewire"
-
 	"github.com/hashicorp/raft"
 
+	"github.com/raftlock/raftlock/cluster/nodewire"
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/internal/lockfsm"
 	"github.com/raftlock/raftlock/lock"
@@ -96,7 +95,7 @@ func (n *Node) do(ctx context.Context, req nodewire.Request) (ans nodewire.Answe
 		if err := n.logFaultError(unknown); err != nil {
 			return nil, err
 		}
-		changed := n.leaderChanged.wait()
+		changed := n.leaderChanged.Wait()
 
 		var attemptErr error
 		if g := groupSeatFor(ctx, req); g != nil {
@@ -326,7 +325,7 @@ func (n *Node) callLeader(ctx context.Context, addr, raftLeader string, body []b
 		done <- answer{rep, err}
 	}()
 	for {
-		changed := n.leaderChanged.wait()
+		changed := n.leaderChanged.Wait()
 		a, _ := n.raft.LeaderWithID()
 		now := string(a)
 		// Raft losing its leader says nothing of addr when addr was a
