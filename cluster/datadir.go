@@ -4,7 +4,7 @@ import (
 	"errors"
 
 	"github.com/raftlock/raftlock/cluster/datadir"
-	"github.com/raftlock/raftlock/cluster/membership"
+	"github.com/raftlock/raftlock/cluster/internal/membership"
 )
 
 // The node's data dir (its lock, identity file, raft log and stable store,

@@ -3,7 +3,7 @@ package cluster
 import (
 	"errors"
 
-	"github.com/raftlock/raftlock/cluster/membership"
+	"github.com/raftlock/raftlock/cluster/internal/membership"
 	"github.com/raftlock/raftlock/cluster/nodewire"
 	"github.com/raftlock/raftlock/internal/errcode"
 )

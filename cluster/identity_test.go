@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/raftlock/raftlock/cluster/membership"
+	"github.com/raftlock/raftlock/cluster/internal/membership"
 )
 
 // readIdentityFile reads the identity file of a data dir.

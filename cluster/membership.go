@@ -5,7 +5,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/raftlock/raftlock/cluster/membership"
+	"github.com/raftlock/raftlock/cluster/internal/membership"
 	"github.com/raftlock/raftlock/cluster/nodewire"
 	"github.com/raftlock/raftlock/internal/nodestatus"
 )

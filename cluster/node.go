@@ -12,7 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/cluster/datadir"
-	"github.com/raftlock/raftlock/cluster/membership"
+	"github.com/raftlock/raftlock/cluster/internal/membership"
 	"github.com/raftlock/raftlock/internal/broadcast"
 	"github.com/raftlock/raftlock/internal/nodestatus"
 	"github.com/raftlock/raftlock/internal/quietlog"

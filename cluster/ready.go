@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/raftlock/raftlock/cluster/membership"
+	"github.com/raftlock/raftlock/cluster/internal/membership"
 	"github.com/raftlock/raftlock/internal/nodestatus"
 	"github.com/raftlock/raftlock/lock"
 )

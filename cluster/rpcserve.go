@@ -6,7 +6,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/raftlock/raftlock/cluster/membership"
+	"github.com/raftlock/raftlock/cluster/internal/membership"
 	"github.com/raftlock/raftlock/cluster/nodewire"
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/lock"
