@@ -158,7 +158,7 @@ func (n *Node) do(ctx context.Context, req nodewire.Request) (ans nodewire.Answe
 			// Leave hands leadership over again; retrying here would not.
 			return nil, attemptErr
 		default:
-			// codeUnavailable and the unexpected: retry after a pause.
+			// nodewire.CodeUnavailable and the unexpected: retry after a pause.
 		}
 		lastErr = attemptErr
 		if ctx.Err() != nil {
@@ -256,7 +256,7 @@ var (
 	errLeaderClosing  = nodewire.ErrLeaderClosing
 	errLeaderReplaced = errors.New("cluster: leader replaced while the request was in flight")
 	// errLeaderUnavailable: the leader could not serve the request now
-	// (codeUnavailable; a configuration change failed, say).
+	// (nodewire.CodeUnavailable; a configuration change failed, say).
 	errLeaderUnavailable = nodewire.ErrLeaderUnavailable
 )
 
