@@ -15,17 +15,23 @@ import (
 // or ErrBadVersion; on error the state is unchanged. The observer is kept.
 func (m *Machine) Restore(b []byte) error {
 	r := snapshotReader{d: decoder{b: b}, sessions: make(map[Owner]*session)}
-	if err := r.read(); err != nil {
-		return err
+	err := r.read()
+	if err == nil {
+		err = r.checkWhole()
 	}
-	if err := r.checkWhole(); err != nil {
+	var order keyOrder
+	if err == nil {
+		order = buildKeyOrder(r.sorted)
+	}
+	r.waitKeys()
+	if err != nil {
 		return err
 	}
 	if m.freezer != nil {
 		m.freezer.err = errFreezeRestored
 		m.freezer.Stop()
 	}
-	m.now, m.lastToken, m.keys, m.order, m.deadlines = r.now, r.lastToken, r.keys, buildKeyOrder(r.sorted), r.heap
+	m.now, m.lastToken, m.keys, m.order, m.deadlines = r.now, r.lastToken, r.keys, order, r.heap
 	m.epoch, m.unclaimed, m.nWaiters, m.sessions, m.sets = r.epoch, r.unclaimed, r.nWaiters, r.sessions, r.sets
 	m.extraHolds = extraHolds(r.sorted)
 	m.released = r.released
@@ -45,6 +51,7 @@ type snapshotReader struct {
 	heap      deadlines
 	keys      map[string]*entry
 	sorted    []*entry          // the key order's input, already in order
+	keysDone  chan struct{}     // closed once keys is complete (readKeys fills it on another goroutine)
 	sets      map[Owner]*keySet // every multi-key acquisition by owner
 	tokens    []uint64          // every grant's token, to find one granted twice
 	unclaimed int               // waiters whose epoch is not the machine's
@@ -307,8 +314,9 @@ func (r *snapshotReader) readKeys(f *keyFormat) error {
 	if d.err != nil {
 		return d.err
 	}
-	r.keys = make(map[string]*entry, n)
 	r.sorted = make([]*entry, 0, n)
+	slabs := r.indexKeys(n)
+	defer close(slabs)
 	heldSets := make(map[uint64]*keySet) // multi-key grants by token; local, so on the stack
 	r.sets = make(map[Owner]*keySet)
 	r.heap = slices.Grow(r.heap, int(n))
@@ -318,6 +326,9 @@ func (r *snapshotReader) readKeys(f *keyFormat) error {
 	var arena keyArena
 	for i := uint64(0); i < n; i++ {
 		if len(slab) == cap(slab) {
+			if slab != nil {
+				slabs <- slab
+			}
 			slab = make([]entry, 0, min(n-i, restoreSlab))
 		}
 		slab = append(slab, entry{index: -1})
@@ -330,10 +341,40 @@ func (r *snapshotReader) readKeys(f *keyFormat) error {
 		if err := r.readKey(f, e, heldSets); err != nil {
 			return err
 		}
-		r.keys[e.key] = e
 		r.sorted = append(r.sorted, e)
 	}
+	if slab != nil {
+		slabs <- slab
+	}
 	return nil
+}
+
+// indexKeys makes the map of n keys on another goroutine, from the slabs
+// of entries sent on the channel it returns, each once its records are
+// read (the goroutine reads only their keys, which no longer change), until
+// the channel is closed. Filling a map of millions of keys costs more than
+// reading their records, a cache miss or more per key; this way it runs
+// beside the reading and the checks. waitKeys waits for it.
+func (r *snapshotReader) indexKeys(n uint64) chan<- []entry {
+	slabs := make(chan []entry, 8)
+	r.keys = make(map[string]*entry, n)
+	r.keysDone = make(chan struct{})
+	go func(keys map[string]*entry) {
+		defer close(r.keysDone)
+		for slab := range slabs {
+			for i := range slab {
+				keys[slab[i].key] = &slab[i]
+			}
+		}
+	}(r.keys)
+	return slabs
+}
+
+// waitKeys waits until the map of keys is complete, if it is being made.
+func (r *snapshotReader) waitKeys() {
+	if r.keysDone != nil {
+		<-r.keysDone
+	}
 }
 
 // Restore allocates the entries restoreSlab at a time and copies the keys
@@ -520,7 +561,7 @@ func (r *snapshotReader) joinWaitingSet(e *entry, w *waiter) {
 // deadline heap's order on the way.
 func (r *snapshotReader) checkWhole() error {
 	for id := range r.released.byID {
-		e := r.keys[id.key]
+		e := r.sortedEntry(id.key) // the map of keys may not be complete yet
 		if id.key != "" && e != nil && (e.owner == id.owner || e.waiters.find(id.owner) != nil || e.group() != nil && e.group().holders.find(id.owner) != nil) {
 			return fmt.Errorf("%w: a release remembered for an owner that holds or waits for the key again", ErrBadEncoding)
 		}
@@ -542,6 +583,15 @@ func (r *snapshotReader) checkWhole() error {
 		}
 	}
 	return nil
+}
+
+// sortedEntry is key's entry, found in the sorted entries, or nil.
+func (r *snapshotReader) sortedEntry(key string) *entry {
+	i, found := slices.BinarySearchFunc(r.sorted, key, func(e *entry, k string) int { return strings.Compare(e.key, k) })
+	if !found {
+		return nil
+	}
+	return r.sorted[i]
 }
 
 // readReleases reads the remembered releases: in the order applied, each
