@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -242,4 +243,22 @@ func TestSnapshotFixtureV6(t *testing.T) {
 	assert.Equal(t, snap, fixture, "the fixture is latestMachine's state")
 	r := restoredCopy(t, m, fixture, "sem", "rw", "w", "h/1", "h/2", "x", "y", "plain", "gone")
 	assert.Equal(t, StatusReleased, r.Apply(release(16*ms, "gone", numberedOwner(6))).Status, "the release is remembered")
+}
+
+func TestTokenTwice(t *testing.T) {
+	for _, c := range []struct {
+		tokens []uint64
+		last   uint64
+		twice  uint64
+	}{
+		{nil, 0, 0},
+		{[]uint64{3, 1, 2}, 3, 0},
+		{[]uint64{5, 9, 5, 2, 9}, 9, 5},                   // bitmap, then the smallest repeated
+		{[]uint64{1 << 40, 7, 1 << 40}, 1 << 41, 1 << 40}, // last too far for a bitmap
+		{[]uint64{7, 1 << 40}, 1 << 41, 0},
+	} {
+		got, twice := tokenTwice(slices.Clone(c.tokens), c.last)
+		assert.Equal(t, c.twice != 0, twice, "%v", c.tokens)
+		assert.Equal(t, c.twice, got, "%v", c.tokens)
+	}
 }
