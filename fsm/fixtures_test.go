@@ -133,7 +133,7 @@ func checkInternals(m *Machine) error {
 		refs[s][key]++
 		return nil
 	}
-	for k, e := range m.keys {
+	for k, e := range m.keys.all() {
 		if e.key != k {
 			return fmt.Errorf("entry under %q has key %q", k, e.key)
 		}
@@ -216,14 +216,14 @@ func checkInternals(m *Machine) error {
 		}
 	}
 	// The key order holds exactly the map's entries, strictly ascending.
-	if m.order.len() != len(m.keys) {
-		return fmt.Errorf("key order holds %d keys, the map %d", m.order.len(), len(m.keys))
+	if m.order.len() != m.keys.len() {
+		return fmt.Errorf("key order holds %d keys, the map %d", m.order.len(), m.keys.len())
 	}
 	var orderErr error
 	prev := ""
 	m.order.ascend("", func(e *entry) bool {
 		switch {
-		case m.keys[e.key] != e:
+		case m.keys.get(e.key) != e:
 			orderErr = fmt.Errorf("key order holds %q, which is not the map's entry", e.key)
 		case e.key <= prev:
 			orderErr = fmt.Errorf("key order not ascending: %q after %q", e.key, prev)
@@ -331,7 +331,7 @@ func earliestDeadline(m *Machine) (time.Duration, bool) {
 			best, found = s.expiresAt, true
 		}
 	}
-	for _, e := range m.keys {
+	for _, e := range m.keys.all() {
 		if g := e.group(); g != nil {
 			for h := g.holders.head; h != nil; h = h.next {
 				if h.session == nil && (!found || h.deadline < best) {
@@ -355,7 +355,7 @@ func earliestDeadline(m *Machine) (time.Duration, bool) {
 // holders lists, in key order, the key=owner:token of every held key.
 func holders(m *Machine) []string {
 	var out []string
-	for k, e := range m.keys {
+	for k, e := range m.keys.all() {
 		out = append(out, fmt.Sprintf("%s=%x:%d", k, e.owner[:1], e.token))
 	}
 	sort.Strings(out)
@@ -535,7 +535,7 @@ func checkSets(m *Machine) error {
 			return fmt.Errorf("set of %x: bad record", o[:2])
 		}
 		for i, e := range s.entries {
-			if m.keys[e.key] != e {
+			if m.keys.get(e.key) != e {
 				return fmt.Errorf("set of %x: key %q not in the machine", o[:2], e.key)
 			}
 			if i > 0 && e.key <= s.entries[i-1].key {
@@ -564,7 +564,7 @@ func checkSets(m *Machine) error {
 			return fmt.Errorf("set of %x: could be granted but waits", o[:2])
 		}
 	}
-	for k, e := range m.keys {
+	for k, e := range m.keys.all() {
 		if st := e.set(); st != nil && (m.sets[st.owner] != st || st.waits != nil) {
 			return fmt.Errorf("key %q: held by a set not in the index", k)
 		}
@@ -599,7 +599,7 @@ func checkReleases(m *Machine) error {
 			if m.sessions[rec.id.owner] != nil {
 				return fmt.Errorf("destroy of session %x remembered while it is live", rec.id.owner)
 			}
-		} else if e := m.keys[rec.id.key]; e != nil && (e.owner == rec.id.owner || e.waiters.find(rec.id.owner) != nil || e.group() != nil && e.group().holders.find(rec.id.owner) != nil) {
+		} else if e := m.keys.get(rec.id.key); e != nil && (e.owner == rec.id.owner || e.waiters.find(rec.id.owner) != nil || e.group() != nil && e.group().holders.find(rec.id.owner) != nil) {
 			return fmt.Errorf("release %q by %x remembered while it holds or waits for the key", rec.id.key, rec.id.owner)
 		}
 		prev = rec

@@ -74,7 +74,7 @@ func (m *Machine) startFreeze(version byte) *Freezer {
 	if m.freezer != nil {
 		m.freezer.Stop()
 	}
-	fz := &Freezer{m: m, version: version, now: m.now, token: m.lastToken, epoch: m.epoch, sessions: m.freezeSessions(), releases: m.freezeReleases(), count: len(m.keys), pre: make(map[string]preImage)}
+	fz := &Freezer{m: m, version: version, now: m.now, token: m.lastToken, epoch: m.epoch, sessions: m.freezeSessions(), releases: m.freezeReleases(), count: m.keys.len(), pre: make(map[string]preImage)}
 	m.freezer = fz
 	return fz
 }

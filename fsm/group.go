@@ -118,7 +118,7 @@ func (m *Machine) createGroup(c Command, s *session) Result {
 	m.adding(e.key)
 	h := &waiter{owner: c.Owner, ttl: c.TTL, session: s, meta: strings.Clone(c.Meta), shared: c.Shared}
 	m.addHolder(e, g, h)
-	m.keys[e.key] = e
+	m.keys.add(e)
 	m.order.insert(e)
 	return Result{Status: StatusGranted, Token: h.token, ExpiresAt: h.end(), Now: m.now}
 }
@@ -183,7 +183,7 @@ func (m *Machine) settle(e *entry, g *group) {
 	if m.freezer != nil {
 		m.freezer.removing(e.key)
 	}
-	delete(m.keys, e.key)
+	m.keys.remove(e.key)
 	m.order.remove(e)
 }
 

@@ -250,7 +250,7 @@ func (g *groupObserver) sameAs(m *Machine) error {
 	for _, key := range groupKeys {
 		k := g.key(key)
 		k.purge(m.Now())
-		e := m.keys[key]
+		e := m.keys.get(key)
 		if e == nil {
 			if len(k.holders) > 0 || len(k.queue) > 0 {
 				return fmt.Errorf("key %q gone, observed %d holders %d waiters", key, len(k.holders), len(k.queue))

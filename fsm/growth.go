@@ -38,7 +38,7 @@ func (m *Machine) acquireGrowth(c Command) Growth {
 	if !c.Session.IsZero() && m.sessions[c.Session] == nil {
 		return Growth{} // answered StatusNoSession
 	}
-	e := m.keys[c.Key]
+	e := m.keys.get(c.Key)
 	switch {
 	case e == nil:
 		return Growth{Keys: 1}
@@ -71,7 +71,7 @@ func (m *Machine) acquireAllGrowth(c Command) Growth {
 	}
 	var g Growth
 	for _, k := range c.Keys {
-		e := m.keys[k]
+		e := m.keys.get(k)
 		if e == nil {
 			g.Keys++
 			continue

@@ -8,8 +8,9 @@ import (
 
 // Cost.
 //
-// The machine keeps one entry per held key in a map for the commands' point
-// lookups, the same entries in key order in a B+tree of entry pointers (9 to
+// The machine keeps one entry per held key in a hash index of entry
+// pointers for the commands' point lookups (keyindex.go: the key is stored
+// once, in its entry), the same entries in key order in a B+tree of entry pointers (9 to
 // 45 bytes a key; order.go says why it is written here), a FIFO queue only
 // for keys with waiters (a linked list plus an index by owner), and one
 // binary heap of all pending deadlines that is updated in place on extend,
@@ -155,7 +156,7 @@ func (e *entry) leaseEnd() time.Duration {
 type Machine struct {
 	now       time.Duration
 	lastToken uint64
-	keys      map[string]*entry
+	keys      keyIndex // the entries, by key
 	order     keyOrder // the entries of keys, in key byte order
 	deadlines deadlines
 	observe   func(Event)
@@ -179,7 +180,7 @@ type Machine struct {
 // New returns an empty machine. observe (may be nil) receives events during
 // Apply, synchronously and in order; it must not call back into the machine.
 func New(observe func(Event)) *Machine {
-	return &Machine{keys: make(map[string]*entry), order: newKeyOrder(), observe: observe, sessions: make(map[Owner]*session), sets: make(map[Owner]*keySet)}
+	return &Machine{order: newKeyOrder(), observe: observe, sessions: make(map[Owner]*session), sets: make(map[Owner]*keySet)}
 }
 
 // Apply applies one command: now = max(now, Stamp); every deadline at or before
@@ -235,10 +236,10 @@ func (m *Machine) acquire(c Command) Result {
 	var s *session
 	if !c.Session.IsZero() {
 		if s = m.sessions[c.Session]; s == nil {
-			return Result{Status: StatusNoSession, Now: m.now, Waiters: m.waiting(m.keys[c.Key])}
+			return Result{Status: StatusNoSession, Now: m.now, Waiters: m.waiting(m.keys.get(c.Key))}
 		}
 	}
-	e := m.keys[c.Key]
+	e := m.keys.get(c.Key)
 	if e == nil {
 		if c.Kind != KindMutex {
 			return m.createGroup(c, s)
@@ -249,7 +250,7 @@ func (m *Machine) acquire(c Command) Result {
 		e = &entry{key: strings.Clone(c.Key), owner: c.Owner, index: -1}
 		m.adding(e.key)
 		m.grant(e, c.TTL, s, strings.Clone(c.Meta))
-		m.keys[e.key] = e
+		m.keys.add(e)
 		m.order.insert(e)
 		m.setHolderDeadline(e)
 		return Result{Status: StatusGranted, Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now}
@@ -351,7 +352,7 @@ func queueRefusal(c Command, held Result) (refusal Result, refused bool) {
 // repeat answers released, changing nothing (releases.go).
 func (m *Machine) release(c Command) Result {
 	id := releaseID{c.Key, c.Owner}
-	e := m.keys[c.Key]
+	e := m.keys.get(c.Key)
 	var res Result
 	switch {
 	case e != nil && e.group() != nil:
@@ -390,7 +391,7 @@ func (m *Machine) releaseHeld(e *entry) Result {
 // the holder's own release would; the answer carries the token of the lease
 // it ended (never the owner). A key nobody holds answers not held.
 func (m *Machine) forceRelease(c Command) Result {
-	e := m.keys[c.Key]
+	e := m.keys.get(c.Key)
 	if e == nil || e.vacant() {
 		return m.notHeld(e) // a reserved key: nobody holds it yet
 	}
@@ -401,7 +402,7 @@ func (m *Machine) forceRelease(c Command) Result {
 }
 
 func (m *Machine) extend(c Command) Result {
-	e := m.keys[c.Key]
+	e := m.keys.get(c.Key)
 	if e != nil && e.extra != nil && e.extra.group != nil {
 		if h := e.extra.group.liveHolder(c.Owner); h != nil {
 			return m.extendHolder(c, e, h)
@@ -427,7 +428,7 @@ func (m *Machine) extend(c Command) Result {
 }
 
 func (m *Machine) cancelWait(c Command) Result {
-	e := m.keys[c.Key]
+	e := m.keys.get(c.Key)
 	if e == nil {
 		return m.notHeld(e)
 	}
@@ -464,7 +465,7 @@ func (m *Machine) notHeld(e *entry) Result {
 
 // waiting is the queue length of e's key, 0 if e is no longer in the machine.
 func (m *Machine) waiting(e *entry) int {
-	if e == nil || m.keys[e.key] != e {
+	if e == nil || m.keys.get(e.key) != e {
 		return 0
 	}
 	return e.waiters.len()
@@ -559,7 +560,7 @@ func (m *Machine) dropUnclaimed() int {
 	before := m.unclaimed
 	var stale []*waiter
 	for _, e := range keys {
-		if m.keys[e.key] != e {
+		if m.keys.get(e.key) != e {
 			continue // served away by a set's departure
 		}
 		stale = stale[:0]
@@ -578,7 +579,7 @@ func (m *Machine) dropUnclaimed() int {
 				m.dropWaiter(e, w)
 			}
 		}
-		if g := e.group(); g != nil && len(stale) > 0 && m.keys[e.key] == e {
+		if g := e.group(); g != nil && len(stale) > 0 && m.keys.get(e.key) == e {
 			m.settle(e, g) // grants only: the key keeps its holders
 		}
 	}
@@ -690,7 +691,7 @@ func (m *Machine) endSession(s *session, expired bool, at time.Duration) int {
 	m.deadlines.remove(s.index)
 	released := 0
 	for _, k := range keys {
-		e := m.keys[k]
+		e := m.keys.get(k)
 		if e == nil {
 			continue
 		}
@@ -781,7 +782,7 @@ func (m *Machine) NextDeadline() (time.Duration, bool) {
 // its Waiters) until a command or tick at that time grants it to the head
 // waiter.
 func (m *Machine) Lookup(key string, at time.Duration) KeyState {
-	e := m.keys[key]
+	e := m.keys.get(key)
 	if e == nil {
 		return KeyState{}
 	}
@@ -856,7 +857,7 @@ func (m *Machine) RangeFrom(prefix, after string, at time.Duration, fn func(key 
 
 // Len is the number of keys with a holder or waiters: held, or reserved
 // for a multi-key waiter.
-func (m *Machine) Len() int { return len(m.keys) }
+func (m *Machine) Len() int { return m.keys.len() }
 
 // Waiters is the number of callers queued, over all keys.
 func (m *Machine) Waiters() int { return m.nWaiters }

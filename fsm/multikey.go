@@ -63,7 +63,7 @@ func (m *Machine) acquireAll(c Command) Result {
 	held := Result{Now: m.now}
 	free := true
 	for i, k := range c.Keys {
-		e := m.keys[k]
+		e := m.keys.get(k)
 		if e == nil {
 			continue
 		}
@@ -91,7 +91,7 @@ func (m *Machine) acquireAll(c Command) Result {
 		for i, k := range c.Keys {
 			e := &entry{key: strings.Clone(k), index: -1}
 			m.adding(e.key) // the machine's copy: OnChange may keep it
-			m.keys[e.key] = e
+			m.keys.add(e)
 			m.order.insert(e)
 			entries[i] = e
 		}
@@ -110,7 +110,7 @@ func (m *Machine) acquireAll(c Command) Result {
 			// vacant entry with the set at the head of its queue.
 			e = &entry{key: strings.Clone(k), index: -1}
 			m.adding(e.key)
-			m.keys[e.key] = e
+			m.keys.add(e)
 			m.order.insert(e)
 			entries[i] = e
 		} else {
@@ -229,7 +229,7 @@ func (m *Machine) removeSet(s *keySet, kind EventKind, at time.Duration) {
 		}
 	}
 	for _, e := range s.entries {
-		if m.keys[e.key] == e && e.vacant() {
+		if m.keys.get(e.key) == e && e.vacant() {
 			m.serve(e)
 		}
 	}
@@ -263,7 +263,7 @@ func (m *Machine) vacate(e *entry) {
 // the machine. Dropping a set may serve its other keys, and granting one
 // takes its other keys too: each loop checks that e is still vacant.
 func (m *Machine) serve(e *entry) {
-	for m.keys[e.key] == e && e.vacant() {
+	for m.keys.get(e.key) == e && e.vacant() {
 		w := e.waiters.first()
 		switch {
 		case w == nil:
@@ -302,7 +302,7 @@ func (m *Machine) forget(e *entry) {
 	if e.index >= 0 {
 		m.deadlines.remove(e.index)
 	}
-	delete(m.keys, e.key)
+	m.keys.remove(e.key)
 	m.order.remove(e)
 }
 

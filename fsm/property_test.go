@@ -423,7 +423,7 @@ func TestRandomSequencesKeepInvariants(t *testing.T) {
 					if st.Held != held || st.Owner != h || st.Waiters != len(obs.queue[k]) {
 						fail(fmt.Errorf("key %q: machine %+v, observed holder %x queue %d", k, st, h[:1], len(obs.queue[k])))
 					}
-					if e := m.keys[k]; e != nil && e.waiters != nil {
+					if e := m.keys.get(k); e != nil && e.waiters != nil {
 						var order []Owner
 						for w := e.waiters.head; w != nil; w = w.next {
 							order = append(order, w.owner)

@@ -49,7 +49,7 @@ type snapshotReader struct {
 	sessions  map[Owner]*session
 	released  releases
 	heap      deadlines
-	keys      map[string]*entry
+	keys      keyIndex
 	sorted    []*entry          // the key order's input, already in order
 	keysDone  chan struct{}     // closed once keys is complete (readKeys fills it on another goroutine)
 	sets      map[Owner]*keySet // every multi-key acquisition by owner
@@ -349,28 +349,28 @@ func (r *snapshotReader) readKeys(f *keyFormat) error {
 	return nil
 }
 
-// indexKeys makes the map of n keys on another goroutine, from the slabs
+// indexKeys makes the index of n keys on another goroutine, from the slabs
 // of entries sent on the channel it returns, each once its records are
 // read (the goroutine reads only their keys, which no longer change), until
-// the channel is closed. Filling a map of millions of keys costs more than
+// the channel is closed. Filling an index of millions of keys costs more than
 // reading their records, a cache miss or more per key; this way it runs
 // beside the reading and the checks. waitKeys waits for it.
 func (r *snapshotReader) indexKeys(n uint64) chan<- []entry {
 	slabs := make(chan []entry, 8)
-	r.keys = make(map[string]*entry, n)
+	r.keys = newKeyIndex(int(n))
 	r.keysDone = make(chan struct{})
-	go func(keys map[string]*entry) {
+	go func(keys *keyIndex) {
 		defer close(r.keysDone)
 		for slab := range slabs {
 			for i := range slab {
-				keys[slab[i].key] = &slab[i]
+				keys.add(&slab[i])
 			}
 		}
-	}(r.keys)
+	}(&r.keys)
 	return slabs
 }
 
-// waitKeys waits until the map of keys is complete, if it is being made.
+// waitKeys waits until the index of keys is complete, if it is being made.
 func (r *snapshotReader) waitKeys() {
 	if r.keysDone != nil {
 		<-r.keysDone
@@ -561,7 +561,7 @@ func (r *snapshotReader) joinWaitingSet(e *entry, w *waiter) {
 // deadline heap's order on the way.
 func (r *snapshotReader) checkWhole() error {
 	for id := range r.released.byID {
-		e := r.sortedEntry(id.key) // the map of keys may not be complete yet
+		e := r.sortedEntry(id.key) // the index of keys may not be complete yet
 		if id.key != "" && e != nil && (e.owner == id.owner || e.waiters.find(id.owner) != nil || e.group() != nil && e.group().holders.find(id.owner) != nil) {
 			return fmt.Errorf("%w: a release remembered for an owner that holds or waits for the key again", ErrBadEncoding)
 		}

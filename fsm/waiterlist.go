@@ -13,7 +13,7 @@ type WaiterState struct {
 // granted first; nil when nobody waits. A read: it changes nothing, costs
 // one step per waiter, and must be serialized with Apply like every read.
 func (m *Machine) Queue(key string) []WaiterState {
-	e := m.keys[key]
+	e := m.keys.get(key)
 	if e == nil || e.waiters == nil {
 		return nil
 	}
