@@ -117,8 +117,8 @@ func checkInternals(m *Machine) error {
 		if s.expiresAt <= m.now {
 			return fmt.Errorf("session %x: ended at %v but now is %v", id, s.expiresAt, m.now)
 		}
-		if s.index < 0 || s.index >= len(m.deadlines) || m.deadlines[s.index].s != s || m.deadlines[s.index].at != s.expiresAt {
-			return fmt.Errorf("session %x: not at its index %d", id, s.index)
+		if i := s.end.index; i < 0 || i >= len(m.deadlines) || m.deadlines[i].session() != s || m.deadlines[i].at != s.expiresAt || s.end.owner != s.id {
+			return fmt.Errorf("session %x: not at its index %d", id, i)
 		}
 		refs[s] = map[string]int{}
 		want++

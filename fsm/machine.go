@@ -116,8 +116,21 @@ type session struct {
 	expiresAt time.Duration
 	lockDelay time.Duration
 	refs      map[string]int // nil once the session has ended
-	index     int            // position of its end in the deadline index
+	// end is its end's record in the deadline index (owner the ID,
+	// session this session, index its position), so that a deadline
+	// needs no pointer to a session.
+	end waiter
 }
+
+// newSession returns a session, not yet in the deadline index.
+func newSession(id Owner, ttl, expiresAt, lockDelay time.Duration) *session {
+	s := &session{id: id, ttl: ttl, expiresAt: expiresAt, lockDelay: lockDelay, refs: make(map[string]int)}
+	s.end.owner, s.end.session = id, s
+	return s
+}
+
+// deadline is s's end in the deadline index.
+func (s *session) deadline() deadline { return deadline{at: s.expiresAt, w: &s.end} }
 
 func (s *session) ref(key string) {
 	if s != nil && s.refs != nil {
@@ -607,9 +620,10 @@ func (m *Machine) expire() {
 	for len(m.deadlines) > 0 && m.deadlines[0].at <= m.now {
 		d := m.deadlines[0]
 		switch {
-		case d.s != nil:
-			m.emit(Event{Kind: EventSessionExpired, Owner: d.s.id, ExpiresAt: d.s.expiresAt, At: d.at})
-			m.endSession(d.s, true, d.at)
+		case d.e == nil:
+			s := d.session()
+			m.emit(Event{Kind: EventSessionExpired, Owner: s.id, ExpiresAt: s.expiresAt, At: d.at})
+			m.endSession(s, true, d.at)
 		case d.w != nil && d.w.held:
 			m.expireHolder(d.e, d.w, d.at)
 		case d.w != nil && d.w.set != nil:
@@ -643,9 +657,9 @@ func (m *Machine) createSession(c Command) Result {
 		// A retry: the session as it is, not lengthened.
 		return Result{Status: StatusGranted, ExpiresAt: s.expiresAt, Now: m.now, Waiters: len(s.refs)}
 	}
-	s := &session{id: c.Session, ttl: c.TTL, expiresAt: m.now + c.TTL, lockDelay: c.LockDelay, refs: make(map[string]int)}
+	s := newSession(c.Session, c.TTL, m.now+c.TTL, c.LockDelay)
 	m.sessions[s.id] = s
-	m.deadlines.push(deadline{at: s.expiresAt, s: s})
+	m.deadlines.push(s.deadline())
 	return Result{Status: StatusGranted, ExpiresAt: s.expiresAt, Now: m.now}
 }
 
@@ -655,7 +669,7 @@ func (m *Machine) renewSession(c Command) Result {
 		return Result{Status: StatusNoSession, Now: m.now}
 	}
 	s.expiresAt = m.now + s.ttl
-	m.deadlines.fix(s.index, s.expiresAt)
+	m.deadlines.fix(s.end.index, s.expiresAt)
 	return Result{Status: StatusExtended, ExpiresAt: s.expiresAt, Now: m.now, Waiters: len(s.refs)}
 }
 
@@ -688,7 +702,7 @@ func (m *Machine) endSession(s *session, expired bool, at time.Duration) int {
 	slices.Sort(keys)
 	s.refs = nil // no more bookkeeping for a session that has ended
 	delete(m.sessions, s.id)
-	m.deadlines.remove(s.index)
+	m.deadlines.remove(s.end.index)
 	released := 0
 	for _, k := range keys {
 		e := m.keys.get(k)

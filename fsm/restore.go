@@ -279,17 +279,16 @@ func (r *snapshotReader) readSessions() {
 	}
 	var prev Owner
 	for i := uint64(0); i < n && d.err == nil; i++ {
-		s := &session{refs: make(map[string]int)}
-		s.id = d.owner()
-		if d.err == nil && i > 0 && bytes.Compare(s.id[:], prev[:]) <= 0 {
+		id := d.owner()
+		if d.err == nil && i > 0 && bytes.Compare(id[:], prev[:]) <= 0 {
 			d.fail("sessions not in strictly ascending order")
 		}
-		prev = s.id
-		s.ttl = d.ttl("session ttl")
-		s.expiresAt = d.deadline("session end", r.now, s.ttl)
-		s.lockDelay = d.duration("lock delay", MaxLockDelay, ErrDelayRange)
+		prev = id
+		ttl := d.ttl("session ttl")
+		expiresAt := d.deadline("session end", r.now, ttl)
+		s := newSession(id, ttl, expiresAt, d.duration("lock delay", MaxLockDelay, ErrDelayRange))
 		r.sessions[s.id] = s
-		r.heap = append(r.heap, deadline{at: s.expiresAt, s: s})
+		r.heap = append(r.heap, s.deadline())
 	}
 }
 
