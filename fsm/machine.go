@@ -67,13 +67,54 @@ type entry struct {
 	owner     Owner
 	token     uint64
 	expiresAt time.Duration
-	extra     *holderExtra // nil for a lease without metadata, the common case
-	waiters   *queue       // nil while nobody waits
-	index     int          // position of the lease's end in the deadline index; -1 for a session-bound holder
+	more      *entryMore // nil for a lease without metadata nobody waits for, the common case
+	index     int        // position of the lease's end in the deadline index; -1 for a session-bound holder
 }
 
-// holderExtra is what only some holders have: kept apart so that a plain
-// lease pays one pointer for it, not the 32 bytes of the fields. A
+// entryMore is what only some keys have: their holder's extras and their
+// waiters, behind one pointer so that a plain lease nobody waits for pays
+// one nil pointer for both and its entry fits in 64 bytes (with both
+// pointers in it, 72 bytes took an 80-byte allocation).
+type entryMore struct {
+	extra   *holderExtra
+	waiters *queue
+}
+
+// extras is e's holder's extras, nil for a lease without metadata.
+func (e *entry) extras() *holderExtra {
+	if e.more == nil {
+		return nil
+	}
+	return e.more.extra
+}
+
+// waitQueue is e's queue, nil while nobody waits.
+func (e *entry) waitQueue() *queue {
+	if e.more == nil {
+		return nil
+	}
+	return e.more.waiters
+}
+
+func (e *entry) setExtras(x *holderExtra) { e.setMore(x, e.waitQueue()) }
+
+func (e *entry) setWaitQueue(q *queue) { e.setMore(e.extras(), q) }
+
+// setMore sets e's extras and queue, dropping entryMore when both are nil.
+func (e *entry) setMore(x *holderExtra, q *queue) {
+	if x == nil && q == nil {
+		e.more = nil
+		return
+	}
+	if e.more == nil {
+		e.more = &entryMore{}
+	}
+	e.more.extra, e.more.waiters = x, q
+}
+
+// holderExtra is what only some holders have: kept apart (behind
+// entryMore) so that a plain lease pays nothing for the 32 bytes of the
+// fields. A
 // semaphore or read/write key has only a group (its holders are there).
 type holderExtra struct {
 	session *session
@@ -84,27 +125,27 @@ type holderExtra struct {
 
 // sess is the session e's holder is bound to, nil for a lease.
 func (e *entry) sess() *session {
-	if e.extra == nil {
+	if e.extras() == nil {
 		return nil
 	}
-	return e.extra.session
+	return e.extras().session
 }
 
 // metadata is e's holder's metadata.
 func (e *entry) metadata() string {
-	if e.extra == nil {
+	if e.extras() == nil {
 		return ""
 	}
-	return e.extra.meta
+	return e.extras().meta
 }
 
 // bind sets e's holder's session and metadata.
 func (e *entry) bind(s *session, meta string) {
 	if s == nil && meta == "" {
-		e.extra = nil
+		e.setExtras(nil)
 		return
 	}
-	e.extra = &holderExtra{session: s, meta: meta}
+	e.setExtras(&holderExtra{session: s, meta: meta})
 }
 
 // session is a lease that locks are bound to. refs counts, per key, the
@@ -153,11 +194,11 @@ func (s *session) unref(key string) {
 // session's; for a semaphore or read/write key, the latest end of its
 // holds.
 func (e *entry) leaseEnd() time.Duration {
-	if e.extra != nil {
-		if e.extra.group != nil {
-			return e.extra.group.latestEnd()
+	if e.extras() != nil {
+		if e.extras().group != nil {
+			return e.extras().group.latestEnd()
 		}
-		if s := e.extra.session; s != nil {
+		if s := e.extras().session; s != nil {
 			return s.expiresAt
 		}
 	}
@@ -269,12 +310,12 @@ func (m *Machine) acquire(c Command) Result {
 		return Result{Status: StatusGranted, Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now}
 	}
 	if kind, limit := e.kind(); kind != c.Kind || limit != c.Limit {
-		return Result{Status: StatusKindMismatch, Now: m.now, Waiters: e.waiters.len(), Kind: kind, Limit: limit}
+		return Result{Status: StatusKindMismatch, Now: m.now, Waiters: e.waitQueue().len(), Kind: kind, Limit: limit}
 	}
 	if g := e.group(); g != nil {
 		return m.acquireGroup(c, e, g, s)
 	}
-	held := Result{Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now, Waiters: e.waiters.len()}
+	held := Result{Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now, Waiters: e.waitQueue().len()}
 	if e.owner == c.Owner && e.set() != nil {
 		// Held as one key of a multi-key grant: a single-key acquire is
 		// not a retry of that acquisition.
@@ -293,7 +334,7 @@ func (m *Machine) acquire(c Command) Result {
 		held.Status = StatusGranted
 		return held
 	}
-	if w := e.waiters.find(c.Owner); w != nil {
+	if w := e.waitQueue().find(c.Owner); w != nil {
 		if w.session != s || w.set != nil {
 			held.Status = StatusHeld // as for the holder: another binding (or a multi-key wait)
 			return held
@@ -309,7 +350,7 @@ func (m *Machine) acquire(c Command) Result {
 func (m *Machine) retryQueued(e *entry, w *waiter, held Result) Result {
 	m.claim(e, w)
 	held.Status = StatusQueued
-	held.Waiters = e.waiters.position(w)
+	held.Waiters = e.waitQueue().position(w)
 	return held
 }
 
@@ -332,16 +373,16 @@ func (m *Machine) enqueue(c Command, e *entry, s *session, held Result) Result {
 		return refusal
 	}
 	m.changing(e)
-	if e.waiters == nil {
-		e.waiters = &queue{}
+	if e.waitQueue() == nil {
+		e.setWaitQueue(&queue{})
 	}
 	w := &waiter{owner: c.Owner, ttl: c.TTL, deadline: m.now + c.Wait, epoch: m.epoch, session: s, meta: strings.Clone(c.Meta), shared: c.Shared}
-	e.waiters.pushBack(w)
+	e.waitQueue().pushBack(w)
 	m.nWaiters++
 	s.ref(e.key)
 	m.deadlines.push(deadline{at: w.deadline, e: e, w: w})
 	held.Status = StatusQueued
-	held.Waiters = e.waiters.len()
+	held.Waiters = e.waitQueue().len()
 	return held
 }
 
@@ -369,11 +410,11 @@ func (m *Machine) release(c Command) Result {
 	var res Result
 	switch {
 	case e != nil && e.group() != nil:
-		h := e.extra.group.liveHolder(c.Owner)
+		h := e.extras().group.liveHolder(c.Owner)
 		if h == nil {
 			return m.releaseRepeated(e, id)
 		}
-		res = m.releaseHolder(e, e.extra.group, h)
+		res = m.releaseHolder(e, e.extras().group, h)
 	case e == nil || e.owner != c.Owner:
 		return m.releaseRepeated(e, id)
 	default:
@@ -416,8 +457,8 @@ func (m *Machine) forceRelease(c Command) Result {
 
 func (m *Machine) extend(c Command) Result {
 	e := m.keys.get(c.Key)
-	if e != nil && e.extra != nil && e.extra.group != nil {
-		if h := e.extra.group.liveHolder(c.Owner); h != nil {
+	if e != nil && e.extras() != nil && e.extras().group != nil {
+		if h := e.extras().group.liveHolder(c.Owner); h != nil {
 			return m.extendHolder(c, e, h)
 		}
 		return m.notHeld(e)
@@ -428,16 +469,16 @@ func (m *Machine) extend(c Command) Result {
 	if e.sess() != nil {
 		// The lock has no lease of its own: it lasts as long as its
 		// session, which only a renew of the session lengthens.
-		return Result{Status: StatusExtended, Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now, Waiters: e.waiters.len()}
+		return Result{Status: StatusExtended, Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now, Waiters: e.waitQueue().len()}
 	}
 	if set := e.set(); set != nil {
 		m.extendSet(set, c.TTL)
-		return Result{Status: StatusExtended, Token: e.token, ExpiresAt: e.expiresAt, Now: m.now, Waiters: e.waiters.len()}
+		return Result{Status: StatusExtended, Token: e.token, ExpiresAt: e.expiresAt, Now: m.now, Waiters: e.waitQueue().len()}
 	}
 	m.changing(e)
 	e.expiresAt = m.now + c.TTL
 	m.deadlines.fix(e.index, e.expiresAt)
-	return Result{Status: StatusExtended, Token: e.token, ExpiresAt: e.expiresAt, Now: m.now, Waiters: e.waiters.len()}
+	return Result{Status: StatusExtended, Token: e.token, ExpiresAt: e.expiresAt, Now: m.now, Waiters: e.waitQueue().len()}
 }
 
 func (m *Machine) cancelWait(c Command) Result {
@@ -454,7 +495,7 @@ func (m *Machine) cancelWait(c Command) Result {
 		// Granted while the caller gave up: give the key back at once.
 		return m.releaseHeld(e)
 	}
-	w := e.waiters.find(c.Owner)
+	w := e.waitQueue().find(c.Owner)
 	if w == nil {
 		return m.notHeld(e)
 	}
@@ -469,7 +510,7 @@ func (m *Machine) cancelWait(c Command) Result {
 		m.settle(e, g) // the head may have left: who follows may fit now
 		return g.oldest(Result{Status: StatusCanceled, Now: m.now, Waiters: m.waiting(e)})
 	}
-	return Result{Status: StatusCanceled, Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now, Waiters: e.waiters.len()}
+	return Result{Status: StatusCanceled, Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now, Waiters: e.waitQueue().len()}
 }
 
 func (m *Machine) notHeld(e *entry) Result {
@@ -481,7 +522,7 @@ func (m *Machine) waiting(e *entry) int {
 	if e == nil || m.keys.get(e.key) != e {
 		return 0
 	}
-	return e.waiters.len()
+	return e.waitQueue().len()
 }
 
 // grant gives e to e.owner with a fresh token: for ttl from now, or bound
@@ -530,7 +571,7 @@ func (m *Machine) handOff(e *entry) {
 		return
 	}
 	m.changing(e)
-	if w := e.waiters.first(); w != nil && w.set == nil && w.epoch == m.epoch {
+	if w := e.waitQueue().first(); w != nil && w.set == nil && w.epoch == m.epoch {
 		// The common case, kept cheap: the lease passes to the head in
 		// place (its deadline moves in the index).
 		e.sess().unref(e.key)
@@ -557,7 +598,7 @@ func (m *Machine) dropUnclaimed() int {
 	pending := m.unclaimed
 	m.order.ascend("", func(e *entry) bool {
 		n := 0
-		for w := e.waiters.first(); w != nil; w = w.next {
+		for w := e.waitQueue().first(); w != nil; w = w.next {
 			if w.epoch != m.epoch {
 				n++
 			}
@@ -577,14 +618,14 @@ func (m *Machine) dropUnclaimed() int {
 			continue // served away by a set's departure
 		}
 		stale = stale[:0]
-		for w := e.waiters.first(); w != nil; w = w.next {
+		for w := e.waitQueue().first(); w != nil; w = w.next {
 			if w.epoch != m.epoch {
 				stale = append(stale, w)
 			}
 		}
 		for _, w := range stale {
 			switch {
-			case e.waiters.find(w.owner) != w:
+			case e.waitQueue().find(w.owner) != w:
 				// Gone meanwhile (a set dropped from another key).
 			case w.set != nil:
 				m.removeSet(w.set, EventUnclaimed, m.now)
@@ -607,9 +648,9 @@ func (m *Machine) removeWaiter(e *entry, w *waiter) {
 	m.nWaiters--
 	w.session.unref(e.key)
 	m.deadlines.remove(w.index)
-	e.waiters.unlink(w)
-	if e.waiters.len() == 0 {
-		e.waiters = nil
+	e.waitQueue().unlink(w)
+	if e.waitQueue().len() == 0 {
+		e.setWaitQueue(nil)
 	}
 }
 
@@ -709,7 +750,7 @@ func (m *Machine) endSession(s *session, expired bool, at time.Duration) int {
 		if e == nil {
 			continue
 		}
-		for w := e.waiters.first(); w != nil; {
+		for w := e.waitQueue().first(); w != nil; {
 			next := w.next
 			if w.session == s {
 				m.removeWaiter(e, w)
@@ -809,9 +850,9 @@ func (m *Machine) state(e *entry, t time.Duration) KeyState {
 	}
 	end := e.leaseEnd()
 	if end <= t {
-		return KeyState{Waiters: e.waiters.len(), Reserved: e.vacant()}
+		return KeyState{Waiters: e.waitQueue().len(), Reserved: e.vacant()}
 	}
-	st := KeyState{Held: true, Owner: e.owner, Token: e.token, ExpiresAt: end, Waiters: e.waiters.len(), Meta: e.metadata(), Delayed: e.owner.IsZero(), SetKeys: e.setKeys()}
+	st := KeyState{Held: true, Owner: e.owner, Token: e.token, ExpiresAt: end, Waiters: e.waitQueue().len(), Meta: e.metadata(), Delayed: e.owner.IsZero(), SetKeys: e.setKeys()}
 	if s := e.sess(); s != nil {
 		st.Session = s.id
 	}

@@ -470,7 +470,7 @@ func (r *snapshotReader) joinHeldSet(e *entry, heldSets map[uint64]*keySet) bool
 	} else if s.owner != e.owner || s.entries[0].expiresAt != e.expiresAt || s.extra.meta != e.metadata() {
 		r.d.fail("keys of one multi-key grant disagree")
 	}
-	e.extra = s.extra
+	e.setExtras(s.extra)
 	s.entries = append(s.entries, e)
 	return first
 }
@@ -480,14 +480,14 @@ func (r *snapshotReader) joinHeldSet(e *entry, heldSets map[uint64]*keySet) bool
 // head.
 func (r *snapshotReader) readQueue(f *keyFormat, e *entry, g *group, reserved bool, n uint64) error {
 	if n > 0 {
-		e.waiters = &queue{byOwner: make(map[Owner]*waiter, n)}
+		e.setWaitQueue(&queue{byOwner: make(map[Owner]*waiter, n)})
 	}
 	for j := uint64(0); j < n; j++ {
 		w := r.readWaiter(f, e, g, reserved && j == 0, j == 0)
 		if r.d.err != nil {
 			return r.d.err
 		}
-		e.waiters.pushBack(w)
+		e.waitQueue().pushBack(w)
 		w.session.ref(e.key)
 		r.nWaiters++
 		r.heap = append(r.heap, deadline{at: w.deadline, e: e, w: w})
@@ -524,7 +524,7 @@ func (r *snapshotReader) readWaiter(f *keyFormat, e *entry, g *group, reservedHe
 	if g != nil && g.kind == KindRW {
 		w.shared = d.flag("shared")
 	}
-	if d.err == nil && (w.owner == e.owner || e.waiters.find(w.owner) != nil || (g != nil && g.holders.find(w.owner) != nil)) {
+	if d.err == nil && (w.owner == e.owner || e.waitQueue().find(w.owner) != nil || (g != nil && g.holders.find(w.owner) != nil)) {
 		d.fail("owner queued twice or queued for a key it holds")
 	}
 	if d.err == nil && head && g != nil && g.fits(w.shared) {
@@ -561,7 +561,7 @@ func (r *snapshotReader) joinWaitingSet(e *entry, w *waiter) {
 func (r *snapshotReader) checkWhole() error {
 	for id := range r.released.byID {
 		e := r.sortedEntry(id.key) // the index of keys may not be complete yet
-		if id.key != "" && e != nil && (e.owner == id.owner || e.waiters.find(id.owner) != nil || e.group() != nil && e.group().holders.find(id.owner) != nil) {
+		if id.key != "" && e != nil && (e.owner == id.owner || e.waitQueue().find(id.owner) != nil || e.group() != nil && e.group().holders.find(id.owner) != nil) {
 			return fmt.Errorf("%w: a release remembered for an owner that holds or waits for the key again", ErrBadEncoding)
 		}
 	}
@@ -678,7 +678,7 @@ func (r *snapshotReader) group(e *entry) *group {
 		d.fail("holder count out of range")
 		return g
 	}
-	e.extra = &holderExtra{group: g}
+	e.setExtras(&holderExtra{group: g})
 	g.holders.byOwner = make(map[Owner]*waiter, n)
 	var prev uint64
 	for i := uint64(0); i < n && d.err == nil; i++ {
