@@ -339,6 +339,6 @@ func TestMemoryPerHeldLock(t *testing.T) {
 		return m
 	})
 	t.Logf("bytes per held lock (%d-byte keys): %.0f after applies, %.0f after restore", len(keys[0]), applied, restored)
-	assert.LessOrEqual(t, applied, 250.0)
-	assert.LessOrEqual(t, restored, 250.0)
+	assert.LessOrEqual(t, applied, 150.0)
+	assert.LessOrEqual(t, restored, 110.0)
 }
