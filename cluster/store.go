@@ -48,9 +48,10 @@ import (
 // is withdrawn by the leader, and a grant applied meanwhile is released, so
 // no lock is handed to nobody; if that withdrawal cannot be confirmed, the
 // error also matches lock.ErrUnknownOutcome. When no leader answers before
-// the wait ends, Acquire gives up two election timeouts after it and
-// returns a *lock.HeldError (or lock.ErrUnavailable if it cannot read the
-// holder either).
+// the wait ends, Acquire gives up two election timeouts after it,
+// withdraws, and returns a *lock.HeldError (or lock.ErrUnavailable if it
+// cannot read the holder either), or an error matching
+// lock.ErrUnknownOutcome if the withdrawal cannot be confirmed.
 func (n *Node) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease, error) {
 	sent := n.clock.Monotonic()
 	if err := req.Validate(); err != nil {

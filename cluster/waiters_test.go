@@ -268,3 +268,50 @@ func TestWaiterAnsweredLateDoesNotOverstate(t *testing.T) {
 	assert.False(t, believed.Before(granted.Add(ttl-delay-750*time.Millisecond)),
 		"the waiter was robbed of %v of its lease", granted.Add(ttl).Sub(believed))
 }
+
+// A waiting acquire whose answer is lost (the leader grants it, but the
+// grant never reaches the caller's node) and whose withdrawal then cannot
+// be confirmed (the cancel-wait gets no answer) reports an unknown outcome,
+// never "held": the owner holds the lock, and a caller told "held" would
+// neither release it nor expect its next acquire to get that old grant
+// back, with a token older than grants it has seen since.
+func TestWaitRunOutWithUnconfirmedWithdrawalIsUnknown(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	l, f := c.leader(), c.follower()
+	holder, lease := acquire(t, l, "k", time.Minute)
+
+	// The leader serves the follower's waiting acquire but its answer is
+	// lost, and the follower's cancel-wait is never answered: a link that
+	// delivers only one way.
+	l.tr.Handle(func(rctx context.Context, body []byte) ([]byte, error) {
+		req, err := nodewire.DecodeRequest(body)
+		if err == nil {
+			cmd, isCmd := req.(*nodewire.Command)
+			switch {
+			case req.Kind() == nodewire.KindWaitAcquire:
+				go l.handleRPC(context.WithoutCancel(rctx), body)
+				<-rctx.Done()
+				return nil, rctx.Err()
+			case isCmd && cmd.Cmd.Op == fsm.OpCancelWait:
+				<-rctx.Done()
+				return nil, rctx.Err()
+			}
+		}
+		return l.handleRPC(rctx, body)
+	})
+	owner := lock.NewOwner()
+	waiting := acquireAsync(ctx, f, lock.AcquireRequest{Key: "k", Owner: owner, TTL: time.Minute, Wait: time.Second})
+	awaitWaiters(t, l, "k", 1)
+	ok, err := l.Release(ctx, "k", holder) // the waiter is granted
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	got := await(t, waiting, "the waiter")
+	require.ErrorIs(t, got.err, lock.ErrUnknownOutcome, "the owner was granted token %d", lease.Token+1)
+	assert.NotErrorIs(t, got.err, lock.ErrLocked)
+	// It does hold the lock: its next acquire gets that grant back.
+	again, err := l.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: owner, TTL: time.Minute})
+	require.NoError(t, err)
+	assert.Equal(t, lease.Token+1, again.Token)
+}

@@ -71,7 +71,9 @@ import (
 //   - no leader answers before the wait ends (no quorum, so no tick): the
 //     caller gives up on its own clock two election timeouts after the
 //     wait, withdraws, and returns a *lock.HeldError (or ErrUnavailable
-//     when it cannot read the holder either).
+//     when it cannot read the holder either); if the withdrawal cannot be
+//     confirmed, an error matching lock.ErrUnknownOutcome instead, as an
+//     answer lost on its way may have been a grant.
 //
 // Two windows remain, as in any lock service: an answer "granted" that the
 // leader hands to the transport just as the caller's connection dies is
@@ -170,7 +172,9 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 	defer p.stop()
 	for {
 		if n.closed() {
-			return lock.Lease{}, lock.ErrClosed
+			// An attempt that reached a leader may have queued the owner, or
+			// been granted with its answer lost: the outcome is unknown.
+			return lock.Lease{}, n.closedError(attempted)
 		}
 		if err := n.logFaultError(attempted); err != nil {
 			return lock.Lease{}, err
@@ -184,8 +188,17 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 			}
 			// The wait ran out without an answer (no leader, or none that
 			// answered): make sure the owner is not left queued or granted.
-			if err := n.withdraw(ctx, req.Key, owner); err != nil && ctx.Err() != nil {
-				return lock.Lease{}, err
+			// Unless that is confirmed, the outcome is unknown: an answer
+			// lost on its way (a grant) or a waiter still queued may leave
+			// the owner holding the lock, and a caller told "held" (or
+			// "unavailable": not applied) would not release it, and would
+			// get that old grant back with its next acquire.
+			if err := n.withdraw(ctx, req.Key, owner); err != nil {
+				if ctx.Err() != nil {
+					return lock.Lease{}, err
+				}
+				return lock.Lease{}, fmt.Errorf("%w: the wait of %v ran out with no answer from a leader (%v), and withdrawing the acquire could not be confirmed: the owner may hold the lock or be queued; release it with the same owner to be sure",
+					lock.ErrUnknownOutcome, req.Wait, lastErr)
 			}
 			return lock.Lease{}, n.heldError(ctx, req.Key, lastErr)
 		}
@@ -222,7 +235,7 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 			return lock.Lease{}, n.withdraw(ctx, req.Key, owner)
 		case errors.Is(err, errShuttingDown), errors.Is(err, transport.ErrClosed):
 			if n.closed() {
-				return lock.Lease{}, lock.ErrClosed
+				return lock.Lease{}, n.closedError(attempted)
 			}
 		case errors.Is(err, ErrBadRequest), errors.Is(err, transport.ErrTooLarge),
 			errors.Is(err, ErrMemberTooOld):
@@ -237,7 +250,7 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 		// call outlived its wait: send it again.
 		lastErr = err
 		if err := p.pause(ctx, n, changed, hint, tried, maxRetryBackoff); errors.Is(err, lock.ErrClosed) {
-			return lock.Lease{}, lock.ErrClosed
+			return lock.Lease{}, n.closedError(attempted)
 		} else if err != nil {
 			return lock.Lease{}, n.withdraw(ctx, req.Key, owner)
 		}
