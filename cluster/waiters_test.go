@@ -315,3 +315,72 @@ func TestWaitRunOutWithUnconfirmedWithdrawalIsUnknown(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, lease.Token+1, again.Token)
 }
+
+// A caller's withdrawal that reaches the leader late (its link is slow),
+// after the same owner's next acquire, through another node, was answered
+// with the grant the first call left behind, does not end that lease: the
+// newer call was told it holds the lock.
+func TestLateWithdrawalKeepsGrantAnsweredToNewerCall(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	l := c.leader()
+	fs := c.followers()
+	holder, lease := acquire(t, l, "k", time.Minute)
+
+	// The leader serves the first follower's waiting acquire but its answer
+	// is lost, and that follower's cancel-wait is held back, to be
+	// delivered when the test says.
+	late := make(chan []byte, 1)
+	l.tr.Handle(func(rctx context.Context, body []byte) ([]byte, error) {
+		req, err := nodewire.DecodeRequest(body)
+		if err == nil {
+			cmd, isCmd := req.(*nodewire.Command)
+			switch {
+			case req.Kind() == nodewire.KindWaitAcquire:
+				go l.handleRPC(context.WithoutCancel(rctx), body)
+				<-rctx.Done()
+				return nil, rctx.Err()
+			case isCmd && cmd.Cmd.Op == fsm.OpCancelWait:
+				select {
+				case late <- body:
+				default:
+				}
+				<-rctx.Done()
+				return nil, rctx.Err()
+			}
+		}
+		return l.handleRPC(rctx, body)
+	})
+	owner := lock.NewOwner()
+	first := acquireAsync(ctx, fs[0], lock.AcquireRequest{Key: "k", Owner: owner, TTL: time.Minute, Wait: time.Second})
+	awaitWaiters(t, l, "k", 1)
+	ok, err := l.Release(ctx, "k", holder) // the waiter is granted
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.ErrorIs(t, await(t, first, "the first call").err, lock.ErrUnknownOutcome)
+
+	// The client repeats its acquire through the other follower: it holds.
+	again, err := fs[1].Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: owner, TTL: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, lease.Token+1, again.Token)
+	var withdrawal []byte
+	select {
+	case withdrawal = <-late:
+	case <-ctx.Done():
+		t.Fatal("the first call sent no cancel-wait")
+	}
+	_, err = l.handleRPC(ctx, withdrawal) // it arrives now
+	require.NoError(t, err)
+	info, err := l.Inspect(ctx, "k")
+	require.NoError(t, err)
+	assert.True(t, info.Locked, "the late withdrawal ended the lease answered to the newer call")
+	assert.Equal(t, again.Token, info.Token)
+
+	// A withdrawal that does reach the leader in time is not confirmed
+	// either: the grant was answered, and the caller learns as much.
+	l.tr.Handle(l.handleRPC)
+	assert.ErrorIs(t, fs[0].withdraw(ctx, "k", fsm.Owner(owner)), lock.ErrUnknownOutcome)
+	info, err = l.Inspect(ctx, "k")
+	require.NoError(t, err)
+	assert.True(t, info.Locked && info.Token == again.Token, "a withdrawal ended the lease answered to the newer call")
+}
