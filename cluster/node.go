@@ -172,6 +172,9 @@ func (n *Node) watchLeadership(observations <-chan raft.Observation) {
 			// between (raft keeps only the latest signal): a new term either way.
 			n.endTerm()
 			if leading {
+				// Grants answered in an earlier term are not this term's
+				// to know: their holds may have ended under other leaders.
+				n.awaits.forgetAcked()
 				t := newLeaderTerm(n)
 				n.term.Store(t)
 				t.start()

@@ -45,12 +45,15 @@ import (
 // ctx, not by Config.RequestTimeout. After a leader change it is sent again
 // with the same owner and the wait left, which keeps its place in the queue.
 // A caller that goes away while queued (ctx ends, connection or node dies)
-// is withdrawn by the leader, and a grant applied meanwhile is released, so
-// no lock is handed to nobody; if that withdrawal cannot be confirmed, the
-// error also matches lock.ErrUnknownOutcome. When no leader answers before
-// the wait ends, Acquire gives up two election timeouts after it and
-// returns a *lock.HeldError (or lock.ErrUnavailable if it cannot read the
-// holder either).
+// is withdrawn by the leader, and a grant applied meanwhile and not yet
+// answered is released, so no lock is handed to nobody; if that withdrawal
+// cannot be confirmed, or the grant was answered already (the answer
+// crossed the caller's going), the error also matches
+// lock.ErrUnknownOutcome. When no leader answers before
+// the wait ends, Acquire gives up two election timeouts after it,
+// withdraws, and returns a *lock.HeldError (or lock.ErrUnavailable if it
+// cannot read the holder either), or an error matching
+// lock.ErrUnknownOutcome if the withdrawal cannot be confirmed.
 func (n *Node) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease, error) {
 	sent := n.clock.Monotonic()
 	if err := req.Validate(); err != nil {
@@ -101,11 +104,27 @@ func (n *Node) withdraw(ctx context.Context, key string, owner fsm.Owner) error 
 	patience := min(n.cfg.RequestTimeout, 2*n.cfg.ElectionTimeout)
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), patience)
 	defer cancel()
-	if _, err := n.command(wctx, fsm.Command{Op: fsm.OpCancelWait, Key: key, Owner: owner}); err != nil {
+	res, err := n.command(wctx, fsm.Command{Op: fsm.OpCancelWait, Key: key, Owner: owner})
+	switch {
+	case err != nil:
 		n.log.Warn("could not withdraw an abandoned acquire", "key", key, "error", err)
-		return fmt.Errorf("%w: %w", lock.ErrUnknownOutcome, ctx.Err())
+		return unknownWithdrawal(ctx, fmt.Errorf("withdrawing the acquire of %q: %w", key, err))
+	case res.Status == fsm.StatusHeld:
+		// The leader answered a call of this owner with its grant (a newer
+		// call, or this one with its answer lost): not withdrawn, and not
+		// ended under that call (see cancelWaitAtLeader).
+		return unknownWithdrawal(ctx, fmt.Errorf("the owner holds %q (token %d), as the leader told a call of it: if none of your calls has it, release it with the same owner", key, res.Token))
 	}
 	return ctx.Err()
+}
+
+// unknownWithdrawal is withdraw's error when it could not confirm the
+// withdrawal: lock.ErrUnknownOutcome, why, and ctx's error if ctx ended.
+func unknownWithdrawal(ctx context.Context, why error) error {
+	if ctx.Err() == nil {
+		return fmt.Errorf("%w: %v", lock.ErrUnknownOutcome, why)
+	}
+	return fmt.Errorf("%w: %w (%v)", lock.ErrUnknownOutcome, ctx.Err(), why)
 }
 
 // Release implements lock.Store. A release sent again after an attempt

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/raftlock/raftlock/fsm"
@@ -40,14 +41,120 @@ func newWaiter() *waiter {
 // order, so queuing "register, acquire" and "check still mine, cancel-wait"
 // under one lock puts the cancel-wait before the new acquire in the log,
 // or skips it: a withdrawal never cancels a newer call's claim or grant.
+//
+// Why withdrawals also know what was answered: a cancel-wait releases a
+// grant it finds, the one its gone caller never heard of. But the owner's
+// next call (a client that gave up on the first, whose withdrawal was not
+// confirmed, tries again with the same owner, maybe through another node)
+// may have been told of that grant, as the idempotent repeat of it, before
+// the first call's withdrawal reaches the leader (a slow link, a cancel
+// that arrives late). Releasing it then would end a lease a caller was
+// told it holds. So the registry notes the grants it answered (acked) and
+// the immediate acquires queued and not yet answered (answering, queued
+// under claim like park's), and a withdrawal of (key, owner) waits for the
+// latter and then leaves an answered grant alone: its caller learns that
+// the outcome is unknown (n.withdraw), never that the grant was ended.
 type waiterRegistry struct {
-	claim   sync.Mutex // serializes park's and withdraw's register-and-queue
-	mu      sync.Mutex // protects waiting; taken inside Apply by deliver
+	claim   sync.Mutex // serializes the register-and-queue of park, withdraw, unlessParked and queueAcquires
+	mu      sync.Mutex // protects the maps below; taken inside Apply by deliver
 	waiting map[waiterKey]*waiter
+	// acked is the token of the grant this node, leading, last answered to
+	// a call of (key, owner), until the owner parks again or releases, or
+	// its lease runs out.
+	acked map[waiterKey]uint64
+	// answering counts the immediate acquires of (key, owner) queued and
+	// not yet answered.
+	answering map[waiterKey]*answering
 }
 
+// answering is the immediate acquires of one (key, owner) in flight; done
+// is closed when the last is answered.
+type answering struct {
+	n    int
+	done chan struct{}
+}
+
+// maxAcked bounds acked: a hold that ends unseen by the registry (a
+// force-release, a session's destroy) leaves its entry, so past this many
+// entries the registry forgets them all. Forgetting only lets a late
+// withdrawal end such a grant, as it could before the registry noted them.
+const maxAcked = 1 << 16
+
 func newWaiterRegistry() *waiterRegistry {
-	return &waiterRegistry{waiting: make(map[waiterKey]*waiter)}
+	return &waiterRegistry{waiting: make(map[waiterKey]*waiter), acked: make(map[waiterKey]uint64), answering: make(map[waiterKey]*answering)}
+}
+
+// ack notes that a call of (key, owner) was told it holds the grant of
+// token.
+func (r *waiterRegistry) ack(key string, owner fsm.Owner, token uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ackLocked(waiterKey{key, owner}, token)
+}
+
+func (r *waiterRegistry) ackLocked(k waiterKey, token uint64) {
+	if len(r.acked) >= maxAcked {
+		clear(r.acked)
+	}
+	r.acked[k] = token
+}
+
+// forget drops what ack noted of (key, owner): its hold ended.
+func (r *waiterRegistry) forget(key string, owner fsm.Owner) {
+	r.mu.Lock()
+	delete(r.acked, waiterKey{key, owner})
+	r.mu.Unlock()
+}
+
+// forgetAcked forgets every grant ack noted.
+func (r *waiterRegistry) forgetAcked() {
+	r.mu.Lock()
+	clear(r.acked)
+	r.mu.Unlock()
+}
+
+// queueAcquires calls queue (which queues immediate acquires, of keys[i]
+// each; a zero waiterKey for a command that is not one) under claim, and
+// counts them answering until answered(i, granted) is called for each:
+// granted is the token the caller is told it holds, 0 if none.
+func (r *waiterRegistry) queueAcquires(keys []waiterKey, queue func()) (answered func(i int, granted uint64)) {
+	if !slices.ContainsFunc(keys, func(k waiterKey) bool { return k != (waiterKey{}) }) {
+		queue() // no acquire: nothing a withdrawal waits for
+		return func(int, uint64) {}
+	}
+	r.claim.Lock()
+	defer r.claim.Unlock()
+	r.mu.Lock()
+	for _, k := range keys {
+		if k == (waiterKey{}) {
+			continue
+		}
+		a := r.answering[k]
+		if a == nil {
+			a = &answering{done: make(chan struct{})}
+			r.answering[k] = a
+		}
+		a.n++
+	}
+	r.mu.Unlock()
+	queue()
+	return func(i int, granted uint64) {
+		k := keys[i]
+		if k == (waiterKey{}) {
+			return
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if granted != 0 {
+			r.ackLocked(k, granted)
+		}
+		if a := r.answering[k]; a != nil {
+			if a.n--; a.n == 0 {
+				close(a.done)
+				delete(r.answering, k)
+			}
+		}
+	}
 }
 
 // park registers (key, owner) and then calls queue (which queues the acquire
@@ -65,6 +172,7 @@ func (r *waiterRegistry) park(key string, owner fsm.Owner, queue func() error) (
 		close(old.gone)
 	}
 	r.waiting[k] = w
+	delete(r.acked, k) // a new call: its own answer decides what it holds
 	r.mu.Unlock()
 	if err := queue(); err != nil {
 		r.unregister(key, owner, w)
@@ -74,38 +182,59 @@ func (r *waiterRegistry) park(key string, owner fsm.Owner, queue func() error) (
 }
 
 // withdraw unregisters w and calls queue (which queues a cancel-wait) if w
-// is still the latest call for (key, owner); it reports whether it did.
+// is still the latest call for (key, owner) and no grant to the owner was
+// answered (acked) since it parked, once the owner's immediate acquires in
+// flight are answered; it reports whether it queued.
 func (r *waiterRegistry) withdraw(key string, owner fsm.Owner, w *waiter, queue func()) bool {
+	k := waiterKey{key, owner}
+	for {
+		r.claim.Lock()
+		r.mu.Lock()
+		if r.waiting[k] != w {
+			r.mu.Unlock()
+			r.claim.Unlock()
+			return false
+		}
+		if a := r.answering[k]; a != nil {
+			r.mu.Unlock()
+			r.claim.Unlock()
+			<-a.done
+			continue
+		}
+		delete(r.waiting, k)
+		close(w.gone)
+		_, acked := r.acked[k]
+		r.mu.Unlock()
+		if !acked {
+			queue()
+		}
+		r.claim.Unlock()
+		return !acked
+	}
+}
+
+// unlessParked calls queue (which queues a cancel-wait) unless a call by
+// (key, owner) is parked or an immediate acquire of it is being answered
+// (then it returns a channel closed when that is over, and does not call
+// queue), or a grant to the owner was answered (then it returns its token,
+// and does not call queue).
+func (r *waiterRegistry) unlessParked(key string, owner fsm.Owner, queue func()) (busy <-chan struct{}, acked uint64) {
 	k := waiterKey{key, owner}
 	r.claim.Lock()
 	defer r.claim.Unlock()
 	r.mu.Lock()
-	mine := r.waiting[k] == w
-	if mine {
-		delete(r.waiting, k)
-		close(w.gone)
-	}
+	w, a, token := r.waiting[k], r.answering[k], r.acked[k]
 	r.mu.Unlock()
-	if mine {
-		queue()
-	}
-	return mine
-}
-
-// unlessParked calls queue (which queues a cancel-wait) unless a call by
-// (key, owner) is parked; then it returns a channel closed when that call
-// leaves the registry, and does not call queue.
-func (r *waiterRegistry) unlessParked(key string, owner fsm.Owner, queue func()) (parked <-chan struct{}) {
-	r.claim.Lock()
-	defer r.claim.Unlock()
-	r.mu.Lock()
-	w := r.waiting[waiterKey{key, owner}]
-	r.mu.Unlock()
-	if w != nil {
-		return w.gone
+	switch {
+	case w != nil:
+		return w.gone, 0
+	case a != nil:
+		return a.done, 0
+	case token != 0:
+		return nil, token
 	}
 	queue()
-	return nil
+	return nil, 0
 }
 
 func (r *waiterRegistry) unregister(key string, owner fsm.Owner, w *waiter) {
@@ -122,6 +251,11 @@ func (r *waiterRegistry) unregister(key string, owner fsm.Owner, w *waiter) {
 func (r *waiterRegistry) deliver(ev fsm.Event) {
 	switch ev.Kind {
 	case fsm.EventGranted, fsm.EventWaitExpired, fsm.EventUnclaimed:
+	case fsm.EventExpired:
+		r.mu.Lock()
+		delete(r.acked, waiterKey{ev.Key, ev.Owner})
+		r.mu.Unlock()
+		return
 	default:
 		return
 	}

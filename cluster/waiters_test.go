@@ -268,3 +268,154 @@ func TestWaiterAnsweredLateDoesNotOverstate(t *testing.T) {
 	assert.False(t, believed.Before(granted.Add(ttl-delay-750*time.Millisecond)),
 		"the waiter was robbed of %v of its lease", granted.Add(ttl).Sub(believed))
 }
+
+// A waiting acquire whose answer is lost (the leader grants it, but the
+// grant never reaches the caller's node) and whose withdrawal then cannot
+// be confirmed (the cancel-wait gets no answer) reports an unknown outcome,
+// never "held": the owner holds the lock, and a caller told "held" would
+// neither release it nor expect its next acquire to get that old grant
+// back, with a token older than grants it has seen since.
+func TestWaitRunOutWithUnconfirmedWithdrawalIsUnknown(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	l, f := c.leader(), c.follower()
+	holder, lease := acquire(t, l, "k", time.Minute)
+
+	// The leader serves the follower's waiting acquire but its answer is
+	// lost, and the follower's cancel-wait is never answered: a link that
+	// delivers only one way.
+	l.tr.Handle(func(rctx context.Context, body []byte) ([]byte, error) {
+		req, err := nodewire.DecodeRequest(body)
+		if err == nil {
+			cmd, isCmd := req.(*nodewire.Command)
+			switch {
+			case req.Kind() == nodewire.KindWaitAcquire:
+				go l.handleRPC(context.WithoutCancel(rctx), body)
+				<-rctx.Done()
+				return nil, rctx.Err()
+			case isCmd && cmd.Cmd.Op == fsm.OpCancelWait:
+				<-rctx.Done()
+				return nil, rctx.Err()
+			}
+		}
+		return l.handleRPC(rctx, body)
+	})
+	owner := lock.NewOwner()
+	waiting := acquireAsync(ctx, f, lock.AcquireRequest{Key: "k", Owner: owner, TTL: time.Minute, Wait: time.Second})
+	awaitWaiters(t, l, "k", 1)
+	ok, err := l.Release(ctx, "k", holder) // the waiter is granted
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	got := await(t, waiting, "the waiter")
+	require.ErrorIs(t, got.err, lock.ErrUnknownOutcome, "the owner was granted token %d", lease.Token+1)
+	assert.NotErrorIs(t, got.err, lock.ErrLocked)
+	// It does hold the lock: its next acquire gets that grant back.
+	again, err := l.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: owner, TTL: time.Minute})
+	require.NoError(t, err)
+	assert.Equal(t, lease.Token+1, again.Token)
+}
+
+// A caller's withdrawal that reaches the leader late (its link is slow),
+// after the same owner's next acquire, through another node, was answered
+// with the grant the first call left behind, does not end that lease: the
+// newer call was told it holds the lock.
+func TestLateWithdrawalKeepsGrantAnsweredToNewerCall(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	l := c.leader()
+	fs := c.followers()
+	holder, lease := acquire(t, l, "k", time.Minute)
+
+	// The leader serves the first follower's waiting acquire but its answer
+	// is lost, and that follower's cancel-wait is held back, to be
+	// delivered when the test says.
+	late := make(chan []byte, 1)
+	l.tr.Handle(func(rctx context.Context, body []byte) ([]byte, error) {
+		req, err := nodewire.DecodeRequest(body)
+		if err == nil {
+			cmd, isCmd := req.(*nodewire.Command)
+			switch {
+			case req.Kind() == nodewire.KindWaitAcquire:
+				go l.handleRPC(context.WithoutCancel(rctx), body)
+				<-rctx.Done()
+				return nil, rctx.Err()
+			case isCmd && cmd.Cmd.Op == fsm.OpCancelWait:
+				select {
+				case late <- body:
+				default:
+				}
+				<-rctx.Done()
+				return nil, rctx.Err()
+			}
+		}
+		return l.handleRPC(rctx, body)
+	})
+	owner := lock.NewOwner()
+	first := acquireAsync(ctx, fs[0], lock.AcquireRequest{Key: "k", Owner: owner, TTL: time.Minute, Wait: time.Second})
+	awaitWaiters(t, l, "k", 1)
+	ok, err := l.Release(ctx, "k", holder) // the waiter is granted
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.ErrorIs(t, await(t, first, "the first call").err, lock.ErrUnknownOutcome)
+
+	// The client repeats its acquire through the other follower: it holds.
+	again, err := fs[1].Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: owner, TTL: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, lease.Token+1, again.Token)
+	var withdrawal []byte
+	select {
+	case withdrawal = <-late:
+	case <-ctx.Done():
+		t.Fatal("the first call sent no cancel-wait")
+	}
+	_, err = l.handleRPC(ctx, withdrawal) // it arrives now
+	require.NoError(t, err)
+	info, err := l.Inspect(ctx, "k")
+	require.NoError(t, err)
+	assert.True(t, info.Locked, "the late withdrawal ended the lease answered to the newer call")
+	assert.Equal(t, again.Token, info.Token)
+
+	// A withdrawal that does reach the leader in time is not confirmed
+	// either: the grant was answered, and the caller learns as much.
+	l.tr.Handle(l.handleRPC)
+	assert.ErrorIs(t, fs[0].withdraw(ctx, "k", fsm.Owner(owner)), lock.ErrUnknownOutcome)
+	info, err = l.Inspect(ctx, "k")
+	require.NoError(t, err)
+	assert.True(t, info.Locked && info.Token == again.Token, "a withdrawal ended the lease answered to the newer call")
+}
+
+// The leader's cleanup of a parked call whose caller left (withdrawAtLeader)
+// does not end a grant an immediate acquire of the same owner was answered
+// meanwhile, and waits for such an acquire still being answered before it
+// decides: that acquire, queued before the cancel-wait would be, may
+// answer the grant the cancel-wait would then end.
+func TestWithdrawalWaitsForAndKeepsAnsweredAcquire(t *testing.T) {
+	r := newWaiterRegistry()
+	owner := fsm.Owner(lock.NewOwner())
+	w, err := r.park("k", owner, func() error { return nil })
+	require.NoError(t, err)
+	answered := r.queueAcquires([]waiterKey{{"k", owner}}, func() {})
+
+	withdrew := make(chan bool, 1)
+	queued := false
+	go func() { withdrew <- r.withdraw("k", owner, w, func() { queued = true }) }()
+	select {
+	case <-withdrew:
+		t.Fatal("the withdrawal decided while an acquire of the owner was being answered")
+	case <-time.After(50 * time.Millisecond): // not a condition: nothing may happen
+	}
+	answered(0, 7) // the acquire was answered with the grant of token 7
+	assert.False(t, <-withdrew, "the withdrawal queued a cancel-wait")
+	assert.False(t, queued)
+	busy, acked := r.unlessParked("k", owner, func() { t.Error("a caller's cancel-wait was queued") })
+	assert.Nil(t, busy)
+	assert.Equal(t, uint64(7), acked)
+
+	// Once the owner releases (or parks again), a withdrawal is queued.
+	r.forget("k", owner)
+	busy, acked = r.unlessParked("k", owner, func() { queued = true })
+	assert.Nil(t, busy)
+	assert.Zero(t, acked)
+	assert.True(t, queued)
+}

@@ -50,7 +50,11 @@ import (
 //     queue order, so a withdrawal never cancels a newer claim. A caller
 //     whose ctx ends also withdraws itself, to confirm it; if that cannot
 //     be confirmed within twice the election timeout, its error also
-//     matches lock.ErrUnknownOutcome. The leader holds such a cancel-wait
+//     matches lock.ErrUnknownOutcome. A withdrawal never ends a grant the
+//     leader has answered to a call of the owner (a newer call, answered
+//     before a slow link brought the older call's withdrawal, may hold
+//     it): the leader does not propose that cancel-wait, and the caller's
+//     error matches lock.ErrUnknownOutcome (waiterRegistry says how). The leader holds such a cancel-wait
 //     back while a call by the same owner is parked: that call withdraws
 //     itself when its caller goes, and the cancel-wait follows; or it is a
 //     newer one, sent again through another node by a client that gave up
@@ -70,7 +74,9 @@ import (
 //   - no leader answers before the wait ends (no quorum, so no tick): the
 //     caller gives up on its own clock two election timeouts after the
 //     wait, withdraws, and returns a *lock.HeldError (or ErrUnavailable
-//     when it cannot read the holder either).
+//     when it cannot read the holder either); if the withdrawal cannot be
+//     confirmed, an error matching lock.ErrUnknownOutcome instead, as an
+//     answer lost on its way may have been a grant.
 //
 // Two windows remain, as in any lock service: an answer "granted" that the
 // leader hands to the transport just as the caller's connection dies is
@@ -169,7 +175,9 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 	defer p.stop()
 	for {
 		if n.closed() {
-			return lock.Lease{}, lock.ErrClosed
+			// An attempt that reached a leader may have queued the owner, or
+			// been granted with its answer lost: the outcome is unknown.
+			return lock.Lease{}, n.closedError(attempted)
 		}
 		if err := n.logFaultError(attempted); err != nil {
 			return lock.Lease{}, err
@@ -183,8 +191,17 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 			}
 			// The wait ran out without an answer (no leader, or none that
 			// answered): make sure the owner is not left queued or granted.
-			if err := n.withdraw(ctx, req.Key, owner); err != nil && ctx.Err() != nil {
-				return lock.Lease{}, err
+			// Unless that is confirmed, the outcome is unknown: an answer
+			// lost on its way (a grant) or a waiter still queued may leave
+			// the owner holding the lock, and a caller told "held" (or
+			// "unavailable": not applied) would not release it, and would
+			// get that old grant back with its next acquire.
+			if err := n.withdraw(ctx, req.Key, owner); err != nil {
+				if ctx.Err() != nil {
+					return lock.Lease{}, err
+				}
+				return lock.Lease{}, fmt.Errorf("%w: the wait of %v ran out with no answer from a leader (%v), and withdrawing the acquire could not be confirmed: the owner may hold the lock or be queued; release it with the same owner to be sure",
+					lock.ErrUnknownOutcome, req.Wait, lastErr)
 			}
 			return lock.Lease{}, n.heldError(ctx, req.Key, lastErr)
 		}
@@ -221,7 +238,7 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 			return lock.Lease{}, n.withdraw(ctx, req.Key, owner)
 		case errors.Is(err, errShuttingDown), errors.Is(err, transport.ErrClosed):
 			if n.closed() {
-				return lock.Lease{}, lock.ErrClosed
+				return lock.Lease{}, n.closedError(attempted)
 			}
 		case errors.Is(err, ErrBadRequest), errors.Is(err, transport.ErrTooLarge),
 			errors.Is(err, ErrMemberTooOld):
@@ -236,7 +253,7 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 		// call outlived its wait: send it again.
 		lastErr = err
 		if err := p.pause(ctx, n, changed, hint, tried, maxRetryBackoff); errors.Is(err, lock.ErrClosed) {
-			return lock.Lease{}, lock.ErrClosed
+			return lock.Lease{}, n.closedError(attempted)
 		} else if err != nil {
 			return lock.Lease{}, n.withdraw(ctx, req.Key, owner)
 		}
@@ -265,7 +282,10 @@ func (n *Node) callWaiting(ctx context.Context, addr, raftLeader string, cmd fsm
 }
 
 // waitOutcome turns the leader's answer into Acquire's. A grant whose
-// caller has gone meanwhile is given back at once.
+// caller has gone meanwhile is not taken back by the withdrawal (the
+// leader answered it, so it cannot tell this call from a newer one of the
+// same owner: see waiterRegistry): its error matches
+// lock.ErrUnknownOutcome, and the owner's Release gives it back.
 func (n *Node) waitOutcome(ctx context.Context, req lock.AcquireRequest, sent, asked time.Duration, ans nodewire.WaitAnswer) (lock.Lease, error) {
 	switch ans.Status {
 	case fsm.StatusGranted:
@@ -360,6 +380,7 @@ func (n *Node) waitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Command,
 			n.withdrawAtLeader(t, cmd, w)
 			return nodewire.WaitAnswer{}, ctx.Err()
 		}
+		n.awaits.ack(key, cmd.Owner, res.Token)
 		return nodewire.WaitAnswer{Status: fsm.StatusGranted, Token: res.Token, Remaining: remaining(res), TTL: remaining(res)}, nil
 	case fsm.StatusHeld, fsm.StatusQueueFull, fsm.StatusNoSession, fsm.StatusKindMismatch:
 		return nodewire.WaitAnswer{Status: res.Status, Token: res.Token, Remaining: remaining(res), Waiters: res.Waiters, Kind: res.Kind, Limit: res.Limit}, nil
@@ -399,6 +420,7 @@ func (n *Node) waitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Command,
 			// This grant was applied after the acquire queued, so after the
 			// request arrived: the TTL counted from arrival never overstates
 			// either, and may be the larger after a long park.
+			n.awaits.ack(key, cmd.Owner, ev.Token)
 			return nodewire.WaitAnswer{Status: fsm.StatusGranted, Token: ev.Token, Remaining: max(left, cmd.TTL), TTL: cmd.TTL}, nil
 		case <-t.stop:
 			// Still queued (or granted) in the log: the caller sends the
@@ -415,7 +437,7 @@ func (n *Node) waitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Command,
 
 // withdrawAtLeader proposes, in term t, the cancel-wait of a parked call
 // whose caller is gone, unless a newer call by the same owner has parked
-// since. It waits for the commit within the patience n.withdraw allows; a
+// since, or was answered a grant (see waiterRegistry). It waits for the commit within the patience n.withdraw allows; a
 // cancel-wait that does not commit leaves the waiter to the next term,
 // where it is unclaimed.
 func (n *Node) withdrawAtLeader(t *leaderTerm, cmd fsm.Command, w *waiter) {
@@ -432,7 +454,7 @@ func (n *Node) withdrawAtLeader(t *leaderTerm, cmd fsm.Command, w *waiter) {
 	res, err := t.await(ctx, p)
 	switch {
 	case err != nil:
-		n.log.Warn("could not withdraw a waiting acquire whose caller left; it stays queued until its wait ends, and a grant to it is released",
+		n.log.Warn("could not withdraw a waiting acquire whose caller left; it stays queued until its wait ends or a new leader drops it unclaimed, and a grant to it lasts until its caller's own withdrawal releases it or its TTL runs out",
 			"key", key, "error", err)
 	case res.Status == fsm.StatusReleased:
 		n.log.Debug("released a lock granted to a caller that had left", "key", key)
@@ -447,25 +469,32 @@ func (n *Node) withdrawAtLeader(t *leaderTerm, cmd fsm.Command, w *waiter) {
 // a newer call (a client that sent the same owner again through another
 // node), whose claim or grant an older caller's cancel-wait must not take
 // away (the cancel-wait then waits until its ctx ends and the caller's
-// error says the outcome is unknown). The check and the queuing happen
-// under the registry's claim lock, so a call parking meanwhile is either
-// seen or queued after the cancel-wait.
+// error says the outcome is unknown). Likewise it waits for the owner's
+// immediate acquires being answered, and a grant to the owner that this
+// leader answered to a call (that call may be newer than the one
+// withdrawn: see waiterRegistry) is not ended: the cancel-wait is not
+// proposed, and its answer is held, with the grant's token, which
+// n.withdraw reports as an unknown outcome. The check and the queuing
+// happen under the registry's claim lock, so a call parking meanwhile is
+// either seen or queued after the cancel-wait.
 func (n *Node) cancelWaitAtLeader(ctx context.Context, t *leaderTerm, cmd fsm.Command) (fsm.Result, error) {
 	for {
 		var (
 			p   *proposal
 			err error
 		)
-		parked := n.awaits.unlessParked(cmd.Key, cmd.Owner, func() {
+		busy, acked := n.awaits.unlessParked(cmd.Key, cmd.Owner, func() {
 			p, err = t.enqueue(cmd)
 		})
-		if err != nil {
+		switch {
+		case err != nil:
 			return fsm.Result{}, err
-		}
-		if parked == nil {
+		case acked != 0:
+			return fsm.Result{Status: fsm.StatusHeld, Token: acked}, nil
+		case busy == nil:
 			return t.await(ctx, p)
 		}
-		if err := n.until(ctx, t, parked); err != nil {
+		if err := n.until(ctx, t, busy); err != nil {
 			return fsm.Result{}, err
 		}
 	}
