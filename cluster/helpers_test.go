@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -180,13 +181,24 @@ func testCtx(t testing.TB) context.Context {
 	return ctx
 }
 
-// acquire takes key for a new owner on s, failing the test on error.
+// acquire takes key for a new owner on s, failing the test on error. An
+// attempt that meets an election (no leader for a while, or leadership
+// lost while committing: a busy machine's heartbeats come late) is sent
+// again with the same owner, as a client does; an acquire by the owner of
+// a grant is that grant, so a retry never takes the key twice.
 func acquire(t testing.TB, s lock.Store, key string, ttl time.Duration) (lock.Owner, lock.Lease) {
 	t.Helper()
+	ctx := testCtx(t)
 	owner := lock.NewOwner()
-	lease, err := s.Acquire(testCtx(t), lock.AcquireRequest{Key: key, Owner: owner, TTL: ttl})
-	require.NoError(t, err)
-	return owner, lease
+	for {
+		lease, err := s.Acquire(ctx, lock.AcquireRequest{Key: key, Owner: owner, TTL: ttl})
+		if (errors.Is(err, lock.ErrUnavailable) || errors.Is(err, lock.ErrUnknownOutcome)) && ctx.Err() == nil {
+			t.Logf("acquiring %q again after: %v", key, err)
+			continue
+		}
+		require.NoError(t, err)
+		return owner, lease
+	}
 }
 
 // fakeClock is a Clock whose wall reading can be stepped and whose
