@@ -909,7 +909,9 @@ func TestClientForceRelease(t *testing.T) {
 func TestKeepAliveExtendsUntilCanceled(t *testing.T) {
 	ctx := testCtx(t)
 	st := &fakeStore{Store: newMemoryStore(t)}
-	l := lock.New(st).Lock("k", lock.TTL(30*time.Millisecond))
+	// Short, so that extends come quickly, yet long enough that a loaded
+	// machine's scheduling delays never let the lease run out between two.
+	l := lock.New(st).Lock("k", lock.TTL(300*time.Millisecond))
 	assert.ErrorIs(t, l.KeepAlive(ctx), lock.ErrNotHeld, "no lease to keep alive")
 	require.NoError(t, l.Acquire(ctx))
 
