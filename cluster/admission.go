@@ -7,8 +7,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/raft"
 	autopilot "github.com/hashicorp/raft-autopilot"
+
+	raft "github.com/raftlock/raftlock/internal/raft"
 )
 
 // Admission: who may be added to the raft configuration.

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/cluster/nodewire"
+	raft "github.com/raftlock/raftlock/internal/raft"
 
-	"github.com/hashicorp/raft"
 	autopilot "github.com/hashicorp/raft-autopilot"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

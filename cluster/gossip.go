@@ -22,12 +22,12 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/memberlist"
-	"github.com/hashicorp/raft"
 	autopilot "github.com/hashicorp/raft-autopilot"
 	"github.com/hashicorp/serf/serf"
 
 	"github.com/raftlock/raftlock/cluster/datadir"
 	"github.com/raftlock/raftlock/internal/nodestatus"
+	raft "github.com/raftlock/raftlock/internal/raft"
 )
 
 // Gossip: who is alive, and where.

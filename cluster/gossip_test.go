@@ -15,10 +15,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	raft "github.com/raftlock/raftlock/internal/raft"
 )
 
 // gossipPatience bounds waits on gossip: failure detection takes seconds.

@@ -10,9 +10,9 @@ import (
 	"strings"
 
 	"github.com/raftlock/raftlock/cluster/nodewire"
+	raft "github.com/raftlock/raftlock/internal/raft"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/raft"
 )
 
 // Whose data dir: the identity file.

@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/raftlock/raftlock/fsm"
+	raft "github.com/raftlock/raftlock/internal/raft"
 )
 
 // Mixed versions: the leader proposes nothing a member cannot read.

@@ -11,11 +11,11 @@ import (
 
 	"github.com/raftlock/raftlock/cluster/nodewire"
 
-	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/fsm"
+	raft "github.com/raftlock/raftlock/internal/raft"
 	"github.com/raftlock/raftlock/lock"
 	"github.com/raftlock/raftlock/transport"
 )

@@ -9,8 +9,7 @@ import (
 
 	"github.com/raftlock/raftlock/cluster/nodewire"
 
-	"github.com/hashicorp/raft"
-
+	raft "github.com/raftlock/raftlock/internal/raft"
 	"github.com/raftlock/raftlock/lock"
 	"github.com/raftlock/raftlock/transport"
 )

@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	autopilot "github.com/hashicorp/raft-autopilot"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	raft "github.com/raftlock/raftlock/internal/raft"
 	"github.com/raftlock/raftlock/lock"
 )
 

@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/cluster/datadir"
 	"github.com/raftlock/raftlock/cluster/nodewire"
+	raft "github.com/raftlock/raftlock/internal/raft"
 	"github.com/raftlock/raftlock/transport"
 )
 
