@@ -102,6 +102,9 @@ type Raft struct {
 	// LogStore provides durable storage for logs
 	logs LogStore
 
+	// fork: logSync is logs when the leader writes in parallel (doc.go), nil otherwise.
+	logSync SyncSplitLogStore
+
 	// Used to request the leader to make configuration changes.
 	configurationChangeCh chan *configurationChangeFuture
 
@@ -528,6 +531,7 @@ func NewRaft(conf *Config, fsm FSM, logs LogStore, stable StableStore, snaps Sna
 		followerNotifyCh:      make(chan struct{}, 1),
 		mainThreadSaturation:  newSaturationMetric([]string{"raft", "thread", "main", "saturation"}, 1*time.Second),
 		preVoteDisabled:       conf.PreVoteDisabled || !transportSupportPreVote,
+		logSync:               splitLogStore(conf, logs), // fork
 		noLegacyTelemetry:     conf.NoLegacyTelemetry,
 	}
 	if !transportSupportPreVote && !conf.PreVoteDisabled {

@@ -113,6 +113,11 @@ type Config struct {
 	// PreVoteDisabled deactivate the pre-vote feature when set to true
 	PreVoteDisabled bool
 
+	// fork: LeaderWritesInParallel lets the leader send a new batch to the
+	// followers while its own write of it is still being synced, when the
+	// log store can split a write (SyncSplitLogStore); see doc.go.
+	LeaderWritesInParallel bool
+
 	// NoLegacyTelemetry allows to skip the legacy metrics to avoid duplicates.
 	// legacy metrics are those that have `_peer_name` as metric suffix instead as labels.
 	// e.g: raft_replication_heartbeat_peer0

@@ -9,7 +9,7 @@ dir=$(go list -m -f '{{.Dir}}' github.com/hashicorp/raft)
 ver=$(go list -m -f '{{.Version}}' github.com/hashicorp/raft)
 # fork file:upstream file. testing.go and testing_batch.go are upstream's
 # test helpers; here they are _test files, out of the production build.
-files="api.go commitment.go config.go configuration.go fsm.go future.go log.go
+files="api.go commitment.go config.go configuration.go fsm.go future.go log.go log_cache.go
 observer.go progress.go raft.go replication.go saturation.go snapshot.go
 state.go util.go bench_test.go commitment_test.go configuration_test.go
 future_test.go integ_test.go log_cache_test.go log_test.go raft_test.go

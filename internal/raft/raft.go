@@ -94,6 +94,7 @@ type leaderState struct {
 	replState                    map[ServerID]*followerReplication
 	notify                       map[*verifyFuture]struct{}
 	stepDown                     chan struct{}
+	sync                         *leaderSync // fork: nil unless the leader writes in parallel
 }
 
 // setLeader is used to modify the current leader Address and ID of the cluster
@@ -461,6 +462,7 @@ func (r *Raft) setupLeaderState() {
 	r.leaderState.replState = make(map[ServerID]*followerReplication)
 	r.leaderState.notify = make(map[*verifyFuture]struct{})
 	r.leaderState.stepDown = make(chan struct{}, 1)
+	r.leaderState.sync = r.startLeaderSync() // fork
 }
 
 // runLeader runs the main loop while in leader state. Do the setup here and drop into
@@ -513,6 +515,7 @@ func (r *Raft) runLeader() {
 		for _, p := range r.leaderState.replState {
 			close(p.stopCh)
 		}
+		r.leaderState.sync.stop() // fork
 
 		// Respond to all inflight operations
 		for e := r.leaderState.inflight.Front(); e != nil; e = e.Next() {
@@ -531,6 +534,7 @@ func (r *Raft) runLeader() {
 		r.leaderState.replState = nil
 		r.leaderState.notify = nil
 		r.leaderState.stepDown = nil
+		r.leaderState.sync = nil
 
 		// If we are stepping down for some reason, no known leader.
 		// We may have stepped down due to an RPC call, which would
@@ -1263,7 +1267,13 @@ func (r *Raft) dispatchLogs(applyLogs []*logFuture) {
 	}
 
 	// Write the log entry locally
-	if err := r.logs.StoreLogs(logs); err != nil {
+	// fork: without its sync when the leader writes in parallel; the
+	// leader is then counted once leaderSync made it durable (doc.go).
+	store := r.logs.StoreLogs
+	if r.leaderState.sync != nil {
+		store = r.logSync.StoreLogsNoSync
+	}
+	if err := store(logs); err != nil {
 		r.logger.Error("failed to commit logs", "error", err)
 		for _, applyLog := range applyLogs {
 			applyLog.respond(err)
@@ -1271,7 +1281,11 @@ func (r *Raft) dispatchLogs(applyLogs []*logFuture) {
 		r.setState(Follower)
 		return
 	}
-	r.leaderState.commitment.match(r.localID, lastIndex)
+	if r.leaderState.sync != nil {
+		r.leaderState.sync.written(lastIndex)
+	} else {
+		r.leaderState.commitment.match(r.localID, lastIndex)
+	}
 
 	// Update the last log since it's on disk now
 	r.setLastLog(lastIndex, term)
@@ -1531,6 +1545,15 @@ func (r *Raft) appendEntries(rpc RPC, a *AppendEntriesRequest) {
 				}
 				newEntries = a.Entries[i:]
 				break
+			}
+		}
+
+		// fork: entries this node already holds may be its own unsynced
+		// writes from when it led; they are durable before it says so.
+		if len(newEntries) == 0 && r.logSync != nil {
+			if err := r.logSync.SyncLogs(); err != nil {
+				r.logger.Error("failed to sync logs", "error", err)
+				return
 			}
 		}
 

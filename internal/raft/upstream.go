@@ -89,7 +89,6 @@ type (
 	FileSnapshotSink       = upstream.FileSnapshotSink
 	DiscardSnapshotStore   = upstream.DiscardSnapshotStore
 	DiscardSnapshotSink    = upstream.DiscardSnapshotSink
-	LogCache               = upstream.LogCache
 	NetworkTransport       = upstream.NetworkTransport
 	NetworkTransportConfig = upstream.NetworkTransportConfig
 	TCPStreamLayer         = upstream.TCPStreamLayer
@@ -104,7 +103,6 @@ var (
 	NewFileSnapshotStore           = upstream.NewFileSnapshotStore
 	NewFileSnapshotStoreWithLogger = upstream.NewFileSnapshotStoreWithLogger
 	NewDiscardSnapshotStore        = upstream.NewDiscardSnapshotStore
-	NewLogCache                    = upstream.NewLogCache
 	NewNetworkTransport            = upstream.NewNetworkTransport
 	NewNetworkTransportWithConfig  = upstream.NewNetworkTransportWithConfig
 	NewNetworkTransportWithLogger  = upstream.NewNetworkTransportWithLogger
