@@ -229,6 +229,7 @@ func (n *Node) raftConfig() (*raft.Config, error) {
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
 	rc.SnapshotInterval = cfg.SnapshotInterval
 	rc.TrailingLogs = cfg.TrailingLogs
+	rc.LeaderWritesInParallel = cfg.LeaderWritesInParallel
 	rc.Logger = n.quiet.Wrap(n.log.Named("raft"))
 	if err := raft.ValidateConfig(rc); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
