@@ -22,6 +22,8 @@ import (
 	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/hashicorp/raft-wal/segment"
 	"github.com/hashicorp/raft-wal/types"
+
+	"github.com/raftlock/raftlock/internal/benchknobs"
 )
 
 // The log on disk.
@@ -141,6 +143,9 @@ func OpenLogStore(dir string, kind LogStore, walSegmentSize int, logger hclog.Lo
 			}
 			var meta types.MetaStore = splitMeta{MetaStore: &metadb.BoltMetaDB{}, split: split}
 			var vfs types.VFS = privateVFS{walfs.New()}
+			if benchknobs.LogSyncDelay > 0 || benchknobs.LogSynced != nil {
+				vfs = slowSyncVFS{VFS: vfs, delay: benchknobs.LogSyncDelay, synced: benchknobs.LogSynced}
+			}
 			if wrapWALVFS != nil {
 				vfs = wrapWALVFS(vfs)
 			}

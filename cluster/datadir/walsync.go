@@ -3,6 +3,7 @@ package datadir
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft-wal/types"
 )
@@ -149,4 +150,43 @@ func (m splitMeta) CommitState(state types.PersistentState) error {
 		return err
 	}
 	return m.MetaStore.CommitState(state)
+}
+
+// slowSyncVFS models a slower disk for the benchmark (benchknobs): each
+// sync of a segment file takes delay longer, and is reported to synced.
+type slowSyncVFS struct {
+	types.VFS
+	delay  time.Duration
+	synced func(time.Duration)
+}
+
+func (v slowSyncVFS) Create(dir, name string, size uint64) (types.WritableFile, error) {
+	f, err := v.VFS.Create(dir, name, size)
+	if err != nil {
+		return nil, err
+	}
+	return slowSyncFile{WritableFile: f, vfs: v}, nil
+}
+
+func (v slowSyncVFS) OpenWriter(dir, name string) (types.WritableFile, error) {
+	f, err := v.VFS.OpenWriter(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	return slowSyncFile{WritableFile: f, vfs: v}, nil
+}
+
+type slowSyncFile struct {
+	types.WritableFile
+	vfs slowSyncVFS
+}
+
+func (f slowSyncFile) Sync() error {
+	start := time.Now()
+	time.Sleep(f.vfs.delay)
+	err := f.WritableFile.Sync()
+	if f.vfs.synced != nil {
+		f.vfs.synced(time.Since(start))
+	}
+	return err
 }
