@@ -51,6 +51,13 @@
 //     syncs the log before it answers success (a no-op when nothing is
 //     pending).
 //
+// raftlock's log store (cluster/datadir, walsync.go) splits raft-wal's write
+// by deferring the segment file's Sync: raft-wal makes a batch readable
+// only once Sync returned, so a deferred one is readable at once. It keeps
+// at most the last batch unsynced (raft-wal's recovery at open drops a
+// torn final batch, not an earlier one) and syncs before every metadata
+// commit; with raft-boltdb, StoreLogsNoSync is a whole write.
+//
 // Votes still compare the whole log, synced or not: an entry only the
 // leader's unsynced write holds was never counted, so a longer claim can
 // only make a node refuse a vote it could have given, never elect a leader
