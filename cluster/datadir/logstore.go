@@ -411,12 +411,21 @@ func (g *Store) SyncLogs() error {
 	if g.split == nil {
 		return nil
 	}
-	last := g.split.written.Load() // before the sync, which covers it
+	g.split.markMu.Lock()
+	last, truncations := g.split.written, g.split.truncations // before the sync, which covers them
+	g.split.markMu.Unlock()
 	if err := g.use(false, func(logStore) error { return g.split.sync() }); err != nil {
 		g.faults.failed(err)
 		return err
 	}
-	if g.mark != nil && last > 0 {
+	if g.mark == nil || last == 0 {
+		return nil
+	}
+	// An end deleted meanwhile (a former leader's conflicting entries)
+	// may have taken last with it: the mark waits for the next sync.
+	g.split.markMu.Lock()
+	defer g.split.markMu.Unlock()
+	if g.split.truncations == truncations {
 		g.mark.raise(last)
 	}
 	return nil
@@ -443,7 +452,7 @@ func (g *Store) storeLogs(logs []*raft.Log, noSync bool) error {
 		return nil
 	}
 	if noSync {
-		g.split.written.Store(logs[len(logs)-1].Index)
+		g.split.stored(logs[len(logs)-1].Index)
 	} else if g.mark != nil {
 		g.mark.raise(logs[len(logs)-1].Index)
 	}
@@ -500,6 +509,9 @@ func (g *Store) DeleteRange(min, max uint64) error {
 			if max, err = g.keptPastSnapshot(s, min, max); err != nil || max < min {
 				return err
 			}
+		}
+		if g.split != nil {
+			g.split.deleting(min, max)
 		}
 		if g.mark != nil {
 			if err := g.lowerMarkFor(s, min, max); err != nil {

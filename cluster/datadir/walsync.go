@@ -2,7 +2,6 @@ package datadir
 
 import (
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft-wal/types"
@@ -36,7 +35,30 @@ type syncSplit struct {
 	deferring bool       // a StoreLogsNoSync is writing
 	dirty     map[*splitFile]struct{}
 
-	written atomic.Uint64 // the last index stored by StoreLogsNoSync
+	// What SyncLogs may record in the log mark (Store.SyncLogs): written
+	// is the last index StoreLogsNoSync stored; truncations counts the
+	// deletions of the log's end, after which written no longer holds.
+	markMu      sync.Mutex
+	written     uint64
+	truncations uint64
+}
+
+// stored records that StoreLogsNoSync stored logs through index.
+func (s *syncSplit) stored(index uint64) {
+	s.markMu.Lock()
+	s.written = index
+	s.markMu.Unlock()
+}
+
+// deleting records a deletion of the entries from min to max: one that
+// takes the last entry StoreLogsNoSync stored takes the log's end.
+func (s *syncSplit) deleting(min, max uint64) {
+	s.markMu.Lock()
+	if min <= s.written && s.written <= max {
+		s.written = min - 1
+		s.truncations++
+	}
+	s.markMu.Unlock()
 }
 
 func newSyncSplit() *syncSplit {

@@ -3,6 +3,7 @@ package datadir
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"sync"
 	"testing"
 
@@ -255,4 +256,50 @@ func TestStoreLogsSyncsWhatNoSyncLeft(t *testing.T) {
 	g, _ = openWALOnPowerLossDisk(t, dir, 0)
 	defer g.Close()
 	requireLog(t, g, 3, 100)
+}
+
+// The log mark records only what a sync made durable: a power loss that
+// takes an unsynced batch, or a sync after the batch it would cover
+// was deleted (a former leader's conflicting entry), leaves a log the next
+// start accepts, while a synced batch is held to.
+func TestLogMarkFollowsSyncsNotUnsyncedWrites(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		run  func(t *testing.T, g *Store)
+		last uint64
+	}{
+		{"unsynced", func(t *testing.T, g *Store) {
+			require.NoError(t, g.StoreLogsNoSync(sizedEntries(4, 4, 100)))
+		}, 3},
+		{"synced", func(t *testing.T, g *Store) {
+			require.NoError(t, g.StoreLogsNoSync(sizedEntries(4, 4, 100)))
+			require.NoError(t, g.SyncLogs())
+		}, 4},
+		{"deleted before its sync", func(t *testing.T, g *Store) {
+			require.NoError(t, g.StoreLogsNoSync(sizedEntries(4, 4, 100)))
+			require.NoError(t, g.DeleteRange(4, 4))
+			require.NoError(t, g.SyncLogs())
+		}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			track := func(g *Store) error {
+				snaps, err := raft.NewFileSnapshotStore(dir, 1, io.Discard)
+				require.NoError(t, err)
+				_, err = g.TrackDurability(dir, snaps)
+				return err
+			}
+			g, disk := openWALOnPowerLossDisk(t, dir, 0)
+			require.NoError(t, track(g))
+			require.NoError(t, g.StoreLogs(sizedEntries(1, 3, 100)))
+			tc.run(t, g)
+			disk.powerLoss(t)
+			require.NoError(t, g.Close()) // writes the mark as it stands
+
+			g, _ = openWALOnPowerLossDisk(t, dir, 0)
+			defer g.Close()
+			require.NoError(t, track(g), "the mark claims more than the log kept")
+			requireLog(t, g, tc.last, 100)
+		})
+	}
 }
