@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/raftlock/raftlock/internal/httpwire"
 )
 
 // Batching. Over HTTP/1.1 each operation is a request and an answer: on
@@ -245,14 +247,7 @@ func (c *Client) sendBatch(b *batcher, base *url.URL, items []*batchItem) (arriv
 	defer cancel()
 	var waiting atomic.Int32
 	waiting.Store(int32(len(items)))
-	// The BatchRequest, written by hand: the bodies are json.Marshal's
-	// already, which encoding/json would scan once more.
-	size := len(`{"ops":[]}`)
-	for _, it := range items {
-		size += len(`{"op":"","body":},`) + len(it.x.batch) + len(it.body)
-	}
-	body := make([]byte, 0, size)
-	body = append(body, `{"ops":[`...)
+	ops := make([]BatchOp, len(items))
 	for i, it := range items {
 		stop := context.AfterFunc(it.ctx, func() {
 			if waiting.Add(-1) == 0 {
@@ -260,16 +255,9 @@ func (c *Client) sendBatch(b *batcher, base *url.URL, items []*batchItem) (arriv
 			}
 		})
 		defer stop()
-		if i > 0 {
-			body = append(body, ',')
-		}
-		body = append(body, `{"op":"`...)
-		body = append(body, it.x.batch...) // one of the Batch names: nothing to escape
-		body = append(body, `","body":`...)
-		body = append(body, it.body...)
-		body = append(body, '}')
+		ops[i] = BatchOp{Op: it.x.batch, Body: it.body}
 	}
-	body = append(body, "]}"...)
+	body := httpwire.EncodeBatchRequest(ops)
 	status, payload, sent, stale, err := c.send(ctx, base, exchange{method: http.MethodPost, path: "/v1/batch", write: true, resend: resendAlways}, body)
 	switch {
 	case err != nil:
@@ -278,7 +266,7 @@ func (c *Client) sendBatch(b *batcher, base *url.URL, items []*batchItem) (arriv
 		}
 	case status == http.StatusOK:
 		var resp BatchResponse
-		if !decodeAnswer(payload, &resp) && json.Unmarshal(payload, &resp) != nil || len(resp.Results) != len(items) {
+		if !httpwire.DecodeAnswer(payload, &resp) && json.Unmarshal(payload, &resp) != nil || len(resp.Results) != len(items) {
 			resp.Results = make([]BatchResult, len(items)) // each reads as a 200 that is not the expected JSON
 		}
 		for i, it := range items {

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/raftlock/raftlock/internal/httpwire"
 	"github.com/raftlock/raftlock/internal/streamwire"
 	"github.com/raftlock/raftlock/lock"
 )
@@ -661,8 +662,8 @@ func (c *Client) call(ctx context.Context, x exchange) (sent bool, err error) {
 	if status != http.StatusOK {
 		return true, answerError(status, payload, x.key, x.write)
 	}
-	if decodeAnswer(payload, x.out) {
-		return true, nil // fastwire.go: what json.Unmarshal would decode, without its cost
+	if httpwire.DecodeAnswer(payload, x.out) {
+		return true, nil // what json.Unmarshal would decode, without its cost
 	}
 	if err := json.Unmarshal(payload, x.out); err != nil {
 		return true, fmt.Errorf("%w: %s %s answered 200 with a body that is not the expected JSON: %v", ErrUnexpectedResponse, x.method, x.path, err)
@@ -680,7 +681,7 @@ func (c *Client) call(ctx context.Context, x exchange) (sent bool, err error) {
 func (c *Client) roundTrip(ctx context.Context, x exchange) (status int, payload []byte, sent bool, err error) {
 	var body []byte
 	if x.body != nil {
-		if body, err = encodeRequest(x.body); err != nil { // fastwire.go
+		if body, err = httpwire.EncodeRequest(x.body); err != nil {
 			return 0, nil, false, fmt.Errorf("api: encoding request: %w", err)
 		}
 	}
@@ -854,8 +855,8 @@ func msDuration(ms int64) time.Duration {
 	if ms <= 0 {
 		return 0
 	}
-	if ms > maxMillis {
-		ms = maxMillis
+	if ms > httpwire.MaxMillis {
+		ms = httpwire.MaxMillis
 	}
 	return time.Duration(ms) * time.Millisecond
 }

@@ -3,9 +3,9 @@ package api
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/raftlock/raftlock/internal/errcode"
+	"github.com/raftlock/raftlock/internal/httpwire"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -24,7 +24,7 @@ var (
 	ErrInternal = errors.New("api: node failed")
 	// ErrUnexpectedResponse: the answer was not one a raftlock node gives
 	// (unknown status or code, not JSON): a proxy in the way, or another server.
-	ErrUnexpectedResponse = errors.New("api: unexpected response")
+	ErrUnexpectedResponse = httpwire.ErrUnexpectedResponse
 	// ErrUnauthorized: the node requires a token (apiserver.Config.Token) and the
 	// request carried none, or the wrong one (ClientConfig.Token). Nothing
 	// was done.
@@ -98,38 +98,6 @@ var ErrForbidden = errors.New("api: forbidden")
 // <token>" works everywhere and is what Client sends.
 const TokenHeader = "X-Raftlock-Token"
 
-// ErrorBody is the JSON form of every error answer:
-//
-//	{"error":{"code":"locked","message":"...","token":41,"remaining_ms":2950}}
-type ErrorBody struct {
-	Error ErrorDetail `json:"error"`
-}
-
-// ErrorDetail is the "error" object of an error answer.
-type ErrorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	// Field names the request body's field at fault, for a bad_request
-	// about a field (unknown, misspelt in letter case, given twice).
-	Field string `json:"field,omitempty"`
-	// Set with CodeLocked (and CodeQueueFull): the holder's fencing token and
-	// lease left; never the holder's owner.
-	Token       uint64 `json:"token,omitempty"`
-	RemainingMS *int64 `json:"remaining_ms,omitempty"`
-	// Reserved, with CodeLocked: nobody holds the key; it is kept for a
-	// multi-key acquire waiting at the head of its queue for its other
-	// keys (token and remaining_ms are absent).
-	Reserved bool `json:"reserved,omitempty"`
-	// Set with CodeKindMismatch: what the key is ("semaphore" and its
-	// limit, "rwlock", "mutex").
-	Kind  string `json:"kind,omitempty"`
-	Limit int    `json:"limit,omitempty"`
-	// Set with CodeKindMismatch for a multi-key acquire (keys): the key of
-	// the set that is of another kind; with CodeLocked for one: the set's
-	// first key that is not free (held, or reserved), when the node can tell.
-	Key string `json:"key,omitempty"`
-}
-
 // ServerError is an error answer from a node that has no better Go form than
 // its sentinels. errors.Is matches it against the lock sentinels its code
 // stands for (lock.ErrInvalidTTL for invalid_ttl, both lock.ErrUnknownOutcome
@@ -182,15 +150,6 @@ var codeErrors = map[string]error{
 	CodePermissionDenied:    ErrPermissionDenied,
 	CodeHostNotAllowed:      ErrForbidden,
 	CodeOriginNotAllowed:    ErrForbidden,
-}
-
-// Millis is d in whole milliseconds, rounded down: a remaining time must
-// never be overstated.
-func Millis(d time.Duration) int64 {
-	if d < 0 {
-		return 0
-	}
-	return int64(d / time.Millisecond)
 }
 
 // ValidateToken reports why token cannot serve as an API token, or nil. A

@@ -10,6 +10,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cluster"
+	"github.com/raftlock/raftlock/internal/httpwire"
 )
 
 // batch serves POST /v1/batch (package api's BatchRequest): each operation
@@ -108,27 +109,10 @@ type commandGrouper interface {
 }
 
 // writeBatchResponse writes what writeJSON writes for an api.BatchResponse
-// of results, byte for byte (with its Content-Length), without encoding/json's second pass over
-// every body (each is json.Marshal's output already: compact, with HTML
-// characters escaped, as the encoder would leave it).
+// of results, byte for byte (httpwire.AppendBatchResponse), with its
+// Content-Length.
 func writeBatchResponse(w http.ResponseWriter, results []api.BatchResult) {
-	size := len(`{"results":[]}`) + 1
-	for _, r := range results {
-		size += len(`{"status":000,"body":},`) + len(r.Body)
-	}
-	out := make([]byte, 0, size)
-	out = append(out, `{"results":[`...)
-	for i, r := range results {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, `{"status":`...)
-		out = strconv.AppendInt(out, int64(r.Status), 10)
-		out = append(out, `,"body":`...)
-		out = append(out, r.Body...)
-		out = append(out, '}')
-	}
-	out = append(out, "]}\n"...)
+	out := httpwire.AppendBatchResponse(nil, results)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	// Announced, so that an answer larger than net/http's buffer (2 KiB:

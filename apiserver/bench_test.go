@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/internal/httpwire"
 	"github.com/raftlock/raftlock/lock"
 	"github.com/raftlock/raftlock/lock/memstore"
 )
@@ -81,8 +82,8 @@ func BenchmarkHTTPAcquireRelease(b *testing.B) {
 	})
 }
 
-// BenchmarkReadRequestBody: decoding an acquire's body, through readJSON's
-// one-pass path for plain bodies (fastjson.go) and through the strict
+// BenchmarkReadRequestBody: decoding an acquire's body, through the one-pass
+// path for plain bodies (httpwire.DecodeFast) and through the strict
 // two-pass decoding that bodies with escapes still take.
 func BenchmarkReadRequestBody(b *testing.B) {
 	body := []byte(`{"key":"jobs/nightly-report","ttl":"30s","owner":"0123456789abcdef0123456789abcdef"}`)
@@ -90,7 +91,7 @@ func BenchmarkReadRequestBody(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			var req api.AcquireRequest
-			if !fastDecode(body, &req) {
+			if !httpwire.DecodeFast(body, &req) {
 				b.Fatal("not taken")
 			}
 		}

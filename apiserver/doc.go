@@ -13,13 +13,15 @@
 // apiserver.NewHandler(node, apiserver.Config{}).
 //
 // The routes, wire format, error codes and security model are documented in
-// package api; the request and answer types are api's, shared with the
-// client. This package adds what only a server needs: strict JSON decoding,
+// package api. The request and answer types and their JSON (the fast paths,
+// and the strict decoding of request bodies) are internal/httpwire's,
+// shared with the client, which names the types by aliases
+// (api.AcquireRequest, ...). This package adds what only a server needs:
 // per-request limits and time limits, the token check (the shared
 // Config.Token, and named tokens with rights per key prefix: Config.Tokens,
-// LoadTokens, Handler.SetTokens), the browser guard,
-// connection limits, JSON answers for the errors net/http writes by itself,
-// and Prometheus metrics (Handler.Registry).
+// LoadTokens, Handler.SetTokens), the browser guard, connection limits, JSON
+// answers for the errors net/http writes by itself, and Prometheus metrics
+// (Handler.Registry).
 //
 // Each lock operation (acquire, release, sessions, reads...) is a typed
 // function from its caller and its decoded api request to its api answer,

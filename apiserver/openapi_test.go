@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/internal/httpwire"
 )
 
 // TestOpenAPICoversRoutes keeps /v1/openapi.json in step with the Handler:
@@ -147,7 +148,7 @@ func TestOpenAPISchemasMatchWireTypes(t *testing.T) {
 	for _, rd := range openAPIRoutes {
 		if rd.request != nil {
 			typ := reflect.TypeOf(rd.request)
-			want := append([]string(nil), jsonFieldNames(typ)...)
+			want := append([]string(nil), httpwire.FieldNames(typ)...)
 			sort.Strings(want)
 			assert.Equal(t, want, props(typ.Name()), "request %s of %s: the schema's fields differ from what the handler decodes", typ.Name(), rd.path)
 		}

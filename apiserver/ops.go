@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/internal/httpwire"
 	"github.com/raftlock/raftlock/internal/streamwire"
 )
 
@@ -233,7 +234,7 @@ func (h *Handler) runOpEncoded(ctx context.Context, op *operation, who *caller, 
 
 // encodeAnswer encodes runOp's answer for a batch or a stream.
 func encodeAnswer(status int, body any) (int, []byte) {
-	raw, err := marshalAnswer(body)
+	raw, err := httpwire.EncodeAnswer(body)
 	if err != nil { // no wire type fails to encode; say so rather than answer nothing
 		status = http.StatusInternalServerError
 		raw, _ = json.Marshal(api.ErrorBody{Error: api.ErrorDetail{Code: api.CodeInternal, Message: "api: encoding the answer: " + err.Error()}})

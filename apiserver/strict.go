@@ -9,23 +9,35 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode/utf16"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/raftlock/raftlock/internal/httpwire"
 )
 
-// Request bodies are decoded in two passes, both with the standard library's
-// encoding/json (encoding/json/v2, which could refuse all of this by itself,
-// needs GOEXPERIMENT=jsonv2 in this toolchain, which a program embedding a
-// node cannot be asked to set):
+// Bodies the fast path (httpwire.DecodeFast) declines are decoded by
+// github.com/go-json-experiment/json, the encoding/json/v2 proposal's own
+// implementation (the standard library's copy still needs GOEXPERIMENT=jsonv2
+// in this toolchain, which a program embedding a node cannot be asked to
+// set), which is strict where encoding/json is not: it refuses a field name
+// that is not exactly one of the struct's (encoding/json matches names
+// case-insensitively, so {"KEY":...} would be "key"), a name given twice
+// (encoding/json keeps the last) and a string with a lone UTF-16 surrogate
+// escape ("\ud800", which encoding/json turns into U+FFFD, so that
+// different keys would become one lock); RejectUnknownMembers refuses the
+// names the route does not take.
 //
-//  1. checkStrictJSON walks the body token by token (json.Decoder.Token) and
-//     refuses what encoding/json's Decoder would silently accept: a field
-//     name that is not exactly one the route takes (encoding/json matches
-//     names case-insensitively, so {"KEY":...} would be "key"), a field given
-//     twice (encoding/json keeps the last), and a string with a lone UTF-16
-//     surrogate escape ("\ud800"), which encoding/json turns into U+FFFD, so
-//     that different keys would become one lock.
-//  2. json.Decoder with DisallowUnknownFields fills the request struct.
+// A refused body is then read once more by checkBody, the two passes with
+// encoding/json that decoded bodies before, only to say what is wrong in
+// the words the API has always used (and that name the field at fault):
+// refusals are rare and cheap, accepted bodies are not.
+
+// strictJSON is json v2 as decodeStrict uses it: its defaults (exact
+// names, no duplicates, no invalid UTF-8 or lone surrogates), and no
+// unknown names.
+var strictJSON = jsonv2.RejectUnknownMembers(true)
 
 // bodyError is a refused request body, naming the field when there is one.
 type bodyError struct {
@@ -35,28 +47,69 @@ type bodyError struct {
 
 func (e *bodyError) Error() string { return e.msg }
 
-// jsonFieldNames lists the exact JSON names of struct type t's fields,
-// those of embedded structs included.
-func jsonFieldNames(t reflect.Type) []string {
-	if v, ok := fieldNameCache.Load(t); ok {
-		return v.([]string)
+// decodeStrict decodes body, valid UTF-8, into v as readJSON says.
+func decodeStrict(body []byte, v any) *bodyError {
+	err := jsonv2.Unmarshal(body, v, strictJSON)
+	if err == nil {
+		return nil
 	}
-	var names []string
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if f.Anonymous && f.Type.Kind() == reflect.Struct {
-			names = append(names, jsonFieldNames(f.Type)...)
-			continue
-		}
-		if name, ok := jsonFieldName(f); ok {
-			names = append(names, name)
-		}
+	if e := checkBody(body, reflect.New(reflect.TypeOf(v).Elem()).Interface()); e != nil {
+		return e
 	}
-	fieldNameCache.Store(t, names)
-	return names
+	return v2Refusal(err)
 }
 
-var fieldNameCache sync.Map // reflect.Type -> []string
+// v2Refusal words what json v2 refused and encoding/json with its checks
+// would have taken: a name in a nested object (a batch's operation) that
+// is not exactly one of its fields, which checkStrictJSON does not look at
+// and encoding/json matched case-insensitively (json v2 holds every object
+// to the rule docs/http.md states).
+func v2Refusal(err error) *bodyError {
+	var serr *jsonv2.SemanticError
+	if errors.As(err, &serr) && errors.Is(serr.Err, jsonv2.ErrUnknownName) && serr.GoType != nil && serr.GoType.Kind() == reflect.Struct {
+		return unknownField(serr.JSONPointer.LastToken(), jsonPath(serr.JSONPointer.Parent()), httpwire.FieldNames(serr.GoType))
+	}
+	return &bodyError{msg: fmt.Sprintf("api: malformed JSON body: %v", err)}
+}
+
+// jsonPath is where p points, as a program would write it: ops[0].body.
+func jsonPath(p jsontext.Pointer) string {
+	var b strings.Builder
+	for tok := range p.Tokens() {
+		if _, err := strconv.ParseUint(tok, 10, 0); err == nil {
+			fmt.Fprintf(&b, "[%s]", tok)
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(tok)
+	}
+	return b.String()
+}
+
+// checkBody decodes body into v in two passes, both with encoding/json,
+// and says what is wrong with it, as the API always has:
+//
+//  1. checkStrictJSON walks the body token by token (json.Decoder.Token)
+//     and refuses what encoding/json's Decoder would silently accept (see
+//     above): a name that is not exactly one the route takes, a name given
+//     twice, a lone surrogate escape.
+//  2. json.Decoder with DisallowUnknownFields fills v.
+func checkBody(body []byte, v any) *bodyError {
+	if e := checkStrictJSON(body, httpwire.FieldNames(reflect.TypeOf(v).Elem())); e != nil {
+		return e
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return &bodyError{msg: fmt.Sprintf("api: malformed JSON body: %v", err)}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return &bodyError{msg: "api: unexpected data after the JSON object"}
+	}
+	return nil
+}
 
 // checkStrictJSON checks body, one JSON value that must be an object whose
 // field names are exactly among allowed, each at most once, with no lone
@@ -120,7 +173,7 @@ func checkStrictJSON(body []byte, allowed []string) *bodyError {
 			top.seen[name] = true
 			if len(stack) == 1 {
 				if !containsExact(allowed, name) {
-					return unknownField(name, allowed)
+					return unknownField(name, "", allowed)
 				}
 				field = name
 			}
@@ -155,15 +208,23 @@ func containsExact(list []string, s string) bool {
 	return false
 }
 
-// unknownField explains a field name the route does not take, pointing to
-// the right spelling when only the letter case differs.
-func unknownField(name string, allowed []string) *bodyError {
+// unknownField explains a field name the route does not take (in, when
+// it is not "", is the nested object it was given in), pointing to the
+// right spelling when only the letter case differs.
+func unknownField(name, in string, allowed []string) *bodyError {
+	where := ""
+	if in != "" {
+		where = " in " + in
+	}
 	for _, a := range allowed {
 		if strings.EqualFold(a, name) {
-			return &bodyError{field: name, msg: fmt.Sprintf("api: unknown field %q: field names are case-sensitive; send %q", name, a)}
+			return &bodyError{field: name, msg: fmt.Sprintf("api: unknown field %q%s: field names are case-sensitive; send %q", name, where, a)}
 		}
 	}
-	if len(allowed) == 0 {
+	switch {
+	case in != "":
+		return &bodyError{field: name, msg: fmt.Sprintf("api: unknown field %q%s (it takes %s)", name, where, strings.Join(allowed, ", "))}
+	case len(allowed) == 0:
 		return &bodyError{field: name, msg: fmt.Sprintf("api: unknown field %q: this route takes no fields (send no body, or {})", name)}
 	}
 	return &bodyError{field: name, msg: fmt.Sprintf("api: unknown field %q (this route takes %s)", name, strings.Join(allowed, ", "))}
@@ -216,21 +277,4 @@ func hex4(b []byte, at int) (uint64, bool) {
 
 func loneSurrogate(escape []byte) *bodyError {
 	return &bodyError{msg: fmt.Sprintf(`api: the escape %s is half of a UTF-16 surrogate pair without its other half, which is no character; send keys that are not text as key_b64`, escape)}
-}
-
-// jsonFieldName is the name encoding/json gives struct field f (its json
-// tag's, else the Go name), or false when encoding/json leaves f out
-// (unexported, or tagged "-"). Embedded structs are the caller's to walk.
-func jsonFieldName(f reflect.StructField) (string, bool) {
-	if !f.IsExported() {
-		return "", false
-	}
-	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-	switch name {
-	case "-":
-		return "", false
-	case "":
-		return f.Name, true
-	}
-	return name, true
 }

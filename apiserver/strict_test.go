@@ -1,14 +1,9 @@
 package apiserver
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"net/http"
-	"reflect"
-	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -47,6 +42,10 @@ func TestStrictJSONBodies(t *testing.T) {
 		{"release in upper case", "/v1/release", `{"KEY":"held","owner":"` + owner + `"}`, "KEY"},
 		{"extend ttl twice", "/v1/extend", `{"key":"held","owner":"` + owner + `","ttl":"1s","ttl":"1h"}`, "ttl"},
 		{"extend in upper case", "/v1/extend", `{"key":"held","OWNER":"` + owner + `","ttl":"1s"}`, "OWNER"},
+		// encoding/json matched the names of a batch's operation
+		// case-insensitively: json v2 holds them to the rule too.
+		{"batch op in upper case", "/v1/batch", `{"ops":[{"OP":"acquire","body":{"key":"a","ttl":"1s"}}]}`, "OP"},
+		{"batch body twice by case", "/v1/batch", `{"ops":[{"op":"acquire","body":{"key":"a","ttl":"1s"},"Body":{}}]}`, "Body"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -108,54 +107,6 @@ func TestQueryParameterCaseHint(t *testing.T) {
 	a := n.do(t, "GET", "/v1/inspect?Key=a", "")
 	assert.Equal(t, http.StatusBadRequest, a.status, a.raw)
 	assert.Contains(t, a.errorField("message"), `send "key"`)
-}
-
-// FuzzCheckStrictJSON: the check never panics, and a body it lets through
-// decodes to strings with no U+FFFD that the body did not spell out itself:
-// no lone surrogate escape slips through to become one.
-func FuzzCheckStrictJSON(f *testing.F) {
-	for _, seed := range []string{
-		`{"key":"a","ttl":"1s"}`, `{"key":"\ud800SUR"}`, `{"key":"\udfffSUR"}`, `{"key":"\ud83d\ude00"}`,
-		`{"key":"\\ud800"}`, `{"key":"\ud800\ud800"}`, `{"key":"\ud800\u0041"}`, `{"KEY":"a"}`, `{"key":"a","key":"b"}`,
-		`[{"a":1,"a":2}]`, `{"key":{"x":[1,{"y":2}]}}`, `{"key":"\u`, `"\ud800"`, `{"key":"\uFFFD"}`,
-	} {
-		f.Add([]byte(seed))
-	}
-	allowed := jsonFieldNames(reflect.TypeOf(api.AcquireRequest{}))
-	f.Fuzz(func(t *testing.T, body []byte) {
-		if !utf8.Valid(body) {
-			return // readJSON refuses these first
-		}
-		if checkStrictJSON(body, allowed) != nil {
-			return
-		}
-		var v any
-		if json.Unmarshal(body, &v) != nil {
-			return
-		}
-		if bytes.ContainsRune(body, utf8.RuneError) || bytes.Contains(bytes.ToLower(body), []byte(`\ufffd`)) {
-			return // spelt out by the body itself
-		}
-		var walk func(any)
-		walk = func(v any) {
-			switch v := v.(type) {
-			case string:
-				if strings.ContainsRune(v, utf8.RuneError) {
-					t.Fatalf("accepted %q, which decodes to %q", body, v)
-				}
-			case []any:
-				for _, e := range v {
-					walk(e)
-				}
-			case map[string]any:
-				for k, e := range v {
-					walk(k)
-					walk(e)
-				}
-			}
-		}
-		walk(v)
-	})
 }
 
 func TestMetricsIgnoresQuery(t *testing.T) {

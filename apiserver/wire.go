@@ -6,14 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"reflect"
 	"strconv"
 	"unicode/utf8"
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/internal/errcode"
+	"github.com/raftlock/raftlock/internal/httpwire"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -108,7 +107,7 @@ var lockCodeStatus = map[string]int{
 // one JSON object, every field name exactly one of v's (letter case
 // included) and given once, nothing after it, at most limit bytes, valid
 // UTF-8 and no lone surrogate escape (a JSON decoder would silently turn
-// either into U+FFFD and so change the key); see checkStrictJSON. It
+// either into U+FFFD and so change the key); see decodeStrict. It
 // reads the body to its end, which also lets net/http notice a client that
 // goes away during a long-poll.
 func readJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) *apiError {
@@ -156,26 +155,13 @@ func decodeBody(body []byte, v any) *apiError {
 	if !utf8.Valid(body) {
 		return badRequest("api: request body is not valid UTF-8; send keys that are not text as key_b64")
 	}
-	if fastDecode(body, v) {
-		return nil // fastjson.go: what decodeStrict would decode, without its cost
+	if httpwire.DecodeFast(body, v) {
+		return nil // what decodeStrict would decode, without its cost
 	}
-	return decodeStrict(body, v)
-}
-
-// decodeStrict decodes body, valid UTF-8, into v as readJSON says.
-func decodeStrict(body []byte, v any) *apiError {
-	if e := checkStrictJSON(body, jsonFieldNames(reflect.TypeOf(v).Elem())); e != nil {
+	if e := decodeStrict(body, v); e != nil {
 		apiErr := badRequest("%s", e.msg)
 		apiErr.detail.Field = e.field
 		return apiErr
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return badRequest("api: malformed JSON body: %v", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return badRequest("api: unexpected data after the JSON object")
 	}
 	return nil
 }
@@ -185,8 +171,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	if b, ok := appendAnswer(make([]byte, 0, 160), v); ok {
-		_, _ = w.Write(append(b, '\n')) // what the encoder below writes (fastjson.go)
+	if b, ok := httpwire.AppendAnswer(make([]byte, 0, 160), v); ok {
+		_, _ = w.Write(append(b, '\n')) // what the encoder below writes
 		return
 	}
 	enc := json.NewEncoder(w)

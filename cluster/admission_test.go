@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,81 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/cluster/nodewire"
-	raft "github.com/raftlock/raftlock/internal/raft"
-
 	autopilot "github.com/hashicorp/raft-autopilot"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-)
 
-// The one admission check, rule by rule.
-func TestCheckAdmission(t *testing.T) {
-	const ours, theirs = "c-ours", "c-theirs"
-	alive := func(id, addr string, s raft.ServerSuffrage) knownMember {
-		return knownMember{memberView: memberView{ID: raft.ServerID(id), Addr: raft.ServerAddress(addr), Status: autopilot.NodeAlive},
-			InConfig: true, Suffrage: s, ConfigAddr: raft.ServerAddress(addr)}
-	}
-	failed := func(m knownMember) knownMember {
-		m.Status, m.HeartbeatsFailed = autopilot.NodeFailed, true
-		return m
-	}
-	members := []knownMember{
-		alive("leader", "10.0.0.1:7000", raft.Voter),
-		alive("live", "10.0.0.2:7000", raft.Voter),
-		failed(alive("dead", "10.0.0.3:7000", raft.Voter)),
-		failed(alive("deadnv", "10.0.0.4:7000", raft.Nonvoter)),
-		// Gossip shows it at a new address; raft's heartbeats to the old
-		// one still succeed.
-		{memberView: memberView{ID: "moving", Addr: "10.0.0.9:7000", Status: autopilot.NodeAlive}, InConfig: true, Suffrage: raft.Voter, ConfigAddr: "10.0.0.5:7000"},
-		// Not in the configuration (removed), still alive in gossip.
-		{memberView: memberView{ID: "removed", Addr: "10.0.0.6:7000", Status: autopilot.NodeAlive}},
-		{memberView: memberView{ID: "left", Addr: "10.0.0.7:7000", Status: autopilot.NodeLeft}},
-	}
-	for _, tc := range []struct {
-		name    string
-		ours    string
-		c       candidate
-		want    error // nil: admitted
-		naming  string
-		replace bool
-	}{
-		{name: "another cluster's data dir", ours: ours, c: candidate{ID: "y", Addr: "10.1.0.1:7000", ClusterID: theirs}, want: ErrWrongCluster, naming: theirs},
-		{name: "another cluster's data dir, fresh", ours: ours, c: candidate{ID: "y", Addr: "10.1.0.1:7000", ClusterID: theirs, Fresh: true}, want: ErrWrongCluster},
-		{name: "another cluster's data dir, under a member's ID", ours: ours, c: candidate{ID: "dead", Addr: "10.0.0.3:7000", ClusterID: theirs}, want: ErrWrongCluster},
-		{name: "this cluster's", ours: ours, c: candidate{ID: "new", Addr: "10.1.0.1:7000", ClusterID: ours}},
-		{name: "a data dir of no cluster yet", ours: ours, c: candidate{ID: "new", Addr: "10.1.0.1:7000", Fresh: true}},
-		{name: "a cluster without an ID checks node IDs only", c: candidate{ID: "new", Addr: "10.1.0.1:7000", ClusterID: theirs}},
-		{name: "a gossip member that tells no cluster", ours: ours, c: candidate{ID: "old", Addr: "10.1.0.1:7000", Untold: true}, want: errClusterUntold},
-		{name: "a member that tells no cluster moves", ours: ours, c: candidate{ID: "dead", Addr: "10.1.0.1:7000", Untold: true}},
-		{name: "a live member's ID, empty data dir", ours: ours, c: candidate{ID: "live", Addr: "10.1.0.1:7000", Fresh: true}, want: ErrNodeIDInUse, naming: "10.0.0.2:7000"},
-		{name: "a copy of a live member's data dir", ours: ours, c: candidate{ID: "live", Addr: "10.1.0.1:7000", ClusterID: ours}, want: ErrNodeIDInUse, naming: "10.0.0.2:7000"},
-		{name: "the leader's ID", ours: ours, c: candidate{ID: "leader", Addr: "10.1.0.1:7000", Fresh: true}, want: ErrNodeIDInUse, naming: "10.0.0.1:7000"},
-		{name: "gossip shows a move that raft does not see yet", ours: ours, c: candidate{ID: "moving", Addr: "10.0.0.9:7000", ClusterID: ours}, want: ErrNodeIDInUse, naming: "10.0.0.5:7000"},
-		{name: "a removed member alive elsewhere", ours: ours, c: candidate{ID: "removed", Addr: "10.1.0.1:7000", Fresh: true}, want: ErrNodeIDInUse, naming: "10.0.0.6:7000"},
-		{name: "a removed member itself", ours: ours, c: candidate{ID: "removed", Addr: "10.0.0.6:7000", ClusterID: ours}},
-		{name: "a member that left", ours: ours, c: candidate{ID: "left", Addr: "10.1.0.1:7000", Fresh: true}},
-		{name: "a dead voter, back at a new address", ours: ours, c: candidate{ID: "dead", Addr: "10.1.0.1:7000", ClusterID: ours}},
-		{name: "a dead voter, back with an empty data dir", ours: ours, c: candidate{ID: "dead", Addr: "10.1.0.1:7000", Fresh: true}, replace: true},
-		{name: "a live voter restarted with an empty data dir at its address", ours: ours, c: candidate{ID: "live", Addr: "10.0.0.2:7000", Fresh: true}, replace: true},
-		{name: "a dead non-voter, back with an empty data dir", ours: ours, c: candidate{ID: "deadnv", Addr: "10.1.0.1:7000", Fresh: true}},
-		{name: "a member confirming its membership", ours: ours, c: candidate{ID: "live", Addr: "10.0.0.2:7000", ClusterID: ours}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := checkAdmission(tc.ours, members, tc.c)
-			if tc.want == nil {
-				require.NoError(t, err)
-				assert.Equal(t, tc.replace, got.removeFirst, "remove the old entry first")
-				return
-			}
-			assert.ErrorIs(t, err, tc.want)
-			if err != nil {
-				assert.Contains(t, err.Error(), string(tc.c.ID))
-				assert.Contains(t, err.Error(), tc.naming)
-			}
-		})
-	}
-}
+	"github.com/raftlock/raftlock/cluster/internal/membership"
+	"github.com/raftlock/raftlock/cluster/nodewire"
+	raft "github.com/raftlock/raftlock/internal/raft"
+)
 
 // A leader asked directly to add a node of another cluster (as a build
 // that does not check on its own side asks) refuses it: the admission
@@ -125,16 +57,16 @@ func TestReconcilerAddsOnlyAdmissibleMembers(t *testing.T) {
 	// Gossiping with nobody: it neither bootstraps nor joins, no cluster yet.
 	fresh := startNode(t, gossipConfig(t, "fresh", anyGossipAddr, 0, []string{"127.0.0.1:1"}))
 
-	self := memberView{ID: "n0", Addr: raft.ServerAddress(leader.Addr()), Status: autopilot.NodeAlive}
-	shown := []memberView{
+	self := membership.MemberView{ID: "n0", Addr: raft.ServerAddress(leader.Addr()), Status: autopilot.NodeAlive}
+	shown := []membership.MemberView{
 		self,
 		{ID: "n0y", Addr: raft.ServerAddress(y.leader().Addr()), Status: autopilot.NodeAlive, ClusterID: yID},
 		{ID: "n0old", Addr: raft.ServerAddress(old.leader().Addr()), Status: autopilot.NodeAlive, ClusterUntold: true},
 		{ID: "fresh", Addr: raft.ServerAddress(fresh.Addr()), Status: autopilot.NodeAlive},
 	}
-	src := memberSource(func() []memberView { return shown })
-	leader.gossipView.Store(&src)
-	leader.reconciler.reconcileMembers()
+	src := membership.MemberSource(func() []membership.MemberView { return shown })
+	leader.hooks().SetMemberSource(src)
+	leader.hooks().ReconcileMembers()
 
 	requireServers(t, leader, "n0", "fresh")
 	assert.Contains(t, logs.String(), "refusing to add a node of another cluster")
@@ -246,34 +178,11 @@ func TestRetryJoinIntoAnotherClusterDoesNotAbsorb(t *testing.T) {
 		servers, err := n.Servers()
 		require.NoError(t, err)
 		assert.Equal(t, zServers, servers)
-		for _, m := range n.gossipMembers() {
+		for _, m := range n.hooks().GossipMembers() {
 			assert.NotEqual(t, raft.ServerID("y"), m.ID, "%s gossips with y", n.ID())
 		}
 	}
 	assert.NotContains(t, yLogs.String(), "not joining them", "the old, false line")
-}
-
-// Gossip tags must fit memberlist's 512 bytes (serf refuses more): with the
-// cluster ID among them, the largest tags a node sets still fit, with a
-// 200-byte cluster name (the most Config allows) and DNS-named addresses.
-func TestGossipTagsWithClusterIDFit(t *testing.T) {
-	host := strings.Repeat("h", 40) + ".raftlock.default.svc.cluster.local"
-	cfg := gossipConfig(t, "n0", anyGossipAddr, 0, nil)
-	cfg.Bootstrap = true
-	cfg.ClusterName = strings.Repeat("c", 200)
-	cfg.APIAddr = "https://" + host + ":8443"
-	n := startNode(t, cfg)
-	require.Len(t, n.ident.ClusterID(), 32)
-	n.gossip.tagsMu.Lock()
-	tags := maps.Clone(n.gossip.tags)
-	n.gossip.tagsMu.Unlock()
-	assert.Equal(t, n.ident.ClusterID(), tags[tagClusterID])
-	tags[tagRaft] = host + ":7400"
-	tags[tagRole] = SuffrageNonvoter
-	tags[tagLeaving] = "1"
-	tags[tagExpect] = "9"
-	tags[tagVersion] = "v1.23.456-rc.7+incompatible"
-	assert.NoError(t, n.gossip.serf.SetTags(tags))
 }
 
 // A voter whose process is gone comes back at a new address with an empty
@@ -289,7 +198,7 @@ func TestReconcilerDoesNotMoveAFreshNodeIntoAVotersPlace(t *testing.T) {
 	goneID, oldAddr := c.nodes[i].ID(), c.nodes[i].Addr()
 	c.stop(i)
 	require.Eventually(t, func() bool {
-		for _, m := range leader.knownMembers() {
+		for _, m := range leader.hooks().KnownMembers() {
 			if string(m.ID) == goneID {
 				return m.HeartbeatsFailed
 			}
@@ -299,16 +208,16 @@ func TestReconcilerDoesNotMoveAFreshNodeIntoAVotersPlace(t *testing.T) {
 
 	const newAddr = "127.0.0.1:1"
 	show := func(clusterID string) {
-		var shown []memberView
+		var shown []membership.MemberView
 		for _, n := range c.nodes {
 			if n != nil { // nil: stopped
-				shown = append(shown, memberView{ID: raft.ServerID(n.ID()), Addr: raft.ServerAddress(n.Addr()), Status: autopilot.NodeAlive})
+				shown = append(shown, membership.MemberView{ID: raft.ServerID(n.ID()), Addr: raft.ServerAddress(n.Addr()), Status: autopilot.NodeAlive})
 			}
 		}
-		shown = append(shown, memberView{ID: raft.ServerID(goneID), Addr: newAddr, Status: autopilot.NodeAlive, ClusterID: clusterID})
-		src := memberSource(func() []memberView { return shown })
-		leader.gossipView.Store(&src)
-		leader.reconciler.reconcileMembers()
+		shown = append(shown, membership.MemberView{ID: raft.ServerID(goneID), Addr: newAddr, Status: autopilot.NodeAlive, ClusterID: clusterID})
+		src := membership.MemberSource(func() []membership.MemberView { return shown })
+		leader.hooks().SetMemberSource(src)
+		leader.hooks().ReconcileMembers()
 	}
 
 	show("") // an empty data dir: no cluster yet

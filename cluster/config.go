@@ -11,10 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/raftlock/raftlock/cluster/nodewire"
-
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/raftlock/raftlock/cluster/internal/membership"
+	"github.com/raftlock/raftlock/cluster/nodewire"
 	"github.com/raftlock/raftlock/lock"
 	"github.com/raftlock/raftlock/transport"
 )
@@ -78,8 +78,8 @@ type Config struct {
 	// them, in turn, to add it; one with existing state just restarts.
 	Join []string
 
-	// Gossip (see gossip.go). GossipBindAddr, when set, turns gossip on:
-	// serf on that address (UDP and TCP, the same port number), for
+	// Gossip (package membership, gossip.go). GossipBindAddr, when set,
+	// turns gossip on: serf on that address (UDP and TCP, the same port number), for
 	// membership, failure detection and member metadata. Empty: off (a node
 	// embedded in another program opens no port it was not asked for); the
 	// agent sets it, to -bind's port + 1 by default, when given
@@ -100,8 +100,8 @@ type Config struct {
 	// BootstrapExpect, on a fresh DataDir, bootstraps a new cluster once
 	// this many members with the same BootstrapExpect see each other in
 	// gossip, with all of them as voters; never while gossip shows a member
-	// of a cluster, never on a DataDir with state (see bootstrap_expect.go
-	// for why it cannot make two clusters). Needs gossip; excludes
+	// of a cluster, never on a DataDir with state (package membership's
+	// bootstrap_expect.go says why it cannot make two clusters). Needs gossip; excludes
 	// Bootstrap and Join.
 	BootstrapExpect int
 	// RetryJoin lists where other members gossip: IPs or DNS names, with
@@ -272,7 +272,7 @@ func (c Config) Validate() error {
 	if c.NodeID == "" {
 		return bad("NodeID", "{NodeID} is empty")
 	}
-	if err := checkNodeID(c.NodeID); err != nil {
+	if err := nodewire.CheckNodeID(c.NodeID); err != nil {
 		return bad("NodeID", "{NodeID} %q: %v (a node that already has this ID must leave the cluster, then join with a new ID and an empty data dir)", c.NodeID, err)
 	}
 	switch {
@@ -350,8 +350,8 @@ func (c Config) Validate() error {
 		switch {
 		case p.ID == "":
 			return bad("Peers", "{Peers}[%d] has no ID", i)
-		case checkNodeID(p.ID) != nil:
-			return bad("Peers", "{Peers}[%d] %q: %v", i, p.ID, checkNodeID(p.ID))
+		case nodewire.CheckNodeID(p.ID) != nil:
+			return bad("Peers", "{Peers}[%d] %q: %v", i, p.ID, nodewire.CheckNodeID(p.ID))
 		case p.Addr == "":
 			return bad("Peers", "{Peers}[%d] (%s) has no Addr", i, p.ID)
 		case seen[p.ID]:
@@ -369,30 +369,6 @@ func (c Config) Validate() error {
 		}
 	}
 	return c.validateGossip()
-}
-
-// checkNodeID checks a node ID, whether this node's own or one another
-// node gives (in gossip, a join or the member info exchange): 1 to 255
-// bytes of ASCII letters, digits, '-', '_' and '.', and not "." or "..",
-// like Consul's node names. An ID names the node in raft's configuration,
-// in logs and metrics, and in file and URL paths, where spaces, slashes
-// and control characters would mislead.
-func checkNodeID(id string) error {
-	switch {
-	case id == "":
-		return errors.New("is empty")
-	case len(id) > nodewire.MaxIDLen:
-		return fmt.Errorf("is longer than %d bytes", nodewire.MaxIDLen)
-	case id == "." || id == "..":
-		return errors.New(`must not be "." or ".."`)
-	}
-	for _, r := range id {
-		ok := 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' || r == '_' || r == '.'
-		if !ok {
-			return fmt.Errorf("has %q: a node ID holds only letters, digits, '-', '_' and '.'", r)
-		}
-	}
-	return nil
 }
 
 // voterCountError checks a count of voters that field sets (Voters, and
@@ -465,3 +441,65 @@ var configFields = func() map[string]bool {
 	}
 	return fields
 }()
+
+// DefaultClusterName is the ClusterName of a Config that sets none.
+const DefaultClusterName = "raftlock"
+
+// validateGossip checks the gossip fields of c (Validate calls it).
+func (c Config) validateGossip() error {
+	bad := func(field, format string, args ...any) error {
+		return &ConfigError{Field: field, format: format, args: args}
+	}
+	gossipOn := c.GossipBindAddr != ""
+	switch {
+	case c.BootstrapExpect < 0:
+		return bad("BootstrapExpect", "{BootstrapExpect} must be odd, from 1 to 9 (or 0: off), got %d", c.BootstrapExpect)
+	case c.BootstrapExpect > 0 && voterCountError("BootstrapExpect", c.BootstrapExpect) != nil:
+		return voterCountError("BootstrapExpect", c.BootstrapExpect)
+	case c.BootstrapExpect > 0 && c.Bootstrap:
+		return bad("BootstrapExpect", "{BootstrapExpect} and {Bootstrap} are exclusive: {BootstrapExpect} bootstraps once that many nodes see each other")
+	case c.BootstrapExpect > 0 && len(c.Join) > 0:
+		return bad("BootstrapExpect", "{BootstrapExpect} and {Join} are exclusive: list the members in {RetryJoin}")
+	case c.BootstrapExpect > 0 && !gossipOn:
+		return bad("GossipBindAddr", "{BootstrapExpect} needs gossip: set {GossipBindAddr}")
+	case len(c.RetryJoin) > 0 && !gossipOn:
+		return bad("GossipBindAddr", "{RetryJoin} needs gossip: set {GossipBindAddr}")
+	case len(c.ClusterName) > 200:
+		return bad("ClusterName", "{ClusterName} is longer than 200 bytes")
+	case len(c.GossipKeys) > 0 && !gossipOn:
+		return bad("GossipKeys", "{GossipKeys} encrypt gossip: set {GossipBindAddr} too")
+	}
+	for i, k := range c.GossipKeys {
+		if l := len(k); l != 16 && l != 24 && l != 32 {
+			return bad("GossipKeys", "{GossipKeys}[%d] is %d bytes; an AES key is 16, 24 or 32 bytes (base64 of 16 random bytes: head -c16 /dev/urandom | base64)", i, l)
+		}
+	}
+	for i, addr := range c.RetryJoin {
+		if strings.TrimSpace(addr) == "" {
+			return bad("RetryJoin", "{RetryJoin}[%d] is empty", i)
+		}
+	}
+	if gossipOn {
+		if _, _, err := membership.SplitGossipAddr(c.GossipBindAddr); err != nil {
+			return bad("GossipBindAddr", "{GossipBindAddr} %q: %v", c.GossipBindAddr, err)
+		}
+	}
+	if c.GossipAdvertiseAddr != "" {
+		host, _, err := membership.SplitGossipAddr(c.GossipAdvertiseAddr)
+		if err == nil && net.ParseIP(host) == nil {
+			err = errors.New("the host must be an IP address")
+		}
+		if err != nil {
+			return bad("GossipAdvertiseAddr", "{GossipAdvertiseAddr} %q: %v", c.GossipAdvertiseAddr, err)
+		}
+	}
+	return nil
+}
+
+// clusterName is Config.ClusterName or its default.
+func (c Config) clusterName() string {
+	if c.ClusterName == "" {
+		return DefaultClusterName
+	}
+	return c.ClusterName
+}

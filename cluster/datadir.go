@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/raftlock/raftlock/cluster/datadir"
+	"github.com/raftlock/raftlock/cluster/internal/membership"
 )
 
 // The node's data dir (its lock, identity file, raft log and stable store,
@@ -47,7 +48,7 @@ func dataDirError(err error) error {
 		return configError(ce.Field, ce.Format, ce.Args...)
 	}
 	if errors.Is(err, datadir.ErrWrongNode) {
-		return &identityError{msg: err.Error(), is: []error{ErrWrongNode, ErrInvalidConfig}}
+		return &membership.IdentityError{Msg: err.Error(), Sentinels: []error{ErrWrongNode, ErrInvalidConfig}}
 	}
 	return err
 }

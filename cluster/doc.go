@@ -63,7 +63,8 @@
 // node with raft state, or that sees a member of a cluster, promises; so
 // two bootstraps would need 2N fresh nodes in two groups that cannot see
 // each other (or 2N-1 and a crash within a second of a promise, which
-// lives in memory: bootstrap_expect.go has the details and why). A node in
+// lives in memory: package membership's bootstrap_expect.go has the
+// details and why). A node in
 // gossip but not in the raft configuration asks the members that are to
 // add it. Gossip is off unless GossipBindAddr is set (it opens ports); the
 // agent sets it with -bootstrap-expect, -retry-join or -gossip-bind.
@@ -92,19 +93,19 @@
 // indexed by the raft log index, which is the same on every member.
 //
 // The reasons behind each of these are comments next to the code that keeps
-// them: node.go and start.go (starting, restarting, stopping), package
-// datadir (the data dir: the log on disk and the checks that refuse a
-// damaged one, whose data dir it is, file modes), identity.go (cluster IDs
-// between members),
-// admission.go (who may be added: one check on every path),
-// reconcile.go, promoter.go and members.go (membership, failure tolerance,
-// readiness), statemachine.go (the raft FSM adapter), logclock.go (the
-// log clock), forward.go (forwarding and retries), leader.go (proposal
-// batching), group.go (commands of concurrent callers sent to the leader
-// together: NewCommandGroup), waiting.go (waiting at the leader), store.go (reads),
-// watch.go (watches), quota.go (limits on the state clients can make
-// every member hold: Config.MaxLocks, MaxSessions, MaxTotalWaiters),
-// peers.go (how members learn each other's API addresses), levels.go and
-// halt.go (mixed versions), gossip.go and
-// gossip_join.go (gossip, retry-join) and bootstrap_expect.go.
+// them: node.go and start.go (starting, restarting, stopping), leave.go
+// (leaving), package datadir (the data dir: the log on disk and the checks
+// that refuse a damaged one, whose data dir it is, file modes), identity.go
+// (cluster IDs between members), package membership (admission.go: who may
+// be added, one check on every path; reconcile.go, promoter.go and
+// members.go: membership, failure tolerance, readiness; peers.go: how
+// members learn each other's API addresses; gossip.go and gossip_join.go:
+// gossip, retry-join; bootstrap_expect.go; join.go: joining and rejoining),
+// statemachine.go (the raft FSM adapter), logclock.go (the log clock),
+// forward.go (forwarding and retries), leader.go (proposal batching),
+// group.go (commands of concurrent callers sent to the leader together:
+// NewCommandGroup), waiting.go (waiting at the leader), store.go (reads),
+// watch.go (watches), quota.go (limits on the state clients can make every
+// member hold: Config.MaxLocks, MaxSessions, MaxTotalWaiters), levels.go
+// and halt.go (mixed versions).
 package cluster

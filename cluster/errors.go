@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 
+	"github.com/raftlock/raftlock/cluster/internal/membership"
 	"github.com/raftlock/raftlock/cluster/nodewire"
 	"github.com/raftlock/raftlock/internal/errcode"
 )
@@ -15,7 +16,7 @@ var (
 	// Most such errors are a *ConfigError, which names the field at fault.
 	ErrInvalidConfig = errors.New("cluster: invalid config")
 	// ErrJoin: a node with a fresh data dir could not get a running member to add it.
-	ErrJoin = errors.New("cluster: join failed")
+	ErrJoin = membership.ErrJoin
 	// ErrBadRequest: a forwarded request could not be decoded or is not allowed.
 	ErrBadRequest = nodewire.ErrBadRequest
 	// ErrLogFault: the only voter cannot write its raft log (a full disk,
@@ -43,5 +44,5 @@ var (
 	errShuttingDown = nodewire.ErrShuttingDown
 	// errLeaderRemovesItself: a leaving node became leader again after
 	// handing leadership over; it stays a member (Leave says why).
-	errLeaderRemovesItself = errors.New("cluster: the leader does not remove itself; leave again once another member leads")
+	errLeaderRemovesItself = membership.ErrLeaderRemovesItself
 )

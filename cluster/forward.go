@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/cluster/nodewire"
-
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/internal/lockfsm"
 	raft "github.com/raftlock/raftlock/internal/raft"
@@ -95,7 +94,7 @@ func (n *Node) do(ctx context.Context, req nodewire.Request) (ans nodewire.Answe
 		if err := n.logFaultError(unknown); err != nil {
 			return nil, err
 		}
-		changed := n.leaderChanged.wait()
+		changed := n.leaderChanged.Wait()
 
 		var attemptErr error
 		if g := groupSeatFor(ctx, req); g != nil {
@@ -158,7 +157,7 @@ func (n *Node) do(ctx context.Context, req nodewire.Request) (ans nodewire.Answe
 			// Leave hands leadership over again; retrying here would not.
 			return nil, attemptErr
 		default:
-			// codeUnavailable and the unexpected: retry after a pause.
+			// nodewire.CodeUnavailable and the unexpected: retry after a pause.
 		}
 		lastErr = attemptErr
 		if ctx.Err() != nil {
@@ -256,7 +255,7 @@ var (
 	errLeaderClosing  = nodewire.ErrLeaderClosing
 	errLeaderReplaced = errors.New("cluster: leader replaced while the request was in flight")
 	// errLeaderUnavailable: the leader could not serve the request now
-	// (codeUnavailable; a configuration change failed, say).
+	// (nodewire.CodeUnavailable; a configuration change failed, say).
 	errLeaderUnavailable = nodewire.ErrLeaderUnavailable
 )
 
@@ -325,7 +324,7 @@ func (n *Node) callLeader(ctx context.Context, addr, raftLeader string, body []b
 		done <- answer{rep, err}
 	}()
 	for {
-		changed := n.leaderChanged.wait()
+		changed := n.leaderChanged.Wait()
 		a, _ := n.raft.LeaderWithID()
 		now := string(a)
 		// Raft losing its leader says nothing of addr when addr was a

@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/serf/serf"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftlock/raftlock/cluster/internal/membership"
 	raft "github.com/raftlock/raftlock/internal/raft"
 )
 
@@ -271,27 +271,6 @@ func TestBootstrapExpectExtraNodesStartingTogetherJoin(t *testing.T) {
 	}
 }
 
-// A node promises one proposer at a time; only that proposer's release of
-// the claim promised takes the promise back, and a proposer that
-// bootstrapped keeps its own.
-func TestBootstrapPromiseIsExclusive(t *testing.T) {
-	var e expectState
-	require.True(t, e.promise("a", 1))
-	assert.True(t, e.promise("a", 2), "the same proposer's next claim")
-	assert.False(t, e.promise("b", 3), "another proposer")
-	e.release("b", 3)
-	assert.Equal(t, "a", e.promised(), "only the proposer releases its promise")
-	e.release("a", 1)
-	assert.Equal(t, "a", e.promised(), "a late release of an older claim releases nothing")
-	e.release("a", 2)
-	assert.True(t, e.promise("b", 4))
-	e.mu.Lock()
-	e.done = true
-	e.mu.Unlock()
-	e.release("b", 4)
-	assert.Equal(t, "b", e.promised(), "kept once bootstrapped")
-}
-
 func TestBootstrapExpectSlowNodeJoinsFormedCluster(t *testing.T) {
 	var addrs []string
 	nodes, _ := startGossipGroup(t, 3, func(a []string) []Config {
@@ -393,8 +372,8 @@ func TestRetryJoinAloneMakesARaftMember(t *testing.T) {
 	nodes := twoNodeGossipCluster(t, nil)
 	acquire(t, nodes[1], "k", time.Minute)
 	require.Eventually(t, func() bool {
-		ms := nodes[1].gossipMembers()
-		return len(ms) == 2 && ms[0].Status == gossipAlive && ms[1].Status == gossipAlive &&
+		ms := nodes[1].hooks().GossipMembers()
+		return len(ms) == 2 && ms[0].Status == membership.GossipAlive && ms[1].Status == membership.GossipAlive &&
 			ms[0].RaftAddr == raft.ServerAddress(nodes[0].Addr()) && ms[0].Role == SuffrageVoter
 	}, gossipPatience, 20*time.Millisecond)
 	assert.Equal(t, map[string]int{GossipAlive: 2, GossipFailed: 0, GossipLeft: 0}, nodes[0].Stats().GossipMembers)
@@ -407,9 +386,9 @@ func TestGossipMembersShowFailedAndLeft(t *testing.T) {
 	n1 := startNode(t, gossipConfig(t, "n1", anyGossipAddr, 0, []string{n0.GossipAddr()}))
 	n2 := startNode(t, gossipConfig(t, "n2", anyGossipAddr, 0, []string{n0.GossipAddr()}))
 	waitOneCluster(t, []*Node{n0, n1, n2}, []string{"n0=voter", "n1=voter", "n2=voter"})
-	require.NotNil(t, n0.gossipEvents(), "the reconciler's wake-up reads it")
-	status := func(id string) gossipStatus {
-		for _, m := range n0.gossipMembers() {
+	require.NotNil(t, n0.hooks().GossipEvents(), "the reconciler's wake-up reads it")
+	status := func(id string) membership.GossipStatus {
+		for _, m := range n0.hooks().GossipMembers() {
 			if string(m.ID) == id {
 				return m.Status
 			}
@@ -417,12 +396,14 @@ func TestGossipMembersShowFailedAndLeft(t *testing.T) {
 		return 0
 	}
 	require.NoError(t, n2.Leave(testCtx(t)))
-	require.Eventually(t, func() bool { return status("n2") == gossipLeft }, gossipPatience, 50*time.Millisecond, "a node that left is left")
+	require.Eventually(t, func() bool { return status("n2") == membership.GossipLeft }, gossipPatience, 50*time.Millisecond, "a node that left is left")
 	require.NoError(t, n1.Close())
-	require.Eventually(t, func() bool { return status("n1") == gossipFailed }, gossipPatience, 50*time.Millisecond, "a closed node is failed")
-	var off Node
-	assert.Nil(t, off.gossipMembers(), "nil when gossip is off")
-	assert.Nil(t, off.gossipEvents())
+	require.Eventually(t, func() bool { return status("n1") == membership.GossipFailed }, gossipPatience, 50*time.Millisecond, "a closed node is failed")
+	offCfg := testConfig(t, "off")
+	offCfg.Bootstrap = true
+	off := startNode(t, offCfg)
+	assert.Nil(t, off.hooks().GossipMembers(), "nil when gossip is off")
+	assert.Nil(t, off.hooks().GossipEvents())
 }
 
 // intruderTest starts a two-node gossip cluster with base, then an intruder
@@ -435,7 +416,7 @@ func intruderTest(t *testing.T, base func(*Config), intruder func(*Config), want
 		base(c)
 		c.Logger = capturedLogger(c.NodeID, &logs)
 	})
-	ic := gossipConfig(t, "intruder", anyGossipAddr, 0, []string{nodes[0].gossip.selfAddr(), nodes[1].gossip.selfAddr()})
+	ic := gossipConfig(t, "intruder", anyGossipAddr, 0, []string{nodes[0].GossipAddr(), nodes[1].GossipAddr()})
 	base(&ic)
 	intruder(&ic)
 	ic.Logger = capturedLogger("intruder", &logs)
@@ -445,8 +426,8 @@ func intruderTest(t *testing.T, base func(*Config), intruder func(*Config), want
 		t.Fatalf("logs:\n%s", logs.String())
 	}
 	for _, n := range nodes {
-		for _, m := range n.gossipMembers() {
-			if m.GossipAddr == in.gossip.selfAddr() {
+		for _, m := range n.hooks().GossipMembers() {
+			if m.GossipAddr == in.GossipAddr() {
 				t.Errorf("%s lists the intruder in gossip: %+v", n.ID(), m)
 			}
 		}
@@ -459,8 +440,6 @@ func intruderTest(t *testing.T, base func(*Config), intruder func(*Config), want
 	}
 	acquire(t, nodes[1], "still-serving", time.Minute)
 }
-
-func (g *gossipAgent) selfAddr() string { return *g.self.Load() }
 
 func TestGossipRefusesWrongKey(t *testing.T) {
 	key := bytes.Repeat([]byte{1}, 16)
@@ -486,7 +465,7 @@ func TestGossipRefusesDuplicateNodeID(t *testing.T) {
 
 func TestGossipSurvivesGarbage(t *testing.T) {
 	nodes := twoNodeGossipCluster(t, nil)
-	target := nodes[0].gossip.selfAddr()
+	target := nodes[0].GossipAddr()
 	junk := bytes.Repeat([]byte("\xff\x00garbage"), 100)
 	udp, err := net.Dial("udp", target)
 	require.NoError(t, err)
@@ -533,28 +512,6 @@ func TestGossipConfigErrors(t *testing.T) {
 	}
 }
 
-func TestRetryJoinResolvesNamesAndSkipsItself(t *testing.T) {
-	var addr string
-	nodes, _ := startGossipGroup(t, 1, func(addrs []string) []Config {
-		addr = addrs[0]
-		cfg := gossipConfig(t, "n0", addr, 0, nil)
-		cfg.Bootstrap = true
-		// Each entry: a name with a port, an IP without one (this node's
-		// gossip port is the default: that is this node, skipped), and
-		// this node's own address (known before it starts).
-		cfg.RetryJoin = []string{"localhost:7999", "127.0.0.1", addr}
-		return []Config{cfg}
-	})
-	n := nodes[0]
-	_, port, err := splitGossipAddr(addr)
-	require.NoError(t, err)
-	addrs, errs := n.resolveRetryJoin(testCtx(t))
-	assert.Empty(t, errs)
-	assert.Contains(t, addrs, "127.0.0.1:7999", "localhost resolved")
-	assert.NotContains(t, addrs, addr, "this node skipped")
-	assert.NotContains(t, addrs, fmt.Sprintf("127.0.0.1:%d", port))
-}
-
 // memberActions lists the reconciler actions for id that any of nodes
 // recorded (each while it led), oldest first.
 func memberActions(nodes []*Node, id string) []string {
@@ -598,7 +555,8 @@ func TestGossipLeaderAddsJoinersAsNonVotersThenPromotes(t *testing.T) {
 		// Its vote came from a promotion (recorded as one unless the
 		// leader lost leadership as it committed: then no one records it).
 	}
-	assert.Len(t, n0.Stats().ReconcileCounts, len(reconcileActionNames), "every action listed")
+	every := []string{ActionAddVoter, ActionAddNonvoter, ActionPromote, ActionDemote, ActionRemove, ActionUpdateAddress}
+	assert.Len(t, n0.Stats().ReconcileCounts, len(every), "every action listed")
 	counts := map[string]uint64{}
 	for _, n := range nodes {
 		for action, k := range n.Stats().ReconcileCounts {
@@ -633,8 +591,8 @@ func TestGossipRestartRejoinsKnownMembersWithoutRetryJoin(t *testing.T) {
 	waitOneCluster(t, nodes, []string{"n0=voter", "n1=voter", "n2=voter"})
 	aliveIn := func(n *Node) int {
 		alive := 0
-		for _, m := range n.gossipMembers() {
-			if m.Status == gossipAlive {
+		for _, m := range n.hooks().GossipMembers() {
+			if m.Status == membership.GossipAlive {
 				alive++
 			}
 		}
@@ -650,9 +608,9 @@ func TestGossipRestartRejoinsKnownMembersWithoutRetryJoin(t *testing.T) {
 	// would reach the restarted node and sync it), and serf's reconnection
 	// to a failed member runs every 30 s: well beyond the wait below.
 	require.Eventually(t, func() bool {
-		for _, m := range nodes[0].gossipMembers() {
+		for _, m := range nodes[0].hooks().GossipMembers() {
 			if m.ID == "n2" {
-				return m.Status == gossipFailed
+				return m.Status == membership.GossipFailed
 			}
 		}
 		return false
@@ -661,7 +619,7 @@ func TestGossipRestartRejoinsKnownMembersWithoutRetryJoin(t *testing.T) {
 	// could take it in the moment between; nothing here can avoid that).
 	restarted := startNode(t, cfg)
 	assert.Eventually(t, func() bool { return aliveIn(restarted) == 3 }, 10*time.Second, 20*time.Millisecond,
-		"the restarted node sees the others in gossip: %v", restarted.gossipMembers())
+		"the restarted node sees the others in gossip: %v", restarted.hooks().GossipMembers())
 	assert.FileExists(t, filepath.Join(cfg.DataDir, gossipDirName, "members.snapshot"))
 }
 
@@ -691,25 +649,7 @@ func TestGossipCarriesAPIAddrsWithoutTheExchange(t *testing.T) {
 		return true
 	}, gossipPatience, 20*time.Millisecond, "every node shows every member's API address")
 	for _, node := range nodes {
-		node.peers.mu.Lock()
-		asked := len(node.peers.peers)
-		node.peers.mu.Unlock()
+		asked := node.hooks().PeersHeard()
 		assert.Zero(t, asked, "%s learned API addresses by asking", node.cfg.NodeID)
 	}
-}
-
-// A gossip member whose name is not a valid node ID is refused when it
-// merges or announces itself alive, as a join with it would be.
-func TestGossipRefusesBadNodeID(t *testing.T) {
-	cfg := gossipConfig(t, "n0", anyGossipAddr, 0, nil)
-	cfg.Bootstrap = true
-	n := startNode(t, cfg)
-	d := &gossipDelegate{n: n, g: n.gossip}
-	member := func(name string) *serf.Member {
-		return &serf.Member{Name: name, Addr: net.IPv4(127, 0, 0, 1), Port: 1, Tags: map[string]string{tagCluster: n.gossip.cluster}, Status: serf.StatusAlive}
-	}
-	err := d.NotifyMerge([]*serf.Member{member("a b/../x")})
-	assert.ErrorContains(t, err, `member "a b/../x"`)
-	assert.ErrorContains(t, err, "a node ID holds only letters")
-	assert.NoError(t, d.NotifyMerge([]*serf.Member{member("n1")}))
 }

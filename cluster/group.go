@@ -21,7 +21,7 @@ import (
 // three raft entries, the batch's answer waiting for the last. A
 // CommandGroup collects the first command of each of its members and sends
 // them together, when the last member has sent one or finished without:
-// to the leader in one forwarding message (kindGroup), which queues them
+// to the leader in one forwarding message (nodewire.KindGroup), which queues them
 // for proposal at once, so that they share one entry; on the leader
 // straight into its proposal queue, at once. The members wait for the
 // batch's answer anyway, so waiting for each other costs them nothing.
@@ -31,7 +31,7 @@ import (
 // command, as if sent alone; a member whose grouped attempt fails (no
 // leader, the leader replaced, the connection lost) sees that failure as
 // its own attempt's and goes on alone by the rules of do. A leader too old
-// to know kindGroup refuses the message as a whole (before anything ran),
+// to know nodewire.KindGroup refuses the message as a whole (before anything ran),
 // and every member then sends its command alone.
 
 // errGroupAbandoned: the group's exchange ended with the group's context,
@@ -233,7 +233,7 @@ func (g *CommandGroup) send(seats []*groupSeat) {
 		switch {
 		case errors.Is(err, ErrBadRequest):
 			// Refused as a whole before anything ran: a leader that does
-			// not know kindGroup. Each goes alone.
+			// not know nodewire.KindGroup. Each goes alone.
 			tell(groupOutcome{alone: true})
 			return
 		case err != nil && g.ctx.Err() != nil:

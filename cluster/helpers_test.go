@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftlock/raftlock/cluster/internal/membership"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -207,3 +208,6 @@ func (c *fakeClock) Monotonic() time.Duration {
 }
 
 func (c *fakeClock) step(d time.Duration) { c.wallOffset.Add(int64(d)) }
+
+// hooks reaches into n's membership (package membership's TestHooks).
+func (n *Node) hooks() membership.TestHooks { return n.membership.TestHooks() }

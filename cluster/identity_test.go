@@ -14,6 +14,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/raftlock/raftlock/cluster/internal/membership"
 )
 
 // readIdentityFile reads the identity file of a data dir.
@@ -79,13 +81,13 @@ func TestClusterIDRecordedAtBootstrapAndJoin(t *testing.T) {
 	assert.NotEqual(t, first.ClusterID, readIdentityFile(t, other.cfgs[0].DataDir).ClusterID)
 
 	peers := []Peer{{ID: "a", Addr: "10.0.0.1:7400"}, {ID: "b", Addr: "10.0.0.2:7400"}, {ID: "c", Addr: "10.0.0.3:7400"}}
-	id1, err := newClusterID(peers)
+	id1, err := membership.NewClusterID(peerServers(peers))
 	require.NoError(t, err)
-	id2, err := newClusterID([]Peer{peers[2], peers[0], peers[1]})
+	id2, err := membership.NewClusterID(peerServers([]Peer{peers[2], peers[0], peers[1]}))
 	require.NoError(t, err)
 	assert.Equal(t, id1, id2, "the same Peers in another order")
 	peers[2].Addr = "10.0.0.4:7400"
-	id3, err := newClusterID(peers)
+	id3, err := membership.NewClusterID(peerServers(peers))
 	require.NoError(t, err)
 	assert.NotEqual(t, id1, id3, "other Peers")
 }
@@ -221,7 +223,7 @@ func TestPeersBootstrapShareClusterID(t *testing.T) {
 		c.nodes = append(c.nodes, startNode(t, c.cfgs[i]))
 	}
 	leader := c.waitLeader()
-	want, err := newClusterID(peers)
+	want, err := membership.NewClusterID(peerServers(peers))
 	require.NoError(t, err)
 	for _, cfg := range c.cfgs {
 		assert.Equal(t, identity{NodeID: cfg.NodeID, ClusterID: want}, readIdentityFile(t, cfg.DataDir))

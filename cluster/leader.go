@@ -193,7 +193,7 @@ func (t *leaderTerm) becomeReady() bool {
 	close(t.ready)
 	clockTime := t.clock.now()
 	n.log.Info("leading", "term", n.raft.CurrentTerm(), "log_time", clockTime, "counted_since_last_stamp", clockTime-logTime)
-	n.leaderChanged.fire()
+	n.leaderChanged.Fire()
 	return true
 }
 

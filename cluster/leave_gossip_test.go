@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"regexp"
@@ -11,9 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/lock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/raftlock/raftlock/lock"
 )
 
 // A gossiping member asked to leave, the leader included, under traffic,
@@ -106,15 +106,4 @@ func TestLeaveAndRejoinWithGossipUnderTraffic(t *testing.T) {
 	}
 	assert.False(t, strings.Contains(logs.String(), "timeout waiting for update broadcast"),
 		"a node waited on a gossip broadcast after its gossip had left")
-}
-
-// A join that runs out of time reports why its attempts failed, not only
-// that time ran out.
-func TestJoinReportsTheTellingError(t *testing.T) {
-	refused := errors.New("127.0.0.1:1: tls handshake: certificate signed by unknown authority")
-	timedOut := fmt.Errorf("127.0.0.1:1: call: dialling: %w", context.DeadlineExceeded)
-	assert.Equal(t, refused, moreTelling(refused, timedOut))
-	assert.Equal(t, timedOut, moreTelling(nil, timedOut), "nothing better known")
-	later := errors.New("127.0.0.1:2: connection refused")
-	assert.Equal(t, later, moreTelling(refused, later), "a later reason replaces an earlier one")
 }

@@ -1,9 +1,8 @@
 package cluster
 
 import (
-	"cmp"
 	"fmt"
-	"strconv"
+	"runtime/debug"
 
 	"github.com/raftlock/raftlock/fsm"
 	raft "github.com/raftlock/raftlock/internal/raft"
@@ -13,8 +12,8 @@ import (
 //
 // Each member advertises the highest command level its build decodes
 // (fsm.MaxCommandLevel): as the gossip tag "level" when gossip is on, and
-// in the member info exchange otherwise (kindInfo; see peers.go and
-// package nodewire). A member that advertises nothing — a build from before levels,
+// in the member info exchange otherwise (nodewire.KindInfo; see package
+// membership's peers.go, and package nodewire). A member that advertises nothing — a build from before levels,
 // or one whose advertisement has not arrived yet — is taken to read
 // fsm.BaselineLevel, which every build reads.
 //
@@ -59,78 +58,6 @@ var buildLevels = commandLevels{max: fsm.MaxCommandLevel, levelOf: fsm.CommandLe
 
 func (l commandLevels) of(c fsm.Command) int { return l.levelOf(c) }
 
-// tagLevel is the gossip tag of a member's command level.
-const tagLevel = "level"
-
-// parseLevel reads an advertised level: the level, or 0 when none is
-// advertised or it is garbage (the member then counts as reading
-// fsm.BaselineLevel).
-func parseLevel(s string) int {
-	if l, err := strconv.Atoi(s); err == nil && l >= fsm.BaselineLevel {
-		return l
-	}
-	return 0
-}
-
-// memberBuild is what member id told of its build, as this node knows it:
-// the command level it reads and its raftlock version, 0 and "" for what
-// it has not told (yet, or ever: a build from before it was told). Its own
-// build for itself; else what gossip says of it, else what it told in the
-// info exchange. gossiped is gossipByID's answer (nil when gossip is off).
-func (n *Node) memberBuild(id string, gossiped map[string]gossipMember) (level int, version string) {
-	if id == n.cfg.NodeID {
-		return n.levels.max, n.version
-	}
-	g := gossiped[id]
-	level, version = g.Level, g.Version
-	if level == 0 || version == "" {
-		p := n.peers.info(id)
-		level, version = cmp.Or(level, p.level), cmp.Or(version, p.version)
-	}
-	return level, version
-}
-
-// memberLevel is the command level member id reads, as this node knows
-// it (memberBuild), the baseline when it has not told, with its version
-// ("" when not known).
-func (n *Node) memberLevel(id string, gossiped map[string]gossipMember) (level int, version string) {
-	level, version = n.memberBuild(id, gossiped)
-	return max(level, fsm.BaselineLevel), version
-}
-
-// lowestMember is the member that reads the lowest command level.
-type lowestMember struct {
-	srv     raft.Server
-	level   int    // the level it reads (memberLevel)
-	version string // its raftlock version, "" when not known
-}
-
-// lowestLevel is what every member reads: the lowest command level among
-// the servers of the latest raft configuration, voters and non-voters
-// alike, this node included, as this node knows them (memberLevel), and
-// the first server that reads only that. With no configuration yet, this
-// node alone. Both the command check (admitLevel) and the snapshot version
-// (machineSnapshotVersion) ask it.
-func (n *Node) lowestLevel() (lowestMember, error) {
-	f := n.raft.GetConfiguration() // the latest configuration, without a round trip
-	if err := f.Error(); err != nil {
-		return lowestMember{}, fmt.Errorf("cluster: reading the configuration: %w", err)
-	}
-	servers := f.Configuration().Servers
-	if len(servers) == 0 {
-		return lowestMember{srv: raft.Server{ID: raft.ServerID(n.cfg.NodeID)}, level: n.levels.max, version: n.version}, nil
-	}
-	gossiped := n.gossipByID()
-	var low lowestMember
-	for i, srv := range servers {
-		level, version := n.memberLevel(string(srv.ID), gossiped)
-		if i == 0 || level < low.level {
-			low = lowestMember{srv: srv, level: level, version: version}
-		}
-	}
-	return low, nil
-}
-
 // admitLevel refuses cmd, with an error matching ErrMemberTooOld,
 // when some member of the raft configuration does not read its level.
 func (n *Node) admitLevel(cmd fsm.Command) error {
@@ -138,35 +65,43 @@ func (n *Node) admitLevel(cmd fsm.Command) error {
 	if need <= fsm.BaselineLevel {
 		return nil // every member reads it
 	}
-	low, err := n.lowestLevel()
+	low, err := n.membership.LowestLevel()
 	if err != nil {
 		return err
 	}
-	if low.level >= need {
+	if low.Level >= need {
 		return nil
 	}
 	runs := "its version is not known here"
-	if low.version != "" {
-		runs = "it runs raftlock " + low.version
+	if low.Version != "" {
+		runs = "it runs raftlock " + low.Version
 	}
 	suffrage := "voter"
-	if low.srv.Suffrage != raft.Voter {
+	if low.Server.Suffrage != raft.Voter {
 		suffrage = "non-voter"
 	}
 	return fmt.Errorf("%w: %v needs command level %d, and %s %s reads level %d (%s): "+
 		"install on %s raftlock %s (the version this leader runs) and try again; nothing was done",
-		ErrMemberTooOld, cmd.Op, need, suffrage, low.srv.ID, low.level, runs, low.srv.ID, n.version)
+		ErrMemberTooOld, cmd.Op, need, suffrage, low.Server.ID, low.Level, runs, low.Server.ID, n.version)
 }
 
 // machineSnapshotVersion is the fsm snapshot version this node writes: the
-// newest every member reads (fsm.SnapshotVersionFor of lowestLevel), since
+// newest every member reads (fsm.SnapshotVersionFor of LowestLevel), since
 // any of them may be sent it, by this node as leader now or after an
 // election. When the configuration cannot be read, the version every
 // member reads.
 func (n *Node) machineSnapshotVersion() int {
-	low, err := n.lowestLevel()
+	low, err := n.membership.LowestLevel()
 	if err != nil {
 		return fsm.SnapshotVersionFor(fsm.BaselineLevel)
 	}
-	return fsm.SnapshotVersionFor(low.level)
+	return fsm.SnapshotVersionFor(low.Level)
 }
+
+// raftlockVersion is the module's version as the build recorded it.
+var raftlockVersion = func() string {
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Path == "github.com/raftlock/raftlock" && info.Main.Version != "" {
+		return info.Main.Version
+	}
+	return "(devel)"
+}()

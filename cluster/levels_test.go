@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/cluster/nodewire"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftlock/raftlock/cluster/internal/membership"
+	"github.com/raftlock/raftlock/cluster/nodewire"
 	"github.com/raftlock/raftlock/fsm"
 	raft "github.com/raftlock/raftlock/internal/raft"
 	"github.com/raftlock/raftlock/lock"
@@ -27,8 +27,8 @@ func newerBuild() *commandLevels {
 }
 
 // beforeVersions makes cfg a member of a build from before versions were
-// told in the member info exchange (kindInfo): it tells none, and its
-// decoder refuses a question that has one (codeBadRequest), as that
+// told in the member info exchange (nodewire.KindInfo): it tells none, and its
+// decoder refuses a question that has one (nodewire.CodeBadRequest), as that
 // build's did.
 func beforeVersions(cfg *Config) {
 	cfg.version = new("")
@@ -68,7 +68,7 @@ func TestLeaderRefusesCommandAMemberCannotRead(t *testing.T) {
 		}
 	}
 	require.Eventually(t, func() bool {
-		level, _ := leader.memberLevel(follower.ID(), nil)
+		level, _ := leader.hooks().MemberLevel(follower.ID(), nil)
 		return level == 2
 	}, patience, 10*time.Millisecond, "the leader learns the newer follower's level")
 	// Every member shows who runs what, and marks the older member, on
@@ -151,26 +151,21 @@ func TestMemberLevelDefaultsToBaseline(t *testing.T) {
 		return cfg
 	}())
 	require.NoError(t, n.Ready(testCtx(t)))
-	level, _ := n.memberLevel("n0", nil)
+	level, _ := n.hooks().MemberLevel("n0", nil)
 	assert.Equal(t, 2, level, "its own build")
-	level, version := n.memberLevel("stranger", nil)
+	level, version := n.hooks().MemberLevel("stranger", nil)
 	assert.Equal(t, fsm.BaselineLevel, level)
 	assert.Empty(t, version)
-	n.heardFrom("stranger", "", 2, "v9") // not a member: not recorded
-	level, _ = n.memberLevel("stranger", nil)
+	n.membership.HeardFrom("stranger", "", 2, "v9") // not a member: not recorded
+	level, _ = n.hooks().MemberLevel("stranger", nil)
 	assert.Equal(t, fsm.BaselineLevel, level)
-	level, version = n.memberLevel("g", map[string]gossipMember{"g": {Level: 3, Version: "v9"}})
+	level, version = n.hooks().MemberLevel("g", map[string]membership.GossipMember{"g": {Level: 3, Version: "v9"}})
 	assert.Equal(t, 3, level)
 	assert.Equal(t, "v9", version)
 
 	// Alone, with a build that reads it: accepted.
 	_, err := n.AcquireAll(testCtx(t), acquireAllReq("a", "b"))
 	require.NoError(t, err)
-	assert.Zero(t, parseLevel(""), "none told")
-	assert.Zero(t, parseLevel("junk"))
-	assert.Zero(t, parseLevel("0"))
-	assert.Equal(t, fsm.BaselineLevel, parseLevel("1"))
-	assert.Equal(t, 4, parseLevel("4"))
 }
 
 // With gossip on, members tell their level in the "level" tag: a newer
@@ -187,9 +182,9 @@ func TestGossipCarriesCommandLevels(t *testing.T) {
 	n1 := startNode(t, c1)
 	waitOneCluster(t, []*Node{n0, n1}, []string{"n0=voter", "n1=voter"})
 	require.Eventually(t, func() bool { return n0.IsLeader() && n0.leaderReady() }, patience, 10*time.Millisecond)
-	require.Eventually(t, func() bool { return n1.gossipByID()["n0"].Level == 2 }, gossipPatience, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return n1.hooks().GossipByID()["n0"].Level == 2 }, gossipPatience, 20*time.Millisecond,
 		"n1 sees n0's level tag")
-	assert.Equal(t, fsm.BaselineLevel, n0.gossipByID()["n1"].Level)
+	assert.Equal(t, fsm.BaselineLevel, n0.hooks().GossipByID()["n1"].Level)
 
 	_, err := n1.AcquireAll(testCtx(t), acquireAllReq("x", "y"))
 	require.ErrorIs(t, err, ErrMemberTooOld)
@@ -201,7 +196,7 @@ func TestGossipCarriesCommandLevels(t *testing.T) {
 		"n1 shows %q", memberBuilds(n1))
 
 	// n1 upgraded in place (its tag changes): accepted.
-	n1.setGossipTag(tagLevel, "2")
+	n1.hooks().SetLevelTag("2")
 	require.Eventually(t, func() bool {
 		_, err = n0.AcquireAll(testCtx(t), acquireAllReq("x", "y"))
 		return err == nil
@@ -305,7 +300,7 @@ func TestNodeInfoCarriesVersion(t *testing.T) {
 	rep, err := n.call(testCtx(t), old.Addr(), nodewire.EncodeRequest(&nodewire.Info{ID: "n0", Version: "v9.9.9-test"}))
 	require.NoError(t, err)
 	require.Equal(t, nodewire.CodeBadRequest, rep.Code, "the older build refuses a version")
-	info, err := n.askInfo(testCtx(t), old.Addr())
+	info, err := n.hooks().AskInfo(testCtx(t), old.Addr())
 	require.NoError(t, err, "asked again without the version")
 	assert.Equal(t, &nodewire.Info{ID: "old", APIAddr: "http://old.test"}, info)
 }
@@ -337,7 +332,7 @@ func TestLeaderRefusesCommandANonVoterCannotRead(t *testing.T) {
 	require.Equal(t, []string{"n0=voter", "n1=voter", "n2=voter", "n3=nonvoter"}, raftServers(leader))
 	require.Eventually(t, func() bool {
 		for _, id := range []string{"n0", "n1", "n2"} {
-			if level, _ := leader.memberLevel(id, nil); level != 2 {
+			if level, _ := leader.hooks().MemberLevel(id, nil); level != 2 {
 				return false
 			}
 		}
@@ -391,7 +386,7 @@ func waitLevels(t *testing.T, nodes []*Node, want map[string]int) {
 	for _, n := range nodes {
 		require.Eventually(t, func() bool {
 			for id, level := range want {
-				if got, _ := n.memberBuild(id, n.gossipByID()); got != level {
+				if got, _ := n.hooks().MemberBuild(id, n.hooks().GossipByID()); got != level {
 					return false
 				}
 			}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,7 +11,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/raftlock/raftlock/cluster/datadir"
-	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/cluster/internal/membership"
+	"github.com/raftlock/raftlock/internal/broadcast"
 	"github.com/raftlock/raftlock/internal/nodestatus"
 	"github.com/raftlock/raftlock/internal/quietlog"
 	raft "github.com/raftlock/raftlock/internal/raft"
@@ -86,26 +85,16 @@ type Node struct {
 	awaits *waiterRegistry
 	// localWaiting counts this node's callers blocked in a waiting Acquire.
 	localWaiting atomic.Int64
-	peers        peerDirectory
-	// gossip is the node's serf membership; nil when Config.GossipBindAddr is empty.
-	gossip *gossipAgent
-
-	// heartbeats is the leader's record of members that stop answering
-	// (members.go); reconciler keeps the raft configuration (reconcile.go).
-	heartbeats *heartbeatWatch
-	reconciler *reconciler
-	// gossipView, when set, is the gossip layer's view of the nodes
-	// (members.go); nil: membership is judged by raft's heartbeats alone.
-	gossipView atomic.Pointer[memberSource]
-	// leaving is set while Leave runs: the node is about to be removed
-	// and must not ask to be added back (gossipRaftJoiner).
-	leaving atomic.Bool
+	// membership knows the members, gossips, joins, and keeps the raft
+	// configuration while this node leads (package membership); set once
+	// raft runs.
+	membership *membership.Manager
 
 	// term is this node's current leadership, nil while it follows.
 	term atomic.Pointer[leaderTerm]
 	// leaderChanged fires when raft reports a new leader (or none) and when
 	// this node's term becomes ready: what a retry waits for.
-	leaderChanged *broadcast
+	leaderChanged *broadcast.Broadcast
 	// leaderObserver sees every leader change raft reports; its counters
 	// are Stats.LeaderChanges.
 	leaderObserver *raft.Observer
@@ -119,8 +108,6 @@ type Node struct {
 	// ident records in DataDir whose the directory is (datadir.IdentityFile;
 	// identity.go says how members agree on the cluster ID).
 	ident *datadir.IdentityFile
-	// refusals limits how often a refused admission is logged (admission.go).
-	refusals refusalLog
 
 	closing   chan struct{} // closed when Close begins
 	closeOnce sync.Once
@@ -189,9 +176,9 @@ func (n *Node) watchLeadership(observations <-chan raft.Observation) {
 				n.term.Store(t)
 				t.start()
 			}
-			n.leaderChanged.fire()
+			n.leaderChanged.Fire()
 		case <-observations:
-			n.leaderChanged.fire()
+			n.leaderChanged.Fire()
 		case <-n.closing:
 			return
 		}
@@ -225,8 +212,8 @@ func (n *Node) Close() error {
 		close(n.closing)
 		n.sm.hub.Close() // blocking queries return lock.ErrClosed
 		// Wake WatchLeader's callers, which then see the node closed.
-		n.leaderChanged.fire()
-		n.stopGossip(false)
+		n.leaderChanged.Fire()
+		n.membership.StopGossip(false)
 		n.store.Abandon() // a term write waiting for a full disk must not hold Shutdown
 		var errs []error
 		if err := n.raft.Shutdown().Error(); err != nil {
@@ -370,18 +357,6 @@ const (
 	SuffrageStaging  = nodestatus.SuffrageStaging
 )
 
-// suffrageName is a member's Suffrage: a suffrage raft does not name
-// counts as staging, which has no vote either.
-func suffrageName(s raft.ServerSuffrage) string {
-	switch s {
-	case raft.Voter:
-		return SuffrageVoter
-	case raft.Nonvoter:
-		return SuffrageNonvoter
-	}
-	return SuffrageStaging
-}
-
 // Timing is a cumulative count of events and their total duration, as a
 // Prometheus summary without quantiles.
 type Timing = nodestatus.Timing
@@ -417,7 +392,7 @@ func (n *Node) Stats() Stats {
 		State:         n.raft.State().String(),
 		LeaderID:      lid,
 		LeaderAddr:    laddr,
-		Members:       n.members(lid),
+		Members:       n.membership.Members(lid),
 		Term:          n.raft.CurrentTerm(),
 		CommitIndex:   n.raft.CommitIndex(),
 		AppliedIndex:  applied,
@@ -439,9 +414,10 @@ func (n *Node) Stats() Stats {
 		Freeze:        n.sm.freezes.read(),
 		Raft:          n.raft.Stats(),
 
-		Health:           n.reconciler.health(),
-		ReconcileActions: n.reconciler.recentActions(),
-		ReconcileCounts:  n.reconciler.actionCounts(),
+		Health:           n.membership.Health(),
+		ReconcileActions: n.membership.RecentActions(),
+		ReconcileCounts:  n.membership.ActionCounts(),
+		GossipMembers:    n.membership.GossipCounts(),
 	}
 	if at := n.leaderClock(); at > 0 {
 		s.LogTime = max(s.LogTime, at)
@@ -451,82 +427,7 @@ func (n *Node) Stats() Stats {
 		Sessions: n.quotas.sessions.usage(c.sessions),
 		Waiters:  n.quotas.waiters.usage(c.waiters),
 	}
-	if n.gossip != nil {
-		s.GossipMembers = map[string]int{GossipAlive: 0, GossipFailed: 0, GossipLeft: 0}
-		for _, m := range n.gossip.members() {
-			s.GossipMembers[m.Status.String()]++
-		}
-	}
 	return s
-}
-
-// members is the latest raft configuration (raft reads it without a round
-// trip), sorted by ID.
-func (n *Node) members(leaderID string) []Member {
-	f := n.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
-		return nil
-	}
-	servers := f.Configuration().Servers
-	gossiped := n.gossipByID()
-	out := make([]Member, 0, len(servers))
-	var status map[raft.ServerID]string
-	if n.IsLeader() {
-		status = make(map[raft.ServerID]string, len(servers))
-		for _, m := range n.knownMembers() {
-			status[m.ID] = string(m.Status)
-		}
-	}
-	for _, srv := range servers {
-		m := Member{
-			ID:       string(srv.ID),
-			Address:  string(srv.Address),
-			Suffrage: suffrageName(srv.Suffrage),
-			Leader:   leaderID != "" && string(srv.ID) == leaderID,
-		}
-		if m.ID == n.cfg.NodeID {
-			m.APIAddr = n.cfg.APIAddr
-		}
-		if g, ok := gossiped[m.ID]; ok {
-			m.Gossip = g.Status.String()
-			if m.APIAddr == "" {
-				m.APIAddr = g.APIAddr
-			}
-		}
-		if m.APIAddr == "" {
-			// A member without gossip told us when it asked (heardFrom).
-			m.APIAddr = n.peers.apiAddr(m.ID)
-		}
-		m.Status = status[srv.ID]
-		if healthy, ok := n.reconciler.memberHealth(m.ID); ok {
-			m.Health = HealthUnhealthy
-			if healthy {
-				m.Health = HealthHealthy
-			}
-		}
-		m.Level, m.Version = n.memberBuild(m.ID, gossiped)
-		out = append(out, m)
-	}
-	markBelowLeader(out)
-	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
-	return out
-}
-
-// markBelowLeader sets BelowLeader on the members that read a lower
-// command level than the leader, when the leader's level is known.
-func markBelowLeader(members []Member) {
-	leaderLevel := 0
-	for _, m := range members {
-		if m.Leader {
-			leaderLevel = m.Level
-		}
-	}
-	if leaderLevel == 0 {
-		return
-	}
-	for i, m := range members {
-		members[i].BelowLeaderLevel = max(m.Level, fsm.BaselineLevel) < leaderLevel
-	}
 }
 
 // Servers returns the raft configuration as this node knows it: IDs to addresses.
@@ -540,29 +441,6 @@ func (n *Node) Servers() (map[string]string, error) {
 		out[string(s.ID)] = string(s.Address)
 	}
 	return out, nil
-}
-
-// broadcast wakes every goroutine waiting for "something changed".
-type broadcast struct {
-	mu sync.Mutex // protects ch
-	ch chan struct{}
-}
-
-func newBroadcast() *broadcast { return &broadcast{ch: make(chan struct{})} }
-
-// wait returns a channel closed at the next fire. Take it before looking at
-// the state it guards, so that a change in between is not missed.
-func (b *broadcast) wait() <-chan struct{} {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.ch
-}
-
-func (b *broadcast) fire() {
-	b.mu.Lock()
-	close(b.ch)
-	b.ch = make(chan struct{})
-	b.mu.Unlock()
 }
 
 // waitFuture waits for a raft future, ctx or the node's closing. raft's

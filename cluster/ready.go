@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/raftlock/raftlock/cluster/internal/membership"
 	"github.com/raftlock/raftlock/internal/nodestatus"
 	"github.com/raftlock/raftlock/lock"
 )
@@ -31,7 +32,7 @@ func (n *Node) Ready(ctx context.Context) error {
 	var lastErr error
 	for {
 		// Taken before the attempt, so that a change during it is not missed.
-		changed := n.leaderChanged.wait()
+		changed := n.leaderChanged.Wait()
 		if n.closed() {
 			return n.closedError(false)
 		}
@@ -95,7 +96,7 @@ func (n *Node) notReadyError(ctx context.Context, last error) error {
 // Each call costs nothing beyond a mutex; nothing is sent or buffered for a
 // watcher that stops reading, and it is safe from any goroutine.
 func (n *Node) WatchLeader() (id, addr string, changed <-chan struct{}, err error) {
-	changed = n.leaderChanged.wait()
+	changed = n.leaderChanged.Wait()
 	if n.closed() {
 		return "", "", nil, lock.ErrClosed
 	}
@@ -136,9 +137,9 @@ func (n *Node) Readiness() Readiness {
 		return r
 	}
 	r.LeaderID, _ = n.Leader()
-	r.Health = n.reconciler.health()
+	r.Health = n.membership.Health()
 	h := r.Health
-	want := n.wantTolerance()
+	want := n.membership.WantTolerance()
 	switch {
 	case r.LeaderID == "":
 		r.Reason = "no leader known"
@@ -147,11 +148,11 @@ func (n *Node) Readiness() Readiness {
 	case !h.Known:
 		r.Reason = fmt.Sprintf("no health report from leader %s yet", r.LeaderID)
 	case !h.Healthy:
-		r.Reason = fmt.Sprintf("leader %s judges this node unhealthy (out of contact, on another term, or more than %d entries behind)", r.LeaderID, maxTrailingLogs)
+		r.Reason = fmt.Sprintf("leader %s judges this node unhealthy (out of contact, on another term, or more than %d entries behind)", r.LeaderID, membership.MaxTrailingLogs)
 	case h.FailureTolerance < want:
 		r.Reason = fmt.Sprintf("failure tolerance %d: %d of %d voters healthy, losing one more would stop the cluster", h.FailureTolerance, h.HealthyVoters, h.Voters)
 	default:
-		if good, hold := n.reconciler.goodFor(), n.readyHold(); good < hold {
+		if good, hold := n.membership.GoodFor(), n.membership.ReadyHold(); good < hold {
 			r.Reason = fmt.Sprintf("healthy with failure tolerance %d for %v of the %v it takes to be sure no failure is still undetected", h.FailureTolerance, good.Truncate(time.Millisecond), hold)
 			break
 		}
@@ -164,6 +165,6 @@ func (n *Node) Readiness() Readiness {
 // quorum, as the leader last judged it; known is false when this node has
 // no recent judgement (no leader, or none reported yet).
 func (n *Node) FailureTolerance() (tolerance int, known bool) {
-	h := n.reconciler.health()
+	h := n.membership.Health()
 	return h.FailureTolerance, h.Known
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftlock/raftlock/cluster/internal/membership"
 	raft "github.com/raftlock/raftlock/internal/raft"
 	"github.com/raftlock/raftlock/lock"
 )
@@ -413,9 +414,7 @@ func TestLeaderJudgesItselfHealthyFromItsFirstRound(t *testing.T) {
 		seen := map[*autopilot.State]bool{}
 		var unhealthy []string
 		require.Eventually(t, func() bool {
-			n.reconciler.mu.Lock()
-			s := n.reconciler.state
-			n.reconciler.mu.Unlock()
+			s := n.hooks().AutopilotState()
 			if s == nil || seen[s] {
 				return false
 			}
@@ -436,8 +435,8 @@ func TestGossipSourceLeftMemberIsRemoved(t *testing.T) {
 	c := newCluster(t, 4, nil)
 	requireVoters(t, c, []string{"n0", "n1", "n2"}, []string{"n3"})
 	l := c.leader()
-	src := memberSource(func() []memberView {
-		var out []memberView
+	src := membership.MemberSource(func() []membership.MemberView {
+		var out []membership.MemberView
 		for _, n := range c.nodes {
 			if n == nil {
 				continue
@@ -446,12 +445,12 @@ func TestGossipSourceLeftMemberIsRemoved(t *testing.T) {
 			if n.ID() == "n3" {
 				status = autopilot.NodeLeft
 			}
-			out = append(out, memberView{ID: raft.ServerID(n.ID()), Addr: raft.ServerAddress(n.Addr()), Status: status})
+			out = append(out, membership.MemberView{ID: raft.ServerID(n.ID()), Addr: raft.ServerAddress(n.Addr()), Status: status})
 		}
 		return out
 	})
-	l.gossipView.Store(&src)
-	l.reconciler.wake()
+	l.hooks().SetMemberSource(src)
+	l.hooks().WakeReconciler()
 	requireVoters(t, c, []string{"n0", "n1", "n2"}, nil)
 	var removal ReconcileAction
 	require.Eventually(t, func() bool { // recorded once the removal commits
@@ -515,17 +514,17 @@ func TestGossipSourceNewAddressIsUpdated(t *testing.T) {
 	// only the configuration is looked at.
 	c.stop(3)
 	const newAddr = "127.0.0.1:1"
-	src := memberSource(func() []memberView {
-		out := []memberView{{ID: "n3", Addr: newAddr, Status: autopilot.NodeAlive}}
+	src := membership.MemberSource(func() []membership.MemberView {
+		out := []membership.MemberView{{ID: "n3", Addr: newAddr, Status: autopilot.NodeAlive}}
 		for _, n := range c.nodes {
 			if n != nil {
-				out = append(out, memberView{ID: raft.ServerID(n.ID()), Addr: raft.ServerAddress(n.Addr()), Status: autopilot.NodeAlive})
+				out = append(out, membership.MemberView{ID: raft.ServerID(n.ID()), Addr: raft.ServerAddress(n.Addr()), Status: autopilot.NodeAlive})
 			}
 		}
 		return out
 	})
-	l.gossipView.Store(&src)
-	l.reconciler.wake()
+	l.hooks().SetMemberSource(src)
+	l.hooks().WakeReconciler()
 	require.Eventually(t, func() bool {
 		servers, err := l.Servers()
 		return err == nil && servers["n3"] == newAddr

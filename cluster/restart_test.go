@@ -218,7 +218,7 @@ func TestLeaveOfTheLastVoterCloses(t *testing.T) {
 	// removal would reach it.
 	require.NoError(t, c.nodes[c.index(c.follower())].Leave(ctx))
 	requireServers(t, leader, leader.ID())
-	require.NoError(t, leader.removeServer(ctx, leader.ID()))
+	require.NoError(t, leader.membership.RemoveServer(ctx, leader.ID()))
 	servers, err := leader.Servers()
 	require.NoError(t, err)
 	assert.Contains(t, servers, leader.ID(), "the last voter stays in the configuration")
@@ -235,7 +235,7 @@ func TestLeaderDoesNotRemoveItself(t *testing.T) {
 	c := newPeersCluster(t, 3)
 	ctx := testCtx(t)
 	leader := c.leader()
-	err := leader.removeServer(ctx, leader.ID())
+	err := leader.membership.RemoveServer(ctx, leader.ID())
 	require.ErrorIs(t, err, errLeaderRemovesItself)
 	requireServers(t, leader, "p0", "p1", "p2")
 	assert.True(t, leader.IsLeader(), "refusing changed nothing")

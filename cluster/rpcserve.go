@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/raftlock/raftlock/cluster/internal/membership"
 	"github.com/raftlock/raftlock/cluster/nodewire"
 	"github.com/raftlock/raftlock/fsm"
 	raft "github.com/raftlock/raftlock/internal/raft"
@@ -168,14 +169,15 @@ func admitJoin(r *nodewire.Join) error {
 
 // nodeIDRequestError checks the node ID a request of another node carries.
 func nodeIDRequestError(what, id string) error {
-	if err := checkNodeID(id); err != nil {
+	if err := nodewire.CheckNodeID(id); err != nil {
 		return fmt.Errorf("%w: %s from node ID %q, which %v", ErrBadRequest, what, id, err)
 	}
 	return nil
 }
 
 func serveJoin(ctx context.Context, n *Node, _ *leaderTerm, r *nodewire.Join) (nodewire.Answer, error) {
-	return &nodewire.NoAnswer{}, n.addMember(ctx, candidate{ID: raft.ServerID(r.ID), Addr: raft.ServerAddress(r.Addr), ClusterID: r.ClusterID, Fresh: r.Empty})
+	c := membership.Candidate{ID: raft.ServerID(r.ID), Addr: raft.ServerAddress(r.Addr), ClusterID: r.ClusterID, Fresh: r.Empty}
+	return &nodewire.NoAnswer{}, n.membership.AddMember(ctx, c)
 }
 
 func admitRemove(r *nodewire.Remove) error {
@@ -186,13 +188,13 @@ func admitRemove(r *nodewire.Remove) error {
 }
 
 func serveRemove(ctx context.Context, n *Node, _ *leaderTerm, r *nodewire.Remove) (nodewire.Answer, error) {
-	return &nodewire.NoAnswer{}, n.removeServer(ctx, r.ID)
+	return &nodewire.NoAnswer{}, n.membership.RemoveServer(ctx, r.ID)
 }
 
 func admitInfo(r *nodewire.Info) error { return nodeIDRequestError("info", r.ID) }
 
 func serveInfo(_ context.Context, n *Node, _ *leaderTerm, r *nodewire.Info) (nodewire.Answer, error) {
-	n.heardFrom(r.ID, r.APIAddr, r.Level, r.Version)
+	n.membership.HeardFrom(r.ID, r.APIAddr, r.Level, r.Version)
 	ans := &nodewire.Info{ID: n.cfg.NodeID, APIAddr: n.cfg.APIAddr}
 	if r.HasLevel() || r.Version != "" {
 		ans.Level = n.levels.max
@@ -206,7 +208,7 @@ func serveInfo(_ context.Context, n *Node, _ *leaderTerm, r *nodewire.Info) (nod
 func admitIdentity(r *nodewire.Identity) error { return nodeIDRequestError("identity", r.ID) }
 
 func serveIdentity(_ context.Context, n *Node, _ *leaderTerm, r *nodewire.Identity) (nodewire.Answer, error) {
-	return n.identityReply(r), nil
+	return n.membership.IdentityReply(r), nil
 }
 
 func admitSessionRead(r *nodewire.SessionRead) error {
@@ -232,8 +234,8 @@ func serveSessionRead(ctx context.Context, n *Node, t *leaderTerm, r *nodewire.S
 }
 
 func serveServerStats(_ context.Context, n *Node, _ *leaderTerm, r *nodewire.ServerStatsRequest) (nodewire.Answer, error) {
-	n.reconciler.heardFromLeader(r)
-	st := n.ownServerStats()
+	n.membership.HeardFromLeader(r)
+	st := n.membership.OwnServerStats()
 	return &st, nil
 }
 

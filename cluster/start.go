@@ -10,6 +10,7 @@ import (
 
 	"github.com/raftlock/raftlock/cluster/datadir"
 	"github.com/raftlock/raftlock/cluster/nodewire"
+	"github.com/raftlock/raftlock/internal/broadcast"
 	raft "github.com/raftlock/raftlock/internal/raft"
 	"github.com/raftlock/raftlock/transport"
 )
@@ -38,9 +39,7 @@ func newNode(cfg Config) (*Node, error) {
 		log:           logger,
 		clock:         clock,
 		awaits:        newWaiterRegistry(),
-		heartbeats:    newHeartbeatWatch(),
-		peers:         peerDirectory{peers: map[string]peerInfo{}},
-		leaderChanged: newBroadcast(),
+		leaderChanged: broadcast.New(),
 		closing:       make(chan struct{}),
 		quiet:         newQuieter(),
 	}
@@ -247,9 +246,10 @@ func (s *startup) startServices() error {
 		return ok
 	})
 	n.raft.RegisterObserver(n.leaderObserver)
-	// Before the handler: a leader's stats request (kindServerStats) may
-	// arrive as soon as it is installed, and is answered by the reconciler.
-	n.reconciler = newReconciler(n)
+	// Before the handler: a leader's stats request (nodewire.KindServerStats)
+	// may arrive as soon as it is installed, and is answered by the
+	// reconciler.
+	n.membership = n.newMembership()
 	handler := transport.Handler(n.handleRPC)
 	if cfg.wrapRPC != nil {
 		handler = cfg.wrapRPC(handler)
@@ -257,35 +257,18 @@ func (s *startup) startServices() error {
 	n.tr.Handle(handler)
 	n.wg.Add(1)
 	go n.watchLeadership(observations)
-	if cfg.GossipBindAddr == "" {
-		// Without gossip, members learn each other's API addresses by
-		// asking (peers.go); with it, each member's gossip tag says it.
-		n.wg.Add(1)
-		go n.runPeerInfo()
+	if err := n.membership.Start(!s.existing); err != nil {
+		close(n.closing)
+		n.wg.Wait()
+		return dataDirError(err) // a gossip setting at fault is a *ConfigError
 	}
-	n.watchHeartbeats()
-	if cfg.GossipBindAddr != "" {
-		if err := n.startGossip(!s.existing); err != nil {
-			close(n.closing)
-			n.wg.Wait()
-			return err
-		}
-		s.cleanup = append(s.cleanup, func() { n.stopGossip(false) })
-		// The reconciler's member source is gossip's view (members.go);
-		// runGossip wakes it on every gossip event.
-		src := memberSource(func() []memberView { return gossipViews(n.gossipMembers()) })
-		n.gossipView.Store(&src)
-	}
+	s.cleanup = append(s.cleanup, func() { n.membership.StopGossip(false) })
 	// From here the node knows how to learn its members' levels (raft and
 	// gossip are set), so its snapshots are written for what they read.
 	writeVersion := n.machineSnapshotVersion
 	n.sm.writeVersion.Store(&writeVersion)
-	n.wg.Add(1)
-	go n.reconciler.run()
+	n.membership.Run(!s.existing)
 	s.cleanup = append(s.cleanup, func() { close(n.closing); n.wg.Wait() })
-	if n.gossip != nil {
-		n.runGossip(!s.existing)
-	}
 	return nil
 }
 
@@ -297,15 +280,14 @@ func (s *startup) joinOrRejoin() error {
 	if !s.existing && len(cfg.Join) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.RequestTimeout)
 		defer cancel()
-		via, err := n.join(ctx, nodewire.KindJoinEmpty, cfg.Join, nil)
+		via, err := n.membership.Join(ctx, nodewire.KindJoinEmpty, cfg.Join, nil)
 		if err != nil {
 			return err
 		}
 		n.log.Info("joined cluster", "via", via)
 	}
 	if s.existing {
-		n.wg.Add(1)
-		go n.rejoin()
+		n.membership.StartRejoin()
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/cluster/nodewire"
-
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/internal/lockfsm"
 	"github.com/raftlock/raftlock/lock"
@@ -175,7 +174,7 @@ func (n *Node) acquireWaiting(ctx context.Context, req lock.AcquireRequest, sent
 		if err := n.logFaultError(attempted); err != nil {
 			return lock.Lease{}, err
 		}
-		changed := n.leaderChanged.wait()
+		changed := n.leaderChanged.Wait()
 		left := end - n.clock.Monotonic()
 		if left <= 0 {
 			if !attempted {

@@ -6,16 +6,26 @@ import (
 )
 
 // deadline is one pending moment in the deadline index: the end of e's lease
-// (w == nil), waiter w's wait deadline on e's key, or (w.held) the end of
-// holder w's lease or lock-delay on e's semaphore or read/write key. Every deadline in the
-// index is pending: the index is updated in place when a lease is extended or
-// handed on and when a waiter leaves, so it never holds stale entries and its
-// head is the true next deadline.
+// (w == nil), waiter w's wait deadline on e's key, (w.held) the end of
+// holder w's lease or lock-delay on e's semaphore or read/write key, or
+// (e == nil) the end of session w.session, w being the session's end
+// record. Every deadline in the index is pending: the index is updated in
+// place when a lease is extended or handed on and when a waiter leaves, so
+// it never holds stale entries and its head is the true next deadline.
+// Three words: one each for every held lock, so a session's end has a
+// record of the waiter type rather than a fourth pointer here.
 type deadline struct {
 	at time.Duration
 	e  *entry
 	w  *waiter
-	s  *session // a session's end: e and w are nil
+}
+
+// session is the session whose end d is, or nil.
+func (d *deadline) session() *session {
+	if d.e != nil {
+		return nil
+	}
+	return d.w.session
 }
 
 // kind orders deadlines at the same time: wait deadlines before lease ends,
@@ -24,7 +34,7 @@ type deadline struct {
 // Session ends come last, after the lease ends at the same time.
 func (d *deadline) kind() EventKind {
 	switch {
-	case d.s != nil:
+	case d.e == nil:
 		return EventSessionExpired
 	case d.w != nil && !d.w.held:
 		return EventWaitExpired
@@ -33,11 +43,8 @@ func (d *deadline) kind() EventKind {
 }
 
 func (d *deadline) owner() *Owner {
-	switch {
-	case d.s != nil:
-		return &d.s.id
-	case d.w != nil:
-		return &d.w.owner
+	if d.w != nil {
+		return &d.w.owner // a session's end record has the session's ID
 	}
 	return &d.e.owner
 }
@@ -50,12 +57,9 @@ func (d *deadline) key() string {
 }
 
 func (d *deadline) setIndex(i int) {
-	switch {
-	case d.s != nil:
-		d.s.index = i
-	case d.w != nil:
+	if d.w != nil {
 		d.w.index = i
-	default:
+	} else {
 		d.e.index = i
 	}
 }

@@ -258,9 +258,12 @@ func (d *decoder) duration(field string, limit time.Duration, limitErr error) ti
 	return time.Duration(v)
 }
 
-func (d *decoder) key() string {
-	k := d.text("key", MaxKeyLen, ErrKeyTooLong)
-	if d.err == nil && k == "" {
+func (d *decoder) key() string { return string(d.keyBytes()) }
+
+// keyBytes reads a key as key does, without copying it out of the input.
+func (d *decoder) keyBytes() []byte {
+	k := d.textBytes("key", MaxKeyLen, ErrKeyTooLong)
+	if d.err == nil && len(k) == 0 {
 		d.failLimit("key", ErrEmptyKey)
 	}
 	return k
@@ -269,21 +272,26 @@ func (d *decoder) key() string {
 // text reads a length-prefixed string of at most limit bytes: field names
 // it in errors, tooLong is the error for a longer one.
 func (d *decoder) text(field string, limit int, tooLong error) string {
+	return string(d.textBytes(field, limit, tooLong))
+}
+
+// textBytes reads what text reads, still in the input.
+func (d *decoder) textBytes(field string, limit int, tooLong error) []byte {
 	n := d.uvarint()
 	if d.err != nil {
-		return ""
+		return nil
 	}
 	switch {
 	case n > uint64(limit):
 		d.failLimit(field, tooLong)
-		return ""
+		return nil
 	case n > uint64(len(d.b)-d.off):
 		d.fail("truncated " + field)
-		return ""
+		return nil
 	}
-	s := string(d.b[d.off : d.off+int(n)])
+	b := d.b[d.off : d.off+int(n)]
 	d.off += int(n)
-	return s
+	return b
 }
 
 // session reads a session ID, which like an owner is never zero.

@@ -117,8 +117,8 @@ func checkInternals(m *Machine) error {
 		if s.expiresAt <= m.now {
 			return fmt.Errorf("session %x: ended at %v but now is %v", id, s.expiresAt, m.now)
 		}
-		if s.index < 0 || s.index >= len(m.deadlines) || m.deadlines[s.index].s != s || m.deadlines[s.index].at != s.expiresAt {
-			return fmt.Errorf("session %x: not at its index %d", id, s.index)
+		if i := s.end.index; i < 0 || i >= len(m.deadlines) || m.deadlines[i].session() != s || m.deadlines[i].at != s.expiresAt || s.end.owner != s.id {
+			return fmt.Errorf("session %x: not at its index %d", id, i)
 		}
 		refs[s] = map[string]int{}
 		want++
@@ -133,14 +133,14 @@ func checkInternals(m *Machine) error {
 		refs[s][key]++
 		return nil
 	}
-	for k, e := range m.keys {
+	for k, e := range m.keys.all() {
 		if e.key != k {
 			return fmt.Errorf("entry under %q has key %q", k, e.key)
 		}
 		if e.vacant() {
 			// Reserved: a multi-key waiter heads its queue and waits for
 			// another of its keys.
-			if w := e.waiters.first(); w == nil || w.set == nil {
+			if w := e.waitQueue().first(); w == nil || w.set == nil {
 				return fmt.Errorf("key %q: vacant but not reserved for a multi-key waiter", k)
 			}
 		} else if g := e.group(); g != nil {
@@ -149,7 +149,7 @@ func checkInternals(m *Machine) error {
 				return err
 			}
 			want += n
-		} else if e.token == 0 || e.token > m.lastToken || (e.owner.IsZero() && e.extra != nil) || (e.extra != nil && e.extra.session == nil && e.extra.meta == "" && e.extra.set == nil) {
+		} else if e.token == 0 || e.token > m.lastToken || (e.owner.IsZero() && e.extras() != nil) || (e.extras() != nil && e.extras().session == nil && e.extras().meta == "" && e.extras().set == nil) {
 			return fmt.Errorf("key %q: bad holder %x token %d (last %d)", k, e.owner, e.token, m.lastToken)
 		}
 		if err := ref(e.sess(), k); err != nil {
@@ -170,15 +170,18 @@ func checkInternals(m *Machine) error {
 			}
 			want++
 		}
-		if e.waiters == nil {
+		if e.more != nil && e.more.extra == nil && e.more.waiters == nil {
+			return fmt.Errorf("key %q: empty entryMore kept", k)
+		}
+		if e.waitQueue() == nil {
 			continue
 		}
-		if e.waiters.len() == 0 {
+		if e.waitQueue().len() == 0 {
 			return fmt.Errorf("key %q: empty queue kept", k)
 		}
 		n := 0
 		var prev *waiter
-		for w := e.waiters.head; w != nil; w = w.next {
+		for w := e.waitQueue().head; w != nil; w = w.next {
 			n++
 			if w.prev != prev {
 				return fmt.Errorf("key %q: broken back link", k)
@@ -194,7 +197,7 @@ func checkInternals(m *Machine) error {
 				return err
 			}
 			waiters++
-			if e.waiters.byOwner[w.owner] != w {
+			if e.waitQueue().byOwner[w.owner] != w {
 				return fmt.Errorf("key %q: waiter %x missing from index", k, w.owner)
 			}
 			if w.epoch > m.epoch {
@@ -211,19 +214,19 @@ func checkInternals(m *Machine) error {
 			}
 			want++
 		}
-		if e.waiters.tail != prev || n != e.waiters.len() {
-			return fmt.Errorf("key %q: queue length %d, index %d", k, n, e.waiters.len())
+		if e.waitQueue().tail != prev || n != e.waitQueue().len() {
+			return fmt.Errorf("key %q: queue length %d, index %d", k, n, e.waitQueue().len())
 		}
 	}
 	// The key order holds exactly the map's entries, strictly ascending.
-	if m.order.len() != len(m.keys) {
-		return fmt.Errorf("key order holds %d keys, the map %d", m.order.len(), len(m.keys))
+	if m.order.len() != m.keys.len() {
+		return fmt.Errorf("key order holds %d keys, the map %d", m.order.len(), m.keys.len())
 	}
 	var orderErr error
 	prev := ""
 	m.order.ascend("", func(e *entry) bool {
 		switch {
-		case m.keys[e.key] != e:
+		case m.keys.get(e.key) != e:
 			orderErr = fmt.Errorf("key order holds %q, which is not the map's entry", e.key)
 		case e.key <= prev:
 			orderErr = fmt.Errorf("key order not ascending: %q after %q", e.key, prev)
@@ -266,7 +269,7 @@ func checkInternals(m *Machine) error {
 // fitting (strict FIFO: whoever fits is granted at once).
 func checkGroup(m *Machine, e *entry, g *group, ref func(*session, string) error) (int, error) {
 	k := e.key
-	if !e.owner.IsZero() || e.token != 0 || e.extra.session != nil || e.extra.meta != "" {
+	if !e.owner.IsZero() || e.token != 0 || e.extras().session != nil || e.extras().meta != "" {
 		return 0, fmt.Errorf("key %q: group entry with holder fields set", k)
 	}
 	n := g.holders.len()
@@ -280,7 +283,7 @@ func checkGroup(m *Machine, e *entry, g *group, ref func(*session, string) error
 	case g.kind != KindSemaphore && g.kind != KindRW:
 		return 0, fmt.Errorf("key %q: group of kind %v", k, g.kind)
 	}
-	if w := e.waiters.first(); w != nil && g.fits(w.shared) {
+	if w := e.waitQueue().first(); w != nil && g.fits(w.shared) {
 		return 0, fmt.Errorf("key %q: head waiter %x fits but waits", k, w.owner)
 	}
 	deadlines, count := 0, 0
@@ -331,7 +334,7 @@ func earliestDeadline(m *Machine) (time.Duration, bool) {
 			best, found = s.expiresAt, true
 		}
 	}
-	for _, e := range m.keys {
+	for _, e := range m.keys.all() {
 		if g := e.group(); g != nil {
 			for h := g.holders.head; h != nil; h = h.next {
 				if h.session == nil && (!found || h.deadline < best) {
@@ -341,8 +344,8 @@ func earliestDeadline(m *Machine) (time.Duration, bool) {
 		} else if e.sess() == nil && !e.vacant() && (!found || e.expiresAt < best) {
 			best, found = e.expiresAt, true
 		}
-		if e.waiters != nil {
-			for w := e.waiters.head; w != nil; w = w.next {
+		if e.waitQueue() != nil {
+			for w := e.waitQueue().head; w != nil; w = w.next {
 				if !found || w.deadline < best {
 					best, found = w.deadline, true
 				}
@@ -355,7 +358,7 @@ func earliestDeadline(m *Machine) (time.Duration, bool) {
 // holders lists, in key order, the key=owner:token of every held key.
 func holders(m *Machine) []string {
 	var out []string
-	for k, e := range m.keys {
+	for k, e := range m.keys.all() {
 		out = append(out, fmt.Sprintf("%s=%x:%d", k, e.owner[:1], e.token))
 	}
 	sort.Strings(out)
@@ -535,7 +538,7 @@ func checkSets(m *Machine) error {
 			return fmt.Errorf("set of %x: bad record", o[:2])
 		}
 		for i, e := range s.entries {
-			if m.keys[e.key] != e {
+			if m.keys.get(e.key) != e {
 				return fmt.Errorf("set of %x: key %q not in the machine", o[:2], e.key)
 			}
 			if i > 0 && e.key <= s.entries[i-1].key {
@@ -545,7 +548,7 @@ func checkSets(m *Machine) error {
 		if s.waits == nil {
 			first := s.entries[0]
 			for _, e := range s.entries {
-				if e.owner != o || e.extra != s.extra || s.extra.set != s || e.token != first.token || e.expiresAt != first.expiresAt || e.group() != nil {
+				if e.owner != o || e.extras() != s.extra || s.extra.set != s || e.token != first.token || e.expiresAt != first.expiresAt || e.group() != nil {
 					return fmt.Errorf("set of %x: partial or inconsistent grant at %q", o[:2], e.key)
 				}
 			}
@@ -556,7 +559,7 @@ func checkSets(m *Machine) error {
 		}
 		for i, w := range s.waits {
 			e := s.entries[i]
-			if e.waiters.find(o) != w || w.set != s || w.ttl != s.waits[0].ttl || w.deadline != s.waits[0].deadline || w.epoch != s.waits[0].epoch || w.meta != s.waits[0].meta {
+			if e.waitQueue().find(o) != w || w.set != s || w.ttl != s.waits[0].ttl || w.deadline != s.waits[0].deadline || w.epoch != s.waits[0].epoch || w.meta != s.waits[0].meta {
 				return fmt.Errorf("set of %x: record on %q missing or unlike the others", o[:2], e.key)
 			}
 		}
@@ -564,11 +567,11 @@ func checkSets(m *Machine) error {
 			return fmt.Errorf("set of %x: could be granted but waits", o[:2])
 		}
 	}
-	for k, e := range m.keys {
+	for k, e := range m.keys.all() {
 		if st := e.set(); st != nil && (m.sets[st.owner] != st || st.waits != nil) {
 			return fmt.Errorf("key %q: held by a set not in the index", k)
 		}
-		for w := e.waiters.first(); w != nil; w = w.next {
+		for w := e.waitQueue().first(); w != nil; w = w.next {
 			if w.set != nil && m.sets[w.owner] != w.set {
 				return fmt.Errorf("key %q: set waiter %x not in the index", k, w.owner[:2])
 			}
@@ -599,7 +602,7 @@ func checkReleases(m *Machine) error {
 			if m.sessions[rec.id.owner] != nil {
 				return fmt.Errorf("destroy of session %x remembered while it is live", rec.id.owner)
 			}
-		} else if e := m.keys[rec.id.key]; e != nil && (e.owner == rec.id.owner || e.waiters.find(rec.id.owner) != nil || e.group() != nil && e.group().holders.find(rec.id.owner) != nil) {
+		} else if e := m.keys.get(rec.id.key); e != nil && (e.owner == rec.id.owner || e.waitQueue().find(rec.id.owner) != nil || e.group() != nil && e.group().holders.find(rec.id.owner) != nil) {
 			return fmt.Errorf("release %q by %x remembered while it holds or waits for the key", rec.id.key, rec.id.owner)
 		}
 		prev = rec

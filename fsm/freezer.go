@@ -74,7 +74,7 @@ func (m *Machine) startFreeze(version byte) *Freezer {
 	if m.freezer != nil {
 		m.freezer.Stop()
 	}
-	fz := &Freezer{m: m, version: version, now: m.now, token: m.lastToken, epoch: m.epoch, sessions: m.freezeSessions(), releases: m.freezeReleases(), count: len(m.keys), pre: make(map[string]preImage)}
+	fz := &Freezer{m: m, version: version, now: m.now, token: m.lastToken, epoch: m.epoch, sessions: m.freezeSessions(), releases: m.freezeReleases(), count: m.keys.len(), pre: make(map[string]preImage)}
 	m.freezer = fz
 	return fz
 }
@@ -222,8 +222,8 @@ func (f *frozen) appendEntry(e *entry) {
 			f.slots = append(f.slots, fh)
 		}
 	}
-	if e.waiters != nil {
-		for w := e.waiters.head; w != nil; w = w.next {
+	if e.waitQueue() != nil {
+		for w := e.waitQueue().head; w != nil; w = w.next {
 			fw := frozenWaiter{owner: w.owner, ttl: w.ttl, deadline: w.deadline, epoch: w.epoch, meta: w.meta, shared: w.shared, multi: w.set != nil}
 			if w.session != nil {
 				fw.session = w.session.id

@@ -77,6 +77,7 @@ func FuzzRestore(f *testing.F) {
 	f.Add(sessionMachine(f).Snapshot())
 	f.Add(groupMachine(f).Snapshot())
 	f.Add(multiMachine(f).Snapshot())
+	f.Add(latestMachine(f).Snapshot())
 	f.Fuzz(func(t *testing.T, in []byte) {
 		m := New(nil)
 		m.Apply(acquire(1, "before", ownerA, MaxTTL, 0))

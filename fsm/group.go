@@ -25,10 +25,10 @@ type group struct {
 
 // group is e's holder group, nil for a mutex.
 func (e *entry) group() *group {
-	if e.extra == nil {
+	if e.extras() == nil {
 		return nil
 	}
-	return e.extra.group
+	return e.extras().group
 }
 
 // kind is e's kind and, for a semaphore, its limit.
@@ -83,7 +83,7 @@ func (g *group) oldest(r Result) Result {
 // acquireGroup is acquire for a key that exists and is a semaphore or
 // read/write key of c's kind (and limit).
 func (m *Machine) acquireGroup(c Command, e *entry, g *group, s *session) Result {
-	held := g.oldest(Result{Now: m.now, Waiters: e.waiters.len()})
+	held := g.oldest(Result{Now: m.now, Waiters: e.waitQueue().len()})
 	if h := g.holders.find(c.Owner); h != nil {
 		// A retry by a holder: the same grant, if under the same binding
 		// and mode; anything else finds the key held, as for a mutex.
@@ -91,16 +91,16 @@ func (m *Machine) acquireGroup(c Command, e *entry, g *group, s *session) Result
 			held.Status = StatusHeld
 			return held
 		}
-		return Result{Status: StatusGranted, Token: h.token, ExpiresAt: h.end(), Now: m.now, Waiters: e.waiters.len()}
+		return Result{Status: StatusGranted, Token: h.token, ExpiresAt: h.end(), Now: m.now, Waiters: e.waitQueue().len()}
 	}
-	if w := e.waiters.find(c.Owner); w != nil {
+	if w := e.waitQueue().find(c.Owner); w != nil {
 		if w.session != s || w.shared != c.Shared {
 			held.Status = StatusHeld
 			return held
 		}
 		return m.retryQueued(e, w, held)
 	}
-	if e.waiters == nil && g.fits(c.Shared) {
+	if e.waitQueue() == nil && g.fits(c.Shared) {
 		// Strict FIFO: only a key nobody waits for takes a newcomer.
 		m.changing(e)
 		h := &waiter{owner: c.Owner, ttl: c.TTL, session: s, meta: strings.Clone(c.Meta), shared: c.Shared}
@@ -114,11 +114,11 @@ func (m *Machine) acquireGroup(c Command, e *entry, g *group, s *session) Result
 // read/write kind: the key appears with c's owner its one holder.
 func (m *Machine) createGroup(c Command, s *session) Result {
 	g := &group{kind: c.Kind, limit: c.Limit}
-	e := &entry{key: strings.Clone(c.Key), index: -1, extra: &holderExtra{group: g}}
+	e := &entry{key: strings.Clone(c.Key), index: -1, more: &entryMore{extra: &holderExtra{group: g}}}
 	m.adding(e.key)
 	h := &waiter{owner: c.Owner, ttl: c.TTL, session: s, meta: strings.Clone(c.Meta), shared: c.Shared}
 	m.addHolder(e, g, h)
-	m.keys[e.key] = e
+	m.keys.add(e)
 	m.order.insert(e)
 	return Result{Status: StatusGranted, Token: h.token, ExpiresAt: h.end(), Now: m.now}
 }
@@ -167,7 +167,7 @@ func (m *Machine) removeHolder(e *entry, g *group, h *waiter) {
 // first. A key left with no holder (and so, as any waiter fits an empty
 // group, none waiting) leaves the machine.
 func (m *Machine) settle(e *entry, g *group) {
-	for w := e.waiters.first(); w != nil && g.fits(w.shared); w = e.waiters.first() {
+	for w := e.waitQueue().first(); w != nil && g.fits(w.shared); w = e.waitQueue().first() {
 		if w.epoch != m.epoch {
 			m.dropWaiter(e, w)
 			continue
@@ -183,7 +183,7 @@ func (m *Machine) settle(e *entry, g *group) {
 	if m.freezer != nil {
 		m.freezer.removing(e.key)
 	}
-	delete(m.keys, e.key)
+	m.keys.remove(e.key)
 	m.order.remove(e)
 }
 
@@ -211,7 +211,7 @@ func (m *Machine) extendHolder(c Command, e *entry, h *waiter) Result {
 		h.deadline = m.now + c.TTL
 		m.deadlines.fix(h.index, h.deadline)
 	}
-	return Result{Status: StatusExtended, Token: h.token, ExpiresAt: h.end(), Now: m.now, Waiters: e.waiters.len()}
+	return Result{Status: StatusExtended, Token: h.token, ExpiresAt: h.end(), Now: m.now, Waiters: e.waitQueue().len()}
 }
 
 // forceReleaseGroup ends every hold of e's group (lock-delay slots too) and
@@ -272,7 +272,7 @@ func (m *Machine) endGroupSession(e *entry, g *group, s *session, expired bool, 
 
 // groupState is what a read at t sees of a semaphore or read/write key.
 func (g *group) state(e *entry, t time.Duration) KeyState {
-	st := KeyState{Kind: g.kind, Limit: g.limit, Waiters: e.waiters.len()}
+	st := KeyState{Kind: g.kind, Limit: g.limit, Waiters: e.waitQueue().len()}
 	for h := g.holders.head; h != nil; h = h.next {
 		end := h.end()
 		if end <= t {

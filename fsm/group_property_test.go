@@ -250,7 +250,7 @@ func (g *groupObserver) sameAs(m *Machine) error {
 	for _, key := range groupKeys {
 		k := g.key(key)
 		k.purge(m.Now())
-		e := m.keys[key]
+		e := m.keys.get(key)
 		if e == nil {
 			if len(k.holders) > 0 || len(k.queue) > 0 {
 				return fmt.Errorf("key %q gone, observed %d holders %d waiters", key, len(k.holders), len(k.queue))
@@ -271,7 +271,7 @@ func (g *groupObserver) sameAs(m *Machine) error {
 			}
 		}
 		i := 0
-		for w := e.waiters.first(); w != nil; w = w.next {
+		for w := e.waitQueue().first(); w != nil; w = w.next {
 			if i >= len(k.queue) || k.queue[i].owner != w.owner {
 				return fmt.Errorf("key %q: queue order differs", key)
 			}

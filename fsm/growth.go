@@ -38,11 +38,11 @@ func (m *Machine) acquireGrowth(c Command) Growth {
 	if !c.Session.IsZero() && m.sessions[c.Session] == nil {
 		return Growth{} // answered StatusNoSession
 	}
-	e := m.keys[c.Key]
+	e := m.keys.get(c.Key)
 	switch {
 	case e == nil:
 		return Growth{Keys: 1}
-	case e.waiters.find(c.Owner) != nil:
+	case e.waitQueue().find(c.Owner) != nil:
 		return Growth{} // a waiter's retry
 	}
 	if kind, limit := e.kind(); kind != c.Kind || limit != c.Limit {
@@ -52,7 +52,7 @@ func (m *Machine) acquireGrowth(c Command) Growth {
 		switch {
 		case g.holders.find(c.Owner) != nil:
 			return Growth{} // a holder's retry
-		case e.waiters == nil && g.fits(c.Shared):
+		case e.waitQueue() == nil && g.fits(c.Shared):
 			return Growth{Holds: 1} // a new hold the group has room for
 		case c.Wait <= 0:
 			return Growth{} // answered held
@@ -71,12 +71,12 @@ func (m *Machine) acquireAllGrowth(c Command) Growth {
 	}
 	var g Growth
 	for _, k := range c.Keys {
-		e := m.keys[k]
+		e := m.keys.get(k)
 		if e == nil {
 			g.Keys++
 			continue
 		}
-		if kind, _ := e.kind(); kind != KindMutex || e.owner == c.Owner || e.waiters.find(c.Owner) != nil {
+		if kind, _ := e.kind(); kind != KindMutex || e.owner == c.Owner || e.waitQueue().find(c.Owner) != nil {
 			return Growth{} // answered kind-mismatch or held
 		}
 		g.Waiters = len(c.Keys) // not every key is free: the set would wait on each

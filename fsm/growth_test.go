@@ -1,9 +1,7 @@
 package fsm
 
 import (
-	"maps"
 	"math/rand/v2"
-	"slices"
 	"testing"
 	"time"
 
@@ -89,7 +87,7 @@ func TestGrowthBoundsWhatApplyAdds(t *testing.T) {
 			keys, waiters, sessions, holds := m.Len(), m.Waiters(), m.Sessions(), m.ExtraHolds()
 			m.Apply(c)
 			sawExtraHolds = sawExtraHolds || m.ExtraHolds() > 0
-			if !assert.Equal(t, extraHolds(slices.Collect(maps.Values(m.keys))), m.ExtraHolds(), "seed %d step %d: extra holds counted after %v", seed, i, c) ||
+			if !assert.Equal(t, extraHolds(m.keys.entries()), m.ExtraHolds(), "seed %d step %d: extra holds counted after %v", seed, i, c) ||
 				!assert.LessOrEqual(t, m.Len()+m.ExtraHolds()-keys-holds, g.Keys+g.Holds, "seed %d step %d: locks after %v", seed, i, c) ||
 				!assert.LessOrEqual(t, m.Len()-keys, g.Keys, "seed %d step %d: keys after %v", seed, i, c) ||
 				!assert.LessOrEqual(t, m.Waiters()-waiters, g.Waiters, "seed %d step %d: waiters after %v", seed, i, c) ||

@@ -8,8 +8,9 @@ import (
 
 // Cost.
 //
-// The machine keeps one entry per held key in a map for the commands' point
-// lookups, the same entries in key order in a B+tree of entry pointers (9 to
+// The machine keeps one entry per held key in a hash index of entry
+// pointers for the commands' point lookups (keyindex.go: the key is stored
+// once, in its entry), the same entries in key order in a B+tree of entry pointers (9 to
 // 45 bytes a key; order.go says why it is written here), a FIFO queue only
 // for keys with waiters (a linked list plus an index by owner), and one
 // binary heap of all pending deadlines that is updated in place on extend,
@@ -36,8 +37,8 @@ import (
 // its index slot and its deadline in the heap). Acquire, release, extend
 // and expiry of one holder are O(log n) plus the grants they cause, each
 // O(log n); a read of the key (Lookup, Range) walks its holders for their
-// count and latest end, O(h), h at most MaxHolders. A held lock must cost less than 250 bytes of memory, which
-// TestMemoryPerHeldLock checks at 1,000,000 held locks with FSM_MEMORY=1
+// count and latest end, O(h), h at most MaxHolders. A held lock must cost at most 150 bytes of memory (110 after a
+// restore), which TestMemoryPerHeldLock checks at 1,000,000 held locks with FSM_MEMORY=1
 // (README, "Performance", has the figures).
 // A multi-key grant's k keys are k ordinary mutex entries sharing one
 // holderExtra (so a single key pays nothing for sets), each lease end in
@@ -66,13 +67,54 @@ type entry struct {
 	owner     Owner
 	token     uint64
 	expiresAt time.Duration
-	extra     *holderExtra // nil for a lease without metadata, the common case
-	waiters   *queue       // nil while nobody waits
-	index     int          // position of the lease's end in the deadline index; -1 for a session-bound holder
+	more      *entryMore // nil for a lease without metadata nobody waits for, the common case
+	index     int        // position of the lease's end in the deadline index; -1 for a session-bound holder
 }
 
-// holderExtra is what only some holders have: kept apart so that a plain
-// lease pays one pointer for it, not the 32 bytes of the fields. A
+// entryMore is what only some keys have: their holder's extras and their
+// waiters, behind one pointer so that a plain lease nobody waits for pays
+// one nil pointer for both and its entry fits in 64 bytes (with both
+// pointers in it, 72 bytes took an 80-byte allocation).
+type entryMore struct {
+	extra   *holderExtra
+	waiters *queue
+}
+
+// extras is e's holder's extras, nil for a lease without metadata.
+func (e *entry) extras() *holderExtra {
+	if e.more == nil {
+		return nil
+	}
+	return e.more.extra
+}
+
+// waitQueue is e's queue, nil while nobody waits.
+func (e *entry) waitQueue() *queue {
+	if e.more == nil {
+		return nil
+	}
+	return e.more.waiters
+}
+
+func (e *entry) setExtras(x *holderExtra) { e.setMore(x, e.waitQueue()) }
+
+func (e *entry) setWaitQueue(q *queue) { e.setMore(e.extras(), q) }
+
+// setMore sets e's extras and queue, dropping entryMore when both are nil.
+func (e *entry) setMore(x *holderExtra, q *queue) {
+	if x == nil && q == nil {
+		e.more = nil
+		return
+	}
+	if e.more == nil {
+		e.more = &entryMore{}
+	}
+	e.more.extra, e.more.waiters = x, q
+}
+
+// holderExtra is what only some holders have: kept apart (behind
+// entryMore) so that a plain lease pays nothing for the 32 bytes of the
+// fields. A
 // semaphore or read/write key has only a group (its holders are there).
 type holderExtra struct {
 	session *session
@@ -83,27 +125,27 @@ type holderExtra struct {
 
 // sess is the session e's holder is bound to, nil for a lease.
 func (e *entry) sess() *session {
-	if e.extra == nil {
+	if e.extras() == nil {
 		return nil
 	}
-	return e.extra.session
+	return e.extras().session
 }
 
 // metadata is e's holder's metadata.
 func (e *entry) metadata() string {
-	if e.extra == nil {
+	if e.extras() == nil {
 		return ""
 	}
-	return e.extra.meta
+	return e.extras().meta
 }
 
 // bind sets e's holder's session and metadata.
 func (e *entry) bind(s *session, meta string) {
 	if s == nil && meta == "" {
-		e.extra = nil
+		e.setExtras(nil)
 		return
 	}
-	e.extra = &holderExtra{session: s, meta: meta}
+	e.setExtras(&holderExtra{session: s, meta: meta})
 }
 
 // session is a lease that locks are bound to. refs counts, per key, the
@@ -115,8 +157,21 @@ type session struct {
 	expiresAt time.Duration
 	lockDelay time.Duration
 	refs      map[string]int // nil once the session has ended
-	index     int            // position of its end in the deadline index
+	// end is its end's record in the deadline index (owner the ID,
+	// session this session, index its position), so that a deadline
+	// needs no pointer to a session.
+	end waiter
 }
+
+// newSession returns a session, not yet in the deadline index.
+func newSession(id Owner, ttl, expiresAt, lockDelay time.Duration) *session {
+	s := &session{id: id, ttl: ttl, expiresAt: expiresAt, lockDelay: lockDelay, refs: make(map[string]int)}
+	s.end.owner, s.end.session = id, s
+	return s
+}
+
+// deadline is s's end in the deadline index.
+func (s *session) deadline() deadline { return deadline{at: s.expiresAt, w: &s.end} }
 
 func (s *session) ref(key string) {
 	if s != nil && s.refs != nil {
@@ -139,11 +194,11 @@ func (s *session) unref(key string) {
 // session's; for a semaphore or read/write key, the latest end of its
 // holds.
 func (e *entry) leaseEnd() time.Duration {
-	if e.extra != nil {
-		if e.extra.group != nil {
-			return e.extra.group.latestEnd()
+	if e.extras() != nil {
+		if e.extras().group != nil {
+			return e.extras().group.latestEnd()
 		}
-		if s := e.extra.session; s != nil {
+		if s := e.extras().session; s != nil {
 			return s.expiresAt
 		}
 	}
@@ -155,7 +210,7 @@ func (e *entry) leaseEnd() time.Duration {
 type Machine struct {
 	now       time.Duration
 	lastToken uint64
-	keys      map[string]*entry
+	keys      keyIndex // the entries, by key
 	order     keyOrder // the entries of keys, in key byte order
 	deadlines deadlines
 	observe   func(Event)
@@ -179,7 +234,7 @@ type Machine struct {
 // New returns an empty machine. observe (may be nil) receives events during
 // Apply, synchronously and in order; it must not call back into the machine.
 func New(observe func(Event)) *Machine {
-	return &Machine{keys: make(map[string]*entry), order: newKeyOrder(), observe: observe, sessions: make(map[Owner]*session), sets: make(map[Owner]*keySet)}
+	return &Machine{order: newKeyOrder(), observe: observe, sessions: make(map[Owner]*session), sets: make(map[Owner]*keySet)}
 }
 
 // Apply applies one command: now = max(now, Stamp); every deadline at or before
@@ -235,10 +290,10 @@ func (m *Machine) acquire(c Command) Result {
 	var s *session
 	if !c.Session.IsZero() {
 		if s = m.sessions[c.Session]; s == nil {
-			return Result{Status: StatusNoSession, Now: m.now, Waiters: m.waiting(m.keys[c.Key])}
+			return Result{Status: StatusNoSession, Now: m.now, Waiters: m.waiting(m.keys.get(c.Key))}
 		}
 	}
-	e := m.keys[c.Key]
+	e := m.keys.get(c.Key)
 	if e == nil {
 		if c.Kind != KindMutex {
 			return m.createGroup(c, s)
@@ -249,18 +304,18 @@ func (m *Machine) acquire(c Command) Result {
 		e = &entry{key: strings.Clone(c.Key), owner: c.Owner, index: -1}
 		m.adding(e.key)
 		m.grant(e, c.TTL, s, strings.Clone(c.Meta))
-		m.keys[e.key] = e
+		m.keys.add(e)
 		m.order.insert(e)
 		m.setHolderDeadline(e)
 		return Result{Status: StatusGranted, Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now}
 	}
 	if kind, limit := e.kind(); kind != c.Kind || limit != c.Limit {
-		return Result{Status: StatusKindMismatch, Now: m.now, Waiters: e.waiters.len(), Kind: kind, Limit: limit}
+		return Result{Status: StatusKindMismatch, Now: m.now, Waiters: e.waitQueue().len(), Kind: kind, Limit: limit}
 	}
 	if g := e.group(); g != nil {
 		return m.acquireGroup(c, e, g, s)
 	}
-	held := Result{Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now, Waiters: e.waiters.len()}
+	held := Result{Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now, Waiters: e.waitQueue().len()}
 	if e.owner == c.Owner && e.set() != nil {
 		// Held as one key of a multi-key grant: a single-key acquire is
 		// not a retry of that acquisition.
@@ -279,7 +334,7 @@ func (m *Machine) acquire(c Command) Result {
 		held.Status = StatusGranted
 		return held
 	}
-	if w := e.waiters.find(c.Owner); w != nil {
+	if w := e.waitQueue().find(c.Owner); w != nil {
 		if w.session != s || w.set != nil {
 			held.Status = StatusHeld // as for the holder: another binding (or a multi-key wait)
 			return held
@@ -295,7 +350,7 @@ func (m *Machine) acquire(c Command) Result {
 func (m *Machine) retryQueued(e *entry, w *waiter, held Result) Result {
 	m.claim(e, w)
 	held.Status = StatusQueued
-	held.Waiters = e.waiters.position(w)
+	held.Waiters = e.waitQueue().position(w)
 	return held
 }
 
@@ -318,16 +373,16 @@ func (m *Machine) enqueue(c Command, e *entry, s *session, held Result) Result {
 		return refusal
 	}
 	m.changing(e)
-	if e.waiters == nil {
-		e.waiters = &queue{}
+	if e.waitQueue() == nil {
+		e.setWaitQueue(&queue{})
 	}
 	w := &waiter{owner: c.Owner, ttl: c.TTL, deadline: m.now + c.Wait, epoch: m.epoch, session: s, meta: strings.Clone(c.Meta), shared: c.Shared}
-	e.waiters.pushBack(w)
+	e.waitQueue().pushBack(w)
 	m.nWaiters++
 	s.ref(e.key)
 	m.deadlines.push(deadline{at: w.deadline, e: e, w: w})
 	held.Status = StatusQueued
-	held.Waiters = e.waiters.len()
+	held.Waiters = e.waitQueue().len()
 	return held
 }
 
@@ -351,15 +406,15 @@ func queueRefusal(c Command, held Result) (refusal Result, refused bool) {
 // repeat answers released, changing nothing (releases.go).
 func (m *Machine) release(c Command) Result {
 	id := releaseID{c.Key, c.Owner}
-	e := m.keys[c.Key]
+	e := m.keys.get(c.Key)
 	var res Result
 	switch {
 	case e != nil && e.group() != nil:
-		h := e.extra.group.liveHolder(c.Owner)
+		h := e.extras().group.liveHolder(c.Owner)
 		if h == nil {
 			return m.releaseRepeated(e, id)
 		}
-		res = m.releaseHolder(e, e.extra.group, h)
+		res = m.releaseHolder(e, e.extras().group, h)
 	case e == nil || e.owner != c.Owner:
 		return m.releaseRepeated(e, id)
 	default:
@@ -390,7 +445,7 @@ func (m *Machine) releaseHeld(e *entry) Result {
 // the holder's own release would; the answer carries the token of the lease
 // it ended (never the owner). A key nobody holds answers not held.
 func (m *Machine) forceRelease(c Command) Result {
-	e := m.keys[c.Key]
+	e := m.keys.get(c.Key)
 	if e == nil || e.vacant() {
 		return m.notHeld(e) // a reserved key: nobody holds it yet
 	}
@@ -401,9 +456,9 @@ func (m *Machine) forceRelease(c Command) Result {
 }
 
 func (m *Machine) extend(c Command) Result {
-	e := m.keys[c.Key]
-	if e != nil && e.extra != nil && e.extra.group != nil {
-		if h := e.extra.group.liveHolder(c.Owner); h != nil {
+	e := m.keys.get(c.Key)
+	if e != nil && e.extras() != nil && e.extras().group != nil {
+		if h := e.extras().group.liveHolder(c.Owner); h != nil {
 			return m.extendHolder(c, e, h)
 		}
 		return m.notHeld(e)
@@ -414,20 +469,20 @@ func (m *Machine) extend(c Command) Result {
 	if e.sess() != nil {
 		// The lock has no lease of its own: it lasts as long as its
 		// session, which only a renew of the session lengthens.
-		return Result{Status: StatusExtended, Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now, Waiters: e.waiters.len()}
+		return Result{Status: StatusExtended, Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now, Waiters: e.waitQueue().len()}
 	}
 	if set := e.set(); set != nil {
 		m.extendSet(set, c.TTL)
-		return Result{Status: StatusExtended, Token: e.token, ExpiresAt: e.expiresAt, Now: m.now, Waiters: e.waiters.len()}
+		return Result{Status: StatusExtended, Token: e.token, ExpiresAt: e.expiresAt, Now: m.now, Waiters: e.waitQueue().len()}
 	}
 	m.changing(e)
 	e.expiresAt = m.now + c.TTL
 	m.deadlines.fix(e.index, e.expiresAt)
-	return Result{Status: StatusExtended, Token: e.token, ExpiresAt: e.expiresAt, Now: m.now, Waiters: e.waiters.len()}
+	return Result{Status: StatusExtended, Token: e.token, ExpiresAt: e.expiresAt, Now: m.now, Waiters: e.waitQueue().len()}
 }
 
 func (m *Machine) cancelWait(c Command) Result {
-	e := m.keys[c.Key]
+	e := m.keys.get(c.Key)
 	if e == nil {
 		return m.notHeld(e)
 	}
@@ -440,7 +495,7 @@ func (m *Machine) cancelWait(c Command) Result {
 		// Granted while the caller gave up: give the key back at once.
 		return m.releaseHeld(e)
 	}
-	w := e.waiters.find(c.Owner)
+	w := e.waitQueue().find(c.Owner)
 	if w == nil {
 		return m.notHeld(e)
 	}
@@ -455,7 +510,7 @@ func (m *Machine) cancelWait(c Command) Result {
 		m.settle(e, g) // the head may have left: who follows may fit now
 		return g.oldest(Result{Status: StatusCanceled, Now: m.now, Waiters: m.waiting(e)})
 	}
-	return Result{Status: StatusCanceled, Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now, Waiters: e.waiters.len()}
+	return Result{Status: StatusCanceled, Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now, Waiters: e.waitQueue().len()}
 }
 
 func (m *Machine) notHeld(e *entry) Result {
@@ -464,10 +519,10 @@ func (m *Machine) notHeld(e *entry) Result {
 
 // waiting is the queue length of e's key, 0 if e is no longer in the machine.
 func (m *Machine) waiting(e *entry) int {
-	if e == nil || m.keys[e.key] != e {
+	if e == nil || m.keys.get(e.key) != e {
 		return 0
 	}
-	return e.waiters.len()
+	return e.waitQueue().len()
 }
 
 // grant gives e to e.owner with a fresh token: for ttl from now, or bound
@@ -516,7 +571,7 @@ func (m *Machine) handOff(e *entry) {
 		return
 	}
 	m.changing(e)
-	if w := e.waiters.first(); w != nil && w.set == nil && w.epoch == m.epoch {
+	if w := e.waitQueue().first(); w != nil && w.set == nil && w.epoch == m.epoch {
 		// The common case, kept cheap: the lease passes to the head in
 		// place (its deadline moves in the index).
 		e.sess().unref(e.key)
@@ -543,7 +598,7 @@ func (m *Machine) dropUnclaimed() int {
 	pending := m.unclaimed
 	m.order.ascend("", func(e *entry) bool {
 		n := 0
-		for w := e.waiters.first(); w != nil; w = w.next {
+		for w := e.waitQueue().first(); w != nil; w = w.next {
 			if w.epoch != m.epoch {
 				n++
 			}
@@ -559,18 +614,18 @@ func (m *Machine) dropUnclaimed() int {
 	before := m.unclaimed
 	var stale []*waiter
 	for _, e := range keys {
-		if m.keys[e.key] != e {
+		if m.keys.get(e.key) != e {
 			continue // served away by a set's departure
 		}
 		stale = stale[:0]
-		for w := e.waiters.first(); w != nil; w = w.next {
+		for w := e.waitQueue().first(); w != nil; w = w.next {
 			if w.epoch != m.epoch {
 				stale = append(stale, w)
 			}
 		}
 		for _, w := range stale {
 			switch {
-			case e.waiters.find(w.owner) != w:
+			case e.waitQueue().find(w.owner) != w:
 				// Gone meanwhile (a set dropped from another key).
 			case w.set != nil:
 				m.removeSet(w.set, EventUnclaimed, m.now)
@@ -578,7 +633,7 @@ func (m *Machine) dropUnclaimed() int {
 				m.dropWaiter(e, w)
 			}
 		}
-		if g := e.group(); g != nil && len(stale) > 0 && m.keys[e.key] == e {
+		if g := e.group(); g != nil && len(stale) > 0 && m.keys.get(e.key) == e {
 			m.settle(e, g) // grants only: the key keeps its holders
 		}
 	}
@@ -593,9 +648,9 @@ func (m *Machine) removeWaiter(e *entry, w *waiter) {
 	m.nWaiters--
 	w.session.unref(e.key)
 	m.deadlines.remove(w.index)
-	e.waiters.unlink(w)
-	if e.waiters.len() == 0 {
-		e.waiters = nil
+	e.waitQueue().unlink(w)
+	if e.waitQueue().len() == 0 {
+		e.setWaitQueue(nil)
 	}
 }
 
@@ -606,9 +661,10 @@ func (m *Machine) expire() {
 	for len(m.deadlines) > 0 && m.deadlines[0].at <= m.now {
 		d := m.deadlines[0]
 		switch {
-		case d.s != nil:
-			m.emit(Event{Kind: EventSessionExpired, Owner: d.s.id, ExpiresAt: d.s.expiresAt, At: d.at})
-			m.endSession(d.s, true, d.at)
+		case d.e == nil:
+			s := d.session()
+			m.emit(Event{Kind: EventSessionExpired, Owner: s.id, ExpiresAt: s.expiresAt, At: d.at})
+			m.endSession(s, true, d.at)
 		case d.w != nil && d.w.held:
 			m.expireHolder(d.e, d.w, d.at)
 		case d.w != nil && d.w.set != nil:
@@ -642,9 +698,9 @@ func (m *Machine) createSession(c Command) Result {
 		// A retry: the session as it is, not lengthened.
 		return Result{Status: StatusGranted, ExpiresAt: s.expiresAt, Now: m.now, Waiters: len(s.refs)}
 	}
-	s := &session{id: c.Session, ttl: c.TTL, expiresAt: m.now + c.TTL, lockDelay: c.LockDelay, refs: make(map[string]int)}
+	s := newSession(c.Session, c.TTL, m.now+c.TTL, c.LockDelay)
 	m.sessions[s.id] = s
-	m.deadlines.push(deadline{at: s.expiresAt, s: s})
+	m.deadlines.push(s.deadline())
 	return Result{Status: StatusGranted, ExpiresAt: s.expiresAt, Now: m.now}
 }
 
@@ -654,7 +710,7 @@ func (m *Machine) renewSession(c Command) Result {
 		return Result{Status: StatusNoSession, Now: m.now}
 	}
 	s.expiresAt = m.now + s.ttl
-	m.deadlines.fix(s.index, s.expiresAt)
+	m.deadlines.fix(s.end.index, s.expiresAt)
 	return Result{Status: StatusExtended, ExpiresAt: s.expiresAt, Now: m.now, Waiters: len(s.refs)}
 }
 
@@ -687,14 +743,14 @@ func (m *Machine) endSession(s *session, expired bool, at time.Duration) int {
 	slices.Sort(keys)
 	s.refs = nil // no more bookkeeping for a session that has ended
 	delete(m.sessions, s.id)
-	m.deadlines.remove(s.index)
+	m.deadlines.remove(s.end.index)
 	released := 0
 	for _, k := range keys {
-		e := m.keys[k]
+		e := m.keys.get(k)
 		if e == nil {
 			continue
 		}
-		for w := e.waiters.first(); w != nil; {
+		for w := e.waitQueue().first(); w != nil; {
 			next := w.next
 			if w.session == s {
 				m.removeWaiter(e, w)
@@ -781,7 +837,7 @@ func (m *Machine) NextDeadline() (time.Duration, bool) {
 // its Waiters) until a command or tick at that time grants it to the head
 // waiter.
 func (m *Machine) Lookup(key string, at time.Duration) KeyState {
-	e := m.keys[key]
+	e := m.keys.get(key)
 	if e == nil {
 		return KeyState{}
 	}
@@ -794,9 +850,9 @@ func (m *Machine) state(e *entry, t time.Duration) KeyState {
 	}
 	end := e.leaseEnd()
 	if end <= t {
-		return KeyState{Waiters: e.waiters.len(), Reserved: e.vacant()}
+		return KeyState{Waiters: e.waitQueue().len(), Reserved: e.vacant()}
 	}
-	st := KeyState{Held: true, Owner: e.owner, Token: e.token, ExpiresAt: end, Waiters: e.waiters.len(), Meta: e.metadata(), Delayed: e.owner.IsZero(), SetKeys: e.setKeys()}
+	st := KeyState{Held: true, Owner: e.owner, Token: e.token, ExpiresAt: end, Waiters: e.waitQueue().len(), Meta: e.metadata(), Delayed: e.owner.IsZero(), SetKeys: e.setKeys()}
 	if s := e.sess(); s != nil {
 		st.Session = s.id
 	}
@@ -856,7 +912,7 @@ func (m *Machine) RangeFrom(prefix, after string, at time.Duration, fn func(key 
 
 // Len is the number of keys with a holder or waiters: held, or reserved
 // for a multi-key waiter.
-func (m *Machine) Len() int { return len(m.keys) }
+func (m *Machine) Len() int { return m.keys.len() }
 
 // Waiters is the number of callers queued, over all keys.
 func (m *Machine) Waiters() int { return m.nWaiters }

@@ -25,17 +25,17 @@ type keySet struct {
 
 // set is the multi-key grant e's holder holds e by, nil for a single key.
 func (e *entry) set() *keySet {
-	if e.extra == nil {
+	if e.extras() == nil {
 		return nil
 	}
-	return e.extra.set
+	return e.extras().set
 }
 
 // vacant reports that e has no holder: no lease, no lock-delay, no group.
 // A vacant key is in the machine only while a multi-key waiter heads its
 // queue (it is reserved for that waiter); otherwise it is served at once.
 func (e *entry) vacant() bool {
-	return e.owner.IsZero() && e.index < 0 && e.extra == nil
+	return e.owner.IsZero() && e.index < 0 && e.extras() == nil
 }
 
 // sameKeys reports whether s is the set of keys.
@@ -63,7 +63,7 @@ func (m *Machine) acquireAll(c Command) Result {
 	held := Result{Now: m.now}
 	free := true
 	for i, k := range c.Keys {
-		e := m.keys[k]
+		e := m.keys.get(k)
 		if e == nil {
 			continue
 		}
@@ -78,8 +78,8 @@ func (m *Machine) acquireAll(c Command) Result {
 			free = false
 			held.Token, held.ExpiresAt = e.token, e.leaseEnd()
 		}
-		held.Waiters = max(held.Waiters, e.waiters.len())
-		if e.owner == c.Owner || e.waiters.find(c.Owner) != nil {
+		held.Waiters = max(held.Waiters, e.waitQueue().len())
+		if e.owner == c.Owner || e.waitQueue().find(c.Owner) != nil {
 			held.Status = StatusHeld // the owner holds or waits for a key of the set singly
 		}
 	}
@@ -91,7 +91,7 @@ func (m *Machine) acquireAll(c Command) Result {
 		for i, k := range c.Keys {
 			e := &entry{key: strings.Clone(k), index: -1}
 			m.adding(e.key) // the machine's copy: OnChange may keep it
-			m.keys[e.key] = e
+			m.keys.add(e)
 			m.order.insert(e)
 			entries[i] = e
 		}
@@ -110,21 +110,21 @@ func (m *Machine) acquireAll(c Command) Result {
 			// vacant entry with the set at the head of its queue.
 			e = &entry{key: strings.Clone(k), index: -1}
 			m.adding(e.key)
-			m.keys[e.key] = e
+			m.keys.add(e)
 			m.order.insert(e)
 			entries[i] = e
 		} else {
 			m.changing(e)
 		}
-		if e.waiters == nil {
-			e.waiters = &queue{}
+		if e.waitQueue() == nil {
+			e.setWaitQueue(&queue{})
 		}
 		w := &waiter{owner: c.Owner, ttl: c.TTL, deadline: m.now + c.Wait, epoch: m.epoch, meta: meta, set: s}
-		e.waiters.pushBack(w)
+		e.waitQueue().pushBack(w)
 		m.nWaiters++
 		m.deadlines.push(deadline{at: w.deadline, e: e, w: w})
 		s.waits[i] = w
-		held.Waiters = max(held.Waiters, e.waiters.len())
+		held.Waiters = max(held.Waiters, e.waitQueue().len())
 	}
 	m.sets[s.owner] = s
 	held.Status = StatusQueued
@@ -137,15 +137,15 @@ func (m *Machine) acquireAll(c Command) Result {
 func (m *Machine) retryAll(c Command, s *keySet) Result {
 	first := s.entries[0]
 	if !s.sameKeys(c.Keys) {
-		return Result{Status: StatusHeld, Token: first.token, ExpiresAt: first.leaseEnd(), Now: m.now, Waiters: first.waiters.len()}
+		return Result{Status: StatusHeld, Token: first.token, ExpiresAt: first.leaseEnd(), Now: m.now, Waiters: first.waitQueue().len()}
 	}
 	if s.waits == nil {
-		return Result{Status: StatusGranted, Token: first.token, ExpiresAt: first.expiresAt, Now: m.now, Waiters: first.waiters.len()}
+		return Result{Status: StatusGranted, Token: first.token, ExpiresAt: first.expiresAt, Now: m.now, Waiters: first.waitQueue().len()}
 	}
 	m.claimSet(s)
 	r := Result{Status: StatusQueued, Token: first.token, ExpiresAt: first.leaseEnd(), Now: m.now}
 	for i, e := range s.entries {
-		r.Waiters = max(r.Waiters, e.waiters.position(s.waits[i]))
+		r.Waiters = max(r.Waiters, e.waitQueue().position(s.waits[i]))
 	}
 	return r
 }
@@ -172,7 +172,8 @@ func (m *Machine) grantSet(s *keySet, ttl time.Duration, meta string) {
 	m.sets[s.owner] = s
 	for _, e := range s.entries {
 		m.changing(e)
-		e.owner, e.token, e.expiresAt, e.extra = s.owner, m.lastToken, m.now+ttl, s.extra
+		e.owner, e.token, e.expiresAt = s.owner, m.lastToken, m.now+ttl
+		e.setExtras(s.extra)
 		m.setHolderDeadline(e)
 	}
 }
@@ -195,7 +196,7 @@ func (m *Machine) grantWaiting(s *keySet) {
 // keys is vacant with s at the head of its queue.
 func (s *keySet) ready() bool {
 	for i, e := range s.entries {
-		if !e.vacant() || e.waiters.first() != s.waits[i] {
+		if !e.vacant() || e.waitQueue().first() != s.waits[i] {
 			return false
 		}
 	}
@@ -229,7 +230,7 @@ func (m *Machine) removeSet(s *keySet, kind EventKind, at time.Duration) {
 		}
 	}
 	for _, e := range s.entries {
-		if m.keys[e.key] == e && e.vacant() {
+		if m.keys.get(e.key) == e && e.vacant() {
 			m.serve(e)
 		}
 	}
@@ -249,7 +250,8 @@ func (m *Machine) extendSet(s *keySet, ttl time.Duration) {
 // set's hold) without serving its queue; the caller serves it.
 func (m *Machine) vacate(e *entry) {
 	e.sess().unref(e.key)
-	e.owner, e.token, e.expiresAt, e.extra = Owner{}, 0, 0, nil
+	e.owner, e.token, e.expiresAt = Owner{}, 0, 0
+	e.setExtras(nil)
 	if e.index >= 0 {
 		m.deadlines.remove(e.index)
 	}
@@ -263,8 +265,8 @@ func (m *Machine) vacate(e *entry) {
 // the machine. Dropping a set may serve its other keys, and granting one
 // takes its other keys too: each loop checks that e is still vacant.
 func (m *Machine) serve(e *entry) {
-	for m.keys[e.key] == e && e.vacant() {
-		w := e.waiters.first()
+	for m.keys.get(e.key) == e && e.vacant() {
+		w := e.waitQueue().first()
 		switch {
 		case w == nil:
 			m.changing(e)
@@ -302,7 +304,7 @@ func (m *Machine) forget(e *entry) {
 	if e.index >= 0 {
 		m.deadlines.remove(e.index)
 	}
-	delete(m.keys, e.key)
+	m.keys.remove(e.key)
 	m.order.remove(e)
 }
 

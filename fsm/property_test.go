@@ -423,9 +423,9 @@ func TestRandomSequencesKeepInvariants(t *testing.T) {
 					if st.Held != held || st.Owner != h || st.Waiters != len(obs.queue[k]) {
 						fail(fmt.Errorf("key %q: machine %+v, observed holder %x queue %d", k, st, h[:1], len(obs.queue[k])))
 					}
-					if e := m.keys[k]; e != nil && e.waiters != nil {
+					if e := m.keys.get(k); e != nil && e.waitQueue() != nil {
 						var order []Owner
-						for w := e.waiters.head; w != nil; w = w.next {
+						for w := e.waitQueue().head; w != nil; w = w.next {
 							order = append(order, w.owner)
 						}
 						if !slices.Equal(order, obs.queue[k]) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -14,17 +15,23 @@ import (
 // or ErrBadVersion; on error the state is unchanged. The observer is kept.
 func (m *Machine) Restore(b []byte) error {
 	r := snapshotReader{d: decoder{b: b}, sessions: make(map[Owner]*session)}
-	if err := r.read(); err != nil {
-		return err
+	err := r.read()
+	if err == nil {
+		err = r.checkWhole()
 	}
-	if err := r.checkWhole(); err != nil {
+	var order keyOrder
+	if err == nil {
+		order = buildKeyOrder(r.sorted)
+	}
+	r.waitKeys()
+	if err != nil {
 		return err
 	}
 	if m.freezer != nil {
 		m.freezer.err = errFreezeRestored
 		m.freezer.Stop()
 	}
-	m.now, m.lastToken, m.keys, m.order, m.deadlines = r.now, r.lastToken, r.keys, buildKeyOrder(r.sorted), r.heap
+	m.now, m.lastToken, m.keys, m.order, m.deadlines = r.now, r.lastToken, r.keys, order, r.heap
 	m.epoch, m.unclaimed, m.nWaiters, m.sessions, m.sets = r.epoch, r.unclaimed, r.nWaiters, r.sessions, r.sets
 	m.extraHolds = extraHolds(r.sorted)
 	m.released = r.released
@@ -42,8 +49,9 @@ type snapshotReader struct {
 	sessions  map[Owner]*session
 	released  releases
 	heap      deadlines
-	keys      map[string]*entry
+	keys      keyIndex
 	sorted    []*entry          // the key order's input, already in order
+	keysDone  chan struct{}     // closed once keys is complete (readKeys fills it on another goroutine)
 	sets      map[Owner]*keySet // every multi-key acquisition by owner
 	tokens    []uint64          // every grant's token, to find one granted twice
 	unclaimed int               // waiters whose epoch is not the machine's
@@ -271,17 +279,16 @@ func (r *snapshotReader) readSessions() {
 	}
 	var prev Owner
 	for i := uint64(0); i < n && d.err == nil; i++ {
-		s := &session{refs: make(map[string]int)}
-		s.id = d.owner()
-		if d.err == nil && i > 0 && bytes.Compare(s.id[:], prev[:]) <= 0 {
+		id := d.owner()
+		if d.err == nil && i > 0 && bytes.Compare(id[:], prev[:]) <= 0 {
 			d.fail("sessions not in strictly ascending order")
 		}
-		prev = s.id
-		s.ttl = d.ttl("session ttl")
-		s.expiresAt = d.deadline("session end", r.now, s.ttl)
-		s.lockDelay = d.duration("lock delay", MaxLockDelay, ErrDelayRange)
+		prev = id
+		ttl := d.ttl("session ttl")
+		expiresAt := d.deadline("session end", r.now, ttl)
+		s := newSession(id, ttl, expiresAt, d.duration("lock delay", MaxLockDelay, ErrDelayRange))
 		r.sessions[s.id] = s
-		r.heap = append(r.heap, deadline{at: s.expiresAt, s: s})
+		r.heap = append(r.heap, s.deadline())
 	}
 }
 
@@ -306,16 +313,26 @@ func (r *snapshotReader) readKeys(f *keyFormat) error {
 	if d.err != nil {
 		return d.err
 	}
-	r.keys = make(map[string]*entry, n)
 	r.sorted = make([]*entry, 0, n)
+	slabs := r.indexKeys(n)
+	defer close(slabs)
 	heldSets := make(map[uint64]*keySet) // multi-key grants by token; local, so on the stack
 	r.sets = make(map[Owner]*keySet)
 	r.heap = slices.Grow(r.heap, int(n))
 	r.tokens = make([]uint64, 0, n)
 	prev := ""
+	var slab []entry
+	var arena keyArena
 	for i := uint64(0); i < n; i++ {
-		e := &entry{index: -1}
-		e.key = d.key()
+		if len(slab) == cap(slab) {
+			if slab != nil {
+				slabs <- slab
+			}
+			slab = make([]entry, 0, min(n-i, restoreSlab))
+		}
+		slab = append(slab, entry{index: -1})
+		e := &slab[len(slab)-1]
+		e.key = arena.clone(d.keyBytes())
 		if d.err == nil && i > 0 && e.key <= prev {
 			d.fail("keys not in strictly ascending order")
 		}
@@ -323,10 +340,71 @@ func (r *snapshotReader) readKeys(f *keyFormat) error {
 		if err := r.readKey(f, e, heldSets); err != nil {
 			return err
 		}
-		r.keys[e.key] = e
 		r.sorted = append(r.sorted, e)
 	}
+	if slab != nil {
+		slabs <- slab
+	}
 	return nil
+}
+
+// indexKeys makes the index of n keys on another goroutine, from the slabs
+// of entries sent on the channel it returns, each once its records are
+// read (the goroutine reads only their keys, which no longer change), until
+// the channel is closed. Filling an index of millions of keys costs more than
+// reading their records, a cache miss or more per key; this way it runs
+// beside the reading and the checks. waitKeys waits for it.
+func (r *snapshotReader) indexKeys(n uint64) chan<- []entry {
+	slabs := make(chan []entry, 8)
+	r.keys = newKeyIndex(int(n))
+	r.keysDone = make(chan struct{})
+	go func(keys *keyIndex) {
+		defer close(r.keysDone)
+		for slab := range slabs {
+			for i := range slab {
+				keys.add(&slab[i])
+			}
+		}
+	}(&r.keys)
+	return slabs
+}
+
+// waitKeys waits until the index of keys is complete, if it is being made.
+func (r *snapshotReader) waitKeys() {
+	if r.keysDone != nil {
+		<-r.keysDone
+	}
+}
+
+// Restore allocates the entries restoreSlab at a time and copies the keys
+// into keyArenaChunk-byte blocks, instead of two allocations per key: at
+// millions of keys the allocations, and the collections they set off (each
+// marking the whole heap), were most of a restore's time. A block stays
+// allocated while any entry or key in it is still in use, so releasing the
+// keys of a restored state frees their memory only block by block: at most
+// a block's worth (about 9 KiB of entries, 4 KiB of keys) for each key
+// that stays.
+const (
+	restoreSlab   = 128
+	keyArenaChunk = 4096
+)
+
+// keyArena copies keys into shared blocks. A key is a string pointing into
+// a block; the arena only appends, so the bytes behind a string it
+// returned never change.
+type keyArena struct {
+	b strings.Builder
+}
+
+// clone returns a string with k's bytes, which need not outlive the call.
+func (a *keyArena) clone(k []byte) string {
+	if a.b.Cap()-a.b.Len() < len(k) {
+		a.b = strings.Builder{}
+		a.b.Grow(max(keyArenaChunk, len(k)))
+	}
+	start := a.b.Len()
+	a.b.Write(k)
+	return a.b.String()[start:]
 }
 
 // readKey reads the rest of key e's record after its name: its holder,
@@ -392,7 +470,7 @@ func (r *snapshotReader) joinHeldSet(e *entry, heldSets map[uint64]*keySet) bool
 	} else if s.owner != e.owner || s.entries[0].expiresAt != e.expiresAt || s.extra.meta != e.metadata() {
 		r.d.fail("keys of one multi-key grant disagree")
 	}
-	e.extra = s.extra
+	e.setExtras(s.extra)
 	s.entries = append(s.entries, e)
 	return first
 }
@@ -402,14 +480,14 @@ func (r *snapshotReader) joinHeldSet(e *entry, heldSets map[uint64]*keySet) bool
 // head.
 func (r *snapshotReader) readQueue(f *keyFormat, e *entry, g *group, reserved bool, n uint64) error {
 	if n > 0 {
-		e.waiters = &queue{byOwner: make(map[Owner]*waiter, n)}
+		e.setWaitQueue(&queue{byOwner: make(map[Owner]*waiter, n)})
 	}
 	for j := uint64(0); j < n; j++ {
 		w := r.readWaiter(f, e, g, reserved && j == 0, j == 0)
 		if r.d.err != nil {
 			return r.d.err
 		}
-		e.waiters.pushBack(w)
+		e.waitQueue().pushBack(w)
 		w.session.ref(e.key)
 		r.nWaiters++
 		r.heap = append(r.heap, deadline{at: w.deadline, e: e, w: w})
@@ -446,7 +524,7 @@ func (r *snapshotReader) readWaiter(f *keyFormat, e *entry, g *group, reservedHe
 	if g != nil && g.kind == KindRW {
 		w.shared = d.flag("shared")
 	}
-	if d.err == nil && (w.owner == e.owner || e.waiters.find(w.owner) != nil || (g != nil && g.holders.find(w.owner) != nil)) {
+	if d.err == nil && (w.owner == e.owner || e.waitQueue().find(w.owner) != nil || (g != nil && g.holders.find(w.owner) != nil)) {
 		d.fail("owner queued twice or queued for a key it holds")
 	}
 	if d.err == nil && head && g != nil && g.fits(w.shared) {
@@ -482,16 +560,13 @@ func (r *snapshotReader) joinWaitingSet(e *entry, w *waiter) {
 // deadline heap's order on the way.
 func (r *snapshotReader) checkWhole() error {
 	for id := range r.released.byID {
-		e := r.keys[id.key]
-		if id.key != "" && e != nil && (e.owner == id.owner || e.waiters.find(id.owner) != nil || e.group() != nil && e.group().holders.find(id.owner) != nil) {
+		e := r.sortedEntry(id.key) // the index of keys may not be complete yet
+		if id.key != "" && e != nil && (e.owner == id.owner || e.waitQueue().find(id.owner) != nil || e.group() != nil && e.group().holders.find(id.owner) != nil) {
 			return fmt.Errorf("%w: a release remembered for an owner that holds or waits for the key again", ErrBadEncoding)
 		}
 	}
-	slices.Sort(r.tokens)
-	for i := 1; i < len(r.tokens); i++ {
-		if r.tokens[i] == r.tokens[i-1] {
-			return fmt.Errorf("%w: token %d granted twice", ErrBadEncoding, r.tokens[i])
-		}
+	if t, twice := tokenTwice(r.tokens, r.lastToken); twice {
+		return fmt.Errorf("%w: token %d granted twice", ErrBadEncoding, t)
 	}
 
 	r.heap.init() // sets the entries' indices, which tell a lock-delay from a vacant key
@@ -504,6 +579,46 @@ func (r *snapshotReader) checkWhole() error {
 		}
 	}
 	return nil
+}
+
+// tokenTwice reports the smallest token that appears twice in tokens, all
+// within 1..last. Sorting ten million tokens that arrive in key order (not
+// token order) took a second; when last is not much more than the tokens
+// (at most 8 bytes of bits a token), a bitmap of the tokens finds whether
+// any repeats in one pass, and only then the sort says which.
+func tokenTwice(tokens []uint64, last uint64) (uint64, bool) {
+	if last/64 <= uint64(len(tokens)) {
+		seen := make([]uint64, last/64+1)
+		twice := false
+		for _, t := range tokens {
+			if t > last { // never: read checks; sorting copes with it
+				twice = true
+				break
+			}
+			bit := uint64(1) << (t % 64)
+			twice = twice || seen[t/64]&bit != 0
+			seen[t/64] |= bit
+		}
+		if !twice {
+			return 0, false
+		}
+	}
+	slices.Sort(tokens)
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] == tokens[i-1] {
+			return tokens[i], true
+		}
+	}
+	return 0, false
+}
+
+// sortedEntry is key's entry, found in the sorted entries, or nil.
+func (r *snapshotReader) sortedEntry(key string) *entry {
+	i, found := slices.BinarySearchFunc(r.sorted, key, func(e *entry, k string) int { return strings.Compare(e.key, k) })
+	if !found {
+		return nil
+	}
+	return r.sorted[i]
 }
 
 // readReleases reads the remembered releases: in the order applied, each
@@ -563,7 +678,7 @@ func (r *snapshotReader) group(e *entry) *group {
 		d.fail("holder count out of range")
 		return g
 	}
-	e.extra = &holderExtra{group: g}
+	e.setExtras(&holderExtra{group: g})
 	g.holders.byOwner = make(map[Owner]*waiter, n)
 	var prev uint64
 	for i := uint64(0); i < n && d.err == nil; i++ {

@@ -180,7 +180,7 @@ type frozenCursor struct{ waiter, slot int }
 
 // freeze copies the whole state, to be written in version.
 func (m *Machine) freeze(version byte) *frozen {
-	f := &frozen{version: version, now: m.now, lastToken: m.lastToken, epoch: m.epoch, sessions: m.freezeSessions(), releases: m.freezeReleases(), keys: make([]frozenKey, 0, len(m.keys))}
+	f := &frozen{version: version, now: m.now, lastToken: m.lastToken, epoch: m.epoch, sessions: m.freezeSessions(), releases: m.freezeReleases(), keys: make([]frozenKey, 0, m.keys.len())}
 	m.order.ascend("", func(e *entry) bool {
 		f.appendEntry(e)
 		return true

@@ -2,6 +2,9 @@ package fsm
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -191,4 +194,71 @@ func TestFrozenStateIsIndependentOfLaterApplies(t *testing.T) {
 
 	assert.Equal(t, len(want), f.size())
 	assert.Equal(t, want, f.appendTo(nil))
+}
+
+// latestMachine has something of every kind the latest snapshot version
+// writes: groupMachine's sessions, semaphore, read/write keys, lock-delayed
+// slot and waiters, then a multi-key grant with metadata, a waiting set
+// with a reserved key and a waiter behind it, waiters of an older epoch,
+// a plain lease, and a remembered release and session destroy.
+func latestMachine(tb testing.TB) *Machine {
+	tb.Helper()
+	m := groupMachine(tb)
+	o := numberedOwner
+	held := acquireAll(12*ms, o(1), 50*ms, 0, "h/1", "h/2")
+	held.Meta = "job=1"
+	for _, c := range []Command{
+		held,
+		acquire(12*ms, "x", o(2), 20*ms, 0),
+		acquireAll(12*ms, o(3), 20*ms, time.Second, "h/2", "x", "y"),
+		acquire(12*ms, "y", o(4), 20*ms, time.Second),
+		newTerm(13 * ms),
+		acquire(13*ms, "plain", o(5), time.Second, 0),
+		acquire(13*ms, "gone", o(6), time.Second, 0),
+		release(14*ms, "gone", o(6)),
+		createSession(14*ms, o(7), time.Second, 0),
+		destroySession(15*ms, o(7)),
+	} {
+		if r := m.Apply(c); r.Status == StatusInvalid || r.Status == StatusNoSession || r.Status == StatusHeld {
+			tb.Fatalf("%+v: %v", c, r.Status)
+		}
+	}
+	return m
+}
+
+// A version 6 snapshot, written by the build that introduced the fixture,
+// restores to the same state and writes the same bytes: the fixture pins
+// the format for every later build.
+func TestSnapshotFixtureV6(t *testing.T) {
+	m := latestMachine(t)
+	require.NoError(t, checkInternals(m))
+	require.True(t, m.Lookup("y", 0).Reserved)
+	snap := m.Snapshot()
+	path := filepath.Join("testdata", "snapshot-v6.bin")
+	if os.Getenv("FSM_UPDATE_FIXTURES") != "" {
+		require.NoError(t, os.WriteFile(path, snap, 0o644))
+	}
+	fixture, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, snap, fixture, "the fixture is latestMachine's state")
+	r := restoredCopy(t, m, fixture, "sem", "rw", "w", "h/1", "h/2", "x", "y", "plain", "gone")
+	assert.Equal(t, StatusReleased, r.Apply(release(16*ms, "gone", numberedOwner(6))).Status, "the release is remembered")
+}
+
+func TestTokenTwice(t *testing.T) {
+	for _, c := range []struct {
+		tokens []uint64
+		last   uint64
+		twice  uint64
+	}{
+		{nil, 0, 0},
+		{[]uint64{3, 1, 2}, 3, 0},
+		{[]uint64{5, 9, 5, 2, 9}, 9, 5},                   // bitmap, then the smallest repeated
+		{[]uint64{1 << 40, 7, 1 << 40}, 1 << 41, 1 << 40}, // last too far for a bitmap
+		{[]uint64{7, 1 << 40}, 1 << 41, 0},
+	} {
+		got, twice := tokenTwice(slices.Clone(c.tokens), c.last)
+		assert.Equal(t, c.twice != 0, twice, "%v", c.tokens)
+		assert.Equal(t, c.twice, got, "%v", c.tokens)
+	}
 }

@@ -13,12 +13,12 @@ type WaiterState struct {
 // granted first; nil when nobody waits. A read: it changes nothing, costs
 // one step per waiter, and must be serialized with Apply like every read.
 func (m *Machine) Queue(key string) []WaiterState {
-	e := m.keys[key]
-	if e == nil || e.waiters == nil {
+	e := m.keys.get(key)
+	if e == nil || e.waitQueue() == nil {
 		return nil
 	}
-	out := make([]WaiterState, 0, e.waiters.len())
-	for w := e.waiters.first(); w != nil; w = w.next {
+	out := make([]WaiterState, 0, e.waitQueue().len())
+	for w := e.waitQueue().first(); w != nil; w = w.next {
 		out = append(out, WaiterState{TTL: w.ttl, Deadline: w.deadline})
 	}
 	return out

@@ -1,4 +1,4 @@
-package cluster
+package membership
 
 import (
 	"testing"
@@ -237,11 +237,11 @@ func TestMergeMembers(t *testing.T) {
 
 	// Without gossip: the configuration, judged by heartbeats; this node alive.
 	got := mergeMembers("n0", servers, failing, nil)
-	want := []knownMember{
-		{memberView: memberView{ID: "n0", Addr: "10.0.0.1:7000", Status: autopilot.NodeAlive}, InConfig: true, Suffrage: raft.Voter, ConfigAddr: "10.0.0.1:7000"},
-		{memberView: memberView{ID: "n1", Addr: "10.0.0.2:7000", Status: autopilot.NodeFailed}, InConfig: true, Suffrage: raft.Voter, ConfigAddr: "10.0.0.2:7000", HeartbeatsFailed: true},
-		{memberView: memberView{ID: "n2", Addr: "10.0.0.3:7000", Status: autopilot.NodeAlive}, InConfig: true, Suffrage: raft.Nonvoter, ConfigAddr: "10.0.0.3:7000"},
-		{memberView: memberView{ID: "n3", Addr: "10.0.0.4:7000", Status: autopilot.NodeFailed}, InConfig: true, Suffrage: raft.Nonvoter, ConfigAddr: "10.0.0.4:7000", HeartbeatsFailed: true},
+	want := []KnownMember{
+		{MemberView: MemberView{ID: "n0", Addr: "10.0.0.1:7000", Status: autopilot.NodeAlive}, InConfig: true, Suffrage: raft.Voter, ConfigAddr: "10.0.0.1:7000"},
+		{MemberView: MemberView{ID: "n1", Addr: "10.0.0.2:7000", Status: autopilot.NodeFailed}, InConfig: true, Suffrage: raft.Voter, ConfigAddr: "10.0.0.2:7000", HeartbeatsFailed: true},
+		{MemberView: MemberView{ID: "n2", Addr: "10.0.0.3:7000", Status: autopilot.NodeAlive}, InConfig: true, Suffrage: raft.Nonvoter, ConfigAddr: "10.0.0.3:7000"},
+		{MemberView: MemberView{ID: "n3", Addr: "10.0.0.4:7000", Status: autopilot.NodeFailed}, InConfig: true, Suffrage: raft.Nonvoter, ConfigAddr: "10.0.0.4:7000", HeartbeatsFailed: true},
 	}
 	assert.Equal(t, want, got)
 
@@ -250,7 +250,7 @@ func TestMergeMembers(t *testing.T) {
 	// against failing heartbeats at the same address (n5); n3 (not in
 	// gossip: an older version) is still judged by its heartbeats, and n4,
 	// alive in gossip only, is listed for the reconciler to add.
-	gossip := []memberView{
+	gossip := []MemberView{
 		{ID: "n0", Addr: "10.0.0.1:7000", APIAddr: "http://10.0.0.1:8080", Status: autopilot.NodeAlive, Version: "1"},
 		{ID: "n1", Addr: "10.0.0.9:7000", Status: autopilot.NodeAlive},
 		{ID: "n2", Addr: "10.0.0.3:7000", Status: autopilot.NodeLeft},
@@ -260,13 +260,13 @@ func TestMergeMembers(t *testing.T) {
 	servers = append(servers, raft.Server{ID: "n5", Address: "10.0.0.6:7000", Suffrage: raft.Voter})
 	failing["n5"] = true
 	got = mergeMembers("n0", servers, failing, gossip)
-	want = []knownMember{
-		{memberView: gossip[0], InConfig: true, Suffrage: raft.Voter, ConfigAddr: "10.0.0.1:7000"},
-		{memberView: gossip[1], InConfig: true, Suffrage: raft.Voter, ConfigAddr: "10.0.0.2:7000", HeartbeatsFailed: true},
-		{memberView: gossip[2], InConfig: true, Suffrage: raft.Nonvoter, ConfigAddr: "10.0.0.3:7000"},
-		{memberView: memberView{ID: "n3", Addr: "10.0.0.4:7000", Status: autopilot.NodeFailed}, InConfig: true, Suffrage: raft.Nonvoter, ConfigAddr: "10.0.0.4:7000", HeartbeatsFailed: true},
-		{memberView: gossip[3]},
-		{memberView: memberView{ID: "n5", Addr: "10.0.0.6:7000", Status: autopilot.NodeFailed}, InConfig: true, Suffrage: raft.Voter, ConfigAddr: "10.0.0.6:7000", HeartbeatsFailed: true},
+	want = []KnownMember{
+		{MemberView: gossip[0], InConfig: true, Suffrage: raft.Voter, ConfigAddr: "10.0.0.1:7000"},
+		{MemberView: gossip[1], InConfig: true, Suffrage: raft.Voter, ConfigAddr: "10.0.0.2:7000", HeartbeatsFailed: true},
+		{MemberView: gossip[2], InConfig: true, Suffrage: raft.Nonvoter, ConfigAddr: "10.0.0.3:7000"},
+		{MemberView: MemberView{ID: "n3", Addr: "10.0.0.4:7000", Status: autopilot.NodeFailed}, InConfig: true, Suffrage: raft.Nonvoter, ConfigAddr: "10.0.0.4:7000", HeartbeatsFailed: true},
+		{MemberView: gossip[3]},
+		{MemberView: MemberView{ID: "n5", Addr: "10.0.0.6:7000", Status: autopilot.NodeFailed}, InConfig: true, Suffrage: raft.Voter, ConfigAddr: "10.0.0.6:7000", HeartbeatsFailed: true},
 	}
 	assert.Equal(t, want, got)
 }

@@ -1,9 +1,8 @@
-package api
+package httpwire
 
 import (
 	"encoding/json"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -18,7 +17,7 @@ func checkDecodeAnswer(t *testing.T, payload []byte) {
 		func() any { return new(BatchResponse) },
 	} {
 		fast, slow := target(), target()
-		if !decodeAnswer(payload, fast) {
+		if !DecodeAnswer(payload, fast) {
 			assert.Equal(t, target(), fast, "declining %q changed the value", payload)
 			continue
 		}
@@ -48,10 +47,10 @@ func TestDecodeAnswerAgreesWithJSON(t *testing.T) {
 		checkDecodeAnswer(t, []byte(s))
 	}
 	var lease LeaseResponse
-	require.True(t, decodeAnswer([]byte(decodeAnswerSeeds[0]), &lease), "a plain lease takes the fast path")
+	require.True(t, DecodeAnswer([]byte(decodeAnswerSeeds[0]), &lease), "a plain lease takes the fast path")
 	assert.Equal(t, LeaseResponse{KeyOut: KeyOut{Key: "a"}, Owner: "o", Token: 7, TTLMS: 30000, RemainingMS: 29999}, lease)
 	var batch BatchResponse
-	require.True(t, decodeAnswer([]byte(decodeAnswerSeeds[19]), &batch))
+	require.True(t, DecodeAnswer([]byte(decodeAnswerSeeds[19]), &batch))
 	assert.Len(t, batch.Results, 2)
 }
 
@@ -64,38 +63,22 @@ func FuzzDecodeAnswer(f *testing.F) {
 	})
 }
 
-// The hand-written request bodies are json.Marshal's, byte for byte, and
-// are in force for the types as they are; anything they do not cover
-// (another field, a string json.Marshal escapes) goes to json.Marshal.
-func TestEncodeRequestIsJSONs(t *testing.T) {
-	require.True(t, fastRequests, "the hand-written request encoding no longer matches json.Marshal: a field was added to a request; update appendRequest")
-	s := func(v string) *string { return &v }
-	limit, shared := 3, true
-	for _, tc := range []struct {
-		v    any
-		fast bool
-	}{
-		{AcquireRequest{KeyFields: MakeKeyFields("jobs/a"), Owner: s("0123456789abcdef"), TTL: NewDuration(30 * time.Second)}, true},
-		{AcquireRequest{KeyFields: MakeKeyFields("\xff"), Owner: s("o"), TTL: NewDuration(time.Minute), Wait: NewDuration(90 * time.Second), Metadata: s("host-1 pid 7")}, true},
-		{AcquireRequest{KeyFields: MakeKeyFields("a<b>&\"c\\\u2028é"), Owner: s("o"), TTL: NewDuration(time.Second)}, false},
-		{AcquireRequest{KeyFields: MakeKeyFields("k"), Owner: s(""), Metadata: s("tab\there")}, false},
-		{AcquireRequest{KeyFields: MakeKeyFields("k"), TTLMS: NewMillisField(5), WaitMS: NewMillisField(0)}, false},
-		{AcquireRequest{KeyFields: MakeKeyFields("k"), Kind: s("semaphore"), Limit: &limit}, false},
-		{AcquireRequest{KeyFields: MakeKeyFields("k"), Shared: &shared, Session: s("abc")}, false},
-		{AcquireRequest{Keys: []string{"a", "b"}, TTL: NewDuration(time.Second)}, false},
-		{AcquireRequest{}, true},
-		{ReleaseRequest{KeyFields: MakeKeyFields("jobs/a"), Owner: s("o")}, true},
-		{ReleaseRequest{}, true},
-		{ExtendRequest{KeyFields: MakeKeyFields("jobs/a"), Owner: s("o"), TTL: NewDuration(time.Hour)}, true},
-		{ExtendRequest{KeyFields: MakeKeyFields("jobs/a"), TTLMS: NewMillisField(1000)}, false},
-		{ForceReleaseRequest{KeyFields: MakeKeyFields("k")}, false},
+// The hand-written answers are json.Marshal's, byte for byte, and are in
+// force for the types as they are.
+func TestMarshalAnswerIsJSONs(t *testing.T) {
+	require.True(t, fastAnswers, "the hand-written encoding no longer matches json.Marshal: a field was added to LeaseResponse or ReleaseResponse; update appendAnswer")
+	for _, v := range []any{
+		LeaseResponse{KeyOut: MakeKeyOut("jobs/a"), Owner: "0123456789abcdef0123456789abcdef", Token: 1<<64 - 1, TTLMS: 30000, RemainingMS: -1},
+		LeaseResponse{KeyOut: MakeKeyOut("\xff\x00"), Owner: "o"},
+		LeaseResponse{KeyOut: MakeKeyOut("a<b>&\"c\\\u2028é"), Owner: "o"},
+		ReleaseResponse{KeyOut: MakeKeyOut("jobs/a"), Released: true},
+		ReleaseResponse{},
+		ErrorBody{Error: ErrorDetail{Code: "x"}},
 	} {
-		want, err := json.Marshal(tc.v)
+		want, err := json.Marshal(v)
 		require.NoError(t, err)
-		got, err := encodeRequest(tc.v)
+		got, err := EncodeAnswer(v)
 		require.NoError(t, err)
-		assert.Equal(t, string(want), string(got), "%#v", tc.v)
-		_, fast := appendRequest(nil, tc.v)
-		assert.Equal(t, tc.fast, fast, "fast path taken for %s", want)
+		assert.Equal(t, string(want), string(got))
 	}
 }

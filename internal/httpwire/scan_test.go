@@ -1,4 +1,4 @@
-package jsonscan
+package httpwire
 
 import (
 	"encoding/json"
@@ -9,15 +9,15 @@ import (
 
 func TestPlainStringDeclinesWhatNeedsDecoding(t *testing.T) {
 	b := []byte(` "abc" `)
-	from, to, ok := PlainString(b, 1)
+	from, to, ok := plainString(b, 1)
 	assert.True(t, ok)
 	assert.Equal(t, "abc", string(b[from:to]))
 	assert.Equal(t, byte('"'), b[to], "to is the closing quote")
 	for _, s := range []string{`"a\"b"`, "\"a\nb\"", `"open`, `abc`, ``} {
-		_, _, ok := PlainString([]byte(s), 0)
+		_, _, ok := plainString([]byte(s), 0)
 		assert.False(t, ok, "%q", s)
 	}
-	_, _, ok = PlainString(b, 99)
+	_, _, ok = plainString(b, 99)
 	assert.False(t, ok, "an offset past the end is nothing")
 }
 
@@ -28,23 +28,23 @@ func TestValueEndSpansNestedValues(t *testing.T) {
 		{`123}`, `123`},
 		{`[true,null]]`, `[true,null]`},
 	} {
-		end, ok := ValueEnd([]byte(tc.in), 0)
+		end, ok := valueEnd([]byte(tc.in), 0)
 		if assert.True(t, ok, tc.in) {
 			assert.Equal(t, tc.value, tc.in[:end])
 		}
 	}
-	_, ok := ValueEnd([]byte(`{"a":"open`), 0)
+	_, ok := valueEnd([]byte(`{"a":"open`), 0)
 	assert.False(t, ok, "an unterminated string")
 }
 
 func TestObjectArrayReadsOnlyItsShape(t *testing.T) {
 	number := func(b []byte, i int) (int, bool) {
-		end, ok := ValueEnd(b, i)
+		end, ok := valueEnd(b, i)
 		return end, ok && json.Valid(b[i:end])
 	}
 	count := func(s string) (int, bool) {
 		n := 0
-		ok := ObjectArray([]byte(s), "ops", func(b []byte, i int) (int, bool) {
+		ok := objectArray([]byte(s), "ops", func(b []byte, i int) (int, bool) {
 			n++
 			return number(b, i)
 		})
@@ -59,16 +59,16 @@ func TestObjectArrayReadsOnlyItsShape(t *testing.T) {
 		_, ok := count(s)
 		assert.False(t, ok, s)
 	}
-	assert.False(t, ObjectArray([]byte(`{"ops":[1]}`), "ops", func([]byte, int) (int, bool) { return 0, false }), "an item that declines")
-	assert.False(t, ObjectArray([]byte(`{"ops":[1]}`), "ops", func(_ []byte, i int) (int, bool) { return i, true }), "an item that reads nothing")
+	assert.False(t, objectArray([]byte(`{"ops":[1]}`), "ops", func([]byte, int) (int, bool) { return 0, false }), "an item that declines")
+	assert.False(t, objectArray([]byte(`{"ops":[1]}`), "ops", func(_ []byte, i int) (int, bool) { return i, true }), "an item that reads nothing")
 }
 
 func TestOffsetsOutsideTheInput(t *testing.T) {
 	b := []byte(`{}`)
-	assert.False(t, At(b, -1, '{'))
-	assert.False(t, At(b, 2, '}'))
-	assert.True(t, HasPrefixAt(b, 0, `{}`))
-	assert.False(t, HasPrefixAt(b, 1, `}}`))
-	assert.False(t, HasPrefixAt(b, 3, ``))
-	assert.Equal(t, 2, SkipSpace(b, 2))
+	assert.False(t, at(b, -1, '{'))
+	assert.False(t, at(b, 2, '}'))
+	assert.True(t, hasPrefixAt(b, 0, `{}`))
+	assert.False(t, hasPrefixAt(b, 1, `}}`))
+	assert.False(t, hasPrefixAt(b, 3, ``))
+	assert.Equal(t, 2, skipSpace(b, 2))
 }

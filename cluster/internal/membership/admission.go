@@ -1,14 +1,16 @@
-package cluster
+package membership
 
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	autopilot "github.com/hashicorp/raft-autopilot"
 
+	"github.com/raftlock/raftlock/cluster/nodewire"
 	raft "github.com/raftlock/raftlock/internal/raft"
 )
 
@@ -17,7 +19,7 @@ import (
 // Every way a node enters the raft configuration is checked by one
 // function, checkAdmission: a join request served by the leader (Join, a
 // restart's rejoin, a node that gossip made aware of the cluster asking to
-// be added: addMember), the reconciler adding a live member gossip shows or
+// be added: AddMember), the reconciler adding a live member gossip shows or
 // updating the address of a member back elsewhere (reconcileMembers), and,
 // on the other side, the node that asks, on what the member it asks tells
 // of its cluster (checkCluster, before each join request, so that a leader
@@ -26,9 +28,9 @@ import (
 // rules:
 //
 //   - A node whose data dir belongs to another cluster (its identity file,
-//     identity.go, names another cluster ID) is never added: raft would
+//     package cluster's identity.go, names another cluster ID) is never added: raft would
 //     replace its log with this cluster's, and the locks it held would be
-//     gone. It is refused with ErrWrongCluster, both sides log why, and its
+//     gone. It is refused with nodewire.ErrWrongCluster, both sides log why, and its
 //     data dir is left as it is. A node whose data dir belongs to no cluster
 //     yet (an empty data dir, or one made before identity files existed) is
 //     joinable. A cluster made before identity files has no ID: its leader
@@ -46,7 +48,7 @@ import (
 //   - A fresh node (its data dir holds no raft state) under the ID of a
 //     voter that is not alive elsewhere has lost the log and the vote that
 //     voter had: the voter's entry is removed first and the node added as a
-//     new server (addMember says why). A non-voter of that ID is kept.
+//     new server (AddMember says why). A non-voter of that ID is kept.
 //
 // Gossip tags carry each node's cluster ID (tagClusterID; "none" while its
 // data dir belongs to no cluster), so that the reconciler checks before
@@ -54,16 +56,28 @@ import (
 // is not added by the reconciler: whether its data dir belongs to another
 // cluster is unknown, and adding it could destroy that cluster's state. It
 // is added when it asks (every build with gossip asks the members gossip
-// shows to add it, after checking their cluster itself), through addMember.
+// shows to add it, after checking their cluster itself), through AddMember.
+
+// IdentityError is a refusal worded for people that matches the sentinels
+// in Sentinels, so that its message need not repeat theirs.
+type IdentityError struct {
+	Msg       string
+	Sentinels []error
+}
+
+func (e *IdentityError) Error() string { return e.Msg }
+
+// Is reports whether target is one of e's sentinels.
+func (e *IdentityError) Is(target error) bool { return slices.Contains(e.Sentinels, target) }
 
 // ErrNodeIDInUse: a node asked to be added under a node ID that a live
 // member has at another address. Only the leader sees it: the node that
 // asked keeps asking, and reports the refusal when it gives up.
 var ErrNodeIDInUse = errors.New("cluster: node ID in use by a live member")
 
-// candidate is a node to be added to the raft configuration: as it asks
+// Candidate is a node to be added to the raft configuration: as it asks
 // (a join request) or as gossip shows it.
-type candidate struct {
+type Candidate struct {
 	ID   raft.ServerID
 	Addr raft.ServerAddress
 	// ClusterID is the cluster its data dir belongs to, as it tells it; ""
@@ -79,7 +93,7 @@ type candidate struct {
 }
 
 // String names the node for messages: its ID, and its address if known.
-func (c candidate) String() string {
+func (c Candidate) String() string {
 	if c.Addr == "" {
 		return fmt.Sprintf("node %q", c.ID)
 	}
@@ -101,14 +115,14 @@ type admission struct {
 // members checks the cluster alone. It reads no state of its own, so the
 // leader, the reconciler, the node that asks and gossip all call it with
 // what they know. A refusal's message names both sides and says what to do.
-func checkAdmission(ours string, members []knownMember, c candidate) (admission, error) {
+func checkAdmission(ours string, members []KnownMember, c Candidate) (admission, error) {
 	if c.ClusterID != "" && ours != "" && c.ClusterID != ours {
-		return admission{}, &identityError{
-			msg: fmt.Sprintf("cluster: the data dir of %s belongs to cluster %s, not to cluster %s: it is not added, and its data dir is left as it is "+
+		return admission{}, &IdentityError{
+			Msg: fmt.Sprintf("cluster: the data dir of %s belongs to cluster %s, not to cluster %s: it is not added, and its data dir is left as it is "+
 				"(a data dir cannot move to another cluster: raft would replace its log). Point that node's Join/RetryJoin (the agent's -join/-retry-join) at members of cluster %s, "+
 				"or give it an empty DataDir (-data-dir) to join cluster %s as a new member",
 				c, c.ClusterID, ours, c.ClusterID, ours),
-			is: []error{ErrWrongCluster},
+			Sentinels: []error{nodewire.ErrWrongCluster},
 		}
 	}
 	var verdict admission
@@ -119,12 +133,12 @@ func checkAdmission(ours string, members []knownMember, c candidate) (admission,
 		}
 		member = member || m.InConfig
 		if live := m.liveAddr(); live != "" && live != c.Addr {
-			return admission{}, &identityError{
-				msg: fmt.Sprintf("cluster: node ID %q is in use by a live member at %s; the node at %s asking to be added under it is refused. "+
+			return admission{}, &IdentityError{
+				Msg: fmt.Sprintf("cluster: node ID %q is in use by a live member at %s; the node at %s asking to be added under it is refused. "+
 					"Give that node its own -node-id (NodeID); to replace the member, stop it (it is replaced once the cluster sees it failed) "+
 					"or take it out first (raftlock leave, Leave)",
 					c.ID, live, c.Addr),
-				is: []error{ErrNodeIDInUse},
+				Sentinels: []error{ErrNodeIDInUse},
 			}
 		}
 		verdict.removeFirst = c.Fresh && m.InConfig && m.Suffrage != raft.Nonvoter
@@ -143,7 +157,7 @@ var errClusterUntold = errors.New("cluster: not added unasked")
 // dead at: the address raft has for it, unless its heartbeats there failed
 // for failureDetectTime or its member source calls it failed or left
 // there; else the address gossip shows it alive at; "" when neither.
-func (m knownMember) liveAddr() raft.ServerAddress {
+func (m KnownMember) liveAddr() raft.ServerAddress {
 	if m.InConfig && !m.HeartbeatsFailed && (m.Addr != m.ConfigAddr || m.Status == autopilot.NodeAlive) {
 		return m.ConfigAddr
 	}
@@ -164,19 +178,19 @@ const (
 // refused node asks again). The reconciler meets a member that moved
 // before its old address is known dead, which is no error: gossip lets
 // one node at a time have an ID, so that one is logged at Info.
-func (n *Node) admit(c candidate, via string) (admission, error) {
-	verdict, err := checkAdmission(n.ident.ClusterID(), n.knownMembers(), c)
+func (mgr *Manager) admit(c Candidate, via string) (admission, error) {
+	verdict, err := checkAdmission(mgr.ident.ClusterID(), mgr.knownMembers(), c)
 	switch {
-	case errors.Is(err, ErrWrongCluster):
-		n.refusals.log(n, hclog.Error, "wrong-cluster:"+string(c.ID)+"@"+string(c.Addr), "refusing to add a node of another cluster",
-			"id", c.ID, "addr", c.Addr, "via", via, "its_cluster", c.ClusterID, "cluster", n.ident.ClusterID(), "error", err)
+	case errors.Is(err, nodewire.ErrWrongCluster):
+		mgr.refusals.log(mgr.log, hclog.Error, "wrong-cluster:"+string(c.ID)+"@"+string(c.Addr), "refusing to add a node of another cluster",
+			"id", c.ID, "addr", c.Addr, "via", via, "its_cluster", c.ClusterID, "cluster", mgr.ident.ClusterID(), "error", err)
 	case errors.Is(err, errClusterUntold):
-		n.refusals.log(n, hclog.Debug, "untold:"+string(c.ID)+"@"+string(c.Addr), "not adding a gossip member unasked", "id", c.ID, "addr", c.Addr, "error", err)
+		mgr.refusals.log(mgr.log, hclog.Debug, "untold:"+string(c.ID)+"@"+string(c.Addr), "not adding a gossip member unasked", "id", c.ID, "addr", c.Addr, "error", err)
 	case errors.Is(err, ErrNodeIDInUse) && via == viaGossip:
-		n.refusals.log(n, hclog.Info, "in-use:"+string(c.ID)+"@"+string(c.Addr), "not moving a member to the new address gossip shows until its old address is seen failed",
+		mgr.refusals.log(mgr.log, hclog.Info, "in-use:"+string(c.ID)+"@"+string(c.Addr), "not moving a member to the new address gossip shows until its old address is seen failed",
 			"id", c.ID, "addr", c.Addr, "error", err)
 	case errors.Is(err, ErrNodeIDInUse):
-		n.refusals.log(n, hclog.Error, "in-use:"+string(c.ID)+"@"+string(c.Addr), "refusing to add a node under the ID of a live member",
+		mgr.refusals.log(mgr.log, hclog.Error, "in-use:"+string(c.ID)+"@"+string(c.Addr), "refusing to add a node under the ID of a live member",
 			"id", c.ID, "addr", c.Addr, "via", via, "error", err)
 	}
 	return verdict, err
@@ -189,7 +203,7 @@ type refusalLog struct {
 	warned map[string]time.Time
 }
 
-func (l *refusalLog) log(n *Node, level hclog.Level, key, msg string, args ...any) {
+func (l *refusalLog) log(logger hclog.Logger, level hclog.Level, key, msg string, args ...any) {
 	l.mu.Lock()
 	if l.warned == nil {
 		l.warned = map[string]time.Time{}
@@ -202,5 +216,5 @@ func (l *refusalLog) log(n *Node, level hclog.Level, key, msg string, args ...an
 	}
 	l.warned[key] = now
 	l.mu.Unlock()
-	n.log.Log(level, msg, args...)
+	logger.Log(level, msg, args...)
 }

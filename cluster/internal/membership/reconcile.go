@@ -1,4 +1,4 @@
-package cluster
+package membership
 
 import (
 	"context"
@@ -9,10 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raftlock/raftlock/cluster/nodewire"
-
 	autopilot "github.com/hashicorp/raft-autopilot"
 
+	"github.com/raftlock/raftlock/cluster/nodewire"
 	"github.com/raftlock/raftlock/internal/nodestatus"
 	raft "github.com/raftlock/raftlock/internal/raft"
 )
@@ -24,7 +23,7 @@ import (
 // A leader without gossip adds it as a voter while fewer than Config.Voters
 // (3 by default) voters exist, and as a non-voter otherwise; a leader with
 // gossip always adds it as a non-voter, and the promoter below gives it a
-// vote once it is stable (addMember says why). Non-voters replicate
+// vote once it is stable (AddMember says why). Non-voters replicate
 // every lock, serve and forward calls like any node, but do not vote or
 // acknowledge commits, so embedding a node in 30 replicas of a service keeps
 // a 3-voter quorum and 3 fsyncs per commit. Members named in Peers at
@@ -32,13 +31,13 @@ import (
 //
 // From then on the leader runs hashicorp/raft-autopilot (the library Consul,
 // Nomad and Vault share), started once this node leads and its term is
-// ready (judgingTerm says why not before) and stopped when the term ends.
+// ready (cluster's judgingTerm says why not before) and stopped when the term ends.
 // Every autopilotInterval it asks each member for its last log index and
 // term and how long ago it heard from the leader
-// (kindServerStats, answered by any node), and judges each member healthy
+// (nodewire.KindServerStats, answered by any node), and judges each member healthy
 // when its member source (members.go) says alive, it heard from the leader
 // within lastContactThreshold, is on the leader's term, and is at most
-// maxTrailingLogs entries behind. Every autopilotInterval too, the
+// MaxTrailingLogs entries behind. Every autopilotInterval too, the
 // promoter below decides, one step at a time:
 //
 //   - while fewer than Voters voters exist (a voter left, say), it promotes
@@ -87,11 +86,11 @@ import (
 // Timings of the reconciler, derived from the raft timings so that a
 // cluster tuned for a slow network is judged by that network's standards.
 const (
-	// maxTrailingLogs is how far behind the leader's log a member may be
+	// MaxTrailingLogs is how far behind the leader's log a member may be
 	// and still count as healthy (Consul's default is 250; lock traffic
 	// batches many commands per entry, but a burst can still put a sound
 	// follower a few hundred entries behind while a stats request travels).
-	maxTrailingLogs = 1000
+	MaxTrailingLogs = 1000
 	// maxReconcileActions is how many recent actions Stats keeps.
 	maxReconcileActions = 16
 )
@@ -99,18 +98,18 @@ const (
 // autopilotInterval is how often the leader checks its members' health and
 // reconciles: twice HeartbeatTimeout (1 s with DefaultConfig), within
 // 100 ms and 2 s (autopilot's own default).
-func (n *Node) autopilotInterval() time.Duration {
-	return min(max(2*n.cfg.HeartbeatTimeout, 100*time.Millisecond), 2*time.Second)
+func (mgr *Manager) autopilotInterval() time.Duration {
+	return min(max(2*mgr.cfg.HeartbeatTimeout, 100*time.Millisecond), 2*time.Second)
 }
 
 // lastContactThreshold: a member that has not heard from the leader for
 // longer is unhealthy. A follower starts an election after one to two
 // HeartbeatTimeouts without the leader; four leave room for a loaded host.
-func (n *Node) lastContactThreshold() time.Duration { return 4 * n.cfg.HeartbeatTimeout }
+func (mgr *Manager) lastContactThreshold() time.Duration { return 4 * mgr.cfg.HeartbeatTimeout }
 
 // stabilizationTime is how long a non-voter must have been healthy before
 // it is promoted: three health checks in a row.
-func (n *Node) stabilizationTime() time.Duration { return 3 * n.autopilotInterval() }
+func (mgr *Manager) stabilizationTime() time.Duration { return 3 * mgr.autopilotInterval() }
 
 // ReconcileAction is one change the leader's reconciler made to the raft
 // configuration.
@@ -143,7 +142,7 @@ type heardHealth struct {
 // reconciler runs autopilot while this node leads, records its actions,
 // and keeps the latest cluster health (its own, or the leader's report).
 type reconciler struct {
-	n        *Node
+	mgr      *Manager
 	ap       *autopilot.Autopilot
 	promoter *voterPromoter
 	poke     chan struct{} // size one: membership changed, reconcile now
@@ -181,22 +180,22 @@ type answeredStats struct {
 	at    time.Time
 }
 
-func newReconciler(n *Node) *reconciler {
-	r := &reconciler{n: n, poke: make(chan struct{}, 1), reasons: map[raft.ServerID]string{}, leaving: map[raft.ServerID]time.Duration{}, answered: map[raft.ServerID]answeredStats{},
+func newReconciler(mgr *Manager) *reconciler {
+	r := &reconciler{mgr: mgr, poke: make(chan struct{}, 1), reasons: map[raft.ServerID]string{}, leaving: map[raft.ServerID]time.Duration{}, answered: map[raft.ServerID]answeredStats{},
 		counts: map[string]uint64{}}
 	for _, a := range reconcileActionNames {
 		r.counts[a] = 0
 	}
 	r.promoter = &voterPromoter{
-		voters:            n.cfg.Voters,
-		deadVoterTimeout:  n.cfg.DeadVoterTimeout,
-		deadMemberTimeout: n.cfg.DeadMemberTimeout,
+		voters:            mgr.cfg.Voters,
+		deadVoterTimeout:  mgr.cfg.DeadVoterTimeout,
+		deadMemberTimeout: mgr.cfg.DeadMemberTimeout,
 		now:               time.Now,
 		explain:           r.explain,
 	}
-	interval := n.autopilotInterval()
-	r.ap = autopilot.New(raftRecorder{n.raft, r}, (*autopilotDelegate)(r),
-		autopilot.WithLogger(n.quiet.Wrap(n.log)),
+	interval := mgr.autopilotInterval()
+	r.ap = autopilot.New(raftRecorder{mgr.raft, r}, (*autopilotDelegate)(r),
+		autopilot.WithLogger(mgr.quiet.Wrap(mgr.log)),
 		autopilot.WithPromoter(r.promoter),
 		autopilot.WithUpdateInterval(interval),
 		autopilot.WithReconcileInterval(interval))
@@ -216,11 +215,11 @@ func (r *reconciler) wake() {
 // when the term ends (or another begins), until the node closes; while it
 // runs it reconciles membership every autopilotInterval and when woken.
 func (r *reconciler) run() {
-	n := r.n
-	defer n.wg.Done()
-	ticker := time.NewTicker(n.autopilotInterval())
+	mgr := r.mgr
+	defer mgr.wg.Done()
+	ticker := time.NewTicker(mgr.autopilotInterval())
 	defer ticker.Stop()
-	var running *leaderTerm // the term autopilot runs for; nil when it does not run
+	var running any // the term autopilot runs for (Node.JudgingTerm); nil when it does not run
 	stop := func() {
 		<-r.ap.Stop()
 		running = nil
@@ -230,11 +229,11 @@ func (r *reconciler) run() {
 		clear(r.answered)
 		r.goodSince = 0
 		r.mu.Unlock()
-		n.heartbeats.forget()
+		mgr.heartbeats.forget()
 	}
 	for {
-		changed := n.leaderChanged.wait()
-		judging := judgingTerm(n.term.Load(), n.closed())
+		changed := mgr.node.LeaderChanged()
+		judging := mgr.node.JudgingTerm()
 		if running != nil && running != judging {
 			stop()
 		}
@@ -243,7 +242,7 @@ func (r *reconciler) run() {
 			running = judging
 		}
 		select {
-		case <-n.closing:
+		case <-mgr.closing:
 			if running != nil {
 				stop()
 			}
@@ -262,26 +261,6 @@ func (r *reconciler) run() {
 	}
 }
 
-// judgingTerm is the leader term autopilot may judge members in: t once it
-// is ready, nil before, or when the node is closed or not leading.
-//
-// Autopilot judges every member, this leader included, against the last
-// index and term of the leader's log, read just before the members' own.
-// Raft tells a node that it leads before that node appends the first entry
-// of its term, so a leader that judged at once would judge on the previous
-// term's log: a member that has received the new entry (the leader itself,
-// if it appends the entry between autopilot's read and its own) would be
-// on "another term", unhealthy for a round. Once the term is ready its
-// first entry is committed, the log's last term is the term's own until
-// the term ends, and the last index only grows, so the leader is never
-// behind itself and a member is judged against the term it follows.
-func judgingTerm(t *leaderTerm, closed bool) *leaderTerm {
-	if t == nil || closed || !t.isReady() {
-		return nil
-	}
-	return t
-}
-
 // reconcileMembers adds the live nodes that are not in the configuration,
 // as non-voters (the promoter makes voters of them if voters are wanted),
 // and updates the address of a member back at a new one, keeping its
@@ -290,13 +269,13 @@ func judgingTerm(t *leaderTerm, closed bool) *leaderTerm {
 // (an older build: it is added when it asks), is not added, and a member
 // is moved only once its old address is seen failed, and never into a
 // voter's place when gossip shows it with no raft state (it asks to join
-// then, and addMember replaces the entry). Without gossip every
+// then, and AddMember replaces the entry). Without gossip every
 // known member is in the configuration, at the address raft has, so there
 // is nothing to do. autopilot.AddServer first removes a server of another
 // ID at the same address (an address reused by a new node), unless that
 // would remove too many voters.
 func (r *reconciler) reconcileMembers() {
-	for _, m := range r.n.knownMembers() {
+	for _, m := range r.mgr.knownMembers() {
 		if m.Status != autopilot.NodeAlive || m.Addr == "" || (m.InConfig && m.ConfigAddr == m.Addr) {
 			continue
 		}
@@ -306,9 +285,9 @@ func (r *reconciler) reconcileMembers() {
 		// A node that tells no cluster of its own ("none") holds no raft
 		// state, as far as gossip knows: under a voter's ID it lost that
 		// voter's log and vote, so it must not be moved in as that voter.
-		// It asks to join, saying whether it is fresh, and addMember acts.
+		// It asks to join, saying whether it is fresh, and AddMember acts.
 		fresh := m.ClusterID == "" && !m.ClusterUntold
-		verdict, err := r.n.admit(candidate{ID: m.ID, Addr: m.Addr, ClusterID: m.ClusterID, Untold: m.ClusterUntold, Fresh: fresh}, viaGossip)
+		verdict, err := r.mgr.admit(Candidate{ID: m.ID, Addr: m.Addr, ClusterID: m.ClusterID, Untold: m.ClusterUntold, Fresh: fresh}, viaGossip)
 		if err != nil || verdict.removeFirst {
 			continue
 		}
@@ -317,8 +296,8 @@ func (r *reconciler) reconcileMembers() {
 			reason = fmt.Sprintf("member back at a new address (was %s)", m.ConfigAddr)
 		}
 		r.explain(m.ID, reason)
-		if err := r.ap.AddServer(&autopilot.Server{ID: m.ID, Name: string(m.ID), Address: m.Addr, NodeStatus: m.Status}); err != nil && !r.n.closed() {
-			r.n.log.Warn("reconciler: adding member failed; retrying at the next round", "id", m.ID, "addr", m.Addr, "error", err)
+		if err := r.ap.AddServer(&autopilot.Server{ID: m.ID, Name: string(m.ID), Address: m.Addr, NodeStatus: m.Status}); err != nil && !r.mgr.closed() {
+			r.mgr.log.Warn("reconciler: adding member failed; retrying at the next round", "id", m.ID, "addr", m.Addr, "error", err)
 		}
 	}
 }
@@ -334,7 +313,7 @@ const leaveGossipGrace = time.Minute
 func (r *reconciler) noteLeaving(id raft.ServerID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	now := r.n.clock.Monotonic()
+	now := r.mgr.monotonic()
 	for other, at := range r.leaving {
 		if now-at > leaveGossipGrace {
 			delete(r.leaving, other)
@@ -355,7 +334,7 @@ func (r *reconciler) isLeaving(id raft.ServerID) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	at, ok := r.leaving[id]
-	return ok && r.n.clock.Monotonic()-at <= leaveGossipGrace
+	return ok && r.mgr.monotonic()-at <= leaveGossipGrace
 }
 
 // explain records why the next configuration change for id is made.
@@ -380,7 +359,7 @@ func (r *reconciler) record(action string, id raft.ServerID, fallback string) {
 		r.actions = append([]ReconcileAction(nil), r.actions[len(r.actions)-maxReconcileActions:]...)
 	}
 	r.mu.Unlock()
-	r.n.log.Info("reconciler: "+action, "id", id, "reason", reason)
+	r.mgr.log.Info("reconciler: "+action, "id", id, "reason", reason)
 }
 
 // recentActions returns a copy of the ring, oldest first.
@@ -404,18 +383,18 @@ func (r *reconciler) actionCounts() map[string]uint64 {
 // health is the cluster health as this node knows it: its own judgement
 // while it leads, else the current leader's last report if recent.
 func (r *reconciler) health() ClusterHealth {
-	n := r.n
+	mgr := r.mgr
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if n.term.Load() != nil {
+	if mgr.node.Leading() {
 		if r.state == nil {
 			return ClusterHealth{}
 		}
-		return healthOf(r.state, raft.ServerID(n.cfg.NodeID), r.stateAt)
+		return healthOf(r.state, raft.ServerID(mgr.cfg.NodeID), r.stateAt)
 	}
-	leaderID, _ := n.Leader()
+	leaderID := mgr.leader()
 	h := r.heard
-	if leaderID == "" || h.leaderID != leaderID || n.clock.Monotonic()-h.at > 4*n.autopilotInterval() {
+	if leaderID == "" || h.leaderID != leaderID || mgr.monotonic()-h.at > 4*mgr.autopilotInterval() {
 		return ClusterHealth{}
 	}
 	return h.ClusterHealth
@@ -454,11 +433,11 @@ func (r *reconciler) memberHealth(id string) (healthy, ok bool) {
 // heardFromLeader records the health report a leader sent with its stats
 // request. Only the leader this node knows is believed.
 func (r *reconciler) heardFromLeader(req *nodewire.ServerStatsRequest) {
-	n := r.n
-	if leaderID, _ := n.Leader(); leaderID == "" || leaderID != req.ID {
+	mgr := r.mgr
+	if leaderID := mgr.leader(); leaderID == "" || leaderID != req.ID {
 		return
 	}
-	h := heardHealth{leaderID: req.ID, at: n.clock.Monotonic()}
+	h := heardHealth{leaderID: req.ID, at: mgr.monotonic()}
 	if req.Health.Known {
 		h.ClusterHealth = ClusterHealth{
 			Known:            true,
@@ -475,38 +454,27 @@ func (r *reconciler) heardFromLeader(req *nodewire.ServerStatsRequest) {
 	r.mu.Unlock()
 }
 
-// wantTolerance is the failure tolerance Readiness asks for: one, or none
-// in a cluster of one voter by design.
-func (n *Node) wantTolerance() int { return min(1, (n.cfg.Voters-1)/2) }
-
-// readyHold is how long every report must have been good before Readiness
-// says ready: long enough that a member that died just before the reports
-// turned good has been seen dead by now (failure detection, then the
-// leader's next check, then its next report), so that a replica started
-// after a kill is not ready before the kill is known.
-func (n *Node) readyHold() time.Duration { return n.failureDetectTime() + 3*n.autopilotInterval() }
-
 // noteReportLocked keeps goodSince from a report of leaderID's.
 func (r *reconciler) noteReportLocked(leaderID string, h ClusterHealth) {
-	good := h.Known && h.Healthy && h.FailureTolerance >= r.n.wantTolerance()
+	good := h.Known && h.Healthy && h.FailureTolerance >= r.mgr.WantTolerance()
 	switch {
 	case !good:
 		r.goodSince = 0
 	case r.goodSince == 0 || r.goodLeader != leaderID:
-		r.goodSince, r.goodLeader = r.n.clock.Monotonic(), leaderID
+		r.goodSince, r.goodLeader = r.mgr.monotonic(), leaderID
 	}
 }
 
 // goodFor is how long reports from the current leader have all been
 // good; 0 if the last was not.
 func (r *reconciler) goodFor() time.Duration {
-	leaderID, _ := r.n.Leader()
+	leaderID := r.mgr.leader()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.goodSince == 0 || leaderID == "" || r.goodLeader != leaderID {
 		return 0
 	}
-	return max(r.n.clock.Monotonic()-r.goodSince, 1)
+	return max(r.mgr.monotonic()-r.goodSince, 1)
 }
 
 // autopilotDelegate is the reconciler as autopilot's
@@ -516,12 +484,12 @@ type autopilotDelegate reconciler
 var _ autopilot.ApplicationIntegration = (*autopilotDelegate)(nil)
 
 func (d *autopilotDelegate) AutopilotConfig() *autopilot.Config {
-	n := d.n
+	mgr := d.mgr
 	return &autopilot.Config{
 		CleanupDeadServers:      true,
-		LastContactThreshold:    n.lastContactThreshold(),
-		MaxTrailingLogs:         maxTrailingLogs,
-		ServerStabilizationTime: n.stabilizationTime(),
+		LastContactThreshold:    mgr.lastContactThreshold(),
+		MaxTrailingLogs:         MaxTrailingLogs,
+		ServerStabilizationTime: mgr.stabilizationTime(),
 	}
 }
 
@@ -530,7 +498,7 @@ func (d *autopilotDelegate) NotifyState(s *autopilot.State) {
 	r := (*reconciler)(d)
 	r.mu.Lock()
 	r.state, r.stateAt = s, time.Now()
-	r.noteReportLocked(r.n.cfg.NodeID, healthOf(s, raft.ServerID(r.n.cfg.NodeID), r.stateAt))
+	r.noteReportLocked(r.mgr.cfg.NodeID, healthOf(s, raft.ServerID(r.mgr.cfg.NodeID), r.stateAt))
 	r.mu.Unlock()
 }
 
@@ -539,11 +507,11 @@ func (d *autopilotDelegate) NotifyState(s *autopilot.State) {
 // removes none for not being known: a member only gossip forgot is judged
 // by its heartbeats).
 func (d *autopilotDelegate) KnownServers() map[raft.ServerID]*autopilot.Server {
-	n := d.n
-	self := raft.ServerID(n.cfg.NodeID)
-	leading := n.IsLeader()
+	mgr := d.mgr
+	self := raft.ServerID(mgr.cfg.NodeID)
+	leading := mgr.isLeader()
 	out := make(map[raft.ServerID]*autopilot.Server)
-	for _, m := range n.knownMembers() {
+	for _, m := range mgr.knownMembers() {
 		out[m.ID] = &autopilot.Server{
 			ID:         m.ID,
 			Name:       string(m.ID),
@@ -569,13 +537,13 @@ func (d *autopilotDelegate) KnownServers() map[raft.ServerID]*autopilot.Server {
 // which is how every node knows the cluster's failure tolerance.
 func (d *autopilotDelegate) FetchServerStats(ctx context.Context, servers map[raft.ServerID]*autopilot.Server) map[raft.ServerID]*autopilot.ServerStats {
 	r := (*reconciler)(d)
-	n := r.n
-	self := raft.ServerID(n.cfg.NodeID)
+	mgr := r.mgr
+	self := raft.ServerID(mgr.cfg.NodeID)
 	r.mu.Lock()
 	state, at := r.state, r.stateAt
 	r.mu.Unlock()
 	parent := ctx
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), n.autopilotInterval())
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), mgr.autopilotInterval())
 	defer cancel()
 	stopWithParent := context.AfterFunc(parent, func() {
 		if errors.Is(parent.Err(), context.Canceled) {
@@ -589,13 +557,13 @@ func (d *autopilotDelegate) FetchServerStats(ctx context.Context, servers map[ra
 	var wg sync.WaitGroup
 	for id, srv := range servers {
 		if id == self {
-			st := n.ownServerStats()
+			st := mgr.OwnServerStats()
 			mu.Lock()
 			out[id] = &autopilot.ServerStats{LastContact: 0, LastTerm: st.LastTerm, LastIndex: st.LastIndex}
 			mu.Unlock()
 			continue
 		}
-		req := nodewire.ServerStatsRequest{ID: n.cfg.NodeID}
+		req := nodewire.ServerStatsRequest{ID: mgr.cfg.NodeID}
 		if state != nil {
 			h := healthOf(state, id, at)
 			req.Health = nodewire.HealthReport{Known: true, Tolerance: h.FailureTolerance, Voters: h.Voters, HealthyVoters: h.HealthyVoters, Healthy: h.Healthy}
@@ -603,7 +571,7 @@ func (d *autopilotDelegate) FetchServerStats(ctx context.Context, servers map[ra
 		body := nodewire.EncodeRequest(&req)
 		addr := string(srv.Address)
 		wg.Go(func() {
-			rep, err := n.call(ctx, addr, body)
+			rep, err := mgr.node.Call(ctx, addr, body)
 			now := time.Now()
 			r.mu.Lock()
 			defer r.mu.Unlock()
@@ -639,15 +607,15 @@ func (d *autopilotDelegate) FetchServerStats(ctx context.Context, servers map[ra
 // the member is still no voter, or left.
 func (d *autopilotDelegate) RemoveFailedServer(srv *autopilot.Server) {
 	r := (*reconciler)(d)
-	n := r.n
+	mgr := r.mgr
 	id, left := srv.ID, srv.NodeStatus == autopilot.NodeLeft
-	if id == raft.ServerID(n.cfg.NodeID) {
+	if id == raft.ServerID(mgr.cfg.NodeID) {
 		return // a leader never removes itself (see Leave); knownMembers counts it alive anyway
 	}
-	n.wg.Add(1)
+	mgr.wg.Add(1)
 	go func() {
-		defer n.wg.Done()
-		f := n.raft.GetConfiguration()
+		defer mgr.wg.Done()
+		f := mgr.raft.GetConfiguration()
 		if f.Error() != nil {
 			return
 		}
@@ -658,22 +626,22 @@ func (d *autopilotDelegate) RemoveFailedServer(srv *autopilot.Server) {
 			if s.Suffrage == raft.Voter && !left {
 				return // promoted again meanwhile: the promoter demotes it first
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.RequestTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), mgr.cfg.RequestTimeout)
 			defer cancel()
-			if err := n.waitFuture(ctx, raftRecorder{n.raft, r}.RemoveServer(id, 0, 0)); err != nil && !n.closed() {
-				n.log.Warn("reconciler: removing member failed; retrying at the next round", "id", id, "error", err)
+			if err := mgr.waitFuture(ctx, raftRecorder{mgr.raft, r}.RemoveServer(id, 0, 0)); err != nil && !mgr.closed() {
+				mgr.log.Warn("reconciler: removing member failed; retrying at the next round", "id", id, "error", err)
 			}
 			return
 		}
 	}()
 }
 
-func (n *Node) ownServerStats() nodewire.ServerStats {
-	st := nodewire.ServerStats{LastContact: -1, LastIndex: n.raft.LastIndex()}
-	st.LastTerm, _ = strconv.ParseUint(n.raft.Stats()["last_log_term"], 10, 64)
-	if n.IsLeader() {
+func (mgr *Manager) OwnServerStats() nodewire.ServerStats {
+	st := nodewire.ServerStats{LastContact: -1, LastIndex: mgr.raft.LastIndex()}
+	st.LastTerm, _ = strconv.ParseUint(mgr.raft.Stats()["last_log_term"], 10, 64)
+	if mgr.isLeader() {
 		st.LastContact = 0
-	} else if last := n.raft.LastContact(); !last.IsZero() {
+	} else if last := mgr.raft.LastContact(); !last.IsZero() {
 		st.LastContact = time.Since(last)
 	}
 	return st
@@ -709,7 +677,7 @@ func (rr raftRecorder) AddVoter(id raft.ServerID, addr raft.ServerAddress, prevI
 		default:
 			action, fallback = ActionPromote, "fewer voters than Voters"
 			if !rr.r.promoter.allowPromotion(id, servers) {
-				rr.r.n.log.Debug("reconciler: not promoting: enough voters in the latest configuration", "id", id)
+				rr.r.mgr.log.Debug("reconciler: not promoting: enough voters in the latest configuration", "id", id)
 				return errorFuture{nil}
 			}
 		}
@@ -809,4 +777,11 @@ func (f *recordedFuture) Error() error {
 		f.once.Do(f.done)
 	}
 	return err
+}
+
+// HeardFromLeader records the health report a leader sent with its stats
+// request (nodewire.KindServerStats, which any node answers with
+// OwnServerStats).
+func (mgr *Manager) HeardFromLeader(req *nodewire.ServerStatsRequest) {
+	mgr.reconciler.heardFromLeader(req)
 }

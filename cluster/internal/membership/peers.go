@@ -1,4 +1,4 @@
-package cluster
+package membership
 
 import (
 	"context"
@@ -17,16 +17,16 @@ import (
 // members' tags say it) but still answers, and records what a member
 // without gossip tells it when asking, so mixed clusters keep working.
 // The exchange carries each member's command level and raftlock version
-// too (levels.go), as the gossip tags do.
+// too (package cluster's levels.go), as the gossip tags do.
 
 // Every member learns the others' API addresses (Config.APIAddr) by asking
-// each one directly (kindInfo), so that Stats().Members can tell a client
+// each one directly (nodewire.KindInfo), so that Stats().Members can tell a client
 // given one node where the others serve. The question carries the asker's
 // own address, so one exchange informs both: a node that starts (or
 // restarts with a new API address) asks everyone at once, and everyone
 // knows. A member is also asked when it appears in the raft configuration
 // or changes raft address, and again every peerInfoRefresh. One that does
-// not answer (down, or too old to know kindInfo) is asked again at the next
+// not answer (down, or too old to know nodewire.KindInfo) is asked again at the next
 // poll; its API address stays unknown meanwhile.
 const (
 	peerInfoPoll    = 2 * time.Second
@@ -37,7 +37,7 @@ const (
 type peerInfo struct {
 	addr    string // the raft address that answered
 	apiAddr string
-	level   int    // the command level it reads; 0 if it did not say (the baseline: levels.go)
+	level   int    // the command level it reads; 0 if it did not say (the baseline: package cluster's levels.go)
 	version string // its raftlock version; "" if it did not say
 	learned time.Time
 }
@@ -61,81 +61,81 @@ func (d *peerDirectory) info(id string) peerInfo {
 	return d.peers[id]
 }
 
-// heardFrom records what a member said of itself when it asked for our info
+// HeardFrom records what a member said of itself when it asked for our info
 // (its API address, command level and version). A node not (yet) in this
 // node's configuration is not recorded; it will be asked once it is.
-func (n *Node) heardFrom(id, apiAddr string, level int, version string) {
-	servers, err := n.Servers()
-	if err != nil || id == n.cfg.NodeID {
+func (mgr *Manager) HeardFrom(id, apiAddr string, level int, version string) {
+	servers, err := mgr.servers()
+	if err != nil || id == mgr.cfg.NodeID {
 		return
 	}
 	addr, member := servers[id]
 	if !member {
 		return
 	}
-	n.peers.mu.Lock()
-	defer n.peers.mu.Unlock()
-	n.peers.peers[id] = peerInfo{addr: addr, apiAddr: apiAddr, level: level, version: version, learned: time.Now()}
+	mgr.peers.mu.Lock()
+	defer mgr.peers.mu.Unlock()
+	mgr.peers.peers[id] = peerInfo{addr: addr, apiAddr: apiAddr, level: level, version: version, learned: time.Now()}
 }
 
-func (n *Node) runPeerInfo() {
-	defer n.wg.Done()
+func (mgr *Manager) runPeerInfo() {
+	defer mgr.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { // so that Close does not wait for a peer's answer
-		<-n.closing
+		<-mgr.closing
 		cancel()
 	}()
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	for {
 		select {
-		case <-n.closing:
+		case <-mgr.closing:
 			return
 		case <-poll.C:
 		}
-		n.refreshPeerInfo(ctx)
+		mgr.refreshPeerInfo(ctx)
 		poll.Reset(peerInfoPoll)
 	}
 }
 
 // refreshPeerInfo forgets members that left the configuration and asks,
 // all at once, the members it knows nothing (or nothing recent) about.
-func (n *Node) refreshPeerInfo(ctx context.Context) {
-	servers, err := n.Servers()
+func (mgr *Manager) refreshPeerInfo(ctx context.Context) {
+	servers, err := mgr.servers()
 	if err != nil {
 		return
 	}
 	now := time.Now()
 	ask := map[string]string{}
-	n.peers.mu.Lock()
-	for id := range n.peers.peers {
+	mgr.peers.mu.Lock()
+	for id := range mgr.peers.peers {
 		if _, ok := servers[id]; !ok {
-			delete(n.peers.peers, id)
+			delete(mgr.peers.peers, id)
 		}
 	}
 	for id, addr := range servers {
-		if id == n.cfg.NodeID {
+		if id == mgr.cfg.NodeID {
 			continue
 		}
-		if p, ok := n.peers.peers[id]; !ok || p.addr != addr || now.Sub(p.learned) >= peerInfoRefresh {
+		if p, ok := mgr.peers.peers[id]; !ok || p.addr != addr || now.Sub(p.learned) >= peerInfoRefresh {
 			ask[id] = addr
 		}
 	}
-	n.peers.mu.Unlock()
+	mgr.peers.mu.Unlock()
 
 	var wg sync.WaitGroup
 	for id, addr := range ask {
 		wg.Go(func() {
 			callCtx, cancel := context.WithTimeout(ctx, peerInfoTimeout)
 			defer cancel()
-			info, err := n.askInfo(callCtx, addr)
+			info, err := mgr.askInfo(callCtx, addr)
 			if err != nil || info.ID != id {
 				return
 			}
-			n.peers.mu.Lock()
-			defer n.peers.mu.Unlock()
+			mgr.peers.mu.Lock()
+			defer mgr.peers.mu.Unlock()
 			if _, member := servers[id]; member {
-				n.peers.peers[id] = peerInfo{addr: addr, apiAddr: info.APIAddr, level: info.Level, version: info.Version, learned: time.Now()}
+				mgr.peers.peers[id] = peerInfo{addr: addr, apiAddr: info.APIAddr, level: info.Level, version: info.Version, learned: time.Now()}
 			}
 		})
 	}
@@ -143,12 +143,12 @@ func (n *Node) refreshPeerInfo(ctx context.Context) {
 }
 
 // askInfo asks the node at addr who it is, telling it who this node is
-// (kindInfo). A build older than this one refuses the optional fields it
-// does not know (codeBadRequest), so it is asked again without them:
+// (nodewire.KindInfo). A build older than this one refuses the optional fields it
+// does not know (nodewire.CodeBadRequest), so it is asked again without them:
 // without the version (a build from before versions were told), then
 // without the level too (a build from before levels).
-func (n *Node) askInfo(ctx context.Context, addr string) (*nodewire.Info, error) {
-	self := nodewire.Info{ID: n.cfg.NodeID, APIAddr: n.cfg.APIAddr, Level: n.levels.max, Version: n.version}
+func (mgr *Manager) askInfo(ctx context.Context, addr string) (*nodewire.Info, error) {
+	self := nodewire.Info{ID: mgr.cfg.NodeID, APIAddr: mgr.cfg.APIAddr, Level: mgr.cfg.Level, Version: mgr.cfg.Version}
 	forms := []nodewire.Info{self}
 	if self.Version != "" {
 		older := self
@@ -163,7 +163,7 @@ func (n *Node) askInfo(ctx context.Context, addr string) (*nodewire.Info, error)
 	var rep nodewire.Reply
 	for _, form := range forms {
 		var err error
-		rep, err = n.call(ctx, addr, nodewire.EncodeRequest(&form))
+		rep, err = mgr.node.Call(ctx, addr, nodewire.EncodeRequest(&form))
 		if err != nil {
 			return nil, err
 		}
@@ -176,7 +176,7 @@ func (n *Node) askInfo(ctx context.Context, addr string) (*nodewire.Info, error)
 	}
 	info, ok := rep.Answer.(*nodewire.Info)
 	if !ok {
-		return nil, fmt.Errorf("cluster: asking %s for its info: %w: %T answer", addr, ErrBadRequest, rep.Answer)
+		return nil, fmt.Errorf("cluster: asking %s for its info: %w: %T answer", addr, nodewire.ErrBadRequest, rep.Answer)
 	}
 	return info, nil
 }

@@ -1,4 +1,4 @@
-package cluster
+package membership
 
 import (
 	"encoding/json"
@@ -126,28 +126,28 @@ func (e *expectState) promised() string {
 // awaitingBootstrap reports whether this node promised a proposer and has
 // no raft state yet: it then waits for the leader's configuration rather
 // than asking to join (which, fresh, would have it removed and added back).
-func (n *Node) awaitingBootstrap() bool {
-	e := n.gossip.expect
-	return e != nil && e.promised() != "" && !n.hasRaftState()
+func (mgr *Manager) awaitingBootstrap() bool {
+	e := mgr.gossip.expect
+	return e != nil && e.promised() != "" && !mgr.hasRaftState()
 }
 
 // bootstrapExpect runs on a fresh node with BootstrapExpect until raft has
 // state (it bootstrapped, or a leader reached it) or the node closes.
-func (n *Node) bootstrapExpect() {
-	defer n.wg.Done()
-	g := n.gossip
-	want := n.cfg.BootstrapExpect
-	n.log.Info("waiting for the members to bootstrap a cluster", "bootstrap_expect", want)
+func (mgr *Manager) bootstrapExpect() {
+	defer mgr.wg.Done()
+	g := mgr.gossip
+	want := mgr.cfg.BootstrapExpect
+	mgr.log.Info("waiting for the members to bootstrap a cluster", "bootstrap_expect", want)
 	var lastWaitingFor int
 	for {
-		changed := g.changed.wait()
-		if n.hasRaftState() {
+		changed := g.changed.Wait()
+		if mgr.hasRaftState() {
 			return
 		}
-		members := n.gossipMembers()
-		inCluster, peers, mismatched := "", []gossipMember(nil), []string(nil)
+		members := mgr.gossipMembers()
+		inCluster, peers, mismatched := "", []GossipMember(nil), []string(nil)
 		for _, m := range members {
-			if m.Status != gossipAlive {
+			if m.Status != GossipAlive {
 				continue
 			}
 			switch {
@@ -163,7 +163,7 @@ func (n *Node) bootstrapExpect() {
 		switch {
 		case inCluster != "":
 			// A cluster exists: gossipRaftJoiner joins it.
-			n.log.Debug("a member of an existing cluster is in gossip: not bootstrapping", "member", inCluster)
+			mgr.log.Debug("a member of an existing cluster is in gossip: not bootstrapping", "member", inCluster)
 		case len(peers) < want:
 			if len(peers) != lastWaitingFor {
 				lastWaitingFor = len(peers)
@@ -171,17 +171,17 @@ func (n *Node) bootstrapExpect() {
 				if len(mismatched) > 0 {
 					args = append(args, "other_bootstrap_expect", mismatched, "what_to_do", "start every member with the same -bootstrap-expect")
 				}
-				n.log.Info("waiting for more members before bootstrapping", args...)
+				mgr.log.Info("waiting for more members before bootstrapping", args...)
 			}
-		case string(peers[0].ID) == n.cfg.NodeID:
-			if n.claimAndBootstrap(peers[:want]) {
+		case string(peers[0].ID) == mgr.cfg.NodeID:
+			if mgr.claimAndBootstrap(peers[:want]) {
 				return
 			}
 			// Someone said no: try again after a random pause, so that two
 			// proposers with different views do not keep colliding.
 			pause = time.Second + rand.N(2*time.Second)
 		}
-		if !n.pause(pause, changed) {
+		if !mgr.pause(pause, changed) {
 			return
 		}
 	}
@@ -190,10 +190,10 @@ func (n *Node) bootstrapExpect() {
 // claimAndBootstrap asks set (sorted, this node first) for promises and
 // bootstraps if every member gives one. It reports whether it is done:
 // bootstrapped, or found raft state.
-func (n *Node) claimAndBootstrap(set []gossipMember) bool {
-	g := n.gossip
+func (mgr *Manager) claimAndBootstrap(set []GossipMember) bool {
+	g := mgr.gossip
 	e := g.expect
-	self := n.cfg.NodeID
+	self := mgr.cfg.NodeID
 	claim := rand.Uint64()
 	if !e.promise(self, claim) {
 		return false
@@ -202,15 +202,15 @@ func (n *Node) claimAndBootstrap(set []gossipMember) bool {
 	for i, m := range set {
 		ids[i] = string(m.ID)
 	}
-	payload, _ := json.Marshal(bootstrapClaim{Proposer: self, Claim: claim, Expect: n.cfg.BootstrapExpect, Set: ids})
+	payload, _ := json.Marshal(bootstrapClaim{Proposer: self, Claim: claim, Expect: mgr.cfg.BootstrapExpect, Set: ids})
 	others := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id == self })
 	yes := map[string]bool{}
 	var refusals []string
 	if len(others) > 0 {
 		resp, err := g.serf.Query(queryBootstrapClaim, payload, &serf.QueryParam{FilterNodes: others, Timeout: bootstrapClaimTimeout})
 		if err != nil {
-			n.log.Warn("asking the members to bootstrap failed", "error", err)
-			n.abandonClaim(claim, others)
+			mgr.log.Warn("asking the members to bootstrap failed", "error", err)
+			mgr.abandonClaim(claim, others)
 			return false
 		}
 		for r := range resp.ResponseCh() {
@@ -230,47 +230,45 @@ func (n *Node) claimAndBootstrap(set []gossipMember) bool {
 	}
 	if len(yes) < len(others) {
 		missing := slices.DeleteFunc(slices.Clone(others), func(id string) bool { return yes[id] })
-		n.log.Info("not bootstrapping yet: not every member agreed", "set", ids, "refused", refusals, "no_answer", missing)
-		n.abandonClaim(claim, others)
+		mgr.log.Info("not bootstrapping yet: not every member agreed", "set", ids, "refused", refusals, "no_answer", missing)
+		mgr.abandonClaim(claim, others)
 		return false
 	}
-	if n.hasRaftState() {
+	if mgr.hasRaftState() {
 		return true
 	}
 	servers := make([]raft.Server, len(set))
-	peers := make([]Peer, len(set))
 	for i, m := range set {
 		servers[i] = raft.Server{Suffrage: raft.Voter, ID: m.ID, Address: m.RaftAddr}
-		peers[i] = Peer{ID: string(m.ID), Addr: string(m.RaftAddr)}
 	}
-	clusterID, err := newClusterID(peers)
+	clusterID, err := NewClusterID(servers)
 	if err != nil {
-		n.log.Error("bootstrapping: drawing a cluster ID", "error", err)
-		n.abandonClaim(claim, others)
+		mgr.log.Error("bootstrapping: drawing a cluster ID", "error", err)
+		mgr.abandonClaim(claim, others)
 		return false
 	}
 	e.mu.Lock()
 	e.done = true
 	e.mu.Unlock()
-	if err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
+	if err := mgr.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
 		// Raft gained state meanwhile (a leader reached this node): it
 		// refuses, and this node is a member of that cluster instead.
-		n.log.Warn("bootstrap refused by raft; this node follows the cluster that reached it", "error", err)
+		mgr.log.Warn("bootstrap refused by raft; this node follows the cluster that reached it", "error", err)
 		return true
 	}
-	n.joinedCluster(clusterID)
-	n.log.Info("bootstrapped a new cluster with the members gossip showed", "voters", ids, "cluster", clusterID)
+	mgr.joinedCluster(clusterID)
+	mgr.log.Info("bootstrapped a new cluster with the members gossip showed", "voters", ids, "cluster", clusterID)
 	return true
 }
 
 // abandonClaim releases this node's own promise and the others' to claim.
-func (n *Node) abandonClaim(claim uint64, others []string) {
-	g := n.gossip
-	g.expect.release(n.cfg.NodeID, claim)
+func (mgr *Manager) abandonClaim(claim uint64, others []string) {
+	g := mgr.gossip
+	g.expect.release(mgr.cfg.NodeID, claim)
 	if len(others) == 0 {
 		return
 	}
-	payload, _ := json.Marshal(bootstrapRelease{Proposer: n.cfg.NodeID, Claim: claim})
+	payload, _ := json.Marshal(bootstrapRelease{Proposer: mgr.cfg.NodeID, Claim: claim})
 	resp, err := g.serf.Query(queryBootstrapRelease, payload, &serf.QueryParam{FilterNodes: others, Timeout: bootstrapClaimTimeout})
 	if err == nil {
 		resp.Close()
@@ -278,7 +276,7 @@ func (n *Node) abandonClaim(claim uint64, others []string) {
 }
 
 // answerBootstrapClaim answers a proposer's claim.
-func (n *Node) answerBootstrapClaim(payload []byte) gossipQueryReply {
+func (mgr *Manager) answerBootstrapClaim(payload []byte) gossipQueryReply {
 	no := func(format string, args ...any) gossipQueryReply {
 		return gossipQueryReply{Reason: fmt.Sprintf(format, args...)}
 	}
@@ -286,37 +284,37 @@ func (n *Node) answerBootstrapClaim(payload []byte) gossipQueryReply {
 	if err := json.Unmarshal(payload, &c); err != nil || c.Proposer == "" {
 		return no("unreadable claim")
 	}
-	e := n.gossip.expect
+	e := mgr.gossip.expect
 	switch {
-	case n.hasRaftState():
-		return no("%s has raft state (it is a member of a cluster)", n.cfg.NodeID)
-	case n.ident.ClusterID() != "":
-		return no("%s's data dir names cluster %s", n.cfg.NodeID, n.ident.ClusterID())
+	case mgr.hasRaftState():
+		return no("%s has raft state (it is a member of a cluster)", mgr.cfg.NodeID)
+	case mgr.ident.ClusterID() != "":
+		return no("%s's data dir names cluster %s", mgr.cfg.NodeID, mgr.ident.ClusterID())
 	case e == nil:
-		return no("%s is not waiting to bootstrap", n.cfg.NodeID)
-	case c.Expect != n.cfg.BootstrapExpect:
-		return no("%s has bootstrap-expect %d, not %d", n.cfg.NodeID, n.cfg.BootstrapExpect, c.Expect)
-	case !slices.Contains(c.Set, n.cfg.NodeID):
-		return no("%s is not in the set", n.cfg.NodeID)
+		return no("%s is not waiting to bootstrap", mgr.cfg.NodeID)
+	case c.Expect != mgr.cfg.BootstrapExpect:
+		return no("%s has bootstrap-expect %d, not %d", mgr.cfg.NodeID, mgr.cfg.BootstrapExpect, c.Expect)
+	case !slices.Contains(c.Set, mgr.cfg.NodeID):
+		return no("%s is not in the set", mgr.cfg.NodeID)
 	}
-	if id, _ := n.Leader(); id != "" {
-		return no("%s knows leader %s", n.cfg.NodeID, id)
+	if id := mgr.leader(); id != "" {
+		return no("%s knows leader %s", mgr.cfg.NodeID, id)
 	}
-	for _, m := range n.gossipMembers() {
-		if m.Status == gossipAlive && m.Role != "" {
-			return no("%s sees %s, a member of a cluster", n.cfg.NodeID, m.ID)
+	for _, m := range mgr.gossipMembers() {
+		if m.Status == GossipAlive && m.Role != "" {
+			return no("%s sees %s, a member of a cluster", mgr.cfg.NodeID, m.ID)
 		}
 	}
 	if !e.promise(c.Proposer, c.Claim) {
-		return no("%s promised %s", n.cfg.NodeID, e.promised())
+		return no("%s promised %s", mgr.cfg.NodeID, e.promised())
 	}
-	n.log.Info("promised a proposer to be bootstrapped by it", "proposer", c.Proposer, "set", strings.Join(c.Set, ","))
+	mgr.log.Info("promised a proposer to be bootstrapped by it", "proposer", c.Proposer, "set", strings.Join(c.Set, ","))
 	return gossipQueryReply{OK: true}
 }
 
-func (n *Node) releaseBootstrapPromise(payload []byte) {
+func (mgr *Manager) releaseBootstrapPromise(payload []byte) {
 	var r bootstrapRelease
-	if e := n.gossip.expect; e != nil && json.Unmarshal(payload, &r) == nil {
+	if e := mgr.gossip.expect; e != nil && json.Unmarshal(payload, &r) == nil {
 		e.release(r.Proposer, r.Claim)
 	}
 }

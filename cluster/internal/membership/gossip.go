@@ -1,4 +1,4 @@
-package cluster
+package membership
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,14 +17,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/raftlock/raftlock/cluster/nodewire"
-
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/memberlist"
 	autopilot "github.com/hashicorp/raft-autopilot"
 	"github.com/hashicorp/serf/serf"
 
 	"github.com/raftlock/raftlock/cluster/datadir"
+	"github.com/raftlock/raftlock/cluster/nodewire"
+	"github.com/raftlock/raftlock/internal/broadcast"
 	"github.com/raftlock/raftlock/internal/nodestatus"
 	raft "github.com/raftlock/raftlock/internal/raft"
 )
@@ -44,8 +43,8 @@ import (
 //
 // Each member tags itself with its raft address, API address, role in the
 // raft configuration as it knows it (voter, nonvoter, or empty), raftlock
-// version, the command level its build reads (levels.go), cluster name,
-// cluster ID (identity.go; tagClusterID) and BootstrapExpect. Gossip is
+// version, the command level its build reads (package cluster's levels.go),
+// cluster name, cluster ID (package cluster's identity.go; tagClusterID) and BootstrapExpect. Gossip is
 // separated by
 // ClusterName, carried as memberlist's label on every packet and stream (a
 // node of another cluster name is discarded before anything is decoded) and
@@ -70,47 +69,40 @@ import (
 // backoff, until it is a member. That is how -retry-join alone makes a
 // node a member.
 
-// gossipStatus is what gossip knows of a member's liveness.
-type gossipStatus int
+// GossipStatus is what gossip knows of a member's liveness.
+type GossipStatus int
 
 const (
-	gossipAlive gossipStatus = iota + 1
-	gossipFailed
-	gossipLeft
+	GossipAlive GossipStatus = iota + 1
+	GossipFailed
+	GossipLeft
 )
 
-// String is the status as Stats shows it.
-func (s gossipStatus) String() string {
+// String is the status as Stats shows it (nodestatus.GossipAlive, ...).
+func (s GossipStatus) String() string {
 	switch s {
-	case gossipAlive:
-		return GossipAlive
-	case gossipFailed:
-		return GossipFailed
-	case gossipLeft:
-		return GossipLeft
+	case GossipAlive:
+		return nodestatus.GossipAlive
+	case GossipFailed:
+		return nodestatus.GossipFailed
+	case GossipLeft:
+		return nodestatus.GossipLeft
 	}
 	return ""
 }
 
-// Gossip states of a Member (Member.Gossip), and keys of Stats.GossipMembers.
-const (
-	GossipAlive  = nodestatus.GossipAlive
-	GossipFailed = nodestatus.GossipFailed
-	GossipLeft   = nodestatus.GossipLeft
-)
-
-// gossipMember is one member as gossip sees it.
-type gossipMember struct {
+// GossipMember is one member as gossip sees it.
+type GossipMember struct {
 	ID       raft.ServerID
 	RaftAddr raft.ServerAddress
 	APIAddr  string
-	Status   gossipStatus
+	Status   GossipStatus
 	// Version is the member's raftlock version (its "version" tag; "" when
 	// it has none).
 	Version string
 	// Level is the command level the member's build reads (its "level"
 	// tag; 0 when it has none, and then it reads fsm.BaselineLevel: see
-	// levels.go).
+	// package cluster's levels.go).
 	Level int
 	// Role is the member's place in the raft configuration as it knows it:
 	// SuffrageVoter, SuffrageNonvoter, or "" (not a member, or not yet).
@@ -158,15 +150,12 @@ func clusterIDTag(id string) string {
 	return id
 }
 
-// DefaultClusterName is the ClusterName of a Config that sets none.
-const DefaultClusterName = "raftlock"
-
 // gossipAgent is a node's serf instance and what the node derives from it.
 type gossipAgent struct {
 	serf    *serf.Serf
 	events  chan serf.Event
-	changed *broadcast    // fires on every member event
-	notify  chan struct{} // gossipEvents: size one, coalescing
+	changed *broadcast.Broadcast // fires on every member event
+	notify  chan struct{}        // gossipEvents: size one, coalescing
 	cluster string
 
 	tagsMu sync.Mutex // protects tags (SetTags replaces them all)
@@ -178,46 +167,46 @@ type gossipAgent struct {
 }
 
 // GossipAddr is where this node gossips (ip:port), "" when gossip is off.
-func (n *Node) GossipAddr() string {
-	if n.gossip == nil {
+func (mgr *Manager) GossipAddr() string {
+	if mgr.gossip == nil {
 		return ""
 	}
-	return *n.gossip.self.Load()
+	return *mgr.gossip.self.Load()
 }
 
 // gossipMembers lists the members gossip knows, sorted by ID; nil when gossip is off.
-func (n *Node) gossipMembers() []gossipMember {
-	if n.gossip == nil {
+func (mgr *Manager) gossipMembers() []GossipMember {
+	if mgr.gossip == nil {
 		return nil
 	}
-	return n.gossip.members()
+	return mgr.gossip.members()
 }
 
 // gossipEvents is told (coalesced: one pending signal at most) whenever a
 // member joins, fails, leaves, is reaped or changes its tags; nil when
 // gossip is off. One reader only: a second would take the first's signals.
-func (n *Node) gossipEvents() <-chan struct{} {
-	if n.gossip == nil {
+func (mgr *Manager) gossipEvents() <-chan struct{} {
+	if mgr.gossip == nil {
 		return nil
 	}
-	return n.gossip.notify
+	return mgr.gossip.notify
 }
 
-func (g *gossipAgent) members() []gossipMember {
+func (g *gossipAgent) members() []GossipMember {
 	all := g.serf.Members()
-	out := make([]gossipMember, 0, len(all))
+	out := make([]GossipMember, 0, len(all))
 	for _, m := range all {
 		if m.Tags[tagCluster] != g.cluster {
 			continue
 		}
-		var st gossipStatus
+		var st GossipStatus
 		switch m.Status {
 		case serf.StatusAlive:
-			st = gossipAlive
+			st = GossipAlive
 		case serf.StatusFailed:
-			st = gossipFailed
+			st = GossipFailed
 		case serf.StatusLeft, serf.StatusLeaving:
-			st = gossipLeft
+			st = GossipLeft
 		default:
 			continue
 		}
@@ -226,7 +215,7 @@ func (g *gossipAgent) members() []gossipMember {
 		if cid == clusterIDNone {
 			cid = ""
 		}
-		out = append(out, gossipMember{
+		out = append(out, GossipMember{
 			ID:            raft.ServerID(m.Name),
 			RaftAddr:      raft.ServerAddress(m.Tags[tagRaft]),
 			APIAddr:       m.Tags[tagAPI],
@@ -241,70 +230,13 @@ func (g *gossipAgent) members() []gossipMember {
 			ClusterUntold: !told,
 		})
 	}
-	slices.SortFunc(out, func(a, b gossipMember) int { return strings.Compare(string(a.ID), string(b.ID)) })
+	slices.SortFunc(out, func(a, b GossipMember) int { return strings.Compare(string(a.ID), string(b.ID)) })
 	return out
 }
 
-// raftlockVersion is the module's version as the build recorded it.
-var raftlockVersion = func() string {
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Path == "github.com/raftlock/raftlock" && info.Main.Version != "" {
-		return info.Main.Version
-	}
-	return "(devel)"
-}()
-
-// validateGossip checks the gossip fields of c (Validate calls it).
-func (c Config) validateGossip() error {
-	bad := func(field, format string, args ...any) error {
-		return &ConfigError{Field: field, format: format, args: args}
-	}
-	gossipOn := c.GossipBindAddr != ""
-	switch {
-	case c.BootstrapExpect < 0:
-		return bad("BootstrapExpect", "{BootstrapExpect} must be odd, from 1 to 9 (or 0: off), got %d", c.BootstrapExpect)
-	case c.BootstrapExpect > 0 && voterCountError("BootstrapExpect", c.BootstrapExpect) != nil:
-		return voterCountError("BootstrapExpect", c.BootstrapExpect)
-	case c.BootstrapExpect > 0 && c.Bootstrap:
-		return bad("BootstrapExpect", "{BootstrapExpect} and {Bootstrap} are exclusive: {BootstrapExpect} bootstraps once that many nodes see each other")
-	case c.BootstrapExpect > 0 && len(c.Join) > 0:
-		return bad("BootstrapExpect", "{BootstrapExpect} and {Join} are exclusive: list the members in {RetryJoin}")
-	case c.BootstrapExpect > 0 && !gossipOn:
-		return bad("GossipBindAddr", "{BootstrapExpect} needs gossip: set {GossipBindAddr}")
-	case len(c.RetryJoin) > 0 && !gossipOn:
-		return bad("GossipBindAddr", "{RetryJoin} needs gossip: set {GossipBindAddr}")
-	case len(c.ClusterName) > 200:
-		return bad("ClusterName", "{ClusterName} is longer than 200 bytes")
-	case len(c.GossipKeys) > 0 && !gossipOn:
-		return bad("GossipKeys", "{GossipKeys} encrypt gossip: set {GossipBindAddr} too")
-	}
-	for i, k := range c.GossipKeys {
-		if l := len(k); l != 16 && l != 24 && l != 32 {
-			return bad("GossipKeys", "{GossipKeys}[%d] is %d bytes; an AES key is 16, 24 or 32 bytes (base64 of 16 random bytes: head -c16 /dev/urandom | base64)", i, l)
-		}
-	}
-	for i, addr := range c.RetryJoin {
-		if strings.TrimSpace(addr) == "" {
-			return bad("RetryJoin", "{RetryJoin}[%d] is empty", i)
-		}
-	}
-	if gossipOn {
-		if _, _, err := splitGossipAddr(c.GossipBindAddr); err != nil {
-			return bad("GossipBindAddr", "{GossipBindAddr} %q: %v", c.GossipBindAddr, err)
-		}
-	}
-	if c.GossipAdvertiseAddr != "" {
-		host, _, err := splitGossipAddr(c.GossipAdvertiseAddr)
-		if err == nil && net.ParseIP(host) == nil {
-			err = errors.New("the host must be an IP address")
-		}
-		if err != nil {
-			return bad("GossipAdvertiseAddr", "{GossipAdvertiseAddr} %q: %v", c.GossipAdvertiseAddr, err)
-		}
-	}
-	return nil
-}
-
-func splitGossipAddr(addr string) (host string, port int, err error) {
+// SplitGossipAddr splits a gossip address (host:port; the host may be
+// empty: every interface) and checks its port.
+func SplitGossipAddr(addr string) (host string, port int, err error) {
 	h, p, err := net.SplitHostPort(addr)
 	if err != nil {
 		return "", 0, err
@@ -316,56 +248,48 @@ func splitGossipAddr(addr string) (host string, port int, err error) {
 	return h, port, nil
 }
 
-// clusterName is Config.ClusterName or its default.
-func (c Config) clusterName() string {
-	if c.ClusterName == "" {
-		return DefaultClusterName
-	}
-	return c.ClusterName
-}
-
 // startGossip starts serf on Config.GossipBindAddr; fresh says the data dir
 // held no raft state. Nothing is joined yet: retry-join and the loops start
 // in runGossip.
-func (n *Node) startGossip(fresh bool) error {
-	cfg := n.cfg
-	host, port, err := splitGossipAddr(cfg.GossipBindAddr)
+func (mgr *Manager) startGossip(fresh bool) error {
+	cfg := mgr.cfg
+	host, port, err := SplitGossipAddr(cfg.GossipBindAddr)
 	if err != nil {
-		return configError("GossipBindAddr", "{GossipBindAddr} %q: %v", cfg.GossipBindAddr, err)
+		return settingError("GossipBindAddr", "{GossipBindAddr} %q: %v", cfg.GossipBindAddr, err)
 	}
 	if host == "" {
 		host = "0.0.0.0"
 	}
 	g := &gossipAgent{
 		events:  make(chan serf.Event, 256),
-		changed: newBroadcast(),
+		changed: broadcast.New(),
 		notify:  make(chan struct{}, 1),
-		cluster: cfg.clusterName(),
+		cluster: cfg.ClusterName,
 	}
 	if cfg.BootstrapExpect > 0 && fresh {
 		g.expect = &expectState{}
 	}
 	g.tags = map[string]string{
-		tagRaft:      n.Addr(),
+		tagRaft:      mgr.cfg.Addr,
 		tagAPI:       cfg.APIAddr,
-		tagVersion:   n.version,
+		tagVersion:   mgr.cfg.Version,
 		tagCluster:   g.cluster,
-		tagRole:      n.localRole(),
-		tagLevel:     strconv.Itoa(n.levels.max),
-		tagClusterID: clusterIDTag(n.ident.ClusterID()),
+		tagRole:      mgr.localRole(),
+		tagLevel:     strconv.Itoa(mgr.cfg.Level),
+		tagClusterID: clusterIDTag(mgr.ident.ClusterID()),
 	}
 	if cfg.BootstrapExpect > 0 {
 		g.tags[tagExpect] = strconv.Itoa(cfg.BootstrapExpect)
 	}
 
-	stdlog := log.New(gossipLogWriter{n.quiet.Wrap(n.log.Named("gossip"))}, "", 0)
+	stdlog := log.New(gossipLogWriter{mgr.quiet.Wrap(mgr.log.Named("gossip"))}, "", 0)
 	sc := serf.DefaultConfig()
 	sc.NodeName = cfg.NodeID
 	sc.Tags = g.tags
 	sc.EventCh = g.events
 	sc.Logger = stdlog
 	sc.EnableNameConflictResolution = false // see gossipDelegate: a duplicate is refused, not voted on
-	sc.Merge = &gossipDelegate{n: n, g: g}
+	sc.Merge = &gossipDelegate{mgr: mgr, g: g}
 	sc.ReapInterval = 5 * time.Second
 	sc.TombstoneTimeout = time.Hour
 	sc.ReconnectTimeout = max(cfg.DeadMemberTimeout, time.Minute)
@@ -393,20 +317,20 @@ func (n *Node) startGossip(fresh bool) error {
 	// A member back under its ID at a new address (a pod restarted with a
 	// new IP) replaces its failed entry once that has been dead this long.
 	mc.DeadNodeReclaimTime = 10 * time.Second
-	if adv, err := n.gossipAdvertise(); err != nil {
+	if adv, err := mgr.gossipAdvertise(); err != nil {
 		return err
 	} else if adv != "" {
 		mc.AdvertiseAddr = adv
 	}
 	if a := cfg.GossipAdvertiseAddr; a != "" {
-		if _, p, err := splitGossipAddr(a); err == nil && p != 0 {
+		if _, p, err := SplitGossipAddr(a); err == nil && p != 0 {
 			mc.AdvertisePort = p
 		}
 	}
 	if len(cfg.GossipKeys) > 0 {
 		kr, err := memberlist.NewKeyring(cfg.GossipKeys, cfg.GossipKeys[0])
 		if err != nil {
-			return configError("GossipKeys", "{GossipKeys}: %v", err)
+			return settingError("GossipKeys", "{GossipKeys}: %v", err)
 		}
 		mc.Keyring = kr
 		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
@@ -419,26 +343,26 @@ func (n *Node) startGossip(fresh bool) error {
 	local := s.LocalMember()
 	self := net.JoinHostPort(local.Addr.String(), strconv.Itoa(int(local.Port)))
 	g.self.Store(&self)
-	n.gossip = g
+	mgr.gossip = g
 	return nil
 }
 
 // gossipAdvertise is the IP memberlist tells others: GossipAdvertiseAddr's,
 // else AdvertiseAddr's host (resolved) when gossip binds a wildcard, else ""
 // (memberlist picks the bound or a private address).
-func (n *Node) gossipAdvertise() (string, error) {
-	if a := n.cfg.GossipAdvertiseAddr; a != "" {
-		host, _, err := splitGossipAddr(a)
+func (mgr *Manager) gossipAdvertise() (string, error) {
+	if a := mgr.cfg.GossipAdvertiseAddr; a != "" {
+		host, _, err := SplitGossipAddr(a)
 		if err != nil {
-			return "", configError("GossipAdvertiseAddr", "{GossipAdvertiseAddr} %q: %v", a, err)
+			return "", settingError("GossipAdvertiseAddr", "{GossipAdvertiseAddr} %q: %v", a, err)
 		}
 		return host, nil
 	}
-	bindHost, _, _ := splitGossipAddr(n.cfg.GossipBindAddr)
+	bindHost, _, _ := SplitGossipAddr(mgr.cfg.GossipBindAddr)
 	if bindHost != "" && !net.ParseIP(bindHost).IsUnspecified() {
 		return "", nil
 	}
-	advHost, _, err := net.SplitHostPort(n.Addr())
+	advHost, _, err := net.SplitHostPort(mgr.cfg.Addr)
 	if err != nil {
 		return "", nil
 	}
@@ -456,52 +380,52 @@ func (n *Node) gossipAdvertise() (string, error) {
 
 // runGossip starts the node's gossip goroutines: the event loop, the role
 // tag keeper, raft-follows-gossip, retry-join and BootstrapExpect.
-func (n *Node) runGossip(fresh bool) {
-	n.wg.Add(4)
-	go n.wakeReconcilerOnGossip()
-	go n.gossipEventLoop()
-	go n.gossipRoleKeeper()
-	go n.gossipRaftJoiner(fresh)
-	if len(n.cfg.RetryJoin) > 0 {
-		n.wg.Add(1)
-		go n.retryJoin()
+func (mgr *Manager) runGossip(fresh bool) {
+	mgr.wg.Add(4)
+	go mgr.wakeReconcilerOnGossip()
+	go mgr.gossipEventLoop()
+	go mgr.gossipRoleKeeper()
+	go mgr.gossipRaftJoiner(fresh)
+	if len(mgr.cfg.RetryJoin) > 0 {
+		mgr.wg.Add(1)
+		go mgr.retryJoin()
 	}
-	if n.gossip.expect != nil {
-		n.wg.Add(1)
-		go n.bootstrapExpect()
+	if mgr.gossip.expect != nil {
+		mgr.wg.Add(1)
+		go mgr.bootstrapExpect()
 	}
 }
 
-// stopGossip stops serf; leave says whether to leave first (Leave does,
+// StopGossip stops serf; leave says whether to leave first (Leave does,
 // Close does not: a stopped member is failed, as in raft).
-func (n *Node) stopGossip(leave bool) {
-	if n.gossip == nil {
+func (mgr *Manager) StopGossip(leave bool) {
+	if mgr.gossip == nil {
 		return
 	}
 	if leave {
-		if err := n.gossip.serf.Leave(); err != nil {
-			n.log.Warn("leaving gossip failed; the others see this node as failed", "error", err)
+		if err := mgr.gossip.serf.Leave(); err != nil {
+			mgr.log.Warn("leaving gossip failed; the others see this node as failed", "error", err)
 		}
 	}
-	if err := n.gossip.serf.Shutdown(); err != nil {
-		n.log.Warn("stopping gossip", "error", err)
+	if err := mgr.gossip.serf.Shutdown(); err != nil {
+		mgr.log.Warn("stopping gossip", "error", err)
 	}
 }
 
-func (n *Node) gossipEventLoop() {
-	defer n.wg.Done()
-	g := n.gossip
+func (mgr *Manager) gossipEventLoop() {
+	defer mgr.wg.Done()
+	g := mgr.gossip
 	for {
 		select {
-		case <-n.closing:
+		case <-mgr.closing:
 			return
 		case ev := <-g.events:
 			switch e := ev.(type) {
 			case serf.MemberEvent:
 				for _, m := range e.Members {
-					n.log.Debug("gossip member event", "event", e.EventType().String(), "member", m.Name, "addr", m.Addr, "status", m.Status.String())
+					mgr.log.Debug("gossip member event", "event", e.EventType().String(), "member", m.Name, "addr", m.Addr, "status", m.Status.String())
 				}
-				g.changed.fire()
+				g.changed.Fire()
 				select {
 				case g.notify <- struct{}{}:
 				default:
@@ -509,10 +433,10 @@ func (n *Node) gossipEventLoop() {
 			case *serf.Query:
 				// Not in this loop: serf sends member events while holding
 				// the member lock that answering (Members) takes.
-				n.wg.Add(1)
+				mgr.wg.Add(1)
 				go func() {
-					defer n.wg.Done()
-					n.answerGossipQuery(e)
+					defer mgr.wg.Done()
+					mgr.answerGossipQuery(e)
 				}()
 			}
 		}
@@ -520,16 +444,16 @@ func (n *Node) gossipEventLoop() {
 }
 
 // localRole is this node's suffrage in the raft configuration it knows, or "".
-func (n *Node) localRole() string {
-	if n.raft == nil {
+func (mgr *Manager) localRole() string {
+	if mgr.raft == nil {
 		return ""
 	}
-	f := n.raft.GetConfiguration()
+	f := mgr.raft.GetConfiguration()
 	if f.Error() != nil {
 		return ""
 	}
 	for _, s := range f.Configuration().Servers {
-		if string(s.ID) == n.cfg.NodeID {
+		if string(s.ID) == mgr.cfg.NodeID {
 			return strings.ToLower(s.Suffrage.String())
 		}
 	}
@@ -537,27 +461,27 @@ func (n *Node) localRole() string {
 }
 
 // gossipRoleKeeper keeps the role tag equal to this node's suffrage.
-func (n *Node) gossipRoleKeeper() {
-	defer n.wg.Done()
+func (mgr *Manager) gossipRoleKeeper() {
+	defer mgr.wg.Done()
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
-		case <-n.closing:
+		case <-mgr.closing:
 			return
 		case <-tick.C:
 		}
 		select {
-		case <-n.closing: // select picks at random among ready cases
+		case <-mgr.closing: // select picks at random among ready cases
 			return
 		default:
 		}
-		n.setGossipTag(tagRole, n.localRole())
+		mgr.setGossipTag(tagRole, mgr.localRole())
 	}
 }
 
-func (n *Node) setGossipTag(key, value string) {
-	g := n.gossip
+func (mgr *Manager) setGossipTag(key, value string) {
+	g := mgr.gossip
 	g.tagsMu.Lock()
 	defer g.tagsMu.Unlock()
 	if g.tags[key] == value {
@@ -576,7 +500,7 @@ func (n *Node) setGossipTag(key, value string) {
 	}
 	tags[key] = value
 	if err := g.serf.SetTags(tags); err != nil {
-		n.log.Debug("updating gossip tags", "error", err)
+		mgr.log.Debug("updating gossip tags", "error", err)
 		return
 	}
 	g.tags = tags
@@ -586,34 +510,34 @@ func (n *Node) setGossipTag(key, value string) {
 // in the raft configuration it knows (or has not learned the cluster's ID),
 // it asks the members gossip shows in a raft configuration to add it.
 // fresh: the data dir held no raft state at start, so the first request
-// says so (kindJoinEmpty: an old member of this ID is replaced).
-func (n *Node) gossipRaftJoiner(fresh bool) {
-	defer n.wg.Done()
+// says so (nodewire.KindJoinEmpty: an old member of this ID is replaced).
+func (mgr *Manager) gossipRaftJoiner(fresh bool) {
+	defer mgr.wg.Done()
 	backoff := 500 * time.Millisecond
 	for {
-		changed := n.gossip.changed.wait()
-		if n.leaving.Load() || (n.localRole() != "" && n.ident.ClusterID() != "") {
+		changed := mgr.gossip.changed.Wait()
+		if mgr.leaving.Load() || (mgr.localRole() != "" && mgr.ident.ClusterID() != "") {
 			backoff = 500 * time.Millisecond
-		} else if addrs := n.gossipRaftAddrs(); len(addrs) > 0 && !n.awaitingBootstrap() {
+		} else if addrs := mgr.gossipRaftAddrs(); len(addrs) > 0 && !mgr.awaitingBootstrap() {
 			kind := nodewire.KindJoin
-			if fresh && !n.hasRaftState() {
+			if fresh && !mgr.hasRaftState() {
 				kind = nodewire.KindJoinEmpty
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.RequestTimeout)
-			via, err := n.join(ctx, kind, addrs, func(error) {})
+			ctx, cancel := context.WithTimeout(context.Background(), mgr.cfg.RequestTimeout)
+			via, err := mgr.Join(ctx, kind, addrs, func(error) {})
 			cancel()
 			switch {
 			case err == nil:
 				fresh = false
-				n.log.Info("joined the raft cluster through a member gossip shows", "via", via)
-			case errors.Is(err, ErrWrongCluster):
-				n.log.Error("a member gossip shows belongs to another raft cluster: it does not add this node, and this node does not join it", "error", err,
+				mgr.log.Info("joined the raft cluster through a member gossip shows", "via", via)
+			case errors.Is(err, nodewire.ErrWrongCluster):
+				mgr.log.Error("a member gossip shows belongs to another raft cluster: it does not add this node, and this node does not join it", "error", err,
 					"what_to_do", "give each cluster its own -cluster-name, or empty this node's -data-dir to join that cluster")
-			case !n.closed():
-				n.log.Debug("asking a gossip member to add this node to raft failed; retrying", "error", err)
+			case !mgr.closed():
+				mgr.log.Debug("asking a gossip member to add this node to raft failed; retrying", "error", err)
 			}
 		}
-		if !n.pause(backoff, changed) {
+		if !mgr.pause(backoff, changed) {
 			return
 		}
 		backoff = min(2*backoff, 10*time.Second)
@@ -622,13 +546,13 @@ func (n *Node) gossipRaftJoiner(fresh bool) {
 
 // gossipRaftAddrs are the raft addresses of the other alive members that
 // are in a raft configuration, voters first.
-func (n *Node) gossipRaftAddrs() []string {
+func (mgr *Manager) gossipRaftAddrs() []string {
 	var voters, others []string
-	for _, m := range n.gossipMembers() {
-		if m.Status != gossipAlive || string(m.ID) == n.cfg.NodeID || m.RaftAddr == "" || m.Role == "" {
+	for _, m := range mgr.gossipMembers() {
+		if m.Status != GossipAlive || string(m.ID) == mgr.cfg.NodeID || m.RaftAddr == "" || m.Role == "" {
 			continue
 		}
-		if m.Role == SuffrageVoter {
+		if m.Role == nodestatus.SuffrageVoter {
 			voters = append(voters, string(m.RaftAddr))
 		} else {
 			others = append(others, string(m.RaftAddr))
@@ -638,32 +562,32 @@ func (n *Node) gossipRaftAddrs() []string {
 }
 
 // hasRaftState reports whether raft holds any entry or configuration.
-func (n *Node) hasRaftState() bool {
-	if n.raft.LastIndex() > 0 {
+func (mgr *Manager) hasRaftState() bool {
+	if mgr.raft.LastIndex() > 0 {
 		return true
 	}
-	f := n.raft.GetConfiguration()
+	f := mgr.raft.GetConfiguration()
 	return f.Error() == nil && len(f.Configuration().Servers) > 0
 }
 
 // gossipViews turns gossip's members into the reconciler's member source
 // (members.go); nil stays nil (gossip off).
-func gossipViews(ms []gossipMember) []memberView {
+func gossipViews(ms []GossipMember) []MemberView {
 	if ms == nil {
 		return nil
 	}
-	out := make([]memberView, 0, len(ms))
+	out := make([]MemberView, 0, len(ms))
 	for _, m := range ms {
 		status := autopilot.NodeUnknown
 		switch m.Status {
-		case gossipAlive:
+		case GossipAlive:
 			status = autopilot.NodeAlive
-		case gossipFailed:
+		case GossipFailed:
 			status = autopilot.NodeFailed
-		case gossipLeft:
+		case GossipLeft:
 			status = autopilot.NodeLeft
 		}
-		out = append(out, memberView{ID: m.ID, Addr: m.RaftAddr, APIAddr: m.APIAddr, Status: status, Version: m.Version, Leaving: m.Leaving,
+		out = append(out, MemberView{ID: m.ID, Addr: m.RaftAddr, APIAddr: m.APIAddr, Status: status, Version: m.Version, Leaving: m.Leaving,
 			ClusterID: m.ClusterID, ClusterUntold: m.ClusterUntold})
 	}
 	return out
@@ -672,26 +596,26 @@ func gossipViews(ms []gossipMember) []memberView {
 // wakeReconcilerOnGossip wakes the reconciler at every gossip event, so that
 // a join, failure or leave is acted on at once rather than at its next
 // interval. It is gossipEvents' one reader.
-func (n *Node) wakeReconcilerOnGossip() {
-	defer n.wg.Done()
-	events := n.gossipEvents()
+func (mgr *Manager) wakeReconcilerOnGossip() {
+	defer mgr.wg.Done()
+	events := mgr.gossipEvents()
 	for {
 		select {
-		case <-n.closing:
+		case <-mgr.closing:
 			return
 		case <-events:
-			n.reconciler.wake()
+			mgr.reconciler.wake()
 		}
 	}
 }
 
 // gossipByID is what gossip knows of each member, by ID; nil when gossip is off.
-func (n *Node) gossipByID() map[string]gossipMember {
-	if n.gossip == nil {
+func (mgr *Manager) gossipByID() map[string]GossipMember {
+	if mgr.gossip == nil {
 		return nil
 	}
-	out := map[string]gossipMember{}
-	for _, m := range n.gossip.members() {
+	out := map[string]GossipMember{}
+	for _, m := range mgr.gossip.members() {
 		out[string(m.ID)] = m
 	}
 	return out
@@ -703,8 +627,8 @@ func (n *Node) gossipByID() map[string]gossipMember {
 // merge (a join either way) and for every alive message of a member
 // (memberlist's Alive delegate), before memberlist takes it in.
 type gossipDelegate struct {
-	n *Node
-	g *gossipAgent
+	mgr *Manager
+	g   *gossipAgent
 }
 
 func (d *gossipDelegate) NotifyMerge(members []*serf.Member) error {
@@ -717,29 +641,29 @@ func (d *gossipDelegate) NotifyMerge(members []*serf.Member) error {
 }
 
 func (d *gossipDelegate) check(m *serf.Member) error {
-	n := d.n
+	mgr := d.mgr
 	addr := net.JoinHostPort(m.Addr.String(), strconv.Itoa(int(m.Port)))
 	if c := m.Tags[tagCluster]; c != d.g.cluster {
-		n.refusals.log(n, hclog.Error, "cluster:"+addr, "refusing a gossip member of another cluster", "member", m.Name, "addr", addr, "its_cluster", c, "cluster", d.g.cluster,
+		mgr.refusals.log(mgr.log, hclog.Error, "cluster:"+addr, "refusing a gossip member of another cluster", "member", m.Name, "addr", addr, "its_cluster", c, "cluster", d.g.cluster,
 			"what_to_do", "give both clusters' nodes the -cluster-name of the cluster they belong to")
 		return fmt.Errorf("member %s (%s) is of cluster %q, not %q", m.Name, addr, c, d.g.cluster)
 	}
-	if err := checkNodeID(m.Name); err != nil {
-		n.refusals.log(n, hclog.Error, "id:"+addr, "refusing a gossip member whose node ID is not valid", "member", m.Name, "addr", addr, "error", err.Error(),
+	if err := nodewire.CheckNodeID(m.Name); err != nil {
+		mgr.refusals.log(mgr.log, hclog.Error, "id:"+addr, "refusing a gossip member whose node ID is not valid", "member", m.Name, "addr", addr, "error", err.Error(),
 			"what_to_do", "give that node a -node-id of letters, digits, '-', '_' and '.'")
 		return fmt.Errorf("member %q (%s): node ID %v", m.Name, addr, err)
 	}
 	if cid, told := m.Tags[tagClusterID]; told && cid != clusterIDNone {
-		them := candidate{ID: raft.ServerID(m.Name), Addr: raft.ServerAddress(m.Tags[tagRaft]), ClusterID: cid}
-		if _, err := checkAdmission(n.ident.ClusterID(), nil, them); err != nil {
-			n.refusals.log(n, hclog.Error, "cluster-id:"+addr, "refusing a gossip member whose data dir belongs to another raft cluster: neither is added to the other's",
-				"member", m.Name, "addr", addr, "its_cluster_id", cid, "cluster_id", n.ident.ClusterID(), "error", err)
-			return fmt.Errorf("member %s (%s) belongs to raft cluster %s, not %s", m.Name, addr, cid, n.ident.ClusterID())
+		them := Candidate{ID: raft.ServerID(m.Name), Addr: raft.ServerAddress(m.Tags[tagRaft]), ClusterID: cid}
+		if _, err := checkAdmission(mgr.ident.ClusterID(), nil, them); err != nil {
+			mgr.refusals.log(mgr.log, hclog.Error, "cluster-id:"+addr, "refusing a gossip member whose data dir belongs to another raft cluster: neither is added to the other's",
+				"member", m.Name, "addr", addr, "its_cluster_id", cid, "cluster_id", mgr.ident.ClusterID(), "error", err)
+			return fmt.Errorf("member %s (%s) belongs to raft cluster %s, not %s", m.Name, addr, cid, mgr.ident.ClusterID())
 		}
 	}
 	self := d.g.self.Load()
-	if m.Name == n.cfg.NodeID && self != nil && addr != *self && m.Status != serf.StatusLeft {
-		n.refusals.log(n, hclog.Error, "dup:"+addr, "refusing a gossip member that claims this node's ID from another address: node IDs must be unique", "id", m.Name, "its_addr", addr, "this_addr", *self,
+	if m.Name == mgr.cfg.NodeID && self != nil && addr != *self && m.Status != serf.StatusLeft {
+		mgr.refusals.log(mgr.log, hclog.Error, "dup:"+addr, "refusing a gossip member that claims this node's ID from another address: node IDs must be unique", "id", m.Name, "its_addr", addr, "this_addr", *self,
 			"what_to_do", "give that node its own -node-id")
 		return fmt.Errorf("node ID %s is already in use at %s (this node), not %s: node IDs must be unique", m.Name, *self, addr)
 	}
@@ -752,20 +676,20 @@ type gossipQueryReply struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-func (n *Node) answerGossipQuery(q *serf.Query) {
+func (mgr *Manager) answerGossipQuery(q *serf.Query) {
 	var rep gossipQueryReply
 	switch q.Name {
 	case queryBootstrapClaim:
-		rep = n.answerBootstrapClaim(q.Payload)
+		rep = mgr.answerBootstrapClaim(q.Payload)
 	case queryBootstrapRelease:
-		n.releaseBootstrapPromise(q.Payload)
+		mgr.releaseBootstrapPromise(q.Payload)
 		rep.OK = true
 	default:
 		return
 	}
 	b, _ := json.Marshal(rep)
 	if err := q.Respond(b); err != nil {
-		n.log.Debug("answering a gossip query", "query", q.Name, "error", err)
+		mgr.log.Debug("answering a gossip query", "query", q.Name, "error", err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package cluster
+package membership
 
 import (
 	"slices"
@@ -31,32 +31,8 @@ import (
 //     cannot reach it, whatever gossip hears, and the sooner of the two
 //     detections bounds how long Readiness may lag behind a death.
 
-// Merging with the gossip layer: gossip.go's gossipMember converts to a
-// memberView as follows (the one function Node.New's GOSSIP MERGE comment
-// asks for):
-//
-//	func gossipViews(ms []gossipMember) []memberView {
-//		if ms == nil {
-//			return nil
-//		}
-//		out := make([]memberView, 0, len(ms))
-//		for _, m := range ms {
-//			status := autopilot.NodeUnknown
-//			switch m.Status {
-//			case gossipAlive:
-//				status = autopilot.NodeAlive
-//			case gossipFailed:
-//				status = autopilot.NodeFailed
-//			case gossipLeft:
-//				status = autopilot.NodeLeft
-//			}
-//			out = append(out, memberView{ID: m.ID, Addr: m.RaftAddr, APIAddr: m.APIAddr, Status: status, Version: m.Version})
-//		}
-//		return out
-//	}
-
-// memberView is one node as the reconciler's sources see it.
-type memberView struct {
+// MemberView is one node as the reconciler's sources see it.
+type MemberView struct {
 	ID      raft.ServerID
 	Addr    raft.ServerAddress // its raft address
 	APIAddr string             // where it serves its API; "" if unknown
@@ -69,12 +45,12 @@ type memberView struct {
 	ClusterUntold bool
 }
 
-// memberSource is a view of the nodes other than raft's own: gossip's.
-type memberSource func() []memberView
+// MemberSource is a view of the nodes other than raft's own: gossip's.
+type MemberSource func() []MemberView
 
-// knownMember is one node the reconciler knows of.
-type knownMember struct {
-	memberView
+// KnownMember is one node the reconciler knows of.
+type KnownMember struct {
+	MemberView
 	// InConfig says the node is in the raft configuration; Suffrage is then
 	// its suffrage there, and ConfigAddr the address raft has for it (a
 	// member back at another address differs from Addr).
@@ -93,31 +69,31 @@ type knownMember struct {
 // a death; a process restarting on its data dir takes longer than this,
 // and is then failed until it answers again (DeadVoterTimeout decides what
 // happens meanwhile).
-func (n *Node) failureDetectTime() time.Duration { return 2 * n.cfg.HeartbeatTimeout }
+func (mgr *Manager) failureDetectTime() time.Duration { return 2 * mgr.cfg.HeartbeatTimeout }
 
 // knownMembers is what the reconciler acts on: the raft configuration's
 // servers and the nodes that want to join, sorted by ID, each with its
 // status. It reads local state only.
-func (n *Node) knownMembers() []knownMember {
-	f := n.raft.GetConfiguration()
+func (mgr *Manager) knownMembers() []KnownMember {
+	f := mgr.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return nil
 	}
-	var gossip []memberView
-	if src := n.gossipView.Load(); src != nil {
+	var gossip []MemberView
+	if src := mgr.gossipView.Load(); src != nil {
 		gossip = (*src)()
 	}
-	return mergeMembers(n.cfg.NodeID, f.Configuration().Servers, n.heartbeats.view(n.failureDetectTime()), gossip)
+	return mergeMembers(mgr.cfg.NodeID, f.Configuration().Servers, mgr.heartbeats.view(mgr.failureDetectTime()), gossip)
 }
 
 // mergeMembers joins the raft configuration, the heartbeat source's
 // failures and the gossip source's view (nil when gossip is off) into the
 // reconciler's list, sorted by ID. self is this node's ID: it is alive by
 // definition (it is the one asking).
-func mergeMembers(self string, servers []raft.Server, failed map[raft.ServerID]bool, gossip []memberView) []knownMember {
-	byID := make(map[raft.ServerID]*knownMember, len(servers)+len(gossip))
+func mergeMembers(self string, servers []raft.Server, failed map[raft.ServerID]bool, gossip []MemberView) []KnownMember {
+	byID := make(map[raft.ServerID]*KnownMember, len(servers)+len(gossip))
 	for _, g := range gossip {
-		m := &knownMember{memberView: g}
+		m := &KnownMember{MemberView: g}
 		byID[g.ID] = m
 	}
 	for _, s := range servers {
@@ -128,7 +104,7 @@ func mergeMembers(self string, servers []raft.Server, failed map[raft.ServerID]b
 			if failed[s.ID] {
 				status = autopilot.NodeFailed
 			}
-			m = &knownMember{memberView: memberView{ID: s.ID, Addr: s.Address, Status: status}}
+			m = &KnownMember{MemberView: MemberView{ID: s.ID, Addr: s.Address, Status: status}}
 			byID[s.ID] = m
 		}
 		m.InConfig, m.Suffrage, m.ConfigAddr, m.HeartbeatsFailed = true, s.Suffrage, s.Address, failed[s.ID]
@@ -143,11 +119,11 @@ func mergeMembers(self string, servers []raft.Server, failed map[raft.ServerID]b
 	if m, ok := byID[raft.ServerID(self)]; ok {
 		m.Status, m.HeartbeatsFailed = autopilot.NodeAlive, false
 	}
-	out := make([]knownMember, 0, len(byID))
+	out := make([]KnownMember, 0, len(byID))
 	for _, m := range byID {
 		out = append(out, *m)
 	}
-	slices.SortFunc(out, func(a, b knownMember) int { return strings.Compare(string(a.ID), string(b.ID)) })
+	slices.SortFunc(out, func(a, b KnownMember) int { return strings.Compare(string(a.ID), string(b.ID)) })
 	return out
 }
 
@@ -209,7 +185,7 @@ func (w *heartbeatWatch) view(d time.Duration) map[raft.ServerID]bool {
 
 // watchHeartbeats registers for raft's heartbeat observations; the
 // record is kept while this node leads and cleared when it stops.
-func (n *Node) watchHeartbeats() {
+func (mgr *Manager) watchHeartbeats() {
 	observations := make(chan raft.Observation, 64)
 	observer := raft.NewObserver(observations, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
@@ -218,17 +194,17 @@ func (n *Node) watchHeartbeats() {
 		}
 		return false
 	})
-	n.raft.RegisterObserver(observer)
-	n.wg.Add(1)
+	mgr.raft.RegisterObserver(observer)
+	mgr.wg.Add(1)
 	go func() {
-		defer n.wg.Done()
-		defer n.raft.DeregisterObserver(observer)
+		defer mgr.wg.Done()
+		defer mgr.raft.DeregisterObserver(observer)
 		for {
 			select {
-			case <-n.closing:
+			case <-mgr.closing:
 				return
 			case o := <-observations:
-				n.heartbeats.observe(o)
+				mgr.heartbeats.observe(o)
 			}
 		}
 	}()

@@ -1,4 +1,4 @@
-package cluster
+package membership
 
 import (
 	"context"
@@ -25,29 +25,29 @@ const (
 	retryJoinMaxPause   = 30 * time.Second
 )
 
-func (n *Node) retryJoin() {
-	defer n.wg.Done()
-	ctx, cancel := n.closingContext()
+func (mgr *Manager) retryJoin() {
+	defer mgr.wg.Done()
+	ctx, cancel := mgr.closingContext()
 	defer cancel()
 	pause := retryJoinFirstPause
 	lastSaid := time.Time{}
 	for attempt := 1; ; attempt++ {
-		addrs, resolveErrs := n.resolveRetryJoin(ctx)
+		addrs, resolveErrs := mgr.resolveRetryJoin(ctx)
 		var err error
 		if len(addrs) > 0 {
 			var joined int
-			joined, err = n.gossip.serf.Join(addrs, true)
+			joined, err = mgr.gossip.serf.Join(addrs, true)
 			if joined > 0 {
-				n.log.Info("joined gossip", "contacted", joined, "addrs", addrs, "attempt", attempt)
+				mgr.log.Info("joined gossip", "contacted", joined, "addrs", addrs, "attempt", attempt)
 				return
 			}
 		}
-		if n.closed() {
+		if mgr.closed() {
 			return
 		}
 		if time.Since(lastSaid) >= rejoinReportEvery || attempt <= 3 {
 			lastSaid = time.Now()
-			args := []any{"retry_join", n.cfg.RetryJoin, "resolved", addrs, "attempt", attempt, "next_in", pause}
+			args := []any{"retry_join", mgr.cfg.RetryJoin, "resolved", addrs, "attempt", attempt, "next_in", pause}
 			if err != nil {
 				args = append(args, "error", strings.Join(strings.Fields(err.Error()), " "))
 			}
@@ -56,7 +56,7 @@ func (n *Node) retryJoin() {
 			}
 			args = append(args, "what_to_do", "start the other members, or check -retry-join's names and the gossip port; "+
 				"a member that refuses this node logs why (another -cluster-name, another -gossip-key-file, a duplicate -node-id)")
-			n.log.Warn("no gossip member reached yet; retrying", args...)
+			mgr.log.Warn("no gossip member reached yet; retrying", args...)
 		}
 		select {
 		case <-ctx.Done():
@@ -69,10 +69,10 @@ func (n *Node) retryJoin() {
 
 // resolveRetryJoin turns Config.RetryJoin into gossip addresses (ip:port),
 // without duplicates or this node's own.
-func (n *Node) resolveRetryJoin(ctx context.Context) (addrs []string, errs []string) {
-	_, ownPort, _ := splitGossipAddr(*n.gossip.self.Load())
-	self := *n.gossip.self.Load()
-	bindHost, _, _ := splitGossipAddr(n.cfg.GossipBindAddr)
+func (mgr *Manager) resolveRetryJoin(ctx context.Context) (addrs []string, errs []string) {
+	_, ownPort, _ := SplitGossipAddr(*mgr.gossip.self.Load())
+	self := *mgr.gossip.self.Load()
+	bindHost, _, _ := SplitGossipAddr(mgr.cfg.GossipBindAddr)
 	wildcard := bindHost == "" || net.ParseIP(bindHost).IsUnspecified()
 	isSelf := func(ip net.IP, port int) bool {
 		if net.JoinHostPort(ip.String(), strconv.Itoa(port)) == self {
@@ -92,7 +92,7 @@ func (n *Node) resolveRetryJoin(ctx context.Context) (addrs []string, errs []str
 	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	for _, entry := range n.cfg.RetryJoin {
+	for _, entry := range mgr.cfg.RetryJoin {
 		entry = strings.TrimSpace(entry)
 		host, port := entry, ownPort
 		if h, p, err := net.SplitHostPort(entry); err == nil {
