@@ -21,24 +21,26 @@ import (
 
 // params are the knobs every workload and system reads.
 type params struct {
-	duration      time.Duration // measured window of seq, par64 and contend16
-	rounds        int           // times each system runs, in turn; figures are the medians
-	warmup        time.Duration // run before each measured window, not counted
-	parClients    int
-	contendClient int
-	semClients    int // clients of the sem8 workload, all on one semaphore
-	semLimit      int // its slots
-	held          int // locks held by raftlock in the held workload
-	heldPeers     int // locks held by etcd and Redis in the held workload
-	fillClients   int
-	ttl           time.Duration // lease of every lock the workloads take
-	heldTTL       time.Duration // lease of the held locks: longer than the whole held workload
-	redisPoll     time.Duration // retry interval of the Redis blocking acquire
-	redisServer   string
-	installRedis  bool
-	snapshotEvery time.Duration // raftlock's SnapshotInterval in the held workload
-	profileDir    string
-	verbose       bool
+	logSyncDelay   time.Duration // raftlock: added to each sync of the raft log (benchknobs)
+	leaderParallel bool          // raftlock: cluster.Config.LeaderWritesInParallel
+	duration       time.Duration // measured window of seq, par64 and contend16
+	rounds         int           // times each system runs, in turn; figures are the medians
+	warmup         time.Duration // run before each measured window, not counted
+	parClients     int
+	contendClient  int
+	semClients     int // clients of the sem8 workload, all on one semaphore
+	semLimit       int // its slots
+	held           int // locks held by raftlock in the held workload
+	heldPeers      int // locks held by etcd and Redis in the held workload
+	fillClients    int
+	ttl            time.Duration // lease of every lock the workloads take
+	heldTTL        time.Duration // lease of the held locks: longer than the whole held workload
+	redisPoll      time.Duration // retry interval of the Redis blocking acquire
+	redisServer    string
+	installRedis   bool
+	snapshotEvery  time.Duration // raftlock's SnapshotInterval in the held workload
+	profileDir     string
+	verbose        bool
 	// httpClientEach gives each raftlock-http client an api.Client of its
 	// own, rather than one per node shared by the node's clients.
 	httpClientEach bool
@@ -66,6 +68,8 @@ func run() error {
 		memProfile = flag.String("memprofile", "", "write a heap profile to `file` once raftlock holds its locks in the held workload")
 	)
 	flag.IntVar(&p.rounds, "rounds", 1, "run the systems this many times in turn (each started afresh) and report each figure's median over the rounds: the machine's speed drifts by more than the systems differ, and rounds that alternate the systems see the same drift")
+	flag.DurationVar(&p.logSyncDelay, "log-sync-delay", 0, "raftlock: add this `duration` to every sync of the raft log's WAL segment files (a slower disk's fsync; the report gives the syncs' latency)")
+	flag.BoolVar(&p.leaderParallel, "leader-parallel", false, "raftlock: the leader writes a new entry while it replicates it (cluster.Config.LeaderWritesInParallel)")
 	flag.DurationVar(&p.duration, "d", 10*time.Second, "measured `duration` of seq, par64 and contend16, per system")
 	flag.DurationVar(&p.warmup, "warmup", time.Second, "unmeasured run before each measured window")
 	flag.IntVar(&p.parClients, "par", 64, "clients of the par64 workload (each on its own key)")

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/raftlock/raftlock/cluster"
+	"github.com/raftlock/raftlock/internal/benchknobs"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -23,9 +25,35 @@ type raftlockSystem struct {
 	cfgs  []cluster.Config
 	nodes []*cluster.Node // nil once killed
 	note  []string
+	syncs syncTimes // the raft log's syncs, on every node
 }
 
 func newRaftlock(p params) *raftlockSystem { return &raftlockSystem{p: p} }
+
+// syncTimes collects how long the raft log's syncs take (benchknobs.LogSynced).
+type syncTimes struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (t *syncTimes) add(d time.Duration) {
+	t.mu.Lock()
+	t.d = append(t.d, d)
+	t.mu.Unlock()
+}
+
+// summary is the syncs' count and latency quantiles so far.
+func (t *syncTimes) summary() string {
+	t.mu.Lock()
+	d := slices.Clone(t.d)
+	t.mu.Unlock()
+	if len(d) == 0 {
+		return "no syncs recorded"
+	}
+	slices.Sort(d)
+	q := func(p float64) time.Duration { return d[int(p*float64(len(d)-1))] }
+	return fmt.Sprintf("%d syncs, p50 %v, p99 %v", len(d), q(0.5).Round(time.Microsecond), q(0.99).Round(time.Microsecond))
+}
 
 func (s *raftlockSystem) name() string { return sysRaftlock }
 func (s *raftlockSystem) members() int { return 3 }
@@ -34,6 +62,8 @@ func (s *raftlockSystem) notes() []string {
 		fmt.Sprintf("3 nodes in one process on loopback TCP, cluster.DefaultConfig() (fsync on, %v heartbeat, %v election timeouts); ",
 			cluster.DefaultConfig().HeartbeatTimeout, cluster.DefaultConfig().ElectionTimeout) +
 			"clients use lock.Client handles (a fresh owner per acquire) on their local node",
+		fmt.Sprintf("raft log syncs (every node, all workloads): %s; -log-sync-delay %v added to each; leader writes in parallel: %v",
+			s.syncs.summary(), s.p.logSyncDelay, s.p.leaderParallel),
 	}, s.note...)
 }
 
@@ -60,9 +90,11 @@ func (s *raftlockSystem) startCluster(ctx context.Context, tweak func(*cluster.C
 	if s.p.verbose {
 		level = hclog.Warn
 	}
+	benchknobs.LogSyncDelay, benchknobs.LogSynced = s.p.logSyncDelay, s.syncs.add
 	for i := range 3 {
 		cfg := cluster.DefaultConfig()
 		cfg.NodeID = fmt.Sprintf("n%d", i)
+		cfg.LeaderWritesInParallel = s.p.leaderParallel
 		cfg.DataDir = filepath.Join(dir, cfg.NodeID)
 		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "raftlock", Level: level, Output: os.Stderr})
 		if i == 0 {

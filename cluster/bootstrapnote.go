@@ -4,7 +4,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/hashicorp/raft"
+	raft "github.com/raftlock/raftlock/internal/raft"
 )
 
 // noteIgnoredBootstrap runs when a node asked to Bootstrap starts on a data

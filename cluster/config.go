@@ -51,6 +51,14 @@ type Config struct {
 	// entries a whole segment at a time, so until a segment fills, a lagging
 	// follower is sent entries rather than a snapshot.
 	WALSegmentSize int
+	// LeaderWritesInParallel, off by default, lets the leader send a new
+	// entry to the followers while its own write of it is being synced,
+	// rather than after (internal/raft, doc.go): a commit then waits for
+	// one sync on its path, not two in turn. The leader counts itself
+	// towards a commit only once its write is durable. With LogStoreBoltDB
+	// it changes nothing. Experimental: it stays off until measurements
+	// show the gain (bench -log-sync-delay).
+	LeaderWritesInParallel bool
 	// BindAddr is the TCP address to listen on; "127.0.0.1:0" picks a free port.
 	BindAddr string
 	// AdvertiseAddr is the address peers dial; default: the bound address.

@@ -15,11 +15,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/cluster/internal/membership"
+	raft "github.com/raftlock/raftlock/internal/raft"
 )
 
 // gossipPatience bounds waits on gossip: failure detection takes seconds.

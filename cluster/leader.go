@@ -7,9 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/raftlock/raftlock/fsm"
+	raft "github.com/raftlock/raftlock/internal/raft"
 )
 
 // Proposal batching (group commit): one goroutine per term drains the queue

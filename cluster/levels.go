@@ -4,9 +4,8 @@ import (
 	"fmt"
 	"runtime/debug"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/raftlock/raftlock/fsm"
+	raft "github.com/raftlock/raftlock/internal/raft"
 )
 
 // Mixed versions: the leader proposes nothing a member cannot read.

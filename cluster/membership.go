@@ -3,11 +3,10 @@ package cluster
 import (
 	"context"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/raftlock/raftlock/cluster/internal/membership"
 	"github.com/raftlock/raftlock/cluster/nodewire"
 	"github.com/raftlock/raftlock/internal/nodestatus"
+	raft "github.com/raftlock/raftlock/internal/raft"
 )
 
 // Membership (who the members are, gossip, joins, the admission check,

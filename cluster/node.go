@@ -9,13 +9,13 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/cluster/datadir"
 	"github.com/raftlock/raftlock/cluster/internal/membership"
 	"github.com/raftlock/raftlock/internal/broadcast"
 	"github.com/raftlock/raftlock/internal/nodestatus"
 	"github.com/raftlock/raftlock/internal/quietlog"
+	raft "github.com/raftlock/raftlock/internal/raft"
 	"github.com/raftlock/raftlock/lock"
 	"github.com/raftlock/raftlock/transport"
 )

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"sync"
 
-	"github.com/hashicorp/raft"
+	raft "github.com/raftlock/raftlock/internal/raft"
 )
 
 // pipelineInFlight is how many append requests raft's pipelined replication

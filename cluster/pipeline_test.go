@@ -8,9 +8,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	raft "github.com/raftlock/raftlock/internal/raft"
 )
 
 // pipelinePair is a leader-side raftTransport and a follower transport

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/raft"
+	raft "github.com/raftlock/raftlock/internal/raft"
 )
 
 // raftTransport is raft's NetworkTransport as a node uses it, with two

@@ -4,11 +4,10 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/raftlock/raftlock/cluster/internal/membership"
 	"github.com/raftlock/raftlock/cluster/nodewire"
 	"github.com/raftlock/raftlock/fsm"
+	raft "github.com/raftlock/raftlock/internal/raft"
 	"github.com/raftlock/raftlock/lock"
 )
 

@@ -7,11 +7,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/cluster/datadir"
 	"github.com/raftlock/raftlock/cluster/nodewire"
 	"github.com/raftlock/raftlock/internal/broadcast"
+	raft "github.com/raftlock/raftlock/internal/raft"
 	"github.com/raftlock/raftlock/transport"
 )
 
@@ -228,6 +228,7 @@ func (n *Node) raftConfig() (*raft.Config, error) {
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
 	rc.SnapshotInterval = cfg.SnapshotInterval
 	rc.TrailingLogs = cfg.TrailingLogs
+	rc.LeaderWritesInParallel = cfg.LeaderWritesInParallel
 	rc.Logger = n.quiet.Wrap(n.log.Named("raft"))
 	if err := raft.ValidateConfig(rc); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)

@@ -12,10 +12,10 @@ import (
 	"github.com/raftlock/raftlock/cluster/nodewire"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/internal/lockfsm"
+	raft "github.com/raftlock/raftlock/internal/raft"
 	"github.com/raftlock/raftlock/internal/watchhub"
 	"github.com/raftlock/raftlock/lock"
 )

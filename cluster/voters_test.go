@@ -5,9 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	raft "github.com/raftlock/raftlock/internal/raft"
 )
 
 // suffrages returns the IDs of the voters and non-voters in n's configuration.

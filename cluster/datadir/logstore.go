@@ -18,8 +18,12 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
+	walfs "github.com/hashicorp/raft-wal/fs"
 	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/hashicorp/raft-wal/segment"
 	"github.com/hashicorp/raft-wal/types"
+
+	"github.com/raftlock/raftlock/internal/benchknobs"
 )
 
 // The log on disk.
@@ -132,12 +136,20 @@ func OpenLogStore(dir string, kind LogStore, walSegmentSize int, logger hclog.Lo
 		if err := os.MkdirAll(path, 0o700); err != nil {
 			return nil, "", fmt.Errorf("cluster: %w", err)
 		}
+		split := newSyncSplit() // the same across reopens: a closed file syncs what it deferred
 		open := func() (logStore, error) {
 			if err := checkWAL(path, dir); err != nil {
 				return nil, err
 			}
-			var meta types.MetaStore = &metadb.BoltMetaDB{}
-			files := privateSegmentFiler(path)
+			var meta types.MetaStore = splitMeta{MetaStore: &metadb.BoltMetaDB{}, split: split}
+			var vfs types.VFS = privateVFS{walfs.New()}
+			if benchknobs.LogSyncDelay > 0 || benchknobs.LogSynced != nil {
+				vfs = slowSyncVFS{VFS: vfs, delay: benchknobs.LogSyncDelay, synced: benchknobs.LogSynced}
+			}
+			if wrapWALVFS != nil {
+				vfs = wrapWALVFS(vfs)
+			}
+			files := types.SegmentFiler(segment.NewFiler(path, splitVFS{VFS: vfs, split: split}))
 			if wrapWAL != nil {
 				meta, files = wrapWAL(path, meta, files)
 			}
@@ -159,7 +171,9 @@ func OpenLogStore(dir string, kind LogStore, walSegmentSize int, logger hclog.Lo
 		if err != nil {
 			return nil, "", err
 		}
-		return newStore(store, open, path, logger), kind, nil
+		g := newStore(store, open, path, logger)
+		g.split = split
+		return g, kind, nil
 	case LogStoreBoltDB:
 		path := filepath.Join(dir, BoltDBFileName)
 		// NoSync stays false: a lock granted is a lock on disk.
@@ -242,7 +256,15 @@ type Store struct {
 
 	abandoned   chan struct{} // closed by Abandon
 	abandonOnce sync.Once
+
+	// split lets a write of the WAL be split from its sync (walsync.go);
+	// nil for BoltDB, whose writes are whole.
+	split *syncSplit
 }
+
+// wrapWALVFS, when not nil, wraps the file system under the WAL's segment
+// files (tests lose power there).
+var wrapWALVFS func(types.VFS) types.VFS
 
 func newStore(store logStore, reopen func() (logStore, error), path string, logger hclog.Logger) *Store {
 	return &Store{store: store, reopen: reopen, path: path, logger: logger, faults: writeFaults{path: path, logger: logger},
@@ -373,8 +395,49 @@ func (g *Store) StoreLog(log *raft.Log) error {
 // stays leader, commits again by itself as soon as the write succeeds, and
 // meanwhile says why it cannot (Store.Fault, which the node reports).
 func (g *Store) StoreLogs(logs []*raft.Log) error {
+	return g.storeLogs(logs, false)
+}
+
+// StoreLogsNoSync writes logs as StoreLogs does, readable at once but
+// durable only once SyncLogs returned (walsync.go); the mark records them
+// then. With BoltDB it is StoreLogs. The leader's write in parallel with
+// replicating uses it (internal/raft, doc.go).
+func (g *Store) StoreLogsNoSync(logs []*raft.Log) error {
+	return g.storeLogs(logs, g.split != nil)
+}
+
+// SyncLogs makes every log StoreLogsNoSync wrote before it durable.
+func (g *Store) SyncLogs() error {
+	if g.split == nil {
+		return nil
+	}
+	g.split.markMu.Lock()
+	last, truncations := g.split.written, g.split.truncations // before the sync, which covers them
+	g.split.markMu.Unlock()
+	if err := g.use(false, func(logStore) error { return g.split.sync() }); err != nil {
+		g.faults.failed(err)
+		return err
+	}
+	if g.mark == nil || last == 0 {
+		return nil
+	}
+	// An end deleted meanwhile (a former leader's conflicting entries)
+	// may have taken last with it: the mark waits for the next sync.
+	g.split.markMu.Lock()
+	defer g.split.markMu.Unlock()
+	if g.split.truncations == truncations {
+		g.mark.raise(last)
+	}
+	return nil
+}
+
+func (g *Store) storeLogs(logs []*raft.Log, noSync bool) error {
+	write := func(s logStore) error { return s.StoreLogs(logs) }
+	if noSync {
+		write = func(s logStore) error { return g.split.deferSyncs(func() error { return s.StoreLogs(logs) }) }
+	}
 	for {
-		err, broken := g.try(true, func(s logStore) error { return s.StoreLogs(logs) })
+		err, broken := g.try(true, write)
 		if err == nil {
 			break
 		}
@@ -385,7 +448,12 @@ func (g *Store) StoreLogs(logs []*raft.Log) error {
 		g.pause()
 	}
 	g.faults.succeeded()
-	if g.mark != nil && len(logs) > 0 {
+	if len(logs) == 0 {
+		return nil
+	}
+	if noSync {
+		g.split.stored(logs[len(logs)-1].Index)
+	} else if g.mark != nil {
 		g.mark.raise(logs[len(logs)-1].Index)
 	}
 	return nil
@@ -441,6 +509,9 @@ func (g *Store) DeleteRange(min, max uint64) error {
 			if max, err = g.keptPastSnapshot(s, min, max); err != nil || max < min {
 				return err
 			}
+		}
+		if g.split != nil {
+			g.split.deleting(min, max)
 		}
 		if g.mark != nil {
 			if err := g.lowerMarkFor(s, min, max); err != nil {

@@ -11,7 +11,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	walfs "github.com/hashicorp/raft-wal/fs"
-	"github.com/hashicorp/raft-wal/segment"
 	"github.com/hashicorp/raft-wal/types"
 )
 
@@ -151,12 +150,8 @@ func (s *privateSnapshots) Create(version raft.SnapshotVersion, index, term uint
 	return sink, nil
 }
 
-// privateSegmentFiler is raft-wal's segment filer on a file system whose
-// new segment files are 0600 (raft-wal creates them 0644).
-func privateSegmentFiler(dir string) types.SegmentFiler {
-	return segment.NewFiler(dir, privateVFS{walfs.New()})
-}
-
+// privateVFS is raft-wal's file system, whose new segment files are 0600
+// here (raft-wal creates them 0644).
 type privateVFS struct{ *walfs.FS }
 
 func (v privateVFS) Create(dir, name string, size uint64) (types.WritableFile, error) {

@@ -9,8 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
+
+	raft "github.com/raftlock/raftlock/internal/raft"
 )
 
 // BootstrapExpect: N nodes started with the same flags form one cluster.

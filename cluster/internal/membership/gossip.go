@@ -19,7 +19,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/memberlist"
-	"github.com/hashicorp/raft"
 	autopilot "github.com/hashicorp/raft-autopilot"
 	"github.com/hashicorp/serf/serf"
 
@@ -27,6 +26,7 @@ import (
 	"github.com/raftlock/raftlock/cluster/nodewire"
 	"github.com/raftlock/raftlock/internal/broadcast"
 	"github.com/raftlock/raftlock/internal/nodestatus"
+	raft "github.com/raftlock/raftlock/internal/raft"
 )
 
 // Gossip: who is alive, and where.

@@ -7,9 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/raftlock/raftlock/cluster/nodewire"
+	raft "github.com/raftlock/raftlock/internal/raft"
 	"github.com/raftlock/raftlock/transport"
 )
 

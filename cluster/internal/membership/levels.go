@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/raftlock/raftlock/fsm"
+	raft "github.com/raftlock/raftlock/internal/raft"
 )
 
 // What each member reads: package cluster's levels.go says why the leader

@@ -7,11 +7,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/cluster/datadir"
 	"github.com/raftlock/raftlock/cluster/nodewire"
 	"github.com/raftlock/raftlock/internal/quietlog"
+	raft "github.com/raftlock/raftlock/internal/raft"
 )
 
 // Node is what membership asks of the raftlock node it runs in (package

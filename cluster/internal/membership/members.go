@@ -6,8 +6,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/raft"
 	autopilot "github.com/hashicorp/raft-autopilot"
+
+	raft "github.com/raftlock/raftlock/internal/raft"
 )
 
 // Who is a member, and is it alive?

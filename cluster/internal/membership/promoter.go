@@ -7,8 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/raft"
 	autopilot "github.com/hashicorp/raft-autopilot"
+
+	raft "github.com/raftlock/raftlock/internal/raft"
 )
 
 // voterPromoter is the reconciler's autopilot.Promoter: it keeps the

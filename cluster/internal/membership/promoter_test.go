@@ -4,9 +4,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	autopilot "github.com/hashicorp/raft-autopilot"
 	"github.com/stretchr/testify/assert"
+
+	raft "github.com/raftlock/raftlock/internal/raft"
 )
 
 var promoterNow = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)

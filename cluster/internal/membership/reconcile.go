@@ -9,11 +9,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/raft"
 	autopilot "github.com/hashicorp/raft-autopilot"
 
 	"github.com/raftlock/raftlock/cluster/nodewire"
 	"github.com/raftlock/raftlock/internal/nodestatus"
+	raft "github.com/raftlock/raftlock/internal/raft"
 )
 
 // Membership: the leader reconciles the raft configuration.

@@ -5,10 +5,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/internal/nodestatus"
+	raft "github.com/raftlock/raftlock/internal/raft"
 )
 
 // What the node's Stats and Readiness show of its membership.
