@@ -1,3 +1,5 @@
+//go:build raftupstream
+
 // Copyright (c) HashiCorp, Inc.
 // SPDX-License-Identifier: MPL-2.0
 
