@@ -195,7 +195,7 @@ func (s *startup) startRaft() error {
 		}
 	}
 
-	r, err := raft.NewRaft(rc, n.sm, logs, n.store, s.snaps, trans)
+	r, err := raft.NewRaft(rc, n.sm, logs, n.store, sizedSnapshots{SnapshotStore: s.snaps, sm: n.sm}, trans)
 	if err != nil {
 		if herr := n.sm.haltError(); herr != nil {
 			// Its snapshot is of a newer build: raft says only that it

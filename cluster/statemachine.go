@@ -97,6 +97,10 @@ type stateMachine struct {
 	expired  atomic.Uint64 // EventExpired applied: leases that ran out
 	applies  timing        // ApplyBatch calls and the time spent in them
 	freezes  timing        // per snapshot: how long its copy held mu, summed over its chunks
+
+	// snapshotSize is the size of the snapshot raft opened last
+	// (sizedSnapshots), which Restore reads: the size of its buffer.
+	snapshotSize atomic.Int64
 }
 
 var (
@@ -432,7 +436,7 @@ func (s *stateMachine) Restore(rc io.ReadCloser) error {
 	if err := s.haltError(); err != nil {
 		return err
 	}
-	b, err := io.ReadAll(rc)
+	b, err := readSnapshot(rc, s.snapshotSize.Swap(0))
 	if err != nil {
 		return fmt.Errorf("cluster: reading snapshot: %w", err)
 	}
@@ -467,6 +471,48 @@ func (s *stateMachine) Restore(rc io.ReadCloser) error {
 	}
 	s.restores.Add(1)
 	return nil
+}
+
+// readSnapshot reads a snapshot whole into one buffer of size bytes, the
+// size raft's snapshot store gives for the snapshot it opened, instead of
+// io.ReadAll's growing chunks and final copy: twice the snapshot's bytes
+// allocated, page-faulted in and given back to the OS, a fifth of a
+// restart's CPU at a million locks. A size that turns out wrong (another
+// snapshot was opened meanwhile, or none: size 0) only costs a copy.
+func readSnapshot(r io.Reader, size int64) ([]byte, error) {
+	if size <= 0 || size > maxSnapshotBuffer {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, size+1) // the extra byte finds the end without another read
+	n, err := io.ReadFull(r, b)
+	switch {
+	case err == io.EOF || err == io.ErrUnexpectedEOF:
+		return b[:n], nil
+	case err != nil:
+		return nil, err
+	}
+	rest, err := io.ReadAll(r) // longer than the size said
+	return append(b, rest...), err
+}
+
+// maxSnapshotBuffer bounds the size readSnapshot allocates at once on the
+// word of the snapshot's metadata; larger snapshots grow as they are read.
+const maxSnapshotBuffer = 1 << 32
+
+// sizedSnapshots tells the state machine the size of each snapshot raft
+// opens, which raft does right before restoring one, at start-up and when a
+// follower installs the leader's (raft passes Restore a reader only).
+type sizedSnapshots struct {
+	raft.SnapshotStore
+	sm *stateMachine
+}
+
+func (s sizedSnapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
+	meta, rc, err := s.SnapshotStore.Open(id)
+	if err == nil {
+		s.sm.snapshotSize.Store(meta.Size)
+	}
+	return meta, rc, err
 }
 
 // snapshotVersion prefixes our snapshot format: version, applied index

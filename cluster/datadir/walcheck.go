@@ -1,10 +1,12 @@
 package datadir
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -90,17 +92,30 @@ type walCommit struct {
 
 // scanSegment reads a segment's frames the way raft-wal's recovery does (up
 // to the first frame it cannot parse) and checks every commit's CRC.
+//
+// It streams the file through a small buffer instead of reading it whole: a
+// segment is preallocated to the segment size (64 MiB by default), and at
+// start-up a fresh allocation of that size per segment, zeroed and then
+// returned to the OS, cost more than the scan itself.
 func scanSegment(path string) (segmentScan, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return segmentScan{}, err
 	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, segmentScanBuffer)
 	s := segmentScan{indexAt: -1}
+	// The first batch includes the file header.
+	crc, err := crcThrough(r, 0, walFileHeaderLen)
+	if err != nil {
+		return s, eofEnds(err)
+	}
 	off := int64(walFileHeaderLen)
-	batchStart := int64(0) // the first batch includes the file header
-	size := int64(len(b))
-	for off+walFrameHeaderLen <= size {
-		h := b[off : off+walFrameHeaderLen]
+	for {
+		h, err := r.Peek(walFrameHeaderLen)
+		if err != nil {
+			return s, eofEnds(err)
+		}
 		typ := h[0]
 		n := int64(binary.LittleEndian.Uint32(h[4:8]))
 		switch typ {
@@ -113,21 +128,51 @@ func scanSegment(path string) (segmentScan, error) {
 			} else {
 				s.indexAt = off
 			}
-			off += walFrameHeaderLen + n + (walFrameHeaderLen-n%walFrameHeaderLen)%walFrameHeaderLen
+			size := walFrameHeaderLen + n + (walFrameHeaderLen-n%walFrameHeaderLen)%walFrameHeaderLen
+			if crc, err = crcThrough(r, crc, size); err != nil {
+				return s, eofEnds(err)
+			}
+			off += size
 		case walFrameCommit:
-			got := crc32.Checksum(b[batchStart:off], walCRC)
-			s.commits = append(s.commits, walCommit{offset: off, crcOK: got == uint32(n), entries: s.entries, sealed: s.indexAt >= 0})
-			batchStart = off + walFrameHeaderLen
-			off = batchStart
+			s.commits = append(s.commits, walCommit{offset: off, crcOK: crc == uint32(n), entries: s.entries, sealed: s.indexAt >= 0})
+			if _, err := r.Discard(walFrameHeaderLen); err != nil {
+				return s, err // Peek returned these bytes
+			}
+			crc = 0 // the next batch starts after the commit frame
+			off += walFrameHeaderLen
 		default: // zeros past the end, or a frame raft-wal cannot parse either
 			return s, nil
 		}
 	}
-	return s, nil
 }
 
-// checkWAL checks and repairs the raft-wal log in dir before it is opened;
-// see the comment at the top of this file.
+// segmentScanBuffer is the read buffer of scanSegment.
+const segmentScanBuffer = 256 << 10
+
+// crcThrough reads the next n bytes of r into the CRC-32C crc. Fewer than
+// n bytes before the end of the file is io.ErrUnexpectedEOF or io.EOF.
+func crcThrough(r *bufio.Reader, crc uint32, n int64) (uint32, error) {
+	for n > 0 {
+		p, err := r.Peek(int(min(n, int64(r.Size()))))
+		crc = crc32.Update(crc, walCRC, p)
+		r.Discard(len(p))
+		n -= int64(len(p))
+		if err != nil && n > 0 {
+			return crc, err
+		}
+	}
+	return crc, nil
+}
+
+// eofEnds is a scan's error: none where the file ended, which ends the
+// frames raft-wal reads too.
+func eofEnds(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil
+	}
+	return err
+}
+
 func checkWAL(dir, dataDir string) error {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
