@@ -496,8 +496,10 @@ func readSnapshot(r io.Reader, size int64) ([]byte, error) {
 }
 
 // maxSnapshotBuffer bounds the size readSnapshot allocates at once on the
-// word of the snapshot's metadata; larger snapshots grow as they are read.
-const maxSnapshotBuffer = 1 << 32
+// word of the snapshot's metadata (a damaged meta.json must not make a node
+// allocate gigabytes it never reads); larger snapshots (some 25 million
+// locks) grow as they are read.
+const maxSnapshotBuffer = 1 << 30
 
 // sizedSnapshots tells the state machine the size of each snapshot raft
 // opens, which raft does right before restoring one, at start-up and when a
