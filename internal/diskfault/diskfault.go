@@ -54,9 +54,10 @@ type PowerLoss struct {
 	// loss wants the close to succeed.
 	FailAfter bool
 
-	mu    sync.Mutex // protects files, dead and every file's undo
-	files []*powerLossFile
-	dead  bool
+	mu     sync.Mutex // protects files, dead, undone and every file's undo
+	files  []*powerLossFile
+	dead   bool
+	undone int
 }
 
 type powerLossFile struct {
@@ -132,6 +133,14 @@ func (d *PowerLoss) Lost() bool {
 	return d.dead
 }
 
+// Undone counts the writes LoseUnsynced undid: a test of power losses
+// that never undo anything tests nothing.
+func (d *PowerLoss) Undone() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.undone
+}
+
 // LoseUnsynced makes the power go: every write not synced is undone, and
 // later writes and syncs change nothing on disk.
 func (d *PowerLoss) LoseUnsynced() error {
@@ -139,6 +148,7 @@ func (d *PowerLoss) LoseUnsynced() error {
 	defer d.mu.Unlock()
 	d.dead = true
 	for _, f := range d.files {
+		d.undone += len(f.undo)
 		for i := len(f.undo) - 1; i >= 0; i-- {
 			if _, err := f.WritableFile.WriteAt(f.undo[i].old, f.undo[i].off); err != nil {
 				return err
