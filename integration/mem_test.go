@@ -102,6 +102,9 @@ func (c *memCluster) parallelNote() string {
 const (
 	memHeartbeat = 300 * time.Millisecond
 	memElection  = 300 * time.Millisecond
+	// memSyncDelay is how long a sync of a WAL takes on a disk that can
+	// lose power: a few milliseconds, as on an SSD.
+	memSyncDelay = 2 * time.Millisecond
 )
 
 // startMemCluster starts n nodes that bootstrap one cluster together, all
@@ -209,7 +212,7 @@ func (n *memNode) start() error {
 	}
 	if n.c.setup.powerLoss {
 		// A new disk for each life: the last one lost its power for good.
-		disk := &diskfault.PowerLoss{FailAfter: true}
+		disk := &diskfault.PowerLoss{FailAfter: true, SyncDelay: memSyncDelay}
 		remove := diskfault.Install(cfg.DataDir, func(v types.VFS) types.VFS { disk.VFS = v; return disk })
 		n.c.t.Cleanup(remove)
 		n.disk = disk
@@ -386,26 +389,23 @@ func (c *memCluster) others(n *memNode) []*memNode {
 	return out
 }
 
-// powerLossAll makes every node lose power at once: no message leaves any
-// of them from that moment (each is cut off from the others), every write
-// to their WALs not synced is undone, and they stop. The cluster must have
-// been started with memSetup.powerLoss.
+// powerLossAll makes every node lose power at once: every write to their
+// WALs not synced is undone, and from that moment no write or sync of
+// theirs succeeds (diskfault.PowerLoss.FailAfter) and no message leaves
+// any of them (each is cut off from the others); then they stop. The
+// cluster must have been started with memSetup.powerLoss.
 func (c *memCluster) powerLossAll() error {
-	for _, n := range c.nodes {
-		c.cut([]*memNode{n}, c.others(n))
-	}
 	var errs []error
 	for _, n := range c.nodes {
 		n.mu.Lock()
-		disk := n.disk
-		if n.node == nil {
-			disk = nil // down already: what it wrote was synced when it stopped
+		if n.node != nil { // a node down already synced what it wrote when it stopped
+			errs = append(errs, n.disk.LoseUnsynced())
+			c.undone.Add(uint64(n.disk.Undone()))
 		}
 		n.mu.Unlock()
-		if disk != nil {
-			errs = append(errs, disk.LoseUnsynced())
-			c.undone.Add(uint64(disk.Undone()))
-		}
+	}
+	for _, n := range c.nodes {
+		c.cut([]*memNode{n}, c.others(n))
 	}
 	var wg sync.WaitGroup
 	for _, n := range c.nodes {

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft-wal/types"
 )
@@ -53,6 +54,10 @@ type PowerLoss struct {
 	// with an entry it lost); a test that only closes the store after the
 	// loss wants the close to succeed.
 	FailAfter bool
+	// SyncDelay is added to every sync: a disk whose fsync takes as long as
+	// a real one's, rather than a temporary directory's in memory, so that
+	// the writes not yet synced are there for a power loss to take.
+	SyncDelay time.Duration
 
 	mu     sync.Mutex // protects files, dead, undone and every file's undo
 	files  []*powerLossFile
@@ -114,6 +119,7 @@ func (f *powerLossFile) WriteAt(p []byte, off int64) (int, error) {
 }
 
 func (f *powerLossFile) Sync() error {
+	time.Sleep(f.disk.SyncDelay) // before the lock: a write meanwhile is unsynced, as on a disk
 	f.disk.mu.Lock()
 	defer f.disk.mu.Unlock()
 	if f.disk.dead {
