@@ -32,6 +32,9 @@ type memCluster struct {
 	nodes    []*memNode
 	restores atomic.Uint64 // snapshots restored by nodes since stopped
 	undone   atomic.Uint64 // unsynced WAL writes undone by power losses
+	// lossArmed, when not nil, is closed by the first leader's sync of an
+	// unsynced write after powerLossAll armed it, once the power is gone.
+	lossArmed atomic.Pointer[chan struct{}]
 }
 
 // memNode is one node, running or not; its address and data directory stay
@@ -102,8 +105,11 @@ func (c *memCluster) parallelNote() string {
 const (
 	memHeartbeat = 300 * time.Millisecond
 	memElection  = 300 * time.Millisecond
-	// memSyncDelay is how long a sync of a WAL takes on a disk that can
-	// lose power: a few milliseconds, as on an SSD.
+	// memSyncDelay is how long a sync of a WAL takes on the first node's
+	// disk that can lose power, a few milliseconds as on an SSD; each next
+	// node's disk is slower by as much again: a leader whose own sync
+	// lags behind a follower's write and sync is what a lost unsynced
+	// write can catch out.
 	memSyncDelay = 2 * time.Millisecond
 )
 
@@ -212,7 +218,15 @@ func (n *memNode) start() error {
 	}
 	if n.c.setup.powerLoss {
 		// A new disk for each life: the last one lost its power for good.
-		disk := &diskfault.PowerLoss{FailAfter: true, SyncDelay: memSyncDelay}
+		disk := &diskfault.PowerLoss{FailAfter: true, SyncDelay: time.Duration(n.idx+1) * memSyncDelay}
+		disk.BeforeSync = func() {
+			if n.c.lossArmed.Load() == nil {
+				return // not now; and start holds n.mu while the node opens its WAL
+			}
+			if node := n.current(); node != nil && node.IsLeader() {
+				n.c.loseArmed()
+			}
+		}
 		remove := diskfault.Install(cfg.DataDir, func(v types.VFS) types.VFS { disk.VFS = v; return disk })
 		n.c.t.Cleanup(remove)
 		n.disk = disk
@@ -393,16 +407,17 @@ func (c *memCluster) others(n *memNode) []*memNode {
 // WALs not synced is undone, and from that moment no write or sync of
 // theirs succeeds (diskfault.PowerLoss.FailAfter) and no message leaves
 // any of them (each is cut off from the others); then they stop. The
+// power goes at the moment a leader is about to sync a write, the one
+// moment when a leader writing in parallel holds an entry that only its
+// followers' disks keep (or after a second without such a sync). The
 // cluster must have been started with memSetup.powerLoss.
 func (c *memCluster) powerLossAll() error {
-	var errs []error
-	for _, n := range c.nodes {
-		n.mu.Lock()
-		if n.node != nil { // a node down already synced what it wrote when it stopped
-			errs = append(errs, n.disk.LoseUnsynced())
-			c.undone.Add(uint64(n.disk.Undone()))
-		}
-		n.mu.Unlock()
+	fired := make(chan struct{})
+	c.lossArmed.Store(&fired)
+	select {
+	case <-fired:
+	case <-time.After(time.Second):
+		c.loseArmed()
 	}
 	for _, n := range c.nodes {
 		c.cut([]*memNode{n}, c.others(n))
@@ -414,7 +429,27 @@ func (c *memCluster) powerLossAll() error {
 	}
 	wg.Wait()
 	c.heal()
-	return errors.Join(errs...)
+	return nil
+}
+
+// loseArmed makes every running node's disk lose its power, once per
+// arming by powerLossAll.
+func (c *memCluster) loseArmed() {
+	fired := c.lossArmed.Swap(nil)
+	if fired == nil {
+		return
+	}
+	defer close(*fired)
+	for _, n := range c.nodes {
+		n.mu.Lock()
+		if n.node != nil { // a node down already synced what it wrote when it stopped
+			if err := n.disk.LoseUnsynced(); err != nil {
+				c.t.Errorf("%s losing power: %v", n.cfg.NodeID, err)
+			}
+			c.undone.Add(uint64(n.disk.Undone()))
+		}
+		n.mu.Unlock()
+	}
 }
 
 // startAll starts every node that is not running.

@@ -346,17 +346,20 @@ func powerLossNemesis(s settings, rep *report, events *eventLog, c *memCluster) 
 	return newNemesis(s, rep, events, faults, c.waitReady)
 }
 
-// TestLinearizablePowerLoss: five nodes in this process, every one's
+// TestLinearizablePowerLoss: three nodes in this process, every one's
 // leader writing in parallel (LeaderWritesInParallel), their WALs on disks
-// that lose every unsynced write when the power goes, which it does for
-// all of them at once, under load, among the partitions and crashes of
-// TestLinearizablePartitions: nothing acknowledged may be lost.
+// of different speeds that lose every unsynced write when the power goes,
+// which it does for all of them at once, under load, among the partitions
+// and crashes of TestLinearizablePartitions: nothing acknowledged may be
+// lost. Three nodes, not five: a commit then rests on the leader and one
+// follower, so a leader that counted an entry before its own sync would
+// lose an acknowledged one to the next power loss more often.
 func TestLinearizablePowerLoss(t *testing.T) {
 	s := loadSettings(t)
-	rep := newReport("linearizable/5-in-process-power-loss", s)
-	c := startMemClusterSetup(t, 5, memSetup{parallel: allParallel(5), powerLoss: true})
+	rep := newReport("linearizable/3-in-process-power-loss", s)
+	c := startMemClusterSetup(t, 3, memSetup{parallel: allParallel(3), powerLoss: true})
 	events := newEventLog(rep.started)
-	runLinearizable(t, s, rep, c, powerLossNemesis(s, rep, events, c), 10, 5)
+	runLinearizable(t, s, rep, c, powerLossNemesis(s, rep, events, c), 8, 4)
 	rep.note("%d snapshot restores; %s; %d unsynced WAL writes undone", c.snapshotRestores(), c.parallelNote(), c.undone.Load())
 	rep.finish(t)
 }

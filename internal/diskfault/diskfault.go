@@ -58,6 +58,10 @@ type PowerLoss struct {
 	// a real one's, rather than a temporary directory's in memory, so that
 	// the writes not yet synced are there for a power loss to take.
 	SyncDelay time.Duration
+	// BeforeSync, when not nil, is called after SyncDelay and before the
+	// sync of a file that holds writes not synced yet: a test makes the
+	// power go at the moment a write was about to become durable.
+	BeforeSync func()
 
 	mu     sync.Mutex // protects files, dead, undone and every file's undo
 	files  []*powerLossFile
@@ -120,6 +124,14 @@ func (f *powerLossFile) WriteAt(p []byte, off int64) (int, error) {
 
 func (f *powerLossFile) Sync() error {
 	time.Sleep(f.disk.SyncDelay) // before the lock: a write meanwhile is unsynced, as on a disk
+	if f.disk.BeforeSync != nil {
+		f.disk.mu.Lock()
+		pending := len(f.undo) > 0 && !f.disk.dead
+		f.disk.mu.Unlock()
+		if pending {
+			f.disk.BeforeSync()
+		}
+	}
 	f.disk.mu.Lock()
 	defer f.disk.mu.Unlock()
 	if f.disk.dead {
