@@ -90,11 +90,13 @@
 //     crashed and restarted.
 //   - power loss, in process (TestLinearizablePowerLoss,
 //     TestFencedSemaphorePowerLoss): the nodes' WAL segment files sit on a
-//     disk that loses power (internal/diskfault, whose syncs take 2 ms as
-//     on an SSD), and every node loses it at once under load: each write
-//     not synced yet is undone, no later write, sync or message of theirs
-//     gets anywhere, and they restart on what is left. Half the faults of
-//     these scenarios are power losses, the rest those above.
+//     disk that loses power (internal/diskfault; syncs take 2, 4, 6 ms on
+//     the nodes' disks, as on SSDs of different speeds), and every node
+//     loses it at once under load, at the moment a leader is about to sync
+//     a write: each write not synced yet is undone, no later write, sync or
+//     message of theirs gets anywhere, and they restart on what is left.
+//     Half the faults of these scenarios are power losses, the rest those
+//     above.
 //
 // The in-process partition scenarios turn cluster.Config.
 // LeaderWritesInParallel on for each node or not from the seed (the
