@@ -88,6 +88,21 @@
 //     instead of failing at once; slow links; a crash (Close) of the leader
 //     or any node and a restart; a graceful Leave and rejoin; all nodes
 //     crashed and restarted.
+//   - power loss, in process (TestLinearizablePowerLoss,
+//     TestFencedSemaphorePowerLoss): the nodes' WAL segment files sit on a
+//     disk that loses power (internal/diskfault; syncs take 2, 4, 6 ms on
+//     the nodes' disks, as on SSDs of different speeds), and every node
+//     loses it at once under load, at the moment a leader is about to sync
+//     a write: each write not synced yet is undone, no later write, sync or
+//     message of theirs gets anywhere, and they restart on what is left.
+//     Half the faults of these scenarios are power losses, the rest those
+//     above.
+//
+// The in-process partition scenarios turn cluster.Config.
+// LeaderWritesInParallel on for each node or not from the seed (the
+// summary says for which); the power-loss scenarios turn it on for all:
+// its leader counts itself in a commit only once its write is synced, which
+// only a lost unsynced write can tell from counting it at once.
 //
 // When the leader is killed a probe times the failover: from the kill to the
 // first acquire a surviving node commits. The summary reports the worst.

@@ -13,9 +13,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft-wal/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/cluster"
+	"github.com/raftlock/raftlock/internal/diskfault"
 	"github.com/raftlock/raftlock/internal/faultnet"
 	"github.com/raftlock/raftlock/lock"
 )
@@ -26,8 +28,13 @@ import (
 type memCluster struct {
 	t        testing.TB
 	faults   *faultnet.Faults
+	setup    memSetup
 	nodes    []*memNode
 	restores atomic.Uint64 // snapshots restored by nodes since stopped
+	undone   atomic.Uint64 // unsynced WAL writes undone by power losses
+	// lossArmed, when not nil, is closed by the first leader's sync of an
+	// unsynced write after powerLossAll armed it, once the power is gone.
+	lossArmed atomic.Pointer[chan struct{}]
 }
 
 // memNode is one node, running or not; its address and data directory stay
@@ -38,9 +45,58 @@ type memNode struct {
 	cfg  cluster.Config
 	logs *logRing
 
-	mu    sync.Mutex // protects node and state
+	mu    sync.Mutex // protects node, state and disk
 	node  *cluster.Node
 	state nodeState
+	// disk is the WAL's file system of the node's current life when the
+	// cluster's nodes can lose power (memSetup.powerLoss); nil otherwise.
+	disk *diskfault.PowerLoss
+}
+
+// memSetup is what differs between the nodes of the scenarios' clusters.
+type memSetup struct {
+	// parallel[i] turns cluster.Config.LeaderWritesInParallel on for node
+	// i (missing: off).
+	parallel []bool
+	// powerLoss puts every node's WAL segment files on a disk that can
+	// lose power (powerLossAll), a new one at each start.
+	powerLoss bool
+}
+
+// parallelFromSeed turns LeaderWritesInParallel on for each of n nodes or
+// not, from the seed: the partition scenarios run with the switch on, off
+// and mixed (as during a rolling change of it) across seeds, at no cost in
+// time.
+func parallelFromSeed(s settings, n int) []bool {
+	rng := s.rng(6000)
+	on := make([]bool, n)
+	for i := range on {
+		on[i] = rng.IntN(2) == 0
+	}
+	return on
+}
+
+// allParallel turns LeaderWritesInParallel on for all n nodes.
+func allParallel(n int) []bool {
+	on := make([]bool, n)
+	for i := range on {
+		on[i] = true
+	}
+	return on
+}
+
+// parallelNote says which nodes write in parallel, for a report's note.
+func (c *memCluster) parallelNote() string {
+	var on []string
+	for _, n := range c.nodes {
+		if n.cfg.LeaderWritesInParallel {
+			on = append(on, n.cfg.NodeID)
+		}
+	}
+	if len(on) == 0 {
+		return "LeaderWritesInParallel off"
+	}
+	return "LeaderWritesInParallel on for " + strings.Join(on, ",")
 }
 
 // In-process raft timings: shorter than the agents' defaults, so that a
@@ -49,11 +105,24 @@ type memNode struct {
 const (
 	memHeartbeat = 300 * time.Millisecond
 	memElection  = 300 * time.Millisecond
+	// memSyncDelay is how long a sync of a WAL takes on the first node's
+	// disk that can lose power, a few milliseconds as on an SSD; each next
+	// node's disk is slower by as much again: a leader whose own sync
+	// lags behind a follower's write and sync is what a lost unsynced
+	// write can catch out.
+	memSyncDelay = 2 * time.Millisecond
 )
 
 // startMemCluster starts n nodes that bootstrap one cluster together, all
 // voters, and waits until it commits.
 func startMemCluster(t testing.TB, n int) *memCluster {
+	t.Helper()
+	return startMemClusterSetup(t, n, memSetup{})
+}
+
+// startMemClusterSetup is startMemCluster with the nodes set up as setup
+// says.
+func startMemClusterSetup(t testing.TB, n int, setup memSetup) *memCluster {
 	t.Helper()
 	dir := t.TempDir()
 	// Every node's port is bound here and held until the node starts, so
@@ -67,7 +136,7 @@ func startMemCluster(t testing.TB, n int) *memCluster {
 		lns = append(lns, ln)
 		peers = append(peers, cluster.Peer{ID: fmt.Sprintf("m%d", i+1), Addr: ln.Addr().String()})
 	}
-	c := &memCluster{t: t, faults: faultnet.NewFaults()}
+	c := &memCluster{t: t, faults: faultnet.NewFaults(), setup: setup}
 	for i := range n {
 		logs := newLogRing(1 << 20)
 		cfg := cluster.DefaultConfig()
@@ -85,6 +154,7 @@ func startMemCluster(t testing.TB, n int) *memCluster {
 		// rather than the entries it missed: restores happen under load.
 		cfg.SnapshotThreshold, cfg.SnapshotInterval, cfg.TrailingLogs = 64, 500*time.Millisecond, 64
 		cfg.WALSegmentSize = 16 << 10 // compaction drops whole segments: lagging members get snapshots
+		cfg.LeaderWritesInParallel = i < len(setup.parallel) && setup.parallel[i]
 		ep := c.faults.Endpoint()
 		cfg.TransportDial, cfg.TransportListen = ep.Dial, heldListen(lns[i], ep)
 		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: cfg.NodeID, Output: logs, Level: hclog.Warn})
@@ -145,6 +215,21 @@ func (n *memNode) start() error {
 				cfg.Join = append(cfg.Join, o.cfg.BindAddr)
 			}
 		}
+	}
+	if n.c.setup.powerLoss {
+		// A new disk for each life: the last one lost its power for good.
+		disk := &diskfault.PowerLoss{FailAfter: true, SyncDelay: time.Duration(n.idx+1) * memSyncDelay}
+		disk.BeforeSync = func() {
+			if n.c.lossArmed.Load() == nil {
+				return // not now; and start holds n.mu while the node opens its WAL
+			}
+			if node := n.current(); node != nil && node.IsLeader() {
+				n.c.loseArmed()
+			}
+		}
+		remove := diskfault.Install(cfg.DataDir, func(v types.VFS) types.VFS { disk.VFS = v; return disk })
+		n.c.t.Cleanup(remove)
+		n.disk = disk
 	}
 	var err error
 	for attempt := 0; attempt < 20; attempt++ {
@@ -316,4 +401,62 @@ func (c *memCluster) others(n *memNode) []*memNode {
 		}
 	}
 	return out
+}
+
+// powerLossAll makes every node lose power at once: every write to their
+// WALs not synced is undone, and from that moment no write or sync of
+// theirs succeeds (diskfault.PowerLoss.FailAfter) and no message leaves
+// any of them (each is cut off from the others); then they stop. The
+// power goes at the moment a leader is about to sync a write, the one
+// moment when a leader writing in parallel holds an entry that only its
+// followers' disks keep (or after a second without such a sync). The
+// cluster must have been started with memSetup.powerLoss.
+func (c *memCluster) powerLossAll() error {
+	fired := make(chan struct{})
+	c.lossArmed.Store(&fired)
+	select {
+	case <-fired:
+	case <-time.After(time.Second):
+		c.loseArmed()
+	}
+	for _, n := range c.nodes {
+		c.cut([]*memNode{n}, c.others(n))
+	}
+	var wg sync.WaitGroup
+	for _, n := range c.nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); n.stop() }()
+	}
+	wg.Wait()
+	c.heal()
+	return nil
+}
+
+// loseArmed makes every running node's disk lose its power, once per
+// arming by powerLossAll.
+func (c *memCluster) loseArmed() {
+	fired := c.lossArmed.Swap(nil)
+	if fired == nil {
+		return
+	}
+	defer close(*fired)
+	for _, n := range c.nodes {
+		n.mu.Lock()
+		if n.node != nil { // a node down already synced what it wrote when it stopped
+			if err := n.disk.LoseUnsynced(); err != nil {
+				c.t.Errorf("%s losing power: %v", n.cfg.NodeID, err)
+			}
+			c.undone.Add(uint64(n.disk.Undone()))
+		}
+		n.mu.Unlock()
+	}
+}
+
+// startAll starts every node that is not running.
+func (c *memCluster) startAll() error {
+	var errs []error
+	for _, n := range c.nodes {
+		errs = append(errs, n.start())
+	}
+	return errors.Join(errs...)
 }

@@ -322,14 +322,11 @@ func memFaults(c *memCluster, rep *report, events *eventLog) []fault {
 					go func() { defer wg.Done(); n.stop() }()
 				}
 				wg.Wait()
-				return func() error {
-					var errs []error
-					for _, n := range c.nodes {
-						errs = append(errs, n.start())
-					}
-					return errors.Join(errs...)
-				}, nil
+				return c.startAll, nil
 			}},
+	}
+	if c.setup.powerLoss {
+		faults = append(faults, powerLossAllFault(c))
 	}
 	if len(c.nodes) == 5 {
 		// A bridge: two pairs that cannot see each other, and one node
@@ -344,6 +341,17 @@ func memFaults(c *memCluster, rep *report, events *eventLog) []fault {
 			}})
 	}
 	return faults
+}
+
+// powerLossAllFault: every node of c loses power at once
+// (memCluster.powerLossAll), under load: what a leader wrote and had not
+// synced yet is gone from its disk. c must have been started with
+// memSetup.powerLoss.
+func powerLossAllFault(c *memCluster) fault {
+	return fault{name: "power-loss-all", min: 300 * time.Millisecond, max: 2 * time.Second,
+		inject: func(context.Context, *rand.Rand) (func() error, error) {
+			return c.startAll, c.powerLossAll()
+		}}
 }
 
 // eventLog is a timeline of what the nemesis and the checkers saw, kept

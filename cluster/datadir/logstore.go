@@ -24,6 +24,7 @@ import (
 	"github.com/hashicorp/raft-wal/types"
 
 	"github.com/raftlock/raftlock/internal/benchknobs"
+	"github.com/raftlock/raftlock/internal/diskfault"
 )
 
 // The log on disk.
@@ -146,9 +147,7 @@ func OpenLogStore(dir string, kind LogStore, walSegmentSize int, logger hclog.Lo
 			if benchknobs.LogSyncDelay > 0 || benchknobs.LogSynced != nil {
 				vfs = slowSyncVFS{VFS: vfs, delay: benchknobs.LogSyncDelay, synced: benchknobs.LogSynced}
 			}
-			if wrapWALVFS != nil {
-				vfs = wrapWALVFS(vfs)
-			}
+			vfs = diskfault.Wrap(dir, vfs) // a test's disk that loses power, say
 			files := types.SegmentFiler(segment.NewFiler(path, splitVFS{VFS: vfs, split: split}))
 			if wrapWAL != nil {
 				meta, files = wrapWAL(path, meta, files)
@@ -261,10 +260,6 @@ type Store struct {
 	// nil for BoltDB, whose writes are whole.
 	split *syncSplit
 }
-
-// wrapWALVFS, when not nil, wraps the file system under the WAL's segment
-// files (tests lose power there).
-var wrapWALVFS func(types.VFS) types.VFS
 
 func newStore(store logStore, reopen func() (logStore, error), path string, logger hclog.Logger) *Store {
 	return &Store{store: store, reopen: reopen, path: path, logger: logger, faults: writeFaults{path: path, logger: logger},

@@ -4,111 +4,31 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"sync"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/raft-wal/types"
 	"github.com/stretchr/testify/require"
+
+	"github.com/raftlock/raftlock/internal/diskfault"
 )
 
-// powerLossVFS is a file system under the WAL's segment files that can
-// lose power: every write not synced since is then undone, as a machine
-// that lost power forgets what its page cache held, and later writes and
-// syncs do nothing.
-type powerLossVFS struct {
-	types.VFS
-	mu    sync.Mutex
-	files []*powerLossFile
-	dead  bool
-}
-
-type powerLossFile struct {
-	types.WritableFile
-	vfs  *powerLossVFS
-	undo []undoWrite // the writes since the last sync, oldest first
-}
-
-type undoWrite struct {
-	off int64
-	old []byte
-}
-
-func (v *powerLossVFS) wrap(f types.WritableFile, err error) (types.WritableFile, error) {
-	if err != nil {
-		return nil, err
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	pf := &powerLossFile{WritableFile: f, vfs: v}
-	v.files = append(v.files, pf)
-	return pf, nil
-}
-
-func (v *powerLossVFS) Create(dir, name string, size uint64) (types.WritableFile, error) {
-	return v.wrap(v.VFS.Create(dir, name, size))
-}
-
-func (v *powerLossVFS) OpenWriter(dir, name string) (types.WritableFile, error) {
-	return v.wrap(v.VFS.OpenWriter(dir, name))
-}
-
-func (f *powerLossFile) WriteAt(p []byte, off int64) (int, error) {
-	f.vfs.mu.Lock()
-	defer f.vfs.mu.Unlock()
-	if f.vfs.dead {
-		return len(p), nil
-	}
-	old := make([]byte, len(p))
-	n, _ := f.WritableFile.ReadAt(old, off) // segment files are preallocated
-	f.undo = append(f.undo, undoWrite{off: off, old: old[:n]})
-	return f.WritableFile.WriteAt(p, off)
-}
-
-func (f *powerLossFile) Sync() error {
-	f.vfs.mu.Lock()
-	defer f.vfs.mu.Unlock()
-	if f.vfs.dead {
-		return nil
-	}
-	if err := f.WritableFile.Sync(); err != nil {
-		return err
-	}
-	f.undo = nil
-	return nil
-}
-
-func (v *powerLossVFS) powerLoss(t *testing.T) {
-	require.NoError(t, v.loseUnsynced())
-}
-
-func (v *powerLossVFS) loseUnsynced() error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.dead = true
-	for _, f := range v.files {
-		for i := len(f.undo) - 1; i >= 0; i-- {
-			if _, err := f.WritableFile.WriteAt(f.undo[i].old, f.undo[i].off); err != nil {
-				return err
-			}
-		}
-		f.undo = nil
-	}
-	return nil
+// powerLoss makes disk lose power: every write not synced since is undone.
+func powerLoss(t *testing.T, disk *diskfault.PowerLoss) {
+	require.NoError(t, disk.LoseUnsynced())
 }
 
 // openWALOnPowerLossDisk opens a WAL store in dir whose segment files can
 // lose power.
-func openWALOnPowerLossDisk(t *testing.T, dir string, segmentSize int) (*Store, *powerLossVFS) {
+func openWALOnPowerLossDisk(t *testing.T, dir string, segmentSize int) (*Store, *diskfault.PowerLoss) {
 	return openWALOnPowerLossDiskWrapped(t, dir, segmentSize, nil)
 }
 
-func openWALOnPowerLossDiskWrapped(t *testing.T, dir string, segmentSize int, wrap func(*powerLossVFS) WALWrapper) (*Store, *powerLossVFS) {
+func openWALOnPowerLossDiskWrapped(t *testing.T, dir string, segmentSize int, wrap func(*diskfault.PowerLoss) WALWrapper) (*Store, *diskfault.PowerLoss) {
 	t.Helper()
-	disk := &powerLossVFS{}
-	wrapWALVFS = func(v types.VFS) types.VFS { disk.VFS = v; return disk }
-	defer func() { wrapWALVFS = nil }()
+	disk := &diskfault.PowerLoss{}
+	defer diskfault.Install(dir, func(v types.VFS) types.VFS { disk.VFS = v; return disk })()
 	var wrapWAL WALWrapper
 	if wrap != nil {
 		wrapWAL = wrap(disk)
@@ -152,7 +72,7 @@ func TestStoreLogsNoSyncIsDurableOnlyOnceSynced(t *testing.T) {
 			if synced {
 				require.NoError(t, g.SyncLogs())
 			}
-			disk.powerLoss(t)
+			powerLoss(t, disk)
 			require.NoError(t, g.Close())
 
 			g, _ = openWALOnPowerLossDisk(t, dir, 0)
@@ -177,7 +97,7 @@ func TestStoreLogsNoSyncLeavesAtMostTheLastBatchUnsynced(t *testing.T) {
 	for i := uint64(1); i <= last; i++ {
 		require.NoError(t, g.StoreLogsNoSync(sizedEntries(i, i, size)))
 	}
-	disk.powerLoss(t)
+	powerLoss(t, disk)
 	require.NoError(t, g.Close())
 
 	g, _ = openWALOnPowerLossDisk(t, dir, 4096)
@@ -191,7 +111,7 @@ func TestStoreLogsNoSyncLeavesAtMostTheLastBatchUnsynced(t *testing.T) {
 func TestStoreLogsNoSyncSyncsBeforeASealIsRecorded(t *testing.T) {
 	dir := t.TempDir()
 	lost := make(chan struct{})
-	lossAfterSeal := func(disk *powerLossVFS) WALWrapper {
+	lossAfterSeal := func(disk *diskfault.PowerLoss) WALWrapper {
 		return func(_ string, meta types.MetaStore, files types.SegmentFiler) (types.MetaStore, types.SegmentFiler) {
 			return &lossAfterSealMeta{MetaStore: meta, disk: disk, lost: lost}, files
 		}
@@ -222,15 +142,12 @@ func TestStoreLogsNoSyncSyncsBeforeASealIsRecorded(t *testing.T) {
 // segment; its later commits are lost with it.
 type lossAfterSealMeta struct {
 	types.MetaStore
-	disk *powerLossVFS
+	disk *diskfault.PowerLoss
 	lost chan struct{} // closed when the power went
 }
 
 func (m *lossAfterSealMeta) CommitState(state types.PersistentState) error {
-	m.disk.mu.Lock()
-	dead := m.disk.dead
-	m.disk.mu.Unlock()
-	if dead {
+	if m.disk.Lost() {
 		return nil // lost with the power
 	}
 	if err := m.MetaStore.CommitState(state); err != nil {
@@ -238,7 +155,7 @@ func (m *lossAfterSealMeta) CommitState(state types.PersistentState) error {
 	}
 	if len(state.Segments) > 1 {
 		defer close(m.lost)
-		return m.disk.loseUnsynced()
+		return m.disk.LoseUnsynced()
 	}
 	return nil
 }
@@ -250,7 +167,7 @@ func TestStoreLogsSyncsWhatNoSyncLeft(t *testing.T) {
 	g, disk := openWALOnPowerLossDisk(t, dir, 0)
 	require.NoError(t, g.StoreLogsNoSync(sizedEntries(1, 2, 100)))
 	require.NoError(t, g.StoreLogs(sizedEntries(3, 3, 100)))
-	disk.powerLoss(t)
+	powerLoss(t, disk)
 	require.NoError(t, g.Close())
 
 	g, _ = openWALOnPowerLossDisk(t, dir, 0)
@@ -293,7 +210,7 @@ func TestLogMarkFollowsSyncsNotUnsyncedWrites(t *testing.T) {
 			require.NoError(t, track(g))
 			require.NoError(t, g.StoreLogs(sizedEntries(1, 3, 100)))
 			tc.run(t, g)
-			disk.powerLoss(t)
+			powerLoss(t, disk)
 			require.NoError(t, g.Close()) // writes the mark as it stands
 
 			g, _ = openWALOnPowerLossDisk(t, dir, 0)
