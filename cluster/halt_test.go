@@ -96,6 +96,9 @@ func TestMemberHaltsAtAnEntryItCannotRead(t *testing.T) {
 	assert.ErrorIs(t, err, ErrHalted)
 	_, err = old.Acquire(ctx, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Minute})
 	assert.ErrorIs(t, err, ErrHalted)
+	// Done is closed when the halt's Close begins; Close returns once it
+	// has ended (raft shut down included).
+	old.Close()
 	assert.Equal(t, raft.Shutdown, old.State())
 	assert.Contains(t, old.Readiness().Reason, "cannot read log entry")
 
