@@ -446,18 +446,7 @@ func (n *Node) Servers() (map[string]string, error) {
 	return out, nil
 }
 
-// waitFuture waits for a raft future, ctx or the node's closing. raft's
-// futures cannot be cancelled; the goroutine waiting on one ends when raft
-// answers it.
+// waitFuture waits for a raft future, ctx or the node's closing.
 func (n *Node) waitFuture(ctx context.Context, f raft.Future) error {
-	errc := make(chan error, 1)
-	go func() { errc <- f.Error() }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-n.closing:
-		return errShuttingDown
-	}
+	return membership.WaitFuture(ctx, f, n.closing)
 }

@@ -228,10 +228,16 @@ func (mgr *Manager) pause(d time.Duration, changed <-chan struct{}) bool {
 	return true
 }
 
-// waitFuture waits for a raft future, ctx or the node's closing. raft's
-// futures cannot be cancelled; the goroutine waiting on one ends when raft
-// answers it.
+// waitFuture waits for a raft future, ctx or the node's closing.
 func (mgr *Manager) waitFuture(ctx context.Context, f raft.Future) error {
+	return WaitFuture(ctx, f, mgr.closing)
+}
+
+// WaitFuture waits for a raft future, ctx or closing (the node's closing:
+// then nodewire.ErrShuttingDown). raft's futures cannot be cancelled; the
+// goroutine waiting on one ends when raft answers it. Package cluster
+// waits on its own futures with it too.
+func WaitFuture(ctx context.Context, f raft.Future, closing <-chan struct{}) error {
 	errc := make(chan error, 1)
 	go func() { errc <- f.Error() }()
 	select {
@@ -239,7 +245,7 @@ func (mgr *Manager) waitFuture(ctx context.Context, f raft.Future) error {
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-mgr.closing:
+	case <-closing:
 		return nodewire.ErrShuttingDown
 	}
 }
