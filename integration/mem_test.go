@@ -35,6 +35,32 @@ type memCluster struct {
 	// lossArmed, when not nil, is closed by the first leader's sync of an
 	// unsynced write after powerLossAll armed it, once the power is gone.
 	lossArmed atomic.Pointer[chan struct{}]
+	// syncHold, when not nil, holds one node's syncs of writes not yet
+	// durable (holdSyncs).
+	syncHold atomic.Pointer[syncHold]
+}
+
+// syncHold holds the syncs of node's disk until release is closed.
+type syncHold struct {
+	node    *memNode
+	once    sync.Once
+	held    chan struct{} // closed when the first sync is held
+	release chan struct{}
+}
+
+// holdSyncs makes every sync of n's disk that would make a write durable
+// wait, from now until release is called; held is closed once one waits.
+// The cluster must have been started with memSetup.powerLoss.
+func (c *memCluster) holdSyncs(n *memNode) (held <-chan struct{}, release func()) {
+	h := &syncHold{node: n, held: make(chan struct{}), release: make(chan struct{})}
+	c.syncHold.Store(h)
+	var once sync.Once
+	return h.held, func() {
+		once.Do(func() {
+			c.syncHold.CompareAndSwap(h, nil)
+			close(h.release)
+		})
+	}
 }
 
 // memNode is one node, running or not; its address and data directory stay
@@ -220,6 +246,11 @@ func (n *memNode) start() error {
 		// A new disk for each life: the last one lost its power for good.
 		disk := &diskfault.PowerLoss{FailAfter: true, SyncDelay: time.Duration(n.idx+1) * memSyncDelay}
 		disk.BeforeSync = func() {
+			if h := n.c.syncHold.Load(); h != nil && h.node == n {
+				h.once.Do(func() { close(h.held) })
+				<-h.release
+				return
+			}
 			if n.c.lossArmed.Load() == nil {
 				return // not now; and start holds n.mu while the node opens its WAL
 			}
@@ -440,6 +471,13 @@ func (c *memCluster) loseArmed() {
 		return
 	}
 	defer close(*fired)
+	c.losePower()
+}
+
+// losePower makes every running node's disk lose its power: what they
+// wrote and did not sync is gone, and no later write or sync of theirs
+// succeeds.
+func (c *memCluster) losePower() {
 	for _, n := range c.nodes {
 		n.mu.Lock()
 		if n.node != nil { // a node down already synced what it wrote when it stopped

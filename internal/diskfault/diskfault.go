@@ -63,10 +63,11 @@ type PowerLoss struct {
 	// power go at the moment a write was about to become durable.
 	BeforeSync func()
 
-	mu     sync.Mutex // protects files, dead, undone and every file's undo
+	mu     sync.Mutex // protects files, dead, undone, synced and every file's undo
 	files  []*powerLossFile
 	dead   bool
 	undone int
+	synced int
 }
 
 type powerLossFile struct {
@@ -140,8 +141,19 @@ func (f *powerLossFile) Sync() error {
 	if err := f.WritableFile.Sync(); err != nil {
 		return err
 	}
+	if len(f.undo) > 0 {
+		f.disk.synced++
+	}
 	f.undo = nil
 	return nil
+}
+
+// Synced counts the syncs that made writes durable: a test waits for a
+// node to have stored what it was sent, durably, by watching it grow.
+func (d *PowerLoss) Synced() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.synced
 }
 
 // Lost says whether the power went.
