@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -69,7 +70,7 @@ func run() error {
 	)
 	flag.IntVar(&p.rounds, "rounds", 1, "run the systems this many times in turn (each started afresh) and report each figure's median over the rounds: the machine's speed drifts by more than the systems differ, and rounds that alternate the systems see the same drift")
 	flag.DurationVar(&p.logSyncDelay, "log-sync-delay", 0, "raftlock: add this `duration` to every sync of the raft log's WAL segment files (a slower disk's fsync; the report gives the syncs' latency)")
-	flag.BoolVar(&p.leaderParallel, "leader-parallel", false, "raftlock: the leader writes a new entry while it replicates it (cluster.Config.LeaderWritesInParallel)")
+	flag.BoolVar(&p.leaderParallel, "leader-parallel", cluster.DefaultConfig().LeaderWritesInParallel, "raftlock: the leader writes a new entry while it replicates it (cluster.Config.LeaderWritesInParallel; false: it syncs first, as hashicorp/raft does)")
 	flag.DurationVar(&p.duration, "d", 10*time.Second, "measured `duration` of seq, par64 and contend16, per system")
 	flag.DurationVar(&p.warmup, "warmup", time.Second, "unmeasured run before each measured window")
 	flag.IntVar(&p.parClients, "par", 64, "clients of the par64 workload (each on its own key)")

@@ -51,13 +51,15 @@ type Config struct {
 	// entries a whole segment at a time, so until a segment fills, a lagging
 	// follower is sent entries rather than a snapshot.
 	WALSegmentSize int
-	// LeaderWritesInParallel, off by default, lets the leader send a new
-	// entry to the followers while its own write of it is being synced,
-	// rather than after (internal/raft, doc.go): a commit then waits for
-	// one sync on its path, not two in turn. The leader counts itself
-	// towards a commit only once its write is durable. With LogStoreBoltDB
-	// it changes nothing. Experimental: it stays off until measurements
-	// show the gain (bench -log-sync-delay).
+	// LeaderWritesInParallel (on in DefaultConfig) lets the leader send a
+	// new entry to the followers while its own write of it is being
+	// synced, rather than after (internal/raft, doc.go): a commit then
+	// waits for one sync on its path, not two in turn. The leader counts
+	// itself towards a commit only once its write is durable, so what is
+	// acknowledged is on a quorum's disks either way. Off, the leader
+	// syncs first and then sends, as hashicorp/raft does. With
+	// LogStoreBoltDB it changes nothing (that store cannot split a write
+	// from its sync).
 	LeaderWritesInParallel bool
 	// BindAddr is the TCP address to listen on; "127.0.0.1:0" picks a free port.
 	BindAddr string
@@ -254,6 +256,8 @@ func DefaultConfig() Config {
 		TrailingLogs:       10240,
 		SnapshotsRetained:  2,
 		RequestTimeout:     10 * time.Second,
+
+		LeaderWritesInParallel: true,
 	}
 }
 
