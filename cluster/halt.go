@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime/debug"
 
+	"github.com/raftlock/raftlock/cluster/datadir"
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/lock"
 )
@@ -48,6 +49,14 @@ import (
 // committed log entry or a snapshot it cannot read (see HaltError): it
 // applies nothing more and has closed itself.
 var ErrHalted = errors.New("cluster: state machine halted")
+
+// ErrLogSyncFailed matches the error of a node whose disk failed to make
+// its raft log durable (a failed fsync of entries the leader had written
+// while replicating them): it has closed itself rather than acknowledge
+// entries that may not be on disk. Check the disk and start it again on
+// the same DataDir: it keeps what is on disk, and the leader sends it the
+// rest.
+var ErrLogSyncFailed = datadir.ErrSyncFailed
 
 // HaltError says why a node's state machine halted. It matches ErrHalted,
 // and its Cause (fsm.ErrUnknownOp, fsm.ErrBadVersion, ...).
@@ -98,23 +107,19 @@ func buildDescription(maxLevel int) string {
 }
 
 // Done returns a channel that is closed when the node begins to close: by
-// Close or Leave, or by itself when its state machine halted (then Err
-// says why). An embedder that runs as long as its node selects on it, then
+// Close or Leave, or by itself when its state machine halted or its disk
+// failed a sync of the raft log (then Err says why). An embedder that runs as long as its node selects on it, then
 // calls Close, which returns once the node is fully stopped (Close is
 // idempotent).
 func (n *Node) Done() <-chan struct{} { return n.closing }
 
 // Err returns nil while the node runs and after a Close or Leave; once the
-// node has halted and closed itself (see Done) it returns why: a
-// *HaltError, matching ErrHalted, that names the log entry this node's
-// build cannot read and what to do. Its lock calls then fail with errors
-// matching both lock.ErrClosed and ErrHalted.
-func (n *Node) Err() error {
-	if err := n.sm.haltError(); err != nil {
-		return err
-	}
-	return nil
-}
+// node has stopped by itself (see Done) it returns why: a *HaltError,
+// matching ErrHalted, that names the log entry this node's build cannot
+// read and what to do; or an error matching ErrLogSyncFailed when its disk
+// failed to make the raft log durable. Its lock calls then fail with errors
+// matching lock.ErrClosed and the same error.
+func (n *Node) Err() error { return n.stoppedError() }
 
 // errorText is err's text, "" for nil.
 func errorText(err error) string {
@@ -124,27 +129,42 @@ func errorText(err error) string {
 	return err.Error()
 }
 
-// closeOnHalt closes the node when its state machine halts. It runs from
-// the end of New (a halt while New replays the log waits for New) until
-// the node closes.
+// closeOnHalt closes the node when its state machine halts or its raft
+// log's disk failed a sync (datadir.SyncFailedError: the log refuses every
+// write from then on, and a member that can neither store nor acknowledge
+// entries would only hold a place in the quorum). It runs from the end of
+// New (a halt while New replays the log waits for New) until the node
+// closes.
 func (n *Node) closeOnHalt() {
 	select {
 	case <-n.sm.halted:
+		n.log.Error("this member stops: its state machine cannot read a committed entry",
+			"error", n.sm.haltError(), "what_to_do", "install the raftlock version the other members run and start it again with the same data dir")
+	case <-n.store.Failed():
+		n.log.Error("this member stops: its disk failed to sync the raft log",
+			"error", n.store.FailedError(), "what_to_do", "check the disk, then start the member again with the same data dir")
 	case <-n.closing:
 		return
 	}
-	n.log.Error("this member stops: its state machine cannot read a committed entry",
-		"error", n.sm.haltError(), "what_to_do", "install the raftlock version the other members run and start it again with the same data dir")
 	if err := n.Close(); err != nil {
 		n.log.Warn("closing the halted node", "error", err)
 	}
 }
 
-// haltedError is what a call on a halted node fails with: it matches
-// lock.ErrClosed (the node is closed) and ErrHalted, and says why. Nil
-// while the state machine runs.
-func (n *Node) haltedError() error {
+// stoppedError is why the node stopped by itself: its state machine's
+// *HaltError or its log's *datadir.SyncFailedError; nil otherwise.
+func (n *Node) stoppedError() error {
 	if err := n.sm.haltError(); err != nil {
+		return err
+	}
+	return n.store.FailedError()
+}
+
+// haltedError is what a call on a node that stopped by itself fails with:
+// it matches lock.ErrClosed (the node is closed) and says why (ErrHalted or
+// ErrLogSyncFailed). Nil while the node runs.
+func (n *Node) haltedError() error {
+	if err := n.stoppedError(); err != nil {
 		return fmt.Errorf("%w: %w", lock.ErrClosed, err)
 	}
 	return nil

@@ -137,7 +137,7 @@ func OpenLogStore(dir string, kind LogStore, walSegmentSize int, logger hclog.Lo
 		if err := os.MkdirAll(path, 0o700); err != nil {
 			return nil, "", fmt.Errorf("cluster: %w", err)
 		}
-		split := newSyncSplit() // the same across reopens: a closed file syncs what it deferred
+		split := newSyncSplit(path) // the same across reopens: a closed file syncs what it deferred
 		open := func() (logStore, error) {
 			if err := checkWAL(path, dir); err != nil {
 				return nil, err
@@ -744,6 +744,31 @@ func (f *writeFaults) endLocked() {
 // Fault describes the current failure of the log's writes; "" while
 // writes succeed.
 func (g *Store) Fault() string { return g.faults.fault() }
+
+// Failed is closed once the disk failed to make a batch durable that had
+// been written without its sync (SyncLogs, or the sync before the next
+// write): the log then refuses every write for good, and the node stops
+// (SyncFailedError says why). Never closed for BoltDB, whose writes are
+// whole: a failed one is retried in place.
+func (g *Store) Failed() <-chan struct{} {
+	if g.split == nil {
+		return nil
+	}
+	return g.split.failedCh
+}
+
+// FailedError is the *SyncFailedError once Failed is closed; nil before.
+func (g *Store) FailedError() error {
+	if g.split == nil {
+		return nil
+	}
+	select {
+	case <-g.split.failedCh:
+		return g.split.failed // set before the channel closed, never after
+	default:
+		return nil
+	}
+}
 
 // DescribeFault is Fault, and what to do about it; "", "" while writes
 // succeed.

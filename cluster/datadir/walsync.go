@@ -1,6 +1,8 @@
 package datadir
 
 import (
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -30,10 +32,20 @@ import (
 //   - before wal-meta.db commits (a seal, a new segment, a truncation),
 //     which must never name data not on disk;
 //   - when the file is closed.
+//
+// A failed sync of a deferred write is final (failed): every later sync
+// and write fails with it. The batch is readable from the page cache, but
+// after a failed fsync Linux may mark its pages clean without writing them,
+// so a later fsync of the same file would succeed without making them
+// durable (PostgreSQL's "fsyncgate"); answering it as durable could lose an
+// acknowledged entry. etcd stops the member on a failed WAL sync for the
+// same reason, and so does the node (Store.Failed).
 type syncSplit struct {
 	mu        sync.Mutex // held across fsyncs: a write waits for a sync in flight
 	deferring bool       // a StoreLogsNoSync is writing
 	dirty     map[*splitFile]struct{}
+	failed    error         // the first failed sync of a deferred write; then final
+	failedCh  chan struct{} // closed when failed is set
 
 	// What SyncLogs may record in the log mark (Store.SyncLogs): written
 	// is the last index StoreLogsNoSync stored; truncations counts the
@@ -41,6 +53,8 @@ type syncSplit struct {
 	markMu      sync.Mutex
 	written     uint64
 	truncations uint64
+
+	path string // the WAL's directory, for the failure's message
 }
 
 // stored records that StoreLogsNoSync stored logs through index.
@@ -61,8 +75,8 @@ func (s *syncSplit) deleting(min, max uint64) {
 	s.markMu.Unlock()
 }
 
-func newSyncSplit() *syncSplit {
-	return &syncSplit{dirty: make(map[*splitFile]struct{})}
+func newSyncSplit(path string) *syncSplit {
+	return &syncSplit{dirty: make(map[*splitFile]struct{}), failedCh: make(chan struct{}), path: path}
 }
 
 // deferSyncs runs write with the segment files' Syncs deferred, after
@@ -96,9 +110,14 @@ func (s *syncSplit) sync() error {
 
 // syncLocked syncs the dirty files and also (when not nil) f.
 func (s *syncSplit) syncLocked(f *splitFile) error {
+	if s.failed != nil {
+		return s.failed
+	}
 	for d := range s.dirty {
 		if err := d.WritableFile.Sync(); err != nil {
-			return err
+			s.failed = &SyncFailedError{Path: s.path, Err: err}
+			close(s.failedCh)
+			return s.failed
 		}
 		delete(s.dirty, d)
 	}
@@ -129,7 +148,7 @@ func (f *splitFile) Sync() error {
 func (f *splitFile) Close() error {
 	f.split.mu.Lock()
 	defer f.split.mu.Unlock()
-	if _, dirty := f.split.dirty[f]; dirty {
+	if _, dirty := f.split.dirty[f]; dirty && f.split.failed == nil {
 		delete(f.split.dirty, f)
 		if err := f.WritableFile.Sync(); err != nil {
 			f.WritableFile.Close()
@@ -212,3 +231,26 @@ func (f slowSyncFile) Sync() error {
 	}
 	return err
 }
+
+// ErrSyncFailed matches the error of a raft log whose disk failed to sync a
+// write (SyncFailedError).
+var ErrSyncFailed = errors.New("the disk failed to sync the raft log")
+
+// SyncFailedError is the final error of a raft log whose disk failed to
+// make a written batch durable: the log takes no more writes, and the node
+// stops rather than acknowledge entries that may not be on disk.
+type SyncFailedError struct {
+	Path string // the WAL's directory
+	Err  error  // what the sync returned
+}
+
+func (e *SyncFailedError) Error() string {
+	return fmt.Sprintf("cluster: the disk failed to sync the raft log in %s (%v): entries it had written may not be on disk, "+
+		"and after a failed sync the system may report a later one as successful without writing them, so this member "+
+		"stopped rather than acknowledge them; check the disk (the kernel log says more), then start the member again "+
+		"with the same data dir: it keeps what is on disk and the leader sends it the rest", e.Path, e.Err)
+}
+
+func (e *SyncFailedError) Is(target error) bool { return target == ErrSyncFailed }
+
+func (e *SyncFailedError) Unwrap() error { return e.Err }

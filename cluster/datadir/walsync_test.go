@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"syscall"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -219,4 +220,36 @@ func TestLogMarkFollowsSyncsNotUnsyncedWrites(t *testing.T) {
 			requireLog(t, g, tc.last, 100)
 		})
 	}
+}
+
+// A failed sync of a batch written without its sync is final: the disk may
+// report the next sync as successful without having written the batch (as
+// Linux may after a failed writeback), so the log refuses every later sync
+// and write rather than let an entry that is not on disk be acknowledged.
+func TestFailedSyncOfAnUnsyncedBatchIsFinal(t *testing.T) {
+	dir := t.TempDir()
+	g, disk := openWALOnPowerLossDisk(t, dir, 0)
+	require.NoError(t, g.StoreLogs(sizedEntries(1, 3, 100)))
+	require.NoError(t, g.StoreLogsNoSync(sizedEntries(4, 4, 100)))
+	disk.FailSyncs(1, syscall.EIO)
+	err := g.SyncLogs()
+	require.ErrorIs(t, err, ErrSyncFailed)
+	require.ErrorIs(t, err, syscall.EIO)
+	select {
+	case <-g.Failed():
+	default:
+		t.Fatal("Failed is not closed after a failed sync")
+	}
+	require.ErrorIs(t, g.FailedError(), ErrSyncFailed)
+
+	// The disk syncs again; the log still refuses.
+	require.ErrorIs(t, g.SyncLogs(), ErrSyncFailed)
+	require.ErrorIs(t, g.StoreLogsNoSync(sizedEntries(5, 5, 100)), ErrSyncFailed)
+	require.ErrorIs(t, g.StoreLogs(sizedEntries(5, 5, 100)), ErrSyncFailed)
+	powerLoss(t, disk)
+	require.NoError(t, g.Close())
+
+	g, _ = openWALOnPowerLossDisk(t, dir, 0)
+	defer g.Close()
+	requireLog(t, g, 3, 100)
 }

@@ -63,17 +63,22 @@ type PowerLoss struct {
 	// power go at the moment a write was about to become durable.
 	BeforeSync func()
 
-	mu     sync.Mutex // protects files, dead, undone, synced and every file's undo
-	files  []*powerLossFile
-	dead   bool
-	undone int
-	synced int
+	mu        sync.Mutex // protects the fields below and every file's undo and lost
+	files     []*powerLossFile
+	dead      bool
+	undone    int
+	synced    int
+	failSyncs int   // FailSyncs: how many syncs are still to fail
+	failErr   error // and with what
 }
 
 type powerLossFile struct {
 	types.WritableFile
 	disk *PowerLoss
 	undo []undoWrite // the writes since the last sync, oldest first
+	// lost are the writes whose sync failed (FailSyncs), oldest first: no
+	// later sync makes them durable.
+	lost []undoWrite
 }
 
 type undoWrite struct {
@@ -138,6 +143,12 @@ func (f *powerLossFile) Sync() error {
 	if f.disk.dead {
 		return f.disk.afterLoss()
 	}
+	if f.disk.failSyncs > 0 && len(f.undo) > 0 {
+		f.disk.failSyncs--
+		f.lost = append(f.lost, f.undo...)
+		f.undo = nil
+		return f.disk.failErr
+	}
 	if err := f.WritableFile.Sync(); err != nil {
 		return err
 	}
@@ -154,6 +165,17 @@ func (d *PowerLoss) Synced() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.synced
+}
+
+// FailSyncs makes the next n syncs of a file holding writes not yet synced
+// fail with err, as a disk that reports an I/O error does. Like Linux after
+// a failed writeback, which may mark the pages clean without writing them,
+// no later sync makes those writes durable: a power loss undoes them,
+// whatever was synced since.
+func (d *PowerLoss) FailSyncs(n int, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.failSyncs, d.failErr = n, err
 }
 
 // Lost says whether the power went.
@@ -178,13 +200,14 @@ func (d *PowerLoss) LoseUnsynced() error {
 	defer d.mu.Unlock()
 	d.dead = true
 	for _, f := range d.files {
-		d.undone += len(f.undo)
-		for i := len(f.undo) - 1; i >= 0; i-- {
-			if _, err := f.WritableFile.WriteAt(f.undo[i].old, f.undo[i].off); err != nil {
+		d.undone += len(f.undo) + len(f.lost)
+		writes := append(f.lost, f.undo...) // oldest first: undone newest first
+		for i := len(writes) - 1; i >= 0; i-- {
+			if _, err := f.WritableFile.WriteAt(writes[i].old, writes[i].off); err != nil {
 				return err
 			}
 		}
-		f.undo = nil
+		f.undo, f.lost = nil, nil
 	}
 	return nil
 }
