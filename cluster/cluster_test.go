@@ -169,7 +169,7 @@ func TestRestartRecoversStateAndGrantsOnlyClaimedWaiters(t *testing.T) {
 
 	// One caller comes back and sends its acquire again: it claims its place.
 	doneBack = acquireAsync(ctx, n, lock.AcquireRequest{Key: "b", Owner: back, TTL: time.Hour, Wait: time.Hour})
-	require.Eventually(t, func() bool { return n.sm.unclaimed() <= 1 && n.awaits.len() == 1 },
+	require.Eventually(t, func() bool { return n.sm.unclaimed() <= 1 && n.waiters.TestHooks().Parked() == 1 },
 		5*time.Second, time.Millisecond, "the returning caller parked at the leader")
 
 	// The holder's release skips the waiter nobody claimed.

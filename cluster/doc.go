@@ -104,7 +104,8 @@
 // statemachine.go (the raft FSM adapter), logclock.go (the log clock),
 // forward.go (forwarding and retries), leader.go (proposal batching),
 // group.go (commands of concurrent callers sent to the leader together:
-// NewCommandGroup), waiting.go (waiting at the leader), store.go (reads),
+// NewCommandGroup), package waiting (waiting at the leader; waiting.go
+// gives it the node), package retry (retry pacing), store.go (reads),
 // watch.go (watches), quota.go (limits on the state clients can make every
 // member hold: Config.MaxLocks, MaxSessions, MaxTotalWaiters), levels.go
 // and halt.go (mixed versions).

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/raftlock/raftlock/cluster/internal/retry"
 	"github.com/raftlock/raftlock/cluster/nodewire"
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/internal/lockfsm"
@@ -21,7 +22,7 @@ import (
 // follower is sent over transport.Call to the leader, which stamps, proposes
 // and answers with the fsm.Result; the messages and their compatibility
 // rules are in package nodewire. The one exception to upgrading one node at a time
-// is claims (see waiting.go): a node from before them cannot read the
+// is claims (see package waiting): a node from before them cannot read the
 // new-term and drop-unclaimed log entries or a version 2 snapshot, and
 // would grant waiters the others skip, so across that change every member
 // is stopped, upgraded and started again together.
@@ -31,15 +32,6 @@ import (
 // any attempt's outcome was unknown, a final error also matches
 // lock.ErrUnknownOutcome: retrying with the same owner is safe. (Release
 // then reports a key no longer held as released: see Release.)
-
-// Retry pacing when no leader change is signalled: a leader that is known
-// but does not answer (it is dying, or its term is not ready yet) is asked
-// again after a short, growing pause. Normally a retry waits for raft to
-// report a new leader instead.
-const (
-	minRetryBackoff = 5 * time.Millisecond
-	maxRetryBackoff = 100 * time.Millisecond
-)
 
 // defaultLeaderWaitElections is Config.LeaderWait when it is 0, in
 // ElectionTimeouts; see there.
@@ -84,8 +76,8 @@ func (n *Node) do(ctx context.Context, req nodewire.Request) (ans nodewire.Answe
 	// Only a command takes effect when it is proposed: for the other kinds
 	// an attempt whose answer is lost leaves nothing unknown.
 	mayApply := req.Kind() == nodewire.KindCommand
-	p := newPacer()
-	defer p.stop()
+	p := retry.NewPacer(n, n.closing)
+	defer p.Stop()
 	var body []byte
 	for {
 		if n.closed() || n.sm.halt.Load() != nil {
@@ -163,7 +155,7 @@ func (n *Node) do(ctx context.Context, req nodewire.Request) (ans nodewire.Answe
 		if ctx.Err() != nil {
 			return nil, n.endedError(parent, ctx, unknown, lastErr)
 		}
-		pause := maxRetryBackoff
+		pause := retry.MaxBackoff
 		if errors.Is(attemptErr, errNoLeader) {
 			if leaderless.IsZero() {
 				leaderless = time.Now()
@@ -176,60 +168,12 @@ func (n *Node) do(ctx context.Context, req nodewire.Request) (ans nodewire.Answe
 		} else {
 			leaderless = time.Time{}
 		}
-		if err := p.pause(ctx, n, changed, hint, tried, pause); errors.Is(err, lock.ErrClosed) {
+		if err := p.Pause(ctx, changed, hint, tried, pause); errors.Is(err, lock.ErrClosed) {
 			return nil, n.closedError(unknown)
 		} else if err != nil {
 			return nil, n.endedError(parent, ctx, unknown, lastErr)
 		}
 	}
-}
-
-// pacer spaces the attempts of a retry loop (do, acquireWaiting).
-type pacer struct {
-	backoff time.Duration // the next pause
-	hops    int           // hints followed in a row without a pause
-	timer   *time.Timer   // made by the first pause: most calls never retry
-}
-
-func newPacer() *pacer {
-	return &pacer{backoff: minRetryBackoff}
-}
-
-func (p *pacer) stop() {
-	if p.timer != nil {
-		p.timer.Stop()
-	}
-}
-
-// pause returns when the next attempt may go: at once when hint (from a
-// "not leader" reply) names a leader other than the one just tried, at most
-// twice in a row; else as soon as changed reports a leader change, or after
-// a short pause that grows while nothing changes (at most limit). Its
-// errors are ctx's when ctx ends first, and lock.ErrClosed when the node
-// closes.
-func (p *pacer) pause(ctx context.Context, n *Node, changed <-chan struct{}, hint, tried string, limit time.Duration) error {
-	if hint != "" && hint != tried && hint != n.Addr() && p.hops < 2 {
-		p.hops++
-		return nil
-	}
-	p.hops = 0
-	if p.timer == nil {
-		p.timer = time.NewTimer(min(p.backoff, limit))
-	} else {
-		p.timer.Reset(min(p.backoff, limit))
-	}
-	defer p.timer.Stop()
-	select {
-	case <-changed:
-		p.backoff = minRetryBackoff
-	case <-p.timer.C:
-		p.backoff = min(2*p.backoff, maxRetryBackoff)
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-n.closing:
-		return lock.ErrClosed
-	}
-	return nil
 }
 
 // leaderTarget picks where a forwarded attempt goes: the leader a "not
@@ -261,7 +205,7 @@ var (
 
 // leaderWait is how long a request may go on finding no leader before do
 // gives up: Config.LeaderWait (see there). (A waiting acquire, which waits
-// at least its wait, does not go through do: see acquireWaiting.)
+// at least its wait, does not go through do: see package waiting.)
 func (n *Node) leaderWait() time.Duration {
 	if n.cfg.LeaderWait == 0 {
 		return defaultLeaderWaitElections * n.cfg.ElectionTimeout

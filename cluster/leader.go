@@ -552,3 +552,72 @@ func (t *leaderTerm) enqueueAll(cmds []fsm.Command) (ps []*proposal, errs []erro
 	}
 	return ps, errs
 }
+
+// Claims (see "claims" in package waiting): a new term's first command is
+// new-term (startEpoch), and the waiters of earlier terms that nobody claims
+// again are dropped after a grace (dropUnclaimedAfterGrace).
+
+// unclaimedGrace is how long, in election timeouts, a new leader leaves the
+// waiters of earlier terms queued for their callers to claim them again
+// before it drops the rest. Callers send again as soon as they see the new
+// leader's term ready; a few election timeouts cover a slow follower.
+const unclaimedGrace = 4
+
+// startEpoch proposes the term's first command, OpNewTerm, and waits until
+// it is applied: from then on a waiter queued in an earlier term is granted
+// only once its caller has claimed it again. It retries as becomeReady's
+// barrier does, and returns false when the term ends first.
+func (t *leaderTerm) startEpoch() bool {
+	n := t.n
+	for {
+		// Stamped by the term's clock, already running, like every command
+		// after it: stamps stay non-decreasing in log order.
+		body, err := fsm.AppendBatch(nil, []fsm.Command{{Op: fsm.OpNewTerm, Stamp: t.clock.now()}})
+		if err != nil {
+			n.log.Error("encoding new-term", "error", err, "what_to_do", "a bug: report it")
+			return false
+		}
+		f := n.raft.Apply(body, 0)
+		errc := make(chan error, 1)
+		go func() { errc <- f.Error() }()
+		select {
+		case err = <-errc:
+		case <-t.stop:
+			return false
+		}
+		if err == nil {
+			return true
+		}
+		n.log.Debug("new-term entry failed", "error", err)
+		select {
+		case <-t.stop:
+			return false
+		case <-time.After(n.cfg.CommitTimeout):
+		}
+	}
+}
+
+// dropUnclaimedAfterGrace drops, once the grace has passed, the waiters of
+// earlier terms that nobody claimed again: their callers are gone, and
+// they should not count in queues until their wait deadlines.
+func (t *leaderTerm) dropUnclaimedAfterGrace() {
+	n := t.n
+	timer := time.NewTimer(unclaimedGrace * n.cfg.ElectionTimeout)
+	defer timer.Stop()
+	select {
+	case <-t.stop:
+		return
+	case <-timer.C:
+	}
+	if n.sm.unclaimed() == 0 {
+		return
+	}
+	ctx, cancel := t.context()
+	defer cancel()
+	res, err := t.propose(ctx, fsm.Command{Op: fsm.OpDropUnclaimed})
+	if err != nil {
+		n.log.Debug("drop-unclaimed", "error", err)
+		return
+	}
+	n.log.Info("dropped waiters that nobody claimed after the leader change", "waiters", res.Waiters)
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/raftlock/raftlock/cluster/datadir"
 	"github.com/raftlock/raftlock/cluster/internal/membership"
+	"github.com/raftlock/raftlock/cluster/internal/waiting"
 	"github.com/raftlock/raftlock/internal/broadcast"
 	"github.com/raftlock/raftlock/internal/nodestatus"
 	"github.com/raftlock/raftlock/internal/quietlog"
@@ -29,7 +30,7 @@ import (
 // be told to Bootstrap a new cluster (alone or with Peers) or to Join running
 // members; both, or neither, is a config error. On a DataDir with raft state it does neither: it comes back with every
 // lock, waiter and the token counter from its snapshot and log (a waiter is
-// granted only once its caller claims it again; see waiting.go), and never
+// granted only once its caller claims it again; see package waiting), and never
 // bootstraps over existing state. So a member restarted with the same Config
 // it was first started with (Bootstrap, Bootstrap with Peers, or Join) is the
 // same member.
@@ -79,12 +80,9 @@ type Node struct {
 	raft      *raft.Raft
 	sm        *stateMachine
 	quotas    *quotas // limits on the state, checked by the leader at admission (quota.go)
-	// awaits holds the waiting acquires parked at this node while it leads
-	// (its own callers' and forwarded ones), answered when it applies
-	// their grant or the end of their wait.
-	awaits *waiterRegistry
-	// localWaiting counts this node's callers blocked in a waiting Acquire.
-	localWaiting atomic.Int64
+	// waiters are this node's waiting acquires: its callers', and those
+	// parked at it while it leads (package waiting).
+	waiters *waiting.Waiters
 	// membership knows the members, gossips, joins, and keeps the raft
 	// configuration while this node leads (package membership); set once
 	// raft runs.
@@ -174,7 +172,7 @@ func (n *Node) watchLeadership(observations <-chan raft.Observation) {
 			if leading {
 				// Grants answered in an earlier term are not this term's
 				// to know: their holds may have ended under other leaders.
-				n.awaits.forgetAcked()
+				n.waiters.NewTerm()
 				t := newLeaderTerm(n)
 				n.term.Store(t)
 				t.start()
@@ -407,7 +405,7 @@ func (n *Node) Stats() Stats {
 		LastToken:     c.lastToken,
 		LogTime:       c.logTime,
 		WallTime:      n.clock.Now(),
-		LocalWaiters:  int(n.localWaiting.Load()),
+		LocalWaiters:  n.waiters.Local(),
 		Restores:      n.sm.restores.Load(),
 		LogStore:      n.logKind,
 		LogFault:      n.store.Fault(),

@@ -107,43 +107,25 @@ func admitCommand(r *nodewire.Command) error {
 
 func serveCommand(ctx context.Context, n *Node, t *leaderTerm, r *nodewire.Command) (nodewire.Answer, error) {
 	if r.Cmd.Op == fsm.OpCancelWait {
-		return answered(commandAnswerOf(n.cancelWaitAtLeader(ctx, t, r.Cmd))) // see waiting.go
+		return answered(commandAnswerOf(n.waiters.CancelWait(ctx, t, r.Cmd))) // see package waiting
 	}
 	if err := n.admitQuota(ctx, t, r.Cmd); err != nil {
 		return nil, err // see quota.go
 	}
 	if r.Cmd.Op == fsm.OpRelease {
-		n.awaits.forget(r.Cmd.Key, r.Cmd.Owner)
+		n.waiters.Released(r.Cmd.Key, r.Cmd.Owner)
 	}
 	var (
 		p   *proposal
 		err error
 	)
-	answeredAcquire := n.awaits.queueAcquires([]waiterKey{acquireKey(r.Cmd)}, func() { p, err = t.enqueue(r.Cmd) })
+	answeredAcquire := n.waiters.QueueAcquires([]fsm.Command{r.Cmd}, func() { p, err = t.enqueue(r.Cmd) })
 	res := fsm.Result{}
 	if err == nil {
 		res, err = t.await(ctx, p)
 	}
-	answeredAcquire(0, grantedToken(res, err))
+	answeredAcquire(0, res, err)
 	return answered(commandAnswerOf(res, err))
-}
-
-// acquireKey is what the waiter registry knows an immediate acquire by
-// (see waiterRegistry.queueAcquires); zero for any other command.
-func acquireKey(cmd fsm.Command) waiterKey {
-	if cmd.Op != fsm.OpAcquire && cmd.Op != fsm.OpAcquireAll {
-		return waiterKey{}
-	}
-	return waiterKey{waitKey(cmd), cmd.Owner}
-}
-
-// grantedToken is the token an acquire's answer tells its caller it
-// holds: 0 unless granted.
-func grantedToken(res fsm.Result, err error) uint64 {
-	if err != nil || res.Status != fsm.StatusGranted {
-		return 0
-	}
-	return res.Token
 }
 
 func commandAnswerOf(res fsm.Result, err error) (nodewire.CommandAnswer, error) {
@@ -158,7 +140,7 @@ func admitWaitAcquire(r *nodewire.WaitAcquire) error {
 }
 
 func serveWaitAcquire(ctx context.Context, n *Node, t *leaderTerm, r *nodewire.WaitAcquire) (nodewire.Answer, error) {
-	return answered(n.waitAtLeader(ctx, t, r.Cmd, n.clock.Monotonic()))
+	return answered(n.waiters.AtLeader(ctx, t, r.Cmd, n.clock.Monotonic()))
 }
 
 func admitRead(r *nodewire.Read) error {
@@ -297,26 +279,22 @@ func serveGroup(ctx context.Context, n *Node, t *leaderTerm, r *nodewire.Group) 
 			continue
 		}
 		if c.Op == fsm.OpRelease {
-			n.awaits.forget(c.Key, c.Owner)
+			n.waiters.Released(c.Key, c.Owner)
 		}
 		queued = append(queued, i)
 		cmds = append(cmds, c)
-	}
-	keys := make([]waiterKey, len(cmds))
-	for j, c := range cmds {
-		keys[j] = acquireKey(c)
 	}
 	var (
 		ps   []*proposal
 		errs []error
 	)
-	answeredAcquire := n.awaits.queueAcquires(keys, func() { ps, errs = t.enqueueAll(cmds) })
+	answeredAcquire := n.waiters.QueueAcquires(cmds, func() { ps, errs = t.enqueueAll(cmds) })
 	for j, i := range queued {
 		res, err := fsm.Result{}, errs[j]
 		if err == nil {
 			res, err = t.await(ctx, ps[j])
 		}
-		answeredAcquire(j, grantedToken(res, err))
+		answeredAcquire(j, res, err)
 		if err != nil {
 			ans.Replies[i] = n.errorReply(nodewire.KindCommand, err)
 		} else {

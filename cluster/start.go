@@ -38,7 +38,6 @@ func newNode(cfg Config) (*Node, error) {
 		cfg:           cfg,
 		log:           logger,
 		clock:         clock,
-		awaits:        newWaiterRegistry(),
 		leaderChanged: broadcast.New(),
 		closing:       make(chan struct{}),
 		quiet:         newQuieter(),
@@ -51,7 +50,8 @@ func newNode(cfg Config) (*Node, error) {
 	if cfg.version != nil {
 		n.version = *cfg.version
 	}
-	n.sm = newStateMachine(logger.Named("fsm"), n.awaits.deliver)
+	n.waiters = n.newWaiters()
+	n.sm = newStateMachine(logger.Named("fsm"), n.waiters.Deliver)
 	n.sm.levels = n.levels
 	n.sm.afterApply = n.pokeExpiryTimer
 	n.sm.startWatches(n.cfg.MaxWatchers)

@@ -41,7 +41,7 @@ import (
 // Acquire implements lock.Store. An immediate answer (Wait 0) comes from
 // the leader (forwarded when this node follows). A waiting acquire is one
 // request parked at the leader until the grant or the end of the wait (see
-// acquireWaiting and "Waiting" in waiting.go); it is bounded by its wait and
+// package waiting); it is bounded by its wait and
 // ctx, not by Config.RequestTimeout. After a leader change it is sent again
 // with the same owner and the wait left, which keeps its place in the queue.
 // A caller that goes away while queued (ctx ends, connection or node dies)
@@ -60,7 +60,7 @@ func (n *Node) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease
 		return lock.Lease{}, err
 	}
 	if req.Wait > 0 {
-		return n.acquireWaiting(ctx, req, sent)
+		return n.waiters.Acquire(ctx, req, sent)
 	}
 	res, err := n.command(ctx, lockfsm.Acquire(req))
 	if err != nil {
@@ -80,7 +80,7 @@ func (n *Node) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lease
 // an immediate answer from the leader, or one request parked at the
 // leader, sent again with the same owner after a leader change (the
 // machine keeps the set's places), and withdrawn under the set's first key
-// (waitKey in waiting.go) when its caller goes.
+// (see package waiting) when its caller goes.
 func (n *Node) AcquireAll(ctx context.Context, req lock.AcquireRequest) (lock.Lease, error) {
 	if req.Keys == nil {
 		req.Keys = []string{} // reported as an empty set
@@ -93,39 +93,6 @@ func (n *Node) AcquireAll(ctx context.Context, req lock.AcquireRequest) (lock.Le
 // holder that counts the figure from when it sent the request never counts
 // past the lease's end in the cluster.
 func remaining(res fsm.Result) time.Duration { return lockfsm.Remaining(res) }
-
-// withdraw takes a caller that gave up out of the queue (and releases the
-// lock if it was handed over meanwhile), then returns ctx's error. It waits
-// for the cancel-wait at most twice the election timeout past ctx's end; if
-// that is not enough, the error also matches lock.ErrUnknownOutcome and the
-// owner may still be queued until its wait deadline (or hold the lock until
-// its TTL): Release it with the same owner to be sure.
-func (n *Node) withdraw(ctx context.Context, key string, owner fsm.Owner) error {
-	patience := min(n.cfg.RequestTimeout, 2*n.cfg.ElectionTimeout)
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), patience)
-	defer cancel()
-	res, err := n.command(wctx, fsm.Command{Op: fsm.OpCancelWait, Key: key, Owner: owner})
-	switch {
-	case err != nil:
-		n.log.Warn("could not withdraw an abandoned acquire", "key", key, "error", err)
-		return unknownWithdrawal(ctx, fmt.Errorf("withdrawing the acquire of %q: %w", key, err))
-	case res.Status == fsm.StatusHeld:
-		// The leader answered a call of this owner with its grant (a newer
-		// call, or this one with its answer lost): not withdrawn, and not
-		// ended under that call (see cancelWaitAtLeader).
-		return unknownWithdrawal(ctx, fmt.Errorf("the owner holds %q (token %d), as the leader told a call of it: if none of your calls has it, release it with the same owner", key, res.Token))
-	}
-	return ctx.Err()
-}
-
-// unknownWithdrawal is withdraw's error when it could not confirm the
-// withdrawal: lock.ErrUnknownOutcome, why, and ctx's error if ctx ended.
-func unknownWithdrawal(ctx context.Context, why error) error {
-	if ctx.Err() == nil {
-		return fmt.Errorf("%w: %v", lock.ErrUnknownOutcome, why)
-	}
-	return fmt.Errorf("%w: %w (%v)", lock.ErrUnknownOutcome, ctx.Err(), why)
-}
 
 // Release implements lock.Store. A release sent again after an attempt
 // whose outcome was unknown (the leader changed while committing it) is

@@ -126,7 +126,7 @@ func TestWaitingAcquireThroughFollowerIsOneRequest(t *testing.T) {
 	})
 	waiting := acquireAsync(ctx, f, lock.AcquireRequest{Key: "k", Owner: lock.NewOwner(), TTL: time.Minute, Wait: patience})
 	awaitWaiters(t, l, "k", 1)
-	assert.Zero(t, f.awaits.len(), "the follower keeps a waiter registry")
+	assert.Zero(t, f.waiters.TestHooks().Parked(), "the follower keeps a waiter registry")
 	ok, err := l.Release(ctx, "k", holder)
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -151,7 +151,7 @@ func TestGivingUpOlderCallKeepsNewerClaim(t *testing.T) {
 	firstCtx, giveUp := context.WithCancel(ctx)
 	defer giveUp()
 	first := acquireAsync(firstCtx, fs[0], req)
-	var firstCall *waiter
+	var firstCall any
 	require.Eventually(t, func() bool { firstCall = l.parked("k", owner); return firstCall != nil },
 		patience, time.Millisecond, "the first call parks")
 	second := acquireAsync(ctx, fs[1], req)
@@ -174,10 +174,8 @@ func TestGivingUpOlderCallKeepsNewerClaim(t *testing.T) {
 }
 
 // parked is the waiter parked at n for (key, owner), nil if none.
-func (n *Node) parked(key string, owner lock.Owner) *waiter {
-	n.awaits.mu.Lock()
-	defer n.awaits.mu.Unlock()
-	return n.awaits.waiting[waiterKey{key, fsm.Owner(owner)}]
+func (n *Node) parked(key string, owner lock.Owner) any {
+	return n.waiters.TestHooks().ParkedCall(key, fsm.Owner(owner))
 }
 
 // A waiting acquire by the owner that already holds the key is the
@@ -220,7 +218,7 @@ func TestLiveWaiterOnLeaderSurvivesLeadershipTransfer(t *testing.T) {
 	nl := c.waitLeader()
 	require.NotSame(t, l, nl)
 	// The waiter claims its place again at the new leader.
-	require.Eventually(t, func() bool { return nl.sm.unclaimed() == 0 && nl.awaits.len() == 1 },
+	require.Eventually(t, func() bool { return nl.sm.unclaimed() == 0 && nl.waiters.TestHooks().Parked() == 1 },
 		patience, time.Millisecond, "the waiter parks at the new leader")
 
 	ok, err := f.Release(ctx, "k", holder)
@@ -379,43 +377,8 @@ func TestLateWithdrawalKeepsGrantAnsweredToNewerCall(t *testing.T) {
 	// A withdrawal that does reach the leader in time is not confirmed
 	// either: the grant was answered, and the caller learns as much.
 	l.tr.Handle(l.handleRPC)
-	assert.ErrorIs(t, fs[0].withdraw(ctx, "k", fsm.Owner(owner)), lock.ErrUnknownOutcome)
+	assert.ErrorIs(t, fs[0].waiters.TestHooks().Withdraw(ctx, "k", fsm.Owner(owner)), lock.ErrUnknownOutcome)
 	info, err = l.Inspect(ctx, "k")
 	require.NoError(t, err)
 	assert.True(t, info.Locked && info.Token == again.Token, "a withdrawal ended the lease answered to the newer call")
-}
-
-// The leader's cleanup of a parked call whose caller left (withdrawAtLeader)
-// does not end a grant an immediate acquire of the same owner was answered
-// meanwhile, and waits for such an acquire still being answered before it
-// decides: that acquire, queued before the cancel-wait would be, may
-// answer the grant the cancel-wait would then end.
-func TestWithdrawalWaitsForAndKeepsAnsweredAcquire(t *testing.T) {
-	r := newWaiterRegistry()
-	owner := fsm.Owner(lock.NewOwner())
-	w, err := r.park("k", owner, func() error { return nil })
-	require.NoError(t, err)
-	answered := r.queueAcquires([]waiterKey{{"k", owner}}, func() {})
-
-	withdrew := make(chan bool, 1)
-	queued := false
-	go func() { withdrew <- r.withdraw("k", owner, w, func() { queued = true }) }()
-	select {
-	case <-withdrew:
-		t.Fatal("the withdrawal decided while an acquire of the owner was being answered")
-	case <-time.After(50 * time.Millisecond): // not a condition: nothing may happen
-	}
-	answered(0, 7) // the acquire was answered with the grant of token 7
-	assert.False(t, <-withdrew, "the withdrawal queued a cancel-wait")
-	assert.False(t, queued)
-	busy, acked := r.unlessParked("k", owner, func() { t.Error("a caller's cancel-wait was queued") })
-	assert.Nil(t, busy)
-	assert.Equal(t, uint64(7), acked)
-
-	// Once the owner releases (or parks again), a withdrawal is queued.
-	r.forget("k", owner)
-	busy, acked = r.unlessParked("k", owner, func() { queued = true })
-	assert.Nil(t, busy)
-	assert.Zero(t, acked)
-	assert.True(t, queued)
 }

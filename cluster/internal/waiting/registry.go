@@ -1,4 +1,4 @@
-package cluster
+package waiting
 
 import (
 	"slices"
@@ -30,7 +30,7 @@ func newWaiter() *waiter {
 	return &waiter{wake: make(chan fsm.Event, 1), gone: make(chan struct{})}
 }
 
-// waiterRegistry holds the waiting acquires parked at this node while it
+// registry holds the waiting acquires parked at this node while it
 // leads, keyed by (key, owner). Followers keep none: their callers' waits
 // are parked at the leader. It knows nothing of raft: park and withdraw
 // take the function that queues a command for proposal.
@@ -53,8 +53,8 @@ func newWaiter() *waiter {
 // the immediate acquires queued and not yet answered (answering, queued
 // under claim like park's), and a withdrawal of (key, owner) waits for the
 // latter and then leaves an answered grant alone: its caller learns that
-// the outcome is unknown (n.withdraw), never that the grant was ended.
-type waiterRegistry struct {
+// the outcome is unknown (Waiters.withdraw), never that the grant was ended.
+type registry struct {
 	claim   sync.Mutex // serializes the register-and-queue of park, withdraw, unlessParked and queueAcquires
 	mu      sync.Mutex // protects the maps below; taken inside Apply by deliver
 	waiting map[waiterKey]*waiter
@@ -80,19 +80,19 @@ type answering struct {
 // withdrawal end such a grant, as it could before the registry noted them.
 const maxAcked = 1 << 16
 
-func newWaiterRegistry() *waiterRegistry {
-	return &waiterRegistry{waiting: make(map[waiterKey]*waiter), acked: make(map[waiterKey]uint64), answering: make(map[waiterKey]*answering)}
+func newRegistry() *registry {
+	return &registry{waiting: make(map[waiterKey]*waiter), acked: make(map[waiterKey]uint64), answering: make(map[waiterKey]*answering)}
 }
 
 // ack notes that a call of (key, owner) was told it holds the grant of
 // token.
-func (r *waiterRegistry) ack(key string, owner fsm.Owner, token uint64) {
+func (r *registry) ack(key string, owner fsm.Owner, token uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.ackLocked(waiterKey{key, owner}, token)
 }
 
-func (r *waiterRegistry) ackLocked(k waiterKey, token uint64) {
+func (r *registry) ackLocked(k waiterKey, token uint64) {
 	if len(r.acked) >= maxAcked {
 		clear(r.acked)
 	}
@@ -100,27 +100,32 @@ func (r *waiterRegistry) ackLocked(k waiterKey, token uint64) {
 }
 
 // forget drops what ack noted of (key, owner): its hold ended.
-func (r *waiterRegistry) forget(key string, owner fsm.Owner) {
+func (r *registry) forget(key string, owner fsm.Owner) {
 	r.mu.Lock()
 	delete(r.acked, waiterKey{key, owner})
 	r.mu.Unlock()
 }
 
 // forgetAcked forgets every grant ack noted.
-func (r *waiterRegistry) forgetAcked() {
+func (r *registry) forgetAcked() {
 	r.mu.Lock()
 	clear(r.acked)
 	r.mu.Unlock()
 }
 
-// queueAcquires calls queue (which queues immediate acquires, of keys[i]
-// each; a zero waiterKey for a command that is not one) under claim, and
-// counts them answering until answered(i, granted) is called for each:
-// granted is the token the caller is told it holds, 0 if none.
-func (r *waiterRegistry) queueAcquires(keys []waiterKey, queue func()) (answered func(i int, granted uint64)) {
-	if !slices.ContainsFunc(keys, func(k waiterKey) bool { return k != (waiterKey{}) }) {
+// queueAcquires calls queue (which queues cmds) under claim, and counts
+// the immediate acquires among them answering until answered(i, res, err)
+// is called for each: a grant in res is what the caller is told it holds.
+func (r *registry) queueAcquires(cmds []fsm.Command, queue func()) (answered func(i int, res fsm.Result, err error)) {
+	if !slices.ContainsFunc(cmds, isAcquire) {
 		queue() // no acquire: nothing a withdrawal waits for
-		return func(int, uint64) {}
+		return func(int, fsm.Result, error) {}
+	}
+	keys := make([]waiterKey, len(cmds))
+	for i, c := range cmds {
+		if isAcquire(c) {
+			keys[i] = waiterKey{waitKey(c), c.Owner}
+		}
 	}
 	r.claim.Lock()
 	defer r.claim.Unlock()
@@ -138,15 +143,15 @@ func (r *waiterRegistry) queueAcquires(keys []waiterKey, queue func()) (answered
 	}
 	r.mu.Unlock()
 	queue()
-	return func(i int, granted uint64) {
+	return func(i int, res fsm.Result, err error) {
 		k := keys[i]
 		if k == (waiterKey{}) {
 			return
 		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		if granted != 0 {
-			r.ackLocked(k, granted)
+		if token := grantedToken(res, err); token != 0 {
+			r.ackLocked(k, token)
 		}
 		if a := r.answering[k]; a != nil {
 			if a.n--; a.n == 0 {
@@ -157,12 +162,25 @@ func (r *waiterRegistry) queueAcquires(keys []waiterKey, queue func()) (answered
 	}
 }
 
+// isAcquire reports whether cmd is an acquire, which the registry knows by
+// (waitKey, owner) while it is being answered.
+func isAcquire(cmd fsm.Command) bool { return cmd.Op == fsm.OpAcquire || cmd.Op == fsm.OpAcquireAll }
+
+// grantedToken is the token an acquire's answer tells its caller it
+// holds: 0 unless granted.
+func grantedToken(res fsm.Result, err error) uint64 {
+	if err != nil || res.Status != fsm.StatusGranted {
+		return 0
+	}
+	return res.Token
+}
+
 // park registers (key, owner) and then calls queue (which queues the acquire
 // for proposal), both under claim, so a hand-off applied before the
 // acquire's answer arrives is not missed. Registering the same (key, owner)
 // twice replaces the first waiter, which then only returns through its own
 // context or its term's end, and whose withdraw does nothing.
-func (r *waiterRegistry) park(key string, owner fsm.Owner, queue func() error) (*waiter, error) {
+func (r *registry) park(key string, owner fsm.Owner, queue func() error) (*waiter, error) {
 	w := newWaiter()
 	k := waiterKey{key, owner}
 	r.claim.Lock()
@@ -185,7 +203,7 @@ func (r *waiterRegistry) park(key string, owner fsm.Owner, queue func() error) (
 // is still the latest call for (key, owner) and no grant to the owner was
 // answered (acked) since it parked, once the owner's immediate acquires in
 // flight are answered; it reports whether it queued.
-func (r *waiterRegistry) withdraw(key string, owner fsm.Owner, w *waiter, queue func()) bool {
+func (r *registry) withdraw(key string, owner fsm.Owner, w *waiter, queue func()) bool {
 	k := waiterKey{key, owner}
 	for {
 		r.claim.Lock()
@@ -218,7 +236,7 @@ func (r *waiterRegistry) withdraw(key string, owner fsm.Owner, w *waiter, queue 
 // (then it returns a channel closed when that is over, and does not call
 // queue), or a grant to the owner was answered (then it returns its token,
 // and does not call queue).
-func (r *waiterRegistry) unlessParked(key string, owner fsm.Owner, queue func()) (busy <-chan struct{}, acked uint64) {
+func (r *registry) unlessParked(key string, owner fsm.Owner, queue func()) (busy <-chan struct{}, acked uint64) {
 	k := waiterKey{key, owner}
 	r.claim.Lock()
 	defer r.claim.Unlock()
@@ -237,7 +255,7 @@ func (r *waiterRegistry) unlessParked(key string, owner fsm.Owner, queue func())
 	return nil, 0
 }
 
-func (r *waiterRegistry) unregister(key string, owner fsm.Owner, w *waiter) {
+func (r *registry) unregister(key string, owner fsm.Owner, w *waiter) {
 	k := waiterKey{key, owner}
 	r.mu.Lock()
 	if r.waiting[k] == w {
@@ -248,7 +266,7 @@ func (r *waiterRegistry) unregister(key string, owner fsm.Owner, w *waiter) {
 }
 
 // deliver is the state machine's observer: it runs inside Apply, so it never blocks.
-func (r *waiterRegistry) deliver(ev fsm.Event) {
+func (r *registry) deliver(ev fsm.Event) {
 	switch ev.Kind {
 	case fsm.EventGranted, fsm.EventWaitExpired, fsm.EventUnclaimed:
 	case fsm.EventExpired:
@@ -282,7 +300,7 @@ func (r *waiterRegistry) deliver(ev fsm.Event) {
 	}
 }
 
-func (r *waiterRegistry) len() int {
+func (r *registry) len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.waiting)
