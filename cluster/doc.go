@@ -88,7 +88,8 @@
 // command level, and marks the members below the leader's), and a member
 // that meets a committed entry or snapshot it cannot read anyway stops
 // there, never skips it: it closes itself and Done and Err say why
-// (ErrHalted; halt.go). A node answers
+// (ErrHalted; halt.go). So does a member whose disk failed a sync of the
+// raft log (ErrLogSyncFailed): it cannot tell what is on disk. A node answers
 // blocking queries (lock.Watcher: WatchKey, WatchList) from its own state,
 // indexed by the raft log index, which is the same on every member.
 //

@@ -310,7 +310,8 @@ func (n *Node) call(ctx context.Context, addr string, body []byte) (nodewire.Rep
 }
 
 // closedError is what a call on a closing node returns: lock.ErrClosed, or
-// on a halted node an error that also matches ErrHalted and says why.
+// on a node that stopped by itself an error that also says why (ErrHalted,
+// ErrLogSyncFailed).
 func (n *Node) closedError(unknown bool) error {
 	err := lock.ErrClosed
 	if h := n.haltedError(); h != nil {

@@ -301,9 +301,10 @@ type Stats struct {
 	// LogFault says why writes of the raft log fail (a full disk, say) while
 	// they do; "" once one succeeds. The node cannot commit or vote meanwhile.
 	LogFault string
-	// Halted says why this node's state machine halted (a committed entry
-	// or snapshot its build cannot read: see Node.Err); "" while it runs.
-	// The node has closed itself then.
+	// Halted says why this node stopped by itself (see Node.Err): its state
+	// machine met a committed entry or snapshot its build cannot read, or
+	// its disk failed a sync of the raft log; "" while it runs. The node has
+	// closed itself then.
 	Halted string
 
 	// Health is the leader's latest judgement of the cluster (its failure
