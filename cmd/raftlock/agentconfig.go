@@ -42,6 +42,7 @@ type agentFlags struct {
 	voters             int
 	logStore           string
 	walSegmentSize     int
+	leaderParallel     bool // cluster.Config.LeaderWritesInParallel
 
 	gossipBind, gossipAdvertise string   // gossip (serf) address; "off" turns gossip off
 	gossipKeyFile               string   // base64 AES keys, one a line, the first primary
@@ -68,28 +69,29 @@ type agentFlags struct {
 // typed. Keep it next to the flag definitions below: a flag that sets a
 // field belongs here. Fields without a flag keep their Go names.
 var configFieldFlags = map[string]string{
-	"NodeID":            "-node-id",
-	"DataDir":           "-data-dir",
-	"LogStore":          "-log-store",
-	"WALSegmentSize":    "-wal-segment-size",
-	"BindAddr":          "-bind",
-	"AdvertiseAddr":     "-advertise",
-	"APIAddr":           "-advertise-http",
-	"Bootstrap":         "-bootstrap",
-	"Peers":             "-peers",
-	"Join":              "-join",
-	"HeartbeatTimeout":  "-raft-heartbeat",
-	"ElectionTimeout":   "-raft-election",
-	"Voters":            "-voters",
-	"DeadVoterTimeout":  "-dead-voter-timeout",
-	"DeadMemberTimeout": "-dead-member-timeout",
-	"SnapshotThreshold": "-snapshot-threshold",
-	"SnapshotInterval":  "-snapshot-interval",
-	"RequestTimeout":    "-request-timeout",
-	"LeaderWait":        "-leader-wait",
-	"MaxWatchers":       "-max-watchers",
-	"ServerTLS":         "-peer-cert-file",
-	"ClientTLS":         "-peer-cert-file",
+	"NodeID":                 "-node-id",
+	"DataDir":                "-data-dir",
+	"LogStore":               "-log-store",
+	"WALSegmentSize":         "-wal-segment-size",
+	"LeaderWritesInParallel": "-leader-writes-in-parallel",
+	"BindAddr":               "-bind",
+	"AdvertiseAddr":          "-advertise",
+	"APIAddr":                "-advertise-http",
+	"Bootstrap":              "-bootstrap",
+	"Peers":                  "-peers",
+	"Join":                   "-join",
+	"HeartbeatTimeout":       "-raft-heartbeat",
+	"ElectionTimeout":        "-raft-election",
+	"Voters":                 "-voters",
+	"DeadVoterTimeout":       "-dead-voter-timeout",
+	"DeadMemberTimeout":      "-dead-member-timeout",
+	"SnapshotThreshold":      "-snapshot-threshold",
+	"SnapshotInterval":       "-snapshot-interval",
+	"RequestTimeout":         "-request-timeout",
+	"LeaderWait":             "-leader-wait",
+	"MaxWatchers":            "-max-watchers",
+	"ServerTLS":              "-peer-cert-file",
+	"ClientTLS":              "-peer-cert-file",
 
 	"GossipBindAddr":      "-gossip-bind",
 	"GossipAdvertiseAddr": "-gossip-advertise",
@@ -220,20 +222,21 @@ var agentEnv = map[string]string{
 	"shutdown-grace": "RAFTLOCK_SHUTDOWN_GRACE", "raft-heartbeat": "RAFTLOCK_RAFT_HEARTBEAT", "raft-election": "RAFTLOCK_RAFT_ELECTION",
 	"request-timeout": "RAFTLOCK_REQUEST_TIMEOUT", "dead-voter-timeout": "RAFTLOCK_DEAD_VOTER_TIMEOUT",
 	"dead-member-timeout": "RAFTLOCK_DEAD_MEMBER_TIMEOUT", "snapshot-interval": "RAFTLOCK_SNAPSHOT_INTERVAL",
-	"snapshot-threshold": "RAFTLOCK_SNAPSHOT_THRESHOLD",
-	"leader-wait":        "RAFTLOCK_LEADER_WAIT",
-	"wal-segment-size":   "RAFTLOCK_WAL_SEGMENT_SIZE",
-	"allowed-origins":    "RAFTLOCK_ALLOWED_ORIGINS",
-	"allowed-hosts":      "RAFTLOCK_ALLOWED_HOSTS",
-	"max-http-conns":     "RAFTLOCK_MAX_HTTP_CONNS",
-	"max-watchers":       "RAFTLOCK_MAX_WATCHERS",
-	"gossip-bind":        "RAFTLOCK_GOSSIP_BIND",
-	"gossip-advertise":   "RAFTLOCK_GOSSIP_ADVERTISE",
-	"gossip-key-file":    "RAFTLOCK_GOSSIP_KEY_FILE",
-	"cluster-name":       "RAFTLOCK_CLUSTER_NAME",
-	"bootstrap-expect":   "RAFTLOCK_BOOTSTRAP_EXPECT",
-	"retry-join":         "RAFTLOCK_RETRY_JOIN",
-	"enable-pprof":       "RAFTLOCK_ENABLE_PPROF",
+	"snapshot-threshold":        "RAFTLOCK_SNAPSHOT_THRESHOLD",
+	"leader-wait":               "RAFTLOCK_LEADER_WAIT",
+	"wal-segment-size":          "RAFTLOCK_WAL_SEGMENT_SIZE",
+	"leader-writes-in-parallel": "RAFTLOCK_LEADER_WRITES_IN_PARALLEL",
+	"allowed-origins":           "RAFTLOCK_ALLOWED_ORIGINS",
+	"allowed-hosts":             "RAFTLOCK_ALLOWED_HOSTS",
+	"max-http-conns":            "RAFTLOCK_MAX_HTTP_CONNS",
+	"max-watchers":              "RAFTLOCK_MAX_WATCHERS",
+	"gossip-bind":               "RAFTLOCK_GOSSIP_BIND",
+	"gossip-advertise":          "RAFTLOCK_GOSSIP_ADVERTISE",
+	"gossip-key-file":           "RAFTLOCK_GOSSIP_KEY_FILE",
+	"cluster-name":              "RAFTLOCK_CLUSTER_NAME",
+	"bootstrap-expect":          "RAFTLOCK_BOOTSTRAP_EXPECT",
+	"retry-join":                "RAFTLOCK_RETRY_JOIN",
+	"enable-pprof":              "RAFTLOCK_ENABLE_PPROF",
 
 	"max-locks": "RAFTLOCK_MAX_LOCKS", "max-sessions": "RAFTLOCK_MAX_SESSIONS", "max-total-waiters": "RAFTLOCK_MAX_TOTAL_WAITERS",
 }
@@ -312,6 +315,7 @@ func newAgentFlagSet(f *agentFlags, help io.Writer) *flagSet {
 	fs.BoolVar(&f.leaveOnTerminate, "leave-on-terminate", false, "leave the cluster for good on SIGINT/SIGTERM, as 'raftlock leave' does (default: a signal only stops the node); started again on its data dir, it asks to be added back")
 	durationVar(fs, &f.shutdownGrace, "shutdown-grace", 10*time.Second, "how long a graceful stop may take")
 	defaults := cluster.DefaultConfig()
+	fs.BoolVar(&f.leaderParallel, "leader-writes-in-parallel", defaults.LeaderWritesInParallel, "the leader sends a new raft log entry to the followers while it syncs it to its own disk, and counts itself toward the commit once synced: one disk sync on a commit's path instead of two; false: it syncs first, then sends")
 	durationVar(fs, &f.heartbeat, "raft-heartbeat", defaults.HeartbeatTimeout, "raft heartbeat timeout")
 	durationVar(fs, &f.electTO, "raft-election", defaults.ElectionTimeout, "raft election timeout")
 	durationVar(fs, &f.requestTimeout, "request-timeout", defaults.RequestTimeout, "bound on one lock command or read (finding the leader, forwarding, committing, retries) and on joining")
@@ -412,6 +416,7 @@ func (f *agentFlags) clusterConfig(set map[string]bool, sec security) (cluster.C
 	cfg.Voters = f.voters
 	cfg.LogStore = cluster.LogStore(f.logStore)
 	cfg.WALSegmentSize = f.walSegmentSize
+	cfg.LeaderWritesInParallel = f.leaderParallel
 	if n := f.walSegmentSize; n != 0 && (n < 4<<10 || n > 1<<30) {
 		return cfg, fmt.Errorf("-wal-segment-size must be from 4096 to 1073741824 bytes (or 0 for 64 MiB), got %d", n)
 	}

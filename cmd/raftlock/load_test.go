@@ -82,6 +82,15 @@ func TestLoadAgentConfig(t *testing.T) {
 			assert.True(t, c.cluster.Bootstrap)
 			assert.Equal(t, 5, c.cluster.Voters)
 		}},
+		{"the leader writes in parallel unless told not to", append(member, "-bootstrap"), nil, func(t *testing.T, c agentConfig) {
+			assert.True(t, c.cluster.LeaderWritesInParallel)
+		}},
+		{"the leader syncs before it sends", append(member, "-bootstrap", "-leader-writes-in-parallel=false"), nil, func(t *testing.T, c agentConfig) {
+			assert.False(t, c.cluster.LeaderWritesInParallel)
+		}},
+		{"the leader syncs before it sends, from the environment", append(member, "-bootstrap"), map[string]string{"RAFTLOCK_LEADER_WRITES_IN_PARALLEL": "false"}, func(t *testing.T, c agentConfig) {
+			assert.False(t, c.cluster.LeaderWritesInParallel)
+		}},
 		{"a variable set empty is set", []string{"-dev"}, map[string]string{"RAFTLOCK_BIND": ""}, func(t *testing.T, c agentConfig) {
 			assert.Equal(t, "", c.cluster.BindAddr)
 		}},
