@@ -21,8 +21,8 @@ import (
 // still a member or may be one (its removal was asked for, and the answer
 // did not come): Close it, or Leave again. Once the removal has reached
 // this node (it is no longer in its own latest configuration) Leave closes
-// it whatever became of the answer: a node out of the configuration can
-// serve nothing, and nothing would add it back.
+// it whatever became of the answer: a node out of the configuration
+// serves nothing, and with Peers nothing adds it back.
 //
 // Only a leader can remove a member, so with no leader known Leave waits
 // for one (leaveLeaderWait: a few election timeouts, at least five
@@ -59,10 +59,12 @@ func (n *Node) Leave(ctx context.Context) (err error) {
 			}
 		}()
 		if err := n.awaitLeader(ctx, n.leaveLeaderWait()); err != nil {
-			if n.removalAsked.Load() {
-				return fmt.Errorf("cluster: leave: %w; the node may still be a member (an earlier Leave's removal may yet commit): Leave again once a leader is known, or Close it", err)
+			if member && !n.removalAsked.Load() {
+				return fmt.Errorf("cluster: leave: %w; the node is still a member: Leave again once a leader is known, or Close it", err)
 			}
-			return fmt.Errorf("cluster: leave: %w; the node is still a member: Leave again once a leader is known, or Close it", err)
+			// Not in its configuration yet (just joined), or an earlier
+			// Leave's removal may yet commit.
+			return fmt.Errorf("cluster: leave: %w; the node may still be a member: Leave again once a leader is known, or Close it", err)
 		}
 		if err := n.askRemoval(ctx, member); err != nil {
 			if !member || !n.removedFromConfiguration() {
@@ -83,7 +85,8 @@ func (n *Node) Leave(ctx context.Context) (err error) {
 			//     is dropped only if a leader is elected whose log lacks
 			//     it, which takes a majority of the old configuration
 			//     without the entry while the leader that appended it and
-			//     this node both hold it: never with three voters. Then
+			//     this node both hold it: with three voters, only if that
+			//     leader's disk lost it (an unsynced write). Then
 			//     the cluster keeps this node as a stopped member, as
 			//     after a crash, or as after the Close a caller is told to
 			//     do when Leave fails; started again on its DataDir it
