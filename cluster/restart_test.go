@@ -232,6 +232,7 @@ func TestLeaveClosesWhenItsRemovalArrivesButNotTheAnswer(t *testing.T) {
 	c, faults := newFaultyCluster(t, 3, nil)
 	ctx := testCtx(t)
 	leader, leaving := c.leader(), c.follower()
+	requireServers(t, leaving, "n0", "n1", "n2") // a member, as Leave begins
 	others := []string{}
 	for _, n := range c.nodes {
 		if n != leaving {
@@ -249,7 +250,8 @@ func TestLeaveClosesWhenItsRemovalArrivesButNotTheAnswer(t *testing.T) {
 		return ok && p.Removed && p.Peer.ID == raft.ServerID(leaving.ID())
 	})
 	leader.raft.RegisterObserver(obs)
-	t.Cleanup(func() { leader.raft.DeregisterObserver(obs) })
+	deregistered := make(chan struct{})
+	t.Cleanup(func() { leader.raft.DeregisterObserver(obs); close(deregistered) })
 	reached := make(chan bool, 1)
 	go func() {
 		tick := time.NewTicker(time.Millisecond)
@@ -267,9 +269,9 @@ func TestLeaveClosesWhenItsRemovalArrivesButNotTheAnswer(t *testing.T) {
 		}
 		faults.Cut(leader.Addr(), leaving.Addr())
 		reached <- out
-		select {
+		select { // until raft, blocked in the observer, cannot be
 		case <-removed:
-		case <-ctx.Done():
+		case <-deregistered:
 		}
 	}()
 
