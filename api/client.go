@@ -565,8 +565,10 @@ func (c *Client) Cluster(ctx context.Context) (ClusterStatus, error) {
 // another (that would take another node out). It returns once the node has
 // been removed from the cluster's configuration; the node then stops. A
 // node that cannot be removed (no leader) answers an error matching
-// lock.ErrUnavailable and stays a member; one whose server offers no leave
-// answers a *ServerError with Code CodeNotImplemented.
+// lock.ErrUnavailable and keeps running, a member or, when the error says
+// so, maybe one (its removal was asked for and may yet commit): ask again.
+// One whose server offers no leave answers a *ServerError with Code
+// CodeNotImplemented.
 func (c *Client) Leave(ctx context.Context) error {
 	if c.closed.Load() {
 		return fmt.Errorf("api: POST /v1/leave: %w", lock.ErrClosed)

@@ -234,11 +234,20 @@ func (n *Node) logFaultError(unknown bool) error {
 
 // leaderlessError is what do returns when no leader was known for wait.
 func (n *Node) leaderlessError(wait time.Duration, unknown bool) error {
-	err := fmt.Errorf("%w: no leader for %v: an election is taking long, or a majority of the voters is down or cut off from this node", lock.ErrUnavailable, wait)
+	err := fmt.Errorf("%w: %w", lock.ErrUnavailable, &noLeaderError{wait})
 	if unknown {
 		err = fmt.Errorf("%w: %w", lock.ErrUnknownOutcome, err)
 	}
 	return err
+}
+
+// noLeaderError says that do gave up because no leader was known for
+// wait in a row. Leave, which waits longer for a leader than a lock call
+// does (leaveLeaderWait), asks again when it meets one.
+type noLeaderError struct{ wait time.Duration }
+
+func (e *noLeaderError) Error() string {
+	return fmt.Sprintf("no leader for %v: an election is taking long, or a majority of the voters is down or cut off from this node", e.wait)
 }
 
 // callLeader sends one request to addr and waits for its answer — unless

@@ -87,6 +87,10 @@ type Node struct {
 	// configuration while this node leads (package membership); set once
 	// raft runs.
 	membership *membership.Manager
+	// removalAsked: a Leave of this node, a member then, asked for its
+	// removal. A later Leave that finds the node out of its configuration
+	// knows the removal reached it (Leave).
+	removalAsked atomic.Bool
 
 	// term is this node's current leadership, nil while it follows.
 	term atomic.Pointer[leaderTerm]

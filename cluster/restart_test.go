@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	raft "github.com/raftlock/raftlock/internal/raft"
 	"github.com/raftlock/raftlock/lock"
 )
 
@@ -182,9 +183,13 @@ func requireHeld(t *testing.T, n *Node, key string, token uint64) {
 }
 
 // A removal that cannot commit (the new configuration lacks a quorum, so
-// the leader steps down) leaves the leaving node with no leader: Leave gives
-// up once none has been known for a few election timeouts, rather than
-// holding its caller (a stopping agent) for the request timeout.
+// the leader steps down) leaves the leaving node with no leader: Leave ends
+// promptly, rather than holding its caller (a stopping agent) for the
+// request timeout. Once the removal has reached the leaving node, which
+// it usually has (the leader sends it to the member it removes), Leave
+// closes it (see TestLeaveClosesWhenItsRemovalArrivesButNotTheAnswer);
+// else Leave fails, as the node may still be a member, once no leader has
+// been known for a few election timeouts.
 func TestLeaveGivesUpWhenTheLeaderIsLostMidway(t *testing.T) {
 	c := newCluster(t, 3, func(cfg *Config) { cfg.RequestTimeout = time.Minute })
 	ctx := testCtx(t)
@@ -195,14 +200,92 @@ func TestLeaveGivesUpWhenTheLeaderIsLostMidway(t *testing.T) {
 			followers = append(followers, i)
 		}
 	}
-	c.stop(followers[0])
 	leaving := c.nodes[followers[1]]
+	// A member (not one that has yet to receive the configuration that
+	// added it: see Leave).
+	requireServers(t, leaving, "n0", "n1", "n2")
+	c.stop(followers[0])
 
 	start := time.Now()
 	err := leaving.Leave(ctx)
-	require.ErrorIs(t, err, lock.ErrUnavailable)
-	assert.NoError(t, ctx.Err(), "Leave gave up by itself, before the caller's context ended")
+	assert.NoError(t, ctx.Err(), "Leave ended by itself, before the caller's context ended")
 	assert.Less(t, time.Since(start), c.cfgs[0].RequestTimeout/2, "Leave did not wait out the request timeout")
+	if err == nil {
+		assert.True(t, leaving.closed(), "Leave succeeded: the node is closed")
+		return
+	}
+	require.ErrorIs(t, err, lock.ErrUnavailable)
+	assert.ErrorContains(t, err, "may still be a member")
+	assert.False(t, leaving.closed(), "a failed Leave leaves the node open")
+	servers, serr := leaving.Servers()
+	require.NoError(t, serr)
+	assert.Contains(t, servers, leaving.ID(), "a node that Leave left open is in its configuration")
+}
+
+// The removal of a leaving node commits and reaches it, but the leader's
+// answer to it is lost. Out of the configuration, the node hears no leader
+// any more, and the forwarded request gives up. Leave closes the node as
+// one that left. Before, Leave failed without saying that the node might no
+// longer be a member, and left it running outside the configuration, where
+// it serves nothing and nothing adds it back.
+func TestLeaveClosesWhenItsRemovalArrivesButNotTheAnswer(t *testing.T) {
+	c, faults := newFaultyCluster(t, 3, nil)
+	ctx := testCtx(t)
+	leader, leaving := c.leader(), c.follower()
+	requireServers(t, leaving, "n0", "n1", "n2") // a member, as Leave begins
+	others := []string{}
+	for _, n := range c.nodes {
+		if n != leaving {
+			others = append(others, n.ID())
+		}
+	}
+	// raft on the leader reports the removal of the leaving node right
+	// after appending it and telling the replication to that node to send
+	// it, before it can commit it (its main loop commits). A blocking
+	// observer holds the leader there until the entry has reached the
+	// leaving node; then the leader's answers to that node are cut.
+	removed := make(chan raft.Observation)
+	obs := raft.NewObserver(removed, true, func(o *raft.Observation) bool {
+		p, ok := o.Data.(raft.PeerObservation)
+		return ok && p.Removed && p.Peer.ID == raft.ServerID(leaving.ID())
+	})
+	leader.raft.RegisterObserver(obs)
+	deregistered := make(chan struct{})
+	t.Cleanup(func() { leader.raft.DeregisterObserver(obs); close(deregistered) })
+	reached := make(chan bool, 1)
+	go func() {
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		deadline := time.After(patience / 2)
+		out := leaving.removedFromConfiguration()
+		for !out {
+			select {
+			case <-tick.C:
+				out = leaving.removedFromConfiguration()
+				continue
+			case <-deadline:
+			}
+			break
+		}
+		faults.Cut(leader.Addr(), leaving.Addr())
+		reached <- out
+		select { // until raft, blocked in the observer, cannot be
+		case <-removed:
+		case <-deregistered:
+		}
+	}()
+
+	err := leaving.Leave(ctx)
+	require.True(t, <-reached, "the removal reached the leaving node before the cut")
+	if err != nil {
+		servers, serr := leaving.Servers()
+		require.NoError(t, serr)
+		require.Contains(t, servers, leaving.ID(), "Leave failed (%v), and left the node running outside its configuration", err)
+		require.ErrorContains(t, err, "may still be a member")
+		return
+	}
+	assert.True(t, leaving.closed(), "Leave succeeded: the node is closed")
+	requireServers(t, leader, others...)
 }
 
 // Members leaving at the same time (every agent stopped at once with
@@ -250,4 +333,44 @@ func TestLeaderDoesNotRemoveItself(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, servers, leader.ID(), "the old leader left")
 	assert.Len(t, servers, 2)
+}
+
+// Leave waits for a leader for leaveLeaderWait, also while it asks for the
+// removal: a forwarded request gives up sooner (LeaderWait), and then
+// Leave asks again once a leader is known. Before, an election that took
+// longer than LeaderWait (on a loaded host, after a leader's crash) failed
+// the Leave.
+func TestLeaveOutlastsAnElectionLongerThanLeaderWait(t *testing.T) {
+	c, faults := newFaultyCluster(t, 3, nil)
+	ctx := testCtx(t)
+	leaving := c.follower()
+	leaderWait := leaving.leaderWait()
+	outage := 3 * leaderWait
+	require.Less(t, outage+time.Second, leaving.leaveLeaderWait())
+	// Nobody hears anybody for the outage: no leader, no election.
+	isolate := func() {
+		for _, a := range c.nodes {
+			for _, b := range c.nodes {
+				if a != b {
+					faults.Cut(a.Addr(), b.Addr())
+				}
+			}
+		}
+	}
+	isolate()
+	healed := time.AfterFunc(outage, faults.HealAll)
+	t.Cleanup(func() { healed.Stop() })
+
+	start := time.Now()
+	require.NoError(t, leaving.Leave(ctx))
+	assert.Greater(t, time.Since(start), leaderWait, "the outage outlasted a forwarded request's wait for a leader")
+	assert.True(t, leaving.closed())
+	var others []string
+	for _, n := range c.nodes {
+		if n != leaving {
+			others = append(others, n.ID())
+		}
+	}
+	c.nodes[c.index(leaving)] = nil
+	requireServers(t, c.waitLeader(), others...)
 }

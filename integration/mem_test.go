@@ -292,7 +292,13 @@ func (n *memNode) stop() {
 	}
 }
 
-// leave takes the node out of the cluster gracefully (cluster.Node.Leave).
+// leave takes the node out of the cluster gracefully (cluster.Node.Leave),
+// asking again, as an operator would, while Leave fails saying the node is
+// or may still be a member (no leader for a while: an election on a loaded
+// host). A Leave that fails and leaves the node running outside its own
+// configuration (an orphan: it serves nothing, nothing adds it back), and
+// one that succeeds while the cluster keeps the node in its configuration,
+// are errors.
 func (n *memNode) leave(ctx context.Context) error {
 	n.mu.Lock()
 	node := n.node
@@ -301,14 +307,71 @@ func (n *memNode) leave(ctx context.Context) error {
 		return errors.New("node is down")
 	}
 	restores := node.Stats().Restores
-	if err := node.Leave(ctx); err != nil {
-		return err
+	for {
+		err := node.Leave(ctx)
+		if err == nil {
+			break
+		}
+		if n.orphaned(node) {
+			return fmt.Errorf("leave failed and left the node running outside the configuration, its own and the leader's: %w", err)
+		}
+		if !leaveRetryable(err) || ctx.Err() != nil {
+			return err
+		}
+		fmt.Fprintf(n.logs, "--- harness: leave failed, asking again: %v\n", err)
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+		}
 	}
 	n.c.restores.Add(restores)
 	n.mu.Lock()
 	n.node, n.state = nil, nodeLeft
 	n.mu.Unlock()
-	return nil
+	return pollUntil(ctx, 20*time.Millisecond, "left, but the leader's configuration keeps the node", func(context.Context) error {
+		servers, leader, err := n.c.leaderServers()
+		if err != nil {
+			return err
+		}
+		if _, ok := servers[n.cfg.NodeID]; ok {
+			return fmt.Errorf("leader %s: %v", leader, servers)
+		}
+		return nil
+	})
+}
+
+// orphaned reports whether node, open, is in neither its own configuration
+// nor the leader's. (One that is only in the leader's has yet to receive
+// the entry that added it.)
+func (n *memNode) orphaned(node *cluster.Node) bool {
+	own, err := node.Servers()
+	if err != nil || own[n.cfg.NodeID] != "" {
+		return false
+	}
+	servers, _, err := n.c.leaderServers()
+	return err == nil && servers[n.cfg.NodeID] == ""
+}
+
+// leaderServers returns the configuration of the running node that leads,
+// and its ID.
+func (c *memCluster) leaderServers() (map[string]string, string, error) {
+	l := c.leader()
+	var node *cluster.Node
+	if l != nil {
+		node = l.current()
+	}
+	if node == nil {
+		return nil, "", errors.New("no leader")
+	}
+	servers, err := node.Servers()
+	return servers, l.cfg.NodeID, err
+}
+
+// leaveRetryable reports whether a failed leave is worth asking again: it
+// says the node is, or may still be, a member (cluster.Node.Leave), or
+// that no leader could be reached.
+func leaveRetryable(err error) bool {
+	return errors.Is(err, lock.ErrUnavailable) || strings.Contains(err.Error(), "still a member")
 }
 
 func (n *memNode) current() *cluster.Node {

@@ -448,6 +448,10 @@ func (n *procNode) resume() {
 
 // leave takes the agent out of the cluster for good, as `raftlock leave`
 // does (POST /v1/leave), and waits for it to exit; past grace it is killed.
+// Like an operator, it asks again while the agent answers that it is, or
+// may still be, a member (no leader for a while: an election on a loaded
+// host). A leave that the agent reports done while the leader's
+// configuration keeps the node is an error.
 func (n *procNode) leave(grace time.Duration) error {
 	n.mu.Lock()
 	cmd, done := n.cmd, n.done
@@ -460,9 +464,20 @@ func (n *procNode) leave(grace time.Duration) error {
 	fmt.Fprintf(n.logs, "--- harness: POST /v1/leave\n")
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	if err := n.client.Leave(ctx); err != nil {
-		n.kill()
-		return fmt.Errorf("agent %s did not leave: %w; killed", n.id, err)
+	for {
+		err := n.client.Leave(ctx)
+		if err == nil {
+			break
+		}
+		if !leaveRetryable(err) || ctx.Err() != nil {
+			n.kill()
+			return fmt.Errorf("agent %s did not leave: %w; killed", n.id, err)
+		}
+		fmt.Fprintf(n.logs, "--- harness: leave failed, asking again: %v\n", err)
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+		}
 	}
 	select {
 	case <-done:
@@ -473,7 +488,18 @@ func (n *procNode) leave(grace time.Duration) error {
 	n.mu.Lock()
 	n.cmd = nil
 	n.mu.Unlock()
-	return nil
+	return pollUntil(ctx, 50*time.Millisecond, "left, but the leader's configuration keeps the node", func(ctx context.Context) error {
+		l, members, err := n.c.leaderMembers(ctx)
+		if err != nil {
+			return err
+		}
+		for _, m := range members {
+			if m.ID == n.id {
+				return fmt.Errorf("leader %s: %v", l.id, describeMembers(members))
+			}
+		}
+		return nil
+	})
 }
 
 // stop sends sig (SIGTERM or SIGINT: a graceful stop) and waits for the

@@ -145,7 +145,7 @@ func (a *agentRun) newHandler() {
 	leave := func(ctx context.Context) error {
 		a.logger.Info("asked to leave the cluster")
 		if err := a.node.Leave(ctx); err != nil {
-			a.logger.Warn("leaving the cluster failed; still a member and running", "error", err, "what_to_do", "run raftlock leave again once a leader is known")
+			a.logger.Warn("leaving the cluster failed; still running, and a member or maybe one (the error says which)", "error", err, "what_to_do", "run raftlock leave again once a leader is known")
 			return err
 		}
 		a.logger.Info("left the cluster; stopping (started again on its data dir, it would ask to be added back)")
@@ -270,7 +270,7 @@ func (a *agentRun) shutdown(signals <-chan os.Signal, left bool) {
 		// Leave fails within a few election timeouts when no leader can
 		// remove the node; it then stays a member, and closes below.
 		if err := a.node.Leave(ctx); err != nil {
-			a.logger.Warn("leaving the cluster failed; stopping as a member", "error", err,
+			a.logger.Warn("leaving the cluster failed; stopping, as a member or maybe one (the error says which)", "error", err,
 				"what_to_do", "start it again and run raftlock leave on it once its cluster has a leader")
 		}
 	}
