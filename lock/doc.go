@@ -85,32 +85,30 @@
 //
 // # Sessions, metadata, max hold
 //
-// A Session (Client.NewSession) is one lease, kept alive by one goroutine,
-// that any number of locks are bound to (Client.WithSession): they have no
-// lease of their own, so a process that crashes frees them all within the
-// session TTL (DefaultSessionTTL, 15s, like Consul's; etcd's is 60s), and
-// Session.Close frees them all in one step, each key handed to its next
-// waiter. A holder's conservative deadline is its session's (see
-// Session.Remaining); Done says when the session has ended, and Run
-// cancels its callback then. A lock can also end alone while its session
-// lives on (an operator's ForceRelease): the keep-alive checks the
-// session's holds on every renewal, from the count of keys the renewal
-// answers (reading a hold's key only when that count disagrees), so a
-// holder learns of it about TTL/3 later, and Run cancels its callback as for a
-// lost lease. A session may have a lock-delay (LockDelay):
-// after it expires, its keys stay unavailable that long. Make one session
-// per process, at startup, and bind the process's locks to it. The store
-// must implement SessionStore (the memory store, a cluster node and the
-// HTTP client do).
+// A Session (Client.NewSession; etcd's concurrency.Session, Consul's
+// session) is one lease, kept alive by one goroutine, that any number of
+// locks are bound to (Client.WithSession): they have no lease of their own,
+// so a process that crashes frees them all within the session TTL
+// (DefaultSessionTTL, 15s, like Consul's; etcd's is 60s), and Session.Close
+// frees them all in one step, each key handed to its next waiter. A holder's
+// conservative deadline is its session's (see Session.Remaining); Done says
+// when the session has ended, and Run cancels its callback then. A lock can
+// also end alone while its session lives on (an operator's ForceRelease):
+// the keep-alive checks the session's holds on every renewal, from the count
+// of keys the renewal answers (reading a hold's key only when that count
+// disagrees), so a holder learns of it about TTL/3 later, and Run cancels
+// its callback as for a lost lease. A session may have a lock-delay
+// (LockDelay): after it expires, its keys stay unavailable that long. Make
+// one session per process, at startup, and bind the process's locks to it.
+// The store must implement SessionStore (the memory store, a cluster node
+// and the HTTP client do).
 //
 // Metadata (a LockOption, at most MaxMetadataLen bytes) travels with an
 // acquisition and is shown to anyone by Inspect and List: who holds the
 // lock and why. Never the owner, never a secret.
 //
 // MaxHold (a RunOption) caps how long Run holds a lock even while its
-// keep-alive runs. The cap is kept by Run on the local clock, not by the
-// store: at the cap the callback's context is canceled and the lock
-// released.
+// keep-alive runs, on the local clock.
 //
 // # Semaphores and read/write locks
 //
