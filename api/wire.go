@@ -107,9 +107,6 @@ func MakeKeyInfo(key string, info lock.KeyInfo) KeyInfo { return httpwire.MakeKe
 // NewDuration is d as a request field.
 func NewDuration(d time.Duration) *Duration { return httpwire.NewDuration(d) }
 
-// NewMillisField is ms milliseconds as a request field.
-func NewMillisField(ms int64) *MillisField { return httpwire.NewMillisField(ms) }
-
 // DurationField reads a duration given as name ("30s") or name_ms (30000);
 // at most one of the two may be present. present is false when neither is.
 func DurationField(name string, s *Duration, ms *MillisField) (d time.Duration, present bool, err error) {

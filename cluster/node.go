@@ -21,32 +21,6 @@ import (
 	"github.com/raftlock/raftlock/transport"
 )
 
-// Starting, restarting, stopping.
-//
-// New (there is no separate Open) listens on one TCP port (package
-// transport carries raft and the forwarding RPC on it), opens the raft log and
-// stable store (fsync on every write; a 512-entry cache in front) and the
-// file snapshot store in DataDir, and starts raft. On a fresh DataDir it must
-// be told to Bootstrap a new cluster (alone or with Peers) or to Join running
-// members; both, or neither, is a config error. On a DataDir with raft state it does neither: it comes back with every
-// lock, waiter and the token counter from its snapshot and log (a waiter is
-// granted only once its caller claims it again; see package waiting), and never
-// bootstraps over existing state. So a member restarted with the same Config
-// it was first started with (Bootstrap, Bootstrap with Peers, or Join) is the
-// same member.
-//
-// On existing state New also asks, in the background, to be added again:
-// the other servers of the latest configuration it knows, then Join, then
-// Peers, in turn and with backoff until one says yes (through the leader)
-// or the node closes. A node that left or was removed is not in the leader's
-// configuration and would otherwise wait forever for a leader that never
-// contacts it; after every member of a cluster left in turn, the last one
-// would lead alone with the others orphaned. Its own configuration may not
-// show its removal (the leader stops replicating to a removed server once it
-// appends the change), so a node that still finds itself a member asks too,
-// which for a member is a no-op. The request does not hold New up, since
-// after a full-cluster restart no leader exists until enough members are back.
-
 // Node is one member of a raftlock cluster: a raft peer whose replicated
 // state machine is the lock table, and a lock.Store that any goroutine may
 // use. Create it with New; stop it with Close (or Leave, which also takes it

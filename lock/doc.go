@@ -54,15 +54,8 @@
 //     extend act only when the owner matches. So when A's lease expires and B
 //     takes the key, A's late Release returns false and A's Extend returns
 //     ErrNotHeld; neither touches B's lock.
-//   - One holder per handle. A handle's methods are safe for concurrent use, but
-//     a handle holds at most one acquisition: acquiring on a handle that holds
-//     the lock or is acquiring it fails with ErrInUse. Give each goroutine its
-//     own handle (they are cheap). After Release, or after the lease was lost,
-//     the handle may acquire again, with a fresh owner and a new token.
-//   - Unknown outcomes. When the store cannot tell whether an acquire took
-//     effect (ErrUnknownOutcome), the handle keeps that owner: the next acquire
-//     is the store's idempotent retry (same grant, same token), and Release
-//     gives back whatever may have been granted.
+//   - One holder per handle, and a fresh owner per acquisition, except after
+//     an unknown outcome (ErrUnknownOutcome): see the Lock type.
 //   - Remaining is conservative: the lease's end counted on this process's
 //     monotonic clock from when the acquire or extend was sent. The store's
 //     lease never ends before it, whatever the wall clocks do.
@@ -88,40 +81,34 @@
 // string can release it.
 //
 // The memory store (package lock/memstore) excludes callers in THIS PROCESS
-// ONLY. Two replicas of a service that each use a memory store both take
-// every lock, and nothing warns them. It is for tests, examples and single-process programs; a cluster node
-// (package cluster), the API client (package api) or the Redis store (module
-// github.com/raftlock/raftlock/stores/redis) is the store that excludes
-// across processes.
+// ONLY: it is for tests, examples and single-process programs.
 //
 // # Sessions, metadata, max hold
 //
-// A Session (Client.NewSession) is one lease, kept alive by one goroutine,
-// that any number of locks are bound to (Client.WithSession): they have no
-// lease of their own, so a process that crashes frees them all within the
-// session TTL (DefaultSessionTTL, 15s, like Consul's; etcd's is 60s), and
-// Session.Close frees them all in one step, each key handed to its next
-// waiter. A holder's conservative deadline is its session's (see
-// Session.Remaining); Done says when the session has ended, and Run
-// cancels its callback then. A lock can also end alone while its session
-// lives on (an operator's ForceRelease): the keep-alive checks the
-// session's holds on every renewal, from the count of keys the renewal
-// answers (reading a hold's key only when that count disagrees), so a
-// holder learns of it about TTL/3 later, and Run cancels its callback as for a
-// lost lease. A session may have a lock-delay (LockDelay):
-// after it expires, its keys stay unavailable that long. Make one session
-// per process, at startup, and bind the process's locks to it. The store
-// must implement SessionStore (the memory store, a cluster node and the
-// HTTP client do).
+// A Session (Client.NewSession; etcd's concurrency.Session, Consul's
+// session) is one lease, kept alive by one goroutine, that any number of
+// locks are bound to (Client.WithSession): they have no lease of their own,
+// so a process that crashes frees them all within the session TTL
+// (DefaultSessionTTL, 15s, like Consul's; etcd's is 60s), and Session.Close
+// frees them all in one step, each key handed to its next waiter. A holder's
+// conservative deadline is its session's (see Session.Remaining); Done says
+// when the session has ended, and Run cancels its callback then. A lock can
+// also end alone while its session lives on (an operator's ForceRelease):
+// the keep-alive checks the session's holds on every renewal, from the count
+// of keys the renewal answers (reading a hold's key only when that count
+// disagrees), so a holder learns of it about TTL/3 later, and Run cancels
+// its callback as for a lost lease. A session may have a lock-delay
+// (LockDelay): after it expires, its keys stay unavailable that long. Make
+// one session per process, at startup, and bind the process's locks to it.
+// The store must implement SessionStore (the memory store, a cluster node
+// and the HTTP client do).
 //
 // Metadata (a LockOption, at most MaxMetadataLen bytes) travels with an
 // acquisition and is shown to anyone by Inspect and List: who holds the
 // lock and why. Never the owner, never a secret.
 //
 // MaxHold (a RunOption) caps how long Run holds a lock even while its
-// keep-alive runs. The cap is kept by Run on the local clock, not by the
-// store: at the cap the callback's context is canceled and the lock
-// released.
+// keep-alive runs, on the local clock.
 //
 // # Semaphores and read/write locks
 //
@@ -154,33 +141,12 @@
 // # Multi-key locks
 //
 // Client.LockAll(keys) gives a handle that takes a set of 1..MaxKeys keys
-// all or nothing, in one step of the store: every key is granted at once,
-// with one fencing token (every key shows it) and one lease, or none is.
-// It is the same *Lock handle: Acquire, TryAcquire, Run, TryRun, Extend,
-// KeepAlive, Release and Token act on the whole set. A Release (or Extend)
-// of any key of the set by its owner releases (or extends) every key, and
-// hands each to its next waiter in that one step; an expiry or an
-// operator's ForceRelease of any key ends the whole set likewise.
-//
-// While it waits, the set waits on every key at once, and each key's
-// queue stays strictly FIFO: a key whose queue the set heads is kept for
-// it (reserved: nobody holds it, Inspect reports it not Locked with the
-// set among its Waiters and Reserved, and an acquire of it without a wait
-// fails with a *HeldError whose Reserved is true) until its other
-// keys come free too. So a set is never starved by later single-key
-// locks, and two sets never deadlock, whatever order their keys are
-// listed in: every queue is in the order the store took the waiters in,
-// and the oldest waiting set heads every queue it is in, so it is granted
-// once the holders ahead of it release or expire. The price is that a
-// reserved key is idle until the set gets its last key.
-//
-// The keys are mutex keys (a semaphore or read/write key in the set fails
-// with a *KindMismatchError naming it); a key twice, no key or more than
-// MaxKeys fail with ErrInvalidKey (duplicates are refused rather than
-// merged: they are most often two names the caller meant to differ). A set
-// is never bound to a session (ErrInvalidSession): its one lease is what a
-// keep-alive renews. The store must implement MultiKeyStore (the memory
-// store does); the handle reports errors.ErrUnsupported otherwise.
+// all or nothing, in one step of the store, with one fencing token and one
+// lease. While it waits, it waits on every key at once, FIFO on each, so two
+// sets never deadlock and none is starved by later single-key locks; the
+// price is that a key whose queue the set heads is kept for it (reserved,
+// idle) until the set gets its last key. LockAll and MultiKeyStore state
+// the rules.
 //
 // # Watches
 //

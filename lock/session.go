@@ -9,23 +9,6 @@ import (
 	"time"
 )
 
-// Sessions.
-//
-// A session is a lease that locks are bound to instead of each having its
-// own: one keep-alive, however many locks it holds. A lock acquired under a
-// session (through Client.WithSession) ends when the session ends: when it
-// expires because its keep-alive stopped (the process crashed, hung or lost
-// the store for a TTL), or when Close destroys it, which releases all its
-// locks in one step and hands each key to its next waiter. This is etcd's
-// concurrency.Session and Consul's session: make one session per process,
-// and a process that dies frees its locks within the session TTL.
-//
-//	s, err := c.NewSession(ctx) // DefaultSessionTTL; SessionTTL(d) to change it
-//	if err != nil { ... }
-//	defer s.Close(context.Background())
-//	sc := c.WithSession(s)
-//	ran, err := sc.Lock("jobs/42").Run(ctx, work) // work's ctx ends if the session does
-
 // DefaultSessionTTL is the session TTL NewSession asks for unless given
 // SessionTTL: Consul's (its lock command's session TTL; Consul allows 10s
 // to 24h), rather than etcd's 60s, because the TTL is how long a crashed
@@ -179,6 +162,12 @@ func (o LockDelayOption) applySession(r *SessionRequest) { r.LockDelay = o.delay
 // Session is a live session and its keep-alive. Make one with
 // Client.NewSession, bind locks to it with Client.WithSession, and Close
 // it when done. It is safe for concurrent use.
+//
+//	s, err := c.NewSession(ctx) // DefaultSessionTTL; SessionTTL(d) to change it
+//	if err != nil { ... }
+//	defer s.Close(context.Background())
+//	sc := c.WithSession(s)
+//	ran, err := sc.Lock("jobs/42").Run(ctx, work) // work's ctx ends if the session does
 type Session struct {
 	store SessionStore
 	id    SessionID

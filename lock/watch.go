@@ -11,18 +11,6 @@ import (
 	"time"
 )
 
-// Watches are blocking queries, as Consul's (X-Consul-Index): a read answers
-// the state and an index; the same read given that index blocks until a
-// change in its scope is applied after it, or until its wait ends, and then
-// answers the state and index of that moment.
-//
-// The guarantees: no change is missed (a change applied between two calls
-// wakes the second at once); a wake may be spurious (the state may look the
-// same: an extend, a change a reader cannot see, the end of the wait), so
-// compare what comes back; and the answer is the state of the store that
-// serves it, which for a cluster node that follows may be behind the leader
-// by its replication lag (see WatchQuery.Consistent).
-
 // Watch limits.
 const (
 	// DefaultWatchWait bounds a blocking query that gives no Wait, as

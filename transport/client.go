@@ -14,27 +14,22 @@ import (
 
 // Client connections.
 //
-// A client connection starts with a cancel for an ID no call uses, whose
-// bytes are newlines: a peer ignores it, while an HTTP server given the
-// address by mistake takes it for the end of a request line and answers,
-// so the call fails at once with ErrNotPeer ("answered HTTP") rather than
-// when its ctx ends. A plain connection that a peer closes without a byte
-// while calls wait is followed by one TLS handshake to the same address: a
-// peer that answers it requires TLS, and the calls fail with ErrNotPeer
-// saying so.
-//
 // A Transport keeps up to Config.MaxIdleConns connections per peer, dialled
-// on demand and used round robin. A new connection starts with a hello (a
-// cancel frame whose ID no request has, made of newline bytes so that an
-// HTTP server dialled by mistake answers at once and is recognised), so its
-// first frame is never late. A pooled connection that has carried no call
-// for half of Config.IdleTimeout is closed by its dialler, and an accepted
-// one with no request running for Config.IdleTimeout by the server: the
-// dialler, which can close without racing a request of its own, always goes
-// first. A dead connection is replaced on the next call, so a restarted peer
-// is reached again without the caller doing anything; a call that finds its
-// connection dead before its request was written moves to a fresh one by
-// itself.
+// on demand and used round robin. A new connection starts with a hello, so
+// that its first frame is never late: a cancel for an ID no call uses, whose
+// bytes are newlines. A peer ignores it, while an HTTP server given the
+// address by mistake takes it for the end of a request line and answers, so
+// the call fails at once with ErrNotPeer ("answered HTTP") rather than when
+// its ctx ends. A plain connection that a peer closes without a byte while
+// calls wait is followed by one TLS handshake to the same address: a peer
+// that answers it requires TLS, and the calls fail with ErrNotPeer saying so.
+//
+// A pooled connection that has carried no call for half of
+// Config.IdleTimeout is closed by its dialler, and an accepted one with no
+// request running for Config.IdleTimeout by the server: the dialler, which
+// can close without racing a request of its own, always goes first. A call
+// that finds its connection dead before its request was written moves to a
+// fresh one by itself.
 
 // maxCallAttempts bounds how often one Call moves on after finding its
 // pooled connection dead before its request was written (a peer restart

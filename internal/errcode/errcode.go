@@ -41,13 +41,9 @@ const (
 // QuotaExceeded names lock.ErrQuotaExceeded.
 const QuotaExceeded = "quota_exceeded"
 
-// ErrMemberTooOld: a member of the cluster runs a raftlock build that
-// cannot read the command (a rolling upgrade is under way, or one member
-// was left behind); nothing was done. The error names the member and the
-// version to install on it; the command works once every member reads it.
-// A cluster error (package cluster exports it), defined here so that the
-// HTTP client, which does not link the cluster, reproduces it from its
-// code.
+// ErrMemberTooOld is cluster.ErrMemberTooOld (its doc says when it is
+// returned), defined here so that the HTTP client, which does not link the
+// cluster, reproduces it from its code.
 var ErrMemberTooOld = errors.New("lock: a cluster member cannot read this command")
 
 // To add a code: its sentinel (package lock's errors.go), its constant
