@@ -69,6 +69,17 @@ func (s *suite) testMultiKeyAllOrNothing(t *testing.T) {
 		assert.Equal(t, sortedKeys(a, b, c), info.SetKeys, "%q shows its set's keys", k)
 		assert.Nil(t, info.Holds, "a mutex lists no holds")
 	}
+	if w, ok := st.(lock.Watcher); ok { // a watch reports a key as Inspect does
+		info, _, err := w.WatchKey(ctx, b, lock.WatchQuery{Consistent: true})
+		require.NoError(t, err)
+		assert.Equal(t, sortedKeys(a, b, c), info.SetKeys, "WatchKey shows the set's keys")
+		list, _, err := w.WatchList(ctx, lock.ListRequest{Prefix: key(t, "")}, lock.WatchQuery{Consistent: true})
+		require.NoError(t, err)
+		require.Len(t, list, 3)
+		for _, l := range list {
+			assert.Equal(t, sortedKeys(a, b, c), l.SetKeys, "WatchList shows %q's set's keys", l.Key)
+		}
+	}
 	// The retry is the same grant; another set of the same owner is held.
 	again, err := st.AcquireAll(ctx, req)
 	require.NoError(t, err)
