@@ -54,7 +54,7 @@ func (s *etcdSystem) commitIndex() uint64 {
 }
 
 func (s *etcdSystem) start(ctx context.Context) error {
-	dir, err := os.MkdirTemp("", "bench-etcd-")
+	dir, err := os.MkdirTemp(s.p.dataDir, "bench-etcd-")
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/armon/go-metrics v0.4.1
+	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/raftlock/raftlock v0.0.0
 	github.com/raftlock/raftlock/stores/redis v0.0.0

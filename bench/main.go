@@ -23,6 +23,7 @@ import (
 // params are the knobs every workload and system reads.
 type params struct {
 	logSyncDelay   time.Duration // raftlock: added to each sync of the raft log (benchknobs)
+	slowDisk       time.Duration // every system: added to each fsync of its data dir (slowdisk_linux.go)
 	leaderParallel bool          // raftlock: cluster.Config.LeaderWritesInParallel
 	duration       time.Duration // measured window of seq, par64 and contend16
 	rounds         int           // times each system runs, in turn; figures are the medians
@@ -50,9 +51,19 @@ type params struct {
 	watchRounds int           // releases they are told of
 	sessions    int           // sessions kept alive in the keepalive workload
 	sessionTTL  time.Duration // their TTL
+	// dataDir is where the systems make their data dirs: the slow disk's
+	// mount, or "" for the machine's temp dir.
+	dataDir string
 }
 
 func main() {
+	if isSlowDiskChild() {
+		if err := serveSlowDisk(os.Args[1:]); err != nil {
+			fmt.Fprintln(os.Stderr, err) // the bench reports it
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -70,6 +81,7 @@ func run() error {
 	)
 	flag.IntVar(&p.rounds, "rounds", 1, "run the systems this many times in turn (each started afresh) and report each figure's median over the rounds: the machine's speed drifts by more than the systems differ, and rounds that alternate the systems see the same drift")
 	flag.DurationVar(&p.logSyncDelay, "log-sync-delay", 0, "raftlock: add this `duration` to every sync of the raft log's WAL segment files (a slower disk's fsync; the report gives the syncs' latency)")
+	flag.DurationVar(&p.slowDisk, "slow-disk", 0, "put the data dirs of every system on a FUSE loopback file system (mounted for the run) whose fsync and fdatasync each take this `duration` longer; 0: off")
 	flag.BoolVar(&p.leaderParallel, "leader-parallel", cluster.DefaultConfig().LeaderWritesInParallel, "raftlock: the leader writes a new entry while it replicates it (cluster.Config.LeaderWritesInParallel; false: it syncs first, as hashicorp/raft does)")
 	flag.DurationVar(&p.duration, "d", 10*time.Second, "measured `duration` of seq, par64 and contend16, per system")
 	flag.DurationVar(&p.warmup, "warmup", time.Second, "unmeasured run before each measured window")
@@ -137,6 +149,18 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
+	var disk *slowDisk
+	if p.slowDisk > 0 {
+		disk, err = mountSlowDisk(p.slowDisk)
+		if err != nil {
+			return fmt.Errorf("-slow-disk: %w", err)
+		}
+		// For the early returns: the normal path unmounts before the report,
+		// to print what the server saw, and unmount is then a no-op.
+		defer disk.unmount()
+		p.dataDir = disk.dir()
+	}
+
 	rep := newReport(p, syss, wls)
 	start := time.Now()
 	rounds := make([]*report, p.rounds)
@@ -164,9 +188,18 @@ func run() error {
 	}
 	rep.load = loadAverage()
 	rep.elapsed = time.Since(start)
+	var unmountErr error
+	if disk != nil {
+		counts, err := disk.unmount()
+		rep.generalNote(disk.note(counts))
+		unmountErr = err
+	}
 	rep.print(os.Stdout)
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if unmountErr != nil {
+		return fmt.Errorf("-slow-disk: %w", unmountErr)
 	}
 	if n := rep.failures(); n > 0 {
 		return fmt.Errorf("%d workload(s) failed; see the notes above", n)
@@ -178,6 +211,8 @@ func (p params) validate() error {
 	switch {
 	case p.duration <= 0:
 		return errors.New("-d must be positive")
+	case p.slowDisk < 0:
+		return errors.New("-slow-disk must not be negative")
 	case p.rounds < 1 || p.rounds > 100:
 		return fmt.Errorf("-rounds must be between 1 and 100 (got %d)", p.rounds)
 	case p.warmup < 0:

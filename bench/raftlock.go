@@ -62,9 +62,17 @@ func (s *raftlockSystem) notes() []string {
 		fmt.Sprintf("3 nodes in one process on loopback TCP, cluster.DefaultConfig() (fsync on, %v heartbeat, %v election timeouts); ",
 			cluster.DefaultConfig().HeartbeatTimeout, cluster.DefaultConfig().ElectionTimeout) +
 			"clients use lock.Client handles (a fresh owner per acquire) on their local node",
-		fmt.Sprintf("raft log syncs (every node, all workloads): %s; -log-sync-delay %v added to each; leader writes in parallel: %v",
-			s.syncs.summary(), s.p.logSyncDelay, s.p.leaderParallel),
+		fmt.Sprintf("raft log syncs (every node, all workloads): %s; -log-sync-delay %v added to each%s; leader writes in parallel: %v",
+			s.syncs.summary(), s.p.logSyncDelay, onSlowDisk(s.p), s.p.leaderParallel),
 	}, s.note...)
+}
+
+// onSlowDisk says, for a note on syncs, whether they ran on the slow disk.
+func onSlowDisk(p params) string {
+	if p.slowDisk <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", on the slow disk (-slow-disk %v)", p.slowDisk)
 }
 
 func (s *raftlockSystem) commitIndex() uint64 {
@@ -81,7 +89,7 @@ func (s *raftlockSystem) start(ctx context.Context) error { return s.startCluste
 // startCluster bootstraps node 0, joins nodes 1 and 2 to it and waits until
 // every node can take and release a lock.
 func (s *raftlockSystem) startCluster(ctx context.Context, tweak func(*cluster.Config)) error {
-	dir, err := os.MkdirTemp("", "bench-raftlock-")
+	dir, err := os.MkdirTemp(s.p.dataDir, "bench-raftlock-")
 	if err != nil {
 		return err
 	}

@@ -137,7 +137,7 @@ func (s *redisSystem) version() string {
 }
 
 func (s *redisSystem) start(ctx context.Context) error {
-	dir, err := os.MkdirTemp("", "bench-"+s.name()+"-")
+	dir, err := os.MkdirTemp(s.p.dataDir, "bench-"+s.name()+"-")
 	if err != nil {
 		return err
 	}

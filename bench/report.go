@@ -69,6 +69,7 @@ type report struct {
 	figures   map[string]map[string]float64
 	errs      map[string]map[string]string // system -> workload -> error
 	notes     map[string][]string
+	general   []string // notes on the whole run
 	load      string
 	elapsed   time.Duration
 }
@@ -124,6 +125,8 @@ func (r *report) note(sys, note string) {
 		r.notes[sys] = append(r.notes[sys], note)
 	}
 }
+
+func (r *report) generalNote(note string) { r.general = append(r.general, note) }
 
 // bigRows are the held rows for raftlock's run on its own at -held locks.
 func bigRows() []row {
@@ -316,6 +319,9 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(w, "- raftlock: failover: Close of the leader took %.0fms of that\n", f)
 	}
 	fmt.Fprintln(w, "- all: one process per system run on this machine's loopback; in-process members share CPUs and one heap, so absolute figures are lower than on 3 hosts, and the ratios are the point")
+	for _, n := range r.general {
+		fmt.Fprintf(w, "- all: %s\n", n)
+	}
 
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "BENCH "+r.json())
@@ -365,7 +371,7 @@ func (r *report) json() string {
 			"duration_s": r.p.duration.Seconds(), "warmup_s": r.p.warmup.Seconds(),
 			"par_clients": r.p.parClients, "contend_clients": r.p.contendClient, "sem_clients": r.p.semClients, "sem_limit": r.p.semLimit,
 			"held": r.p.held, "held_peers": r.p.heldPeers, "fill_clients": r.p.fillClients,
-			"redis_poll_ms": ms(r.p.redisPoll),
+			"redis_poll_ms": ms(r.p.redisPoll), "slow_disk_ms": ms(r.p.slowDisk), "log_sync_delay_ms": ms(r.p.logSyncDelay),
 		},
 		"systems":   r.systems,
 		"workloads": r.workloads,
