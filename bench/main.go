@@ -162,6 +162,9 @@ func run() error {
 	}
 
 	rep := newReport(p, syss, wls)
+	if disk == nil { // the slow disk's note times the disk beneath it too
+		rep.generalNote(diskNote(p.dataDir))
+	}
 	start := time.Now()
 	rounds := make([]*report, p.rounds)
 	for i := range rounds {

@@ -24,7 +24,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -178,44 +177,6 @@ func (d *slowDisk) unmount() (counts string, err error) {
 		os.RemoveAll(d.backing)
 	}
 	return counts, err
-}
-
-// probeFsync appends n blocks of 4 KiB to a new file in each dir, each
-// followed by fdatasync (dd oflag=dsync, as a log does), and returns how long
-// each took, per dir. The dirs take turns, so that the disk's drift (large
-// on a shared machine) weighs on each alike.
-func probeFsync(dirs []string, n int) ([][]time.Duration, error) {
-	files := make([]*os.File, len(dirs))
-	for i, dir := range dirs {
-		f, err := os.CreateTemp(dir, "fsync-probe-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.Remove(f.Name())
-		defer f.Close()
-		files[i] = f
-	}
-	block := bytes.Repeat([]byte{'x'}, 4096)
-	took := make([][]time.Duration, len(dirs))
-	for range n {
-		for i, f := range files {
-			t0 := time.Now()
-			if _, err := f.Write(block); err != nil {
-				return nil, err
-			}
-			if err := syscall.Fdatasync(int(f.Fd())); err != nil {
-				return nil, fmt.Errorf("%s: %w", f.Name(), err)
-			}
-			took[i] = append(took[i], time.Since(t0))
-		}
-	}
-	return took, nil
-}
-
-func quantile(d []time.Duration, q float64) time.Duration {
-	d = slices.Clone(d)
-	slices.Sort(d)
-	return d[int(q*float64(len(d)-1))].Round(time.Microsecond)
 }
 
 // lockedBuffer is the child's stderr, written by exec's copier and read by
@@ -410,3 +371,6 @@ func (d *slowDir) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
 	time.Sleep(d.disk.delay)
 	return d.loopbackDir.Fsyncdir(ctx, flags)
 }
+
+// fdatasync is a log's sync of f: its data, not its times.
+func fdatasync(f *os.File) error { return syscall.Fdatasync(int(f.Fd())) }

@@ -4,6 +4,7 @@ package main
 
 import (
 	"errors"
+	"os"
 	"time"
 )
 
@@ -19,3 +20,6 @@ func (*slowDisk) note(string) string       { return "" }
 func (*slowDisk) unmount() (string, error) { return "", nil }
 func isSlowDiskChild() bool                { return false }
 func serveSlowDisk([]string) error         { return errors.New("needs Linux") }
+
+// fdatasync is f.Sync where Go has no fdatasync.
+func fdatasync(f *os.File) error { return f.Sync() }
