@@ -117,7 +117,7 @@ func checkInternals(m *Machine) error {
 		if s.expiresAt <= m.now {
 			return fmt.Errorf("session %x: ended at %v but now is %v", id, s.expiresAt, m.now)
 		}
-		if i := s.end.index; i < 0 || i >= len(m.deadlines) || m.deadlines[i].session() != s || m.deadlines[i].at != s.expiresAt || s.end.owner != s.id {
+		if i := s.end.index; i < 0 || i >= len(m.deadlines.others) || m.deadlines.others[i].session() != s || m.deadlines.others[i].at != s.expiresAt || s.end.owner != s.id {
 			return fmt.Errorf("session %x: not at its index %d", id, i)
 		}
 		refs[s] = map[string]int{}
@@ -165,7 +165,7 @@ func checkInternals(m *Machine) error {
 				return fmt.Errorf("key %q: session-bound holder (or group) has a lease index %d", k, e.index)
 			}
 		} else {
-			if e.index < 0 || e.index >= len(m.deadlines) || m.deadlines[e.index].e != e || m.deadlines[e.index].w != nil || m.deadlines[e.index].at != e.expiresAt {
+			if e.index < 0 || e.index >= len(m.deadlines.leases) || m.deadlines.leases[e.index].e != e || m.deadlines.leases[e.index].at != e.expiresAt {
 				return fmt.Errorf("key %q: lease not at its index %d", k, e.index)
 			}
 			want++
@@ -209,7 +209,7 @@ func checkInternals(m *Machine) error {
 			if w.deadline <= m.now {
 				return fmt.Errorf("key %q: waiter %x past its deadline", k, w.owner)
 			}
-			if w.index < 0 || w.index >= len(m.deadlines) || m.deadlines[w.index].w != w || m.deadlines[w.index].e != e || m.deadlines[w.index].at != w.deadline {
+			if w.index < 0 || w.index >= len(m.deadlines.others) || m.deadlines.others[w.index].w != w || m.deadlines.others[w.index].e != e || m.deadlines.others[w.index].at != w.deadline {
 				return fmt.Errorf("key %q: waiter %x not at its index", k, w.owner)
 			}
 			want++
@@ -237,8 +237,8 @@ func checkInternals(m *Machine) error {
 	if orderErr != nil {
 		return orderErr
 	}
-	if len(m.deadlines) != want {
-		return fmt.Errorf("deadline index holds %d, want %d", len(m.deadlines), want)
+	if m.deadlines.len() != want {
+		return fmt.Errorf("deadline index holds %d, want %d", m.deadlines.len(), want)
 	}
 	if m.Unclaimed() != unclaimed {
 		return fmt.Errorf("Unclaimed is %d, but %d are", m.Unclaimed(), unclaimed)
@@ -254,9 +254,14 @@ func checkInternals(m *Machine) error {
 			return fmt.Errorf("session %x: refs %v, want %v", s.id, s.refs, want)
 		}
 	}
-	for i := 1; i < len(m.deadlines); i++ {
-		if m.deadlines[i].before(&m.deadlines[(i-1)/2]) {
+	for i := 1; i < len(m.deadlines.others); i++ {
+		if m.deadlines.others[i].before(&m.deadlines.others[(i-1)/2]) {
 			return fmt.Errorf("deadline index not a heap at %d", i)
+		}
+	}
+	for i := 1; i < len(m.deadlines.leases); i++ {
+		if m.deadlines.leases[i].before(&m.deadlines.leases[(i-1)/2]) {
+			return fmt.Errorf("lease ends not a heap at %d", i)
 		}
 	}
 	return nil
@@ -314,7 +319,7 @@ func checkGroup(m *Machine, e *entry, g *group, ref func(*session, string) error
 			}
 			continue
 		}
-		if h.index < 0 || h.index >= len(m.deadlines) || m.deadlines[h.index].w != h || m.deadlines[h.index].e != e || m.deadlines[h.index].at != h.deadline {
+		if h.index < 0 || h.index >= len(m.deadlines.others) || m.deadlines.others[h.index].w != h || m.deadlines.others[h.index].e != e || m.deadlines.others[h.index].at != h.deadline {
 			return 0, fmt.Errorf("key %q: holder %x not at its index", k, h.owner)
 		}
 		deadlines++

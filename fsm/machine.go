@@ -12,8 +12,9 @@ import (
 // pointers for the commands' point lookups (keyindex.go: the key is stored
 // once, in its entry), the same entries in key order in a B+tree of entry pointers (9 to
 // 45 bytes a key; order.go says why it is written here), a FIFO queue only
-// for keys with waiters (a linked list plus an index by owner), and one
-// binary heap of all pending deadlines that is updated in place on extend,
+// for keys with waiters (a linked list plus an index by owner), and a
+// deadline index of all pending deadlines (two binary heaps: leases' ends,
+// 16 bytes each, and the rest; deadlines.go) that is updated in place on extend,
 // hand-off and cancel, so it never holds stale deadlines. NextDeadline is
 // O(1) and Apply O(log n); the key order changes only when a key appears or
 // goes, never on extend or hand-off. A newcomer joins a queue in O(1) plus
@@ -477,7 +478,7 @@ func (m *Machine) extend(c Command) Result {
 	}
 	m.changing(e)
 	e.expiresAt = m.now + c.TTL
-	m.deadlines.fix(e.index, e.expiresAt)
+	m.deadlines.fixLease(e.index, e.expiresAt)
 	return Result{Status: StatusExtended, Token: e.token, ExpiresAt: e.expiresAt, Now: m.now, Waiters: e.waitQueue().len()}
 }
 
@@ -547,13 +548,13 @@ func (m *Machine) setHolderDeadline(e *entry) {
 	switch {
 	case e.sess() != nil:
 		if e.index >= 0 {
-			m.deadlines.remove(e.index)
+			m.deadlines.removeLease(e.index)
 		}
 		e.index = -1
 	case e.index >= 0:
-		m.deadlines.fix(e.index, e.expiresAt)
+		m.deadlines.fixLease(e.index, e.expiresAt)
 	default:
-		m.deadlines.push(deadline{at: e.expiresAt, e: e})
+		m.deadlines.pushLease(e.expiresAt, e)
 	}
 }
 
@@ -658,8 +659,11 @@ func (m *Machine) removeWaiter(e *entry, w *waiter) {
 // judged at its own time: a lease that ended at t goes to the head waiter,
 // whose deadline is later than t. New grants end after now, so the loop ends.
 func (m *Machine) expire() {
-	for len(m.deadlines) > 0 && m.deadlines[0].at <= m.now {
-		d := m.deadlines[0]
+	for {
+		d, ok := m.deadlines.next()
+		if !ok || d.at > m.now {
+			return
+		}
 		switch {
 		case d.e == nil:
 			s := d.session()
@@ -825,10 +829,7 @@ func (m *Machine) Now() time.Duration { return m.now }
 
 // NextDeadline is the earliest pending lease expiry or wait deadline.
 func (m *Machine) NextDeadline() (time.Duration, bool) {
-	if len(m.deadlines) == 0 {
-		return 0, false
-	}
-	return m.deadlines[0].at, true
+	return m.deadlines.nextAt()
 }
 
 // Lookup reports key as seen at log time max(Now(), at): a lease whose

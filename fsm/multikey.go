@@ -242,7 +242,7 @@ func (m *Machine) extendSet(s *keySet, ttl time.Duration) {
 	for _, e := range s.entries {
 		m.changing(e)
 		e.expiresAt = end
-		m.deadlines.fix(e.index, end)
+		m.deadlines.fixLease(e.index, end)
 	}
 }
 
@@ -253,7 +253,7 @@ func (m *Machine) vacate(e *entry) {
 	e.owner, e.token, e.expiresAt = Owner{}, 0, 0
 	e.setExtras(nil)
 	if e.index >= 0 {
-		m.deadlines.remove(e.index)
+		m.deadlines.removeLease(e.index)
 	}
 	e.index = -1
 }
@@ -302,7 +302,7 @@ func (m *Machine) forget(e *entry) {
 		m.freezer.removing(e.key)
 	}
 	if e.index >= 0 {
-		m.deadlines.remove(e.index)
+		m.deadlines.removeLease(e.index)
 	}
 	m.keys.remove(e.key)
 	m.order.remove(e)

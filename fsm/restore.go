@@ -212,7 +212,7 @@ func (r *snapshotReader) holderV4(e *entry, kind byte) *group {
 	for h := g.holders.first(); h != nil; h = h.next {
 		r.tokens = append(r.tokens, h.token)
 		if h.session == nil {
-			r.heap = append(r.heap, deadline{at: h.deadline, e: e, w: h})
+			r.heap.add(deadline{at: h.deadline, e: e, w: h})
 		} else {
 			h.session.ref(e.key)
 		}
@@ -288,7 +288,7 @@ func (r *snapshotReader) readSessions() {
 		expiresAt := d.deadline("session end", r.now, ttl)
 		s := newSession(id, ttl, expiresAt, d.duration("lock delay", MaxLockDelay, ErrDelayRange))
 		r.sessions[s.id] = s
-		r.heap = append(r.heap, s.deadline())
+		r.heap.add(s.deadline())
 	}
 }
 
@@ -318,7 +318,7 @@ func (r *snapshotReader) readKeys(f *keyFormat) error {
 	defer close(slabs)
 	heldSets := make(map[uint64]*keySet) // multi-key grants by token; local, so on the stack
 	r.sets = make(map[Owner]*keySet)
-	r.heap = slices.Grow(r.heap, int(n))
+	r.heap.leases = slices.Grow(r.heap.leases, int(n))
 	r.tokens = make([]uint64, 0, n)
 	prev := ""
 	var slab []entry
@@ -446,7 +446,7 @@ func (r *snapshotReader) readKey(f *keyFormat, e *entry, heldSets map[uint64]*ke
 			r.tokens = append(r.tokens, e.token) // a multi-key grant's token once
 		}
 		if s := e.sess(); s == nil {
-			r.heap = append(r.heap, deadline{at: e.expiresAt, e: e})
+			r.heap.add(deadline{at: e.expiresAt, e: e})
 		} else {
 			s.ref(e.key)
 		}
@@ -490,7 +490,7 @@ func (r *snapshotReader) readQueue(f *keyFormat, e *entry, g *group, reserved bo
 		e.waitQueue().pushBack(w)
 		w.session.ref(e.key)
 		r.nWaiters++
-		r.heap = append(r.heap, deadline{at: w.deadline, e: e, w: w})
+		r.heap.add(deadline{at: w.deadline, e: e, w: w})
 	}
 	return nil
 }
