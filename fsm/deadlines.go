@@ -54,7 +54,7 @@ func (d *deadline) key() string {
 	if d.e == nil {
 		return ""
 	}
-	return d.e.key
+	return d.e.key()
 }
 
 // setIndex mirrors d's position in others, where every deadline has a
@@ -104,7 +104,7 @@ func (d *leaseDeadline) before(o *leaseDeadline) bool {
 	if d.at != o.at {
 		return d.at < o.at
 	}
-	return d.e.key < o.e.key
+	return d.e.key() < o.e.key()
 }
 
 func (h *deadlines) len() int { return len(h.leases) + len(h.others) }
@@ -150,7 +150,7 @@ func (h *deadlines) push(d deadline) {
 }
 
 func (h *deadlines) pushLease(at time.Duration, e *entry) {
-	e.index = len(h.leases)
+	e.index = int32(len(h.leases))
 	h.leases = append(h.leases, leaseDeadline{at: at, e: e})
 	leaseUp(h.leases, len(h.leases)-1)
 }
@@ -173,8 +173,9 @@ func (h *deadlines) fix(i int, at time.Duration) {
 	}
 }
 
-// fixLease is fix for a lease's end, leases' element i.
-func (h *deadlines) fixLease(i int, at time.Duration) {
+// fixLease is fix for the end of e's lease, which is in leases.
+func (h *deadlines) fixLease(e *entry, at time.Duration) {
+	i := int(e.index)
 	h.leases[i].at = at
 	if !leaseDown(h.leases, i) {
 		leaseUp(h.leases, i)
@@ -196,8 +197,9 @@ func (h *deadlines) remove(i int) {
 	}
 }
 
-// removeLease takes leases' element i out.
-func (h *deadlines) removeLease(i int) {
+// removeLease takes the end of e's lease out of leases.
+func (h *deadlines) removeLease(e *entry) {
+	i := int(e.index)
 	old := h.leases
 	last := len(old) - 1
 	if i != last {
@@ -220,7 +222,7 @@ func (h *deadlines) init() {
 		heapDown(h.others, i)
 	}
 	for i := range h.leases {
-		h.leases[i].e.index = i
+		h.leases[i].e.index = int32(i)
 	}
 	for i := len(h.leases)/2 - 1; i >= 0; i-- {
 		leaseDown(h.leases, i)
@@ -271,8 +273,8 @@ func heapDown(h []deadline, i int) bool {
 
 func leaseSwap(h []leaseDeadline, i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].e.index = i
-	h[j].e.index = j
+	h[i].e.index = int32(i)
+	h[j].e.index = int32(j)
 }
 
 func leaseUp(h []leaseDeadline, i int) {

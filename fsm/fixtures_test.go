@@ -134,8 +134,8 @@ func checkInternals(m *Machine) error {
 		return nil
 	}
 	for k, e := range m.keys.all() {
-		if e.key != k {
-			return fmt.Errorf("entry under %q has key %q", k, e.key)
+		if e.key() != k {
+			return fmt.Errorf("entry under %q has key %q", k, e.key())
 		}
 		if e.vacant() {
 			// Reserved: a multi-key waiter heads its queue and waits for
@@ -165,7 +165,7 @@ func checkInternals(m *Machine) error {
 				return fmt.Errorf("key %q: session-bound holder (or group) has a lease index %d", k, e.index)
 			}
 		} else {
-			if e.index < 0 || e.index >= len(m.deadlines.leases) || m.deadlines.leases[e.index].e != e || m.deadlines.leases[e.index].at != e.expiresAt {
+			if e.index < 0 || int(e.index) >= len(m.deadlines.leases) || m.deadlines.leases[e.index].e != e || m.deadlines.leases[e.index].at != e.expiresAt {
 				return fmt.Errorf("key %q: lease not at its index %d", k, e.index)
 			}
 			want++
@@ -226,12 +226,12 @@ func checkInternals(m *Machine) error {
 	prev := ""
 	m.order.ascend("", func(e *entry) bool {
 		switch {
-		case m.keys.get(e.key) != e:
-			orderErr = fmt.Errorf("key order holds %q, which is not the map's entry", e.key)
-		case e.key <= prev:
-			orderErr = fmt.Errorf("key order not ascending: %q after %q", e.key, prev)
+		case m.keys.get(e.key()) != e:
+			orderErr = fmt.Errorf("key order holds %q, which is not the map's entry", e.key())
+		case e.key() <= prev:
+			orderErr = fmt.Errorf("key order not ascending: %q after %q", e.key(), prev)
 		}
-		prev = e.key
+		prev = e.key()
 		return orderErr == nil
 	})
 	if orderErr != nil {
@@ -273,7 +273,7 @@ func checkInternals(m *Machine) error {
 // session-bound ones bound to a live session, and the head waiter not
 // fitting (strict FIFO: whoever fits is granted at once).
 func checkGroup(m *Machine, e *entry, g *group, ref func(*session, string) error) (int, error) {
-	k := e.key
+	k := e.key()
 	if !e.owner.IsZero() || e.token != 0 || e.extras().session != nil || e.extras().meta != "" {
 		return 0, fmt.Errorf("key %q: group entry with holder fields set", k)
 	}
@@ -543,10 +543,10 @@ func checkSets(m *Machine) error {
 			return fmt.Errorf("set of %x: bad record", o[:2])
 		}
 		for i, e := range s.entries {
-			if m.keys.get(e.key) != e {
-				return fmt.Errorf("set of %x: key %q not in the machine", o[:2], e.key)
+			if m.keys.get(e.key()) != e {
+				return fmt.Errorf("set of %x: key %q not in the machine", o[:2], e.key())
 			}
-			if i > 0 && e.key <= s.entries[i-1].key {
+			if i > 0 && e.key() <= s.entries[i-1].key() {
 				return fmt.Errorf("set of %x: keys not ascending", o[:2])
 			}
 		}
@@ -554,7 +554,7 @@ func checkSets(m *Machine) error {
 			first := s.entries[0]
 			for _, e := range s.entries {
 				if e.owner != o || e.extras() != s.extra || s.extra.set != s || e.token != first.token || e.expiresAt != first.expiresAt || e.group() != nil {
-					return fmt.Errorf("set of %x: partial or inconsistent grant at %q", o[:2], e.key)
+					return fmt.Errorf("set of %x: partial or inconsistent grant at %q", o[:2], e.key())
 				}
 			}
 			continue
@@ -565,7 +565,7 @@ func checkSets(m *Machine) error {
 		for i, w := range s.waits {
 			e := s.entries[i]
 			if e.waitQueue().find(o) != w || w.set != s || w.ttl != s.waits[0].ttl || w.deadline != s.waits[0].deadline || w.epoch != s.waits[0].epoch || w.meta != s.waits[0].meta {
-				return fmt.Errorf("set of %x: record on %q missing or unlike the others", o[:2], e.key)
+				return fmt.Errorf("set of %x: record on %q missing or unlike the others", o[:2], e.key())
 			}
 		}
 		if s.ready() {

@@ -63,13 +63,17 @@ import (
 // and only the session is in the deadline index: index is -1). A key whose
 // session expired with a lock-delay stays, with a zero owner and no
 // session, until expiresAt, the delay's end.
+//
+// Its key follows its fields in the same allocation (inlinekey.go): an
+// entry is made by newEntry (or a restore's entrySlab), never as a
+// composite literal, and never copied by value.
 type entry struct {
-	key       string
 	owner     Owner
 	token     uint64
 	expiresAt time.Duration
 	more      *entryMore // nil for a lease without metadata nobody waits for, the common case
-	index     int        // position of the lease's end in the deadline index; -1 for a session-bound holder
+	index     int32      // position of the lease's end in the deadline index; -1 for a session-bound holder
+	keyLen    uint32     // the key's bytes follow the entry (key)
 }
 
 // entryMore is what only some keys have: their holder's extras and their
@@ -299,11 +303,13 @@ func (m *Machine) acquire(c Command) Result {
 		if c.Kind != KindMutex {
 			return m.createGroup(c, s)
 		}
-		// Clone so that the machine never pins a larger buffer the caller's
-		// key (or metadata) was sliced from (a decoded batch, a request);
-		// OnChange gets the clone, which its listener may keep.
-		e = &entry{key: strings.Clone(c.Key), owner: c.Owner, index: -1}
-		m.adding(e.key)
+		// Copied (the key into the entry, the metadata cloned) so that the
+		// machine never pins a larger buffer the caller's key (or metadata)
+		// was sliced from (a decoded batch, a request); OnChange gets the
+		// machine's copy, which its listener may keep.
+		e = newEntry(c.Key)
+		e.owner = c.Owner
+		m.adding(e.key())
 		m.grant(e, c.TTL, s, strings.Clone(c.Meta))
 		m.keys.add(e)
 		m.order.insert(e)
@@ -380,7 +386,7 @@ func (m *Machine) enqueue(c Command, e *entry, s *session, held Result) Result {
 	w := &waiter{owner: c.Owner, ttl: c.TTL, deadline: m.now + c.Wait, epoch: m.epoch, session: s, meta: strings.Clone(c.Meta), shared: c.Shared}
 	e.waitQueue().pushBack(w)
 	m.nWaiters++
-	s.ref(e.key)
+	s.ref(e.key())
 	m.deadlines.push(deadline{at: w.deadline, e: e, w: w})
 	held.Status = StatusQueued
 	held.Waiters = e.waitQueue().len()
@@ -421,7 +427,7 @@ func (m *Machine) release(c Command) Result {
 	default:
 		res = m.releaseHeld(e)
 	}
-	m.released.remember(releaseID{e.key, c.Owner}, m.now) // the machine's copy of the key: c's may pin a larger buffer
+	m.released.remember(releaseID{e.key(), c.Owner}, m.now) // the machine's copy of the key: c's may pin a larger buffer
 	return res
 }
 
@@ -478,7 +484,7 @@ func (m *Machine) extend(c Command) Result {
 	}
 	m.changing(e)
 	e.expiresAt = m.now + c.TTL
-	m.deadlines.fixLease(e.index, e.expiresAt)
+	m.deadlines.fixLease(e, e.expiresAt)
 	return Result{Status: StatusExtended, Token: e.token, ExpiresAt: e.expiresAt, Now: m.now, Waiters: e.waitQueue().len()}
 }
 
@@ -520,7 +526,7 @@ func (m *Machine) notHeld(e *entry) Result {
 
 // waiting is the queue length of e's key, 0 if e is no longer in the machine.
 func (m *Machine) waiting(e *entry) int {
-	if e == nil || m.keys.get(e.key) != e {
+	if e == nil || m.keys.get(e.key()) != e {
 		return 0
 	}
 	return e.waitQueue().len()
@@ -535,7 +541,7 @@ func (m *Machine) grant(e *entry, ttl time.Duration, s *session, meta string) {
 	e.bind(s, meta)
 	if s != nil {
 		e.expiresAt = 0
-		s.ref(e.key)
+		s.ref(e.key())
 	} else {
 		e.expiresAt = m.now + ttl
 	}
@@ -548,11 +554,11 @@ func (m *Machine) setHolderDeadline(e *entry) {
 	switch {
 	case e.sess() != nil:
 		if e.index >= 0 {
-			m.deadlines.removeLease(e.index)
+			m.deadlines.removeLease(e)
 		}
 		e.index = -1
 	case e.index >= 0:
-		m.deadlines.fixLease(e.index, e.expiresAt)
+		m.deadlines.fixLease(e, e.expiresAt)
 	default:
 		m.deadlines.pushLease(e.expiresAt, e)
 	}
@@ -575,7 +581,7 @@ func (m *Machine) handOff(e *entry) {
 	if w := e.waitQueue().first(); w != nil && w.set == nil && w.epoch == m.epoch {
 		// The common case, kept cheap: the lease passes to the head in
 		// place (its deadline moves in the index).
-		e.sess().unref(e.key)
+		e.sess().unref(e.key())
 		m.grantHead(e, w)
 		return
 	}
@@ -586,7 +592,7 @@ func (m *Machine) handOff(e *entry) {
 // dropWaiter removes an unclaimed waiter and says so.
 func (m *Machine) dropWaiter(e *entry, w *waiter) {
 	m.removeWaiter(e, w)
-	m.emit(Event{Kind: EventUnclaimed, Key: e.key, Owner: w.owner, At: m.now})
+	m.emit(Event{Kind: EventUnclaimed, Key: e.key(), Owner: w.owner, At: m.now})
 }
 
 // dropUnclaimed drops every waiter not claimed in the current epoch, key
@@ -615,7 +621,7 @@ func (m *Machine) dropUnclaimed() int {
 	before := m.unclaimed
 	var stale []*waiter
 	for _, e := range keys {
-		if m.keys.get(e.key) != e {
+		if m.keys.get(e.key()) != e {
 			continue // served away by a set's departure
 		}
 		stale = stale[:0]
@@ -634,7 +640,7 @@ func (m *Machine) dropUnclaimed() int {
 				m.dropWaiter(e, w)
 			}
 		}
-		if g := e.group(); g != nil && len(stale) > 0 && m.keys.get(e.key) == e {
+		if g := e.group(); g != nil && len(stale) > 0 && m.keys.get(e.key()) == e {
 			m.settle(e, g) // grants only: the key keeps its holders
 		}
 	}
@@ -647,7 +653,7 @@ func (m *Machine) removeWaiter(e *entry, w *waiter) {
 		m.unclaimed--
 	}
 	m.nWaiters--
-	w.session.unref(e.key)
+	w.session.unref(e.key())
 	m.deadlines.remove(w.index)
 	e.waitQueue().unlink(w)
 	if e.waitQueue().len() == 0 {
@@ -675,7 +681,7 @@ func (m *Machine) expire() {
 			m.removeSet(d.w.set, EventWaitExpired, d.at)
 		case d.w != nil:
 			m.removeWaiter(d.e, d.w)
-			m.emit(Event{Kind: EventWaitExpired, Key: d.e.key, Owner: d.w.owner, At: d.at})
+			m.emit(Event{Kind: EventWaitExpired, Key: d.e.key(), Owner: d.w.owner, At: d.at})
 			if g := d.e.group(); g != nil {
 				m.settle(d.e, g)
 			}
@@ -685,12 +691,12 @@ func (m *Machine) expire() {
 			// A multi-key lease: every key's end is due at once, the
 			// first key's first; they all end now.
 			for _, e := range d.e.set().entries {
-				m.emit(Event{Kind: EventExpired, Key: e.key, Owner: e.owner, Token: e.token, ExpiresAt: e.expiresAt, At: d.at})
+				m.emit(Event{Kind: EventExpired, Key: e.key(), Owner: e.owner, Token: e.token, ExpiresAt: e.expiresAt, At: d.at})
 			}
 			m.handOff(d.e)
 		default:
 			e := d.e
-			m.emit(Event{Kind: EventExpired, Key: e.key, Owner: e.owner, Token: e.token, ExpiresAt: e.expiresAt, At: d.at})
+			m.emit(Event{Kind: EventExpired, Key: e.key(), Owner: e.owner, Token: e.token, ExpiresAt: e.expiresAt, At: d.at})
 			m.handOff(e)
 		}
 	}
@@ -758,7 +764,7 @@ func (m *Machine) endSession(s *session, expired bool, at time.Duration) int {
 			next := w.next
 			if w.session == s {
 				m.removeWaiter(e, w)
-				m.emit(Event{Kind: EventWaitExpired, Key: e.key, Owner: w.owner, At: at})
+				m.emit(Event{Kind: EventWaitExpired, Key: e.key(), Owner: w.owner, At: at})
 			}
 			w = next
 		}
@@ -774,7 +780,7 @@ func (m *Machine) endSession(s *session, expired bool, at time.Duration) int {
 			m.handOff(e)
 			continue
 		}
-		m.emit(Event{Kind: EventExpired, Key: e.key, Owner: e.owner, Token: e.token, ExpiresAt: s.expiresAt, At: at})
+		m.emit(Event{Kind: EventExpired, Key: e.key(), Owner: e.owner, Token: e.token, ExpiresAt: s.expiresAt, At: at})
 		if s.lockDelay == 0 {
 			m.handOff(e)
 			continue
@@ -804,7 +810,7 @@ func (m *Machine) changing(e *entry) {
 		m.freezer.touch(e)
 	}
 	if m.onChange != nil {
-		m.onChange(e.key)
+		m.onChange(e.key())
 	}
 }
 
@@ -901,13 +907,13 @@ func (m *Machine) RangeFrom(prefix, after string, at time.Duration, fn func(key 
 		// Keys with the prefix are contiguous in byte order, from the
 		// prefix itself on; from is at or after the prefix, so the first key
 		// without it ends the walk.
-		if !strings.HasPrefix(e.key, prefix) {
+		if !strings.HasPrefix(e.key(), prefix) {
 			return false
 		}
-		if e.key == after || e.leaseEnd() <= t {
+		if e.key() == after || e.leaseEnd() <= t {
 			return true
 		}
-		return fn(e.key, m.state(e, t))
+		return fn(e.key(), m.state(e, t))
 	})
 }
 

@@ -214,7 +214,7 @@ func (r *snapshotReader) holderV4(e *entry, kind byte) *group {
 		if h.session == nil {
 			r.heap.add(deadline{at: h.deadline, e: e, w: h})
 		} else {
-			h.session.ref(e.key)
+			h.session.ref(e.key())
 		}
 	}
 	return g
@@ -313,60 +313,60 @@ func (r *snapshotReader) readKeys(f *keyFormat) error {
 	if d.err != nil {
 		return d.err
 	}
-	r.sorted = make([]*entry, 0, n)
-	slabs := r.indexKeys(n)
-	defer close(slabs)
+	all := make([]*entry, n)
+	batches := r.indexKeys(n)
+	defer close(batches)
 	heldSets := make(map[uint64]*keySet) // multi-key grants by token; local, so on the stack
 	r.sets = make(map[Owner]*keySet)
 	r.heap.leases = slices.Grow(r.heap.leases, int(n))
 	r.tokens = make([]uint64, 0, n)
 	prev := ""
-	var slab []entry
-	var arena keyArena
+	var entries entrySlab
+	sent := uint64(0)
 	for i := uint64(0); i < n; i++ {
-		if len(slab) == cap(slab) {
-			if slab != nil {
-				slabs <- slab
-			}
-			slab = make([]entry, 0, min(n-i, restoreSlab))
+		key := d.keyBytes()
+		if d.err != nil {
+			return d.err
 		}
-		slab = append(slab, entry{index: -1})
-		e := &slab[len(slab)-1]
-		e.key = arena.clone(d.keyBytes())
-		if d.err == nil && i > 0 && e.key <= prev {
+		e := entries.take(key, n-i)
+		if i > 0 && e.key() <= prev {
 			d.fail("keys not in strictly ascending order")
+			return d.err
 		}
-		prev = e.key
+		prev = e.key()
 		if err := r.readKey(f, e, heldSets); err != nil {
 			return err
 		}
-		r.sorted = append(r.sorted, e)
+		all[i] = e
+		if i+1-sent == restoreSlab {
+			batches <- all[sent : i+1]
+			sent = i + 1
+		}
 	}
-	if slab != nil {
-		slabs <- slab
-	}
+	batches <- all[sent:]
+	r.sorted = all
 	return nil
 }
 
-// indexKeys makes the index of n keys on another goroutine, from the slabs
-// of entries sent on the channel it returns, each once its records are
-// read (the goroutine reads only their keys, which no longer change), until
-// the channel is closed. Filling an index of millions of keys costs more than
-// reading their records, a cache miss or more per key; this way it runs
-// beside the reading and the checks. waitKeys waits for it.
-func (r *snapshotReader) indexKeys(n uint64) chan<- []entry {
-	slabs := make(chan []entry, 8)
+// indexKeys makes the index of n keys on another goroutine, from the
+// batches of entries sent on the channel it returns, each once its records
+// are read (the goroutine reads only their keys, which no longer change),
+// until the channel is closed. Filling an index of millions of keys costs
+// more than reading their records, a cache miss or more per key; this way
+// it runs beside the reading and the checks. waitKeys waits for it.
+func (r *snapshotReader) indexKeys(n uint64) chan<- []*entry {
+	batches := make(chan []*entry, 8)
 	r.keys = newKeyIndex(int(n))
 	r.keysDone = make(chan struct{})
 	go func(keys *keyIndex) {
 		defer close(r.keysDone)
-		for slab := range slabs {
-			for i := range slab {
-				keys.add(&slab[i])
+		for batch := range batches {
+			for _, e := range batch {
+				keys.add(e)
 			}
 		}
 	}(&r.keys)
-	return slabs
+	return batches
 }
 
 // waitKeys waits until the index of keys is complete, if it is being made.
@@ -376,36 +376,14 @@ func (r *snapshotReader) waitKeys() {
 	}
 }
 
-// Restore allocates the entries restoreSlab at a time and copies the keys
-// into keyArenaChunk-byte blocks, instead of two allocations per key: at
-// millions of keys the allocations, and the collections they set off (each
-// marking the whole heap), were most of a restore's time. A block stays
-// allocated while any entry or key in it is still in use, so releasing the
-// keys of a restored state frees their memory only block by block: at most
-// a block's worth (about 9 KiB of entries, 4 KiB of keys) for each key
-// that stays.
-const (
-	restoreSlab   = 128
-	keyArenaChunk = 4096
-)
-
-// keyArena copies keys into shared blocks. A key is a string pointing into
-// a block; the arena only appends, so the bytes behind a string it
-// returned never change.
-type keyArena struct {
-	b strings.Builder
-}
-
-// clone returns a string with k's bytes, which need not outlive the call.
-func (a *keyArena) clone(k []byte) string {
-	if a.b.Cap()-a.b.Len() < len(k) {
-		a.b = strings.Builder{}
-		a.b.Grow(max(keyArenaChunk, len(k)))
-	}
-	start := a.b.Len()
-	a.b.Write(k)
-	return a.b.String()[start:]
-}
+// Restore allocates the entries, each with its key inline, restoreSlab at
+// a time (entrySlab) instead of one allocation per key: at millions of
+// keys the allocations, and the collections they set off (each marking
+// the whole heap), were most of a restore's time. A block stays allocated
+// while any entry in it is still in use, so releasing the keys of a
+// restored state frees their memory only block by block: at most a
+// block's worth (about 8 KiB for 16-byte keys) for each key that stays.
+const restoreSlab = 128
 
 // readKey reads the rest of key e's record after its name: its holder,
 // then its queue. heldSets holds the multi-key grants read so far, by
@@ -448,7 +426,7 @@ func (r *snapshotReader) readKey(f *keyFormat, e *entry, heldSets map[uint64]*ke
 		if s := e.sess(); s == nil {
 			r.heap.add(deadline{at: e.expiresAt, e: e})
 		} else {
-			s.ref(e.key)
+			s.ref(e.key())
 		}
 	}
 	return r.readQueue(f, e, g, hold == holdNone, waiters)
@@ -488,7 +466,7 @@ func (r *snapshotReader) readQueue(f *keyFormat, e *entry, g *group, reserved bo
 			return r.d.err
 		}
 		e.waitQueue().pushBack(w)
-		w.session.ref(e.key)
+		w.session.ref(e.key())
 		r.nWaiters++
 		r.heap.add(deadline{at: w.deadline, e: e, w: w})
 	}
@@ -614,7 +592,7 @@ func tokenTwice(tokens []uint64, last uint64) (uint64, bool) {
 
 // sortedEntry is key's entry, found in the sorted entries, or nil.
 func (r *snapshotReader) sortedEntry(key string) *entry {
-	i, found := slices.BinarySearchFunc(r.sorted, key, func(e *entry, k string) int { return strings.Compare(e.key, k) })
+	i, found := slices.BinarySearchFunc(r.sorted, key, func(e *entry, k string) int { return strings.Compare(e.key(), k) })
 	if !found {
 		return nil
 	}
