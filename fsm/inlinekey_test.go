@@ -45,7 +45,7 @@ func TestInlineKeyEveryLength(t *testing.T) {
 // the mix of lengths and however few are left for the last blocks.
 func TestEntrySlabKeepsKeysApart(t *testing.T) {
 	var s entrySlab
-	const n = 3*restoreSlab + 5
+	const n = 3*127 + 5 // blocks of 127 16-byte keys
 	lengths := []int{16, 1, 17, 512, 16, 33, 200}
 	var entries []*entry
 	for i := range n {

@@ -272,6 +272,18 @@ func (n *orderNode) rebalance(i int) {
 	}
 }
 
+// find is key's entry, or nil.
+func (o *keyOrder) find(key string) *entry {
+	var found *entry
+	o.ascend(key, func(e *entry) bool {
+		if e.key() == key {
+			found = e
+		}
+		return false
+	})
+	return found
+}
+
 // ascend calls fn for each entry whose key is at or after from, in key
 // order, until fn returns false. "" walks from the first key.
 func (o *keyOrder) ascend(from string, fn func(e *entry) bool) {
@@ -300,16 +312,26 @@ func (n *orderNode) ascend(from string, fn func(e *entry) bool) bool {
 // key order, bottom-up with full nodes: O(n), no comparison. The last node
 // of each level, on the right spine, takes the remainder.
 func buildKeyOrder(sorted []*entry) keyOrder {
-	if len(sorted) == 0 {
-		return newKeyOrder()
-	}
-	var level []*orderNode
-	var mins []string // the smallest key under each node of level
+	var leaves []*orderNode
 	for start := 0; start < len(sorted); start += orderMax {
 		leaf := newOrderLeaf()
 		leaf.entries = append(leaf.entries, sorted[start:min(start+orderMax, len(sorted))]...)
-		level = append(level, leaf)
-		mins = append(mins, leaf.entries[0].key())
+		leaves = append(leaves, leaf)
+	}
+	return buildKeyOrderOn(leaves, len(sorted))
+}
+
+// buildKeyOrderOn makes the order of n entries already in leaves: full
+// leaves in strictly ascending key order, the last taking the remainder
+// (a restore fills them as it reads, without a list of all the entries).
+func buildKeyOrderOn(leaves []*orderNode, n int) keyOrder {
+	if len(leaves) == 0 {
+		return newKeyOrder()
+	}
+	level := leaves
+	mins := make([]string, len(leaves)) // the smallest key under each node of level
+	for i, leaf := range leaves {
+		mins[i] = leaf.entries[0].key()
 	}
 	for len(level) > 1 {
 		var up []*orderNode
@@ -324,7 +346,7 @@ func buildKeyOrder(sorted []*entry) keyOrder {
 		}
 		level, mins = up, upMins
 	}
-	return keyOrder{root: level[0], n: len(sorted)}
+	return keyOrder{root: level[0], n: n}
 }
 
 func insertAt[T any](s []T, i int, v T) []T {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -19,10 +18,6 @@ func (m *Machine) Restore(b []byte) error {
 	if err == nil {
 		err = r.checkWhole()
 	}
-	var order keyOrder
-	if err == nil {
-		order = buildKeyOrder(r.sorted)
-	}
 	r.waitKeys()
 	if err != nil {
 		return err
@@ -31,9 +26,9 @@ func (m *Machine) Restore(b []byte) error {
 		m.freezer.err = errFreezeRestored
 		m.freezer.Stop()
 	}
-	m.now, m.lastToken, m.keys, m.order, m.deadlines = r.now, r.lastToken, r.keys, order, r.heap
+	m.now, m.lastToken, m.keys, m.order, m.deadlines = r.now, r.lastToken, r.keys, r.order, r.heap
 	m.epoch, m.unclaimed, m.nWaiters, m.sessions, m.sets = r.epoch, r.unclaimed, r.nWaiters, r.sessions, r.sets
-	m.extraHolds = extraHolds(r.sorted)
+	m.extraHolds = r.extraHolds
 	m.released = r.released
 	return nil
 }
@@ -50,12 +45,35 @@ type snapshotReader struct {
 	released  releases
 	heap      deadlines
 	keys      keyIndex
-	sorted    []*entry          // the key order's input, already in order
+	order     keyOrder          // built from the full leaves readKeys fills
 	keysDone  chan struct{}     // closed once keys is complete (readKeys fills it on another goroutine)
 	sets      map[Owner]*keySet // every multi-key acquisition by owner
-	tokens    []uint64          // every grant's token, to find one granted twice
-	unclaimed int               // waiters whose epoch is not the machine's
-	nWaiters  int
+	// Every grant's token, to find one granted twice: as bits (tokenBits,
+	// when the counter is not much more than the keys: at most 8 bytes
+	// of bits a key), else listed (tokens). twiceMin is the smallest
+	// token the bits saw twice, 0 for none.
+	tokenBits  []uint64
+	tokens     []uint64
+	twiceMin   uint64
+	extraHolds int // semaphore and read/write holds beyond each key's first
+	unclaimed  int // waiters whose epoch is not the machine's
+	nWaiters   int
+}
+
+// noteToken notes a grant's token, one of 1..lastToken (read checks).
+func (r *snapshotReader) noteToken(t uint64) {
+	if r.tokenBits == nil {
+		r.tokens = append(r.tokens, t)
+		return
+	}
+	if t > r.lastToken {
+		return // never: read fails such a token first
+	}
+	bit := uint64(1) << (t % 64)
+	if r.tokenBits[t/64]&bit != 0 && (r.twiceMin == 0 || t < r.twiceMin) {
+		r.twiceMin = t // every repeat is seen at its second grant: the least seen is the least repeated
+	}
+	r.tokenBits[t/64] |= bit
 }
 
 // read reads what every version starts with (version, now, last token),
@@ -209,8 +227,9 @@ func (r *snapshotReader) holderV4(e *entry, kind byte) *group {
 		return r.holderV3(e, kind)
 	}
 	g := r.group(e)
+	r.extraHolds += max(g.holders.len()-1, 0)
 	for h := g.holders.first(); h != nil; h = h.next {
-		r.tokens = append(r.tokens, h.token)
+		r.noteToken(h.token)
 		if h.session == nil {
 			r.heap.add(deadline{at: h.deadline, e: e, w: h})
 		} else {
@@ -313,16 +332,18 @@ func (r *snapshotReader) readKeys(f *keyFormat) error {
 	if d.err != nil {
 		return d.err
 	}
-	all := make([]*entry, n)
 	batches := r.indexKeys(n)
 	defer close(batches)
 	heldSets := make(map[uint64]*keySet) // multi-key grants by token; local, so on the stack
 	r.sets = make(map[Owner]*keySet)
 	r.heap.leases = slices.Grow(r.heap.leases, int(n))
-	r.tokens = make([]uint64, 0, n)
+	if r.lastToken/64 <= n {
+		r.tokenBits = make([]uint64, r.lastToken/64+1)
+	}
+	leaves := make([]*orderNode, 0, (n+orderMax-1)/orderMax)
+	leaf := newOrderLeaf()
 	prev := ""
 	var entries entrySlab
-	sent := uint64(0)
 	for i := uint64(0); i < n; i++ {
 		key := d.keyBytes()
 		if d.err != nil {
@@ -337,14 +358,18 @@ func (r *snapshotReader) readKeys(f *keyFormat) error {
 		if err := r.readKey(f, e, heldSets); err != nil {
 			return err
 		}
-		all[i] = e
-		if i+1-sent == restoreSlab {
-			batches <- all[sent : i+1]
-			sent = i + 1
+		leaf.entries = append(leaf.entries, e)
+		if len(leaf.entries) == orderMax {
+			leaves = append(leaves, leaf)
+			batches <- leaf.entries // full: it no longer changes
+			leaf = newOrderLeaf()
 		}
 	}
-	batches <- all[sent:]
-	r.sorted = all
+	if len(leaf.entries) > 0 {
+		leaves = append(leaves, leaf)
+		batches <- leaf.entries
+	}
+	r.order = buildKeyOrderOn(leaves, int(n))
 	return nil
 }
 
@@ -376,14 +401,15 @@ func (r *snapshotReader) waitKeys() {
 	}
 }
 
-// Restore allocates the entries, each with its key inline, restoreSlab at
-// a time (entrySlab) instead of one allocation per key: at millions of
+// Restore allocates the entries, each with its key inline, a block of
+// restoreBlock bytes at a time (entrySlab) instead of one allocation per
+// key: at millions of
 // keys the allocations, and the collections they set off (each marking
 // the whole heap), were most of a restore's time. A block stays allocated
 // while any entry in it is still in use, so releasing the keys of a
 // restored state frees their memory only block by block: at most a
 // block's worth (about 8 KiB for 16-byte keys) for each key that stays.
-const restoreSlab = 128
+const restoreBlock = 8192 // a size class of Go's allocator
 
 // readKey reads the rest of key e's record after its name: its holder,
 // then its queue. heldSets holds the multi-key grants read so far, by
@@ -421,7 +447,7 @@ func (r *snapshotReader) readKey(f *keyFormat, e *entry, heldSets map[uint64]*ke
 		}
 	} else if g == nil {
 		if hold != holdSet || newSet {
-			r.tokens = append(r.tokens, e.token) // a multi-key grant's token once
+			r.noteToken(e.token) // a multi-key grant's token once
 		}
 		if s := e.sess(); s == nil {
 			r.heap.add(deadline{at: e.expiresAt, e: e})
@@ -538,10 +564,13 @@ func (r *snapshotReader) joinWaitingSet(e *entry, w *waiter) {
 // deadline heap's order on the way.
 func (r *snapshotReader) checkWhole() error {
 	for id := range r.released.byID {
-		e := r.sortedEntry(id.key) // the index of keys may not be complete yet
+		e := r.order.find(id.key) // the index of keys may not be complete yet
 		if id.key != "" && e != nil && (e.owner == id.owner || e.waitQueue().find(id.owner) != nil || e.group() != nil && e.group().holders.find(id.owner) != nil) {
 			return fmt.Errorf("%w: a release remembered for an owner that holds or waits for the key again", ErrBadEncoding)
 		}
+	}
+	if r.twiceMin != 0 {
+		return fmt.Errorf("%w: token %d granted twice", ErrBadEncoding, r.twiceMin)
 	}
 	if t, twice := tokenTwice(r.tokens, r.lastToken); twice {
 		return fmt.Errorf("%w: token %d granted twice", ErrBadEncoding, t)
@@ -588,15 +617,6 @@ func tokenTwice(tokens []uint64, last uint64) (uint64, bool) {
 		}
 	}
 	return 0, false
-}
-
-// sortedEntry is key's entry, found in the sorted entries, or nil.
-func (r *snapshotReader) sortedEntry(key string) *entry {
-	i, found := slices.BinarySearchFunc(r.sorted, key, func(e *entry, k string) int { return strings.Compare(e.key(), k) })
-	if !found {
-		return nil
-	}
-	return r.sorted[i]
 }
 
 // readReleases reads the remembered releases: in the order applied, each
