@@ -371,6 +371,6 @@ func TestMemoryPerHeldLock(t *testing.T) {
 	// its 43 bytes a lock would be taken off the restored state's.
 	runtime.KeepAlive(snap)
 	t.Logf("bytes per held lock (%d-byte keys): %.0f after applies, %.0f after restore", len(keys[0]), applied, restored)
-	assert.LessOrEqual(t, applied, 150.0)
-	assert.LessOrEqual(t, restored, 110.0)
+	assert.LessOrEqual(t, applied, 115.0)
+	assert.LessOrEqual(t, restored, 115.0)
 }

@@ -38,9 +38,9 @@ import (
 // its index slot and its deadline in the heap). Acquire, release, extend
 // and expiry of one holder are O(log n) plus the grants they cause, each
 // O(log n); a read of the key (Lookup, Range) walks its holders for their
-// count and latest end, O(h), h at most MaxHolders. A held lock must cost at most 150 bytes of memory (110 after a
-// restore), which TestMemoryPerHeldLock checks at 1,000,000 held locks with FSM_MEMORY=1
-// (README, "Performance", has the figures).
+// count and latest end, O(h), h at most MaxHolders. A held lock must cost at most 115 bytes of memory, after applies
+// and after a restore, which TestMemoryPerHeldLock checks at 1,000,000 held locks with
+// FSM_MEMORY=1 (README, "Performance", has the figures).
 // A multi-key grant's k keys are k ordinary mutex entries sharing one
 // holderExtra (so a single key pays nothing for sets), each lease end in
 // the index at the same time; a waiting set is k waiter records, one per

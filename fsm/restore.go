@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"slices"
 	"time"
 )
@@ -13,7 +14,27 @@ import (
 // sessions that do not exist) and returns an error wrapping ErrBadEncoding
 // or ErrBadVersion; on error the state is unchanged. The observer is kept.
 func (m *Machine) Restore(b []byte) error {
-	r := snapshotReader{d: decoder{b: b}, sessions: make(map[Owner]*session)}
+	return m.restore(&snapshotReader{d: decoder{b: b}})
+}
+
+// RestoreFrom is Restore reading the snapshot from src, which holds size
+// bytes: through a window of restoreWindow bytes instead of a buffer of the
+// whole snapshot, so that a restore neither waits for the whole snapshot
+// to be read nor touches as much fresh memory again as the snapshot's size
+// (43 bytes a plain lock; at millions of locks, page faults cost as much
+// as decoding). A snapshot longer or shorter than size is refused, as a
+// truncated one or one with trailing bytes is (ErrBadEncoding); an error
+// reading src is returned, wrapped. src is read to size bytes, and one more
+// to find that it ends there.
+func (m *Machine) RestoreFrom(src io.Reader, size int64) error {
+	if size < 0 {
+		return fmt.Errorf("%w: snapshot of %d bytes", ErrBadEncoding, size)
+	}
+	return m.restore(&snapshotReader{src: &window{r: src, left: size, buf: make([]byte, min(size, restoreWindow))}})
+}
+
+func (m *Machine) restore(r *snapshotReader) error {
+	r.sessions = make(map[Owner]*session)
 	err := r.read()
 	if err == nil {
 		err = r.checkWhole()
@@ -38,6 +59,7 @@ func (m *Machine) Restore(b []byte) error {
 // checked as they are read; checkWhole checks what needs all of them.
 type snapshotReader struct {
 	d         decoder
+	src       *window // nil: d.b is the whole snapshot
 	now       time.Duration
 	lastToken uint64
 	epoch     uint64
@@ -76,10 +98,84 @@ func (r *snapshotReader) noteToken(t uint64) {
 	r.tokenBits[t/64] |= bit
 }
 
+// window is the part of a snapshot read from a stream (RestoreFrom) that
+// the decoder reads from: r is read into buf as the decoder needs more.
+type window struct {
+	r    io.Reader
+	buf  []byte
+	left int64 // bytes of the snapshot not read from r yet
+}
+
+// restoreWindow is the most of a snapshot RestoreFrom holds at once (a
+// variable for the tests, which slide a smaller one); maxRecordPart bounds
+// what the reader decodes between two calls of fill (a key's name, holder
+// and metadata; one waiter; one group holder; one session; one release:
+// each at most about 1.6 KiB), and the window must hold more.
+var restoreWindow int64 = 1 << 20
+
+const maxRecordPart = 4096
+
+// fill makes sure that the decoder's bytes hold the next need bytes of the
+// snapshot (need at most maxRecordPart), or all that is left of it: it
+// moves what is left of the window to its front and reads more behind it.
+// A stream that ends before its size is a truncated snapshot.
+func (r *snapshotReader) fill(need int) {
+	w, d := r.src, &r.d
+	if w == nil || len(d.b)-d.off >= need || w.left == 0 || d.err != nil {
+		return
+	}
+	kept := copy(w.buf, d.b[d.off:])
+	d.base += int64(d.off)
+	n, err := io.ReadFull(w.r, w.buf[kept:kept+int(min(int64(len(w.buf)-kept), w.left))])
+	w.left -= int64(n)
+	d.b, d.off = w.buf[:kept+n], 0
+	switch {
+	case err == io.ErrUnexpectedEOF || err == io.EOF:
+		d.off = len(d.b) // past what there is: the reads that follow fail
+		d.fail("truncated: the stream ended before the snapshot's size")
+	case err != nil:
+		d.err = fmt.Errorf("fsm: reading snapshot: %w", err)
+	}
+}
+
+// remaining is how many bytes of the snapshot are left to decode: what
+// bounds a count read before allocating.
+func (r *snapshotReader) remaining() uint64 {
+	n := uint64(len(r.d.b) - r.d.off)
+	if r.src != nil {
+		n += uint64(r.src.left)
+	}
+	return n
+}
+
+// end refuses bytes after the last record: in the window, still to be read
+// from the stream by its size, or beyond its size.
+func (r *snapshotReader) end() {
+	d := &r.d
+	if d.err != nil {
+		return
+	}
+	if r.remaining() != 0 {
+		d.fail("trailing bytes")
+		return
+	}
+	if r.src != nil {
+		var one [1]byte
+		n, err := io.ReadFull(r.src.r, one[:])
+		switch {
+		case n > 0:
+			d.fail("trailing bytes: the stream goes on past the snapshot's size")
+		case err != io.EOF:
+			d.err = fmt.Errorf("fsm: reading snapshot: %w", err)
+		}
+	}
+}
+
 // read reads what every version starts with (version, now, last token),
 // then the rest as that version writes it, to the last byte.
 func (r *snapshotReader) read() error {
 	d := &r.d
+	r.fill(maxRecordPart)
 	v := d.byte()
 	if d.err == nil && (v < snapshotVersionV1 || v > snapshotVersion) {
 		return fmt.Errorf("%w: snapshot version %d", ErrBadVersion, v)
@@ -107,7 +203,7 @@ func (r *snapshotReader) read() error {
 	if err != nil {
 		return err
 	}
-	d.end()
+	r.end()
 	return d.err
 }
 
@@ -292,12 +388,14 @@ func (r *snapshotReader) grantV5(w *waiter, g *group, kind byte) {
 // readSessions reads the sessions, in ascending ID order.
 func (r *snapshotReader) readSessions() {
 	d := &r.d
+	r.fill(maxRecordPart)
 	n := d.uvarint()
-	if d.err == nil && n > uint64(len(d.b)-d.off)/minSessionRecord {
+	if d.err == nil && n > r.remaining()/minSessionRecord {
 		d.fail("session count exceeds its bytes")
 	}
 	var prev Owner
 	for i := uint64(0); i < n && d.err == nil; i++ {
+		r.fill(maxRecordPart)
 		id := d.owner()
 		if d.err == nil && i > 0 && bytes.Compare(id[:], prev[:]) <= 0 {
 			d.fail("sessions not in strictly ascending order")
@@ -325,8 +423,9 @@ func (r *snapshotReader) sessionOf(what string) *session {
 // readKeys reads the key count and the keys, in strictly ascending order.
 func (r *snapshotReader) readKeys(f *keyFormat) error {
 	d := &r.d
+	r.fill(maxRecordPart)
 	n := d.uvarint()
-	if d.err == nil && n > uint64(len(d.b)-d.off)/f.minKey {
+	if d.err == nil && n > r.remaining()/f.minKey {
 		d.fail("key count exceeds its bytes")
 	}
 	if d.err != nil {
@@ -345,6 +444,7 @@ func (r *snapshotReader) readKeys(f *keyFormat) error {
 	prev := ""
 	var entries entrySlab
 	for i := uint64(0); i < n; i++ {
+		r.fill(maxRecordPart)
 		key := d.keyBytes()
 		if d.err != nil {
 			return d.err
@@ -433,8 +533,9 @@ func (r *snapshotReader) readKey(f *keyFormat, e *entry, heldSets map[uint64]*ke
 	if hold == holdSet && d.err == nil {
 		newSet = r.joinHeldSet(e, heldSets)
 	}
+	r.fill(maxRecordPart) // a group's holders may have used up what the key's fill read
 	waiters := d.uvarint()
-	if d.err == nil && (waiters > MaxWaiters || waiters > uint64(len(d.b)-d.off)/f.minWaiter) {
+	if d.err == nil && (waiters > MaxWaiters || waiters > r.remaining()/f.minWaiter) {
 		d.fail("waiter count out of range")
 	}
 	if d.err != nil {
@@ -487,6 +588,7 @@ func (r *snapshotReader) readQueue(f *keyFormat, e *entry, g *group, reserved bo
 		e.setWaitQueue(&queue{byOwner: make(map[Owner]*waiter, n)})
 	}
 	for j := uint64(0); j < n; j++ {
+		r.fill(maxRecordPart)
 		w := r.readWaiter(f, e, g, reserved && j == 0, j == 0)
 		if r.d.err != nil {
 			return r.d.err
@@ -624,12 +726,14 @@ func tokenTwice(tokens []uint64, last uint64) (uint64, bool) {
 // session that is live (its create would have forgotten it).
 func (r *snapshotReader) readReleases() {
 	d, now := &r.d, r.now
+	r.fill(maxRecordPart)
 	n := d.uvarint()
-	if d.err == nil && (n > MaxRememberedReleases || n > uint64(len(d.b)-d.off)/minReleaseRecord) {
+	if d.err == nil && (n > MaxRememberedReleases || n > r.remaining()/minReleaseRecord) {
 		d.fail("release count out of range")
 	}
 	prev := time.Duration(0)
 	for i := uint64(0); i < n && d.err == nil; i++ {
+		r.fill(maxRecordPart)
 		var id releaseID
 		id.key = d.text("released key", MaxKeyLen, ErrKeyTooLong)
 		id.owner = d.owner()
@@ -672,7 +776,7 @@ func (r *snapshotReader) group(e *entry) *group {
 		d.fail("bad kind, limit or mode")
 		return g
 	}
-	if n == 0 || n > most || n > uint64(len(d.b)-d.off)/(ownerLen+3) {
+	if n == 0 || n > most || n > r.remaining()/(ownerLen+3) {
 		d.fail("holder count out of range")
 		return g
 	}
@@ -680,6 +784,7 @@ func (r *snapshotReader) group(e *entry) *group {
 	g.holders.byOwner = make(map[Owner]*waiter, n)
 	var prev uint64
 	for i := uint64(0); i < n && d.err == nil; i++ {
+		r.fill(maxRecordPart)
 		h := &waiter{owner: d.owner(), held: true, index: -1, shared: g.kind == KindRW && !g.exclusive}
 		h.token = d.uvarint()
 		if d.err == nil && (h.token <= prev || h.token > r.lastToken) {
