@@ -22,7 +22,9 @@ func keyOfLen(n int, salt byte) []byte {
 // gives back exactly the key it was made with: a copy, not the caller's
 // bytes.
 func TestInlineKeyEveryLength(t *testing.T) {
-	require.EqualValues(t, 48, unsafe.Sizeof(entry{}), "the key classes are sized for a 48-byte entry")
+	if unsafe.Sizeof(uintptr(0)) == 8 {
+		require.EqualValues(t, 48, unsafe.Sizeof(entry{}), "the key classes are sized for a 48-byte entry")
+	}
 	for i, c := range keyClasses {
 		require.Equal(t, unsafe.Sizeof(entry{})+uintptr(c.max), c.stride, "class %d", i)
 	}
