@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -99,7 +100,8 @@ type stateMachine struct {
 	freezes  timing        // per snapshot: how long its copy held mu, summed over its chunks
 
 	// snapshotSize is the size of the snapshot raft opened last
-	// (sizedSnapshots), which Restore reads: the size of its buffer.
+	// (sizedSnapshots), which Restore reads: the size of the stream it
+	// decodes (or of its buffer).
 	snapshotSize atomic.Int64
 }
 
@@ -436,8 +438,18 @@ func (s *stateMachine) Restore(rc io.ReadCloser) error {
 	if err := s.haltError(); err != nil {
 		return err
 	}
-	b, err := readSnapshot(rc, s.snapshotSize.Swap(0))
-	if err != nil {
+	size := s.snapshotSize.Swap(0)
+	var b []byte
+	var err error
+	streamed := size > snapshotHeaderLen
+	if streamed {
+		// The header and the machine snapshot's version byte, which says
+		// whether this build reads it; the rest is decoded as it is read.
+		b = make([]byte, snapshotHeaderLen+1)
+		if _, err := io.ReadFull(rc, b); err != nil {
+			return fmt.Errorf("cluster: reading snapshot: %w", err)
+		}
+	} else if b, err = readSnapshot(rc, size); err != nil {
 		return fmt.Errorf("cluster: reading snapshot: %w", err)
 	}
 	applied, state, err := decodeSnapshot(b)
@@ -452,7 +464,11 @@ func (s *stateMachine) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	s.mu.Lock()
-	err = s.m.Restore(state)
+	if streamed {
+		err = s.m.RestoreFrom(io.MultiReader(bytes.NewReader(state), rc), size-snapshotHeaderLen)
+	} else {
+		err = s.m.Restore(state)
+	}
 	if errors.Is(err, fsm.ErrBadVersion) {
 		s.mu.Unlock()
 		return s.stop(&HaltError{Index: applied, Snapshot: true, Build: buildDescription(s.levels.max), Cause: err})
@@ -473,6 +489,19 @@ func (s *stateMachine) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
+// Restore decodes a snapshot as it reads it (fsm's RestoreFrom, through a
+// window of a MiB) when raft's snapshot store told its size
+// (sizedSnapshots), which it does for every snapshot it restores: a buffer
+// of the whole snapshot, 43 bytes a plain lock, is memory the machine's
+// restore would touch for the first time beside its own, and page faults
+// cost as much as decoding at millions of locks. That size is raft's
+// record of the snapshot it opened last: on a member that has just stopped
+// leading, a snapshot opened to be sent at the same moment as another
+// arrives to be installed could give the wrong one, and the restore is
+// then refused (a stream longer or shorter than its size), not misread;
+// the leader sends the snapshot again. At start-up nothing else opens
+// snapshots.
+//
 // readSnapshot reads a snapshot whole into one buffer of size bytes, the
 // size raft's snapshot store gives for the snapshot it opened, instead of
 // io.ReadAll's growing chunks and final copy: twice the snapshot's bytes
@@ -520,6 +549,9 @@ func (s sizedSnapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, erro
 // snapshotVersion prefixes our snapshot format: version, applied index
 // (8 bytes big endian), then the machine's own versioned snapshot.
 const snapshotVersion = 1
+
+// snapshotHeaderLen is the bytes before the machine's snapshot.
+const snapshotHeaderLen = 9
 
 var errBadSnapshot = errors.New("cluster: malformed snapshot")
 
@@ -575,11 +607,11 @@ func (s *snapshot) Release() {
 }
 
 func decodeSnapshot(b []byte) (applied uint64, state []byte, err error) {
-	if len(b) < 9 {
+	if len(b) < snapshotHeaderLen {
 		return 0, nil, fmt.Errorf("%w: %d bytes", errBadSnapshot, len(b))
 	}
 	if b[0] != snapshotVersion {
 		return 0, nil, fmt.Errorf("%w: version %d: %w", errBadSnapshot, b[0], fsm.ErrBadVersion)
 	}
-	return binary.BigEndian.Uint64(b[1:9]), b[9:], nil
+	return binary.BigEndian.Uint64(b[1:snapshotHeaderLen]), b[snapshotHeaderLen:], nil
 }

@@ -12,8 +12,9 @@ import (
 // record. Every deadline in the index is pending: the index is updated in
 // place when a lease is extended or handed on and when a waiter leaves, so
 // it never holds stale entries and its head is the true next deadline.
-// Three words: one each for every held lock, so a session's end has a
-// record of the waiter type rather than a fourth pointer here.
+// A lease's end (w == nil) is kept in a heap of its own, two words a
+// lease (leaseDeadline); the others are three words, a session's end being
+// a record of the waiter type rather than a fourth pointer here.
 type deadline struct {
 	at time.Duration
 	e  *entry
@@ -53,16 +54,12 @@ func (d *deadline) key() string {
 	if d.e == nil {
 		return ""
 	}
-	return d.e.key
+	return d.e.key()
 }
 
-func (d *deadline) setIndex(i int) {
-	if d.w != nil {
-		d.w.index = i
-	} else {
-		d.e.index = i
-	}
-}
+// setIndex mirrors d's position in others, where every deadline has a
+// waiter record.
+func (d *deadline) setIndex(i int) { d.w.index = i }
 
 // before is the total processing order: time, kind, key, owner. No two
 // pending deadlines compare equal (one lease per key and owner, one wait per
@@ -81,29 +78,179 @@ func (d *deadline) before(o *deadline) bool {
 	return bytes.Compare(d.owner()[:], o.owner()[:]) < 0
 }
 
-// deadlines is a binary min-heap of deadlines. Each element's position is
-// mirrored in its entry or waiter (index) so it can be moved or removed in
-// O(log n).
-type deadlines []deadline
+// deadlines is the deadline index: two binary min-heaps, each element's
+// position mirrored in its entry or waiter (index) so it can be moved or
+// removed in O(log n). Every held mutex key has its lease's end in leases,
+// 16 bytes, rather than a 24-byte deadline with a nil waiter: a lease is
+// what there are millions of. Waiters' deadlines, group holders' ends and
+// sessions' ends are in others. The next deadline is the earlier of the
+// two heads in the one total order (before), so splitting the index
+// changes no decision.
+type deadlines struct {
+	leases []leaseDeadline
+	others []deadline
+}
 
-func (h deadlines) swap(i, j int) {
+// leaseDeadline is the end of e's lease (or lock-delay): deadline{at, e,
+// nil} in two words.
+type leaseDeadline struct {
+	at time.Duration
+	e  *entry
+}
+
+// before is deadline.before for two lease ends: same kind, and no two
+// leases on one key.
+func (d *leaseDeadline) before(o *leaseDeadline) bool {
+	if d.at != o.at {
+		return d.at < o.at
+	}
+	return d.e.key() < o.e.key()
+}
+
+func (h *deadlines) len() int { return len(h.leases) + len(h.others) }
+
+// next is the earliest pending deadline, if any.
+func (h *deadlines) next() (deadline, bool) {
+	switch {
+	case len(h.leases) == 0 && len(h.others) == 0:
+		return deadline{}, false
+	case len(h.leases) == 0:
+		return h.others[0], true
+	}
+	d := deadline{at: h.leases[0].at, e: h.leases[0].e}
+	if len(h.others) > 0 && h.others[0].before(&d) {
+		return h.others[0], true
+	}
+	return d, true
+}
+
+// nextAt is when the next deadline is due, if any: next's time without
+// comparing beyond it.
+func (h *deadlines) nextAt() (time.Duration, bool) {
+	switch {
+	case len(h.leases) == 0 && len(h.others) == 0:
+		return 0, false
+	case len(h.leases) == 0:
+		return h.others[0].at, true
+	case len(h.others) == 0:
+		return h.leases[0].at, true
+	}
+	return min(h.leases[0].at, h.others[0].at), true
+}
+
+// push adds d, to leases if it is a lease's end.
+func (h *deadlines) push(d deadline) {
+	if d.w == nil {
+		h.pushLease(d.at, d.e)
+		return
+	}
+	d.setIndex(len(h.others))
+	h.others = append(h.others, d)
+	heapUp(h.others, len(h.others)-1)
+}
+
+func (h *deadlines) pushLease(at time.Duration, e *entry) {
+	e.index = int32(len(h.leases))
+	h.leases = append(h.leases, leaseDeadline{at: at, e: e})
+	leaseUp(h.leases, len(h.leases)-1)
+}
+
+// add appends d without keeping the heaps' order: a restore's, which calls
+// init once all are in.
+func (h *deadlines) add(d deadline) {
+	if d.w == nil {
+		h.leases = append(h.leases, leaseDeadline{at: d.at, e: d.e})
+	} else {
+		h.others = append(h.others, d)
+	}
+}
+
+// fix restores the order after the time of others' element i changed.
+func (h *deadlines) fix(i int, at time.Duration) {
+	h.others[i].at = at
+	if !heapDown(h.others, i) {
+		heapUp(h.others, i)
+	}
+}
+
+// fixLease is fix for the end of e's lease, which is in leases.
+func (h *deadlines) fixLease(e *entry, at time.Duration) {
+	i := int(e.index)
+	h.leases[i].at = at
+	if !leaseDown(h.leases, i) {
+		leaseUp(h.leases, i)
+	}
+}
+
+// remove takes others' element i out.
+func (h *deadlines) remove(i int) {
+	old := h.others
+	last := len(old) - 1
+	if i != last {
+		heapSwap(old, i, last)
+	}
+	old[last].setIndex(-1)
+	old[last] = deadline{} // drop the pointers for the collector
+	h.others = old[:last]
+	if i != last && !heapDown(h.others, i) {
+		heapUp(h.others, i)
+	}
+}
+
+// removeLease takes the end of e's lease out of leases.
+func (h *deadlines) removeLease(e *entry) {
+	i := int(e.index)
+	old := h.leases
+	last := len(old) - 1
+	if i != last {
+		leaseSwap(old, i, last)
+	}
+	old[last].e.index = -1
+	old[last] = leaseDeadline{}
+	h.leases = old[:last]
+	if i != last && !leaseDown(h.leases, i) {
+		leaseUp(h.leases, i)
+	}
+}
+
+// init orders what add appended into heaps.
+func (h *deadlines) init() {
+	for i := range h.others {
+		h.others[i].setIndex(i)
+	}
+	for i := len(h.others)/2 - 1; i >= 0; i-- {
+		heapDown(h.others, i)
+	}
+	for i := range h.leases {
+		h.leases[i].e.index = int32(i)
+	}
+	for i := len(h.leases)/2 - 1; i >= 0; i-- {
+		leaseDown(h.leases, i)
+	}
+}
+
+// The two heaps' operations are written out twice rather than made
+// generic: a type parameter's methods are called through a dictionary,
+// not inlined, and these are on every apply's path.
+
+func heapSwap(h []deadline, i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].setIndex(i)
 	h[j].setIndex(j)
 }
 
-func (h deadlines) up(i int) {
+func heapUp(h []deadline, i int) {
 	for i > 0 {
 		p := (i - 1) / 2
 		if !h[i].before(&h[p]) {
 			return
 		}
-		h.swap(i, p)
+		heapSwap(h, i, p)
 		i = p
 	}
 }
 
-func (h deadlines) down(i int) bool {
+func heapDown(h []deadline, i int) bool {
 	start := i
 	n := len(h)
 	for {
@@ -118,49 +265,46 @@ func (h deadlines) down(i int) bool {
 		if !h[c].before(&h[i]) {
 			break
 		}
-		h.swap(i, c)
+		heapSwap(h, i, c)
 		i = c
 	}
 	return i > start
 }
 
-func (h *deadlines) push(d deadline) {
-	d.setIndex(len(*h))
-	*h = append(*h, d)
-	h.up(len(*h) - 1)
+func leaseSwap(h []leaseDeadline, i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].e.index = int32(i)
+	h[j].e.index = int32(j)
 }
 
-// fix restores the heap after element i's time changed.
-func (h deadlines) fix(i int, at time.Duration) {
-	h[i].at = at
-	if !h.down(i) {
-		h.up(i)
-	}
-}
-
-// remove takes element i out of the heap.
-func (h *deadlines) remove(i int) {
-	old := *h
-	last := len(old) - 1
-	if i != last {
-		old.swap(i, last)
-	}
-	old[last].setIndex(-1)
-	old[last] = deadline{} // drop the pointers for the collector
-	*h = old[:last]
-	if i != last {
-		if !h.down(i) {
-			h.up(i)
+func leaseUp(h []leaseDeadline, i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h[i].before(&h[p]) {
+			return
 		}
+		leaseSwap(h, i, p)
+		i = p
 	}
 }
 
-// init orders an arbitrary slice of deadlines into a heap.
-func (h deadlines) init() {
-	for i := range h {
-		h[i].setIndex(i)
+func leaseDown(h []leaseDeadline, i int) bool {
+	start := i
+	n := len(h)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		c := l
+		if r := l + 1; r < n && h[r].before(&h[l]) {
+			c = r
+		}
+		if !h[c].before(&h[i]) {
+			break
+		}
+		leaseSwap(h, i, c)
+		i = c
 	}
-	for i := len(h)/2 - 1; i >= 0; i-- {
-		h.down(i)
-	}
+	return i > start
 }

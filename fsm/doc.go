@@ -221,7 +221,9 @@
 // has exactly one encoding. Decoders bound every length by the input before
 // allocating, reject trailing bytes and values beyond the limits, and never
 // panic; they are fuzzed. Restore checks everything a machine could not have
-// produced and leaves the machine unchanged on error.
+// produced and leaves the machine unchanged on error. RestoreFrom does the
+// same from a stream of known size, decoding through a small window as it
+// reads, so that a restore never holds the whole snapshot in memory.
 //
 // # Using a Machine
 //

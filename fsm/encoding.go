@@ -175,14 +175,15 @@ func DecodeBatch(b []byte) ([]Command, error) {
 // decoder reads the wire format. The first error sticks; later reads return
 // zero values so callers check once.
 type decoder struct {
-	b   []byte
-	off int
-	err error
+	b    []byte
+	off  int
+	err  error
+	base int64 // bytes of the message before b: a restore's window (restoreWindow) has slid past them
 }
 
 func (d *decoder) fail(what string) {
 	if d.err == nil {
-		d.err = fmt.Errorf("%w: %s at byte %d", ErrBadEncoding, what, d.off)
+		d.err = fmt.Errorf("%w: %s at byte %d", ErrBadEncoding, what, d.base+int64(d.off))
 	}
 }
 

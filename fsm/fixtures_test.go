@@ -117,7 +117,7 @@ func checkInternals(m *Machine) error {
 		if s.expiresAt <= m.now {
 			return fmt.Errorf("session %x: ended at %v but now is %v", id, s.expiresAt, m.now)
 		}
-		if i := s.end.index; i < 0 || i >= len(m.deadlines) || m.deadlines[i].session() != s || m.deadlines[i].at != s.expiresAt || s.end.owner != s.id {
+		if i := s.end.index; i < 0 || i >= len(m.deadlines.others) || m.deadlines.others[i].session() != s || m.deadlines.others[i].at != s.expiresAt || s.end.owner != s.id {
 			return fmt.Errorf("session %x: not at its index %d", id, i)
 		}
 		refs[s] = map[string]int{}
@@ -134,8 +134,8 @@ func checkInternals(m *Machine) error {
 		return nil
 	}
 	for k, e := range m.keys.all() {
-		if e.key != k {
-			return fmt.Errorf("entry under %q has key %q", k, e.key)
+		if e.key() != k {
+			return fmt.Errorf("entry under %q has key %q", k, e.key())
 		}
 		if e.vacant() {
 			// Reserved: a multi-key waiter heads its queue and waits for
@@ -165,7 +165,7 @@ func checkInternals(m *Machine) error {
 				return fmt.Errorf("key %q: session-bound holder (or group) has a lease index %d", k, e.index)
 			}
 		} else {
-			if e.index < 0 || e.index >= len(m.deadlines) || m.deadlines[e.index].e != e || m.deadlines[e.index].w != nil || m.deadlines[e.index].at != e.expiresAt {
+			if e.index < 0 || int(e.index) >= len(m.deadlines.leases) || m.deadlines.leases[e.index].e != e || m.deadlines.leases[e.index].at != e.expiresAt {
 				return fmt.Errorf("key %q: lease not at its index %d", k, e.index)
 			}
 			want++
@@ -209,7 +209,7 @@ func checkInternals(m *Machine) error {
 			if w.deadline <= m.now {
 				return fmt.Errorf("key %q: waiter %x past its deadline", k, w.owner)
 			}
-			if w.index < 0 || w.index >= len(m.deadlines) || m.deadlines[w.index].w != w || m.deadlines[w.index].e != e || m.deadlines[w.index].at != w.deadline {
+			if w.index < 0 || w.index >= len(m.deadlines.others) || m.deadlines.others[w.index].w != w || m.deadlines.others[w.index].e != e || m.deadlines.others[w.index].at != w.deadline {
 				return fmt.Errorf("key %q: waiter %x not at its index", k, w.owner)
 			}
 			want++
@@ -226,19 +226,19 @@ func checkInternals(m *Machine) error {
 	prev := ""
 	m.order.ascend("", func(e *entry) bool {
 		switch {
-		case m.keys.get(e.key) != e:
-			orderErr = fmt.Errorf("key order holds %q, which is not the map's entry", e.key)
-		case e.key <= prev:
-			orderErr = fmt.Errorf("key order not ascending: %q after %q", e.key, prev)
+		case m.keys.get(e.key()) != e:
+			orderErr = fmt.Errorf("key order holds %q, which is not the map's entry", e.key())
+		case e.key() <= prev:
+			orderErr = fmt.Errorf("key order not ascending: %q after %q", e.key(), prev)
 		}
-		prev = e.key
+		prev = e.key()
 		return orderErr == nil
 	})
 	if orderErr != nil {
 		return orderErr
 	}
-	if len(m.deadlines) != want {
-		return fmt.Errorf("deadline index holds %d, want %d", len(m.deadlines), want)
+	if m.deadlines.len() != want {
+		return fmt.Errorf("deadline index holds %d, want %d", m.deadlines.len(), want)
 	}
 	if m.Unclaimed() != unclaimed {
 		return fmt.Errorf("Unclaimed is %d, but %d are", m.Unclaimed(), unclaimed)
@@ -254,9 +254,14 @@ func checkInternals(m *Machine) error {
 			return fmt.Errorf("session %x: refs %v, want %v", s.id, s.refs, want)
 		}
 	}
-	for i := 1; i < len(m.deadlines); i++ {
-		if m.deadlines[i].before(&m.deadlines[(i-1)/2]) {
+	for i := 1; i < len(m.deadlines.others); i++ {
+		if m.deadlines.others[i].before(&m.deadlines.others[(i-1)/2]) {
 			return fmt.Errorf("deadline index not a heap at %d", i)
+		}
+	}
+	for i := 1; i < len(m.deadlines.leases); i++ {
+		if m.deadlines.leases[i].before(&m.deadlines.leases[(i-1)/2]) {
+			return fmt.Errorf("lease ends not a heap at %d", i)
 		}
 	}
 	return nil
@@ -268,7 +273,7 @@ func checkInternals(m *Machine) error {
 // session-bound ones bound to a live session, and the head waiter not
 // fitting (strict FIFO: whoever fits is granted at once).
 func checkGroup(m *Machine, e *entry, g *group, ref func(*session, string) error) (int, error) {
-	k := e.key
+	k := e.key()
 	if !e.owner.IsZero() || e.token != 0 || e.extras().session != nil || e.extras().meta != "" {
 		return 0, fmt.Errorf("key %q: group entry with holder fields set", k)
 	}
@@ -314,7 +319,7 @@ func checkGroup(m *Machine, e *entry, g *group, ref func(*session, string) error
 			}
 			continue
 		}
-		if h.index < 0 || h.index >= len(m.deadlines) || m.deadlines[h.index].w != h || m.deadlines[h.index].e != e || m.deadlines[h.index].at != h.deadline {
+		if h.index < 0 || h.index >= len(m.deadlines.others) || m.deadlines.others[h.index].w != h || m.deadlines.others[h.index].e != e || m.deadlines.others[h.index].at != h.deadline {
 			return 0, fmt.Errorf("key %q: holder %x not at its index", k, h.owner)
 		}
 		deadlines++
@@ -538,10 +543,10 @@ func checkSets(m *Machine) error {
 			return fmt.Errorf("set of %x: bad record", o[:2])
 		}
 		for i, e := range s.entries {
-			if m.keys.get(e.key) != e {
-				return fmt.Errorf("set of %x: key %q not in the machine", o[:2], e.key)
+			if m.keys.get(e.key()) != e {
+				return fmt.Errorf("set of %x: key %q not in the machine", o[:2], e.key())
 			}
-			if i > 0 && e.key <= s.entries[i-1].key {
+			if i > 0 && e.key() <= s.entries[i-1].key() {
 				return fmt.Errorf("set of %x: keys not ascending", o[:2])
 			}
 		}
@@ -549,7 +554,7 @@ func checkSets(m *Machine) error {
 			first := s.entries[0]
 			for _, e := range s.entries {
 				if e.owner != o || e.extras() != s.extra || s.extra.set != s || e.token != first.token || e.expiresAt != first.expiresAt || e.group() != nil {
-					return fmt.Errorf("set of %x: partial or inconsistent grant at %q", o[:2], e.key)
+					return fmt.Errorf("set of %x: partial or inconsistent grant at %q", o[:2], e.key())
 				}
 			}
 			continue
@@ -560,7 +565,7 @@ func checkSets(m *Machine) error {
 		for i, w := range s.waits {
 			e := s.entries[i]
 			if e.waitQueue().find(o) != w || w.set != s || w.ttl != s.waits[0].ttl || w.deadline != s.waits[0].deadline || w.epoch != s.waits[0].epoch || w.meta != s.waits[0].meta {
-				return fmt.Errorf("set of %x: record on %q missing or unlike the others", o[:2], e.key)
+				return fmt.Errorf("set of %x: record on %q missing or unlike the others", o[:2], e.key())
 			}
 		}
 		if s.ready() {

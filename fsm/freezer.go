@@ -89,15 +89,15 @@ func (fz *Freezer) Stop() {
 
 // touch records e's state before the machine changes or removes it.
 func (fz *Freezer) touch(e *entry) {
-	if e.key <= fz.cursor {
+	if e.key() <= fz.cursor {
 		return
 	}
-	if _, ok := fz.pre[e.key]; ok {
+	if _, ok := fz.pre[e.key()]; ok {
 		return
 	}
 	var one frozen
 	one.appendEntry(e)
-	fz.pre[e.key] = preImage{existed: true, key: one.keys[0], waiters: one.waiters, slots: one.slots}
+	fz.pre[e.key()] = preImage{existed: true, key: one.keys[0], waiters: one.waiters, slots: one.slots}
 }
 
 // touchNew records that key is being added: absent at the start, or
@@ -155,17 +155,17 @@ func (fz *Freezer) Next(max int) (done bool, err error) {
 		copied++
 	}
 	fz.m.order.ascend(fz.cursor, func(e *entry) bool {
-		if e.key == fz.cursor {
+		if e.key() == fz.cursor {
 			return true // ascend starts at the cursor itself
 		}
-		for len(fz.gone) > 0 && fz.gone[0] < e.key && copied < max {
+		for len(fz.gone) > 0 && fz.gone[0] < e.key() && copied < max {
 			emit(fz.gone[0], nil)
 			fz.gone = fz.gone[1:]
 		}
 		if copied >= max {
 			return false
 		}
-		emit(e.key, e)
+		emit(e.key(), e)
 		return copied < max
 	})
 	for len(fz.gone) > 0 && copied < max {
@@ -208,7 +208,7 @@ func (fz *Freezer) Flush(w io.Writer) error {
 
 // appendEntry copies e into f.
 func (f *frozen) appendEntry(e *entry) {
-	k := frozenKey{key: e.key, owner: e.owner, token: e.token, expiresAt: e.expiresAt, meta: e.metadata(), reserved: e.vacant(), multi: e.set() != nil}
+	k := frozenKey{key: e.key(), owner: e.owner, token: e.token, expiresAt: e.expiresAt, meta: e.metadata(), reserved: e.vacant(), multi: e.set() != nil}
 	if s := e.sess(); s != nil {
 		k.session = s.id
 	}

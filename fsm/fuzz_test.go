@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"testing"
+	"testing/iotest"
 )
 
 func FuzzDecodeCommand(f *testing.F) {
@@ -78,11 +79,21 @@ func FuzzRestore(f *testing.F) {
 	f.Add(groupMachine(f).Snapshot())
 	f.Add(multiMachine(f).Snapshot())
 	f.Add(latestMachine(f).Snapshot())
+	smallWindow(f)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		m := New(nil)
 		m.Apply(acquire(1, "before", ownerA, MaxTTL, 0))
 		before := m.Snapshot()
-		if err := m.Restore(in); err != nil {
+		err := m.Restore(in)
+		// Read from a stream through a window smaller than many inputs,
+		// the same bytes restore the same state or are refused alike.
+		streamed := New(nil)
+		if serr := streamed.RestoreFrom(iotest.HalfReader(bytes.NewReader(in)), int64(len(in))); (serr == nil) != (err == nil) {
+			t.Fatalf("Restore: %v, RestoreFrom: %v", err, serr)
+		} else if err == nil && !bytes.Equal(m.Snapshot(), streamed.Snapshot()) {
+			t.Fatalf("RestoreFrom restored another state")
+		}
+		if err != nil {
 			if !bytes.Equal(before, m.Snapshot()) {
 				t.Fatalf("failed restore changed the state")
 			}

@@ -114,8 +114,9 @@ func (m *Machine) acquireGroup(c Command, e *entry, g *group, s *session) Result
 // read/write kind: the key appears with c's owner its one holder.
 func (m *Machine) createGroup(c Command, s *session) Result {
 	g := &group{kind: c.Kind, limit: c.Limit}
-	e := &entry{key: strings.Clone(c.Key), index: -1, more: &entryMore{extra: &holderExtra{group: g}}}
-	m.adding(e.key)
+	e := newEntry(c.Key)
+	e.more = &entryMore{extra: &holderExtra{group: g}}
+	m.adding(e.key())
 	h := &waiter{owner: c.Owner, ttl: c.TTL, session: s, meta: strings.Clone(c.Meta), shared: c.Shared}
 	m.addHolder(e, g, h)
 	m.keys.add(e)
@@ -139,7 +140,7 @@ func (m *Machine) addHolder(e *entry, g *group, h *waiter) {
 	g.holders.pushBack(h)
 	if h.session != nil {
 		h.deadline, h.index = 0, -1
-		h.session.ref(e.key)
+		h.session.ref(e.key())
 		return
 	}
 	h.deadline = m.now + h.ttl
@@ -152,7 +153,7 @@ func (m *Machine) removeHolder(e *entry, g *group, h *waiter) {
 	if h.index >= 0 {
 		m.deadlines.remove(h.index)
 	}
-	h.session.unref(e.key)
+	h.session.unref(e.key())
 	g.holders.unlink(h)
 	if g.holders.len() == 0 {
 		g.exclusive = false
@@ -174,16 +175,16 @@ func (m *Machine) settle(e *entry, g *group) {
 		}
 		m.removeWaiter(e, w)
 		m.addHolder(e, g, w)
-		m.emit(Event{Kind: EventGranted, Key: e.key, Owner: w.owner, Token: w.token, ExpiresAt: w.end(), At: m.now})
+		m.emit(Event{Kind: EventGranted, Key: e.key(), Owner: w.owner, Token: w.token, ExpiresAt: w.end(), At: m.now})
 	}
 	if g.holders.len() > 0 {
 		return
 	}
 	m.changing(e)
 	if m.freezer != nil {
-		m.freezer.removing(e.key)
+		m.freezer.removing(e.key())
 	}
-	m.keys.remove(e.key)
+	m.keys.remove(e.key())
 	m.order.remove(e)
 }
 
@@ -231,7 +232,7 @@ func (m *Machine) forceReleaseGroup(e *entry, g *group) Result {
 func (m *Machine) expireHolder(e *entry, h *waiter, at time.Duration) {
 	g := e.group()
 	if !h.delayed {
-		m.emit(Event{Kind: EventExpired, Key: e.key, Owner: h.owner, Token: h.token, ExpiresAt: h.deadline, At: at})
+		m.emit(Event{Kind: EventExpired, Key: e.key(), Owner: h.owner, Token: h.token, ExpiresAt: h.deadline, At: at})
 	}
 	m.removeHolder(e, g, h)
 	m.settle(e, g)
@@ -248,7 +249,7 @@ func (m *Machine) endGroupSession(e *entry, g *group, s *session, expired bool, 
 		if h.session == s {
 			released++
 			if expired {
-				m.emit(Event{Kind: EventExpired, Key: e.key, Owner: h.owner, Token: h.token, ExpiresAt: s.expiresAt, At: at})
+				m.emit(Event{Kind: EventExpired, Key: e.key(), Owner: h.owner, Token: h.token, ExpiresAt: s.expiresAt, At: at})
 			}
 			if expired && s.lockDelay > 0 {
 				m.changing(e)

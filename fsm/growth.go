@@ -107,14 +107,3 @@ func MaxGrowth(c Command) Growth {
 // (each hold of a semaphore or read/write key one lock), and of keys kept
 // for waiters only.
 func (m *Machine) ExtraHolds() int { return m.extraHolds }
-
-// extraHolds counts ExtraHolds over entries (a restore's).
-func extraHolds(entries []*entry) int {
-	n := 0
-	for _, e := range entries {
-		if g := e.group(); g != nil {
-			n += max(g.holders.len()-1, 0)
-		}
-	}
-	return n
-}

@@ -101,3 +101,14 @@ func TestGrowthBoundsWhatApplyAdds(t *testing.T) {
 	}
 	assert.True(t, sawExtraHolds, "the commands shared semaphore and read/write keys")
 }
+
+// extraHolds counts ExtraHolds over entries, from scratch.
+func extraHolds(entries []*entry) int {
+	n := 0
+	for _, e := range entries {
+		if g := e.group(); g != nil {
+			n += max(g.holders.len()-1, 0)
+		}
+	}
+	return n
+}

@@ -53,7 +53,7 @@ func (x *keyIndex) get(key string) *entry {
 		case 0:
 			return nil
 		case tag:
-			if e := x.slots[i]; e.key == key {
+			if e := x.slots[i]; e.key() == key {
 				return e
 			}
 		}
@@ -71,7 +71,7 @@ func (x *keyIndex) add(e *entry) {
 
 // place puts e in the first empty slot from its own.
 func (x *keyIndex) place(e *entry) {
-	h, tag := x.hash(e.key)
+	h, tag := x.hash(e.key())
 	mask := uint64(len(x.slots) - 1)
 	i := h & mask
 	for x.tags[i] != 0 {
@@ -108,7 +108,7 @@ func (x *keyIndex) remove(key string) {
 		if x.tags[i] == 0 {
 			return
 		}
-		if x.tags[i] == tag && x.slots[i].key == key {
+		if x.tags[i] == tag && x.slots[i].key() == key {
 			break
 		}
 	}
@@ -116,7 +116,7 @@ func (x *keyIndex) remove(key string) {
 	// before the hole (cyclically), so that every entry stays reachable
 	// from its own slot without crossing an empty one.
 	for j := (i + 1) & mask; x.tags[j] != 0; j = (j + 1) & mask {
-		home, _ := x.hash(x.slots[j].key)
+		home, _ := x.hash(x.slots[j].key())
 		if (j-home)&mask >= (j-i)&mask {
 			x.tags[i], x.slots[i] = x.tags[j], x.slots[j]
 			i = j

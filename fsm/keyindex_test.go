@@ -30,7 +30,7 @@ func TestKeyIndexAgreesWithMap(t *testing.T) {
 					require.Nil(t, x.get(k), k)
 				} else {
 					require.Nil(t, x.get(k), k)
-					e := &entry{key: k}
+					e := newEntry(k)
 					x.add(e)
 					want[k] = e
 				}
@@ -52,7 +52,7 @@ func TestKeyIndexAgreesWithMap(t *testing.T) {
 func (x *keyIndex) all() iter.Seq2[string, *entry] {
 	return func(yield func(string, *entry) bool) {
 		for _, e := range x.slots {
-			if e != nil && !yield(e.key, e) {
+			if e != nil && !yield(e.key(), e) {
 				return
 			}
 		}

@@ -57,14 +57,14 @@ func (c *orderCheck) node(n *orderNode, depth int, root, rightmost bool, lo stri
 		}
 		for _, e := range n.entries {
 			switch {
-			case c.count > 0 && e.key <= c.last:
-				return fmt.Errorf("key %q after %q", e.key, c.last)
-			case hasLo && e.key < lo:
-				return fmt.Errorf("key %q before its lower bound %q", e.key, lo)
-			case hasHi && e.key >= hi:
-				return fmt.Errorf("key %q at or after its upper bound %q", e.key, hi)
+			case c.count > 0 && e.key() <= c.last:
+				return fmt.Errorf("key %q after %q", e.key(), c.last)
+			case hasLo && e.key() < lo:
+				return fmt.Errorf("key %q before its lower bound %q", e.key(), lo)
+			case hasHi && e.key() >= hi:
+				return fmt.Errorf("key %q at or after its upper bound %q", e.key(), hi)
 			}
-			c.last = e.key
+			c.last = e.key()
 			c.count++
 		}
 		return nil
@@ -105,7 +105,7 @@ func newOrderModel(t *testing.T, sorted []string) *orderModel {
 	m := &orderModel{t: t, keys: slices.Clone(sorted), entries: map[string]*entry{}}
 	built := make([]*entry, len(sorted))
 	for i, k := range sorted {
-		built[i] = &entry{key: k}
+		built[i] = newEntry(k)
 		m.entries[k] = built[i]
 	}
 	m.order = buildKeyOrder(built)
@@ -117,7 +117,7 @@ func (m *orderModel) insert(k string) {
 	if found {
 		return
 	}
-	e := &entry{key: k}
+	e := newEntry(k)
 	m.keys = slices.Insert(m.keys, i, k)
 	m.entries[k] = e
 	m.order.insert(e)
@@ -127,7 +127,7 @@ func (m *orderModel) remove(k string) {
 	i, found := slices.BinarySearch(m.keys, k)
 	if !found {
 		// Not in the order: removing it changes nothing.
-		m.order.remove(&entry{key: k})
+		m.order.remove(newEntry(k))
 		return
 	}
 	m.keys = slices.Delete(m.keys, i, i+1)
@@ -144,10 +144,10 @@ func (m *orderModel) check(from string, limit int) {
 	}
 	var all []string
 	m.order.ascend("", func(e *entry) bool {
-		if m.entries[e.key] != e {
-			m.t.Fatalf("walk yields %q, not the entry inserted", e.key)
+		if m.entries[e.key()] != e {
+			m.t.Fatalf("walk yields %q, not the entry inserted", e.key())
 		}
-		all = append(all, e.key)
+		all = append(all, e.key())
 		return true
 	})
 	if !slices.Equal(all, m.keys) {
@@ -166,7 +166,7 @@ func (m *orderModel) seek(from string, limit int) {
 	want := m.keys[i:min(i+limit, len(m.keys))]
 	var got []string
 	m.order.ascend(from, func(e *entry) bool {
-		got = append(got, e.key)
+		got = append(got, e.key())
 		return len(got) < limit
 	})
 	if len(want) == 0 {

@@ -12,8 +12,9 @@ import (
 // pointers for the commands' point lookups (keyindex.go: the key is stored
 // once, in its entry), the same entries in key order in a B+tree of entry pointers (9 to
 // 45 bytes a key; order.go says why it is written here), a FIFO queue only
-// for keys with waiters (a linked list plus an index by owner), and one
-// binary heap of all pending deadlines that is updated in place on extend,
+// for keys with waiters (a linked list plus an index by owner), and a
+// deadline index of all pending deadlines (two binary heaps: leases' ends,
+// 16 bytes each, and the rest; deadlines.go) that is updated in place on extend,
 // hand-off and cancel, so it never holds stale deadlines. NextDeadline is
 // O(1) and Apply O(log n); the key order changes only when a key appears or
 // goes, never on extend or hand-off. A newcomer joins a queue in O(1) plus
@@ -37,9 +38,9 @@ import (
 // its index slot and its deadline in the heap). Acquire, release, extend
 // and expiry of one holder are O(log n) plus the grants they cause, each
 // O(log n); a read of the key (Lookup, Range) walks its holders for their
-// count and latest end, O(h), h at most MaxHolders. A held lock must cost at most 150 bytes of memory (110 after a
-// restore), which TestMemoryPerHeldLock checks at 1,000,000 held locks with FSM_MEMORY=1
-// (README, "Performance", has the figures).
+// count and latest end, O(h), h at most MaxHolders. A held lock must cost at most 115 bytes of memory, after applies
+// and after a restore, which TestMemoryPerHeldLock checks at 1,000,000 held locks with
+// FSM_MEMORY=1 (README, "Performance", has the figures).
 // A multi-key grant's k keys are k ordinary mutex entries sharing one
 // holderExtra (so a single key pays nothing for sets), each lease end in
 // the index at the same time; a waiting set is k waiter records, one per
@@ -62,13 +63,17 @@ import (
 // and only the session is in the deadline index: index is -1). A key whose
 // session expired with a lock-delay stays, with a zero owner and no
 // session, until expiresAt, the delay's end.
+//
+// Its key follows its fields in the same allocation (inlinekey.go): an
+// entry is made by newEntry (or a restore's entrySlab), never as a
+// composite literal, and never copied by value.
 type entry struct {
-	key       string
 	owner     Owner
 	token     uint64
 	expiresAt time.Duration
 	more      *entryMore // nil for a lease without metadata nobody waits for, the common case
-	index     int        // position of the lease's end in the deadline index; -1 for a session-bound holder
+	index     int32      // position of the lease's end in the deadline index; -1 for a session-bound holder
+	keyLen    uint32     // the key's bytes follow the entry (key)
 }
 
 // entryMore is what only some keys have: their holder's extras and their
@@ -298,11 +303,13 @@ func (m *Machine) acquire(c Command) Result {
 		if c.Kind != KindMutex {
 			return m.createGroup(c, s)
 		}
-		// Clone so that the machine never pins a larger buffer the caller's
-		// key (or metadata) was sliced from (a decoded batch, a request);
-		// OnChange gets the clone, which its listener may keep.
-		e = &entry{key: strings.Clone(c.Key), owner: c.Owner, index: -1}
-		m.adding(e.key)
+		// Copied (the key into the entry, the metadata cloned) so that the
+		// machine never pins a larger buffer the caller's key (or metadata)
+		// was sliced from (a decoded batch, a request); OnChange gets the
+		// machine's copy, which its listener may keep.
+		e = newEntry(c.Key)
+		e.owner = c.Owner
+		m.adding(e.key())
 		m.grant(e, c.TTL, s, strings.Clone(c.Meta))
 		m.keys.add(e)
 		m.order.insert(e)
@@ -379,7 +386,7 @@ func (m *Machine) enqueue(c Command, e *entry, s *session, held Result) Result {
 	w := &waiter{owner: c.Owner, ttl: c.TTL, deadline: m.now + c.Wait, epoch: m.epoch, session: s, meta: strings.Clone(c.Meta), shared: c.Shared}
 	e.waitQueue().pushBack(w)
 	m.nWaiters++
-	s.ref(e.key)
+	s.ref(e.key())
 	m.deadlines.push(deadline{at: w.deadline, e: e, w: w})
 	held.Status = StatusQueued
 	held.Waiters = e.waitQueue().len()
@@ -420,7 +427,7 @@ func (m *Machine) release(c Command) Result {
 	default:
 		res = m.releaseHeld(e)
 	}
-	m.released.remember(releaseID{e.key, c.Owner}, m.now) // the machine's copy of the key: c's may pin a larger buffer
+	m.released.remember(releaseID{e.key(), c.Owner}, m.now) // the machine's copy of the key: c's may pin a larger buffer
 	return res
 }
 
@@ -477,7 +484,7 @@ func (m *Machine) extend(c Command) Result {
 	}
 	m.changing(e)
 	e.expiresAt = m.now + c.TTL
-	m.deadlines.fix(e.index, e.expiresAt)
+	m.deadlines.fixLease(e, e.expiresAt)
 	return Result{Status: StatusExtended, Token: e.token, ExpiresAt: e.expiresAt, Now: m.now, Waiters: e.waitQueue().len()}
 }
 
@@ -519,7 +526,7 @@ func (m *Machine) notHeld(e *entry) Result {
 
 // waiting is the queue length of e's key, 0 if e is no longer in the machine.
 func (m *Machine) waiting(e *entry) int {
-	if e == nil || m.keys.get(e.key) != e {
+	if e == nil || m.keys.get(e.key()) != e {
 		return 0
 	}
 	return e.waitQueue().len()
@@ -534,7 +541,7 @@ func (m *Machine) grant(e *entry, ttl time.Duration, s *session, meta string) {
 	e.bind(s, meta)
 	if s != nil {
 		e.expiresAt = 0
-		s.ref(e.key)
+		s.ref(e.key())
 	} else {
 		e.expiresAt = m.now + ttl
 	}
@@ -547,13 +554,13 @@ func (m *Machine) setHolderDeadline(e *entry) {
 	switch {
 	case e.sess() != nil:
 		if e.index >= 0 {
-			m.deadlines.remove(e.index)
+			m.deadlines.removeLease(e)
 		}
 		e.index = -1
 	case e.index >= 0:
-		m.deadlines.fix(e.index, e.expiresAt)
+		m.deadlines.fixLease(e, e.expiresAt)
 	default:
-		m.deadlines.push(deadline{at: e.expiresAt, e: e})
+		m.deadlines.pushLease(e.expiresAt, e)
 	}
 }
 
@@ -574,7 +581,7 @@ func (m *Machine) handOff(e *entry) {
 	if w := e.waitQueue().first(); w != nil && w.set == nil && w.epoch == m.epoch {
 		// The common case, kept cheap: the lease passes to the head in
 		// place (its deadline moves in the index).
-		e.sess().unref(e.key)
+		e.sess().unref(e.key())
 		m.grantHead(e, w)
 		return
 	}
@@ -585,7 +592,7 @@ func (m *Machine) handOff(e *entry) {
 // dropWaiter removes an unclaimed waiter and says so.
 func (m *Machine) dropWaiter(e *entry, w *waiter) {
 	m.removeWaiter(e, w)
-	m.emit(Event{Kind: EventUnclaimed, Key: e.key, Owner: w.owner, At: m.now})
+	m.emit(Event{Kind: EventUnclaimed, Key: e.key(), Owner: w.owner, At: m.now})
 }
 
 // dropUnclaimed drops every waiter not claimed in the current epoch, key
@@ -614,7 +621,7 @@ func (m *Machine) dropUnclaimed() int {
 	before := m.unclaimed
 	var stale []*waiter
 	for _, e := range keys {
-		if m.keys.get(e.key) != e {
+		if m.keys.get(e.key()) != e {
 			continue // served away by a set's departure
 		}
 		stale = stale[:0]
@@ -633,7 +640,7 @@ func (m *Machine) dropUnclaimed() int {
 				m.dropWaiter(e, w)
 			}
 		}
-		if g := e.group(); g != nil && len(stale) > 0 && m.keys.get(e.key) == e {
+		if g := e.group(); g != nil && len(stale) > 0 && m.keys.get(e.key()) == e {
 			m.settle(e, g) // grants only: the key keeps its holders
 		}
 	}
@@ -646,7 +653,7 @@ func (m *Machine) removeWaiter(e *entry, w *waiter) {
 		m.unclaimed--
 	}
 	m.nWaiters--
-	w.session.unref(e.key)
+	w.session.unref(e.key())
 	m.deadlines.remove(w.index)
 	e.waitQueue().unlink(w)
 	if e.waitQueue().len() == 0 {
@@ -658,8 +665,11 @@ func (m *Machine) removeWaiter(e *entry, w *waiter) {
 // judged at its own time: a lease that ended at t goes to the head waiter,
 // whose deadline is later than t. New grants end after now, so the loop ends.
 func (m *Machine) expire() {
-	for len(m.deadlines) > 0 && m.deadlines[0].at <= m.now {
-		d := m.deadlines[0]
+	for {
+		d, ok := m.deadlines.next()
+		if !ok || d.at > m.now {
+			return
+		}
 		switch {
 		case d.e == nil:
 			s := d.session()
@@ -671,7 +681,7 @@ func (m *Machine) expire() {
 			m.removeSet(d.w.set, EventWaitExpired, d.at)
 		case d.w != nil:
 			m.removeWaiter(d.e, d.w)
-			m.emit(Event{Kind: EventWaitExpired, Key: d.e.key, Owner: d.w.owner, At: d.at})
+			m.emit(Event{Kind: EventWaitExpired, Key: d.e.key(), Owner: d.w.owner, At: d.at})
 			if g := d.e.group(); g != nil {
 				m.settle(d.e, g)
 			}
@@ -681,12 +691,12 @@ func (m *Machine) expire() {
 			// A multi-key lease: every key's end is due at once, the
 			// first key's first; they all end now.
 			for _, e := range d.e.set().entries {
-				m.emit(Event{Kind: EventExpired, Key: e.key, Owner: e.owner, Token: e.token, ExpiresAt: e.expiresAt, At: d.at})
+				m.emit(Event{Kind: EventExpired, Key: e.key(), Owner: e.owner, Token: e.token, ExpiresAt: e.expiresAt, At: d.at})
 			}
 			m.handOff(d.e)
 		default:
 			e := d.e
-			m.emit(Event{Kind: EventExpired, Key: e.key, Owner: e.owner, Token: e.token, ExpiresAt: e.expiresAt, At: d.at})
+			m.emit(Event{Kind: EventExpired, Key: e.key(), Owner: e.owner, Token: e.token, ExpiresAt: e.expiresAt, At: d.at})
 			m.handOff(e)
 		}
 	}
@@ -754,7 +764,7 @@ func (m *Machine) endSession(s *session, expired bool, at time.Duration) int {
 			next := w.next
 			if w.session == s {
 				m.removeWaiter(e, w)
-				m.emit(Event{Kind: EventWaitExpired, Key: e.key, Owner: w.owner, At: at})
+				m.emit(Event{Kind: EventWaitExpired, Key: e.key(), Owner: w.owner, At: at})
 			}
 			w = next
 		}
@@ -770,7 +780,7 @@ func (m *Machine) endSession(s *session, expired bool, at time.Duration) int {
 			m.handOff(e)
 			continue
 		}
-		m.emit(Event{Kind: EventExpired, Key: e.key, Owner: e.owner, Token: e.token, ExpiresAt: s.expiresAt, At: at})
+		m.emit(Event{Kind: EventExpired, Key: e.key(), Owner: e.owner, Token: e.token, ExpiresAt: s.expiresAt, At: at})
 		if s.lockDelay == 0 {
 			m.handOff(e)
 			continue
@@ -800,7 +810,7 @@ func (m *Machine) changing(e *entry) {
 		m.freezer.touch(e)
 	}
 	if m.onChange != nil {
-		m.onChange(e.key)
+		m.onChange(e.key())
 	}
 }
 
@@ -825,10 +835,7 @@ func (m *Machine) Now() time.Duration { return m.now }
 
 // NextDeadline is the earliest pending lease expiry or wait deadline.
 func (m *Machine) NextDeadline() (time.Duration, bool) {
-	if len(m.deadlines) == 0 {
-		return 0, false
-	}
-	return m.deadlines[0].at, true
+	return m.deadlines.nextAt()
 }
 
 // Lookup reports key as seen at log time max(Now(), at): a lease whose
@@ -900,13 +907,13 @@ func (m *Machine) RangeFrom(prefix, after string, at time.Duration, fn func(key 
 		// Keys with the prefix are contiguous in byte order, from the
 		// prefix itself on; from is at or after the prefix, so the first key
 		// without it ends the walk.
-		if !strings.HasPrefix(e.key, prefix) {
+		if !strings.HasPrefix(e.key(), prefix) {
 			return false
 		}
-		if e.key == after || e.leaseEnd() <= t {
+		if e.key() == after || e.leaseEnd() <= t {
 			return true
 		}
-		return fn(e.key, m.state(e, t))
+		return fn(e.key(), m.state(e, t))
 	})
 }
 

@@ -44,7 +44,7 @@ func (s *keySet) sameKeys(keys []string) bool {
 		return false
 	}
 	for i, e := range s.entries {
-		if e.key != keys[i] {
+		if e.key() != keys[i] {
 			return false
 		}
 	}
@@ -89,8 +89,8 @@ func (m *Machine) acquireAll(c Command) Result {
 	s := &keySet{owner: c.Owner, entries: entries}
 	if free {
 		for i, k := range c.Keys {
-			e := &entry{key: strings.Clone(k), index: -1}
-			m.adding(e.key) // the machine's copy: OnChange may keep it
+			e := newEntry(k)
+			m.adding(e.key()) // the machine's copy: OnChange may keep it
 			m.keys.add(e)
 			m.order.insert(e)
 			entries[i] = e
@@ -108,8 +108,8 @@ func (m *Machine) acquireAll(c Command) Result {
 		if e == nil {
 			// A free key is reserved for the set at once: it joins as a
 			// vacant entry with the set at the head of its queue.
-			e = &entry{key: strings.Clone(k), index: -1}
-			m.adding(e.key)
+			e = newEntry(k)
+			m.adding(e.key())
 			m.keys.add(e)
 			m.order.insert(e)
 			entries[i] = e
@@ -188,7 +188,7 @@ func (m *Machine) grantWaiting(s *keySet) {
 	}
 	m.grantSet(s, ttl, meta)
 	for _, e := range s.entries {
-		m.emit(Event{Kind: EventGranted, Key: e.key, Owner: e.owner, Token: e.token, ExpiresAt: e.expiresAt, At: m.now})
+		m.emit(Event{Kind: EventGranted, Key: e.key(), Owner: e.owner, Token: e.token, ExpiresAt: e.expiresAt, At: m.now})
 	}
 }
 
@@ -226,11 +226,11 @@ func (m *Machine) removeSet(s *keySet, kind EventKind, at time.Duration) {
 	for i, e := range s.entries {
 		m.removeWaiter(e, s.waits[i])
 		if kind != 0 {
-			m.emit(Event{Kind: kind, Key: e.key, Owner: s.owner, At: at})
+			m.emit(Event{Kind: kind, Key: e.key(), Owner: s.owner, At: at})
 		}
 	}
 	for _, e := range s.entries {
-		if m.keys.get(e.key) == e && e.vacant() {
+		if m.keys.get(e.key()) == e && e.vacant() {
 			m.serve(e)
 		}
 	}
@@ -242,18 +242,18 @@ func (m *Machine) extendSet(s *keySet, ttl time.Duration) {
 	for _, e := range s.entries {
 		m.changing(e)
 		e.expiresAt = end
-		m.deadlines.fix(e.index, end)
+		m.deadlines.fixLease(e, end)
 	}
 }
 
 // vacate ends e's hold (a mutex lease, session-bound hold, lock-delay or a
 // set's hold) without serving its queue; the caller serves it.
 func (m *Machine) vacate(e *entry) {
-	e.sess().unref(e.key)
+	e.sess().unref(e.key())
 	e.owner, e.token, e.expiresAt = Owner{}, 0, 0
 	e.setExtras(nil)
 	if e.index >= 0 {
-		m.deadlines.remove(e.index)
+		m.deadlines.removeLease(e)
 	}
 	e.index = -1
 }
@@ -265,7 +265,7 @@ func (m *Machine) vacate(e *entry) {
 // the machine. Dropping a set may serve its other keys, and granting one
 // takes its other keys too: each loop checks that e is still vacant.
 func (m *Machine) serve(e *entry) {
-	for m.keys.get(e.key) == e && e.vacant() {
+	for m.keys.get(e.key()) == e && e.vacant() {
 		w := e.waitQueue().first()
 		switch {
 		case w == nil:
@@ -293,18 +293,18 @@ func (m *Machine) grantHead(e *entry, w *waiter) {
 	e.owner = w.owner
 	m.grant(e, w.ttl, w.session, w.meta)
 	m.setHolderDeadline(e)
-	m.emit(Event{Kind: EventGranted, Key: e.key, Owner: e.owner, Token: e.token, ExpiresAt: e.leaseEnd(), At: m.now})
+	m.emit(Event{Kind: EventGranted, Key: e.key(), Owner: e.owner, Token: e.token, ExpiresAt: e.leaseEnd(), At: m.now})
 }
 
 // forget takes e, which nobody holds or waits for, out of the machine.
 func (m *Machine) forget(e *entry) {
 	if m.freezer != nil {
-		m.freezer.removing(e.key)
+		m.freezer.removing(e.key())
 	}
 	if e.index >= 0 {
-		m.deadlines.remove(e.index)
+		m.deadlines.removeLease(e)
 	}
-	m.keys.remove(e.key)
+	m.keys.remove(e.key())
 	m.order.remove(e)
 }
 
@@ -326,7 +326,7 @@ func (m *Machine) SetKeys(owner Owner) []string {
 	}
 	keys := make([]string, len(s.entries))
 	for i, e := range s.entries {
-		keys[i] = e.key
+		keys[i] = e.key()
 	}
 	return slices.Clip(keys)
 }

@@ -67,7 +67,7 @@ func (n *orderNode) lowerBound(key string) int {
 	lo, hi := 0, len(n.entries)
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
-		if n.entries[mid].key < key {
+		if n.entries[mid].key() < key {
 			lo = mid + 1
 		} else {
 			hi = mid
@@ -108,9 +108,9 @@ func (o *keyOrder) insert(e *entry) {
 // the separator before it. rightmost says n is on the right spine.
 func (n *orderNode) insert(e *entry, rightmost bool) (string, *orderNode) {
 	if n.leaf() {
-		return n.insertEntry(n.lowerBound(e.key), e, rightmost)
+		return n.insertEntry(n.lowerBound(e.key()), e, rightmost)
 	}
-	i := n.child(e.key)
+	i := n.child(e.key())
 	sep, right := n.children[i].insert(e, rightmost && i == len(n.children)-1)
 	if right == nil {
 		return "", nil
@@ -128,7 +128,7 @@ func (n *orderNode) insertEntry(i int, e *entry, rightmost bool) (string, *order
 		// Past the last key of the whole order: ascending inserts. Start a
 		// new leaf and leave this one full.
 		right.entries = append(right.entries, e)
-		return e.key, right
+		return e.key(), right
 	}
 	mid := orderMax / 2
 	right.entries = append(right.entries, n.entries[mid:]...)
@@ -139,7 +139,7 @@ func (n *orderNode) insertEntry(i int, e *entry, rightmost bool) (string, *order
 	} else {
 		right.entries = insertAt(right.entries, i-mid, e)
 	}
-	return right.entries[0].key, right
+	return right.entries[0].key(), right
 }
 
 // insertChild puts child at children[i], after separator sep, and splits n
@@ -190,14 +190,14 @@ func (o *keyOrder) remove(e *entry) {
 // or takes some of its items. It reports whether e was there.
 func (n *orderNode) remove(e *entry) bool {
 	if n.leaf() {
-		i := n.lowerBound(e.key)
+		i := n.lowerBound(e.key())
 		if i == len(n.entries) || n.entries[i] != e {
 			return false
 		}
 		n.entries = removeAt(n.entries, i)
 		return true
 	}
-	i := n.child(e.key)
+	i := n.child(e.key())
 	c := n.children[i]
 	if !c.remove(e) {
 		return false
@@ -243,7 +243,7 @@ func (n *orderNode) rebalance(i int) {
 			right.entries = insertRange(right.entries, 0, left.entries[keep:])
 			left.entries = removeRange(left.entries, keep, len(left.entries))
 		}
-		n.keys[i] = right.entries[0].key
+		n.keys[i] = right.entries[0].key()
 		return
 	}
 	// Inner nodes: the parent's separator comes down between the two
@@ -270,6 +270,18 @@ func (n *orderNode) rebalance(i int) {
 		left.children = removeRange(left.children, keep, len(left.children))
 		left.keys = removeRange(left.keys, keep-1, len(left.keys))
 	}
+}
+
+// find is key's entry, or nil.
+func (o *keyOrder) find(key string) *entry {
+	var found *entry
+	o.ascend(key, func(e *entry) bool {
+		if e.key() == key {
+			found = e
+		}
+		return false
+	})
+	return found
 }
 
 // ascend calls fn for each entry whose key is at or after from, in key
@@ -300,16 +312,26 @@ func (n *orderNode) ascend(from string, fn func(e *entry) bool) bool {
 // key order, bottom-up with full nodes: O(n), no comparison. The last node
 // of each level, on the right spine, takes the remainder.
 func buildKeyOrder(sorted []*entry) keyOrder {
-	if len(sorted) == 0 {
-		return newKeyOrder()
-	}
-	var level []*orderNode
-	var mins []string // the smallest key under each node of level
+	var leaves []*orderNode
 	for start := 0; start < len(sorted); start += orderMax {
 		leaf := newOrderLeaf()
 		leaf.entries = append(leaf.entries, sorted[start:min(start+orderMax, len(sorted))]...)
-		level = append(level, leaf)
-		mins = append(mins, leaf.entries[0].key)
+		leaves = append(leaves, leaf)
+	}
+	return buildKeyOrderOn(leaves, len(sorted))
+}
+
+// buildKeyOrderOn makes the order of n entries already in leaves: full
+// leaves in strictly ascending key order, the last taking the remainder
+// (a restore fills them as it reads, without a list of all the entries).
+func buildKeyOrderOn(leaves []*orderNode, n int) keyOrder {
+	if len(leaves) == 0 {
+		return newKeyOrder()
+	}
+	level := leaves
+	mins := make([]string, len(leaves)) // the smallest key under each node of level
+	for i, leaf := range leaves {
+		mins[i] = leaf.entries[0].key()
 	}
 	for len(level) > 1 {
 		var up []*orderNode
@@ -324,7 +346,7 @@ func buildKeyOrder(sorted []*entry) keyOrder {
 		}
 		level, mins = up, upMins
 	}
-	return keyOrder{root: level[0], n: len(sorted)}
+	return keyOrder{root: level[0], n: n}
 }
 
 func insertAt[T any](s []T, i int, v T) []T {

@@ -3,8 +3,8 @@ package fsm
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -14,14 +14,30 @@ import (
 // sessions that do not exist) and returns an error wrapping ErrBadEncoding
 // or ErrBadVersion; on error the state is unchanged. The observer is kept.
 func (m *Machine) Restore(b []byte) error {
-	r := snapshotReader{d: decoder{b: b}, sessions: make(map[Owner]*session)}
+	return m.restore(&snapshotReader{d: decoder{b: b}})
+}
+
+// RestoreFrom is Restore reading the snapshot from src, which holds size
+// bytes: through a window of restoreWindow bytes instead of a buffer of the
+// whole snapshot, so that a restore neither waits for the whole snapshot
+// to be read nor touches as much fresh memory again as the snapshot's size
+// (43 bytes a plain lock; at millions of locks, page faults cost as much
+// as decoding). A snapshot longer or shorter than size is refused, as a
+// truncated one or one with trailing bytes is (ErrBadEncoding); an error
+// reading src is returned, wrapped. src is read to size bytes, and one more
+// to find that it ends there.
+func (m *Machine) RestoreFrom(src io.Reader, size int64) error {
+	if size < 0 {
+		return fmt.Errorf("%w: snapshot of %d bytes", ErrBadEncoding, size)
+	}
+	return m.restore(&snapshotReader{src: &window{r: src, left: size, buf: make([]byte, min(size, restoreWindow))}})
+}
+
+func (m *Machine) restore(r *snapshotReader) error {
+	r.sessions = make(map[Owner]*session)
 	err := r.read()
 	if err == nil {
 		err = r.checkWhole()
-	}
-	var order keyOrder
-	if err == nil {
-		order = buildKeyOrder(r.sorted)
 	}
 	r.waitKeys()
 	if err != nil {
@@ -31,9 +47,9 @@ func (m *Machine) Restore(b []byte) error {
 		m.freezer.err = errFreezeRestored
 		m.freezer.Stop()
 	}
-	m.now, m.lastToken, m.keys, m.order, m.deadlines = r.now, r.lastToken, r.keys, order, r.heap
+	m.now, m.lastToken, m.keys, m.order, m.deadlines = r.now, r.lastToken, r.keys, r.order, r.heap
 	m.epoch, m.unclaimed, m.nWaiters, m.sessions, m.sets = r.epoch, r.unclaimed, r.nWaiters, r.sessions, r.sets
-	m.extraHolds = extraHolds(r.sorted)
+	m.extraHolds = r.extraHolds
 	m.released = r.released
 	return nil
 }
@@ -43,6 +59,7 @@ func (m *Machine) Restore(b []byte) error {
 // checked as they are read; checkWhole checks what needs all of them.
 type snapshotReader struct {
 	d         decoder
+	src       *window // nil: d.b is the whole snapshot
 	now       time.Duration
 	lastToken uint64
 	epoch     uint64
@@ -50,18 +67,115 @@ type snapshotReader struct {
 	released  releases
 	heap      deadlines
 	keys      keyIndex
-	sorted    []*entry          // the key order's input, already in order
+	order     keyOrder          // built from the full leaves readKeys fills
 	keysDone  chan struct{}     // closed once keys is complete (readKeys fills it on another goroutine)
 	sets      map[Owner]*keySet // every multi-key acquisition by owner
-	tokens    []uint64          // every grant's token, to find one granted twice
-	unclaimed int               // waiters whose epoch is not the machine's
-	nWaiters  int
+	// Every grant's token, to find one granted twice: as bits (tokenBits,
+	// when the counter is not much more than the keys: at most 8 bytes
+	// of bits a key), else listed (tokens). twiceMin is the smallest
+	// token the bits saw twice, 0 for none.
+	tokenBits  []uint64
+	tokens     []uint64
+	twiceMin   uint64
+	extraHolds int // semaphore and read/write holds beyond each key's first
+	unclaimed  int // waiters whose epoch is not the machine's
+	nWaiters   int
+}
+
+// noteToken notes a grant's token, one of 1..lastToken (read checks).
+func (r *snapshotReader) noteToken(t uint64) {
+	if r.tokenBits == nil {
+		r.tokens = append(r.tokens, t)
+		return
+	}
+	if t > r.lastToken {
+		return // never: read fails such a token first
+	}
+	bit := uint64(1) << (t % 64)
+	if r.tokenBits[t/64]&bit != 0 && (r.twiceMin == 0 || t < r.twiceMin) {
+		r.twiceMin = t // every repeat is seen at its second grant: the least seen is the least repeated
+	}
+	r.tokenBits[t/64] |= bit
+}
+
+// window is the part of a snapshot read from a stream (RestoreFrom) that
+// the decoder reads from: r is read into buf as the decoder needs more.
+type window struct {
+	r    io.Reader
+	buf  []byte
+	left int64 // bytes of the snapshot not read from r yet
+}
+
+// restoreWindow is the most of a snapshot RestoreFrom holds at once (a
+// variable for the tests, which slide a smaller one); maxRecordPart bounds
+// what the reader decodes between two calls of fill (a key's name, holder
+// and metadata; one waiter; one group holder; one session; one release:
+// each at most about 1.6 KiB), and the window must hold more.
+var restoreWindow int64 = 1 << 20
+
+const maxRecordPart = 4096
+
+// fill makes sure that the decoder's bytes hold the next need bytes of the
+// snapshot (need at most maxRecordPart), or all that is left of it: it
+// moves what is left of the window to its front and reads more behind it.
+// A stream that ends before its size is a truncated snapshot.
+func (r *snapshotReader) fill(need int) {
+	w, d := r.src, &r.d
+	if w == nil || len(d.b)-d.off >= need || w.left == 0 || d.err != nil {
+		return
+	}
+	kept := copy(w.buf, d.b[d.off:])
+	d.base += int64(d.off)
+	n, err := io.ReadFull(w.r, w.buf[kept:kept+int(min(int64(len(w.buf)-kept), w.left))])
+	w.left -= int64(n)
+	d.b, d.off = w.buf[:kept+n], 0
+	switch {
+	case err == io.ErrUnexpectedEOF || err == io.EOF:
+		d.off = len(d.b) // past what there is: the reads that follow fail
+		d.fail("truncated: the stream ended before the snapshot's size")
+	case err != nil:
+		d.err = fmt.Errorf("fsm: reading snapshot: %w", err)
+	}
+}
+
+// remaining is how many bytes of the snapshot are left to decode: what
+// bounds a count read before allocating.
+func (r *snapshotReader) remaining() uint64 {
+	n := uint64(len(r.d.b) - r.d.off)
+	if r.src != nil {
+		n += uint64(r.src.left)
+	}
+	return n
+}
+
+// end refuses bytes after the last record: in the window, still to be read
+// from the stream by its size, or beyond its size.
+func (r *snapshotReader) end() {
+	d := &r.d
+	if d.err != nil {
+		return
+	}
+	if r.remaining() != 0 {
+		d.fail("trailing bytes")
+		return
+	}
+	if r.src != nil {
+		var one [1]byte
+		n, err := io.ReadFull(r.src.r, one[:])
+		switch {
+		case n > 0:
+			d.fail("trailing bytes: the stream goes on past the snapshot's size")
+		case err != io.EOF:
+			d.err = fmt.Errorf("fsm: reading snapshot: %w", err)
+		}
+	}
 }
 
 // read reads what every version starts with (version, now, last token),
 // then the rest as that version writes it, to the last byte.
 func (r *snapshotReader) read() error {
 	d := &r.d
+	r.fill(maxRecordPart)
 	v := d.byte()
 	if d.err == nil && (v < snapshotVersionV1 || v > snapshotVersion) {
 		return fmt.Errorf("%w: snapshot version %d", ErrBadVersion, v)
@@ -89,7 +203,7 @@ func (r *snapshotReader) read() error {
 	if err != nil {
 		return err
 	}
-	d.end()
+	r.end()
 	return d.err
 }
 
@@ -209,12 +323,13 @@ func (r *snapshotReader) holderV4(e *entry, kind byte) *group {
 		return r.holderV3(e, kind)
 	}
 	g := r.group(e)
+	r.extraHolds += max(g.holders.len()-1, 0)
 	for h := g.holders.first(); h != nil; h = h.next {
-		r.tokens = append(r.tokens, h.token)
+		r.noteToken(h.token)
 		if h.session == nil {
-			r.heap = append(r.heap, deadline{at: h.deadline, e: e, w: h})
+			r.heap.add(deadline{at: h.deadline, e: e, w: h})
 		} else {
-			h.session.ref(e.key)
+			h.session.ref(e.key())
 		}
 	}
 	return g
@@ -273,12 +388,14 @@ func (r *snapshotReader) grantV5(w *waiter, g *group, kind byte) {
 // readSessions reads the sessions, in ascending ID order.
 func (r *snapshotReader) readSessions() {
 	d := &r.d
+	r.fill(maxRecordPart)
 	n := d.uvarint()
-	if d.err == nil && n > uint64(len(d.b)-d.off)/minSessionRecord {
+	if d.err == nil && n > r.remaining()/minSessionRecord {
 		d.fail("session count exceeds its bytes")
 	}
 	var prev Owner
 	for i := uint64(0); i < n && d.err == nil; i++ {
+		r.fill(maxRecordPart)
 		id := d.owner()
 		if d.err == nil && i > 0 && bytes.Compare(id[:], prev[:]) <= 0 {
 			d.fail("sessions not in strictly ascending order")
@@ -288,7 +405,7 @@ func (r *snapshotReader) readSessions() {
 		expiresAt := d.deadline("session end", r.now, ttl)
 		s := newSession(id, ttl, expiresAt, d.duration("lock delay", MaxLockDelay, ErrDelayRange))
 		r.sessions[s.id] = s
-		r.heap = append(r.heap, s.deadline())
+		r.heap.add(s.deadline())
 	}
 }
 
@@ -306,67 +423,75 @@ func (r *snapshotReader) sessionOf(what string) *session {
 // readKeys reads the key count and the keys, in strictly ascending order.
 func (r *snapshotReader) readKeys(f *keyFormat) error {
 	d := &r.d
+	r.fill(maxRecordPart)
 	n := d.uvarint()
-	if d.err == nil && n > uint64(len(d.b)-d.off)/f.minKey {
+	if d.err == nil && n > r.remaining()/f.minKey {
 		d.fail("key count exceeds its bytes")
 	}
 	if d.err != nil {
 		return d.err
 	}
-	r.sorted = make([]*entry, 0, n)
-	slabs := r.indexKeys(n)
-	defer close(slabs)
+	batches := r.indexKeys(n)
+	defer close(batches)
 	heldSets := make(map[uint64]*keySet) // multi-key grants by token; local, so on the stack
 	r.sets = make(map[Owner]*keySet)
-	r.heap = slices.Grow(r.heap, int(n))
-	r.tokens = make([]uint64, 0, n)
+	r.heap.leases = slices.Grow(r.heap.leases, int(n))
+	if r.lastToken/64 <= n {
+		r.tokenBits = make([]uint64, r.lastToken/64+1)
+	}
+	leaves := make([]*orderNode, 0, (n+orderMax-1)/orderMax)
+	leaf := newOrderLeaf()
 	prev := ""
-	var slab []entry
-	var arena keyArena
+	var entries entrySlab
 	for i := uint64(0); i < n; i++ {
-		if len(slab) == cap(slab) {
-			if slab != nil {
-				slabs <- slab
-			}
-			slab = make([]entry, 0, min(n-i, restoreSlab))
+		r.fill(maxRecordPart)
+		key := d.keyBytes()
+		if d.err != nil {
+			return d.err
 		}
-		slab = append(slab, entry{index: -1})
-		e := &slab[len(slab)-1]
-		e.key = arena.clone(d.keyBytes())
-		if d.err == nil && i > 0 && e.key <= prev {
+		e := entries.take(key, n-i)
+		if i > 0 && e.key() <= prev {
 			d.fail("keys not in strictly ascending order")
+			return d.err
 		}
-		prev = e.key
+		prev = e.key()
 		if err := r.readKey(f, e, heldSets); err != nil {
 			return err
 		}
-		r.sorted = append(r.sorted, e)
+		leaf.entries = append(leaf.entries, e)
+		if len(leaf.entries) == orderMax {
+			leaves = append(leaves, leaf)
+			batches <- leaf.entries // full: it no longer changes
+			leaf = newOrderLeaf()
+		}
 	}
-	if slab != nil {
-		slabs <- slab
+	if len(leaf.entries) > 0 {
+		leaves = append(leaves, leaf)
+		batches <- leaf.entries
 	}
+	r.order = buildKeyOrderOn(leaves, int(n))
 	return nil
 }
 
-// indexKeys makes the index of n keys on another goroutine, from the slabs
-// of entries sent on the channel it returns, each once its records are
-// read (the goroutine reads only their keys, which no longer change), until
-// the channel is closed. Filling an index of millions of keys costs more than
-// reading their records, a cache miss or more per key; this way it runs
-// beside the reading and the checks. waitKeys waits for it.
-func (r *snapshotReader) indexKeys(n uint64) chan<- []entry {
-	slabs := make(chan []entry, 8)
+// indexKeys makes the index of n keys on another goroutine, from the
+// batches of entries sent on the channel it returns, each once its records
+// are read (the goroutine reads only their keys, which no longer change),
+// until the channel is closed. Filling an index of millions of keys costs
+// more than reading their records, a cache miss or more per key; this way
+// it runs beside the reading and the checks. waitKeys waits for it.
+func (r *snapshotReader) indexKeys(n uint64) chan<- []*entry {
+	batches := make(chan []*entry, 8)
 	r.keys = newKeyIndex(int(n))
 	r.keysDone = make(chan struct{})
 	go func(keys *keyIndex) {
 		defer close(r.keysDone)
-		for slab := range slabs {
-			for i := range slab {
-				keys.add(&slab[i])
+		for batch := range batches {
+			for _, e := range batch {
+				keys.add(e)
 			}
 		}
 	}(&r.keys)
-	return slabs
+	return batches
 }
 
 // waitKeys waits until the index of keys is complete, if it is being made.
@@ -376,36 +501,15 @@ func (r *snapshotReader) waitKeys() {
 	}
 }
 
-// Restore allocates the entries restoreSlab at a time and copies the keys
-// into keyArenaChunk-byte blocks, instead of two allocations per key: at
-// millions of keys the allocations, and the collections they set off (each
-// marking the whole heap), were most of a restore's time. A block stays
-// allocated while any entry or key in it is still in use, so releasing the
-// keys of a restored state frees their memory only block by block: at most
-// a block's worth (about 9 KiB of entries, 4 KiB of keys) for each key
-// that stays.
-const (
-	restoreSlab   = 128
-	keyArenaChunk = 4096
-)
-
-// keyArena copies keys into shared blocks. A key is a string pointing into
-// a block; the arena only appends, so the bytes behind a string it
-// returned never change.
-type keyArena struct {
-	b strings.Builder
-}
-
-// clone returns a string with k's bytes, which need not outlive the call.
-func (a *keyArena) clone(k []byte) string {
-	if a.b.Cap()-a.b.Len() < len(k) {
-		a.b = strings.Builder{}
-		a.b.Grow(max(keyArenaChunk, len(k)))
-	}
-	start := a.b.Len()
-	a.b.Write(k)
-	return a.b.String()[start:]
-}
+// Restore allocates the entries, each with its key inline, a block of
+// restoreBlock bytes at a time (entrySlab) instead of one allocation per
+// key: at millions of
+// keys the allocations, and the collections they set off (each marking
+// the whole heap), were most of a restore's time. A block stays allocated
+// while any entry in it is still in use, so releasing the keys of a
+// restored state frees their memory only block by block: at most a
+// block's worth (about 8 KiB for 16-byte keys) for each key that stays.
+const restoreBlock = 8192 // a size class of Go's allocator
 
 // readKey reads the rest of key e's record after its name: its holder,
 // then its queue. heldSets holds the multi-key grants read so far, by
@@ -429,8 +533,9 @@ func (r *snapshotReader) readKey(f *keyFormat, e *entry, heldSets map[uint64]*ke
 	if hold == holdSet && d.err == nil {
 		newSet = r.joinHeldSet(e, heldSets)
 	}
+	r.fill(maxRecordPart) // a group's holders may have used up what the key's fill read
 	waiters := d.uvarint()
-	if d.err == nil && (waiters > MaxWaiters || waiters > uint64(len(d.b)-d.off)/f.minWaiter) {
+	if d.err == nil && (waiters > MaxWaiters || waiters > r.remaining()/f.minWaiter) {
 		d.fail("waiter count out of range")
 	}
 	if d.err != nil {
@@ -443,12 +548,12 @@ func (r *snapshotReader) readKey(f *keyFormat, e *entry, heldSets map[uint64]*ke
 		}
 	} else if g == nil {
 		if hold != holdSet || newSet {
-			r.tokens = append(r.tokens, e.token) // a multi-key grant's token once
+			r.noteToken(e.token) // a multi-key grant's token once
 		}
 		if s := e.sess(); s == nil {
-			r.heap = append(r.heap, deadline{at: e.expiresAt, e: e})
+			r.heap.add(deadline{at: e.expiresAt, e: e})
 		} else {
-			s.ref(e.key)
+			s.ref(e.key())
 		}
 	}
 	return r.readQueue(f, e, g, hold == holdNone, waiters)
@@ -483,14 +588,15 @@ func (r *snapshotReader) readQueue(f *keyFormat, e *entry, g *group, reserved bo
 		e.setWaitQueue(&queue{byOwner: make(map[Owner]*waiter, n)})
 	}
 	for j := uint64(0); j < n; j++ {
+		r.fill(maxRecordPart)
 		w := r.readWaiter(f, e, g, reserved && j == 0, j == 0)
 		if r.d.err != nil {
 			return r.d.err
 		}
 		e.waitQueue().pushBack(w)
-		w.session.ref(e.key)
+		w.session.ref(e.key())
 		r.nWaiters++
-		r.heap = append(r.heap, deadline{at: w.deadline, e: e, w: w})
+		r.heap.add(deadline{at: w.deadline, e: e, w: w})
 	}
 	return nil
 }
@@ -560,10 +666,13 @@ func (r *snapshotReader) joinWaitingSet(e *entry, w *waiter) {
 // deadline heap's order on the way.
 func (r *snapshotReader) checkWhole() error {
 	for id := range r.released.byID {
-		e := r.sortedEntry(id.key) // the index of keys may not be complete yet
+		e := r.order.find(id.key) // the index of keys may not be complete yet
 		if id.key != "" && e != nil && (e.owner == id.owner || e.waitQueue().find(id.owner) != nil || e.group() != nil && e.group().holders.find(id.owner) != nil) {
 			return fmt.Errorf("%w: a release remembered for an owner that holds or waits for the key again", ErrBadEncoding)
 		}
+	}
+	if r.twiceMin != 0 {
+		return fmt.Errorf("%w: token %d granted twice", ErrBadEncoding, r.twiceMin)
 	}
 	if t, twice := tokenTwice(r.tokens, r.lastToken); twice {
 		return fmt.Errorf("%w: token %d granted twice", ErrBadEncoding, t)
@@ -612,26 +721,19 @@ func tokenTwice(tokens []uint64, last uint64) (uint64, bool) {
 	return 0, false
 }
 
-// sortedEntry is key's entry, found in the sorted entries, or nil.
-func (r *snapshotReader) sortedEntry(key string) *entry {
-	i, found := slices.BinarySearchFunc(r.sorted, key, func(e *entry, k string) int { return strings.Compare(e.key, k) })
-	if !found {
-		return nil
-	}
-	return r.sorted[i]
-}
-
 // readReleases reads the remembered releases: in the order applied, each
 // within ReleaseMemory before now, none twice, and no destroy of a
 // session that is live (its create would have forgotten it).
 func (r *snapshotReader) readReleases() {
 	d, now := &r.d, r.now
+	r.fill(maxRecordPart)
 	n := d.uvarint()
-	if d.err == nil && (n > MaxRememberedReleases || n > uint64(len(d.b)-d.off)/minReleaseRecord) {
+	if d.err == nil && (n > MaxRememberedReleases || n > r.remaining()/minReleaseRecord) {
 		d.fail("release count out of range")
 	}
 	prev := time.Duration(0)
 	for i := uint64(0); i < n && d.err == nil; i++ {
+		r.fill(maxRecordPart)
 		var id releaseID
 		id.key = d.text("released key", MaxKeyLen, ErrKeyTooLong)
 		id.owner = d.owner()
@@ -674,7 +776,7 @@ func (r *snapshotReader) group(e *entry) *group {
 		d.fail("bad kind, limit or mode")
 		return g
 	}
-	if n == 0 || n > most || n > uint64(len(d.b)-d.off)/(ownerLen+3) {
+	if n == 0 || n > most || n > r.remaining()/(ownerLen+3) {
 		d.fail("holder count out of range")
 		return g
 	}
@@ -682,6 +784,7 @@ func (r *snapshotReader) group(e *entry) *group {
 	g.holders.byOwner = make(map[Owner]*waiter, n)
 	var prev uint64
 	for i := uint64(0); i < n && d.err == nil; i++ {
+		r.fill(maxRecordPart)
 		h := &waiter{owner: d.owner(), held: true, index: -1, shared: g.kind == KindRW && !g.exclusive}
 		h.token = d.uvarint()
 		if d.err == nil && (h.token <= prev || h.token > r.lastToken) {

@@ -245,6 +245,22 @@ func TestSnapshotFixtureV6(t *testing.T) {
 	assert.Equal(t, StatusReleased, r.Apply(release(16*ms, "gone", numberedOwner(6))).Status, "the release is remembered")
 }
 
+// A restore names the smallest token granted twice, whichever repeat it
+// read first, with the counter close enough for a bitmap (header: last
+// token 10) and too far for one.
+func TestRestoreNamesSmallestTokenTwice(t *testing.T) {
+	keys := func(s snapshotBuilder) snapshotBuilder {
+		return s.lease("a", ownerA, 5, 200).lease("b", ownerA, 2, 200).lease("c", ownerB, 5, 200).lease("d", ownerB, 2, 200)
+	}
+	err := New(nil).Restore(keys(header(4)))
+	require.ErrorIs(t, err, ErrBadEncoding)
+	assert.ErrorContains(t, err, "token 2 granted twice")
+	far := snapshotBuilder{snapshotVersionV2}.uv(100).uv(1 << 20).uv(1).uv(4)
+	err = New(nil).Restore(keys(far))
+	require.ErrorIs(t, err, ErrBadEncoding)
+	assert.ErrorContains(t, err, "token 2 granted twice")
+}
+
 func TestTokenTwice(t *testing.T) {
 	for _, c := range []struct {
 		tokens []uint64

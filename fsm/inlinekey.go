@@ -1,0 +1,129 @@
+package fsm
+
+import "unsafe"
+
+// An entry's key is stored inline, in the same allocation right after the
+// entry's fields, rather than as a string field pointing at a copy of its
+// own: one allocation a key instead of two, and 16 bytes of string header
+// fewer (a 16-byte key and its entry take one 64-byte block, where an
+// entry with a string field took 64 and its key 16 more). The entry keeps
+// the key's length; key() makes the string in place. The key's bytes are
+// written once, by newEntry or entrySlab, and never change while anything
+// can see them, so the strings key() returns are as immutable as any.
+//
+// Go has no variable-sized structs, so an entry is allocated as one of a
+// fixed list of types, entry plus a byte array, sized so that each is a
+// size class of Go's allocator (nothing is wasted between the key and the
+// block's end but the key's own rounding).
+
+// withKey is an entry with room for a key of up to len(K) bytes after it.
+type withKey[K any] struct {
+	e entry
+	k K
+}
+
+// keyClass allocates entries whose keys have at most max bytes: one, or a
+// block of n laid out stride bytes apart.
+type keyClass struct {
+	max    int
+	stride uintptr
+	one    func() *entry
+	many   func(n int) unsafe.Pointer
+}
+
+// perBlock is how many of c's entries a restore's block holds: as many as
+// fit restoreBlock bytes with the 8-byte header Go puts before an object
+// of more than 512 bytes that holds pointers. 128 entries of 64 bytes
+// (8192 bytes and the header) took a 9472-byte block, 10 bytes a lock
+// wasted.
+func (c *keyClass) perBlock() int {
+	return (restoreBlock - 8) / int(c.stride)
+}
+
+func classOf[K any](max int) keyClass {
+	var k K
+	if int(unsafe.Sizeof(k)) != max {
+		panic("fsm: key class of the wrong size")
+	}
+	return keyClass{
+		max:    max,
+		stride: unsafe.Sizeof(withKey[K]{}),
+		one:    func() *entry { return &new(withKey[K]).e },
+		many:   func(n int) unsafe.Pointer { return unsafe.Pointer(&make([]withKey[K], n)[0]) },
+	}
+}
+
+// keyClasses are in ascending size, each entry plus its key a size class
+// (64, 80, ... 576 bytes with a 48-byte entry); the last holds MaxKeyLen.
+var keyClasses = [...]keyClass{
+	classOf[[16]byte](16), classOf[[32]byte](32), classOf[[48]byte](48), classOf[[64]byte](64),
+	classOf[[80]byte](80), classOf[[96]byte](96), classOf[[112]byte](112), classOf[[128]byte](128),
+	classOf[[144]byte](144), classOf[[160]byte](160), classOf[[176]byte](176), classOf[[192]byte](192),
+	classOf[[208]byte](208), classOf[[240]byte](240), classOf[[272]byte](272), classOf[[304]byte](304),
+	classOf[[336]byte](336), classOf[[368]byte](368), classOf[[400]byte](400), classOf[[432]byte](432),
+	classOf[[464]byte](464), classOf[[528]byte](528),
+}
+
+// keyClassOf is, by (length+15)/16, the index in keyClasses of the
+// smallest class that holds a key of that length.
+var keyClassOf = func() (t [(MaxKeyLen+15)/16 + 1]uint8) {
+	c := 0
+	for i := range t {
+		for keyClasses[c].max < i*16 {
+			c++
+		}
+		t[i] = uint8(c)
+	}
+	return t
+}()
+
+func classFor(n int) *keyClass { return &keyClasses[keyClassOf[(n+15)/16]] }
+
+// keyData is the room for e's key, right after its fields.
+func (e *entry) keyData() *byte {
+	return (*byte)(unsafe.Add(unsafe.Pointer(e), unsafe.Sizeof(entry{})))
+}
+
+// key is e's key.
+func (e *entry) key() string { return unsafe.String(e.keyData(), e.keyLen) }
+
+// setKey writes key into e's room for it, which holds it (its class).
+func (e *entry) setKey(key string) {
+	e.keyLen = uint32(copy(unsafe.Slice(e.keyData(), len(key)), key))
+}
+
+// newEntry returns an entry for key (1..MaxKeyLen bytes), in no deadline
+// index yet. The key is copied: the entry never pins the caller's buffer.
+func newEntry(key string) *entry {
+	e := classFor(len(key)).one()
+	e.index = -1
+	e.setKey(key)
+	return e
+}
+
+// entrySlab hands out entries from blocks of each class, for a restore:
+// one allocation for many keys. A block stays allocated while any entry in
+// it is in use.
+type entrySlab struct {
+	blocks [len(keyClasses)]struct {
+		base    unsafe.Pointer
+		used, n int
+	}
+}
+
+// take returns an entry for key, copied as newEntry does. left is how
+// many more entries the restore will want at most, so that the last
+// blocks are no larger than needed.
+func (s *entrySlab) take(key []byte, left uint64) *entry {
+	i := keyClassOf[(len(key)+15)/16]
+	c, b := &keyClasses[i], &s.blocks[i]
+	if b.used == b.n {
+		b.n = int(min(left, uint64(c.perBlock())))
+		b.base, b.used = c.many(b.n), 0
+	}
+	e := (*entry)(unsafe.Add(b.base, uintptr(b.used)*c.stride))
+	b.used++
+	e.index = -1
+	e.keyLen = uint32(copy(unsafe.Slice(e.keyData(), len(key)), key))
+	return e
+}

@@ -1,0 +1,64 @@
+package fsm
+
+import (
+	"bytes"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+)
+
+// keyOfLen is a key of n bytes whose bytes differ from position to
+// position, so that a key read from the wrong place or cut short shows.
+func keyOfLen(n int, salt byte) []byte {
+	k := make([]byte, n)
+	for i := range k {
+		k[i] = byte(i*7) + salt
+	}
+	return k
+}
+
+// Every key length fits the smallest class that holds it, and an entry
+// gives back exactly the key it was made with: a copy, not the caller's
+// bytes.
+func TestInlineKeyEveryLength(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) == 8 {
+		require.EqualValues(t, 48, unsafe.Sizeof(entry{}), "the key classes are sized for a 48-byte entry")
+	}
+	for i, c := range keyClasses {
+		require.Equal(t, unsafe.Sizeof(entry{})+uintptr(c.max), c.stride, "class %d", i)
+	}
+	for n := 1; n <= MaxKeyLen; n++ {
+		i := int(keyClassOf[(n+15)/16])
+		require.Same(t, &keyClasses[i], classFor(n))
+		require.GreaterOrEqual(t, keyClasses[i].max, n)
+		if i > 0 {
+			require.Less(t, keyClasses[i-1].max, n, "length %d: a smaller class holds it", n)
+		}
+		k := keyOfLen(n, 1)
+		e := newEntry(string(k))
+		k[0]++ // the caller's buffer changes; the entry's copy does not
+		require.Equal(t, string(keyOfLen(n, 1)), e.key(), "length %d", n)
+		require.EqualValues(t, -1, e.index)
+	}
+}
+
+// A restore's entries, many to a block, keep their keys apart, whatever
+// the mix of lengths and however few are left for the last blocks.
+func TestEntrySlabKeepsKeysApart(t *testing.T) {
+	var s entrySlab
+	const n = 3*127 + 5 // blocks of 127 16-byte keys
+	lengths := []int{16, 1, 17, 512, 16, 33, 200}
+	var entries []*entry
+	for i := range n {
+		k := keyOfLen(lengths[i%len(lengths)], byte(i))
+		e := s.take(k, uint64(n-i))
+		k[0]++
+		entries = append(entries, e)
+	}
+	for i, e := range entries {
+		want := keyOfLen(lengths[i%len(lengths)], byte(i))
+		require.True(t, bytes.Equal(want, []byte(e.key())), "entry %d", i)
+		require.EqualValues(t, -1, e.index)
+	}
+}
