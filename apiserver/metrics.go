@@ -143,7 +143,7 @@ func newClusterCollector(c Cluster) *clusterCollector {
 		expirations:   d("raftlock_locks_expired_total", "Leases that ran out."),
 		logFault:      d("raftlock_raft_log_fault", "1 while this node cannot write its raft log (a full disk, say: /healthz says why), else 0."),
 		halted: d("raftlock_halted",
-			"1 when this node halted on a committed entry or snapshot its raftlock version cannot read (it stopped applying and closed itself; /healthz says why and what to install), else 0."),
+			"1 when this node stopped by itself: it met a committed entry or snapshot its raftlock version cannot read, or its disk failed a sync of the raft log (it closed itself; /healthz says why and what to do), else 0."),
 		gossipMembers: d("raftlock_gossip_members", "Members gossip knows, raft members or not, by state (alive, failed, left); absent while gossip is off.", "state"),
 		failureTolerance: d("raftlock_cluster_failure_tolerance",
 			"Voters the cluster can still lose and keep a quorum, as the leader last judged it (absent while unknown)."),
