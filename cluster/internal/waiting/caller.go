@@ -189,9 +189,10 @@ func (w *Waiters) withdraw(ctx context.Context, key string, owner fsm.Owner) err
 		return unknownWithdrawal(ctx, fmt.Errorf("withdrawing the acquire of %q: %w", key, err))
 	case res.Status == fsm.StatusHeld:
 		// The leader answered a call of this owner with its grant (a newer
-		// call, or this one with its answer lost): not withdrawn, and not
-		// ended under that call (see CancelWait).
-		return unknownWithdrawal(ctx, fmt.Errorf("the owner holds %q (token %d), as the leader told a call of it: if none of your calls has it, release it with the same owner", key, res.Token))
+		// call, or this one with its answer lost), or cannot rule that out
+		// (see mayHaveAnswered): not withdrawn, and not ended under that
+		// call (see CancelWait).
+		return unknownWithdrawal(ctx, fmt.Errorf("the owner may hold %q (token %d): the leader told a call of it so, or cannot rule it out; if none of your calls has it, release it with the same owner", key, res.Token))
 	}
 	return ctx.Err()
 }

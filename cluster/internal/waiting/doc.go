@@ -50,15 +50,16 @@
 //     whose ctx ends also withdraws itself, to confirm it; if that cannot
 //     be confirmed within twice the election timeout, its error also
 //     matches lock.ErrUnknownOutcome. A withdrawal never ends a grant the
-//     leader has answered to a call of the owner (a newer call, answered
-//     before a slow link brought the older call's withdrawal, may hold
-//     it): the leader does not propose that cancel-wait, and the caller's
-//     error matches lock.ErrUnknownOutcome (registry.go says how). The
+//     leader answered to a call of the owner in the four RequestTimeouts
+//     before it (a newer call, answered before a slow link brought the
+//     older call's withdrawal, may hold it): the leader does not propose
+//     that cancel-wait, and the caller's error matches
+//     lock.ErrUnknownOutcome (registry.go says how, and why four). The
 //     leader holds such a cancel-wait back while a call by the same owner
 //     is parked: that call withdraws itself when its caller goes, and the
-//     cancel-wait follows; or it is a
-//     newer one, sent again through another node by a client that gave up
-//     on the first, whose claim the cancel-wait must not take.
+//     cancel-wait follows; or it is a newer one, sent again through
+//     another node by a client that gave up on the first, whose claim the
+//     cancel-wait must not take.
 //   - the leader changes (the parked call fails: not leader, leadership
 //     lost, connection lost; or this node hears of a new leader while the
 //     call is parked, which cuts it): the caller sends the same acquire,

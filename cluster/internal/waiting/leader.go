@@ -143,7 +143,7 @@ func (w *Waiters) AtLeader(ctx context.Context, t Term, cmd fsm.Command, receive
 func (w *Waiters) withdrawAtLeader(t Term, cmd fsm.Command, wt *waiter) {
 	var p Pending
 	key := waitKey(cmd)
-	queued := w.parked.withdraw(key, cmd.Owner, wt, func() {
+	queued := w.parked.withdraw(key, cmd.Owner, wt, keyStateIn(t, key), func() {
 		p, _ = t.Enqueue(fsm.Command{Op: fsm.OpCancelWait, Key: key, Owner: cmd.Owner})
 	})
 	if !queued || p == nil {
@@ -172,19 +172,19 @@ func (w *Waiters) withdrawAtLeader(t Term, cmd fsm.Command, wt *waiter) {
 // away (the cancel-wait then waits until its ctx ends and the caller's
 // error says the outcome is unknown). Likewise it waits for the owner's
 // immediate acquires being answered, and a grant to the owner that this
-// leader answered to a call (that call may be newer than the one
-// withdrawn: see registry) is not ended: the cancel-wait is not
-// proposed, and its answer is held, with the grant's token, which
-// withdraw reports as an unknown outcome. The check and the queuing
-// happen under the registry's claim lock, so a call parking meanwhile is
-// either seen or queued after the cancel-wait.
+// leader answered to a call within answerMemory (that call may be newer
+// than the one withdrawn: see registry), or may have answered, is not
+// ended: the cancel-wait is not proposed, and its answer is held, with
+// the grant's token, which withdraw reports as an unknown outcome. The
+// check and the queuing happen under the registry's claim lock, so a call
+// parking meanwhile is either seen or queued after the cancel-wait.
 func (w *Waiters) CancelWait(ctx context.Context, t Term, cmd fsm.Command) (fsm.Result, error) {
 	for {
 		var (
 			p   Pending
 			err error
 		)
-		busy, acked := w.parked.unlessParked(cmd.Key, cmd.Owner, func() {
+		busy, acked := w.parked.unlessParked(cmd.Key, cmd.Owner, keyStateIn(t, cmd.Key), func() {
 			p, err = t.Enqueue(cmd)
 		})
 		switch {
@@ -198,6 +198,16 @@ func (w *Waiters) CancelWait(ctx context.Context, t Term, cmd fsm.Command) (fsm.
 		if err := t.Until(ctx, busy); err != nil {
 			return fsm.Result{}, err
 		}
+	}
+}
+
+// keyStateIn reads key's state in term t's state machine, for a
+// withdrawal that must tell whether a hold there may be a grant the
+// leader answered (see mayHaveAnswered).
+func keyStateIn(t Term, key string) func() fsm.KeyState {
+	return func() fsm.KeyState {
+		st, _ := t.KeyState(key)
+		return st
 	}
 }
 

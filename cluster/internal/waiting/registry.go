@@ -3,6 +3,7 @@ package waiting
 import (
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/raftlock/raftlock/fsm"
 )
@@ -54,17 +55,42 @@ func newWaiter() *waiter {
 // under claim like park's), and a withdrawal of (key, owner) waits for the
 // latter and then leaves an answered grant alone: its caller learns that
 // the outcome is unknown (Waiters.withdraw), never that the grant was ended.
+// An answer is noted only for as long as such a withdrawal may still come
+// (answerMemory), and at most maxAcked of them, the oldest forgotten first
+// (forgotUntil says what a withdrawal does then).
 type registry struct {
 	claim   sync.Mutex // serializes the register-and-queue of park, withdraw, unlessParked and queueAcquires
-	mu      sync.Mutex // protects the maps below; taken inside Apply by deliver
+	mu      sync.Mutex // protects the fields below; taken inside Apply by deliver
 	waiting map[waiterKey]*waiter
-	// acked is the token of the grant this node, leading, last answered to
-	// a call of (key, owner), until the owner parks again or releases, or
-	// its lease runs out.
-	acked map[waiterKey]uint64
+	// acked and older are the grants this node, leading, last answered to
+	// a call of (key, owner), until the owner parks again or releases, its
+	// lease runs out, or the answer is forgotten: acked holds the newer
+	// answers, older the ones before, and each new answer goes in acked
+	// (see ageLocked).
+	acked, older answers
+	memory       time.Duration        // answerMemory
+	capacity     int                  // maxAcked
+	now          func() time.Duration // this node's monotonic clock
+	// forgotUntil is when the last answer forgotten for want of room
+	// (capacity) would have been forgotten by age, and forgotToken the
+	// newest token among such answers since forgotUntil last passed: until
+	// then a withdrawal that finds no answer may have lost one (see
+	// mayHaveAnswered).
+	forgotUntil time.Duration
+	forgotToken uint64
 	// answering counts the immediate acquires of (key, owner) queued and
 	// not yet answered.
 	answering map[waiterKey]*answering
+}
+
+// answers is one generation of answered grants, each the token of the
+// grant last answered to a call of (key, owner): those answered from start
+// on (the monotonic clock), the last at last; newest is the newest token
+// among them.
+type answers struct {
+	m           map[waiterKey]uint64
+	start, last time.Duration
+	newest      uint64
 }
 
 // answering is the immediate acquires of one (key, owner) in flight; done
@@ -74,14 +100,47 @@ type answering struct {
 	done chan struct{}
 }
 
-// maxAcked bounds acked: a hold that ends unseen by the registry (a
-// force-release, a session's destroy) leaves its entry, so past this many
-// entries the registry forgets them all. Forgetting only lets a late
-// withdrawal end such a grant, as it could before the registry noted them.
-const maxAcked = 1 << 16
+// answerMemory is how long the registry keeps an answered grant: for as
+// long as a withdrawal of an earlier call of the same owner may still
+// reach the leader, which nothing bounds hard. The leader's own
+// withdrawal of a parked call (withdrawAtLeader) comes at once: a grant
+// answered to another call of the owner is that parked call's own grant
+// answered again (the state machine answers "held" to an immediate
+// acquire by an owner it has queued), whose delivery wakes the parked
+// call. A caller's withdrawal (Waiters.withdraw) is retried for at most
+// patience (no more than RequestTimeout); past that its caller is told
+// the outcome is unknown. What may still come later is a cancel-wait
+// already sent and held up on its way: in the sender's transport queue (a
+// stalled write is cut after ten seconds) or in a slow link, where TCP
+// retransmits for minutes before it gives up. So the memory is a choice,
+// four RequestTimeouts (40s by default): one for a withdrawal's own
+// retries, which may run beside the newer call that was answered, and
+// three for a request held up in transit, well past the transport's write
+// timeout and TCP's first retransmissions. A withdrawal later than that
+// ends the grant, as any did before the registry noted answers.
+func answerMemory(requestTimeout time.Duration) time.Duration { return 4 * requestTimeout }
 
-func newRegistry() *registry {
-	return &registry{waiting: make(map[waiterKey]*waiter), acked: make(map[waiterKey]uint64), answering: make(map[waiterKey]*answering)}
+// maxAcked bounds the answers kept, for memory and for the cost of an
+// answer, which grows with the maps' size (their slots fall out of the
+// processor's caches): it keeps the newest 65,536 answers at least, as
+// many as the registry kept at most when it forgot them all at once, in
+// at most about 15 MB (measured with 16-byte keys, the two maps at their
+// largest). Up to 1,600 immediate grants a second (65,536 in the 40s of
+// the default memory) every answer is kept for its whole memory; faster,
+// the older generation goes early (ageLocked), and a withdrawal that then
+// finds no answer errs on the safe side (mayHaveAnswered).
+const maxAcked = 1 << 17
+
+func newRegistry(memory time.Duration, now func() time.Duration) *registry {
+	r := &registry{
+		waiting:   make(map[waiterKey]*waiter),
+		memory:    memory,
+		capacity:  maxAcked,
+		now:       now,
+		answering: make(map[waiterKey]*answering),
+	}
+	r.acked = answers{m: make(map[waiterKey]uint64), start: now()}
+	return r
 }
 
 // ack notes that a call of (key, owner) was told it holds the grant of
@@ -93,23 +152,138 @@ func (r *registry) ack(key string, owner fsm.Owner, token uint64) {
 }
 
 func (r *registry) ackLocked(k waiterKey, token uint64) {
-	if len(r.acked) >= maxAcked {
-		clear(r.acked)
+	now := r.now()
+	r.ageLocked(now)
+	if len(r.acked.m) >= r.capacity/2 {
+		if len(r.older.m) > 0 { // and not all memory old: ageLocked would have let them go
+			if r.forgotUntil <= now {
+				r.forgotToken = 0 // the earlier ones' memory has ended
+			}
+			r.forgotUntil = max(r.forgotUntil, r.older.last+r.memory)
+			r.forgotToken = max(r.forgotToken, r.older.newest)
+		}
+		r.nextGenerationLocked(now, true)
 	}
-	r.acked[k] = token
+	r.acked.m[k] = token
+	r.acked.last = now
+	r.acked.newest = max(r.acked.newest, token)
+}
+
+// ageLocked forgets the answers that are memory old: it starts a new
+// generation (acked) once the current one is memory old, and lets the
+// older one go once its last answer is. So an answer is kept at least
+// memory, unless maxAcked newer ones push it out, and at most twice that,
+// and forgetting costs no work per answer.
+//
+// Why generations, not a queue of answers pruned one by one: this is on
+// every immediate grant's answer, thousands a second, and a map that
+// has an entry deleted for every one added (the oldest) fills with
+// deleted slots that lengthen every probe: measured with as many answers
+// kept, such a queue cost two to three times what the one insert done
+// here costs. Letting a whole generation go is one assignment.
+func (r *registry) ageLocked(now time.Duration) {
+	if now-r.acked.start >= r.memory {
+		// The older generation's last answer is no later than the current
+		// one's start: memory old too.
+		r.nextGenerationLocked(now, false)
+	}
+	if r.older.m != nil && r.older.last+r.memory <= now {
+		r.older = answers{}
+	}
+}
+
+// nextGenerationLocked makes the current generation the older one, and
+// lets the older one go. full says the current one is full: then the new
+// one reuses the older one's map, cleared, whose room it will fill too
+// (growing a map from empty rehashes every key at each doubling, which
+// measured costs several times the insert); otherwise a fresh map lets a
+// burst's room go.
+func (r *registry) nextGenerationLocked(now time.Duration, full bool) {
+	if len(r.acked.m) == 0 {
+		r.acked.start = now
+		return
+	}
+	m := r.older.m
+	if full && m != nil {
+		clear(m)
+	} else {
+		m = make(map[waiterKey]uint64)
+	}
+	r.older = r.acked
+	r.acked = answers{m: m, start: now}
+}
+
+// answeredLocked is the token of the grant answered to a call of k, 0 if
+// none is kept; then upTo, when not 0, is the newest token of the answers
+// forgotten for want of room whose memory has not ended: k's may be one.
+func (r *registry) answeredLocked(k waiterKey) (token, upTo uint64) {
+	now := r.now()
+	r.ageLocked(now)
+	if token, ok := r.acked.m[k]; ok {
+		return token, 0 // the newer answer, if older holds one too
+	}
+	if token, ok := r.older.m[k]; ok {
+		return token, 0
+	}
+	if now < r.forgotUntil {
+		return 0, r.forgotToken
+	}
+	return 0, 0
+}
+
+// forgetLocked drops what ack noted of k.
+func (r *registry) forgetLocked(k waiterKey) {
+	delete(r.acked.m, k)
+	delete(r.older.m, k)
+}
+
+// mayHaveAnswered is the token of a hold in st, the state of owner's key,
+// that may be a grant answered to a call of owner whose answer the
+// registry forgot for want of room (its token at most upTo), 0 if none:
+// the owner's hold of a mutex (or multi-key set); any slot of a semaphore
+// or read/write key, whose state does not name holders; the newest such.
+// A hold with a newer token than upTo was granted after every forgotten
+// answer's grant (tokens only grow), so it is none of them.
+//
+// Why a withdrawal treats such a hold as answered, leaving it alone and
+// telling its caller the outcome is unknown, rather than ending it as a
+// withdrawal that finds no answer does: ending it may end a lease a
+// caller was told it holds (two holders), while leaving it leaves what a
+// caller that gave up might have had to its TTL (or, when the owner was
+// only queued on a semaphore, its wait), which the unknown outcome tells
+// the caller to settle with the same owner (the lock API's handle keeps
+// the owner for its next acquire or release). The leader answers a safe
+// "unknown" for a while when answers come faster than it keeps them,
+// never an unsafe release.
+func mayHaveAnswered(st fsm.KeyState, owner fsm.Owner, upTo uint64) uint64 {
+	if st.Kind == fsm.KindMutex {
+		if st.Held && st.Owner == owner && st.Token <= upTo {
+			return st.Token
+		}
+		return 0
+	}
+	var token uint64
+	for _, h := range st.Holds { // in token order
+		if !h.Delayed && h.Token <= upTo {
+			token = h.Token
+		}
+	}
+	return token
 }
 
 // forget drops what ack noted of (key, owner): its hold ended.
 func (r *registry) forget(key string, owner fsm.Owner) {
 	r.mu.Lock()
-	delete(r.acked, waiterKey{key, owner})
+	r.forgetLocked(waiterKey{key, owner})
 	r.mu.Unlock()
 }
 
-// forgetAcked forgets every grant ack noted.
+// forgetAcked forgets every grant ack noted, and that any was forgotten.
 func (r *registry) forgetAcked() {
 	r.mu.Lock()
-	clear(r.acked)
+	r.acked = answers{m: make(map[waiterKey]uint64), start: r.now()}
+	r.older = answers{}
+	r.forgotUntil, r.forgotToken = 0, 0
 	r.mu.Unlock()
 }
 
@@ -190,7 +364,7 @@ func (r *registry) park(key string, owner fsm.Owner, queue func() error) (*waite
 		close(old.gone)
 	}
 	r.waiting[k] = w
-	delete(r.acked, k) // a new call: its own answer decides what it holds
+	r.forgetLocked(k) // a new call: its own answer decides what it holds
 	r.mu.Unlock()
 	if err := queue(); err != nil {
 		r.unregister(key, owner, w)
@@ -201,9 +375,10 @@ func (r *registry) park(key string, owner fsm.Owner, queue func() error) (*waite
 
 // withdraw unregisters w and calls queue (which queues a cancel-wait) if w
 // is still the latest call for (key, owner) and no grant to the owner was
-// answered (acked) since it parked, once the owner's immediate acquires in
-// flight are answered; it reports whether it queued.
-func (r *registry) withdraw(key string, owner fsm.Owner, w *waiter, queue func()) bool {
+// answered (acked) since it parked, nor may have been (keyState, which
+// reads the key's state, and mayHaveAnswered), once the owner's immediate
+// acquires in flight are answered; it reports whether it queued.
+func (r *registry) withdraw(key string, owner fsm.Owner, w *waiter, keyState func() fsm.KeyState, queue func()) bool {
 	k := waiterKey{key, owner}
 	for {
 		r.claim.Lock()
@@ -221,34 +396,45 @@ func (r *registry) withdraw(key string, owner fsm.Owner, w *waiter, queue func()
 		}
 		delete(r.waiting, k)
 		close(w.gone)
-		_, acked := r.acked[k]
+		token, upTo := r.answeredLocked(k)
 		r.mu.Unlock()
-		if !acked {
+		if token == 0 && upTo != 0 {
+			token = mayHaveAnswered(keyState(), owner, upTo) // outside mu, which Apply takes
+		}
+		if token == 0 {
 			queue()
 		}
 		r.claim.Unlock()
-		return !acked
+		return token == 0
 	}
 }
 
 // unlessParked calls queue (which queues a cancel-wait) unless a call by
 // (key, owner) is parked or an immediate acquire of it is being answered
 // (then it returns a channel closed when that is over, and does not call
-// queue), or a grant to the owner was answered (then it returns its token,
-// and does not call queue).
-func (r *registry) unlessParked(key string, owner fsm.Owner, queue func()) (busy <-chan struct{}, acked uint64) {
+// queue), or a grant to the owner was answered, or may have been
+// (keyState, which reads the key's state, and mayHaveAnswered): then it
+// returns its token, and does not call queue.
+func (r *registry) unlessParked(key string, owner fsm.Owner, keyState func() fsm.KeyState, queue func()) (busy <-chan struct{}, acked uint64) {
 	k := waiterKey{key, owner}
 	r.claim.Lock()
 	defer r.claim.Unlock()
 	r.mu.Lock()
-	w, a, token := r.waiting[k], r.answering[k], r.acked[k]
+	w, a := r.waiting[k], r.answering[k]
+	var token, upTo uint64
+	if w == nil && a == nil {
+		token, upTo = r.answeredLocked(k)
+	}
 	r.mu.Unlock()
 	switch {
 	case w != nil:
 		return w.gone, 0
 	case a != nil:
 		return a.done, 0
-	case token != 0:
+	case token == 0 && upTo != 0:
+		token = mayHaveAnswered(keyState(), owner, upTo) // outside mu, which Apply takes
+	}
+	if token != 0 {
 		return nil, token
 	}
 	queue()
@@ -271,7 +457,7 @@ func (r *registry) deliver(ev fsm.Event) {
 	case fsm.EventGranted, fsm.EventWaitExpired, fsm.EventUnclaimed:
 	case fsm.EventExpired:
 		r.mu.Lock()
-		delete(r.acked, waiterKey{ev.Key, ev.Owner})
+		r.forgetLocked(waiterKey{ev.Key, ev.Owner})
 		r.mu.Unlock()
 		return
 	default:

@@ -105,7 +105,7 @@ type Waiters struct {
 // New makes a node's waiters. Its Deliver is the node's state machine's
 // observer, so New comes before the state machine.
 func New(cfg Config, node Node) *Waiters {
-	return &Waiters{cfg: cfg, node: node, log: cfg.Log, parked: newRegistry()}
+	return &Waiters{cfg: cfg, node: node, log: cfg.Log, parked: newRegistry(answerMemory(cfg.RequestTimeout), cfg.Monotonic)}
 }
 
 // Local counts this node's callers blocked in a waiting Acquire.
