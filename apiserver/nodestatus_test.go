@@ -204,3 +204,48 @@ func checkMembersBuilds(t *testing.T, nodes []*cluster.Node) {
 		}, 20*time.Second, 10*time.Millisecond, "members as %s shows them: %+v", node.ID(), &got)
 	}
 }
+
+// GET /v1/cluster asked of a follower shows each member's status and
+// health as the leader judges them (a follower judges none): a member
+// stopped shows failed and unhealthy there, as on the leader.
+func TestClusterOnAFollowerShowsTheLeadersJudgement(t *testing.T) {
+	c := clustertest.Start(t, 3, func(cfg *cluster.Config) { cfg.DeadVoterTimeout = time.Hour })
+	stopped := c.Follower(t)
+	require.NoError(t, stopped.Close())
+	// Both that remain are asked, and the one that does not lead must
+	// answer: an election meanwhile (a loaded machine's heartbeats come
+	// late) may swap their roles.
+	var survivors []*testNode
+	for _, node := range c.Nodes {
+		if node != stopped {
+			survivors = append(survivors, newTestNodeOver(t, node, Config{}, nil))
+		}
+	}
+
+	judged := func(members []api.Member) map[string]string {
+		out := map[string]string{}
+		for _, m := range members {
+			out[m.ID] = m.Status + "/" + m.Health
+		}
+		return out
+	}
+	want := map[string]string{"n0": "alive/healthy", "n1": "alive/healthy", "n2": "alive/healthy"}
+	want[stopped.ID()] = "failed/unhealthy"
+	var st, leaders api.ClusterStatus
+	require.Eventually(t, func() bool {
+		var follower bool
+		for _, n := range survivors {
+			got, err := n.client.Cluster(context.Background())
+			switch {
+			case err != nil:
+				return false
+			case got.Role == api.RoleFollower:
+				st, follower = got, true
+			case got.Role == api.RoleLeader:
+				leaders = got
+			}
+		}
+		return follower && assert.ObjectsAreEqual(want, judged(st.Members)) && assert.ObjectsAreEqual(want, judged(leaders.Members))
+	}, 20*time.Second, 10*time.Millisecond, "the members as a follower shows them: %+v; as the leader does: %+v", &st.Members, &leaders.Members)
+	require.NotNil(t, st.Health, "with the leader's report they came in")
+}

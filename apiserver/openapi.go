@@ -103,7 +103,7 @@ var openAPIRoutes = []routeDoc{
 	{method: http.MethodGet, path: "/v1/waiters", right: "`read` on the key", summary: "The callers queued for a key, next first, read from this node's own state (may be a little behind); never their owners.",
 		query: []paramDoc{{"key", "the key, percent-encoded", true}}, answer: api.WaitersResponse{},
 		codes: []string{api.CodeBadRequest, api.CodeInvalidKey, api.CodeNotImplemented, api.CodePermissionDenied, api.CodeClosed, api.CodeInternal}},
-	{method: http.MethodGet, path: "/v1/cluster", right: "any known token (it names no key)", summary: "This node's view of its cluster: members (each with its raftlock version and command level, and a mark on those below the leader's level), leader, term, raft figures.",
+	{method: http.MethodGet, path: "/v1/cluster", right: "any known token (it names no key)", summary: "This node's view of its cluster: members (each with its raftlock version and command level, a mark on those below the leader's level, and its status and health as the leader judges them, which a follower shows as the leader last reported them), leader, term, raft figures.",
 		answer: api.ClusterStatus{}, codes: []string{api.CodeBadRequest, api.CodeNotCluster}},
 	{method: http.MethodPost, path: "/v1/leave", right: "`admin` on the prefix `\"\"`", summary: "Take this node out of its cluster for good; it then stops.",
 		answer: api.LeaveResponse{}, codes: codes([]string{api.CodeBadRequest, api.CodeUnsupportedMedia, api.CodeNotImplemented, api.CodePermissionDenied}, storeCodes)},

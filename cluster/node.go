@@ -249,11 +249,14 @@ func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 // skipped. Keys and Waiters are counted by the state machine as it goes,
 // without a walk.
 type Stats struct {
-	ID, Addr     string
-	State        string // raft state: Follower, Candidate, Leader or Shutdown
-	LeaderID     string
-	LeaderAddr   string
-	Members      []Member // the raft configuration, by ID; nil if raft could not tell
+	ID, Addr   string
+	State      string // raft state: Follower, Candidate, Leader or Shutdown
+	LeaderID   string
+	LeaderAddr string
+	// Members is the raft configuration, by ID; nil if raft could not
+	// tell. Each member's Status and Health are the leader's judgement:
+	// on another node as the leader last reported it, with Health.
+	Members      []Member
 	Term         uint64
 	CommitIndex  uint64
 	AppliedIndex uint64 // last entry the lock state machine applied

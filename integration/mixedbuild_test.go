@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/internal/testskip"
 	"github.com/raftlock/raftlock/lock"
 )
@@ -71,7 +73,9 @@ func buildAtCommit(t *testing.T, commit string) string {
 // the other's. At every step, through every agent (so a request is
 // forwarded between builds): the held locks keep their tokens, their owners
 // can extend them, a new grant's token is larger than every one before, and
-// a release ends it. With one agent upgraded, the checks run once under a
+// a release ends it, and the leader judges every member healthy (followers
+// of the current build show its judgement when it is of the current build
+// too). With one agent upgraded, the checks run once under a
 // leader of each build, so that requests are forwarded both ways and each
 // build replicates its entries to the other.
 func TestMixedBuildRollingUpgrade(t *testing.T) {
@@ -103,9 +107,43 @@ func TestMixedBuildRollingUpgrade(t *testing.T) {
 		holds = append(holds, held{req: req, token: grant(i%agents, req).Token})
 	}
 
+	// checkJudgements: the leader judges every member alive and healthy,
+	// whatever its build (a member of the older build refuses a stats
+	// request that carries the leader's view of the members, is asked
+	// again without it, and keeps answering), and a follower of the
+	// current build shows that judgement when a leader of the current
+	// build reports it.
+	checkJudgements := func(step string) {
+		t.Helper()
+		require.NoError(t, pollUntil(ctx, 100*time.Millisecond, step+": the leader's judgement of the members", func(ctx context.Context) error {
+			l := c.leader(ctx)
+			if l == nil {
+				return errors.New("no leader")
+			}
+			for _, n := range c.nodes {
+				if n != l && (n.bin != "" || l.bin != "") {
+					continue // no judgement on a follower of the older build, nor under a leader of it
+				}
+				qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				st, err := n.client.Cluster(qctx)
+				cancel()
+				if err != nil {
+					return fmt.Errorf("%s: %w", n.id, err)
+				}
+				for _, m := range st.Members {
+					if m.Status != "alive" || m.Health != api.HealthHealthy {
+						return fmt.Errorf("%s (%s build, leader %s of the %s build) shows %s %q/%q", n.id, buildOf(n), l.id, buildOf(l), m.ID, m.Status, m.Health)
+					}
+				}
+			}
+			return nil
+		}))
+	}
+
 	// checkEveryAgent is what must hold between any two steps of the upgrade.
 	checkEveryAgent := func(step string) {
 		t.Helper()
+		checkJudgements(step)
 		for via := range c.nodes {
 			s := c.store(via)
 			for _, h := range holds {

@@ -23,6 +23,9 @@
 //	  KindSessionRead: 16-byte session ID
 //	  KindServerStats: string id (the asking leader's) | health flags (1 known, 2 the asked node healthy) |
 //	               uvarint failure tolerance | uvarint voters | uvarint healthy voters
+//	               [| uvarint n (1..MaxReportMembers) | n × (string member id | string status |
+//	               flags (1 judged, 2 healthy)): the leader's view of its members, only with a known
+//	               health, and only to a member that reads it (a build before it refuses it)]
 //	  KindGroup:   uvarint n (1..MaxGroupCommands) | n × (uvarint length | a command in its fsm encoding,
 //	               as KindCommand: an acquire without wait, an acquire-all without wait, a release, an extend)
 //	reply: version | code | kind | body

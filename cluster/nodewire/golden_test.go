@@ -55,6 +55,7 @@ func goldenRequests() []Request {
 		&Join{ID: "n3", Addr: "10.0.0.3:7000", ClusterID: "5f0c9a3b8e7d6c5b4a39281706f5e4d3"},
 		&Info{ID: "n2", APIAddr: "http://10.0.0.2:7070", Level: 2},
 		&Info{ID: "n2", APIAddr: "http://10.0.0.2:7070", Level: 1, Version: "v1.4.0"},
+		sampleStatsWithMembers(),
 	)
 }
 

@@ -837,15 +837,42 @@ type ServerStatsRequest struct {
 }
 
 // HealthReport is what the leader tells a member with each KindServerStats
-// request: the cluster's failure tolerance, and whether it judges that
-// member healthy. known is false before the leader's first health check.
+// request: the cluster's failure tolerance, whether it judges that
+// member healthy, and how it sees every member. known is false before the
+// leader's first health check.
 type HealthReport struct {
 	Known         bool
 	Healthy       bool
 	Tolerance     int
 	Voters        int
 	HealthyVoters int
+	// Members is the leader's view of each member of its configuration,
+	// by ID, so that a node that does not lead shows it (package cluster).
+	// It travels after the other fields, and only when Known and not
+	// empty: a request without it has the bytes of the builds before it,
+	// which refuse the trailing bytes (the leader then asks such a member
+	// again without them: see package cluster's FetchServerStats).
+	Members []MemberReport
 }
+
+// MemberReport is how the leader sees one member: Status is what its
+// member source says (alive, failed, left; "" when it knows none), and
+// Healthy how its reconciler last judged the member, once it has (Judged).
+type MemberReport struct {
+	ID      string
+	Status  string
+	Judged  bool
+	Healthy bool
+}
+
+// MaxReportMembers bounds the members of one health report, and
+// maxStatusLen a member's status in it (autopilot's words are short): so
+// many of the longest entries stay well under transport.MaxFrameSize
+// (TestFullHealthReportFitsAFrame).
+const (
+	MaxReportMembers = 4096
+	maxStatusLen     = 32
+)
 
 func (r *ServerStatsRequest) Kind() Kind { return KindServerStats }
 
@@ -854,7 +881,18 @@ func (r *ServerStatsRequest) appendBody(b []byte) []byte {
 	b = appendFlags(b, r.Health.Known, r.Health.Healthy)
 	b = binary.AppendUvarint(b, uint64(max(r.Health.Tolerance, 0)))
 	b = binary.AppendUvarint(b, uint64(max(r.Health.Voters, 0)))
-	return binary.AppendUvarint(b, uint64(max(r.Health.HealthyVoters, 0)))
+	b = binary.AppendUvarint(b, uint64(max(r.Health.HealthyVoters, 0)))
+	if !r.Health.Known || len(r.Health.Members) == 0 {
+		return b
+	}
+	members := r.Health.Members[:min(len(r.Health.Members), MaxReportMembers)]
+	b = binary.AppendUvarint(b, uint64(len(members)))
+	for _, m := range members {
+		b = appendString(b, m.ID)
+		b = appendString(b, m.Status[:min(len(m.Status), maxStatusLen)])
+		b = appendFlags(b, m.Judged, m.Judged && m.Healthy)
+	}
+	return b
 }
 
 func (r *ServerStatsRequest) decodeBody(d *fsm.Decoder) {
@@ -864,6 +902,27 @@ func (r *ServerStatsRequest) decodeBody(d *fsm.Decoder) {
 	r.Health.Tolerance = d.Count()
 	r.Health.Voters = d.Count()
 	r.Health.HealthyVoters = d.Count()
+	if !d.More() {
+		return
+	}
+	// One encoding per message: members only with a known health, and
+	// never an empty list.
+	n := d.Uvarint()
+	if d.Err() == nil && (!r.Health.Known || n == 0 || n > MaxReportMembers) {
+		d.Fail("report members out of range")
+		return
+	}
+	for i := uint64(0); i < n && d.Err() == nil; i++ {
+		m := MemberReport{ID: d.String(MaxIDLen), Status: d.String(maxStatusLen)}
+		f := readFlags(d, "member health flags", 2)
+		m.Judged, m.Healthy = f[0], f[1]
+		if d.Err() == nil && (m.ID == "" || m.Healthy && !m.Judged) {
+			d.Fail("report member")
+		}
+		if d.Err() == nil {
+			r.Health.Members = append(r.Health.Members, m)
+		}
+	}
 }
 
 func (a *SessionResult) appendBody(b []byte) []byte {

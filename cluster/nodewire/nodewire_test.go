@@ -310,6 +310,73 @@ func TestHoldsAndSetKeysFitAFrame(t *testing.T) {
 	}
 }
 
+// sampleStatsWithMembers is a leader's stats request that carries its view
+// of the members: one judged healthy, one failed and judged unhealthy, one
+// it has not judged yet and whose status it does not know.
+func sampleStatsWithMembers() *ServerStatsRequest {
+	return &ServerStatsRequest{ID: "n0", Health: HealthReport{Known: true, Tolerance: 0, Voters: 3, HealthyVoters: 2, Members: []MemberReport{
+		{ID: "n0", Status: "alive", Judged: true, Healthy: true},
+		{ID: "n1", Status: "failed", Judged: true},
+		{ID: "n2"},
+	}}}
+}
+
+// The leader's view of its members travels at the end of a stats request,
+// and only with a known health: a request of the builds before it (no view)
+// still decodes, with no members, and one with the view round-trips; a
+// build before it refuses the view as trailing bytes, which is why the
+// leader asks such a member again without it (package cluster).
+func TestStatsRequestCarriesTheMembersOptionally(t *testing.T) {
+	withView := sampleStatsWithMembers()
+	without := *withView
+	without.Health.Members = nil
+	before := EncodeRequest(&without)
+	// The bytes of the builds before the view (requests.golden holds them too).
+	assert.Equal(t, []byte{Version, byte(KindServerStats), 2, 'n', '0', 1, 0, 3, 2}, before)
+	got, err := DecodeRequest(before)
+	require.NoError(t, err)
+	assert.Empty(t, got.(*ServerStatsRequest).Health.Members, "an older leader's request: no view")
+	assert.Equal(t, &without, got)
+
+	b := EncodeRequest(withView)
+	assert.Equal(t, before, b[:len(before)], "the view only follows the fields every build reads")
+	got, err = DecodeRequest(b)
+	require.NoError(t, err)
+	assert.Equal(t, withView, got)
+
+	unknown := *withView
+	unknown.Health = HealthReport{Members: withView.Health.Members}
+	got, err = DecodeRequest(EncodeRequest(&unknown))
+	require.NoError(t, err)
+	assert.Equal(t, &ServerStatsRequest{ID: "n0"}, got, "no view sent without a known health")
+
+	for name, body := range map[string][]byte{
+		"no members":             append(slices.Clone(before), 0),
+		"view of an unknown":     append(EncodeRequest(&ServerStatsRequest{ID: "n0"}), 1, 2, 'n', '1', 0, 0),
+		"healthy but not judged": append(slices.Clone(before), 1, 2, 'n', '1', 0, 2),
+		"empty member ID":        append(slices.Clone(before), 1, 0, 0, 0),
+		"more than announced":    append(slices.Clone(before), 2, 2, 'n', '1', 0, 0),
+		"unknown flags":          append(slices.Clone(before), 1, 2, 'n', '1', 0, 4),
+	} {
+		_, err := DecodeRequest(body)
+		assert.ErrorIs(t, err, ErrBadRequest, name)
+	}
+}
+
+// A report of MaxReportMembers of the longest IDs and statuses stays well
+// under the transport's frame limit; a longer one is cut to it.
+func TestFullHealthReportFitsAFrame(t *testing.T) {
+	req := ServerStatsRequest{ID: strings.Repeat("l", MaxIDLen), Health: HealthReport{Known: true}}
+	for i := range MaxReportMembers + 1 {
+		req.Health.Members = append(req.Health.Members, MemberReport{ID: fmt.Sprintf("%0*d", MaxIDLen, i), Status: strings.Repeat("s", maxStatusLen), Judged: true})
+	}
+	b := EncodeRequest(&req)
+	assert.Less(t, len(b), transport.MaxFrameSize/8)
+	got, err := DecodeRequest(b)
+	require.NoError(t, err)
+	assert.Len(t, got.(*ServerStatsRequest).Health.Members, MaxReportMembers)
+}
+
 // A reply that announces more entries than it carries is refused without
 // allocating for the count.
 func TestListReplyCountMustMatch(t *testing.T) {
@@ -327,6 +394,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	}
 	f.Add(EncodeRequest(&Info{ID: "n2", APIAddr: "http://10.0.0.2:7070", Level: 2}))                    // the optional last field
 	f.Add(EncodeRequest(&Info{ID: "n2", APIAddr: "http://10.0.0.2:7070", Level: 1, Version: "v1.4.0"})) // and the one after it
+	f.Add(EncodeRequest(sampleStatsWithMembers()))                                                      // the leader's view of its members
 	f.Fuzz(func(t *testing.T, b []byte) {
 		req, err := DecodeRequest(b)
 		if err != nil {

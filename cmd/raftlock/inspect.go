@@ -27,10 +27,10 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		"runs once members have told each other (a member below the leader's level is marked:\n"+
 		"the leader refuses newer commands until it is upgraded), the cluster's failure\n"+
 		"tolerance and readiness (GET /readyz), each member's health as the leader judges it\n"+
-		"(asked of another agent, status asks the leader too, at its API address) with a ROLE\n"+
-		"of failed or left for a member that is gone, and, asked of the leader, the last changes\n"+
-		"its reconciler made to the membership. -json prints the agent's answer\n"+
-		"(GET /v1/cluster) as JSON instead."+connectHelp, nil, stdout, stderr)
+		"(any agent shows it as the leader reports it; asked of an agent too old to, status asks\n"+
+		"the leader too, at its API address) with a ROLE of failed or left for a member that is\n"+
+		"gone, and, asked of the leader, the last changes its reconciler made to the membership.\n"+
+		"-json prints the agent's answer (GET /v1/cluster) as JSON instead."+connectHelp, nil, stdout, stderr)
 	asJSON := fs.Bool("json", false, "print the cluster status as JSON (GET /v1/cluster's answer)")
 	if code := fs.parseArgs(args); code >= 0 {
 		return code

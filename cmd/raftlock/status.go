@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/raftlock/raftlock/api"
@@ -66,15 +67,20 @@ func printBelowLeader(w io.Writer, members []api.Member, leaderLevel int) {
 }
 
 // leaderView is the leader's own answer to GET /v1/cluster, when st, the
-// asked agent's, is not the leader's: only the leader judges its members'
-// health and knows which are failed or left, so status asked of a
-// follower shows the leader's judgement of them, read at the leader's API
-// address (its -advertise-http) with the same token and TLS settings. It
-// returns nil and why when st is the leader's own, or the leader cannot be
+// asked agent's, is not the leader's and judges no member: only the leader
+// judges its members' health and knows which are failed or left. An agent
+// of this version shows that judgement on a follower too, as the leader
+// reports it with its health checks, and then nothing is asked here. An
+// agent of a version before that (or whose leader runs one), or one that
+// has heard no recent report, shows none: status asks the leader itself
+// then, at its API address (its -advertise-http) with the same token and
+// TLS settings, so that it shows the leader's judgement through a rolling
+// upgrade as before it. It returns nil and why when the leader cannot be
 // read (no leader, no API address known, unreachable, or an agent that
-// answers as another node or not as the leader).
+// answers as another node or not as the leader); nil and "" when st is the
+// leader's own or judges a member.
 func leaderView(ctx context.Context, cfg api.ClientConfig, st api.ClusterStatus) (*api.ClusterStatus, string) {
-	if st.Role == api.RoleLeader {
+	if st.Role == api.RoleLeader || slices.ContainsFunc(st.Members, func(m api.Member) bool { return m.Health != "" }) {
 		return nil, ""
 	}
 	if st.LeaderID == "" {

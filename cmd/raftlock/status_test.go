@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"slices"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -117,4 +118,74 @@ func TestStatusOnAFollowerShowsTheLeadersJudgement(t *testing.T) {
 		}
 	}
 	assert.NotContains(t, out, "could not be read")
+}
+
+// statusServer serves GET /v1/cluster with *st, counting the requests.
+func statusServer(t *testing.T, st *api.ClusterStatus) (url string, hits *atomic.Int32) {
+	t.Helper()
+	hits = new(atomic.Int32)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/cluster" {
+			http.NotFound(w, r)
+			return
+		}
+		hits.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(st)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, hits
+}
+
+// raftlock status asked of a follower shows the leader's judgement of the
+// members as the follower's agent answers it, which carries it: nothing is
+// asked of the leader. An agent too old to carry it (no member judged)
+// leaves status to ask the leader at its API address, as before.
+func TestStatusOnAFollowerAsksTheLeaderOnlyForAnOlderAgent(t *testing.T) {
+	leaderSt := api.ClusterStatus{NodeID: "n0", Role: api.RoleLeader, LeaderID: "n0", Members: []api.Member{
+		{ID: "n0", Address: "10.0.0.1:7400", Suffrage: api.SuffrageVoter, Leader: true, Status: "alive", Health: api.HealthHealthy},
+		{ID: "n1", Address: "10.0.0.2:7400", Suffrage: api.SuffrageVoter, Status: "alive", Health: api.HealthHealthy},
+		{ID: "n2", Address: "10.0.0.3:7400", Suffrage: api.SuffrageVoter, Status: "failed", Health: api.HealthUnhealthy},
+	}}
+	leaderURL, leaderHits := statusServer(t, &leaderSt)
+	for i := range leaderSt.Members {
+		leaderSt.Members[i].APIAddr = leaderURL
+	}
+	rows := []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^n0\s+10\.0\.0\.1:7400\s+voter\s+leader\s+-\s+\S+\s+healthy\s`),
+		regexp.MustCompile(`(?m)^n1\s+10\.0\.0\.2:7400\s+voter\s+follower\s+-\s+\S+\s+healthy\s`),
+		regexp.MustCompile(`(?m)^n2\s+10\.0\.0\.3:7400\s+voter\s+failed\s+-\s+\S+\s+unhealthy \(failed\)\s`),
+	}
+
+	follower := leaderSt
+	follower.NodeID, follower.Role = "n1", api.RoleFollower
+	follower.Members = slices.Clone(leaderSt.Members)
+	for i := range follower.Members {
+		follower.Members[i].Leader = follower.Members[i].ID == "n0"
+	}
+	followerURL, _ := statusServer(t, &follower)
+	for name, tc := range map[string]struct {
+		judges    bool  // the follower's agent carries the leader's judgement
+		leaderGet int32 // requests status makes to the leader
+	}{
+		"current agent": {judges: true, leaderGet: 0},
+		"older agent":   {judges: false, leaderGet: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			for i, m := range leaderSt.Members {
+				if !tc.judges {
+					m.Status, m.Health = "", ""
+				}
+				follower.Members[i].Status, follower.Members[i].Health = m.Status, m.Health
+			}
+			leaderHits.Store(0)
+			var out, errOut bytes.Buffer
+			require.Equal(t, exitOK, runStatus([]string{"-addr", followerURL}, &out, &errOut), errOut.String())
+			for _, row := range rows {
+				assert.Regexp(t, row, out.String())
+			}
+			assert.NotContains(t, out.String(), "could not be read")
+			assert.Equal(t, tc.leaderGet, leaderHits.Load(), "requests to the leader's API")
+		})
+	}
 }

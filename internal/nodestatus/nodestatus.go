@@ -66,7 +66,11 @@ type Member struct {
 	// HealthUnhealthy as its reconciler last judged it (alive, in contact,
 	// on the leader's term, not far behind); "" before the first check.
 	// A node that does not lead has no view of its own: GET /v1/cluster on
-	// it shows the leader's, which it asks the leader for.
+	// it shows the leader's, as the leader reports it with every health
+	// check (the report ClusterHealth comes in). Both are "" there while
+	// that report is not known (ClusterHealth.Known false: no leader, or
+	// none heard from it for a few checks), and when the leader runs a
+	// build from before the report carried them.
 	Status string `json:"status,omitempty"`
 	Health string `json:"health,omitempty"`
 	// Version is the member's raftlock version (the module version, as

@@ -66,7 +66,9 @@ import (
 //
 // The leader's failure tolerance (healthy voters beyond a quorum) is what
 // Readiness reports, on every node: the leader passes it along with each
-// stats request. The reconciler's last actions, with their reasons, are in
+// stats request, and with it its view of every member (status and
+// health), which the other nodes' Stats show; both are believed for a few
+// checks. The reconciler's last actions, with their reasons, are in
 // Stats.ReconcileActions.
 //
 // Timing. A dead voter is replaced after failure detection (members.go:
@@ -135,6 +137,10 @@ type ClusterHealth = nodestatus.ClusterHealth
 // heardHealth is a ClusterHealth and whom it came from.
 type heardHealth struct {
 	ClusterHealth
+	// members is the leader's view of each member, by ID; nil when its
+	// report had none (a leader of a build before it, or before its first
+	// health check).
+	members  map[string]nodewire.MemberReport
 	leaderID string
 	at       time.Duration // this node's monotonic reading when it learned it
 }
@@ -167,6 +173,12 @@ type reconciler struct {
 	// answered is each member's last answer to a stats request, while
 	// this node leads.
 	answered map[raft.ServerID]answeredStats
+	// refusedView holds, while this node leads, the members that refused
+	// a stats request carrying its view of the members (a build before
+	// it), with when (monotonic): they are asked without it until
+	// viewRetryAfter has passed or a request to them fails (a restart, as
+	// on an upgrade, may bring a build that reads it).
+	refusedView map[raft.ServerID]time.Duration
 	// goodSince is this node's monotonic reading since when every report
 	// (its own judgement while it leads, else goodLeader's) has said this
 	// node is healthy with enough failure tolerance; 0 when the last one
@@ -182,7 +194,7 @@ type answeredStats struct {
 
 func newReconciler(mgr *Manager) *reconciler {
 	r := &reconciler{mgr: mgr, poke: make(chan struct{}, 1), reasons: map[raft.ServerID]string{}, leaving: map[raft.ServerID]time.Duration{}, answered: map[raft.ServerID]answeredStats{},
-		counts: map[string]uint64{}}
+		refusedView: map[raft.ServerID]time.Duration{}, counts: map[string]uint64{}}
 	for _, a := range reconcileActionNames {
 		r.counts[a] = 0
 	}
@@ -227,6 +239,7 @@ func (r *reconciler) run() {
 		r.mu.Lock()
 		r.state = nil
 		clear(r.answered)
+		clear(r.refusedView)
 		r.goodSince = 0
 		r.mu.Unlock()
 		mgr.heartbeats.forget()
@@ -392,13 +405,76 @@ func (r *reconciler) health() ClusterHealth {
 		}
 		return healthOf(r.state, raft.ServerID(mgr.cfg.NodeID), r.stateAt)
 	}
-	leaderID := mgr.leader()
-	h := r.heard
-	if leaderID == "" || h.leaderID != leaderID || mgr.monotonic()-h.at > 4*mgr.autopilotInterval() {
+	h, ok := r.believedLocked()
+	if !ok {
 		return ClusterHealth{}
 	}
 	return h.ClusterHealth
 }
+
+// believedLocked is the last report of the leader this node knows, and
+// whether it is recent enough to believe (a few health checks old at
+// most); r.mu is held.
+func (r *reconciler) believedLocked() (heardHealth, bool) {
+	mgr := r.mgr
+	leaderID := mgr.leader()
+	h := r.heard
+	if leaderID == "" || h.leaderID != leaderID || mgr.monotonic()-h.at > 4*mgr.autopilotInterval() {
+		return heardHealth{}, false
+	}
+	return h, true
+}
+
+// view is each member's status and health as the leader sees them, by
+// ID: on the leader its own (what its member source says now, and its
+// reconciler's last judgement), elsewhere the current leader's last
+// report while health believes it; nil when there is none. So one rule,
+// health's, says on every node whether the leader's judgement is known.
+func (r *reconciler) view() map[string]nodewire.MemberReport {
+	mgr := r.mgr
+	if mgr.isLeader() {
+		r.mu.Lock()
+		state := r.state
+		r.mu.Unlock()
+		out := make(map[string]nodewire.MemberReport)
+		for _, m := range mgr.leaderView(state) {
+			out[m.ID] = m
+		}
+		return out
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h, ok := r.believedLocked()
+	if !ok {
+		return nil
+	}
+	return h.members
+}
+
+// leaderView is how this node, leading, sees each member of its
+// configuration, sorted by ID: the status its member source gives now, and
+// the health state (autopilot's, nil before its first check) gives.
+func (mgr *Manager) leaderView(state *autopilot.State) []nodewire.MemberReport {
+	var out []nodewire.MemberReport
+	for _, m := range mgr.knownMembers() {
+		if !m.InConfig {
+			continue
+		}
+		rep := nodewire.MemberReport{ID: string(m.ID), Status: string(m.Status)}
+		if state != nil {
+			if srv := state.Servers[m.ID]; srv != nil {
+				rep.Judged, rep.Healthy = true, srv.Health.Healthy
+			}
+		}
+		out = append(out, rep)
+	}
+	return out
+}
+
+// viewRetryAfter is how long the leader asks a member that refused its
+// view of the members without it, before it tries again: a backstop for
+// an upgrade it did not see as a failed request.
+func (mgr *Manager) viewRetryAfter() time.Duration { return 30 * mgr.autopilotInterval() }
 
 // healthOf summarizes an autopilot state for the member id.
 func healthOf(s *autopilot.State, id raft.ServerID, at time.Time) ClusterHealth {
@@ -412,22 +488,6 @@ func healthOf(s *autopilot.State, id raft.ServerID, at time.Time) ClusterHealth 
 		h.Healthy = srv.Health.Healthy
 	}
 	return h
-}
-
-// memberHealth reports, on the leader, whether autopilot last judged
-// member id healthy; ok is false elsewhere or for a member it has not
-// judged yet.
-func (r *reconciler) memberHealth(id string) (healthy, ok bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.state == nil {
-		return false, false
-	}
-	srv := r.state.Servers[raft.ServerID(id)]
-	if srv == nil {
-		return false, false
-	}
-	return srv.Health.Healthy, true
 }
 
 // heardFromLeader records the health report a leader sent with its stats
@@ -446,6 +506,12 @@ func (r *reconciler) heardFromLeader(req *nodewire.ServerStatsRequest) {
 			HealthyVoters:    req.Health.HealthyVoters,
 			Healthy:          req.Health.Healthy,
 			CheckedAt:        time.Now(),
+		}
+	}
+	if len(req.Health.Members) > 0 {
+		h.members = make(map[string]nodewire.MemberReport, len(req.Health.Members))
+		for _, m := range req.Health.Members {
+			h.members[m.ID] = m
 		}
 	}
 	r.mu.Lock()
@@ -534,7 +600,12 @@ func (d *autopilotDelegate) KnownServers() map[raft.ServerID]*autopilot.Server {
 // answered): its last contact grows until it passes lastContactThreshold,
 // so a member that stops answering turns unhealthy whatever its member
 // source says. The request carries this leader's latest health report,
-// which is how every node knows the cluster's failure tolerance.
+// which is how every node knows the cluster's failure tolerance, and its
+// view of every member (leaderView), which is how a node that does not
+// lead shows it. A build before the view refuses a request with it
+// (nodewire.CodeBadRequest: trailing bytes); such a member is asked again
+// at once without it, and for a while after (refusedView), so that it
+// keeps answering and keeps getting the health report.
 func (d *autopilotDelegate) FetchServerStats(ctx context.Context, servers map[raft.ServerID]*autopilot.Server) map[raft.ServerID]*autopilot.ServerStats {
 	r := (*reconciler)(d)
 	mgr := r.mgr
@@ -552,6 +623,11 @@ func (d *autopilotDelegate) FetchServerStats(ctx context.Context, servers map[ra
 	})
 	defer stopWithParent()
 
+	var view []nodewire.MemberReport
+	if state != nil {
+		view = mgr.leaderView(state)
+	}
+
 	out := make(map[raft.ServerID]*autopilot.ServerStats, len(servers))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -568,13 +644,30 @@ func (d *autopilotDelegate) FetchServerStats(ctx context.Context, servers map[ra
 			h := healthOf(state, id, at)
 			req.Health = nodewire.HealthReport{Known: true, Tolerance: h.FailureTolerance, Voters: h.Voters, HealthyVoters: h.HealthyVoters, Healthy: h.Healthy}
 		}
+		var withoutView []byte // the request as a build before the view reads it
+		if state != nil && len(view) > 0 {
+			withoutView = nodewire.EncodeRequest(&req)
+			if r.readsView(id) {
+				req.Health.Members = view
+			}
+		}
 		body := nodewire.EncodeRequest(&req)
 		addr := string(srv.Address)
 		wg.Go(func() {
 			rep, err := mgr.node.Call(ctx, addr, body)
+			if err == nil && rep.Code == nodewire.CodeBadRequest && len(req.Health.Members) > 0 {
+				r.mu.Lock()
+				r.refusedView[id] = mgr.monotonic()
+				r.mu.Unlock()
+				mgr.log.Debug("reconciler: member refused the leader's view of the members (an older build); asking without it", "id", id)
+				rep, err = mgr.node.Call(ctx, addr, withoutView)
+			}
 			now := time.Now()
 			r.mu.Lock()
 			defer r.mu.Unlock()
+			if err != nil {
+				delete(r.refusedView, id) // it may come back on another build
+			}
 			answer, ok := rep.Answer.(*nodewire.ServerStats)
 			var st nodewire.ServerStats
 			if ok {
@@ -599,6 +692,15 @@ func (d *autopilotDelegate) FetchServerStats(ctx context.Context, servers map[ra
 	}
 	wg.Wait()
 	return out
+}
+
+// readsView says whether member id is sent this leader's view of the
+// members: it has not refused it lately (see refusedView).
+func (r *reconciler) readsView(id raft.ServerID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, refused := r.refusedView[id]
+	return !refused || r.mgr.monotonic()-at > r.mgr.viewRetryAfter()
 }
 
 // RemoveFailedServer removes a member the promoter let go (a non-voter

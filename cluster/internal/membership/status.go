@@ -13,7 +13,9 @@ import (
 // What the node's Stats and Readiness show of its membership.
 
 // Members is the latest raft configuration (raft reads it without a round
-// trip), sorted by ID.
+// trip), sorted by ID, with each member's status and health as the leader
+// sees them: on the leader its own, elsewhere the one its last report
+// brought (see reconciler.view), none while that report is not believed.
 func (mgr *Manager) Members(leaderID string) []nodestatus.Member {
 	f := mgr.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
@@ -22,13 +24,7 @@ func (mgr *Manager) Members(leaderID string) []nodestatus.Member {
 	servers := f.Configuration().Servers
 	gossiped := mgr.gossipByID()
 	out := make([]nodestatus.Member, 0, len(servers))
-	var status map[raft.ServerID]string
-	if mgr.isLeader() {
-		status = make(map[raft.ServerID]string, len(servers))
-		for _, m := range mgr.knownMembers() {
-			status[m.ID] = string(m.Status)
-		}
-	}
+	view := mgr.reconciler.view()
 	for _, srv := range servers {
 		m := nodestatus.Member{
 			ID:       string(srv.ID),
@@ -49,11 +45,13 @@ func (mgr *Manager) Members(leaderID string) []nodestatus.Member {
 			// A member without gossip told us when it asked (HeardFrom).
 			m.APIAddr = mgr.peers.apiAddr(m.ID)
 		}
-		m.Status = status[srv.ID]
-		if healthy, ok := mgr.reconciler.memberHealth(m.ID); ok {
-			m.Health = nodestatus.HealthUnhealthy
-			if healthy {
-				m.Health = nodestatus.HealthHealthy
+		if j, ok := view[m.ID]; ok {
+			m.Status = j.Status
+			if j.Judged {
+				m.Health = nodestatus.HealthUnhealthy
+				if j.Healthy {
+					m.Health = nodestatus.HealthHealthy
+				}
 			}
 		}
 		m.Level, m.Version = mgr.memberBuild(m.ID, gossiped)
