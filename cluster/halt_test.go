@@ -2,6 +2,12 @@ package cluster
 
 import (
 	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -288,4 +294,76 @@ func TestNewRefusesSnapshotOfNewerFormat(t *testing.T) {
 	// Every restore is refused once halted: started again, the same.
 	_, err = New(cfg)
 	assert.ErrorIs(t, err, ErrHalted)
+}
+
+// A damaged latest snapshot is not taken for a newer build's (which halts
+// the node): the snapshot store checks each snapshot's checksum as it is
+// read, and a restore that fails it leaves raft to go on from the older
+// snapshot and the log, as a snapshot refused before any read did.
+func TestNewGoesOnFromAnOlderSnapshotWhenTheLatestIsDamaged(t *testing.T) {
+	for name, at := range map[string]func(size int64) int64{
+		"its version byte": func(int64) int64 { return 0 },
+		"in the middle":    func(size int64) int64 { return size / 2 },
+		"its last byte":    func(size int64) int64 { return size - 1 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := testConfig(t, "n0")
+			cfg.Bootstrap = true
+			n, err := New(cfg)
+			require.NoError(t, err)
+			_, first := acquire(t, n, "first", time.Hour)
+			require.NoError(t, n.raft.Snapshot().Error())
+			_, second := acquire(t, n, "second", time.Hour)
+			fillPastAChunk(t, n)
+			require.NoError(t, n.raft.Snapshot().Error())
+			require.NoError(t, n.Close())
+
+			store, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 3, testLogger("snaps"))
+			require.NoError(t, err)
+			metas, err := store.List()
+			require.NoError(t, err)
+			require.Len(t, metas, 2)
+			path := filepath.Join(cfg.DataDir, "snapshots", metas[0].ID, "state.bin")
+			f, err := os.OpenFile(path, os.O_RDWR, 0)
+			require.NoError(t, err)
+			var b [1]byte
+			_, err = f.ReadAt(b[:], at(metas[0].Size))
+			require.NoError(t, err)
+			b[0] ^= 0x7f
+			_, err = f.WriteAt(b[:], at(metas[0].Size))
+			require.NoError(t, err)
+			require.NoError(t, f.Close())
+
+			cfg.Bootstrap = false
+			n, err = New(cfg)
+			require.NoError(t, err, "a damaged snapshot halted the node or kept it from starting")
+			t.Cleanup(func() { n.Close() })
+			for key, lease := range map[string]lock.Lease{"first": first, "second": second} {
+				info, err := n.Inspect(context.Background(), key)
+				require.NoError(t, err)
+				require.True(t, info.Locked, key)
+				require.Equal(t, lease.Token, info.Token, key)
+			}
+		})
+	}
+}
+
+// fillPastAChunk holds locks with long metadata until a snapshot takes
+// more than the MiB the snapshot store reads and checks at a time, so
+// that a restore decodes the snapshot's start before the store has read
+// its end.
+func fillPastAChunk(t *testing.T, n *Node) {
+	meta := strings.Repeat("m", lock.MaxMetadataLen)
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < 1200; i += 16 {
+				_, err := n.Acquire(testCtx(t), lock.AcquireRequest{Key: fmt.Sprintf("filler-%04d", i), Owner: lock.NewOwner(), TTL: time.Hour, Metadata: meta})
+				assert.NoError(t, err)
+			}
+		}()
+	}
+	wg.Wait()
 }

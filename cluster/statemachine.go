@@ -458,6 +458,9 @@ func (s *stateMachine) Restore(rc io.ReadCloser) error {
 		err = fmt.Errorf("%w: machine snapshot version %d needs command level %d", fsm.ErrBadVersion, state[0], fsm.SnapshotLevel(state))
 	}
 	if errors.Is(err, fsm.ErrBadVersion) {
+		if damage := readToEnd(rc); damage != nil {
+			return fmt.Errorf("cluster: reading snapshot: %w", damage)
+		}
 		return s.stop(&HaltError{Index: applied, Snapshot: true, Build: buildDescription(s.levels.max), Cause: err})
 	}
 	if err != nil {
@@ -471,6 +474,9 @@ func (s *stateMachine) Restore(rc io.ReadCloser) error {
 	}
 	if errors.Is(err, fsm.ErrBadVersion) {
 		s.mu.Unlock()
+		if damage := readToEnd(rc); damage != nil {
+			return fmt.Errorf("cluster: reading snapshot: %w", damage)
+		}
 		return s.stop(&HaltError{Index: applied, Snapshot: true, Build: buildDescription(s.levels.max), Cause: err})
 	}
 	if err == nil {
@@ -487,6 +493,17 @@ func (s *stateMachine) Restore(rc io.ReadCloser) error {
 	}
 	s.restores.Add(1)
 	return nil
+}
+
+// readToEnd reads the rest of a snapshot that this build cannot read, to
+// tell a newer build's snapshot from a damaged one before halting: the
+// snapshot store checks a snapshot's checksum as it is read (and fails
+// the read at its end if it does not match), so a version byte that is
+// only damage must not halt the node as a newer format does; raft goes on
+// to an older snapshot instead.
+func readToEnd(r io.Reader) error {
+	_, err := io.Copy(io.Discard, r)
+	return err
 }
 
 // Restore decodes a snapshot as it reads it (fsm's RestoreFrom, through a

@@ -51,9 +51,11 @@ func TestKeyIndexAgreesWithMap(t *testing.T) {
 // checks of the whole machine.
 func (x *keyIndex) all() iter.Seq2[string, *entry] {
 	return func(yield func(string, *entry) bool) {
-		for _, e := range x.slots {
-			if e != nil && !yield(e.key(), e) {
-				return
+		for gi := range x.groups {
+			for _, e := range x.groups[gi].slots {
+				if e != nil && !yield(e.key(), e) {
+					return
+				}
 			}
 		}
 	}

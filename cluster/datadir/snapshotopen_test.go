@@ -1,0 +1,134 @@
+package datadir
+
+import (
+	"bytes"
+	"io"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"github.com/stretchr/testify/require"
+)
+
+// writeSnapshot stores state as a snapshot in a fresh store under dir and
+// returns the store, the snapshot's id and its state file.
+func writeSnapshot(t *testing.T, state []byte) (*privateSnapshots, string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	store, err := OpenSnapshotStore(dir, 2, hclog.NewNullLogger())
+	require.NoError(t, err)
+	sink, err := store.Create(raft.SnapshotVersionMax, 10, 2, raft.Configuration{}, 1, nil)
+	require.NoError(t, err)
+	_, err = sink.Write(state)
+	require.NoError(t, err)
+	require.NoError(t, sink.Close())
+	return store, sink.ID(), filepath.Join(dir, "snapshots", sink.ID(), "state.bin")
+}
+
+// readAll reads a snapshot through Open in small reads, as a decoder
+// does, and returns what it was handed and the error that ended it.
+func readAll(t *testing.T, store *privateSnapshots, id string) ([]byte, error) {
+	t.Helper()
+	meta, rc, err := store.Open(id)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	var got bytes.Buffer
+	buf := make([]byte, 4096+7)
+	for {
+		n, err := rc.Read(buf)
+		got.Write(buf[:n])
+		if err == io.EOF {
+			require.Equal(t, meta.Size, int64(got.Len()), "the size in the metadata")
+			return got.Bytes(), nil
+		}
+		if err != nil {
+			return got.Bytes(), err
+		}
+	}
+}
+
+func snapshotState(n int) []byte {
+	b := make([]byte, n)
+	rand.New(rand.NewSource(int64(n))).Read(b)
+	return b
+}
+
+func TestSnapshotOpenReadsWholeSnapshots(t *testing.T) {
+	for _, n := range []int{0, 1, checkedChunk - 1, checkedChunk, checkedChunk + 1, 3*checkedChunk + 5} {
+		state := snapshotState(n)
+		store, id, _ := writeSnapshot(t, state)
+		got, err := readAll(t, store, id)
+		require.NoError(t, err, "%d bytes", n)
+		require.True(t, bytes.Equal(state, got), "%d bytes read back differently", n)
+	}
+}
+
+// A damaged snapshot is never read to its end: the reader is refused the
+// chunk that holds the end, so a decoder cannot take the damaged state
+// for a whole one. Raft's own Open refused it before any read.
+func TestSnapshotOpenRefusesDamagedSnapshots(t *testing.T) {
+	const n = 2*checkedChunk + 100
+	damage := map[string]func(path string){
+		"a flipped byte early": func(path string) { flipByte(t, path, 10) },
+		"a flipped byte last":  func(path string) { flipByte(t, path, n-1) },
+		"truncated":            func(path string) { require.NoError(t, os.Truncate(path, n-1)) },
+		"truncated to nothing": func(path string) { require.NoError(t, os.Truncate(path, 0)) },
+		"longer":               func(path string) { appendByte(t, path) },
+	}
+	for name, hurt := range damage {
+		t.Run(name, func(t *testing.T) {
+			state := snapshotState(n)
+			store, id, path := writeSnapshot(t, state)
+			hurt(path)
+			got, err := readAll(t, store, id)
+			require.Error(t, err)
+			require.Less(t, len(got), n, "the reader was handed the whole state")
+			require.True(t, bytes.HasPrefix(state, got) || name != "truncated", "what was handed out is the file's start")
+			// A later read is refused too.
+			_, rc, err := store.Open(id)
+			require.NoError(t, err)
+			_, err = io.Copy(io.Discard, rc)
+			require.Error(t, err)
+			require.NoError(t, rc.Close())
+		})
+	}
+}
+
+func TestSnapshotOpenRefusesDamagedMetadata(t *testing.T) {
+	store, id, path := writeSnapshot(t, snapshotState(100))
+	meta := filepath.Join(filepath.Dir(path), "meta.json")
+	for name, content := range map[string]string{
+		"not json":    "{",
+		"no checksum": `{"ID":"x","Index":10,"Term":2,"Size":100}`,
+		"bad size":    `{"ID":"x","Index":10,"Term":2,"Size":-1,"CRC":"AAAAAAAAAAA="}`,
+	} {
+		require.NoError(t, os.WriteFile(meta, []byte(content), 0o600))
+		_, _, err := store.Open(id)
+		require.Error(t, err, name)
+	}
+}
+
+func flipByte(t *testing.T, path string, at int64) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	var b [1]byte
+	_, err = f.ReadAt(b[:], at)
+	require.NoError(t, err)
+	b[0] ^= 0x40
+	_, err = f.WriteAt(b[:], at)
+	require.NoError(t, err)
+}
+
+func appendByte(t *testing.T, path string) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = f.Write([]byte{0})
+	require.NoError(t, err)
+}
