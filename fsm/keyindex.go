@@ -17,10 +17,24 @@ import "hash/maphash"
 // collide cannot be predicted; nothing the machine decides depends on
 // where a key lands (the index is never iterated).
 type keyIndex struct {
-	seed   maphash.Seed
+	seed maphash.Seed
+	cur  slotTable
+	// old is the table cur replaced, while its entries move into cur a few
+	// slots at each add or remove (moveSome) rather than all at once:
+	// placing millions of keys again in one step held up the command that
+	// grew the index for seconds (at 6.3 million keys, past a client's
+	// timeout) on every member at once. Slots of old before moved are
+	// empty; lookups look in both.
+	old   slotTable
+	moved uint64
+	n     int
+}
+
+// slotTable is the open-addressing table: 8 * len(groups) slots, a power
+// of two.
+type slotTable struct {
 	groups []slotGroup
-	mask   uint64 // slots - 1: the slots are 8 * len(groups), a power of two
-	n      int
+	mask   uint64
 }
 
 // slotGroup is eight consecutive slots, their tags beside their pointers:
@@ -32,29 +46,56 @@ type slotGroup struct {
 	slots [8]*entry
 }
 
+func newSlotTable(size int) slotTable {
+	return slotTable{groups: makeLarge[slotGroup](size / 8), mask: uint64(size - 1)}
+}
+
+func (t *slotTable) slots() int { return len(t.groups) * 8 }
+
+// tag is slot i's tag, 0 for an empty slot.
+func (t *slotTable) tag(i uint64) uint8 { return t.groups[i>>3].tags[i&7] }
+
+// at is slot i's entry.
+func (t *slotTable) at(i uint64) *entry { return t.groups[i>>3].slots[i&7] }
+
+func (t *slotTable) set(i uint64, tag uint8, e *entry) {
+	g := &t.groups[i>>3]
+	g.tags[i&7], g.slots[i&7] = tag, e
+}
+
+// find is the slot of key, probing from slot from, or false.
+func (t *slotTable) find(from uint64, tag uint8, key string) (uint64, bool) {
+	for i := from; ; i = (i + 1) & t.mask {
+		switch t.tag(i) {
+		case 0:
+			return 0, false
+		case tag:
+			if t.at(i).key() == key {
+				return i, true
+			}
+		}
+	}
+}
+
+// place puts e in the first empty slot from its own (h's).
+func (t *slotTable) place(h uint64, tag uint8, e *entry) {
+	i := h & t.mask
+	for t.tag(i) != 0 {
+		i = (i + 1) & t.mask
+	}
+	t.set(i, tag, e)
+}
+
 // newKeyIndex returns an index with room for n keys before it grows.
 func newKeyIndex(n int) keyIndex {
 	size := 8
 	for size/4*3 < n {
 		size *= 2
 	}
-	return keyIndex{seed: maphash.MakeSeed(), groups: makeLarge[slotGroup](size / 8), mask: uint64(size - 1)}
+	return keyIndex{seed: maphash.MakeSeed(), cur: newSlotTable(size)}
 }
 
 func (x *keyIndex) len() int { return x.n }
-
-func (x *keyIndex) slots() int { return len(x.groups) * 8 }
-
-// tag is slot i's tag, 0 for an empty slot.
-func (x *keyIndex) tag(i uint64) uint8 { return x.groups[i>>3].tags[i&7] }
-
-// at is slot i's entry.
-func (x *keyIndex) at(i uint64) *entry { return x.groups[i>>3].slots[i&7] }
-
-func (x *keyIndex) set(i uint64, tag uint8, e *entry) {
-	g := &x.groups[i>>3]
-	g.tags[i&7], g.slots[i&7] = tag, e
-}
 
 // hash is key's hash: its low bits choose the first slot, its top seven
 // the tag (the low bit set, so no tag is zero).
@@ -69,52 +110,79 @@ func (x *keyIndex) get(key string) *entry {
 		return nil
 	}
 	h, tag := x.hash(key)
-	for i := h & x.mask; ; i = (i + 1) & x.mask {
-		switch x.tag(i) {
-		case 0:
-			return nil
-		case tag:
-			if e := x.at(i); e.key() == key {
-				return e
-			}
-		}
+	if i, ok := x.cur.find(h&x.cur.mask, tag, key); ok {
+		return x.cur.at(i)
 	}
+	if i, ok := x.findOld(h, tag, key); ok {
+		return x.old.at(i)
+	}
+	return nil
+}
+
+// findOld is key's slot in old, if it is still there. A probe starts no
+// earlier than the first slot not yet moved: the slots before it are
+// empty now, but were full when the keys after them were placed, and an
+// entry still in old is at or after it.
+func (x *keyIndex) findOld(h uint64, tag uint8, key string) (uint64, bool) {
+	if x.old.groups == nil {
+		return 0, false
+	}
+	from := h & x.old.mask
+	if from < x.moved {
+		from = x.moved
+	}
+	return x.old.find(from, tag, key)
 }
 
 // add adds e, whose key is not in the index.
 func (x *keyIndex) add(e *entry) {
-	if (x.n+1)*4 > x.slots()*3 {
+	if (x.n+1)*4 > x.cur.slots()*3 {
 		x.grow()
 	}
-	x.place(e)
-	x.n++
-}
-
-// place puts e in the first empty slot from its own.
-func (x *keyIndex) place(e *entry) {
 	h, tag := x.hash(e.key())
-	i := h & x.mask
-	for x.tag(i) != 0 {
-		i = (i + 1) & x.mask
-	}
-	x.set(i, tag, e)
+	x.cur.place(h, tag, e)
+	x.n++
+	x.moveSome()
 }
 
-// grow doubles the slots (to 8 for an empty index) and places every entry
-// again.
+// grow starts moving the entries into a table twice the size (8 slots for
+// an empty index). The move of the previous table is over by then: it
+// moves moveStep slots at each add, and cur, twice old's size, takes
+// old's size in adds and more to fill from three eighths to three
+// quarters.
 func (x *keyIndex) grow() {
-	old := x.groups
 	if x.seed == (maphash.Seed{}) {
 		x.seed = maphash.MakeSeed()
 	}
-	size := max(8, 2*x.slots())
-	x.groups, x.mask = makeLarge[slotGroup](size/8), uint64(size-1)
-	for gi := range old {
-		for _, e := range old[gi].slots {
-			if e != nil {
-				x.place(e)
-			}
+	for x.old.groups != nil { // only if moveStep were too small
+		x.moveSome()
+	}
+	size := max(8, 2*x.cur.slots())
+	x.old, x.cur, x.moved = x.cur, newSlotTable(size), 0
+	if x.n == 0 {
+		x.old = slotTable{}
+	}
+}
+
+// moveStep is how many of old's slots each add or remove moves into cur.
+const moveStep = 8
+
+// moveSome moves the entries of the next moveStep slots of old into cur.
+func (x *keyIndex) moveSome() {
+	if x.old.groups == nil {
+		return
+	}
+	end := min(x.moved+moveStep, uint64(x.old.slots()))
+	for i := x.moved; i < end; i++ {
+		if e := x.old.at(i); e != nil {
+			h, tag := x.hash(e.key())
+			x.cur.place(h, tag, e)
+			x.old.set(i, 0, nil)
 		}
+	}
+	x.moved = end
+	if end == uint64(x.old.slots()) {
+		x.old, x.moved = slotTable{}, 0
 	}
 }
 
@@ -124,26 +192,29 @@ func (x *keyIndex) remove(key string) {
 		return
 	}
 	h, tag := x.hash(key)
-	mask := x.mask
-	i := h & mask
-	for ; ; i = (i + 1) & mask {
-		if x.tag(i) == 0 {
-			return
-		}
-		if x.tag(i) == tag && x.at(i).key() == key {
-			break
-		}
+	if i, ok := x.cur.find(h&x.cur.mask, tag, key); ok {
+		x.removeAt(&x.cur, i)
+	} else if i, ok := x.findOld(h, tag, key); ok {
+		x.removeAt(&x.old, i)
+	} else {
+		return
 	}
-	// Shift back each later entry of the run whose own slot is at or
-	// before the hole (cyclically), so that every entry stays reachable
-	// from its own slot without crossing an empty one.
-	for j := (i + 1) & mask; x.tag(j) != 0; j = (j + 1) & mask {
-		home, _ := x.hash(x.at(j).key())
+	x.n--
+	x.moveSome()
+}
+
+// removeAt empties slot i of t and shifts back each later entry of the
+// run whose own slot is at or before the hole (cyclically), so that every
+// entry stays reachable from its own slot without crossing an empty one.
+// In old, the moved slots are empty and end every run that reaches them.
+func (x *keyIndex) removeAt(t *slotTable, i uint64) {
+	mask := t.mask
+	for j := (i + 1) & mask; t.tag(j) != 0; j = (j + 1) & mask {
+		home, _ := x.hash(t.at(j).key())
 		if (j-home)&mask >= (j-i)&mask {
-			x.set(i, x.tag(j), x.at(j))
+			t.set(i, t.tag(j), t.at(j))
 			i = j
 		}
 	}
-	x.set(i, 0, nil)
-	x.n--
+	t.set(i, 0, nil)
 }

@@ -51,10 +51,12 @@ func TestKeyIndexAgreesWithMap(t *testing.T) {
 // checks of the whole machine.
 func (x *keyIndex) all() iter.Seq2[string, *entry] {
 	return func(yield func(string, *entry) bool) {
-		for gi := range x.groups {
-			for _, e := range x.groups[gi].slots {
-				if e != nil && !yield(e.key(), e) {
-					return
+		for _, t := range []*slotTable{&x.cur, &x.old} {
+			for gi := range t.groups {
+				for _, e := range t.groups[gi].slots {
+					if e != nil && !yield(e.key(), e) {
+						return
+					}
 				}
 			}
 		}
@@ -68,4 +70,64 @@ func (x *keyIndex) entries() []*entry {
 		es = append(es, e)
 	}
 	return es
+}
+
+// Growing moves the entries into the bigger table a few at each change,
+// not all in the command that grows it: at millions of keys that one
+// command held up every member for seconds. Every key stays found
+// throughout, and through removals while the move is under way.
+func TestKeyIndexGrowsAFewSlotsAtATime(t *testing.T) {
+	var x keyIndex
+	var es []*entry
+	grows := 0
+	for i := range 50_000 {
+		before := x.cur.slots()
+		e := newEntry(lockKey(i))
+		x.add(e)
+		es = append(es, e)
+		if x.cur.slots() != before && before > 0 {
+			grows++
+			inCur := 0
+			for gi := range x.cur.groups {
+				for _, s := range x.cur.groups[gi].slots {
+					if s != nil {
+						inCur++
+					}
+				}
+			}
+			if inCur > 16+1 { // a few slots' entries and the new one: not the table
+
+				t.Fatalf("growing to %d slots at key %d placed %d entries at once", x.cur.slots(), i, inCur)
+			}
+		}
+		if i%7 == 3 { // remove an earlier key now and then, wherever it is
+			gone := es[i/2]
+			if gone != nil {
+				x.remove(gone.key())
+				es[i/2] = nil
+				if x.get(gone.key()) != nil {
+					t.Fatalf("%s still found after its removal", gone.key())
+				}
+			}
+		}
+		if i%997 == 0 {
+			for _, e := range es {
+				if e != nil && x.get(e.key()) != e {
+					t.Fatalf("after %d adds, %s is not found", i+1, e.key())
+				}
+			}
+		}
+	}
+	n := 0
+	for _, e := range es {
+		if e != nil {
+			n++
+			if x.get(e.key()) != e {
+				t.Fatalf("%s is not found", e.key())
+			}
+		}
+	}
+	if x.len() != n || grows < 10 {
+		t.Fatalf("len %d, want %d; %d grows", x.len(), n, grows)
+	}
 }
