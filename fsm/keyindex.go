@@ -47,7 +47,7 @@ type slotGroup struct {
 }
 
 func newSlotTable(size int) slotTable {
-	return slotTable{groups: makeLarge[slotGroup](size / 8), mask: uint64(size - 1)}
+	return slotTable{groups: make([]slotGroup, size/8), mask: uint64(size - 1)}
 }
 
 func (t *slotTable) slots() int { return len(t.groups) * 8 }
