@@ -23,9 +23,13 @@ type keyIndex struct {
 	// slots at each add or remove (moveSome) rather than all at once:
 	// placing millions of keys again in one step held up the command that
 	// grew the index for seconds (at 6.3 million keys, past a client's
-	// timeout) on every member at once. Slots of old before moved are
-	// empty; lookups look in both.
+	// timeout) on every member at once. The move goes around old from
+	// start, a slot that was empty when it began, so it takes every run of
+	// full slots from its first slot on: the moved slots, moved of them
+	// from start on, are empty, and a key still in old lies past them on
+	// its run. Lookups look in both tables.
 	old   slotTable
+	start uint64
 	moved uint64
 	n     int
 }
@@ -119,17 +123,17 @@ func (x *keyIndex) get(key string) *entry {
 	return nil
 }
 
-// findOld is key's slot in old, if it is still there. A probe starts no
-// earlier than the first slot not yet moved: the slots before it are
-// empty now, but were full when the keys after them were placed, and an
-// entry still in old is at or after it.
+// findOld is key's slot in old, if it is still there. A probe whose own
+// slot was moved starts at the first slot not yet moved: the moved slots
+// are empty now, but were full when the keys after them on the run were
+// placed, and the run was moved from its first slot on.
 func (x *keyIndex) findOld(h uint64, tag uint8, key string) (uint64, bool) {
 	if x.old.groups == nil {
 		return 0, false
 	}
 	from := h & x.old.mask
-	if from < x.moved {
-		from = x.moved
+	if (from-x.start)&x.old.mask < x.moved {
+		from = (x.start + x.moved) & x.old.mask
 	}
 	return x.old.find(from, tag, key)
 }
@@ -161,6 +165,11 @@ func (x *keyIndex) grow() {
 	x.old, x.cur, x.moved = x.cur, newSlotTable(size), 0
 	if x.n == 0 {
 		x.old = slotTable{}
+		return
+	}
+	x.start = 0
+	for x.old.tag(x.start) != 0 { // a quarter of the slots at least are empty
+		x.start++
 	}
 }
 
@@ -173,7 +182,8 @@ func (x *keyIndex) moveSome() {
 		return
 	}
 	end := min(x.moved+moveStep, uint64(x.old.slots()))
-	for i := x.moved; i < end; i++ {
+	for k := x.moved; k < end; k++ {
+		i := (x.start + k) & x.old.mask
 		if e := x.old.at(i); e != nil {
 			h, tag := x.hash(e.key())
 			x.cur.place(h, tag, e)
@@ -182,7 +192,7 @@ func (x *keyIndex) moveSome() {
 	}
 	x.moved = end
 	if end == uint64(x.old.slots()) {
-		x.old, x.moved = slotTable{}, 0
+		x.old, x.start, x.moved = slotTable{}, 0, 0
 	}
 }
 
@@ -206,7 +216,9 @@ func (x *keyIndex) remove(key string) {
 // removeAt empties slot i of t and shifts back each later entry of the
 // run whose own slot is at or before the hole (cyclically), so that every
 // entry stays reachable from its own slot without crossing an empty one.
-// In old, the moved slots are empty and end every run that reaches them.
+// In old, the moved slots are empty and end every run that reaches them:
+// the runs were moved from their first slot on, so no key left in old
+// lies past a moved slot on its run.
 func (x *keyIndex) removeAt(t *slotTable, i uint64) {
 	mask := t.mask
 	for j := (i + 1) & mask; t.tag(j) != 0; j = (j + 1) & mask {

@@ -131,3 +131,47 @@ func TestKeyIndexGrowsAFewSlotsAtATime(t *testing.T) {
 		t.Fatalf("len %d, want %d; %d grows", x.len(), n, grows)
 	}
 }
+
+// A run of full slots that wraps past the old table's end is still found
+// while the move empties the table's first slots: keys placed after the
+// wrap are reached from their own slot at the table's end.
+func TestKeyIndexFindsWrappedRunsWhileGrowing(t *testing.T) {
+	x := newKeyIndex(48) // 64 slots, full at 48 keys
+	last := uint64(x.cur.slots() - 1)
+	var wrapped, others []*entry
+	for i := 0; len(wrapped) < 14 || len(others) < 34; i++ {
+		e := newEntry(lockKey(i))
+		h, _ := x.hash(e.key())
+		switch {
+		case h&last == last && len(wrapped) < 14:
+			wrapped = append(wrapped, e)
+		case h&last != last && h&last > 20 && len(others) < 34:
+			others = append(others, e) // away from the wrapped run's slots
+		}
+	}
+	all := append(append([]*entry{}, wrapped...), others...)
+	for _, e := range all {
+		x.add(e)
+	}
+	for i := 0; i < 40; i++ { // grow, then move old a step at a time
+		e := newEntry(fmt.Sprintf("more-%d", i))
+		x.add(e)
+		all = append(all, e)
+		for _, e := range all {
+			if x.get(e.key()) != e {
+				t.Fatalf("after %d adds past growing (moved %d of old's slots), %s is not found", i+1, x.moved, e.key())
+			}
+		}
+	}
+	for _, e := range wrapped { // and removed from wherever they are
+		x.remove(e.key())
+		if x.get(e.key()) != nil {
+			t.Fatalf("%s still found after its removal", e.key())
+		}
+		for _, o := range others {
+			if x.get(o.key()) != o {
+				t.Fatalf("%s lost after removing %s", o.key(), e.key())
+			}
+		}
+	}
+}
