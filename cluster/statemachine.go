@@ -458,10 +458,7 @@ func (s *stateMachine) Restore(rc io.ReadCloser) error {
 		err = fmt.Errorf("%w: machine snapshot version %d needs command level %d", fsm.ErrBadVersion, state[0], fsm.SnapshotLevel(state))
 	}
 	if errors.Is(err, fsm.ErrBadVersion) {
-		if damage := readToEnd(rc); damage != nil {
-			return fmt.Errorf("cluster: reading snapshot: %w", damage)
-		}
-		return s.stop(&HaltError{Index: applied, Snapshot: true, Build: buildDescription(s.levels.max), Cause: err})
+		return s.refuseNewer(rc, applied, err)
 	}
 	if err != nil {
 		return err
@@ -474,10 +471,7 @@ func (s *stateMachine) Restore(rc io.ReadCloser) error {
 	}
 	if errors.Is(err, fsm.ErrBadVersion) {
 		s.mu.Unlock()
-		if damage := readToEnd(rc); damage != nil {
-			return fmt.Errorf("cluster: reading snapshot: %w", damage)
-		}
-		return s.stop(&HaltError{Index: applied, Snapshot: true, Build: buildDescription(s.levels.max), Cause: err})
+		return s.refuseNewer(rc, applied, err)
 	}
 	if err == nil {
 		s.applied = applied
@@ -495,15 +489,17 @@ func (s *stateMachine) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
-// readToEnd reads the rest of a snapshot that this build cannot read, to
-// tell a newer build's snapshot from a damaged one before halting: the
-// snapshot store checks a snapshot's checksum as it is read (and fails
-// the read at its end if it does not match), so a version byte that is
-// only damage must not halt the node as a newer format does; raft goes on
-// to an older snapshot instead.
-func readToEnd(r io.Reader) error {
-	_, err := io.Copy(io.Discard, r)
-	return err
+// refuseNewer halts the machine on a snapshot of a format this build does
+// not read (err matches fsm.ErrBadVersion) — unless the snapshot is only
+// damaged: the snapshot store checks a snapshot's checksum as it is read
+// and fails the read at its end when it does not match, so the rest is
+// read first, and a damaged version byte fails the restore (raft goes on
+// to an older snapshot) instead of halting the node as a newer format does.
+func (s *stateMachine) refuseNewer(rc io.Reader, applied uint64, err error) error {
+	if _, damage := io.Copy(io.Discard, rc); damage != nil {
+		return fmt.Errorf("cluster: reading snapshot: %w", damage)
+	}
+	return s.stop(&HaltError{Index: applied, Snapshot: true, Build: buildDescription(s.levels.max), Cause: err})
 }
 
 // Restore decodes a snapshot as it reads it (fsm's RestoreFrom, through a

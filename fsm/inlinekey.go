@@ -31,13 +31,13 @@ type keyClass struct {
 	many   func(n int) unsafe.Pointer
 }
 
-// perBlock is how many of c's entries a restore's block holds when left
-// more are to come: as many as fit restoreBlock bytes with the 8-byte
-// header Go puts before an object of more than 512 bytes that holds
-// pointers. 128 entries of 64 bytes (8192 bytes and the header) took a
-// 9472-byte block, 10 bytes a lock wasted.
-func (c *keyClass) perBlock(left uint64) int {
-	return int(min(left, uint64((restoreBlock-8)/int(c.stride))))
+// perBlock is how many of c's entries a restore's block holds: as many as
+// fit restoreBlock bytes with the 8-byte header Go puts before an object
+// of more than 512 bytes that holds pointers. 128 entries of 64 bytes
+// (8192 bytes and the header) took a 9472-byte block, 10 bytes a lock
+// wasted.
+func (c *keyClass) perBlock() int {
+	return (restoreBlock - 8) / int(c.stride)
 }
 
 func classOf[K any](max int) keyClass {
@@ -118,7 +118,7 @@ func (s *entrySlab) take(key []byte, left uint64) *entry {
 	i := keyClassOf[(len(key)+15)/16]
 	c, b := &keyClasses[i], &s.blocks[i]
 	if b.used == b.n {
-		b.n = c.perBlock(left)
+		b.n = int(min(left, uint64(c.perBlock())))
 		b.base, b.used = c.many(b.n), 0
 	}
 	e := (*entry)(unsafe.Add(b.base, uintptr(b.used)*c.stride))
