@@ -2,8 +2,11 @@ package fsm
 
 import (
 	"fmt"
+	"hash/maphash"
 	"iter"
 	"math/rand/v2"
+	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -172,6 +175,184 @@ func TestKeyIndexFindsWrappedRunsWhileGrowing(t *testing.T) {
 			if x.get(o.key()) != o {
 				t.Fatalf("%s lost after removing %s", o.key(), e.key())
 			}
+		}
+	}
+}
+
+// FuzzKeyIndex checks the index against a map through a sequence of adds,
+// removes and lookups that the input decodes to, from a tiny index (it
+// grows several times, and removals land while a move is under way) or one
+// sized ahead. The input chooses each key's own slot (its hash's low seven
+// bits, all of them a table of up to 128 slots uses), so that it can pile
+// keys into one run, or make a run wrap past the table's end; the index's
+// random seed then changes nothing but the tags.
+//
+// The first byte chooses the index: zero for an empty one, else one sized
+// for up to 96 keys. Then each operation is a byte, its top two bits the
+// kind (add; remove; remove and add again; lookup) and the rest a key (of
+// 64), and for a key not seen before a byte for its slot.
+func FuzzKeyIndex(f *testing.F) {
+	f.Add([]byte{0})
+	// Nine keys piled onto slot 7, a run that wraps past the end of the
+	// first table (8 slots), then removals and adds after it has grown.
+	f.Add([]byte{0, 0, 7, 1, 7, 2, 7, 3, 7, 4, 7, 5, 7, 6, 7, 7, 7, 8, 7, 9, 1, 64, 65, 66, 10, 1, 11, 2, 12, 3, 67, 68, 69})
+	// Twelve keys piled onto slot 5 and twelve more after them, so that
+	// the growth at the 25th key moves the pile's first slots and leaves
+	// the rest of it in the old table, then looked up and removed.
+	pile := []byte{0}
+	for k := range byte(25) {
+		slot := k + 6
+		if k < 12 {
+			slot = 5
+		}
+		pile = append(pile, k, slot)
+	}
+	for k := range byte(12) {
+		pile = append(pile, 192|k)
+	}
+	for k := range byte(12) {
+		pile = append(pile, 64|(11-k))
+	}
+	f.Add(pile)
+	// The same with the pile on slot 30, its run wrapping past the end of
+	// the old table of 32 slots.
+	wrap := slices.Clone(pile)
+	for k := range 12 {
+		wrap[2+2*k] = 30
+	}
+	f.Add(wrap)
+	// Keys added until the index has grown to 128 slots, and just after
+	// each growth three removed (while the move is under way) and added
+	// again.
+	grow := []byte{0}
+	for k := range byte(64) {
+		grow = append(grow, k, k*37)
+		if k == 6 || k == 12 || k == 24 || k == 48 {
+			grow = append(grow, 64|(k-1), 64|(k-3), 64|(k-5), k-1, k-3, k-5)
+		}
+	}
+	f.Add(grow)
+	// Into an index sized for 90 keys (128 slots), 20 keys piled onto slot
+	// 120, a run that wraps past the end, then each removed and added
+	// again, then removed.
+	end := []byte{90}
+	for k := range byte(20) {
+		end = append(end, k, 120)
+	}
+	for k := range byte(20) {
+		end = append(end, 128|k)
+	}
+	for k := range byte(20) {
+		end = append(end, 64|k)
+	}
+	f.Add(end)
+	// One seed for every input, so that an input does the same each time
+	// it runs (the fuzzer tells inputs apart by what code they reach, tag
+	// matches included) and each key is looked for once.
+	seed := maphash.MakeSeed()
+	var keysWithSlot [64][128]string
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if len(in) == 0 {
+			return
+		}
+		var x keyIndex
+		if in[0] != 0 {
+			x = newKeyIndex(int(in[0]) % 97)
+		}
+		x.seed = seed
+		in = in[1:]
+		next := func() byte {
+			if len(in) == 0 {
+				return 0
+			}
+			b := in[0]
+			in = in[1:]
+			return b
+		}
+		var keys [64]string
+		keyOf := func(k int) string {
+			if keys[k] == "" {
+				slot := next() & 127
+				if keysWithSlot[k][slot] == "" {
+					keysWithSlot[k][slot] = keyWithSlot(&x, k, uint64(slot))
+				}
+				keys[k] = keysWithSlot[k][slot]
+			}
+			return keys[k]
+		}
+		want := make(map[string]*entry)
+		check := func(key string) {
+			t.Helper()
+			if got := x.get(key); got != want[key] {
+				t.Fatalf("get(%q) = %p, want %p", key, got, want[key])
+			}
+		}
+		checkAll := func() {
+			t.Helper()
+			for _, key := range keys {
+				if key != "" {
+					check(key)
+				}
+			}
+			n := 0
+			for key, e := range x.all() {
+				if want[key] != e {
+					t.Fatalf("the index holds %q's entry %p, want %p", key, e, want[key])
+				}
+				n++
+			}
+			if n != len(want) {
+				t.Fatalf("the index holds %d entries, want %d", n, len(want))
+			}
+		}
+		for op := 0; len(in) > 0; op++ {
+			b := next()
+			k := int(b & 63)
+			key := keyOf(k)
+			switch b >> 6 {
+			case 0:
+				if want[key] == nil {
+					e := newEntry(key)
+					x.add(e)
+					want[key] = e
+				}
+			case 1:
+				x.remove(key)
+				delete(want, key)
+			case 2:
+				x.remove(key) // and in again, where it lands now
+				e := newEntry(key)
+				x.add(e)
+				want[key] = e
+			}
+			check(key)
+			if x.len() != len(want) {
+				t.Fatalf("len %d, want %d", x.len(), len(want))
+			}
+			if x.len()*4 > x.cur.slots()*3 {
+				t.Fatalf("%d keys in %d slots: more than three quarters full", x.len(), x.cur.slots())
+			}
+			if op%8 == 7 || x.old.groups != nil { // all of them while a move is under way
+				checkAll()
+			}
+		}
+		checkAll()
+		x.remove("absent")
+		if x.len() != len(want) {
+			t.Fatalf("len %d after removing an absent key, want %d", x.len(), len(want))
+		}
+	})
+}
+
+// keyWithSlot is a key, k's, whose own slot in a table of 128 slots or
+// fewer (the low seven bits of its hash) is slot, or slot's image in a
+// smaller table.
+func keyWithSlot(x *keyIndex, k int, slot uint64) string {
+	buf := fmt.Appendf(nil, "k%02d/", k)
+	for j := 0; ; j++ {
+		key := strconv.AppendInt(buf, int64(j), 10)
+		if h, _ := x.hash(string(key)); h&127 == slot {
+			return string(key)
 		}
 	}
 }
