@@ -180,19 +180,23 @@ func TestKeyIndexFindsWrappedRunsWhileGrowing(t *testing.T) {
 }
 
 // FuzzKeyIndex checks the index against a map through a sequence of adds,
-// removes and lookups that the input decodes to, from a tiny index (it
-// grows several times, and removals land while a move is under way) or one
-// sized ahead. The input chooses each key's own slot (its hash's low seven
-// bits, all of them a table of up to 128 slots uses), so that it can pile
-// keys into one run, or make a run wrap past the table's end; the index's
-// random seed then changes nothing but the tags.
+// batch adds, removes and lookups that the input decodes to, from a tiny
+// index (it grows several times, and removals land while a move is under
+// way) or one sized ahead. The input chooses each key's own slot (its hash's
+// low seven bits, all of them a table of up to 128 slots uses), so that it
+// can pile keys into one run, or make a run wrap past the table's end; the
+// index's random seed then changes nothing but the tags.
 //
 // The first byte chooses the index: zero for an empty one, else one sized
 // for up to 96 keys. Then each operation is a byte, its top two bits the
-// kind (add; remove; remove and add again; lookup) and the rest a key (of
-// 64), and for a key not seen before a byte for its slot.
+// kind (add; remove; remove and add again, or for a key not in the index a
+// batch add; lookup) and the rest a key (of 64), and for a key not seen
+// before a byte for its slot; a batch add has a byte more for how many keys
+// (the key and the ones after it not in the index).
 func FuzzKeyIndex(f *testing.F) {
 	f.Add([]byte{0})
+	// A batch of 16 keys into an empty index: added one at a time, growing.
+	f.Add([]byte{0, 128, 3, 15})
 	// Nine keys piled onto slot 7, a run that wraps past the end of the
 	// first table (8 slots), then removals and adds after it has grown.
 	f.Add([]byte{0, 0, 7, 1, 7, 2, 7, 3, 7, 4, 7, 5, 7, 6, 7, 7, 7, 8, 7, 9, 1, 64, 65, 66, 10, 1, 11, 2, 12, 3, 67, 68, 69})
@@ -232,6 +236,14 @@ func FuzzKeyIndex(f *testing.F) {
 		}
 	}
 	f.Add(grow)
+	// Into an index sized for 40 keys (64 slots), a batch of five keys,
+	// removals, then a batch of 16 keys piled onto slot 62, a run that
+	// wraps past the end over the first batch's, and removals in it.
+	sized := []byte{40, 128 | 5, 127, 4, 1, 2, 3, 4, 64 | 6, 64 | 5, 192 | 7, 128 | 30, 126, 15}
+	for range 15 {
+		sized = append(sized, 126)
+	}
+	f.Add(append(sized, 64|31, 64|30, 192|32, 64|8, 192|45, 192|9))
 	// Into an index sized for 90 keys (128 slots), 20 keys piled onto slot
 	// 120, a run that wraps past the end, then each removed and added
 	// again, then removed.
@@ -251,6 +263,17 @@ func FuzzKeyIndex(f *testing.F) {
 	// matches included) and each key is looked for once.
 	seed := maphash.MakeSeed()
 	var keysWithSlot [64][128]string
+	// Four batches of 16 keys into an index sized for 40 (64 slots, room
+	// for 48): the last one grows it.
+	full := []byte{40}
+	for k := range byte(64) {
+		if k%16 == 0 {
+			full = append(full, 128|k, k*5, 15)
+		} else {
+			full = append(full, k*5)
+		}
+	}
+	f.Add(full)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		if len(in) == 0 {
 			return
@@ -320,10 +343,26 @@ func FuzzKeyIndex(f *testing.F) {
 				x.remove(key)
 				delete(want, key)
 			case 2:
-				x.remove(key) // and in again, where it lands now
-				e := newEntry(key)
-				x.add(e)
-				want[key] = e
+				if want[key] != nil { // in again, where it lands now
+					x.remove(key)
+					e := newEntry(key)
+					x.add(e)
+					want[key] = e
+					break
+				}
+				var batch []*entry
+				for i, count := 0, int(next()%16)+1; i < 64 && len(batch) < count; i++ {
+					key := keyOf((k + i) % 64)
+					if want[key] == nil {
+						e := newEntry(key)
+						batch = append(batch, e)
+						want[key] = e
+					}
+				}
+				x.addBatch(batch)
+				for _, e := range batch {
+					check(e.key())
+				}
 			}
 			check(key)
 			if x.len() != len(want) {

@@ -486,9 +486,7 @@ func (r *snapshotReader) indexKeys(n uint64) chan<- []*entry {
 	go func(keys *keyIndex) {
 		defer close(r.keysDone)
 		for batch := range batches {
-			for _, e := range batch {
-				keys.add(e)
-			}
+			keys.addBatch(batch)
 		}
 	}(&r.keys)
 	return batches
