@@ -165,7 +165,7 @@ func checkInternals(m *Machine) error {
 				return fmt.Errorf("key %q: session-bound holder (or group) has a lease index %d", k, e.index)
 			}
 		} else {
-			if e.index < 0 || int(e.index) >= len(m.deadlines.leases) || m.deadlines.leases[e.index].e != e || m.deadlines.leases[e.index].at != e.expiresAt {
+			if e.index < 0 || int(e.index) >= m.deadlines.leases.len() || m.deadlines.leases.at(int(e.index)).e != e || m.deadlines.leases.at(int(e.index)).at != e.expiresAt {
 				return fmt.Errorf("key %q: lease not at its index %d", k, e.index)
 			}
 			want++
@@ -259,8 +259,8 @@ func checkInternals(m *Machine) error {
 			return fmt.Errorf("deadline index not a heap at %d", i)
 		}
 	}
-	for i := 1; i < len(m.deadlines.leases); i++ {
-		if m.deadlines.leases[i].before(&m.deadlines.leases[(i-1)/2]) {
+	for i := 1; i < m.deadlines.leases.len(); i++ {
+		if m.deadlines.leases.at(i).before(m.deadlines.leases.at((i - 1) / 2)) {
 			return fmt.Errorf("lease ends not a heap at %d", i)
 		}
 	}

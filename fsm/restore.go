@@ -435,7 +435,6 @@ func (r *snapshotReader) readKeys(f *keyFormat) error {
 	defer close(batches)
 	heldSets := make(map[uint64]*keySet) // multi-key grants by token; local, so on the stack
 	r.sets = make(map[Owner]*keySet)
-	r.heap.leases = slices.Grow(r.heap.leases, int(n))
 	if r.lastToken/64 <= n {
 		r.tokenBits = make([]uint64, r.lastToken/64+1)
 	}
