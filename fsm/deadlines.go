@@ -87,7 +87,7 @@ func (d *deadline) before(o *deadline) bool {
 // two heads in the one total order (before), so splitting the index
 // changes no decision.
 type deadlines struct {
-	leases []leaseDeadline
+	leases leaseHeap
 	others []deadline
 }
 
@@ -96,6 +96,53 @@ type deadlines struct {
 type leaseDeadline struct {
 	at time.Duration
 	e  *entry
+}
+
+// leaseHeap holds the lease ends, element i at chunks[i/leaseChunk][i%leaseChunk],
+// rather than in one slice: a slice grown by append copied all of them
+// into one a quarter larger each time it filled (160 megabytes at ten
+// million leases: a command that held every member up while it copied,
+// and a quarter of the memory spare on average), and never shrank when
+// the locks went. Chunks are added and dropped one at a time, at most one
+// empty chunk kept past the last element so that a count going back and
+// forth over a chunk's edge does not allocate each time.
+type leaseHeap struct {
+	chunks [][]leaseDeadline
+	n      int
+}
+
+// leaseChunk is how many lease ends a chunk holds: 64 KiB, past Go's
+// small size classes, so each chunk is its own span and freed whole.
+const (
+	leaseChunkShift = 12
+	leaseChunk      = 1 << leaseChunkShift
+)
+
+func (h *leaseHeap) len() int { return h.n }
+
+// at is element i.
+func (h *leaseHeap) at(i int) *leaseDeadline {
+	return &h.chunks[i>>leaseChunkShift][i&(leaseChunk-1)]
+}
+
+// append adds d as the last element, outside the heap's order.
+func (h *leaseHeap) append(d leaseDeadline) {
+	if h.n == len(h.chunks)*leaseChunk {
+		h.chunks = append(h.chunks, make([]leaseDeadline, leaseChunk))
+	}
+	*h.at(h.n) = d
+	h.n++
+}
+
+// dropLast removes the last element, freeing a chunk that has been empty
+// for a whole chunk's worth of removals.
+func (h *leaseHeap) dropLast() {
+	h.n--
+	*h.at(h.n) = leaseDeadline{} // drop the pointer for the collector
+	if full := len(h.chunks) - 2; full >= 0 && h.n == full*leaseChunk {
+		h.chunks[full+1] = nil
+		h.chunks = h.chunks[:full+1]
+	}
 }
 
 // before is deadline.before for two lease ends: same kind, and no two
@@ -107,17 +154,18 @@ func (d *leaseDeadline) before(o *leaseDeadline) bool {
 	return d.e.key() < o.e.key()
 }
 
-func (h *deadlines) len() int { return len(h.leases) + len(h.others) }
+func (h *deadlines) len() int { return h.leases.len() + len(h.others) }
 
 // next is the earliest pending deadline, if any.
 func (h *deadlines) next() (deadline, bool) {
 	switch {
-	case len(h.leases) == 0 && len(h.others) == 0:
+	case h.leases.len() == 0 && len(h.others) == 0:
 		return deadline{}, false
-	case len(h.leases) == 0:
+	case h.leases.len() == 0:
 		return h.others[0], true
 	}
-	d := deadline{at: h.leases[0].at, e: h.leases[0].e}
+	head := h.leases.at(0)
+	d := deadline{at: head.at, e: head.e}
 	if len(h.others) > 0 && h.others[0].before(&d) {
 		return h.others[0], true
 	}
@@ -128,14 +176,14 @@ func (h *deadlines) next() (deadline, bool) {
 // comparing beyond it.
 func (h *deadlines) nextAt() (time.Duration, bool) {
 	switch {
-	case len(h.leases) == 0 && len(h.others) == 0:
+	case h.leases.len() == 0 && len(h.others) == 0:
 		return 0, false
-	case len(h.leases) == 0:
+	case h.leases.len() == 0:
 		return h.others[0].at, true
 	case len(h.others) == 0:
-		return h.leases[0].at, true
+		return h.leases.at(0).at, true
 	}
-	return min(h.leases[0].at, h.others[0].at), true
+	return min(h.leases.at(0).at, h.others[0].at), true
 }
 
 // push adds d, to leases if it is a lease's end.
@@ -150,16 +198,16 @@ func (h *deadlines) push(d deadline) {
 }
 
 func (h *deadlines) pushLease(at time.Duration, e *entry) {
-	e.index = int32(len(h.leases))
-	h.leases = append(h.leases, leaseDeadline{at: at, e: e})
-	leaseUp(h.leases, len(h.leases)-1)
+	e.index = int32(h.leases.len())
+	h.leases.append(leaseDeadline{at: at, e: e})
+	leaseUp(&h.leases, h.leases.len()-1)
 }
 
 // add appends d without keeping the heaps' order: a restore's, which calls
 // init once all are in.
 func (h *deadlines) add(d deadline) {
 	if d.w == nil {
-		h.leases = append(h.leases, leaseDeadline{at: d.at, e: d.e})
+		h.leases.append(leaseDeadline{at: d.at, e: d.e})
 	} else {
 		h.others = append(h.others, d)
 	}
@@ -176,9 +224,9 @@ func (h *deadlines) fix(i int, at time.Duration) {
 // fixLease is fix for the end of e's lease, which is in leases.
 func (h *deadlines) fixLease(e *entry, at time.Duration) {
 	i := int(e.index)
-	h.leases[i].at = at
-	if !leaseDown(h.leases, i) {
-		leaseUp(h.leases, i)
+	h.leases.at(i).at = at
+	if !leaseDown(&h.leases, i) {
+		leaseUp(&h.leases, i)
 	}
 }
 
@@ -200,16 +248,14 @@ func (h *deadlines) remove(i int) {
 // removeLease takes the end of e's lease out of leases.
 func (h *deadlines) removeLease(e *entry) {
 	i := int(e.index)
-	old := h.leases
-	last := len(old) - 1
+	last := h.leases.len() - 1
 	if i != last {
-		leaseSwap(old, i, last)
+		leaseSwap(&h.leases, i, last)
 	}
-	old[last].e.index = -1
-	old[last] = leaseDeadline{}
-	h.leases = old[:last]
-	if i != last && !leaseDown(h.leases, i) {
-		leaseUp(h.leases, i)
+	h.leases.at(last).e.index = -1
+	h.leases.dropLast()
+	if i != last && !leaseDown(&h.leases, i) {
+		leaseUp(&h.leases, i)
 	}
 }
 
@@ -221,11 +267,11 @@ func (h *deadlines) init() {
 	for i := len(h.others)/2 - 1; i >= 0; i-- {
 		heapDown(h.others, i)
 	}
-	for i := range h.leases {
-		h.leases[i].e.index = int32(i)
+	for i := range h.leases.len() {
+		h.leases.at(i).e.index = int32(i)
 	}
-	for i := len(h.leases)/2 - 1; i >= 0; i-- {
-		leaseDown(h.leases, i)
+	for i := h.leases.len()/2 - 1; i >= 0; i-- {
+		leaseDown(&h.leases, i)
 	}
 }
 
@@ -271,16 +317,17 @@ func heapDown(h []deadline, i int) bool {
 	return i > start
 }
 
-func leaseSwap(h []leaseDeadline, i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].e.index = int32(i)
-	h[j].e.index = int32(j)
+func leaseSwap(h *leaseHeap, i, j int) {
+	a, b := h.at(i), h.at(j)
+	*a, *b = *b, *a
+	a.e.index = int32(i)
+	b.e.index = int32(j)
 }
 
-func leaseUp(h []leaseDeadline, i int) {
+func leaseUp(h *leaseHeap, i int) {
 	for i > 0 {
 		p := (i - 1) / 2
-		if !h[i].before(&h[p]) {
+		if !h.at(i).before(h.at(p)) {
 			return
 		}
 		leaseSwap(h, i, p)
@@ -288,19 +335,19 @@ func leaseUp(h []leaseDeadline, i int) {
 	}
 }
 
-func leaseDown(h []leaseDeadline, i int) bool {
+func leaseDown(h *leaseHeap, i int) bool {
 	start := i
-	n := len(h)
+	n := h.len()
 	for {
 		l := 2*i + 1
 		if l >= n {
 			break
 		}
 		c := l
-		if r := l + 1; r < n && h[r].before(&h[l]) {
+		if r := l + 1; r < n && h.at(r).before(h.at(l)) {
 			c = r
 		}
-		if !h[c].before(&h[i]) {
+		if !h.at(c).before(h.at(i)) {
 			break
 		}
 		leaseSwap(h, i, c)

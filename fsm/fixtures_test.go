@@ -133,71 +133,75 @@ func checkInternals(m *Machine) error {
 		refs[s][key]++
 		return nil
 	}
+	withMore := 0
 	for k, e := range m.keys.all() {
 		if e.key() != k {
 			return fmt.Errorf("entry under %q has key %q", k, e.key())
 		}
-		if e.vacant() {
+		if m.vacant(e) {
 			// Reserved: a multi-key waiter heads its queue and waits for
 			// another of its keys.
-			if w := e.waitQueue().first(); w == nil || w.set == nil {
+			if w := m.waitQueue(e).first(); w == nil || w.set == nil {
 				return fmt.Errorf("key %q: vacant but not reserved for a multi-key waiter", k)
 			}
-		} else if g := e.group(); g != nil {
+		} else if g := m.group(e); g != nil {
 			n, err := checkGroup(m, e, g, ref)
 			if err != nil {
 				return err
 			}
 			want += n
-		} else if e.token == 0 || e.token > m.lastToken || (e.owner.IsZero() && e.extras() != nil) || (e.extras() != nil && e.extras().session == nil && e.extras().meta == "" && e.extras().set == nil) {
+		} else if e.token == 0 || e.token > m.lastToken || (e.owner.IsZero() && m.extras(e) != nil) || (m.extras(e) != nil && m.extras(e).session == nil && m.extras(e).meta == "" && m.extras(e).set == nil) {
 			return fmt.Errorf("key %q: bad holder %x token %d (last %d)", k, e.owner, e.token, m.lastToken)
 		}
-		if err := ref(e.sess(), k); err != nil {
+		if err := ref(m.sess(e), k); err != nil {
 			return err
 		}
-		if e.leaseEnd() <= m.now && !e.vacant() {
-			return fmt.Errorf("key %q: lease ended at %v but now is %v", k, e.leaseEnd(), m.now)
+		if m.leaseEnd(e) <= m.now && !m.vacant(e) {
+			return fmt.Errorf("key %q: lease ended at %v but now is %v", k, m.leaseEnd(e), m.now)
 		}
-		if e.vacant() {
+		if m.vacant(e) {
 			// no hold, no deadline
-		} else if e.sess() != nil || e.group() != nil {
+		} else if m.sess(e) != nil || m.group(e) != nil {
 			if e.index != -1 {
 				return fmt.Errorf("key %q: session-bound holder (or group) has a lease index %d", k, e.index)
 			}
 		} else {
-			if e.index < 0 || int(e.index) >= len(m.deadlines.leases) || m.deadlines.leases[e.index].e != e || m.deadlines.leases[e.index].at != e.expiresAt {
+			if e.index < 0 || int(e.index) >= m.deadlines.leases.len() || m.deadlines.leases.at(int(e.index)).e != e || m.deadlines.leases.at(int(e.index)).at != e.expiresAt {
 				return fmt.Errorf("key %q: lease not at its index %d", k, e.index)
 			}
 			want++
 		}
-		if e.more != nil && e.more.extra == nil && e.more.waiters == nil {
-			return fmt.Errorf("key %q: empty entryMore kept", k)
+		if e.more != 0 {
+			withMore++
+			if m.extras(e) == nil && m.waitQueue(e) == nil {
+				return fmt.Errorf("key %q: empty entryMore kept", k)
+			}
 		}
-		if e.waitQueue() == nil {
+		if m.waitQueue(e) == nil {
 			continue
 		}
-		if e.waitQueue().len() == 0 {
+		if m.waitQueue(e).len() == 0 {
 			return fmt.Errorf("key %q: empty queue kept", k)
 		}
 		n := 0
 		var prev *waiter
-		for w := e.waitQueue().head; w != nil; w = w.next {
+		for w := m.waitQueue(e).head; w != nil; w = w.next {
 			n++
 			if w.prev != prev {
 				return fmt.Errorf("key %q: broken back link", k)
 			}
 			prev = w
-			if w.owner == e.owner || (e.group() != nil && e.group().holders.find(w.owner) != nil) {
+			if w.owner == e.owner || (m.group(e) != nil && m.group(e).holders.find(w.owner) != nil) {
 				return fmt.Errorf("key %q: holder %x also waits", k, w.owner)
 			}
-			if w.held || (w.shared && (e.group() == nil || e.group().kind != KindRW)) {
+			if w.held || (w.shared && (m.group(e) == nil || m.group(e).kind != KindRW)) {
 				return fmt.Errorf("key %q: waiter %x marked held, or shared on a key that is not read/write", k, w.owner)
 			}
 			if err := ref(w.session, k); err != nil {
 				return err
 			}
 			waiters++
-			if e.waitQueue().byOwner[w.owner] != w {
+			if m.waitQueue(e).byOwner[w.owner] != w {
 				return fmt.Errorf("key %q: waiter %x missing from index", k, w.owner)
 			}
 			if w.epoch > m.epoch {
@@ -214,9 +218,15 @@ func checkInternals(m *Machine) error {
 			}
 			want++
 		}
-		if e.waitQueue().tail != prev || n != e.waitQueue().len() {
-			return fmt.Errorf("key %q: queue length %d, index %d", k, n, e.waitQueue().len())
+		if m.waitQueue(e).tail != prev || n != m.waitQueue(e).len() {
+			return fmt.Errorf("key %q: queue length %d, index %d", k, n, m.waitQueue(e).len())
 		}
+	}
+	// Every place in use in the table of extras and queues is a key's: a
+	// key that went without giving its place back would keep it, and what
+	// it points to, for good.
+	if m.inUse() != withMore {
+		return fmt.Errorf("%d places of extras and queues in use, %d keys have one", m.inUse(), withMore)
 	}
 	// The key order holds exactly the map's entries, strictly ascending.
 	if m.order.len() != m.keys.len() {
@@ -259,8 +269,8 @@ func checkInternals(m *Machine) error {
 			return fmt.Errorf("deadline index not a heap at %d", i)
 		}
 	}
-	for i := 1; i < len(m.deadlines.leases); i++ {
-		if m.deadlines.leases[i].before(&m.deadlines.leases[(i-1)/2]) {
+	for i := 1; i < m.deadlines.leases.len(); i++ {
+		if m.deadlines.leases.at(i).before(m.deadlines.leases.at((i - 1) / 2)) {
 			return fmt.Errorf("lease ends not a heap at %d", i)
 		}
 	}
@@ -274,7 +284,7 @@ func checkInternals(m *Machine) error {
 // fitting (strict FIFO: whoever fits is granted at once).
 func checkGroup(m *Machine, e *entry, g *group, ref func(*session, string) error) (int, error) {
 	k := e.key()
-	if !e.owner.IsZero() || e.token != 0 || e.extras().session != nil || e.extras().meta != "" {
+	if !e.owner.IsZero() || e.token != 0 || m.extras(e).session != nil || m.extras(e).meta != "" {
 		return 0, fmt.Errorf("key %q: group entry with holder fields set", k)
 	}
 	n := g.holders.len()
@@ -288,7 +298,7 @@ func checkGroup(m *Machine, e *entry, g *group, ref func(*session, string) error
 	case g.kind != KindSemaphore && g.kind != KindRW:
 		return 0, fmt.Errorf("key %q: group of kind %v", k, g.kind)
 	}
-	if w := e.waitQueue().first(); w != nil && g.fits(w.shared) {
+	if w := m.waitQueue(e).first(); w != nil && g.fits(w.shared) {
 		return 0, fmt.Errorf("key %q: head waiter %x fits but waits", k, w.owner)
 	}
 	deadlines, count := 0, 0
@@ -340,17 +350,17 @@ func earliestDeadline(m *Machine) (time.Duration, bool) {
 		}
 	}
 	for _, e := range m.keys.all() {
-		if g := e.group(); g != nil {
+		if g := m.group(e); g != nil {
 			for h := g.holders.head; h != nil; h = h.next {
 				if h.session == nil && (!found || h.deadline < best) {
 					best, found = h.deadline, true
 				}
 			}
-		} else if e.sess() == nil && !e.vacant() && (!found || e.expiresAt < best) {
+		} else if m.sess(e) == nil && !m.vacant(e) && (!found || e.expiresAt < best) {
 			best, found = e.expiresAt, true
 		}
-		if e.waitQueue() != nil {
-			for w := e.waitQueue().head; w != nil; w = w.next {
+		if m.waitQueue(e) != nil {
+			for w := m.waitQueue(e).head; w != nil; w = w.next {
 				if !found || w.deadline < best {
 					best, found = w.deadline, true
 				}
@@ -553,7 +563,7 @@ func checkSets(m *Machine) error {
 		if s.waits == nil {
 			first := s.entries[0]
 			for _, e := range s.entries {
-				if e.owner != o || e.extras() != s.extra || s.extra.set != s || e.token != first.token || e.expiresAt != first.expiresAt || e.group() != nil {
+				if e.owner != o || m.extras(e) != s.extra || s.extra.set != s || e.token != first.token || e.expiresAt != first.expiresAt || m.group(e) != nil {
 					return fmt.Errorf("set of %x: partial or inconsistent grant at %q", o[:2], e.key())
 				}
 			}
@@ -564,19 +574,19 @@ func checkSets(m *Machine) error {
 		}
 		for i, w := range s.waits {
 			e := s.entries[i]
-			if e.waitQueue().find(o) != w || w.set != s || w.ttl != s.waits[0].ttl || w.deadline != s.waits[0].deadline || w.epoch != s.waits[0].epoch || w.meta != s.waits[0].meta {
+			if m.waitQueue(e).find(o) != w || w.set != s || w.ttl != s.waits[0].ttl || w.deadline != s.waits[0].deadline || w.epoch != s.waits[0].epoch || w.meta != s.waits[0].meta {
 				return fmt.Errorf("set of %x: record on %q missing or unlike the others", o[:2], e.key())
 			}
 		}
-		if s.ready() {
+		if s.ready(&m.moreTable) {
 			return fmt.Errorf("set of %x: could be granted but waits", o[:2])
 		}
 	}
 	for k, e := range m.keys.all() {
-		if st := e.set(); st != nil && (m.sets[st.owner] != st || st.waits != nil) {
+		if st := m.set(e); st != nil && (m.sets[st.owner] != st || st.waits != nil) {
 			return fmt.Errorf("key %q: held by a set not in the index", k)
 		}
-		for w := e.waitQueue().first(); w != nil; w = w.next {
+		for w := m.waitQueue(e).first(); w != nil; w = w.next {
 			if w.set != nil && m.sets[w.owner] != w.set {
 				return fmt.Errorf("key %q: set waiter %x not in the index", k, w.owner[:2])
 			}
@@ -607,7 +617,7 @@ func checkReleases(m *Machine) error {
 			if m.sessions[rec.id.owner] != nil {
 				return fmt.Errorf("destroy of session %x remembered while it is live", rec.id.owner)
 			}
-		} else if e := m.keys.get(rec.id.key); e != nil && (e.owner == rec.id.owner || e.waitQueue().find(rec.id.owner) != nil || e.group() != nil && e.group().holders.find(rec.id.owner) != nil) {
+		} else if e := m.keys.get(rec.id.key); e != nil && (e.owner == rec.id.owner || m.waitQueue(e).find(rec.id.owner) != nil || m.group(e) != nil && m.group(e).holders.find(rec.id.owner) != nil) {
 			return fmt.Errorf("release %q by %x remembered while it holds or waits for the key", rec.id.key, rec.id.owner)
 		}
 		prev = rec

@@ -96,7 +96,7 @@ func (fz *Freezer) touch(e *entry) {
 		return
 	}
 	var one frozen
-	one.appendEntry(e)
+	one.appendEntry(&fz.m.moreTable, e)
 	fz.pre[e.key()] = preImage{existed: true, key: one.keys[0], waiters: one.waiters, slots: one.slots}
 }
 
@@ -148,7 +148,7 @@ func (fz *Freezer) Next(max int) (done bool, err error) {
 			fz.pending.waiters = append(fz.pending.waiters, p.waiters...)
 			fz.pending.slots = append(fz.pending.slots, p.slots...)
 		} else {
-			fz.pending.appendEntry(live)
+			fz.pending.appendEntry(&fz.m.moreTable, live)
 		}
 		fz.cursor = key
 		fz.emitted++
@@ -207,12 +207,12 @@ func (fz *Freezer) Flush(w io.Writer) error {
 }
 
 // appendEntry copies e into f.
-func (f *frozen) appendEntry(e *entry) {
-	k := frozenKey{key: e.key(), owner: e.owner, token: e.token, expiresAt: e.expiresAt, meta: e.metadata(), reserved: e.vacant(), multi: e.set() != nil}
-	if s := e.sess(); s != nil {
+func (f *frozen) appendEntry(t *moreTable, e *entry) {
+	k := frozenKey{key: e.key(), owner: e.owner, token: e.token, expiresAt: e.expiresAt, meta: t.metadata(e), reserved: t.vacant(e), multi: t.set(e) != nil}
+	if s := t.sess(e); s != nil {
 		k.session = s.id
 	}
-	if g := e.group(); g != nil {
+	if g := t.group(e); g != nil {
 		k.kind, k.limit, k.exclusive, k.nSlots = g.kind, g.limit, g.exclusive, g.holders.len()
 		for h := g.holders.head; h != nil; h = h.next {
 			fh := frozenSlot{owner: h.owner, token: h.token, expiresAt: h.deadline, meta: h.meta, delayed: h.delayed}
@@ -222,8 +222,8 @@ func (f *frozen) appendEntry(e *entry) {
 			f.slots = append(f.slots, fh)
 		}
 	}
-	if e.waitQueue() != nil {
-		for w := e.waitQueue().head; w != nil; w = w.next {
+	if t.waitQueue(e) != nil {
+		for w := t.waitQueue(e).head; w != nil; w = w.next {
 			fw := frozenWaiter{owner: w.owner, ttl: w.ttl, deadline: w.deadline, epoch: w.epoch, meta: w.meta, shared: w.shared, multi: w.set != nil}
 			if w.session != nil {
 				fw.session = w.session.id

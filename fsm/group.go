@@ -24,16 +24,16 @@ type group struct {
 }
 
 // group is e's holder group, nil for a mutex.
-func (e *entry) group() *group {
-	if e.extras() == nil {
-		return nil
+func (t *moreTable) group(e *entry) *group {
+	if x := t.extras(e); x != nil {
+		return x.group
 	}
-	return e.extras().group
+	return nil
 }
 
 // kind is e's kind and, for a semaphore, its limit.
-func (e *entry) kind() (Kind, int) {
-	if g := e.group(); g != nil {
+func (t *moreTable) kind(e *entry) (Kind, int) {
+	if g := t.group(e); g != nil {
 		return g.kind, g.limit
 	}
 	return KindMutex, 0
@@ -83,7 +83,7 @@ func (g *group) oldest(r Result) Result {
 // acquireGroup is acquire for a key that exists and is a semaphore or
 // read/write key of c's kind (and limit).
 func (m *Machine) acquireGroup(c Command, e *entry, g *group, s *session) Result {
-	held := g.oldest(Result{Now: m.now, Waiters: e.waitQueue().len()})
+	held := g.oldest(Result{Now: m.now, Waiters: m.waitQueue(e).len()})
 	if h := g.holders.find(c.Owner); h != nil {
 		// A retry by a holder: the same grant, if under the same binding
 		// and mode; anything else finds the key held, as for a mutex.
@@ -91,16 +91,16 @@ func (m *Machine) acquireGroup(c Command, e *entry, g *group, s *session) Result
 			held.Status = StatusHeld
 			return held
 		}
-		return Result{Status: StatusGranted, Token: h.token, ExpiresAt: h.end(), Now: m.now, Waiters: e.waitQueue().len()}
+		return Result{Status: StatusGranted, Token: h.token, ExpiresAt: h.end(), Now: m.now, Waiters: m.waitQueue(e).len()}
 	}
-	if w := e.waitQueue().find(c.Owner); w != nil {
+	if w := m.waitQueue(e).find(c.Owner); w != nil {
 		if w.session != s || w.shared != c.Shared {
 			held.Status = StatusHeld
 			return held
 		}
 		return m.retryQueued(e, w, held)
 	}
-	if e.waitQueue() == nil && g.fits(c.Shared) {
+	if m.waitQueue(e) == nil && g.fits(c.Shared) {
 		// Strict FIFO: only a key nobody waits for takes a newcomer.
 		m.changing(e)
 		h := &waiter{owner: c.Owner, ttl: c.TTL, session: s, meta: strings.Clone(c.Meta), shared: c.Shared}
@@ -115,7 +115,7 @@ func (m *Machine) acquireGroup(c Command, e *entry, g *group, s *session) Result
 func (m *Machine) createGroup(c Command, s *session) Result {
 	g := &group{kind: c.Kind, limit: c.Limit}
 	e := newEntry(c.Key)
-	e.more = &entryMore{extra: &holderExtra{group: g}}
+	m.setMore(e, &holderExtra{group: g}, nil)
 	m.adding(e.key())
 	h := &waiter{owner: c.Owner, ttl: c.TTL, session: s, meta: strings.Clone(c.Meta), shared: c.Shared}
 	m.addHolder(e, g, h)
@@ -168,7 +168,7 @@ func (m *Machine) removeHolder(e *entry, g *group, h *waiter) {
 // first. A key left with no holder (and so, as any waiter fits an empty
 // group, none waiting) leaves the machine.
 func (m *Machine) settle(e *entry, g *group) {
-	for w := e.waitQueue().first(); w != nil && g.fits(w.shared); w = e.waitQueue().first() {
+	for w := m.waitQueue(e).first(); w != nil && g.fits(w.shared); w = m.waitQueue(e).first() {
 		if w.epoch != m.epoch {
 			m.dropWaiter(e, w)
 			continue
@@ -181,11 +181,7 @@ func (m *Machine) settle(e *entry, g *group) {
 		return
 	}
 	m.changing(e)
-	if m.freezer != nil {
-		m.freezer.removing(e.key())
-	}
-	m.keys.remove(e.key())
-	m.order.remove(e)
+	m.forget(e)
 }
 
 // releaseHolder ends h's hold by its owner's request (or an operator's)
@@ -212,7 +208,7 @@ func (m *Machine) extendHolder(c Command, e *entry, h *waiter) Result {
 		h.deadline = m.now + c.TTL
 		m.deadlines.fix(h.index, h.deadline)
 	}
-	return Result{Status: StatusExtended, Token: h.token, ExpiresAt: h.end(), Now: m.now, Waiters: e.waitQueue().len()}
+	return Result{Status: StatusExtended, Token: h.token, ExpiresAt: h.end(), Now: m.now, Waiters: m.waitQueue(e).len()}
 }
 
 // forceReleaseGroup ends every hold of e's group (lock-delay slots too) and
@@ -230,7 +226,7 @@ func (m *Machine) forceReleaseGroup(e *entry, g *group) Result {
 
 // expireHolder processes the end of h's lease or lock-delay, due at at.
 func (m *Machine) expireHolder(e *entry, h *waiter, at time.Duration) {
-	g := e.group()
+	g := m.group(e)
 	if !h.delayed {
 		m.emit(Event{Kind: EventExpired, Key: e.key(), Owner: h.owner, Token: h.token, ExpiresAt: h.deadline, At: at})
 	}
@@ -272,8 +268,8 @@ func (m *Machine) endGroupSession(e *entry, g *group, s *session, expired bool, 
 }
 
 // groupState is what a read at t sees of a semaphore or read/write key.
-func (g *group) state(e *entry, t time.Duration) KeyState {
-	st := KeyState{Kind: g.kind, Limit: g.limit, Waiters: e.waitQueue().len()}
+func (g *group) state(waiters int, t time.Duration) KeyState {
+	st := KeyState{Kind: g.kind, Limit: g.limit, Waiters: waiters}
 	for h := g.holders.head; h != nil; h = h.next {
 		end := h.end()
 		if end <= t {

@@ -257,7 +257,7 @@ func (g *groupObserver) sameAs(m *Machine) error {
 			}
 			continue
 		}
-		gr := e.group()
+		gr := m.group(e)
 		if gr == nil {
 			return fmt.Errorf("key %q is a mutex", key)
 		}
@@ -271,7 +271,7 @@ func (g *groupObserver) sameAs(m *Machine) error {
 			}
 		}
 		i := 0
-		for w := e.waitQueue().first(); w != nil; w = w.next {
+		for w := m.waitQueue(e).first(); w != nil; w = w.next {
 			if i >= len(k.queue) || k.queue[i].owner != w.owner {
 				return fmt.Errorf("key %q: queue order differs", key)
 			}

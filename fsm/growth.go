@@ -42,17 +42,17 @@ func (m *Machine) acquireGrowth(c Command) Growth {
 	switch {
 	case e == nil:
 		return Growth{Keys: 1}
-	case e.waitQueue().find(c.Owner) != nil:
+	case m.waitQueue(e).find(c.Owner) != nil:
 		return Growth{} // a waiter's retry
 	}
-	if kind, limit := e.kind(); kind != c.Kind || limit != c.Limit {
+	if kind, limit := m.kind(e); kind != c.Kind || limit != c.Limit {
 		return Growth{} // answered StatusKindMismatch
 	}
-	if g := e.group(); g != nil {
+	if g := m.group(e); g != nil {
 		switch {
 		case g.holders.find(c.Owner) != nil:
 			return Growth{} // a holder's retry
-		case e.waitQueue() == nil && g.fits(c.Shared):
+		case m.waitQueue(e) == nil && g.fits(c.Shared):
 			return Growth{Holds: 1} // a new hold the group has room for
 		case c.Wait <= 0:
 			return Growth{} // answered held
@@ -76,7 +76,7 @@ func (m *Machine) acquireAllGrowth(c Command) Growth {
 			g.Keys++
 			continue
 		}
-		if kind, _ := e.kind(); kind != KindMutex || e.owner == c.Owner || e.waitQueue().find(c.Owner) != nil {
+		if kind, _ := m.kind(e); kind != KindMutex || e.owner == c.Owner || m.waitQueue(e).find(c.Owner) != nil {
 			return Growth{} // answered kind-mismatch or held
 		}
 		g.Waiters = len(c.Keys) // not every key is free: the set would wait on each

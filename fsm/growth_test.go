@@ -87,7 +87,7 @@ func TestGrowthBoundsWhatApplyAdds(t *testing.T) {
 			keys, waiters, sessions, holds := m.Len(), m.Waiters(), m.Sessions(), m.ExtraHolds()
 			m.Apply(c)
 			sawExtraHolds = sawExtraHolds || m.ExtraHolds() > 0
-			if !assert.Equal(t, extraHolds(m.keys.entries()), m.ExtraHolds(), "seed %d step %d: extra holds counted after %v", seed, i, c) ||
+			if !assert.Equal(t, extraHolds(m, m.keys.entries()), m.ExtraHolds(), "seed %d step %d: extra holds counted after %v", seed, i, c) ||
 				!assert.LessOrEqual(t, m.Len()+m.ExtraHolds()-keys-holds, g.Keys+g.Holds, "seed %d step %d: locks after %v", seed, i, c) ||
 				!assert.LessOrEqual(t, m.Len()-keys, g.Keys, "seed %d step %d: keys after %v", seed, i, c) ||
 				!assert.LessOrEqual(t, m.Waiters()-waiters, g.Waiters, "seed %d step %d: waiters after %v", seed, i, c) ||
@@ -103,10 +103,10 @@ func TestGrowthBoundsWhatApplyAdds(t *testing.T) {
 }
 
 // extraHolds counts ExtraHolds over entries, from scratch.
-func extraHolds(entries []*entry) int {
+func extraHolds(m *Machine, entries []*entry) int {
 	n := 0
 	for _, e := range entries {
-		if g := e.group(); g != nil {
+		if g := m.group(e); g != nil {
 			n += max(g.holders.len()-1, 0)
 		}
 	}

@@ -32,12 +32,11 @@ type keyClass struct {
 }
 
 // perBlock is how many of c's entries a restore's block holds: as many as
-// fit restoreBlock bytes with the 8-byte header Go puts before an object
-// of more than 512 bytes that holds pointers. 128 entries of 64 bytes
-// (8192 bytes and the header) took a 9472-byte block, 10 bytes a lock
-// wasted.
+// fit restoreBlock bytes. Entries hold no pointers (moreTable), so Go puts
+// no header before a block: 128 entries of 64 bytes fill an 8192-byte
+// block exactly.
 func (c *keyClass) perBlock() int {
-	return (restoreBlock - 8) / int(c.stride)
+	return restoreBlock / int(c.stride)
 }
 
 func classOf[K any](max int) keyClass {

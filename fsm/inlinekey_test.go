@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"reflect"
 	"testing"
 	"unsafe"
 
@@ -60,5 +61,32 @@ func TestEntrySlabKeepsKeysApart(t *testing.T) {
 		want := keyOfLen(lengths[i%len(lengths)], byte(i))
 		require.True(t, bytes.Equal(want, []byte(e.key())), "entry %d", i)
 		require.EqualValues(t, -1, e.index)
+	}
+}
+
+// An entry holds no pointer, with its key or without: Go's collector then
+// never scans the millions of them, nor writes a pointer map for each block
+// a restore allocates (moreTable holds what an entry would point to).
+func TestEntriesHoldNoPointers(t *testing.T) {
+	var holdsPointers func(reflect.Type) bool
+	holdsPointers = func(ty reflect.Type) bool {
+		switch ty.Kind() {
+		case reflect.Pointer, reflect.UnsafePointer, reflect.Map, reflect.Slice, reflect.String, reflect.Interface, reflect.Func, reflect.Chan:
+			return true
+		case reflect.Array:
+			return ty.Len() > 0 && holdsPointers(ty.Elem())
+		case reflect.Struct:
+			for i := range ty.NumField() {
+				if holdsPointers(ty.Field(i).Type) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, ty := range []reflect.Type{reflect.TypeFor[entry](), reflect.TypeFor[withKey[[16]byte]](), reflect.TypeFor[withKey[[528]byte]]()} {
+		if holdsPointers(ty) {
+			t.Errorf("%v holds a pointer", ty)
+		}
 	}
 }

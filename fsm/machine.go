@@ -71,51 +71,74 @@ type entry struct {
 	owner     Owner
 	token     uint64
 	expiresAt time.Duration
-	more      *entryMore // nil for a lease without metadata nobody waits for, the common case
-	index     int32      // position of the lease's end in the deadline index; -1 for a session-bound holder
-	keyLen    uint32     // the key's bytes follow the entry (key)
+	index     int32  // position of the lease's end in the deadline index; -1 for a session-bound holder
+	keyLen    uint32 // the key's bytes follow the entry (key)
+	more      uint32 // its entryMore's place in the machine's moreTable, plus one; 0 for a lease without metadata nobody waits for, the common case
 }
 
 // entryMore is what only some keys have: their holder's extras and their
-// waiters, behind one pointer so that a plain lease nobody waits for pays
-// one nil pointer for both and its entry fits in 64 bytes (with both
-// pointers in it, 72 bytes took an 80-byte allocation).
+// waiters, kept in the machine's moreTable rather than behind a pointer in
+// the entry.
 type entryMore struct {
 	extra   *holderExtra
 	waiters *queue
 }
 
+// moreTable holds the entryMore of each entry that has one, at the place
+// its more field names. Entries hold no pointer, so Go's collector neither
+// scans them nor writes a pointer map for each (at ten million keys, in a
+// restore, setting the maps of the entries' blocks and scanning them was a
+// fifth of the CPU time), and they live apart from short-lived objects
+// with pointers. A place is freed when its entry has neither extras nor
+// waiters any more, and reused first.
+type moreTable struct {
+	mores []entryMore
+	free  []uint32
+}
+
 // extras is e's holder's extras, nil for a lease without metadata.
-func (e *entry) extras() *holderExtra {
-	if e.more == nil {
+func (t *moreTable) extras(e *entry) *holderExtra {
+	if e.more == 0 {
 		return nil
 	}
-	return e.more.extra
+	return t.mores[e.more-1].extra
 }
 
 // waitQueue is e's queue, nil while nobody waits.
-func (e *entry) waitQueue() *queue {
-	if e.more == nil {
+func (t *moreTable) waitQueue(e *entry) *queue {
+	if e.more == 0 {
 		return nil
 	}
-	return e.more.waiters
+	return t.mores[e.more-1].waiters
 }
 
-func (e *entry) setExtras(x *holderExtra) { e.setMore(x, e.waitQueue()) }
+func (t *moreTable) setExtras(e *entry, x *holderExtra) { t.setMore(e, x, t.waitQueue(e)) }
 
-func (e *entry) setWaitQueue(q *queue) { e.setMore(e.extras(), q) }
+func (t *moreTable) setWaitQueue(e *entry, q *queue) { t.setMore(e, t.extras(e), q) }
 
-// setMore sets e's extras and queue, dropping entryMore when both are nil.
-func (e *entry) setMore(x *holderExtra, q *queue) {
+// setMore sets e's extras and queue, freeing e's place when both are nil.
+func (t *moreTable) setMore(e *entry, x *holderExtra, q *queue) {
 	if x == nil && q == nil {
-		e.more = nil
+		if e.more != 0 {
+			t.mores[e.more-1] = entryMore{} // drop the pointers for the collector
+			t.free = append(t.free, e.more)
+			e.more = 0
+		}
 		return
 	}
-	if e.more == nil {
-		e.more = &entryMore{}
+	if e.more == 0 {
+		if n := len(t.free); n > 0 {
+			e.more, t.free = t.free[n-1], t.free[:n-1]
+		} else {
+			t.mores = append(t.mores, entryMore{})
+			e.more = uint32(len(t.mores))
+		}
 	}
-	e.more.extra, e.more.waiters = x, q
+	t.mores[e.more-1] = entryMore{extra: x, waiters: q}
 }
+
+// inUse is how many places hold an entry's extras or queue.
+func (t *moreTable) inUse() int { return len(t.mores) - len(t.free) }
 
 // holderExtra is what only some holders have: kept apart (behind
 // entryMore) so that a plain lease pays nothing for the 32 bytes of the
@@ -129,28 +152,28 @@ type holderExtra struct {
 }
 
 // sess is the session e's holder is bound to, nil for a lease.
-func (e *entry) sess() *session {
-	if e.extras() == nil {
-		return nil
+func (t *moreTable) sess(e *entry) *session {
+	if x := t.extras(e); x != nil {
+		return x.session
 	}
-	return e.extras().session
+	return nil
 }
 
 // metadata is e's holder's metadata.
-func (e *entry) metadata() string {
-	if e.extras() == nil {
-		return ""
+func (t *moreTable) metadata(e *entry) string {
+	if x := t.extras(e); x != nil {
+		return x.meta
 	}
-	return e.extras().meta
+	return ""
 }
 
 // bind sets e's holder's session and metadata.
-func (e *entry) bind(s *session, meta string) {
+func (t *moreTable) bind(e *entry, s *session, meta string) {
 	if s == nil && meta == "" {
-		e.setExtras(nil)
+		t.setExtras(e, nil)
 		return
 	}
-	e.setExtras(&holderExtra{session: s, meta: meta})
+	t.setExtras(e, &holderExtra{session: s, meta: meta})
 }
 
 // session is a lease that locks are bound to. refs counts, per key, the
@@ -198,12 +221,12 @@ func (s *session) unref(key string) {
 // leaseEnd is when e's holder's hold ends: its lease's end, or its
 // session's; for a semaphore or read/write key, the latest end of its
 // holds.
-func (e *entry) leaseEnd() time.Duration {
-	if e.extras() != nil {
-		if e.extras().group != nil {
-			return e.extras().group.latestEnd()
+func (t *moreTable) leaseEnd(e *entry) time.Duration {
+	if x := t.extras(e); x != nil {
+		if x.group != nil {
+			return x.group.latestEnd()
 		}
-		if s := e.extras().session; s != nil {
+		if s := x.session; s != nil {
 			return s.expiresAt
 		}
 	}
@@ -234,6 +257,8 @@ type Machine struct {
 	extraHolds int
 
 	released releases // recent releases by their owners (releases.go)
+
+	moreTable // the entries' extras and queues
 }
 
 // New returns an empty machine. observe (may be nil) receives events during
@@ -314,16 +339,16 @@ func (m *Machine) acquire(c Command) Result {
 		m.keys.add(e)
 		m.order.insert(e)
 		m.setHolderDeadline(e)
-		return Result{Status: StatusGranted, Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now}
+		return Result{Status: StatusGranted, Token: e.token, ExpiresAt: m.leaseEnd(e), Now: m.now}
 	}
-	if kind, limit := e.kind(); kind != c.Kind || limit != c.Limit {
-		return Result{Status: StatusKindMismatch, Now: m.now, Waiters: e.waitQueue().len(), Kind: kind, Limit: limit}
+	if kind, limit := m.kind(e); kind != c.Kind || limit != c.Limit {
+		return Result{Status: StatusKindMismatch, Now: m.now, Waiters: m.waitQueue(e).len(), Kind: kind, Limit: limit}
 	}
-	if g := e.group(); g != nil {
+	if g := m.group(e); g != nil {
 		return m.acquireGroup(c, e, g, s)
 	}
-	held := Result{Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now, Waiters: e.waitQueue().len()}
-	if e.owner == c.Owner && e.set() != nil {
+	held := Result{Token: e.token, ExpiresAt: m.leaseEnd(e), Now: m.now, Waiters: m.waitQueue(e).len()}
+	if e.owner == c.Owner && m.set(e) != nil {
 		// Held as one key of a multi-key grant: a single-key acquire is
 		// not a retry of that acquisition.
 		held.Status = StatusHeld
@@ -334,14 +359,14 @@ func (m *Machine) acquire(c Command) Result {
 		// with the same binding: a grant bound to one session (or to a
 		// lease) is not the answer to an acquire under another, whose
 		// renewals would not keep it; that acquire finds the key held.
-		if e.sess() != s {
+		if m.sess(e) != s {
 			held.Status = StatusHeld
 			return held
 		}
 		held.Status = StatusGranted
 		return held
 	}
-	if w := e.waitQueue().find(c.Owner); w != nil {
+	if w := m.waitQueue(e).find(c.Owner); w != nil {
 		if w.session != s || w.set != nil {
 			held.Status = StatusHeld // as for the holder: another binding (or a multi-key wait)
 			return held
@@ -357,7 +382,7 @@ func (m *Machine) acquire(c Command) Result {
 func (m *Machine) retryQueued(e *entry, w *waiter, held Result) Result {
 	m.claim(e, w)
 	held.Status = StatusQueued
-	held.Waiters = e.waitQueue().position(w)
+	held.Waiters = m.waitQueue(e).position(w)
 	return held
 }
 
@@ -380,16 +405,16 @@ func (m *Machine) enqueue(c Command, e *entry, s *session, held Result) Result {
 		return refusal
 	}
 	m.changing(e)
-	if e.waitQueue() == nil {
-		e.setWaitQueue(&queue{})
+	if m.waitQueue(e) == nil {
+		m.setWaitQueue(e, &queue{})
 	}
 	w := &waiter{owner: c.Owner, ttl: c.TTL, deadline: m.now + c.Wait, epoch: m.epoch, session: s, meta: strings.Clone(c.Meta), shared: c.Shared}
-	e.waitQueue().pushBack(w)
+	m.waitQueue(e).pushBack(w)
 	m.nWaiters++
 	s.ref(e.key())
 	m.deadlines.push(deadline{at: w.deadline, e: e, w: w})
 	held.Status = StatusQueued
-	held.Waiters = e.waitQueue().len()
+	held.Waiters = m.waitQueue(e).len()
 	return held
 }
 
@@ -416,12 +441,12 @@ func (m *Machine) release(c Command) Result {
 	e := m.keys.get(c.Key)
 	var res Result
 	switch {
-	case e != nil && e.group() != nil:
-		h := e.extras().group.liveHolder(c.Owner)
+	case e != nil && m.group(e) != nil:
+		h := m.extras(e).group.liveHolder(c.Owner)
 		if h == nil {
 			return m.releaseRepeated(e, id)
 		}
-		res = m.releaseHolder(e, e.extras().group, h)
+		res = m.releaseHolder(e, m.extras(e).group, h)
 	case e == nil || e.owner != c.Owner:
 		return m.releaseRepeated(e, id)
 	default:
@@ -453,10 +478,10 @@ func (m *Machine) releaseHeld(e *entry) Result {
 // it ended (never the owner). A key nobody holds answers not held.
 func (m *Machine) forceRelease(c Command) Result {
 	e := m.keys.get(c.Key)
-	if e == nil || e.vacant() {
+	if e == nil || m.vacant(e) {
 		return m.notHeld(e) // a reserved key: nobody holds it yet
 	}
-	if g := e.group(); g != nil {
+	if g := m.group(e); g != nil {
 		return m.forceReleaseGroup(e, g)
 	}
 	return m.releaseHeld(e)
@@ -464,8 +489,8 @@ func (m *Machine) forceRelease(c Command) Result {
 
 func (m *Machine) extend(c Command) Result {
 	e := m.keys.get(c.Key)
-	if e != nil && e.extras() != nil && e.extras().group != nil {
-		if h := e.extras().group.liveHolder(c.Owner); h != nil {
+	if e != nil && m.extras(e) != nil && m.extras(e).group != nil {
+		if h := m.extras(e).group.liveHolder(c.Owner); h != nil {
 			return m.extendHolder(c, e, h)
 		}
 		return m.notHeld(e)
@@ -473,19 +498,19 @@ func (m *Machine) extend(c Command) Result {
 	if e == nil || e.owner != c.Owner {
 		return m.notHeld(e)
 	}
-	if e.sess() != nil {
+	if m.sess(e) != nil {
 		// The lock has no lease of its own: it lasts as long as its
 		// session, which only a renew of the session lengthens.
-		return Result{Status: StatusExtended, Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now, Waiters: e.waitQueue().len()}
+		return Result{Status: StatusExtended, Token: e.token, ExpiresAt: m.leaseEnd(e), Now: m.now, Waiters: m.waitQueue(e).len()}
 	}
-	if set := e.set(); set != nil {
+	if set := m.set(e); set != nil {
 		m.extendSet(set, c.TTL)
-		return Result{Status: StatusExtended, Token: e.token, ExpiresAt: e.expiresAt, Now: m.now, Waiters: e.waitQueue().len()}
+		return Result{Status: StatusExtended, Token: e.token, ExpiresAt: e.expiresAt, Now: m.now, Waiters: m.waitQueue(e).len()}
 	}
 	m.changing(e)
 	e.expiresAt = m.now + c.TTL
 	m.deadlines.fixLease(e, e.expiresAt)
-	return Result{Status: StatusExtended, Token: e.token, ExpiresAt: e.expiresAt, Now: m.now, Waiters: e.waitQueue().len()}
+	return Result{Status: StatusExtended, Token: e.token, ExpiresAt: e.expiresAt, Now: m.now, Waiters: m.waitQueue(e).len()}
 }
 
 func (m *Machine) cancelWait(c Command) Result {
@@ -493,7 +518,7 @@ func (m *Machine) cancelWait(c Command) Result {
 	if e == nil {
 		return m.notHeld(e)
 	}
-	g := e.group()
+	g := m.group(e)
 	if g != nil {
 		if h := g.liveHolder(c.Owner); h != nil {
 			return m.releaseHolder(e, g, h)
@@ -502,7 +527,7 @@ func (m *Machine) cancelWait(c Command) Result {
 		// Granted while the caller gave up: give the key back at once.
 		return m.releaseHeld(e)
 	}
-	w := e.waitQueue().find(c.Owner)
+	w := m.waitQueue(e).find(c.Owner)
 	if w == nil {
 		return m.notHeld(e)
 	}
@@ -510,14 +535,14 @@ func (m *Machine) cancelWait(c Command) Result {
 		// One key of a multi-key wait: the whole set leaves its queues,
 		// and the keys it reserved go to their next waiters.
 		m.removeSet(w.set, 0, m.now)
-		return Result{Status: StatusCanceled, Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now, Waiters: m.waiting(e)}
+		return Result{Status: StatusCanceled, Token: e.token, ExpiresAt: m.leaseEnd(e), Now: m.now, Waiters: m.waiting(e)}
 	}
 	m.removeWaiter(e, w)
 	if g != nil {
 		m.settle(e, g) // the head may have left: who follows may fit now
 		return g.oldest(Result{Status: StatusCanceled, Now: m.now, Waiters: m.waiting(e)})
 	}
-	return Result{Status: StatusCanceled, Token: e.token, ExpiresAt: e.leaseEnd(), Now: m.now, Waiters: e.waitQueue().len()}
+	return Result{Status: StatusCanceled, Token: e.token, ExpiresAt: m.leaseEnd(e), Now: m.now, Waiters: m.waitQueue(e).len()}
 }
 
 func (m *Machine) notHeld(e *entry) Result {
@@ -529,7 +554,7 @@ func (m *Machine) waiting(e *entry) int {
 	if e == nil || m.keys.get(e.key()) != e {
 		return 0
 	}
-	return e.waitQueue().len()
+	return m.waitQueue(e).len()
 }
 
 // grant gives e to e.owner with a fresh token: for ttl from now, or bound
@@ -538,7 +563,7 @@ func (m *Machine) waiting(e *entry) int {
 func (m *Machine) grant(e *entry, ttl time.Duration, s *session, meta string) {
 	m.lastToken++
 	e.token = m.lastToken
-	e.bind(s, meta)
+	m.bind(e, s, meta)
 	if s != nil {
 		e.expiresAt = 0
 		s.ref(e.key())
@@ -552,7 +577,7 @@ func (m *Machine) grant(e *entry, ttl time.Duration, s *session, meta string) {
 // end is there).
 func (m *Machine) setHolderDeadline(e *entry) {
 	switch {
-	case e.sess() != nil:
+	case m.sess(e) != nil:
 		if e.index >= 0 {
 			m.deadlines.removeLease(e)
 		}
@@ -573,15 +598,15 @@ func (m *Machine) setHolderDeadline(e *entry) {
 // waiter has a deadline later than the moment the hold ended, because due
 // wait deadlines are processed first.
 func (m *Machine) handOff(e *entry) {
-	if s := e.set(); s != nil {
+	if s := m.set(e); s != nil {
 		m.releaseSet(s)
 		return
 	}
 	m.changing(e)
-	if w := e.waitQueue().first(); w != nil && w.set == nil && w.epoch == m.epoch {
+	if w := m.waitQueue(e).first(); w != nil && w.set == nil && w.epoch == m.epoch {
 		// The common case, kept cheap: the lease passes to the head in
 		// place (its deadline moves in the index).
-		e.sess().unref(e.key())
+		m.sess(e).unref(e.key())
 		m.grantHead(e, w)
 		return
 	}
@@ -605,7 +630,7 @@ func (m *Machine) dropUnclaimed() int {
 	pending := m.unclaimed
 	m.order.ascend("", func(e *entry) bool {
 		n := 0
-		for w := e.waitQueue().first(); w != nil; w = w.next {
+		for w := m.waitQueue(e).first(); w != nil; w = w.next {
 			if w.epoch != m.epoch {
 				n++
 			}
@@ -625,14 +650,14 @@ func (m *Machine) dropUnclaimed() int {
 			continue // served away by a set's departure
 		}
 		stale = stale[:0]
-		for w := e.waitQueue().first(); w != nil; w = w.next {
+		for w := m.waitQueue(e).first(); w != nil; w = w.next {
 			if w.epoch != m.epoch {
 				stale = append(stale, w)
 			}
 		}
 		for _, w := range stale {
 			switch {
-			case e.waitQueue().find(w.owner) != w:
+			case m.waitQueue(e).find(w.owner) != w:
 				// Gone meanwhile (a set dropped from another key).
 			case w.set != nil:
 				m.removeSet(w.set, EventUnclaimed, m.now)
@@ -640,7 +665,7 @@ func (m *Machine) dropUnclaimed() int {
 				m.dropWaiter(e, w)
 			}
 		}
-		if g := e.group(); g != nil && len(stale) > 0 && m.keys.get(e.key()) == e {
+		if g := m.group(e); g != nil && len(stale) > 0 && m.keys.get(e.key()) == e {
 			m.settle(e, g) // grants only: the key keeps its holders
 		}
 	}
@@ -655,9 +680,9 @@ func (m *Machine) removeWaiter(e *entry, w *waiter) {
 	m.nWaiters--
 	w.session.unref(e.key())
 	m.deadlines.remove(w.index)
-	e.waitQueue().unlink(w)
-	if e.waitQueue().len() == 0 {
-		e.setWaitQueue(nil)
+	m.waitQueue(e).unlink(w)
+	if m.waitQueue(e).len() == 0 {
+		m.setWaitQueue(e, nil)
 	}
 }
 
@@ -682,15 +707,15 @@ func (m *Machine) expire() {
 		case d.w != nil:
 			m.removeWaiter(d.e, d.w)
 			m.emit(Event{Kind: EventWaitExpired, Key: d.e.key(), Owner: d.w.owner, At: d.at})
-			if g := d.e.group(); g != nil {
+			if g := m.group(d.e); g != nil {
 				m.settle(d.e, g)
 			}
 		case d.e.owner.IsZero():
 			m.handOff(d.e) // a lock-delay ran out
-		case d.e.set() != nil:
+		case m.set(d.e) != nil:
 			// A multi-key lease: every key's end is due at once, the
 			// first key's first; they all end now.
-			for _, e := range d.e.set().entries {
+			for _, e := range m.set(d.e).entries {
 				m.emit(Event{Kind: EventExpired, Key: e.key(), Owner: e.owner, Token: e.token, ExpiresAt: e.expiresAt, At: d.at})
 			}
 			m.handOff(d.e)
@@ -760,7 +785,7 @@ func (m *Machine) endSession(s *session, expired bool, at time.Duration) int {
 		if e == nil {
 			continue
 		}
-		for w := e.waitQueue().first(); w != nil; {
+		for w := m.waitQueue(e).first(); w != nil; {
 			next := w.next
 			if w.session == s {
 				m.removeWaiter(e, w)
@@ -768,11 +793,11 @@ func (m *Machine) endSession(s *session, expired bool, at time.Duration) int {
 			}
 			w = next
 		}
-		if g := e.group(); g != nil {
+		if g := m.group(e); g != nil {
 			released += m.endGroupSession(e, g, s, expired, at)
 			continue
 		}
-		if e.sess() != s {
+		if m.sess(e) != s {
 			continue
 		}
 		released++
@@ -787,7 +812,7 @@ func (m *Machine) endSession(s *session, expired bool, at time.Duration) int {
 		}
 		m.changing(e)
 		e.owner = Owner{}
-		e.bind(nil, "")
+		m.bind(e, nil, "")
 		e.expiresAt = at + s.lockDelay // due at once if the delay is already over: the loop in expire processes it
 		m.setHolderDeadline(e)
 	}
@@ -852,15 +877,15 @@ func (m *Machine) Lookup(key string, at time.Duration) KeyState {
 }
 
 func (m *Machine) state(e *entry, t time.Duration) KeyState {
-	if g := e.group(); g != nil {
-		return g.state(e, t)
+	if g := m.group(e); g != nil {
+		return g.state(m.waitQueue(e).len(), t)
 	}
-	end := e.leaseEnd()
+	end := m.leaseEnd(e)
 	if end <= t {
-		return KeyState{Waiters: e.waitQueue().len(), Reserved: e.vacant()}
+		return KeyState{Waiters: m.waitQueue(e).len(), Reserved: m.vacant(e)}
 	}
-	st := KeyState{Held: true, Owner: e.owner, Token: e.token, ExpiresAt: end, Waiters: e.waitQueue().len(), Meta: e.metadata(), Delayed: e.owner.IsZero(), SetKeys: e.setKeys()}
-	if s := e.sess(); s != nil {
+	st := KeyState{Held: true, Owner: e.owner, Token: e.token, ExpiresAt: end, Waiters: m.waitQueue(e).len(), Meta: m.metadata(e), Delayed: e.owner.IsZero(), SetKeys: m.setKeys(e)}
+	if s := m.sess(e); s != nil {
 		st.Session = s.id
 	}
 	return st
@@ -910,7 +935,7 @@ func (m *Machine) RangeFrom(prefix, after string, at time.Duration, fn func(key 
 		if !strings.HasPrefix(e.key(), prefix) {
 			return false
 		}
-		if e.key() == after || e.leaseEnd() <= t {
+		if e.key() == after || m.leaseEnd(e) <= t {
 			return true
 		}
 		return fn(e.key(), m.state(e, t))

@@ -24,18 +24,18 @@ type keySet struct {
 }
 
 // set is the multi-key grant e's holder holds e by, nil for a single key.
-func (e *entry) set() *keySet {
-	if e.extras() == nil {
-		return nil
+func (t *moreTable) set(e *entry) *keySet {
+	if x := t.extras(e); x != nil {
+		return x.set
 	}
-	return e.extras().set
+	return nil
 }
 
 // vacant reports that e has no holder: no lease, no lock-delay, no group.
 // A vacant key is in the machine only while a multi-key waiter heads its
 // queue (it is reserved for that waiter); otherwise it is served at once.
-func (e *entry) vacant() bool {
-	return e.owner.IsZero() && e.index < 0 && e.extras() == nil
+func (t *moreTable) vacant(e *entry) bool {
+	return e.owner.IsZero() && e.index < 0 && t.extras(e) == nil
 }
 
 // sameKeys reports whether s is the set of keys.
@@ -68,7 +68,7 @@ func (m *Machine) acquireAll(c Command) Result {
 			continue
 		}
 		entries[i] = e
-		if kind, limit := e.kind(); kind != KindMutex {
+		if kind, limit := m.kind(e); kind != KindMutex {
 			// Waiters names the key: its 1-based place in Keys.
 			return Result{Status: StatusKindMismatch, Now: m.now, Waiters: i + 1, Kind: kind, Limit: limit}
 		}
@@ -76,10 +76,10 @@ func (m *Machine) acquireAll(c Command) Result {
 			// The answer about the set's holders is about its first key
 			// that is not free.
 			free = false
-			held.Token, held.ExpiresAt = e.token, e.leaseEnd()
+			held.Token, held.ExpiresAt = e.token, m.leaseEnd(e)
 		}
-		held.Waiters = max(held.Waiters, e.waitQueue().len())
-		if e.owner == c.Owner || e.waitQueue().find(c.Owner) != nil {
+		held.Waiters = max(held.Waiters, m.waitQueue(e).len())
+		if e.owner == c.Owner || m.waitQueue(e).find(c.Owner) != nil {
 			held.Status = StatusHeld // the owner holds or waits for a key of the set singly
 		}
 	}
@@ -116,15 +116,15 @@ func (m *Machine) acquireAll(c Command) Result {
 		} else {
 			m.changing(e)
 		}
-		if e.waitQueue() == nil {
-			e.setWaitQueue(&queue{})
+		if m.waitQueue(e) == nil {
+			m.setWaitQueue(e, &queue{})
 		}
 		w := &waiter{owner: c.Owner, ttl: c.TTL, deadline: m.now + c.Wait, epoch: m.epoch, meta: meta, set: s}
-		e.waitQueue().pushBack(w)
+		m.waitQueue(e).pushBack(w)
 		m.nWaiters++
 		m.deadlines.push(deadline{at: w.deadline, e: e, w: w})
 		s.waits[i] = w
-		held.Waiters = max(held.Waiters, e.waitQueue().len())
+		held.Waiters = max(held.Waiters, m.waitQueue(e).len())
 	}
 	m.sets[s.owner] = s
 	held.Status = StatusQueued
@@ -137,15 +137,15 @@ func (m *Machine) acquireAll(c Command) Result {
 func (m *Machine) retryAll(c Command, s *keySet) Result {
 	first := s.entries[0]
 	if !s.sameKeys(c.Keys) {
-		return Result{Status: StatusHeld, Token: first.token, ExpiresAt: first.leaseEnd(), Now: m.now, Waiters: first.waitQueue().len()}
+		return Result{Status: StatusHeld, Token: first.token, ExpiresAt: m.leaseEnd(first), Now: m.now, Waiters: m.waitQueue(first).len()}
 	}
 	if s.waits == nil {
-		return Result{Status: StatusGranted, Token: first.token, ExpiresAt: first.expiresAt, Now: m.now, Waiters: first.waitQueue().len()}
+		return Result{Status: StatusGranted, Token: first.token, ExpiresAt: first.expiresAt, Now: m.now, Waiters: m.waitQueue(first).len()}
 	}
 	m.claimSet(s)
-	r := Result{Status: StatusQueued, Token: first.token, ExpiresAt: first.leaseEnd(), Now: m.now}
+	r := Result{Status: StatusQueued, Token: first.token, ExpiresAt: m.leaseEnd(first), Now: m.now}
 	for i, e := range s.entries {
-		r.Waiters = max(r.Waiters, e.waitQueue().position(s.waits[i]))
+		r.Waiters = max(r.Waiters, m.waitQueue(e).position(s.waits[i]))
 	}
 	return r
 }
@@ -173,7 +173,7 @@ func (m *Machine) grantSet(s *keySet, ttl time.Duration, meta string) {
 	for _, e := range s.entries {
 		m.changing(e)
 		e.owner, e.token, e.expiresAt = s.owner, m.lastToken, m.now+ttl
-		e.setExtras(s.extra)
+		m.setExtras(e, s.extra)
 		m.setHolderDeadline(e)
 	}
 }
@@ -194,9 +194,9 @@ func (m *Machine) grantWaiting(s *keySet) {
 
 // ready reports whether waiting set s can be granted: every one of its
 // keys is vacant with s at the head of its queue.
-func (s *keySet) ready() bool {
+func (s *keySet) ready(t *moreTable) bool {
 	for i, e := range s.entries {
-		if !e.vacant() || e.waitQueue().first() != s.waits[i] {
+		if !t.vacant(e) || t.waitQueue(e).first() != s.waits[i] {
 			return false
 		}
 	}
@@ -230,7 +230,7 @@ func (m *Machine) removeSet(s *keySet, kind EventKind, at time.Duration) {
 		}
 	}
 	for _, e := range s.entries {
-		if m.keys.get(e.key()) == e && e.vacant() {
+		if m.keys.get(e.key()) == e && m.vacant(e) {
 			m.serve(e)
 		}
 	}
@@ -249,9 +249,9 @@ func (m *Machine) extendSet(s *keySet, ttl time.Duration) {
 // vacate ends e's hold (a mutex lease, session-bound hold, lock-delay or a
 // set's hold) without serving its queue; the caller serves it.
 func (m *Machine) vacate(e *entry) {
-	e.sess().unref(e.key())
+	m.sess(e).unref(e.key())
 	e.owner, e.token, e.expiresAt = Owner{}, 0, 0
-	e.setExtras(nil)
+	m.setExtras(e, nil)
 	if e.index >= 0 {
 		m.deadlines.removeLease(e)
 	}
@@ -265,8 +265,8 @@ func (m *Machine) vacate(e *entry) {
 // the machine. Dropping a set may serve its other keys, and granting one
 // takes its other keys too: each loop checks that e is still vacant.
 func (m *Machine) serve(e *entry) {
-	for m.keys.get(e.key()) == e && e.vacant() {
-		w := e.waitQueue().first()
+	for m.keys.get(e.key()) == e && m.vacant(e) {
+		w := m.waitQueue(e).first()
 		switch {
 		case w == nil:
 			m.changing(e)
@@ -278,7 +278,7 @@ func (m *Machine) serve(e *entry) {
 		case w.set == nil:
 			m.grantHead(e, w)
 		default:
-			if w.set.ready() {
+			if w.set.ready(&m.moreTable) {
 				m.grantWaiting(w.set)
 			}
 			return
@@ -293,7 +293,7 @@ func (m *Machine) grantHead(e *entry, w *waiter) {
 	e.owner = w.owner
 	m.grant(e, w.ttl, w.session, w.meta)
 	m.setHolderDeadline(e)
-	m.emit(Event{Kind: EventGranted, Key: e.key(), Owner: e.owner, Token: e.token, ExpiresAt: e.leaseEnd(), At: m.now})
+	m.emit(Event{Kind: EventGranted, Key: e.key(), Owner: e.owner, Token: e.token, ExpiresAt: m.leaseEnd(e), At: m.now})
 }
 
 // forget takes e, which nobody holds or waits for, out of the machine.
@@ -304,13 +304,14 @@ func (m *Machine) forget(e *entry) {
 	if e.index >= 0 {
 		m.deadlines.removeLease(e)
 	}
+	m.setMore(e, nil, nil) // a group's extras; the place goes back to the table
 	m.keys.remove(e.key())
 	m.order.remove(e)
 }
 
 // setKeys is how many keys e's holder holds with it: 0 unless a set.
-func (e *entry) setKeys() int {
-	if s := e.set(); s != nil {
+func (t *moreTable) setKeys(e *entry) int {
+	if s := t.set(e); s != nil {
 		return len(s.entries)
 	}
 	return 0

@@ -423,9 +423,9 @@ func TestRandomSequencesKeepInvariants(t *testing.T) {
 					if st.Held != held || st.Owner != h || st.Waiters != len(obs.queue[k]) {
 						fail(fmt.Errorf("key %q: machine %+v, observed holder %x queue %d", k, st, h[:1], len(obs.queue[k])))
 					}
-					if e := m.keys.get(k); e != nil && e.waitQueue() != nil {
+					if e := m.keys.get(k); e != nil && m.waitQueue(e) != nil {
 						var order []Owner
-						for w := e.waitQueue().head; w != nil; w = w.next {
+						for w := m.waitQueue(e).head; w != nil; w = w.next {
 							order = append(order, w.owner)
 						}
 						if !slices.Equal(order, obs.queue[k]) {

@@ -51,6 +51,7 @@ func (m *Machine) restore(r *snapshotReader) error {
 	m.epoch, m.unclaimed, m.nWaiters, m.sessions, m.sets = r.epoch, r.unclaimed, r.nWaiters, r.sessions, r.sets
 	m.extraHolds = r.extraHolds
 	m.released = r.released
+	m.moreTable = r.moreTable
 	return nil
 }
 
@@ -74,6 +75,7 @@ type snapshotReader struct {
 	// when the counter is not much more than the keys: at most 8 bytes
 	// of bits a key), else listed (tokens). twiceMin is the smallest
 	// token the bits saw twice, 0 for none.
+	moreTable  // the entries' extras and queues, the machine's once the snapshot is whole
 	tokenBits  []uint64
 	tokens     []uint64
 	twiceMin   uint64
@@ -306,7 +308,7 @@ func (r *snapshotReader) holderV3(e *entry, kind byte) *group {
 	case holdSession:
 		e.owner = d.owner()
 		e.token = d.uvarint()
-		e.bind(r.sessionOf("holder"), "")
+		r.bind(e, r.sessionOf("holder"), "")
 	case holdDelayed:
 		e.token = d.uvarint()
 		e.expiresAt = d.deadline("lock delay end", r.now, MaxLockDelay)
@@ -322,7 +324,7 @@ func (r *snapshotReader) holderV4(e *entry, kind byte) *group {
 	if kind != holdGroup {
 		return r.holderV3(e, kind)
 	}
-	g := r.group(e)
+	g := r.readGroup(e)
 	r.extraHolds += max(g.holders.len()-1, 0)
 	for h := g.holders.first(); h != nil; h = h.next {
 		r.noteToken(h.token)
@@ -435,7 +437,6 @@ func (r *snapshotReader) readKeys(f *keyFormat) error {
 	defer close(batches)
 	heldSets := make(map[uint64]*keySet) // multi-key grants by token; local, so on the stack
 	r.sets = make(map[Owner]*keySet)
-	r.heap.leases = slices.Grow(r.heap.leases, int(n))
 	if r.lastToken/64 <= n {
 		r.tokenBits = make([]uint64, r.lastToken/64+1)
 	}
@@ -530,7 +531,7 @@ func (r *snapshotReader) readKey(f *keyFormat, e *entry, heldSets map[uint64]*ke
 	}
 	if f.kinds() && hold != holdDelayed && hold != holdNone && g == nil {
 		if meta := d.meta(); meta != "" {
-			e.bind(e.sess(), meta)
+			r.bind(e, r.sess(e), meta)
 		}
 	}
 	newSet := false
@@ -554,7 +555,7 @@ func (r *snapshotReader) readKey(f *keyFormat, e *entry, heldSets map[uint64]*ke
 		if hold != holdSet || newSet {
 			r.noteToken(e.token) // a multi-key grant's token once
 		}
-		if s := e.sess(); s == nil {
+		if s := r.sess(e); s == nil {
 			r.heap.add(deadline{at: e.expiresAt, e: e})
 		} else {
 			s.ref(e.key())
@@ -569,17 +570,17 @@ func (r *snapshotReader) joinHeldSet(e *entry, heldSets map[uint64]*keySet) bool
 	s := heldSets[e.token]
 	first := s == nil
 	if first {
-		s = &keySet{owner: e.owner, extra: &holderExtra{meta: e.metadata()}}
+		s = &keySet{owner: e.owner, extra: &holderExtra{meta: r.metadata(e)}}
 		s.extra.set = s
 		heldSets[e.token] = s
 		if r.sets[s.owner] != nil {
 			r.d.fail("owner in two multi-key acquisitions")
 		}
 		r.sets[s.owner] = s
-	} else if s.owner != e.owner || s.entries[0].expiresAt != e.expiresAt || s.extra.meta != e.metadata() {
+	} else if s.owner != e.owner || s.entries[0].expiresAt != e.expiresAt || s.extra.meta != r.metadata(e) {
 		r.d.fail("keys of one multi-key grant disagree")
 	}
-	e.setExtras(s.extra)
+	r.setExtras(e, s.extra)
 	s.entries = append(s.entries, e)
 	return first
 }
@@ -589,7 +590,7 @@ func (r *snapshotReader) joinHeldSet(e *entry, heldSets map[uint64]*keySet) bool
 // head.
 func (r *snapshotReader) readQueue(f *keyFormat, e *entry, g *group, reserved bool, n uint64) error {
 	if n > 0 {
-		e.setWaitQueue(&queue{byOwner: make(map[Owner]*waiter, n)})
+		r.setWaitQueue(e, &queue{byOwner: make(map[Owner]*waiter, n)})
 	}
 	for j := uint64(0); j < n; j++ {
 		r.fill(maxRecordPart)
@@ -597,7 +598,7 @@ func (r *snapshotReader) readQueue(f *keyFormat, e *entry, g *group, reserved bo
 		if r.d.err != nil {
 			return r.d.err
 		}
-		e.waitQueue().pushBack(w)
+		r.waitQueue(e).pushBack(w)
 		w.session.ref(e.key())
 		r.nWaiters++
 		r.heap.add(deadline{at: w.deadline, e: e, w: w})
@@ -634,7 +635,7 @@ func (r *snapshotReader) readWaiter(f *keyFormat, e *entry, g *group, reservedHe
 	if g != nil && g.kind == KindRW {
 		w.shared = d.flag("shared")
 	}
-	if d.err == nil && (w.owner == e.owner || e.waitQueue().find(w.owner) != nil || (g != nil && g.holders.find(w.owner) != nil)) {
+	if d.err == nil && (w.owner == e.owner || r.waitQueue(e).find(w.owner) != nil || (g != nil && g.holders.find(w.owner) != nil)) {
 		d.fail("owner queued twice or queued for a key it holds")
 	}
 	if d.err == nil && head && g != nil && g.fits(w.shared) {
@@ -671,7 +672,7 @@ func (r *snapshotReader) joinWaitingSet(e *entry, w *waiter) {
 func (r *snapshotReader) checkWhole() error {
 	for id := range r.released.byID {
 		e := r.order.find(id.key) // the index of keys may not be complete yet
-		if id.key != "" && e != nil && (e.owner == id.owner || e.waitQueue().find(id.owner) != nil || e.group() != nil && e.group().holders.find(id.owner) != nil) {
+		if id.key != "" && e != nil && (e.owner == id.owner || r.waitQueue(e).find(id.owner) != nil || r.group(e) != nil && r.group(e).holders.find(id.owner) != nil) {
 			return fmt.Errorf("%w: a release remembered for an owner that holds or waits for the key again", ErrBadEncoding)
 		}
 	}
@@ -687,7 +688,7 @@ func (r *snapshotReader) checkWhole() error {
 		if len(s.entries) > MaxKeys {
 			return fmt.Errorf("%w: a multi-key acquisition of more than %d keys", ErrBadEncoding, MaxKeys)
 		}
-		if s.waits != nil && s.ready() {
+		if s.waits != nil && s.ready(&r.moreTable) {
 			return fmt.Errorf("%w: a multi-key waiter could have been granted", ErrBadEncoding)
 		}
 	}
@@ -757,9 +758,9 @@ func (r *snapshotReader) readReleases() {
 	}
 }
 
-// group reads a semaphore or read/write key's holders (after its holder
+// readGroup reads a semaphore or read/write key's holders (after its holder
 // kind) into e.
-func (r *snapshotReader) group(e *entry) *group {
+func (r *snapshotReader) readGroup(e *entry) *group {
 	d := &r.d
 	g := &group{kind: Kind(d.byte())}
 	limit := d.uvarint()
@@ -784,7 +785,7 @@ func (r *snapshotReader) group(e *entry) *group {
 		d.fail("holder count out of range")
 		return g
 	}
-	e.setExtras(&holderExtra{group: g})
+	r.setExtras(e, &holderExtra{group: g})
 	g.holders.byOwner = make(map[Owner]*waiter, n)
 	var prev uint64
 	for i := uint64(0); i < n && d.err == nil; i++ {

@@ -182,7 +182,7 @@ type frozenCursor struct{ waiter, slot int }
 func (m *Machine) freeze(version byte) *frozen {
 	f := &frozen{version: version, now: m.now, lastToken: m.lastToken, epoch: m.epoch, sessions: m.freezeSessions(), releases: m.freezeReleases(), keys: make([]frozenKey, 0, m.keys.len())}
 	m.order.ascend("", func(e *entry) bool {
-		f.appendEntry(e)
+		f.appendEntry(&m.moreTable, e)
 		return true
 	})
 	return f

@@ -14,11 +14,11 @@ type WaiterState struct {
 // one step per waiter, and must be serialized with Apply like every read.
 func (m *Machine) Queue(key string) []WaiterState {
 	e := m.keys.get(key)
-	if e == nil || e.waitQueue() == nil {
+	if e == nil || m.waitQueue(e) == nil {
 		return nil
 	}
-	out := make([]WaiterState, 0, e.waitQueue().len())
-	for w := e.waitQueue().first(); w != nil; w = w.next {
+	out := make([]WaiterState, 0, m.waitQueue(e).len())
+	for w := m.waitQueue(e).first(); w != nil; w = w.next {
 		out = append(out, WaiterState{TTL: w.ttl, Deadline: w.deadline})
 	}
 	return out

@@ -1,0 +1,63 @@
+package fsm
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// The lease ends are kept in chunks: adding one never moves the others (a
+// slice grown by append copied them all, 160 MB at ten million leases,
+// inside the command that grew it), and the chunks go as the leases do.
+func TestLeaseHeapGrowsAndShrinksAChunkAtATime(t *testing.T) {
+	const n = 3*leaseChunk + leaseChunk/2
+	var h deadlines
+	entries := make([]*entry, n)
+	var first *leaseDeadline
+	for i := range entries {
+		entries[i] = newEntry(fmt.Sprintf("k%07d", i))
+		// Ends in an order that makes the heap move elements around.
+		h.pushLease(time.Duration((i*7919)%n)*time.Millisecond, entries[i])
+		if i == 0 {
+			first = &h.leases.chunks[0][0]
+		}
+		if &h.leases.chunks[0][0] != first {
+			t.Fatalf("after %d leases the first chunk moved", i+1)
+		}
+		if want := i/leaseChunk + 1; len(h.leases.chunks) != want {
+			t.Fatalf("%d leases in %d chunks, want %d", i+1, len(h.leases.chunks), want)
+		}
+	}
+	// Taking every lease out in the order of their ends, by removal from
+	// the middle as well as the head, leaves a heap whose head is always
+	// the earliest end, and the chunks shrink with it.
+	prev := time.Duration(-1)
+	for left := n; left > 0; left-- {
+		if left%3 == 0 {
+			e := entries[left-1]
+			if e.index >= 0 {
+				h.removeLease(e)
+				continue
+			}
+		}
+		d, ok := h.next()
+		if !ok {
+			t.Fatalf("no next with %d leases left", h.leases.len())
+		}
+		if d.at < prev {
+			t.Fatalf("next end %v after %v", d.at, prev)
+		}
+		prev = d.at
+		h.removeLease(d.e)
+		if max := (h.leases.len()+leaseChunk-1)/leaseChunk + 1; len(h.leases.chunks) > max {
+			t.Fatalf("%d leases kept in %d chunks, want at most %d", h.leases.len(), len(h.leases.chunks), max)
+		}
+	}
+	for h.leases.len() > 0 {
+		d, _ := h.next()
+		h.removeLease(d.e)
+	}
+	if len(h.leases.chunks) > 1 {
+		t.Fatalf("no lease left, %d chunks kept", len(h.leases.chunks))
+	}
+}
