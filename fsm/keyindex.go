@@ -111,8 +111,11 @@ func (x *keyIndex) len() int { return x.n }
 // the tag (the low bit set, so no tag is zero).
 func (x *keyIndex) hash(key string) (uint64, uint8) {
 	h := maphash.String(x.seed, key)
-	return h, uint8(h>>56) | 1
+	return h, tagOf(h)
 }
+
+// tagOf is the tag of a key whose hash is h.
+func tagOf(h uint64) uint8 { return uint8(h>>56) | 1 }
 
 // get is key's entry, or nil.
 func (x *keyIndex) get(key string) *entry {
@@ -191,7 +194,7 @@ func (x *keyIndex) addBatch(es []*entry) {
 		x.loaded = loaded
 		for k, e := range batch {
 			h := hashes[k]
-			x.cur.place(h, uint8(h>>56)|1, e)
+			x.cur.place(h, tagOf(h), e)
 		}
 		x.n += len(batch)
 	}
