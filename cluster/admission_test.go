@@ -29,7 +29,7 @@ func TestLeaderRefusesJoinRequestOfAnotherCluster(t *testing.T) {
 
 	for _, fresh := range []bool{false, true} {
 		req := nodewire.Join{ID: "y", Addr: yNode.Addr(), ClusterID: yID, Empty: fresh}
-		rep, err := leader.call(testCtx(t), leader.Addr(), nodewire.EncodeRequest(&req))
+		rep, err := leader.call(testCtx(t), leader.Addr(), nodewire.EncodeRequest(&req), nil)
 		require.NoError(t, err)
 		err = rep.Err()
 		assert.ErrorIs(t, err, ErrWrongCluster, "fresh %v", fresh)

@@ -26,6 +26,33 @@ func BenchmarkAcquireReleaseFollower(b *testing.B) {
 	benchAcquireRelease(b, c.follower())
 }
 
+// One op is one acquire of a fresh key through a follower, never released,
+// by many goroutines at once: a fill of held locks, where proposals batch
+// and the forwarding round trip (follower and leader, one process) is most
+// of each command's allocations.
+func BenchmarkFillThroughFollower(b *testing.B) {
+	c := newCluster(b, 3, func(cfg *Config) { cfg.MaxLocks = Unlimited })
+	f := c.follower()
+	var seq atomic.Int64
+	b.SetParallelism(32)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		owner := lock.NewOwner()
+		for pb.Next() {
+			key := fmt.Sprintf("fill/%08d", seq.Add(1))
+			if _, err := f.Acquire(ctx, lock.AcquireRequest{Key: key, Owner: owner, TTL: time.Hour}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "acquires/s")
+	b.ReportMetric(0, "ns/op")
+}
+
 // One op is one hand-off: callers on the two followers contend for one
 // key, each acquiring it with a wait and releasing it as soon as it is
 // granted, so every grant but the first goes to a waiter.

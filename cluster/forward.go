@@ -60,7 +60,10 @@ const defaultLeaderWaitElections = 4
 // (also matching lock.ErrUnavailable if the last attempt found no leader);
 // lock.ErrUnavailable when RequestTimeout passes or no leader is known for
 // the leader wait; ErrBadRequest when the leader rejects the request itself.
-func (n *Node) do(ctx context.Context, req nodewire.Request) (ans nodewire.Answer, err error) {
+//
+// The answer goes into into when into is of the answer type of req's kind
+// (see kindServer.serve and nodewire.DecodeReplyInto); nil: a fresh one.
+func (n *Node) do(ctx context.Context, req nodewire.Request, into nodewire.Answer) (ans nodewire.Answer, err error) {
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
 	defer cancel()
@@ -98,7 +101,7 @@ func (n *Node) do(ctx context.Context, req nodewire.Request) (ans nodewire.Answe
 			ans, attemptErr, hint, tried = o.ans, o.err, o.hint, o.tried
 		} else if t := n.term.Load(); t != nil {
 			tried = ""
-			ans, attemptErr = serve(ctx, n, t, req)
+			ans, attemptErr = serve(ctx, n, t, req, into)
 		} else {
 			addr, raftLeader, err := n.leaderTarget(hint)
 			hint = ""
@@ -109,7 +112,7 @@ func (n *Node) do(ctx context.Context, req nodewire.Request) (ans nodewire.Answe
 					body = nodewire.EncodeRequest(req)
 				}
 				var rep nodewire.Reply
-				rep, attemptErr = n.callLeader(ctx, addr, raftLeader, body, false)
+				rep, attemptErr = n.callLeader(ctx, addr, raftLeader, body, false, into)
 				if attemptErr == nil {
 					ans, attemptErr, hint = rep.Answer, rep.Err(), rep.Leader
 				}
@@ -263,8 +266,9 @@ func (e *noLeaderError) Error() string {
 //
 // A parked call (a waiting acquire) is not cut when raft merely loses its
 // leader: the leader, even one that lost its quorum for a while, still
-// answers it, and the wait bounds it.
-func (n *Node) callLeader(ctx context.Context, addr, raftLeader string, body []byte, parked bool) (nodewire.Reply, error) {
+// answers it, and the wait bounds it. The reply's answer goes into into as
+// nodewire.DecodeReplyInto says.
+func (n *Node) callLeader(ctx context.Context, addr, raftLeader string, body []byte, parked bool, into nodewire.Answer) (nodewire.Reply, error) {
 	type answer struct {
 		rep nodewire.Reply
 		err error
@@ -273,7 +277,7 @@ func (n *Node) callLeader(ctx context.Context, addr, raftLeader string, body []b
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
-		rep, err := n.call(cctx, addr, body)
+		rep, err := n.call(cctx, addr, body, into)
 		done <- answer{rep, err}
 	}()
 	for {
@@ -305,13 +309,14 @@ func (n *Node) callLeader(ctx context.Context, addr, raftLeader string, body []b
 	}
 }
 
-// call sends one request to addr and decodes the reply.
-func (n *Node) call(ctx context.Context, addr string, body []byte) (nodewire.Reply, error) {
+// call sends one request to addr and decodes the reply (its answer into
+// into: see nodewire.DecodeReplyInto).
+func (n *Node) call(ctx context.Context, addr string, body []byte, into nodewire.Answer) (nodewire.Reply, error) {
 	resp, err := n.tr.Call(ctx, addr, body)
 	if err != nil {
 		return nodewire.Reply{}, err
 	}
-	rep, err := nodewire.DecodeReply(resp)
+	rep, err := nodewire.DecodeReplyInto(resp, into)
 	if err != nil {
 		return nodewire.Reply{}, fmt.Errorf("reply from %s: %w", addr, err)
 	}
@@ -354,10 +359,11 @@ func (n *Node) endedError(parent, ctx context.Context, unknown bool, lastErr err
 	return err
 }
 
-// ask runs req at the leader (see do) and returns its answer, which must be
-// an A: a peer that answers another kind is refused with ErrBadRequest.
-func ask[A nodewire.Answer](ctx context.Context, n *Node, req nodewire.Request) (A, error) {
-	ans, err := n.do(ctx, req)
+// ask runs req at the leader (see do: into) and returns its answer, which
+// must be an A: a peer that answers another kind is refused with
+// ErrBadRequest.
+func ask[A nodewire.Answer](ctx context.Context, n *Node, req nodewire.Request, into nodewire.Answer) (A, error) {
+	ans, err := n.do(ctx, req, into)
 	a, ok := ans.(A)
 	if err == nil && !ok {
 		err = fmt.Errorf("%w: %T answer to a %v request", ErrBadRequest, ans, req.Kind())
@@ -367,7 +373,13 @@ func ask[A nodewire.Answer](ctx context.Context, n *Node, req nodewire.Request) 
 
 // command runs one lock command at the leader; see do.
 func (n *Node) command(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
-	ans, err := ask[*nodewire.CommandAnswer](ctx, n, &nodewire.Command{Cmd: cmd})
+	// The request and the room for its answer are one allocation, where
+	// two apart would make one more object of every command's garbage.
+	c := &struct {
+		req nodewire.Command
+		ans nodewire.CommandAnswer
+	}{req: nodewire.Command{Cmd: cmd}}
+	ans, err := ask[*nodewire.CommandAnswer](ctx, n, &c.req, &c.ans)
 	if err != nil {
 		return fsm.Result{}, err
 	}
@@ -381,7 +393,7 @@ func (n *Node) read(ctx context.Context, key string, owner *fsm.Owner) (nodewire
 	if owner != nil {
 		req.Owner, req.WithOwner = *owner, true
 	}
-	rr, err := ask[*nodewire.ReadResult](ctx, n, req)
+	rr, err := ask[*nodewire.ReadResult](ctx, n, req, nil)
 	if err != nil {
 		return nodewire.ReadResult{}, err
 	}
@@ -409,12 +421,25 @@ func (n *Node) handleRPC(ctx context.Context, body []byte) ([]byte, error) {
 	if err := n.logFaultError(false); err != nil {
 		return n.errorReply(req.Kind(), err).AppendBinary(nil), nil
 	}
-	ans, err := serve(ctx, n, t, req)
+	if c, ok := req.(*nodewire.Command); ok {
+		// Most forwarded requests are commands: their answer is encoded
+		// from here, where a Reply's Answer would make it escape.
+		ans, err := serveCommand(ctx, n, t, c)
+		if err != nil {
+			return n.errorReply(req.Kind(), err).AppendBinary(nil), nil
+		}
+		return ans.AppendReply(make([]byte, 0, commandReplyRoom)), nil
+	}
+	ans, err := serve(ctx, n, t, req, nil)
 	if err != nil {
 		return n.errorReply(req.Kind(), err).AppendBinary(nil), nil
 	}
 	return nodewire.Reply{Code: nodewire.CodeOK, Kind: req.Kind(), Answer: ans}.AppendBinary(nil), nil
 }
+
+// commandReplyRoom holds a command's reply unless its token and log times
+// are very large: appended to nothing, it would grow three times.
+const commandReplyRoom = 32
 
 func (n *Node) notLeaderReply(kind nodewire.Kind) nodewire.Reply {
 	addr, _ := n.raft.LeaderWithID()

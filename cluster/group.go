@@ -215,7 +215,7 @@ func (g *CommandGroup) send(seats []*groupSeat) {
 	var tried string
 	if t := n.term.Load(); t != nil {
 		var err error
-		if ans, err = serve(g.ctx, n, t, req); err != nil {
+		if ans, err = serve(g.ctx, n, t, req, nil); err != nil {
 			tell(groupOutcome{err: err})
 			return
 		}
@@ -226,7 +226,7 @@ func (g *CommandGroup) send(seats []*groupSeat) {
 			return
 		}
 		tried = addr
-		rep, err := n.callLeader(g.ctx, addr, raftLeader, nodewire.EncodeRequest(req), false)
+		rep, err := n.callLeader(g.ctx, addr, raftLeader, nodewire.EncodeRequest(req), false, nil)
 		if err == nil {
 			err = rep.Err()
 		}

@@ -143,7 +143,7 @@ func (n *Node) askRemoval(ctx context.Context, member bool) error {
 		if err := n.handOverLeadership(lctx); err != nil {
 			return fail(err)
 		}
-		_, err := n.do(lctx, &nodewire.Remove{ID: n.cfg.NodeID})
+		_, err := n.do(lctx, &nodewire.Remove{ID: n.cfg.NodeID}, nil)
 		if err == nil {
 			return nil
 		}

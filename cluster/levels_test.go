@@ -245,12 +245,12 @@ func TestNodeInfoCarriesLevelAboveBaselineOnly(t *testing.T) {
 	}())
 	ans, err := serveInfo(testCtx(t), n, nil, &nodewire.Info{ID: "x", Level: 2})
 	require.NoError(t, err)
-	assert.Equal(t, 2, ans.(*nodewire.Info).Level, "asked with a level: answers its own")
+	assert.Equal(t, 2, ans.Level, "asked with a level: answers its own")
 	ans, err = serveInfo(testCtx(t), n, nil, &nodewire.Info{ID: "x"})
 	require.NoError(t, err)
-	assert.Zero(t, ans.(*nodewire.Info).Level, "asked without: answers none")
+	assert.Zero(t, ans.Level, "asked without: answers none")
 	assert.Equal(t, []byte{nodewire.Version, byte(nodewire.CodeOK), byte(nodewire.KindInfo), 2, 'n', '0', 0},
-		nodewire.Reply{Code: nodewire.CodeOK, Kind: nodewire.KindInfo, Answer: ans}.AppendBinary(nil))
+		nodewire.Reply{Code: nodewire.CodeOK, Kind: nodewire.KindInfo, Answer: &ans}.AppendBinary(nil))
 }
 
 // The info exchange's version field: after the level, which then travels
@@ -284,10 +284,10 @@ func TestNodeInfoCarriesVersion(t *testing.T) {
 	}())
 	ans, err := serveInfo(testCtx(t), n, nil, &nodewire.Info{ID: "x", Version: "v1.2"})
 	require.NoError(t, err)
-	assert.Equal(t, &nodewire.Info{ID: "n0", Level: fsm.MaxCommandLevel, Version: "v9.9.9-test"}, ans, "asked with a version: answers its own")
+	assert.Equal(t, nodewire.Info{ID: "n0", Level: fsm.MaxCommandLevel, Version: "v9.9.9-test"}, ans, "asked with a version: answers its own")
 	ans, err = serveInfo(testCtx(t), n, nil, &nodewire.Info{ID: "x"})
 	require.NoError(t, err)
-	assert.Equal(t, &nodewire.Info{ID: "n0"}, ans, "asked without: the bytes of the builds before versions")
+	assert.Equal(t, nodewire.Info{ID: "n0"}, ans, "asked without: the bytes of the builds before versions")
 
 	old := startNode(t, func() Config {
 		cfg := testConfig(t, "old")
@@ -297,7 +297,7 @@ func TestNodeInfoCarriesVersion(t *testing.T) {
 		beforeVersions(&cfg)
 		return cfg
 	}())
-	rep, err := n.call(testCtx(t), old.Addr(), nodewire.EncodeRequest(&nodewire.Info{ID: "n0", Version: "v9.9.9-test"}))
+	rep, err := n.call(testCtx(t), old.Addr(), nodewire.EncodeRequest(&nodewire.Info{ID: "n0", Version: "v9.9.9-test"}), nil)
 	require.NoError(t, err)
 	require.Equal(t, nodewire.CodeBadRequest, rep.Code, "the older build refuses a version")
 	info, err := n.hooks().AskInfo(testCtx(t), old.Addr())

@@ -94,7 +94,7 @@ func peerServers(peers []Peer) []raft.Server {
 type memberHost struct{ n *Node }
 
 func (h memberHost) Call(ctx context.Context, addr string, body []byte) (nodewire.Reply, error) {
-	return h.n.call(ctx, addr, body)
+	return h.n.call(ctx, addr, body, nil)
 }
 
 func (h memberHost) LeaderChanged() <-chan struct{} { return h.n.leaderChanged.Wait() }

@@ -51,7 +51,7 @@ func TestMembersLearnEachOthersAPIAddr(t *testing.T) {
 func TestInfoIsAnsweredByFollowers(t *testing.T) {
 	c := newCluster(t, 3, func(cfg *Config) { cfg.APIAddr = "http://" + cfg.NodeID })
 	f := c.follower()
-	rep, err := c.leader().call(testCtx(t), f.Addr(), nodewire.EncodeRequest(&nodewire.Info{ID: "n-unknown"}))
+	rep, err := c.leader().call(testCtx(t), f.Addr(), nodewire.EncodeRequest(&nodewire.Info{ID: "n-unknown"}), nil)
 	require.NoError(t, err)
 	assert.Equal(t, nodewire.CodeOK, rep.Code)
 	assert.Equal(t, &nodewire.Info{ID: f.ID(), APIAddr: "http://" + f.ID()}, rep.Answer)

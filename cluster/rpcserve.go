@@ -25,8 +25,11 @@ type kindServer struct {
 	admit func(req nodewire.Request) error
 	// serve answers the request on n; t is n's term while it leads. Kinds
 	// served only by the leader get a t; the others may get nil. Its errors
-	// are answered as nodewire.CodeFor says.
-	serve func(ctx context.Context, n *Node, t *leaderTerm, req nodewire.Request) (nodewire.Answer, error)
+	// are answered as nodewire.CodeFor says. The answer goes into into when
+	// into is of the kind's answer type (a fresh answer otherwise): a
+	// caller that keeps room for it, beside its request, spares an
+	// allocation.
+	serve func(ctx context.Context, n *Node, t *leaderTerm, req nodewire.Request, into nodewire.Answer) (nodewire.Answer, error)
 }
 
 // servers is the one table of the request kinds this node serves. A kind
@@ -46,9 +49,11 @@ var servers = map[nodewire.Kind]kindServer{
 	nodewire.KindGroup:       served(false, admitGroup, serveGroup),
 }
 
-// served makes the line of a kind whose requests are R.
-func served[R nodewire.Request](anyNode bool, admit func(R) error,
-	serve func(context.Context, *Node, *leaderTerm, R) (nodewire.Answer, error)) kindServer {
+// served makes the line of a kind whose requests are R and answers A.
+func served[R nodewire.Request, A any, P interface {
+	*A
+	nodewire.Answer
+}](anyNode bool, admit func(R) error, serve func(context.Context, *Node, *leaderTerm, R) (A, error)) kindServer {
 	return kindServer{
 		anyNode: anyNode,
 		admit: func(req nodewire.Request) error {
@@ -58,12 +63,21 @@ func served[R nodewire.Request](anyNode bool, admit func(R) error,
 			}
 			return admit(r)
 		},
-		serve: func(ctx context.Context, n *Node, t *leaderTerm, req nodewire.Request) (nodewire.Answer, error) {
+		serve: func(ctx context.Context, n *Node, t *leaderTerm, req nodewire.Request, into nodewire.Answer) (nodewire.Answer, error) {
 			r, ok := req.(R)
 			if !ok {
 				return nil, fmt.Errorf("%w: %v request of type %T", ErrBadRequest, req.Kind(), req)
 			}
-			return serve(ctx, n, t, r)
+			a, err := serve(ctx, n, t, r)
+			if err != nil {
+				return nil, err
+			}
+			p, ok := into.(P)
+			if !ok {
+				p = new(A)
+			}
+			*p = a
+			return p, nil
 		},
 	}
 }
@@ -75,17 +89,6 @@ func admit(req nodewire.Request) error {
 		return fmt.Errorf("%w: bad request kind %d", ErrBadRequest, byte(req.Kind()))
 	}
 	return s.admit(req)
-}
-
-// answered is a serve's answer a, or its error.
-func answered[A any, P interface {
-	*A
-	nodewire.Answer
-}](a A, err error) (nodewire.Answer, error) {
-	if err != nil {
-		return nil, err
-	}
-	return P(&a), nil
 }
 
 // admitCommand lets through the client commands (acquire, release, extend,
@@ -105,12 +108,13 @@ func admitCommand(r *nodewire.Command) error {
 	return nil
 }
 
-func serveCommand(ctx context.Context, n *Node, t *leaderTerm, r *nodewire.Command) (nodewire.Answer, error) {
+func serveCommand(ctx context.Context, n *Node, t *leaderTerm, r *nodewire.Command) (nodewire.CommandAnswer, error) {
 	if r.Cmd.Op == fsm.OpCancelWait {
-		return answered(commandAnswerOf(n.waiters.CancelWait(ctx, t, r.Cmd))) // see package waiting
+		res, err := n.waiters.CancelWait(ctx, t, r.Cmd) // see package waiting
+		return nodewire.CommandAnswer{Res: res}, err
 	}
 	if err := n.admitQuota(ctx, t, r.Cmd); err != nil {
-		return nil, err // see quota.go
+		return nodewire.CommandAnswer{}, err // see quota.go
 	}
 	if r.Cmd.Op == fsm.OpRelease {
 		n.waiters.Released(r.Cmd.Key, r.Cmd.Owner)
@@ -125,10 +129,6 @@ func serveCommand(ctx context.Context, n *Node, t *leaderTerm, r *nodewire.Comma
 		res, err = t.await(ctx, p)
 	}
 	answeredAcquire(0, res, err)
-	return answered(commandAnswerOf(res, err))
-}
-
-func commandAnswerOf(res fsm.Result, err error) (nodewire.CommandAnswer, error) {
 	return nodewire.CommandAnswer{Res: res}, err
 }
 
@@ -139,8 +139,8 @@ func admitWaitAcquire(r *nodewire.WaitAcquire) error {
 	return admitCommand(&r.Command)
 }
 
-func serveWaitAcquire(ctx context.Context, n *Node, t *leaderTerm, r *nodewire.WaitAcquire) (nodewire.Answer, error) {
-	return answered(n.waiters.AtLeader(ctx, t, r.Cmd, n.clock.Monotonic()))
+func serveWaitAcquire(ctx context.Context, n *Node, t *leaderTerm, r *nodewire.WaitAcquire) (nodewire.WaitAnswer, error) {
+	return n.waiters.AtLeader(ctx, t, r.Cmd, n.clock.Monotonic())
 }
 
 func admitRead(r *nodewire.Read) error {
@@ -153,8 +153,8 @@ func admitRead(r *nodewire.Read) error {
 	return nil
 }
 
-func serveRead(ctx context.Context, n *Node, t *leaderTerm, r *nodewire.Read) (nodewire.Answer, error) {
-	return answered(n.readAtLeader(ctx, t, r))
+func serveRead(ctx context.Context, n *Node, t *leaderTerm, r *nodewire.Read) (nodewire.ReadResult, error) {
+	return n.readAtLeader(ctx, t, r)
 }
 
 // admitList also bounds a forwarded listing to a page that fits a frame: a
@@ -169,8 +169,8 @@ func admitList(r *nodewire.List) error {
 	return nil
 }
 
-func serveList(ctx context.Context, n *Node, t *leaderTerm, r *nodewire.List) (nodewire.Answer, error) {
-	return answered(n.listAtLeader(ctx, t, r))
+func serveList(ctx context.Context, n *Node, t *leaderTerm, r *nodewire.List) (nodewire.ListPage, error) {
+	return n.listAtLeader(ctx, t, r)
 }
 
 func admitJoin(r *nodewire.Join) error {
@@ -188,9 +188,9 @@ func nodeIDRequestError(what, id string) error {
 	return nil
 }
 
-func serveJoin(ctx context.Context, n *Node, _ *leaderTerm, r *nodewire.Join) (nodewire.Answer, error) {
+func serveJoin(ctx context.Context, n *Node, _ *leaderTerm, r *nodewire.Join) (nodewire.NoAnswer, error) {
 	c := membership.Candidate{ID: raft.ServerID(r.ID), Addr: raft.ServerAddress(r.Addr), ClusterID: r.ClusterID, Fresh: r.Empty}
-	return &nodewire.NoAnswer{}, n.membership.AddMember(ctx, c)
+	return nodewire.NoAnswer{}, n.membership.AddMember(ctx, c)
 }
 
 func admitRemove(r *nodewire.Remove) error {
@@ -200,15 +200,15 @@ func admitRemove(r *nodewire.Remove) error {
 	return nil
 }
 
-func serveRemove(ctx context.Context, n *Node, _ *leaderTerm, r *nodewire.Remove) (nodewire.Answer, error) {
-	return &nodewire.NoAnswer{}, n.membership.RemoveServer(ctx, r.ID)
+func serveRemove(ctx context.Context, n *Node, _ *leaderTerm, r *nodewire.Remove) (nodewire.NoAnswer, error) {
+	return nodewire.NoAnswer{}, n.membership.RemoveServer(ctx, r.ID)
 }
 
 func admitInfo(r *nodewire.Info) error { return nodeIDRequestError("info", r.ID) }
 
-func serveInfo(_ context.Context, n *Node, _ *leaderTerm, r *nodewire.Info) (nodewire.Answer, error) {
+func serveInfo(_ context.Context, n *Node, _ *leaderTerm, r *nodewire.Info) (nodewire.Info, error) {
 	n.membership.HeardFrom(r.ID, r.APIAddr, r.Level, r.Version)
-	ans := &nodewire.Info{ID: n.cfg.NodeID, APIAddr: n.cfg.APIAddr}
+	ans := nodewire.Info{ID: n.cfg.NodeID, APIAddr: n.cfg.APIAddr}
 	if r.HasLevel() || r.Version != "" {
 		ans.Level = n.levels.max
 	}
@@ -220,8 +220,8 @@ func serveInfo(_ context.Context, n *Node, _ *leaderTerm, r *nodewire.Info) (nod
 
 func admitIdentity(r *nodewire.Identity) error { return nodeIDRequestError("identity", r.ID) }
 
-func serveIdentity(_ context.Context, n *Node, _ *leaderTerm, r *nodewire.Identity) (nodewire.Answer, error) {
-	return n.membership.IdentityReply(r), nil
+func serveIdentity(_ context.Context, n *Node, _ *leaderTerm, r *nodewire.Identity) (nodewire.Identity, error) {
+	return *n.membership.IdentityReply(r), nil
 }
 
 func admitSessionRead(r *nodewire.SessionRead) error {
@@ -238,18 +238,16 @@ func admitServerStats(r *nodewire.ServerStatsRequest) error {
 	return nil
 }
 
-func serveSessionRead(ctx context.Context, n *Node, t *leaderTerm, r *nodewire.SessionRead) (nodewire.Answer, error) {
+func serveSessionRead(ctx context.Context, n *Node, t *leaderTerm, r *nodewire.SessionRead) (nodewire.SessionResult, error) {
 	if err := n.readIndex(ctx, t); err != nil {
-		return nil, err
+		return nodewire.SessionResult{}, err
 	}
-	a := n.sm.session(r.Session, t.clock.now())
-	return &a, nil
+	return n.sm.session(r.Session, t.clock.now()), nil
 }
 
-func serveServerStats(_ context.Context, n *Node, _ *leaderTerm, r *nodewire.ServerStatsRequest) (nodewire.Answer, error) {
+func serveServerStats(_ context.Context, n *Node, _ *leaderTerm, r *nodewire.ServerStatsRequest) (nodewire.ServerStats, error) {
 	n.membership.HeardFromLeader(r)
-	st := n.membership.OwnServerStats()
-	return &st, nil
+	return n.membership.OwnServerStats(), nil
 }
 
 // admitGroup lets through the commands a group carries (groupable), each as
@@ -269,8 +267,8 @@ func admitGroup(r *nodewire.Group) error {
 // serveGroup checks each command's quota, queues every admitted command for
 // proposal at once (so that they share an entry), and answers each with
 // the reply it would have had alone.
-func serveGroup(ctx context.Context, n *Node, t *leaderTerm, r *nodewire.Group) (nodewire.Answer, error) {
-	ans := &nodewire.GroupAnswer{Replies: make([]nodewire.Reply, len(r.Cmds))}
+func serveGroup(ctx context.Context, n *Node, t *leaderTerm, r *nodewire.Group) (nodewire.GroupAnswer, error) {
+	ans := nodewire.GroupAnswer{Replies: make([]nodewire.Reply, len(r.Cmds))}
 	queued := make([]int, 0, len(r.Cmds)) // the index of each admitted command
 	cmds := make([]fsm.Command, 0, len(r.Cmds))
 	for i, c := range r.Cmds {
@@ -306,10 +304,10 @@ func serveGroup(ctx context.Context, n *Node, t *leaderTerm, r *nodewire.Group) 
 
 // serve answers a request on n (see kindServer.serve): one forwarded by
 // another node, or one of n's own while it leads.
-func serve(ctx context.Context, n *Node, t *leaderTerm, req nodewire.Request) (nodewire.Answer, error) {
+func serve(ctx context.Context, n *Node, t *leaderTerm, req nodewire.Request, into nodewire.Answer) (nodewire.Answer, error) {
 	s, ok := servers[req.Kind()]
 	if !ok {
 		return nil, fmt.Errorf("%w: bad request kind %d", ErrBadRequest, byte(req.Kind()))
 	}
-	return s.serve(ctx, n, t, req)
+	return s.serve(ctx, n, t, req, into)
 }

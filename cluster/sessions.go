@@ -90,7 +90,7 @@ func (n *Node) InspectSession(ctx context.Context, id lock.SessionID) (lock.Sess
 	if n.closed() {
 		return lock.SessionInfo{}, lock.ErrClosed
 	}
-	sr, err := ask[*nodewire.SessionResult](ctx, n, &nodewire.SessionRead{Session: fsm.Owner(id)})
+	sr, err := ask[*nodewire.SessionResult](ctx, n, &nodewire.SessionRead{Session: fsm.Owner(id)}, nil)
 	if err != nil {
 		return lock.SessionInfo{}, err
 	}

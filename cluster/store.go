@@ -213,7 +213,7 @@ func (n *Node) List(ctx context.Context, req lock.ListRequest) ([]lock.LockInfo,
 		if req.Limit > 0 {
 			want = req.Limit - len(out)
 		}
-		page, err := ask[*nodewire.ListPage](ctx, n, &nodewire.List{Prefix: req.Prefix, After: after, Limit: want})
+		page, err := ask[*nodewire.ListPage](ctx, n, &nodewire.List{Prefix: req.Prefix, After: after, Limit: want}, nil)
 		if err != nil {
 			return nil, err
 		}

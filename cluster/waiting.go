@@ -51,7 +51,7 @@ func (h waitHost) CallLeader(ctx context.Context, cmd fsm.Command, hint string) 
 	if err != nil {
 		return nodewire.WaitAnswer{}, "", "", err
 	}
-	rep, err := h.n.callLeader(ctx, addr, raftLeader, nodewire.EncodeRequest(&nodewire.WaitAcquire{Command: nodewire.Command{Cmd: cmd}}), true)
+	rep, err := h.n.callLeader(ctx, addr, raftLeader, nodewire.EncodeRequest(&nodewire.WaitAcquire{Command: nodewire.Command{Cmd: cmd}}), true, nil)
 	if err == nil {
 		err = rep.Err()
 	}

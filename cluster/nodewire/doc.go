@@ -76,7 +76,9 @@
 // fails to decode it and answers CodeBadRequest.
 //
 // Each kind is one request type with one answer type, and one line of
-// the kinds table, which is all the encoding and decoding code knows of it.
+// the kinds table, which is all the encoding and decoding code knows of it
+// (but CommandAnswer.AppendReply, a command's reply written through the
+// same functions without a Reply, for the leader's busiest path).
 // To add a kind: give it the next unused number below; write its request
 // type (appendBody, decodeBody: see Request) and its answer type
 // (appendBody, decodeBody: see Answer; NoAnswer when it answers nothing);

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/raftlock/raftlock/fsm"
@@ -81,23 +82,38 @@ const (
 type kindSpec struct {
 	name    string
 	request func() Request // an empty request of the kind, to decode into
-	answer  func() Answer  // an empty answer of the kind, to decode into
+	// answer is an empty answer of the kind, to decode into: into, emptied,
+	// when it is of the kind's answer type, else a fresh one.
+	answer func(into Answer) Answer
 }
 
 // kinds is the one table of the forwarding RPC's request kinds: a line per kind.
 var kinds = map[Kind]kindSpec{
-	KindCommand:     {"command", func() Request { return new(Command) }, func() Answer { return new(CommandAnswer) }},
-	KindRead:        {"read", func() Request { return new(Read) }, func() Answer { return new(ReadResult) }},
-	KindJoin:        {"join", func() Request { return new(Join) }, func() Answer { return new(NoAnswer) }},
-	KindJoinEmpty:   {"join-empty", func() Request { return &Join{Empty: true} }, func() Answer { return new(NoAnswer) }},
-	KindRemove:      {"remove", func() Request { return new(Remove) }, func() Answer { return new(NoAnswer) }},
-	KindList:        {"list", func() Request { return new(List) }, func() Answer { return new(ListPage) }},
-	KindInfo:        {"info", func() Request { return new(Info) }, func() Answer { return new(Info) }},
-	KindWaitAcquire: {"wait-acquire", func() Request { return new(WaitAcquire) }, func() Answer { return new(WaitAnswer) }},
-	KindIdentity:    {"identity", func() Request { return new(Identity) }, func() Answer { return new(Identity) }},
-	KindSessionRead: {"session-read", func() Request { return new(SessionRead) }, func() Answer { return new(SessionResult) }},
-	KindServerStats: {"server-stats", func() Request { return new(ServerStatsRequest) }, func() Answer { return new(ServerStats) }},
-	KindGroup:       {"group", func() Request { return new(Group) }, func() Answer { return new(GroupAnswer) }},
+	KindCommand:     {"command", func() Request { return new(Command) }, emptyAnswer[CommandAnswer]},
+	KindRead:        {"read", func() Request { return new(Read) }, emptyAnswer[ReadResult]},
+	KindJoin:        {"join", func() Request { return new(Join) }, emptyAnswer[NoAnswer]},
+	KindJoinEmpty:   {"join-empty", func() Request { return &Join{Empty: true} }, emptyAnswer[NoAnswer]},
+	KindRemove:      {"remove", func() Request { return new(Remove) }, emptyAnswer[NoAnswer]},
+	KindList:        {"list", func() Request { return new(List) }, emptyAnswer[ListPage]},
+	KindInfo:        {"info", func() Request { return new(Info) }, emptyAnswer[Info]},
+	KindWaitAcquire: {"wait-acquire", func() Request { return new(WaitAcquire) }, emptyAnswer[WaitAnswer]},
+	KindIdentity:    {"identity", func() Request { return new(Identity) }, emptyAnswer[Identity]},
+	KindSessionRead: {"session-read", func() Request { return new(SessionRead) }, emptyAnswer[SessionResult]},
+	KindServerStats: {"server-stats", func() Request { return new(ServerStatsRequest) }, emptyAnswer[ServerStats]},
+	KindGroup:       {"group", func() Request { return new(Group) }, emptyAnswer[GroupAnswer]},
+}
+
+// emptyAnswer is a kindSpec's answer for answers of type A.
+func emptyAnswer[A any, P interface {
+	*A
+	Answer
+}](into Answer) Answer {
+	p, ok := into.(P)
+	if !ok {
+		return P(new(A))
+	}
+	*p = *new(A) // nothing of what it held before is read as this reply's
+	return p
 }
 
 // Kinds lists every request kind, in byte order.
@@ -245,7 +261,7 @@ func DecodeRequest(b []byte) (Request, error) {
 		req = spec.request()
 		req.decodeBody(d)
 	}
-	if err := d.End(); err != nil {
+	if err := closeMessage(d); err != nil {
 		return nil, fmt.Errorf("%w: %v request: %w", ErrBadRequest, k, err)
 	}
 	return req, nil
@@ -253,7 +269,7 @@ func DecodeRequest(b []byte) (Request, error) {
 
 // AppendBinary appends r's message: version, code, kind and body.
 func (r Reply) AppendBinary(b []byte) []byte {
-	b = append(b, Version, byte(r.Code), byte(r.Kind))
+	b = appendReplyHead(b, r.Code, r.Kind)
 	switch {
 	case r.Code == CodeOK && r.Answer == nil: // a handler's bug: the peer reads a malformed reply
 		return b
@@ -265,8 +281,27 @@ func (r Reply) AppendBinary(b []byte) []byte {
 	return appendString(b, r.Msg[:min(len(r.Msg), maxMsgLen)])
 }
 
+func appendReplyHead(b []byte, code Code, kind Kind) []byte {
+	return append(b, Version, byte(code), byte(kind))
+}
+
+// AppendReply appends the reply answering a KindCommand request with a:
+// Reply{Code: CodeOK, Kind: KindCommand, Answer: a}.AppendBinary's bytes.
+// Unlike an Answer in a Reply, a stays where it is (on the caller's
+// stack): most requests a leader answers are commands.
+func (a *CommandAnswer) AppendReply(b []byte) []byte {
+	return a.appendBody(appendReplyHead(b, CodeOK, KindCommand))
+}
+
 // DecodeReply never panics: bad bytes give an error matching ErrBadRequest.
-func DecodeReply(b []byte) (Reply, error) {
+func DecodeReply(b []byte) (Reply, error) { return DecodeReplyInto(b, nil) }
+
+// DecodeReplyInto is DecodeReply reading the answer into into (emptied
+// first) when into is of the reply's kind's answer type, rather than into
+// a fresh answer: a caller that keeps room for the answer of the kind it
+// asks, beside its request, spares an allocation. The Reply's Answer is
+// then into.
+func DecodeReplyInto(b []byte, into Answer) (Reply, error) {
 	d, err := openMessage(b)
 	if err != nil {
 		return Reply{}, err
@@ -274,7 +309,7 @@ func DecodeReply(b []byte) (Reply, error) {
 	r := Reply{Code: Code(d.Byte()), Kind: Kind(d.Byte())}
 	switch spec, ok := kinds[r.Kind]; {
 	case r.Code == CodeOK && ok:
-		r.Answer = spec.answer()
+		r.Answer = spec.answer(into)
 		r.Answer.decodeBody(d)
 	case r.Code == CodeOK:
 		d.Fail("reply kind")
@@ -285,13 +320,20 @@ func DecodeReply(b []byte) (Reply, error) {
 	default:
 		d.Fail("reply code")
 	}
-	if err := d.End(); err != nil {
+	if err := closeMessage(d); err != nil {
 		return Reply{}, fmt.Errorf("%w: %v reply: %w", ErrBadRequest, r.Kind, err)
 	}
 	return r, nil
 }
 
-// openMessage checks a message's version and returns a decoder of the rest.
+// decoders keeps the decoders of messages read before, for the next:
+// decodeBody, an interface method, makes a message's decoder escape, and
+// a fresh one per message would be garbage of every forwarded request and
+// reply.
+var decoders = sync.Pool{New: func() any { return new(fsm.Decoder) }}
+
+// openMessage checks a message's version and returns a decoder of the
+// rest; closeMessage hands it back.
 func openMessage(b []byte) (*fsm.Decoder, error) {
 	switch {
 	case len(b) == 0:
@@ -299,7 +341,18 @@ func openMessage(b []byte) (*fsm.Decoder, error) {
 	case b[0] != Version:
 		return nil, fmt.Errorf("%w: wire version %d, want %d", ErrBadRequest, b[0], Version)
 	}
-	return fsm.NewDecoder(b[1:]), nil
+	d := decoders.Get().(*fsm.Decoder)
+	*d = *fsm.NewDecoder(b[1:]) // nothing of the message it read before: its place, its error
+	return d, nil
+}
+
+// closeMessage ends d's message (d.End's error) and hands d back to
+// decoders, keeping nothing of the message alive.
+func closeMessage(d *fsm.Decoder) error {
+	err := d.End()
+	*d = fsm.Decoder{}
+	decoders.Put(d)
+	return err
 }
 
 // appendFlags appends one byte whose bit i is set when flags[i] is.

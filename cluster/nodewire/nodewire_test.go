@@ -147,6 +147,67 @@ func TestWireRoundTrip(t *testing.T) {
 	}
 }
 
+// Decoders are used again for later messages: a message read after one
+// that failed partway (its decoder stopped with an error, mid-message)
+// reads as itself.
+func TestReusedDecoderReadsOnlyItsMessage(t *testing.T) {
+	acquire := EncodeRequest(sampleRequests()[0])
+	release := sampleRequests()[1]
+	granted := sampleReplies()[0]
+	// Many times: a decoder handed back may be dropped rather than handed
+	// out again (the race detector drops some on purpose).
+	for range 100 {
+		_, err := DecodeRequest(acquire[:len(acquire)-4])
+		require.ErrorIs(t, err, ErrBadRequest)
+		got, err := DecodeRequest(EncodeRequest(release))
+		require.NoError(t, err)
+		require.Equal(t, release, got)
+
+		_, err = DecodeReply(acquire)
+		require.ErrorIs(t, err, ErrBadRequest)
+		rep, err := DecodeReply(granted.AppendBinary(nil))
+		require.NoError(t, err)
+		require.Equal(t, granted, rep)
+	}
+}
+
+// A reply read into an answer its caller keeps reads as itself, whatever
+// that answer held before; an answer of another kind is left alone (the
+// reply gets a fresh one).
+func TestDecodeReplyIntoEmptiesTheAnswer(t *testing.T) {
+	into := &CommandAnswer{fsm.Result{Status: fsm.StatusKindMismatch, Token: 9, Waiters: 3, Kind: fsm.KindSemaphore, Limit: 8}}
+	granted := Reply{Code: CodeOK, Kind: KindCommand, Answer: &CommandAnswer{fsm.Result{Status: fsm.StatusGranted, Token: 7, Now: time.Second}}}
+	rep, err := DecodeReplyInto(granted.AppendBinary(nil), into)
+	require.NoError(t, err)
+	assert.Equal(t, granted, rep)
+	assert.Same(t, into, rep.Answer, "read into the caller's answer")
+
+	page := &ListPage{Locks: []lock.LockInfo{{Key: "from-before"}}, More: true}
+	listed := Reply{Code: CodeOK, Kind: KindList, Answer: &ListPage{Locks: []lock.LockInfo{
+		{Key: "a", KeyInfo: lock.KeyInfo{Locked: true, Token: 3, Remaining: time.Second, Holders: 1}},
+	}}}
+	rep, err = DecodeReplyInto(listed.AppendBinary(nil), page)
+	require.NoError(t, err)
+	assert.Equal(t, listed, rep)
+	assert.Same(t, page, rep.Answer)
+
+	before := *into
+	read := sampleReplies()[1]
+	rep, err = DecodeReplyInto(read.AppendBinary(nil), into)
+	require.NoError(t, err)
+	assert.Equal(t, read, rep)
+	assert.Equal(t, before, *into, "an answer of another kind is not touched")
+}
+
+// A command's answer encodes from where it is as it does in a Reply.
+func TestCommandAnswerAppendsItsReply(t *testing.T) {
+	for _, rep := range sampleReplies() {
+		if a, ok := rep.Answer.(*CommandAnswer); ok {
+			assert.Equal(t, rep.AppendBinary([]byte("x")), a.AppendReply([]byte("x")))
+		}
+	}
+}
+
 // Every kind of the table is sampled both ways, so a kind added to the
 // table without samples here fails.
 func TestWireSamplesCoverEveryKind(t *testing.T) {
