@@ -90,3 +90,28 @@ func TestEntriesHoldNoPointers(t *testing.T) {
 		}
 	}
 }
+
+// An entry taken from a block faulted in ahead starts as newEntry's does,
+// whatever the block held: its first touch wrote bytes into it.
+func TestEntrySlabClearsPrefaultedBlocks(t *testing.T) {
+	ready := make(chan *entryBlock, 1)
+	dirty := new(entryBlock)
+	for i := range dirty {
+		dirty[i] = 0xff
+	}
+	ready <- dirty
+	close(ready)
+	s := entrySlab{ready: ready}
+	n := keyClasses[0].perBlock()
+	for i := range n {
+		key := []byte{'k', byte('a' + i%26), byte('a' + i/26)}
+		e := s.take(key, uint64(2*n-i))
+		require.Equal(t, string(key), e.key())
+		require.True(t, e.owner.IsZero(), "entry %d: owner %x", i, e.owner)
+		require.Zero(t, e.token, "entry %d", i)
+		require.Zero(t, e.expiresAt, "entry %d", i)
+		require.Zero(t, e.more, "entry %d", i)
+		require.Equal(t, int32(-1), e.index, "entry %d", i)
+	}
+	require.Equal(t, unsafe.Pointer(dirty), s.blocks[0].base, "the slab took the ready block")
+}

@@ -443,7 +443,9 @@ func (r *snapshotReader) readKeys(f *keyFormat) error {
 	leaves := make([]*orderNode, 0, (n+orderMax-1)/orderMax)
 	leaf := newOrderLeaf()
 	prev := ""
-	var entries entrySlab
+	stop := make(chan struct{})
+	defer close(stop)
+	entries := entrySlab{ready: prefaultBlocks(n/uint64(keyClasses[0].perBlock()), stop)}
 	for i := uint64(0); i < n; i++ {
 		r.fill(maxRecordPart)
 		key := d.keyBytes()
@@ -482,10 +484,10 @@ func (r *snapshotReader) readKeys(f *keyFormat) error {
 // it runs beside the reading and the checks. waitKeys waits for it.
 func (r *snapshotReader) indexKeys(n uint64) chan<- []*entry {
 	batches := make(chan []*entry, 8)
-	r.keys = newKeyIndex(int(n))
 	r.keysDone = make(chan struct{})
 	go func(keys *keyIndex) {
 		defer close(r.keysDone)
+		*keys = newKeyIndex(int(n)) // here too: clearing its fresh memory takes a while
 		for batch := range batches {
 			keys.addBatch(batch)
 		}
