@@ -109,6 +109,37 @@ type leaseDeadline struct {
 type leaseHeap struct {
 	chunks [][]leaseDeadline
 	n      int
+	ready  <-chan []leaseDeadline // chunks faulted in ahead during a restore (prefaultLeaseChunks); nil: none
+}
+
+// prefaultLeaseChunks makes up to want chunks of lease ends on another
+// goroutine (see prefault): at ten million locks the first touch of their
+// 160 MB took 0.45 s of a restore's reading. A chunk's elements past the
+// heap's length are never read, and append writes each one whole.
+func prefaultLeaseChunks(want uint64, stop <-chan struct{}) <-chan []leaseDeadline {
+	return prefault(want, 4, stop, func() []leaseDeadline {
+		c := make([]leaseDeadline, leaseChunk)
+		for i := 0; i < len(c); i += 4096 / 16 {
+			c[i].at = 1 // any write faults the page in
+		}
+		return c
+	})
+}
+
+// newChunk is room for leaseChunk more lease ends: a chunk faulted in
+// ahead if one is ready, else a fresh one.
+func (h *leaseHeap) newChunk() []leaseDeadline {
+	if h.ready != nil {
+		select {
+		case c, ok := <-h.ready:
+			if ok {
+				return c
+			}
+			h.ready = nil
+		default:
+		}
+	}
+	return make([]leaseDeadline, leaseChunk)
 }
 
 // leaseChunk is how many lease ends a chunk holds: 64 KiB, past Go's
@@ -128,7 +159,7 @@ func (h *leaseHeap) at(i int) *leaseDeadline {
 // append adds d as the last element, outside the heap's order.
 func (h *leaseHeap) append(d leaseDeadline) {
 	if h.n == len(h.chunks)*leaseChunk {
-		h.chunks = append(h.chunks, make([]leaseDeadline, leaseChunk))
+		h.chunks = append(h.chunks, h.newChunk())
 	}
 	*h.at(h.n) = d
 	h.n++

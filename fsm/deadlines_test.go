@@ -61,3 +61,39 @@ func TestLeaseHeapGrowsAndShrinksAChunkAtATime(t *testing.T) {
 		t.Fatalf("no lease left, %d chunks kept", len(h.leases.chunks))
 	}
 }
+
+// A restore's lease ends go into chunks faulted in ahead, whatever those
+// hold past the heap's length: the heap never reads there.
+func TestLeaseHeapTakesChunksFaultedInAhead(t *testing.T) {
+	stranger := newEntry("stranger")
+	ready := make(chan []leaseDeadline, 2)
+	var dirty [][]leaseDeadline
+	for range 2 {
+		c := make([]leaseDeadline, leaseChunk)
+		for i := range c {
+			c[i] = leaseDeadline{at: -1, e: stranger}
+		}
+		dirty = append(dirty, c)
+		ready <- c
+	}
+	close(ready)
+	h := deadlines{leases: leaseHeap{ready: ready}}
+	const n = 2*leaseChunk + 10
+	for i := range n {
+		h.pushLease(time.Duration((i*7919)%n+1)*time.Millisecond, newEntry(fmt.Sprintf("k%07d", i)))
+	}
+	for i, c := range dirty {
+		if &h.leases.chunks[i][0] != &c[0] {
+			t.Fatalf("chunk %d is not the one faulted in ahead", i)
+		}
+	}
+	prev := time.Duration(0)
+	for h.leases.len() > 0 {
+		d, _ := h.next()
+		if d.e == stranger || d.at <= prev {
+			t.Fatalf("next end %v (%q) after %v", d.at, d.e.key(), prev)
+		}
+		prev = d.at
+		h.removeLease(d.e)
+	}
+}

@@ -115,23 +115,32 @@ type entrySlab struct {
 // pointers, so the collector need not know their type.
 type entryBlock [restoreBlock]byte
 
-// prefaultBlocks makes up to want entry blocks on another goroutine, until
-// stop is closed, each touched once a page so that the page faults of its
-// fresh memory are paid there: at ten million keys the first touch of the
-// entries' 640 MB was a third of a restore's reading, on the goroutine
-// every other step of the restore waits for. The blocks are sent on the
-// channel it returns, which it closes when it ends.
+// prefaultBlocks makes up to want entry blocks on another goroutine (see
+// prefault): at ten million keys the first touch of the entries' 640 MB
+// was a third of a restore's reading.
 func prefaultBlocks(want uint64, stop <-chan struct{}) <-chan *entryBlock {
-	ready := make(chan *entryBlock, 64)
+	return prefault(want, 64, stop, func() *entryBlock {
+		b := new(entryBlock)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1 // any write faults the page in (take clears each entry it hands out)
+		}
+		return b
+	})
+}
+
+// prefault makes up to want values with fresh, on another goroutine, until
+// stop is closed, and sends them on the channel it returns (ahead at
+// most), which it closes when it ends. fresh touches its value's memory
+// once a page, so that the page faults of memory new to the process are
+// paid there rather than on the goroutine that reads a snapshot, which
+// every other step of a restore waits for.
+func prefault[T any](want uint64, ahead int, stop <-chan struct{}, fresh func() T) <-chan T {
+	ready := make(chan T, ahead)
 	go func() {
 		defer close(ready)
 		for range want {
-			b := new(entryBlock)
-			for i := 0; i < len(b); i += 4096 {
-				b[i] = 1 // any write faults the page in (take clears each entry it hands out)
-			}
 			select {
-			case ready <- b:
+			case ready <- fresh():
 			case <-stop:
 				return
 			}
