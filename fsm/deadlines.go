@@ -129,15 +129,8 @@ func prefaultLeaseChunks(want uint64, stop <-chan struct{}) <-chan []leaseDeadli
 // newChunk is room for leaseChunk more lease ends: a chunk faulted in
 // ahead if one is ready, else a fresh one.
 func (h *leaseHeap) newChunk() []leaseDeadline {
-	if h.ready != nil {
-		select {
-		case c, ok := <-h.ready:
-			if ok {
-				return c
-			}
-			h.ready = nil
-		default:
-		}
+	if c, ok := takeReady(&h.ready); ok {
+		return c
 	}
 	return make([]leaseDeadline, leaseChunk)
 }

@@ -128,6 +128,24 @@ func prefaultBlocks(want uint64, stop <-chan struct{}) <-chan *entryBlock {
 	})
 }
 
+// takeReady is a value prefault made, if one is ready now: the caller makes
+// its own rather than wait. Once prefault is over, *ready is set to nil.
+func takeReady[T any](ready *<-chan T) (T, bool) {
+	var v T
+	if *ready == nil {
+		return v, false
+	}
+	select {
+	case v, ok := <-*ready:
+		if !ok {
+			*ready = nil
+		}
+		return v, ok
+	default:
+		return v, false
+	}
+}
+
 // prefault makes up to want values with fresh, on another goroutine, until
 // stop is closed, and sends them on the channel it returns (ahead at
 // most), which it closes when it ends. fresh touches its value's memory
@@ -154,14 +172,9 @@ func prefault[T any](want uint64, ahead int, stop <-chan struct{}, fresh func() 
 // reading does not wait for the other goroutine: when that falls behind,
 // both fault pages in).
 func (s *entrySlab) block(c *keyClass, n int) unsafe.Pointer {
-	if n == c.perBlock() && s.ready != nil {
-		select {
-		case b, ok := <-s.ready:
-			if ok {
-				return unsafe.Pointer(b)
-			}
-			s.ready = nil
-		default:
+	if n == c.perBlock() {
+		if b, ok := takeReady(&s.ready); ok {
+			return unsafe.Pointer(b)
 		}
 	}
 	return c.many(n)

@@ -446,7 +446,7 @@ func (r *snapshotReader) readKeys(f *keyFormat) error {
 	stop := make(chan struct{})
 	defer close(stop)
 	entries := entrySlab{ready: prefaultBlocks(n/uint64(keyClasses[0].perBlock()), stop)}
-	r.heap.leases.ready = prefaultLeaseChunks(n/leaseChunk+1, stop)
+	r.heap.leases.ready = prefaultLeaseChunks((n+leaseChunk-1)/leaseChunk, stop)
 	defer func() { r.heap.leases.ready = nil }()
 	for i := uint64(0); i < n; i++ {
 		r.fill(maxRecordPart)
