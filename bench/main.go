@@ -98,7 +98,7 @@ func run() error {
 	flag.StringVar(&p.redisServer, "redis-server", "redis-server", "redis-server binary (name in PATH or path)")
 	flag.BoolVar(&p.installRedis, "install-redis", true, "if redis-server is missing and we are root, run apt-get install -y redis-server")
 	flag.DurationVar(&p.snapshotEvery, "held-snapshot-interval", 2*time.Second, "raftlock's SnapshotInterval in the held workload, so that raft snapshots right after the fill (DefaultConfig's is 2m)")
-	flag.StringVar(&p.profileDir, "profiledir", "", "write one CPU profile per system and workload into `dir` (e.g. raftlock-seq.pprof), and the allocations profile before and after it (raftlock-seq.allocs0.pprof, raftlock-seq.allocs.pprof)")
+	flag.StringVar(&p.profileDir, "profiledir", "", "write one CPU profile per system and workload into `dir` (e.g. raftlock-seq.pprof; for held, of the restart only: raftlock-restart.pprof, and its execution trace raftlock-restart.trace), and the allocations profile before and after it (raftlock-seq.allocs0.pprof, raftlock-seq.allocs.pprof)")
 	flag.BoolVar(&p.httpClientEach, "http-client-each", false, "raftlock-http: give each client an api.Client of its own (one process per client) instead of one per node shared by its clients (one application per node)")
 	flag.BoolVar(&p.verbose, "v", false, "log each step and the systems' own warnings")
 	flag.IntVar(&p.watchers, "watchers", 1000, "watchers of one key in the watch workload (raftlock only)")

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"sync"
 	"time"
@@ -329,6 +331,11 @@ func (s *raftlockSystem) restartFollower(ctx context.Context, timings *raftTimin
 	s.nodes[f] = nil
 	target := s.nodes[leader].Stats().AppliedIndex
 
+	stopProfile, err := s.startRestartProfile()
+	if err != nil {
+		return nil, err
+	}
+	defer stopProfile()
 	t0 := time.Now()
 	node, err := cluster.New(s.cfgs[f])
 	if err != nil {
@@ -369,6 +376,7 @@ func (s *raftlockSystem) restartFollower(ctx context.Context, timings *raftTimin
 	if err != nil {
 		return nil, err
 	}
+	stopProfile()
 	figs := map[string]float64{
 		"held_restart_read_ms":     ms(readAt),
 		"held_restart_caughtup_ms": ms(caughtAt),
@@ -380,6 +388,47 @@ func (s *raftlockSystem) restartFollower(ctx context.Context, timings *raftTimin
 		"a follower's linearizable read is answered by the leader, so 'caught up' (its own state machine holds every lock) is the figure comparable to etcd",
 		ms(newTook)))
 	return figs, nil
+}
+
+// startRestartProfile profiles the CPU and traces the goroutines from a
+// follower's restart until it has caught up, into raftlock-restart.pprof
+// and raftlock-restart.trace under -profiledir (nothing without it): the
+// trace shows what a restore's goroutines wait for. The returned stop may
+// be called more than once.
+func (s *raftlockSystem) startRestartProfile() (stop func(), err error) {
+	if s.p.profileDir == "" {
+		return func() {}, nil
+	}
+	base := filepath.Join(s.p.profileDir, s.name()+"-restart")
+	prof, err := os.Create(base + ".pprof")
+	if err != nil {
+		return nil, err
+	}
+	tr, err := os.Create(base + ".trace")
+	if err != nil {
+		prof.Close()
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(prof); err != nil {
+		prof.Close()
+		tr.Close()
+		return nil, err
+	}
+	if err := trace.Start(tr); err != nil {
+		pprof.StopCPUProfile()
+		prof.Close()
+		tr.Close()
+		return nil, err
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			trace.Stop()
+			pprof.StopCPUProfile()
+			prof.Close()
+			tr.Close()
+		})
+	}, nil
 }
 
 // latestSnapshotSize is the size of the newest snapshot's state file in a

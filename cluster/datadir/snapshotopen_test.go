@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -96,6 +97,28 @@ func TestSnapshotOpenRefusesDamagedSnapshots(t *testing.T) {
 			require.Error(t, err)
 			require.NoError(t, rc.Close())
 		})
+	}
+}
+
+// Reading ahead stops with Close, whether the snapshot was read to its
+// end, read in part or not read at all: raft closes a snapshot it sends
+// to a follower whose connection broke half-way.
+func TestSnapshotOpenCloseStopsReadingAhead(t *testing.T) {
+	const n = (readAheadChunks+3)*checkedChunk + 9
+	store, id, _ := writeSnapshot(t, snapshotState(n))
+	for _, readFirst := range []int{0, 1, checkedChunk + 1, n} {
+		_, rc, err := store.Open(id)
+		require.NoError(t, err)
+		got, err := io.CopyN(io.Discard, rc, int64(readFirst))
+		require.NoError(t, err)
+		require.Equal(t, int64(readFirst), got)
+		require.NoError(t, rc.Close())
+		select {
+		case <-rc.(*checkedSnapshot).done:
+		default:
+			t.Fatalf("after reading %d bytes, Close returned while the read-ahead goes on", readFirst)
+		}
+		assert.ErrorIs(t, rc.Close(), os.ErrClosed, "a second Close")
 	}
 }
 
