@@ -359,7 +359,7 @@ func FuzzKeyIndex(f *testing.F) {
 						want[key] = e
 					}
 				}
-				x.addBatch(batch)
+				x.addBatch(batch, hashesOf(&x, batch))
 				for _, e := range batch {
 					check(e.key())
 				}
@@ -394,4 +394,13 @@ func keyWithSlot(x *keyIndex, k int, slot uint64) string {
 			return string(key)
 		}
 	}
+}
+
+// hashesOf is what addBatch takes beside es: their keys' hashes in x.
+func hashesOf(x *keyIndex, es []*entry) []uint64 {
+	hs := make([]uint64, len(es))
+	for i, e := range es {
+		hs[i], _ = x.hash(e.key())
+	}
+	return hs
 }

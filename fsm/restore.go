@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"slices"
 	"time"
@@ -433,7 +434,8 @@ func (r *snapshotReader) readKeys(f *keyFormat) error {
 	if d.err != nil {
 		return d.err
 	}
-	batches := r.indexKeys(n)
+	seed := maphash.MakeSeed()
+	batches := r.indexKeys(n, seed)
 	defer close(batches)
 	heldSets := make(map[uint64]*keySet) // multi-key grants by token; local, so on the stack
 	r.sets = make(map[Owner]*keySet)
@@ -442,6 +444,7 @@ func (r *snapshotReader) readKeys(f *keyFormat) error {
 	}
 	leaves := make([]*orderNode, 0, (n+orderMax-1)/orderMax)
 	leaf := newOrderLeaf()
+	var batch indexBatch // sent by value: the channel's buffer is the only copy
 	prev := ""
 	stop := make(chan struct{})
 	defer close(stop)
@@ -463,39 +466,59 @@ func (r *snapshotReader) readKeys(f *keyFormat) error {
 		if err := r.readKey(f, e, heldSets); err != nil {
 			return err
 		}
+		batch.hashes[len(leaf.entries)] = hashKey(seed, prev)
 		leaf.entries = append(leaf.entries, e)
 		if len(leaf.entries) == orderMax {
 			leaves = append(leaves, leaf)
-			batches <- leaf.entries // full: it no longer changes
+			batch.entries = leaf.entries // full: it no longer changes
+			batches <- batch
 			leaf = newOrderLeaf()
 		}
 	}
 	if len(leaf.entries) > 0 {
 		leaves = append(leaves, leaf)
-		batches <- leaf.entries
+		batch.entries = leaf.entries
+		batches <- batch
 	}
 	r.order = buildKeyOrderOn(leaves, int(n))
 	return nil
 }
 
 // indexKeys makes the index of n keys on another goroutine, from the
-// batches of entries sent on the channel it returns, each once its records
-// are read (the goroutine reads only their keys, which no longer change),
-// until the channel is closed. Filling an index of millions of keys costs
-// more than reading their records, a cache miss or more per key; this way
-// it runs beside the reading and the checks. waitKeys waits for it.
-func (r *snapshotReader) indexKeys(n uint64) chan<- []*entry {
-	batches := make(chan []*entry, 8)
+// batches sent on the channel it returns, each once its records are read
+// (the goroutine reads only their keys' hashes, made by the reader, and
+// writes their places), until the channel is closed. Filling an index of
+// millions of keys costs more than reading their records, a cache miss or
+// more per key; this way it runs beside the reading and the checks.
+// waitKeys waits for it. The channel holds indexQueue batches: with room
+// for a few, the reader filled them, stopped, and Go's scheduler ran it
+// again only once the index had taken them all, so that on two cores the
+// two took turns rather than ran side by side; with room for them all, the
+// index fell behind the reader by millions of keys at times and read them
+// from memory again.
+func (r *snapshotReader) indexKeys(n uint64, seed maphash.Seed) chan<- indexBatch {
+	batches := make(chan indexBatch, min(n/orderMax+1, indexQueue))
 	r.keysDone = make(chan struct{})
 	go func(keys *keyIndex) {
 		defer close(r.keysDone)
-		*keys = newKeyIndex(int(n)) // here too: clearing its fresh memory takes a while
-		for batch := range batches {
-			keys.addBatch(batch)
+		*keys = newKeyIndexSeeded(int(n), seed) // here too: clearing its fresh memory takes a while
+		for b := range batches {
+			keys.addBatch(b.entries, b.hashes[:len(b.entries)])
 		}
 	}(&r.keys)
 	return batches
 }
+
+// indexBatch is a full leaf's entries and their keys' hashes, for the
+// index.
+type indexBatch struct {
+	entries []*entry
+	hashes  [orderMax]uint64
+}
+
+// indexQueue is how many batches the index may fall behind the reader
+// by: 64 thousand keys, a few milliseconds of reading.
+const indexQueue = 1024
 
 // waitKeys waits until the index of keys is complete, if it is being made.
 func (r *snapshotReader) waitKeys() {
