@@ -3,6 +3,7 @@ package memstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -389,11 +390,8 @@ func (s *Store) observe(ev fsm.Event) {
 // forgetWaiterLocked unregisters one waiting call. Called with mu held.
 func (s *Store) forgetWaiterLocked(wk waiterKey, woken chan fsm.Event) {
 	list := s.waiters[wk]
-	for i, c := range list {
-		if c == woken {
-			list = append(list[:i], list[i+1:]...)
-			break
-		}
+	if i := slices.Index(list, woken); i >= 0 {
+		list = slices.Delete(list, i, i+1)
 	}
 	if len(list) == 0 {
 		delete(s.waiters, wk)
