@@ -80,12 +80,13 @@ const (
 	itemAbandoned // its caller's context ended first: never sent
 )
 
-func (c *Client) batcherFor(base *url.URL) *batcher {
-	if b, ok := c.batchers.Load(base); ok {
-		return b.(*batcher)
+// perEndpoint is m's *T of the endpoint base, made on first use.
+func perEndpoint[T any](m *sync.Map, base *url.URL) *T {
+	if v, ok := m.Load(base); ok {
+		return v.(*T)
 	}
-	b, _ := c.batchers.LoadOrStore(base, &batcher{})
-	return b.(*batcher)
+	v, _ := m.LoadOrStore(base, new(T))
+	return v.(*T)
 }
 
 // sendOp is send, for operations that may travel in a batch.
@@ -93,7 +94,7 @@ func (c *Client) sendOp(ctx context.Context, base *url.URL, x exchange, body []b
 	if x.batch == "" || c.noBatch || len(body) > batchMaxBytes {
 		return c.sendAlone(ctx, base, x, body)
 	}
-	b := c.batcherFor(base)
+	b := perEndpoint[batcher](&c.batchers, base)
 	if b.off.Load() {
 		return c.send(ctx, base, x, body)
 	}

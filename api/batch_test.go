@@ -113,7 +113,7 @@ func startQueued(t *testing.T, c *Client, srv *httptest.Server, n int) (first ch
 		_, err := c.Acquire(ctx, lock.AcquireRequest{Key: "first", Owner: lock.NewOwner(), TTL: time.Minute})
 		first <- err
 	}()
-	b := c.batcherFor((*c.endpoints.Load())[0])
+	b := perEndpoint[batcher](&c.batchers, (*c.endpoints.Load())[0])
 	require.Eventually(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.inflight == 1 }, 10*time.Second, time.Millisecond)
 	for i := range n {
 		done := make(chan error, 1)
@@ -166,7 +166,7 @@ func TestBatchFallsBackToSingleRequests(t *testing.T) {
 	for _, done := range rest {
 		assert.NoError(t, <-done)
 	}
-	b := c.batcherFor((*c.endpoints.Load())[0])
+	b := perEndpoint[batcher](&c.batchers, (*c.endpoints.Load())[0])
 	assert.True(t, b.off.Load(), "the endpoint is known to have no batch route")
 	f.mu.Lock()
 	assert.Len(t, f.singles, 4, "every acquire went on its own route")
@@ -205,7 +205,7 @@ func TestBatchQueuedOperationLeavesWithItsContext(t *testing.T) {
 		_, err := c.Acquire(ctx, lock.AcquireRequest{Key: "gone", Owner: lock.NewOwner(), TTL: time.Minute})
 		done <- err
 	}()
-	b := c.batcherFor((*c.endpoints.Load())[0])
+	b := perEndpoint[batcher](&c.batchers, (*c.endpoints.Load())[0])
 	require.Eventually(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.queue) == 1 }, 10*time.Second, time.Millisecond)
 	cancel()
 	err := <-done
@@ -262,7 +262,7 @@ func TestLingerWaitsForTheBatchsOwnCallers(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	base := (*c.endpoints.Load())[0]
-	b := c.batcherFor(base)
+	b := perEndpoint[batcher](&c.batchers, base)
 	b.mu.Lock()
 	b.inflight = maxInflight // a batch is out: operations queue
 	b.mu.Unlock()

@@ -71,18 +71,10 @@ type streamSlot struct {
 	backoff time.Duration
 }
 
-func (c *Client) streamSlotFor(base *url.URL) *streamSlot {
-	if s, ok := c.streams.Load(base); ok {
-		return s.(*streamSlot)
-	}
-	s, _ := c.streams.LoadOrStore(base, &streamSlot{})
-	return s.(*streamSlot)
-}
-
 // stream returns the endpoint's stream if one is up, else nil, and starts
 // opening one when it is time.
 func (c *Client) stream(base *url.URL) *clientStream {
-	slot := c.streamSlotFor(base)
+	slot := perEndpoint[streamSlot](&c.streams, base)
 	slot.mu.Lock()
 	defer slot.mu.Unlock()
 	if slot.s != nil || slot.off || slot.dialing || c.closed.Load() || time.Now().Before(slot.retryAt) {

@@ -255,11 +255,7 @@ func (t *Tokens) Names() []string {
 	return out
 }
 
-// tokenFile is the JSON a token file holds.
-type tokenFile struct {
-	Tokens []tokenEntry `json:"tokens"`
-}
-
+// tokenEntry is one token of a token file.
 type tokenEntry struct {
 	Name         *string         `json:"name"`
 	Secret       *string         `json:"secret"`

@@ -183,10 +183,14 @@ var codeStatus = map[string]int{
 	api.CodeUnsupportedProtocol: 505,
 }
 
-var (
-	openAPIOnce sync.Once
-	openAPIBody []byte
-)
+// openAPIBody is the description's JSON, made on first use.
+var openAPIBody = sync.OnceValue(func() []byte {
+	b, err := json.MarshalIndent(openAPIDocument(), "", "  ")
+	if err != nil {
+		panic(err) // the document is built from fixed Go values
+	}
+	return b
+})
 
 // openAPI serves GET /v1/openapi.json.
 func (h *Handler) openAPI(w http.ResponseWriter, r *http.Request) {
@@ -194,16 +198,9 @@ func (h *Handler) openAPI(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	openAPIOnce.Do(func() {
-		b, err := json.MarshalIndent(openAPIDocument(), "", "  ")
-		if err != nil {
-			panic(err) // the document is built from fixed Go values
-		}
-		openAPIBody = b
-	})
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-cache")
-	_, _ = w.Write(openAPIBody)
+	_, _ = w.Write(openAPIBody())
 }
 
 // openAPIDocument builds the description.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -172,7 +173,7 @@ func checkStrictJSON(body []byte, allowed []string) *bodyError {
 			}
 			top.seen[name] = true
 			if len(stack) == 1 {
-				if !containsExact(allowed, name) {
+				if !slices.Contains(allowed, name) {
 					return unknownField(name, "", allowed)
 				}
 				field = name
@@ -197,15 +198,6 @@ func checkStrictJSON(body []byte, allowed []string) *bodyError {
 			top.wantName = true // a value ended: a name or '}' comes next
 		}
 	}
-}
-
-func containsExact(list []string, s string) bool {
-	for _, a := range list {
-		if a == s {
-			return true
-		}
-	}
-	return false
 }
 
 // unknownField explains a field name the route does not take (in, when

@@ -201,9 +201,6 @@ var (
 	errNoLeader       = errors.New("cluster: no leader")
 	errLeaderClosing  = nodewire.ErrLeaderClosing
 	errLeaderReplaced = errors.New("cluster: leader replaced while the request was in flight")
-	// errLeaderUnavailable: the leader could not serve the request now
-	// (nodewire.CodeUnavailable; a configuration change failed, say).
-	errLeaderUnavailable = nodewire.ErrLeaderUnavailable
 )
 
 // leaderWait is how long a request may go on finding no leader before do

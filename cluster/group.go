@@ -131,23 +131,21 @@ func groupSeatFor(ctx context.Context, req nodewire.Request) *CommandGroup {
 func (g *CommandGroup) leave() {
 	g.mu.Lock()
 	g.expect--
-	seats := g.due()
+	g.unlockAndSendDue()
+}
+
+// unlockAndSendDue unlocks g.mu, which the caller holds, and sends the
+// group when every member still expected has a seat, once.
+func (g *CommandGroup) unlockAndSendDue() {
+	var seats []*groupSeat
+	if !g.flushed && g.expect <= len(g.seats) && len(g.seats) > 0 {
+		g.flushed = true
+		seats, g.seats = g.seats, nil
+	}
 	g.mu.Unlock()
 	if seats != nil {
 		go g.send(seats)
 	}
-}
-
-// due returns the seats to send when every member still expected has a
-// seat, once; nil otherwise. Caller holds g.mu.
-func (g *CommandGroup) due() []*groupSeat {
-	if g.flushed || g.expect > len(g.seats) || len(g.seats) == 0 {
-		return nil
-	}
-	g.flushed = true
-	seats := g.seats
-	g.seats = nil
-	return seats
 }
 
 // attempt is a member's first attempt at cmd: it waits for the group to
@@ -163,11 +161,7 @@ func (g *CommandGroup) attempt(ctx context.Context, cmd fsm.Command) groupOutcom
 		return groupOutcome{alone: true}
 	}
 	g.seats = append(g.seats, s)
-	seats := g.due()
-	g.mu.Unlock()
-	if seats != nil {
-		go g.send(seats)
-	}
+	g.unlockAndSendDue()
 	select {
 	case o := <-s.done:
 		return o
@@ -177,11 +171,7 @@ func (g *CommandGroup) attempt(ctx context.Context, cmd fsm.Command) groupOutcom
 	if i := slices.Index(g.seats, s); i >= 0 {
 		g.seats = slices.Delete(g.seats, i, i+1)
 		g.expect--
-		seats := g.due()
-		g.mu.Unlock()
-		if seats != nil {
-			go g.send(seats)
-		}
+		g.unlockAndSendDue()
 		return groupOutcome{err: fmt.Errorf("%w: %w", transport.ErrNotSent, ctx.Err())}
 	}
 	g.mu.Unlock()

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/raftlock/raftlock/cluster/internal/membership"
+	"github.com/raftlock/raftlock/cluster/nodewire"
 	"github.com/raftlock/raftlock/fsm"
 	raft "github.com/raftlock/raftlock/internal/raft"
 )
@@ -156,27 +158,8 @@ func (t *leaderTerm) end() {
 // keeps the max) but the remaining times answered from it would overstate.
 func (t *leaderTerm) becomeReady() bool {
 	n := t.n
-	for {
-		errc := make(chan error, 1)
-		go func() { errc <- n.raft.Barrier(0).Error() }()
-		var err error
-		select {
-		case err = <-errc:
-		case <-t.stop:
-			return false
-		}
-		if err == nil {
-			break
-		}
-		// Lost leadership (the term is about to end) or a leadership
-		// transfer is in progress (it may fail, and we keep leading):
-		// try again until one or the other is settled.
-		n.log.Debug("leadership barrier failed", "error", err)
-		select {
-		case <-t.stop:
-			return false
-		case <-time.After(n.cfg.CommitTimeout):
-		}
+	if !t.untilApplied("leadership barrier", func() raft.Future { return n.raft.Barrier(0) }) {
+		return false
 	}
 	logTime := n.sm.now()
 	// The clock starts before the term's first entry, new-term, which it
@@ -565,34 +548,45 @@ const unclaimedGrace = 4
 
 // startEpoch proposes the term's first command, OpNewTerm, and waits until
 // it is applied: from then on a waiter queued in an earlier term is granted
-// only once its caller has claimed it again. It retries as becomeReady's
-// barrier does, and returns false when the term ends first.
+// only once its caller has claimed it again. It returns false when the term
+// ends first.
 func (t *leaderTerm) startEpoch() bool {
 	n := t.n
-	for {
+	return t.untilApplied("new-term entry", func() raft.Future {
 		// Stamped by the term's clock, already running, like every command
 		// after it: stamps stay non-decreasing in log order.
 		body, err := fsm.AppendBatch(nil, []fsm.Command{{Op: fsm.OpNewTerm, Stamp: t.clock.now()}})
 		if err != nil {
 			n.log.Error("encoding new-term", "error", err, "what_to_do", "a bug: report it")
+			return nil
+		}
+		return n.raft.Apply(body, 0)
+	})
+}
+
+// untilApplied waits for the entry of raft's future that start returns (nil:
+// give up), again with a new one after each failure, until one is applied
+// (true) or the term ends (false). A failure is lost leadership (the term is
+// about to end) or a leadership transfer in progress (it may fail, and we
+// keep leading): it tries again until one or the other is settled.
+func (t *leaderTerm) untilApplied(what string, start func() raft.Future) bool {
+	for {
+		f := start()
+		if f == nil {
 			return false
 		}
-		f := n.raft.Apply(body, 0)
-		errc := make(chan error, 1)
-		go func() { errc <- f.Error() }()
-		select {
-		case err = <-errc:
-		case <-t.stop:
-			return false
-		}
+		err := membership.WaitFuture(context.Background(), f, t.stop)
 		if err == nil {
 			return true
 		}
-		n.log.Debug("new-term entry failed", "error", err)
+		if errors.Is(err, nodewire.ErrShuttingDown) { // t.stop: the term ended
+			return false
+		}
+		t.n.log.Debug(what+" failed", "error", err)
 		select {
 		case <-t.stop:
 			return false
-		case <-time.After(n.cfg.CommitTimeout):
+		case <-time.After(t.n.cfg.CommitTimeout):
 		}
 	}
 }

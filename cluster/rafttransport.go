@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -198,10 +200,7 @@ func (s *inboundStream) Accept() (net.Conn, error) {
 func (s *inboundStream) stopServing() []*servedConn {
 	s.mu.Lock()
 	s.stopped = true
-	conns := make([]*servedConn, 0, len(s.serving))
-	for c := range s.serving {
-		conns = append(conns, c)
-	}
+	conns := slices.Collect(maps.Keys(s.serving))
 	s.mu.Unlock()
 	for _, c := range conns {
 		c.Conn.Close() // not c.Close: that is raft's, when its handler ends

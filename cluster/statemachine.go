@@ -294,16 +294,7 @@ func (s *stateMachine) read(key string, at time.Duration) (fsm.KeyState, []strin
 	defer s.mu.Unlock()
 	now := max(at, s.m.Now())
 	st := s.m.Lookup(key, now)
-	return st, s.setKeysLocked(st), now
-}
-
-// setKeysLocked is the keys of st's holder's multi-key grant, nil if it
-// holds no set. s.mu is held.
-func (s *stateMachine) setKeysLocked(st fsm.KeyState) []string {
-	if st.SetKeys == 0 || st.Owner.IsZero() {
-		return nil
-	}
-	return s.m.SetKeys(st.Owner)
+	return st, lockfsm.SetKeys(s.m, st), now
 }
 
 // list returns, as seen at log time at (or the machine's own, if later), the
@@ -321,7 +312,7 @@ func (s *stateMachine) list(prefix, after string, limit int, at time.Duration) n
 			return false
 		}
 		st.Holds = st.Holds[:min(len(st.Holds), nodewire.MaxListHolds)]
-		setKeys := s.setKeysLocked(st)
+		setKeys := lockfsm.SetKeys(s.m, st)
 		n := nodewire.MaxListEntryLen + len(st.Holds)*nodewire.MaxHoldLen + len(setKeys)*(binary.MaxVarintLen64+fsm.MaxKeyLen) + 1
 		if size += n; size > nodewire.ListPageBudget && len(page.Locks) > 0 {
 			page.More = true // the rest on the next page, within a frame

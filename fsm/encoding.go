@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"encoding/binary"
 	"fmt"
 	"time"
 )
@@ -420,13 +421,9 @@ func (d *decoder) command() Command {
 	return c
 }
 
-func appendUvarint(b []byte, v uint64) []byte {
-	for v >= 0x80 {
-		b = append(b, byte(v)|0x80)
-		v >>= 7
-	}
-	return append(b, byte(v))
-}
+// appendUvarint is binary.AppendUvarint: the shortest-form LEB128 varint
+// uvarint reads.
+func appendUvarint(b []byte, v uint64) []byte { return binary.AppendUvarint(b, v) }
 
 // uvarintLen is the length of appendUvarint's encoding of v.
 func uvarintLen(v uint64) int {

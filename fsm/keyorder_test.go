@@ -102,6 +102,18 @@ type orderModel struct {
 	entries map[string]*entry
 }
 
+// buildKeyOrder makes the order of entries already in strictly ascending
+// key order, as a restore does (buildKeyOrderOn), from a list of them.
+func buildKeyOrder(sorted []*entry) keyOrder {
+	var leaves []*orderNode
+	for start := 0; start < len(sorted); start += orderMax {
+		leaf := newOrderLeaf()
+		leaf.entries = append(leaf.entries, sorted[start:min(start+orderMax, len(sorted))]...)
+		leaves = append(leaves, leaf)
+	}
+	return buildKeyOrderOn(leaves, len(sorted))
+}
+
 func newOrderModel(t *testing.T, sorted []string) *orderModel {
 	m := &orderModel{t: t, keys: slices.Clone(sorted), entries: map[string]*entry{}}
 	built := make([]*entry, len(sorted))

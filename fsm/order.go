@@ -346,22 +346,11 @@ func (n *orderNode) ascend(from string, fn func(e *entry) bool) bool {
 	return true
 }
 
-// buildKeyOrder makes the order of entries already in strictly ascending
-// key order, bottom-up with full nodes: O(n), no comparison. The last node
-// of each level, on the right spine, takes the remainder.
-func buildKeyOrder(sorted []*entry) keyOrder {
-	var leaves []*orderNode
-	for start := 0; start < len(sorted); start += orderMax {
-		leaf := newOrderLeaf()
-		leaf.entries = append(leaf.entries, sorted[start:min(start+orderMax, len(sorted))]...)
-		leaves = append(leaves, leaf)
-	}
-	return buildKeyOrderOn(leaves, len(sorted))
-}
-
 // buildKeyOrderOn makes the order of n entries already in leaves: full
 // leaves in strictly ascending key order, the last taking the remainder
 // (a restore fills them as it reads, without a list of all the entries).
+// It builds bottom-up with full nodes, O(n) and without a comparison; the
+// last node of each level, on the right spine, takes the remainder.
 func buildKeyOrderOn(leaves []*orderNode, n int) keyOrder {
 	if len(leaves) == 0 {
 		return newKeyOrder()

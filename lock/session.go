@@ -289,17 +289,14 @@ func (s *Session) Close(ctx context.Context) error {
 	return err
 }
 
-// end records why the session ended and closes Done, once; it reports
-// whether this call ended it.
-func (s *Session) end(err error) bool {
+// end records why the session ended and closes Done, once.
+func (s *Session) end(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.err != nil {
-		return false
+	if s.err == nil {
+		s.err = err
+		close(s.done)
 	}
-	s.err = err
-	close(s.done)
-	return true
 }
 
 // keepAlive renews the session whenever less than two thirds of its TTL

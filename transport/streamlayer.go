@@ -3,7 +3,9 @@ package transport
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -128,10 +130,7 @@ func (t *Transport) closeRaft() {
 	}
 	t.raftClosed = true
 	close(t.raftDone)
-	conns := make([]*raftConn, 0, len(t.raftConns))
-	for c := range t.raftConns {
-		conns = append(conns, c)
-	}
+	conns := slices.Collect(maps.Keys(t.raftConns))
 	t.mu.Unlock()
 	for _, c := range conns {
 		c.Close()

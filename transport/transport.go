@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -246,14 +248,8 @@ func (t *Transport) Close() error {
 		return nil
 	}
 	t.closed = true
-	headers := make([]net.Conn, 0, len(t.headerConns))
-	for nc := range t.headerConns {
-		headers = append(headers, nc)
-	}
-	conns := make([]rpcConn, 0, len(t.rpcConns))
-	for c := range t.rpcConns {
-		conns = append(conns, c)
-	}
+	headers := slices.Collect(maps.Keys(t.headerConns))
+	conns := slices.Collect(maps.Keys(t.rpcConns))
 	t.mu.Unlock()
 
 	t.cancel()

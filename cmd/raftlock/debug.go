@@ -10,11 +10,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -177,12 +178,7 @@ func runDebug(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	fmt.Fprintf(stdout, "wrote %s: %d files from %s\n", out, len(files), index.Agent)
-	missing := make([]string, 0, len(index.Missing))
-	for f := range index.Missing {
-		missing = append(missing, f)
-	}
-	sort.Strings(missing)
-	for _, f := range missing {
+	for _, f := range slices.Sorted(maps.Keys(index.Missing)) {
 		fmt.Fprintf(stdout, "  not collected: %s (%s)\n", f, index.Missing[f])
 	}
 	return exitOK
@@ -214,7 +210,7 @@ func writeTarGz(path string, files map[string][]byte) (err error) {
 	tw := tar.NewWriter(gz)
 	dir := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(path), ".tgz"), ".tar.gz")
 	now := time.Now()
-	for _, name := range sortedNames(files) {
+	for _, name := range slices.Sorted(maps.Keys(files)) {
 		body := files[name]
 		if err := tw.WriteHeader(&tar.Header{Name: dir + "/" + name, Mode: 0o600, Size: int64(len(body)), ModTime: now, Typeflag: tar.TypeReg}); err != nil {
 			return err
@@ -233,19 +229,10 @@ func writeDir(dir string, files map[string][]byte) error {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return err
 	}
-	for _, name := range sortedNames(files) {
+	for _, name := range slices.Sorted(maps.Keys(files)) {
 		if err := os.WriteFile(filepath.Join(dir, name), files[name], 0o600); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func sortedNames(files map[string][]byte) []string {
-	names := make([]string, 0, len(files))
-	for n := range files {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
 }

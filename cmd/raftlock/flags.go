@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"strconv"
 	"strings"
@@ -189,9 +190,7 @@ type clientFlags struct {
 func newClientFlagSet(name, synopsis, about string, env map[string]string, stdout, stderr io.Writer) (*flagSet, *clientFlags) {
 	fs := newFlagSet(name, synopsis, about, stdout, stderr)
 	fs.env = map[string]string{}
-	for flagName, variable := range env {
-		fs.env[flagName] = variable
-	}
+	maps.Copy(fs.env, env)
 	return fs, addClientFlags(fs, fs.env)
 }
 

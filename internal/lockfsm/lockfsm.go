@@ -154,6 +154,16 @@ func KeyInfo(st fsm.KeyState, now time.Duration, setKeys []string) lock.KeyInfo 
 	}
 }
 
+// SetKeys is KeyInfo.SetKeys of st, read from m: the keys of its holder's
+// multi-key grant, nil if it holds no set. The caller serializes the read
+// with m's Apply, as every read of m.
+func SetKeys(m *fsm.Machine, st fsm.KeyState) []string {
+	if st.SetKeys == 0 || st.Owner.IsZero() {
+		return nil
+	}
+	return m.SetKeys(st.Owner)
+}
+
 // Holds is KeyInfo.Holds of a key's holds read at now: nil for none.
 func Holds(holds []fsm.Hold, now time.Duration) []lock.HoldInfo {
 	if len(holds) == 0 {

@@ -3,6 +3,7 @@ package memstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -240,16 +241,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (lock.KeyInfo, error) {
 	// its waiter rather than reported free.
 	now := s.applyLocked(fsm.Command{Op: fsm.OpTick}).Now
 	st := s.machine.Lookup(key, now)
-	return lockfsm.KeyInfo(st, now, s.setKeys(st)), nil
-}
-
-// setKeys is lock.KeyInfo.SetKeys of st: the keys of its holder's multi-key
-// grant, nil if it holds no set.
-func (s *Store) setKeys(st fsm.KeyState) []string {
-	if st.SetKeys == 0 || st.Owner.IsZero() {
-		return nil
-	}
-	return s.machine.SetKeys(st.Owner)
+	return lockfsm.KeyInfo(st, now, lockfsm.SetKeys(s.machine, st)), nil
 }
 
 // List implements lock.Lister.
@@ -265,7 +257,7 @@ func (s *Store) List(ctx context.Context, req lock.ListRequest) ([]lock.LockInfo
 	now := s.applyLocked(fsm.Command{Op: fsm.OpTick}).Now
 	var out []lock.LockInfo
 	s.machine.RangeFrom(req.Prefix, req.After, now, func(key string, st fsm.KeyState) bool {
-		out = append(out, lock.LockInfo{Key: key, KeyInfo: lockfsm.KeyInfo(st, now, s.setKeys(st))})
+		out = append(out, lock.LockInfo{Key: key, KeyInfo: lockfsm.KeyInfo(st, now, lockfsm.SetKeys(s.machine, st))})
 		return req.Limit == 0 || len(out) < req.Limit
 	})
 	return out, nil
@@ -398,11 +390,8 @@ func (s *Store) observe(ev fsm.Event) {
 // forgetWaiterLocked unregisters one waiting call. Called with mu held.
 func (s *Store) forgetWaiterLocked(wk waiterKey, woken chan fsm.Event) {
 	list := s.waiters[wk]
-	for i, c := range list {
-		if c == woken {
-			list = append(list[:i], list[i+1:]...)
-			break
-		}
+	if i := slices.Index(list, woken); i >= 0 {
+		list = slices.Delete(list, i, i+1)
 	}
 	if len(list) == 0 {
 		delete(s.waiters, wk)

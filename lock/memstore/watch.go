@@ -31,7 +31,7 @@ func (s *Store) WatchKey(ctx context.Context, key string, q lock.WatchQuery) (lo
 	}
 	now := s.applyLocked(fsm.Command{Op: fsm.OpTick}).Now
 	st := s.machine.Lookup(key, now)
-	return lockfsm.KeyInfo(st, now, s.setKeys(st)), s.index, nil
+	return lockfsm.KeyInfo(st, now, lockfsm.SetKeys(s.machine, st)), s.index, nil
 }
 
 // WatchList implements Watcher.
@@ -50,7 +50,7 @@ func (s *Store) WatchList(ctx context.Context, req lock.ListRequest, q lock.Watc
 	now := s.applyLocked(fsm.Command{Op: fsm.OpTick}).Now
 	out := []lock.LockInfo{}
 	s.machine.RangeFrom(req.Prefix, req.After, now, func(key string, st fsm.KeyState) bool {
-		out = append(out, lock.LockInfo{Key: key, KeyInfo: lockfsm.KeyInfo(st, now, s.setKeys(st))})
+		out = append(out, lock.LockInfo{Key: key, KeyInfo: lockfsm.KeyInfo(st, now, lockfsm.SetKeys(s.machine, st))})
 		return req.Limit == 0 || len(out) < req.Limit
 	})
 	return out, s.index, nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -495,9 +496,7 @@ func (mgr *Manager) setGossipTag(key, value string) {
 		return
 	}
 	tags := make(map[string]string, len(g.tags))
-	for k, v := range g.tags {
-		tags[k] = v
-	}
+	maps.Copy(tags, g.tags)
 	tags[key] = value
 	if err := g.serf.SetTags(tags); err != nil {
 		mgr.log.Debug("updating gossip tags", "error", err)

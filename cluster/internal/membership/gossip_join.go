@@ -142,10 +142,8 @@ func isLocalIP(ip net.IP) bool {
 	if err != nil {
 		return false
 	}
-	for _, a := range addrs {
-		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.Equal(ip) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(addrs, func(a net.Addr) bool {
+		ipn, ok := a.(*net.IPNet)
+		return ok && ipn.IP.Equal(ip)
+	})
 }

@@ -2,8 +2,8 @@ package membership
 
 import (
 	"fmt"
+	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -143,17 +143,6 @@ func (p *voterPromoter) say(id raft.ServerID, format string, args ...any) {
 	}
 }
 
-// sortedIDs returns the state's server IDs in order, so that no choice
-// depends on map order.
-func sortedIDs(s *autopilot.State) []raft.ServerID {
-	ids := make([]raft.ServerID, 0, len(s.Servers))
-	for id := range s.Servers {
-		ids = append(ids, id)
-	}
-	slices.SortFunc(ids, func(a, b raft.ServerID) int { return strings.Compare(string(a), string(b)) })
-	return ids
-}
-
 // CalculatePromotionsAndDemotions fills the voters up to Config.Voters
 // with non-voters healthy for the stabilization time (lowest ID first; a
 // promotion that makes the count odd takes a healthy non-voter without
@@ -179,7 +168,7 @@ func (p *voterPromoter) CalculatePromotionsAndDemotions(c *autopilot.Config, s *
 	voters := 0
 	var candidates, healthy []raft.ServerID // stable non-voters; healthy ones, stable or not
 	var dead []*autopilot.ServerState
-	for _, id := range sortedIDs(s) {
+	for _, id := range slices.Sorted(maps.Keys(s.Servers)) { // in order: no choice depends on map order
 		srv := s.Servers[id]
 		switch {
 		case srv.HasVotingRights():
