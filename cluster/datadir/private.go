@@ -3,6 +3,7 @@ package datadir
 import (
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -124,7 +125,7 @@ func OpenSnapshotStore(dir string, retain int, logger hclog.Logger) (*privateSna
 	if err != nil {
 		return nil, fmt.Errorf("cluster: opening snapshot store: %w", err)
 	}
-	return &privateSnapshots{FileSnapshotStore: store, path: path}, nil
+	return &privateSnapshots{FileSnapshotStore: store, path: path, logger: logger}, nil
 }
 
 // privateSnapshots is raft's file snapshot store, whose Create makes the new
@@ -132,7 +133,8 @@ func OpenSnapshotStore(dir string, retain int, logger hclog.Logger) (*privateSna
 // into them (the directory around them is private already).
 type privateSnapshots struct {
 	*raft.FileSnapshotStore
-	path string // the store's directory
+	path   string // the store's directory
+	logger hclog.Logger
 }
 
 func (s *privateSnapshots) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
@@ -147,7 +149,7 @@ func (s *privateSnapshots) Create(version raft.SnapshotVersion, index, term uint
 		sink.Cancel()
 		return nil, err
 	}
-	return sink, nil
+	return &summingSink{SnapshotSink: sink, store: s.path, logger: s.logger, sum: crc32.New(crc32.MakeTable(crc32.Castagnoli))}, nil
 }
 
 // privateVFS is raft-wal's file system, whose new segment files are 0600

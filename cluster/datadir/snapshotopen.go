@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
+	"hash/crc32"
 	"hash/crc64"
 	"io"
 	"os"
@@ -26,7 +28,9 @@ import (
 // the end of a damaged snapshot: the state machine's restore fails,
 // leaving its state as it was, and raft goes on to an older snapshot as it
 // does after a failed check. The metadata file and its checksum are raft's
-// own (meta.json beside state.bin, CRC-64/ECMA over the state file).
+// own (meta.json beside state.bin, CRC-64/ECMA over the state file); the
+// state is checked by the CRC-32C of its sum file instead when it has one
+// (see stateSumFileName).
 func (s *privateSnapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
 	dir := filepath.Join(s.path, id)
 	meta, err := readSnapshotMeta(filepath.Join(dir, "meta.json"))
@@ -37,6 +41,12 @@ func (s *privateSnapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, e
 	if err != nil {
 		return nil, nil, fmt.Errorf("cluster: opening snapshot %s: %w", id, err)
 	}
+	check := stateCheck{size: meta.Size, want: meta.CRC, sum: newCRC64}
+	if fast, ok := readStateSum(filepath.Join(dir, stateSumFileName), meta.Size); ok {
+		byCRC64 := check
+		check.fallback = &byCRC64
+		check.want, check.sum = fast, newCRC32C
+	}
 	c := &checkedSnapshot{
 		file:   f,
 		chunks: make(chan checkedChunkRead, readAheadChunks),
@@ -44,7 +54,7 @@ func (s *privateSnapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, e
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
-	go c.readAhead(meta.Size, meta.CRC)
+	go c.readAhead(check)
 	return &meta.SnapshotMeta, c, nil
 }
 
@@ -131,16 +141,30 @@ func (c *checkedSnapshot) next() {
 	}
 }
 
-// readAhead reads the state file, size bytes by its metadata, a chunk at a
-// time, sums each and sends it on chunks, up to readAheadChunks ahead of
-// the reader; at the file's end it checks the length and the sum, and
-// sends an error instead of the last chunk if either is wrong. It stops at
-// the first error, after the last chunk, or when Close stops it.
-func (c *checkedSnapshot) readAhead(size int64, want []byte) {
+// stateCheck is what a state file is checked against: its length, and the
+// sum its metadata or its sum file holds. fallback, if set, is the check
+// by raft's own CRC-64, made in a second pass when the faster sum does not
+// match: the sum file may be what is damaged.
+type stateCheck struct {
+	size     int64
+	want     []byte
+	sum      func() hash.Hash
+	fallback *stateCheck
+}
+
+func newCRC64() hash.Hash  { return crc64.New(crc64.MakeTable(crc64.ECMA)) }
+func newCRC32C() hash.Hash { return crc32.New(crc32.MakeTable(crc32.Castagnoli)) }
+
+// readAhead reads the state file, check.size bytes by its metadata, a
+// chunk at a time, sums each and sends it on chunks, up to readAheadChunks
+// ahead of the reader; at the file's end it checks the length and the sum,
+// and sends an error instead of the last chunk if either is wrong. It
+// stops at the first error, after the last chunk, or when Close stops it.
+func (c *checkedSnapshot) readAhead(check stateCheck) {
 	defer close(c.done)
 	defer close(c.chunks)
-	path := c.file.Name()
-	sum := crc64.New(crc64.MakeTable(crc64.ECMA))
+	path, size := c.file.Name(), check.size
+	sum := check.sum()
 	var read int64
 	made := 0
 	for {
@@ -174,8 +198,11 @@ func (c *checkedSnapshot) readAhead(size int64, want []byte) {
 			var extra [1]byte
 			if m, _ := c.file.Read(extra[:]); m > 0 {
 				r.err = fmt.Errorf("snapshot state %s is longer than the %d bytes its metadata says", path, size)
-			} else if got := sum.Sum(nil); !bytes.Equal(got, want) {
-				r.err = fmt.Errorf("snapshot state %s does not match its checksum (CRC mismatch: stored %x, computed %x)", path, want, got)
+			} else if got := sum.Sum(nil); !bytes.Equal(got, check.want) {
+				r.err = fmt.Errorf("snapshot state %s does not match its checksum (CRC mismatch: stored %x, computed %x)", path, check.want, got)
+				if check.fallback != nil && c.matches(*check.fallback) {
+					r.err, r.last = nil, true
+				}
 			} else {
 				r.last = true
 			}
@@ -192,6 +219,14 @@ func (c *checkedSnapshot) readAhead(size int64, want []byte) {
 			return
 		}
 	}
+}
+
+// matches reads the whole state file again and reports whether it passes
+// check.
+func (c *checkedSnapshot) matches(check stateCheck) bool {
+	sum := check.sum()
+	n, err := io.Copy(sum, io.NewSectionReader(c.file, 0, check.size+1))
+	return err == nil && n == check.size && bytes.Equal(sum.Sum(nil), check.want)
 }
 
 // Close stops readAhead, waits for it, and closes the file.

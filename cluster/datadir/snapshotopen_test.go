@@ -2,6 +2,7 @@ package datadir
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"math/rand"
 	"os"
@@ -71,7 +72,9 @@ func TestSnapshotOpenReadsWholeSnapshots(t *testing.T) {
 
 // A damaged snapshot is never read to its end: the reader is refused the
 // chunk that holds the end, so a decoder cannot take the damaged state
-// for a whole one. Raft's own Open refused it before any read.
+// for a whole one. Raft's own Open refused it before any read. So it is
+// whichever sum checks it: the sum file's CRC-32C, raft's CRC-64 where
+// there is no sum file, or both where the sum file's is wrong.
 func TestSnapshotOpenRefusesDamagedSnapshots(t *testing.T) {
 	const n = 2*checkedChunk + 100
 	damage := map[string]func(path string){
@@ -81,23 +84,87 @@ func TestSnapshotOpenRefusesDamagedSnapshots(t *testing.T) {
 		"truncated to nothing": func(path string) { require.NoError(t, os.Truncate(path, 0)) },
 		"longer":               func(path string) { appendByte(t, path) },
 	}
+	sumFiles := map[string]func(sumPath string){
+		"sum file":       func(string) {},
+		"no sum file":    func(sumPath string) { require.NoError(t, os.Remove(sumPath)) },
+		"wrong sum file": func(sumPath string) { writeSumFile(t, sumPath, n, 12345) },
+	}
 	for name, hurt := range damage {
+		for sumName, sumFile := range sumFiles {
+			t.Run(name+"/"+sumName, func(t *testing.T) {
+				state := snapshotState(n)
+				store, id, path := writeSnapshot(t, state)
+				sumFile(filepath.Join(filepath.Dir(path), stateSumFileName))
+				hurt(path)
+				got, err := readAll(t, store, id)
+				require.Error(t, err)
+				require.Less(t, len(got), n, "the reader was handed the whole state")
+				require.True(t, bytes.HasPrefix(state, got) || name != "truncated", "what was handed out is the file's start")
+				// A later read is refused too.
+				_, rc, err := store.Open(id)
+				require.NoError(t, err)
+				_, err = io.Copy(io.Discard, rc)
+				require.Error(t, err)
+				require.NoError(t, rc.Close())
+			})
+		}
+	}
+}
+
+// A snapshot is checked by the CRC-32C of its sum file when it has one
+// (raft's CRC-64 is not computed then: a wrong one in meta.json goes
+// unseen), and a sum file that is damaged, missing or wrong never makes a
+// whole snapshot refused.
+func TestSnapshotOpenChecksBySumFile(t *testing.T) {
+	const n = 2*checkedChunk + 100
+	cases := map[string]struct {
+		sumFile    func(t *testing.T, sumPath string)
+		wrongCRC64 bool // meta.json's CRC-64 damaged too
+		ok         bool
+	}{
+		"whole":                        {sumFile: func(*testing.T, string) {}, ok: true},
+		"whole, wrong CRC-64":          {sumFile: func(*testing.T, string) {}, wrongCRC64: true, ok: true},
+		"missing":                      {sumFile: func(t *testing.T, p string) { require.NoError(t, os.Remove(p)) }, ok: true},
+		"missing, wrong CRC-64":        {sumFile: func(t *testing.T, p string) { require.NoError(t, os.Remove(p)) }, wrongCRC64: true},
+		"a flipped byte":               {sumFile: func(t *testing.T, p string) { flipByte(t, p, 9) }, ok: true},
+		"a flipped byte, wrong CRC-64": {sumFile: func(t *testing.T, p string) { flipByte(t, p, 9) }, wrongCRC64: true},
+		"truncated":                    {sumFile: func(t *testing.T, p string) { require.NoError(t, os.Truncate(p, 5)) }, ok: true},
+		"another length":               {sumFile: func(t *testing.T, p string) { writeSumFile(t, p, n+1, 0) }, ok: true},
+		"a wrong sum":                  {sumFile: func(t *testing.T, p string) { writeSumFile(t, p, n, 12345) }, ok: true},
+		"a wrong sum, wrong CRC-64":    {sumFile: func(t *testing.T, p string) { writeSumFile(t, p, n, 12345) }, wrongCRC64: true},
+		"a directory":                  {sumFile: func(t *testing.T, p string) { require.NoError(t, os.Remove(p)); require.NoError(t, os.Mkdir(p, 0o700)) }, ok: true},
+	}
+	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			state := snapshotState(n)
 			store, id, path := writeSnapshot(t, state)
-			hurt(path)
+			sumPath := filepath.Join(filepath.Dir(path), stateSumFileName)
+			require.FileExists(t, sumPath, "the store writes a sum file beside each snapshot")
+			tc.sumFile(t, sumPath)
+			if tc.wrongCRC64 {
+				metaPath := filepath.Join(filepath.Dir(path), "meta.json")
+				meta, err := readSnapshotMeta(metaPath)
+				require.NoError(t, err)
+				meta.CRC[0] ^= 1
+				b, err := json.Marshal(meta)
+				require.NoError(t, err)
+				require.NoError(t, os.WriteFile(metaPath, b, 0o600))
+			}
 			got, err := readAll(t, store, id)
-			require.Error(t, err)
-			require.Less(t, len(got), n, "the reader was handed the whole state")
-			require.True(t, bytes.HasPrefix(state, got) || name != "truncated", "what was handed out is the file's start")
-			// A later read is refused too.
-			_, rc, err := store.Open(id)
-			require.NoError(t, err)
-			_, err = io.Copy(io.Discard, rc)
-			require.Error(t, err)
-			require.NoError(t, rc.Close())
+			if tc.ok {
+				require.NoError(t, err)
+				assert.True(t, bytes.Equal(state, got), "read back differently")
+			} else {
+				require.Error(t, err)
+				assert.Less(t, len(got), n, "the reader was handed the whole state")
+			}
 		})
 	}
+}
+
+func writeSumFile(t *testing.T, path string, size int64, sum uint32) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(path, encodeStateSum(size, sum), 0o600))
 }
 
 // Reading ahead stops with Close, whether the snapshot was read to its
