@@ -2,6 +2,7 @@ package datadir
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"io"
 	"math/rand"
@@ -221,4 +222,23 @@ func appendByte(t *testing.T, path string) {
 	defer f.Close()
 	_, err = f.Write([]byte{0})
 	require.NoError(t, err)
+}
+
+// Whatever a sum file holds, reading it never panics, and it is taken
+// only when it is a whole sum of the state's length.
+func FuzzStateSum(f *testing.F) {
+	f.Add(encodeStateSum(100, 7), int64(100))
+	f.Add(encodeStateSum(100, 7)[:15], int64(100))
+	f.Add([]byte{}, int64(0))
+	f.Add(bytes.Repeat([]byte{0xff}, stateSumLen), int64(-1))
+	f.Fuzz(func(t *testing.T, content []byte, size int64) {
+		path := filepath.Join(t.TempDir(), stateSumFileName)
+		require.NoError(t, os.WriteFile(path, content, 0o600))
+		sum, ok := readStateSum(path, size)
+		if !ok {
+			return
+		}
+		require.Len(t, sum, 4)
+		require.Equal(t, encodeStateSum(size, binary.BigEndian.Uint32(sum)), content, "taken, but not a whole sum of this length")
+	})
 }
