@@ -34,6 +34,7 @@ type params struct {
 	semLimit       int // its slots
 	held           int // locks held by raftlock in the held workload
 	heldPeers      int // locks held by etcd and Redis in the held workload
+	heldRestarts   int // raftlock: times a follower is restarted in the held workload
 	fillClients    int
 	ttl            time.Duration // lease of every lock the workloads take
 	heldTTL        time.Duration // lease of the held locks: longer than the whole held workload
@@ -90,6 +91,7 @@ func run() error {
 	flag.IntVar(&p.semClients, "sem-clients", 64, "clients of the sem8 workload (all on one semaphore)")
 	flag.IntVar(&p.semLimit, "sem-limit", 8, "slots of the sem8 workload's semaphore")
 	flag.IntVar(&p.held, "held", 1_000_000, "locks raftlock holds in the held workload")
+	flag.IntVar(&p.heldRestarts, "held-restarts", 1, "raftlock: restart a follower this many times in turn after the held fill, and report the median restart (each one's figures are in the notes): one fill, several restarts")
 	flag.IntVar(&p.heldPeers, "held-peers", 200_000, "locks etcd and Redis hold in the held workload (0: same as -held)")
 	flag.IntVar(&p.fillClients, "fill-clients", 256, "clients that take the held locks")
 	flag.DurationVar(&p.ttl, "ttl", 30*time.Second, "lease of the locks taken by seq, par64, contend16 and failover")
