@@ -231,6 +231,7 @@ func (h *deadlines) pushLease(at time.Duration, e *entry) {
 // init once all are in.
 func (h *deadlines) add(d deadline) {
 	if d.w == nil {
+		d.e.index = int32(h.leases.len()) // here, while the entry is in the cache, rather than in a pass of init's
 		h.leases.append(leaseDeadline{at: d.at, e: d.e})
 	} else {
 		h.others = append(h.others, d)
@@ -291,11 +292,51 @@ func (h *deadlines) init() {
 	for i := len(h.others)/2 - 1; i >= 0; i-- {
 		heapDown(h.others, i)
 	}
-	for i := range h.leases.len() {
-		h.leases.at(i).e.index = int32(i)
+	h.leases.heapify()
+}
+
+// heapify orders the lease ends into a heap (Floyd's: each element sifted
+// down, children before parents). At millions of leases, the last step of
+// a restore that nothing runs beside, the root's two subtrees are ordered
+// on two goroutines: they share no element, sifting down never leaves a
+// subtree, and each is still ordered children first, so the heap is the
+// one a single pass makes.
+func (h *leaseHeap) heapify() {
+	if h.n < parallelHeapify {
+		for i := h.n/2 - 1; i >= 0; i-- {
+			leaseDown(h, i)
+		}
+		return
 	}
-	for i := h.leases.len()/2 - 1; i >= 0; i-- {
-		leaseDown(&h.leases, i)
+	done := make(chan struct{})
+	go func() {
+		h.heapifySubtree(2)
+		close(done)
+	}()
+	h.heapifySubtree(1)
+	<-done
+	leaseDown(h, 0)
+}
+
+// parallelHeapify is the least number of lease ends heapify orders on two
+// goroutines.
+const parallelHeapify = 1 << 16
+
+// heapifySubtree orders the subtree under element root, its deepest
+// parents first.
+func (h *leaseHeap) heapifySubtree(root int) {
+	// The subtree's elements k levels below root are
+	// (root+1)<<k - 1 .. (root+2)<<k - 2.
+	k := 0
+	for ((root+1)<<(k+1))-1 < h.n { // the level below k has elements
+		k++
+	}
+	for ; k >= 0; k-- {
+		first := (root+1)<<k - 1
+		last := min((root+2)<<k-2, h.n/2-1) // parents only
+		for i := last; i >= first; i-- {
+			leaseDown(h, i)
+		}
 	}
 }
 

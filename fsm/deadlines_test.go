@@ -97,3 +97,45 @@ func TestLeaseHeapTakesChunksFaultedInAhead(t *testing.T) {
 		h.removeLease(d.e)
 	}
 }
+
+// A restore's heap of lease ends, ordered on two goroutines when large,
+// is the very heap one pass orders: each element in the same place, each
+// entry knowing its place, every parent before its children.
+func TestLeaseHeapifyOnTwoGoroutinesIsOnePass(t *testing.T) {
+	for _, n := range []int{parallelHeapify - 1, parallelHeapify, parallelHeapify + 1, 1<<17 - 1, 1 << 17, 100_003} {
+		entries := make([]*entry, n)
+		for i := range entries {
+			entries[i] = newEntry(fmt.Sprintf("k%07d", i))
+		}
+		fill := func() *deadlines {
+			var h deadlines
+			for i, e := range entries {
+				// Few distinct times, so that keys break most ties.
+				h.add(deadline{at: time.Duration((i*7919)%97) * time.Second, e: e})
+			}
+			return &h
+		}
+		one := fill()
+		for i := one.leases.len()/2 - 1; i >= 0; i-- {
+			leaseDown(&one.leases, i)
+		}
+		want := make([]leaseDeadline, n)
+		for i := range want {
+			want[i] = *one.leases.at(i)
+		}
+		two := fill()
+		two.init()
+		for i := range n {
+			got := two.leases.at(i)
+			if *got != want[i] {
+				t.Fatalf("n=%d: element %d is %v at %v, one pass puts %v at %v there", n, i, got.e.key(), got.at, want[i].e.key(), want[i].at)
+			}
+			if int(got.e.index) != i {
+				t.Fatalf("n=%d: element %d's entry says it is at %d", n, i, got.e.index)
+			}
+			if i > 0 && got.before(two.leases.at((i-1)/2)) {
+				t.Fatalf("n=%d: element %d comes before its parent", n, i)
+			}
+		}
+	}
+}
