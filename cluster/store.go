@@ -159,7 +159,7 @@ func (n *Node) Extend(ctx context.Context, key string, owner lock.Owner, ttl tim
 	if res.Status != fsm.StatusExtended {
 		return lock.Lease{}, lockfsm.ExtendError(key, res)
 	}
-	return lock.Lease{Token: res.Token, Remaining: remaining(res), TTL: ttl}, nil
+	return lockfsm.Extended(res, ttl), nil
 }
 
 // Inspect implements lock.Store with a linearizable read at the leader:

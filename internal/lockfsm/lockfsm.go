@@ -77,6 +77,13 @@ func AcquireError(req lock.AcquireRequest, res fsm.Result, lookup func(key strin
 	return fmt.Errorf("lock: acquire of %q answered %v", req.Key, res.Status)
 }
 
+// Extended is the lease of an extend to ttl answered fsm.StatusExtended:
+// the new lease is counted from the extend's stamp, so what is left of it
+// is the TTL.
+func Extended(res fsm.Result, ttl time.Duration) lock.Lease {
+	return lock.Lease{Token: res.Token, Remaining: Remaining(res), TTL: ttl}
+}
+
 // ExtendError is the error of an extend of key answered res when res did
 // not extend.
 func ExtendError(key string, res fsm.Result) error {

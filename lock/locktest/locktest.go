@@ -196,7 +196,14 @@ func assertNotHolder(t *testing.T, ctx context.Context, st lock.Store, k string,
 	releaseFindsNothing(t, ctx, st, k, o, "release by %s", who)
 	_, err := st.Extend(ctx, k, o, long)
 	assert.ErrorIs(t, err, lock.ErrNotHeld, "extend by %s", who)
+	// Every store words it alike, naming the key (a remote one's error
+	// carries the store's words inside its own).
+	assert.ErrorContains(t, err, notHeld(k), "extend by %s", who)
 }
+
+// notHeld is how a store says that the owner does not hold key: the
+// wording of the state machine's stores, which every store shares.
+func notHeld(key string) string { return fmt.Sprintf("%v: %q", lock.ErrNotHeld, key) }
 
 // releaseFindsNothing asserts that o's release of k answers "not held"
 // without an error: o does not hold k (any more).

@@ -220,11 +220,11 @@ func (s *Store) Extend(ctx context.Context, key string, owner lock.Owner, ttl ti
 	if s.closed {
 		return lock.Lease{}, lock.ErrClosed
 	}
-	res := s.applyLocked(fsm.Command{Op: fsm.OpExtend, Key: key, Owner: fsm.Owner(owner), TTL: ttl})
+	res := s.applyLocked(lockfsm.Extend(key, owner, ttl))
 	if res.Status != fsm.StatusExtended {
-		return lock.Lease{}, fmt.Errorf("%w (key %q)", lock.ErrNotHeld, key)
+		return lock.Lease{}, lockfsm.ExtendError(key, res)
 	}
-	return lock.Lease{Token: res.Token, Remaining: res.ExpiresAt - res.Now, TTL: ttl}, nil
+	return lockfsm.Extended(res, ttl), nil
 }
 
 // Inspect implements lock.Store.
