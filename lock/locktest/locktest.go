@@ -95,6 +95,7 @@ func TestStoreWith(t *testing.T, newStore func(t *testing.T) lock.Store, opts Op
 		{"Metadata", s.testMetadata},
 		{"Session/BadInput", s.testSessionBadInput},
 		{"Session/Renew", s.testSessionRenew},
+		{"Session/CreateRetry", s.testSessionCreateRetry},
 		{"Session/ExpiryHandsOff", s.testSessionExpiryHandsOff},
 		{"Session/Destroy", s.testSessionDestroy},
 		{"Session/LockDelay", s.testSessionLockDelay},
