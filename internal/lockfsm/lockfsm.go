@@ -153,6 +153,13 @@ func Extended(res fsm.Result, ttl time.Duration) lock.Lease {
 	return lock.Lease{Token: res.Token, Remaining: Remaining(res), TTL: ttl}
 }
 
+// WaitEnded is the error of a waiting acquire of key given up because the
+// caller's context ended with err, once its withdrawal is confirmed: the
+// key and err, which it matches.
+func WaitEnded(key string, err error) error {
+	return fmt.Errorf("lock: waiting for %q: %w", key, err)
+}
+
 // ExtendError is the error of an extend of key answered res when res did
 // not extend.
 func ExtendError(key string, res fsm.Result) error {

@@ -2,7 +2,6 @@ package memstore
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -151,7 +150,7 @@ func (s *Store) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Leas
 			s.applyLocked(fsm.Command{Op: fsm.OpCancelWait, Key: req.Key, Owner: owner})
 		}
 		s.mu.Unlock()
-		return lock.Lease{}, fmt.Errorf("lock: waiting for %q: %w", req.Key, ctx.Err())
+		return lock.Lease{}, lockfsm.WaitEnded(req.Key, ctx.Err())
 	case <-s.done:
 		return lock.Lease{}, lock.ErrClosed
 	}
