@@ -403,7 +403,7 @@ func (c *Client) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Lea
 		if sent && ctx.Err() != nil && c.cleanupAcquire(ctx, req.Key, req.Owner, at) {
 			// The release answered, so the outcome is known after all: the
 			// owner holds nothing.
-			return lock.Lease{}, fmt.Errorf("api: POST /v1/acquire: %w", ctx.Err())
+			return lock.Lease{}, fmt.Errorf("api: POST /v1/acquire: waiting for %q: %w", req.Key, ctx.Err())
 		}
 		var mismatch *lock.KindMismatchError
 		if errors.As(err, &mismatch) {

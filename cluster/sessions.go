@@ -24,8 +24,6 @@ import (
 // lease's: the leader's log clock before it answered, so a client counting
 // it from when it sent the request never counts past the session's end.
 
-var errNoSession = lockfsm.ErrNoSession
-
 var _ lock.SessionStore = (*Node)(nil)
 
 // CreateSession implements lock.SessionStore.
@@ -36,14 +34,18 @@ func (n *Node) CreateSession(ctx context.Context, req lock.SessionRequest) (lock
 	if n.closed() {
 		return lock.SessionLease{}, lock.ErrClosed
 	}
-	res, err := n.command(ctx, fsm.Command{Op: fsm.OpSessionCreate, Session: fsm.Owner(req.ID), TTL: req.TTL, LockDelay: req.LockDelay})
+	create := lockfsm.CreateSession(req)
+	res, err := n.command(ctx, create)
 	if err != nil {
 		return lock.SessionLease{}, err
 	}
 	if res.Status != fsm.StatusGranted {
-		return lock.SessionLease{}, unexpectedStatus("session-create", res)
+		return lock.SessionLease{}, lockfsm.SessionError(create.Op, res)
 	}
-	return lock.SessionLease{Remaining: remaining(res), TTL: req.TTL}, nil
+	// This node's own copy of the session tells its TTL when it is the
+	// one the leader answered (see lockfsm.SessionCreated); the answer
+	// does not carry it.
+	return lockfsm.SessionCreated(res, n.sm.sessionState(create.Session)), nil
 }
 
 // RenewSession implements lock.SessionStore.
@@ -54,17 +56,15 @@ func (n *Node) RenewSession(ctx context.Context, id lock.SessionID) (lock.Sessio
 	if n.closed() {
 		return lock.SessionLease{}, lock.ErrClosed
 	}
-	res, err := n.command(ctx, fsm.Command{Op: fsm.OpSessionRenew, Session: fsm.Owner(id)})
+	renew := lockfsm.RenewSession(id)
+	res, err := n.command(ctx, renew)
 	if err != nil {
 		return lock.SessionLease{}, err
 	}
-	switch res.Status {
-	case fsm.StatusExtended:
-		return lock.SessionLease{Remaining: remaining(res), TTL: remaining(res), Keys: res.Waiters}, nil
-	case fsm.StatusNoSession:
-		return lock.SessionLease{}, errNoSession
+	if res.Status != fsm.StatusExtended {
+		return lock.SessionLease{}, lockfsm.SessionError(renew.Op, res)
 	}
-	return lock.SessionLease{}, unexpectedStatus("session-renew", res)
+	return lockfsm.SessionRenewed(res), nil
 }
 
 // DestroySession implements lock.SessionStore. As Release, a retry after an
@@ -77,7 +77,7 @@ func (n *Node) DestroySession(ctx context.Context, id lock.SessionID) (bool, err
 	if n.closed() {
 		return false, lock.ErrClosed
 	}
-	return n.releasing(ctx, fsm.Command{Op: fsm.OpSessionDestroy, Session: fsm.Owner(id)}, fsm.StatusNoSession)
+	return n.releasing(ctx, lockfsm.DestroySession(id))
 }
 
 // InspectSession implements lock.SessionStore with a linearizable read at

@@ -337,6 +337,14 @@ func (s *stateMachine) session(id fsm.Owner, at time.Duration) nodewire.SessionR
 	return nodewire.SessionResult{Live: true, TTL: st.TTL, Remaining: st.ExpiresAt - now, LockDelay: st.LockDelay, Keys: st.Keys}
 }
 
+// sessionState reads session id from this node's own state machine, at
+// its own log time.
+func (s *stateMachine) sessionState(id fsm.Owner) fsm.SessionState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m.Session(id, 0)
+}
+
 // sessionLive reports whether session id is live at log time at (or the
 // machine's own, if later).
 func (s *stateMachine) sessionLive(id fsm.Owner, at time.Duration) bool {

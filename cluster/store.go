@@ -88,12 +88,6 @@ func (n *Node) AcquireAll(ctx context.Context, req lock.AcquireRequest) (lock.Le
 	return n.Acquire(ctx, req)
 }
 
-// remaining is a command's lease left at its own stamp. The stamp is the
-// leader's log clock when the command was proposed, before it answered, so a
-// holder that counts the figure from when it sent the request never counts
-// past the lease's end in the cluster.
-func remaining(res fsm.Result) time.Duration { return lockfsm.Remaining(res) }
-
 // Release implements lock.Store. A release sent again after an attempt
 // whose outcome was unknown (the leader changed while committing it) is
 // idempotent: the state machine remembers the owner's releases, so the
@@ -105,25 +99,19 @@ func (n *Node) Release(ctx context.Context, key string, owner lock.Owner) (bool,
 	if err := lock.ValidateRelease(key, owner); err != nil {
 		return false, err
 	}
-	return n.releasing(ctx, lockfsm.Release(key, owner), fsm.StatusNotHeld)
+	return n.releasing(ctx, lockfsm.Release(key, owner))
 }
 
 // releasing runs cmd, which ends something (a release, a session's
-// destroy), and reports whether it ended it: answered released, also to a
-// retry whose first attempt ended it (the state machine remembers), or
-// gone, nothing to end.
-func (n *Node) releasing(ctx context.Context, cmd fsm.Command, gone fsm.Status) (bool, error) {
+// destroy), and reports whether it ended it (lockfsm.Ended): answered
+// released, also to a retry whose first attempt ended it (the state
+// machine remembers), or nothing to end.
+func (n *Node) releasing(ctx context.Context, cmd fsm.Command) (bool, error) {
 	res, err := n.command(ctx, cmd)
 	if err != nil {
 		return false, err
 	}
-	switch res.Status {
-	case fsm.StatusReleased:
-		return true, nil
-	case gone:
-		return false, nil
-	}
-	return false, unexpectedStatus(cmd.Op.String(), res)
+	return lockfsm.Ended(cmd.Op, res)
 }
 
 // ForceRelease implements lock.AdminStore: the leader applies a
@@ -136,7 +124,7 @@ func (n *Node) ForceRelease(ctx context.Context, key string) (uint64, error) {
 	if err := lock.ValidateKey(key); err != nil {
 		return 0, err
 	}
-	res, err := n.command(ctx, fsm.Command{Op: fsm.OpForceRelease, Key: key})
+	res, err := n.command(ctx, lockfsm.ForceRelease(key))
 	if err != nil {
 		return 0, err
 	}
@@ -147,7 +135,10 @@ func (n *Node) ForceRelease(ctx context.Context, key string) (uint64, error) {
 }
 
 // Extend implements lock.Store. The new lease is counted from the leader's
-// stamp of the extend, so the Remaining returned is the TTL.
+// stamp of the extend, so the Remaining returned is the TTL. The stamp is
+// the leader's log clock when the extend was proposed, before it answered,
+// so a holder that counts the figure from when it sent the request never
+// counts past the lease's end in the cluster.
 func (n *Node) Extend(ctx context.Context, key string, owner lock.Owner, ttl time.Duration) (lock.Lease, error) {
 	if err := lock.ValidateExtend(key, owner, ttl); err != nil {
 		return lock.Lease{}, err
@@ -159,7 +150,7 @@ func (n *Node) Extend(ctx context.Context, key string, owner lock.Owner, ttl tim
 	if res.Status != fsm.StatusExtended {
 		return lock.Lease{}, lockfsm.ExtendError(key, res)
 	}
-	return lock.Lease{Token: res.Token, Remaining: remaining(res), TTL: ttl}, nil
+	return lockfsm.Extended(res, ttl), nil
 }
 
 // Inspect implements lock.Store with a linearizable read at the leader:
@@ -278,8 +269,4 @@ func keyInfo(rr nodewire.ReadResult) lock.KeyInfo {
 		info.Holders = 1
 	}
 	return info
-}
-
-func unexpectedStatus(op string, res fsm.Result) error {
-	return fmt.Errorf("cluster: %s answered %v", op, res.Status)
 }

@@ -63,7 +63,8 @@ func ParseSessionID(s string) (SessionID, error) {
 // change nothing on bad input; every method may be called concurrently.
 type SessionStore interface {
 	// CreateSession starts session req.ID. A create of a live session is
-	// an idempotent retry: its state, not lengthened.
+	// an idempotent retry: its state, not lengthened, whatever TTL req
+	// asks (see SessionLease.TTL).
 	CreateSession(ctx context.Context, req SessionRequest) (SessionLease, error)
 	// RenewSession makes the session end its TTL from now. It returns an
 	// error matching ErrNoSession when the session has ended.
@@ -125,7 +126,12 @@ func ValidateSessionID(id SessionID) error {
 // SessionLease is a created or renewed session.
 type SessionLease struct {
 	Remaining time.Duration // session left, counted from when the request was sent
-	TTL       time.Duration // the session's TTL
+	// TTL is the session's TTL as the store holds it: for a create's
+	// retry, the TTL of the session the first create made, never the one
+	// the retry asked, or, from a store that cannot tell, the session's
+	// time left (never more than its TTL). A keep-alive paced by a TTL
+	// longer than the session's would renew too late.
+	TTL time.Duration
 	// Keys, for a renew: the keys the session holds or waits for, as the
 	// store counted them in answering (SessionInfo.Keys). The keep-alive
 	// checks its holds with it; a store that does not count them (0, as

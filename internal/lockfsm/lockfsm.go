@@ -39,9 +39,78 @@ func Extend(key string, owner lock.Owner, ttl time.Duration) fsm.Command {
 	return fsm.Command{Op: fsm.OpExtend, Key: key, Owner: fsm.Owner(owner), TTL: ttl}
 }
 
+// ForceRelease is the machine's force-release of key, whoever holds it.
+func ForceRelease(key string) fsm.Command {
+	return fsm.Command{Op: fsm.OpForceRelease, Key: key}
+}
+
 // CreateSession is the machine's session create for req.
 func CreateSession(req lock.SessionRequest) fsm.Command {
 	return fsm.Command{Op: fsm.OpSessionCreate, Session: fsm.Owner(req.ID), TTL: req.TTL, LockDelay: req.LockDelay}
+}
+
+// RenewSession is the machine's renew of session id.
+func RenewSession(id lock.SessionID) fsm.Command {
+	return fsm.Command{Op: fsm.OpSessionRenew, Session: fsm.Owner(id)}
+}
+
+// DestroySession is the machine's destroy of session id.
+func DestroySession(id lock.SessionID) fsm.Command {
+	return fsm.Command{Op: fsm.OpSessionDestroy, Session: fsm.Owner(id)}
+}
+
+// SessionCreated is the lease of a session create answered res
+// (fsm.StatusGranted), given held, the session as the store's own state
+// machine holds it after the create (the zero SessionState when it cannot
+// read it). The machine answers a new session's deadline, and a retry's
+// (a create of a live session) the deadline the session already has,
+// unchanged. TTL is what the store holds, never the TTL asked: a retry
+// may ask another TTL than the create that made the session, and a
+// keep-alive paced by an overstated TTL would renew too late. It is the
+// session's own TTL when held is that very session (the same deadline;
+// a cluster node reading its own copy may not have applied the create
+// yet, or may have applied a later renew), else the session's time left,
+// which the session's TTL is never shorter than: for a new session, both
+// are the TTL asked.
+func SessionCreated(res fsm.Result, held fsm.SessionState) lock.SessionLease {
+	lease := lock.SessionLease{Remaining: Remaining(res), TTL: Remaining(res)}
+	if held.Live && held.ExpiresAt == res.ExpiresAt {
+		lease.TTL = held.TTL
+	}
+	return lease
+}
+
+// SessionRenewed is the lease of a session renew answered
+// fsm.StatusExtended: the session now ends its TTL after the renew's
+// stamp, so what is left of it is its TTL. Keys counts the keys it holds
+// or waits for.
+func SessionRenewed(res fsm.Result) lock.SessionLease {
+	return lock.SessionLease{Remaining: Remaining(res), TTL: Remaining(res), Keys: res.Waiters}
+}
+
+// SessionError is the error of a session command op answered res when res
+// did not create or renew the session: ErrNoSession when the session has
+// ended.
+func SessionError(op fsm.Op, res fsm.Result) error {
+	if res.Status == fsm.StatusNoSession {
+		return ErrNoSession
+	}
+	return fmt.Errorf("lock: %v answered %v", op, res.Status)
+}
+
+// Ended is what a release or a session destroy (op) answered res reports:
+// true when it ended the lease or the session (or is the repeat of the
+// command that did: the machine remembers), false when there was nothing
+// of the owner's to end, and an error for any other answer.
+func Ended(op fsm.Op, res fsm.Result) (bool, error) {
+	switch {
+	case res.Status == fsm.StatusReleased:
+		return true, nil
+	case op == fsm.OpRelease && res.Status == fsm.StatusNotHeld,
+		op == fsm.OpSessionDestroy && res.Status == fsm.StatusNoSession:
+		return false, nil
+	}
+	return false, fmt.Errorf("lock: %v answered %v", op, res.Status)
 }
 
 // Granted is the lease of an acquire answered fsm.StatusGranted. The lease
@@ -75,6 +144,20 @@ func AcquireError(req lock.AcquireRequest, res fsm.Result, lookup func(key strin
 		return KindMismatch(req, res)
 	}
 	return fmt.Errorf("lock: acquire of %q answered %v", req.Key, res.Status)
+}
+
+// Extended is the lease of an extend to ttl answered fsm.StatusExtended:
+// the new lease is counted from the extend's stamp, so what is left of it
+// is the TTL.
+func Extended(res fsm.Result, ttl time.Duration) lock.Lease {
+	return lock.Lease{Token: res.Token, Remaining: Remaining(res), TTL: ttl}
+}
+
+// WaitEnded is the error of a waiting acquire of key given up because the
+// caller's context ended with err, once its withdrawal is confirmed: the
+// key and err, which it matches.
+func WaitEnded(key string, err error) error {
+	return fmt.Errorf("lock: waiting for %q: %w", key, err)
 }
 
 // ExtendError is the error of an extend of key answered res when res did

@@ -95,6 +95,7 @@ func TestStoreWith(t *testing.T, newStore func(t *testing.T) lock.Store, opts Op
 		{"Metadata", s.testMetadata},
 		{"Session/BadInput", s.testSessionBadInput},
 		{"Session/Renew", s.testSessionRenew},
+		{"Session/CreateRetry", s.testSessionCreateRetry},
 		{"Session/ExpiryHandsOff", s.testSessionExpiryHandsOff},
 		{"Session/Destroy", s.testSessionDestroy},
 		{"Session/LockDelay", s.testSessionLockDelay},
@@ -196,7 +197,14 @@ func assertNotHolder(t *testing.T, ctx context.Context, st lock.Store, k string,
 	releaseFindsNothing(t, ctx, st, k, o, "release by %s", who)
 	_, err := st.Extend(ctx, k, o, long)
 	assert.ErrorIs(t, err, lock.ErrNotHeld, "extend by %s", who)
+	// Every store words it alike, naming the key (a remote one's error
+	// carries the store's words inside its own).
+	assert.ErrorContains(t, err, notHeld(k), "extend by %s", who)
 }
+
+// notHeld is how a store says that the owner does not hold key: the
+// wording of the state machine's stores, which every store shares.
+func notHeld(key string) string { return fmt.Sprintf("%v: %q", lock.ErrNotHeld, key) }
 
 // releaseFindsNothing asserts that o's release of k answers "not held"
 // without an error: o does not hold k (any more).
@@ -669,6 +677,7 @@ func (s *suite) testCancelWhileWaiting(t *testing.T) {
 		cancel()
 		got := s.await(t, done, "the canceled waiter")
 		assert.ErrorIs(t, got.err, context.Canceled)
+		assert.ErrorContains(t, got.err, fmt.Sprintf("%q", k), "the error names the key waited for")
 		info := inspect(t, ctx, st, k)
 		assert.Zero(t, info.Waiters, "the queue is left")
 		assert.Equal(t, lease.Token, info.Token)
@@ -678,6 +687,7 @@ func (s *suite) testCancelWhileWaiting(t *testing.T) {
 		defer cancel()
 		_, err := st.Acquire(waitCtx, lock.AcquireRequest{Key: k, Owner: lock.NewOwner(), TTL: long, Wait: s.Patience})
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.ErrorContains(t, err, fmt.Sprintf("%q", k), "the error names the key waited for")
 		info := inspect(t, ctx, st, k)
 		assert.Zero(t, info.Waiters, "the queue is left")
 		assert.Equal(t, lease.Token, info.Token)

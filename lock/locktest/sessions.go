@@ -144,6 +144,36 @@ func (s *suite) testSessionRenew(t *testing.T) {
 	assert.False(t, si.Live, "destroyed")
 }
 
+// A create of a live session is a retry: it answers the session the
+// store holds, not lengthened, whatever TTL the retry asks. Its TTL never
+// overstates the session's (a keep-alive paced by it would renew too
+// late) nor understates what is left of it.
+func (s *suite) testSessionCreateRetry(t *testing.T) {
+	_, ss := s.sessionStore(t)
+	ctx := s.ctx(t)
+	const ttl = long / 2
+	id := lock.NewSessionID()
+	created, err := ss.CreateSession(ctx, lock.SessionRequest{ID: id, TTL: ttl})
+	require.NoError(t, err)
+	assert.Equal(t, ttl, created.TTL, "a new session has the TTL asked")
+	assert.Positive(t, created.Remaining)
+	assert.LessOrEqual(t, created.Remaining, ttl)
+
+	for _, asked := range []time.Duration{ttl, 2 * ttl, ttl / 4} {
+		retry, err := ss.CreateSession(ctx, lock.SessionRequest{ID: id, TTL: asked})
+		require.NoError(t, err, "a retry asking %v", asked)
+		assert.LessOrEqual(t, retry.TTL, ttl, "a retry asking %v: TTL never more than the session's", asked)
+		assert.Positive(t, retry.Remaining, "a retry asking %v", asked)
+		assert.LessOrEqual(t, retry.Remaining, retry.TTL, "a retry asking %v: no more left than the TTL", asked)
+	}
+	info, err := ss.InspectSession(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, ttl, info.TTL, "the retries changed nothing")
+	assert.LessOrEqual(t, info.Remaining, ttl)
+	_, err = ss.DestroySession(ctx, id)
+	require.NoError(t, err)
+}
+
 // A session that is not renewed expires by itself: its locks go to their
 // waiters (a session-bound one among them), a key nobody waits for is
 // free, and the session is gone for renew and acquire.

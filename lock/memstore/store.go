@@ -2,7 +2,6 @@ package memstore
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -151,7 +150,7 @@ func (s *Store) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Leas
 			s.applyLocked(fsm.Command{Op: fsm.OpCancelWait, Key: req.Key, Owner: owner})
 		}
 		s.mu.Unlock()
-		return lock.Lease{}, fmt.Errorf("lock: waiting for %q: %w", req.Key, ctx.Err())
+		return lock.Lease{}, lockfsm.WaitEnded(req.Key, ctx.Err())
 	case <-s.done:
 		return lock.Lease{}, lock.ErrClosed
 	}
@@ -189,8 +188,8 @@ func (s *Store) Release(ctx context.Context, key string, owner lock.Owner) (bool
 	if s.closed {
 		return false, lock.ErrClosed
 	}
-	res := s.applyLocked(fsm.Command{Op: fsm.OpRelease, Key: key, Owner: fsm.Owner(owner)})
-	return res.Status == fsm.StatusReleased, nil
+	cmd := lockfsm.Release(key, owner)
+	return lockfsm.Ended(cmd.Op, s.applyLocked(cmd))
 }
 
 // ForceRelease implements lock.AdminStore.
@@ -203,7 +202,7 @@ func (s *Store) ForceRelease(ctx context.Context, key string) (uint64, error) {
 	if s.closed {
 		return 0, lock.ErrClosed
 	}
-	res := s.applyLocked(fsm.Command{Op: fsm.OpForceRelease, Key: key})
+	res := s.applyLocked(lockfsm.ForceRelease(key))
 	if res.Status != fsm.StatusReleased {
 		return 0, lockfsm.ForceReleaseError(key, res)
 	}
@@ -220,11 +219,11 @@ func (s *Store) Extend(ctx context.Context, key string, owner lock.Owner, ttl ti
 	if s.closed {
 		return lock.Lease{}, lock.ErrClosed
 	}
-	res := s.applyLocked(fsm.Command{Op: fsm.OpExtend, Key: key, Owner: fsm.Owner(owner), TTL: ttl})
+	res := s.applyLocked(lockfsm.Extend(key, owner, ttl))
 	if res.Status != fsm.StatusExtended {
-		return lock.Lease{}, fmt.Errorf("%w (key %q)", lock.ErrNotHeld, key)
+		return lock.Lease{}, lockfsm.ExtendError(key, res)
 	}
-	return lock.Lease{Token: res.Token, Remaining: res.ExpiresAt - res.Now, TTL: ttl}, nil
+	return lockfsm.Extended(res, ttl), nil
 }
 
 // Inspect implements lock.Store.
@@ -279,9 +278,9 @@ func (s *Store) CreateSession(ctx context.Context, req lock.SessionRequest) (loc
 	}
 	res := s.applyLocked(create)
 	if res.Status != fsm.StatusGranted {
-		return lock.SessionLease{}, fmt.Errorf("lock: memory store: unexpected session-create status %v", res.Status)
+		return lock.SessionLease{}, lockfsm.SessionError(create.Op, res)
 	}
-	return lock.SessionLease{Remaining: res.ExpiresAt - res.Now, TTL: s.machine.Session(fsm.Owner(req.ID), 0).TTL}, nil
+	return lockfsm.SessionCreated(res, s.machine.Session(create.Session, 0)), nil
 }
 
 // RenewSession implements lock.SessionStore.
@@ -294,11 +293,12 @@ func (s *Store) RenewSession(ctx context.Context, id lock.SessionID) (lock.Sessi
 	if s.closed {
 		return lock.SessionLease{}, lock.ErrClosed
 	}
-	res := s.applyLocked(fsm.Command{Op: fsm.OpSessionRenew, Session: fsm.Owner(id)})
+	renew := lockfsm.RenewSession(id)
+	res := s.applyLocked(renew)
 	if res.Status != fsm.StatusExtended {
-		return lock.SessionLease{}, lockfsm.ErrNoSession
+		return lock.SessionLease{}, lockfsm.SessionError(renew.Op, res)
 	}
-	return lock.SessionLease{Remaining: res.ExpiresAt - res.Now, TTL: res.ExpiresAt - res.Now, Keys: res.Waiters}, nil
+	return lockfsm.SessionRenewed(res), nil
 }
 
 // DestroySession implements lock.SessionStore.
@@ -311,8 +311,8 @@ func (s *Store) DestroySession(ctx context.Context, id lock.SessionID) (bool, er
 	if s.closed {
 		return false, lock.ErrClosed
 	}
-	res := s.applyLocked(fsm.Command{Op: fsm.OpSessionDestroy, Session: fsm.Owner(id)})
-	return res.Status == fsm.StatusReleased, nil
+	destroy := lockfsm.DestroySession(id)
+	return lockfsm.Ended(destroy.Op, s.applyLocked(destroy))
 }
 
 // InspectSession implements lock.SessionStore.

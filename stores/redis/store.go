@@ -300,7 +300,7 @@ func (s *Store) Extend(ctx context.Context, key string, owner lock.Owner, ttl ti
 		return lock.Lease{}, err
 	}
 	if len(r) == 0 {
-		return lock.Lease{}, fmt.Errorf("%w (key %q)", lock.ErrNotHeld, key)
+		return lock.Lease{}, fmt.Errorf("%w: %q", lock.ErrNotHeld, key) // the memory store's and the cluster's words (locktest)
 	}
 	return lock.Lease{Token: uint64(r.int(0)), Remaining: r.dur(1), TTL: r.dur(2)}, nil
 }

@@ -174,7 +174,8 @@ func (w *Waiters) heldError(ctx context.Context, key string, why error) error {
 }
 
 // withdraw takes a caller that gave up out of the queue (and releases the
-// lock if it was handed over meanwhile), then returns ctx's error. It waits
+// lock if it was handed over meanwhile), then returns ctx's error, which
+// names key as the memory store's does (lockfsm.WaitEnded). It waits
 // for the cancel-wait at most twice the election timeout past ctx's end; if
 // that is not enough, the error also matches lock.ErrUnknownOutcome and the
 // owner may still be queued until its wait deadline (or hold the lock until
@@ -194,7 +195,10 @@ func (w *Waiters) withdraw(ctx context.Context, key string, owner fsm.Owner) err
 		// call (see CancelWait).
 		return unknownWithdrawal(ctx, fmt.Errorf("the owner may hold %q (token %d): the leader told a call of it so, or cannot rule it out; if none of your calls has it, release it with the same owner", key, res.Token))
 	}
-	return ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return lockfsm.WaitEnded(key, err)
+	}
+	return nil
 }
 
 // unknownWithdrawal is withdraw's error when it could not confirm the

@@ -178,6 +178,22 @@ func (w *Waiters) withdrawAtLeader(t Term, cmd fsm.Command, wt *waiter) {
 // the grant's token, which withdraw reports as an unknown outcome. The
 // check and the queuing happen under the registry's claim lock, so a call
 // parking meanwhile is either seen or queued after the cancel-wait.
+//
+// A cancel-wait whose ctx has already ended (its sender stopped waiting
+// for the answer, or its connection or node died) is still proposed, on
+// purpose: its caller is gone either way, and the cancel-wait is that
+// caller's withdrawal, which matters most then. Without it the owner's
+// waiter keeps its place until its wait runs out, ahead of every caller
+// behind it, and a grant to it stays with nobody until its TTL runs out;
+// withdrawAtLeader proposes the same command for the same reason, when a
+// parked call's ctx ends. Proposed late it is as safe as on time: what
+// keeps it from ending a grant a newer call of the owner was answered is
+// the registry's check above, which an ended ctx does not change. The
+// waste is one entry, a no-op when the owner has nothing queued or held.
+// Nor does an ended ctx make this loop: Until returns its error at once,
+// unless the call it waits for ended meanwhile, and the next pass then
+// proposes, or answers, or waits for a newer call, which Until again
+// returns from at once.
 func (w *Waiters) CancelWait(ctx context.Context, t Term, cmd fsm.Command) (fsm.Result, error) {
 	for {
 		var (
