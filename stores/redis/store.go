@@ -208,7 +208,7 @@ func (s *Store) Acquire(ctx context.Context, req lock.AcquireRequest) (lock.Leas
 				block = min(block, due+time.Millisecond) // just past the hold's end
 			}
 			block = min(block, max(time.Until(deadline), time.Millisecond))
-			up, err := s.block(ctx, owner, r.str(2), block)
+			up, err := s.block(ctx, keyAt(1), owner, r.str(2), block)
 			if err != nil {
 				s.leave(req.Key, owner)
 				return lock.Lease{}, err
@@ -249,9 +249,9 @@ func (s *Store) AcquireAll(ctx context.Context, req lock.AcquireRequest) (lock.L
 }
 
 // block waits for a wake-up of owner's after the one named after, for at
-// most d, or until ctx ends (then it returns ctx's error). A zero wakeup
-// means: look again.
-func (s *Store) block(ctx context.Context, owner, after string, d time.Duration) (wakeup, error) {
+// most d, or until ctx ends (then it returns ctx's error, naming key, the
+// key waited for, as every store does). A zero wakeup means: look again.
+func (s *Store) block(ctx context.Context, key, owner, after string, d time.Duration) (wakeup, error) {
 	w := s.wakes.add(s.prefix+"w:"+owner, after)
 	defer s.wakes.remove(w)
 	timer := time.NewTimer(d)
@@ -262,7 +262,7 @@ func (s *Store) block(ctx context.Context, owner, after string, d time.Duration)
 	case <-timer.C:
 		return wakeup{}, nil
 	case <-ctx.Done():
-		return wakeup{}, fmt.Errorf("lock: waiting: %w", ctx.Err())
+		return wakeup{}, fmt.Errorf("lock: waiting for %q: %w", key, ctx.Err())
 	case <-s.closed:
 		return wakeup{}, lock.ErrClosed
 	}
