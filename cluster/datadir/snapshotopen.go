@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 )
 
@@ -49,6 +50,7 @@ func (s *privateSnapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, e
 	}
 	c := &checkedSnapshot{
 		file:   f,
+		logger: s.logger,
 		chunks: make(chan checkedChunkRead, readAheadChunks),
 		free:   make(chan []byte, readAheadChunks+1),
 		stop:   make(chan struct{}),
@@ -84,6 +86,7 @@ func readSnapshotMeta(path string) (*snapshotMetaFile, error) {
 // and sums it, a chunk at a time.
 type checkedSnapshot struct {
 	file   *os.File
+	logger hclog.Logger
 	chunks chan checkedChunkRead // from readAhead, in file order
 	free   chan []byte           // chunks handed out, back to readAhead
 	stop   chan struct{}         // closed by Close: readAhead returns
@@ -202,6 +205,8 @@ func (c *checkedSnapshot) readAhead(check stateCheck) {
 				r.err = fmt.Errorf("snapshot state %s does not match its checksum (CRC mismatch: stored %x, computed %x)", path, check.want, got)
 				if check.fallback != nil && c.matches(*check.fallback) {
 					r.err, r.last = nil, true
+					c.logger.Warn("a snapshot's sum file does not match its state, which its CRC-64 confirms: restoring it; the disk damaged the sum file",
+						"file", filepath.Join(filepath.Dir(path), stateSumFileName), "what_to_do", "check the disk")
 				}
 			} else {
 				r.last = true

@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -122,6 +123,7 @@ func TestSnapshotOpenChecksBySumFile(t *testing.T) {
 		sumFile    func(t *testing.T, sumPath string)
 		wrongCRC64 bool // meta.json's CRC-64 damaged too
 		ok         bool
+		warns      bool // the operator is told the sum file is damaged
 	}{
 		"whole":                        {sumFile: func(*testing.T, string) {}, ok: true},
 		"whole, wrong CRC-64":          {sumFile: func(*testing.T, string) {}, wrongCRC64: true, ok: true},
@@ -131,7 +133,7 @@ func TestSnapshotOpenChecksBySumFile(t *testing.T) {
 		"a flipped byte, wrong CRC-64": {sumFile: func(t *testing.T, p string) { flipByte(t, p, 9) }, wrongCRC64: true},
 		"truncated":                    {sumFile: func(t *testing.T, p string) { require.NoError(t, os.Truncate(p, 5)) }, ok: true},
 		"another length":               {sumFile: func(t *testing.T, p string) { writeSumFile(t, p, n+1, 0) }, ok: true},
-		"a wrong sum":                  {sumFile: func(t *testing.T, p string) { writeSumFile(t, p, n, 12345) }, ok: true},
+		"a wrong sum":                  {sumFile: func(t *testing.T, p string) { writeSumFile(t, p, n, 12345) }, ok: true, warns: true},
 		"a wrong sum, wrong CRC-64":    {sumFile: func(t *testing.T, p string) { writeSumFile(t, p, n, 12345) }, wrongCRC64: true},
 		"a directory":                  {sumFile: func(t *testing.T, p string) { require.NoError(t, os.Remove(p)); require.NoError(t, os.Mkdir(p, 0o700)) }, ok: true},
 	}
@@ -151,7 +153,10 @@ func TestSnapshotOpenChecksBySumFile(t *testing.T) {
 				require.NoError(t, err)
 				require.NoError(t, os.WriteFile(metaPath, b, 0o600))
 			}
+			var logged bytes.Buffer
+			store.logger = hclog.New(&hclog.LoggerOptions{Output: &logged})
 			got, err := readAll(t, store, id)
+			assert.Equal(t, tc.warns, strings.Contains(logged.String(), stateSumFileName), "a warning naming the sum file: %q", logged.String())
 			if tc.ok {
 				require.NoError(t, err)
 				assert.True(t, bytes.Equal(state, got), "read back differently")
