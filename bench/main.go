@@ -30,11 +30,12 @@ type params struct {
 	warmup         time.Duration // run before each measured window, not counted
 	parClients     int
 	contendClient  int
-	semClients     int // clients of the sem8 workload, all on one semaphore
-	semLimit       int // its slots
-	held           int // locks held by raftlock in the held workload
-	heldPeers      int // locks held by etcd and Redis in the held workload
-	heldRestarts   int // raftlock: times a follower is restarted in the held workload
+	semClients     int    // clients of the sem8 workload, all on one semaphore
+	semLimit       int    // its slots
+	held           int    // locks held by raftlock in the held workload
+	heldPeers      int    // locks held by etcd and Redis in the held workload
+	heldRestarts   int    // raftlock: times a follower is restarted in the held workload
+	heldRestart    string // raftlock: where: heldRestartProcess or heldRestartInplace
 	fillClients    int
 	ttl            time.Duration // lease of every lock the workloads take
 	heldTTL        time.Duration // lease of the held locks: longer than the whole held workload
@@ -58,6 +59,13 @@ type params struct {
 }
 
 func main() {
+	if isRestartChild() {
+		if err := serveRestart(); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: restarted member:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if isSlowDiskChild() {
 		if err := serveSlowDisk(os.Args[1:]); err != nil {
 			fmt.Fprintln(os.Stderr, err) // the bench reports it
@@ -92,6 +100,7 @@ func run() error {
 	flag.IntVar(&p.semLimit, "sem-limit", 8, "slots of the sem8 workload's semaphore")
 	flag.IntVar(&p.held, "held", 1_000_000, "locks raftlock holds in the held workload")
 	flag.IntVar(&p.heldRestarts, "held-restarts", 1, "raftlock: restart a follower this many times in turn after the held fill, and report the median restart (each one's figures are in the notes): one fill, several restarts")
+	flag.StringVar(&p.heldRestart, "held-restart", heldRestartProcess, "raftlock: where the held workload restarts its follower: "+heldRestartProcess+" (a process of its own, as a real member's restart is) or "+heldRestartInplace+" (in the bench's process, beside the other two members)")
 	flag.IntVar(&p.heldPeers, "held-peers", 200_000, "locks etcd and Redis hold in the held workload (0: same as -held)")
 	flag.IntVar(&p.fillClients, "fill-clients", 256, "clients that take the held locks")
 	flag.DurationVar(&p.ttl, "ttl", 30*time.Second, "lease of the locks taken by seq, par64, contend16 and failover")
@@ -220,6 +229,8 @@ func (p params) validate() error {
 		return errors.New("-slow-disk must not be negative")
 	case p.rounds < 1 || p.rounds > 100:
 		return fmt.Errorf("-rounds must be between 1 and 100 (got %d)", p.rounds)
+	case p.heldRestart != heldRestartProcess && p.heldRestart != heldRestartInplace:
+		return fmt.Errorf("-held-restart must be %s or %s (got %q)", heldRestartProcess, heldRestartInplace, p.heldRestart)
 	case p.warmup < 0:
 		return errors.New("-warmup must not be negative")
 	case p.parClients < 1 || p.contendClient < 1 || p.fillClients < 1 || p.semClients < 1:
