@@ -92,10 +92,11 @@ type deadlines struct {
 }
 
 // leaseDeadline is the end of e's lease (or lock-delay): deadline{at, e,
-// nil} in two words.
+// nil} in two words, neither a pointer (entryRef): the lease heap's chunks
+// are not scanned by the collector.
 type leaseDeadline struct {
 	at time.Duration
-	e  *entry
+	e  entryRef
 }
 
 // leaseHeap holds the lease ends, element i at chunks[i/leaseChunk][i%leaseChunk],
@@ -162,7 +163,7 @@ func (h *leaseHeap) append(d leaseDeadline) {
 // for a whole chunk's worth of removals.
 func (h *leaseHeap) dropLast() {
 	h.n--
-	*h.at(h.n) = leaseDeadline{} // drop the pointer for the collector
+	*h.at(h.n) = leaseDeadline{}
 	if full := len(h.chunks) - 2; full >= 0 && h.n == full*leaseChunk {
 		h.chunks[full+1] = nil
 		h.chunks = h.chunks[:full+1]
@@ -175,7 +176,7 @@ func (d *leaseDeadline) before(o *leaseDeadline) bool {
 	if d.at != o.at {
 		return d.at < o.at
 	}
-	return d.e.key() < o.e.key()
+	return d.e.get().key() < o.e.get().key()
 }
 
 func (h *deadlines) len() int { return h.leases.len() + len(h.others) }
@@ -189,7 +190,7 @@ func (h *deadlines) next() (deadline, bool) {
 		return h.others[0], true
 	}
 	head := h.leases.at(0)
-	d := deadline{at: head.at, e: head.e}
+	d := deadline{at: head.at, e: head.e.get()}
 	if len(h.others) > 0 && h.others[0].before(&d) {
 		return h.others[0], true
 	}
@@ -223,7 +224,7 @@ func (h *deadlines) push(d deadline) {
 
 func (h *deadlines) pushLease(at time.Duration, e *entry) {
 	e.index = int32(h.leases.len())
-	h.leases.append(leaseDeadline{at: at, e: e})
+	h.leases.append(leaseDeadline{at: at, e: refTo(e)})
 	leaseUp(&h.leases, h.leases.len()-1)
 }
 
@@ -232,7 +233,7 @@ func (h *deadlines) pushLease(at time.Duration, e *entry) {
 func (h *deadlines) add(d deadline) {
 	if d.w == nil {
 		d.e.index = int32(h.leases.len()) // here, while the entry is in the cache, rather than in a pass of init's
-		h.leases.append(leaseDeadline{at: d.at, e: d.e})
+		h.leases.append(leaseDeadline{at: d.at, e: refTo(d.e)})
 	} else {
 		h.others = append(h.others, d)
 	}
@@ -277,7 +278,7 @@ func (h *deadlines) removeLease(e *entry) {
 	if i != last {
 		leaseSwap(&h.leases, i, last)
 	}
-	h.leases.at(last).e.index = -1
+	h.leases.at(last).e.get().index = -1
 	h.leases.dropLast()
 	if i != last && !leaseDown(&h.leases, i) {
 		leaseUp(&h.leases, i)
@@ -385,8 +386,8 @@ func heapDown(h []deadline, i int) bool {
 func leaseSwap(h *leaseHeap, i, j int) {
 	a, b := h.at(i), h.at(j)
 	*a, *b = *b, *a
-	a.e.index = int32(i)
-	b.e.index = int32(j)
+	a.e.get().index = int32(i)
+	b.e.get().index = int32(j)
 }
 
 func leaseUp(h *leaseHeap, i int) {

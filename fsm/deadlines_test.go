@@ -71,7 +71,7 @@ func TestLeaseHeapTakesChunksFaultedInAhead(t *testing.T) {
 	for range 2 {
 		c := make([]leaseDeadline, leaseChunk)
 		for i := range c {
-			c[i] = leaseDeadline{at: -1, e: stranger}
+			c[i] = leaseDeadline{at: -1, e: refTo(stranger)}
 		}
 		dirty = append(dirty, c)
 		ready <- c
@@ -79,8 +79,10 @@ func TestLeaseHeapTakesChunksFaultedInAhead(t *testing.T) {
 	close(ready)
 	h := deadlines{leases: leaseHeap{ready: ready}}
 	const n = 2*leaseChunk + 10
+	entries := make([]*entry, n) // the heap holds them by entryRef: a machine's index would hold them
 	for i := range n {
-		h.pushLease(time.Duration((i*7919)%n+1)*time.Millisecond, newEntry(fmt.Sprintf("k%07d", i)))
+		entries[i] = newEntry(fmt.Sprintf("k%07d", i))
+		h.pushLease(time.Duration((i*7919)%n+1)*time.Millisecond, entries[i])
 	}
 	for i, c := range dirty {
 		if &h.leases.chunks[i][0] != &c[0] {
@@ -128,10 +130,10 @@ func TestLeaseHeapifyOnTwoGoroutinesIsOnePass(t *testing.T) {
 		for i := range n {
 			got := two.leases.at(i)
 			if *got != want[i] {
-				t.Fatalf("n=%d: element %d is %v at %v, one pass puts %v at %v there", n, i, got.e.key(), got.at, want[i].e.key(), want[i].at)
+				t.Fatalf("n=%d: element %d is %v at %v, one pass puts %v at %v there", n, i, got.e.get().key(), got.at, want[i].e.get().key(), want[i].at)
 			}
-			if int(got.e.index) != i {
-				t.Fatalf("n=%d: element %d's entry says it is at %d", n, i, got.e.index)
+			if int(got.e.get().index) != i {
+				t.Fatalf("n=%d: element %d's entry says it is at %d", n, i, got.e.get().index)
 			}
 			if i > 0 && got.before(two.leases.at((i-1)/2)) {
 				t.Fatalf("n=%d: element %d comes before its parent", n, i)

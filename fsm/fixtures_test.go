@@ -166,7 +166,7 @@ func checkInternals(m *Machine) error {
 				return fmt.Errorf("key %q: session-bound holder (or group) has a lease index %d", k, e.index)
 			}
 		} else {
-			if e.index < 0 || int(e.index) >= m.deadlines.leases.len() || m.deadlines.leases.at(int(e.index)).e != e || m.deadlines.leases.at(int(e.index)).at != e.expiresAt {
+			if e.index < 0 || int(e.index) >= m.deadlines.leases.len() || m.deadlines.leases.at(int(e.index)).e.get() != e || m.deadlines.leases.at(int(e.index)).at != e.expiresAt {
 				return fmt.Errorf("key %q: lease not at its index %d", k, e.index)
 			}
 			want++

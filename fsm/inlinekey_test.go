@@ -2,8 +2,12 @@ package fsm
 
 import (
 	"bytes"
+	"fmt"
 	"reflect"
+	"runtime"
+	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
@@ -84,7 +88,12 @@ func TestEntriesHoldNoPointers(t *testing.T) {
 		}
 		return false
 	}
-	for _, ty := range []reflect.Type{reflect.TypeFor[entry](), reflect.TypeFor[withKey[[16]byte]](), reflect.TypeFor[withKey[[528]byte]]()} {
+	for _, ty := range []reflect.Type{
+		reflect.TypeFor[entry](), reflect.TypeFor[withKey[[16]byte]](), reflect.TypeFor[withKey[[528]byte]](),
+		// The order's leaves and the lease heap refer to entries without
+		// a pointer (entryRef): the collector scans neither.
+		reflect.TypeFor[leaseDeadline](), reflect.TypeFor[[orderMax]entryRef](),
+	} {
 		if holdsPointers(ty) {
 			t.Errorf("%v holds a pointer", ty)
 		}
@@ -114,4 +123,57 @@ func TestEntrySlabClearsPrefaultedBlocks(t *testing.T) {
 		require.Equal(t, int32(-1), e.index, "entry %d", i)
 	}
 	require.Equal(t, unsafe.Pointer(dirty), s.blocks[0].base, "the slab took the ready block")
+}
+
+// The key order and the lease heap hold entries by entryRef, which keeps
+// nothing alive: a restore's entries are kept by its batches for the index
+// until the index has them, and after that by the index. Collections run
+// without pause here while a restore reads, and while keys go and others
+// come into the memory the collector frees; every entry must still be
+// what it was.
+func TestEntriesOutliveCollectionsThroughRestoreAndChurn(t *testing.T) {
+	const n = 60_000
+	want := New(nil)
+	for i := range n {
+		// Keys of several lengths: entries of several classes share blocks.
+		key := fmt.Sprintf("held/%0*d", 8+(i%5)*20, i)
+		want.Apply(acquire(time.Duration(i), key, numberedOwner(i), time.Hour, 0))
+	}
+	snap := want.Snapshot()
+
+	stop := make(chan struct{})
+	collected := make(chan int)
+	go func() {
+		cycles := 0
+		defer func() { collected <- cycles }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				runtime.GC()
+				cycles++
+			}
+		}
+	}()
+	got := New(nil)
+	err := got.RestoreFrom(bytes.NewReader(snap), int64(len(snap)))
+	// Half the keys go, as many new ones come, into memory just freed.
+	at := time.Duration(n)
+	for i := 0; i < n; i += 2 {
+		key := fmt.Sprintf("held/%0*d", 8+(i%5)*20, i)
+		for _, m := range []*Machine{want, got} {
+			m.Apply(release(at, key, numberedOwner(i)))
+			m.Apply(acquire(at, strings.Replace(key, "held", "new", 1), numberedOwner(n+i), time.Hour, 0))
+		}
+		at++
+	}
+	close(stop)
+	cycles := <-collected
+	require.NoError(t, err)
+	require.NoError(t, checkInternals(got))
+	require.Equal(t, want.Snapshot(), got.Snapshot())
+	if cycles < 2 {
+		t.Fatalf("only %d collections ran beside the restore and the churn", cycles)
+	}
 }

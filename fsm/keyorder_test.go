@@ -56,7 +56,8 @@ func (c *orderCheck) node(n *orderNode, depth int, root, rightmost bool, lo stri
 		if n.keys != nil {
 			return fmt.Errorf("leaf with separators")
 		}
-		for _, e := range n.entries {
+		for _, r := range n.entries {
+			e := r.get()
 			switch {
 			case c.count > 0 && e.key() <= c.last:
 				return fmt.Errorf("key %q after %q", e.key(), c.last)
@@ -108,7 +109,9 @@ func buildKeyOrder(sorted []*entry) keyOrder {
 	var leaves []*orderNode
 	for start := 0; start < len(sorted); start += orderMax {
 		leaf := newOrderLeaf()
-		leaf.entries = append(leaf.entries, sorted[start:min(start+orderMax, len(sorted))]...)
+		for _, e := range sorted[start:min(start+orderMax, len(sorted))] {
+			leaf.entries = append(leaf.entries, refTo(e))
+		}
 		leaves = append(leaves, leaf)
 	}
 	return buildKeyOrderOn(leaves, len(sorted))
@@ -356,8 +359,10 @@ func TestNearlyOrderedInsertsFillLeaves(t *testing.T) {
 	}
 	sort.Slice(keys, func(a, b int) bool { return arrival[keys[a]] < arrival[keys[b]] })
 	o := newKeyOrder()
+	entries := make([]*entry, 0, n) // the order holds them by entryRef: a machine's index would hold them
 	for _, i := range keys {
-		o.insert(newEntry(lockKey(i)))
+		entries = append(entries, newEntry(lockKey(i)))
+		o.insert(entries[len(entries)-1])
 	}
 	leaves := 0
 	var walk func(*orderNode)

@@ -6,7 +6,7 @@ package fsm
 // It changes only when a key appears or goes (a grant on a free key, the
 // end of a lease nobody waits for); extends and hand-offs leave it alone.
 //
-// It is a B+tree of entry pointers: leaves hold up to orderMax entries in key
+// It is a B+tree of entry references (entryRef): leaves hold up to orderMax entries in key
 // order, inner nodes up to orderMax children and the separator keys between
 // them. Written here rather than taken from a library because of what the
 // machine does with it: Restore receives keys already sorted and builds full
@@ -32,7 +32,7 @@ type keyOrder struct {
 }
 
 type orderNode struct {
-	entries  []*entry     // leaf: in ascending key order
+	entries  []entryRef   // leaf: in ascending key order (the key index holds each entry for the collector)
 	children []*orderNode // inner: subtrees in ascending key order
 	keys     []string     // inner: keys[i] separates children[i] and children[i+1]
 }
@@ -44,7 +44,7 @@ const (
 
 func newKeyOrder() keyOrder { return keyOrder{root: newOrderLeaf()} }
 
-func newOrderLeaf() *orderNode { return &orderNode{entries: make([]*entry, 0, orderMax)} }
+func newOrderLeaf() *orderNode { return &orderNode{entries: make([]entryRef, 0, orderMax)} }
 
 // newOrderInner has room for one child beyond orderMax: an insert adds the
 // child, then splits the node.
@@ -67,7 +67,7 @@ func (n *orderNode) lowerBound(key string) int {
 	lo, hi := 0, len(n.entries)
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
-		if n.entries[mid].key() < key {
+		if n.entries[mid].get().key() < key {
 			lo = mid + 1
 		} else {
 			hi = mid
@@ -123,14 +123,14 @@ func (n *orderNode) insert(e *entry, rightmost bool) (string, *orderNode) {
 
 func (n *orderNode) insertEntry(i int, e *entry, rightmost bool) (string, *orderNode) {
 	if len(n.entries) < orderMax {
-		n.entries = insertAt(n.entries, i, e)
+		n.entries = insertAt(n.entries, i, refTo(e))
 		return "", nil
 	}
 	right := newOrderLeaf()
 	if rightmost && i == len(n.entries) {
 		// Past the last key of the whole order: ascending inserts. Start a
 		// new leaf and leave this one full.
-		right.entries = append(right.entries, e)
+		right.entries = append(right.entries, refTo(e))
 		return e.key(), right
 	}
 	mid := orderMax / 2
@@ -138,11 +138,11 @@ func (n *orderNode) insertEntry(i int, e *entry, rightmost bool) (string, *order
 	clear(n.entries[mid:])
 	n.entries = n.entries[:mid]
 	if i <= mid {
-		n.entries = insertAt(n.entries, i, e)
+		n.entries = insertAt(n.entries, i, refTo(e))
 	} else {
-		right.entries = insertAt(right.entries, i-mid, e)
+		right.entries = insertAt(right.entries, i-mid, refTo(e))
 	}
-	return right.entries[0].key(), right
+	return right.entries[0].get().key(), right
 }
 
 // shiftFromFullLeaf makes room in children[i], a full leaf, by moving its
@@ -163,7 +163,7 @@ func (n *orderNode) shiftFromFullLeaf(i int) bool {
 		if left := n.children[i-1]; len(left.entries) <= orderMax-2 {
 			left.entries = append(left.entries, c.entries[0])
 			c.entries = removeAt(c.entries, 0)
-			n.keys[i-1] = c.entries[0].key()
+			n.keys[i-1] = c.entries[0].get().key()
 			return true
 		}
 	}
@@ -171,9 +171,9 @@ func (n *orderNode) shiftFromFullLeaf(i int) bool {
 		if right := n.children[i+1]; len(right.entries) <= orderMax-2 {
 			last := c.entries[len(c.entries)-1]
 			right.entries = insertAt(right.entries, 0, last)
-			c.entries[len(c.entries)-1] = nil
+			c.entries[len(c.entries)-1] = 0
 			c.entries = c.entries[:len(c.entries)-1]
-			n.keys[i] = last.key()
+			n.keys[i] = last.get().key()
 			return true
 		}
 	}
@@ -229,7 +229,7 @@ func (o *keyOrder) remove(e *entry) {
 func (n *orderNode) remove(e *entry) bool {
 	if n.leaf() {
 		i := n.lowerBound(e.key())
-		if i == len(n.entries) || n.entries[i] != e {
+		if i == len(n.entries) || n.entries[i] != refTo(e) {
 			return false
 		}
 		n.entries = removeAt(n.entries, i)
@@ -281,7 +281,7 @@ func (n *orderNode) rebalance(i int) {
 			right.entries = insertRange(right.entries, 0, left.entries[keep:])
 			left.entries = removeRange(left.entries, keep, len(left.entries))
 		}
-		n.keys[i] = right.entries[0].key()
+		n.keys[i] = right.entries[0].get().key()
 		return
 	}
 	// Inner nodes: the parent's separator comes down between the two
@@ -331,7 +331,7 @@ func (o *keyOrder) ascend(from string, fn func(e *entry) bool) {
 func (n *orderNode) ascend(from string, fn func(e *entry) bool) bool {
 	if n.leaf() {
 		for _, e := range n.entries[n.lowerBound(from):] {
-			if !fn(e) {
+			if !fn(e.get()) {
 				return false
 			}
 		}
@@ -358,7 +358,7 @@ func buildKeyOrderOn(leaves []*orderNode, n int) keyOrder {
 	level := leaves
 	mins := make([]string, len(leaves)) // the smallest key under each node of level
 	for i, leaf := range leaves {
-		mins[i] = leaf.entries[0].key()
+		mins[i] = leaf.entries[0].get().key()
 	}
 	for len(level) > 1 {
 		var up []*orderNode

@@ -466,18 +466,18 @@ func (r *snapshotReader) readKeys(f *keyFormat) error {
 		if err := r.readKey(f, e, heldSets); err != nil {
 			return err
 		}
-		batch.hashes[len(leaf.entries)] = hashKey(seed, prev)
-		leaf.entries = append(leaf.entries, e)
+		batch.hashes[batch.n], batch.entries[batch.n] = hashKey(seed, prev), e
+		batch.n++
+		leaf.entries = append(leaf.entries, refTo(e))
 		if len(leaf.entries) == orderMax {
 			leaves = append(leaves, leaf)
-			batch.entries = leaf.entries // full: it no longer changes
 			batches <- batch
+			batch.n = 0
 			leaf = newOrderLeaf()
 		}
 	}
 	if len(leaf.entries) > 0 {
 		leaves = append(leaves, leaf)
-		batch.entries = leaf.entries
 		batches <- batch
 	}
 	r.order = buildKeyOrderOn(leaves, int(n))
@@ -503,17 +503,19 @@ func (r *snapshotReader) indexKeys(n uint64, seed maphash.Seed) chan<- indexBatc
 		defer close(r.keysDone)
 		*keys = newKeyIndexSeeded(int(n), seed) // here too: clearing its fresh memory takes a while
 		for b := range batches {
-			keys.addBatch(b.entries, b.hashes[:len(b.entries)])
+			keys.addBatch(b.entries[:b.n], b.hashes[:b.n])
 		}
 	}(&r.keys)
 	return batches
 }
 
-// indexBatch is a full leaf's entries and their keys' hashes, for the
-// index.
+// indexBatch is a leaf's entries and their keys' hashes, for the index.
+// It holds the entries by pointer, where the leaf holds them by entryRef:
+// until the index has them, this is what keeps them for the collector.
 type indexBatch struct {
-	entries []*entry
+	entries [orderMax]*entry
 	hashes  [orderMax]uint64
+	n       int
 }
 
 // indexQueue is how many batches the index may fall behind the reader
