@@ -503,6 +503,9 @@ func (r *snapshotReader) indexKeys(n uint64, seed maphash.Seed) chan<- indexBatc
 		defer close(r.keysDone)
 		*keys = newKeyIndexSeeded(int(n), seed) // here too: clearing its fresh memory takes a while
 		for b := range batches {
+			if testHookIndexBatch != nil {
+				testHookIndexBatch()
+			}
 			keys.addBatch(b.entries[:b.n], b.hashes[:b.n])
 		}
 	}(&r.keys)
@@ -517,6 +520,10 @@ type indexBatch struct {
 	hashes  [orderMax]uint64
 	n       int
 }
+
+// testHookIndexBatch, when a test sets it, runs before the index takes
+// each batch: the test holds the index back while the reader goes on.
+var testHookIndexBatch func()
 
 // indexQueue is how many batches the index may fall behind the reader
 // by: 64 thousand keys, a few milliseconds of reading.
