@@ -110,27 +110,25 @@ type leaseDeadline struct {
 type leaseHeap struct {
 	chunks [][]leaseDeadline
 	n      int
-	ready  <-chan []leaseDeadline // chunks faulted in ahead during a restore (prefaultLeaseChunks); nil: none
+	ready  prefaulted[[]leaseDeadline] // chunks made, and faulted in, ahead during a restore (prefaultLeaseChunks); zero: none
 }
 
 // prefaultLeaseChunks makes up to want chunks of lease ends on another
 // goroutine (see prefault): at ten million locks the first touch of their
 // 160 MB took 0.45 s of a restore's reading. A chunk's elements past the
 // heap's length are never read, and append writes each one whole.
-func prefaultLeaseChunks(want uint64, stop <-chan struct{}) <-chan []leaseDeadline {
-	return prefault(want, 4, stop, func() []leaseDeadline {
-		c := make([]leaseDeadline, leaseChunk)
+func prefaultLeaseChunks(want uint64, stop <-chan struct{}) prefaulted[[]leaseDeadline] {
+	return prefault(want, 4, stop, func() []leaseDeadline { return make([]leaseDeadline, leaseChunk) }, func(c []leaseDeadline) {
 		for i := 0; i < len(c); i += 4096 / 16 {
 			c[i].at = 1 // any write faults the page in
 		}
-		return c
 	})
 }
 
 // newChunk is room for leaseChunk more lease ends: a chunk faulted in
 // ahead if one is ready, else a fresh one.
 func (h *leaseHeap) newChunk() []leaseDeadline {
-	if c, ok := takeReady(&h.ready); ok {
+	if c, ok := h.ready.take(); ok {
 		return c
 	}
 	return make([]leaseDeadline, leaseChunk)

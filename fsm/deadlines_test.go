@@ -77,7 +77,7 @@ func TestLeaseHeapTakesChunksFaultedInAhead(t *testing.T) {
 		ready <- c
 	}
 	close(ready)
-	h := deadlines{leases: leaseHeap{ready: ready}}
+	h := deadlines{leases: leaseHeap{ready: prefaulted[[]leaseDeadline]{ready: ready}}}
 	const n = 2*leaseChunk + 10
 	entries := make([]*entry, n) // the heap holds them by entryRef: a machine's index would hold them
 	for i := range n {

@@ -108,37 +108,52 @@ type entrySlab struct {
 		base    unsafe.Pointer
 		used, n int
 	}
-	ready <-chan *entryBlock // blocks faulted in on another goroutine (prefaultBlocks); nil: none
+	ready prefaulted[*entryBlock] // blocks made, and faulted in, on another goroutine (prefaultBlocks); zero: none
 }
 
 // entryBlock is room for a block of entries of any class: entries hold no
 // pointers, so the collector need not know their type.
 type entryBlock [restoreBlock]byte
 
-// prefaultBlocks makes up to want entry blocks on another goroutine (see
-// prefault): at ten million keys the first touch of the entries' 640 MB
-// was a third of a restore's reading.
-func prefaultBlocks(want uint64, stop <-chan struct{}) <-chan *entryBlock {
-	return prefault(want, 64, stop, func() *entryBlock {
-		b := new(entryBlock)
+// prefaultBlocks makes want entry blocks and faults them in on another
+// goroutine (see prefault): at ten million keys the first touch of the
+// entries' 640 MB was a third of a restore's reading.
+func prefaultBlocks(want uint64, stop <-chan struct{}) prefaulted[*entryBlock] {
+	return prefault(want, 64, stop, func() *entryBlock { return new(entryBlock) }, func(b *entryBlock) {
 		for i := 0; i < len(b); i += 4096 {
 			b[i] = 1 // any write faults the page in (take clears each entry it hands out)
 		}
-		return b
 	})
 }
 
-// takeReady is a value prefault made, if one is ready now: the caller makes
-// its own rather than wait. Once prefault is over, *ready is set to nil.
-func takeReady[T any](ready *<-chan T) (T, bool) {
+// prefaulted is what prefault makes: values made and faulted in (ready),
+// and values made but not faulted in yet (spare). A nil channel has
+// nothing more.
+type prefaulted[T any] struct {
+	ready, spare <-chan T
+}
+
+// take is a value prefault made, faulted in if one is ready now, else one
+// not faulted in yet (the caller faults it in), else none: the caller
+// makes its own rather than wait.
+func (p *prefaulted[T]) take() (T, bool) {
+	if v, ok := takeFrom(&p.ready); ok {
+		return v, true
+	}
+	return takeFrom(&p.spare)
+}
+
+// takeFrom is a value from *c if one is there now; once *c is closed and
+// empty, it is set to nil.
+func takeFrom[T any](c *<-chan T) (T, bool) {
 	var v T
-	if *ready == nil {
+	if *c == nil {
 		return v, false
 	}
 	select {
-	case v, ok := <-*ready:
+	case v, ok := <-*c:
 		if !ok {
-			*ready = nil
+			*c = nil
 		}
 		return v, ok
 	default:
@@ -146,25 +161,40 @@ func takeReady[T any](ready *<-chan T) (T, bool) {
 	}
 }
 
-// prefault makes up to want values with fresh, on another goroutine, until
-// stop is closed, and sends them on the channel it returns (ahead at
-// most), which it closes when it ends. fresh touches its value's memory
-// once a page, so that the page faults of memory new to the process are
-// paid there rather than on the goroutine that reads a snapshot, which
-// every other step of a restore waits for.
-func prefault[T any](want uint64, ahead int, stop <-chan struct{}, fresh func() T) <-chan T {
-	ready := make(chan T, ahead)
+// prefault makes want values with fresh on another goroutine, all of them
+// first, as spares; then, until none is spare or stop is closed, it takes
+// a spare, touches it with touch and hands it out as ready (ahead at most
+// before it waits). Touching a value's memory once a page pays there,
+// rather than on the goroutine that reads a snapshot (which every other
+// step of a restore waits for), the page faults of memory new to the
+// process. Making them all first, as fast as it can, is for Go's
+// collector, which starts a collection each time the heap has doubled
+// since the last: one that starts late in a restore of millions of keys
+// marks millions of the index's pointers, on the restore's own goroutines
+// (allocation assists) as much as beside them. Made at the start, the
+// values grow the heap while there is little to mark (fresh memory is
+// neither cleared nor faulted in by its allocation), and the collection
+// after them sets the next one's start beyond what the rest of the restore
+// allocates. A taker that finds nothing ready takes a spare, so that no
+// value is made twice.
+func prefault[T any](want uint64, ahead int, stop <-chan struct{}, fresh func() T, touch func(T)) prefaulted[T] {
+	ready, spare := make(chan T, ahead), make(chan T, want)
 	go func() {
 		defer close(ready)
 		for range want {
+			spare <- fresh()
+		}
+		close(spare)
+		for v := range spare {
+			touch(v)
 			select {
-			case ready <- fresh():
+			case ready <- v:
 			case <-stop:
 				return
 			}
 		}
 	}()
-	return ready
+	return prefaulted[T]{ready: ready, spare: spare}
 }
 
 // block returns room for n entries of class c: a block faulted in ahead
@@ -173,7 +203,7 @@ func prefault[T any](want uint64, ahead int, stop <-chan struct{}, fresh func() 
 // both fault pages in).
 func (s *entrySlab) block(c *keyClass, n int) unsafe.Pointer {
 	if n == c.perBlock() {
-		if b, ok := takeReady(&s.ready); ok {
+		if b, ok := s.ready.take(); ok {
 			return unsafe.Pointer(b)
 		}
 	}

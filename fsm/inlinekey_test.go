@@ -110,7 +110,7 @@ func TestEntrySlabClearsPrefaultedBlocks(t *testing.T) {
 	}
 	ready <- dirty
 	close(ready)
-	s := entrySlab{ready: ready}
+	s := entrySlab{ready: prefaulted[*entryBlock]{ready: ready}}
 	n := keyClasses[0].perBlock()
 	for i := range n {
 		key := []byte{'k', byte('a' + i%26), byte('a' + i/26)}
@@ -186,5 +186,41 @@ func TestEntriesOutliveCollectionsThroughRestoreAndChurn(t *testing.T) {
 	require.Equal(t, want.Snapshot(), got.Snapshot())
 	if cycles < 2 {
 		t.Fatalf("only %d collections ran beside the restore and the churn", cycles)
+	}
+}
+
+// prefault makes every value first; a taker that finds none touched yet
+// takes one not touched, so that no value is made twice and none is
+// handed out twice.
+func TestPrefaultHandsOutSparesWhileItTouches(t *testing.T) {
+	const want = 6
+	made := 0
+	touching := make(chan int)
+	release := make(chan struct{})
+	stop := make(chan struct{})
+	defer close(stop)
+	p := prefault(want, 1, stop, func() int { made++; return made }, func(v int) {
+		touching <- v
+		<-release
+	})
+	first := <-touching // every value is made before the first is touched
+	if made != want {
+		t.Fatalf("%d values made before the first touch, want %d", made, want)
+	}
+	seen := map[int]bool{first: true}
+	for range want - 1 {
+		v, ok := p.take()
+		if !ok || seen[v] {
+			t.Fatalf("take while the first is touched: %d, %v (seen %v)", v, ok, seen)
+		}
+		seen[v] = true
+	}
+	close(release)
+	v, ok := <-p.ready
+	if !ok || v != first {
+		t.Fatalf("ready after the touch: %d, %v; want %d", v, ok, first)
+	}
+	if v, ok := p.take(); ok {
+		t.Fatalf("took %d after all %d were handed out", v, want)
 	}
 }

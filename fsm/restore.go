@@ -450,7 +450,7 @@ func (r *snapshotReader) readKeys(f *keyFormat) error {
 	defer close(stop)
 	entries := entrySlab{ready: prefaultBlocks(n/uint64(keyClasses[0].perBlock()), stop)}
 	r.heap.leases.ready = prefaultLeaseChunks((n+leaseChunk-1)/leaseChunk, stop)
-	defer func() { r.heap.leases.ready = nil }()
+	defer func() { r.heap.leases.ready = prefaulted[[]leaseDeadline]{} }()
 	for i := uint64(0); i < n; i++ {
 		r.fill(maxRecordPart)
 		key := d.keyBytes()
