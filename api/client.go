@@ -452,16 +452,21 @@ func (c *Client) release(ctx context.Context, key string, owner lock.Owner, at i
 	var resp ReleaseResponse
 	_, err := c.call(ctx, exchange{method: http.MethodPost, path: "/v1/release", key: key,
 		body: ReleaseRequest{KeyFields: MakeKeyFields(key), Owner: &o}, out: &resp, write: true, resend: resendAlways, at: &at, batch: BatchRelease, stream: streamwire.OpRelease})
-	var se *ServerError
-	if errors.As(err, &se) && se.Code == CodeNotHeld {
-		// Also after a resend: a repeat of the release that ended the
-		// lease is answered released (the store remembers it).
+	return ended(resp.Released, err, CodeNotHeld)
+}
+
+// ended is what a release or a session destroy reports: done as the node
+// answered it, or false for an answer of code nothing (the caller had
+// nothing to end). Also after a resend: a repeat of the command that
+// ended the lease or session is answered done (the store remembers it).
+func ended(done bool, err error, nothing string) (bool, error) {
+	if se := (*ServerError)(nil); errors.As(err, &se) && se.Code == nothing {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	return resp.Released, nil
+	return done, nil
 }
 
 // Extend implements lock.Store: POST /v1/extend. A not_held answer matches lock.ErrNotHeld.
