@@ -415,13 +415,9 @@ func (n *Node) Stats() Stats {
 
 // Servers returns the raft configuration as this node knows it: IDs to addresses.
 func (n *Node) Servers() (map[string]string, error) {
-	f := n.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
+	out, err := membership.Servers(n.raft)
+	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
-	}
-	out := make(map[string]string)
-	for _, s := range f.Configuration().Servers {
-		out[string(s.ID)] = string(s.Address)
 	}
 	return out, nil
 }

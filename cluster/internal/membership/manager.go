@@ -176,10 +176,10 @@ func (mgr *Manager) leader() string {
 	return string(id)
 }
 
-// servers is the latest raft configuration this node knows: IDs to
-// addresses.
-func (mgr *Manager) servers() (map[string]string, error) {
-	f := mgr.raft.GetConfiguration()
+// Servers is the latest raft configuration r knows: IDs to addresses.
+// Package cluster reads its own with it too.
+func Servers(r *raft.Raft) (map[string]string, error) {
+	f := r.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return nil, err
 	}
