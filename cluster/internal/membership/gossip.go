@@ -449,14 +449,8 @@ func (mgr *Manager) localRole() string {
 	if mgr.raft == nil {
 		return ""
 	}
-	f := mgr.raft.GetConfiguration()
-	if f.Error() != nil {
-		return ""
-	}
-	for _, s := range f.Configuration().Servers {
-		if string(s.ID) == mgr.cfg.NodeID {
-			return strings.ToLower(s.Suffrage.String())
-		}
+	if s, ok := configServer(mgr.raft, raft.ServerID(mgr.cfg.NodeID)); ok {
+		return strings.ToLower(s.Suffrage.String())
 	}
 	return ""
 }
