@@ -321,14 +321,12 @@ func (c *Client) maybeSync() {
 		c.syncMu.Unlock()
 		return
 	}
-	c.background.Add(1)
-	go func() {
-		defer c.background.Done()
+	c.background.Go(func() {
 		defer c.syncMu.Unlock()
 		ctx, cancel := context.WithTimeout(c.bgCtx, syncTimeout)
 		defer cancel()
 		_ = c.syncLocked(ctx)
-	}()
+	})
 }
 
 // syncTimeout bounds a background Sync.
@@ -880,8 +878,5 @@ func msDuration(ms int64) time.Duration {
 	if ms <= 0 {
 		return 0
 	}
-	if ms > httpwire.MaxMillis {
-		ms = httpwire.MaxMillis
-	}
-	return time.Duration(ms) * time.Millisecond
+	return time.Duration(min(ms, httpwire.MaxMillis)) * time.Millisecond
 }

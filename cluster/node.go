@@ -139,7 +139,6 @@ func New(cfg Config) (*Node, error) {
 // watchLeadership starts a leader term when raft makes this node leader and
 // ends it when raft says leadership is lost.
 func (n *Node) watchLeadership(observations <-chan raft.Observation) {
-	defer n.wg.Done()
 	defer n.endTerm()
 	for {
 		select {

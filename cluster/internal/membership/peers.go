@@ -79,12 +79,8 @@ func (mgr *Manager) HeardFrom(id, apiAddr string, level int, version string) {
 }
 
 func (mgr *Manager) runPeerInfo() {
-	defer mgr.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() { // so that Close does not wait for a peer's answer
-		<-mgr.closing
-		cancel()
-	}()
+	ctx, cancel := mgr.closingContext() // so that Close does not wait for a peer's answer
+	defer cancel()
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	for {

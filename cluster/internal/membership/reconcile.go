@@ -228,7 +228,6 @@ func (r *reconciler) wake() {
 // runs it reconciles membership every autopilotInterval and when woken.
 func (r *reconciler) run() {
 	mgr := r.mgr
-	defer mgr.wg.Done()
 	ticker := time.NewTicker(mgr.autopilotInterval())
 	defer ticker.Stop()
 	var running any // the term autopilot runs for (Node.JudgingTerm); nil when it does not run
@@ -714,9 +713,7 @@ func (d *autopilotDelegate) RemoveFailedServer(srv *autopilot.Server) {
 	if id == raft.ServerID(mgr.cfg.NodeID) {
 		return // a leader never removes itself (see Leave); knownMembers counts it alive anyway
 	}
-	mgr.wg.Add(1)
-	go func() {
-		defer mgr.wg.Done()
+	mgr.wg.Go(func() {
 		s, ok := configServer(mgr.raft, id)
 		if !ok || s.Suffrage == raft.Voter && !left {
 			return // gone, or promoted again meanwhile: the promoter demotes it first
@@ -726,7 +723,7 @@ func (d *autopilotDelegate) RemoveFailedServer(srv *autopilot.Server) {
 		if err := mgr.waitFuture(ctx, raftRecorder{mgr.raft, r}.RemoveServer(id, 0, 0)); err != nil && !mgr.closed() {
 			mgr.log.Warn("reconciler: removing member failed; retrying at the next round", "id", id, "error", err)
 		}
-	}()
+	})
 }
 
 func (mgr *Manager) OwnServerStats() nodewire.ServerStats {
