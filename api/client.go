@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -320,14 +321,12 @@ func (c *Client) maybeSync() {
 		c.syncMu.Unlock()
 		return
 	}
-	c.background.Add(1)
-	go func() {
-		defer c.background.Done()
+	c.background.Go(func() {
 		defer c.syncMu.Unlock()
 		ctx, cancel := context.WithTimeout(c.bgCtx, syncTimeout)
 		defer cancel()
 		_ = c.syncLocked(ctx)
-	}()
+	})
 }
 
 // syncTimeout bounds a background Sync.
@@ -452,16 +451,21 @@ func (c *Client) release(ctx context.Context, key string, owner lock.Owner, at i
 	var resp ReleaseResponse
 	_, err := c.call(ctx, exchange{method: http.MethodPost, path: "/v1/release", key: key,
 		body: ReleaseRequest{KeyFields: MakeKeyFields(key), Owner: &o}, out: &resp, write: true, resend: resendAlways, at: &at, batch: BatchRelease, stream: streamwire.OpRelease})
-	var se *ServerError
-	if errors.As(err, &se) && se.Code == CodeNotHeld {
-		// Also after a resend: a repeat of the release that ended the
-		// lease is answered released (the store remembers it).
+	return ended(resp.Released, err, CodeNotHeld)
+}
+
+// ended is what a release or a session destroy reports: done as the node
+// answered it, or false for an answer of code nothing (the caller had
+// nothing to end). Also after a resend: a repeat of the command that
+// ended the lease or session is answered done (the store remembers it).
+func ended(done bool, err error, nothing string) (bool, error) {
+	if se := (*ServerError)(nil); errors.As(err, &se) && se.Code == nothing {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	return resp.Released, nil
+	return done, nil
 }
 
 // Extend implements lock.Store: POST /v1/extend. A not_held answer matches lock.ErrNotHeld.
@@ -503,31 +507,14 @@ func (c *Client) List(ctx context.Context, req lock.ListRequest) ([]lock.LockInf
 	var out []lock.LockInfo
 	after := req.After
 	for {
-		q := url.Values{}
-		if req.Prefix != "" {
-			q.Set("prefix", req.Prefix)
-		}
-		if after != "" {
-			q.Set("after", after)
-		}
-		if req.Limit > 0 {
-			q.Set("limit", fmt.Sprint(req.Limit-len(out)))
-		}
 		var page ListResponse
 		pageStart := after
-		if _, err := c.call(ctx, exchange{method: http.MethodGet, path: "/v1/locks", query: q, out: &page}); err != nil {
+		if _, err := c.call(ctx, exchange{method: http.MethodGet, path: "/v1/locks", query: listQuery(req.Prefix, after, req.Limit-len(out)), out: &page}); err != nil {
 			return nil, err
 		}
-		for _, l := range page.Locks {
-			key, err := l.DecodeKey()
-			if err != nil {
-				return nil, err
-			}
-			if key <= after && after != "" || !strings.HasPrefix(key, req.Prefix) {
-				return nil, fmt.Errorf("%w: list answered key %q outside prefix %q after %q", ErrUnexpectedResponse, key, req.Prefix, after)
-			}
-			after = key
-			out = append(out, lock.LockInfo{Key: key, KeyInfo: l.Info()})
+		var err error
+		if out, after, err = appendPage(out, page, req.Prefix, after); err != nil {
+			return nil, err
 		}
 		if !page.More || req.Limit > 0 && len(out) >= req.Limit {
 			return out, nil
@@ -550,6 +537,40 @@ func (c *Client) List(ctx context.Context, req lock.ListRequest) ([]lock.LockInf
 			return nil, fmt.Errorf("%w: list answered an empty page with more to come", ErrUnexpectedResponse)
 		}
 	}
+}
+
+// listQuery is the query of GET /v1/locks for at most limit keys (0 or
+// less: a page) under prefix, after after.
+func listQuery(prefix, after string, limit int) url.Values {
+	q := url.Values{}
+	if prefix != "" {
+		q.Set("prefix", prefix)
+	}
+	if after != "" {
+		q.Set("after", after)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	return q
+}
+
+// appendPage appends the locks of a GET /v1/locks answer asked for keys
+// under prefix after after to out, making sure each is, in order, and
+// returns the last key.
+func appendPage(out []lock.LockInfo, page ListResponse, prefix, after string) ([]lock.LockInfo, string, error) {
+	for _, l := range page.Locks {
+		key, err := l.DecodeKey()
+		if err != nil {
+			return nil, "", err
+		}
+		if key <= after && after != "" || !strings.HasPrefix(key, prefix) {
+			return nil, "", fmt.Errorf("%w: list answered key %q outside prefix %q after %q", ErrUnexpectedResponse, key, prefix, after)
+		}
+		after = key
+		out = append(out, lock.LockInfo{Key: key, KeyInfo: l.Info()})
+	}
+	return out, after, nil
 }
 
 // Cluster returns the node's view of its cluster: GET /v1/cluster. A node
@@ -857,8 +878,5 @@ func msDuration(ms int64) time.Duration {
 	if ms <= 0 {
 		return 0
 	}
-	if ms > httpwire.MaxMillis {
-		ms = httpwire.MaxMillis
-	}
-	return time.Duration(ms) * time.Millisecond
+	return time.Duration(min(ms, httpwire.MaxMillis)) * time.Millisecond
 }

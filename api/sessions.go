@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -59,16 +58,7 @@ func (c *Client) DestroySession(ctx context.Context, id lock.SessionID) (bool, e
 	s := id.String()
 	var resp SessionDestroyResponse
 	_, err := c.call(ctx, exchange{method: http.MethodPost, path: "/v1/session/destroy", body: SessionRequest{ID: &s}, out: &resp, write: true, resend: resendAlways})
-	var se *ServerError
-	if errors.As(err, &se) && se.Code == CodeNoSession {
-		// Also after a resend: a repeat of the destroy that ended the
-		// session is answered destroyed (the store remembers it).
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return resp.Destroyed, nil
+	return ended(resp.Destroyed, err, CodeNoSession)
 }
 
 // InspectSession implements lock.SessionStore: GET /v1/session/info.

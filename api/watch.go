@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 
 	"github.com/raftlock/raftlock/lock"
 )
@@ -78,37 +77,18 @@ func (c *Client) WatchList(ctx context.Context, req lock.ListRequest, wq lock.Wa
 	if err := wq.Validate(); err != nil {
 		return nil, 0, err
 	}
-	q := url.Values{}
-	if req.Prefix != "" {
-		q.Set("prefix", req.Prefix)
-	}
-	if req.After != "" {
-		q.Set("after", req.After)
-	}
-	if req.Limit > 0 {
-		q.Set("limit", strconv.Itoa(req.Limit))
-	}
 	var page ListResponse
 	var h http.Header
-	if _, err := c.call(ctx, exchange{method: http.MethodGet, path: "/v1/locks", query: watchValues(q, wq), out: &page, header: &h}); err != nil {
+	if _, err := c.call(ctx, exchange{method: http.MethodGet, path: "/v1/locks", query: watchValues(listQuery(req.Prefix, req.After, req.Limit), wq), out: &page, header: &h}); err != nil {
 		return nil, 0, err
 	}
 	index, err := answeredIndex(h, "GET /v1/locks")
 	if err != nil {
 		return nil, 0, err
 	}
-	out := make([]lock.LockInfo, 0, len(page.Locks))
-	after := req.After
-	for _, l := range page.Locks {
-		key, err := l.DecodeKey()
-		if err != nil {
-			return nil, 0, err
-		}
-		if key <= after && after != "" || !strings.HasPrefix(key, req.Prefix) {
-			return nil, 0, fmt.Errorf("%w: list answered key %q outside prefix %q after %q", ErrUnexpectedResponse, key, req.Prefix, after)
-		}
-		after = key
-		out = append(out, lock.LockInfo{Key: key, KeyInfo: l.Info()})
+	out, _, err := appendPage(make([]lock.LockInfo, 0, len(page.Locks)), page, req.Prefix, req.After)
+	if err != nil {
+		return nil, 0, err
 	}
 	return out, index, nil
 }

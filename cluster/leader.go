@@ -120,26 +120,16 @@ func (t *leaderTerm) isReady() bool {
 }
 
 func (t *leaderTerm) start() {
-	t.stopped.Add(1)
-	go func() {
-		defer t.stopped.Done()
+	t.stopped.Go(func() {
 		if !t.becomeReady() {
 			<-t.stop
 			t.rejectQueued()
 			return
 		}
-		t.stopped.Add(1)
-		go func() {
-			defer t.stopped.Done()
-			t.runExpiryTimer()
-		}()
-		t.stopped.Add(1)
-		go func() {
-			defer t.stopped.Done()
-			t.dropUnclaimedAfterGrace()
-		}()
+		t.stopped.Go(t.runExpiryTimer)
+		t.stopped.Go(t.dropUnclaimedAfterGrace)
 		t.runProposer()
-	}()
+	})
 }
 
 // end stops the term's goroutines and rejects every command not yet
@@ -376,14 +366,12 @@ func (t *leaderTerm) runProposer() {
 		// raft keeps the slice until it is written; give it its own copy.
 		proposed := time.Now()
 		f := t.n.raft.Apply(append([]byte(nil), buf...), 0)
-		inflight.Add(1)
-		go func() {
-			defer inflight.Done()
+		inflight.Go(func() {
 			defer func() { <-slots }()
 			if answer(batch, f, t.n.closing) == nil {
 				t.n.commits.observe(time.Since(proposed))
 			}
-		}()
+		})
 	}
 }
 

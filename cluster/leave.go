@@ -180,19 +180,32 @@ func (n *Node) askRemoval(ctx context.Context, member bool) error {
 	}
 }
 
-// removedFromConfiguration reports whether this node is missing from its
-// latest raft configuration (appended, maybe not yet committed).
-func (n *Node) removedFromConfiguration() bool {
+// configuration is this node's place in its latest raft configuration
+// (appended, maybe not yet committed): whether it is a member and a voter,
+// and how many other voters there are; ok is false when it cannot read
+// it. raft reads the configuration without its main loop, so raft's own
+// goroutines may call it (the log store does, through soleVoter).
+func (n *Node) configuration() (member, voter bool, otherVoters int, ok bool) {
 	cf := n.raft.GetConfiguration()
 	if cf.Error() != nil {
-		return false
+		return false, false, 0, false
 	}
 	for _, s := range cf.Configuration().Servers {
-		if s.ID == raft.ServerID(n.cfg.NodeID) {
-			return false
+		switch {
+		case s.ID == raft.ServerID(n.cfg.NodeID):
+			member, voter = true, s.Suffrage == raft.Voter
+		case s.Suffrage == raft.Voter:
+			otherVoters++
 		}
 	}
-	return true
+	return member, voter, otherVoters, true
+}
+
+// removedFromConfiguration reports whether this node is missing from its
+// latest raft configuration.
+func (n *Node) removedFromConfiguration() bool {
+	member, _, _, ok := n.configuration()
+	return ok && !member
 }
 
 // handOverLeadership transfers leadership to another voter if this node
@@ -214,38 +227,15 @@ func (n *Node) handOverLeadership(ctx context.Context) error {
 // otherVoters counts the voters of the latest configuration other than
 // this node.
 func (n *Node) otherVoters() int {
-	cf := n.raft.GetConfiguration()
-	if cf.Error() != nil {
-		return 0
-	}
-	count := 0
-	for _, s := range cf.Configuration().Servers {
-		if s.ID != raft.ServerID(n.cfg.NodeID) && s.Suffrage == raft.Voter {
-			count++
-		}
-	}
-	return count
+	_, _, others, _ := n.configuration()
+	return others
 }
 
 // soleVoter reports whether this node is the only voter of the latest
-// configuration. raft reads the configuration without its main loop, so
-// raft's own goroutines may call it (the log store does: StoreLogs).
+// configuration.
 func (n *Node) soleVoter() bool {
-	cf := n.raft.GetConfiguration()
-	if cf.Error() != nil {
-		return false
-	}
-	voter := false
-	for _, s := range cf.Configuration().Servers {
-		if s.Suffrage != raft.Voter {
-			continue
-		}
-		if s.ID != raft.ServerID(n.cfg.NodeID) {
-			return false
-		}
-		voter = true
-	}
-	return voter
+	_, voter, others, ok := n.configuration()
+	return ok && voter && others == 0
 }
 
 // whileLeaderKnown returns a context that ends with ctx, or with an error

@@ -98,11 +98,8 @@ func (c *logClock) now() time.Duration {
 	t := c.base + (c.clock.Monotonic() - c.start)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if t < c.last {
-		t = c.last
-	}
-	c.last = t
-	return t
+	c.last = max(t, c.last)
+	return c.last
 }
 
 // until is how long, in real time, until the log clock reaches at.

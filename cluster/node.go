@@ -139,7 +139,6 @@ func New(cfg Config) (*Node, error) {
 // watchLeadership starts a leader term when raft makes this node leader and
 // ends it when raft says leadership is lost.
 func (n *Node) watchLeadership(observations <-chan raft.Observation) {
-	defer n.wg.Done()
 	defer n.endTerm()
 	for {
 		select {
@@ -415,13 +414,9 @@ func (n *Node) Stats() Stats {
 
 // Servers returns the raft configuration as this node knows it: IDs to addresses.
 func (n *Node) Servers() (map[string]string, error) {
-	f := n.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
+	out, err := membership.Servers(n.raft)
+	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
-	}
-	out := make(map[string]string)
-	for _, s := range f.Configuration().Servers {
-		out[string(s.ID)] = string(s.Address)
 	}
 	return out, nil
 }

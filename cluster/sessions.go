@@ -39,13 +39,10 @@ func (n *Node) CreateSession(ctx context.Context, req lock.SessionRequest) (lock
 	if err != nil {
 		return lock.SessionLease{}, err
 	}
-	if res.Status != fsm.StatusGranted {
-		return lock.SessionLease{}, lockfsm.SessionError(create.Op, res)
-	}
 	// This node's own copy of the session tells its TTL when it is the
 	// one the leader answered (see lockfsm.SessionCreated); the answer
 	// does not carry it.
-	return lockfsm.SessionCreated(res, n.sm.sessionState(create.Session)), nil
+	return lockfsm.SessionCreated(res, n.sm.sessionState(create.Session))
 }
 
 // RenewSession implements lock.SessionStore.
@@ -56,15 +53,11 @@ func (n *Node) RenewSession(ctx context.Context, id lock.SessionID) (lock.Sessio
 	if n.closed() {
 		return lock.SessionLease{}, lock.ErrClosed
 	}
-	renew := lockfsm.RenewSession(id)
-	res, err := n.command(ctx, renew)
+	res, err := n.command(ctx, lockfsm.RenewSession(id))
 	if err != nil {
 		return lock.SessionLease{}, err
 	}
-	if res.Status != fsm.StatusExtended {
-		return lock.SessionLease{}, lockfsm.SessionError(renew.Op, res)
-	}
-	return lockfsm.SessionRenewed(res), nil
+	return lockfsm.SessionRenewed(res)
 }
 
 // DestroySession implements lock.SessionStore. As Release, a retry after an

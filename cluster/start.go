@@ -255,8 +255,7 @@ func (s *startup) startServices() error {
 		handler = cfg.wrapRPC(handler)
 	}
 	n.tr.Handle(handler)
-	n.wg.Add(1)
-	go n.watchLeadership(observations)
+	n.wg.Go(func() { n.watchLeadership(observations) })
 	if err := n.membership.Start(!s.existing); err != nil {
 		close(n.closing)
 		n.wg.Wait()

@@ -159,9 +159,7 @@ func (s *stateMachine) ApplyBatch(logs []*raft.Log) []any {
 			}
 			stampTerm = max(l.Term, 1)
 		}
-		if l.Index > s.applied {
-			s.applied = l.Index
-		}
+		s.applied = max(s.applied, l.Index)
 	}
 	if stampTerm != 0 {
 		s.noteStampLocked(stampTerm)

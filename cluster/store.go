@@ -128,10 +128,7 @@ func (n *Node) ForceRelease(ctx context.Context, key string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if res.Status != fsm.StatusReleased {
-		return 0, lockfsm.ForceReleaseError(key, res)
-	}
-	return res.Token, nil
+	return lockfsm.ForceReleased(key, res)
 }
 
 // Extend implements lock.Store. The new lease is counted from the leader's
@@ -147,10 +144,7 @@ func (n *Node) Extend(ctx context.Context, key string, owner lock.Owner, ttl tim
 	if err != nil {
 		return lock.Lease{}, err
 	}
-	if res.Status != fsm.StatusExtended {
-		return lock.Lease{}, lockfsm.ExtendError(key, res)
-	}
-	return lockfsm.Extended(res, ttl), nil
+	return lockfsm.Extended(key, res, ttl)
 }
 
 // Inspect implements lock.Store with a linearizable read at the leader:

@@ -57,7 +57,7 @@ func (c *Client) Inspect(ctx context.Context, key string, opts ...ReadOption) (K
 	if err := ValidateKey(key); err != nil {
 		return KeyInfo{}, err
 	}
-	if sr, ok := c.store.(StaleReader); ok && collectRead(opts).stale {
+	if sr, ok := c.store.(StaleReader); ok && collect(opts, ReadOption.applyRead).stale {
 		return sr.InspectStale(key)
 	}
 	return c.store.Inspect(ctx, key)
@@ -70,7 +70,7 @@ func (c *Client) List(ctx context.Context, req ListRequest, opts ...ReadOption) 
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	if sr, ok := c.store.(StaleReader); ok && collectRead(opts).stale {
+	if sr, ok := c.store.(StaleReader); ok && collect(opts, ReadOption.applyRead).stale {
 		return sr.ListStale(req)
 	}
 	lister, ok := c.store.(Lister)

@@ -126,7 +126,7 @@ func (l *Lock) Remaining() (time.Duration, bool) {
 // A nil error means the handle holds the lock; release it with Release (or
 // use Run, which cannot forget to).
 func (l *Lock) Acquire(ctx context.Context, opts ...AcquireOption) error {
-	_, err := l.acquire(ctx, l.waitFor(collectAcquire(opts)))
+	_, err := l.acquire(ctx, l.waitFor(collect(opts, AcquireOption.applyAcquire)))
 	return err
 }
 
@@ -233,7 +233,7 @@ func (l *Lock) lose(ctx context.Context, g *grant) {
 // nothing, and returns nil while the session is live and an error
 // matching ErrNotHeld and ErrNoSession once it has ended.
 func (l *Lock) Extend(ctx context.Context, opts ...ExtendOption) error {
-	o := collectExtend(opts)
+	o := collect(opts, ExtendOption.applyExtend)
 	l.mu.Lock()
 	g := l.held
 	l.mu.Unlock()

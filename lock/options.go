@@ -69,9 +69,11 @@ func applyOptions[Opt comparable, T any](target *T, opts []Opt, apply func(Opt, 
 	}
 }
 
-func collectRead(opts []ReadOption) readOptions {
-	var o readOptions
-	applyOptions(&o, opts, ReadOption.applyRead)
+// collect is the options opts set, applied to T's zero value as
+// applyOptions does.
+func collect[Opt comparable, T any](opts []Opt, apply func(Opt, *T)) T {
+	var o T
+	applyOptions(&o, opts, apply)
 	return o
 }
 
@@ -89,12 +91,6 @@ type RunOption interface {
 type runOptions struct {
 	acquireOptions
 	maxHold time.Duration // 0: no cap
-}
-
-func collectRun(opts []RunOption) runOptions {
-	var o runOptions
-	applyOptions(&o, opts, RunOption.applyRun)
-	return o
 }
 
 // MaxHoldOption is the option MaxHold returns; it is a RunOption, and
@@ -157,15 +153,3 @@ func Wait(d time.Duration) WaitOption { return WaitOption{wait: d} }
 func (o WaitOption) applyLock(l *Lock)              { l.wait, l.waitSet = o.wait, true }
 func (o WaitOption) applyAcquire(a *acquireOptions) { a.wait, a.waitSet = o.wait, true }
 func (o WaitOption) applyRun(r *runOptions)         { r.wait, r.waitSet = o.wait, true }
-
-func collectAcquire(opts []AcquireOption) acquireOptions {
-	var o acquireOptions
-	applyOptions(&o, opts, AcquireOption.applyAcquire)
-	return o
-}
-
-func collectExtend(opts []ExtendOption) extendOptions {
-	var o extendOptions
-	applyOptions(&o, opts, ExtendOption.applyExtend)
-	return o
-}

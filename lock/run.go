@@ -46,14 +46,14 @@ const releaseTimeout = 10 * time.Second
 // on every renewal (every session TTL/3), finds this one gone (an admin
 // released it, say), with a cause matching ErrNotHeld.
 func (l *Lock) Run(ctx context.Context, fn func(ctx context.Context) error, opts ...RunOption) (ran bool, err error) {
-	o := collectRun(opts)
+	o := collect(opts, RunOption.applyRun)
 	return l.run(ctx, l.waitFor(o.acquireOptions), o.maxHold, fn)
 }
 
 // TryRun is Run without waiting: it reports (false, nil) at once when another
 // owner holds the key.
 func (l *Lock) TryRun(ctx context.Context, fn func(ctx context.Context) error, opts ...RunOption) (ran bool, err error) {
-	o := collectRun(opts)
+	o := collect(opts, RunOption.applyRun)
 	return l.run(ctx, 0, o.maxHold, fn)
 }
 
@@ -205,7 +205,7 @@ func (l *Lock) KeepAlive(ctx context.Context, opts ...ExtendOption) error {
 	if g == nil {
 		return fmt.Errorf("%w: handle for %q holds no lease to keep alive", ErrNotHeld, l.key)
 	}
-	_, err := l.keepAlive(ctx, g, collectExtend(opts))
+	_, err := l.keepAlive(ctx, g, collect(opts, ExtendOption.applyExtend))
 	return err
 }
 

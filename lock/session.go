@@ -412,15 +412,14 @@ func (s *Session) checkHolds(ctx context.Context) {
 		var gone []hold
 		for _, h := range holds {
 			sem <- struct{}{}
-			wg.Add(1)
-			go func() {
-				defer func() { <-sem; wg.Done() }()
+			wg.Go(func() {
+				defer func() { <-sem }()
 				if held, err := h.l.readHold(roundCtx, h.g); err == nil && !held { // a read that fails: the next renewal checks again
 					goneMu.Lock()
 					gone = append(gone, h)
 					goneMu.Unlock()
 				}
-			}()
+			})
 		}
 		wg.Wait()
 		if len(gone) > 0 && s.storeEnded(roundCtx) {

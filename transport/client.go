@@ -188,15 +188,8 @@ func (t *Transport) dialRPC(addr string) (*clientConn, error) {
 		return nil, fmt.Errorf("%w: call %s: %w", ErrNotSent, addr, ErrClosed)
 	}
 	c.wake()
-	t.wg.Add(2)
-	go func() {
-		defer t.wg.Done()
-		c.shutdown(c.writeLoop())
-	}()
-	go func() {
-		defer t.wg.Done()
-		c.shutdown(c.readLoop())
-	}()
+	t.wg.Go(func() { c.shutdown(c.writeLoop()) })
+	t.wg.Go(func() { c.shutdown(c.readLoop()) })
 	return c, nil
 }
 

@@ -47,11 +47,7 @@ func (t *Transport) serveRPC(nc net.Conn) {
 		nc.Close()
 		return
 	}
-	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
-		s.shutdown(s.writeLoop())
-	}()
+	t.wg.Go(func() { s.shutdown(s.writeLoop()) })
 	s.shutdown(s.readLoop())
 }
 
@@ -87,8 +83,7 @@ func (s *serverConn) readLoop() error {
 			s.handlers[f.id] = cancel
 			s.armIdleLocked()
 			s.mu.Unlock()
-			s.t.wg.Add(1)
-			go s.serve(ctx, f.id, f.body)
+			s.t.wg.Go(func() { s.serve(ctx, f.id, f.body) })
 		case frameCancel:
 			// Also the dialler's hello (ID 0, never a request's), which
 			// makes the first frame come at once.
@@ -108,7 +103,6 @@ func (s *serverConn) readLoop() error {
 // serve runs the handler for one request and queues its answer, unless the
 // caller gave up or the connection ended meanwhile (nobody would read it).
 func (s *serverConn) serve(ctx context.Context, id uint64, req []byte) {
-	defer s.t.wg.Done()
 	if req == nil {
 		req = []byte{}
 	}

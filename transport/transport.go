@@ -180,8 +180,7 @@ func Listen(cfg Config) (*Transport, error) {
 			"something is opening connections to the raft port and leaving them open (a peer with many pools, a scanner): find it, or raise the limit",
 			"limit", cfg.MaxConns, "addr", ln.Addr().String(), "times", waits, "since", connlimit.WarnEvery)
 	})
-	t.wg.Add(1)
-	go t.acceptLoop()
+	t.wg.Go(t.acceptLoop)
 	return t, nil
 }
 
@@ -287,16 +286,11 @@ func (t *Transport) spawn(f func()) bool {
 	if t.closed {
 		return false
 	}
-	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
-		f()
-	}()
+	t.wg.Go(f)
 	return true
 }
 
 func (t *Transport) acceptLoop() {
-	defer t.wg.Done()
 	const maxBackoff = time.Second
 	var backoff time.Duration
 	for {

@@ -420,9 +420,7 @@ func (f *agentFlags) clusterConfig(set map[string]bool, sec security) (cluster.C
 	if n := f.walSegmentSize; n != 0 && (n < 4<<10 || n > 1<<30) {
 		return cfg, fmt.Errorf("-wal-segment-size must be from 4096 to 1073741824 bytes (or 0 for 64 MiB), got %d", n)
 	}
-	if cfg.LeaderLeaseTimeout > cfg.HeartbeatTimeout {
-		cfg.LeaderLeaseTimeout = cfg.HeartbeatTimeout
-	}
+	cfg.LeaderLeaseTimeout = min(cfg.LeaderLeaseTimeout, cfg.HeartbeatTimeout)
 	if f.dev {
 		return f.devClusterConfig(cfg, set)
 	}

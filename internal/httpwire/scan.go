@@ -1,5 +1,7 @@
 package httpwire
 
+import "bytes"
+
 // The byte-level primitives of the fast paths (request.go, answer.go,
 // batch.go). Every function takes the whole input b and an offset i into
 // it, and never reads outside b: an offset past the end is "nothing there".
@@ -256,14 +258,7 @@ func jsonNumber(b []byte) bool {
 
 // wholeNumber reports whether b, a JSON number, has no fraction and no
 // exponent (encoding/json refuses those for an integer).
-func wholeNumber(b []byte) bool {
-	for _, c := range b {
-		if c == '.' || c == 'e' || c == 'E' {
-			return false
-		}
-	}
-	return true
-}
+func wholeNumber(b []byte) bool { return !bytes.ContainsAny(b, ".eE") }
 
 // plainJSON reports whether json.Marshal writes s as it is between quotes:
 // printable ASCII but for " \ < > &.

@@ -59,10 +59,10 @@ func DestroySession(id lock.SessionID) fsm.Command {
 	return fsm.Command{Op: fsm.OpSessionDestroy, Session: fsm.Owner(id)}
 }
 
-// SessionCreated is the lease of a session create answered res
-// (fsm.StatusGranted), given held, the session as the store's own state
-// machine holds it after the create (the zero SessionState when it cannot
-// read it). The machine answers a new session's deadline, and a retry's
+// SessionCreated is the lease of a session create answered res (its
+// SessionError when res did not grant it), given held, the session as the
+// store's own state machine holds it after the create (the zero
+// SessionState when it cannot read it). The machine answers a new session's deadline, and a retry's
 // (a create of a live session) the deadline the session already has,
 // unchanged. TTL is what the store holds, never the TTL asked: a retry
 // may ask another TTL than the create that made the session, and a
@@ -72,20 +72,26 @@ func DestroySession(id lock.SessionID) fsm.Command {
 // yet, or may have applied a later renew), else the session's time left,
 // which the session's TTL is never shorter than: for a new session, both
 // are the TTL asked.
-func SessionCreated(res fsm.Result, held fsm.SessionState) lock.SessionLease {
+func SessionCreated(res fsm.Result, held fsm.SessionState) (lock.SessionLease, error) {
+	if res.Status != fsm.StatusGranted {
+		return lock.SessionLease{}, SessionError(fsm.OpSessionCreate, res)
+	}
 	lease := lock.SessionLease{Remaining: Remaining(res), TTL: Remaining(res)}
 	if held.Live && held.ExpiresAt == res.ExpiresAt {
 		lease.TTL = held.TTL
 	}
-	return lease
+	return lease, nil
 }
 
-// SessionRenewed is the lease of a session renew answered
-// fsm.StatusExtended: the session now ends its TTL after the renew's
-// stamp, so what is left of it is its TTL. Keys counts the keys it holds
-// or waits for.
-func SessionRenewed(res fsm.Result) lock.SessionLease {
-	return lock.SessionLease{Remaining: Remaining(res), TTL: Remaining(res), Keys: res.Waiters}
+// SessionRenewed is the lease of a session renew answered res, or
+// SessionError when res did not extend it: the session now ends its TTL
+// after the renew's stamp, so what is left of it is its TTL. Keys counts
+// the keys it holds or waits for.
+func SessionRenewed(res fsm.Result) (lock.SessionLease, error) {
+	if res.Status != fsm.StatusExtended {
+		return lock.SessionLease{}, SessionError(fsm.OpSessionRenew, res)
+	}
+	return lock.SessionLease{Remaining: Remaining(res), TTL: Remaining(res), Keys: res.Waiters}, nil
 }
 
 // SessionError is the error of a session command op answered res when res
@@ -146,11 +152,17 @@ func AcquireError(req lock.AcquireRequest, res fsm.Result, lookup func(key strin
 	return fmt.Errorf("lock: acquire of %q answered %v", req.Key, res.Status)
 }
 
-// Extended is the lease of an extend to ttl answered fsm.StatusExtended:
-// the new lease is counted from the extend's stamp, so what is left of it
-// is the TTL.
-func Extended(res fsm.Result, ttl time.Duration) lock.Lease {
-	return lock.Lease{Token: res.Token, Remaining: Remaining(res), TTL: ttl}
+// Extended is the lease of an extend of key to ttl answered res, or its
+// error when res did not extend: the new lease is counted from the
+// extend's stamp, so what is left of it is the TTL.
+func Extended(key string, res fsm.Result, ttl time.Duration) (lock.Lease, error) {
+	switch res.Status {
+	case fsm.StatusExtended:
+		return lock.Lease{Token: res.Token, Remaining: Remaining(res), TTL: ttl}, nil
+	case fsm.StatusNotHeld:
+		return lock.Lease{}, fmt.Errorf("%w: %q", lock.ErrNotHeld, key)
+	}
+	return lock.Lease{}, fmt.Errorf("lock: extend of %q answered %v", key, res.Status)
 }
 
 // WaitEnded is the error of a waiting acquire of key given up because the
@@ -160,22 +172,16 @@ func WaitEnded(key string, err error) error {
 	return fmt.Errorf("lock: waiting for %q: %w", key, err)
 }
 
-// ExtendError is the error of an extend of key answered res when res did
-// not extend.
-func ExtendError(key string, res fsm.Result) error {
-	if res.Status == fsm.StatusNotHeld {
-		return fmt.Errorf("%w: %q", lock.ErrNotHeld, key)
+// ForceReleased is the token of the lease a force-release of key answered
+// res ended, or its error when res did not release.
+func ForceReleased(key string, res fsm.Result) (uint64, error) {
+	switch res.Status {
+	case fsm.StatusReleased:
+		return res.Token, nil
+	case fsm.StatusNotHeld:
+		return 0, fmt.Errorf("%w: nobody holds %q", lock.ErrNotHeld, key)
 	}
-	return fmt.Errorf("lock: extend of %q answered %v", key, res.Status)
-}
-
-// ForceReleaseError is the error of a force-release of key answered res
-// when res did not release.
-func ForceReleaseError(key string, res fsm.Result) error {
-	if res.Status == fsm.StatusNotHeld {
-		return fmt.Errorf("%w: nobody holds %q", lock.ErrNotHeld, key)
-	}
-	return fmt.Errorf("lock: force-release of %q answered %v", key, res.Status)
+	return 0, fmt.Errorf("lock: force-release of %q answered %v", key, res.Status)
 }
 
 // KindMismatch is the error of an acquire answered fsm.StatusKindMismatch

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/lock"
@@ -20,19 +21,24 @@ func TestSessionCreatedReportsTheSessionHeld(t *testing.T) {
 	create.Stamp = time.Second
 	res := m.Apply(create)
 	held := m.Session(create.Session, 0)
-	assert.Equal(t, lock.SessionLease{Remaining: time.Minute, TTL: time.Minute}, SessionCreated(res, held), "a new session")
-	assert.Equal(t, lock.SessionLease{Remaining: time.Minute, TTL: time.Minute}, SessionCreated(res, fsm.SessionState{}), "a new session, not read: the TTL asked is what is left")
+	created := func(res fsm.Result, held fsm.SessionState) lock.SessionLease {
+		lease, err := SessionCreated(res, held)
+		require.NoError(t, err)
+		return lease
+	}
+	assert.Equal(t, lock.SessionLease{Remaining: time.Minute, TTL: time.Minute}, created(res, held), "a new session")
+	assert.Equal(t, lock.SessionLease{Remaining: time.Minute, TTL: time.Minute}, created(res, fsm.SessionState{}), "a new session, not read: the TTL asked is what is left")
 
 	retry := CreateSession(lock.SessionRequest{ID: id, TTL: 10 * time.Minute})
 	retry.Stamp = 21 * time.Second
 	res = m.Apply(retry)
 	held = m.Session(retry.Session, 0)
-	assert.Equal(t, lock.SessionLease{Remaining: 40 * time.Second, TTL: time.Minute}, SessionCreated(res, held), "a retry asking more: the session's TTL")
-	assert.Equal(t, lock.SessionLease{Remaining: 40 * time.Second, TTL: 40 * time.Second}, SessionCreated(res, fsm.SessionState{}), "not read: what is left")
+	assert.Equal(t, lock.SessionLease{Remaining: 40 * time.Second, TTL: time.Minute}, created(res, held), "a retry asking more: the session's TTL")
+	assert.Equal(t, lock.SessionLease{Remaining: 40 * time.Second, TTL: 40 * time.Second}, created(res, fsm.SessionState{}), "not read: what is left")
 	stale := held
 	stale.ExpiresAt -= time.Second // a copy from before a renew, or of another session
 	stale.TTL = 10 * time.Minute
-	assert.Equal(t, 40*time.Second, SessionCreated(res, stale).TTL, "a copy with another deadline is not the session answered")
+	assert.Equal(t, 40*time.Second, created(res, stale).TTL, "a copy with another deadline is not the session answered")
 }
 
 // Ended tells a release's or a destroy's "nothing to end" from a grant

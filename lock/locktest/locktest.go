@@ -370,9 +370,7 @@ func (s *suite) testExclusion(t *testing.T) {
 		errs = append(errs, err)
 	}
 	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			// Half the workers queue for the key, so hand-offs are exercised
 			// as well as immediate grants.
 			wait := time.Duration(0)
@@ -404,7 +402,7 @@ func (s *suite) testExclusion(t *testing.T) {
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	require.Empty(t, errs)

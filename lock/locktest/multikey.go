@@ -270,9 +270,7 @@ func (s *suite) testMultiKeyNoDeadlock(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, len(handles))
 	for _, h := range handles {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			keys := h.Keys()
 			if keys == nil {
 				keys = []string{h.Key()}
@@ -288,7 +286,7 @@ func (s *suite) testMultiKeyNoDeadlock(t *testing.T) {
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)

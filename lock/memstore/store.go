@@ -178,159 +178,111 @@ func (s *Store) heldError(key string) error {
 	return held
 }
 
-// Release implements lock.Store.
-func (s *Store) Release(ctx context.Context, key string, owner lock.Owner) (bool, error) {
-	if err := lock.ValidateRelease(key, owner); err != nil {
-		return false, err
+// locked is the frame of every call but Acquire: unless valid (the
+// call's validation) is an error or the store is closed, it runs fn with
+// mu held.
+func locked[T any](s *Store, valid error, fn func() (T, error)) (T, error) {
+	var zero T
+	if valid != nil {
+		return zero, valid
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return false, lock.ErrClosed
+		return zero, lock.ErrClosed
 	}
-	cmd := lockfsm.Release(key, owner)
-	return lockfsm.Ended(cmd.Op, s.applyLocked(cmd))
+	return fn()
+}
+
+// Release implements lock.Store.
+func (s *Store) Release(ctx context.Context, key string, owner lock.Owner) (bool, error) {
+	return locked(s, lock.ValidateRelease(key, owner), func() (bool, error) {
+		cmd := lockfsm.Release(key, owner)
+		return lockfsm.Ended(cmd.Op, s.applyLocked(cmd))
+	})
 }
 
 // ForceRelease implements lock.AdminStore.
 func (s *Store) ForceRelease(ctx context.Context, key string) (uint64, error) {
-	if err := lock.ValidateKey(key); err != nil {
-		return 0, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return 0, lock.ErrClosed
-	}
-	res := s.applyLocked(lockfsm.ForceRelease(key))
-	if res.Status != fsm.StatusReleased {
-		return 0, lockfsm.ForceReleaseError(key, res)
-	}
-	return res.Token, nil
+	return locked(s, lock.ValidateKey(key), func() (uint64, error) {
+		return lockfsm.ForceReleased(key, s.applyLocked(lockfsm.ForceRelease(key)))
+	})
 }
 
 // Extend implements lock.Store.
 func (s *Store) Extend(ctx context.Context, key string, owner lock.Owner, ttl time.Duration) (lock.Lease, error) {
-	if err := lock.ValidateExtend(key, owner, ttl); err != nil {
-		return lock.Lease{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return lock.Lease{}, lock.ErrClosed
-	}
-	res := s.applyLocked(lockfsm.Extend(key, owner, ttl))
-	if res.Status != fsm.StatusExtended {
-		return lock.Lease{}, lockfsm.ExtendError(key, res)
-	}
-	return lockfsm.Extended(res, ttl), nil
+	return locked(s, lock.ValidateExtend(key, owner, ttl), func() (lock.Lease, error) {
+		return lockfsm.Extended(key, s.applyLocked(lockfsm.Extend(key, owner, ttl)), ttl)
+	})
 }
 
 // Inspect implements lock.Store.
 func (s *Store) Inspect(ctx context.Context, key string) (lock.KeyInfo, error) {
-	if err := lock.ValidateKey(key); err != nil {
-		return lock.KeyInfo{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return lock.KeyInfo{}, lock.ErrClosed
-	}
+	return locked(s, lock.ValidateKey(key), func() (lock.KeyInfo, error) { return s.inspectLocked(key), nil })
+}
+
+// inspectLocked is key's state now. Called with mu held.
+func (s *Store) inspectLocked(key string) lock.KeyInfo {
 	// A tick first, so that a lease that has just ended is already handed to
 	// its waiter rather than reported free.
 	now := s.applyLocked(fsm.Command{Op: fsm.OpTick}).Now
 	st := s.machine.Lookup(key, now)
-	return lockfsm.KeyInfo(st, now, lockfsm.SetKeys(s.machine, st)), nil
+	return lockfsm.KeyInfo(st, now, lockfsm.SetKeys(s.machine, st))
 }
 
 // List implements lock.Lister.
 func (s *Store) List(ctx context.Context, req lock.ListRequest) ([]lock.LockInfo, error) {
-	if err := req.Validate(); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, lock.ErrClosed
-	}
+	return locked(s, req.Validate(), func() ([]lock.LockInfo, error) { return s.listLocked(req, nil), nil })
+}
+
+// listLocked appends to out the keys req lists, after a tick as
+// inspectLocked. Called with mu held.
+func (s *Store) listLocked(req lock.ListRequest, out []lock.LockInfo) []lock.LockInfo {
 	now := s.applyLocked(fsm.Command{Op: fsm.OpTick}).Now
-	var out []lock.LockInfo
 	s.machine.RangeFrom(req.Prefix, req.After, now, func(key string, st fsm.KeyState) bool {
 		out = append(out, lock.LockInfo{Key: key, KeyInfo: lockfsm.KeyInfo(st, now, lockfsm.SetKeys(s.machine, st))})
 		return req.Limit == 0 || len(out) < req.Limit
 	})
-	return out, nil
+	return out
 }
 
 // CreateSession implements lock.SessionStore.
 func (s *Store) CreateSession(ctx context.Context, req lock.SessionRequest) (lock.SessionLease, error) {
-	if err := req.Validate(); err != nil {
-		return lock.SessionLease{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return lock.SessionLease{}, lock.ErrClosed
-	}
-	create := lockfsm.CreateSession(req)
-	if err := s.admitLocked(create); err != nil {
-		return lock.SessionLease{}, err
-	}
-	res := s.applyLocked(create)
-	if res.Status != fsm.StatusGranted {
-		return lock.SessionLease{}, lockfsm.SessionError(create.Op, res)
-	}
-	return lockfsm.SessionCreated(res, s.machine.Session(create.Session, 0)), nil
+	return locked(s, req.Validate(), func() (lock.SessionLease, error) {
+		create := lockfsm.CreateSession(req)
+		if err := s.admitLocked(create); err != nil {
+			return lock.SessionLease{}, err
+		}
+		res := s.applyLocked(create)
+		return lockfsm.SessionCreated(res, s.machine.Session(create.Session, 0))
+	})
 }
 
 // RenewSession implements lock.SessionStore.
 func (s *Store) RenewSession(ctx context.Context, id lock.SessionID) (lock.SessionLease, error) {
-	if err := lock.ValidateSessionID(id); err != nil {
-		return lock.SessionLease{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return lock.SessionLease{}, lock.ErrClosed
-	}
-	renew := lockfsm.RenewSession(id)
-	res := s.applyLocked(renew)
-	if res.Status != fsm.StatusExtended {
-		return lock.SessionLease{}, lockfsm.SessionError(renew.Op, res)
-	}
-	return lockfsm.SessionRenewed(res), nil
+	return locked(s, lock.ValidateSessionID(id), func() (lock.SessionLease, error) {
+		return lockfsm.SessionRenewed(s.applyLocked(lockfsm.RenewSession(id)))
+	})
 }
 
 // DestroySession implements lock.SessionStore.
 func (s *Store) DestroySession(ctx context.Context, id lock.SessionID) (bool, error) {
-	if err := lock.ValidateSessionID(id); err != nil {
-		return false, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false, lock.ErrClosed
-	}
-	destroy := lockfsm.DestroySession(id)
-	return lockfsm.Ended(destroy.Op, s.applyLocked(destroy))
+	return locked(s, lock.ValidateSessionID(id), func() (bool, error) {
+		destroy := lockfsm.DestroySession(id)
+		return lockfsm.Ended(destroy.Op, s.applyLocked(destroy))
+	})
 }
 
 // InspectSession implements lock.SessionStore.
 func (s *Store) InspectSession(ctx context.Context, id lock.SessionID) (lock.SessionInfo, error) {
-	if err := lock.ValidateSessionID(id); err != nil {
-		return lock.SessionInfo{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return lock.SessionInfo{}, lock.ErrClosed
-	}
-	now := s.applyLocked(fsm.Command{Op: fsm.OpTick}).Now
-	st := s.machine.Session(fsm.Owner(id), now)
-	if !st.Live {
-		return lock.SessionInfo{}, nil
-	}
-	return lock.SessionInfo{Live: true, TTL: st.TTL, Remaining: st.ExpiresAt - now, LockDelay: st.LockDelay, Keys: st.Keys}, nil
+	return locked(s, lock.ValidateSessionID(id), func() (lock.SessionInfo, error) {
+		now := s.applyLocked(fsm.Command{Op: fsm.OpTick}).Now
+		st := s.machine.Session(fsm.Owner(id), now)
+		if !st.Live {
+			return lock.SessionInfo{}, nil
+		}
+		return lock.SessionInfo{Live: true, TTL: st.TTL, Remaining: st.ExpiresAt - now, LockDelay: st.LockDelay, Keys: st.Keys}, nil
+	})
 }
 
 func (s *Store) sessionLive(id lock.SessionID) bool {

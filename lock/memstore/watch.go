@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/raftlock/raftlock/fsm"
-	"github.com/raftlock/raftlock/internal/lockfsm"
 	"github.com/raftlock/raftlock/internal/watchhub"
 	"github.com/raftlock/raftlock/lock"
 )
@@ -29,9 +27,7 @@ func (s *Store) WatchKey(ctx context.Context, key string, q lock.WatchQuery) (lo
 	if s.closed {
 		return lock.KeyInfo{}, 0, lock.ErrClosed
 	}
-	now := s.applyLocked(fsm.Command{Op: fsm.OpTick}).Now
-	st := s.machine.Lookup(key, now)
-	return lockfsm.KeyInfo(st, now, lockfsm.SetKeys(s.machine, st)), s.index, nil
+	return s.inspectLocked(key), s.index, nil
 }
 
 // WatchList implements Watcher.
@@ -47,13 +43,7 @@ func (s *Store) WatchList(ctx context.Context, req lock.ListRequest, q lock.Watc
 	if s.closed {
 		return nil, 0, lock.ErrClosed
 	}
-	now := s.applyLocked(fsm.Command{Op: fsm.OpTick}).Now
-	out := []lock.LockInfo{}
-	s.machine.RangeFrom(req.Prefix, req.After, now, func(key string, st fsm.KeyState) bool {
-		out = append(out, lock.LockInfo{Key: key, KeyInfo: lockfsm.KeyInfo(st, now, lockfsm.SetKeys(s.machine, st))})
-		return req.Limit == 0 || len(out) < req.Limit
-	})
-	return out, s.index, nil
+	return s.listLocked(req, []lock.LockInfo{}), s.index, nil
 }
 
 // block waits, for a query with an index, until the hub says scope changed

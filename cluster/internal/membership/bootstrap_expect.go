@@ -134,7 +134,6 @@ func (mgr *Manager) awaitingBootstrap() bool {
 // bootstrapExpect runs on a fresh node with BootstrapExpect until raft has
 // state (it bootstrapped, or a leader reached it) or the node closes.
 func (mgr *Manager) bootstrapExpect() {
-	defer mgr.wg.Done()
 	g := mgr.gossip
 	want := mgr.cfg.BootstrapExpect
 	mgr.log.Info("waiting for the members to bootstrap a cluster", "bootstrap_expect", want)

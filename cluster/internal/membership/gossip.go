@@ -382,18 +382,15 @@ func (mgr *Manager) gossipAdvertise() (string, error) {
 // runGossip starts the node's gossip goroutines: the event loop, the role
 // tag keeper, raft-follows-gossip, retry-join and BootstrapExpect.
 func (mgr *Manager) runGossip(fresh bool) {
-	mgr.wg.Add(4)
-	go mgr.wakeReconcilerOnGossip()
-	go mgr.gossipEventLoop()
-	go mgr.gossipRoleKeeper()
-	go mgr.gossipRaftJoiner(fresh)
+	mgr.wg.Go(mgr.wakeReconcilerOnGossip)
+	mgr.wg.Go(mgr.gossipEventLoop)
+	mgr.wg.Go(mgr.gossipRoleKeeper)
+	mgr.wg.Go(func() { mgr.gossipRaftJoiner(fresh) })
 	if len(mgr.cfg.RetryJoin) > 0 {
-		mgr.wg.Add(1)
-		go mgr.retryJoin()
+		mgr.wg.Go(mgr.retryJoin)
 	}
 	if mgr.gossip.expect != nil {
-		mgr.wg.Add(1)
-		go mgr.bootstrapExpect()
+		mgr.wg.Go(mgr.bootstrapExpect)
 	}
 }
 
@@ -414,7 +411,6 @@ func (mgr *Manager) StopGossip(leave bool) {
 }
 
 func (mgr *Manager) gossipEventLoop() {
-	defer mgr.wg.Done()
 	g := mgr.gossip
 	for {
 		select {
@@ -434,11 +430,7 @@ func (mgr *Manager) gossipEventLoop() {
 			case *serf.Query:
 				// Not in this loop: serf sends member events while holding
 				// the member lock that answering (Members) takes.
-				mgr.wg.Add(1)
-				go func() {
-					defer mgr.wg.Done()
-					mgr.answerGossipQuery(e)
-				}()
+				mgr.wg.Go(func() { mgr.answerGossipQuery(e) })
 			}
 		}
 	}
@@ -449,21 +441,14 @@ func (mgr *Manager) localRole() string {
 	if mgr.raft == nil {
 		return ""
 	}
-	f := mgr.raft.GetConfiguration()
-	if f.Error() != nil {
-		return ""
-	}
-	for _, s := range f.Configuration().Servers {
-		if string(s.ID) == mgr.cfg.NodeID {
-			return strings.ToLower(s.Suffrage.String())
-		}
+	if s, ok := configServer(mgr.raft, raft.ServerID(mgr.cfg.NodeID)); ok {
+		return strings.ToLower(s.Suffrage.String())
 	}
 	return ""
 }
 
 // gossipRoleKeeper keeps the role tag equal to this node's suffrage.
 func (mgr *Manager) gossipRoleKeeper() {
-	defer mgr.wg.Done()
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -511,7 +496,6 @@ func (mgr *Manager) setGossipTag(key, value string) {
 // fresh: the data dir held no raft state at start, so the first request
 // says so (nodewire.KindJoinEmpty: an old member of this ID is replaced).
 func (mgr *Manager) gossipRaftJoiner(fresh bool) {
-	defer mgr.wg.Done()
 	backoff := 500 * time.Millisecond
 	for {
 		changed := mgr.gossip.changed.Wait()
@@ -596,7 +580,6 @@ func gossipViews(ms []GossipMember) []MemberView {
 // a join, failure or leave is acted on at once rather than at its next
 // interval. It is gossipEvents' one reader.
 func (mgr *Manager) wakeReconcilerOnGossip() {
-	defer mgr.wg.Done()
 	events := mgr.gossipEvents()
 	for {
 		select {

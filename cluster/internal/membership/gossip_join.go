@@ -26,7 +26,6 @@ const (
 )
 
 func (mgr *Manager) retryJoin() {
-	defer mgr.wg.Done()
 	ctx, cancel := mgr.closingContext()
 	defer cancel()
 	pause := retryJoinFirstPause

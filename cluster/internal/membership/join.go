@@ -142,7 +142,6 @@ func (mgr *Manager) Join(ctx context.Context, kind nodewire.Kind, addrs []string
 // leader (AddMember). It must not block New: after a full-cluster restart no
 // leader exists until enough members are back.
 func (mgr *Manager) rejoin() {
-	defer mgr.wg.Done()
 	member, addrs := mgr.rejoinAddrs()
 	if len(addrs) == 0 {
 		return // a single-node cluster: nobody to ask
@@ -380,8 +379,7 @@ var (
 // StartRejoin starts rejoin in the background: New calls it on every start
 // on existing state.
 func (mgr *Manager) StartRejoin() {
-	mgr.wg.Add(1)
-	go mgr.rejoin()
+	mgr.wg.Go(mgr.rejoin)
 }
 
 // SetLeaving says whether the node's Leave runs: while it does, the node

@@ -141,8 +141,7 @@ func (mgr *Manager) Start(fresh bool) error {
 	if mgr.cfg.GossipBindAddr == "" {
 		// Without gossip, members learn each other's API addresses by
 		// asking (peers.go); with it, each member's gossip tag says it.
-		mgr.wg.Add(1)
-		go mgr.runPeerInfo()
+		mgr.wg.Go(mgr.runPeerInfo)
 	}
 	mgr.watchHeartbeats()
 	if mgr.cfg.GossipBindAddr != "" {
@@ -160,8 +159,7 @@ func (mgr *Manager) Start(fresh bool) error {
 // Run starts the reconciler and, with gossip on, gossip's loops:
 // retry-join, raft-follows-gossip, BootstrapExpect.
 func (mgr *Manager) Run(fresh bool) {
-	mgr.wg.Add(1)
-	go mgr.reconciler.run()
+	mgr.wg.Go(mgr.reconciler.run)
 	if mgr.gossip != nil {
 		mgr.runGossip(fresh)
 	}
@@ -176,10 +174,10 @@ func (mgr *Manager) leader() string {
 	return string(id)
 }
 
-// servers is the latest raft configuration this node knows: IDs to
-// addresses.
-func (mgr *Manager) servers() (map[string]string, error) {
-	f := mgr.raft.GetConfiguration()
+// Servers is the latest raft configuration r knows: IDs to addresses.
+// Package cluster reads its own with it too.
+func Servers(r *raft.Raft) (map[string]string, error) {
+	f := r.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return nil, err
 	}

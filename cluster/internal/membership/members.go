@@ -195,9 +195,7 @@ func (mgr *Manager) watchHeartbeats() {
 		return false
 	})
 	mgr.raft.RegisterObserver(observer)
-	mgr.wg.Add(1)
-	go func() {
-		defer mgr.wg.Done()
+	mgr.wg.Go(func() {
 		defer mgr.raft.DeregisterObserver(observer)
 		for {
 			select {
@@ -207,5 +205,5 @@ func (mgr *Manager) watchHeartbeats() {
 				mgr.heartbeats.observe(o)
 			}
 		}
-	}()
+	})
 }

@@ -65,7 +65,7 @@ func (d *peerDirectory) info(id string) peerInfo {
 // (its API address, command level and version). A node not (yet) in this
 // node's configuration is not recorded; it will be asked once it is.
 func (mgr *Manager) HeardFrom(id, apiAddr string, level int, version string) {
-	servers, err := mgr.servers()
+	servers, err := Servers(mgr.raft)
 	if err != nil || id == mgr.cfg.NodeID {
 		return
 	}
@@ -79,12 +79,8 @@ func (mgr *Manager) HeardFrom(id, apiAddr string, level int, version string) {
 }
 
 func (mgr *Manager) runPeerInfo() {
-	defer mgr.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() { // so that Close does not wait for a peer's answer
-		<-mgr.closing
-		cancel()
-	}()
+	ctx, cancel := mgr.closingContext() // so that Close does not wait for a peer's answer
+	defer cancel()
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	for {
@@ -101,7 +97,7 @@ func (mgr *Manager) runPeerInfo() {
 // refreshPeerInfo forgets members that left the configuration and asks,
 // all at once, the members it knows nothing (or nothing recent) about.
 func (mgr *Manager) refreshPeerInfo(ctx context.Context) {
-	servers, err := mgr.servers()
+	servers, err := Servers(mgr.raft)
 	if err != nil {
 		return
 	}

@@ -228,7 +228,6 @@ func (r *reconciler) wake() {
 // runs it reconciles membership every autopilotInterval and when woken.
 func (r *reconciler) run() {
 	mgr := r.mgr
-	defer mgr.wg.Done()
 	ticker := time.NewTicker(mgr.autopilotInterval())
 	defer ticker.Stop()
 	var running any // the term autopilot runs for (Node.JudgingTerm); nil when it does not run
@@ -714,28 +713,17 @@ func (d *autopilotDelegate) RemoveFailedServer(srv *autopilot.Server) {
 	if id == raft.ServerID(mgr.cfg.NodeID) {
 		return // a leader never removes itself (see Leave); knownMembers counts it alive anyway
 	}
-	mgr.wg.Add(1)
-	go func() {
-		defer mgr.wg.Done()
-		f := mgr.raft.GetConfiguration()
-		if f.Error() != nil {
-			return
+	mgr.wg.Go(func() {
+		s, ok := configServer(mgr.raft, id)
+		if !ok || s.Suffrage == raft.Voter && !left {
+			return // gone, or promoted again meanwhile: the promoter demotes it first
 		}
-		for _, s := range f.Configuration().Servers {
-			if s.ID != id {
-				continue
-			}
-			if s.Suffrage == raft.Voter && !left {
-				return // promoted again meanwhile: the promoter demotes it first
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), mgr.cfg.RequestTimeout)
-			defer cancel()
-			if err := mgr.waitFuture(ctx, raftRecorder{mgr.raft, r}.RemoveServer(id, 0, 0)); err != nil && !mgr.closed() {
-				mgr.log.Warn("reconciler: removing member failed; retrying at the next round", "id", id, "error", err)
-			}
-			return
+		ctx, cancel := context.WithTimeout(context.Background(), mgr.cfg.RequestTimeout)
+		defer cancel()
+		if err := mgr.waitFuture(ctx, raftRecorder{mgr.raft, r}.RemoveServer(id, 0, 0)); err != nil && !mgr.closed() {
+			mgr.log.Warn("reconciler: removing member failed; retrying at the next round", "id", id, "error", err)
 		}
-	}()
+	})
 }
 
 func (mgr *Manager) OwnServerStats() nodewire.ServerStats {
@@ -808,7 +796,7 @@ func (rr raftRecorder) removeBeforeMove(id raft.ServerID, prevIndex uint64, time
 // addJoiningVoter adds a node that asked to join as a voter; the caller
 // holds voterChange.
 func (rr raftRecorder) addJoiningVoter(id raft.ServerID, addr raft.ServerAddress) raft.IndexFuture {
-	if s, ok := rr.member(id); ok && s.Address != addr {
+	if s, ok := configServer(rr.Raft, id); ok && s.Address != addr {
 		if err := rr.removeBeforeMove(id, 0, 0); err != nil {
 			return errorFuture{err}
 		}
@@ -824,7 +812,7 @@ func (f errorFuture) Index() uint64 { return 0 }
 
 func (rr raftRecorder) AddNonvoter(id raft.ServerID, addr raft.ServerAddress, prevIndex uint64, timeout time.Duration) raft.IndexFuture {
 	action, fallback := ActionAddNonvoter, "alive member not in the raft configuration"
-	s, ok := rr.member(id)
+	s, ok := configServer(rr.Raft, id)
 	if ok && s.Address == addr {
 		// Added meanwhile by the other path (the reconciler and a join
 		// request race for a new member): raft would accept it again and
@@ -849,8 +837,10 @@ func (rr raftRecorder) RemoveServer(id raft.ServerID, prevIndex uint64, timeout 
 	return rr.recorded(rr.Raft.RemoveServer(id, prevIndex, timeout), ActionRemove, id, "failed or left")
 }
 
-func (rr raftRecorder) member(id raft.ServerID) (raft.Server, bool) {
-	f := rr.Raft.GetConfiguration()
+// configServer is the server of r's latest configuration with ID id;
+// false when it has none or cannot read the configuration.
+func configServer(r *raft.Raft, id raft.ServerID) (raft.Server, bool) {
+	f := r.GetConfiguration()
 	if f.Error() != nil {
 		return raft.Server{}, false
 	}
