@@ -226,9 +226,16 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 			return nil, err
 		}
 	}
+	// The keep-alive is paced by the TTL the store holds: a retried
+	// create reports the session the first one made, and a store may hold
+	// another TTL than the one asked (SessionLease.TTL).
+	ttl := req.TTL
+	if lease.TTL > 0 {
+		ttl = lease.TTL
+	}
 	loopCtx, stop := context.WithCancel(context.Background())
 	s := &Session{
-		store: ss, id: req.ID, ttl: req.TTL,
+		store: ss, id: req.ID, ttl: ttl,
 		done: make(chan struct{}), stop: stop, loopDone: make(chan struct{}),
 		checks: make(chan int, 1), checksDone: make(chan struct{}),
 		deadline: sent.Add(lease.Remaining), deadlineAt: sent,
@@ -242,7 +249,8 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 // ID is the session's ID.
 func (s *Session) ID() SessionID { return s.id }
 
-// TTL is the session's TTL.
+// TTL is the session's TTL as the store holds it, by which its keep-alive
+// is paced.
 func (s *Session) TTL() time.Duration { return s.ttl }
 
 // Done is closed when the session has ended, or may have: the store said

@@ -36,6 +36,48 @@ func TestNewSessionBadOptions(t *testing.T) {
 	assert.ErrorIs(t, err, lock.ErrInvalidMetadata)
 }
 
+// shorterSessions is a memory store that holds every session it creates
+// with a TTL of its own, shorter than the one asked, and says so in the
+// lease (SessionLease.TTL), as a retried create reports the TTL of the
+// session the first one made.
+type shorterSessions struct {
+	*memstore.Store
+	ttl      time.Duration
+	renewals atomic.Int32
+}
+
+func (s *shorterSessions) CreateSession(ctx context.Context, req lock.SessionRequest) (lock.SessionLease, error) {
+	req.TTL = s.ttl
+	return s.Store.CreateSession(ctx, req)
+}
+
+func (s *shorterSessions) RenewSession(ctx context.Context, id lock.SessionID) (lock.SessionLease, error) {
+	s.renewals.Add(1)
+	return s.Store.RenewSession(ctx, id)
+}
+
+// A session's keep-alive is paced by the TTL the store holds, not the one
+// asked: paced by a longer one, it renews too late.
+func TestSessionKeepsTheTTLTheStoreHolds(t *testing.T) {
+	st := &shorterSessions{Store: memstore.New(), ttl: 300 * time.Millisecond}
+	t.Cleanup(func() { st.Close() })
+	ctx := context.Background()
+	sess, err := lock.New(st).NewSession(ctx, lock.SessionTTL(time.Minute))
+	require.NoError(t, err)
+	t.Cleanup(func() { sess.Close(ctx) })
+	assert.Equal(t, 300*time.Millisecond, sess.TTL())
+	// Several of the store's TTLs go by: the keep-alive renews within each.
+	require.Eventually(t, func() bool { return st.renewals.Load() >= 5 }, 10*time.Second, time.Millisecond)
+	select {
+	case <-sess.Done():
+		t.Fatalf("the session ended: %v", sess.Err())
+	default:
+	}
+	info, err := st.InspectSession(ctx, sess.ID())
+	require.NoError(t, err)
+	assert.Equal(t, 300*time.Millisecond, info.TTL)
+}
+
 // failingRenewals is a memory store whose renewals cannot reach it, and
 // which counts destroys.
 type failingRenewals struct {
