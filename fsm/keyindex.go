@@ -6,7 +6,8 @@ import (
 )
 
 // keyIndex finds a key's entry for the commands' point lookups: an
-// open-addressing hash table of entry pointers with linear probing, kept
+// open-addressing hash table of entry pointers (the only references to an
+// entry the collector sees: see entryRef) with linear probing, kept
 // at most three quarters full, and beside each slot a tag byte (zero for
 // an empty slot, else seven bits of the key's hash) so that a probe reads
 // an entry only when its tag matches. It replaces a map[string]*entry,

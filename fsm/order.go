@@ -152,8 +152,8 @@ func (n *orderNode) insertEntry(i int, e *entry, rightmost bool) (string, *order
 // ones; with keys that arrive nearly in order (many clients taking
 // numbered keys, each a little late), the left half was rarely filled
 // again and leaves averaged about three quarters full. Passing entries to
-// a sibling first fills them further: the order's pointer arrays are the
-// third largest part of a held lock's memory.
+// a sibling first fills them further: the order's arrays of entry
+// references are the third largest part of a held lock's memory.
 func (n *orderNode) shiftFromFullLeaf(i int) bool {
 	c := n.children[i]
 	if !c.leaf() || len(c.entries) < orderMax {
