@@ -176,7 +176,11 @@ func takeFrom[T any](c *<-chan T) (T, bool) {
 // neither cleared nor faulted in by its allocation), and the collection
 // after them sets the next one's start beyond what the rest of the restore
 // allocates. A taker that finds nothing ready takes a spare, so that no
-// value is made twice.
+// value is made twice. Making them all at once is bounded by want, which a
+// restore derives from a key count already checked against the snapshot's
+// bytes, and costs address space only until touched: a snapshot found
+// damaged further on stops the touching and leaves the rest to the
+// collector.
 func prefault[T any](want uint64, ahead int, stop <-chan struct{}, fresh func() T, touch func(T)) prefaulted[T] {
 	ready, spare := make(chan T, ahead), make(chan T, want)
 	go func() {
