@@ -313,8 +313,13 @@ func (mgr *Manager) AddMember(ctx context.Context, c Candidate) error {
 }
 
 // RemoveServer runs on the leader for a leaving node. Removing a server
-// that is not a member is a no-op.
+// that is not a member is a no-op. It holds voterChange from its read of
+// the configuration until the removal has committed: a promotion decided
+// from an older state (raftRecorder.AddVoter) then finds the member gone
+// rather than add it back as a voter.
 func (mgr *Manager) RemoveServer(ctx context.Context, id string) error {
+	mgr.reconciler.voterChange.Lock()
+	defer mgr.reconciler.voterChange.Unlock()
 	cf := mgr.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
 		return configChangeError(err)

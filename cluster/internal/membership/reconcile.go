@@ -746,6 +746,14 @@ type raftRecorder struct {
 
 // AddVoter is autopilot's: a promotion (checked by allowPromotion, and
 // waited for while joins are held off), or an address update of a voter.
+// Autopilot decides from a state computed a round earlier: a member
+// removed since (one that left at its own request) is not in the latest
+// configuration, and raft's AddVoter would add it back as a voter — a
+// Leave reported done while the leader keeps the node, and a voter that
+// will never answer again. So only a member of the latest configuration is
+// promoted or moved; the removal of a member that asked to leave reads and
+// changes the configuration under voterChange too (Manager.RemoveServer),
+// so none comes between this read and the add.
 func (rr raftRecorder) AddVoter(id raft.ServerID, addr raft.ServerAddress, prevIndex uint64, timeout time.Duration) raft.IndexFuture {
 	rr.r.voterChange.Lock()
 	defer rr.r.voterChange.Unlock()
@@ -754,7 +762,7 @@ func (rr raftRecorder) AddVoter(id raft.ServerID, addr raft.ServerAddress, prevI
 		return errorFuture{err}
 	}
 	servers := f.Configuration().Servers
-	action, fallback := ActionAddVoter, "fewer voters than Voters"
+	action, fallback := "", ""
 	for _, s := range servers {
 		if s.ID != id {
 			continue
@@ -771,6 +779,10 @@ func (rr raftRecorder) AddVoter(id raft.ServerID, addr raft.ServerAddress, prevI
 				return errorFuture{nil}
 			}
 		}
+	}
+	if action == "" {
+		rr.r.mgr.log.Debug("reconciler: not adding a voter that is not in the latest configuration (removed meanwhile)", "id", id)
+		return errorFuture{nil}
 	}
 	if action == ActionUpdateAddress {
 		if err := rr.removeBeforeMove(id, prevIndex, timeout); err != nil {
