@@ -97,17 +97,13 @@ func (s *raftlockSystem) startCluster(ctx context.Context, tweak func(*cluster.C
 		return err
 	}
 	s.dir, s.cfgs, s.nodes = dir, nil, nil
-	level := hclog.Off
-	if s.p.verbose {
-		level = hclog.Warn
-	}
 	benchknobs.LogSyncDelay, benchknobs.LogSynced = s.p.logSyncDelay, s.syncs.add
 	for i := range 3 {
 		cfg := cluster.DefaultConfig()
 		cfg.NodeID = fmt.Sprintf("n%d", i)
 		cfg.LeaderWritesInParallel = s.p.leaderParallel
 		cfg.DataDir = filepath.Join(dir, cfg.NodeID)
-		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "raftlock", Level: level, Output: os.Stderr})
+		cfg.Logger = nodeLogger(s.p.verbose)
 		if i == 0 {
 			cfg.Bootstrap = true
 		} else {
@@ -135,6 +131,16 @@ func (s *raftlockSystem) startCluster(ctx context.Context, tweak func(*cluster.C
 		}
 	}
 	return nil
+}
+
+// nodeLogger is a node's logger: the systems' own warnings with -v, else
+// nothing.
+func nodeLogger(verbose bool) hclog.Logger {
+	level := hclog.Off
+	if verbose {
+		level = hclog.Warn
+	}
+	return hclog.New(&hclog.LoggerOptions{Name: "raftlock", Level: level, Output: os.Stderr})
 }
 
 // ready waits until n takes and releases a lock.

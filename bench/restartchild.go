@@ -9,8 +9,6 @@ import (
 	"os/exec"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/raftlock/raftlock/cluster"
 	"github.com/raftlock/raftlock/internal/benchknobs"
 )
@@ -37,7 +35,8 @@ const (
 func isRestartChild() bool { return os.Getenv(restartChildEnv) != "" }
 
 // restartOrder is what the child needs: the member's configuration (the
-// fields the bench sets; the rest is cluster.DefaultConfig's), and what
+// fields the bench sets; the rest is cluster.DefaultConfig's: a field that
+// startCluster or held comes to set must be carried here too), and what
 // caught up means.
 type restartOrder struct {
 	NodeID            string
@@ -77,11 +76,7 @@ func (o restartOrder) config() cluster.Config {
 	cfg.LeaderWritesInParallel = o.LeaderParallel
 	cfg.SnapshotInterval, cfg.SnapshotThreshold, cfg.TrailingLogs = o.SnapshotInterval, o.SnapshotThreshold, o.TrailingLogs
 	cfg.MaxLocks = o.MaxLocks
-	level := hclog.Off
-	if o.Verbose {
-		level = hclog.Warn
-	}
-	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "raftlock", Level: level, Output: os.Stderr})
+	cfg.Logger = nodeLogger(o.Verbose)
 	return cfg
 }
 
