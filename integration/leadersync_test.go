@@ -50,6 +50,12 @@ func TestLeaderCountsItselfOnlyAfterItsSync(t *testing.T) {
 	}
 	c.partition([]*memNode{cutOff}, c.others(cutOff))
 
+	// The acquire of "before" was answered once the followers had it, and
+	// the leader's own sync of it may still be to come: held, it would hold
+	// the write of x too (a write first syncs the one before it), and the
+	// follower would never be sent x.
+	require.Eventually(t, func() bool { return !leader.disk.Unsynced() }, time.Minute, time.Millisecond,
+		"the leader never synced the grant of before")
 	held, release := c.holdSyncs(leader)
 	defer release()
 	synced := follower.disk.Synced()

@@ -167,6 +167,20 @@ func (d *PowerLoss) Synced() int {
 	return d.synced
 }
 
+// Unsynced says whether some write is not yet durable: a test that holds
+// the next sync (BeforeSync) waits until none is, so that the sync it holds
+// is the one of the write it makes next, not the end of an earlier one's.
+func (d *PowerLoss) Unsynced() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, f := range d.files {
+		if len(f.undo) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // FailSyncs makes the next n syncs of a file holding writes not yet synced
 // fail with err, as a disk that reports an I/O error does. Like Linux after
 // a failed writeback, which may mark the pages clean without writing them,
