@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"time"
+	"unsafe"
 )
 
 // deadline is one pending moment in the deadline index: the end of e's lease
@@ -119,8 +120,8 @@ type leaseHeap struct {
 // heap's length are never read, and append writes each one whole.
 func prefaultLeaseChunks(want uint64, stop <-chan struct{}) prefaulted[[]leaseDeadline] {
 	return prefault(want, 4, stop, func() []leaseDeadline { return make([]leaseDeadline, leaseChunk) }, func(c []leaseDeadline) {
-		for i := 0; i < len(c); i += 4096 / 16 {
-			c[i].at = 1 // any write faults the page in
+		for i := 0; i < len(c); i += pageSize / int(unsafe.Sizeof(leaseDeadline{})) {
+			c[i].at = 0 // a write, never a read first (pageSize)
 		}
 	})
 }

@@ -63,6 +63,17 @@ func newSlotTable(size int) slotTable {
 
 func (t *slotTable) slots() int { return len(t.groups) * 8 }
 
+// faultIn writes to every page of a table fresh from the system, before a
+// probe reads one (pageSize): filling it probes each group before setting
+// it, so each of its pages was faulted in twice, the second time with a
+// flush of the other CPUs' TLBs. A restore calls it once the table is made.
+func (t *slotTable) faultIn() {
+	perPage := pageSize / int(unsafe.Sizeof(slotGroup{}))
+	for i := 0; i < len(t.groups); i += perPage {
+		t.groups[i].tags[0] = 0
+	}
+}
+
 // tag is slot i's tag, 0 for an empty slot.
 func (t *slotTable) tag(i uint64) uint8 { return t.groups[i>>3].tags[i&7] }
 

@@ -501,7 +501,8 @@ func (r *snapshotReader) indexKeys(n uint64, seed maphash.Seed) chan<- indexBatc
 	r.keysDone = make(chan struct{})
 	go func(keys *keyIndex) {
 		defer close(r.keysDone)
-		*keys = newKeyIndexSeeded(int(n), seed) // here too: clearing its fresh memory takes a while
+		*keys = newKeyIndexSeeded(int(n), seed)
+		keys.cur.faultIn() // here too, at once: fresh memory read by anything (the collector too) before this is faulted in twice
 		for b := range batches {
 			if testHookIndexBatch != nil {
 				testHookIndexBatch()
