@@ -10,6 +10,7 @@ import (
 	"runtime/pprof"
 	"runtime/trace"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -472,6 +473,9 @@ func latestSnapshotSize(dataDir string) int64 {
 	matches, _ := filepath.Glob(filepath.Join(dataDir, "snapshots", "*", "state.bin"))
 	var newest os.FileInfo
 	for _, m := range matches {
+		if strings.HasSuffix(filepath.Dir(m), ".tmp") {
+			continue // raft's snapshot still being written: its state.bin is partial
+		}
 		fi, err := os.Stat(m)
 		if err == nil && (newest == nil || fi.ModTime().After(newest.ModTime())) {
 			newest = fi
