@@ -36,6 +36,7 @@ type params struct {
 	heldPeers      int    // locks held by etcd and Redis in the held workload
 	heldRestarts   int    // raftlock: times a follower is restarted in the held workload
 	heldRestart    string // raftlock: where: heldRestartProcess or heldRestartInplace
+	heldRestartVs  string // raftlock: another build's bench binary whose restarts alternate with this one's; "" for none
 	fillClients    int
 	ttl            time.Duration // lease of every lock the workloads take
 	heldTTL        time.Duration // lease of the held locks: longer than the whole held workload
@@ -100,6 +101,7 @@ func run() error {
 	flag.IntVar(&p.semLimit, "sem-limit", 8, "slots of the sem8 workload's semaphore")
 	flag.IntVar(&p.held, "held", 1_000_000, "locks raftlock holds in the held workload")
 	flag.IntVar(&p.heldRestarts, "held-restarts", 1, "raftlock: restart a follower this many times in turn after the held fill, and report the median restart (each one's figures are in the notes): one fill, several restarts")
+	flag.StringVar(&p.heldRestartVs, "held-restart-vs", "", "raftlock: the bench binary of another build (go build -o FILE in its bench directory): the follower's restarts alternate between this build and that one, -held-restarts of each, on the same fill, and the notes give that build's figures and the ratio pair by pair (with -held-restart process)")
 	flag.StringVar(&p.heldRestart, "held-restart", heldRestartProcess, "raftlock: where the held workload restarts its follower: "+heldRestartProcess+" (a process of its own, as a real member's restart is) or "+heldRestartInplace+" (in the bench's process, beside the other two members)")
 	flag.IntVar(&p.heldPeers, "held-peers", 200_000, "locks etcd and Redis hold in the held workload (0: same as -held)")
 	flag.IntVar(&p.fillClients, "fill-clients", 256, "clients that take the held locks")
@@ -231,6 +233,10 @@ func (p params) validate() error {
 		return fmt.Errorf("-rounds must be between 1 and 100 (got %d)", p.rounds)
 	case p.heldRestart != heldRestartProcess && p.heldRestart != heldRestartInplace:
 		return fmt.Errorf("-held-restart must be %s or %s (got %q)", heldRestartProcess, heldRestartInplace, p.heldRestart)
+	case p.heldRestartVs != "" && p.heldRestart != heldRestartProcess:
+		return fmt.Errorf("-held-restart-vs runs the other build's restarts as processes: it needs -held-restart %s (got %q)", heldRestartProcess, p.heldRestart)
+	case p.heldRestartVs != "" && !isExecutable(p.heldRestartVs):
+		return fmt.Errorf("-held-restart-vs %q is not an executable file: build the other bench with go build -o FILE in its bench directory", p.heldRestartVs)
 	case p.warmup < 0:
 		return errors.New("-warmup must not be negative")
 	case p.parClients < 1 || p.contendClient < 1 || p.fillClients < 1 || p.semClients < 1:

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -288,14 +289,35 @@ func (s *raftlockSystem) held(ctx context.Context, n int, atPeak func()) (figs m
 
 	progress("%s: held: %.0f bytes per lock per node; restarting a follower", s.name(), figs["held_bytes_per_lock"])
 	runs := map[string][]float64{}
-	for i := range max(s.p.heldRestarts, 1) {
-		restart, err := s.restartFollower(ctx, timings, n)
+	var vsCaught []float64 // -held-restart-vs: the other build's restarts, caught up (ms)
+	restarts := max(s.p.heldRestarts, 1)
+	if s.p.heldRestartVs != "" {
+		restarts *= 2 // this build's and the other's in turn
+	}
+	for i := range restarts {
+		exe := ""
+		if s.p.heldRestartVs != "" && i%2 == 1 {
+			exe = s.p.heldRestartVs
+		}
+		restart, err := s.restartFollower(ctx, timings, n, exe)
 		if err != nil {
-			return nil, fmt.Errorf("restart %d: %w", i+1, err)
+			return nil, fmt.Errorf("restart %d (%s): %w", i+1, cmp.Or(exe, "this build"), err)
+		}
+		if exe != "" {
+			vsCaught = append(vsCaught, restart["held_restart_caughtup_ms"])
+			continue
 		}
 		for k, v := range restart {
 			runs[k] = append(runs[k], v)
 		}
+	}
+	if len(vsCaught) > 0 {
+		ratios := make([]float64, len(vsCaught))
+		for i, v := range vsCaught {
+			ratios[i] = runs["held_restart_caughtup_ms"][i] / v
+		}
+		s.note = append(s.note, fmt.Sprintf("held: -held-restart-vs %s: held_restart_caughtup_ms of its %d restarts, each right after one of this build's: %.0f (median %.0f); this build / that one, pair by pair: %.3f (median %.3f)",
+			s.p.heldRestartVs, len(vsCaught), vsCaught, median(vsCaught), ratios, median(ratios)))
 	}
 	where := "in a new process (the bench's own binary, started on the member's data dir and address; the figures count from its start)"
 	if s.p.heldRestart == heldRestartInplace {
@@ -346,7 +368,8 @@ func (s *raftlockSystem) nudgeUntilSnapshots(ctx context.Context, timings *raftT
 // timing raft's restore of its snapshot, the first linearizable read it
 // answers, and when its own state machine has caught up with the leader:
 // in a process of its own (-held-restart process) or in this one (inplace).
-func (s *raftlockSystem) restartFollower(ctx context.Context, timings *raftTimings, n int) (map[string]float64, error) {
+// exe is the child's binary (-held-restart-vs), "" for this bench's.
+func (s *raftlockSystem) restartFollower(ctx context.Context, timings *raftTimings, n int, exe string) (map[string]float64, error) {
 	leader, err := s.leader(ctx)
 	if err != nil {
 		return nil, err
@@ -362,7 +385,7 @@ func (s *raftlockSystem) restartFollower(ctx context.Context, timings *raftTimin
 	if s.p.heldRestart == heldRestartInplace {
 		r, err = s.restartInPlace(ctx, timings, f, n, target)
 	} else {
-		r, err = s.restartInChild(ctx, f, n, target)
+		r, err = s.restartInChild(ctx, exe, f, n, target)
 		if err == nil {
 			// The cluster goes on with the member back in this process,
 			// caught up before the next restart stops another.

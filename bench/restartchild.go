@@ -114,11 +114,15 @@ func serveRestart() error {
 }
 
 // restartInChild runs follower f's restart as a child process (see
-// serveRestart) and returns its report once the child has exited.
-func (s *raftlockSystem) restartInChild(ctx context.Context, f, keys int, target uint64) (restartReport, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return restartReport{}, err
+// serveRestart) of exe, this bench's binary when "", and returns its report
+// once the child has exited. Another build's bench (-held-restart-vs) must
+// speak the same restartOrder and restartReport.
+func (s *raftlockSystem) restartInChild(ctx context.Context, exe string, f, keys int, target uint64) (restartReport, error) {
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return restartReport{}, err
+		}
 	}
 	o := orderOf(s.cfgs[f], s.p)
 	o.Keys, o.Target = keys, target
@@ -176,4 +180,10 @@ func awaitCaughtUp(ctx context.Context, node *cluster.Node, t0 time.Time, keys i
 		}
 	})
 	return readAt, caughtAt, err
+}
+
+// isExecutable reports whether path is a regular file someone may execute.
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
 }
