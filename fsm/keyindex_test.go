@@ -404,3 +404,17 @@ func hashesOf(x *keyIndex, es []*entry) []uint64 {
 	}
 	return hs
 }
+
+// A restore faults a fresh table in by writing to it (faultIn): what it
+// writes must leave every slot empty, at every size, the last partial page
+// included.
+func TestFaultedInTableIsEmpty(t *testing.T) {
+	for _, size := range []int{8, 64, 1 << 10, 1 << 16} {
+		table := newSlotTable(size)
+		table.faultIn()
+		for i := range uint64(table.slots()) {
+			require.Zero(t, table.tag(i), "size %d: slot %d has a tag", size, i)
+			require.Nil(t, table.at(i), "size %d: slot %d has an entry", size, i)
+		}
+	}
+}
