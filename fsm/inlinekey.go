@@ -138,7 +138,7 @@ func prefaultBlocks(want uint64, stop <-chan struct{}) prefaulted[*entryBlock] {
 // the TLB of every other CPU running the process, by an interrupt that a
 // virtual machine's host must deliver (on Linux, do_wp_page and
 // flush_tlb_mm_range). In a 10,000,000-lock restore on a 2-CPU VM, those
-// flushes were a fifth of its CPU time.
+// flushes were a quarter of its CPU time.
 const pageSize = 4096
 
 // prefaulted is what prefault makes: values made and faulted in (ready),

@@ -406,8 +406,7 @@ func hashesOf(x *keyIndex, es []*entry) []uint64 {
 }
 
 // A restore faults a fresh table in by writing to it (faultIn): what it
-// writes must leave every slot empty, at every size, the last partial page
-// included.
+// writes must leave every slot empty, at every size.
 func TestFaultedInTableIsEmpty(t *testing.T) {
 	for _, size := range []int{8, 64, 1 << 10, 1 << 16} {
 		table := newSlotTable(size)
