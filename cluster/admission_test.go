@@ -129,9 +129,12 @@ func TestCopyOfALiveMembersDataDirRefused(t *testing.T) {
 	cfg.DataDir, cfg.BindAddr = filepath.Join(copyDir), "127.0.0.1:0"
 	cfg.Bootstrap, cfg.Join = false, nil
 	dup := startNode(t, cfg)
-	require.Eventually(t, func() bool {
-		return strings.Contains(logs.String(), "in use by a live member at "+real.Addr()+"; the node at "+dup.Addr())
-	}, patience, 10*time.Millisecond, "no refusal logged")
+	refusal := "in use by a live member at " + real.Addr() + "; the node at " + dup.Addr()
+	if !assert.Eventually(t, func() bool { return strings.Contains(logs.String(), refusal) }, patience, 10*time.Millisecond, "no refusal logged") {
+		servers, err := c.leader().Servers()
+		t.Fatalf("the leader's servers: %v, %v (the member is at %s, the copy at %s); the log's lines on %s:\n%s",
+			servers, err, real.Addr(), dup.Addr(), real.ID(), linesWith(logs.String(), real.ID()))
+	}
 
 	servers, err := c.leader().Servers()
 	require.NoError(t, err)
@@ -230,4 +233,15 @@ func TestReconcilerDoesNotMoveAFreshNodeIntoAVotersPlace(t *testing.T) {
 		servers, err := leader.Servers()
 		return err == nil && servers[goneID] == newAddr
 	}, 10*time.Second, 10*time.Millisecond, "a member back elsewhere on its data dir is moved")
+}
+
+// linesWith returns the lines of log that contain s, for a failure message.
+func linesWith(log, s string) string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
