@@ -113,6 +113,21 @@ func TestJoinUnderALiveMembersIDRefused(t *testing.T) {
 // member's entry to the copy's address. It is refused and the member keeps
 // its place.
 func TestCopyOfALiveMembersDataDirRefused(t *testing.T) {
+	testCopyOfALiveMembersDataDirRefused(t, false)
+}
+
+// The same, when the copy asks before the leader has heard from the member
+// again: its heartbeats to the member's address failed while the member
+// was stopped, and raft tells the leader they answer again only once its
+// next heartbeat there succeeds (after a backoff of up to half a heartbeat
+// timeout, more on a loaded host). The leader judged the member dead on
+// that record and moved its entry to the copy's address; it now asks the
+// member's address who answers there before it moves a member.
+func TestCopyOfALiveMembersDataDirRefusedBeforeItsHeartbeatsResume(t *testing.T) {
+	testCopyOfALiveMembersDataDirRefused(t, true)
+}
+
+func testCopyOfALiveMembersDataDirRefused(t *testing.T, staleHeartbeats bool) {
 	var logs lockedBuffer
 	c := newCluster(t, 3, func(cfg *Config) { cfg.Logger = capturedLogger(cfg.NodeID, &logs) })
 	ctx := testCtx(t)
@@ -125,6 +140,9 @@ func TestCopyOfALiveMembersDataDirRefused(t *testing.T) {
 	real := c.restart(i)
 	c.waitLeader()
 
+	if staleHeartbeats {
+		c.leader().hooks().FailHeartbeats(raft.ServerID(real.ID()), time.Now().Add(-time.Minute))
+	}
 	cfg := c.cfgs[i]
 	cfg.DataDir, cfg.BindAddr = filepath.Join(copyDir), "127.0.0.1:0"
 	cfg.Bootstrap, cfg.Join = false, nil
@@ -140,6 +158,34 @@ func TestCopyOfALiveMembersDataDirRefused(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, real.Addr(), servers[real.ID()], "the member's entry stays at its address")
 	info, err := real.Inspect(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, lease.Token, info.Token)
+}
+
+// A voter stopped and started again on its data dir at another address
+// (another port, or a host that got a new IP) is moved there and keeps
+// its vote: nothing answers at its old address, so the leader's question
+// to it (answersAtConfigAddr) is no obstacle.
+func TestMemberRestartedAtANewAddressKeepsItsVote(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	_, lease := acquire(t, c.leader(), "k", time.Minute)
+	i := c.index(c.follower())
+	old := c.cfgs[i].BindAddr
+	c.stop(i)
+	cfg := c.cfgs[i]
+	cfg.BindAddr = "127.0.0.1:0"
+	moved := startNode(t, cfg)
+	require.NotEqual(t, old, moved.Addr())
+
+	require.Eventually(t, func() bool {
+		for _, m := range c.leader().Stats().Members {
+			if m.ID == moved.ID() {
+				return m.Address == moved.Addr() && m.Suffrage == SuffrageVoter
+			}
+		}
+		return false
+	}, patience, 10*time.Millisecond, "the member's entry is not moved to %s as a voter", moved.Addr())
+	info, err := moved.Inspect(testCtx(t), "k")
 	require.NoError(t, err)
 	assert.Equal(t, lease.Token, info.Token)
 }

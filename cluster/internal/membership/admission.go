@@ -1,6 +1,7 @@
 package membership
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -41,8 +42,10 @@ import (
 //     naming the live address. The member's place is taken over only once
 //     the reconciler's member source (members.go) calls it failed or left at
 //     that address (raft's heartbeats to it failed for failureDetectTime, or
-//     gossip says so), or after it left (Leave) or was removed; a member
-//     restarted at a new address is updated then. The refused node keeps
+//     gossip says so) and, asked by the leader, no node of its ID answers
+//     there (answersAtConfigAddr: the heartbeat record lags a restart), or
+//     after it left (Leave) or was removed; a member restarted at a new
+//     address is updated then. The refused node keeps
 //     asking (its old address may just not be known dead yet), so New's
 //     join fails after RequestTimeout with the refusal as its last error.
 //   - A fresh node (its data dir holds no raft state) under the ID of a
@@ -179,7 +182,11 @@ const (
 // before its old address is known dead, which is no error: gossip lets
 // one node at a time have an ID, so that one is logged at Info.
 func (mgr *Manager) admit(c Candidate, via string) (admission, error) {
-	verdict, err := checkAdmission(mgr.ident.ClusterID(), mgr.knownMembers(), c)
+	ours, members := mgr.ident.ClusterID(), mgr.knownMembers()
+	verdict, err := checkAdmission(ours, members, c)
+	if err == nil && mgr.answersAtConfigAddr(members, c) {
+		verdict, err = checkAdmission(ours, markAlive(members, c.ID), c)
+	}
 	switch {
 	case errors.Is(err, nodewire.ErrWrongCluster):
 		mgr.refusals.log(mgr.log, hclog.Error, "wrong-cluster:"+string(c.ID)+"@"+string(c.Addr), "refusing to add a node of another cluster",
@@ -194,6 +201,51 @@ func (mgr *Manager) admit(c Candidate, via string) (admission, error) {
 			"id", c.ID, "addr", c.Addr, "via", via, "error", err)
 	}
 	return verdict, err
+}
+
+// moveProbeTimeout bounds how long the leader waits for a member's old
+// address to answer before it moves the member elsewhere: a live node
+// answers within milliseconds; a dead one refuses the connection at once,
+// unless its host is gone and the dial hangs, which delays the move by this.
+const moveProbeTimeout = time.Second
+
+// answersAtConfigAddr says whether admitting c would move a member that the
+// leader's record judges dead at its raft address while a node of c's ID
+// still answers there. The record is raft's heartbeat failures, and raft
+// reports a member answering again only once its next heartbeat succeeds,
+// after a backoff: a member stopped and started again on its address is
+// dead on that record for a while, and a copy of its data dir asking from
+// another address in that window would take its place (and its vote) from
+// a live member. So before such a move the leader asks the old address who
+// answers there.
+func (mgr *Manager) answersAtConfigAddr(members []KnownMember, c Candidate) bool {
+	i := slices.IndexFunc(members, func(m KnownMember) bool { return m.ID == c.ID })
+	if i < 0 {
+		return false
+	}
+	m := members[i]
+	if !m.InConfig || m.ConfigAddr == "" || m.ConfigAddr == c.Addr || m.liveAddr() != "" {
+		return false
+	}
+	ctx, cancel := mgr.closingContext()
+	defer cancel()
+	ctx, cancelProbe := context.WithTimeout(ctx, moveProbeTimeout)
+	defer cancelProbe()
+	info, err := mgr.askInfo(ctx, string(m.ConfigAddr))
+	return err == nil && info.ID == string(c.ID)
+}
+
+// markAlive returns members with id alive at its raft address: what a node
+// of id answering there shows.
+func markAlive(members []KnownMember, id raft.ServerID) []KnownMember {
+	out := slices.Clone(members)
+	for i := range out {
+		if out[i].ID == id {
+			out[i].HeartbeatsFailed, out[i].Status = false, autopilot.NodeAlive
+			out[i].Addr = out[i].ConfigAddr
+		}
+	}
+	return out
 }
 
 // refusalLog logs a refusal once a minute per key: a refused node retries,

@@ -2,10 +2,12 @@ package membership
 
 import (
 	"context"
+	"time"
 
 	autopilot "github.com/hashicorp/raft-autopilot"
 
 	"github.com/raftlock/raftlock/cluster/nodewire"
+	raft "github.com/raftlock/raftlock/internal/raft"
 )
 
 // TestHooks reaches into a Manager for package cluster's tests, which run
@@ -15,6 +17,13 @@ type TestHooks struct{ mgr *Manager }
 
 // TestHooks returns the Manager's hooks for package cluster's tests.
 func (mgr *Manager) TestHooks() TestHooks { return TestHooks{mgr} }
+
+// FailHeartbeats makes the leader's record say that its heartbeats to id
+// have failed since lastContact, as raft reports a member that stopped
+// answering, while id may in fact answer.
+func (h TestHooks) FailHeartbeats(id raft.ServerID, lastContact time.Time) {
+	h.mgr.heartbeats.observe(raft.Observation{Data: raft.FailedHeartbeatObservation{PeerID: id, LastContact: lastContact}})
+}
 
 // SetMemberSource replaces the reconciler's member source (gossip's view).
 func (h TestHooks) SetMemberSource(src MemberSource) { h.mgr.gossipView.Store(&src) }
